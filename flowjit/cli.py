@@ -1,0 +1,86 @@
+"""The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...``.
+
+``ir`` traces a function of a Python file for abstract arguments and prints its IR as
+text (parseable back) or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from flowjit.ir.errors import FlowjitError, ParseError
+from flowjit.ir.json_form import function_to_json
+from flowjit.ir.parser import parse_type
+from flowjit.tracer.function import STAGES, ShapeDtype, TracedFunction, function
+
+
+def load_function(target: str) -> TracedFunction:
+    """Import ``path/to/file.py:func`` and return it as an fj.function."""
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        raise SystemExit(f"flowjit: expected FILE.py:FUNCTION, got {target!r}")
+    if not os.path.isfile(path):
+        raise SystemExit(f"flowjit: no such file: {path}")
+    directory = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, directory)
+    try:
+        mod_name = "_flowjit_cli_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(directory)
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise SystemExit(f"flowjit: {path} has no function {name!r}")
+    return fn if isinstance(fn, TracedFunction) else function(fn)
+
+
+def parse_arg(text: str) -> ShapeDtype:
+    """``f32[2,3]`` -> ShapeDtype((2, 3), float32)."""
+    try:
+        t = parse_type(text)
+    except ParseError as e:
+        raise SystemExit(f"flowjit: bad --arg {text!r}: {e.message} (expected e.g. f32[2,3] or i32[])") from None
+    return ShapeDtype(t.shape, t.dtype)
+
+
+def cmd_ir(ns: argparse.Namespace) -> int:
+    fn = load_function(ns.target)
+    args = [parse_arg(a) for a in ns.arg]
+    try:
+        ir = fn.ir(*args, stage=ns.stage)
+    except FlowjitError as e:
+        print(f"flowjit: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if ns.format == "json":
+        print(json.dumps(function_to_json(ir), indent=2))
+    else:
+        sys.stdout.write(str(ir))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flowjit`` command."""
+    parser = argparse.ArgumentParser(prog="flowjit", description="Inspect and compile flowjit programs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_ir = sub.add_parser("ir", help="print the IR of a function for given argument types")
+    p_ir.add_argument("target", help="path/to/file.py:function")
+    p_ir.add_argument("--arg", action="append", default=[], metavar="TYPE",
+                      help="an argument type such as f32[2,3] or i32[] (repeat per argument)")
+    p_ir.add_argument("--stage", default="traced", choices=STAGES, help="pipeline stage to show")
+    p_ir.add_argument("--format", default="text", choices=("text", "json"))
+    p_ir.set_defaults(func=cmd_ir)
+    ns = parser.parse_args(argv)
+    return ns.func(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

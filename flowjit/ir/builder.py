@@ -1,0 +1,66 @@
+"""``Builder``: the one way new ops enter a block.
+
+The tracer drives it while tracing user code and VJP rules drive it while building
+gradients, so every op anywhere is created through the same checks: attributes are
+validated and canonicalized by the primitive's schema and result types come from its
+rule; a rule's ShapeError leaves here naming the op and the user's line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
+from flowjit.ir.errors import ShapeError
+from flowjit.ir.registry import Primitive, get
+from flowjit.ir.types import TensorType
+
+
+class Builder:
+    """Appends ops to ``block``; ``loc`` and ``device`` are stamped on each new op."""
+
+    def __init__(self, block: Block, loc: SourceLoc | None = None, device: str | None = None,
+                 index: int | None = None):
+        self.block = block
+        self.loc = loc
+        self.device = device
+        self.index = index  # insertion point; None appends at the end
+
+    @classmethod
+    def before(cls, op: Op) -> Builder:
+        """A builder that inserts just before ``op``, with its location and device."""
+        assert op.parent is not None
+        return cls(op.parent, op.loc, op.device, op.parent.ops.index(op))
+
+    def emit(self, prim: Primitive | str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None,
+             loc: SourceLoc | None = None) -> list[Value]:
+        """Append ``prim(inputs) {attrs}`` and return its results."""
+        p = get(prim) if isinstance(prim, str) else prim
+        loc = loc or self.loc
+        try:
+            canon = p.normalize_attrs(attrs or {})
+            types = p.infer([v.type for v in inputs], canon)
+        except ShapeError as e:
+            raise e.with_location(p.name, loc) from None
+        op = Op(p, list(inputs), canon, types, device=self.device, loc=loc)
+        if self.index is None:
+            self.block.append(op)
+        else:
+            self.block.insert(self.index, op)
+            self.index += 1
+        return op.results
+
+    def op(self, prim: Primitive | str, *inputs: Value, **attrs: Any) -> Value:
+        """Append a single-result op and return its result."""
+        (r,) = self.emit(prim, inputs, attrs)
+        return r
+
+
+def new_function(name: str, arg_types: Sequence[TensorType], arg_names: Sequence[str] | None = None,
+                 is_var: Sequence[bool] | None = None) -> tuple[Function, Builder]:
+    """An empty Function with the given arguments and a Builder positioned in its body."""
+    names = list(arg_names) if arg_names is not None else [f"a{i}" for i in range(len(arg_types))]
+    block = Block([Value(t, name=n) for t, n in zip(arg_types, names)])
+    fn = Function(name, block, list(is_var) if is_var is not None else None)
+    return fn, Builder(block)

@@ -1,0 +1,149 @@
+"""Element types and the rules that combine them.
+
+flowjit has six dtypes. Promotion follows NumPy 2 (NEP 50): two arrays promote as
+``np.result_type`` does, and a Python scalar is *weak*: it takes the dtype of the array
+it meets when their kinds allow (a float32 array times 2.0 stays float32, an int32 array
+plus 1 stays int32), as in JAX. A weak scalar meeting a lower kind (a float scalar and an
+int array) gives NumPy's default dtype of the scalar's kind (float64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowjit.ir.errors import FlowjitTypeError
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+    """One element type: its IR short name (``f32``), NumPy name and kind (b, i, f).
+
+    It compares equal to the same NumPy dtype in any spelling (``np.float32``,
+    ``np.dtype("float32")``, ``"float32"``), and ``np.dtype(fj.float32)`` works.
+    """
+
+    short: str
+    name: str
+    kind: str
+    itemsize: int
+
+    @property
+    def np(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    @property
+    def dtype(self) -> np.dtype:
+        # NumPy's protocol: np.dtype(obj) reads obj.dtype.
+        return np.dtype(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DType):
+            return self.short == other.short
+        if isinstance(other, str) and other == self.short:
+            return True
+        try:
+            return np.dtype(other) == np.dtype(self.name)  # type: ignore[arg-type]
+        except TypeError:
+            return False
+
+    def __hash__(self) -> int:
+        return hash(self.short)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    def __str__(self) -> str:
+        return self.short
+
+    def __repr__(self) -> str:
+        return f"fj.{self.name}"
+
+
+bool_ = DType("bool", "bool", "b", 1)
+int32 = DType("i32", "int32", "i", 4)
+int64 = DType("i64", "int64", "i", 8)
+float16 = DType("f16", "float16", "f", 2)
+float32 = DType("f32", "float32", "f", 4)
+float64 = DType("f64", "float64", "f", 8)
+
+ALL_DTYPES: tuple[DType, ...] = (bool_, int32, int64, float16, float32, float64)
+FLOAT_DTYPES: tuple[DType, ...] = (float16, float32, float64)
+INT_DTYPES: tuple[DType, ...] = (int32, int64)
+NUMERIC_DTYPES: tuple[DType, ...] = INT_DTYPES + FLOAT_DTYPES
+
+_BY_SHORT = {d.short: d for d in ALL_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+
+# The dtype a weak Python scalar of each kind becomes when nothing else decides.
+DEFAULT_FOR_KIND = {"b": bool_, "i": int64, "f": float64}
+_KIND_ORDER = {"b": 0, "i": 1, "f": 2}
+
+
+def dtype(x: object) -> DType:
+    """Coerce a DType, a short name (``'f32'``), a NumPy name or a NumPy dtype."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str) and x in _BY_SHORT:
+        return _BY_SHORT[x]
+    try:
+        npd = np.dtype(x)  # type: ignore[call-overload]
+    except TypeError:
+        raise FlowjitTypeError(f"{x!r} is not a dtype; flowjit supports {supported_names()}") from None
+    if npd.name in _BY_NAME:
+        return _BY_NAME[npd.name]
+    raise FlowjitTypeError(
+        f"dtype {npd.name} is not supported by flowjit (supported: {supported_names()}); "
+        f"cast it first, e.g. .astype(np.float32)")
+
+
+def from_short(short: str) -> DType | None:
+    """The dtype with IR short name ``short``, or None."""
+    return _BY_SHORT.get(short)
+
+
+def supported_names() -> str:
+    return ", ".join(d.name for d in ALL_DTYPES)
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Promote two strong dtypes as NumPy does (``np.result_type``)."""
+    return dtype(np.result_type(a.np, b.np))
+
+
+def promote_types(dtypes: list[DType], weak: list[bool]) -> DType:
+    """The common dtype of several operands, some of them weak Python scalars.
+
+    Strong dtypes promote as NumPy's; a weak operand only raises the kind, and when it
+    does the result is the default dtype of its kind (float64 for a float scalar).
+    """
+    strong = [d for d, w in zip(dtypes, weak) if not w]
+    if strong:
+        result = strong[0]
+        for d in strong[1:]:
+            result = promote(result, d)
+    else:
+        # Only weak scalars: the highest kind, at its default width.
+        kind = max((d.kind for d in dtypes), key=_KIND_ORDER.__getitem__)
+        return DEFAULT_FOR_KIND[kind]
+    for d, w in zip(dtypes, weak):
+        if w and _KIND_ORDER[d.kind] > _KIND_ORDER[result.kind]:
+            result = DEFAULT_FOR_KIND[d.kind]
+    return result
+
+
+def default_float(d: DType) -> DType:
+    """The float dtype NumPy computes transcendental functions of ``d`` in."""
+    if d.is_float:
+        return d
+    return float64

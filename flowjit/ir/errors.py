@@ -1,0 +1,61 @@
+"""The errors flowjit raises at trace, parse and verify time.
+
+Every error that concerns an op carries the primitive's name, the shapes and dtypes
+involved and, when known, the user's source line, so the message alone says where to
+look and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class FlowjitError(Exception):
+    """Base class of every error flowjit raises on purpose."""
+
+
+class ShapeError(FlowjitError, ValueError):
+    """An op was given inputs or attributes its shape/dtype rule rejects.
+
+    Shape rules raise it with the reason; the builder adds the op and the user's line
+    (``with_location``) before it reaches the user.
+    """
+
+    def __init__(self, message: str, *, op: str | None = None, loc: object = None):
+        self.reason = message
+        self.op = op
+        self.loc = loc
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        text = self.reason
+        if self.op is not None and not text.startswith(self.op + ":"):
+            text = f"{self.op}: {text}"
+        if self.loc is not None:
+            text += f"\n  at {self.loc}"
+        return text
+
+    def with_location(self, op: str, loc: object) -> ShapeError:
+        """Return a copy of this error that names ``op`` and the user's line ``loc``."""
+        err = type(self)(self.reason, op=self.op or op, loc=self.loc or loc)
+        return err
+
+
+class FlowjitTypeError(FlowjitError, TypeError):
+    """A value of an unsupported Python or NumPy type reached flowjit."""
+
+
+class TracerError(FlowjitError, TypeError):
+    """A traced value was used where a concrete Python value is needed."""
+
+
+class ParseError(FlowjitError, ValueError):
+    """Malformed IR text; carries the 1-based line and column of the problem."""
+
+    def __init__(self, message: str, line: int, col: int):
+        self.message = message
+        self.line = line
+        self.col = col
+        super().__init__(f"line {line}, column {col}: {message}")
+
+
+class VerifyError(FlowjitError, ValueError):
+    """A Function breaks an IR invariant (dominance, use lists, result types)."""

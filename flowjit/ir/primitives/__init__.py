@@ -1,0 +1,11 @@
+"""Importing this package declares every primitive in the registry, one module per family."""
+
+from flowjit.ir.primitives import (  # noqa: F401
+    creation,
+    elementwise,
+    indexing,
+    layout,
+    linalg,
+    random,
+    reduction,
+)

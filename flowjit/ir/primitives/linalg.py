@@ -1,0 +1,147 @@
+"""Linear-algebra primitives: matmul and conv2d, the contractions backends hand to a library.
+
+Both are ``opaque`` to fusion: a backend lowers them to a BLAS/cuDNN call or a hand-written
+kernel rather than to a loop nest of scalar templates. Operands share one dtype (the
+tracer inserts casts); f16 references accumulate in f32 and round once, as the kernels do.
+conv2d follows TensorFlow's layout (NHWC input, HWIO filter) and its SAME/VALID padding;
+``conv2d_padding`` is the one place that turns a padding attribute into explicit pads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowjit.ir.dtypes import FLOAT_DTYPES, NUMERIC_DTYPES, float16
+from flowjit.ir.errors import ShapeError
+from flowjit.ir.registry import attr, broadcast_shapes, declare, same_dtype
+from flowjit.ir.types import TensorType
+
+Pads = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _acc_dtype(d: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if d == float16.np else d
+
+
+# ---- matmul -------------------------------------------------------------------------------
+def _matmul_rule(in_types: Sequence[TensorType]) -> TensorType:
+    a, b = in_types
+    if a.ndim < 2 or b.ndim < 2:
+        raise ShapeError(f"operands must have rank >= 2 ([..., m, k] @ [..., k, n]), got {a} and {b}")
+    d = same_dtype(in_types)
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"contracted dimensions differ: {a} has k={a.shape[-1]}, "
+                         f"{b} has k={b.shape[-2]}")
+    try:
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ShapeError:
+        raise ShapeError(f"batch dimensions of {a} and {b} do not broadcast together") from None
+    return TensorType(batch + (a.shape[-2], b.shape[-1]), d)
+
+
+def _matmul_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    acc = _acc_dtype(a.dtype)
+    # f16 overflow to inf is the result, as NumPy gives it, not a warning.
+    with np.errstate(all="ignore"):
+        r = np.matmul(a.astype(acc, copy=False), b.astype(acc, copy=False))
+        return np.asarray(r).astype(a.dtype, copy=False)
+
+
+declare("matmul", kind="opaque", rule=_matmul_rule, impl=_matmul_impl, arity=2,
+        dtypes=NUMERIC_DTYPES, differentiable=True,
+        doc="[..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast as np.matmul; "
+            "ints wrap")
+
+
+# ---- conv2d -------------------------------------------------------------------------------
+def conv2d_padding(in_hw: Sequence[int], kernel_hw: Sequence[int], strides: Sequence[int],
+                   dilation: Sequence[int], padding: str | Sequence[Sequence[int]]) -> Pads:
+    """Explicit ``((top, bottom), (left, right))`` pads for a conv2d padding attribute.
+
+    ``"VALID"`` pads nothing; ``"SAME"`` pads as TensorFlow does so that the output has
+    ``ceil(in / stride)`` positions, the odd pixel going to the bottom/right; explicit
+    pairs are returned as they are. Arguments are assumed already checked by the rule.
+    """
+    if isinstance(padding, str):
+        if padding.upper() == "VALID":
+            return ((0, 0), (0, 0))
+        pads = []
+        for n, k, s, d in zip(in_hw, kernel_hw, strides, dilation):
+            out = -(-n // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+            pads.append((total // 2, total - total // 2))
+        return (pads[0], pads[1])
+    (pt, pb), (pl, pr) = padding
+    return ((int(pt), int(pb)), (int(pl), int(pr)))
+
+
+def _conv2d_rule(in_types: Sequence[TensorType], *, strides: tuple[int, ...],
+                 padding: str | tuple[tuple[int, int], ...],
+                 dilation: tuple[int, ...]) -> TensorType:
+    x, w = in_types
+    if x.ndim != 4:
+        raise ShapeError(f"input must be NHWC (rank 4), got {x}")
+    if w.ndim != 4:
+        raise ShapeError(f"filter must be HWIO (rank 4), got {w}")
+    d = same_dtype(in_types)
+    if w.shape[2] != x.shape[3]:
+        raise ShapeError(f"filter {w} expects {w.shape[2]} input channels, input {x} has {x.shape[3]}")
+    if w.shape[0] < 1 or w.shape[1] < 1:
+        raise ShapeError(f"filter {w} must have non-empty spatial dimensions")
+    for name, vals in (("strides", strides), ("dilation", dilation)):
+        if len(vals) != 2:
+            raise ShapeError(f"{name}={vals} must have 2 entries (height, width)")
+        if any(v < 1 for v in vals):
+            raise ShapeError(f"{name}={vals} must be >= 1")
+    if not isinstance(padding, str):
+        if len(padding) != 2:
+            raise ShapeError(f"padding={padding} must be SAME, VALID or 2 (low, high) pairs")
+        if any(p < 0 for pair in padding for p in pair):
+            raise ShapeError(f"padding={padding} must be non-negative")
+    pads = conv2d_padding(x.shape[1:3], w.shape[:2], strides, dilation, padding)
+    out = []
+    for i, axis in enumerate(("height", "width")):
+        padded = x.shape[1 + i] + pads[i][0] + pads[i][1]
+        span = (w.shape[i] - 1) * dilation[i] + 1
+        n = (padded - span) // strides[i] + 1
+        if n < 0:
+            raise ShapeError(f"filter {w} with dilation {dilation} spans {span} along {axis}, "
+                             f"more than the padded input {x} ({padded}) allows")
+        out.append(n)
+    return TensorType((x.shape[0], out[0], out[1], w.shape[3]), d)
+
+
+def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
+                 padding: str | tuple[tuple[int, int], ...],
+                 dilation: tuple[int, ...]) -> np.ndarray:
+    n, h, wd, _ = x.shape
+    kh, kw, _, o = w.shape
+    (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    acc = _acc_dtype(x.dtype)
+    if oh == 0 or ow == 0 or o == 0 or x.size == 0:
+        return np.zeros((n, oh, ow, o), dtype=x.dtype)
+    # Index arithmetic into the unpadded input, masking the taps that fall in the padding:
+    # memory stays proportional to the output times the filter, whatever the pads are.
+    rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - pt  # [oh, kh]
+    cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pl  # [ow, kw]
+    inside = (((rows >= 0) & (rows < h))[:, :, None, None]
+              & ((cols >= 0) & (cols < wd))[None, None, :, :])  # [oh, kh, ow, kw]
+    taps = x.astype(acc, copy=False)[:, np.clip(rows, 0, h - 1)[:, :, None, None],
+                                     np.clip(cols, 0, wd - 1)[None, None, :, :], :]
+    patches = np.where(inside[None, :, :, :, :, None], taps, acc.type(0))  # [n, oh, kh, ow, kw, c]
+    with np.errstate(all="ignore"):
+        r = np.tensordot(patches, w.astype(acc, copy=False), axes=([2, 4, 5], [0, 1, 2]))
+        return np.ascontiguousarray(r.astype(x.dtype, copy=False))
+
+
+declare("conv2d", kind="opaque", rule=_conv2d_rule, impl=_conv2d_impl, arity=2,
+        attrs={"strides": attr("ints", (1, 1)), "padding": attr("padding", "VALID"),
+               "dilation": attr("ints", (1, 1))},
+        dtypes=FLOAT_DTYPES, differentiable=True,
+        doc="2-D cross-correlation, NHWC input and HWIO filter -> [N, OH, OW, O]; padding "
+            "SAME/VALID as TensorFlow, or explicit ((top, bottom), (left, right))")

@@ -1,0 +1,150 @@
+"""Reduction primitives: ops that combine the elements along some axes into one.
+
+reduce_sum, reduce_prod, reduce_max, reduce_min, reduce_any and reduce_all fold a set of
+axes (``axes=()`` folds none and is the identity); argmax and argmin pick the index of the
+extreme along one axis; cumsum keeps every partial sum along one axis. Results keep the
+input dtype (NumPy widens integer sums; we do not), except argmax/argmin which give i64.
+Axes attributes accept negative values, counted from the end; the rules check them
+against the rank and the IR keeps what the caller wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from flowjit.ir.dtypes import NUMERIC_DTYPES, DType, bool_, float16, int64
+from flowjit.ir.errors import ShapeError
+from flowjit.ir.registry import attr, declare, normalize_axes, normalize_axis
+from flowjit.ir.types import TensorType
+
+_ORDERED_DTYPES = NUMERIC_DTYPES + (bool_,)
+
+
+def _axes_of(axes: Sequence[int], x: TensorType) -> tuple[int, ...]:
+    try:
+        return normalize_axes(axes, x.ndim)
+    except ShapeError as e:
+        raise ShapeError(f"{e.reason} (axes={tuple(axes)}, input {x})") from None
+
+
+def _axis_of(axis: int, x: TensorType) -> int:
+    try:
+        return normalize_axis(axis, x.ndim)
+    except ShapeError as e:
+        raise ShapeError(f"{e.reason} (input {x})") from None
+
+
+def _reduced_shape(x: TensorType, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+def _no_empty(x: TensorType, axes: tuple[int, ...]) -> None:
+    # NumPy has no identity for max/min/argmax over nothing; reject it before run time.
+    empty = [a for a in axes if x.shape[a] == 0]
+    if empty:
+        raise ShapeError(f"cannot reduce {x} over axis {empty[0]} of size 0 (no identity)")
+
+
+# ---- axes reductions ----------------------------------------------------------------------
+def _reduce_rule(empty_ok: bool, out_dtype: DType | None = None) -> Callable[..., TensorType]:
+    def rule(in_types: Sequence[TensorType], *, axes: tuple[int, ...], keepdims: bool) -> TensorType:
+        (x,) = in_types
+        ax = _axes_of(axes, x)
+        if not empty_ok:
+            _no_empty(x, ax)
+        return TensorType(_reduced_shape(x, ax, keepdims), out_dtype or x.dtype)
+    return rule
+
+
+def _accumulating(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    # Sum-like reductions: dtype= stops NumPy widening ints (they wrap, as in the compiled
+    # code); f16 accumulates in f32 and is rounded once at the end, the most exact answer.
+    def impl(x: np.ndarray, *, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        acc = np.float32 if x.dtype == float16.np else x.dtype
+        with np.errstate(all="ignore"):
+            r = fn(x, axis=tuple(axes), keepdims=keepdims, dtype=acc)
+        return np.asarray(r).astype(x.dtype, copy=False)
+    return impl
+
+
+def _selecting(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def impl(x: np.ndarray, *, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            r = fn(x, axis=tuple(axes), keepdims=keepdims)
+        return np.asarray(r).astype(x.dtype, copy=False)
+    return impl
+
+
+_AXES_ATTRS = {"axes": attr("ints"), "keepdims": attr("bool", False)}
+
+declare("reduce_sum", kind="reduction", rule=_reduce_rule(True), impl=_accumulating(np.sum),
+        attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES, differentiable=True,
+        doc="sum over axes in the input dtype (ints wrap); 0 over an empty axis")
+declare("reduce_prod", kind="reduction", rule=_reduce_rule(True), impl=_accumulating(np.prod),
+        attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES, differentiable=True,
+        doc="product over axes in the input dtype (ints wrap); 1 over an empty axis")
+declare("reduce_max", kind="reduction", rule=_reduce_rule(False), impl=_selecting(np.max),
+        attrs=_AXES_ATTRS, arity=1, dtypes=_ORDERED_DTYPES, differentiable=True,
+        doc="maximum over axes; NaN propagates; an empty axis is an error")
+declare("reduce_min", kind="reduction", rule=_reduce_rule(False), impl=_selecting(np.min),
+        attrs=_AXES_ATTRS, arity=1, dtypes=_ORDERED_DTYPES, differentiable=True,
+        doc="minimum over axes; NaN propagates; an empty axis is an error")
+declare("reduce_any", kind="reduction", rule=_reduce_rule(True, bool_), impl=_selecting(np.any),
+        attrs=_AXES_ATTRS, arity=1, dtypes=(bool_,), differentiable=False,
+        doc="logical or over axes; false over an empty axis")
+declare("reduce_all", kind="reduction", rule=_reduce_rule(True, bool_), impl=_selecting(np.all),
+        attrs=_AXES_ATTRS, arity=1, dtypes=(bool_,), differentiable=False,
+        doc="logical and over axes; true over an empty axis")
+
+
+# ---- argmax / argmin ------------------------------------------------------------------------
+def _arg_rule(in_types: Sequence[TensorType], *, axis: int, keepdims: bool) -> TensorType:
+    (x,) = in_types
+    a = _axis_of(axis, x)
+    _no_empty(x, (a,))
+    return TensorType(_reduced_shape(x, (a,), keepdims), int64)
+
+
+def _arg_impl(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def impl(x: np.ndarray, *, axis: int, keepdims: bool) -> np.ndarray:
+        return np.asarray(fn(x, axis=axis, keepdims=keepdims)).astype(np.int64, copy=False)
+    return impl
+
+
+_ARG_ATTRS = {"axis": attr("int"), "keepdims": attr("bool", False)}
+
+declare("argmax", kind="reduction", rule=_arg_rule, impl=_arg_impl(np.argmax), attrs=_ARG_ATTRS,
+        arity=1, dtypes=_ORDERED_DTYPES, differentiable=False,
+        doc="i64 index of the maximum along axis; first on ties; a NaN counts as the maximum")
+declare("argmin", kind="reduction", rule=_arg_rule, impl=_arg_impl(np.argmin), attrs=_ARG_ATTRS,
+        arity=1, dtypes=_ORDERED_DTYPES, differentiable=False,
+        doc="i64 index of the minimum along axis; first on ties; a NaN counts as the minimum")
+
+
+# ---- cumsum -------------------------------------------------------------------------------
+def _cumsum_rule(in_types: Sequence[TensorType], *, axis: int, reverse: bool) -> TensorType:
+    (x,) = in_types
+    _axis_of(axis, x)
+    return x
+
+
+def _cumsum_impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
+    # As reduce_sum: ints wrap in their own width, f16 accumulates in f32.
+    acc = np.float32 if x.dtype == float16.np else x.dtype
+    if reverse:
+        x = np.flip(x, axis)
+    with np.errstate(all="ignore"):
+        r = np.cumsum(x, axis=axis, dtype=acc)
+    if reverse:
+        r = np.flip(r, axis)
+    return np.array(r, dtype=x.dtype, order="C")
+
+
+declare("cumsum", kind="reduction", rule=_cumsum_rule, impl=_cumsum_impl,
+        attrs={"axis": attr("int"), "reverse": attr("bool", False)}, arity=1,
+        dtypes=NUMERIC_DTYPES, differentiable=True,
+        doc="running sum along axis in the input dtype; reverse=True sums from the end")

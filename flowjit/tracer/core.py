@@ -1,0 +1,317 @@
+"""Tracing: ``Tracer`` values stand in for arrays while a Python function runs, and every
+operation on them appends an op to the active ``Trace``'s block through the IR builder.
+
+``bind`` is the single entry of every array operation: with a Tracer among its operands
+it emits IR, otherwise it evaluates the primitive's NumPy reference at once (so the
+``fj.*`` surface also works eagerly on plain arrays). Python scalars are weak (they take
+the dtype of the array they meet); the weak flag lives on the Tracer, not in the IR,
+whose ops always see explicit casts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import flowjit
+from flowjit.ir import registry
+from flowjit.ir.builder import Builder
+from flowjit.ir.core import Block, SourceLoc, Value
+from flowjit.ir.dtypes import DType, promote_types
+from flowjit.ir.dtypes import dtype as as_dtype
+from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
+from flowjit.ir.registry import Literal
+from flowjit.ir.types import TensorType
+
+_FLOWJIT_DIR = os.path.dirname(os.path.abspath(flowjit.__file__)) + os.sep
+
+
+def user_location(skip: int = 1) -> SourceLoc | None:
+    """The first stack frame outside the flowjit package: the user's line."""
+    f = sys._getframe(skip)
+    while f is not None:
+        filename = f.f_code.co_filename
+        if not filename.startswith(_FLOWJIT_DIR) and not filename.startswith("<frozen"):
+            return SourceLoc(filename, f.f_lineno)
+        f = f.f_back
+    return None
+
+
+class Trace:
+    """One active tracing context: a block being built and the tracers that live in it."""
+
+    def __init__(self, block: Block, name: str = "trace"):
+        self.block = block
+        self.builder = Builder(block)
+        self.name = name
+        self.active = True
+        self._const_cache: dict[int, tuple[Any, Tracer]] = {}
+
+    def new_arg(self, type: TensorType, name: str, weak: bool = False) -> Tracer:
+        v = Value(type, name=name)
+        self.block.args.append(v)
+        return Tracer(v, self, weak)
+
+    def constant(self, array: np.ndarray, weak: bool = False) -> Tracer:
+        """A constant op for ``array``, emitted once per distinct closed-over array object."""
+        key = id(array)
+        hit = self._const_cache.get(key)
+        if hit is not None and hit[0] is array and hit[1].weak == weak:
+            return hit[1]
+        (v,) = self.builder.emit("constant", [], {"value": Literal(array)}, loc=user_location())
+        t = Tracer(v, self, weak)
+        if array.size > 1:  # scalars are cheap to re-emit; CSE merges them later
+            self._const_cache[key] = (array, t)
+        return t
+
+
+_state = threading.local()
+
+
+def current_trace() -> Trace | None:
+    """The innermost active trace of this thread, or None when running eagerly."""
+    stack = getattr(_state, "stack", None)
+    return stack[-1] if stack else None
+
+
+class trace_context:
+    """Make ``trace`` the current trace for the duration of a ``with`` block."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+
+    def __enter__(self) -> Trace:
+        if not hasattr(_state, "stack"):
+            _state.stack = []
+        _state.stack.append(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc: object) -> None:
+        _state.stack.pop()
+        self.trace.active = False
+
+
+class Tracer:
+    """A traced array: an IR Value in a Trace, with a NumPy-like surface (see ``array_api``)."""
+
+    __slots__ = ("value", "trace", "weak")
+    __array_priority__ = 1000
+    __array_ufunc__ = None  # make NumPy defer to our reflected operators
+
+    def __init__(self, value: Value, trace: Trace, weak: bool = False):
+        self.value = value
+        self.trace = trace
+        self.weak = weak
+
+    @property
+    def aval(self) -> TensorType:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.value.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.value.type.shape)
+
+    @property
+    def size(self) -> int:
+        return self.value.type.size
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def _concrete_error(self, what: str) -> TracerError:
+        loc = user_location()
+        return TracerError(
+            f"{what} of a traced value ({self.aval}) at {loc}: its value is not known while "
+            "tracing. Use fj.where(cond, a, b) to choose elementwise, fj.cond(pred, true_fn, "
+            "false_fn) for a branch, or mark the argument static with "
+            "fj.function(static_argnames=...)")
+
+    def __bool__(self) -> bool:
+        raise self._concrete_error("Python control flow (bool())")
+
+    def __int__(self) -> int:
+        raise self._concrete_error("int()")
+
+    def __float__(self) -> float:
+        raise self._concrete_error("float()")
+
+    def __index__(self) -> int:
+        raise self._concrete_error("use as a Python index (__index__)")
+
+    def __array__(self, *args: object, **kwargs: object) -> np.ndarray:
+        raise self._concrete_error("conversion to a NumPy array")
+
+    def __hash__(self) -> int:
+        raise TypeError("a traced array is not hashable")
+
+    def __setitem__(self, idx: object, value: object) -> None:
+        raise TypeError("traced arrays are immutable: build a new array, e.g. with fj.where(mask, "
+                        "new, x) or fj.scatter_add")
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.aval}{' weak' if self.weak else ''}>"
+
+
+# ---- operands ----------------------------------------------------------------------
+
+class Operand:
+    """An argument of ``bind`` after conversion: a Tracer or a concrete array, and weakness."""
+
+    __slots__ = ("tracer", "array", "weak")
+
+    def __init__(self, tracer: Tracer | None, array: np.ndarray | None, weak: bool):
+        self.tracer = tracer
+        self.array = array
+        self.weak = weak
+
+    @property
+    def aval(self) -> TensorType:
+        if self.tracer is not None:
+            return self.tracer.aval
+        assert self.array is not None
+        return TensorType(self.array.shape, as_dtype(self.array.dtype))
+
+    @property
+    def dtype(self) -> DType:
+        return self.aval.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+
+def to_array(x: Any, name: str = "argument") -> tuple[np.ndarray, bool]:
+    """A concrete value as a NumPy array of a supported dtype, and whether it is weak.
+
+    Python scalars are weak; lists must be rectangular; str, object arrays and
+    unsupported dtypes raise FlowjitTypeError naming ``name``.
+    """
+    if type(x) is bool:
+        return np.asarray(x, dtype=np.bool_), True
+    if type(x) is int:
+        if not -2**63 <= x < 2**63:
+            raise FlowjitTypeError(f"{name}: Python int {x} does not fit in int64")
+        return np.asarray(x, dtype=np.int64), True
+    if type(x) is float:
+        return np.asarray(x, dtype=np.float64), True
+    if isinstance(x, (str, bytes)):
+        raise FlowjitTypeError(f"{name} is a {type(x).__name__} ({x!r:.40}), where an array or number "
+                               "is expected; pass it as a static argument (static_argnames=...) if it "
+                               "configures the function")
+    if isinstance(x, (list, tuple)):
+        try:
+            arr = np.asarray(x)
+        except ValueError:
+            raise FlowjitTypeError(f"{name} is a ragged nested sequence; every row must have the "
+                                   "same length (pad it, or pass a list of arrays as a pytree)") from None
+    elif isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__"):
+        arr = np.asarray(x)
+    else:
+        raise FlowjitTypeError(f"{name} has type {type(x).__name__}, which is not an array, number "
+                               "or pytree of them")
+    if arr.dtype == object:
+        raise FlowjitTypeError(f"{name} is an object array (dtype=object), which flowjit cannot trace; "
+                               "convert it to a numeric dtype")
+    try:
+        as_dtype(arr.dtype)
+    except FlowjitTypeError as e:
+        raise FlowjitTypeError(f"{name}: {e}") from None
+    return arr, False
+
+
+def _contains_tracer(x: Any) -> bool:
+    if isinstance(x, Tracer):
+        return True
+    return isinstance(x, (list, tuple)) and any(_contains_tracer(e) for e in x)
+
+
+def _stack_sequence(x: Sequence[Any], name: str) -> Operand:
+    """A (nested) list holding tracers, stacked into one traced array as NumPy would."""
+    items = [operand(e, name) for e in x]
+    shapes = {o.shape for o in items}
+    if len(shapes) != 1:
+        raise FlowjitTypeError(f"{name} is a ragged nested sequence (element shapes "
+                               f"{sorted(map(list, shapes))}); every row must have the same length")
+    d = promote_types([o.dtype for o in items], [o.weak for o in items])
+    parts = []
+    for o in items:
+        v = o if o.dtype == d else operand(bind("cast", [o], {"dtype": d}))
+        parts.append(bind("expand_dims", [v], {"axes": (0,)}))
+    out = bind("concatenate", parts, {"axis": 0}, weak=all(o.weak for o in items))
+    return Operand(out, None, out.weak)
+
+
+def operand(x: Any, name: str = "argument") -> Operand:
+    """Convert anything ``bind`` accepts into an Operand."""
+    if isinstance(x, Tracer):
+        return Operand(x, None, x.weak)
+    if isinstance(x, (list, tuple)) and x and _contains_tracer(x):
+        return _stack_sequence(x, name)
+    arr, weak = to_array(x, name)
+    return Operand(None, arr, weak)
+
+
+def _materialize(op: Operand, trace: Trace) -> Value:
+    if op.tracer is not None:
+        t = op.tracer
+        if not t.trace.active:
+            raise TracerError(
+                f"a traced value ({t.aval}) from a finished trace ({t.trace.name}) was used at "
+                f"{user_location()}: it escaped its function, e.g. through a global or a "
+                "closure. Return it from the function instead")
+        if t.trace is not trace:
+            raise TracerError(f"a traced value ({t.aval}) of trace {t.trace.name} was used inside "
+                              f"another trace ({trace.name}) at {user_location()}")
+        return t.value
+    assert op.array is not None
+    return trace.constant(op.array, op.weak).value
+
+
+def bind(prim: str, args: Sequence[Any], attrs: dict[str, Any] | None = None,
+         weak: bool = False) -> Any:
+    """Apply primitive ``prim`` to ``args``: emit IR when tracing, else compute with NumPy.
+
+    ``weak`` marks the result as a weak-typed scalar (set when every input was weak).
+    Returns a Tracer or ndarray (a tuple of them for multi-result primitives).
+    """
+    ops = [a if isinstance(a, Operand) else operand(a) for a in args]
+    tracers = [o.tracer for o in ops if o.tracer is not None]
+    # Inside a trace every operation is recorded, even on constants (constant folding
+    # cleans up later); with no trace active it runs at once on NumPy.
+    if not tracers and current_trace() is None:
+        p = registry.get(prim)
+        try:
+            canon = p.normalize_attrs(attrs or {})
+            p.infer([o.aval for o in ops], canon)
+        except ShapeError as e:
+            raise e.with_location(prim, user_location()) from None
+        out = p.impl(*[o.array for o in ops], **canon)
+        if isinstance(out, (tuple, list)):
+            return tuple(np.asarray(x) for x in out)
+        return np.asarray(out)
+    # An escaped tracer (its trace finished) is reported by _materialize.
+    trace = current_trace() or tracers[0].trace
+    values = [_materialize(o, trace) for o in ops]
+    results = trace.builder.emit(prim, values, attrs or {}, loc=user_location())
+    outs = [Tracer(v, trace, weak) for v in results]
+    return outs[0] if len(outs) == 1 else tuple(outs)

@@ -1,0 +1,270 @@
+"""``@fj.function``: trace a Python function once per argument signature and run the result.
+
+A signature is, per parameter, either its static value (``static_argnums`` /
+``static_argnames``) or its pytree structure with each leaf's shape, dtype and weakness
+(Python scalars are weak). The first call with a new signature traces the function into a
+Function and prepares an Executable; later calls with that signature only run it.
+Inside another trace, a decorated function is inlined into the caller's trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flowjit.ir.core import Block, Function
+from flowjit.ir.dtypes import DType
+from flowjit.ir.dtypes import dtype as as_dtype
+from flowjit.ir.errors import FlowjitTypeError, TracerError
+from flowjit.ir.types import TensorType
+from flowjit.ir.verifier import verify
+from flowjit.runtime import Executable, compile_function
+from flowjit.tracer import pytree
+from flowjit.tracer.core import Trace, Tracer, current_trace, to_array, trace_context, user_location
+
+STAGES = ("traced",)
+
+
+@dataclass(frozen=True)
+class ShapeDtype:
+    """An abstract argument (shape and dtype, no data), for ``.ir()`` and ``flowjit ir``."""
+
+    shape: tuple[int, ...]
+    dtype: DType
+
+    def __init__(self, shape: Sequence[int], dtype: Any):
+        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
+        object.__setattr__(self, "dtype", as_dtype(dtype))
+
+    def __str__(self) -> str:
+        return str(TensorType(self.shape, self.dtype))
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """The part of a leaf that selects a trace: shape, dtype, and whether it is a Python scalar."""
+
+    shape: tuple[int, ...]
+    dtype: DType
+    weak: bool
+
+    def __str__(self) -> str:
+        t = str(TensorType(self.shape, self.dtype))
+        return f"Python {'float' if self.dtype.is_float else 'int' if self.dtype.is_int else 'bool'} ({t})" \
+            if self.weak else t
+
+
+@dataclass
+class _Entry:
+    function: Function
+    executable: Executable
+    out_tree: pytree.TreeDef
+
+
+def _leaf_name(path: str) -> str:
+    return re.sub(r"\['?([^'\]]*)'?\]", r".\1", path)
+
+
+class TracedFunction:
+    """A Python function traced and compiled per signature; call it like the original.
+
+    ``trace_count`` counts traces; ``ir(*args, stage=...)`` returns the Function for the
+    given arguments' signature (arrays or ``ShapeDtype``).
+    """
+
+    def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int] = (),
+                 static_argnames: Sequence[str] = (), interpret: bool | None = None):
+        if not callable(fun):
+            raise FlowjitTypeError(f"fj.function expects a callable, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.interpret = interpret
+        self.trace_count = 0
+        self._cache: dict[tuple, _Entry] = {}
+        self._last_key: tuple | None = None
+        try:
+            self._sig: inspect.Signature | None = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        names = list(static_argnames if not isinstance(static_argnames, str) else [static_argnames])
+        nums = [static_argnums] if isinstance(static_argnums, int) else list(static_argnums)
+        if nums:
+            params = list(self._sig.parameters.values()) if self._sig else []
+            for i in nums:
+                if not -len(params) <= i < len(params) or params[i].kind not in (
+                        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                    raise FlowjitTypeError(f"static_argnums={i} does not name a positional parameter of "
+                                           f"{self.__name__}{self._sig}")
+                names.append(params[i].name)
+        if self._sig is not None:
+            for n in names:
+                if n not in self._sig.parameters:
+                    raise FlowjitTypeError(f"static_argnames: {self.__name__} has no parameter {n!r}")
+        self.static_names = frozenset(names)
+
+    # ---- signature ------------------------------------------------------------------------
+    def _bind(self, args: tuple, kwargs: dict) -> inspect.BoundArguments | None:
+        if self._sig is None:
+            return None
+        try:
+            return self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}: {e}") from None
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[tuple, list, inspect.BoundArguments | None, list]:
+        """The cache key, the flat leaf arrays, the bound arguments and per-parameter structure."""
+        bound = self._bind(args, kwargs)
+        items = list(bound.arguments.items()) if bound is not None else \
+            [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+        key = []
+        leaves: list[Any] = []
+        structure = []
+        for name, value in items:
+            if name in self.static_names:
+                try:
+                    hash(value)
+                except TypeError:
+                    raise FlowjitTypeError(f"static argument {name!r} of {self.__name__} must be hashable, "
+                                           f"got {type(value).__name__}") from None
+                key.append((name, "static", value))
+                structure.append((name, None, []))
+                continue
+            flat, tree = pytree.flatten_with_paths(value, name)
+            specs = []
+            names = []
+            for path, leaf in flat:
+                if isinstance(leaf, ShapeDtype):
+                    arr, weak = leaf, False
+                    spec = LeafSpec(leaf.shape, leaf.dtype, False)
+                elif isinstance(leaf, Tracer):
+                    raise TracerError(f"a traced value ({leaf.aval}) was passed to {self.__name__} as "
+                                      f"{path!r} outside of its trace: it escaped the function that made it")
+                else:
+                    arr, weak = to_array(leaf, f"argument {path!r} of {self.__name__}")
+                    spec = LeafSpec(arr.shape, as_dtype(arr.dtype), weak)
+                specs.append(spec)
+                names.append(_leaf_name(path))
+                leaves.append(arr)
+            key.append((name, tree, tuple(specs)))
+            structure.append((name, tree, names))
+        return tuple(key), leaves, bound, structure
+
+    # ---- tracing ----------------------------------------------------------------------------
+    def _trace(self, key: tuple, bound: inspect.BoundArguments | None, args: tuple, kwargs: dict,
+               structure: list) -> _Entry:
+        self.trace_count += 1
+        trace = Trace(Block([]), name=self.__name__)
+        with trace_context(trace):
+            new_values: dict[str, Any] = {}
+            for (name, tree, names), entry in zip(structure, key):
+                if tree is None:
+                    new_values[name] = entry[2]
+                    continue
+                tracers = [trace.new_arg(TensorType(s.shape, s.dtype), n, s.weak)
+                           for s, n in zip(entry[2], names)]
+                new_values[name] = pytree.unflatten(tree, tracers)
+            if bound is not None:
+                for name, v in new_values.items():
+                    bound.arguments[name] = v
+                out = self.fun(*bound.args, **bound.kwargs)
+            else:
+                pos = [new_values[f"arg{i}"] for i in range(len(args))]
+                out = self.fun(*pos, **{k: new_values[k] for k in kwargs})
+            out_leaves, out_tree = pytree.flatten_with_paths(out, "output")
+            returns = []
+            for path, leaf in out_leaves:
+                if isinstance(leaf, Tracer):
+                    if leaf.trace is not trace:
+                        raise TracerError(f"{self.__name__} returned a traced value ({leaf.aval}) as "
+                                          f"{path!r} from another trace")
+                    returns.append(leaf.value)
+                else:
+                    arr, weak = to_array(leaf, f"{path!r} returned by {self.__name__}")
+                    returns.append(trace.constant(arr, weak).value)
+        trace.block.set_returns(returns)
+        fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block)
+        verify(fn)
+        interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
+        return _Entry(fn, compile_function(fn, interpret=interpret), out_tree)
+
+    def _lookup(self, args: tuple, kwargs: dict) -> tuple[_Entry, list]:
+        key, leaves, bound, structure = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            if self._last_key is not None and "retrace" in os.environ.get("FLOWJIT_LOG", "").split(","):
+                self._log_retrace(self._last_key, key)
+            entry = self._trace(key, bound, args, kwargs, structure)
+            self._cache[key] = entry
+        self._last_key = key
+        return entry, leaves
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if current_trace() is not None:
+            # Nested in another trace: record our ops in the caller's trace.
+            return self.fun(*args, **kwargs)
+        entry, leaves = self._lookup(args, kwargs)
+        if any(isinstance(x, ShapeDtype) for x in leaves):
+            raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
+                                   "pass arrays to run it (ShapeDtype is for .ir())")
+        outs = entry.executable(leaves)
+        return pytree.unflatten(entry.out_tree, outs)
+
+    def ir(self, *args: Any, stage: str = "traced", **kwargs: Any) -> Function:
+        """The Function traced for these arguments (arrays or ShapeDtype), at ``stage``."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
+        entry, _ = self._lookup(args, kwargs)
+        return entry.function
+
+    def __repr__(self) -> str:
+        return f"<fj.function {self.__name__}: {self.trace_count} trace(s)>"
+
+    # ---- diagnostics ---------------------------------------------------------------------------
+    def _log_retrace(self, old: tuple, new: tuple) -> None:
+        reasons = describe_signature_change(old, new)
+        where = ""
+        code = getattr(self.fun, "__code__", None)
+        if code is not None:
+            where = f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+        loc = user_location()
+        print(f"flowjit: retracing {self.__name__}{where} (trace #{self.trace_count + 1}, called at {loc}): "
+              + "; ".join(reasons), file=sys.stderr)
+
+
+def describe_signature_change(old: tuple, new: tuple) -> list[str]:
+    """Human-readable differences between two signature keys, one line per changed argument."""
+    reasons = []
+    o = {e[0]: e for e in old}
+    n = {e[0]: e for e in new}
+    for name in list(dict.fromkeys([*o, *n])):
+        a, b = o.get(name), n.get(name)
+        if a == b:
+            continue
+        if a is None or b is None:
+            reasons.append(f"argument {name!r} is {'now passed' if a is None else 'no longer passed'}")
+        elif a[1] == "static" or b[1] == "static":
+            reasons.append(f"static argument {name!r} changed: {a[2]!r} -> {b[2]!r}")
+        elif a[1] != b[1]:
+            reasons.append(f"argument {name!r} changed structure: {a[1]} -> {b[1]}")
+        else:
+            for i, (sa, sb) in enumerate(zip(a[2], b[2])):
+                if sa != sb:
+                    label = name if len(a[2]) == 1 else f"{name} leaf {i}"
+                    reasons.append(f"argument {label!r} changed: {sa} -> {sb}")
+    return reasons or ["new signature"]
+
+
+def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
+             static_argnames: Sequence[str] | str = (), interpret: bool | None = None) -> Any:
+    """Trace ``fun`` per argument signature into IR and run it; usable as ``@fj.function`` or
+    ``@fj.function(static_argnames=...)``. ``interpret=True`` (or ``FLOWJIT_INTERPRET=1``)
+    runs the NumPy reference interpreter instead of compiled code."""
+    if fun is None:
+        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret)
+    return TracedFunction(fun, static_argnums, static_argnames, interpret)

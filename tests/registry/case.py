@@ -1,0 +1,68 @@
+"""A registry test case: one primitive, its inputs, attributes and the NumPy expectation.
+
+Each ``cases_*.py`` module beside this file defines ``CASES``, a list of ``Case``; the
+generic test runs every case through the IR builder and the reference interpreter (and,
+from the compiler issue on, the compiled backend) and compares with ``expect``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+InputSpec = Any  # ((shape), "f32") | np.ndarray | Callable[[np.random.Generator], np.ndarray]
+
+
+@dataclass
+class Case:
+    """``prim(*inputs, **attrs)`` must equal ``expect(*input_arrays)``.
+
+    An input is ``(shape, dtype)`` (random values: normal floats, ints in [-10, 10],
+    random bools), a fixed ``np.ndarray``, or ``fn(rng) -> np.ndarray``. A dtype written
+    ``"T"`` is replaced by each entry of ``dtypes`` in turn, making one case per dtype.
+    """
+
+    prim: str
+    inputs: Sequence[InputSpec]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    expect: Callable[..., Any] | None = None
+    dtypes: Sequence[str] = ("f32",)
+    id: str = ""
+
+    def expand(self) -> list[Case]:
+        uses_t = any(isinstance(s, tuple) and len(s) == 2 and s[1] == "T" for s in self.inputs)
+        if not uses_t:
+            return [self]
+        out = []
+        for d in self.dtypes:
+            ins = [(s[0], d) if isinstance(s, tuple) and len(s) == 2 and s[1] == "T" else s
+                   for s in self.inputs]
+            attrs = {k: (d if v == "T" else v) for k, v in self.attrs.items()}
+            out.append(Case(self.prim, ins, attrs, self.expect, (d,), f"{self.id}-{d}" if self.id else d))
+        return out
+
+    def make_inputs(self, rng: np.random.Generator) -> list[np.ndarray]:
+        arrays = []
+        for s in self.inputs:
+            if isinstance(s, np.ndarray):
+                arrays.append(s)
+            elif callable(s):
+                arrays.append(np.asarray(s(rng)))
+            else:
+                shape, d = s
+                arrays.append(random_array(rng, tuple(shape), d))
+        return arrays
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], d: str) -> np.ndarray:
+    """Random test values of IR dtype ``d`` (short name) and ``shape``."""
+    from flowjit.ir.dtypes import dtype
+    dt = dtype(d)
+    if dt.is_float:
+        return rng.standard_normal(shape).astype(dt.np)
+    if dt.is_int:
+        return rng.integers(-10, 11, size=shape).astype(dt.np)
+    return rng.random(shape) < 0.5

@@ -1,0 +1,55 @@
+"""``flowjit ir`` prints the text form (which parses back) and JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import flowjit as fj
+from flowjit.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "linear_fit.py")
+ARGS = ["--arg", "f32[8]", "--arg", "f32[]", "--arg", "f32[64,8]", "--arg", "f32[64]", "--arg", "f32[]"]
+
+
+def test_ir_text(capsys):
+    assert main(["ir", f"{EXAMPLE}:train_step", *ARGS]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("func @train_step(%w: f32[8], %b: f32[], %x: f32[64,8], %y: f32[64], %lr: f32[])")
+    assert "matmul %x, %w : f32[64]" in out or "matmul" in out
+    assert "# linear_fit.py:" in out
+    assert str(fj.ir.parse(out)) == out
+
+
+def test_ir_json(capsys):
+    assert main(["ir", f"{EXAMPLE}:train_step", *ARGS, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["name"] == "train_step"
+    assert [a["type"] for a in data["args"]] == ["f32[8]", "f32[]", "f32[64,8]", "f32[64]", "f32[]"]
+    names = {a["name"] for a in data["args"]}
+    for op in data["ops"]:
+        assert all(i in names for i in op["inputs"]), op
+        names.update(op["results"])
+        assert op["loc"]["file"].endswith("linear_fit.py")
+    assert set(data["returns"]) <= names and len(data["result_types"]) == 3
+
+
+def test_plain_function_and_bad_args(tmp_path, capsys):
+    src = tmp_path / "prog.py"
+    src.write_text("import flowjit as fj\n\ndef f(x, n):\n    return fj.exp(x) * n\n")
+    assert main(["ir", f"{src}:f", "--arg", "f16[3]", "--arg", "i32[]"]) == 0
+    out = capsys.readouterr().out
+    assert "exp %x : f16[3]" in out and "prog.py:4" in out
+    proc = subprocess.run([sys.executable, "-m", "flowjit.cli", "ir", f"{src}:f", "--arg", "q9[3]"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "bad --arg 'q9[3]'" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "flowjit.cli", "ir", f"{src}:nope"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "no function 'nope'" in proc.stderr
+
+
+def test_console_script_is_installed():
+    proc = subprocess.run(["flowjit", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "ir" in proc.stdout
