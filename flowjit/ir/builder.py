@@ -34,16 +34,16 @@ class Builder:
         return cls(op.parent, op.loc, op.device, op.parent.ops.index(op))
 
     def emit(self, prim: Primitive | str, inputs: Sequence[Value], attrs: dict[str, Any] | None = None,
-             loc: SourceLoc | None = None) -> list[Value]:
-        """Append ``prim(inputs) {attrs}`` and return its results."""
+             loc: SourceLoc | None = None, blocks: Sequence[Block] = ()) -> list[Value]:
+        """Append ``prim(inputs) {attrs}`` (owning ``blocks``) and return its results."""
         p = get(prim) if isinstance(prim, str) else prim
         loc = loc or self.loc
         try:
             canon = p.normalize_attrs(attrs or {})
-            types = p.infer([v.type for v in inputs], canon)
+            types = p.infer([v.type for v in inputs], canon, blocks)
         except ShapeError as e:
             raise e.with_location(p.name, loc) from None
-        op = Op(p, list(inputs), canon, types, device=self.device, loc=loc)
+        op = Op(p, list(inputs), canon, types, device=self.device, loc=loc, blocks=list(blocks))
         if self.index is None:
             self.block.append(op)
         else:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.core import Block, Function
+from flowjit.ir.core import Block, Function, Op
 from flowjit.ir.errors import FlowjitTypeError
 
 
@@ -27,13 +27,19 @@ def interpret(fn: Function, args: Sequence[object]) -> list[np.ndarray]:
     return run_block(fn.body, values)
 
 
+def run_op(op: Op, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run one op with its NumPy reference on ``inputs``; return its results."""
+    if op.blocks:
+        out = op.primitive.impl(*inputs, blocks=op.blocks, **op.attrs)
+    else:
+        out = op.primitive.impl(*inputs, **op.attrs)
+    return [np.asarray(x) for x in (out if isinstance(out, (tuple, list)) else (out,))]
+
+
 def run_block(block: Block, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run the ops of ``block`` with its arguments bound to ``args``; return its returns."""
     env: dict[int, np.ndarray] = {a.id: x for a, x in zip(block.args, args)}
     for op in block.ops:
-        ins = [env[v.id] for v in op.inputs]
-        out = op.primitive.impl(*ins, **op.attrs)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        for r, x in zip(op.results, outs):
-            env[r.id] = np.asarray(x)
+        for r, x in zip(op.results, run_op(op, [env[v.id] for v in op.inputs])):
+            env[r.id] = x
     return [env[v.id] for v in block.returns]

@@ -47,7 +47,7 @@ _TOKEN_RE = re.compile(rf"""
   | (?P<string>{_STRING})
   | (?P<number>-?(?:inf|nan)\b|-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<punct>->|[()\[\]{{}},=:])
+  | (?P<punct>->|[()\[\]{{}},=:^])
 """, re.VERBOSE | re.ASCII)
 
 # "# file:line" after an op: the printer writes one space after '#'.
@@ -368,9 +368,13 @@ class _Parser:
         if self.peek().kind == "at" and self.peek().line == self.last.line:
             d = self.next()
             device = _unescape(d, d.text[2:-1]) if d.text.startswith('@"') else d.text[1:]
+        block_open = None
+        if prim.num_blocks and self.peek().text == "{" and self.peek().line == self.last.line:
+            block_open = self.next()
         loc = self.parse_loc()
         self.end_of_line(f"the {prim.name} op")
         where = colon or name_tok
+        blocks = self.parse_nested_blocks(prim) if block_open is not None else []
         if len(types) != len(result_toks):
             raise self.error(f"{prim.name}: {len(result_toks)} result name(s) but {len(types)} type(s)", where)
         for k, raw in literals.items():
@@ -386,7 +390,7 @@ class _Parser:
             raise self.error(f"{prim.name}: invalid attributes ({_describe(e)})", name_tok) from None
         in_types = [v.type for v in inputs]
         try:
-            inferred = prim.infer(in_types, canon)
+            inferred = prim.infer(in_types, canon, blocks)
         except ShapeError as e:
             raise self.error(e.reason if e.reason.startswith(prim.name + ":") else f"{prim.name}: {e.reason}",
                              name_tok) from None
@@ -398,10 +402,48 @@ class _Parser:
             at = type_toks[bad] if bad < len(type_toks) else where
             raise self.error(f"{prim.name}: declared result type {', '.join(map(str, types)) or '()'} differs "
                              f"from the type its rule gives, {', '.join(map(_type_str, inferred)) or '()'}", at)
-        op = Op(prim, inputs, canon, types, device=device, loc=loc)
+        op = Op(prim, inputs, canon, types, device=device, loc=loc, blocks=blocks)
         for t, r in zip(result_toks, op.results):
             self.values[t.text[1:]] = r
         return op
+
+    def parse_nested_blocks(self, prim: Primitive) -> list[Block]:
+        """The blocks an op owns: ``^(%args...)`` lines, ops, ``return``, ``}``, with ``} {``
+        between blocks. A block sees only its own arguments and ops (isolated from above)."""
+        blocks: list[Block] = []
+        while True:
+            caret = self.peek()
+            if caret.text != "^" or caret.kind != "punct":
+                raise self.error(f"expected '^(...)' opening a block of {prim.name}, found {_found(caret)}", caret)
+            self.next()
+            self.expect("(", " after '^'")
+            args: list[Value] = []
+            if not self.accept(")"):
+                while True:
+                    t = self.next()
+                    if t.kind != "pct":
+                        raise self.error(f"expected a block argument such as %3, found {_found(t)}", t)
+                    self.define(t)
+                    self.expect(":", f" after block argument {t.text}")
+                    args.append(Value(self.parse_type(), name=t.text[1:]))
+                    if self.accept(")"):
+                        break
+                    self.expect(",", " or ')' between block arguments")
+            self.end_of_line("the block arguments")
+            block = Block(args)
+            outer, self.values = self.values, {a.name: a for a in args}
+            try:
+                self.parse_block_body(block)
+            finally:
+                self.values = outer
+            close = self.expect("}", f" closing the block of {prim.name}")
+            blocks.append(block)
+            if self.peek().text == "{" and self.peek().kind == "punct" and self.peek().line == close.line:
+                self.next()
+                self.end_of_line("'{'")
+                continue
+            self.end_of_line("'}'")
+            return blocks
 
     def parse_loc(self) -> SourceLoc | None:
         """A ``# file:line`` comment right after the op, on its line, or None."""

@@ -161,7 +161,8 @@ def format_device(device: str) -> str:
 
 
 def format_op(op: Op, namer: _Namer, indent: str) -> list[str]:
-    """The line of one op, with its source location as a trailing comment."""
+    """The line of one op, with its source location as a trailing comment, followed by
+    the blocks it owns (``^(%args)`` then ops, ``return`` and ``}``)."""
     parts = [op.name]
     if op.inputs:
         parts.append(", ".join(namer.ref(v) for v in op.inputs))
@@ -175,9 +176,20 @@ def format_op(op: Op, namer: _Namer, indent: str) -> list[str]:
     if op.device:
         text += " " + format_device(op.device)
     line = f"{indent}{results} = {text}" if op.results else f"{indent}{text}"
+    if op.blocks:
+        line += " {"
     if op.loc is not None:
         line = f"{line:<{LOC_COLUMN}}  # {format_loc(op.loc)}"
-    return [line]
+    lines = [line]
+    for i, block in enumerate(op.blocks):
+        if i:
+            lines.append(f"{indent}}} {{")
+        args = ", ".join(f"%{namer.result(a)}: {a.type}" for a in block.args)
+        lines.append(f"{indent}  ^({args})")
+        lines.extend(format_block(block, namer, indent + "  "))
+    if op.blocks:
+        lines.append(f"{indent}}}")
+    return lines
 
 
 def format_block(block: Block, namer: _Namer, indent: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 A declaration says everything the rest of the system needs: the attribute schema with
 defaults, the shape/dtype rule, the NumPy reference, the fusion kind, the scalar
-template (elementwise ops), which dtypes it accepts, its input domain, and a VJP slot the
-autodiff pass fills. Passes and backends ask these properties; none of them looks a
+template (elementwise ops), which dtypes it accepts, its input domain, its algebraic facts
+(identity, idempotence, involution, ...), its role for passes that build or see through it,
+and a VJP slot the autodiff pass fills. Passes and backends ask these properties; none of them looks a
 primitive up by name to special-case it.
 """
 
@@ -21,6 +22,25 @@ from flowjit.ir.errors import ShapeError
 from flowjit.ir.types import TensorType
 
 KINDS = ("elementwise", "reduction", "layout", "opaque", "random", "stateful", "control", "constant")
+
+# What a primitive does, for passes that must build, compose or see through its ops
+# (``Primitive.role``). A role fixes the meaning of the inputs and of the attributes named.
+ROLES = {
+    "choose": "inputs (pred, on_true, on_false): on_true where pred is true, else on_false",
+    "convert": "one input, converted to the result dtype as ndarray.astype does",
+    "permute_axes": "attr perm: np.transpose(x, perm)",
+    "row_major_reshape": "attr shape: row-major reshape to any shape with the same element count",
+    "unit_axes_reshape": "only size-1 axes added or removed: a row-major reshape to the result shape",
+    "broadcast": "attr shape: np.broadcast_to(x, shape)",
+    "strided_window": "attrs start/size/step: result[i] along d is x[start[d] + i*step[d]]",
+    "constant_pad": "attrs low/high/value: x surrounded by value, low[d] before and high[d] after",
+    "join": "attr axis: the inputs one after another along axis",
+    "axis_index": "attrs shape/dimension: each element is its own index along dimension",
+    "kernel": "owns one block that runs as one compiled kernel (a fusion)",
+}
+# Roles whose every result element is a copy of one element of their one input.
+COPYING_ROLES = frozenset({"permute_axes", "row_major_reshape", "unit_axes_reshape", "broadcast",
+                           "strided_window"})
 
 
 class Literal:
@@ -162,7 +182,26 @@ class Primitive:
     (a dict keyed by dtype kind when the expression differs for ints and floats);
     ``dtypes`` lists the input dtypes it accepts; ``domain`` names the input range
     where it is defined (``"positive"``, ``"nonneg"``, ``"nonzero_rhs"``, ...);
-    ``vjp`` is filled by the autodiff pass.
+    ``vjp`` is filled by the autodiff pass. An op of a primitive with ``num_blocks`` owns
+    that many blocks, isolated from above (they see only their own arguments); its rule
+    and impl then also receive ``blocks``.
+
+    Algebraic facts, each exact for every input of every accepted dtype (floats compare by
+    value, sign of zero and NaN-ness), and each meaning "no such fact" when left out:
+
+    ``identity``: a constant ``e`` with ``x op e == x`` (``e`` cast to x's dtype); for a
+    ``commutative`` primitive also ``e op x == x``. For floats the sign of zero matters:
+    add's identity is ``-0.0`` (``-0.0 + 0.0`` is ``+0.0``), sub's is ``+0.0``.
+    ``idempotent``: ``x op x == x``. ``self_value``: ``x op x`` equals this constant for
+    int and bool ``x`` (never promised for floats: ``inf - inf`` is NaN, NaN != NaN).
+    ``involution``: ``op(op(x)) == x`` (with equal attributes).
+    ``no_axes_identity``: the input dtypes for which a reduction over ``axes=()`` returns
+    its input unchanged (float sums start from ``+0.0`` and so do not).
+    Not algebraic: ``role``, one of ``ROLES`` (or None): what the op does, for passes that
+    must build, compose or see through its ops. ``reducer`` (reductions): ``(init,
+    combine)`` where init is a literal or ``lowest``/``highest`` (of the dtype) and combine a
+    scalar template over ``acc`` and ``v``; or ``("arg", cmp)`` for an index of the first
+    element that wins comparison ``cmp`` (NaN wins, as in NumPy).
     """
 
     def __init__(self, name: str, *, kind: str, rule: RuleFn, impl: Callable[..., Any],
@@ -170,8 +209,13 @@ class Primitive:
                  template: str | dict[str, str] | None = None,
                  dtypes: Sequence[DType] = ALL_DTYPES, domain: str | None = None,
                  commutative: bool = False, differentiable: bool = True,
+                 num_blocks: int = 0, identity: Any = None, idempotent: bool = False,
+                 self_value: Any = None, involution: bool = False,
+                 no_axes_identity: Sequence[DType] = (), role: str | None = None,
+                 reducer: tuple[str, str] | None = None,
                  doc: str = ""):
         assert kind in KINDS, kind
+        assert role is None or role in ROLES, role
         self.name = name
         self.kind = kind
         self.rule = rule
@@ -183,6 +227,14 @@ class Primitive:
         self.domain = domain
         self.commutative = commutative
         self.differentiable = differentiable
+        self.num_blocks = num_blocks
+        self.identity = identity
+        self.idempotent = idempotent
+        self.self_value = self_value
+        self.involution = involution
+        self.no_axes_identity = tuple(no_axes_identity)
+        self.role = role
+        self.reducer = reducer
         self.vjp: Callable[..., Any] | None = None
         self.doc = doc
 
@@ -190,6 +242,18 @@ class Primitive:
     def pure(self) -> bool:
         """Whether two ops with equal inputs and attrs may be merged or dropped when unused."""
         return self.kind not in ("random", "stateful")
+
+    @property
+    def has_side_effects(self) -> bool:
+        """Whether its ops change state other than their results, so they must run even
+        when nothing uses them (random draws are impure but have none: dropping an unused
+        draw changes no result)."""
+        return self.kind == "stateful"
+
+    @property
+    def copies_elements(self) -> bool:
+        """Whether each result element is a copy of one element of its one input."""
+        return self.role in COPYING_ROLES
 
     def normalize_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Check names and kinds, fill defaults, and return the canonical attribute dict."""
@@ -207,10 +271,14 @@ class Primitive:
                 out[k] = spec.default
         return out
 
-    def infer(self, in_types: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-        """Result types for ``in_types`` and canonical ``attrs``, or a ShapeError naming the op."""
+    def infer(self, in_types: Sequence[TensorType], attrs: dict[str, Any],
+              blocks: Sequence[Any] = ()) -> list[TensorType]:
+        """Result types for ``in_types``, canonical ``attrs`` and (for ops that own blocks)
+        ``blocks``, or a ShapeError naming the op."""
         if self.arity is not None and len(in_types) != self.arity:
             raise ShapeError(f"takes {self.arity} input(s), got {len(in_types)}", op=self.name)
+        if len(blocks) != self.num_blocks:
+            raise ShapeError(f"owns {self.num_blocks} block(s), got {len(blocks)}", op=self.name)
         for t in in_types:
             if t.dtype not in self.dtypes:
                 raise ShapeError(
@@ -218,7 +286,10 @@ class Primitive:
                     f"accepted: {', '.join(d.short for d in self.dtypes)}); cast the input with .astype()",
                     op=self.name)
         try:
-            out = self.rule(list(in_types), **attrs)
+            if self.num_blocks:
+                out = self.rule(list(in_types), blocks=list(blocks), **attrs)
+            else:
+                out = self.rule(list(in_types), **attrs)
         except ShapeError as e:
             raise ShapeError(e.reason, op=self.name) from None
         if isinstance(out, TensorType):

@@ -1,9 +1,9 @@
 """Check the invariants every pass must preserve.
 
 A verified Function has: every op input defined before its use (by an earlier op or as a
-block argument), each value defined once, use lists that match the inputs exactly,
-canonical attributes, result types equal to what the primitive's rule gives, and
-returned values that are defined.
+block argument; a nested block sees only its own arguments and ops), each value defined
+once, use lists that match the inputs exactly, canonical attributes, result types equal
+to what the primitive's rule gives, and returned values that are defined.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _verify_block(block: Block, visible: set[int], defined: set[int]) -> None:
                 raise VerifyError(f"{_where(op)}: input {i} is missing from its value's use list")
         try:
             attrs = op.primitive.normalize_attrs(op.attrs)
-            expected = op.primitive.infer([v.type for v in op.inputs], attrs)
+            expected = op.primitive.infer([v.type for v in op.inputs], attrs, op.blocks)
         except ShapeError as e:
             raise VerifyError(f"{_where(op)}: {e.reason}") from None
         if attrs != op.attrs:
@@ -52,7 +52,10 @@ def _verify_block(block: Block, visible: set[int], defined: set[int]) -> None:
             raise VerifyError(f"{_where(op)}: result types {', '.join(map(str, got))} differ from "
                               f"the rule's {', '.join(map(str, expected))}")
         for b in op.blocks:
-            _verify_block(b, scope, defined)
+            if b.args and any(a.id in scope for a in b.args):
+                raise VerifyError(f"{_where(op)}: a nested block reuses an outer value as its argument")
+            # Nested blocks are isolated from above: they see only their own arguments.
+            _verify_block(b, set(), defined)
         for r in op.results:
             if r.producer is not op:
                 raise VerifyError(f"{_where(op)}: result does not point back at its op")

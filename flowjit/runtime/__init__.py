@@ -1,5 +1,5 @@
-"""The runtime: turns a Function into an ``Executable`` and runs it on NumPy arrays."""
+"""The runtime: runs the pass pipeline and turns a Function into an ``Executable``."""
 
-from flowjit.runtime.executable import Executable, compile_function
+from flowjit.runtime.executable import STAGES, Executable, compile_function, lower
 
-__all__ = ["Executable", "compile_function"]
+__all__ = ["STAGES", "Executable", "compile_function", "lower"]

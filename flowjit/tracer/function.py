@@ -24,11 +24,9 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, TracerError
 from flowjit.ir.types import TensorType
 from flowjit.ir.verifier import verify
-from flowjit.runtime import Executable, compile_function
+from flowjit.runtime import STAGES, Executable, compile_function, lower
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Trace, Tracer, current_trace, to_array, trace_context, user_location
-
-STAGES = ("traced",)
 
 
 @dataclass(frozen=True)
@@ -79,12 +77,15 @@ class TracedFunction:
     """
 
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int] = (),
-                 static_argnames: Sequence[str] = (), interpret: bool | None = None):
+                 static_argnames: Sequence[str] = (), interpret: bool | None = None,
+                 passes: Any = None, backend: str | None = None):
         if not callable(fun):
             raise FlowjitTypeError(f"fj.function expects a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.interpret = interpret
+        self.passes = passes
+        self.backend = backend
         self.trace_count = 0
         self._cache: dict[tuple, _Entry] = {}
         self._last_key: tuple | None = None
@@ -191,7 +192,7 @@ class TracedFunction:
         fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block)
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
-        return _Entry(fn, compile_function(fn, interpret=interpret), out_tree)
+        return _Entry(fn, compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend), out_tree)
 
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[_Entry, list]:
         key, leaves, bound, structure = self._signature(args, kwargs)
@@ -220,7 +221,7 @@ class TracedFunction:
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
         entry, _ = self._lookup(args, kwargs)
-        return entry.function
+        return lower(entry.function, stage, self.passes)
 
     def __repr__(self) -> str:
         return f"<fj.function {self.__name__}: {self.trace_count} trace(s)>"
@@ -261,10 +262,13 @@ def describe_signature_change(old: tuple, new: tuple) -> list[str]:
 
 
 def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
-             static_argnames: Sequence[str] | str = (), interpret: bool | None = None) -> Any:
+             static_argnames: Sequence[str] | str = (), interpret: bool | None = None,
+             passes: Any = None, backend: str | None = None) -> Any:
     """Trace ``fun`` per argument signature into IR and run it; usable as ``@fj.function`` or
     ``@fj.function(static_argnames=...)``. ``interpret=True`` (or ``FLOWJIT_INTERPRET=1``)
-    runs the NumPy reference interpreter instead of compiled code."""
+    runs the traced program on the NumPy reference interpreter, unoptimized; ``passes``
+    switches passes off (``{"cse": False}``) or names the passes to run; ``backend="numba"``
+    (or ``FLOWJIT_BACKEND=numba``) runs fused kernels as compiled numba code."""
     if fun is None:
-        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret)
-    return TracedFunction(fun, static_argnums, static_argnames, interpret)
+        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend)
+    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend)

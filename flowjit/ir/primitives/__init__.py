@@ -3,6 +3,7 @@
 from flowjit.ir.primitives import (  # noqa: F401
     creation,
     elementwise,
+    fusion,
     indexing,
     layout,
     linalg,

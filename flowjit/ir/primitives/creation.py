@@ -47,7 +47,7 @@ def _iota_impl(*, shape: tuple[int, ...], dimension: int, dtype: DType) -> np.nd
     return np.ascontiguousarray(np.broadcast_to(view, shape))
 
 
-declare("iota", kind="layout", rule=_iota_rule, impl=_iota_impl, arity=0,
+declare("iota", kind="layout", role="axis_index", rule=_iota_rule, impl=_iota_impl, arity=0,
         attrs={"shape": attr("shape"), "dimension": attr("int", 0), "dtype": attr("dtype")},
         differentiable=False,
         doc="the index along `dimension` at every position of an array of `shape`")

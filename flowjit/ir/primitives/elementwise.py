@@ -49,17 +49,19 @@ def _same(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     return impl
 
 
-def _unary(name: str, fn, template, dtypes=FLOAT_DTYPES, domain=None, out=None, diff=True):
+def _unary(name: str, fn, template, dtypes=FLOAT_DTYPES, domain=None, out=None, diff=True,
+           **facts):
     declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=1,
             impl=_quiet(fn) if out is not None else _same(fn), template=template,
-            dtypes=dtypes, domain=domain, differentiable=diff)
+            dtypes=dtypes, domain=domain, differentiable=diff, **facts)
 
 
 def _binary(name: str, fn, template, dtypes=NUMERIC_DTYPES, domain=None, out=None,
-            commutative=False, diff=True):
+            commutative=False, diff=True, **facts):
+    # ``facts``: the algebraic facts of ``Primitive`` (identity, idempotent, self_value).
     declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=2,
             impl=_quiet(fn) if out is not None else _same(fn), template=template,
-            dtypes=dtypes, domain=domain, commutative=commutative, differentiable=diff)
+            dtypes=dtypes, domain=domain, commutative=commutative, differentiable=diff, **facts)
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -96,7 +98,7 @@ def _int_safe(fn):
 
 
 # ---- unary --------------------------------------------------------------------------
-_unary("neg", np.negative, "-a", dtypes=NUMERIC_DTYPES)
+_unary("neg", np.negative, "-a", dtypes=NUMERIC_DTYPES, involution=True)
 _unary("abs", np.abs, "abs(a)", dtypes=NUMERIC_DTYPES)
 _unary("sign", np.sign, "sign(a)", dtypes=NUMERIC_DTYPES)
 _unary("exp", np.exp, "exp(a)")
@@ -115,26 +117,34 @@ _unary("ceil", np.ceil, "ceil(a)", diff=False)
 _unary("round", np.rint, "rint(a)", diff=False)  # half to even, as np.round
 _unary("isnan", np.isnan, "isnan(a)", out=bool_, diff=False)
 _unary("isfinite", np.isfinite, "isfinite(a)", out=bool_, diff=False)
-_unary("logical_not", np.logical_not, "not a", dtypes=(bool_,), out=bool_, diff=False)
+_unary("logical_not", np.logical_not, "not a", dtypes=(bool_,), out=bool_, diff=False,
+       involution=True)
 
 # ---- binary -------------------------------------------------------------------------
-_binary("add", np.add, "a + b", commutative=True)
-_binary("sub", np.subtract, "a - b")
-_binary("mul", np.multiply, "a * b", commutative=True)
-_binary("div", np.true_divide, "a / b", dtypes=FLOAT_DTYPES, domain="nonzero_rhs")
+# x + 0.0 turns -0.0 into +0.0, x + -0.0 is exact; x - -0.0 turns -0.0 into +0.0, x - 0.0 is exact.
+_binary("add", np.add, "a + b", commutative=True, identity=-0.0)
+_binary("sub", np.subtract, "a - b", identity=0.0, self_value=0)
+_binary("mul", np.multiply, "a * b", commutative=True, identity=1)
+_binary("div", np.true_divide, "a / b", dtypes=FLOAT_DTYPES, domain="nonzero_rhs", identity=1)
 _binary("floor_div", _int_safe(np.floor_divide), "floordiv(a, b)", domain="nonzero_rhs", diff=False)
 _binary("mod", _int_safe(np.mod), "mod(a, b)", domain="nonzero_rhs")
-_binary("pow", _int_pow, "pow(a, b)", domain="pow")
-_binary("maximum", np.maximum, "maximum(a, b)", commutative=True)
-_binary("minimum", np.minimum, "minimum(a, b)", commutative=True)
+_binary("pow", _int_pow, "pow(a, b)", domain="pow", identity=1)
+_binary("maximum", np.maximum, "maximum(a, b)", commutative=True, idempotent=True)
+_binary("minimum", np.minimum, "minimum(a, b)", commutative=True, idempotent=True)
 _binary("atan2", np.arctan2, "atan2(a, b)", dtypes=FLOAT_DTYPES)
-for _name, _fn, _op in (("eq", np.equal, "=="), ("ne", np.not_equal, "!="), ("lt", np.less, "<"),
-                        ("le", np.less_equal, "<="), ("gt", np.greater, ">"), ("ge", np.greater_equal, ">=")):
+# The last field is ``x op x`` for ints and bools.
+for _name, _fn, _op, _commutative, _self in (
+        ("eq", np.equal, "==", True, True), ("ne", np.not_equal, "!=", True, False),
+        ("lt", np.less, "<", False, False), ("le", np.less_equal, "<=", False, True),
+        ("gt", np.greater, ">", False, False), ("ge", np.greater_equal, ">=", False, True)):
     _binary(_name, _fn, f"a {_op} b", dtypes=ALL_DTYPES, out=bool_,
-            commutative=_name in ("eq", "ne"), diff=False)
-_binary("logical_and", np.logical_and, "a and b", dtypes=(bool_,), out=bool_, commutative=True, diff=False)
-_binary("logical_or", np.logical_or, "a or b", dtypes=(bool_,), out=bool_, commutative=True, diff=False)
-_binary("logical_xor", np.logical_xor, "a != b", dtypes=(bool_,), out=bool_, commutative=True, diff=False)
+            commutative=_commutative, diff=False, self_value=_self)
+_binary("logical_and", np.logical_and, "a and b", dtypes=(bool_,), out=bool_, commutative=True, diff=False,
+        identity=True, idempotent=True)
+_binary("logical_or", np.logical_or, "a or b", dtypes=(bool_,), out=bool_, commutative=True, diff=False,
+        identity=False, idempotent=True)
+_binary("logical_xor", np.logical_xor, "a != b", dtypes=(bool_,), out=bool_, commutative=True, diff=False,
+        identity=False, self_value=False)
 
 
 # ---- select and cast ------------------------------------------------------------------
@@ -152,7 +162,7 @@ def _select_impl(pred: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 declare("select", kind="elementwise", rule=_select_rule, impl=_select_impl, arity=3,
-        template="b if a else c", doc="where(pred, a, b): a where pred is true, else b")
+        template="b if a else c", role="choose", doc="where(pred, a, b): a where pred is true, else b")
 
 
 def _cast_rule(in_types: Sequence[TensorType], *, dtype: DType) -> TensorType:
@@ -165,5 +175,5 @@ def _cast_impl(x: np.ndarray, *, dtype: DType) -> np.ndarray:
 
 
 declare("cast", kind="elementwise", rule=_cast_rule, impl=_cast_impl, arity=1,
-        attrs={"dtype": attr("dtype")}, template="cast(a)",
+        attrs={"dtype": attr("dtype")}, template="cast(a)", role="convert",
         doc="convert to dtype as ndarray.astype does (float to int truncates toward zero)")

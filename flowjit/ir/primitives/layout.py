@@ -59,7 +59,7 @@ def _broadcast_to_impl(x: np.ndarray, *, shape: tuple[int, ...]) -> np.ndarray:
 
 
 declare("broadcast_to", kind="layout", rule=_broadcast_to_rule, impl=_broadcast_to_impl,
-        attrs={"shape": attr("shape")},
+        attrs={"shape": attr("shape")}, role="broadcast",
         doc="np.broadcast_to: align trailing dimensions, stretch size-1 ones, add leading ones")
 
 
@@ -77,7 +77,7 @@ def _reshape_impl(x: np.ndarray, *, shape: tuple[int, ...]) -> np.ndarray:
 
 
 declare("reshape", kind="layout", rule=_reshape_rule, impl=_reshape_impl,
-        attrs={"shape": attr("shape")},
+        attrs={"shape": attr("shape")}, role="row_major_reshape",
         doc="row-major reshape to an explicit shape with the same element count (no -1)")
 
 
@@ -95,7 +95,7 @@ def _transpose_impl(x: np.ndarray, *, perm: tuple[int, ...]) -> np.ndarray:
 
 
 declare("transpose", kind="layout", rule=_transpose_rule, impl=_transpose_impl,
-        attrs={"perm": attr("ints")},
+        attrs={"perm": attr("ints")}, role="permute_axes",
         doc="np.transpose(x, perm): result dimension i is input dimension perm[i]")
 
 
@@ -114,7 +114,7 @@ def _squeeze_impl(x: np.ndarray, *, axes: tuple[int, ...]) -> np.ndarray:
 
 
 declare("squeeze", kind="layout", rule=_squeeze_rule, impl=_squeeze_impl,
-        attrs={"axes": attr("ints")},
+        attrs={"axes": attr("ints")}, role="unit_axes_reshape",
         doc="drop the named axes, each of which must have size 1")
 
 
@@ -131,7 +131,7 @@ def _expand_dims_impl(x: np.ndarray, *, axes: tuple[int, ...]) -> np.ndarray:
 
 
 declare("expand_dims", kind="layout", rule=_expand_dims_rule, impl=_expand_dims_impl,
-        attrs={"axes": attr("ints")},
+        attrs={"axes": attr("ints")}, role="unit_axes_reshape",
         doc="insert size-1 axes; axes index the result (rank ndim + len(axes)), as np.expand_dims")
 
 
@@ -172,7 +172,7 @@ def _slice_impl(x: np.ndarray, *, start: tuple[int, ...], size: tuple[int, ...],
 
 
 declare("slice", kind="layout", rule=_slice_rule, impl=_slice_impl,
-        attrs={"start": attr("ints"), "size": attr("ints"), "step": attr("ints")},
+        attrs={"start": attr("ints"), "size": attr("ints"), "step": attr("ints")}, role="strided_window",
         doc="strided window: result[i] along dimension d is x[start[d] + i*step[d]]; "
             "step != 0 and may be negative; every touched index must be in range")
 
@@ -201,7 +201,7 @@ def _concatenate_impl(*xs: np.ndarray, axis: int) -> np.ndarray:
     return _fresh(np.concatenate(xs, axis=axis))
 
 
-declare("concatenate", kind="layout", rule=_concatenate_rule, impl=_concatenate_impl,
+declare("concatenate", kind="layout", role="join", rule=_concatenate_rule, impl=_concatenate_impl,
         attrs={"axis": attr("int")}, arity=None,
         doc="join one or more same-dtype inputs along axis; other dimensions must match")
 
@@ -249,7 +249,7 @@ def _pad_impl(x: np.ndarray, *, low: tuple[int, ...], high: tuple[int, ...],
     return out
 
 
-declare("pad", kind="layout", rule=_pad_rule, impl=_pad_impl,
+declare("pad", kind="layout", role="constant_pad", rule=_pad_rule, impl=_pad_impl,
         attrs={"low": attr("ints"), "high": attr("ints"), "value": attr("float", 0.0)},
         doc="constant padding: low[d] / high[d] (non-negative) copies of value before / after "
             "each dimension d; value is cast to the input dtype (see pad_fill)")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import NUMERIC_DTYPES, DType, bool_, float16, int64
+from flowjit.ir.dtypes import INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float16, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, declare, normalize_axes, normalize_axis
 from flowjit.ir.types import TensorType
@@ -81,24 +81,31 @@ def _selecting(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 _AXES_ATTRS = {"axes": attr("ints"), "keepdims": attr("bool", False)}
 
-declare("reduce_sum", kind="reduction", rule=_reduce_rule(True), impl=_accumulating(np.sum),
+# Over axes=() each reduction is its input, except a float sum: its reference starts from
+# +0.0, which turns -0.0 into +0.0.
+declare("reduce_sum", kind="reduction", reducer=("0", "acc + v"), rule=_reduce_rule(True), impl=_accumulating(np.sum),
         attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES, differentiable=True,
+        no_axes_identity=INT_DTYPES,
         doc="sum over axes in the input dtype (ints wrap); 0 over an empty axis")
-declare("reduce_prod", kind="reduction", rule=_reduce_rule(True), impl=_accumulating(np.prod),
+declare("reduce_prod", kind="reduction", reducer=("1", "acc * v"), rule=_reduce_rule(True), impl=_accumulating(np.prod),
         attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES, differentiable=True,
-        doc="product over axes in the input dtype (ints wrap); 1 over an empty axis")
-declare("reduce_max", kind="reduction", rule=_reduce_rule(False), impl=_selecting(np.max),
+        no_axes_identity=NUMERIC_DTYPES, doc="product over axes in the input dtype (ints wrap); 1 over an empty axis")
+declare("reduce_max", kind="reduction", reducer=("lowest", "maximum(acc, v)"),
+        rule=_reduce_rule(False), impl=_selecting(np.max),
         attrs=_AXES_ATTRS, arity=1, dtypes=_ORDERED_DTYPES, differentiable=True,
-        doc="maximum over axes; NaN propagates; an empty axis is an error")
-declare("reduce_min", kind="reduction", rule=_reduce_rule(False), impl=_selecting(np.min),
+        no_axes_identity=_ORDERED_DTYPES, doc="maximum over axes; NaN propagates; an empty axis is an error")
+declare("reduce_min", kind="reduction", reducer=("highest", "minimum(acc, v)"),
+        rule=_reduce_rule(False), impl=_selecting(np.min),
         attrs=_AXES_ATTRS, arity=1, dtypes=_ORDERED_DTYPES, differentiable=True,
-        doc="minimum over axes; NaN propagates; an empty axis is an error")
-declare("reduce_any", kind="reduction", rule=_reduce_rule(True, bool_), impl=_selecting(np.any),
+        no_axes_identity=_ORDERED_DTYPES, doc="minimum over axes; NaN propagates; an empty axis is an error")
+declare("reduce_any", kind="reduction", reducer=("False", "acc or v"),
+        rule=_reduce_rule(True, bool_), impl=_selecting(np.any),
         attrs=_AXES_ATTRS, arity=1, dtypes=(bool_,), differentiable=False,
-        doc="logical or over axes; false over an empty axis")
-declare("reduce_all", kind="reduction", rule=_reduce_rule(True, bool_), impl=_selecting(np.all),
+        no_axes_identity=(bool_,), doc="logical or over axes; false over an empty axis")
+declare("reduce_all", kind="reduction", reducer=("True", "acc and v"),
+        rule=_reduce_rule(True, bool_), impl=_selecting(np.all),
         attrs=_AXES_ATTRS, arity=1, dtypes=(bool_,), differentiable=False,
-        doc="logical and over axes; true over an empty axis")
+        no_axes_identity=(bool_,), doc="logical and over axes; true over an empty axis")
 
 
 # ---- argmax / argmin ------------------------------------------------------------------------
@@ -117,10 +124,10 @@ def _arg_impl(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 _ARG_ATTRS = {"axis": attr("int"), "keepdims": attr("bool", False)}
 
-declare("argmax", kind="reduction", rule=_arg_rule, impl=_arg_impl(np.argmax), attrs=_ARG_ATTRS,
+declare("argmax", kind="reduction", reducer=("arg", ">"), rule=_arg_rule, impl=_arg_impl(np.argmax), attrs=_ARG_ATTRS,
         arity=1, dtypes=_ORDERED_DTYPES, differentiable=False,
         doc="i64 index of the maximum along axis; first on ties; a NaN counts as the maximum")
-declare("argmin", kind="reduction", rule=_arg_rule, impl=_arg_impl(np.argmin), attrs=_ARG_ATTRS,
+declare("argmin", kind="reduction", reducer=("arg", "<"), rule=_arg_rule, impl=_arg_impl(np.argmin), attrs=_ARG_ATTRS,
         arity=1, dtypes=_ORDERED_DTYPES, differentiable=False,
         doc="i64 index of the minimum along axis; first on ties; a NaN counts as the minimum")
 
@@ -144,7 +151,8 @@ def _cumsum_impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
     return np.array(r, dtype=x.dtype, order="C")
 
 
-declare("cumsum", kind="reduction", rule=_cumsum_rule, impl=_cumsum_impl,
+# A scan keeps the input's shape, so fusion treats it as opaque rather than as a reduction.
+declare("cumsum", kind="opaque", rule=_cumsum_rule, impl=_cumsum_impl,
         attrs={"axis": attr("int"), "reverse": attr("bool", False)}, arity=1,
         dtypes=NUMERIC_DTYPES, differentiable=True,
         doc="running sum along axis in the input dtype; reverse=True sums from the end")

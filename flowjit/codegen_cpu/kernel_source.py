@@ -1,0 +1,361 @@
+"""Numba source for one ``fusion`` block: a loop nest per output, scalar code inside.
+
+Every value of the block is computed at an index (one index expression per dimension of
+its own shape): elementwise ops apply their registry scalar template to their operands at
+the broadcast index; layout ops only rewrite the index (transpose permutes it, a slice
+scales and shifts it, a reshape goes through the linear index, pad and concatenate read
+clamped indices and select); reductions become loops over the reduced axes. A value is
+computed once per loop scope and hoisted to the outermost loop whose variables its index
+uses, so softmax's row maximum and row sum are computed once per row, not per element.
+Inputs and outputs are arrays the driver passes in (0-d ones as 1-element arrays);
+the kernel allocates nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flowjit.ir.core import Block, Op, Value
+from flowjit.ir.dtypes import DType, float32, float64
+from flowjit.ir.primitives.layout import pad_fill
+
+# Output size from which the outer loop is a prange (threads cost ~10us to start).
+PARALLEL_MIN_ELEMENTS = 1 << 15
+
+
+_NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
+             "float32": "np.float32", "float64": "np.float64"}
+
+
+class UnsupportedOp(Exception):
+    """An op this generator has no code for; the runtime runs its kernel with the interpreter."""
+
+
+def np_type(d: DType) -> str:
+    return _NP_NAMES[d.name]
+
+
+def literal(value: object, d: DType) -> str:
+    """A scalar literal of dtype ``d`` in numba source."""
+    v = np.asarray(value).astype(d.np)[()]
+    if d.is_bool:
+        return "True" if v else "False"
+    if d.is_float:
+        if np.isnan(v):
+            return f"{np_type(d)}(np.nan)"
+        if np.isinf(v):
+            return f"{np_type(d)}({'' if v > 0 else '-'}np.inf)"
+        return f"{np_type(d)}({float(v)!r})"
+    return f"{np_type(d)}({int(v)})"
+
+
+@dataclass
+class _Scope:
+    var: str | None
+    lines: list[str] = field(default_factory=list)
+    memo: dict[tuple, str] = field(default_factory=dict)
+
+
+class KernelWriter:
+    """Builds the source of one kernel; ``source()`` returns it."""
+
+    def __init__(self, block: Block, name: str):
+        self.block = block
+        self.name = name
+        self.arg_names = {a.id: f"in{i}" for i, a in enumerate(block.args)}
+        self.counter = 0
+        self.scopes: list[_Scope] = []
+
+    # ---- scopes -----------------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def _target_scope(self, idx: list[str]) -> int:
+        used = set(re.findall(r"\b[ir]\d+\b", " ".join(idx)))
+        depth = 0
+        for k, s in enumerate(self.scopes):
+            if s.var in used:
+                depth = k
+        return depth
+
+    def temp(self, expr: str, idx: list[str], key: tuple) -> str:
+        """Bind ``expr`` to a local in the outermost scope that has every variable it uses."""
+        depth = self._target_scope(idx)
+        for s in self.scopes[:depth + 1]:
+            if key in s.memo:
+                return s.memo[key]
+        name = self.fresh("t")
+        scope = self.scopes[depth]
+        scope.lines.append(f"{name} = {expr}")
+        scope.memo[key] = name
+        return name
+
+    # ---- values -----------------------------------------------------------------------
+    def value(self, v: Value, idx: list[str]) -> str:
+        """A local holding ``v`` at index ``idx``."""
+        key = (v.id, tuple(idx))
+        for s in self.scopes:
+            if key in s.memo:
+                return s.memo[key]
+        if v.producer is None:
+            name = self.arg_names[v.id]
+            return self.temp(f"{name}[{', '.join(idx) if idx else '0'}]", idx, key)
+        op = v.producer
+        expr, deps = self.expression(op, v, idx)
+        return self.temp(expr, deps, key)
+
+    def expression(self, op: Op, v: Value, idx: list[str]) -> tuple[str, list[str]]:
+        prim = op.primitive
+        out = v.type
+        d = out.dtype
+        if prim.kind == "constant":
+            arr = op.attrs["value"].array
+            if arr.size != 1:
+                raise UnsupportedOp("a non-scalar constant inside a kernel")
+            return literal(arr.reshape(-1)[0], d), []
+        if prim.kind == "elementwise":
+            return self.elementwise(op, idx), idx
+        if prim.kind == "reduction":
+            return self.reduction(op, idx), idx
+        if prim.kind == "layout":
+            return self.layout(op, idx), idx
+        raise UnsupportedOp(f"{prim.name} ({prim.kind}) inside a kernel")
+
+    def elementwise(self, op: Op, idx: list[str]) -> str:
+        out = op.results[0].type
+        names = []
+        for x in op.inputs:
+            names.append(self.value(x, broadcast_index(idx, out.shape, x.type.shape)))
+        template = op.primitive.template
+        if isinstance(template, dict):
+            template = template[op.inputs[0].type.dtype.kind]
+        assert template is not None
+        if op.primitive.role == "convert":
+            return cast_expr(names[0], op.inputs[0].type.dtype, out.dtype)
+        expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], template)
+        return cast_expr(f"({expr})", None, out.dtype)
+
+    def layout(self, op: Op, idx: list[str]) -> str:
+        role = op.primitive.role
+        out = op.results[0].type
+        x = op.inputs[0] if op.inputs else None
+        a = op.attrs
+        if role == "broadcast":
+            return self.value(x, broadcast_index(idx, out.shape, x.type.shape))
+        if role == "permute_axes":
+            src = [""] * len(idx)
+            for k, p in enumerate(a["perm"]):
+                src[p] = idx[k]
+            return self.value(x, src)
+        if role == "unit_axes_reshape":
+            return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
+        if role == "row_major_reshape":
+            return self.value(x, reshape_index(idx, out.shape, x.type.shape))
+        if role == "strided_window":
+            src = [affine(s, st, i) for s, st, i in zip(a["start"], a["step"], idx)]
+            return self.value(x, src)
+        if role == "axis_index":
+            return cast_expr(idx[a["dimension"] % out.ndim], None, out.dtype)
+        if role == "constant_pad":
+            conds, src = [], []
+            for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
+                j = f"({idx[k]} - {lo})" if lo else idx[k]
+                conds.append(f"0 <= {j} < {n}")
+                src.append(f"min(max({j}, 0), {n - 1})" if n else "0")
+            fill = literal(pad_fill(a["value"], out.dtype), out.dtype)
+            if x.type.size == 0:
+                return fill
+            inner = self.value(x, src)
+            return f"({inner} if ({' and '.join(conds) or 'True'}) else {fill})"
+        if role == "join":
+            axis = a["axis"] % out.ndim
+            offset = 0
+            pieces = []
+            for part in op.inputs:
+                n = part.type.shape[axis]
+                if n:
+                    src = list(idx)
+                    src[axis] = f"min(max({idx[axis]} - {offset}, 0), {n - 1})"
+                    pieces.append((offset + n, self.value(part, src)))
+                offset += n
+            expr = pieces[-1][1]
+            for end, piece in reversed(pieces[:-1]):
+                expr = f"({piece} if {idx[axis]} < {end} else {expr})"
+            return expr
+        raise UnsupportedOp(f"layout op {op.name} (role {role})")
+
+    def reduction(self, op: Op, idx: list[str]) -> str:
+        reducer = op.primitive.reducer
+        if reducer is None:
+            raise UnsupportedOp(f"reduction {op.name} declares no reducer")
+        is_arg = reducer[0] == "arg"
+        x = op.inputs[0]
+        nd = x.type.ndim
+        if "axes" in op.attrs:
+            axes = sorted({ax % nd for ax in op.attrs["axes"]})
+        else:
+            axes = [op.attrs["axis"] % nd]
+        keep = op.attrs.get("keepdims", False)
+        d = op.results[0].type.dtype
+        # The index into x: loop variables on reduced axes, the result's index elsewhere.
+        it = iter(idx)
+        loop_vars = {}
+        full = []
+        for k in range(nd):
+            if k in axes:
+                if keep:
+                    next(it)
+                loop_vars[k] = self.fresh("r")
+                full.append(loop_vars[k])
+            else:
+                full.append(next(it))
+        depth = self._target_scope(idx)
+        outer = self.scopes[depth]
+        acc = self.fresh("acc")
+        xd = x.type.dtype
+        if is_arg:
+            cmp = reducer[1]
+            best = self.fresh("best")
+            init = "np.inf" if cmp == "<" else "-np.inf"
+            outer.lines.append(f"{best} = {cast_expr(init, None, xd) if xd.is_float else extreme(xd, cmp)}")
+            outer.lines.append(f"{acc} = np.int64(0)")
+            outer.lines.append("found = False")
+        else:
+            init, combine = reducer
+            start = {"lowest": lowest(xd), "highest": highest(xd)}.get(init, init)
+            # float32 sums and products accumulate in float64: sequential f32 sums would
+            # lose more than NumPy's pairwise ones.
+            acc_d = float64 if d == float32 and init in ("0", "1") else d
+            outer.lines.append(f"{acc} = {cast_expr(start, None, acc_d)}")
+        # Open the loops inside the outer scope, compute x there, combine, close.
+        opened = []
+        saved = self.scopes
+        self.scopes = self.scopes[:depth + 1]
+        for k in axes:
+            n = x.type.shape[k]
+            scope = _Scope(loop_vars[k])
+            scope.lines.append(f"for {loop_vars[k]} in range({n}):")
+            self.scopes.append(scope)
+            opened.append(scope)
+        val = self.value(x, full)
+        body = self.scopes[-1]
+        if is_arg:
+            lin = linear_index([loop_vars[k] for k in axes], [x.type.shape[k] for k in axes])
+            nan_first = f" or ({val} != {val} and {best} == {best})" if xd.is_float else ""
+            body.lines.append(f"if (not found) or ({val} {cmp} {best}){nan_first}:")
+            body.lines.append(f"    {best} = {val}")
+            body.lines.append(f"    {acc} = np.int64({lin})")
+            body.lines.append("    found = True")
+        else:
+            step = re.sub(r"\b(acc|v)\b", lambda m: acc if m.group(1) == "acc" else val, combine)
+            body.lines.append(f"{acc} = {cast_expr(step, None, acc_d)}")
+        for scope in reversed(opened):
+            self.scopes.pop()
+            head, *rest = scope.lines
+            parent = self.scopes[-1]
+            parent.lines.append(head)
+            parent.lines.extend("    " + line for line in rest)
+        self.scopes = saved
+        return acc if is_arg else cast_expr(acc, None, d)
+
+    # ---- kernel ---------------------------------------------------------------------------
+    def source(self) -> str:
+        ins = [self.arg_names[a.id] for a in self.block.args]
+        outs = [f"out{i}" for i in range(len(self.block.returns))]
+        lines = [f"def {self.name}({', '.join(ins + outs)}):"]
+        for k, v in enumerate(self.block.returns):
+            shape = v.type.shape
+            self.scopes = [_Scope(None)]
+            loop_vars = [self.fresh("i") for _ in shape]
+            opened = []
+            for dim, (var, n) in enumerate(zip(loop_vars, shape)):
+                rng = "prange" if dim == 0 and v.type.size >= PARALLEL_MIN_ELEMENTS else "range"
+                scope = _Scope(var, [f"for {var} in {rng}({n}):"])
+                self.scopes.append(scope)
+                opened.append(scope)
+            val = self.value(v, loop_vars)
+            target = f"out{k}[{', '.join(loop_vars) if loop_vars else '0'}]"
+            self.scopes[-1].lines.append(f"{target} = {val}")
+            for scope in reversed(opened):
+                self.scopes.pop()
+                head, *rest = scope.lines
+                self.scopes[-1].lines.append(head)
+                self.scopes[-1].lines.extend("    " + line for line in rest)
+            lines.extend("    " + line for line in self.scopes[0].lines)
+        lines.append("    return 0")
+        return "\n".join(lines) + "\n"
+
+
+def broadcast_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:
+    """The index of an operand of ``in_shape`` broadcast (NumPy rules) to ``out_shape``."""
+    off = len(out_shape) - len(in_shape)
+    return ["0" if n == 1 and out_shape[k + off] != 1 else idx[k + off] for k, n in enumerate(in_shape)]
+
+
+def unit_axes_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:
+    """The operand index when only size-1 axes were added or removed (squeeze, expand_dims)."""
+    kept = [i for i, n in zip(idx, out_shape) if n != 1]
+    it = iter(kept)
+    return ["0" if n == 1 else next(it) for n in in_shape]
+
+
+def linear_index(idx: list[str], shape: tuple[int, ...] | list[int]) -> str:
+    terms, stride = [], 1
+    for i, n in zip(reversed(idx), reversed(list(shape))):
+        if n != 1:
+            terms.append(i if stride == 1 else f"{i} * {stride}")
+        stride *= n
+    return " + ".join(reversed(terms)) or "0"
+
+
+def reshape_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:
+    """The operand index of a row-major reshape: through the linear index."""
+    if math.prod(in_shape) <= 1:
+        return ["0"] * len(in_shape)
+    lin = f"({linear_index(idx, out_shape)})"
+    src, stride = [], 1
+    strides = []
+    for n in reversed(in_shape):
+        strides.append(stride)
+        stride *= n
+    strides.reverse()
+    for n, s in zip(in_shape, strides):
+        if n == 1:
+            src.append("0")
+        else:
+            part = lin if s == 1 else f"{lin} // {s}"
+            src.append(f"({part}) % {n}" if s * n < stride else part)
+    return src
+
+
+def affine(start: int, step: int, i: str) -> str:
+    if step == 1:
+        return i if start == 0 else f"({i} + {start})"
+    return f"({start} + {step} * {i})" if start else f"({step} * {i})"
+
+
+def cast_expr(expr: str, src: DType | None, dst: DType) -> str:
+    if dst.is_bool:
+        return f"({expr} != 0)" if src is not None and not src.is_bool else f"bool({expr})"
+    return f"{np_type(dst)}({expr})"
+
+
+def lowest(d: DType) -> str:
+    return "-np.inf" if d.is_float else str(np.iinfo(d.np).min) if d.is_int else "False"
+
+
+def highest(d: DType) -> str:
+    return "np.inf" if d.is_float else str(np.iinfo(d.np).max) if d.is_int else "True"
+
+
+def extreme(d: DType, cmp: str) -> str:
+    """The value every element beats under ``cmp`` (the start of an arg reduction)."""
+    if d.is_bool:
+        return "False" if cmp == ">" else "True"
+    info = np.iinfo(d.np)
+    return f"{np_type(d)}({info.min if cmp == '>' else info.max})"

@@ -1,0 +1,92 @@
+"""The pass pipeline: an ordered list of named passes run on a clone of the traced IR.
+
+``Pipeline.run`` verifies the Function after every pass (a VerifyError names the pass
+that broke it), records each pass's time, skips disabled passes (``disable`` or
+``FLOWJIT_DISABLE=cse,...``), can stop after a pass (for ``.ir(stage=...)``) and dumps
+the IR after the passes named in ``dump`` or ``FLOWJIT_DUMP`` (``all`` for every pass)
+to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from flowjit.ir.core import Function
+from flowjit.ir.errors import VerifyError
+from flowjit.ir.verifier import verify
+from flowjit.passes.constant_fold import constant_fold
+from flowjit.passes.cse import cse
+from flowjit.passes.fusion import fusion
+from flowjit.passes.prune import prune
+from flowjit.passes.simplify import simplify
+
+PassFn = Callable[[Function], Function]
+
+
+@dataclass
+class PipelineResult:
+    """The Function after the pipeline, and how long each pass took (seconds)."""
+
+    function: Function
+    timings: list[tuple[str, float]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _env_list(name: str) -> set[str]:
+    return {s.strip() for s in os.environ.get(name, "").split(",") if s.strip()}
+
+
+class Pipeline:
+    """An ordered list of ``(name, pass)``; ``str()`` shows the order."""
+
+    def __init__(self, passes: Sequence[tuple[str, PassFn]]):
+        self.passes = list(passes)
+        names = [n for n, _ in self.passes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pass names must be unique: {names}")
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.passes]
+
+    def __str__(self) -> str:
+        return " -> ".join(self.names)
+
+    def run(self, fn: Function, *, disable: Iterable[str] = (), dump: Iterable[str] = (),
+            stop_after: str | None = None) -> PipelineResult:
+        """Run the passes on a clone of ``fn`` (``fn`` itself is left as it is)."""
+        disabled = set(disable) | _env_list("FLOWJIT_DISABLE")
+        dumps = set(dump) | _env_list("FLOWJIT_DUMP")
+        unknown = (disabled | dumps | ({stop_after} if stop_after else set())) - set(self.names) - {"all"}
+        if unknown:
+            raise ValueError(f"unknown pass(es) {sorted(unknown)}; the pipeline is {self}")
+        result = PipelineResult(fn.clone())
+        for name, pass_fn in self.passes:
+            if name in disabled:
+                result.skipped.append(name)
+            else:
+                start = time.perf_counter()
+                result.function = pass_fn(result.function)
+                result.timings.append((name, time.perf_counter() - start))
+                try:
+                    verify(result.function)
+                except VerifyError as e:
+                    raise VerifyError(f"after pass {name!r}: {e}") from None
+                if name in dumps or "all" in dumps:
+                    print(f"// flowjit: IR after {name}\n{result.function}", file=sys.stderr)
+            if name == stop_after:
+                break
+        return result
+
+
+DEFAULT_PIPELINE = Pipeline([
+    ("simplify", simplify),
+    ("cse", cse),
+    ("constant_fold", constant_fold),
+    ("prune", prune),
+    ("fusion", fusion),
+])

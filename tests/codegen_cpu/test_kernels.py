@@ -1,0 +1,155 @@
+"""The numba backend against the reference interpreter: one registry case per fusible
+primitive and dtype compiled as a kernel, random programs, and the disk cache.
+
+Tolerances: exact for bool and integers; float32 rtol 2e-5 (kernels accumulate float32
+sums in float64 and evaluate transcendental functions in float64, NumPy in float32);
+float64 rtol 1e-12.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flowjit as fj
+from flowjit.codegen_cpu import compile_kernel
+from flowjit.codegen_cpu.compile import supported, warm
+from flowjit.ir import Builder, get, interpret, new_function
+from flowjit.ir.core import Block, Value
+from flowjit.ir.types import TensorType
+from tests.registry.test_generic import ALL_CASES, _domain_inputs
+from tests.test_programs import programs, run_program
+
+FUSIBLE = ("elementwise", "layout", "reduction")
+
+
+def _one_case_per_primitive_and_dtype():
+    seen, out = set(), []
+    for c in ALL_CASES:
+        prim = get(c.prim)
+        key = (c.prim, c.dtypes[0] if c.dtypes else None, len(c.inputs))
+        if prim.kind in FUSIBLE and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+CASES = _one_case_per_primitive_and_dtype()
+
+
+def _tolerance(dtype: np.dtype) -> dict:
+    if dtype == np.float32:
+        return {"rtol": 2e-5, "atol": 1e-6}
+    if dtype == np.float64:
+        return {"rtol": 1e-12, "atol": 1e-13}
+    return {"rtol": 0, "atol": 0}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flowjit-cache"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id or c.prim)
+def test_kernel_matches_interpreter(case):
+    prim = get(case.prim)
+    rng = np.random.default_rng(0)
+    arrays = case.make_inputs(rng)
+    if prim.kind == "elementwise":
+        arrays = _domain_inputs(prim, arrays)
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    body = Block([Value(t) for t in types])
+    body.set_returns(Builder(body).emit(prim, body.args, case.attrs))
+    fn, b = new_function("k", types)
+    fn.body.set_returns(b.emit("fusion", fn.args, {"name": case.prim}, blocks=[body]))
+    expected = interpret(fn, arrays)
+    reason = supported(body)
+    if reason is not None:
+        # Runs on the interpreter instead (the Executable records it in `fallbacks`).
+        assert any(t.dtype.name == "float16" or t.size == 0 for t in types + fn.result_types), reason
+        return
+    kernel = compile_kernel(body, case.prim)
+    warm(kernel, arrays, case.prim)
+    got = kernel(*arrays)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, e, equal_nan=True, **_tolerance(g.dtype))
+        else:
+            np.testing.assert_array_equal(g, e)
+
+
+def test_benchmark_workloads_compile_and_match():
+    def gelu(x):
+        return 0.5 * x * (1 + fj.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+    def softmax(x):
+        e = fj.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def layer_norm(x, g, b):
+        mu = x.mean(axis=-1, keepdims=True)
+        d = x - mu
+        return d * fj.rsqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) * g + b
+
+    x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
+    for f, args in ((gelu, (x,)), (softmax, (x,)), (layer_norm, (x, x[0], x[1]))):
+        compiled = fj.function(f, backend="numba")
+        np.testing.assert_allclose(compiled(*args), fj.function(f, interpret=True)(*args), rtol=2e-5, atol=2e-6)
+        # Every fusion of these runs as a compiled kernel: nothing fell back.
+        exe = compiled._cache[next(iter(compiled._cache))].executable
+        assert exe.kernels and not exe.fallbacks, exe.fallbacks
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.integers(0, 2**31 - 1))
+def test_random_programs_compiled_match_interpreter(program, seed):
+    short, in_shapes, steps, n_out = program
+    rng = np.random.default_rng(seed)
+    dt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}[short]
+    inputs = [(rng.standard_normal(s) * 3).astype(dt) for s in in_shapes]
+    f = lambda *xs: run_program(steps, xs, n_out, traced=True)  # noqa: E731
+    got = fj.function(f, backend="numba")(*inputs)
+    want = fj.function(f, interpret=True)(*inputs)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if g.dtype.kind == "f":
+            tol = 1e-4 if g.dtype == np.float32 else 1e-11
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
+    prog = textwrap.dedent("""
+        import numpy as np, flowjit as fj
+        from flowjit.codegen_cpu import kernel_stats
+        f = fj.function(lambda x: fj.tanh(x) * 2 + x.sum(axis=1, keepdims=True), backend="numba")
+        f(np.ones((8, 32), np.float32))
+        s = kernel_stats()
+        print(s["compiled"], s["loaded"])
+    """)
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", prog], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    first, second = (tuple(map(int, r.stdout.split())) for r in runs)
+    assert first[0] >= 1
+    assert second == (0, first[0])
+
+
+def test_unwritable_cache_warns_once_and_still_runs(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(blocker))
+    import flowjit.codegen_cpu.compile as comp
+    monkeypatch.setattr(comp, "_warned", False)
+    with pytest.warns(UserWarning, match="not writable"):
+        out = fj.function(lambda x: x * 3 + 1, backend="numba")(np.arange(4.0))
+    np.testing.assert_array_equal(out, np.arange(4.0) * 3 + 1)

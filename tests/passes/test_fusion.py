@@ -1,0 +1,114 @@
+"""Fusion: structure of the fused IR for the benchmark workloads, and exactness on
+random programs."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flowjit as fj
+from flowjit.ir import interpret, parse, verify
+from flowjit.passes.fusion import fusion
+from tests.test_programs import programs, run_program
+
+
+def _kernels(fn) -> list:
+    return [op for op in fn.walk() if op.name == "fusion"]
+
+
+def _top_level(fn) -> list[str]:
+    return [op.name for op in fn.body.ops]
+
+
+def gelu(x):
+    return 0.5 * x * (1 + fj.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def softmax(x):
+    m = x.max(axis=-1, keepdims=True)
+    e = fj.exp(x - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layer_norm(x, g, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    d = x - mu
+    var = (d * d).mean(axis=-1, keepdims=True)
+    return d * fj.rsqrt(var + 1e-5) * g + b
+
+
+X = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+
+
+def test_gelu_is_one_kernel():
+    fn = fj.function(gelu).ir(X, stage="fused")
+    assert _top_level(fn) == ["fusion"]
+    np.testing.assert_allclose(fj.function(gelu)(X), interpret(fj.function(gelu).ir(X), [X])[0], rtol=0, atol=0)
+
+
+def test_softmax_and_layer_norm_are_at_most_two_kernels():
+    for f, args in ((softmax, (X,)), (layer_norm, (X, X[0], X[1]))):
+        fn = fj.function(f).ir(*args, stage="fused")
+        assert len(_kernels(fn)) <= 2 and set(_top_level(fn)) == {"fusion"}, str(fn)
+
+
+def test_chain_of_twenty_elementwise_ops_is_one_kernel():
+    def chain(x, y):
+        for i in range(20):
+            x = fj.tanh(x) * y if i % 2 else x + y
+        return x
+    fn = fj.function(chain).ir(X, X, stage="fused")
+    assert _top_level(fn) == ["fusion"]
+    assert sum(1 for op in fn.walk() if op.primitive.kind == "elementwise") == 30
+
+
+def test_matmul_stays_outside_and_bias_activation_fuse_after_it():
+    fn = fj.function(lambda x, w, b: fj.tanh(x @ w + b)).ir(X, X.T, X[:, 0], stage="fused")
+    assert _top_level(fn) == ["matmul", "fusion"]
+
+
+def test_fused_ops_are_named_and_list_lines():
+    (k,) = _kernels(fj.function(softmax).ir(X, stage="fused"))
+    assert k.attrs["name"] == "reduce_max_sub_exp_reduce_sum_div"
+    assert k.attrs["lines"].startswith("test_fusion.py:")
+
+
+def test_value_used_outside_is_an_extra_output():
+    def f(x):
+        y = fj.exp(x)
+        return y * 2, y.sum()
+    fn = fj.function(f).ir(X, stage="fused")
+    verify(fn)
+    outs = interpret(fn, [X])
+    np.testing.assert_allclose(outs[0], np.exp(X) * 2, rtol=1e-6)
+    np.testing.assert_allclose(outs[1], np.exp(X).sum(), rtol=1e-5)
+
+
+def test_a_producer_with_users_in_two_kernels_is_not_duplicated():
+    def f(x, w):
+        e = fj.exp(x)             # used by a kernel before the matmul and by one after
+        return (e @ w) + e.sum(axis=1, keepdims=True)
+    fn = fj.function(f).ir(X, X.T, stage="fused")
+    verify(fn)
+    assert sum(1 for op in fn.walk() if op.name == "exp") == 1
+
+
+def test_fused_text_round_trips():
+    fn = fj.function(layer_norm).ir(X, X[0], X[1], stage="fused")
+    assert str(parse(str(fn))) == str(fn)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.integers(0, 2**31 - 1))
+def test_fusion_is_exact_on_random_programs(program, seed):
+    short, in_shapes, steps, n_out = program
+    rng = np.random.default_rng(seed)
+    dt = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}[short]
+    inputs = [(rng.standard_normal(s) * 3).astype(dt) for s in in_shapes]
+    traced = fj.function(lambda *xs: run_program(steps, xs, n_out, traced=True)).ir(*inputs)
+    fused = fusion(traced.clone())
+    verify(fused)
+    assert all(op.primitive.kind not in ("elementwise", "layout", "reduction") for op in fused.body.ops)
+    for a, b in zip(interpret(fused, inputs), interpret(traced, inputs)):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,75 @@
+"""The pass pipeline: order, stages, switching passes off, dumps, timings, verification."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir import VerifyError
+from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline
+from flowjit.runtime import STAGES
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+
+def dup(x):
+    return fj.exp(x) + fj.exp(x) * 1.0
+
+
+def test_pipeline_prints_its_order_and_stages_exist():
+    assert str(DEFAULT_PIPELINE) == "simplify -> cse -> constant_fold -> prune -> fusion"
+    assert STAGES[0] == "traced" and STAGES[-1] == "fused"
+
+
+def test_each_stage_is_visible():
+    f = fj.function(dup)
+    assert sum(op.name == "exp" for op in f.ir(X, stage="traced").walk()) == 2
+    simplified = f.ir(X, stage="simplify")  # x * 1.0 is bypassed; the dead mul waits for prune
+    assert [v.producer.name for v in simplified.body.ops[-1].inputs] == ["exp", "exp"]
+    pruned = f.ir(X, stage="prune")
+    assert [op.name for op in pruned.body.ops] == ["exp", "add"]
+    assert [op.name for op in f.ir(X, stage="fused").body.ops] == ["fusion"]
+    assert str(f.ir(X, stage="fusion")) == str(f.ir(X, stage="fused"))
+    # The traced Function is never changed by lowering.
+    assert sum(op.name == "exp" for op in f.ir(X).walk()) == 2
+
+
+def test_passes_option_switches_passes_off():
+    f = fj.function(dup, passes={"cse": False})
+    assert sum(op.name == "exp" for op in f.ir(X, stage="fused").walk()) == 2
+    g = fj.function(dup, passes=["simplify", "prune"])  # only these run
+    assert "fusion" not in [op.name for op in g.ir(X, stage="fused").walk()]
+    np.testing.assert_allclose(f(X), 2 * np.exp(X), rtol=1e-6)
+    with pytest.raises(ValueError, match="unknown pass"):
+        fj.function(dup, passes={"nope": False})(X)
+
+
+def test_env_disable_and_dump(monkeypatch, capsys):
+    monkeypatch.setenv("FLOWJIT_DISABLE", "cse")
+    monkeypatch.setenv("FLOWJIT_DUMP", "fusion")
+    f = fj.function(dup)
+    f(X)
+    err = capsys.readouterr().err
+    assert "// flowjit: IR after fusion" in err and "fusion %x" in err
+    assert err.count("= exp") == 2
+
+
+def test_timings_and_verification_after_each_pass():
+    traced = fj.function(dup).ir(X)
+    result = DEFAULT_PIPELINE.run(traced)
+    assert [n for n, _ in result.timings] == DEFAULT_PIPELINE.names
+    assert all(t >= 0 for _, t in result.timings)
+
+    def breaks_ir(fn):
+        fn.body.ops.reverse()
+        return fn
+    with pytest.raises(VerifyError, match="after pass 'bad'"):
+        Pipeline([("bad", breaks_ir)]).run(traced)
+
+
+def test_interpret_mode_runs_the_traced_program():
+    f = fj.function(dup, interpret=True)
+    np.testing.assert_allclose(f(X), 2 * np.exp(X), rtol=1e-6)
+    from flowjit.tracer.function import TracedFunction
+    assert isinstance(f, TracedFunction)
