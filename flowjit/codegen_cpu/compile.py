@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,9 +123,10 @@ class CompiledKernel:
     fn: Any
     out_types: list
 
-    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+    def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty) -> list[np.ndarray]:
+        """Run on ``inputs``; outputs come from ``alloc(shape, dtype)`` (the runtime's pool)."""
         args = [x.reshape(1) if x.ndim == 0 else x for x in inputs]
-        outs = [np.empty(t.shape or (1,), t.dtype.np) for t in self.out_types]
+        outs = [alloc(t.shape or (1,), t.dtype.np) for t in self.out_types]
         self.fn(*args, *outs)
         return [o.reshape(()) if not t.shape else o for o, t in zip(outs, self.out_types)]
 

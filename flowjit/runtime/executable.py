@@ -17,6 +17,7 @@ import numpy as np
 from flowjit.ir.core import Function
 from flowjit.ir.interpreter import run_block, run_op
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
+from flowjit.runtime.buffers import POOL
 
 # What ``.ir(stage=...)`` and ``flowjit ir --stage`` can show.
 STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
@@ -68,7 +69,7 @@ class Executable:
                 if op.id not in self._warmed:
                     warm(kernel, ins, f"{op.attrs['name']} from {op.attrs['lines']}")
                     self._warmed.add(op.id)
-                outs = kernel(*ins)
+                outs = kernel(*ins, alloc=POOL.empty)
             else:
                 outs = run_op(op, ins)
             for r, x in zip(op.results, outs):
@@ -81,9 +82,8 @@ class Executable:
             out = self._run_compiled(arrays)
         else:
             out = run_block(self.function.body, arrays)
-        # A result that is an argument, a constant or a view of either is copied first.
-        ids = {id(a) for a in arrays}
-        return [x if x.flags.writeable and x.flags.owndata and id(x) not in ids else np.array(x)
+        # A result that is (a view of) an argument or a constant is copied first.
+        return [np.array(x) if not x.flags.writeable or any(np.may_share_memory(x, a) for a in arrays) else x
                 for x in out]
 
 

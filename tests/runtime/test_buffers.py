@@ -1,0 +1,45 @@
+"""The buffer pool: blocks come back when the last view is dropped, and never while a
+view is alive."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+import flowjit as fj
+from flowjit.runtime.buffers import POOL_MIN_BYTES, BufferPool
+
+
+def test_block_is_reused_after_the_last_view_dies():
+    pool = BufferPool()
+    a = pool.empty((POOL_MIN_BYTES // 4,), np.float32)
+    a[:] = 1.0
+    view = a[:16]
+    del a
+    gc.collect()
+    b = pool.empty((POOL_MIN_BYTES // 4,), np.float32)
+    assert pool.reused == 0 and not np.may_share_memory(b, view)  # the view kept its block
+    assert view.sum() == 16.0
+    del view, b
+    gc.collect()
+    c = pool.empty((POOL_MIN_BYTES // 8, 2), np.float32)
+    assert pool.reused == 1 and pool.allocated == 2
+    assert c.flags.writeable and c.flags.c_contiguous and c.shape == (POOL_MIN_BYTES // 8, 2)
+
+
+def test_small_arrays_bypass_the_pool():
+    pool = BufferPool()
+    a = pool.empty((3, 4), np.int64)
+    assert a.flags.owndata and pool.allocated == 0
+
+
+def test_kept_results_stay_intact_across_calls(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(lambda x, k: x * k, backend="numba")
+    x = np.ones(POOL_MIN_BYTES // 2, np.float32)
+    kept = [f(x, float(k)) for k in range(4)]
+    for k, y in enumerate(kept):
+        assert y[0] == k and y[-1] == k
+    y = f(x, 9.0)
+    assert not any(np.may_share_memory(y, z) for z in kept)
