@@ -10,6 +10,7 @@ primitive up by name to special-case it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,9 @@ def coerce_attr(prim: str, name: str, kind: str, value: Any) -> Any:
         out = tuple(int(v) for v in value)
         if kind == "shape" and any(v < 0 for v in out):
             raise bad("a tuple of non-negative ints")
+        # NumPy cannot even describe an array whose non-zero dimensions multiply past 2**62.
+        if kind == "shape" and math.prod(v for v in out if v) >= 2**62:
+            raise bad("a shape NumPy can represent (the product of its non-zero dimensions < 2**62)")
         return out
     if kind == "bool":
         if not isinstance(value, (bool, np.bool_)):

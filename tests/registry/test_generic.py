@@ -209,3 +209,9 @@ def test_malformed_attributes_are_shape_errors(prim, attrs):
         warnings.simplefilter("error")
         with pytest.raises(ShapeError, match=prim):
             get(prim).normalize_attrs(attrs)
+
+
+def test_unrepresentable_shape_attribute_is_a_shape_error():
+    from flowjit.ir.errors import ShapeError
+    with pytest.raises(ShapeError, match="shape NumPy can represent"):
+        get("broadcast_to").normalize_attrs({"shape": (0, 3036988439, 3037012561)})
