@@ -85,6 +85,9 @@ NUMERIC_DTYPES: tuple[DType, ...] = INT_DTYPES + FLOAT_DTYPES
 _BY_SHORT = {d.short: d for d in ALL_DTYPES}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 
+# A dict on np.dtype objects: the hot path (arr.dtype) skips np.dtype(...).name.
+_BY_NP = {np.dtype(d.name): d for d in ALL_DTYPES}
+
 # The dtype a weak Python scalar of each kind becomes when nothing else decides.
 DEFAULT_FOR_KIND = {"b": bool_, "i": int64, "f": float64}
 _KIND_ORDER = {"b": 0, "i": 1, "f": 2}
@@ -94,6 +97,9 @@ def dtype(x: object) -> DType:
     """Coerce a DType, a short name (``'f32'``), a NumPy name or a NumPy dtype."""
     if isinstance(x, DType):
         return x
+    hit = _BY_NP.get(x) if isinstance(x, np.dtype) else None  # the hot path: arr.dtype
+    if hit is not None:
+        return hit
     if isinstance(x, str) and x in _BY_SHORT:
         return _BY_SHORT[x]
     try:
