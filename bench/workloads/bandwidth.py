@@ -1,0 +1,128 @@
+"""The machine's memory bandwidth: a 2-thread numba parallel copy of 2**25 float32 into an
+existing buffer, and the triad a = b + s*c. GB/s count bytes read plus bytes written (8 per
+element for copy, 12 for triad; write-allocate traffic is not counted).
+
+The peers show what the same operation costs each library: NumPy into the buffer (one
+thread; the triad is two passes), torch into the buffer, and flowjit (numba), which returns a
+new array each call (so its time includes allocating and first-touching the output).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.workloads import defs
+from bench.workloads.common import Case, Ctx, Row, run_case
+
+COLUMNS = (("numba", "numba prange, into buffer"), ("numpy", "NumPy out= (1 thread)"),
+           ("torch", "torch out="), ("fj", "flowjit (numba), new array"))
+SCALE = np.float32(3.0)
+
+_kernels: dict[str, object] = {}
+
+
+def kernels() -> dict[str, object]:
+    if not _kernels:
+        import numba
+        from numba import njit, prange
+
+        @njit(parallel=True, cache=False)
+        def copy(dst, src):
+            for i in prange(src.shape[0]):
+                dst[i] = src[i]
+
+        @njit(parallel=True, cache=False)
+        def triad(a, b, c, s):
+            for i in prange(a.shape[0]):
+                a[i] = b[i] + s * c[i]
+
+        _kernels.update(copy=copy, triad=triad, numba=numba)
+    return _kernels
+
+
+def _arrays(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1)
+    b = rng.standard_normal(n).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    return np.zeros(n, np.float32), b, c
+
+
+def _numba_copy(a, b):
+    def build():
+        k = kernels()["copy"]
+        return lambda: (k(a, b), a)[1]
+    return build
+
+
+def _numba_triad(a, b, c):
+    def build():
+        k = kernels()["triad"]
+        return lambda: (k(a, b, c, SCALE), a)[1]
+    return build
+
+
+def _torch(ctx: Ctx, a, b, c, op: str):
+    def build():
+        torch = ctx.module("torch")
+        ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+        if op == "copy":
+            return lambda: ta.copy_(tb)
+        return lambda: torch.add(tb, tc, alpha=float(SCALE), out=ta)
+    return build
+
+
+def _numpy_triad(a, b, c):
+    def run():
+        np.multiply(c, SCALE, out=a)
+        np.add(a, b, out=a)
+        return a
+    return lambda: run
+
+
+def _fj_triad(b, c):
+    def build():
+        import flowjit as fj
+        g = fj.function(defs.fj_triad, backend="numba")
+        return lambda: g(b, c, float(SCALE))
+    return build
+
+
+def size(ctx: Ctx) -> int:
+    return 1 << 20 if ctx.quick else 1 << 25
+
+
+def copy_case(ctx: Ctx, a, b, only_numba: bool = False) -> Case:
+    n = a.shape[0]
+    builders = {"numba": _numba_copy(a, b)}
+    if not only_numba:
+        builders.update(numpy=lambda: (lambda: (np.copyto(a, b), a)[1]), torch=_torch(ctx, a, b, b, "copy"))
+    return Case("bandwidth", f"copy f32[{n}]", builders, reference=b, tol=0.0, bytes_moved=8 * n,
+                note="flowjit has no copy op (returning its argument copies it in NumPy)")
+
+
+def measure_copy(ctx: Ctx) -> Row:
+    """Only the numba copy (for %BW when the bandwidth workload is not selected)."""
+    a, b, _ = _arrays(size(ctx))
+    row = run_case(copy_case(ctx, a, b, only_numba=True), ctx, columns=COLUMNS[:1])
+    cell = row.cells["numba"]
+    ctx.copy_gbps = 8 * a.shape[0] / cell.seconds / 1e9 if cell.ok else None
+    return row
+
+
+def run(ctx: Ctx) -> list[Row]:
+    try:
+        kernels()["numba"].set_num_threads(ctx.threads)
+    except Exception as e:
+        ctx.log(f"  bandwidth: numba.set_num_threads({ctx.threads}) failed: {e}")
+    n = size(ctx)
+    a, b, c = _arrays(n)
+    copy_row = run_case(copy_case(ctx, a, b), ctx, columns=COLUMNS)
+    cell = copy_row.cells["numba"]
+    ctx.copy_gbps = 8 * n / cell.seconds / 1e9 if cell.ok else None
+    triad_ref = (b.astype(np.float64) + float(SCALE) * c.astype(np.float64)).astype(np.float32)
+    triad = Case("bandwidth", f"triad f32[{n}]",
+                 {"numba": _numba_triad(a, b, c), "numpy": _numpy_triad(a, b, c),
+                  "torch": _torch(ctx, a, b, c, "triad"), "fj": _fj_triad(b, c)},
+                 reference=triad_ref, tol=1e-6, bytes_moved=12 * n,
+                 note="NumPy's triad is two passes (multiply, then add) over the buffer")
+    return [copy_row, run_case(triad, ctx, columns=COLUMNS)]

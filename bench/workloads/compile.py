@@ -1,0 +1,108 @@
+"""First-call latency: gelu and softmax in a new process with empty caches (cold), then again in
+another new process with the caches the first one left on disk (warm start).
+
+Each cell is the time of the first call after import and setup (tracing, compiling and one
+run), measured in a subprocess (``first_call.py``); the second call's time follows in
+parentheses, so the compile cost is about their difference. flowjit's kernels are cached
+under ``FLOWJIT_CACHE_DIR``, torch.compile's under ``TORCHINDUCTOR_CACHE_DIR``, and JAX uses
+its persistent compilation cache; the interpreter compiles nothing and has no disk cache.
+NumPy and torch eager compile nothing and have no cell here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from bench.workloads.common import COLUMNS, Cell, Ctx, Row, Skip, fill_ratios, fmt_time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMPLS = ("fj", "interp", "jax", "compile")
+PACKAGE = {"fj": "flowjit", "interp": "flowjit", "jax": "jax", "compile": "torch"}
+TIMEOUT_S = 600
+
+
+def sizes(ctx: Ctx) -> dict[str, tuple[int, ...]]:
+    if ctx.quick:
+        return {"gelu": (1 << 16,), "softmax": (64, 256)}
+    return {"gelu": (1 << 24,), "softmax": (4096, 1024)}
+
+
+def child(ctx: Ctx, impl: str, workload: str, size: tuple[int, ...], cache: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["FLOWJIT_CACHE_DIR"] = os.path.join(cache, "flowjit")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+    env["BENCH_JAX_CACHE_DIR"] = os.path.join(cache, "jax")
+    env["BENCH_THREADS"] = str(ctx.threads)
+    env.pop("NUMBA_CACHE_DIR", None)   # numba caches beside flowjit's kernel files
+    cmd = [sys.executable, "-m", "bench.workloads.first_call", impl, workload, ",".join(map(str, size))]
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {TIMEOUT_S} s"}
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                break
+    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"exit {p.returncode}: {tail}", "traceback": p.stderr[-4000:]}
+
+
+def run(ctx: Ctx) -> list[Row]:
+    rows = []
+    columns = [k for k, _ in COLUMNS if k in ctx.columns]
+    headers = dict(COLUMNS)
+    for workload, size in sizes(ctx).items():
+        shape = ",".join(map(str, size))
+        cold = Row("compile", f"first call {workload} f32[{shape}], cold")
+        warm = Row("compile", f"first call {workload} f32[{shape}], warm disk cache")
+        imports, notes = [], []
+        for key in columns:
+            if key not in IMPLS:
+                for r in (cold, warm):
+                    r.cells[key] = Cell(text="—", skipped=True)
+                continue
+            if PACKAGE[key] != "flowjit":
+                try:
+                    ctx.module(PACKAGE[key])
+                except Skip as e:
+                    for r in (cold, warm):
+                        r.cells[key] = Cell(text=f"skipped: {e}", skipped=True)
+                    continue
+            cache = tempfile.mkdtemp(prefix=f"bench_{key}_{workload}_")
+            try:
+                for r, mode in ((cold, "cold"), (warm, "warm")):
+                    ctx.log(f"  {r.label}: {headers[key]}: subprocess")
+                    res = child(ctx, key, workload, size, cache)
+                    if "error" in res:
+                        ctx.errors.append((r.label, headers[key], res.get("traceback") or res["error"]))
+                        ctx.log(f"  {r.label}: {headers[key]}: {res['error']}")
+                        r.cells[key] = Cell(text=f"ERROR {res['error'][:100]}", error=res["error"])
+                        continue
+                    r.cells[key] = Cell(seconds=res["first_s"],
+                                        text=f"{fmt_time(res['first_s'], 'ms')} "
+                                             f"(2nd {fmt_time(res['second_s'], 'ms')})")
+                    if mode == "cold":
+                        imports.append(f"{headers[key]} {res['import_s']:.2f} s")
+                    if res.get("note"):
+                        notes.append(f"{mode}: {res['note']}")
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+        for r in (cold, warm):
+            fill_ratios(r, ctx)
+        cold.note = "import+setup before the timed call: " + ", ".join(imports) if imports else ""
+        flowjit_notes = [n for n in notes if n.startswith("cold")]
+        if flowjit_notes:
+            cold.note += ("; " if cold.note else "") + "flowjit " + flowjit_notes[0]
+        warm_notes = [n for n in notes if n.startswith("warm")]
+        if warm_notes:
+            warm.note = "flowjit " + warm_notes[0]
+        rows += [cold, warm]
+    return rows

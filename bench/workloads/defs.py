@@ -1,0 +1,153 @@
+"""The workloads' functions, written once per library (the harness and its subprocesses share them).
+
+flowjit's are written with flowjit's NumPy-like API. The peers' are the same formulas in their
+own APIs; torch eager uses its own fused operator where it has one (``F.gelu``, ``softmax``,
+``layer_norm``), as a PyTorch user would, and torch.compile compiles the written formula.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import flowjit as fj
+
+GELU_C = 0.7978845608
+GELU_K = 0.044715
+LN_EPS = 1e-5
+
+
+# ---- flowjit ---------------------------------------------------------------------------------
+def fj_gelu(x):
+    return 0.5 * x * (1 + fj.tanh(GELU_C * (x + GELU_K * x**3)))
+
+
+def fj_softmax(x):
+    e = fj.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def fj_layernorm(x):
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d * fj.rsqrt((d * d).mean(axis=-1, keepdims=True) + LN_EPS)
+
+
+def fj_add1(x):
+    return x + 1
+
+
+def fj_matmul(a, b):
+    return a @ b
+
+
+def fj_triad(b, c, s):
+    return b + s * c
+
+
+FJ = {"gelu": fj_gelu, "softmax": fj_softmax, "layernorm": fj_layernorm, "dispatch": fj_add1,
+      "matmul": fj_matmul, "triad": fj_triad}
+
+
+# ---- NumPy (also the float64 reference) ------------------------------------------------------
+def np_gelu(x):
+    return 0.5 * x * (1 + np.tanh(GELU_C * (x + GELU_K * x**3)))
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def np_layernorm(x):
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d * (1 / np.sqrt((d * d).mean(axis=-1, keepdims=True) + LN_EPS))
+
+
+def np_add1(x):
+    return x + 1
+
+
+def np_matmul(a, b):
+    return a @ b
+
+
+NP = {"gelu": np_gelu, "softmax": np_softmax, "layernorm": np_layernorm, "dispatch": np_add1,
+      "matmul": np_matmul}
+
+
+# ---- JAX -------------------------------------------------------------------------------------
+def jax_functions(jax: Any) -> dict[str, Any]:
+    jnp = jax.numpy
+
+    def gelu(x):
+        return 0.5 * x * (1 + jnp.tanh(GELU_C * (x + GELU_K * x**3)))
+
+    def softmax(x):
+        e = jnp.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def layernorm(x):
+        d = x - x.mean(axis=-1, keepdims=True)
+        return d * jax.lax.rsqrt((d * d).mean(axis=-1, keepdims=True) + LN_EPS)
+
+    def add1(x):
+        return x + 1
+
+    def matmul(a, b):
+        return a @ b
+
+    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+def torch_functions(torch: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(eager, written): torch eager's idiomatic operators, and the written formulas to compile."""
+    F = torch.nn.functional
+
+    def gelu(x):
+        return 0.5 * x * (1 + torch.tanh(GELU_C * (x + GELU_K * x**3)))
+
+    def softmax(x):
+        e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+        return e / e.sum(dim=-1, keepdim=True)
+
+    def layernorm(x):
+        d = x - x.mean(dim=-1, keepdim=True)
+        return d * torch.rsqrt((d * d).mean(dim=-1, keepdim=True) + LN_EPS)
+
+    def add1(x):
+        return x + 1
+
+    def matmul(a, b):
+        return a @ b
+
+    eager = {"gelu": lambda x: F.gelu(x, approximate="tanh"),
+             "softmax": lambda x: torch.softmax(x, dim=-1),
+             "layernorm": lambda x: F.layer_norm(x, (x.shape[-1],), eps=LN_EPS),
+             "dispatch": add1, "matmul": matmul}
+    written = {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+    return eager, written
+
+
+# ---- inputs ----------------------------------------------------------------------------------
+def inputs(name: str, size: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
+    """The float32 inputs of workload ``name`` at ``size``."""
+    rng = np.random.default_rng(seed)
+    if name == "gelu":
+        return [(3 * rng.standard_normal(size)).astype(np.float32)]
+    if name == "softmax":
+        return [rng.standard_normal(size).astype(np.float32)]
+    if name == "layernorm":
+        return [(2 * rng.standard_normal(size) + 1).astype(np.float32)]
+    if name == "dispatch":
+        return [np.arange(size[0], dtype=np.float32)]
+    if name == "matmul":
+        m, k, n = size
+        return [rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)]
+    raise ValueError(f"no inputs for {name!r}")
+
+
+def reference(name: str, args: list[np.ndarray]) -> np.ndarray:
+    """The float64 NumPy result, as float32."""
+    return NP[name](*[a.astype(np.float64) for a in args]).astype(np.float32)

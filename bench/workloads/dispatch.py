@@ -1,0 +1,14 @@
+"""Dispatch: f(x) = x + 1 on 8 float32 elements, microseconds per call (batched timing)."""
+
+from __future__ import annotations
+
+from bench.workloads import defs
+from bench.workloads.common import Case, Ctx, Row, run_case, standard_builders
+
+
+def run(ctx: Ctx) -> list[Row]:
+    args = defs.inputs("dispatch", (8,))
+    case = Case("dispatch", "dispatch x+1 f32[8]", standard_builders(ctx, "dispatch", args),
+                reference=defs.reference("dispatch", args), unit="us",
+                note="JAX and torch take arrays already on their device; flowjit and NumPy take NumPy arrays")
+    return [run_case(case, ctx, target_s=0.01 if ctx.quick else 0.05)]

@@ -1,0 +1,81 @@
+"""Child process of the ``compile`` workload: import, build inputs, then time the first call.
+
+``python -m bench.workloads.first_call IMPL WORKLOAD SIZE`` prints one JSON line:
+``{"import_s", "first_s", "second_s", "note"}`` or ``{"error"}``. IMPL is one of ``fj``
+(flowjit, numba backend), ``interp`` (flowjit interpreter), ``jax`` (jax.jit) or ``compile``
+(torch.compile). The caches it uses come from the environment the parent sets up
+(``FLOWJIT_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``BENCH_JAX_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main(argv: list[str]) -> int:
+    impl, workload, size = argv[0], argv[1], tuple(int(s) for s in argv[2].split(","))
+    note = ""
+    try:
+        t0 = time.perf_counter()
+        from bench.workloads import defs
+        args = defs.inputs(workload, size)
+        if impl in ("fj", "interp"):
+            import flowjit as fj
+            g = fj.function(defs.FJ[workload], backend="numba" if impl == "fj" else "interpreter")
+
+            def call():
+                return g(*args)
+        elif impl == "jax":
+            import jax
+            jax.config.update("jax_platforms", "cpu")
+            cache = os.environ.get("BENCH_JAX_CACHE_DIR")
+            if cache:
+                jax.config.update("jax_compilation_cache_dir", cache)
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+                jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+            g = jax.jit(defs.jax_functions(jax)[workload])
+            dev = [jax.device_put(a) for a in args]
+            jax.block_until_ready(dev)
+
+            def call():
+                return g(*dev).block_until_ready()
+        elif impl == "compile":
+            import torch
+            torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+            g = torch.compile(defs.torch_functions(torch)[1][workload])
+            ts = [torch.from_numpy(a) for a in args]
+
+            def call():
+                with torch.no_grad():
+                    return g(*ts)
+        else:
+            raise ValueError(f"unknown implementation {impl!r}")
+        import_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        call()
+        first_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        call()
+        second_s = time.perf_counter() - t0
+        if impl == "fj":
+            try:
+                from flowjit.codegen_cpu.compile import kernel_stats
+                st = kernel_stats()
+                note = f"kernels compiled {st.get('compiled', 0)}, loaded from disk {st.get('loaded', 0)}"
+            except Exception as e:  # an internal API; the timing stands without it
+                note = f"kernel_stats unavailable: {type(e).__name__}"
+        print(json.dumps({"import_s": import_s, "first_s": first_s, "second_s": second_s, "note": note}))
+        return 0
+    except Exception as e:
+        lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+        print(json.dumps({"error": f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": "),
+                          "traceback": traceback.format_exc()}))
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
