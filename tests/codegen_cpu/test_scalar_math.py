@@ -1,0 +1,296 @@
+"""Accuracy, special values and vectorization of flowjit.codegen_cpu.scalar_math.
+
+Accuracy is the distance in units in the last place (ulp) between our result and a
+reference, counted on the integer views of the floats (so subnormals count, and -0 and
++0 are the same point; signs of zero are checked separately). float32 references are
+NumPy's float64 functions rounded to float32 (correctly rounded but for rare double
+roundings) and NumPy's own float32 functions; float64 references are NumPy on long
+double (80-bit on x86) and ``math.erf``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import numpy as np
+import pytest
+from numba import njit
+
+from flowjit.codegen_cpu import scalar_math as sm
+
+F32_NAMES = {"exp": sm.exp32, "expm1": sm.expm1_32, "log": sm.log32, "tanh": sm.tanh32,
+             "logistic": sm.logistic32, "erf": sm.erf32}
+F64_NAMES = {"exp": sm.exp64, "expm1": sm.expm1_64, "log": sm.log64, "tanh": sm.tanh64,
+             "logistic": sm.logistic64, "erf": sm.erf64}
+
+# Largest ulp distance to the correctly rounded result we allow (the docstring of
+# scalar_math states the measured maxima: 1 or 2 everywhere).
+MAX_ULP_EXACT = 2
+# ... and to NumPy's float32 functions (the brief: 4).
+MAX_ULP_NUMPY32 = 4
+EXTENDED = np.finfo(np.longdouble).nmant > 52  # else the float64 references are only float64
+MAX_ULP_EXACT64 = MAX_ULP_EXACT if EXTENDED else 4
+
+_loops: dict = {}
+
+
+def _loop(fn):
+    """A compiled elementwise loop over fn, the way generated kernels call these functions."""
+    if fn not in _loops:
+        @njit(error_model="numpy")
+        def loop(a, out):
+            for i in range(a.size):
+                out[i] = fn(a[i])
+
+        _loops[fn] = loop
+    return _loops[fn]
+
+
+def apply(fn, x):
+    out = np.empty_like(x)
+    _loop(fn)(x, out)
+    return out
+
+
+def ulp_distance(a, b):
+    """|a - b| in ulps via the integer views; both nan: 0, one nan: huge."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    assert a.dtype == b.dtype
+    ity, mask = (np.int32, 0x7FFFFFFF) if a.dtype == np.float32 else (np.int64, 0x7FFFFFFFFFFFFFFF)
+    ia = a.view(ity).astype(np.int64)
+    ib = b.view(ity).astype(np.int64)
+    ia = np.where(ia < 0, -(ia & mask), ia)  # monotonic: -0 and +0 both map to 0
+    ib = np.where(ib < 0, -(ib & mask), ib)
+    with np.errstate(over="ignore"):
+        same_side = (ia >= 0) == (ib >= 0)
+        d = np.where(same_side, np.abs(ia - ib), np.abs(ia) + np.abs(ib))
+    d = np.where(d < 0, np.iinfo(np.int64).max, d)  # overflowed: opposite huge values
+    an, bn = np.isnan(a), np.isnan(b)
+    return np.where(an & bn, 0, np.where(an | bn, np.iinfo(np.int64).max, d))
+
+
+_erf_vec = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def reference(name, x):
+    """The reference values in x's dtype."""
+    with np.errstate(all="ignore"):
+        if x.dtype == np.float32:
+            xd = x.astype(np.float64)
+            if name == "erf":
+                return _erf_vec(xd).astype(np.float32)
+            if name == "logistic":
+                return (1.0 / (1.0 + np.exp(-xd))).astype(np.float32)
+            return getattr(np, name)(xd).astype(np.float32)
+        if name == "erf":
+            return _erf_vec(x)
+        xl = x.astype(np.longdouble)
+        if name == "logistic":
+            return (1 / (1 + np.exp(-xl))).astype(np.float64)
+        return getattr(np, name)(xl).astype(np.float64)
+
+
+SPECIAL64 = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-310,
+             1e-300, -1e-300, 1e-20, -1e-20, 1e-8, 0.5, 0.84375, 1.0, 1.25, 2.857142857142857, 6.0, 20.0, 28.0,
+             88.72283935546875, 88.7228, 103.97, -103.97, 104.0, -104.0, 709.782712893384, 709.79, -708.4,
+             -745.13321910194122, -745.2, 1e300, -1e300, 1.7976931348623157e308, -1.7976931348623157e308]
+
+
+def grid32():
+    """Every 4099th float32 bit pattern (both signs, subnormals, inf, nan) plus dense ranges."""
+    sweep = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    rng = np.random.default_rng(32)
+    with np.errstate(over="ignore"):
+        special = np.array(SPECIAL64, np.float32)
+    return np.concatenate([
+        sweep, special,
+        np.linspace(-10, 10, 200_001, dtype=np.float32),
+        np.linspace(-110, 110, 100_001, dtype=np.float32),
+        (rng.standard_normal(100_000) * 3).astype(np.float32),
+        np.float32(10) ** rng.uniform(-40, 38, 100_000).astype(np.float32),
+    ])
+
+
+def grid64():
+    rng = np.random.default_rng(64)
+    bits = rng.integers(0, 2**63, 300_000, dtype=np.int64).view(np.float64)
+    mags = 10.0 ** rng.uniform(-320, 308, 200_000)
+    return np.concatenate([
+        bits, -bits[:100_000], mags, -mags[:100_000], np.array(SPECIAL64),
+        np.linspace(-10, 10, 200_001), np.linspace(-750, 750, 100_001),
+        rng.standard_normal(100_000) * 3,
+    ])
+
+
+@pytest.fixture(scope="module")
+def x32():
+    return grid32()
+
+
+@pytest.fixture(scope="module")
+def x64():
+    return grid64()
+
+
+def _domain(name, x):
+    return np.abs(x) if name == "log" else x  # log: the negative half is checked as nan below
+
+
+@pytest.mark.parametrize("name", list(F32_NAMES))
+def test_float32_accuracy(name, x32):
+    x = _domain(name, x32)
+    got = apply(F32_NAMES[name], x)
+    assert got.dtype == np.float32
+    d = ulp_distance(got, reference(name, x))
+    i = int(np.argmax(d))
+    assert d[i] <= MAX_ULP_EXACT, f"{name}32({x[i]!r}) = {got[i]!r}, want {reference(name, x[i:i + 1])[0]!r}"
+    if name in ("exp", "expm1", "log", "tanh"):  # NumPy has float32 loops of these
+        with np.errstate(all="ignore"):
+            want = getattr(np, name)(x)
+        d = ulp_distance(got, want)
+        i = int(np.argmax(d))
+        assert d[i] <= MAX_ULP_NUMPY32, f"{name}32({x[i]!r}) = {got[i]!r}, NumPy float32 gives {want[i]!r}"
+
+
+@pytest.mark.parametrize("name", list(F64_NAMES))
+def test_float64_accuracy(name, x64):
+    x = _domain(name, x64)
+    got = apply(F64_NAMES[name], x)
+    assert got.dtype == np.float64
+    want = reference(name, x)
+    d = ulp_distance(got, want)
+    i = int(np.argmax(d))
+    assert d[i] <= MAX_ULP_EXACT64, f"{name}64({x[i]!r}) = {got[i]!r}, want {want[i]!r}"
+
+
+def _check(fn, dtype, cases):
+    x = np.array([c[0] for c in cases], dtype)
+    got = apply(fn, x)
+    for xi, gi, (_, want) in zip(x, got, cases):
+        want = dtype(want)
+        if np.isnan(want):
+            assert np.isnan(gi), (fn, xi, gi)
+        else:
+            assert gi == want and np.signbit(gi) == np.signbit(want), (fn, xi, gi, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values(dtype):
+    is32 = dtype == np.float32
+    fns = F32_NAMES if is32 else F64_NAMES
+    nan, inf = np.nan, np.inf
+    common = [(nan, nan), (0.0, 0.0), (-0.0, -0.0)]
+    _check(fns["tanh"], dtype, common + [(inf, 1.0), (-inf, -1.0), (30.0, 1.0), (-30.0, -1.0), (1e-30, 1e-30)])
+    _check(fns["erf"], dtype, common + [(inf, 1.0), (-inf, -1.0), (10.0, 1.0), (-10.0, -1.0)])
+    _check(fns["expm1"], dtype, common + [(inf, inf), (-inf, -1.0), (-100.0, -1.0), (1e-30, 1e-30),
+                                          (1e5, inf)])
+    _check(fns["exp"], dtype, [(nan, nan), (0.0, 1.0), (-0.0, 1.0), (inf, inf), (-inf, 0.0), (1e5, inf),
+                               (-1e5, 0.0)])
+    _check(fns["log"], dtype, [(nan, nan), (0.0, -inf), (-0.0, -inf), (inf, inf), (-inf, nan), (-1.0, nan),
+                               (1.0, 0.0), (-1e-30, nan)])
+    _check(fns["logistic"], dtype, [(nan, nan), (0.0, 0.5), (-0.0, 0.5), (inf, 1.0), (-inf, 0.0), (1e5, 1.0),
+                                    (-1e5, 0.0)])
+    # overflow / underflow thresholds of exp, and the subnormal tail of logistic
+    top, small = (88.72283, 88.72284) if is32 else (709.782712893383, 709.782712893385)
+    assert np.isfinite(apply(fns["exp"], np.array([top], dtype))[0])
+    assert np.isinf(apply(fns["exp"], np.array([small], dtype))[0])
+    tiny_in = -100.0 if is32 else -740.0
+    tiny = apply(fns["logistic"], np.array([tiny_in], dtype))[0]
+    assert 0 < tiny == apply(fns["exp"], np.array([tiny_in], dtype))[0]
+    sub = apply(fns["exp"], np.array([-103.0 if is32 else -744.0], dtype))[0]
+    assert 0 < sub < np.finfo(dtype).tiny  # a subnormal result, not flushed
+    assert apply(fns["exp"], np.array([-104.0 if is32 else -746.0], dtype))[0] == 0
+    # log of subnormals
+    t = np.array([np.finfo(dtype).smallest_subnormal, np.finfo(dtype).tiny / 3], dtype)
+    d = ulp_distance(apply(fns["log"], t), np.log(t.astype(np.longdouble)).astype(dtype))
+    assert d.max() <= 1
+
+
+def test_negative_log_is_nan(x32, x64):
+    for x, fn in ((x32, sm.log32), (x64, sm.log64)):
+        neg = -np.abs(x[np.isfinite(x) & (x != 0)])
+        assert np.isnan(apply(fn, neg)).all()
+
+
+def test_odd_functions_are_exactly_odd(x32, x64):
+    for x, fns in ((x32, F32_NAMES), (x64, F64_NAMES)):
+        x = x[np.isfinite(x)]
+        for name in ("tanh", "erf"):
+            assert np.array_equal(apply(fns[name], -x), -apply(fns[name], x)), name
+        # logistic(-x) = 1 - logistic(x) up to rounding
+        lo, hi = apply(fns["logistic"], -x), apply(fns["logistic"], x)
+        assert np.allclose(lo + hi, 1, rtol=0, atol=4 * np.finfo(x.dtype).eps)
+
+
+def test_generic_dispatch():
+    @njit(error_model="numpy")
+    def call(x):
+        return sm.exp(x), sm.expm1(x), sm.log(x), sm.tanh(x), sm.logistic(x), sm.erf(x)
+
+    for value, fns in ((np.float32(0.75), F32_NAMES), (0.75, F64_NAMES)):
+        got = call(value)
+        for g, name in zip(got, ("exp", "expm1", "log", "tanh", "logistic", "erf")):
+            assert g == apply(fns[name], np.array([value], type(value)))[0], name
+    float32, float64 = (sig.return_type.dtype for sig in call.nopython_signatures)
+    assert (str(float32), str(float64)) == ("float32", "float64")  # computed in the argument's precision
+
+    @njit(error_model="numpy")
+    def call_int(x):
+        return sm.exp(x)
+
+    # integers and booleans go to the float64 versions, like math does
+    assert call_int(np.int32(2)) == apply(sm.exp64, np.array([2.0]))[0]
+    assert call_int(True) == apply(sm.exp64, np.array([1.0]))[0]
+    # outside jitted code: NumPy
+    assert sm.tanh(np.float32(0.5)) == np.tanh(np.float32(0.5))
+    assert sm.erf(0.5) == math.erf(0.5)
+    assert sm.logistic(np.float32(-100)) > 0 and sm.logistic(1e5) == 1.0
+
+
+_LIBM_CALL = re.compile(r"call [^\n]*@\"?(llvm\.)?(exp|expm1|log|tanh|erf)f?(\.f(32|64))?\"?\(")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_loops_vectorize(dtype):
+    """The optimized loop has a vector body and calls no libm function."""
+    fns = F32_NAMES if dtype == np.float32 else F64_NAMES
+    scalar = "float" if dtype == np.float32 else "double"
+    x = np.linspace(0.1, 2, 64).astype(dtype)
+    for name, fn in fns.items():
+        apply(fn, x)
+        loop = _loop(fn)
+        llvm = loop.inspect_llvm(loop.signatures[0])
+        assert re.search(rf"<\d+ x {scalar}>", llvm), f"{name}: no vector code"
+        assert not _LIBM_CALL.search(llvm), f"{name}: calls libm"
+
+
+def test_speed_vs_libm_report():
+    """Times (not asserted: the report's numbers) tanh32 against math.tanh on 2**22 float32."""
+    import math as m
+
+    @njit(error_model="numpy")
+    def ours(a, out):
+        for i in range(a.size):
+            out[i] = sm.tanh32(a[i])
+
+    @njit(error_model="numpy")
+    def libm(a, out):
+        for i in range(a.size):
+            out[i] = m.tanh(a[i])
+
+    x = (np.random.default_rng(0).standard_normal(2**22) * 3).astype(np.float32)
+    out = np.empty_like(x)
+    times = {}
+    for f in (ours, libm):
+        f(x, out)
+        best = math.inf
+        for _ in range(3):
+            t = time.perf_counter()
+            f(x, out)
+            best = min(best, time.perf_counter() - t)
+        times[f.__name__] = best
+    print(f"tanh32 loop {times['ours'] * 1e3:.2f} ms, math.tanh loop {times['libm'] * 1e3:.2f} ms, "
+          f"speedup {times['libm'] / times['ours']:.1f}x")
