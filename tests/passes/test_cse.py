@@ -15,6 +15,7 @@ from flowjit.ir.dtypes import from_short
 from flowjit.ir.registry import all_primitives, broadcast_shapes
 from flowjit.ir.types import TensorType
 from flowjit.passes.cse import cse
+from tests.ir.test_text import random_args
 from tests.test_programs import DTYPES, programs, run_program
 
 
@@ -339,20 +340,6 @@ def _fusion(draw, b: Builder, pool: list, x) -> list:
     return b.emit("fusion", ins, {"name": "f"}, blocks=[block])
 
 
-def random_inputs(fn: Function, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for t in fn.arg_types:
-        if t.dtype.is_float:
-            a = rng.standard_normal(t.shape) * 3
-            if a.size:
-                a.flat[rng.integers(0, a.size)] = rng.choice([np.nan, -0.0, np.inf, 0.0])
-            out.append(np.asarray(a, dtype=t.dtype.np))
-        else:
-            out.append(np.asarray(rng.integers(-4, 5, size=t.shape), dtype=t.dtype.np))
-    return out
-
-
 def assert_same_results(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
@@ -363,7 +350,7 @@ def assert_same_results(got: list[np.ndarray], expected: list[np.ndarray]) -> No
 
 def check_pass_property(pass_fn, fn: Function, seed: int) -> Function:
     """``pass_fn`` on a clone verifies, computes the same bits, and is idempotent."""
-    args = random_inputs(fn, seed)
+    args = random_args(fn, seed)
     expected = interpret(fn, args)
     once = pass_fn(fn.clone())
     verify(once)
