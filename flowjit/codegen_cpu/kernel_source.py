@@ -132,13 +132,20 @@ class KernelWriter:
         for x in op.inputs:
             names.append(self.value(x, broadcast_index(idx, out.shape, x.type.shape)))
         template = op.primitive.template
+        in_d = op.inputs[0].type.dtype
         if isinstance(template, dict):
-            template = template[op.inputs[0].type.dtype.kind]
+            template = template[in_d.kind]
         assert template is not None
         if op.primitive.role == "convert":
-            return cast_expr(names[0], op.inputs[0].type.dtype, out.dtype)
-        expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], template)
-        return cast_expr(f"({expr})", None, out.dtype)
+            return cast_expr(names[0], in_d, out.dtype)
+        # A scalar constant operand is inlined as a literal, so `pow(x, 3)` can become
+        # multiplies below.
+        for k, x in enumerate(op.inputs):
+            lit = scalar_constant(x)
+            if lit is not None:
+                names[k] = literal(lit, x.type.dtype)
+        expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], typed_template(template, in_d))
+        return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
     def layout(self, op: Op, idx: list[str]) -> str:
         role = op.primitive.role
@@ -252,8 +259,7 @@ class KernelWriter:
             body.lines.append(f"    {acc} = np.int64({lin})")
             body.lines.append("    found = True")
         else:
-            step = re.sub(r"\b(acc|v)\b", lambda m: acc if m.group(1) == "acc" else val, combine)
-            body.lines.append(f"{acc} = {cast_expr(step, None, acc_d)}")
+            body.lines.append(f"{acc} = {accumulate(combine, acc, val, acc_d)}")
         for scope in reversed(opened):
             self.scopes.pop()
             head, *rest = scope.lines
@@ -289,6 +295,64 @@ class KernelWriter:
             lines.extend("    " + line for line in self.scopes[0].lines)
         lines.append("    return 0")
         return "\n".join(lines) + "\n"
+
+
+# Functions with a vectorizable implementation per float width (flowjit.codegen_cpu.
+# scalar_math); libm's, which numba calls otherwise, keep a loop from vectorizing.
+_TYPED_FUNCTIONS = {
+    "exp": ("exp32", "exp64"), "expm1": ("expm1_32", "expm1_64"), "log": ("log32", "log64"),
+    "tanh": ("tanh32", "tanh64"), "erf": ("erf32", "erf64"),
+    "maximum": ("fmaximum", "fmaximum"), "minimum": ("fminimum", "fminimum"),
+}
+# A float accumulation the kernel may reassociate (so the loop vectorizes with partial sums).
+_REASSOCIABLE = {"+": "add_reassoc", "*": "mul_reassoc"}
+_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?)(?![\w.])")
+_POW_CONST = re.compile(r"\bpow\((\w+), np\.(?:float|int)\d+\((-?\d+)(?:\.0)?\)\)")
+
+
+def typed_template(template: str, d: DType) -> str:
+    """A registry scalar template specialized to operands of dtype ``d``: float functions
+    call their vectorizable implementation of that width, and bare number literals get
+    dtype ``d`` (numba would otherwise compute ``1 / x`` of a float32 in float64)."""
+    if not d.is_float or d.name == "float16":
+        return template
+    width = 0 if d == float32 else 1
+    template = _NUMBER.sub(lambda m: literal(float(m.group(1)), d), template)
+    return re.sub(r"\b(\w+)\(", lambda m: (_TYPED_FUNCTIONS[m.group(1)][width] + "(")
+                  if m.group(1) in _TYPED_FUNCTIONS else m.group(0), template)
+
+
+def reduce_strength(expr: str) -> str:
+    """``pow(x, n)`` with a literal integer 2 <= n <= 4 as multiplies (libm's pow is a call
+    that keeps the loop from vectorizing; gelu's ``x**3`` is the common case)."""
+    def repl(m: re.Match) -> str:
+        n = int(m.group(2))
+        if not 2 <= n <= 4:
+            return m.group(0)
+        x = m.group(1)
+        return f"({x} * {x})" if n == 2 else f"({x} * {x} * {x})" if n == 3 else f"(({x} * {x}) * ({x} * {x}))"
+    return _POW_CONST.sub(repl, expr)
+
+
+def accumulate(combine: str, acc: str, val: str, acc_d: DType) -> str:
+    """One step of a reduction: the reducer's ``combine`` template over ``acc`` and ``val``,
+    with float sums and products reassociable and float max/min NaN-propagating intrinsics."""
+    if acc_d.is_float:
+        m = re.fullmatch(r"acc ([+*]) v", combine)
+        if m:
+            return f"{_REASSOCIABLE[m.group(1)]}({acc}, {cast_expr(val, None, acc_d)})"
+        combine = typed_template(combine, acc_d)
+    step = re.sub(r"\b(acc|v)\b", lambda m: acc if m.group(1) == "acc" else val, combine)
+    return cast_expr(step, None, acc_d)
+
+
+def scalar_constant(v: Value) -> object | None:
+    """The value of ``v`` when a constant op makes it and it holds one element."""
+    op = v.producer
+    if op is None or op.primitive.kind != "constant":
+        return None
+    arr = op.attrs["value"].array
+    return arr.reshape(-1)[0] if arr.size == 1 else None
 
 
 def broadcast_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:

@@ -178,6 +178,59 @@ def _div(typingctx, a, b):
 
 
 # ---------------------------------------------------------------------------------------
+# Accumulation and NaN-propagating max/min, for the generated kernels' reductions.
+# ---------------------------------------------------------------------------------------
+
+
+@intrinsic
+def add_reassoc(typingctx, a, b):
+    """a + b as an ``fadd reassoc``: this one addition may be reassociated, so a loop that
+    accumulates with it vectorizes (several partial sums, as NumPy's pairwise sum) while
+    every other operation of the kernel keeps strict IEEE semantics."""
+    if a not in _LAYOUT or b != a:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1], flags=("reassoc",))
+
+    return a(a, b), codegen
+
+
+@intrinsic
+def mul_reassoc(typingctx, a, b):
+    """a * b as an ``fmul reassoc`` (see ``add_reassoc``)."""
+    if a not in _LAYOUT or b != a:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fmul(args[0], args[1], flags=("reassoc",))
+
+    return a(a, b), codegen
+
+
+def _min_max(llvm_name):
+    def impl(typingctx, a, b):
+        if a not in _LAYOUT or b != a:
+            return None
+
+        def codegen(context, builder, sig, args):
+            fty = _float_ir(a)
+            fn = builder.module.declare_intrinsic(llvm_name, [fty], ir.FunctionType(fty, [fty, fty]))
+            return builder.call(fn, args)
+
+        return a(a, b), codegen
+
+    return impl
+
+
+fmaximum = intrinsic(_min_max("llvm.maximum"))
+fmaximum.__doc__ = """The larger of two floats, nan if either is nan (``np.maximum``; LLVM's
+``llvm.maximum``, which vectorizes as an elementwise op and as a reduction)."""
+fminimum = intrinsic(_min_max("llvm.minimum"))
+fminimum.__doc__ = """The smaller of two floats, nan if either is nan (``np.minimum``)."""
+
+
+# ---------------------------------------------------------------------------------------
 # exp
 # ---------------------------------------------------------------------------------------
 # exp(hi + lo) = 2**n * exp(r), n = round((hi + lo) / ln2), r = hi - n*ln2_hi + lo - n*ln2_lo
@@ -657,4 +710,5 @@ erf = _generic("erf", _np_erf, erf32, erf64)
 __all__ = [
     "VERSION", "exp", "exp32", "exp64", "expm1", "expm1_32", "expm1_64", "log", "log32", "log64",
     "tanh", "tanh32", "tanh64", "logistic", "logistic32", "logistic64", "erf", "erf32", "erf64",
+    "add_reassoc", "mul_reassoc", "fmaximum", "fminimum",
 ]
