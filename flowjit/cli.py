@@ -1,7 +1,8 @@
 """The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...``.
 
 ``ir`` traces a function of a Python file for abstract arguments and prints its IR as
-text (parseable back) or JSON.
+text (parseable back) or JSON, at any pipeline stage; ``--stage kernels`` prints the
+generated numba kernels and the driver instead.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def cmd_ir(ns: argparse.Namespace) -> int:
     fn = load_function(ns.target)
     args = [parse_arg(a) for a in ns.arg]
     try:
+        if ns.stage == "kernels":
+            if ns.format != "text":
+                raise SystemExit("flowjit: --stage kernels prints Python source; use --format text")
+            sys.stdout.write(fn.kernels(*args))
+            return 0
         ir = fn.ir(*args, stage=ns.stage)
     except FlowjitError as e:
         print(f"flowjit: {type(e).__name__}: {e}", file=sys.stderr)
@@ -75,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_ir.add_argument("target", help="path/to/file.py:function")
     p_ir.add_argument("--arg", action="append", default=[], metavar="TYPE",
                       help="an argument type such as f32[2,3] or i32[] (repeat per argument)")
-    p_ir.add_argument("--stage", default="traced", choices=STAGES, help="pipeline stage to show")
+    p_ir.add_argument("--stage", default="traced", choices=(*STAGES, "kernels"),
+                      help="pipeline stage to show; 'kernels': the generated numba source and driver")
     p_ir.add_argument("--format", default="text", choices=("text", "json"))
     p_ir.set_defaults(func=cmd_ir)
     ns = parser.parse_args(argv)

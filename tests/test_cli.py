@@ -53,3 +53,14 @@ def test_plain_function_and_bad_args(tmp_path, capsys):
 def test_console_script_is_installed():
     proc = subprocess.run(["flowjit", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "ir" in proc.stdout
+
+
+def test_ir_stage_kernels_prints_the_generated_source(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "prog.py"
+    src.write_text("import flowjit as fj\n\ndef f(x, w):\n    return fj.tanh(x @ w + 1.0).sum(axis=-1)\n")
+    assert main(["ir", f"{src}:f", "--arg", "f32[16,8]", "--arg", "f32[8,4]", "--stage", "kernels"]) == 0
+    out = capsys.readouterr().out
+    assert "# kernel " in out and "prog.py:4" in out
+    assert "def k_" in out and "tanh32(" in out and "for i" in out
+    assert "# driver" in out and "run_op(op0" in out  # the matmul runs on NumPy's BLAS

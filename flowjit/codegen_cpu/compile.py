@@ -65,16 +65,26 @@ def minimum(a, b):
 
 
 @njit(inline="always")
-def floordiv(a, b):
-    if b == 0 and not isinstance(a, float):
+def floordiv(a, b):  # integers: NumPy gives 0 for a division by zero
+    if b == 0:
         return a - a
     return a // b
 
 
 @njit(inline="always")
 def mod(a, b):
-    if b == 0 and not isinstance(a, float):
+    if b == 0:
         return a - a
+    return a % b
+
+
+@njit(inline="always")
+def floordiv_float(a, b):  # error_model='numpy': inf or nan for b == 0, as NumPy
+    return a // b
+
+
+@njit(inline="always")
+def mod_float(a, b):
     return a % b
 
 
@@ -84,7 +94,7 @@ def pow(a, b):
 
 '''.replace("{SCALAR_MATH_VERSION}", str(scalar_math.VERSION))
 
-_stats = {"compiled": 0, "loaded": 0}
+_stats = {"compiled": 0, "loaded": 0, "reused": 0}
 _warned = False
 
 
@@ -93,7 +103,8 @@ class KernelCompileError(FlowjitError):
 
 
 def kernel_stats() -> dict[str, int]:
-    """How many kernels this process compiled and how many it took from the disk cache."""
+    """How many kernels this process compiled, took from the disk cache, and reused (a
+    kernel whose source it had already compiled, e.g. the same program at another batch size)."""
     return dict(_stats)
 
 
@@ -127,13 +138,27 @@ class CompiledKernel:
     path: str
     fn: Any
     out_types: list
+    in_place: tuple[int, ...] = ()  # inputs the output may be written into (see KernelWriter)
 
-    def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty) -> list[np.ndarray]:
-        """Run on ``inputs``; outputs come from ``alloc(shape, dtype)`` (the runtime's pool)."""
-        args = [x.reshape(1) if x.ndim == 0 else x for x in inputs]
-        outs = [alloc(t.shape or (1,), t.dtype.np) for t in self.out_types]
+    def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty,
+                 into: np.ndarray | None = None) -> list[np.ndarray]:
+        """Run on ``inputs``; outputs come from ``alloc(shape, dtype)`` (the runtime's pool),
+        or the one output is written into ``into`` (an input listed in ``in_place``)."""
+        args = [x.reshape(1) if x.ndim == 0 else x for x in inputs] if self.scalar_inputs else inputs
+        if into is not None:
+            self.fn(*args, into)
+            return [into]
+        outs = [alloc(shape, dtype) for shape, dtype in self._out_specs]
         self.fn(*args, *outs)
-        return [o.reshape(()) if not t.shape else o for o, t in zip(outs, self.out_types)]
+        if self.scalar_outputs:
+            return [o.reshape(()) if not t.shape else o for o, t in zip(outs, self.out_types)]
+        return outs
+
+    def __post_init__(self) -> None:
+        # Precomputed so a call does no per-type work (dispatch cost is a benchmark).
+        self._out_specs = [(t.shape or (1,), t.dtype.np) for t in self.out_types]
+        self.scalar_outputs = any(not t.shape for t in self.out_types)
+        self.scalar_inputs = True  # until compile_kernel says otherwise
 
 
 def supported(block: Block) -> str | None:
@@ -152,7 +177,8 @@ def compile_kernel(block: Block, name: str, parallel: bool = True) -> CompiledKe
     if reason:
         raise UnsupportedOp(reason)
     fname = "k_" + "".join(c if c.isalnum() else "_" for c in name)[:48]
-    body = KernelWriter(block, fname).source()
+    writer = KernelWriter(block, fname)
+    body = writer.source()
     uses_prange = "prange(" in body
     source = PRELUDE + body + (f"\n\n{fname} = njit(cache=CACHE, parallel={parallel and uses_prange}, "
                                f"error_model='numpy', nogil=True)({fname})\n")
@@ -181,19 +207,26 @@ def compile_kernel(block: Block, name: str, parallel: bool = True) -> CompiledKe
             del sys.modules[mod_name]
             raise KernelCompileError(f"kernel {name}: generated source failed to load ({e}); see {path}") from None
     fn = getattr(module, fname)
-    return CompiledKernel(name, text, path, fn, [v.type for v in block.returns])
+    kernel = CompiledKernel(name, text, path, fn, [v.type for v in block.returns], tuple(writer.in_place_inputs()))
+    kernel.scalar_inputs = any(not a.type.shape for a in block.args)
+    return kernel
 
 
-def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> None:
-    """Compile ``kernel`` for these inputs now, counting compiles vs disk-cache loads."""
+def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> list[np.ndarray]:
+    """Compile ``kernel`` for these inputs now, counting compiles, disk-cache loads and
+    reuses (the same source already compiled in this process, e.g. for another batch size);
+    returns the kernel's outputs."""
+    before, hits = len(kernel.fn.signatures), sum(kernel.fn.stats.cache_hits.values())
     try:
-        kernel(*inputs)
+        outs = kernel(*inputs)
     except Exception as e:
         raise KernelCompileError(f"kernel {kernel.name} ({ops_desc}) failed to compile: "
                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; "
                                  f"generated source: {kernel.path}") from None
-    stats = getattr(kernel.fn, "stats", None)
-    if stats is not None and stats.cache_hits:
+    if len(kernel.fn.signatures) == before:
+        _stats["reused"] += 1
+    elif sum(kernel.fn.stats.cache_hits.values()) > hits:
         _stats["loaded"] += 1
     else:
         _stats["compiled"] += 1
+    return outs

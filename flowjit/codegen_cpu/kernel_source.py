@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,24 @@ class KernelWriter:
         self.arg_names = {a.id: f"in{i}" for i, a in enumerate(block.args)}
         self.counter = 0
         self.scopes: list[_Scope] = []
+        self.reads: dict[int, set[tuple[str, ...]]] = {}  # arg id -> the indices it is read at
+        self.out_index: list[str] = []  # the loop variables of the first output
+        # Sizes are read from the argument arrays (``n1 = in0.shape[1]``), so the source --
+        # and the compiled kernel, cached by source -- serves every shape that leads to
+        # the same code, e.g. every batch size.
+        self.sizes: dict[int, str] = {}
+        self.size_lines: list[str] = []
+        arrays = [(self.arg_names[a.id], a.type.shape) for a in block.args]
+        arrays += [(f"out{k}", v.type.shape) for k, v in enumerate(block.returns)]
+        for name, shape in arrays:
+            for d, n in enumerate(shape):
+                if n > 1 and n not in self.sizes:
+                    self.sizes[n] = f"n{len(self.sizes)}"
+                    self.size_lines.append(f"{self.sizes[n]} = {name}.shape[{d}]")
+
+    def dim(self, n: int) -> str:
+        """Size ``n`` in the source: a name bound to an argument's dimension when one has it."""
+        return self.sizes.get(n, str(n))
 
     # ---- scopes -----------------------------------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -104,6 +123,7 @@ class KernelWriter:
                 return s.memo[key]
         if v.producer is None:
             name = self.arg_names[v.id]
+            self.reads.setdefault(v.id, set()).add(tuple(idx))
             return self.temp(f"{name}[{', '.join(idx) if idx else '0'}]", idx, key)
         op = v.producer
         expr, deps = self.expression(op, v, idx)
@@ -128,9 +148,13 @@ class KernelWriter:
 
     def elementwise(self, op: Op, idx: list[str]) -> str:
         out = op.results[0].type
+        # A scalar constant operand is inlined as a literal, so `pow(x, 3)` can become
+        # multiplies below.
         names = []
         for x in op.inputs:
-            names.append(self.value(x, broadcast_index(idx, out.shape, x.type.shape)))
+            lit = scalar_constant(x)
+            names.append(literal(lit, x.type.dtype) if lit is not None
+                         else self.value(x, broadcast_index(idx, out.shape, x.type.shape)))
         template = op.primitive.template
         in_d = op.inputs[0].type.dtype
         if isinstance(template, dict):
@@ -138,12 +162,6 @@ class KernelWriter:
         assert template is not None
         if op.primitive.role == "convert":
             return cast_expr(names[0], in_d, out.dtype)
-        # A scalar constant operand is inlined as a literal, so `pow(x, 3)` can become
-        # multiplies below.
-        for k, x in enumerate(op.inputs):
-            lit = scalar_constant(x)
-            if lit is not None:
-                names[k] = literal(lit, x.type.dtype)
         expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], typed_template(template, in_d))
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
@@ -162,7 +180,7 @@ class KernelWriter:
         if role == "unit_axes_reshape":
             return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
         if role == "row_major_reshape":
-            return self.value(x, reshape_index(idx, out.shape, x.type.shape))
+            return self.value(x, reshape_index(idx, out.shape, x.type.shape, self.dim))
         if role == "strided_window":
             src = [affine(s, st, i) for s, st, i in zip(a["start"], a["step"], idx)]
             return self.value(x, src)
@@ -172,8 +190,8 @@ class KernelWriter:
             conds, src = [], []
             for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
                 j = f"({idx[k]} - {lo})" if lo else idx[k]
-                conds.append(f"0 <= {j} < {n}")
-                src.append(f"min(max({j}, 0), {n - 1})" if n else "0")
+                conds.append(f"0 <= {j} < {self.dim(n)}")
+                src.append(f"min(max({j}, 0), {self.dim(n)} - 1)" if n else "0")
             fill = literal(pad_fill(a["value"], out.dtype), out.dtype)
             if x.type.size == 0:
                 return fill
@@ -181,15 +199,16 @@ class KernelWriter:
             return f"({inner} if ({' and '.join(conds) or 'True'}) else {fill})"
         if role == "join":
             axis = a["axis"] % out.ndim
-            offset = 0
+            sizes: list[str] = []  # the sizes of the parts so far, along the axis
             pieces = []
             for part in op.inputs:
                 n = part.type.shape[axis]
                 if n:
                     src = list(idx)
-                    src[axis] = f"min(max({idx[axis]} - {offset}, 0), {n - 1})"
-                    pieces.append((offset + n, self.value(part, src)))
-                offset += n
+                    offset = " + ".join(sizes) or "0"
+                    src[axis] = f"min(max({idx[axis]} - ({offset}), 0), {self.dim(n)} - 1)"
+                    pieces.append((f"({' + '.join([*sizes, self.dim(n)])})", self.value(part, src)))
+                    sizes.append(self.dim(n))
             expr = pieces[-1][1]
             for end, piece in reversed(pieces[:-1]):
                 expr = f"({piece} if {idx[axis]} < {end} else {expr})"
@@ -246,13 +265,13 @@ class KernelWriter:
         for k in axes:
             n = x.type.shape[k]
             scope = _Scope(loop_vars[k])
-            scope.lines.append(f"for {loop_vars[k]} in range({n}):")
+            scope.lines.append(f"for {loop_vars[k]} in range({self.dim(n)}):")
             self.scopes.append(scope)
             opened.append(scope)
         val = self.value(x, full)
         body = self.scopes[-1]
         if is_arg:
-            lin = linear_index([loop_vars[k] for k in axes], [x.type.shape[k] for k in axes])
+            lin = linear_index([loop_vars[k] for k in axes], [x.type.shape[k] for k in axes], self.dim)
             nan_first = f" or ({val} != {val} and {best} == {best})" if xd.is_float else ""
             body.lines.append(f"if (not found) or ({val} {cmp} {best}){nan_first}:")
             body.lines.append(f"    {best} = {val}")
@@ -274,6 +293,7 @@ class KernelWriter:
         ins = [self.arg_names[a.id] for a in self.block.args]
         outs = [f"out{i}" for i in range(len(self.block.returns))]
         lines = [f"def {self.name}({', '.join(ins + outs)}):"]
+        lines.extend("    " + line for line in self.size_lines)
         for k, v in enumerate(self.block.returns):
             shape = v.type.shape
             self.scopes = [_Scope(None)]
@@ -281,9 +301,11 @@ class KernelWriter:
             opened = []
             for dim, (var, n) in enumerate(zip(loop_vars, shape)):
                 rng = "prange" if dim == 0 and v.type.size >= PARALLEL_MIN_ELEMENTS else "range"
-                scope = _Scope(var, [f"for {var} in {rng}({n}):"])
+                scope = _Scope(var, [f"for {var} in {rng}({self.dim(n)}):"])
                 self.scopes.append(scope)
                 opened.append(scope)
+            if k == 0:
+                self.out_index = loop_vars
             val = self.value(v, loop_vars)
             target = f"out{k}[{', '.join(loop_vars) if loop_vars else '0'}]"
             self.scopes[-1].lines.append(f"{target} = {val}")
@@ -296,6 +318,16 @@ class KernelWriter:
         lines.append("    return 0")
         return "\n".join(lines) + "\n"
 
+    def in_place_inputs(self) -> list[int]:
+        """The inputs (positions) the output may overwrite: after ``source()``, those of the
+        output's type that are read only at the output's own index, in a one-output kernel
+        (each element is read just before the same element is written)."""
+        if len(self.block.returns) != 1 or not self.out_index:
+            return []
+        out_t = self.block.returns[0].type
+        return [k for k, a in enumerate(self.block.args)
+                if a.type == out_t and self.reads.get(a.id) == {tuple(self.out_index)}]
+
 
 # Functions with a vectorizable implementation per float width (flowjit.codegen_cpu.
 # scalar_math); libm's, which numba calls otherwise, keep a loop from vectorizing.
@@ -303,6 +335,7 @@ _TYPED_FUNCTIONS = {
     "exp": ("exp32", "exp64"), "expm1": ("expm1_32", "expm1_64"), "log": ("log32", "log64"),
     "tanh": ("tanh32", "tanh64"), "erf": ("erf32", "erf64"),
     "maximum": ("fmaximum", "fmaximum"), "minimum": ("fminimum", "fminimum"),
+    "floordiv": ("floordiv_float", "floordiv_float"), "mod": ("mod_float", "mod_float"),
 }
 # A float accumulation the kernel may reassociate (so the loop vectorizes with partial sums).
 _REASSOCIABLE = {"+": "add_reassoc", "*": "mul_reassoc"}
@@ -368,36 +401,48 @@ def unit_axes_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[
     return ["0" if n == 1 else next(it) for n in in_shape]
 
 
-def linear_index(idx: list[str], shape: tuple[int, ...] | list[int]) -> str:
-    terms, stride = [], 1
-    for i, n in zip(reversed(idx), reversed(list(shape))):
+def product(sizes: Sequence[int], dim: Callable[[int], str] = str) -> str:
+    """The product of ``sizes`` as source (sizes of 1 left out)."""
+    return " * ".join(dim(n) for n in sizes if n != 1) or "1"
+
+
+def linear_index(idx: list[str], shape: tuple[int, ...] | list[int], dim: Callable[[int], str] = str) -> str:
+    """The row-major linear index of ``idx`` into ``shape``; ``dim`` writes a size."""
+    shape = list(shape)
+    terms = []
+    for k, (i, n) in enumerate(zip(idx, shape)):
         if n != 1:
-            terms.append(i if stride == 1 else f"{i} * {stride}")
-        stride *= n
-    return " + ".join(reversed(terms)) or "0"
+            rest = [m for m in shape[k + 1:] if m != 1]
+            terms.append(f"{atom(i)} * {product(rest, dim)}" if rest else i)
+    return " + ".join(terms) or "0"
 
 
-def reshape_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:
+def reshape_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...],
+                  dim: Callable[[int], str] = str) -> list[str]:
     """The operand index of a row-major reshape: through the linear index."""
     if math.prod(in_shape) <= 1:
         return ["0"] * len(in_shape)
-    lin = f"({linear_index(idx, out_shape)})"
-    src, stride = [], 1
-    strides = []
-    for n in reversed(in_shape):
-        strides.append(stride)
-        stride *= n
-    strides.reverse()
-    for n, s in zip(in_shape, strides):
+    lin = f"({linear_index(idx, out_shape, dim)})"
+    src = []
+    leading = True  # the first axis of size > 1 needs no modulo
+    for k, n in enumerate(in_shape):
         if n == 1:
             src.append("0")
-        else:
-            part = lin if s == 1 else f"{lin} // {s}"
-            src.append(f"({part}) % {n}" if s * n < stride else part)
+            continue
+        rest = [m for m in in_shape[k + 1:] if m != 1]
+        part = f"({lin} // {atom(product(rest, dim))})" if rest else lin
+        src.append(part if leading else f"({part} % {dim(n)})")
+        leading = False
     return src
 
 
+def atom(expr: str) -> str:
+    """``expr`` safe to use as an operand of any operator: parenthesized unless it is a name or number."""
+    return expr if re.fullmatch(r"\w+", expr) else f"({expr})"
+
+
 def affine(start: int, step: int, i: str) -> str:
+    i = atom(i)
     if step == 1:
         return i if start == 0 else f"({i} + {start})"
     return f"({start} + {step} * {i})" if start else f"({step} * {i})"

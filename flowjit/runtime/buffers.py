@@ -10,6 +10,7 @@ Small arrays come from NumPy directly: malloc already reuses them cheaply.
 
 from __future__ import annotations
 
+import math
 import mmap
 import threading
 import weakref
@@ -37,7 +38,7 @@ class BufferPool:
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An uninitialized C-contiguous array of ``shape`` and ``dtype``."""
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < POOL_MIN_BYTES:
             return np.empty(shape, dtype)
         size = _round_up(nbytes)

@@ -1,23 +1,26 @@
 """``Executable``: a Function prepared to run, and the one place that runs programs.
 
 ``compile_function`` runs the pass pipeline (unless asked to interpret the traced program
-as it is) and prepares the result. Until the CPU code generator lands, the optimized and
-fused program runs on the reference interpreter (a fusion op runs its block). Results
-never alias the caller's arguments or the program's constants, so a caller may mutate
-what it gets back.
+as it is) and prepares the result: by default every fusion op compiled to a numba kernel
+(``flowjit.codegen_cpu``), a memory plan (``memory_plan.py``) and a flat list of steps the
+call runs. Results never alias the caller's arguments or the program's constants, so a
+caller may mutate what it gets back.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from flowjit.ir.core import Function
+from flowjit.ir.core import Function, Op
 from flowjit.ir.interpreter import run_block, run_op
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
 from flowjit.runtime.buffers import POOL
+from flowjit.runtime.memory_plan import plan_memory
 
 # What ``.ir(stage=...)`` and ``flowjit ir --stage`` can show.
 STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
@@ -26,15 +29,29 @@ STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
 BACKENDS = ("interpreter", "numba")
 
 
+@dataclass
+class Step:
+    """One top-level op as the runtime runs it: a compiled kernel or the op's NumPy reference."""
+
+    op: Op
+    kernel: Any            # CompiledKernel or None
+    ins: list[int]         # input slots
+    outs: list[int]        # result slots
+    free: list[int]        # slots released after it (the memory plan)
+    into: int | None       # input position the kernel writes its output into
+
+
 class Executable:
     """A program ready to run on ``device`` with ``backend``; call it with a list of arrays.
 
-    With the ``numba`` backend each fusion op runs as a compiled kernel (compiled on the
-    first call); a kernel the generator cannot compile (``fallbacks`` says why) and every
-    other op run their NumPy reference, so matmul goes to NumPy's BLAS.
+    With the ``numba`` backend (the default) each fusion op runs as a compiled kernel
+    (compiled on the first call); a kernel the generator cannot compile (``fallbacks``
+    says why) and every other op run their NumPy reference, so matmul goes to NumPy's
+    BLAS. ``memory_plan`` says which buffers are released early and which kernels write
+    in place. The ``interpreter`` backend runs the program on the NumPy interpreter.
     """
 
-    def __init__(self, function: Function, backend: str = "interpreter", device: str = "cpu:0",
+    def __init__(self, function: Function, backend: str = "numba", device: str = "cpu:0",
                  pipeline: PipelineResult | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
@@ -43,11 +60,22 @@ class Executable:
         self.device = device
         self.pipeline = pipeline
         self._dtypes = [a.type.dtype.np for a in function.args]
-        self.kernels: dict[int, object] = {}
+        self.kernels: dict[int, Any] = {}
         self.fallbacks: dict[str, str] = {}
-        self._warmed: set[int] = set()
+        self._driver: Any = None
         if backend == "numba":
             self._compile_kernels()
+        self.memory_plan = plan_memory(function, {i: k.in_place for i, k in self.kernels.items()})
+        plan = self.memory_plan
+        self._n_slots = len(plan.slots)
+        self._steps = [Step(op, self.kernels.get(op.id), [plan.slots[v.id] for v in op.inputs],
+                            [plan.slots[r.id] for r in op.results], plan.free_after[i], plan.write_into[i])
+                       for i, op in enumerate(function.body.ops)]
+        self._returns = [plan.slots[v.id] for v in function.returns]
+        # A result made by a kernel is a fresh buffer; any other may alias an argument or a
+        # constant and is checked (and copied) on the way out.
+        made_by_kernel = {r.id for op in function.body.ops if op.id in self.kernels for r in op.results}
+        self._check_alias = [v.id not in made_by_kernel for v in function.returns]
 
     def _compile_kernels(self) -> None:
         from flowjit.codegen_cpu import compile_kernel
@@ -59,32 +87,107 @@ class Executable:
                 except UnsupportedOp as e:
                     self.fallbacks[op.attrs.get("name", op.name)] = str(e)
 
-    def _run_compiled(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    def _warm(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        # The first call compiles each kernel (or loads it from the disk cache) with its
+        # real argument types, turning numba's errors into KernelCompileError.
         from flowjit.codegen_cpu.compile import warm
-        env = {a.id: x for a, x in zip(self.function.args, arrays)}
-        for op in self.function.body.ops:
-            ins = [env[v.id] for v in op.inputs]
-            kernel = self.kernels.get(op.id)
-            if kernel is not None:
-                if op.id not in self._warmed:
-                    warm(kernel, ins, f"{op.attrs['name']} from {op.attrs['lines']}")
-                    self._warmed.add(op.id)
-                outs = kernel(*ins, alloc=POOL.empty)
+        regs: list[Any] = [None] * self._n_slots
+        regs[:len(arrays)] = arrays
+        for st in self._steps:
+            ins = [regs[s] for s in st.ins]
+            if st.kernel is None:
+                outs = run_op(st.op, ins)
             else:
-                outs = run_op(op, ins)
-            for r, x in zip(op.results, outs):
-                env[r.id] = x
-        return [env[v.id] for v in self.function.returns]
+                outs = warm(st.kernel, ins, f"{st.op.attrs['name']} from {st.op.attrs['lines']}")
+            for s, x in zip(st.outs, outs):
+                regs[s] = x
+        return [self._own(regs[s], arrays) for s in self._returns]
+
+    def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Run on arrays that already have the argument dtypes (the dispatch fast path)."""
+        if self.backend != "numba":
+            out = run_block(self.function.body, list(arrays))
+            return [self._own(x, arrays) for x in out]
+        if self._driver is not None:
+            return self._driver(*arrays)
+        out = self._warm(list(arrays))
+        self._driver = self._make_driver()
+        return out
+
+    def kernel_listing(self) -> str:
+        """The generated source of every kernel (prelude left out) and of the driver, as
+        ``flowjit ir --stage kernels`` prints it."""
+        from flowjit.codegen_cpu.compile import PRELUDE
+        parts = []
+        for op in self.function.body.ops:
+            if op.primitive.role != "kernel":
+                continue
+            name, lines = op.attrs.get("name", op.name), op.attrs.get("lines", "")
+            k = self.kernels.get(op.id)
+            if k is None:
+                why = self.fallbacks.get(name, f"the {self.backend} backend")
+                parts.append(f"# kernel {name} ({lines}): runs on the interpreter: {why}\n")
+            else:
+                parts.append(f"# kernel {name} ({lines}), {k.path}\n{k.source[len(PRELUDE):].strip()}\n")
+        if self.backend == "numba":
+            parts.append("# driver: one call of the program\n" + self.driver_source())
+        return "\n".join(parts)
+
+    def driver_source(self) -> str:
+        """The Python source of the driver a call runs: one line per step of the plan."""
+        return self._driver_source()[0]
+
+    def _driver_source(self) -> tuple[str, dict[str, Any]]:
+        # Straight-line code: each kernel's numba function called directly on arrays from
+        # the buffer pool, NumPy references for the other ops, and `del` where the memory
+        # plan releases a buffer. A call costs the kernels' dispatches and little else.
+        env: dict[str, Any] = {"empty": POOL.empty, "run_op": run_op, "own": self._own}
+        names = {s: f"v{s}" for s in range(self._n_slots)}
+        args = [names[self.memory_plan.slots[a.id]] for a in self.function.args]
+        lines = [f"def driver({', '.join(args)}):"]
+        for i, st in enumerate(self._steps):
+            ins = [names[s] for s in st.ins]
+            outs = [names[s] for s in st.outs]
+            k = st.kernel
+            if k is None:
+                env[f"op{i}"] = st.op
+                lines.append(f"    {', '.join(outs)}, = run_op(op{i}, [{', '.join(ins)}])")
+            else:
+                env[f"k{i}"] = k.fn
+                call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
+                if st.into is not None:
+                    lines.append(f"    k{i}({', '.join(call_ins)}, {ins[st.into]})")
+                    lines.append(f"    {outs[0]} = {ins[st.into]}")
+                else:
+                    for n, (shape, dtype) in zip(outs, k._out_specs):
+                        env[f"d{i}"] = dtype
+                        lines.append(f"    {n} = empty({shape!r}, d{i})")
+                    lines.append(f"    k{i}({', '.join(call_ins + outs)})")
+                    for n, r in zip(outs, st.op.results):
+                        if not r.type.shape:
+                            lines.append(f"    {n} = {n}.reshape(())")
+            if st.free:
+                lines.append(f"    del {', '.join(names[s] for s in st.free)}")
+        rets = [f"own({names[s]}, ({', '.join(args)}{',' if len(args) == 1 else ''}))" if check else names[s]
+                for s, check in zip(self._returns, self._check_alias)]
+        lines.append(f"    return [{', '.join(rets)}]")
+        return "\n".join(lines) + "\n", env
+
+    def _make_driver(self) -> Any:
+        source, env = self._driver_source()
+        exec(compile(source, f"<flowjit driver {self.function.name}>", "exec"), env)
+        return env["driver"]
+
+    @staticmethod
+    def _own(x: np.ndarray, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        # A result that is (a view of) an argument or a constant is copied, so a caller may
+        # mutate what it gets back.
+        if not x.flags.writeable or any(np.may_share_memory(x, a) for a in arrays):
+            return np.array(x)
+        return x
 
     def __call__(self, args: Sequence[object]) -> list[np.ndarray]:
-        arrays = [np.asarray(a).astype(d, copy=False) for a, d in zip(args, self._dtypes)]
-        if self.backend == "numba":
-            out = self._run_compiled(arrays)
-        else:
-            out = run_block(self.function.body, arrays)
-        # A result that is (a view of) an argument or a constant is copied first.
-        return [np.array(x) if not x.flags.writeable or any(np.may_share_memory(x, a) for a in arrays) else x
-                for x in out]
+        return self.run(*[np.asarray(a).astype(d, copy=False) for a, d in zip(args, self._dtypes)])
 
 
 def disabled_passes(passes: Mapping[str, bool] | Iterable[str] | None, pipeline: Pipeline = DEFAULT_PIPELINE
@@ -120,9 +223,10 @@ def compile_function(function: Function, interpret: bool = False, device: str = 
                      pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None) -> Executable:
     """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
-    ``FLOWJIT_BACKEND`` or the interpreter; ``numba`` compiles the fused kernels)."""
+    ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels; ``interpreter``
+    runs the optimized program on the NumPy interpreter)."""
     if interpret:
         return Executable(function, "interpreter", device)
     result = pipeline.run(function, disable=disabled_passes(passes, pipeline))
-    chosen = backend or os.environ.get("FLOWJIT_BACKEND") or "interpreter"
+    chosen = backend or os.environ.get("FLOWJIT_BACKEND") or "numba"
     return Executable(result.function, chosen, device, result)

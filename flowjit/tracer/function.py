@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from flowjit.ir.core import Block, Function
 from flowjit.ir.dtypes import DType
 from flowjit.ir.dtypes import dtype as as_dtype
@@ -63,6 +65,7 @@ class _Entry:
     function: Function
     executable: Executable
     out_tree: pytree.TreeDef
+    single: bool = False  # the output is one array (no tree to rebuild)
 
 
 def _leaf_name(path: str) -> str:
@@ -88,6 +91,9 @@ class TracedFunction:
         self.backend = backend
         self.trace_count = 0
         self._cache: dict[tuple, _Entry] = {}
+        # Calls with only positional NumPy arrays (no static arguments) skip signature
+        # binding and pytree flattening: keyed by each array's shape and dtype.
+        self._fast: dict[tuple, _Entry] = {}
         self._last_key: tuple | None = None
         try:
             self._sig: inspect.Signature | None = inspect.signature(fun)
@@ -192,7 +198,8 @@ class TracedFunction:
         fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block)
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
-        return _Entry(fn, compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend), out_tree)
+        executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend)
+        return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf")
 
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[_Entry, list]:
         key, leaves, bound, structure = self._signature(args, kwargs)
@@ -209,7 +216,18 @@ class TracedFunction:
         if current_trace() is not None:
             # Nested in another trace: record our ops in the caller's trace.
             return self.fun(*args, **kwargs)
+        if not kwargs:
+            key = _array_key(args)
+            if key is not None:
+                entry = self._fast.get(key)
+                if entry is not None:
+                    outs = entry.executable.run(*args)
+                    return outs[0] if entry.single else pytree.unflatten(entry.out_tree, outs)
         entry, leaves = self._lookup(args, kwargs)
+        if not kwargs and not self.static_names:
+            key = _array_key(args)
+            if key is not None and len(leaves) == len(args):
+                self._fast[key] = entry
         if any(isinstance(x, ShapeDtype) for x in leaves):
             raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
                                    "pass arrays to run it (ShapeDtype is for .ir())")
@@ -222,6 +240,12 @@ class TracedFunction:
             raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
         entry, _ = self._lookup(args, kwargs)
         return lower(entry.function, stage, self.passes)
+
+    def kernels(self, *args: Any, **kwargs: Any) -> str:
+        """The generated kernel and driver source for these arguments' signature (arrays or
+        ``ShapeDtype``): what ``flowjit ir --stage kernels`` prints."""
+        entry, _ = self._lookup(args, kwargs)
+        return entry.executable.kernel_listing()
 
     def __repr__(self) -> str:
         return f"<fj.function {self.__name__}: {self.trace_count} trace(s)>"
@@ -236,6 +260,17 @@ class TracedFunction:
         loc = user_location()
         print(f"flowjit: retracing {self.__name__}{where} (trace #{self.trace_count + 1}, called at {loc}): "
               + "; ".join(reasons), file=sys.stderr)
+
+
+def _array_key(args: tuple) -> tuple | None:
+    """The fast-path cache key of positional arguments that are all NumPy arrays, else None."""
+    key = []
+    for a in args:
+        if type(a) is not np.ndarray:
+            return None
+        key.append(a.shape)
+        key.append(a.dtype)
+    return tuple(key)
 
 
 def describe_signature_change(old: tuple, new: tuple) -> list[str]:

@@ -8,6 +8,7 @@ float64 rtol 1e-12.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import flowjit as fj
@@ -26,6 +27,7 @@ from flowjit.ir.core import Block, Value
 from flowjit.ir.types import TensorType
 from tests.registry.test_generic import ALL_CASES, _domain_inputs
 from tests.test_programs import programs, run_program
+from tests.tracer.test_array_api import index_case
 
 FUSIBLE = ("elementwise", "layout", "reduction")
 
@@ -127,6 +129,34 @@ def test_random_programs_compiled_match_interpreter(program, seed):
             np.testing.assert_array_equal(g, w)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index_case(), st.sampled_from([np.float64, np.int32]))
+@example(((4, 1, 2, 4), (slice(None, None, -1), np.array(0, np.int32), slice(None), -3, Ellipsis)), np.float64)
+def test_basic_indexing_compiled_matches_numpy(case, dtype):
+    # Slices with negative steps, integer and None indices, Ellipsis: layout ops composed
+    # into index expressions (operator precedence in the generated source matters).
+    shape, key = case
+    x = (np.arange(math.prod(shape)).reshape(shape) % 7).astype(dtype)
+    got = fj.function(lambda x: x[key], backend="numba")(x)
+    np.testing.assert_array_equal(got, x[key])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_floor_div_and_mod_by_zero_and_infinity_follow_numpy(dtype):
+    # Outside the registry cases' domain: NumPy gives inf/nan for floats and 0 for ints.
+    if np.dtype(dtype).kind == "f":
+        a = np.array([1, -1, 0, 5, -5, np.inf, 7, -7], dtype)
+        b = np.array([0, 0, 0, np.inf, np.inf, 2, -3, 3], dtype)
+    else:
+        a = np.array([1, -1, 0, 7, -7, 9], dtype)
+        b = np.array([0, 0, 0, -3, 3, 4], dtype)
+    got = fj.function(lambda a, b: (a // b, a % b), backend="numba")(a, b)
+    with np.errstate(all="ignore"):
+        want = (a // b, a % b)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     prog = textwrap.dedent("""
         import numpy as np, flowjit as fj
@@ -142,6 +172,26 @@ def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
     assert first[0] >= 1
     assert second == (0, first[0])
+
+
+def test_a_new_batch_size_reuses_the_compiled_kernels():
+    from flowjit.codegen_cpu import kernel_stats
+
+    def layer(x, w):
+        h = x.reshape(x.shape[0], 4, 8).sum(axis=1)  # a reshape and a reduction
+        return fj.tanh(h * w) - h.max(axis=-1, keepdims=True)
+
+    f = fj.function(layer)
+    w = np.linspace(-1, 1, 8).astype(np.float32)
+    f(np.ones((3, 32), np.float32), w)
+    before = kernel_stats()
+    for batch in (5, 17, 64):
+        x = np.random.default_rng(batch).standard_normal((batch, 32)).astype(np.float32)
+        np.testing.assert_allclose(f(x, w), fj.function(layer, interpret=True)(x, w), rtol=2e-5, atol=1e-6)
+    after = kernel_stats()
+    assert f.trace_count == 4
+    assert after["compiled"] == before["compiled"] and after["loaded"] == before["loaded"]
+    assert after["reused"] >= before["reused"] + 3
 
 
 def test_unwritable_cache_warns_once_and_still_runs(tmp_path, monkeypatch):

@@ -21,7 +21,20 @@ import flowjit as fj
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer.core import Tracer
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+@pytest.fixture(autouse=True, params=["interpreter", pytest.param("numba", marks=pytest.mark.slow)])
+def backend(request, monkeypatch, tmp_path_factory) -> str:
+    """Every test here runs the traced program on the interpreter; the same tests compiled
+    (a kernel per distinct program, minutes of numba compiles) are ``-m slow``. The default
+    suite checks compiled kernels against the interpreter in tests/codegen_cpu."""
+    monkeypatch.setenv("FLOWJIT_BACKEND", request.param)
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flowjit-cache"))
+    return request.param
+
+
+# The backend fixture is set once per test, which is what every example needs.
+SETTINGS = settings(max_examples=100, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 MANY = settings(SETTINGS, max_examples=300)
 DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
 DTYPE_IDS = ["bool", "i32", "i64", "f32", "f64"]
