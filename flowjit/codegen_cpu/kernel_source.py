@@ -72,6 +72,11 @@ class KernelWriter:
         self.scopes: list[_Scope] = []
         self.reads: dict[int, set[tuple[str, ...]]] = {}  # arg id -> the indices it is read at
         self.out_index: list[str] = []  # the loop variables of the first output
+        # Reductions whose input elements could be stored in the output for reuse:
+        # input id -> (its index in the loop, the reduced axis, marker line, local).
+        self.storable: dict[int, tuple[list[str], int, str, str]] = {}
+        self.stores: dict[str, str] = {}  # marker -> the store that replaces it
+        self.current: tuple = (0, None, [])
         # Sizes are read from the argument arrays (``n1 = in0.shape[1]``), so the source --
         # and the compiled kernel, cached by source -- serves every shape that leads to
         # the same code, e.g. every batch size.
@@ -125,6 +130,9 @@ class KernelWriter:
             name = self.arg_names[v.id]
             self.reads.setdefault(v.id, set()).add(tuple(idx))
             return self.temp(f"{name}[{', '.join(idx) if idx else '0'}]", idx, key)
+        stored = self.read_stored(v, idx)
+        if stored is not None:
+            return self.temp(stored, idx, key)
         op = v.producer
         expr, deps = self.expression(op, v, idx)
         return self.temp(expr, deps, key)
@@ -150,11 +158,14 @@ class KernelWriter:
         out = op.results[0].type
         # A scalar constant operand is inlined as a literal, so `pow(x, 3)` can become
         # multiplies below.
-        names = []
-        for x in op.inputs:
+        # Operands with fewer loop variables in their index first: a row's reduction is
+        # then generated before the row's elements, which may reuse what it stored.
+        names = [""] * len(op.inputs)
+        indices = [broadcast_index(idx, out.shape, x.type.shape) for x in op.inputs]
+        for k in sorted(range(len(op.inputs)), key=lambda k: self._target_scope(indices[k])):
+            x = op.inputs[k]
             lit = scalar_constant(x)
-            names.append(literal(lit, x.type.dtype) if lit is not None
-                         else self.value(x, broadcast_index(idx, out.shape, x.type.shape)))
+            names[k] = literal(lit, x.type.dtype) if lit is not None else self.value(x, indices[k])
         template = op.primitive.template
         in_d = op.inputs[0].type.dtype
         if isinstance(template, dict):
@@ -270,6 +281,12 @@ class KernelWriter:
             opened.append(scope)
         val = self.value(x, full)
         body = self.scopes[-1]
+        if len(axes) == 1 and not is_arg:
+            # The output may need these very elements next (softmax's exp(x - max) is
+            # summed, then divided by the sum): a marker where they can be stored.
+            marker = self.fresh("#store")
+            body.lines.append(marker)
+            self.storable[x.id] = (full, axes[0], marker, val)
         if is_arg:
             lin = linear_index([loop_vars[k] for k in axes], [x.type.shape[k] for k in axes], self.dim)
             nan_first = f" or ({val} != {val} and {best} == {best})" if xd.is_float else ""
@@ -297,6 +314,7 @@ class KernelWriter:
         for k, v in enumerate(self.block.returns):
             shape = v.type.shape
             self.scopes = [_Scope(None)]
+            self.storable = {}
             loop_vars = [self.fresh("i") for _ in shape]
             opened = []
             for dim, (var, n) in enumerate(zip(loop_vars, shape)):
@@ -306,6 +324,7 @@ class KernelWriter:
                 opened.append(scope)
             if k == 0:
                 self.out_index = loop_vars
+            self.current = (k, v, loop_vars)
             val = self.value(v, loop_vars)
             target = f"out{k}[{', '.join(loop_vars) if loop_vars else '0'}]"
             self.scopes[-1].lines.append(f"{target} = {val}")
@@ -316,7 +335,24 @@ class KernelWriter:
                 self.scopes[-1].lines.extend("    " + line for line in rest)
             lines.extend("    " + line for line in self.scopes[0].lines)
         lines.append("    return 0")
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        return re.sub(r"^( *)(#store\d+)\n", lambda m: f"{m.group(1)}{self.stores[m.group(2)]}\n"
+                      if m.group(2) in self.stores else "", text, flags=re.M)
+
+    def read_stored(self, v: Value, idx: list[str]) -> str | None:
+        """A read of ``v`` at ``idx`` from the output, when a reduction loop of this row can
+        store ``v`` there first: ``v`` has the output's type, ``idx`` is the output's own
+        index, and the reduction ran over the innermost output axis with every other index
+        the same. The reduction then computes each element once for both uses."""
+        k, out_v, loop_vars = self.current
+        entry = self.storable.get(v.id)
+        if entry is None or v.type != out_v.type or list(idx) != list(loop_vars):
+            return None
+        full, axis, marker, val = entry
+        if axis != len(idx) - 1 or full[:-1] != list(idx[:-1]):
+            return None
+        self.stores[marker] = f"out{k}[{', '.join(full)}] = {val}"
+        return f"out{k}[{', '.join(idx)}]"
 
     def in_place_inputs(self) -> list[int]:
         """The inputs (positions) the output may overwrite: after ``source()``, those of the

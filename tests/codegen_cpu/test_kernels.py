@@ -157,6 +157,36 @@ def test_floor_div_and_mod_by_zero_and_infinity_follow_numpy(dtype):
         np.testing.assert_array_equal(g, w)
 
 
+def _softmax(x, axis):
+    e = fj.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_computes_each_exp_once_over_the_last_axis(axis, dtype):
+    x = np.random.default_rng(1).standard_normal((6, 40)).astype(dtype) * 10
+    x[2, 3] = np.nan
+    f = fj.function(lambda x: _softmax(x, axis), backend="numba")
+    got = f(x)
+    want = fj.function(lambda x: _softmax(x, axis), interpret=True)(x)
+    np.testing.assert_allclose(got, want, equal_nan=True, **_tolerance(np.dtype(dtype)))
+    source = f.kernels(x)
+    exps = source.count("exp32(") + source.count("exp64(")
+    # Over the last axis the summed exps are stored in the output and divided in place;
+    # over another axis the row is not contiguous and each exp is computed twice.
+    assert exps == (1 if axis == -1 else 2), source
+
+
+def test_a_stored_row_is_not_reused_by_a_result_of_another_type():
+    def f(x):
+        e = fj.exp(x - x.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)).astype(np.float64) + e.sum(axis=-1, keepdims=True)
+
+    x = np.random.default_rng(2).standard_normal((5, 33)).astype(np.float32)
+    np.testing.assert_allclose(fj.function(f, backend="numba")(x), fj.function(f, interpret=True)(x), rtol=2e-5)
+
+
 def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     prog = textwrap.dedent("""
         import numpy as np, flowjit as fj
