@@ -166,8 +166,9 @@ class Executable:
                     for n, r in zip(outs, st.op.results):
                         if not r.type.shape:
                             lines.append(f"    {n} = {n}.reshape(())")
-            if st.free:
-                lines.append(f"    del {', '.join(names[s] for s in st.free)}")
+            dead = [names[s] for s in st.free if names[s] not in args]  # the caller holds the arguments
+            if dead:
+                lines.append(f"    del {', '.join(dead)}")
         rets = [f"own({names[s]}, ({', '.join(args)}{',' if len(args) == 1 else ''}))" if check else names[s]
                 for s, check in zip(self._returns, self._check_alias)]
         lines.append(f"    return [{', '.join(rets)}]")
