@@ -139,6 +139,7 @@ class CompiledKernel:
     fn: Any
     out_types: list
     in_place: tuple[int, ...] = ()  # inputs the output may be written into (see KernelWriter)
+    fname: str = ""  # the kernel's function name in its module
 
     def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty,
                  into: np.ndarray | None = None) -> list[np.ndarray]:
@@ -189,15 +190,36 @@ def compile_kernel(block: Block, name: str, parallel: bool = True) -> CompiledKe
         directory = tempfile.mkdtemp(prefix="flowjit_kernels_")
     path = os.path.join(directory, f"fj_{digest}.py")
     text = source.replace("cache=CACHE", f"cache={use_cache}")
-    if not os.path.exists(path) or open(path).read() != text:
+    if not _holds(path, text):  # missing, or stale or corrupt: rewrite it
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)  # atomic: a reader never sees half a file
-    mod_name = f"flowjit_kernels.fj_{digest}"
-    module = sys.modules.get(mod_name)
+    kernel = CompiledKernel(name, text, path, None, [v.type for v in block.returns], tuple(writer.in_place_inputs()))
+    kernel.fname = fname
+    kernel.scalar_inputs = any(not a.type.shape for a in block.args)
+    _load(kernel)
+    return kernel
+
+
+def _holds(path: str, text: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read() == text.encode()
+    except OSError:
+        return False
+
+
+def _module_name(kernel: CompiledKernel) -> str:
+    return "flowjit_kernels." + os.path.splitext(os.path.basename(kernel.path))[0]
+
+
+def _load(kernel: CompiledKernel, fresh: bool = False) -> None:
+    """Import the kernel's module (again when ``fresh``) and take its numba dispatcher."""
+    mod_name = _module_name(kernel)
+    module = None if fresh else sys.modules.get(mod_name)
     if module is None:
-        spec = importlib.util.spec_from_file_location(mod_name, path)
+        spec = importlib.util.spec_from_file_location(mod_name, kernel.path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
@@ -205,11 +227,34 @@ def compile_kernel(block: Block, name: str, parallel: bool = True) -> CompiledKe
             spec.loader.exec_module(module)
         except Exception as e:
             del sys.modules[mod_name]
-            raise KernelCompileError(f"kernel {name}: generated source failed to load ({e}); see {path}") from None
-    fn = getattr(module, fname)
-    kernel = CompiledKernel(name, text, path, fn, [v.type for v in block.returns], tuple(writer.in_place_inputs()))
-    kernel.scalar_inputs = any(not a.type.shape for a in block.args)
-    return kernel
+            raise KernelCompileError(f"kernel {kernel.name}: generated source failed to load ({e}); "
+                                     f"see {kernel.path}") from None
+    kernel.fn = getattr(module, kernel.fname)
+
+
+def _discard_numba_cache(kernel: CompiledKernel) -> bool:
+    """Delete numba's cache files of this kernel; True when there were any."""
+    directory = os.path.join(os.path.dirname(kernel.path), "__pycache__")
+    stem = os.path.splitext(os.path.basename(kernel.path))[0] + "."
+    removed = False
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    for n in names:
+        if n.startswith(stem) and n.endswith((".nbi", ".nbc")):
+            try:
+                os.remove(os.path.join(directory, n))
+                removed = True
+            except OSError:
+                pass
+    return removed
+
+
+def _compile_error(kernel: CompiledKernel, ops_desc: str, e: Exception) -> KernelCompileError:
+    return KernelCompileError(f"kernel {kernel.name} ({ops_desc}) failed to compile: "
+                              f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; "
+                              f"generated source: {kernel.path}")
 
 
 def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> list[np.ndarray]:
@@ -220,9 +265,18 @@ def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> lis
     try:
         outs = kernel(*inputs)
     except Exception as e:
-        raise KernelCompileError(f"kernel {kernel.name} ({ops_desc}) failed to compile: "
-                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; "
-                                 f"generated source: {kernel.path}") from None
+        error = e
+        # A corrupt entry in numba's disk cache fails the load: drop it, compile afresh.
+        if not _discard_numba_cache(kernel):
+            raise _compile_error(kernel, ops_desc, error) from None
+        warnings.warn(f"flowjit: kernel {kernel.name}: discarded an unreadable disk-cache entry "
+                      f"({type(error).__name__}: {error}); compiling it again", stacklevel=2)
+        _load(kernel, fresh=True)
+        before, hits = 0, 0
+        try:
+            outs = kernel(*inputs)
+        except Exception as e:
+            raise _compile_error(kernel, ops_desc, e) from None
     if len(kernel.fn.signatures) == before:
         _stats["reused"] += 1
     elif sum(kernel.fn.stats.cache_hits.values()) > hits:

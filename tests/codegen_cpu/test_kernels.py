@@ -204,6 +204,38 @@ def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     assert second == (0, first[0])
 
 
+@pytest.mark.parametrize("damage", ["garbage numba cache", "empty numba index", "garbage kernel source"])
+def test_a_corrupt_cache_entry_is_recompiled_not_a_crash(tmp_path, damage):
+    prog = textwrap.dedent("""
+        import warnings
+        import numpy as np, flowjit as fj
+        from flowjit.codegen_cpu import kernel_stats
+        warnings.simplefilter("ignore")
+        f = fj.function(lambda x: fj.tanh(x) * 2 + 1)
+        print(float(f(np.full(8, 0.5, np.float32))[3]), kernel_stats()["compiled"])
+    """)
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", prog], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        value, compiled = out.stdout.split()
+        assert float(value) == pytest.approx(np.tanh(0.5) * 2 + 1, rel=1e-6)
+        return int(compiled)
+
+    assert run() == 1
+    kernels = tmp_path / "kernels"
+    if damage == "garbage kernel source":
+        files = list(kernels.glob("fj_*.py"))
+    else:
+        files = list((kernels / "__pycache__").glob("*.nbi" if damage == "empty numba index" else "*.nb[ic]"))
+    assert files
+    for path in files:
+        path.write_bytes(b"" if damage == "empty numba index" else bytes(range(200, 256)) * 3)
+    run()
+    assert run() == 0  # repaired: the next process loads from the cache again
+
+
 def test_a_new_batch_size_reuses_the_compiled_kernels():
     from flowjit.codegen_cpu import kernel_stats
 
