@@ -10,6 +10,7 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
 - within a group every reduction has the same input shape (the group's loop shape) and
   the same axes, so "reduce, broadcast back, elementwise" chains such as softmax and
   layer norm become one kernel, and every op's result is no larger than that shape;
+- a group never spans two devices; the fusion op keeps its ops' device;
 - the program computes exactly what it computed before (the fusion op runs its block).
 Each fusion op is named after its ops in program order and lists the user lines it came
 from (``lines``), and sits where its last op stood.
@@ -39,9 +40,12 @@ class _Group:
         self.loop_size = 0
         self.reduce_shape: tuple[int, ...] | None = None
         self.reduce_axes: tuple[int, ...] | None = None
+        self.device = root.device
         self.add(root)
 
     def accepts(self, op: Op) -> bool:
+        if op.device != self.device:
+            return False
         if op.primitive.kind == "reduction":
             shape = op.inputs[0].type.shape
             axes = _axes_of(op)

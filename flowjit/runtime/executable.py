@@ -40,6 +40,11 @@ class Step:
     free: list[int]        # slots released after it (the memory plan)
     into: int | None       # input position the kernel writes its output into
 
+    @property
+    def device(self) -> str | None:
+        """Where this step runs (the op's device; None: the Executable's)."""
+        return self.op.device
+
 
 class Executable:
     """A program ready to run on ``device`` with ``backend``; call it with a list of arrays.

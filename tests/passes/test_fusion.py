@@ -113,3 +113,19 @@ def test_fusion_is_exact_on_random_programs(program, seed):
     assert all(op.primitive.kind not in ("elementwise", "layout", "reduction") for op in fused.body.ops)
     for a, b in zip(interpret(fused, inputs), interpret(traced, inputs)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_ops_on_different_devices_are_not_fused_together():
+    fn = parse("""func @f(%x: f32[4]) -> (f32[4]) {
+  %0 = exp %x : f32[4] @cpu:0
+  %1 = neg %0 : f32[4] @cpu:0
+  %2 = tanh %1 : f32[4] @cpu:1
+  %3 = abs %2 : f32[4] @cpu:1
+  return %3
+}
+""")
+    fused = fusion(fn)
+    verify(fused)
+    kernels = [op for op in fused.body.ops if op.name == "fusion"]
+    assert [(k.device, [o.name for o in k.blocks[0].ops]) for k in kernels] == [
+        ("cpu:0", ["exp", "neg"]), ("cpu:1", ["tanh", "abs"])]
