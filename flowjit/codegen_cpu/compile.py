@@ -172,8 +172,17 @@ def supported(block: Block) -> str | None:
     return None
 
 
-def compile_kernel(block: Block, name: str, parallel: bool = True) -> CompiledKernel:
-    """Generate, write, import and compile the kernel of a fusion block."""
+# The fast-math flags a user may ask for: fused multiply-adds, division by a reciprocal,
+# approximate libm calls, no signed zeros. Not `reassoc`, `nnan` or `ninf`: the scalar
+# functions inlined into the kernels round with (v + M) - M and select on nan and inf,
+# which those flags would fold away (exp would return garbage); reductions already
+# reassociate their accumulation alone.
+FASTMATH = ", fastmath={'contract', 'arcp', 'afn', 'nsz'}"
+
+
+def compile_kernel(block: Block, name: str, parallel: bool = True, fastmath: bool = False) -> CompiledKernel:
+    """Generate, write, import and compile the kernel of a fusion block; ``fastmath``
+    compiles it with ``FASTMATH`` (only when the user asks)."""
     reason = supported(block)
     if reason:
         raise UnsupportedOp(reason)
@@ -182,7 +191,7 @@ def compile_kernel(block: Block, name: str, parallel: bool = True) -> CompiledKe
     body = writer.source()
     uses_prange = "prange(" in body
     source = PRELUDE + body + (f"\n\n{fname} = njit(cache=CACHE, parallel={parallel and uses_prange}, "
-                               f"error_model='numpy', nogil=True)({fname})\n")
+                               f"error_model='numpy', nogil=True{FASTMATH if fastmath else ''})({fname})\n")
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     directory = cache_dir()
     use_cache = directory is not None

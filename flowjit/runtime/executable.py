@@ -57,9 +57,10 @@ class Executable:
     """
 
     def __init__(self, function: Function, backend: str = "numba", device: str = "cpu:0",
-                 pipeline: PipelineResult | None = None):
+                 pipeline: PipelineResult | None = None, fastmath: bool = False):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        self.fastmath = fastmath
         self.function = function
         self.backend = backend
         self.device = device
@@ -88,7 +89,8 @@ class Executable:
         for op in self.function.body.ops:
             if op.primitive.role == "kernel":
                 try:
-                    self.kernels[op.id] = compile_kernel(op.blocks[0], op.attrs.get("name", op.name))
+                    self.kernels[op.id] = compile_kernel(op.blocks[0], op.attrs.get("name", op.name),
+                                                         fastmath=self.fastmath)
                 except UnsupportedOp as e:
                     self.fallbacks[op.attrs.get("name", op.name)] = str(e)
 
@@ -226,13 +228,15 @@ def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[
 
 def compile_function(function: Function, interpret: bool = False, device: str = "cpu:0",
                      passes: Mapping[str, bool] | Iterable[str] | None = None,
-                     pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None) -> Executable:
+                     pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None,
+                     fastmath: bool = False) -> Executable:
     """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
-    ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels; ``interpreter``
-    runs the optimized program on the NumPy interpreter)."""
+    ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels, with LLVM's
+    fast-math flags when ``fastmath``; ``interpreter`` runs the optimized program on the
+    NumPy interpreter)."""
     if interpret:
         return Executable(function, "interpreter", device)
     result = pipeline.run(function, disable=disabled_passes(passes, pipeline))
     chosen = backend or os.environ.get("FLOWJIT_BACKEND") or "numba"
-    return Executable(result.function, chosen, device, result)
+    return Executable(result.function, chosen, device, result, fastmath=fastmath)

@@ -81,7 +81,7 @@ class TracedFunction:
 
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), interpret: bool | None = None,
-                 passes: Any = None, backend: str | None = None):
+                 passes: Any = None, backend: str | None = None, fastmath: bool = False):
         if not callable(fun):
             raise FlowjitTypeError(f"fj.function expects a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
@@ -89,6 +89,7 @@ class TracedFunction:
         self.interpret = interpret
         self.passes = passes
         self.backend = backend
+        self.fastmath = fastmath
         self.trace_count = 0
         self._cache: dict[tuple, _Entry] = {}
         # Calls with only positional NumPy arrays (no static arguments) skip signature
@@ -198,7 +199,8 @@ class TracedFunction:
         fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block)
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
-        executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend)
+        executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend,
+                                      fastmath=self.fastmath)
         return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf")
 
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[_Entry, list]:
@@ -298,12 +300,15 @@ def describe_signature_change(old: tuple, new: tuple) -> list[str]:
 
 def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
              static_argnames: Sequence[str] | str = (), interpret: bool | None = None,
-             passes: Any = None, backend: str | None = None) -> Any:
+             passes: Any = None, backend: str | None = None, fastmath: bool = False) -> Any:
     """Trace ``fun`` per argument signature into IR and run it; usable as ``@fj.function`` or
     ``@fj.function(static_argnames=...)``. ``interpret=True`` (or ``FLOWJIT_INTERPRET=1``)
     runs the traced program on the NumPy reference interpreter, unoptimized; ``passes``
-    switches passes off (``{"cse": False}``) or names the passes to run; ``backend="numba"``
-    (or ``FLOWJIT_BACKEND=numba``) runs fused kernels as compiled numba code."""
+    switches passes off (``{"cse": False}``) or names the passes to run; the default
+    ``backend="numba"`` runs fused kernels as compiled numba code, ``"interpreter"`` (or
+    ``FLOWJIT_BACKEND=interpreter``) the optimized program on NumPy; ``fastmath=True``
+    compiles kernels with LLVM's fast-math flags (float arithmetic reassociated, nan and
+    inf assumed absent: faster reductions, results that may differ in the last bits)."""
     if fun is None:
-        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend)
-    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend)
+        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend, fastmath)
+    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend, fastmath)

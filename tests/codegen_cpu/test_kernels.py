@@ -187,6 +187,23 @@ def test_a_stored_row_is_not_reused_by_a_result_of_another_type():
     np.testing.assert_allclose(fj.function(f, backend="numba")(x), fj.function(f, interpret=True)(x), rtol=2e-5)
 
 
+def test_fastmath_only_when_asked():
+    def f(x):
+        return (fj.exp(x) * 2 + 1).sum(axis=-1)
+
+    x = np.random.default_rng(3).standard_normal((16, 100)).astype(np.float32)
+    plain = fj.function(f)
+    fast = fj.function(f, fastmath=True)
+    assert "fastmath" not in plain.kernels(x)
+    assert "fastmath={" in fast.kernels(x)
+    x[3, 7] = np.nan  # nan handling survives the flags flowjit uses
+    want = fj.function(f, interpret=True)(x)
+    np.testing.assert_allclose(plain(x), want, rtol=2e-5)
+    np.testing.assert_allclose(fast(x), want, rtol=1e-4)
+    y = np.linspace(-80, 80, 1001).astype(np.float32)
+    np.testing.assert_allclose(fj.function(fj.exp, fastmath=True)(y), np.exp(y), rtol=1e-6)
+
+
 def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     prog = textwrap.dedent("""
         import numpy as np, flowjit as fj
