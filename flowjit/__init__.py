@@ -117,6 +117,7 @@ from flowjit.tracer.array_api import (
     zeros,
     zeros_like,
 )
+from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 
 __version__ = "0.1.0"

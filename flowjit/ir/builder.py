@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import Primitive, get
+from flowjit.ir.registry import Literal, Primitive, get
 from flowjit.ir.types import TensorType
 
 
@@ -55,6 +57,55 @@ class Builder:
         """Append a single-result op and return its result."""
         (r,) = self.emit(prim, inputs, attrs)
         return r
+
+
+class Emitter:
+    """The builder VJP rules write with: ``e.mul(a, b)``, ``e.reduce_sum(x, axes=(0,))``
+    emit one op of that primitive and return its result; ``const``, ``zeros`` and
+    ``unbroadcast`` cover what almost every rule needs. Every op goes through
+    ``Builder.emit``, so a gradient is ordinary, checked IR (and can be differentiated
+    again)."""
+
+    def __init__(self, builder: Builder):
+        self.builder = builder
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            prim = get(name)
+        except KeyError:
+            raise AttributeError(name) from None
+        return lambda *inputs, **attrs: self.builder.op(prim, *inputs, **attrs)
+
+    def const(self, value: Any, like: Value) -> Value:
+        """A 0-d constant of ``like``'s dtype (elementwise ops broadcast it)."""
+        return self.builder.op("constant", value=Literal(np.asarray(value, like.type.dtype.np)))
+
+    def zeros(self, t: TensorType) -> Value:
+        """Zeros of type ``t``."""
+        z = self.builder.op("constant", value=_zero_attr(t))
+        return z if t.shape == () else self.builder.op("broadcast_to", z, shape=t.shape)
+
+    def unbroadcast(self, g: Value, t: TensorType) -> Value:
+        """``g`` summed over the axes along which a value of type ``t`` was broadcast to
+        ``g``'s shape (NumPy rules), so the result has type ``t``'s shape."""
+        if g.type.shape == t.shape:
+            return g
+        lead = g.type.ndim - t.ndim
+        axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(t.shape)
+                                          if n == 1 and g.type.shape[lead + i] != 1)
+        s = self.builder.op("reduce_sum", g, axes=axes, keepdims=False) if axes else g
+        return s if s.type.shape == t.shape else self.builder.op("reshape", s, shape=t.shape)
+
+    def broadcast_back(self, g: Value, t: TensorType, axes: Sequence[int], keepdims: bool) -> Value:
+        """A reduction's result (or cotangent) ``g`` over ``axes`` of a ``t``, broadcast back to ``t``."""
+        if not keepdims:
+            kept = [n if i not in axes else 1 for i, n in enumerate(t.shape)]
+            g = self.builder.op("reshape", g, shape=tuple(kept))
+        return g if g.type.shape == t.shape else self.builder.op("broadcast_to", g, shape=t.shape)
+
+
+def _zero_attr(t: TensorType) -> Literal:
+    return Literal(np.zeros((), t.dtype.np))
 
 
 def new_function(name: str, arg_types: Sequence[TensorType], arg_names: Sequence[str] | None = None,

@@ -186,7 +186,10 @@ class Primitive:
     (a dict keyed by dtype kind when the expression differs for ints and floats);
     ``dtypes`` lists the input dtypes it accepts; ``domain`` names the input range
     where it is defined (``"positive"``, ``"nonneg"``, ``"nonzero_rhs"``, ...);
-    ``vjp`` is filled by the autodiff pass. An op of a primitive with ``num_blocks`` owns
+    ``vjp(e, g, y, *xs, **attrs)`` is the reverse-mode rule of a single-result op: given
+    an ``Emitter`` ``e``, the cotangent ``g`` of the result ``y`` and the inputs ``xs``, it
+    emits and returns one cotangent per input, with that input's type (None: no
+    gradient flows there). An op of a primitive with ``num_blocks`` owns
     that many blocks, isolated from above (they see only their own arguments); its rule
     and impl then also receive ``blocks``.
 
@@ -216,7 +219,7 @@ class Primitive:
                  num_blocks: int = 0, identity: Any = None, idempotent: bool = False,
                  self_value: Any = None, involution: bool = False,
                  no_axes_identity: Sequence[DType] = (), role: str | None = None,
-                 reducer: tuple[str, str] | None = None,
+                 reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
                  doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
@@ -239,7 +242,7 @@ class Primitive:
         self.no_axes_identity = tuple(no_axes_identity)
         self.role = role
         self.reducer = reducer
-        self.vjp: Callable[..., Any] | None = None
+        self.vjp = vjp
         self.doc = doc
 
     @property
@@ -371,3 +374,12 @@ def same_dtype(in_types: Sequence[TensorType]) -> DType:
         raise ShapeError("inputs must have the same dtype, got "
                          + ", ".join(str(t) for t in in_types) + "; cast one with .astype()")
     return in_types[0].dtype
+
+
+def defvjp(name: str, rule: Callable[..., Any]) -> None:
+    """Give the already declared primitive ``name`` its VJP rule (see ``Primitive``); used
+    by the declaration modules right next to the declaration."""
+    p = PRIMITIVES[name]
+    if not p.differentiable:
+        raise ValueError(f"{name} is declared non-differentiable")
+    p.vjp = rule

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, DType, bool_
-from flowjit.ir.registry import attr, broadcast_shapes, declare, same_dtype
+from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
 # The functions a scalar template may call; every backend provides each of them.
@@ -177,3 +177,64 @@ def _cast_impl(x: np.ndarray, *, dtype: DType) -> np.ndarray:
 declare("cast", kind="elementwise", rule=_cast_rule, impl=_cast_impl, arity=1,
         attrs={"dtype": attr("dtype")}, template="cast(a)", role="convert",
         doc="convert to dtype as ndarray.astype does (float to int truncates toward zero)")
+
+
+# ---- VJP rules ------------------------------------------------------------------------
+# vjp(e, g, y, *xs): the cotangents of the inputs given the cotangent g of the result y
+# (see Primitive). Binary ops broadcast, so each cotangent is summed back to its input's
+# shape. Where a function is not differentiable (abs at 0, a max tie), the rule picks
+# one side as JAX does.
+def _unary_vjp(name: str, rule) -> None:
+    defvjp(name, lambda e, g, y, x: [rule(e, g, y, x)])
+
+
+_unary_vjp("neg", lambda e, g, y, x: e.neg(g))
+_unary_vjp("abs", lambda e, g, y, x: e.mul(g, e.sign(x)))
+_unary_vjp("sign", lambda e, g, y, x: e.mul(g, e.const(0, x)))
+_unary_vjp("exp", lambda e, g, y, x: e.mul(g, y))
+_unary_vjp("expm1", lambda e, g, y, x: e.mul(g, e.add(y, e.const(1, y))))
+_unary_vjp("log", lambda e, g, y, x: e.div(g, x))
+_unary_vjp("log1p", lambda e, g, y, x: e.div(g, e.add(x, e.const(1, x))))
+_unary_vjp("sqrt", lambda e, g, y, x: e.div(g, e.mul(y, e.const(2, y))))
+_unary_vjp("rsqrt", lambda e, g, y, x: e.mul(g, e.mul(e.const(-0.5, y), e.div(y, x))))
+_unary_vjp("sin", lambda e, g, y, x: e.mul(g, e.cos(x)))
+_unary_vjp("cos", lambda e, g, y, x: e.neg(e.mul(g, e.sin(x))))
+_unary_vjp("tanh", lambda e, g, y, x: e.mul(g, e.sub(e.const(1, y), e.mul(y, y))))
+_unary_vjp("logistic", lambda e, g, y, x: e.mul(g, e.mul(y, e.sub(e.const(1, y), y))))
+_unary_vjp("erf", lambda e, g, y, x: e.mul(g, e.mul(e.const(2 / math.sqrt(math.pi), x), e.exp(e.neg(e.mul(x, x))))))
+
+
+def _binary_vjp(name: str, da, db) -> None:
+    def rule(e, g, y, a, b):
+        return [e.unbroadcast(da(e, g, y, a, b), a.type), e.unbroadcast(db(e, g, y, a, b), b.type)]
+    defvjp(name, rule)
+
+
+_binary_vjp("add", lambda e, g, y, a, b: g, lambda e, g, y, a, b: g)
+_binary_vjp("sub", lambda e, g, y, a, b: g, lambda e, g, y, a, b: e.neg(g))
+_binary_vjp("mul", lambda e, g, y, a, b: e.mul(g, b), lambda e, g, y, a, b: e.mul(g, a))
+_binary_vjp("div", lambda e, g, y, a, b: e.div(g, b), lambda e, g, y, a, b: e.neg(e.mul(g, e.div(y, b))))
+_binary_vjp("mod", lambda e, g, y, a, b: g, lambda e, g, y, a, b: e.neg(e.mul(g, e.floor_div(a, b))))
+def _pow_db(e, g, y, a, b):
+    # d(a**b)/db = log(a) * a**b, taken as 0 where a == 0 (as JAX does).
+    zero = e.eq(a, e.const(0, a))
+    return e.mul(g, e.select(zero, e.const(0, a), e.mul(e.log(e.select(zero, e.const(1, a), a)), y)))
+
+
+_binary_vjp("pow", lambda e, g, y, a, b: e.mul(g, e.mul(b, e.pow(a, e.sub(b, e.const(1, b))))), _pow_db)
+_binary_vjp("maximum", lambda e, g, y, a, b: e.select(e.ge(a, b), g, e.const(0, g)),
+            lambda e, g, y, a, b: e.select(e.ge(a, b), e.const(0, g), g))
+_binary_vjp("minimum", lambda e, g, y, a, b: e.select(e.le(a, b), g, e.const(0, g)),
+            lambda e, g, y, a, b: e.select(e.le(a, b), e.const(0, g), g))
+_binary_vjp("atan2", lambda e, g, y, a, b: e.mul(g, e.div(b, e.add(e.mul(a, a), e.mul(b, b)))),
+            lambda e, g, y, a, b: e.neg(e.mul(g, e.div(a, e.add(e.mul(a, a), e.mul(b, b))))))
+
+
+def _select_vjp(e, g, y, pred, a, b):
+    zero = e.const(0, g)
+    return [None, e.unbroadcast(e.select(pred, g, zero), a.type), e.unbroadcast(e.select(pred, zero, g), b.type)]
+
+
+defvjp("select", _select_vjp)
+# A cast's cotangent casts back; none flows into an integer or bool input.
+defvjp("cast", lambda e, g, y, x, dtype: [e.cast(g, dtype=x.type.dtype) if x.type.dtype.is_float else None])

@@ -20,7 +20,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import ALL_DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, declare, normalize_axis
+from flowjit.ir.registry import attr, declare, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
 
 
@@ -84,3 +84,9 @@ declare("scatter_add", kind="opaque", rule=_scatter_add_rule, impl=_scatter_add_
         attrs={"axis": attr("int")}, dtypes=NUMERIC_DTYPES,
         doc="copy of operand with updates added at clip(indices, 0, n-1) along axis; repeated "
             "indices accumulate (np.add.at); the transpose of gather")
+
+
+# ---- VJP rules (see Primitive): gather and scatter_add are each other's transpose.
+defvjp("gather", lambda e, g, y, x, indices, axis: [
+    e.scatter_add(e.zeros(x.type), indices, g, axis=axis), None])
+defvjp("scatter_add", lambda e, g, y, x, indices, updates, axis: [g, None, e.gather(g, indices, axis=axis)])

@@ -22,6 +22,7 @@ from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import (
     attr,
     declare,
+    defvjp,
     normalize_axes,
     normalize_axis,
     same_dtype,
@@ -253,3 +254,75 @@ declare("pad", kind="layout", role="constant_pad", rule=_pad_rule, impl=_pad_imp
         attrs={"low": attr("ints"), "high": attr("ints"), "value": attr("float", 0.0)},
         doc="constant padding: low[d] / high[d] (non-negative) copies of value before / after "
             "each dimension d; value is cast to the input dtype (see pad_fill)")
+
+
+# ---- VJP rules (see Primitive): each moves the cotangent back where the elements came from.
+def _reshape_back(e, g, y, x, **attrs):
+    return [e.reshape(g, shape=x.type.shape)]
+
+
+def _transpose_vjp(e, g, y, x, *, perm):
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p % len(perm)] = i
+    return [e.transpose(g, perm=tuple(inverse))]
+
+
+def _embed_strided(e, g, axis: int, lo: int, step: int, n: int):
+    """``g`` (size m along ``axis``) placed at positions lo, lo+step, ... of a zero axis of size n."""
+    m = g.type.shape[axis]
+    shape = g.type.shape
+    if step > 1:
+        g = e.expand_dims(g, axes=(axis + 1,))
+        high = [0] * g.type.ndim
+        high[axis + 1] = step - 1
+        g = e.pad(g, low=(0,) * g.type.ndim, high=tuple(high), value=0.0)
+        g = e.reshape(g, shape=shape[:axis] + (m * step,) + shape[axis + 1:])
+    length = g.type.shape[axis]
+    low = [0] * g.type.ndim
+    high = [0] * g.type.ndim
+    low[axis] = lo
+    high[axis] = max(0, n - lo - length)
+    g = e.pad(g, low=tuple(low), high=tuple(high), value=0.0)
+    if g.type.shape[axis] > n:
+        size = list(g.type.shape)
+        size[axis] = n
+        g = e.slice(g, start=(0,) * g.type.ndim, size=tuple(size), step=(1,) * g.type.ndim)
+    return g
+
+
+def _slice_vjp(e, g, y, x, *, start, size, step):
+    for axis, (s0, m, st) in enumerate(zip(start, size, step)):
+        n = x.type.shape[axis]
+        if m == 0:
+            return [e.zeros(x.type)]
+        if st < 0:  # reverse: the picked positions, increasing, start at s0 + st*(m-1)
+            rev_start = [0] * g.type.ndim
+            rev_step = [1] * g.type.ndim
+            rev_start[axis], rev_step[axis] = m - 1, -1
+            g = e.slice(g, start=tuple(rev_start), size=g.type.shape, step=tuple(rev_step))
+            s0, st = s0 + st * (m - 1), -st
+        g = _embed_strided(e, g, axis, s0, st, n)
+    return [g]
+
+
+def _concatenate_vjp(e, g, y, *xs, axis):
+    ax = axis % g.type.ndim
+    out, offset = [], 0
+    for x in xs:
+        start = [0] * g.type.ndim
+        start[ax] = offset
+        out.append(e.slice(g, start=tuple(start), size=x.type.shape, step=(1,) * g.type.ndim))
+        offset += x.type.shape[ax]
+    return out
+
+
+defvjp("broadcast_to", lambda e, g, y, x, shape: [e.unbroadcast(g, x.type)])
+defvjp("reshape", _reshape_back)
+defvjp("squeeze", _reshape_back)
+defvjp("expand_dims", _reshape_back)
+defvjp("transpose", _transpose_vjp)
+defvjp("slice", _slice_vjp)
+defvjp("concatenate", _concatenate_vjp)
+defvjp("pad", lambda e, g, y, x, low, high, value: [
+    e.slice(g, start=tuple(low), size=x.type.shape, step=(1,) * x.type.ndim)])

@@ -15,7 +15,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import FLOAT_DTYPES, NUMERIC_DTYPES, float16
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, broadcast_shapes, declare, same_dtype
+from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
@@ -145,3 +145,17 @@ declare("conv2d", kind="opaque", rule=_conv2d_rule, impl=_conv2d_impl, arity=2,
         dtypes=FLOAT_DTYPES, differentiable=True,
         doc="2-D cross-correlation, NHWC input and HWIO filter -> [N, OH, OW, O]; padding "
             "SAME/VALID as TensorFlow, or explicit ((top, bottom), (left, right))")
+
+
+# ---- VJP rules (see Primitive) ------------------------------------------------------------
+def _swap_last(e, v):
+    n = v.type.ndim
+    return e.transpose(v, perm=tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _matmul_vjp(e, g, y, a, b):
+    # Batch dimensions broadcast as in np.matmul, so each cotangent is summed back.
+    return [e.unbroadcast(e.matmul(g, _swap_last(e, b)), a.type), e.unbroadcast(e.matmul(_swap_last(e, a), g), b.type)]
+
+
+defvjp("matmul", _matmul_vjp)

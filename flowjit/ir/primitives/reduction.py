@@ -16,7 +16,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float16, int64
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, declare, normalize_axes, normalize_axis
+from flowjit.ir.registry import attr, declare, defvjp, normalize_axes, normalize_axis
 from flowjit.ir.types import TensorType
 
 _ORDERED_DTYPES = NUMERIC_DTYPES + (bool_,)
@@ -156,3 +156,33 @@ declare("cumsum", kind="opaque", rule=_cumsum_rule, impl=_cumsum_impl,
         attrs={"axis": attr("int"), "reverse": attr("bool", False)}, arity=1,
         dtypes=NUMERIC_DTYPES, differentiable=True,
         doc="running sum along axis in the input dtype; reverse=True sums from the end")
+
+
+# ---- VJP rules (see Primitive) --------------------------------------------------------------
+def _axes(x, axes):
+    return normalize_axes(axes, x.type.ndim)
+
+
+def _sum_vjp(e, g, y, x, *, axes, keepdims):
+    return [e.broadcast_back(g, x.type, _axes(x, axes), keepdims)]
+
+
+def _prod_vjp(e, g, y, x, *, axes, keepdims):
+    ax = _axes(x, axes)
+    return [e.div(e.mul(e.broadcast_back(g, x.type, ax, keepdims), e.broadcast_back(y, x.type, ax, keepdims)), x)]
+
+
+def _extreme_vjp(e, g, y, x, *, axes, keepdims):
+    # The cotangent is shared equally by the elements that attain the max (min).
+    ax = _axes(x, axes)
+    hit = e.cast(e.eq(x, e.broadcast_back(y, x.type, ax, keepdims)), dtype=x.type.dtype)
+    count = e.reduce_sum(hit, axes=tuple(ax), keepdims=True)
+    share = e.div(e.broadcast_back(g, x.type, ax, keepdims), e.broadcast_to(count, shape=x.type.shape))
+    return [e.mul(share, hit)]
+
+
+defvjp("reduce_sum", _sum_vjp)
+defvjp("reduce_prod", _prod_vjp)
+defvjp("reduce_max", _extreme_vjp)
+defvjp("reduce_min", _extreme_vjp)
+defvjp("cumsum", lambda e, g, y, x, axis, reverse: [e.cumsum(g, axis=axis, reverse=not reverse)])

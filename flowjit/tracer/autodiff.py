@@ -1,0 +1,175 @@
+"""``fj.grad``, ``fj.value_and_grad`` and ``fj.vjp``: reverse-mode derivatives of traced code.
+
+Inside a trace (an ``@fj.function`` body, or another ``grad``), the function is called on
+the current trace, so its ops are recorded there; ``flowjit.passes.autodiff.backward``
+then appends the gradient ops for exactly that region of the block. The gradient is
+ordinary IR in the caller's program: it is optimized, fused and compiled with the rest,
+and ``grad(grad(f))`` differentiates the first gradient's ops like any others. Values
+the function closes over are constants for the derivative, as in JAX. Called outside a
+trace, each of these builds an ``fj.function`` of itself, so it is traced once per
+argument signature and compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flowjit.ir.errors import FlowjitTypeError
+from flowjit.passes.autodiff import AutodiffError, backward
+from flowjit.tracer import pytree
+from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
+
+
+def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise FlowjitTypeError(f"{name}: argnums={argnums} but the function got {nargs} positional "
+                                   "argument(s)")
+    return tuple(i % nargs for i in nums)
+
+
+def _fresh(x: Any) -> Tracer:
+    # A value of its own for each differentiated leaf (reshape to its own shape: no copy
+    # once simplified), so two arguments passed the same array get separate gradients.
+    op = operand(x, "a differentiated argument")
+    if not op.aval.dtype.is_float:
+        raise FlowjitTypeError(f"can only differentiate with respect to float arguments, got {op.aval} "
+                               f"at {user_location()}; cast it first, or leave it out of argnums")
+    return bind("reshape", [op], {"shape": op.aval.shape})
+
+
+def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int, ...]):
+    """Call ``fun`` on the current trace with fresh values for the leaves of ``args[nums]``."""
+    trace = current_trace()
+    assert trace is not None
+    args = list(args)
+    wrt_trees = []
+    for i in nums:
+        leaves, tree = pytree.flatten(args[i])
+        fresh = [_fresh(x) for x in leaves]
+        wrt_trees.append((tree, fresh))
+        args[i] = pytree.unflatten(tree, fresh)
+    start = len(trace.block.ops)
+    out = fun(*args, **kwargs)
+    return trace, start, out, wrt_trees
+
+
+def _grads(trace, start: int, outputs: list[Tracer], seeds: list[Tracer], wrt_trees) -> list[Any]:
+    ops = trace.block.ops[start:]
+    wrt = [t.value for _, fresh in wrt_trees for t in fresh]
+    values = backward(trace.block, ops, [o.value for o in outputs], [s.value for s in seeds], wrt)
+    it = iter(Tracer(v, trace) for v in values)
+    return [pytree.unflatten(tree, [next(it) for _ in fresh]) for tree, fresh in wrt_trees]
+
+
+def _as_tracer(x: Any, trace) -> Tracer:
+    if isinstance(x, Tracer):
+        return x
+    return bind("reshape", [operand(x, "an output")], {"shape": operand(x).aval.shape})
+
+
+def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Callable[..., Any]:
+    """A function returning ``(fun(*args), gradient)``, the gradient of ``fun``'s float scalar
+    result with respect to the positional arguments ``argnums`` (each a pytree of float
+    arrays; a tuple of gradients when ``argnums`` is a sequence). With ``has_aux``, ``fun``
+    returns ``(value, aux)`` and the result is ``((value, aux), gradient)``."""
+    name = getattr(fun, "__name__", "function")
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        nums = _argnums(argnums, len(args), f"value_and_grad({name})")
+        trace, start, out, wrt_trees = _forward(fun, args, kwargs, nums)
+        value, aux = out if has_aux else (out, None)
+        if has_aux and not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise FlowjitTypeError(f"{name} was differentiated with has_aux=True, so it must return "
+                                   f"(value, aux); it returned {type(out).__name__}")
+        v = _as_tracer(value, trace)
+        if v.shape != () or not v.dtype.is_float:
+            raise AutodiffError(f"grad of {name}: the function must return a float scalar, got {v.aval}; "
+                                "for other results use fj.vjp with a cotangent of their shape")
+        seed = bind("constant", [], {"value": _one(v)})
+        grads = _grads(trace, start, [v], [seed], wrt_trees)
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        return ((value, aux) if has_aux else value), g
+
+    return _compiled_outside_traces(traced, fun)
+
+
+def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The gradient of ``fun`` (which returns a float scalar) with respect to its positional
+    arguments ``argnums``; ``grad(f)(x)`` has the structure of ``x``. With ``has_aux``,
+    returns ``(gradient, aux)``. Nests: ``grad(grad(f))``."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        (value, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
+        return (g, aux) if has_aux else g
+
+    return _compiled_outside_traces(traced, fun)
+
+
+def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
+    """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal
+    (a tuple), for a cotangent with the structure of ``fun``'s output. Inside a trace the
+    gradient ops differentiate the recorded forward ops; outside one, each ``vjp_fn`` call
+    runs a compiled program that recomputes the forward pass."""
+    if current_trace() is None:
+        from flowjit.tracer.function import function
+        out = function(fun)(*primals)
+        value = out[0] if has_aux else out
+
+        def vjp_outside(cotangent: Any) -> tuple:
+            def pullback(ct, *ps):
+                return vjp(fun, *ps, has_aux=has_aux)[1](ct)
+            return function(pullback)(cotangent, *primals)
+        return (value, vjp_outside, out[1]) if has_aux else (value, vjp_outside)
+
+    trace, start, out, wrt_trees = _forward(fun, primals, {}, tuple(range(len(primals))))
+    end = len(trace.block.ops)
+    value, aux = out if has_aux else (out, None)
+    out_leaves, out_tree = pytree.flatten(value)
+    outs = [_as_tracer(x, trace) for x in out_leaves]
+
+    def vjp_fn(cotangent: Any) -> tuple:
+        ct_leaves, ct_tree = pytree.flatten(cotangent)
+        if ct_tree != out_tree or len(ct_leaves) != len(outs):
+            raise FlowjitTypeError(f"vjp: the cotangent has structure {ct_tree}, the output {out_tree}")
+        seeds = []
+        for o, c in zip(outs, ct_leaves):
+            t = bind("cast", [operand(c, "a cotangent")], {"dtype": o.dtype})
+            if t.shape != o.shape:
+                t = bind("broadcast_to", [t], {"shape": o.shape})
+            seeds.append(t)
+        ops = trace.block.ops[start:end]
+        wrt = [t.value for _, fresh in wrt_trees for t in fresh]
+        values = backward(trace.block, ops, [o.value for o in outs], [s.value for s in seeds], wrt)
+        it = iter(Tracer(v, trace) for v in values)
+        return tuple(pytree.unflatten(tree, [next(it) for _ in fresh]) for tree, fresh in wrt_trees)
+
+    value = pytree.unflatten(out_tree, outs)
+    return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
+
+
+def _one(v: Tracer) -> Any:
+    import numpy as np
+
+    from flowjit.ir.registry import Literal
+    return Literal(np.ones((), v.dtype.np))
+
+
+def _compiled_outside_traces(traced: Callable[..., Any], fun: Callable[..., Any]) -> Callable[..., Any]:
+    # Inside a trace, run on it (the gradient joins the caller's program); outside, an
+    # fj.function of it, traced once per signature and compiled.
+    from flowjit.tracer.function import TracedFunction
+    compiled = TracedFunction(traced)
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if current_trace() is not None:
+            return traced(*args, **kwargs)
+        return compiled(*args, **kwargs)
+
+    return wrapper
