@@ -104,6 +104,30 @@ class Emitter:
         return g if g.type.shape == t.shape else self.builder.op("broadcast_to", g, shape=t.shape)
 
 
+    def embed(self, g: Value, axis: int, start: int, step: int, n: int) -> Value:
+        """``g`` (size m along ``axis``) placed at positions start, start+step, ... of an
+        axis of n zeros (the transpose of a strided slice; step >= 1)."""
+        op = self.builder.op
+        m = g.type.shape[axis]
+        shape = g.type.shape
+        nd = g.type.ndim
+        if step > 1:  # interleave step-1 zeros after each element
+            g = op("expand_dims", g, axes=(axis + 1,))
+            high = [0] * (nd + 1)
+            high[axis + 1] = step - 1
+            g = op("pad", g, low=(0,) * (nd + 1), high=tuple(high), value=0.0)
+            g = op("reshape", g, shape=shape[:axis] + (m * step,) + shape[axis + 1:])
+        low, high = [0] * nd, [0] * nd
+        low[axis] = start
+        high[axis] = max(0, n - start - g.type.shape[axis])
+        g = op("pad", g, low=tuple(low), high=tuple(high), value=0.0)
+        if g.type.shape[axis] > n:
+            size = list(g.type.shape)
+            size[axis] = n
+            g = op("slice", g, start=(0,) * nd, size=tuple(size), step=(1,) * nd)
+        return g
+
+
 def _zero_attr(t: TensorType) -> Literal:
     return Literal(np.zeros((), t.dtype.np))
 

@@ -268,29 +268,6 @@ def _transpose_vjp(e, g, y, x, *, perm):
     return [e.transpose(g, perm=tuple(inverse))]
 
 
-def _embed_strided(e, g, axis: int, lo: int, step: int, n: int):
-    """``g`` (size m along ``axis``) placed at positions lo, lo+step, ... of a zero axis of size n."""
-    m = g.type.shape[axis]
-    shape = g.type.shape
-    if step > 1:
-        g = e.expand_dims(g, axes=(axis + 1,))
-        high = [0] * g.type.ndim
-        high[axis + 1] = step - 1
-        g = e.pad(g, low=(0,) * g.type.ndim, high=tuple(high), value=0.0)
-        g = e.reshape(g, shape=shape[:axis] + (m * step,) + shape[axis + 1:])
-    length = g.type.shape[axis]
-    low = [0] * g.type.ndim
-    high = [0] * g.type.ndim
-    low[axis] = lo
-    high[axis] = max(0, n - lo - length)
-    g = e.pad(g, low=tuple(low), high=tuple(high), value=0.0)
-    if g.type.shape[axis] > n:
-        size = list(g.type.shape)
-        size[axis] = n
-        g = e.slice(g, start=(0,) * g.type.ndim, size=tuple(size), step=(1,) * g.type.ndim)
-    return g
-
-
 def _slice_vjp(e, g, y, x, *, start, size, step):
     for axis, (s0, m, st) in enumerate(zip(start, size, step)):
         n = x.type.shape[axis]
@@ -302,7 +279,7 @@ def _slice_vjp(e, g, y, x, *, start, size, step):
             rev_start[axis], rev_step[axis] = m - 1, -1
             g = e.slice(g, start=tuple(rev_start), size=g.type.shape, step=tuple(rev_step))
             s0, st = s0 + st * (m - 1), -st
-        g = _embed_strided(e, g, axis, s0, st, n)
+        g = e.embed(g, axis, s0, st, n)
     return [g]
 
 

@@ -159,3 +159,32 @@ def _matmul_vjp(e, g, y, a, b):
 
 
 defvjp("matmul", _matmul_vjp)
+
+
+def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation):
+    n, h, wd, c = x.type.shape
+    kh, kw, _, o = w.type.shape
+    (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
+    oh, ow = g.type.shape[1:3]
+    (sh, sw), (dh, dw) = strides, dilation
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    rest_h = h + pt + pb - ((oh - 1) * sh + span_h)  # input rows past the last window
+    rest_w = wd + pl + pr - ((ow - 1) * sw + span_w)
+    # dx: the transposed convolution. Spread g by the strides, pad by the filter's span,
+    # correlate with the flipped filter (in/out channels swapped), crop the padding.
+    gd = e.embed(e.embed(g, 1, 0, sh, (oh - 1) * sh + 1), 2, 0, sw, (ow - 1) * sw + 1)
+    flipped = e.transpose(e.slice(w, start=(kh - 1, kw - 1, 0, 0), size=w.type.shape, step=(-1, -1, 1, 1)),
+                          perm=(0, 1, 3, 2))
+    dx_pad = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation,
+                      padding=((span_h - 1, span_h - 1 + rest_h), (span_w - 1, span_w - 1 + rest_w)))
+    dx = e.slice(dx_pad, start=(0, pt, pl, 0), size=(n, h, wd, c), step=(1, 1, 1, 1))
+    # dw: correlate the input (channels as the batch) with g (as a filter dilated by the
+    # strides, stepping by the dilation), keep the filter's extent.
+    xt = e.transpose(x, perm=(3, 1, 2, 0))
+    gt = e.transpose(g, perm=(1, 2, 0, 3))
+    dw_full = e.conv2d(xt, gt, strides=dilation, dilation=strides, padding=((pt, pb), (pl, pr)))
+    dw_c = e.slice(dw_full, start=(0, 0, 0, 0), size=(c, kh, kw, o), step=(1, 1, 1, 1))
+    return [dx, e.transpose(dw_c, perm=(1, 2, 0, 3))]
+
+
+defvjp("conv2d", _conv2d_vjp)
