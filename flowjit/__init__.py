@@ -4,7 +4,10 @@
 This module only re-exports the public API.
 """
 
-from flowjit import ir
+from flowjit import (
+    ir,
+    optim,  # noqa: E402  (after Variable, which it builds on)
+)
 from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int32, int64
 from flowjit.ir.dtypes import dtype as dtype
 from flowjit.ir.errors import (
@@ -119,5 +122,6 @@ from flowjit.tracer.array_api import (
 )
 from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
+from flowjit.tracer.variables import Variable
 
 __version__ = "0.1.0"

@@ -41,8 +41,10 @@ def _fresh(x: Any) -> Tracer:
     return bind("reshape", [op], {"shape": op.aval.shape})
 
 
-def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int, ...]):
-    """Call ``fun`` on the current trace with fresh values for the leaves of ``args[nums]``."""
+def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int, ...],
+             variables: Sequence[Any] = ()):
+    """Call ``fun`` on the current trace with fresh values for the leaves of ``args[nums]``
+    and for the reads of ``variables`` (their gradients come after the arguments')."""
     trace = current_trace()
     assert trace is not None
     args = list(args)
@@ -52,6 +54,13 @@ def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int
         fresh = [_fresh(x) for x in leaves]
         wrt_trees.append((tree, fresh))
         args[i] = pytree.unflatten(tree, fresh)
+    if variables:
+        fresh = []
+        for var in variables:
+            t = _fresh(trace.read_variable(var))
+            trace.current[id(var)] = t  # reads inside fun see the differentiated value
+            fresh.append(t)
+        wrt_trees.append((pytree.flatten(list(fresh))[1], fresh))
     start = len(trace.block.ops)
     out = fun(*args, **kwargs)
     return trace, start, out, wrt_trees
@@ -71,17 +80,23 @@ def _as_tracer(x: Any, trace) -> Tracer:
     return bind("reshape", [operand(x, "an output")], {"shape": operand(x).aval.shape})
 
 
-def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False) -> Callable[..., Any]:
+def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None,
+                   has_aux: bool = False, variables: Sequence[Any] | None = None) -> Callable[..., Any]:
     """A function returning ``(fun(*args), gradient)``, the gradient of ``fun``'s float scalar
-    result with respect to the positional arguments ``argnums`` (each a pytree of float
-    arrays; a tuple of gradients when ``argnums`` is a sequence). With ``has_aux``, ``fun``
-    returns ``(value, aux)`` and the result is ``((value, aux), gradient)``."""
+    result with respect to the positional arguments ``argnums`` (default 0; each a pytree
+    of float arrays; a tuple of gradients when ``argnums`` is a sequence). With
+    ``variables`` (``fj.Variable`` objects ``fun`` reads), the gradient is the list of
+    theirs, or ``(argument gradients, variable gradients)`` when ``argnums`` is given too.
+    With ``has_aux``, ``fun`` returns ``(value, aux)`` and the result is ``((value, aux),
+    gradient)``."""
     name = getattr(fun, "__name__", "function")
+    if argnums is None:
+        argnums = () if variables else 0
+    variables = list(variables or ())
 
     def traced(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args), f"value_and_grad({name})")
-        trace, start, out, wrt_trees = _forward(fun, args, kwargs, nums)
+        trace, start, out, wrt_trees = _forward(fun, args, kwargs, nums, variables)
         value, aux = out if has_aux else (out, None)
         if has_aux and not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise FlowjitTypeError(f"{name} was differentiated with has_aux=True, so it must return "
@@ -92,17 +107,22 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0,
                                 "for other results use fj.vjp with a cotangent of their shape")
         seed = bind("constant", [], {"value": _one(v)})
         grads = _grads(trace, start, [v], [seed], wrt_trees)
+        var_grads = list(grads.pop()) if variables else None
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        if variables:
+            g = var_grads if argnums == () else (g, var_grads)
         return ((value, aux) if has_aux else value), g
 
     return _compiled_outside_traces(traced, fun)
 
 
-def grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None, has_aux: bool = False,
+         variables: Sequence[Any] | None = None) -> Callable[..., Any]:
     """The gradient of ``fun`` (which returns a float scalar) with respect to its positional
-    arguments ``argnums``; ``grad(f)(x)`` has the structure of ``x``. With ``has_aux``,
+    arguments ``argnums`` (default 0) and/or the ``variables`` it reads (see
+    ``value_and_grad``); ``grad(f)(x)`` has the structure of ``x``. With ``has_aux``,
     returns ``(gradient, aux)``. Nests: ``grad(grad(f))``."""
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, variables)
 
     def traced(*args: Any, **kwargs: Any) -> Any:
         (value, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])

@@ -51,11 +51,32 @@ class Trace:
         self.name = name
         self.active = True
         self._const_cache: dict[int, tuple[Any, Tracer]] = {}
+        # Variables read or written in this trace, in first-use order: each becomes a
+        # ``var`` argument; ``current`` is the value a read sees (the last assignment).
+        self.variables: list[Any] = []
+        self.var_args: dict[int, Tracer] = {}
+        self.current: dict[int, Tracer] = {}
+        self.assigned: dict[int, Any] = {}
 
     def new_arg(self, type: TensorType, name: str, weak: bool = False) -> Tracer:
         v = Value(type, name=name)
         self.block.args.append(v)
         return Tracer(v, self, weak)
+
+    def read_variable(self, var: Any) -> Tracer:
+        """The value of Variable ``var`` in this trace (an argument marked ``var`` on first use)."""
+        key = id(var)
+        if key not in self.var_args:
+            self.variables.append(var)
+            self.var_args[key] = self.new_arg(var.type, var.name)
+            self.current[key] = self.var_args[key]
+        return self.current[key]
+
+    def write_variable(self, var: Any, value: Tracer) -> None:
+        """Record ``var``'s new value; reads after this see it."""
+        self.read_variable(var)
+        self.current[id(var)] = value
+        self.assigned[id(var)] = user_location()
 
     def constant(self, array: np.ndarray, weak: bool = False) -> Tracer:
         """A constant op for ``array``, emitted once per distinct closed-over array object."""
@@ -263,6 +284,9 @@ def _stack_sequence(x: Sequence[Any], name: str) -> Operand:
 
 def operand(x: Any, name: str = "argument") -> Operand:
     """Convert anything ``bind`` accepts into an Operand."""
+    read = getattr(type(x), "__flowjit_value__", None)
+    if read is not None:  # a Variable: its current value (a Tracer inside a trace)
+        x = read(x)
     if isinstance(x, Tracer):
         return Operand(x, None, x.weak)
     if isinstance(x, (list, tuple)) and x and _contains_tracer(x):

@@ -66,6 +66,18 @@ class _Entry:
     executable: Executable
     out_tree: pytree.TreeDef
     single: bool = False  # the output is one array (no tree to rebuild)
+    variables: tuple = ()  # Variables read, passed after the arguments (``var`` args)
+    assigned: tuple = ()   # Variables updated; their new values follow the outputs
+
+    def run(self, leaves: Sequence[Any]) -> list[Any]:
+        """Run on the argument leaves; rebind updated Variables; return the output leaves."""
+        if not self.variables:
+            return self.executable(leaves)
+        outs = self.executable([*leaves, *(v._value for v in self.variables)])
+        n = len(outs) - len(self.assigned)
+        for var, new in zip(self.assigned, outs[n:]):
+            var._rebind(new)
+        return outs[:n]
 
 
 def _leaf_name(path: str) -> str:
@@ -195,13 +207,23 @@ class TracedFunction:
                 else:
                     arr, weak = to_array(leaf, f"{path!r} returned by {self.__name__}")
                     returns.append(trace.constant(arr, weak).value)
+        # Variables: one explicit assign op per updated one, its result after the outputs.
+        var_ids = {id(v) for v in trace.variables}
+        assigned = [v for v in trace.variables if id(v) in trace.assigned]
+        for var in assigned:
+            (new,) = trace.builder.emit("assign", [trace.var_args[id(var)].value, trace.current[id(var)].value], {},
+                                        loc=trace.assigned[id(var)])
+            returns.append(new)
         trace.block.set_returns(returns)
-        fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block)
+        n_vars = len(var_ids)
+        fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block,
+                      [False] * (len(trace.block.args) - n_vars) + [True] * n_vars)
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
         executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend,
                                       fastmath=self.fastmath)
-        return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf")
+        return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf",
+                      variables=tuple(trace.variables), assigned=tuple(assigned))
 
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[_Entry, list]:
         key, leaves, bound, structure = self._signature(args, kwargs)
@@ -223,7 +245,7 @@ class TracedFunction:
             if key is not None:
                 entry = self._fast.get(key)
                 if entry is not None:
-                    outs = entry.executable.run(*args)
+                    outs = entry.executable.run(*args) if not entry.variables else entry.run(args)
                     return outs[0] if entry.single else pytree.unflatten(entry.out_tree, outs)
         entry, leaves = self._lookup(args, kwargs)
         if not kwargs and not self.static_names:
@@ -233,7 +255,7 @@ class TracedFunction:
         if any(isinstance(x, ShapeDtype) for x in leaves):
             raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
                                    "pass arrays to run it (ShapeDtype is for .ir())")
-        outs = entry.executable(leaves)
+        outs = entry.run(leaves)
         return pytree.unflatten(entry.out_tree, outs)
 
     def ir(self, *args: Any, stage: str = "traced", **kwargs: Any) -> Function:

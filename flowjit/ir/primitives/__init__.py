@@ -9,4 +9,5 @@ from flowjit.ir.primitives import (  # noqa: F401
     linalg,
     random,
     reduction,
+    state,
 )

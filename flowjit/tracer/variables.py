@@ -1,0 +1,119 @@
+"""``fj.Variable``: mutable state that traced functions read and update.
+
+A Variable holds a NumPy array of fixed shape and dtype. Outside a trace it behaves as
+that array (arithmetic, ``np.asarray``) and ``assign``/``assign_add``/``assign_sub``
+update it at once. Inside a trace, the first read makes it an argument of the traced
+Function marked ``var`` (its current value is passed on every call); an assignment
+records the new value, which later reads in the same trace see, and the tracer ends
+the program with one explicit ``assign`` op per updated variable. When the call
+finishes, the variable is rebound to the result's buffer: no copy of the parameter.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.dtypes import dtype as as_dtype
+from flowjit.ir.errors import FlowjitTypeError
+from flowjit.ir.types import TensorType
+from flowjit.tracer.core import Tracer, bind, current_trace, operand, to_array
+
+_names = itertools.count()
+
+
+class Variable:
+    """A named, mutable array: ``fj.Variable(np.zeros(3), name="b")``."""
+
+    __array_priority__ = 100  # NumPy defers to our operators
+
+    def __init__(self, value: Any, name: str | None = None, trainable: bool = True, dtype: Any = None):
+        arr, _ = to_array(value, "the initial value of a Variable")
+        if dtype is not None:
+            arr = arr.astype(as_dtype(dtype).np)
+        self._value = np.array(arr, order="C", copy=True)
+        self.name = name or f"variable_{next(_names)}"
+        self.trainable = trainable
+        self.type = TensorType(self._value.shape, as_dtype(self._value.dtype))
+
+    # ---- reading -----------------------------------------------------------------------
+    @property
+    def value(self) -> Any:
+        """The current value: a Tracer inside a trace, else the array itself."""
+        trace = current_trace()
+        return trace.read_variable(self) if trace is not None else self._value
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the current value (outside a trace)."""
+        if current_trace() is not None:
+            raise FlowjitTypeError(f"Variable {self.name}.numpy() inside a traced function: use the "
+                                   "variable itself (or .value), which the trace records")
+        return self._value.copy()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> Any:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        v = self.value
+        if isinstance(v, Tracer):
+            return v.__array__()  # raises the tracer's concrete-value error
+        return v if dtype is None else v.astype(dtype)
+
+    def __flowjit_value__(self) -> Any:
+        # How fj functions read a Variable passed as an operand (see tracer.core.operand).
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"<fj.Variable {self.name} {self.type}{'' if self.trainable else ' (not trainable)'}>"
+
+    # ---- writing -----------------------------------------------------------------------
+    def assign(self, value: Any) -> Variable:
+        """Set the value (same shape and dtype); inside a trace, when the call finishes."""
+        trace = current_trace()
+        if trace is not None:
+            new = bind("cast", [operand(value, f"the value assigned to {self.name}")], {"dtype": self.type.dtype})
+            if new.shape != self.shape:
+                new = bind("broadcast_to", [new], {"shape": self.shape})
+            trace.write_variable(self, new)
+            return self
+        arr, _ = to_array(value, f"the value assigned to {self.name}")
+        arr = np.broadcast_to(arr, self.shape).astype(self.type.dtype.np)
+        np.copyto(self._value, arr)
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        """``assign(self + delta)``."""
+        return self.assign(self.value + delta)
+
+    def assign_sub(self, delta: Any) -> Variable:
+        """``assign(self - delta)``."""
+        return self.assign(self.value - delta)
+
+    def _rebind(self, array: np.ndarray) -> None:
+        # The runtime's result becomes the variable's storage (no copy).
+        self._value = array
+
+
+def _install_array_methods() -> None:
+    # The fj surface's operators and methods, applied to the current value, so a Variable
+    # reads the same in traced and eager code.
+    from flowjit.tracer.array_api import _METHODS
+
+    for name, fn in _METHODS.items():
+        setattr(Variable, name, lambda self, *args, _fn=fn, **kwargs: _fn(self.value, *args, **kwargs))
+    Variable.T = property(lambda self: self.value.T)  # type: ignore[attr-defined]
+    Variable.__hash__ = object.__hash__  # identity, as for any mutable object
+
+
+_install_array_methods()
