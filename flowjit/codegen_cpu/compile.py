@@ -140,6 +140,7 @@ class CompiledKernel:
     out_types: list
     in_place: tuple[int, ...] = ()  # inputs the output may be written into (see KernelWriter)
     fname: str = ""  # the kernel's function name in its module
+    scalar_inputs: bool = False  # some input is 0-d (passed as a 1-element array)
 
     def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty,
                  into: np.ndarray | None = None) -> list[np.ndarray]:
@@ -159,7 +160,6 @@ class CompiledKernel:
         # Precomputed so a call does no per-type work (dispatch cost is a benchmark).
         self._out_specs = [(t.shape or (1,), t.dtype.np) for t in self.out_types]
         self.scalar_outputs = any(not t.shape for t in self.out_types)
-        self.scalar_inputs = True  # until compile_kernel says otherwise
 
 
 def supported(block: Block) -> str | None:
@@ -204,9 +204,8 @@ def compile_kernel(block: Block, name: str, parallel: bool = True, fastmath: boo
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)  # atomic: a reader never sees half a file
-    kernel = CompiledKernel(name, text, path, None, [v.type for v in block.returns], tuple(writer.in_place_inputs()))
-    kernel.fname = fname
-    kernel.scalar_inputs = any(not a.type.shape for a in block.args)
+    kernel = CompiledKernel(name, text, path, None, [v.type for v in block.returns], tuple(writer.in_place_inputs()),
+                            fname, any(not a.type.shape for a in block.args))
     _load(kernel)
     return kernel
 

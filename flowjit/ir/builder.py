@@ -82,7 +82,7 @@ class Emitter:
 
     def zeros(self, t: TensorType) -> Value:
         """Zeros of type ``t``."""
-        z = self.builder.op("constant", value=_zero_attr(t))
+        z = self.builder.op("constant", value=Literal(np.zeros((), t.dtype.np)))
         return z if t.shape == () else self.builder.op("broadcast_to", z, shape=t.shape)
 
     def unbroadcast(self, g: Value, t: TensorType) -> Value:
@@ -126,10 +126,6 @@ class Emitter:
             size[axis] = n
             g = op("slice", g, start=(0,) * nd, size=tuple(size), step=(1,) * nd)
         return g
-
-
-def _zero_attr(t: TensorType) -> Literal:
-    return Literal(np.zeros((), t.dtype.np))
 
 
 def new_function(name: str, arg_types: Sequence[TensorType], arg_names: Sequence[str] | None = None,

@@ -9,6 +9,7 @@ the variables are rebound to the results when the step finishes.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,7 +22,7 @@ from flowjit.tracer.variables import Variable
 LearningRate = float | Callable[[Any], Any]
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Subclasses implement ``update(var, grad, lr, step)``: assign the new value (and slots).
     ``learning_rate`` is a number or a callable of the step (1 on the first update)."""
 
@@ -64,5 +65,6 @@ class Optimizer:
         self.apply_gradients(zip(grads, var_list))
         return value
 
+    @abc.abstractmethod
     def update(self, var: Variable, g: Any, lr: Any, step: Any) -> None:
-        raise NotImplementedError
+        """Assign ``var`` (and its slots) their values after one step with gradient ``g``."""

@@ -16,7 +16,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from flowjit.ir.errors import FlowjitTypeError
+from flowjit.ir.registry import Literal
 from flowjit.passes.autodiff import AutodiffError, backward
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
@@ -31,14 +34,20 @@ def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, 
     return tuple(i % nargs for i in nums)
 
 
-def _fresh(x: Any) -> Tracer:
-    # A value of its own for each differentiated leaf (reshape to its own shape: no copy
-    # once simplified), so two arguments passed the same array get separate gradients.
-    op = operand(x, "a differentiated argument")
-    if not op.aval.dtype.is_float:
-        raise FlowjitTypeError(f"can only differentiate with respect to float arguments, got {op.aval} "
-                               f"at {user_location()}; cast it first, or leave it out of argnums")
+def _own_value(x: Any, what: str) -> Tracer:
+    # A value of its own in the trace (a reshape to its own shape: gone once simplified),
+    # so two arguments passed the same array get separate gradients, and an output that
+    # is a plain array still has a Value to seed.
+    op = operand(x, what)
     return bind("reshape", [op], {"shape": op.aval.shape})
+
+
+def _fresh(x: Any) -> Tracer:
+    t = _own_value(x, "a differentiated argument")
+    if not t.dtype.is_float:
+        raise FlowjitTypeError(f"can only differentiate with respect to float arguments, got {t.aval} "
+                               f"at {user_location()}; cast it first, or leave it out of argnums")
+    return t
 
 
 def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int, ...],
@@ -66,18 +75,12 @@ def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int
     return trace, start, out, wrt_trees
 
 
-def _grads(trace, start: int, outputs: list[Tracer], seeds: list[Tracer], wrt_trees) -> list[Any]:
-    ops = trace.block.ops[start:]
+def _grads(trace, ops, outputs: list[Tracer], seeds: list[Tracer], wrt_trees) -> list[Any]:
+    """The gradients (one pytree per entry of ``wrt_trees``) through ``ops``, the forward region."""
     wrt = [t.value for _, fresh in wrt_trees for t in fresh]
     values = backward(trace.block, ops, [o.value for o in outputs], [s.value for s in seeds], wrt)
     it = iter(Tracer(v, trace) for v in values)
     return [pytree.unflatten(tree, [next(it) for _ in fresh]) for tree, fresh in wrt_trees]
-
-
-def _as_tracer(x: Any, trace) -> Tracer:
-    if isinstance(x, Tracer):
-        return x
-    return bind("reshape", [operand(x, "an output")], {"shape": operand(x).aval.shape})
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None,
@@ -101,12 +104,12 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
         if has_aux and not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise FlowjitTypeError(f"{name} was differentiated with has_aux=True, so it must return "
                                    f"(value, aux); it returned {type(out).__name__}")
-        v = _as_tracer(value, trace)
+        v = value if isinstance(value, Tracer) else _own_value(value, "the differentiated output")
         if v.shape != () or not v.dtype.is_float:
             raise AutodiffError(f"grad of {name}: the function must return a float scalar, got {v.aval}; "
                                 "for other results use fj.vjp with a cotangent of their shape")
-        seed = bind("constant", [], {"value": _one(v)})
-        grads = _grads(trace, start, [v], [seed], wrt_trees)
+        seed = bind("constant", [], {"value": Literal(np.ones((), v.dtype.np))})
+        grads = _grads(trace, trace.block.ops[start:], [v], [seed], wrt_trees)
         var_grads = list(grads.pop()) if variables else None
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         if variables:
@@ -151,7 +154,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
     end = len(trace.block.ops)
     value, aux = out if has_aux else (out, None)
     out_leaves, out_tree = pytree.flatten(value)
-    outs = [_as_tracer(x, trace) for x in out_leaves]
+    outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in out_leaves]
 
     def vjp_fn(cotangent: Any) -> tuple:
         ct_leaves, ct_tree = pytree.flatten(cotangent)
@@ -163,21 +166,10 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
             if t.shape != o.shape:
                 t = bind("broadcast_to", [t], {"shape": o.shape})
             seeds.append(t)
-        ops = trace.block.ops[start:end]
-        wrt = [t.value for _, fresh in wrt_trees for t in fresh]
-        values = backward(trace.block, ops, [o.value for o in outs], [s.value for s in seeds], wrt)
-        it = iter(Tracer(v, trace) for v in values)
-        return tuple(pytree.unflatten(tree, [next(it) for _ in fresh]) for tree, fresh in wrt_trees)
+        return tuple(_grads(trace, trace.block.ops[start:end], outs, seeds, wrt_trees))
 
     value = pytree.unflatten(out_tree, outs)
     return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
-
-
-def _one(v: Tracer) -> Any:
-    import numpy as np
-
-    from flowjit.ir.registry import Literal
-    return Literal(np.ones((), v.dtype.np))
 
 
 def _compiled_outside_traces(traced: Callable[..., Any], fun: Callable[..., Any]) -> Callable[..., Any]:

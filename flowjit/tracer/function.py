@@ -240,18 +240,15 @@ class TracedFunction:
         if current_trace() is not None:
             # Nested in another trace: record our ops in the caller's trace.
             return self.fun(*args, **kwargs)
-        if not kwargs:
-            key = _array_key(args)
-            if key is not None:
-                entry = self._fast.get(key)
-                if entry is not None:
-                    outs = entry.executable.run(*args) if not entry.variables else entry.run(args)
-                    return outs[0] if entry.single else pytree.unflatten(entry.out_tree, outs)
+        key = None if kwargs else _array_key(args)
+        if key is not None:
+            entry = self._fast.get(key)
+            if entry is not None:
+                outs = entry.executable.run(*args) if not entry.variables else entry.run(args)
+                return outs[0] if entry.single else pytree.unflatten(entry.out_tree, outs)
         entry, leaves = self._lookup(args, kwargs)
-        if not kwargs and not self.static_names:
-            key = _array_key(args)
-            if key is not None and len(leaves) == len(args):
-                self._fast[key] = entry
+        if key is not None and not self.static_names and len(leaves) == len(args):
+            self._fast[key] = entry
         if any(isinstance(x, ShapeDtype) for x in leaves):
             raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
                                    "pass arrays to run it (ShapeDtype is for .ir())")
