@@ -5,7 +5,10 @@ This module only re-exports the public API.
 """
 
 from flowjit import (
+    checkpoint,
+    debug,
     ir,
+    nn,
     optim,  # noqa: E402  (after Variable, which it builds on)
 )
 from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int32, int64

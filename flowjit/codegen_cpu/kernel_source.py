@@ -76,6 +76,7 @@ class KernelWriter:
         # input id -> (its index in the loop, the reduced axis, marker line, local).
         self.storable: dict[int, tuple[list[str], int, str, str]] = {}
         self.stores: dict[str, str] = {}  # marker -> the store that replaces it
+        self.stored_value: dict[int, int] = {}  # output -> the one value stored in it
         self.current: tuple = (0, None, [])
         # Sizes are read from the argument arrays (``n1 = in0.shape[1]``), so the source --
         # and the compiled kernel, cached by source -- serves every shape that leads to
@@ -202,7 +203,7 @@ class KernelWriter:
             for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
                 j = f"({idx[k]} - {lo})" if lo else idx[k]
                 conds.append(f"0 <= {j} < {self.dim(n)}")
-                src.append(f"min(max({j}, 0), {self.dim(n)} - 1)" if n else "0")
+                src.append(f"min(max(np.int64({j}), 0), {self.dim(n)} - 1)" if n else "0")
             fill = literal(pad_fill(a["value"], out.dtype), out.dtype)
             if x.type.size == 0:
                 return fill
@@ -217,7 +218,7 @@ class KernelWriter:
                 if n:
                     src = list(idx)
                     offset = " + ".join(sizes) or "0"
-                    src[axis] = f"min(max({idx[axis]} - ({offset}), 0), {self.dim(n)} - 1)"
+                    src[axis] = f"min(max(np.int64({idx[axis]} - ({offset})), 0), {self.dim(n)} - 1)"
                     pieces.append((f"({' + '.join([*sizes, self.dim(n)])})", self.value(part, src)))
                     sizes.append(self.dim(n))
             expr = pieces[-1][1]
@@ -351,14 +352,19 @@ class KernelWriter:
         full, axis, marker, val = entry
         if axis != len(idx) - 1 or full[:-1] != list(idx[:-1]):
             return None
+        # One stored row per output: a second would overwrite the first before it is read.
+        if self.stored_value.setdefault(k, v.id) != v.id:
+            return None
         self.stores[marker] = f"out{k}[{', '.join(full)}] = {val}"
         return f"out{k}[{', '.join(idx)}]"
 
     def in_place_inputs(self) -> list[int]:
         """The inputs (positions) the output may overwrite: after ``source()``, those of the
         output's type that are read only at the output's own index, in a one-output kernel
-        (each element is read just before the same element is written)."""
-        if len(self.block.returns) != 1 or not self.out_index:
+        (each element is read just before the same element is written), and no row is
+        stored in the output ahead of its loop."""
+        if len(self.block.returns) != 1 or not self.out_index or self.stores:
+            # A stored row is written ahead of the output loop, over inputs not yet read.
             return []
         out_t = self.block.returns[0].type
         return [k for k, a in enumerate(self.block.args)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -200,6 +201,16 @@ def format_block(block: Block, namer: _Namer, indent: str) -> list[str]:
     ret = ", ".join(namer.ref(v) for v in block.returns)
     lines.append(f"{indent}return {ret}" if ret else f"{indent}return")
     return lines
+
+
+def op_lines(fn: Function) -> Iterator[tuple[Op, str]]:
+    """Each top-level op of ``fn`` with its first line as ``print_function`` writes it
+    (same value names), for messages that quote one op of a program."""
+    namer = _Namer()
+    for a in fn.args:
+        namer.arg(a)
+    for op in fn.body.ops:
+        yield op, format_op(op, namer, "")[0]
 
 
 def print_function(fn: Function) -> str:

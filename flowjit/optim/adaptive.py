@@ -14,6 +14,8 @@ from flowjit.tracer.variables import Variable
 class Adagrad(Optimizer):
     """``acc += g**2; w -= lr * g / (sqrt(acc) + eps)`` (slot ``accumulator``)."""
 
+    slot_names = ("accumulator",)
+
     def __init__(self, learning_rate: LearningRate = 0.01, eps: float = 1e-10):
         super().__init__(learning_rate)
         self.eps = eps
@@ -28,6 +30,8 @@ class Adagrad(Optimizer):
 class Adadelta(Optimizer):
     """``acc = rho*acc + (1-rho)*g**2; d = sqrt(acc_d + eps) / sqrt(acc + eps) * g;
     acc_d = rho*acc_d + (1-rho)*d**2; w -= lr * d`` (slots ``accumulator``, ``delta``)."""
+
+    slot_names = ("accumulator", "delta")
 
     def __init__(self, learning_rate: LearningRate = 1.0, rho: float = 0.9, eps: float = 1e-6):
         super().__init__(learning_rate)
@@ -45,6 +49,8 @@ class Adadelta(Optimizer):
 class RMSProp(Optimizer):
     """``ms = rho*ms + (1-rho)*g**2; w -= lr * g / (sqrt(ms) + eps)`` (slot ``mean_square``)."""
 
+    slot_names = ("mean_square",)
+
     def __init__(self, learning_rate: LearningRate = 0.01, rho: float = 0.99, eps: float = 1e-8):
         super().__init__(learning_rate)
         self.rho, self.eps = rho, eps
@@ -60,6 +66,8 @@ class Adam(Optimizer):
     """``m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g**2;
     w -= lr * (m / (1-b1**t)) / (sqrt(v / (1-b2**t)) + eps)`` (slots ``m``, ``v``);
     ``weight_decay`` adds ``wd * w`` to the gradient (L2, as torch.optim.Adam)."""
+
+    slot_names = ("m", "v")
 
     def __init__(self, learning_rate: LearningRate = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
                  eps: float = 1e-8, weight_decay: float = 0.0):

@@ -26,6 +26,7 @@ class Optimizer(abc.ABC):
     """Subclasses implement ``update(var, grad, lr, step)``: assign the new value (and slots).
     ``learning_rate`` is a number or a callable of the step (1 on the first update)."""
 
+    # The slots ``update`` keeps per variable; a checkpoint restores slots by these names.
     slot_names: tuple[str, ...] = ()
 
     def __init__(self, learning_rate: LearningRate):
@@ -36,6 +37,8 @@ class Optimizer(abc.ABC):
     def slot(self, var: Variable, name: str) -> Variable:
         """The slot ``name`` of ``var`` (zeros of its type, created on first use)."""
         key = (id(var), name)
+        if name not in self.slot_names:
+            raise ValueError(f"{type(self).__name__} declares the slots {self.slot_names}, not {name!r}")
         if key not in self._slots:
             self._slots[key] = Variable(np.zeros(var.shape, var.dtype.np), name=f"{var.name}/{name}",
                                         trainable=False)

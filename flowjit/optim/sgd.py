@@ -19,6 +19,8 @@ class Momentum(Optimizer):
     """``v = momentum * v - lr * g; w += v``; with ``nesterov``, ``w += momentum * v - lr * g``
     (TensorFlow's formulation; slot ``velocity``)."""
 
+    slot_names = ("velocity",)
+
     def __init__(self, learning_rate: LearningRate, momentum: float = 0.9, nesterov: bool = False):
         super().__init__(learning_rate)
         self.momentum = momentum

@@ -187,6 +187,28 @@ def test_a_stored_row_is_not_reused_by_a_result_of_another_type():
     np.testing.assert_allclose(fj.function(f, backend="numba")(x), fj.function(f, interpret=True)(x), rtol=2e-5)
 
 
+def test_two_stored_rows_do_not_overwrite_each_other_in_the_output():
+    # The gradient of a log-softmax sum: two row reductions (the sum of exps and the
+    # count of maxima) could each store their inputs in the output; only one may.
+    def f(x):
+        s = x - fj.max(x, axis=-1, keepdims=True)
+        return fj.sum(s - fj.log(fj.sum(fj.exp(s), axis=-1, keepdims=True)))
+
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    want = 1 - 4 * np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(fj.function(fj.grad(f), backend="numba")(x), want, rtol=1e-12, atol=1e-12)
+
+
+def test_clamped_indices_compile_in_parallel_loops():
+    # prange's index is unsigned inside numba's parfors; min/max of it with a signed
+    # size unified to float64, which no array accepts as an index.
+    x = np.random.default_rng(4).standard_normal((64, 8, 8, 16)).astype(np.float32)
+    pad = ((0, 0), (1, 1), (1, 1), (0, 0))
+    f = fj.function(lambda x: fj.pad(fj.pad(x, pad) * 2, pad), backend="numba")
+    assert "prange" in f.kernels(x)
+    np.testing.assert_array_equal(f(x), np.pad(np.pad(x, pad) * 2, pad))
+
+
 def test_fastmath_only_when_asked():
     def f(x):
         return (fj.exp(x) * 2 + 1).sum(axis=-1)

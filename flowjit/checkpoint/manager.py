@@ -1,0 +1,79 @@
+"""``CheckpointManager``: numbered checkpoints in one directory, the newest few kept."""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from flowjit.checkpoint.saving import restore, save, stale_temporaries
+
+SUFFIX = ".safetensors"
+
+
+class CheckpointManager:
+    """Saves ``<prefix>-<step>.safetensors`` files into ``directory`` and keeps the
+    ``max_to_keep`` of highest step (``None`` keeps all). Each save is atomic, so after a
+    crash ``latest`` is the last complete save; the directory is the only state (no index
+    file to go stale), and hidden temporaries of killed saves are never mistaken for
+    checkpoints and are removed by the next save."""
+
+    def __init__(self, directory: str | os.PathLike[str], max_to_keep: int | None = 5, prefix: str = "ckpt"):
+        if max_to_keep is not None and operator.index(max_to_keep) < 1:
+            raise ValueError(f"max_to_keep must be at least 1 (or None to keep all), not {max_to_keep}")
+        if not prefix or "/" in prefix or os.sep in prefix:
+            raise ValueError(f"prefix must be a non-empty file name without separators, not {prefix!r}")
+        self.directory = Path(directory)
+        self.max_to_keep = max_to_keep
+        self.prefix = prefix
+        self._name_re = re.compile(rf"^{re.escape(prefix)}-(\d+){re.escape(SUFFIX)}$")
+
+    def path_for(self, step: int) -> Path:
+        """The file the checkpoint of ``step`` is (or would be) saved to."""
+        return self.directory / f"{self.prefix}-{step}{SUFFIX}"
+
+    @property
+    def checkpoints(self) -> list[Path]:
+        """The checkpoint files present, oldest (lowest step) first."""
+        found = []
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.directory):
+                m = self._name_re.match(entry.name)
+                if m and entry.is_file():
+                    found.append((int(m[1]), Path(entry.path)))
+        return [path for _, path in sorted(found)]
+
+    @property
+    def latest(self) -> Path | None:
+        """The checkpoint of highest step, or None when there is none."""
+        checkpoints = self.checkpoints
+        return checkpoints[-1] if checkpoints else None
+
+    def save(self, state: Any, step: int, metadata: dict[str, Any] | None = None) -> Path:
+        """Save ``state`` as the checkpoint of ``step`` (a non-negative int) with ``metadata``,
+        then delete the lowest-step checkpoints beyond ``max_to_keep``. Returns its path."""
+        step = operator.index(step)
+        if step < 0:
+            raise ValueError(f"checkpoint steps are non-negative, not {step}")
+        for leftover in stale_temporaries(self.directory, self._name_re):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        path = save(self.path_for(step), state, step=step, metadata=metadata)
+        if self.max_to_keep is not None:
+            for old in self.checkpoints[:-self.max_to_keep]:
+                with contextlib.suppress(FileNotFoundError):  # another process pruned it first
+                    old.unlink()
+        return path
+
+    def restore(self, state: Any, path: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+        """Restore ``state`` from ``path``, or from the latest checkpoint when ``path`` is
+        None; returns the checkpoint's metadata (as ``fj.checkpoint.restore``), or None and
+        leaves ``state`` untouched when there is no checkpoint yet."""
+        if path is None:
+            path = self.latest
+            if path is None:
+                return None
+        return restore(path, state)

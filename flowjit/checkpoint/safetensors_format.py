@@ -1,0 +1,197 @@
+"""The safetensors file format, written and read with NumPy alone.
+
+A file is an 8-byte little-endian length N, N bytes of UTF-8 JSON header, then one byte
+buffer. The header maps each tensor name to ``{"dtype", "shape", "data_offsets": [begin,
+end]}`` (offsets into the buffer) and may hold ``"__metadata__"``, a str->str map. We
+write tensors sorted by name, back to back in little-endian C order, and pad the header
+with spaces so the buffer starts 8-byte aligned. We read any file that follows the spec
+and check everything a truncated or corrupted file could break (header length, JSON,
+dtypes, shapes, offsets against the file's size) before a byte of data is used, raising
+``CheckpointError`` that names the file and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from flowjit.ir.errors import FlowjitError
+
+# The spec's own limit: a larger length is a corrupt file, not a header to allocate.
+MAX_HEADER_BYTES = 100_000_000
+METADATA_KEY = "__metadata__"
+
+# The six flowjit dtypes are what we write; reading also takes the other integer widths
+# so that ``load`` can inspect files written by other tools.
+_CODE_BY_NAME = {"float32": "F32", "float64": "F64", "float16": "F16", "int32": "I32", "int64": "I64",
+                 "bool": "BOOL"}
+_DTYPE_BY_CODE = {code: np.dtype(name).newbyteorder("<") for name, code in _CODE_BY_NAME.items()}
+_DTYPE_BY_CODE.update({code: np.dtype(name).newbyteorder("<") for code, name in
+                       [("I8", "int8"), ("U8", "uint8"), ("I16", "int16"), ("U16", "uint16"),
+                        ("U32", "uint32"), ("U64", "uint64")]})
+
+
+class CheckpointError(FlowjitError):
+    """A checkpoint could not be written or read: a corrupt or truncated file, a file that
+    does not match the state it is restored into, or a state that cannot be saved."""
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of a file's header: its dtype code (``"F32"``), shape and byte range."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return _DTYPE_BY_CODE[self.dtype]
+
+
+@dataclass(frozen=True)
+class Header:
+    """A validated header: the tensors by name, the raw metadata map, where data starts."""
+
+    tensors: dict[str, TensorEntry]
+    metadata: dict[str, str]
+    data_start: int
+
+
+def dtype_code(dtype: np.dtype) -> str:
+    """The safetensors code of a NumPy dtype flowjit writes (``float32`` -> ``"F32"``)."""
+    try:
+        return _CODE_BY_NAME[np.dtype(dtype).name]
+    except KeyError:
+        raise CheckpointError(f"dtype {np.dtype(dtype).name} cannot be checkpointed; flowjit writes "
+                              f"{', '.join(_CODE_BY_NAME)}") from None
+
+
+def write(f: BinaryIO, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    """Write ``tensors`` (name -> array) and the str->str ``metadata`` to the binary file
+    ``f`` in safetensors layout: header first, then every array's little-endian C-order
+    bytes in name order, so the offsets in the header are exactly the running sizes."""
+    header: dict[str, Any] = {}
+    if metadata:
+        header[METADATA_KEY] = dict(metadata)
+    ordered = []
+    offset = 0
+    for name in sorted(tensors):
+        arr = np.asarray(tensors[name])
+        code = dtype_code(arr.dtype)
+        # Not ascontiguousarray: it turns 0-d arrays into shape (1,).
+        arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C")
+        header[name] = {"dtype": code, "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+        ordered.append(arr)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the spec allows trailing spaces; they align the data
+    f.write(len(text).to_bytes(8, "little"))
+    f.write(text)
+    for arr in ordered:
+        # A uint8 view hands the bytes to write() without another copy of a large array.
+        f.write(arr.reshape(-1).view(np.uint8))
+
+
+def read_header(f: BinaryIO, size: int, source: str) -> Header:
+    """Read and validate the header of the ``size``-byte file ``f`` (named ``source`` in
+    errors): every entry well formed, the byte ranges tiling the buffer without holes or
+    overlaps, and the file exactly as long as the header says (shorter means truncated)."""
+    def corrupt(problem: str) -> CheckpointError:
+        return CheckpointError(f"{source} is not a valid safetensors checkpoint: {problem}")
+
+    if size < 8:
+        raise corrupt(f"the file has {size} bytes, fewer than the 8 of the header length (truncated?)")
+    f.seek(0)
+    n = int.from_bytes(f.read(8), "little")
+    if n < 2 or n > MAX_HEADER_BYTES:
+        raise corrupt(f"header length {n} is out of range")
+    if 8 + n > size:
+        raise corrupt(f"header length {n} runs past the end of the {size}-byte file (truncated?)")
+    raw = f.read(n)
+    try:
+        parsed = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise corrupt(f"the header is not valid JSON ({e})") from None
+    if not isinstance(parsed, dict):
+        raise corrupt("the header is not a JSON object")
+
+    metadata = parsed.pop(METADATA_KEY, {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise corrupt(f"{METADATA_KEY} is not a map of strings to strings")
+
+    tensors: dict[str, TensorEntry] = {}
+    for name, info in parsed.items():
+        tensors[name] = _entry(name, info, corrupt)
+
+    # Spec: the buffer is entirely indexed, without holes; anything else is damage.
+    position = 0
+    for name, entry in sorted(tensors.items(), key=lambda item: (item[1].begin, item[1].end)):
+        if entry.begin != position:
+            raise corrupt(f"tensor {name!r} starts at byte {entry.begin} of the data, expected {position} "
+                          "(overlapping or missing bytes)")
+        position = entry.end
+    expected = 8 + n + position
+    if size < expected:
+        raise corrupt(f"the data ends at byte {expected} but the file has only {size} bytes (truncated)")
+    if size > expected:
+        raise corrupt(f"{size - expected} unexpected bytes after the data")
+    return Header(tensors, dict(metadata), 8 + n)
+
+
+def read_tensors(f: BinaryIO, header: Header, names: list[str], source: str) -> dict[str, np.ndarray]:
+    """Read the arrays ``names`` of a validated ``header`` from ``f``, each straight into a
+    fresh aligned array (no intermediate copy of the whole buffer)."""
+    out: dict[str, np.ndarray] = {}
+    for name in sorted(names, key=lambda k: header.tensors[k].begin):
+        entry = header.tensors[name]
+        arr = np.empty(entry.shape, entry.numpy_dtype)
+        view = memoryview(arr.reshape(-1).view(np.uint8))
+        f.seek(header.data_start + entry.begin)
+        done = 0
+        while done < len(view):
+            got = f.readinto(view[done:])
+            if not got:
+                # The size was checked; a shorter read means the file changed under us.
+                raise CheckpointError(f"{source}: tensor {name!r} ends early (the file was truncated "
+                                      "while being read)")
+            done += got
+        out[name] = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+    return out
+
+
+def _entry(name: str, info: Any, corrupt: Any) -> TensorEntry:
+    if not isinstance(info, dict):
+        raise corrupt(f"entry {name!r} is not an object")
+    code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if code not in _DTYPE_BY_CODE:
+        raise corrupt(f"tensor {name!r} has unsupported dtype {code!r} (readable: {', '.join(_DTYPE_BY_CODE)})")
+    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+        raise corrupt(f"tensor {name!r} has invalid shape {shape!r}")
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets)
+            or offsets[0] > offsets[1]):
+        raise corrupt(f"tensor {name!r} has invalid data_offsets {offsets!r}")
+    nbytes = math.prod(shape) * _DTYPE_BY_CODE[code].itemsize
+    if offsets[1] - offsets[0] != nbytes:
+        raise corrupt(f"tensor {name!r} of dtype {code} and shape {shape} needs {nbytes} bytes, "
+                      f"but its data_offsets {offsets} span {offsets[1] - offsets[0]}")
+    return TensorEntry(code, tuple(shape), offsets[0], offsets[1])
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of repeated keys silently; in a header that hides a tensor.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"repeated key {key!r}")
+        out[key] = value
+    return out

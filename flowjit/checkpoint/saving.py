@@ -1,0 +1,196 @@
+"""``save``, ``restore`` and ``load``: one checkpoint file, written atomically.
+
+A save writes a hidden temporary file next to the target, fsyncs it, renames it onto the
+target with ``os.replace`` and fsyncs the directory, so a crash at any moment leaves
+either the old file or the new one, never a torn one. A restore validates the whole
+file against the state and reads all data before it assigns anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import operator
+import os
+import re
+import secrets
+import socket
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import flowjit
+from flowjit.checkpoint import safetensors_format as fmt
+from flowjit.checkpoint.safetensors_format import CheckpointError
+from flowjit.checkpoint.state import flatten
+from flowjit.tracer.core import current_trace
+
+# The one key of the header's __metadata__ we own; its value is JSON (the spec allows
+# only strings there).
+FLOWJIT_KEY = "flowjit"
+
+# ".<target>.tmp-<host>-<pid>-<token>": hidden, and never ending in ".safetensors", so a
+# leftover from a killed save never looks like a checkpoint.
+_TEMP_RE = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.*)-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def save(path: str | os.PathLike[str], state: Any, *, step: int | None = None,
+         metadata: dict[str, Any] | None = None) -> Path:
+    """Write every Variable of ``state`` (a Variable, an Optimizer, or dicts/lists/tuples
+    of them) to the safetensors file ``path``, with the step counter and the JSON-able
+    ``metadata`` in its header. The write is atomic: readers, and a process killed at any
+    instant, see the previous file or the complete new one. Returns the path written."""
+    _require_eager("save")
+    path = Path(path)
+    variables = flatten(state).variables
+    if step is not None:
+        step = operator.index(step)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise CheckpointError(f"checkpoint metadata must be a dict, not {type(metadata).__name__}")
+    try:
+        header_json = json.dumps({"version": flowjit.__version__, "step": step, "metadata": metadata or {}})
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint metadata must be JSON-serializable: {e}") from None
+    arrays = {name: np.asarray(var) for name, var in variables.items()}
+    _write_atomically(path, lambda f: fmt.write(f, arrays, {FLOWJIT_KEY: header_json}))
+    return path
+
+
+def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
+    """Assign every Variable of ``state`` its value from the checkpoint ``path``. Names,
+    shapes and dtypes are checked first, and a ``CheckpointError`` lists every mismatch
+    (missing in file, extra in file, shape, dtype) with nothing assigned; optimizer slots
+    not created yet are created when the file has them. Returns the metadata:
+    ``{"step", "flowjit_version", "metadata"}`` (the user's dict)."""
+    _require_eager("restore")
+    path = Path(path)
+    flat = flatten(state)
+    with open(path, "rb") as f:
+        header = fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
+        pending = {}
+        problems = []
+        for name in sorted(set(flat.variables) - set(header.tensors)):
+            problems.append(f"missing in file: {name}")
+        for name in sorted(set(header.tensors) - set(flat.variables)):
+            slot = flat.pending_slot(name)
+            if slot is None:
+                problems.append(f"extra in file: {name}")
+            else:
+                pending[name] = slot
+        for name in sorted(header.tensors):
+            entry = header.tensors[name]
+            if name in flat.variables:
+                want = flat.variables[name]
+            elif name in pending:
+                want = pending[name].var  # a slot has its variable's shape and dtype
+            else:
+                continue
+            if entry.shape != tuple(want.shape):
+                problems.append(f"shape of {name}: file {entry.shape} vs state {tuple(want.shape)}")
+            if entry.numpy_dtype.name != want.dtype.np.name:
+                problems.append(f"dtype of {name}: file {entry.numpy_dtype.name} vs state {want.dtype.np.name}")
+        if problems:
+            raise CheckpointError(f"checkpoint {path} does not match the state ({len(problems)} "
+                                  f"problem{'s' if len(problems) > 1 else ''}); nothing was restored:\n  "
+                                  + "\n  ".join(problems))
+        metadata = _metadata(header, str(path))
+        # Read everything before assigning anything: a read error leaves the state whole.
+        arrays = fmt.read_tensors(f, header, list(header.tensors), str(path))
+    for name, slot in pending.items():
+        flat.variables[name] = slot.create()
+    for name, var in flat.variables.items():
+        var.assign(arrays[name])
+    return metadata
+
+
+def load(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read a checkpoint (or any safetensors file) for inspection, without a state:
+    returns its arrays by name, in name order, and its metadata as ``restore`` does (for
+    a file flowjit did not write, ``"metadata"`` holds the raw string map)."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        header = fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
+        arrays = fmt.read_tensors(f, header, list(header.tensors), str(path))
+    return dict(sorted(arrays.items())), _metadata(header, str(path))
+
+
+def temporary_name(target: str) -> str:
+    """The name of a fresh temporary file for a save of ``target`` (in its directory)."""
+    return f".{target}.tmp-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def stale_temporaries(directory: Path, target_re: re.Pattern[str]) -> list[Path]:
+    """Temporary files in ``directory`` for targets matching ``target_re`` left by saves of
+    processes of this host that no longer run (killed mid-save). Temporaries of live
+    processes, or of other hosts sharing the directory, may be saves in progress."""
+    host = socket.gethostname()
+    out = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(directory):
+            m = _TEMP_RE.match(entry.name)
+            if m and target_re.match(m["target"]) and m["host"] == host and not _alive(int(m["pid"])):
+                out.append(Path(entry.path))
+    return out
+
+
+def _write_atomically(path: Path, write: Any) -> None:
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / temporary_name(path.name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the name points at it
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)  # ... and the rename itself survives a power loss
+
+
+def _fsync_directory(directory: Path) -> None:
+    if os.name == "nt":  # directories cannot be opened for fsync there; rename is durable enough
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        # Some filesystems do not support fsync of a directory; the file itself is synced.
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid() or os.name == "nt":  # os.kill(pid, 0) terminates the process on Windows
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # e.g. another user's process: alive
+    return True
+
+
+def _metadata(header: fmt.Header, source: str) -> dict[str, Any]:
+    raw = header.metadata.get(FLOWJIT_KEY)
+    if raw is None:
+        return {"step": None, "flowjit_version": None, "metadata": dict(header.metadata)}
+    try:
+        info = json.loads(raw)
+        return {"step": info["step"], "flowjit_version": info["version"], "metadata": info["metadata"]}
+    except (ValueError, TypeError, KeyError) as e:
+        raise CheckpointError(f"{source}: the flowjit metadata in the header is corrupt ({e!r})") from None
+
+
+def _require_eager(what: str) -> None:
+    if current_trace() is not None:
+        raise CheckpointError(f"fj.checkpoint.{what} inside a traced function: checkpoints read and write "
+                              "Variables eagerly; call it between steps, outside @fj.function")

@@ -1,0 +1,101 @@
+"""Pooling over the spatial axes of NHWC arrays: ``max_pool`` and ``avg_pool``.
+
+Both follow TensorFlow's ``tf.nn.max_pool2d``/``avg_pool2d``: ``window`` and
+``strides`` are ints or (h, w) pairs, ``padding`` is ``"VALID"`` or ``"SAME"``, and
+average pooling with ``"SAME"`` divides by the number of real (unpadded) elements.
+A non-overlapping window that tiles the input becomes one reshape and one reduction;
+other windows take the max or sum of the window's strided slices, which fuse into
+one elementwise kernel and differentiate through the slice VJP.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.errors import FlowjitTypeError
+from flowjit.tracer import array_api as fnp
+
+
+def _pair(v: Any, what: str) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    t = tuple(int(a) for a in v)
+    if len(t) != 2:
+        raise FlowjitTypeError(f"pool: {what} must be an int or an (h, w) pair, got {v!r}")
+    return t
+
+
+def _geometry(shape: tuple[int, ...], window: Any, strides: Any, padding: str, name: str):
+    if len(shape) != 4:
+        raise FlowjitTypeError(f"{name}: input must be NHWC (4-D), got shape {list(shape)}")
+    win = _pair(window, "window")
+    st = _pair(strides if strides is not None else window, "strides")
+    if padding not in ("VALID", "SAME"):
+        raise FlowjitTypeError(f"{name}: padding must be 'VALID' or 'SAME', got {padding!r}")
+    pads, out = [], []
+    for size, w, s in zip(shape[1:3], win, st):
+        if padding == "VALID":
+            if size < w:
+                raise FlowjitTypeError(f"{name}: window {win} is larger than the input's spatial shape "
+                                       f"{list(shape[1:3])} with padding 'VALID'")
+            n = (size - w) // s + 1
+            pads.append((0, 0))
+        else:
+            n = math.ceil(size / s)
+            total = max((n - 1) * s + w - size, 0)
+            pads.append((total // 2, total - total // 2))
+        out.append(n)
+    return win, st, pads, out
+
+
+def _window_slices(x: Any, win, st, out) -> list[Any]:
+    return [x[:, i:i + st[0] * (out[0] - 1) + 1:st[0], j:j + st[1] * (out[1] - 1) + 1:st[1], :]
+            for i in range(win[0]) for j in range(win[1])]
+
+
+def _tiles(shape, win, st, pads) -> bool:
+    return (tuple(win) == tuple(st) and all(p == (0, 0) for p in pads)
+            and shape[1] % win[0] == 0 and shape[2] % win[1] == 0)
+
+
+def max_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -> Any:
+    """Maximum over each ``window`` of an NHWC array (``strides`` default to ``window``)."""
+    shape = tuple(fnp.shape(x))
+    win, st, pads, out = _geometry(shape, window, strides, padding, "max_pool")
+    if _tiles(shape, win, st, pads):
+        n, h, w, c = shape
+        return fnp.max(fnp.reshape(x, (n, out[0], win[0], out[1], win[1], c)), axis=(2, 4))
+    if any(p != (0, 0) for p in pads):
+        x = fnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=-np.inf)
+    slices = _window_slices(x, win, st, out)
+    result = slices[0]
+    for s in slices[1:]:
+        result = fnp.maximum(result, s)
+    return result
+
+
+def avg_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -> Any:
+    """Mean over each ``window`` of an NHWC array; with ``"SAME"`` padding only real
+    elements count (TensorFlow's convention)."""
+    shape = tuple(fnp.shape(x))
+    win, st, pads, out = _geometry(shape, window, strides, padding, "avg_pool")
+    if _tiles(shape, win, st, pads):
+        n, h, w, c = shape
+        return fnp.mean(fnp.reshape(x, (n, out[0], win[0], out[1], win[1], c)), axis=(2, 4))
+    padded = any(p != (0, 0) for p in pads)
+    if padded:
+        x = fnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)))
+    slices = _window_slices(x, win, st, out)
+    total = slices[0]
+    for s in slices[1:]:
+        total = total + s
+    if not padded:
+        return total * (1.0 / (win[0] * win[1]))
+    # How many real elements each window covers: a static count, computed once here.
+    ones = np.pad(np.ones(shape[1:3]), pads)
+    counts = sum(ones[i:i + st[0] * (out[0] - 1) + 1:st[0], j:j + st[1] * (out[1] - 1) + 1:st[1]]
+                 for i in range(win[0]) for j in range(win[1]))
+    return total * fnp.astype((1.0 / counts)[None, :, :, None], total.dtype)

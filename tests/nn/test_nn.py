@@ -1,0 +1,262 @@
+"""fj.nn: each function against a NumPy reference, eagerly and compiled; gradients
+against finite differences; numerical stability; pooling against a direct loop; layers
+and initializers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import flowjit as fj
+from flowjit.ir.errors import FlowjitTypeError
+
+RNG = np.random.default_rng(0)
+
+
+def _np_softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _np_log_softmax(x, axis=-1):
+    s = x - x.max(axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+def _np_gelu_exact(x):
+    from math import erf
+
+    return 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+
+
+REFERENCES = [
+    (fj.nn.relu, lambda x: np.maximum(x, 0)),
+    (fj.nn.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    (fj.nn.gelu, lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    (lambda x: fj.nn.gelu(x, approximate=False), _np_gelu_exact),
+    (fj.nn.softmax, _np_softmax),
+    (lambda x: fj.nn.softmax(x, axis=0), lambda x: _np_softmax(x, axis=0)),
+    (fj.nn.log_softmax, _np_log_softmax),
+    (lambda x: fj.nn.logsumexp(x, axis=1), lambda x: np.log(np.exp(x).sum(axis=1))),
+    (fj.nn.layer_norm, lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
+]
+
+
+@pytest.mark.parametrize("fn,ref", REFERENCES, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+def test_functions_match_numpy_eagerly_and_compiled(fn, ref, dtype, tol):
+    x = (RNG.standard_normal((6, 9)) * 3).astype(dtype)
+    expected = ref(x.astype(np.float64))
+    np.testing.assert_allclose(fn(x), expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(fj.function(fn)(x), expected, rtol=tol, atol=tol)
+    assert fj.function(fn)(x).dtype == dtype
+
+
+def test_softmax_family_is_stable_for_huge_logits():
+    x = np.array([[1e4, 0.0, -1e4], [3e37, 3e37, -3e37]], np.float32)
+    for softmax in (fj.nn.softmax, fj.function(fj.nn.softmax)):
+        np.testing.assert_allclose(softmax(x), [[1, 0, 0], [0.5, 0.5, 0]])
+    for log_softmax in (fj.nn.log_softmax, fj.function(fj.nn.log_softmax)):
+        np.testing.assert_allclose(log_softmax(x), [[0, -1e4, -2e4], [-np.log(2), -np.log(2), -6e37]], rtol=1e-6)
+    loss = fj.function(fj.nn.softmax_cross_entropy)(x[:1], np.array([1]))
+    np.testing.assert_allclose(loss, 1e4, rtol=1e-6)
+
+
+def test_layer_norm_scale_and_offset():
+    x = RNG.standard_normal((4, 5)).astype(np.float32)
+    g, b = RNG.standard_normal(5).astype(np.float32), RNG.standard_normal(5).astype(np.float32)
+    ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-3) * g + b
+    np.testing.assert_allclose(fj.function(lambda x, g, b: fj.nn.layer_norm(x, g, b, eps=1e-3))(x, g, b), ref,
+                               rtol=1e-5, atol=1e-5)
+
+
+# ---- losses ---------------------------------------------------------------------------------
+
+def test_softmax_cross_entropy_integer_and_one_hot_labels_agree_with_numpy():
+    logits = RNG.standard_normal((7, 5))
+    labels = RNG.integers(0, 5, 7)
+    one_hot = np.eye(5)[labels]
+    ref = -_np_log_softmax(logits)[np.arange(7), labels]
+    for lab in (labels, labels.astype(np.int32), one_hot):
+        np.testing.assert_allclose(fj.nn.softmax_cross_entropy(logits, lab), ref.mean(), rtol=1e-12)
+        np.testing.assert_allclose(fj.function(fj.nn.softmax_cross_entropy)(logits, lab), ref.mean(), rtol=1e-12)
+    np.testing.assert_allclose(fj.nn.softmax_cross_entropy(logits, labels, reduction="none"), ref, rtol=1e-12)
+    np.testing.assert_allclose(fj.nn.softmax_cross_entropy(logits, labels, reduction="sum"), ref.sum(), rtol=1e-12)
+
+
+def test_softmax_cross_entropy_gradient_is_softmax_minus_one_hot():
+    logits = RNG.standard_normal((6, 4))
+    labels = RNG.integers(0, 4, 6)
+    g = fj.function(fj.grad(fj.nn.softmax_cross_entropy))(logits, labels)
+    np.testing.assert_allclose(g, (_np_softmax(logits) - np.eye(4)[labels]) / 6, rtol=1e-10, atol=1e-12)
+
+
+def test_mse_and_its_gradient():
+    p, t = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(fj.function(fj.nn.mse)(p, t), ((p - t) ** 2).mean(), rtol=1e-12)
+    np.testing.assert_allclose(fj.grad(fj.nn.mse)(p, t), 2 * (p - t) / p.size, rtol=1e-12)
+    np.testing.assert_allclose(fj.nn.mse(p, t, reduction="none"), (p - t) ** 2)
+
+
+def test_accuracy_with_indices_and_one_hot():
+    logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7], [0.6, 0.4]], np.float32)
+    labels = np.array([1, 0, 0, 0])
+    assert fj.function(fj.nn.accuracy)(logits, labels) == pytest.approx(0.75)
+    assert fj.nn.accuracy(logits, np.eye(2)[labels]) == pytest.approx(0.75)
+
+
+def test_loss_errors_say_what_is_wrong():
+    with pytest.raises(FlowjitTypeError, match="shape without the class axis"):
+        fj.nn.softmax_cross_entropy(np.zeros((3, 4)), np.zeros((4,), np.int64))
+    with pytest.raises(FlowjitTypeError, match="must match the logits' shape"):
+        fj.nn.softmax_cross_entropy(np.zeros((3, 4)), np.zeros((3, 3)))
+    with pytest.raises(FlowjitTypeError, match="reduction"):
+        fj.nn.mse(np.zeros(2), np.zeros(2), reduction="avg")
+
+
+def test_a_loss_forward_pass_is_at_most_two_kernels():
+    fn = fj.function(fj.nn.softmax_cross_entropy).ir(np.zeros((8, 10), np.float32), np.zeros(8, np.int32),
+                                                      stage="fused")
+    kernels = [op for op in fn.walk() if op.name == "fusion"]
+    assert 1 <= len(kernels) <= 2, str(fn)
+
+
+# ---- gradients by finite differences --------------------------------------------------------
+
+def _finite_difference_check(f, x, eps=1e-6, tol=1e-6):
+    g = fj.grad(f)(x)
+    num = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        num[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    np.testing.assert_allclose(g, num, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: fj.sum(fj.nn.gelu(x) ** 2),
+    lambda x: fj.sum(fj.nn.gelu(x, approximate=False) * x),
+    lambda x: fj.sum(fj.nn.log_softmax(x) * np.arange(4.0)),
+    lambda x: fj.sum(fj.nn.softmax(x, axis=0) * np.arange(4.0)),
+    lambda x: fj.sum(fj.nn.layer_norm(x) * np.arange(4.0)),
+    lambda x: fj.nn.logsumexp(x),
+    lambda x: fj.sum(fj.nn.sigmoid(x) ** 2),
+    lambda x: fj.sum(fj.nn.max_pool(fj.reshape(x, (1, 3, 4, 1)), 2, 1) ** 2),
+    lambda x: fj.sum(fj.nn.avg_pool(fj.reshape(x, (1, 3, 4, 1)), 2, 1, "SAME") ** 2),
+])
+def test_gradients_match_finite_differences(fn):
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    _finite_difference_check(fn, x)
+
+
+# ---- pooling --------------------------------------------------------------------------------
+
+def _np_pool(x, window, strides, padding, kind):
+    n, h, w, c = x.shape
+    (wh, ww), (sh, sw) = window, strides
+    if padding == "VALID":
+        oh, ow, ph, pw = (h - wh) // sh + 1, (w - ww) // sw + 1, 0, 0
+    else:
+        oh, ow = -(-h // sh), -(-w // sw)
+        ph, pw = max((oh - 1) * sh + wh - h, 0) // 2, max((ow - 1) * sw + ww - w, 0) // 2
+    out = np.zeros((n, oh, ow, c))
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = i * sh - ph, j * sw - pw
+            patch = x[:, max(r0, 0):r0 + wh, max(c0, 0):c0 + ww, :]
+            out[:, i, j, :] = patch.max(axis=(1, 2)) if kind == "max" else patch.mean(axis=(1, 2))
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(1, 7), w=st.integers(1, 7), wh=st.integers(1, 3), ww=st.integers(1, 3),
+       sh=st.integers(1, 3), sw=st.integers(1, 3), padding=st.sampled_from(["VALID", "SAME"]),
+       kind=st.sampled_from(["max", "avg"]))
+def test_pooling_matches_a_direct_loop(h, w, wh, ww, sh, sw, padding, kind):
+    if padding == "VALID" and (h < wh or w < ww):
+        return
+    x = np.random.default_rng(h * 31 + w).standard_normal((2, h, w, 3))
+    pool = fj.nn.max_pool if kind == "max" else fj.nn.avg_pool
+    got = pool(x, (wh, ww), (sh, sw), padding)
+    np.testing.assert_allclose(got, _np_pool(x, (wh, ww), (sh, sw), padding, kind), rtol=1e-12)
+
+
+def test_pooling_compiled_and_tiled_windows():
+    x = RNG.standard_normal((2, 8, 6, 3)).astype(np.float32)
+    for pool, kind in ((fj.nn.max_pool, "max"), (fj.nn.avg_pool, "avg")):
+        got = fj.function(lambda x: pool(x, 2))(x)
+        np.testing.assert_allclose(got, _np_pool(x, (2, 2), (2, 2), "VALID", kind), rtol=1e-6)
+
+
+def test_pooling_errors():
+    with pytest.raises(FlowjitTypeError, match="NHWC"):
+        fj.nn.max_pool(np.zeros((4, 4)), 2)
+    with pytest.raises(FlowjitTypeError, match="larger than the input"):
+        fj.nn.max_pool(np.zeros((1, 2, 2, 1)), 3)
+
+
+# ---- dropout --------------------------------------------------------------------------------
+
+def test_dropout_drops_at_the_rate_and_keeps_the_expectation():
+    x = np.ones((200, 500), np.float32)
+    key = fj.random.key(0)
+    y = fj.function(lambda x, k: fj.nn.dropout(x, 0.25, k))(x, key)
+    kept = y != 0
+    assert abs(kept.mean() - 0.75) < 0.01
+    np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)
+    np.testing.assert_array_equal(fj.nn.dropout(x, 0.25, key), y)  # same key, same mask
+    assert not np.array_equal(fj.nn.dropout(x, 0.25, fj.random.split(key)[0]), y)
+    assert fj.nn.dropout(x, 0.25, key, deterministic=True) is x
+    with pytest.raises(FlowjitTypeError, match="rate"):
+        fj.nn.dropout(x, 1.0, key)
+
+
+# ---- layers and initializers ----------------------------------------------------------------
+
+def test_dense_layer_computes_and_names_its_variables():
+    d = fj.nn.Dense(5, 3, activation=fj.nn.relu, key=1, name="fc")
+    x = RNG.standard_normal((4, 5)).astype(np.float32)
+    np.testing.assert_allclose(fj.function(lambda x: d(x))(x), np.maximum(x @ d.kernel.numpy() + d.bias.numpy(), 0),
+                               rtol=1e-5, atol=1e-6)
+    assert [v.name for v in d.variables] == ["fc/kernel", "fc/bias"]
+    a, b = fj.nn.Dense(2, 2), fj.nn.Dense(2, 2)
+    assert a.name != b.name
+    with pytest.raises(FlowjitTypeError, match="last axis must be 5"):
+        d(np.zeros((2, 4), np.float32))
+
+
+def test_conv2d_layer_matches_conv2d():
+    c = fj.nn.Conv2D(3, 4, 3, strides=2, padding="SAME", key=2)
+    x = RNG.standard_normal((2, 7, 7, 3)).astype(np.float32)
+    ref = fj.conv2d(x, c.kernel.numpy(), strides=2, padding="SAME") + c.bias.numpy()
+    np.testing.assert_allclose(fj.function(lambda x: c(x))(x), ref, rtol=1e-5, atol=1e-5)
+    assert c.kernel.shape == (3, 3, 3, 4)
+
+
+def test_sequential_collects_variables_in_order_and_trains():
+    model = fj.nn.Sequential([fj.nn.Dense(2, 8, fj.nn.relu, key=3), fj.nn.Dense(8, 1, key=4)])
+    assert [v.shape for v in model.variables] == [(2, 8), (8,), (8, 1), (1,)]
+    x = RNG.standard_normal((64, 2)).astype(np.float32)
+    y = (x[:, :1] * 2 - x[:, 1:]).astype(np.float32)
+    opt = fj.optim.Adam(0.05)
+    step = fj.function(lambda x, y: opt.minimize(lambda: fj.nn.mse(model(x), y), model.trainable_variables))
+    first = step(x, y)
+    for _ in range(150):
+        last = step(x, y)
+    assert last < 0.05 * first
+
+
+def test_initializers_have_the_stated_scale():
+    key = fj.random.key(0)
+    shape = (400, 600)
+    lim = np.sqrt(6 / 1000)
+    w = fj.nn.initializers.glorot_uniform(key, shape)
+    assert w.dtype == np.float32 and np.abs(w).max() <= lim and np.abs(w).max() > 0.95 * lim
+    assert abs(fj.nn.initializers.glorot_normal(key, shape).std() - np.sqrt(2 / 1000)) < 0.002
+    assert abs(fj.nn.initializers.he_normal(key, shape).std() - np.sqrt(2 / 400)) < 0.002
+    assert np.abs(fj.nn.initializers.he_uniform(key, shape)).max() <= np.sqrt(6 / 400)
+    conv = fj.nn.initializers.he_normal(key, (3, 3, 16, 32), np.float64)
+    assert conv.dtype == np.float64 and abs(conv.std() - np.sqrt(2 / 144)) < 0.01
+    np.testing.assert_array_equal(fj.nn.initializers.glorot_uniform(key, shape), w)  # reproducible

@@ -1,0 +1,45 @@
+"""The examples, in reduced form (fewer steps), converge: the README's main command and
+the training programs users copy from."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def _example(name: str):
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)  # as when run as a script: digits.py sits beside them
+    return importlib.import_module(name)
+
+
+def test_linear_regression_finds_the_line(capsys):
+    result = _example("linear_regression").main(["--steps", "150"])
+    assert abs(result["W"] - 0.1) < 0.01 and abs(result["b"] - 0.3) < 0.01
+    assert "fitted W" in capsys.readouterr().out
+
+
+def test_mnist_mlp_trains_checkpoints_and_resumes(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    mlp = _example("mnist_mlp")
+    ckpt = str(tmp_path / "ckpt")
+    result = mlp.main(["--epochs", "3", "--checkpoint-dir", ckpt, "--quiet"])
+    assert result["test_accuracy"] > 0.90
+    assert sorted(os.listdir(ckpt)) == [f"ckpt-{e}.safetensors" for e in (1, 2, 3)]
+    capsys.readouterr()
+    resumed = mlp.main(["--epochs", "4", "--checkpoint-dir", ckpt, "--quiet", "--resume"])
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "(epoch 3, step 66)" in out and "epoch   4" in out and "epoch   1 " not in out
+    assert resumed["test_accuracy"] > 0.90
+    assert sorted(os.listdir(ckpt)) == [f"ckpt-{e}.safetensors" for e in (2, 3, 4)]  # the last three kept
+
+
+def test_cnn_digits_learns():
+    pytest.importorskip("sklearn")
+    result = _example("cnn_digits").main(["--epochs", "3", "--quiet"])
+    assert result["test_accuracy"] > 0.85
