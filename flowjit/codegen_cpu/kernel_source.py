@@ -24,8 +24,9 @@ from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, float32, float64
 from flowjit.ir.primitives.layout import pad_fill
 
-# Output size from which the outer loop is a prange (threads cost ~10us to start).
-PARALLEL_MIN_ELEMENTS = 1 << 15
+# Output size from which the outer loop is a prange: threads cost ~10us to start, and
+# numba's parallel lowering adds about half a second to the kernel's compile time.
+PARALLEL_MIN_ELEMENTS = 1 << 18
 
 
 _NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
@@ -77,7 +78,7 @@ class KernelWriter:
         self.storable: dict[int, tuple[list[str], int, str, str]] = {}
         self.stores: dict[str, str] = {}  # marker -> the store that replaces it
         self.stored_value: dict[int, int] = {}  # output -> the one value stored in it
-        self.current: tuple = (0, None, [])
+        self.current: tuple = ([], [])  # the outputs of the loop nest being written, its index
         # Sizes are read from the argument arrays (``n1 = in0.shape[1]``), so the source --
         # and the compiled kernel, cached by source -- serves every shape that leads to
         # the same code, e.g. every batch size.
@@ -240,6 +241,9 @@ class KernelWriter:
             axes = [op.attrs["axis"] % nd]
         keep = op.attrs.get("keepdims", False)
         d = op.results[0].type.dtype
+        if not is_arg and axes == list(range(len(axes))) and len(axes) < nd:
+            kept = idx[len(axes):] if keep else idx
+            return cast_expr(f"{self.leading_reduction(op, axes)}[{', '.join(kept)}]", None, d)
         # The index into x: loop variables on reduced axes, the result's index elsewhere.
         it = iter(idx)
         loop_vars = {}
@@ -306,29 +310,80 @@ class KernelWriter:
         self.scopes = saved
         return acc if is_arg else cast_expr(acc, None, d)
 
+    def leading_reduction(self, op: Op, axes: list[int]) -> str:
+        """An array of the results of a reduction over leading axes (a bias gradient's sum
+        over the batch), made before the loop nest in row-major order: the inner loop runs
+        along the kept axes, contiguous and vectorizable, where reducing each column on its
+        own would stride through memory."""
+        key = ("leading", op.results[0].id)
+        top = self.scopes[0]
+        if key in top.memo:
+            return top.memo[key]
+        x = op.inputs[0]
+        init, combine = op.primitive.reducer
+        xd, d = x.type.dtype, op.results[0].type.dtype
+        start = {"lowest": lowest(xd), "highest": highest(xd)}.get(init, init)
+        acc_d = float64 if d == float32 and init in ("0", "1") else d
+        kept_shape = x.type.shape[len(axes):]
+        name = self.fresh("cols")
+        top.lines.append(f"{name} = np.full(({', '.join(self.dim(n) for n in kept_shape)},), "
+                         f"{cast_expr(start, None, acc_d)}, {_NP_NAMES[acc_d.np.name]})")
+        saved = self.scopes
+        self.scopes = self.scopes[:1]
+        loop_vars = [self.fresh("r" if k in axes else "i") for k in range(x.type.ndim)]
+        opened = []
+        for var, n in zip(loop_vars, x.type.shape):
+            scope = _Scope(var, [f"for {var} in range({self.dim(n)}):"])
+            self.scopes.append(scope)
+            opened.append(scope)
+        val = self.value(x, loop_vars)
+        cell = f"{name}[{', '.join(loop_vars[len(axes):])}]"
+        self.scopes[-1].lines.append(f"{cell} = {accumulate(combine, cell, val, acc_d)}")
+        for scope in reversed(opened):
+            self.scopes.pop()
+            head, *rest = scope.lines
+            self.scopes[-1].lines.append(head)
+            self.scopes[-1].lines.extend("    " + line for line in rest)
+        self.scopes = saved
+        top.memo[key] = name
+        return name
+
     # ---- kernel ---------------------------------------------------------------------------
     def source(self) -> str:
         ins = [self.arg_names[a.id] for a in self.block.args]
         outs = [f"out{i}" for i in range(len(self.block.returns))]
         lines = [f"def {self.name}({', '.join(ins + outs)}):"]
         lines.extend("    " + line for line in self.size_lines)
-        for k, v in enumerate(self.block.returns):
-            shape = v.type.shape
+        for shape, outputs in self._loop_nests():
             self.scopes = [_Scope(None)]
             self.storable = {}
             loop_vars = [self.fresh("i") for _ in shape]
             opened = []
+            size = math.prod(shape)
             for dim, (var, n) in enumerate(zip(loop_vars, shape)):
-                rng = "prange" if dim == 0 and v.type.size >= PARALLEL_MIN_ELEMENTS else "range"
+                rng = "prange" if dim == 0 and size >= PARALLEL_MIN_ELEMENTS else "range"
                 scope = _Scope(var, [f"for {var} in {rng}({self.dim(n)}):"])
                 self.scopes.append(scope)
                 opened.append(scope)
-            if k == 0:
+            full = [(k, v) for k, v, depth in outputs if depth == len(shape)]
+            if outputs[0][0] == 0:
                 self.out_index = loop_vars
-            self.current = (k, v, loop_vars)
-            val = self.value(v, loop_vars)
-            target = f"out{k}[{', '.join(loop_vars) if loop_vars else '0'}]"
-            self.scopes[-1].lines.append(f"{target} = {val}")
+            self.current = (full, loop_vars)
+            # Every value first, then the stores: a value may read a row stored in an output.
+            stores = []
+            for k, v, depth in outputs:
+                idx = loop_vars[:depth] + ["0"] * (len(v.type.shape) - depth)
+                val = self.value(v, idx)
+                target = f"out{k}[{', '.join(idx) if idx else '0'}]"
+                if depth < len(shape):  # a row's result: stored once per row, in the row's scope
+                    self.scopes[depth].lines.append(f"{target} = {val}")
+                    continue
+                if len(full) > 1:
+                    name = self.fresh("r")
+                    self.scopes[-1].lines.append(f"{name} = {val}")
+                    val = name
+                stores.append(f"{target} = {val}")
+            self.scopes[-1].lines.extend(stores)
             for scope in reversed(opened):
                 self.scopes.pop()
                 head, *rest = scope.lines
@@ -340,21 +395,48 @@ class KernelWriter:
         return re.sub(r"^( *)(#store\d+)\n", lambda m: f"{m.group(1)}{self.stores[m.group(2)]}\n"
                       if m.group(2) in self.stores else "", text, flags=re.M)
 
+    def _loop_nests(self) -> list[tuple[tuple[int, ...], list[tuple[int, Value, int]]]]:
+        """The loop nests of the kernel: each a shape and the outputs written in it, with
+        the loop depth each is written at. Outputs of one shape share a nest, so what they
+        have in common is computed once per element and the inputs are read once; an
+        output shaped like a nest's leading axes (with trailing 1s: a row's sum or max) is
+        written in that nest's row loop, next to the row work that computes it."""
+        nests: list[tuple[tuple[int, ...], list[tuple[int, Value, int]]]] = []
+        order = sorted(range(len(self.block.returns)), key=lambda k: -self.block.returns[k].type.size)
+        for k in order:
+            v = self.block.returns[k]
+            t = v.type.shape
+            for shape, outputs in nests:
+                depth = next((m for m in range(len(shape), -1, -1)
+                              if t[:m] == shape[:m] and all(n == 1 for n in t[m:])), None)
+                if depth is not None and (depth == len(shape)) == (t == shape):
+                    outputs.append((k, v, depth))
+                    break
+            else:
+                nests.append((t, [(k, v, len(t))]))
+        for _, outputs in nests:
+            outputs.sort(key=lambda o: o[0])
+        nests.sort(key=lambda n: n[1][0][0])
+        return nests
+
     def read_stored(self, v: Value, idx: list[str]) -> str | None:
         """A read of ``v`` at ``idx`` from the output, when a reduction loop of this row can
         store ``v`` there first: ``v`` has the output's type, ``idx`` is the output's own
         index, and the reduction ran over the innermost output axis with every other index
         the same. The reduction then computes each element once for both uses."""
-        k, out_v, loop_vars = self.current
+        outputs, loop_vars = self.current
         entry = self.storable.get(v.id)
-        if entry is None or v.type != out_v.type or list(idx) != list(loop_vars):
+        if entry is None or list(idx) != list(loop_vars):
             return None
         full, axis, marker, val = entry
         if axis != len(idx) - 1 or full[:-1] != list(idx[:-1]):
             return None
         # One stored row per output: a second would overwrite the first before it is read.
-        if self.stored_value.setdefault(k, v.id) != v.id:
+        k = next((k for k, out_v in outputs
+                  if out_v.type == v.type and self.stored_value.get(k, v.id) == v.id), None)
+        if k is None:
             return None
+        self.stored_value[k] = v.id
         self.stores[marker] = f"out{k}[{', '.join(full)}] = {val}"
         return f"out{k}[{', '.join(idx)}]"
 

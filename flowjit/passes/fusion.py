@@ -2,22 +2,30 @@
 
 Guarantees, on a Function without nested blocks (nested blocks are left untouched):
 - every op whose primitive kind is ``elementwise``, ``layout`` or ``reduction`` ends up
-  inside exactly one ``fusion`` op; scalar constants they use are copied into each
-  kernel that needs them; other ops (``opaque`` matmul/conv/gather, ``random``,
-  ``stateful``, ``control``, large constants) stay outside;
+  inside exactly one ``fusion`` op, except a transpose or reshape read only by library
+  calls (matmul, conv), which stays outside to run as a view; scalar constants they use
+  are copied into each kernel that needs them; other ops (``opaque`` matmul/conv/gather,
+  ``random``, ``stateful``, ``control``, large constants) stay outside;
 - a group never needs its own result as an input (no cycles): an op joins the group of
-  its users only when *all* its uses are in that group (or are returned);
-- within a group every reduction has the same input shape (the group's loop shape) and
+  one of its users only when no path from its other users leads back into that group;
+  its result then leaves the kernel as an extra output when something outside reads it;
+- groups whose results only leave the program (returned, or assigned to Variables: the
+  optimizer's updates) merge into few kernels, whatever their shapes;
+- ops are reordered only as far as a kernel's inputs and users require;
+- within a group (in a merged kernel: within each group merged) every reduction has the
+  same input shape (the group's loop shape) and
   the same axes, so "reduce, broadcast back, elementwise" chains such as softmax and
   layer norm become one kernel, and every op's result is no larger than that shape;
 - a group never spans two devices; the fusion op keeps its ops' device;
 - the program computes exactly what it computed before (the fusion op runs its block).
 Each fusion op is named after its ops in program order and lists the user lines it came
-from (``lines``), and sits where its last op stood.
+from (``lines``), and sits where its last op stood, or earlier where a user of one of
+its outputs needs it sooner.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 
@@ -25,7 +33,10 @@ from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 
 FUSIBLE_KINDS = ("elementwise", "layout", "reduction")
+VIEW_ROLES = ("permute_axes", "unit_axes_reshape", "row_major_reshape")
 MAX_NAME_PARTS = 6
+# A merged kernel's size is bounded: numba's compile time grows with the function.
+MAX_MERGED_OPS = 96
 
 
 def _is_scalar_constant(op: Op) -> bool:
@@ -76,25 +87,154 @@ def fusion(fn: Function) -> Function:
     """Group fusible ops of ``fn``'s body into ``fusion`` ops (see the module docstring)."""
     block = fn.body
     returned = {v.id for v in block.returns}
+    position = {id(op): i for i, op in enumerate(block.ops)}
+    top = _top_level_ancestors(block)
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for op in reversed(block.ops):
         if op.primitive.kind not in FUSIBLE_KINDS or op.blocks:
             continue
-        users = {id(u) for r in op.results for u, _ in r.uses}
-        user_groups = {id(group_of[u]) if u in group_of else None for u in users}
-        candidate = group_of.get(next(iter(users))) if len(user_groups) == 1 and None not in user_groups else None
-        if candidate is not None and candidate.accepts(op):
-            candidate.add(op)
-            group_of[id(op)] = candidate
+        users = _users(op, top)
+        if _feeds_library_calls_as_view(op, users, returned):
+            continue
+        candidates = list({id(g): g for g in (group_of.get(id(u)) for u in users) if g is not None}.values())
+        candidates.sort(key=lambda g: -len(g.ops))
+        for g in candidates:
+            # Users outside the group read the value as an extra output of the kernel;
+            # joining is only sound when none of them leads back into the group.
+            outside = [u for u in users if group_of.get(id(u)) is not g]
+            if g.accepts(op) and not _reaches(outside, g, group_of, top, position):
+                g.add(op)
+                group_of[id(op)] = g
+                break
         else:
             g = _Group(op)
             groups.append(g)
             group_of[id(op)] = g
+    groups = _merge_terminal_groups(groups, returned, top)
     for g in groups:
         _outline(fn, g, returned)
+    _schedule(block)
     _drop_unused_scalar_constants(block)
     return fn
+
+
+def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int]) -> bool:
+    """A transpose or reshape read only by library calls (matmul, conv) stays outside any
+    kernel: NumPy runs it as a view and BLAS reads the transposed operand in place, where
+    a kernel would copy it."""
+    return (op.primitive.role in VIEW_ROLES and bool(users) and all(u.primitive.kind == "opaque" for u in users)
+            and not any(r.id in returned for r in op.results))
+
+
+def _top_level_ancestors(block: Block) -> dict[int, Op]:
+    """For every op nested in the blocks of a top-level op: that top-level op."""
+    top: dict[int, Op] = {}
+    for op in block.ops:
+        top[id(op)] = op
+        for b in op.blocks:
+            for inner in b.walk():
+                top[id(inner)] = op
+    return top
+
+
+def _users(op: Op, top: dict[int, Op]) -> list[Op]:
+    """The top-level ops that use a result of ``op`` (a use inside a nested block counts
+    as a use by the op owning the block)."""
+    seen: dict[int, Op] = {}
+    for r in op.results:
+        for u, _ in r.uses:
+            t = top.get(id(u), u)
+            seen[id(t)] = t
+    return list(seen.values())
+
+
+def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top: dict[int, Op],
+             position: dict[int, int]) -> bool:
+    """Whether a path from ``starts`` reaches an op of ``target``, with every group formed
+    so far taken as one node (a kernel runs when all its inputs are ready)."""
+    last = max(position[id(op)] for op in target.ops)
+    stack = [op for op in starts if position[id(op)] <= last]
+    seen: set[int] = set()
+    while stack:
+        op = stack.pop()
+        g = group_of.get(id(op))
+        if g is target:
+            return True
+        members = g.ops if g is not None else [op]
+        key = id(g) if g is not None else id(op)
+        if key in seen:
+            continue
+        seen.add(key)
+        for m in members:
+            stack.extend(u for u in _users(m, top) if position[id(u)] <= last)
+    return False
+
+
+def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: dict[int, Op]) -> list[_Group]:
+    """Merge the groups whose results only leave the program (returned, or assigned to a
+    Variable and returned): the optimizer's updates of every parameter become a few
+    kernels instead of one per parameter. No path leads from such a group to another
+    group, so merging them cannot form a cycle."""
+
+    def terminal(g: _Group) -> bool:
+        members = set(map(id, g.ops))
+        for op in g.ops:
+            for r in op.results:
+                for u, _ in r.uses:
+                    if id(u) in members:
+                        continue
+                    u = top.get(id(u), u)
+                    if u.primitive.kind != "stateful" or any(x.uses for x in u.results):
+                        return False
+        return True
+
+    merged: list[_Group] = []
+    bundles: dict[object, _Group] = {}
+    for g in groups:
+        if not terminal(g):
+            merged.append(g)
+            continue
+        bundle = bundles.get(g.device)
+        if bundle is None or len(bundle.ops) + len(g.ops) > MAX_MERGED_OPS:
+            bundles[g.device] = g
+            merged.append(g)
+        else:
+            bundle.ops.extend(g.ops)
+    return merged
+
+
+def _schedule(block: Block) -> None:
+    """Order the ops so each comes after the producers of its inputs, otherwise keeping
+    the current order (a kernel with several outputs may be needed earlier than where
+    its last op stood)."""
+    ops = list(block.ops)
+    index = {id(op): i for i, op in enumerate(ops)}
+    top = _top_level_ancestors(block)
+    waiting = {id(op): 0 for op in ops}
+    users: dict[int, list[Op]] = defaultdict(list)
+    for op in ops:
+        producers = set()
+        for inner in [op, *(i for b in op.blocks for i in b.walk())]:
+            for v in inner.inputs:
+                p = v.producer
+                if p is not None and id(p) in top and top[id(p)] is not op:
+                    producers.add(id(top[id(p)]))
+        waiting[id(op)] = len(producers)
+        for p in producers:
+            users[p].append(op)
+    ready = [(index[id(op)], op) for op in ops if waiting[id(op)] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, op = heapq.heappop(ready)
+        order.append(op)
+        for u in users[id(op)]:
+            waiting[id(u)] -= 1
+            if waiting[id(u)] == 0:
+                heapq.heappush(ready, (index[id(u)], u))
+    assert len(order) == len(ops), "fusion formed a cycle"
+    block.ops[:] = order
 
 
 def _outline(fn: Function, group: _Group, returned: set[int]) -> None:

@@ -10,7 +10,7 @@ caller may mutate what it gets back.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,13 +150,19 @@ class Executable:
         # plan releases a buffer. A call costs the kernels' dispatches and little else.
         env: dict[str, Any] = {"empty": POOL.empty, "run_op": run_op, "own": self._own}
         names = {s: f"v{s}" for s in range(self._n_slots)}
+        returned = {v.id for v in self.function.returns}
         args = [names[self.memory_plan.slots[a.id]] for a in self.function.args]
         lines = [f"def driver({', '.join(args)}):"]
         for i, st in enumerate(self._steps):
             ins = [names[s] for s in st.ins]
             outs = [names[s] for s in st.outs]
             k = st.kernel
-            if k is None:
+            # A returned value must not alias another result: those keep the copying reference.
+            view = _as_view(st.op) if k is None and st.op.results[0].id not in returned else None
+            if view is not None:
+                env[f"view{i}"] = view
+                lines.append(f"    {outs[0]} = view{i}({ins[0]})")
+            elif k is None:
                 env[f"op{i}"] = st.op
                 lines.append(f"    {', '.join(outs)}, = run_op(op{i}, [{', '.join(ins)}])")
             else:
@@ -166,9 +172,9 @@ class Executable:
                     lines.append(f"    k{i}({', '.join(call_ins)}, {ins[st.into]})")
                     lines.append(f"    {outs[0]} = {ins[st.into]}")
                 else:
-                    for n, (shape, dtype) in zip(outs, k._out_specs):
-                        env[f"d{i}"] = dtype
-                        lines.append(f"    {n} = empty({shape!r}, d{i})")
+                    for j, (n, (shape, dtype)) in enumerate(zip(outs, k._out_specs)):
+                        env[f"d{i}_{j}"] = dtype
+                        lines.append(f"    {n} = empty({shape!r}, d{i}_{j})")
                     lines.append(f"    k{i}({', '.join(call_ins + outs)})")
                     for n, r in zip(outs, st.op.results):
                         if not r.type.shape:
@@ -224,6 +230,20 @@ def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[
         return function
     stop = "fusion" if stage == "fused" else stage
     return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop).function
+
+
+def _as_view(op: Op) -> Callable[[np.ndarray], np.ndarray] | None:
+    """A transpose or reshape left outside the kernels (fusion does so when only library
+    calls read it) runs as a NumPy view: its reference copies, but the memory plan never
+    writes into a value a layout op read, so the view stays valid."""
+    role = op.primitive.role
+    if role == "permute_axes":
+        perm = tuple(op.attrs["perm"])
+        return lambda x: x.transpose(perm)
+    if role in ("row_major_reshape", "unit_axes_reshape"):
+        shape = op.results[0].type.shape
+        return lambda x: x.reshape(shape)
+    return None
 
 
 def compile_function(function: Function, interpret: bool = False, device: str = "cpu:0",

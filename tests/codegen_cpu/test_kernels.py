@@ -202,7 +202,7 @@ def test_two_stored_rows_do_not_overwrite_each_other_in_the_output():
 def test_clamped_indices_compile_in_parallel_loops():
     # prange's index is unsigned inside numba's parfors; min/max of it with a signed
     # size unified to float64, which no array accepts as an index.
-    x = np.random.default_rng(4).standard_normal((64, 8, 8, 16)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal((256, 8, 8, 16)).astype(np.float32)
     pad = ((0, 0), (1, 1), (1, 1), (0, 0))
     f = fj.function(lambda x: fj.pad(fj.pad(x, pad) * 2, pad), backend="numba")
     assert "prange" in f.kernels(x)

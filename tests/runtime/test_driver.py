@@ -40,3 +40,17 @@ def test_driver_matches_interpreter_and_results_are_fresh(name):
             np.testing.assert_allclose(g, w, rtol=1e-12)
             assert not np.may_share_memory(g, a) and not np.may_share_memory(g, b)
     assert "def driver(" in f.kernels(a, b)
+
+
+def test_a_kernel_with_outputs_of_several_dtypes_allocates_each_its_own():
+    def f(x):
+        positive = x > 0
+        return positive, fj.where(positive, x, 0.0), (x * 2).astype(np.int32)
+
+    x = np.linspace(-2, 2, 12).reshape(3, 4)
+    g = fj.function(f)
+    assert [op.name for op in g.ir(x, stage="fused").body.ops] == ["fusion"]
+    for _ in range(3):  # the first call compiles; the driver runs the later ones
+        for got, want in zip(g(x), (x > 0, np.where(x > 0, x, 0.0), (x * 2).astype(np.int32))):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
