@@ -7,7 +7,9 @@
     python -m bench --record               # also write bench/results/<host>-<date>.md
 
 Workloads: bandwidth (the machine's copy and triad GB/s, the limit for elementwise work),
-gelu, softmax, layernorm, dispatch, matmul, compile (first-call latency, cold and warm).
+gelu, softmax, layernorm, dispatch, matmul, compile (first-call latency, cold and warm),
+mlp_step (one SGD training step of an MLP 784-256-256-10, batch 256; then its first step
+in a new process, cold and from the disk caches).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); ``ratio`` is flowjit (numba)'s median over the fastest peer's (above 1: flowjit is
 slower); ``%BW`` is bytes read+written per second as a fraction of the measured copy bandwidth.

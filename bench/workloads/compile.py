@@ -55,54 +55,64 @@ def child(ctx: Ctx, impl: str, workload: str, size: tuple[int, ...], cache: str)
     return {"error": f"exit {p.returncode}: {tail}", "traceback": p.stderr[-4000:]}
 
 
-def run(ctx: Ctx) -> list[Row]:
-    rows = []
+def first_call_rows(ctx: Ctx, row_workload: str, label: str, workload: str, size: tuple[int, ...],
+                    impls: tuple[str, ...] = IMPLS) -> tuple[Row, Row, list[str], dict[str, dict[str, str]]]:
+    """The rows ``label, cold`` and ``label, warm disk cache``: ``workload`` at ``size`` run by
+    ``first_call.py`` in a new process with empty caches, then in another with the caches the
+    first one left. Returns them (ratios filled, notes empty), the import+setup times of the cold
+    runs ("<column> <s> s"), and each mode's ("cold", "warm") child notes by column."""
     columns = [k for k, _ in COLUMNS if k in ctx.columns]
     headers = dict(COLUMNS)
+    cold = Row(row_workload, f"{label}, cold")
+    warm = Row(row_workload, f"{label}, warm disk cache")
+    imports: list[str] = []
+    notes: dict[str, dict[str, str]] = {"cold": {}, "warm": {}}
+    for key in columns:
+        if key not in impls:
+            for r in (cold, warm):
+                r.cells[key] = Cell(text="—", skipped=True)
+            continue
+        if PACKAGE[key] != "flowjit":
+            try:
+                ctx.module(PACKAGE[key])
+            except Skip as e:
+                for r in (cold, warm):
+                    r.cells[key] = Cell(text=f"skipped: {e}", skipped=True)
+                continue
+        cache = tempfile.mkdtemp(prefix=f"bench_{key}_{workload}_")
+        try:
+            for r, mode in ((cold, "cold"), (warm, "warm")):
+                ctx.log(f"  {r.label}: {headers[key]}: subprocess")
+                res = child(ctx, key, workload, size, cache)
+                if "error" in res:
+                    ctx.errors.append((r.label, headers[key], res.get("traceback") or res["error"]))
+                    ctx.log(f"  {r.label}: {headers[key]}: {res['error']}")
+                    r.cells[key] = Cell(text=f"ERROR {res['error'][:100]}", error=res["error"])
+                    continue
+                r.cells[key] = Cell(seconds=res["first_s"],
+                                    text=f"{fmt_time(res['first_s'], 'ms')} "
+                                         f"(2nd {fmt_time(res['second_s'], 'ms')})")
+                if mode == "cold":
+                    imports.append(f"{headers[key]} {res['import_s']:.2f} s")
+                if res.get("note"):
+                    notes[mode][key] = res["note"]
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+    for r in (cold, warm):
+        fill_ratios(r, ctx)
+    return cold, warm, imports, notes
+
+
+def run(ctx: Ctx) -> list[Row]:
+    rows = []
     for workload, size in sizes(ctx).items():
         shape = ",".join(map(str, size))
-        cold = Row("compile", f"first call {workload} f32[{shape}], cold")
-        warm = Row("compile", f"first call {workload} f32[{shape}], warm disk cache")
-        imports, notes = [], []
-        for key in columns:
-            if key not in IMPLS:
-                for r in (cold, warm):
-                    r.cells[key] = Cell(text="—", skipped=True)
-                continue
-            if PACKAGE[key] != "flowjit":
-                try:
-                    ctx.module(PACKAGE[key])
-                except Skip as e:
-                    for r in (cold, warm):
-                        r.cells[key] = Cell(text=f"skipped: {e}", skipped=True)
-                    continue
-            cache = tempfile.mkdtemp(prefix=f"bench_{key}_{workload}_")
-            try:
-                for r, mode in ((cold, "cold"), (warm, "warm")):
-                    ctx.log(f"  {r.label}: {headers[key]}: subprocess")
-                    res = child(ctx, key, workload, size, cache)
-                    if "error" in res:
-                        ctx.errors.append((r.label, headers[key], res.get("traceback") or res["error"]))
-                        ctx.log(f"  {r.label}: {headers[key]}: {res['error']}")
-                        r.cells[key] = Cell(text=f"ERROR {res['error'][:100]}", error=res["error"])
-                        continue
-                    r.cells[key] = Cell(seconds=res["first_s"],
-                                        text=f"{fmt_time(res['first_s'], 'ms')} "
-                                             f"(2nd {fmt_time(res['second_s'], 'ms')})")
-                    if mode == "cold":
-                        imports.append(f"{headers[key]} {res['import_s']:.2f} s")
-                    if res.get("note"):
-                        notes.append(f"{mode}: {res['note']}")
-            finally:
-                shutil.rmtree(cache, ignore_errors=True)
-        for r in (cold, warm):
-            fill_ratios(r, ctx)
+        cold, warm, imports, notes = first_call_rows(ctx, "compile", f"first call {workload} f32[{shape}]",
+                                                     workload, size)
         cold.note = "import+setup before the timed call: " + ", ".join(imports) if imports else ""
-        flowjit_notes = [n for n in notes if n.startswith("cold")]
-        if flowjit_notes:
-            cold.note += ("; " if cold.note else "") + "flowjit " + flowjit_notes[0]
-        warm_notes = [n for n in notes if n.startswith("warm")]
-        if warm_notes:
-            warm.note = "flowjit " + warm_notes[0]
+        if notes["cold"]:
+            cold.note += ("; " if cold.note else "") + "flowjit cold: " + next(iter(notes["cold"].values()))
+        if notes["warm"]:
+            warm.note = "flowjit warm: " + next(iter(notes["warm"].values()))
         rows += [cold, warm]
     return rows

@@ -5,6 +5,8 @@
 (flowjit, numba backend), ``interp`` (flowjit interpreter), ``jax`` (jax.jit) or ``compile``
 (torch.compile). The caches it uses come from the environment the parent sets up
 (``FLOWJIT_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``BENCH_JAX_CACHE_DIR``).
+WORKLOAD ``mlp_step`` (SIZE: batch and layer widths) times the first training step of
+``mlp_step.py``'s MLP instead of a function from ``defs``.
 """
 
 from __future__ import annotations
@@ -16,27 +18,46 @@ import time
 import traceback
 
 
+def _jax():
+    """jax on the CPU, with the persistent compilation cache the parent chose (every entry kept)."""
+    import jax
+    jax.config.update("jax_platforms", "cpu")
+    cache = os.environ.get("BENCH_JAX_CACHE_DIR")
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return jax
+
+
+def _torch():
+    import torch
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    return torch
+
+
 def main(argv: list[str]) -> int:
     impl, workload, size = argv[0], argv[1], tuple(int(s) for s in argv[2].split(","))
     note = ""
     try:
         t0 = time.perf_counter()
         from bench.workloads import defs
-        args = defs.inputs(workload, size)
-        if impl in ("fj", "interp"):
+        if workload == "mlp_step":
+            from bench.workloads import mlp_step
+            if impl not in mlp_step.IMPLS:
+                raise ValueError(f"unknown implementation {impl!r}")
+            module = _jax() if impl == "jax" else _torch() if impl == "compile" else None
+            call = mlp_step.setup(impl, *mlp_step.problem(size), module=module)[0]
+        elif impl in ("fj", "interp"):
             import flowjit as fj
+            args = defs.inputs(workload, size)
             g = fj.function(defs.FJ[workload], backend="numba" if impl == "fj" else "interpreter")
 
             def call():
                 return g(*args)
         elif impl == "jax":
-            import jax
-            jax.config.update("jax_platforms", "cpu")
-            cache = os.environ.get("BENCH_JAX_CACHE_DIR")
-            if cache:
-                jax.config.update("jax_compilation_cache_dir", cache)
-                jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-                jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+            jax = _jax()
+            args = defs.inputs(workload, size)
             g = jax.jit(defs.jax_functions(jax)[workload])
             dev = [jax.device_put(a) for a in args]
             jax.block_until_ready(dev)
@@ -44,8 +65,8 @@ def main(argv: list[str]) -> int:
             def call():
                 return g(*dev).block_until_ready()
         elif impl == "compile":
-            import torch
-            torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+            torch = _torch()
+            args = defs.inputs(workload, size)
             g = torch.compile(defs.torch_functions(torch)[1][workload])
             ts = [torch.from_numpy(a) for a in args]
 

@@ -9,6 +9,9 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
 - a group never needs its own result as an input (no cycles): an op joins the group of
   one of its users only when no path from its other users leads back into that group;
   its result then leaves the kernel as an extra output when something outside reads it;
+- a group merges into the group producing its inputs when both loop over the same shape
+  with the same reductions and nothing outside them lies between (a loss and the
+  log-softmax it reads);
 - groups whose results only leave the program (returned, or assigned to Variables: the
   optimizer's updates) merge into few kernels, whatever their shapes;
 - ops are reordered only as far as a kernel's inputs and users require;
@@ -111,6 +114,7 @@ def fusion(fn: Function) -> Function:
             g = _Group(op)
             groups.append(g)
             group_of[id(op)] = g
+    groups = _merge_consumers(groups, group_of, top, position)
     groups = _merge_terminal_groups(groups, returned, top)
     for g in groups:
         _outline(fn, g, returned)
@@ -169,6 +173,42 @@ def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top:
         for m in members:
             stack.extend(u for u in _users(m, top) if position[id(u)] <= last)
     return False
+
+
+def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: dict[int, Op],
+                     position: dict[int, int]) -> list[_Group]:
+    """Merge a group into the group producing its inputs when both loop over the same
+    shape with the same reductions (a loss reading the log-softmax a kernel made) and no
+    path through other ops leads from the producer to the consumer."""
+    merged = True
+    while merged:
+        merged = False
+        for consumer in groups:
+            members = set(map(id, consumer.ops))
+            producers = {id(g): g for op in consumer.ops for v in op.inputs
+                         if v.producer is not None and id(v.producer) not in members
+                         for g in [group_of.get(id(v.producer))] if g is not None and g is not consumer}
+            for producer in producers.values():
+                if not _same_loops(producer, consumer):
+                    continue
+                inside = set(map(id, producer.ops)) | members
+                outside = [u for op in producer.ops for u in _users(op, top) if id(u) not in inside]
+                if _reaches(outside, consumer, group_of, top, position):
+                    continue
+                producer.ops.extend(consumer.ops)
+                for op in consumer.ops:
+                    group_of[id(op)] = producer
+                groups.remove(consumer)
+                merged = True
+                break
+            if merged:
+                break
+    return groups
+
+
+def _same_loops(a: _Group, b: _Group) -> bool:
+    return (a.device == b.device and a.loop_size == b.loop_size and a.reduce_shape is not None
+            and (a.reduce_shape, a.reduce_axes) == (b.reduce_shape, b.reduce_axes))
 
 
 def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: dict[int, Op]) -> list[_Group]:
