@@ -124,6 +124,7 @@ from flowjit.tracer.array_api import (
     zeros_like,
 )
 from flowjit.tracer.autodiff import grad, value_and_grad, vjp
+from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.tracer.variables import Variable
 

@@ -43,3 +43,14 @@ def test_cnn_digits_learns():
     pytest.importorskip("sklearn")
     result = _example("cnn_digits").main(["--epochs", "3", "--quiet"])
     assert result["test_accuracy"] > 0.85
+
+
+def test_newton_sqrt_converges_to_machine_precision(capsys):
+    result = _example("newton_sqrt").main([])
+    assert result["worst_relative_error"] < 1e-15
+    assert "= while " in capsys.readouterr().out  # the traced IR shows the loop op
+
+
+def test_rnn_sequence_learns_with_scan():
+    result = _example("rnn_sequence").main(["--steps", "150"])
+    assert result["test_accuracy"] > 0.85

@@ -141,6 +141,7 @@ class CompiledKernel:
     in_place: tuple[int, ...] = ()  # inputs the output may be written into (see KernelWriter)
     fname: str = ""  # the kernel's function name in its module
     scalar_inputs: bool = False  # some input is 0-d (passed as a 1-element array)
+    precompiled: bool = False  # compiled ahead of its first call (see precompile)
 
     def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty,
                  into: np.ndarray | None = None) -> list[np.ndarray]:
@@ -192,6 +193,17 @@ def compile_kernel(block: Block, name: str, parallel: bool = True, fastmath: boo
     uses_prange = "prange(" in body
     source = PRELUDE + body + (f"\n\n{fname} = njit(cache=CACHE, parallel={parallel and uses_prange}, "
                                f"error_model='numpy', nogil=True{FASTMATH if fastmath else ''})({fname})\n")
+    path, text = write_source(source)
+    kernel = CompiledKernel(name, text, path, None, [v.type for v in block.returns], tuple(writer.in_place_inputs()),
+                            fname, any(not a.type.shape for a in block.args))
+    _load(kernel)
+    return kernel
+
+
+def write_source(source: str) -> tuple[str, str]:
+    """Write generated numba source to the disk cache as ``fj_<hash of its text>.py`` (once;
+    rewritten when stale or corrupt), with ``cache=CACHE`` set to whether numba may cache
+    next to it; returns the path and the text written."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     directory = cache_dir()
     use_cache = directory is not None
@@ -204,10 +216,25 @@ def compile_kernel(block: Block, name: str, parallel: bool = True, fastmath: boo
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)  # atomic: a reader never sees half a file
-    kernel = CompiledKernel(name, text, path, None, [v.type for v in block.returns], tuple(writer.in_place_inputs()),
-                            fname, any(not a.type.shape for a in block.args))
-    _load(kernel)
-    return kernel
+    return path, text
+
+
+def import_source(path: str, fresh: bool = False) -> Any:
+    """Import a generated module from ``path`` under ``flowjit_kernels.<its name>`` (numba
+    caches only functions of modules in ``sys.modules``); the loaded one unless ``fresh``."""
+    mod_name = "flowjit_kernels." + os.path.splitext(os.path.basename(path))[0]
+    module = None if fresh else sys.modules.get(mod_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:
+            del sys.modules[mod_name]
+            raise KernelCompileError(f"generated source failed to load ({e}); see {path}") from None
+    return module
 
 
 def _holds(path: str, text: str) -> bool:
@@ -218,25 +245,12 @@ def _holds(path: str, text: str) -> bool:
         return False
 
 
-def _module_name(kernel: CompiledKernel) -> str:
-    return "flowjit_kernels." + os.path.splitext(os.path.basename(kernel.path))[0]
-
-
 def _load(kernel: CompiledKernel, fresh: bool = False) -> None:
     """Import the kernel's module (again when ``fresh``) and take its numba dispatcher."""
-    mod_name = _module_name(kernel)
-    module = None if fresh else sys.modules.get(mod_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(mod_name, kernel.path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as e:
-            del sys.modules[mod_name]
-            raise KernelCompileError(f"kernel {kernel.name}: generated source failed to load ({e}); "
-                                     f"see {kernel.path}") from None
+    try:
+        module = import_source(kernel.path, fresh)
+    except KernelCompileError as e:
+        raise KernelCompileError(f"kernel {kernel.name}: {e}") from None
     kernel.fn = getattr(module, kernel.fname)
 
 
@@ -265,6 +279,52 @@ def _compile_error(kernel: CompiledKernel, ops_desc: str, e: Exception) -> Kerne
                               f"generated source: {kernel.path}")
 
 
+def _on_disk(kernel: CompiledKernel) -> bool:
+    """Whether numba's disk cache has an entry for this kernel (an index file)."""
+    directory = os.path.join(os.path.dirname(kernel.path), "__pycache__")
+    stem = os.path.splitext(os.path.basename(kernel.path))[0] + "."
+    try:
+        return any(n.startswith(stem) and n.endswith(".nbi") for n in os.listdir(directory))
+    except OSError:
+        return False
+
+
+def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
+    """Compile kernels not in the disk cache yet for their expected argument types, half of
+    them in a forked process that writes them to the disk cache, so the machine's two cores
+    compile at once (numba compiles one function at a time per process); the parent then
+    loads the child's from disk at the first call. Only where fork is safe (Linux) and the
+    disk cache is writable; any failure just leaves a kernel to compile at its first call."""
+    unique = {id(k.fn): (k, sig) for k, sig in kernels}  # kernels of one source share a dispatcher
+    cold = [(k, sig) for k, sig in unique.values() if not k.fn.signatures and not _on_disk(k)]
+    if not cold:
+        return
+    mine, theirs = cold[:(len(cold) + 1) // 2], cold[(len(cold) + 1) // 2:]
+    pid = 0
+    if theirs and sys.platform == "linux" and cache_dir() is not None and os.cpu_count() and os.cpu_count() > 1:
+        pid = os.fork()
+        if pid == 0:  # the child: compile, let numba write its cache files, leave at once
+            code = 0
+            for k, sig in theirs:
+                try:
+                    k.fn.compile(sig)
+                except Exception:
+                    code = 1
+            os._exit(code)
+    for k, sig in mine + ([] if pid else theirs):
+        try:
+            k.fn.compile(sig)
+            _stats["compiled"] += 1
+            k.precompiled = True
+        except Exception:
+            pass  # compiled (and its error reported) at the first call
+    if pid:
+        os.waitpid(pid, 0)
+        for k, _ in theirs:
+            _stats["compiled"] += 1
+            k.precompiled = True
+
+
 def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> list[np.ndarray]:
     """Compile ``kernel`` for these inputs now, counting compiles, disk-cache loads and
     reuses (the same source already compiled in this process, e.g. for another batch size);
@@ -285,7 +345,9 @@ def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> lis
             outs = kernel(*inputs)
         except Exception as e:
             raise _compile_error(kernel, ops_desc, e) from None
-    if len(kernel.fn.signatures) == before:
+    if kernel.precompiled:
+        kernel.precompiled = False  # counted by precompile
+    elif len(kernel.fn.signatures) == before:
         _stats["reused"] += 1
     elif sum(kernel.fn.stats.cache_hits.values()) > hits:
         _stats["loaded"] += 1

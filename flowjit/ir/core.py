@@ -201,7 +201,16 @@ class Function:
 
 def _clone_block(block: Block, mapping: dict[int, Value]) -> Block:
     new = Block([Value(a.type, name=a.name) for a in block.args])
-    for a, b in zip(block.args, new.args):
+    new.set_returns(clone_ops_into(block, new, new.args, mapping))
+    return new
+
+
+def clone_ops_into(block: Block, dest: Block, args: list[Value], mapping: dict[int, Value] | None = None
+                   ) -> list[Value]:
+    """Append copies of ``block``'s ops to ``dest``, with ``block``'s arguments replaced by
+    ``args``; return what ``block`` returns, as values of ``dest`` (inlining a block)."""
+    mapping = {} if mapping is None else mapping
+    for a, b in zip(block.args, args):
         mapping[a.id] = b
     for op in block.ops:
         # Nested blocks may use values of this block, so map inputs first, then clone blocks.
@@ -210,6 +219,5 @@ def _clone_block(block: Block, mapping: dict[int, Value]) -> Block:
         c = Op(op.primitive, inputs, op.attrs, [r.type for r in op.results], op.device, op.loc, blocks)
         for r, cr in zip(op.results, c.results):
             mapping[r.id] = cr
-        new.append(c)
-    new.set_returns([mapping.get(v.id, v) for v in block.returns])
-    return new
+        dest.append(c)
+    return [mapping.get(v.id, v) for v in block.returns]

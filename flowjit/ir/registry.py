@@ -189,9 +189,11 @@ class Primitive:
     ``vjp(e, g, y, *xs, **attrs)`` is the reverse-mode rule of a single-result op: given
     an ``Emitter`` ``e``, the cotangent ``g`` of the result ``y`` and the inputs ``xs``, it
     emits and returns one cotangent per input, with that input's type (None: no
-    gradient flows there). An op of a primitive with ``num_blocks`` owns
-    that many blocks, isolated from above (they see only their own arguments); its rule
-    and impl then also receive ``blocks``.
+    gradient flows there). For a primitive that owns blocks the rule is
+    ``vjp(e, gs, ys, *xs, blocks, **attrs)`` with a cotangent for every result (zeros where
+    none flows). An op of a primitive with ``num_blocks`` owns
+    that many blocks (``-1``: one or more), isolated from above (they see only their own
+    arguments); its rule and impl then also receive ``blocks``.
 
     Algebraic facts, each exact for every input of every accepted dtype (floats compare by
     value, sign of zero and NaN-ness), and each meaning "no such fact" when left out:
@@ -284,8 +286,9 @@ class Primitive:
         ``blocks``, or a ShapeError naming the op."""
         if self.arity is not None and len(in_types) != self.arity:
             raise ShapeError(f"takes {self.arity} input(s), got {len(in_types)}", op=self.name)
-        if len(blocks) != self.num_blocks:
-            raise ShapeError(f"owns {self.num_blocks} block(s), got {len(blocks)}", op=self.name)
+        if (len(blocks) != self.num_blocks) if self.num_blocks >= 0 else not blocks:
+            want = self.num_blocks if self.num_blocks >= 0 else "one or more"
+            raise ShapeError(f"owns {want} block(s), got {len(blocks)}", op=self.name)
         for t in in_types:
             if t.dtype not in self.dtypes:
                 raise ShapeError(

@@ -2,7 +2,8 @@
 
 Fans follow Keras: a 2-D ``(in, out)`` kernel has fan-in ``in`` and fan-out ``out``; a
 convolution kernel ``(h, w, in, out)`` multiplies both by the receptive field ``h * w``.
-The numbers come from ``fj.random`` with the explicit key, so a seed reproduces a model.
+The numbers come from ``fj.random`` with the explicit key (or an int seed), so a seed
+reproduces a model.
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ def _fans(shape: Shape) -> tuple[int, int]:
     return shape[-2] * receptive, shape[-1] * receptive
 
 
+def _key(key: Any) -> Any:
+    return random.key(int(key)) if isinstance(key, (int, np.integer)) else key  # an int is a seed
+
+
 def _uniform(key: Any, shape: Shape, dtype: Any, limit: float) -> np.ndarray:
-    return np.asarray(random.uniform(key, shape, dtype, -limit, limit))
+    return np.asarray(random.uniform(_key(key), shape, dtype, -limit, limit))
 
 
 def _normal(key: Any, shape: Shape, dtype: Any, std: float) -> np.ndarray:
-    return np.asarray(random.normal(key, shape, dtype) * as_dtype(dtype).np.type(std))
+    return np.asarray(random.normal(_key(key), shape, dtype) * as_dtype(dtype).np.type(std))
 
 
 def zeros(key: Any, shape: Shape, dtype: Any = float32) -> np.ndarray:

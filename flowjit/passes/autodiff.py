@@ -59,11 +59,15 @@ def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: S
         if p.vjp is None:
             where = f" at {op.loc}" if op.loc else ""
             raise AutodiffError(f"no gradient for {p.name}{where}: its VJP rule is not written yet")
-        if len(op.results) != 1:
-            raise AutodiffError(f"{p.name} has {len(op.results)} results; VJP rules take one")
         builder.loc, builder.device = op.loc, op.device
-        g = cts[0]
-        for x, gx in zip(op.inputs, p.vjp(e, g, op.results[0], *op.inputs, **op.attrs)):
+        if op.blocks:  # control flow: every result's cotangent (zeros where none), the blocks
+            gs = [c if c is not None else e.zeros(r.type) for c, r in zip(cts, op.results)]
+            grads = p.vjp(e, gs, op.results, *op.inputs, blocks=op.blocks, **op.attrs)
+        elif len(op.results) != 1:
+            raise AutodiffError(f"{p.name} has {len(op.results)} results; VJP rules take one")
+        else:
+            grads = p.vjp(e, cts[0], op.results[0], *op.inputs, **op.attrs)
+        for x, gx in zip(op.inputs, grads):
             add(x, gx)
     builder.loc = None
     return [ct[v.id] if v.id in ct else e.zeros(v.type) for v in wrt]

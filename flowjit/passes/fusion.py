@@ -90,7 +90,6 @@ def fusion(fn: Function) -> Function:
     """Group fusible ops of ``fn``'s body into ``fusion`` ops (see the module docstring)."""
     block = fn.body
     returned = {v.id for v in block.returns}
-    position = {id(op): i for i, op in enumerate(block.ops)}
     top = _top_level_ancestors(block)
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
@@ -106,7 +105,7 @@ def fusion(fn: Function) -> Function:
             # Users outside the group read the value as an extra output of the kernel;
             # joining is only sound when none of them leads back into the group.
             outside = [u for u in users if group_of.get(id(u)) is not g]
-            if g.accepts(op) and not _reaches(outside, g, group_of, top, position):
+            if g.accepts(op) and not _reaches(outside, g, group_of, top):
                 g.add(op)
                 group_of[id(op)] = g
                 break
@@ -114,7 +113,7 @@ def fusion(fn: Function) -> Function:
             g = _Group(op)
             groups.append(g)
             group_of[id(op)] = g
-    groups = _merge_consumers(groups, group_of, top, position)
+    groups = _merge_consumers(groups, group_of, top)
     groups = _merge_terminal_groups(groups, returned, top)
     for g in groups:
         _outline(fn, g, returned)
@@ -153,12 +152,12 @@ def _users(op: Op, top: dict[int, Op]) -> list[Op]:
     return list(seen.values())
 
 
-def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top: dict[int, Op],
-             position: dict[int, int]) -> bool:
+def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top: dict[int, Op]) -> bool:
     """Whether a path from ``starts`` reaches an op of ``target``, with every group formed
-    so far taken as one node (a kernel runs when all its inputs are ready)."""
-    last = max(position[id(op)] for op in target.ops)
-    stack = [op for op in starts if position[id(op)] <= last]
+    so far taken as one node (a kernel runs when all its inputs are ready). A group's
+    members may sit anywhere in program order, so a path may lead back to earlier ops:
+    the search is not cut off by position."""
+    stack = list(starts)
     seen: set[int] = set()
     while stack:
         op = stack.pop()
@@ -171,12 +170,11 @@ def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top:
             continue
         seen.add(key)
         for m in members:
-            stack.extend(u for u in _users(m, top) if position[id(u)] <= last)
+            stack.extend(_users(m, top))
     return False
 
 
-def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: dict[int, Op],
-                     position: dict[int, int]) -> list[_Group]:
+def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: dict[int, Op]) -> list[_Group]:
     """Merge a group into the group producing its inputs when both loop over the same
     shape with the same reductions (a loss reading the log-softmax a kernel made) and no
     path through other ops leads from the producer to the consumer."""
@@ -193,7 +191,7 @@ def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: dic
                     continue
                 inside = set(map(id, producer.ops)) | members
                 outside = [u for op in producer.ops for u in _users(op, top) if id(u) not in inside]
-                if _reaches(outside, consumer, group_of, top, position):
+                if _reaches(outside, consumer, group_of, top):
                     continue
                 producer.ops.extend(consumer.ops)
                 for op in consumer.ops:

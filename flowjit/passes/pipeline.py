@@ -21,6 +21,7 @@ from flowjit.ir.verifier import verify
 from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
 from flowjit.passes.fusion import fusion
+from flowjit.passes.hoist import hoist_invariants
 from flowjit.passes.prune import prune
 from flowjit.passes.simplify import simplify
 
@@ -88,5 +89,6 @@ DEFAULT_PIPELINE = Pipeline([
     ("cse", cse),
     ("constant_fold", constant_fold),
     ("prune", prune),
+    ("hoist_invariants", hoist_invariants),
     ("fusion", fusion),
 ])

@@ -9,6 +9,7 @@ caller may mutate what it gets back.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from flowjit.ir.interpreter import run_block, run_op
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
 from flowjit.runtime.buffers import POOL
 from flowjit.runtime.memory_plan import plan_memory
+from flowjit.runtime.native_loop import native_loop
 
 # What ``.ir(stage=...)`` and ``flowjit ir --stage`` can show.
 STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
@@ -69,8 +71,13 @@ class Executable:
         self.kernels: dict[int, Any] = {}
         self.fallbacks: dict[str, str] = {}
         self._driver: Any = None
+        # Control ops (cond, while, scan) run their primitive's reference with each block
+        # compiled as an Executable of its own (fused kernels, driver); see _compile_blocks.
+        self.control: dict[int, Callable[..., Any]] = {}
+        self.control_blocks: dict[int, list[Executable]] = {}  # the compiled blocks of each
         if backend == "numba":
             self._compile_kernels()
+            self._compile_blocks()
         self.memory_plan = plan_memory(function, {i: k.in_place for i, k in self.kernels.items()})
         plan = self.memory_plan
         self._n_slots = len(plan.slots)
@@ -94,15 +101,30 @@ class Executable:
                 except UnsupportedOp as e:
                     self.fallbacks[op.attrs.get("name", op.name)] = str(e)
 
+    def _compile_blocks(self) -> None:
+        for op in self.function.body.ops:
+            if op.primitive.kind != "control" or op.primitive.role == "kernel" or not op.blocks:
+                continue
+            runners = []
+            for k, block in enumerate(op.blocks):
+                sub = Function(f"{self.function.name}.{op.name}{k}", block).clone()
+                runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath))
+            self.control_blocks[op.id] = runners
+            native = native_loop(op, runners)
+            self.control[op.id] = native or functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
+
     def _warm(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         # The first call compiles each kernel (or loads it from the disk cache) with its
         # real argument types, turning numba's errors into KernelCompileError.
-        from flowjit.codegen_cpu.compile import warm
+        from flowjit.codegen_cpu.compile import precompile, warm
+        precompile([(st.kernel, _signature(st)) for st in self._steps if st.kernel is not None])
         regs: list[Any] = [None] * self._n_slots
         regs[:len(arrays)] = arrays
         for st in self._steps:
             ins = [regs[s] for s in st.ins]
-            if st.kernel is None:
+            if st.op.id in self.control:
+                outs = self.control[st.op.id](*ins)
+            elif st.kernel is None:
                 outs = run_op(st.op, ins)
             else:
                 outs = warm(st.kernel, ins, f"{st.op.attrs['name']} from {st.op.attrs['lines']}")
@@ -162,6 +184,9 @@ class Executable:
             if view is not None:
                 env[f"view{i}"] = view
                 lines.append(f"    {outs[0]} = view{i}({ins[0]})")
+            elif st.op.id in self.control:
+                env[f"control{i}"] = self.control[st.op.id]
+                lines.append(f"    {', '.join(outs)}, = control{i}({', '.join(ins)})")
             elif k is None:
                 env[f"op{i}"] = st.op
                 lines.append(f"    {', '.join(outs)}, = run_op(op{i}, [{', '.join(ins)}])")
@@ -230,6 +255,18 @@ def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[
         return function
     stop = "fusion" if stage == "fused" else stage
     return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop).function
+
+
+def _signature(st: Step) -> tuple:
+    """The numba argument types a kernel step is expected to be called with: C-contiguous
+    arrays of its inputs' and outputs' types, a 0-d value as a 1-element array, read-only
+    where a constant op makes the input."""
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+    specs = [(v.type.dtype.np, max(len(v.type.shape), 1), v.producer is not None and v.producer.primitive.kind
+              == "constant") for v in st.op.inputs]
+    specs += [(np.dtype(d), len(shape), False) for shape, d in st.kernel._out_specs]
+    return tuple(types.Array(from_dtype(d), n, "C", readonly=ro) for d, n, ro in specs)
 
 
 def _as_view(op: Op) -> Callable[[np.ndarray], np.ndarray] | None:

@@ -45,11 +45,16 @@ def user_location(skip: int = 1) -> SourceLoc | None:
 class Trace:
     """One active tracing context: a block being built and the tracers that live in it."""
 
-    def __init__(self, block: Block, name: str = "trace"):
+    def __init__(self, block: Block, name: str = "trace", parent: Trace | None = None):
         self.block = block
         self.builder = Builder(block)
         self.name = name
         self.active = True
+        # A trace of a branch or loop body nested in ``parent``: values of enclosing traces
+        # it reads become block arguments, the op's extra inputs (blocks are isolated).
+        self.parent = parent
+        self.captures: list[tuple[Tracer, Value]] = []
+        self._captured: dict[int, Tracer] = {}
         self._const_cache: dict[int, tuple[Any, Tracer]] = {}
         # Variables read or written in this trace, in first-use order: each becomes a
         # ``var`` argument; ``current`` is the value a read sees (the last assignment).
@@ -63,8 +68,33 @@ class Trace:
         self.block.args.append(v)
         return Tracer(v, self, weak)
 
+    def encloses(self, other: Trace) -> bool:
+        """Whether ``other`` is this trace or one it is nested in."""
+        t: Trace | None = self
+        while t is not None and t is not other:
+            t = t.parent
+        return t is not None
+
+    def capture(self, outer: Tracer) -> Tracer:
+        """``outer``, a value of an enclosing trace, as an argument of this block."""
+        if outer.trace is self:
+            return outer
+        key = id(outer.value)
+        if key not in self._captured:
+            if self.parent is None or not self.parent.encloses(outer.trace):
+                raise TracerError(f"a traced value ({outer.aval}) of trace {outer.trace.name} was used inside "
+                                  f"another trace ({self.name}) at {user_location()}")
+            in_parent = self.parent.capture(outer)
+            inner = Value(outer.aval, name=outer.value.name)
+            self.block.args.append(inner)
+            self.captures.append((in_parent, inner))
+            self._captured[key] = Tracer(inner, self, outer.weak)
+        return self._captured[key]
+
     def read_variable(self, var: Any) -> Tracer:
         """The value of Variable ``var`` in this trace (an argument marked ``var`` on first use)."""
+        if self.parent is not None:
+            return self.capture(self.parent.read_variable(var))
         key = id(var)
         if key not in self.var_args:
             self.variables.append(var)
@@ -74,6 +104,9 @@ class Trace:
 
     def write_variable(self, var: Any, value: Tracer) -> None:
         """Record ``var``'s new value; reads after this see it."""
+        if self.parent is not None:
+            raise TracerError(f"assigning Variable {var.name} inside a branch or loop body ({self.name}) at "
+                              f"{user_location()} is not supported: return the new value and assign it after")
         self.read_variable(var)
         self.current[id(var)] = value
         self.assigned[id(var)] = user_location()
@@ -304,8 +337,7 @@ def _materialize(op: Operand, trace: Trace) -> Value:
                 f"{user_location()}: it escaped its function, e.g. through a global or a "
                 "closure. Return it from the function instead")
         if t.trace is not trace:
-            raise TracerError(f"a traced value ({t.aval}) of trace {t.trace.name} was used inside "
-                              f"another trace ({trace.name}) at {user_location()}")
+            return trace.capture(t).value  # a closure of a branch or loop body; else an error
         return t.value
     assert op.array is not None
     return trace.constant(op.array, op.weak).value

@@ -243,6 +243,33 @@ def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     assert second == (0, first[0])
 
 
+def test_cold_kernels_compile_on_two_cores_into_the_disk_cache(tmp_path):
+    # Half of a program's cold kernels compile in a forked process that writes them to
+    # the disk cache; the parent loads them. Every kernel ends up on disk and counted once.
+    prog = textwrap.dedent("""
+        import numpy as np, flowjit as fj
+        from flowjit.codegen_cpu import kernel_stats
+        def f(x, w):
+            h = fj.tanh(x @ w + 1)
+            g = fj.exp(h @ w.T - h.max()) * 3
+            return (g / g.sum(axis=1, keepdims=True)).sum(axis=0), fj.sqrt(fj.abs(h)).mean()
+        x = np.linspace(-1, 1, 64 * 16).reshape(64, 16)
+        w = np.linspace(-0.5, 0.5, 16 * 16).reshape(16, 16)
+        a, b = fj.function(f)(x, w)
+        ra, rb = fj.function(f, interpret=True)(x, w)
+        assert np.allclose(a, ra, rtol=1e-12) and np.allclose(b, rb, rtol=1e-12)
+        s = kernel_stats()
+        print(s["compiled"], s["loaded"])
+    """)
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    first, second = (tuple(map(int, subprocess.run([sys.executable, "-c", prog], env=env, capture_output=True,
+                                                   text=True, check=True).stdout.split())) for _ in range(2))
+    kernels = sorted(p.stem for p in (tmp_path / "kernels").glob("fj_*.py"))
+    indexed = {p.name.split(".")[0] for p in (tmp_path / "kernels" / "__pycache__").glob("fj_*.nbi")}
+    assert len(kernels) >= 3 and set(kernels) <= indexed
+    assert first == (len(kernels), 0) and second == (0, len(kernels))
+
+
 @pytest.mark.parametrize("damage", ["garbage numba cache", "empty numba index", "garbage kernel source"])
 def test_a_corrupt_cache_entry_is_recompiled_not_a_crash(tmp_path, damage):
     prog = textwrap.dedent("""

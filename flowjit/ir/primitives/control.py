@@ -1,0 +1,265 @@
+"""Structured control flow: ``cond``, ``while`` and ``scan``, ops that own blocks.
+
+Every block is isolated from above: the values a branch or a loop body reads from the
+enclosing program are explicit inputs of the op (the tracer turns closures into them),
+passed on to each block as its trailing arguments.
+
+- ``%r... = cond %index, %in... { branch 0 } { branch 1 } ...``: runs the branch
+  ``index`` (an ``i32[]``, clamped to the branches there are; ``fj.cond`` passes
+  ``pred`` as 1 for the true branch, so the false branch comes first). Every branch
+  takes the inputs and returns the results' types.
+- ``%carry... = while %init..., %c... {num_carry=k, maximum_iterations=m} { cond } { body }``:
+  while ``cond(carry, c)`` (a ``bool[]``) holds, and fewer than ``m`` iterations ran
+  (``m = -1``: no limit), ``carry = body(carry, c)``.
+- ``%carry..., %ys... = scan %init..., %xs..., %c... {num_carry=k, num_xs=n, length=L,
+  reverse=false} { body }``: for ``t`` in ``0..L-1`` (or back), ``carry, y = body(carry,
+  xs[t], c)``; each result ``ys`` stacks its ``y`` along a new leading axis of size L.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.dtypes import bool_, int32
+from flowjit.ir.errors import ShapeError
+from flowjit.ir.registry import attr, declare, defvjp
+from flowjit.ir.types import TensorType
+
+
+def _types(values: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(v.type if hasattr(v, "type") else v) for v in values) + ")"
+
+
+def _check_args(block: Any, want: Sequence[TensorType], what: str) -> None:
+    got = [a.type for a in block.args]
+    if got != list(want):
+        raise ShapeError(f"{what} takes {_types(block.args)}, but the op passes {_types(want)}")
+
+
+# Blocks run from Python, counted (a loop compiled to one native function runs none):
+# what tests and benchmarks read to tell a native loop from one stepping in Python.
+PYTHON_BLOCK_RUNS = Counter()
+
+
+def _run(block: Any, args: Sequence[Any]) -> list[np.ndarray]:
+    """Run one block on ``args``: a Block with the interpreter, or (in a compiled
+    Executable) the block compiled on its own, a callable on the argument list."""
+    PYTHON_BLOCK_RUNS["blocks"] += 1
+    if callable(block):
+        return list(block(list(args)))
+    from flowjit.ir.interpreter import run_block
+    return run_block(block, args)
+
+
+def _cond_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any]) -> list[TensorType]:
+    if not in_types or in_types[0] != TensorType((), int32):
+        raise ShapeError(f"the branch index must be i32[], got {in_types[0] if in_types else 'nothing'}")
+    for k, b in enumerate(blocks):
+        _check_args(b, in_types[1:], f"branch {k}")
+    first = [v.type for v in blocks[0].returns]
+    for k, b in enumerate(blocks[1:], 1):
+        if [v.type for v in b.returns] != first:
+            raise ShapeError(f"the branches return different types: branch 0 returns {_types(blocks[0].returns)}, "
+                             f"branch {k} returns {_types(b.returns)}")
+    return first
+
+
+def _cond_impl(index: np.ndarray, *inputs: np.ndarray, blocks: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    k = min(max(int(index), 0), len(blocks) - 1)
+    return tuple(_run(blocks[k], inputs))
+
+
+declare("cond", kind="control", rule=_cond_rule, impl=_cond_impl, arity=None, num_blocks=-1,
+        doc="cond(index, inputs...): runs branch `index` (clamped) on the inputs")
+
+
+def _differentiated(block: Any, n_inputs: int) -> Any:
+    """A copy of ``block`` that also takes the cotangents of its results and returns the
+    cotangents of its first ``n_inputs`` arguments: its ops run again, then their VJPs."""
+    from flowjit.ir.core import Value, _clone_block
+    from flowjit.passes.autodiff import backward
+    new = _clone_block(block, {})
+    outputs = list(new.returns)
+    seeds = [Value(v.type, name="ct") for v in outputs]
+    new.args.extend(seeds)
+    grads = backward(new, list(new.ops), outputs, seeds, new.args[:n_inputs])
+    new.set_returns(grads)
+    return new
+
+
+def _cond_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], index: Any, *xs: Any, blocks: Sequence[Any]) -> list:
+    # The same branch runs backward: each branch block becomes its own forward and VJP.
+    branches = [_differentiated(b, len(xs)) for b in blocks]
+    grads = e.builder.emit("cond", [index, *xs, *gs], {}, blocks=branches)
+    return [None, *grads]
+
+
+defvjp("cond", _cond_vjp)
+
+
+def _while_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any], num_carry: int,
+                maximum_iterations: int) -> list[TensorType]:
+    cond, body = blocks
+    if not 0 <= num_carry <= len(in_types):
+        raise ShapeError(f"num_carry={num_carry} with {len(in_types)} inputs")
+    _check_args(cond, in_types, "the condition")
+    _check_args(body, in_types, "the body")
+    if [v.type for v in cond.returns] != [TensorType((), bool_)]:
+        raise ShapeError(f"the condition must return one bool[], got {_types(cond.returns)}")
+    carry = list(in_types[:num_carry])
+    out = [v.type for v in body.returns]
+    if len(out) != len(carry):
+        raise ShapeError(f"the body returns {len(out)} values for a carry of {len(carry)}")
+    for k, (c, o) in enumerate(zip(carry, out)):
+        if c != o:
+            raise ShapeError(f"the body changes carry element {k} from {c} to {o}")
+    return carry
+
+
+def _while_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_carry: int,
+                maximum_iterations: int) -> tuple[np.ndarray, ...]:
+    cond, body = blocks
+    carry, consts = list(inputs[:num_carry]), list(inputs[num_carry:])
+    n = 0
+    while (maximum_iterations < 0 or n < maximum_iterations) and bool(_run(cond, carry + consts)[0]):
+        carry = _run(body, carry + consts)
+        n += 1
+    return tuple(carry)
+
+
+declare("while", kind="control", rule=_while_rule, impl=_while_impl, arity=None, num_blocks=2,
+        attrs={"num_carry": attr("int"), "maximum_iterations": attr("int", -1)},
+        doc="while(carry..., consts...): repeat the body on the carry while the condition holds")
+
+
+def _scan_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any], num_carry: int, num_xs: int,
+               length: int, reverse: bool) -> list[TensorType]:
+    (body,) = blocks
+    if num_carry < 0 or num_xs < 0 or num_carry + num_xs > len(in_types) or length < 0:
+        raise ShapeError(f"num_carry={num_carry}, num_xs={num_xs}, length={length} with {len(in_types)} inputs")
+    carry = list(in_types[:num_carry])
+    xs = in_types[num_carry:num_carry + num_xs]
+    for k, x in enumerate(xs):
+        if not x.shape or x.shape[0] != length:
+            raise ShapeError(f"scanned input {k} ({x}) must have a leading axis of length {length}")
+    slices = [TensorType(x.shape[1:], x.dtype) for x in xs]
+    _check_args(body, carry + slices + list(in_types[num_carry + num_xs:]), "the body")
+    out = [v.type for v in body.returns]
+    if len(out) < num_carry:
+        raise ShapeError(f"the body returns {len(out)} values for a carry of {num_carry}")
+    for k, (c, o) in enumerate(zip(carry, out)):
+        if c != o:
+            raise ShapeError(f"the body changes carry element {k} from {c} to {o}")
+    return carry + [TensorType((length, *y.shape), y.dtype) for y in out[num_carry:]]
+
+
+def _scan_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_carry: int, num_xs: int, length: int,
+               reverse: bool) -> tuple[np.ndarray, ...]:
+    (body,) = blocks
+    carry = list(inputs[:num_carry])
+    xs = inputs[num_carry:num_carry + num_xs]
+    consts = list(inputs[num_carry + num_xs:])
+    returns = (body.function if callable(body) else body).returns  # a compiled block keeps its Function
+    ys = [np.empty((length, *v.type.shape), v.type.dtype.np) for v in returns[num_carry:]]
+    for t in (reversed(range(length)) if reverse else range(length)):
+        out = _run(body, carry + [x[t] for x in xs] + consts)
+        carry = out[:num_carry]
+        for y, v in zip(ys, out[num_carry:]):
+            y[t] = v
+    return tuple(carry + ys)
+
+
+declare("scan", kind="control", rule=_scan_rule, impl=_scan_impl, arity=None, num_blocks=1,
+        attrs={"num_carry": attr("int"), "num_xs": attr("int"), "length": attr("int"),
+               "reverse": attr("bool", False)},
+        doc="scan(carry..., xs..., consts...): the body over the leading axis of xs, carrying state")
+
+
+def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
+              num_xs: int, length: int, reverse: bool) -> list:
+    """Reverse-mode through a scan: a forward scan again that saves the carry entering each
+    step, then a scan the other way that runs each step's body and its VJP, carrying the
+    carry's cotangent and summing the cotangents of the loop constants."""
+    from flowjit.ir.core import Block, Value, clone_ops_into
+    (body,) = blocks
+    k, n = num_carry, num_xs
+    carry, xs, consts = inputs[:k], inputs[k:k + n], inputs[k + n:]
+    m = len(consts)
+    # 1. The carries entering each step, stacked: the body again, returning its carry too.
+    saving = Block([Value(a.type, name=a.name) for a in body.args])
+    outs = clone_ops_into(body, saving, saving.args)
+    saving.set_returns(outs[:k] + saving.args[:k])
+    attrs = {"num_carry": k, "num_xs": n, "length": length, "reverse": reverse}
+    saved = e.builder.emit("scan", [*carry, *xs, *consts], attrs, blocks=[saving])[k:]
+    # 2. Backward, the other way: carry (ct of the carry, sums of the consts' cts);
+    #    scanned (the saved carry, x, ct of y); loop constants (consts).
+    diff = _differentiated(body, k + n + m)
+    y_types = [v.type for v in body.returns[k:]]
+    ct_c = [Value(c.type, name="ct") for c in carry]
+    acc = [Value(c.type, name="acc") for c in consts]
+    c_t = [Value(c.type, name=c.name) for c in carry]
+    x_t = [Value(a.type, name=a.name) for a in body.args[k:k + n]]
+    gy_t = [Value(t, name="ct") for t in y_types]
+    cs = [Value(c.type, name=c.name) for c in consts]
+    back = Block([*ct_c, *acc, *c_t, *x_t, *gy_t, *cs])
+    grads = clone_ops_into(diff, back, [*c_t, *x_t, *cs, *ct_c, *gy_t])
+    from flowjit.ir.builder import Builder
+    b = Builder(back)
+    sums = [b.op("add", a, g) if a.type.dtype.is_float else a for a, g in zip(acc, grads[k + n:])]
+    back.set_returns([*grads[:k], *sums, *grads[k:k + n]])
+    zeros = [e.zeros(c.type) for c in consts]
+    attrs = {"num_carry": k + m, "num_xs": k + n + len(y_types), "length": length, "reverse": not reverse}
+    res = e.builder.emit("scan", [*gs[:k], *zeros, *saved, *xs, *gs[k:], *consts], attrs, blocks=[back])
+    return [*res[:k], *res[k + m:], *res[k:k + m]]
+
+
+defvjp("scan", _scan_vjp)
+
+
+def _while_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
+               maximum_iterations: int) -> list:
+    """Reverse-mode through a while loop with ``maximum_iterations`` (TensorFlow's rule): the
+    loop is a scan of that many steps, each running the body while the condition still
+    holds, and the scan's VJP gives the gradient. Without the bound it is an error."""
+    from flowjit.ir.builder import Builder
+    from flowjit.ir.core import Block, Value, clone_ops_into
+    from flowjit.ir.dtypes import bool_
+    from flowjit.passes.autodiff import AutodiffError
+    if maximum_iterations < 0:
+        raise AutodiffError("differentiating a while_loop needs maximum_iterations=..., as in TensorFlow (the "
+                            "number of steps to save); or use fj.fori_loop with Python int bounds, or fj.scan")
+    cond, body = blocks
+    k = num_carry
+    carry, consts = inputs[:k], inputs[k:]
+    # One step of the scan: carry (the loop's carry, whether it is still running).
+    c = [Value(v.type, name=v.name) for v in carry]
+    running = Value(TensorType((), bool_), name="running")
+    cs = [Value(v.type, name=v.name) for v in consts]
+    step = Block([*c, running, *cs])
+    b = Builder(step)
+    (holds,) = clone_ops_into(cond, step, [*c, *cs])
+    go = b.op("logical_and", running, holds)
+    keep = Block([Value(v.type, name=v.name) for v in [*c, *cs]])
+    keep.set_returns(keep.args[:k])
+    run = Block([Value(v.type, name=v.name) for v in [*c, *cs]])
+    run.set_returns(clone_ops_into(body, run, run.args))
+    index = b.op("cast", go, dtype=int32)
+    new_c = b.emit("cond", [index, *c, *cs], {}, blocks=[keep, run])
+    step.set_returns([*new_c, go])
+    true = e.builder.emit("constant", [], {"value": _literal(True)})[0]
+    gs_ext = [*gs, e.zeros(TensorType((), bool_))]
+    grads = _scan_vjp(e, gs_ext, ys, *carry, true, *consts, blocks=[step], num_carry=k + 1, num_xs=0,
+                      length=maximum_iterations, reverse=False)
+    return [*grads[:k], *grads[k + 1:]]
+
+
+def _literal(value: Any) -> Any:
+    from flowjit.ir.registry import Literal
+    return Literal(np.asarray(value))
+
+
+defvjp("while", _while_vjp)
