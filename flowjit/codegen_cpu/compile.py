@@ -299,7 +299,13 @@ def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
     cold = [(k, sig) for k, sig in unique.values() if not k.fn.signatures and not _on_disk(k)]
     if not cold:
         return
-    mine, theirs = cold[:(len(cold) + 1) // 2], cold[(len(cold) + 1) // 2:]
+    # Balance the two halves by source length (compile time grows with it): the longest
+    # kernel first, each to the side with less so far.
+    mine: list = []
+    theirs: list = []
+    for item in sorted(cold, key=lambda ks: -len(ks[0].source)):
+        side = mine if sum(len(k.source) for k, _ in mine) <= sum(len(k.source) for k, _ in theirs) else theirs
+        side.append(item)
     pid = 0
     if theirs and sys.platform == "linux" and cache_dir() is not None and os.cpu_count() and os.cpu_count() > 1:
         pid = os.fork()
