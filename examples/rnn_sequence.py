@@ -1,11 +1,11 @@
-"""Train a recurrent network over sequences with ``fj.scan``: is a sequence's sum positive?
+"""Train a GRU over sequences with ``fj.scan``: is a sequence's sum positive?
 
 Each example is a sequence of 12 numbers in [-1, 1]; the label says whether their sum is
-positive. An Elman RNN (h <- tanh(x W + h U + b), 16 units) reads the sequence in one
-``fj.scan``; a dense layer classifies the last state. The training step (the scan, its
-gradient, a reverse scan over the saved states, and the Adam update) is one
-``@fj.function``. Prints the loss and the test accuracy (about 95%: sums near zero are
-hard to call).
+positive. A GRU (16 units: update gate z, reset gate r, candidate n) reads the sequence
+in one ``fj.scan``; a dense layer classifies the last state. The training step (the scan,
+its gradient, a reverse scan over the saved states, and the Adam update) is one
+``@fj.function``, and each scan runs as one native loop. Prints the loss and the test
+accuracy (about 97%: sums near zero are hard to call).
 
     python examples/rnn_sequence.py [--steps 300]
 """
@@ -38,16 +38,23 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     rng = np.random.default_rng(args.seed)
     init = fj.nn.initializers
     keys = [int(k) for k in rng.integers(0, 2**31, 3)]
-    W = fj.Variable(init.glorot_uniform(keys[0], (1, HIDDEN)), name="rnn/W")
-    U = fj.Variable(init.glorot_uniform(keys[1], (HIDDEN, HIDDEN)), name="rnn/U")
-    b = fj.Variable(np.zeros(HIDDEN, np.float32), name="rnn/b")
+    # The three gates' weights side by side: input (1, 3H), recurrent (H, 3H), bias (3H).
+    W = fj.Variable(init.glorot_uniform(keys[0], (1, 3 * HIDDEN)), name="gru/W")
+    U = fj.Variable(init.glorot_uniform(keys[1], (HIDDEN, 3 * HIDDEN)), name="gru/U")
+    b = fj.Variable(np.zeros(3 * HIDDEN, np.float32), name="gru/b")
     head = fj.nn.Dense(HIDDEN, 2, key=keys[2], name="head")
     params = [W, U, b, *head.variables]
     opt = fj.optim.Adam(args.lr)
 
+    def gru_cell(h, x):
+        gx, gh = x @ W + b, h @ U
+        z = fj.nn.sigmoid(gx[:, :HIDDEN] + gh[:, :HIDDEN])
+        r = fj.nn.sigmoid(gx[:, HIDDEN:2 * HIDDEN] + gh[:, HIDDEN:2 * HIDDEN])
+        n = fj.tanh(gx[:, 2 * HIDDEN:] + r * gh[:, 2 * HIDDEN:])
+        return (1 - z) * n + z * h, None
+
     def logits(xs):
-        h0 = fj.zeros((xs.shape[1], HIDDEN), np.float32)
-        h, _ = fj.scan(lambda h, x: (fj.tanh(x @ W + h @ U + b), None), h0, xs)
+        h, _ = fj.scan(gru_cell, fj.zeros((xs.shape[1], HIDDEN), np.float32), xs)
         return head(h)
 
     @fj.function

@@ -78,6 +78,7 @@ class KernelWriter:
         self.storable: dict[int, tuple[list[str], int, str, str]] = {}
         self.stores: dict[str, str] = {}  # marker -> the store that replaces it
         self.stored_value: dict[int, int] = {}  # output -> the one value stored in it
+        self.written: dict[int, int] = {}  # value id -> the output an emitted nest holds it in
         self.current: tuple = ([], [])  # the outputs of the loop nest being written, its index
         # Sizes are read from the argument arrays (``n1 = in0.shape[1]``), so the source --
         # and the compiled kernel, cached by source -- serves every shape that leads to
@@ -128,6 +129,9 @@ class KernelWriter:
         for s in self.scopes:
             if key in s.memo:
                 return s.memo[key]
+        if v.id in self.written:
+            # An output an earlier loop nest of this kernel wrote: read it, not recompute it.
+            return self.temp(f"out{self.written[v.id]}[{', '.join(idx) if idx else '0'}]", idx, key)
         if v.producer is None:
             name = self.arg_names[v.id]
             self.reads.setdefault(v.id, set()).add(tuple(idx))
@@ -390,6 +394,7 @@ class KernelWriter:
                 self.scopes[-1].lines.append(head)
                 self.scopes[-1].lines.extend("    " + line for line in rest)
             lines.extend("    " + line for line in self.scopes[0].lines)
+            self.written.update((v.id, k) for k, v, _ in outputs)
         lines.append("    return 0")
         text = "\n".join(lines) + "\n"
         return re.sub(r"^( *)(#store\d+)\n", lambda m: f"{m.group(1)}{self.stores[m.group(2)]}\n"
@@ -416,7 +421,10 @@ class KernelWriter:
                 nests.append((t, [(k, v, len(t))]))
         for _, outputs in nests:
             outputs.sort(key=lambda o: o[0])
-        nests.sort(key=lambda n: n[1][0][0])
+        # A nest runs after the nests whose outputs it reads (see ``value``): by the
+        # program position of the earliest op it writes.
+        position = {r.id: i for i, op in enumerate(self.block.ops) for r in op.results}
+        nests.sort(key=lambda n: (min(position.get(v.id, -1) for _, v, _ in n[1]), n[1][0][0]))
         return nests
 
     def read_stored(self, v: Value, idx: list[str]) -> str | None:

@@ -209,6 +209,20 @@ def test_clamped_indices_compile_in_parallel_loops():
     np.testing.assert_array_equal(f(x), np.pad(np.pad(x, pad) * 2, pad))
 
 
+def test_a_later_loop_nest_reads_an_output_instead_of_recomputing_it():
+    def f(x):
+        e = fj.exp(x) * 2
+        return e, (fj.tanh(e) * 3).sum(axis=0)  # two shapes: two loop nests in one kernel
+
+    x = np.random.default_rng(5).standard_normal((7, 5))
+    g = fj.function(f, backend="numba")
+    assert [op.name for op in g.ir(x, stage="fused").body.ops] == ["fusion"]
+    source = g.kernels(x)
+    assert source.count("exp64(") == 1, source
+    for got, want in zip(g(x), (np.exp(x) * 2, (np.tanh(np.exp(x) * 2) * 3).sum(axis=0))):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_fastmath_only_when_asked():
     def f(x):
         return (fj.exp(x) * 2 + 1).sum(axis=-1)
