@@ -6,6 +6,9 @@ This module only re-exports the public API.
 
 from flowjit import (
     checkpoint,
+    # The numba backend (the default) loads with the package, as JAX loads XLA: importing
+    # numba (and the SciPy it pulls in) is part of loading the compiler, not of a first call.
+    codegen_cpu,  # noqa: F401
     debug,
     ir,
     nn,

@@ -95,6 +95,7 @@ def pow(a, b):
 '''.replace("{SCALAR_MATH_VERSION}", str(scalar_math.VERSION))
 
 _stats = {"compiled": 0, "loaded": 0, "reused": 0}
+_precompiled: set[int] = set()  # dispatchers precompile compiled, not yet counted at a call
 _warned = False
 
 
@@ -141,7 +142,6 @@ class CompiledKernel:
     in_place: tuple[int, ...] = ()  # inputs the output may be written into (see KernelWriter)
     fname: str = ""  # the kernel's function name in its module
     scalar_inputs: bool = False  # some input is 0-d (passed as a 1-element array)
-    precompiled: bool = False  # compiled ahead of its first call (see precompile)
 
     def __call__(self, *inputs: np.ndarray, alloc: Callable[..., np.ndarray] = np.empty,
                  into: np.ndarray | None = None) -> list[np.ndarray]:
@@ -321,14 +321,14 @@ def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
         try:
             k.fn.compile(sig)
             _stats["compiled"] += 1
-            k.precompiled = True
+            _precompiled.add(id(k.fn))
         except Exception:
             pass  # compiled (and its error reported) at the first call
     if pid:
         os.waitpid(pid, 0)
         for k, _ in theirs:
             _stats["compiled"] += 1
-            k.precompiled = True
+            _precompiled.add(id(k.fn))
 
 
 def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> list[np.ndarray]:
@@ -351,8 +351,8 @@ def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> lis
             outs = kernel(*inputs)
         except Exception as e:
             raise _compile_error(kernel, ops_desc, e) from None
-    if kernel.precompiled:
-        kernel.precompiled = False  # counted by precompile
+    if id(kernel.fn) in _precompiled:
+        _precompiled.discard(id(kernel.fn))  # counted by precompile
     elif len(kernel.fn.signatures) == before:
         _stats["reused"] += 1
     elif sum(kernel.fn.stats.cache_hits.values()) > hits:
