@@ -13,8 +13,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import signal
 import sys
 import tempfile
+import threading
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -307,7 +310,10 @@ def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
         side = mine if sum(len(k.source) for k, _ in mine) <= sum(len(k.source) for k, _ in theirs) else theirs
         side.append(item)
     pid = 0
-    if theirs and sys.platform == "linux" and cache_dir() is not None and os.cpu_count() and os.cpu_count() > 1:
+    # Fork only with no other Python thread: one of them could hold a lock (numba's compiler
+    # lock) the child would then wait on forever.
+    if (theirs and sys.platform == "linux" and cache_dir() is not None and (os.cpu_count() or 1) > 1
+            and threading.active_count() == 1):
         pid = os.fork()
         if pid == 0:  # the child: compile, let numba write its cache files, leave at once
             code = 0
@@ -325,10 +331,28 @@ def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
         except Exception:
             pass  # compiled (and its error reported) at the first call
     if pid:
-        os.waitpid(pid, 0)
+        _wait_for(pid, CHILD_COMPILE_TIMEOUT_S)
         for k, _ in theirs:
             _stats["compiled"] += 1
             _precompiled.add(id(k.fn))
+
+
+CHILD_COMPILE_TIMEOUT_S = 300.0
+
+
+def _wait_for(pid: int, timeout_s: float) -> None:
+    """Reap the compiling child; past ``timeout_s`` kill it (its kernels then compile at
+    their first call, in this process)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.005)
 
 
 def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> list[np.ndarray]:
