@@ -32,7 +32,11 @@ _FLOWJIT_DIR = os.path.dirname(os.path.abspath(flowjit.__file__)) + os.sep
 
 
 def user_location(skip: int = 1) -> SourceLoc | None:
-    """The first stack frame outside the flowjit package: the user's line."""
+    """The first stack frame outside the flowjit package: the user's line (or the line
+    set by ``at_location``, for ops a graph front end emits on its user's behalf)."""
+    loc = getattr(_state, "location", None)
+    if loc is not None:
+        return loc
     f = sys._getframe(skip)
     while f is not None:
         filename = f.f_code.co_filename
@@ -125,6 +129,22 @@ class Trace:
 
 
 _state = threading.local()
+
+
+class at_location:
+    """Attribute the ops emitted inside a ``with`` block to ``loc`` (a SourceLoc or None):
+    the v1 front end evaluates a graph built earlier, whose user lines are the ones where
+    each graph op was created, not the line of ``Session.run``."""
+
+    def __init__(self, loc: SourceLoc | None):
+        self.loc = loc
+
+    def __enter__(self) -> None:
+        self.saved = getattr(_state, "location", None)
+        _state.location = self.loc
+
+    def __exit__(self, *exc: object) -> None:
+        _state.location = self.saved
 
 
 def current_trace() -> Trace | None:

@@ -1,0 +1,238 @@
+"""``tf.layers``: Dense, Conv2D, pooling, Flatten and Dropout layers over ``get_variable``.
+
+A layer creates its variables on first call inside ``tf.variable_scope(<layer name>)``,
+so ``tf.layers.dense(x, 10, name="logits")`` owns ``logits/kernel`` and ``logits/bias``
+(Glorot-uniform kernel, zero bias: TensorFlow's defaults), and a second call with the
+same name and ``reuse=True`` shares them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from flowjit.v1 import nn, ops
+from flowjit.v1.graph import GraphKeys, Tensor, get_default_graph
+from flowjit.v1.variables import Variable, get_variable, variable_scope, zeros_initializer
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+
+
+def _layer_name(base: str) -> str:
+    g = get_default_graph()
+    counts = g.__dict__.setdefault("_layer_counts", {})
+    n = counts.get(base, 0)
+    counts[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+class Layer:
+    """A callable layer; ``variables``/``trainable_variables`` list what it created."""
+
+    def __init__(self, name: str | None = None, trainable: bool = True, _reuse: Any = None, **kwargs: Any):
+        self._given_name = name
+        self.name = name
+        self.trainable = trainable
+        self._reuse = _reuse
+        self.variables: list[Variable] = []
+        self.built = False
+
+    @property
+    def trainable_variables(self) -> list[Variable]:
+        return [v for v in self.variables if v.trainable]
+
+    @property
+    def weights(self) -> list[Variable]:
+        return list(self.variables)
+
+    def add_weight(self, name: str, shape: Any, dtype: Any = None, initializer: Any = None, regularizer: Any = None,
+                   trainable: bool = True) -> Variable:
+        v = get_variable(name, shape, dtype=dtype, initializer=initializer, regularizer=regularizer,
+                         trainable=trainable and self.trainable)
+        if v not in self.variables:
+            self.variables.append(v)
+        return v
+
+    def build(self, input_shape: Any) -> None:
+        pass
+
+    def call(self, inputs: Tensor, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.name is None:
+            self.name = _layer_name(self._default_name())
+        x = ops.convert_to_tensor(inputs)
+        with variable_scope(self.name, reuse=self._reuse if not self.built else True):
+            if not self.built:
+                self.build(x.shape)
+                self.built = True
+            return self.call(x, *args, **kwargs)
+
+    def _default_name(self) -> str:
+        import re
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
+
+    apply = __call__
+
+
+class Dense(Layer):
+    """``activation(inputs @ kernel + bias)`` over the last axis."""
+
+    def __init__(self, units: int, activation: Callable[[Tensor], Tensor] | None = None, use_bias: bool = True,
+                 kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+                 bias_regularizer: Any = None, activity_regularizer: Any = None, kernel_constraint: Any = None,
+                 bias_constraint: Any = None, trainable: bool = True, name: str | None = None, **kwargs: Any):
+        super().__init__(name=name, trainable=trainable, **kwargs)
+        self.units = int(units)
+        self.activation = activation
+        self.use_bias = use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer or zeros_initializer()
+        self.kernel_regularizer, self.bias_regularizer = kernel_regularizer, bias_regularizer
+
+    def build(self, input_shape: Any) -> None:
+        last = input_shape.as_list()[-1]
+        if last is None:
+            raise ValueError(f"Dense {self.name}: the last dimension of the inputs must be known, got {input_shape}")
+        self.kernel = self.add_weight("kernel", [last, self.units], initializer=self.kernel_initializer,
+                                      regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight("bias", [self.units], initializer=self.bias_initializer,
+                                    regularizer=self.bias_regularizer) if self.use_bias else None
+
+    def call(self, inputs: Tensor) -> Tensor:
+        rank = inputs.shape.ndims
+        if rank is not None and rank > 2:
+            y = ops.tensordot(inputs, self.kernel, [[rank - 1], [0]])
+        else:
+            y = ops.matmul(inputs, self.kernel)
+        if self.bias is not None:
+            y = nn.bias_add(y, self.bias)
+        return self.activation(y) if self.activation is not None else y
+
+
+def dense(inputs: Any, units: int, activation: Any = None, use_bias: bool = True, kernel_initializer: Any = None,
+          bias_initializer: Any = None, kernel_regularizer: Any = None, bias_regularizer: Any = None,
+          activity_regularizer: Any = None, kernel_constraint: Any = None, bias_constraint: Any = None,
+          trainable: bool = True, name: str | None = None, reuse: Any = None) -> Tensor:
+    """A fully connected layer applied to ``inputs`` (``tf.layers.dense``)."""
+    return Dense(units, activation, use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+                 bias_regularizer, trainable=trainable, name=name, _reuse=reuse)(inputs)
+
+
+class Conv2D(Layer):
+    """2-D convolution over NHWC inputs with an HWIO kernel (+ bias, activation)."""
+
+    def __init__(self, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+                 data_format: str = "channels_last", dilation_rate: Any = (1, 1), activation: Any = None,
+                 use_bias: bool = True, kernel_initializer: Any = None, bias_initializer: Any = None,
+                 kernel_regularizer: Any = None, bias_regularizer: Any = None, trainable: bool = True,
+                 name: str | None = None, **kwargs: Any):
+        super().__init__(name=name, trainable=trainable, **kwargs)
+        if data_format != "channels_last":
+            raise ValueError(f"Conv2D: data_format={data_format!r}; flowjit uses channels_last")
+        self.filters, self.kernel_size, self.strides = int(filters), _pair(kernel_size), _pair(strides)
+        self.padding, self.dilation_rate, self.activation, self.use_bias = padding.upper(), _pair(dilation_rate), \
+            activation, use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer or zeros_initializer()
+        self.kernel_regularizer, self.bias_regularizer = kernel_regularizer, bias_regularizer
+
+    def build(self, input_shape: Any) -> None:
+        channels = input_shape.as_list()[-1]
+        self.kernel = self.add_weight("kernel", [*self.kernel_size, channels, self.filters],
+                                      initializer=self.kernel_initializer, regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight("bias", [self.filters], initializer=self.bias_initializer,
+                                    regularizer=self.bias_regularizer) if self.use_bias else None
+
+    def call(self, inputs: Tensor) -> Tensor:
+        y = nn.conv2d(inputs, self.kernel, strides=[1, *self.strides, 1], padding=self.padding,
+                      dilations=[1, *self.dilation_rate, 1])
+        if self.bias is not None:
+            y = nn.bias_add(y, self.bias)
+        return self.activation(y) if self.activation is not None else y
+
+
+def conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+           data_format: str = "channels_last", dilation_rate: Any = (1, 1), activation: Any = None,
+           use_bias: bool = True, kernel_initializer: Any = None, bias_initializer: Any = None,
+           kernel_regularizer: Any = None, bias_regularizer: Any = None, trainable: bool = True,
+           name: str | None = None, reuse: Any = None, **kwargs: Any) -> Tensor:
+    return Conv2D(filters, kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias,
+                  kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable, name,
+                  _reuse=reuse)(inputs)
+
+
+class _Pooling2D(Layer):
+    kind = "max"
+
+    def __init__(self, pool_size: Any, strides: Any, padding: str = "valid", data_format: str = "channels_last",
+                 name: str | None = None, **kwargs: Any):
+        super().__init__(name=name, **kwargs)
+        self.pool_size, self.strides, self.padding = _pair(pool_size), _pair(strides), padding.upper()
+
+    def call(self, inputs: Tensor) -> Tensor:
+        pool = nn.max_pool if self.kind == "max" else nn.avg_pool
+        return pool(inputs, [1, *self.pool_size, 1], [1, *self.strides, 1], self.padding)
+
+
+class MaxPooling2D(_Pooling2D):
+    kind = "max"
+
+
+class AveragePooling2D(_Pooling2D):
+    kind = "avg"
+
+
+def max_pooling2d(inputs: Any, pool_size: Any, strides: Any, padding: str = "valid",
+                  data_format: str = "channels_last", name: str | None = None) -> Tensor:
+    return MaxPooling2D(pool_size, strides, padding, data_format, name)(inputs)
+
+
+def average_pooling2d(inputs: Any, pool_size: Any, strides: Any, padding: str = "valid",
+                      data_format: str = "channels_last", name: str | None = None) -> Tensor:
+    return AveragePooling2D(pool_size, strides, padding, data_format, name)(inputs)
+
+
+class Flatten(Layer):
+    """Reshape to (batch, everything else)."""
+
+    def call(self, inputs: Tensor) -> Tensor:
+        dims = inputs.shape.as_list()
+        rest = dims[1:]
+        if any(d is None for d in rest):
+            raise ValueError(f"Flatten: the non-batch dimensions must be known, got {inputs.shape}")
+        return ops.reshape(inputs, [-1, int(np.prod(rest))])
+
+
+def flatten(inputs: Any, name: str | None = None) -> Tensor:
+    return Flatten(name=name)(inputs)
+
+
+class Dropout(Layer):
+    """Dropout with ``rate`` (the fraction dropped) when ``training`` is true."""
+
+    def __init__(self, rate: float = 0.5, noise_shape: Any = None, seed: Any = None, name: str | None = None,
+                 **kwargs: Any):
+        super().__init__(name=name, **kwargs)
+        self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
+
+    def call(self, inputs: Tensor, training: Any = False) -> Tensor:
+        if isinstance(training, bool):
+            return nn.dropout(inputs, 1.0 - self.rate, self.noise_shape, self.seed) if training else inputs
+        from flowjit.v1.control_flow import cond
+        return cond(training, lambda: nn.dropout(inputs, 1.0 - self.rate, self.noise_shape, self.seed),
+                    lambda: ops.identity(inputs))
+
+
+def dropout(inputs: Any, rate: float = 0.5, noise_shape: Any = None, seed: Any = None, training: Any = False,
+            name: str | None = None) -> Tensor:
+    return Dropout(rate, noise_shape, seed, name)(inputs, training=training)
+
+
+__all__ = ["Layer", "Dense", "dense", "Conv2D", "conv2d", "MaxPooling2D", "max_pooling2d", "AveragePooling2D",
+           "average_pooling2d", "Flatten", "flatten", "Dropout", "dropout", "GraphKeys"]

@@ -1,0 +1,245 @@
+"""``tf.nn``: activations, softmax and cross-entropies, convolution, pooling, dropout and more.
+
+Each is a graph op over ``fj.nn`` (or ``fj.*``), with TensorFlow 1.x's signatures:
+``softmax_cross_entropy_with_logits(labels=..., logits=...)`` returns the per-example
+loss, computed through ``log_softmax`` (exact for large logits); ``dropout`` takes
+``keep_prob`` and draws a new mask on every run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flowjit.nn as fjnn
+from flowjit.ir.errors import FlowjitTypeError
+from flowjit.tracer import array_api as fnp
+from flowjit.tracer import random as fjrandom
+from flowjit.v1 import ops
+from flowjit.v1.graph import Operation, Tensor
+from flowjit.v1.ops import apply, convert_to_tensor, sigmoid, tanh  # noqa: F401  (tf.nn.sigmoid, tf.nn.tanh)
+
+
+def relu(features: Any, name: str | None = None) -> Tensor:
+    """max(x, 0)."""
+    return apply("Relu", fjnn.relu, [features], name=name)
+
+
+def relu6(features: Any, name: str | None = None) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return apply("Relu6", lambda x: fnp.minimum(fnp.maximum(x, 0), 6), [features], name=name)
+
+
+def elu(features: Any, name: str | None = None) -> Tensor:
+    """x if x > 0 else exp(x) - 1."""
+    return apply("Elu", lambda x: fnp.where(fnp.greater(x, 0), x, fnp.expm1(fnp.minimum(x, 0))), [features],
+                 name=name)
+
+
+def selu(features: Any, name: str | None = None) -> Tensor:
+    a, s = 1.6732632423543772, 1.0507009873554805
+    return apply("Selu", lambda x: fnp.multiply(s, fnp.where(fnp.greater(x, 0), x,
+                                                              fnp.multiply(a, fnp.expm1(fnp.minimum(x, 0))))),
+                 [features], name=name)
+
+
+def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Tensor:
+    return apply("LeakyRelu", lambda x, alpha: fnp.where(fnp.greater(x, 0), x, fnp.multiply(alpha, x)), [features],
+                 name=name, alpha=float(alpha))
+
+
+def softplus(features: Any, name: str | None = None) -> Tensor:
+    return ops.softplus(features, name)
+
+
+def softsign(features: Any, name: str | None = None) -> Tensor:
+    return apply("Softsign", lambda x: fnp.divide(x, fnp.add(fnp.abs(x), 1)), [features], name=name)
+
+
+def gelu(features: Any, approximate: bool = False, name: str | None = None) -> Tensor:
+    return apply("Gelu", lambda x, approximate: fjnn.gelu(x, approximate=approximate), [features], name=name,
+                 approximate=approximate)
+
+
+def softmax(logits: Any, axis: int = -1, name: str | None = None, dim: int | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``axis`` (the last by default)."""
+    return apply("Softmax", lambda x, axis: fjnn.softmax(x, axis=axis), [logits], name=name,
+                 axis=dim if dim is not None else axis)
+
+
+def log_softmax(logits: Any, axis: int = -1, name: str | None = None, dim: int | None = None) -> Tensor:
+    return apply("LogSoftmax", lambda x, axis: fjnn.log_softmax(x, axis=axis), [logits], name=name,
+                 axis=dim if dim is not None else axis)
+
+
+def _need(labels: Any, logits: Any, name: str) -> None:
+    if labels is None or logits is None:
+        raise ValueError(f"{name} needs labels=... and logits=... (keyword arguments, as in TensorFlow)")
+
+
+def softmax_cross_entropy_with_logits(_sentinel: Any = None, labels: Any = None, logits: Any = None, dim: int = -1,
+                                      name: str | None = None, axis: int | None = None) -> Tensor:
+    """Per-example cross-entropy of softmax(logits) against probability ``labels`` (same shape)."""
+    if _sentinel is not None:
+        raise ValueError("softmax_cross_entropy_with_logits takes only keyword arguments (labels=..., logits=...)")
+    _need(labels, logits, "softmax_cross_entropy_with_logits")
+    ax = axis if axis is not None else dim
+
+    def fn(lab: Any, lg: Any, axis: int) -> Any:
+        return fnp.negative(fnp.sum(fnp.multiply(lab, fjnn.log_softmax(lg, axis=axis)), axis=axis))
+    lab_t, lg_t = ops._tensors(labels, logits)
+    return apply("SoftmaxCrossEntropyWithLogits", fn, [lab_t, lg_t], name=name, axis=ax)
+
+
+softmax_cross_entropy_with_logits_v2 = softmax_cross_entropy_with_logits
+
+
+def sparse_softmax_cross_entropy_with_logits(_sentinel: Any = None, labels: Any = None, logits: Any = None,
+                                             name: str | None = None) -> Tensor:
+    """Per-example cross-entropy of softmax(logits) against integer class ``labels``."""
+    if _sentinel is not None:
+        raise ValueError("sparse_softmax_cross_entropy_with_logits takes only keyword arguments")
+    _need(labels, logits, "sparse_softmax_cross_entropy_with_logits")
+    lab, lg = convert_to_tensor(labels), convert_to_tensor(logits)
+    if lab.dtype.is_float:
+        raise FlowjitTypeError(f"sparse_softmax_cross_entropy_with_logits: labels must be integers, got {lab.dtype}; "
+                               "for one-hot or probability labels use softmax_cross_entropy_with_logits")
+    return apply("SparseSoftmaxCrossEntropyWithLogits",
+                 lambda y, z: fjnn.softmax_cross_entropy(z, y, reduction="none"), [lab, lg], name=name)
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel: Any = None, labels: Any = None, logits: Any = None,
+                                      name: str | None = None) -> Tensor:
+    """Elementwise ``max(x, 0) - x * z + log(1 + exp(-|x|))`` for logits x, labels z."""
+    _need(labels, logits, "sigmoid_cross_entropy_with_logits")
+
+    def fn(z: Any, x: Any) -> Any:
+        softplus_neg_abs = fnp.log1p(fnp.exp(fnp.negative(fnp.abs(x))))
+        return fnp.add(fnp.subtract(fnp.maximum(x, 0), fnp.multiply(x, z)), softplus_neg_abs)
+    lab_t, lg_t = ops._tensors(labels, logits)
+    return apply("SigmoidCrossEntropyWithLogits", fn, [lab_t, lg_t], name=name)
+
+
+def l2_loss(t: Any, name: str | None = None) -> Tensor:
+    """sum(t ** 2) / 2."""
+    return apply("L2Loss", lambda x: fnp.multiply(fnp.sum(fnp.square(x)), 0.5), [t], name=name)
+
+
+def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | None = None, dim: Any = None) -> Tensor:
+    ax = axis if axis is not None else dim
+    return apply("L2Normalize", lambda v, axis, eps: fnp.multiply(
+        v, fnp.rsqrt(fnp.maximum(fnp.sum(fnp.square(v), axis=axis, keepdims=True), eps))), [x], name=name,
+        axis=ops._axis(ax, None), eps=float(epsilon))
+
+
+def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | None = None) -> Tensor:
+    """value + bias, the bias along the last (channel) axis."""
+    if data_format not in (None, "NHWC", "N...C"):
+        raise FlowjitTypeError(f"bias_add: data_format={data_format!r}; flowjit uses channels-last (NHWC)")
+    return apply("BiasAdd", fnp.add, [value, bias], name=name)
+
+
+def moments(x: Any, axes: Any, shift: Any = None, name: str | None = None, keep_dims: bool = False,
+            keepdims: bool | None = None) -> tuple[Tensor, Tensor]:
+    """(mean, variance) of ``x`` over ``axes``."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+
+    def fn(v: Any, axes: tuple, keep: bool) -> list[Any]:
+        m = fnp.mean(v, axis=axes, keepdims=True)
+        var = fnp.mean(fnp.square(fnp.subtract(v, m)), axis=axes, keepdims=keep)
+        return [m if keep else fnp.squeeze(m, axes), var]
+    return tuple(apply("Moments", fn, [x], name=name, num_outputs=2, axes=tuple(axes), keep=keep))
+
+
+def batch_normalization(x: Any, mean: Any, variance: Any, offset: Any, scale: Any, variance_epsilon: float,
+                        name: str | None = None) -> Tensor:
+    """``scale * (x - mean) / sqrt(variance + eps) + offset`` (offset/scale may be None)."""
+    inputs = [x, mean, variance] + [t for t in (offset, scale) if t is not None]
+    has_off, has_scale = offset is not None, scale is not None
+
+    def fn(v: Any, m: Any, var: Any, *rest: Any, eps: float) -> Any:
+        y = fnp.multiply(fnp.subtract(v, m), fnp.rsqrt(fnp.add(var, eps)))
+        rest = list(rest)
+        off = rest.pop(0) if has_off else None
+        if has_scale:
+            y = fnp.multiply(y, rest.pop(0))
+        return fnp.add(y, off) if off is not None else y
+    return apply("BatchNorm", fn, inputs, name=name, eps=float(variance_epsilon))
+
+
+def dropout(x: Any, keep_prob: Any = None, noise_shape: Any = None, seed: Any = None, name: str | None = None,
+            rate: Any = None) -> Tensor:
+    """Zero each element with probability ``1 - keep_prob`` and scale the rest by ``1/keep_prob``;
+    a new mask on every run (``keep_prob`` may be a placeholder, e.g. 1.0 at test time)."""
+    if keep_prob is None:
+        if rate is None:
+            raise ValueError("tf.nn.dropout needs keep_prob (or rate)")
+        keep_prob = ops.subtract(1.0, rate)
+    xt = convert_to_tensor(x)
+    kp = convert_to_tensor(keep_prob, dtype_hint=xt.dtype)
+    graph = xt.graph
+
+    def compute(ev: Any, op: Operation, xs: list[Any]) -> list[Any]:
+        v, k = xs
+        shape = tuple(fnp.shape(v)) if noise_shape is None else tuple(int(s) for s in noise_shape)
+        keep = fnp.less(fjrandom.uniform(ev.random_key(op), shape, "float32"), k)
+        return [fnp.where(keep, fnp.divide(v, k), fnp.zeros_like(v))]
+
+    op = graph.create_op("Dropout", [xt, kp], compute, name=name or "dropout", attrs={"seed": seed})
+    return op.outputs[0]
+
+
+def _padding(padding: Any) -> Any:
+    if isinstance(padding, str):
+        return padding.upper()
+    return padding
+
+
+def conv2d(input: Any, filter: Any = None, strides: Any = None, padding: Any = None, use_cudnn_on_gpu: bool = True,
+           data_format: str = "NHWC", dilations: Any = (1, 1, 1, 1), name: str | None = None,
+           filters: Any = None) -> Tensor:
+    """2-D convolution of NHWC ``input`` with an HWIO ``filter``; ``strides`` as [1, sh, sw, 1]."""
+    w = filter if filter is not None else filters
+    if data_format != "NHWC":
+        raise FlowjitTypeError(f"conv2d: data_format={data_format!r}; flowjit uses NHWC")
+    st = tuple(strides)[1:3] if len(tuple(strides)) == 4 else tuple(strides)
+    dil = tuple(dilations)[1:3] if len(tuple(dilations)) == 4 else tuple(dilations)
+    return apply("Conv2D", lambda x, k, st, pad, dil: fnp.conv2d(x, k, st, pad, dil), [input, w], name=name,
+                 st=st, pad=_padding(padding), dil=dil)
+
+
+def _pool(type: str, fn: Any, value: Any, ksize: Any, strides: Any, padding: str, data_format: str,
+          name: str | None) -> Tensor:
+    if data_format != "NHWC":
+        raise FlowjitTypeError(f"{type}: data_format={data_format!r}; flowjit uses NHWC")
+    win = tuple(ksize)[1:3] if len(tuple(ksize)) == 4 else tuple(ksize)
+    st = tuple(strides)[1:3] if len(tuple(strides)) == 4 else tuple(strides)
+    return apply(type, lambda x, win, st, pad: fn(x, win, st, pad), [value], name=name, win=win, st=st,
+                 pad=padding.upper())
+
+
+def max_pool(value: Any, ksize: Any, strides: Any, padding: str, data_format: str = "NHWC",
+             name: str | None = None) -> Tensor:
+    """The maximum over windows of NHWC ``value`` (``ksize``/``strides`` as [1, h, w, 1])."""
+    return _pool("MaxPool", fjnn.max_pool, value, ksize, strides, padding, data_format, name)
+
+
+def avg_pool(value: Any, ksize: Any, strides: Any, padding: str, data_format: str = "NHWC",
+             name: str | None = None) -> Tensor:
+    """The mean over windows of NHWC ``value``."""
+    return _pool("AvgPool", fjnn.avg_pool, value, ksize, strides, padding, data_format, name)
+
+
+def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", name: str | None = None,
+                     validate_indices: bool = True, max_norm: Any = None) -> Tensor:
+    """Rows of ``params`` at ``ids``."""
+    p = params[0] if isinstance(params, (list, tuple)) and len(params) == 1 else params
+    return ops.gather(p, ids, name=name)
+
+
+def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) -> Tensor:
+    """Whether each target class is among the k largest predictions of its row."""
+    def fn(p: Any, t: Any, k: int) -> Any:
+        target = fnp.take_along_axis(p, fnp.expand_dims(fnp.astype(t, "int32"), -1), axis=-1)
+        better = fnp.sum(fnp.astype(fnp.greater(p, target), "int32"), axis=-1)
+        return fnp.less(better, k)
+    return apply("InTopK", fn, [predictions, targets], name=name, k=int(k))

@@ -1,0 +1,453 @@
+"""``tf.Session``: run the part of a graph that fetches need, compiled by flowjit.
+
+``run(fetches, feed_dict)`` prunes the graph to the ops the fetches need (any tensor can
+be fed: its producer then does not run), splits that set at host ops (queues,
+``py_func``) into compiled segments, and runs each segment as one ``fj.function`` whose
+arguments are the fed values and host results and whose body evaluates the segment's
+ops on traced values. Each segment is therefore traced, optimized, fused and compiled
+like any ``@fj.function``, once per fed shape: the plans are cached per (fetches, fed
+tensors), the traces per fed shapes and dtypes.
+
+A session owns its state, as in TensorFlow: each graph Variable's value (an
+``fj.Variable``, created when first needed, readable once initialized) and each queue's
+contents. Compiled segments run one at a time per session; host ops (a blocking
+enqueue or dequeue) run outside that lock, so queue-runner threads and the training
+loop share a session as they do in TensorFlow.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.errors import FlowjitError
+from flowjit.tracer import pytree
+from flowjit.tracer.core import Tracer, at_location, current_trace
+from flowjit.tracer.function import TracedFunction
+from flowjit.tracer.variables import Variable as FjVariable
+from flowjit.v1 import errors
+from flowjit.v1.graph import Graph, Operation, Tensor, compatible, get_default_graph, op_seed, shape_str
+
+# ---- the evaluator: graph ops on traced values ------------------------------------------------------------
+
+
+class Evaluator:
+    """Evaluates graph tensors inside the current trace, each op once (memoized).
+
+    The root evaluator of a segment holds the fed values, the random keys and the
+    session; a child (``child``) evaluates a nested graph -- a cond branch, a loop body,
+    the forward pass a gradient differentiates -- computing the ops in ``local`` itself
+    (with ``overrides`` for some tensors) and asking its parent for everything else.
+    """
+
+    def __init__(self, session: Session | None, values: dict[Tensor, Any], keys: dict[Operation, Any],
+                 parent: Evaluator | None = None, local: frozenset[Operation] | None = None):
+        self.session = session
+        self.memo: dict[Tensor, Any] = dict(values)
+        self.keys = keys
+        self.parent = parent
+        self.local = local
+        self.done: set[Operation] = set()
+        self.assigned: set[Any] = set() if parent is None else parent.assigned
+
+    @property
+    def root(self) -> Evaluator:
+        return self if self.parent is None else self.parent.root
+
+    def child(self, overrides: dict[Tensor, Any], local: frozenset[Operation]) -> Evaluator:
+        """An evaluator for a nested graph: ``local`` ops computed here, the rest by this one."""
+        return Evaluator(self.session, overrides, self.keys, self, local)
+
+    def value(self, t: Tensor) -> Any:
+        hit = self.memo.get(t)
+        if hit is not None or t in self.memo:
+            return hit
+        if self.parent is not None and t.op not in self.local:
+            return self.parent.value(t)
+        self.run_op(t.op)
+        return self.memo[t]
+
+    def run_op(self, op: Operation) -> None:
+        if op in self.done:
+            return
+        if self.parent is not None and op not in self.local:
+            self.parent.run_op(op)
+            return
+        for c in op.control_inputs:
+            self.run_op(c)
+        inputs = [self.value(t) for t in op.inputs]
+        if op.host:
+            raise errors.UnimplementedError(None, op, f"{op.where()} runs on the host (a queue or py_func) and "
+                                            "cannot run inside a cond branch, a loop body or a gradient")
+        with at_location(op.location):
+            try:
+                outs = op.compute(self, op, inputs)
+            except errors.OpError:
+                raise
+            except FlowjitError as e:
+                raise type(e)(f"{e}\n  (while running {op.where()})") from None
+        self.done.add(op)
+        for t, v in zip(op.outputs, outs):
+            self.memo[t] = v
+
+    # ---- what some ops need besides their inputs -----------------------------------------------------
+    def random_key(self, op: Operation) -> Any:
+        return self.root.keys[op]
+
+    def read_variable(self, var: Any) -> Any:
+        root = self.root
+        if root.session is None:
+            raise errors.FailedPreconditionError(None, var.op, f"reading {var.name} outside a session")
+        if var not in root.session._initialized and var not in self.assigned:
+            raise errors.FailedPreconditionError(
+                None, var.op, f"Attempting to use uninitialized value {var.op.name}: variable {var.name!r} "
+                f"(created at {var.op.location}) has not been initialized in this session; run "
+                "tf.global_variables_initializer() (or its initializer) first")
+        return root.session._state_of(var).value
+
+    def assign_variable(self, var: Any, value: Any) -> Any:
+        state = self.root.session._state_of(var)
+        state.assign(value)
+        self.assigned.add(var)
+        return state.value
+
+
+# ---- plans: which ops run, in which compiled segment -----------------------------------------------------
+
+
+@dataclass
+class Segment:
+    """Ops that run as one compiled program, with the tensors it takes and gives."""
+
+    ops: list[Operation]
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    random_ops: list[Operation]
+    program: TracedFunction | None = None
+    assigns: set[Any] = field(default_factory=set)  # variables the program initializes
+
+
+@dataclass
+class Plan:
+    steps: list[Segment | Operation]  # a compiled segment, or a host op
+
+
+def _needed_ops(targets: Sequence[Operation | Tensor], fed: set[Tensor]) -> list[Operation]:
+    """Every op the targets need, in creation order (a topological order of the graph)."""
+    needed: set[Operation] = set()
+    stack: list[Operation] = []
+    for t in targets:
+        if isinstance(t, Tensor):
+            if t not in fed:
+                stack.append(t.op)
+        else:
+            stack.append(t)
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        stack.extend(t.op for t in op.inputs if t not in fed)
+        stack.extend(op.control_inputs)
+    return sorted(needed, key=lambda o: o.id)
+
+
+def _with_frames(ops: Sequence[Operation]) -> list[Operation]:
+    """``ops`` and the ops of the branches and loop bodies they own, recursively."""
+    out = []
+    for op in ops:
+        out.append(op)
+        for frame in op.attrs.get("frames", ()):
+            out.extend(_with_frames(frame.ops))
+    return out
+
+
+def make_plan(targets: Sequence[Operation | Tensor], fetched: Sequence[Tensor], fed: set[Tensor]) -> Plan:
+    """Split the needed ops at host ops: each compute op runs in the latest segment that
+    still precedes every host op consuming it, so a program rarely has more than one."""
+    ops = _needed_ops(targets, fed)
+    for op in ops:
+        frame = getattr(op, "frame", None)
+        if frame is not None:
+            raise errors.InvalidArgumentError(
+                None, op, f"{op.where()} is inside {frame.kind}; it runs only as part of it: fetch the "
+                f"outputs of the {frame.kind} op instead")
+        if op.type == "Placeholder" and not set(op.outputs) & fed:
+            t = op.outputs[0]
+            raise errors.InvalidArgumentError(
+                None, op, f"You must feed a value for placeholder tensor {op.name!r} with dtype {t.dtype} and "
+                f"shape {shape_str(t._shape)} (created at {op.location}): it is needed by the fetches")
+    consumers: dict[Operation, list[Operation]] = {op: [] for op in ops}
+    for op in ops:
+        for p in {t.op for t in op.inputs if t not in fed} | set(op.control_inputs):
+            consumers[p].append(op)
+    # After which segment each host op runs: as early as its producers allow.
+    after: dict[Operation, int] = {}
+    level: dict[Operation, int] = {}
+    for op in ops:
+        producers = {t.op for t in op.inputs if t not in fed} | set(op.control_inputs)
+        lv = max((level[p] + (1 if p.host else 0) for p in producers), default=0)
+        level[op] = lv
+        if op.host:
+            after[op] = lv
+    last = max(level.values(), default=0)
+    fetched_ops = {t.op for t in fetched} | {t for t in targets if isinstance(t, Operation)}
+    # Each compute op as late as its consumers allow.
+    seg_of: dict[Operation, int] = {}
+    for op in reversed(ops):
+        if op.host:
+            continue
+        limits = [after[c] if c.host else seg_of[c] for c in consumers[op]]
+        if op in fetched_ops or not limits:
+            limits.append(last)
+        seg_of[op] = min(limits)
+    steps: list[Segment | Operation] = []
+    for k in range(last + 1):
+        seg_ops = [op for op in ops if not op.host and seg_of[op] == k]
+        if seg_ops:
+            mine = set(seg_ops)
+            inputs: list[Tensor] = []
+            for op in seg_ops:
+                for t in op.inputs:
+                    if (t in fed or t.op not in mine) and t not in inputs:
+                        inputs.append(t)
+            outputs = [t for op in seg_ops for t in op.outputs
+                       if t in fetched or any(c not in mine and t in c.inputs for c in consumers[op])]
+            steps.append(Segment(seg_ops, inputs, outputs, [op for op in _with_frames(seg_ops) if "seed" in op.attrs]))
+        steps.extend(op for op in ops if op.host and after[op] == k)
+    return Plan(steps)
+
+
+# ---- the session ----------------------------------------------------------------------------------------------
+
+_sessions = threading.local()
+
+
+def _session_stack() -> list[Session]:
+    if not hasattr(_sessions, "stack"):
+        _sessions.stack = []
+    return _sessions.stack
+
+
+def get_default_session() -> Session | None:
+    """The innermost session entered with ``with`` (or an InteractiveSession), or None."""
+    s = _session_stack()
+    return s[-1] if s else None
+
+
+def get_default_session_or_raise(what: str) -> Session:
+    s = get_default_session()
+    if s is None:
+        raise ValueError(f"{what} needs a session: pass session=..., or call it inside `with tf.Session() as sess:`")
+    return s
+
+
+class Session:
+    """Runs fetches of a graph: ``with tf.Session() as sess: sess.run(loss, feed_dict={x: xs})``."""
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None):
+        if target:
+            raise NotImplementedError(f"tf.Session(target={target!r}): flowjit runs sessions in this process; "
+                                      "distributed execution goes through flowjit.distributed")
+        self.graph = graph if graph is not None else get_default_graph()
+        self.config = config
+        self._closed = False
+        self._state: dict[Any, FjVariable] = {}
+        self._initialized: set[Any] = set()
+        self._resources: dict[Any, Any] = {}   # per-session host state (queues), keyed by its op
+        self._plans: dict[tuple, Plan] = {}
+        self._run_lock = threading.RLock()
+        self._plan_lock = threading.Lock()
+        self._random_counts: dict[Operation, int] = {}
+        self._entropy = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._entered: list[Any] = []
+
+    # ---- context ------------------------------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        cm = self.graph.as_default()
+        cm.__enter__()
+        self._entered.append(cm)
+        _session_stack().append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _session_stack().remove(self)
+        self._entered.pop().__exit__(*exc)
+        self.close()
+
+    def as_default(self) -> Any:
+        return _AsDefault(self)
+
+    def close(self) -> None:
+        """Free the session's state; blocked queue operations are cancelled."""
+        if self._closed:
+            return
+        self._closed = True  # before listing: a queue checks `closed` after it registers
+        with self._plan_lock:  # resource() may be adding one from a runner thread
+            resources = list(self._resources.values())
+        for res in resources:
+            cancel = getattr(res, "cancel", None)
+            if cancel is not None:
+                cancel()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ---- state ---------------------------------------------------------------------------------------------
+    def _state_of(self, var: Any) -> FjVariable:
+        state = self._state.get(var)
+        if state is None:
+            if not var.shape.is_fully_defined():
+                raise errors.InvalidArgumentError(None, var.op, f"variable {var.name} has the unknown shape "
+                                                  f"{var.shape}: give its initial value a fully known shape")
+            state = FjVariable(np.zeros(var.shape.as_list(), var.dtype.np), name=var.op.name,
+                               trainable=var.trainable)
+            self._state[var] = state
+        return state
+
+    def resource(self, key: Any, make: Any) -> Any:
+        """The session's host state for ``key`` (an op, or any hashable, e.g. a queue's shared
+        name), made by ``make()`` on first use."""
+        with self._plan_lock:
+            res = self._resources.get(key)
+            if res is None:
+                res = self._resources[key] = make()
+            return res
+
+    def variable_value(self, var: Any) -> np.ndarray:
+        """The current value of a graph Variable in this session (a copy)."""
+        if var not in self._initialized:
+            raise errors.FailedPreconditionError(None, var.op, f"variable {var.name!r} is not initialized")
+        return self._state_of(var).numpy()
+
+    def load_variable(self, var: Any, value: Any) -> None:
+        """Set a graph Variable's value in this session (marks it initialized)."""
+        with self._run_lock:
+            self._state_of(var).assign(value)
+            self._initialized.add(var)
+
+    # ---- run -------------------------------------------------------------------------------------------------
+    def run(self, fetches: Any, feed_dict: dict | None = None, options: Any = None, run_metadata: Any = None) -> Any:
+        """Evaluate ``fetches`` (a tensor, an op, a name, or a list/tuple/dict/namedtuple
+        nest of them) with ``feed_dict`` values substituted; ops give None. Returns the
+        same structure with NumPy values."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session")
+        if current_trace() is not None:
+            raise RuntimeError("Session.run inside a traced function: build the graph first, run it outside")
+        leaves, tree = pytree.flatten(fetches, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))
+        targets = []
+        for leaf in leaves:
+            if leaf is None:
+                raise TypeError("Fetch argument None has invalid type: fetch tensors, ops or their names")
+            targets.append(self.graph.as_graph_element(leaf))
+        feeds = self._feeds(feed_dict or {})
+        fetched = tuple(t for t in targets if isinstance(t, Tensor))
+        key = (tuple(targets), tuple(feeds))
+        with self._plan_lock:
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = make_plan(targets, fetched, set(feeds))
+        values: dict[Tensor, Any] = dict(feeds)
+        for step in plan.steps:
+            if isinstance(step, Segment):
+                self._run_segment(step, values)
+            else:
+                self._run_host(step, values)
+        out = [values[t] if isinstance(t, Tensor) else None for t in targets]
+        return pytree.unflatten(tree, out)
+
+    def _feeds(self, feed_dict: dict) -> dict[Tensor, np.ndarray]:
+        feeds = {}
+        for key, value in feed_dict.items():
+            t = self.graph.as_graph_element(key)
+            if isinstance(t, Operation):
+                raise TypeError(f"feed_dict keys must be tensors, got the operation {t.name!r}")
+            if isinstance(value, Tensor):
+                raise TypeError(f"The value of a feed cannot be a tf.Tensor object ({value.name} fed to {t.name}); "
+                                "feed NumPy arrays, lists or numbers")
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "biuf" or not np.can_cast(arr.dtype, t.dtype.np, "same_kind"):
+                if not (arr.dtype.kind in "biu" and t.dtype.is_int):
+                    raise errors.InvalidArgumentError(
+                        None, t.op, f"cannot feed a value of dtype {arr.dtype} to {t.name}, of dtype {t.dtype} "
+                        f"(shape {shape_str(t._shape)}): convert it first")
+            if not compatible(t._shape, arr.shape):
+                raise errors.InvalidArgumentError(
+                    None, t.op, f"Cannot feed value of shape {arr.shape} for Tensor {t.name!r}, which has shape "
+                    f"{shape_str(t._shape)}")
+            feeds[t] = np.array(arr, dtype=t.dtype.np, order="C", copy=None)
+        return feeds
+
+    def _random_keys(self, ops: list[Operation]) -> list[np.ndarray]:
+        keys = []
+        for op in ops:
+            count = self._random_counts.get(op, 0)
+            self._random_counts[op] = count + 1
+            parts = op_seed(op, op.attrs.get("seed")) or [self._entropy, op.id]
+            keys.append(np.random.SeedSequence([*parts, count]).generate_state(2, np.uint32).view(np.int32))
+        return keys
+
+    def _run_segment(self, seg: Segment, values: dict[Tensor, Any]) -> None:
+        with self._run_lock:
+            if seg.program is None:
+                seg.program = TracedFunction(self._segment_fn(seg))
+            args = [values[t] for t in seg.inputs] + self._random_keys(seg.random_ops)
+            outs = seg.program(*args)
+            self._initialized |= seg.assigns
+        for t, v in zip(seg.outputs, outs):
+            values[t] = v
+
+    def _segment_fn(self, seg: Segment) -> Any:
+        n_in = len(seg.inputs)
+
+        def program(*args: Any) -> list[Any]:
+            ev = Evaluator(self, dict(zip(seg.inputs, args[:n_in])), dict(zip(seg.random_ops, args[n_in:])))
+            for op in seg.ops:
+                ev.run_op(op)
+            seg.assigns |= ev.assigned
+            return [_as_output(ev.value(t)) for t in seg.outputs]
+
+        first = seg.outputs[0].op.name if seg.outputs else seg.ops[-1].name
+        program.__name__ = "session_run_" + first.replace("/", "_")
+        return program
+
+    def _run_host(self, op: Operation, values: dict[Tensor, Any]) -> None:
+        inputs = [values[t] for t in op.inputs]
+        outs = op.compute(self, op, inputs)
+        for t, v in zip(op.outputs, outs):
+            values[t] = np.asarray(v)
+
+
+def _as_output(x: Any) -> Any:
+    return x if isinstance(x, Tracer) else np.asarray(x)
+
+
+class _AsDefault:
+    def __init__(self, session: Session):
+        self.session = session
+
+    def __enter__(self) -> Session:
+        _session_stack().append(self.session)
+        return self.session
+
+    def __exit__(self, *exc: object) -> None:
+        _session_stack().remove(self.session)
+
+
+class InteractiveSession(Session):
+    """A Session that makes itself the default on creation (for ``Tensor.eval()`` in a shell)."""
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None):
+        super().__init__(target, graph, config)
+        _session_stack().append(self)
+
+    def close(self) -> None:
+        if self in _session_stack():
+            _session_stack().remove(self)
+        super().close()

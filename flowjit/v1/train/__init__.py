@@ -1,0 +1,30 @@
+"""``tf.train``: optimizers, the global step and learning-rate schedules, Saver and
+checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines."""
+
+from flowjit.v1.train import queue_runner
+from flowjit.v1.train.coordinator import Coordinator
+from flowjit.v1.train.input import (
+    batch,
+    batch_join,
+    input_producer,
+    limit_epochs,
+    range_input_producer,
+    shuffle_batch,
+    shuffle_batch_join,
+    slice_input_producer,
+)
+from flowjit.v1.train.optimizers import (
+    AdadeltaOptimizer,
+    AdagradOptimizer,
+    AdamOptimizer,
+    GradientDescentOptimizer,
+    MomentumOptimizer,
+    Optimizer,
+    RMSPropOptimizer,
+    create_global_step,
+    exponential_decay,
+    get_global_step,
+    get_or_create_global_step,
+)
+from flowjit.v1.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
+from flowjit.v1.train.saver import CheckpointState, Saver, checkpoint_exists, get_checkpoint_state, latest_checkpoint
