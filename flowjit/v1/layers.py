@@ -8,6 +8,7 @@ same name and ``reuse=True`` shares them.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,7 @@ def _layer_name(base: str) -> str:
     return base if n == 0 else f"{base}_{n}"
 
 
-class Layer:
+class Layer(abc.ABC):
     """A callable layer; ``variables``/``trainable_variables`` list what it created."""
 
     def __init__(self, name: str | None = None, trainable: bool = True, _reuse: Any = None, **kwargs: Any):
@@ -60,8 +61,9 @@ class Layer:
     def build(self, input_shape: Any) -> None:
         pass
 
+    @abc.abstractmethod
     def call(self, inputs: Tensor, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        """The layer's output for ``inputs`` (its variables built)."""
 
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         if self.name is None:

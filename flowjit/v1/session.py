@@ -251,8 +251,8 @@ class Session:
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None):
         if target:
-            raise NotImplementedError(f"tf.Session(target={target!r}): flowjit runs sessions in this process; "
-                                      "distributed execution goes through flowjit.distributed")
+            raise errors.UnimplementedError(None, None, f"tf.Session(target={target!r}): flowjit runs sessions in "
+                                            "this process; distributed execution goes through flowjit.distributed")
         self.graph = graph if graph is not None else get_default_graph()
         self.config = config
         self._closed = False

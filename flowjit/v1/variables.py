@@ -16,6 +16,7 @@ Reading a variable before its initializer ran in the session raises
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -233,13 +234,14 @@ def report_uninitialized_variables(var_list: Sequence[Variable] | None = None) -
 # ---- initializers ---------------------------------------------------------------------------------------------
 
 
-class Initializer:
+class Initializer(abc.ABC):
     """``init(shape, dtype=None, partition_info=None)`` -> a Tensor with the initial value."""
 
     dtype: Any = None
 
+    @abc.abstractmethod
     def __call__(self, shape: Any, dtype: Any = None, partition_info: Any = None) -> Tensor:
-        raise NotImplementedError
+        """The initial value for a variable of ``shape``."""
 
 
 class zeros_initializer(Initializer):

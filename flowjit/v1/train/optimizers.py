@@ -17,6 +17,7 @@ accumulator at 0.1 and has no epsilon. Slots are Variables named
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from flowjit.v1.variables import Variable, assign_add, trainable_variables
 GATE_NONE, GATE_OP, GATE_GRAPH = 0, 1, 2
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """The base of TF1 optimizers: subclasses declare ``slots`` (name -> initial value) and
     ``_apply(ev, var, g, slots, hyper)``, which assigns new values through ``ev``."""
 
@@ -139,8 +140,9 @@ class Optimizer:
         return var.graph.create_op(f"Apply{type(self).__name__.replace('Optimizer', '')}", [g, *hyper.values()],
                                    compute, name=f"update_{var.op.name.replace('/', '_')}", outputs=[])
 
+    @abc.abstractmethod
     def _apply(self, ev: Any, var: Variable, g: Any, slots: dict[str, Variable], h: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Assign ``var`` (and its slots, through ``ev``) their values after one step."""
 
     def _finish(self, updates: list[Operation], hyper: dict[str, Tensor]) -> list[Operation]:
         return updates

@@ -42,7 +42,8 @@ class QueueRunner:
                  cancel_op: Any = None, queue_closed_exception_types: Sequence[type[BaseException]] | None = None,
                  queue_runner_def: Any = None, import_scope: str | None = None):
         if queue_runner_def is not None:
-            raise NotImplementedError("QueueRunner(queue_runner_def=...): flowjit graphs are not serialized as "
+            raise errors.UnimplementedError(None, None, "QueueRunner(queue_runner_def=...): flowjit graphs are not "
+                                            "serialized as "
                                       "protocol buffers; build the QueueRunner from its queue and ops")
         if queue is None or not enqueue_ops:
             raise ValueError("QueueRunner needs a queue and a non-empty list of enqueue ops")
