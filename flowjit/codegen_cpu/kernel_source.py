@@ -27,6 +27,8 @@ from flowjit.ir.primitives.layout import pad_fill
 # Output size from which the outer loop is a prange: threads cost ~10us to start, and
 # numba's parallel lowering adds about half a second to the kernel's compile time.
 PARALLEL_MIN_ELEMENTS = 1 << 18
+# Elements a float32 sum adds in float32 before adding the block's sum to a float64 total.
+SUM_BLOCK = 128
 
 
 _NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
@@ -278,6 +280,15 @@ class KernelWriter:
             # lose more than NumPy's pairwise ones.
             acc_d = float64 if d == float32 and init in ("0", "1") else d
             outer.lines.append(f"{acc} = {cast_expr(start, None, acc_d)}")
+        # A float32 sum adds blocks of SUM_BLOCK elements in float32, each block's sum into
+        # the float64 total: a float64 addition in the loop would make LLVM vectorize the
+        # whole loop body at float64 width, half the float32 lanes (softmax's exp ran 4
+        # wide, not 8). Vectorized, a block is 32 or more partial sums (lanes x unrolled
+        # copies) of at most 4 elements and a tree of 5+ levels: at most ~10 roundings per
+        # element, NumPy's pairwise float32 sum up to 16 + log2(n / 128) (a loop that does
+        # not vectorize adds its block's 128 in sequence).
+        blocked = (not is_arg and acc_d != d and d == float32
+                   and re.fullmatch(r"acc \+ v", reducer[1]) is not None)
         # Open the loops inside the outer scope, compute x there, combine, close.
         opened = []
         saved = self.scopes
@@ -303,16 +314,44 @@ class KernelWriter:
             body.lines.append(f"    {best} = {val}")
             body.lines.append(f"    {acc} = np.int64({lin})")
             body.lines.append("    found = True")
+        elif blocked:
+            part = self.fresh("part")
+            body.lines.append(f"{part} = {accumulate(combine, part, val, d)}")
         else:
             body.lines.append(f"{acc} = {accumulate(combine, acc, val, acc_d)}")
         for scope in reversed(opened):
             self.scopes.pop()
             head, *rest = scope.lines
             parent = self.scopes[-1]
+            if blocked and scope is opened[-1]:
+                n = x.type.shape[axes[-1]]
+                parent.lines.extend(self.blocked_sum(scope.var, n, rest, part, acc))
+                continue
             parent.lines.append(head)
             parent.lines.extend("    " + line for line in rest)
         self.scopes = saved
         return acc if is_arg else cast_expr(acc, None, d)
+
+    def blocked_sum(self, var: str, n: int, body: list[str], part: str, acc: str) -> list[str]:
+        """The innermost loop of a float32 sum, ``var`` over ``range(n)`` with ``body``
+        adding to ``part``, as loops over whole blocks of SUM_BLOCK (a constant trip count
+        the vectorizer unrolls without a remainder) and one over the rest, each block's
+        float32 ``part`` added to the float64 ``acc``. Both loops take their bounds from the
+        size at run time, so the source is the same for every size of the reduced axis."""
+        b, j = self.fresh("rb"), self.fresh("rj")
+        size = self.dim(n)
+        reset = f"{part} = np.float32(0)"
+        flush = f"{acc} = {acc} + np.float64({part})"
+        return [f"for {b} in range({size} // {SUM_BLOCK}):",
+                f"    {reset}",
+                f"    for {j} in range({SUM_BLOCK}):",
+                f"        {var} = {b} * {SUM_BLOCK} + {j}",
+                *("        " + line for line in body),
+                f"    {flush}",
+                reset,
+                f"for {var} in range({size} // {SUM_BLOCK} * {SUM_BLOCK}, {size}):",
+                *("    " + line for line in body),
+                flush]
 
     def leading_reduction(self, op: Op, axes: list[int]) -> str:
         """An array of the results of a reduction over leading axes (a bias gradient's sum
@@ -357,6 +396,12 @@ class KernelWriter:
         ins = [self.arg_names[a.id] for a in self.block.args]
         outs = [f"out{i}" for i in range(len(self.block.returns))]
         lines = [f"def {self.name}({', '.join(ins + outs)}):"]
+        # Loops over the polynomial functions are bound by arithmetic, not memory: ask for
+        # the CPU's widest vectors, in the kernel and in each parallel loop body numba
+        # outlines into a function of its own.
+        wide = uses_vector_math(self.block)
+        if wide:
+            lines.append("    wide_vectors()")
         lines.extend("    " + line for line in self.size_lines)
         for shape, outputs in self._loop_nests():
             self.scopes = [_Scope(None)]
@@ -367,6 +412,8 @@ class KernelWriter:
             for dim, (var, n) in enumerate(zip(loop_vars, shape)):
                 rng = "prange" if dim == 0 and size >= PARALLEL_MIN_ELEMENTS else "range"
                 scope = _Scope(var, [f"for {var} in {rng}({self.dim(n)}):"])
+                if wide and rng == "prange":
+                    scope.lines.append("wide_vectors()")
                 self.scopes.append(scope)
                 opened.append(scope)
             full = [(k, v) for k, v, depth in outputs if depth == len(shape)]
@@ -473,6 +520,25 @@ _TYPED_FUNCTIONS = {
 _REASSOCIABLE = {"+": "add_reassoc", "*": "mul_reassoc"}
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?)(?![\w.])")
 _POW_CONST = re.compile(r"\bpow\((\w+), np\.(?:float|int)\d+\((-?\d+)(?:\.0)?\)\)")
+
+
+# The functions above whose implementation is a long polynomial evaluation (scalar_math).
+_VECTOR_MATH = ("exp", "expm1", "log", "tanh", "erf")
+
+
+def uses_vector_math(block: Block) -> bool:
+    """Whether an elementwise op of the block calls one of scalar_math's polynomial
+    functions (its template does, on a float32 or float64 operand)."""
+    for op in block.ops:
+        if op.primitive.kind != "elementwise" or not op.inputs:
+            continue
+        d = op.inputs[0].type.dtype
+        template = op.primitive.template
+        if isinstance(template, dict):
+            template = template.get(d.kind)
+        if template and d in (float32, float64) and re.search(rf"\b({'|'.join(_VECTOR_MATH)})\(", template):
+            return True
+    return False
 
 
 def typed_template(template: str, d: DType) -> str:

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from numba import njit
+from numba import njit, prange
 
 from flowjit.codegen_cpu import scalar_math as sm
 
@@ -153,6 +153,107 @@ def test_float32_accuracy(name, x32):
         d = ulp_distance(got, want)
         i = int(np.argmax(d))
         assert d[i] <= MAX_ULP_NUMPY32, f"{name}32({x[i]!r}) = {got[i]!r}, NumPy float32 gives {want[i]!r}"
+
+
+# Exhaustive float32 check, every one of the 2**32 inputs, of the functions the last
+# numerical change of scalar_math touched (logistic32 calls exp32); the grid above samples
+# them. The bounds are the maxima the scalar_math docstring states.
+_EXHAUSTIVE = {"exp": (1, 3), "tanh": (1, 2), "logistic": (2, None)}  # vs exact, vs NumPy float32
+
+
+@njit(inline="always")
+def _ordered(y):
+    """A float32's bits as an integer that orders like the float (-0 and +0 both 0)."""
+    i = np.int64(np.float32(y).view(np.int32))
+    return -(i & 0x7FFFFFFF) if i < 0 else i
+
+
+@njit(inline="always")
+def _ulps(y, want):
+    if want != want or y != y:
+        return 0 if (want != want and y != y) else 1 << 40
+    return abs(_ordered(y) - _ordered(want))
+
+
+def _exhaustive_scan(fn, exact):
+    """max ulp distance from ``exact`` (float64, rounded to float32) over bit patterns [lo, hi)."""
+    @njit(parallel=True, error_model="numpy")
+    def scan(lo, hi):
+        chunks = 4096
+        step = (hi - lo + chunks - 1) // chunks
+        worst = np.zeros(chunks, np.int64)
+        where = np.zeros(chunks, np.int64)
+        for c in prange(chunks):
+            for b in range(lo + c * step, min(lo + (c + 1) * step, hi)):
+                x = np.uint32(b).view(np.float32)
+                d = _ulps(fn(x), np.float32(exact(np.float64(x))))
+                if d > worst[c]:
+                    worst[c] = d
+                    where[c] = b
+        k = np.argmax(worst)
+        return worst[k], where[k]
+
+    return scan
+
+
+def _parallel_loop(fn):
+    @njit(parallel=True, error_model="numpy")
+    def loop(a, out):
+        for i in prange(a.size):
+            out[i] = fn(a[i])
+
+    return loop
+
+
+@njit(parallel=True, error_model="numpy")
+def _max_ulps(got, want):
+    blocks = 1024
+    step = (got.size + blocks - 1) // blocks
+    worst = np.zeros(blocks, np.int64)
+    for c in prange(blocks):
+        for i in range(c * step, min((c + 1) * step, got.size)):
+            worst[c] = max(worst[c], _ulps(got[i], want[i]))
+    return worst.max()
+
+
+@njit
+def _exact_exp(x):
+    return math.exp(x)
+
+
+@njit
+def _exact_tanh(x):
+    return math.tanh(x)
+
+
+@njit
+def _exact_logistic(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(_EXHAUSTIVE))
+def test_float32_exhaustive(name):
+    """All 2**32 float32 inputs against the float64 function rounded to float32 (math's
+    double precision libm: correctly rounded to float32 but for rare double roundings),
+    and against NumPy's float32 loop where NumPy has one; 2-5 minutes each on 2 cores."""
+    fn = F32_NAMES[name]
+    bound, numpy_bound = _EXHAUSTIVE[name]
+    exact = {"exp": _exact_exp, "tanh": _exact_tanh, "logistic": _exact_logistic}[name]
+    worst, at = _exhaustive_scan(fn, exact)(0, 1 << 32)
+    x = np.uint32(at).view(np.float32)
+    assert worst <= bound, f"{name}32({x!r}): {worst} ulp from the correctly rounded result"
+    if numpy_bound is not None:
+        chunk = 1 << 26
+        loop = _parallel_loop(fn)
+        got = np.empty(chunk, np.float32)
+        for lo in range(0, 1 << 32, chunk):
+            x = np.arange(lo, lo + chunk, dtype=np.uint32).view(np.float32)
+            with np.errstate(all="ignore"):
+                want = getattr(np, name)(x)
+            loop(x, got)
+            worst = _max_ulps(got, want)
+            assert worst <= numpy_bound, f"{name}32 differs from NumPy float32 by {worst} ulp near {x[0]!r}"
 
 
 @pytest.mark.parametrize("name", list(F64_NAMES))
