@@ -132,3 +132,6 @@ from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.tracer.variables import Variable
 
 __version__ = "0.1.0"
+from flowjit.passes.placement import PlacementError
+from flowjit.runtime.devices import Device, DeviceError, devices
+from flowjit.tracer.core import device

@@ -54,3 +54,14 @@ def test_newton_sqrt_converges_to_machine_precision(capsys):
 def test_rnn_sequence_learns_with_scan():
     result = _example("rnn_sequence").main(["--steps", "150"])
     assert result["test_accuracy"] > 0.85
+
+
+def test_model_parallel_trains_its_layers_on_two_devices(monkeypatch, capsys):
+    pytest.importorskip("sklearn")
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "3")
+    result = _example("model_parallel").main(["--epochs", "3", "--print-ir"])
+    # batch in, activations forward, labels in, the activations' gradient back
+    assert result["pairs"] == 4
+    assert result["test_accuracy"] > 0.85
+    out = capsys.readouterr().out
+    assert "send %" in out and "@cpu:1" in out and "@cpu:2" in out

@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, float32, float64
+from flowjit.ir.index_source import (
+    atom,
+    broadcast_index,
+    linear_index,
+    reduce_strength,
+    reshape_index,
+    scalar_constant,
+    unit_axes_index,
+)
 from flowjit.ir.primitives.layout import pad_fill
 
 # Output size from which the outer loop is a prange: threads cost ~10us to start, and
@@ -553,18 +561,6 @@ def typed_template(template: str, d: DType) -> str:
                   if m.group(1) in _TYPED_FUNCTIONS else m.group(0), template)
 
 
-def reduce_strength(expr: str) -> str:
-    """``pow(x, n)`` with a literal integer 2 <= n <= 4 as multiplies (libm's pow is a call
-    that keeps the loop from vectorizing; gelu's ``x**3`` is the common case)."""
-    def repl(m: re.Match) -> str:
-        n = int(m.group(2))
-        if not 2 <= n <= 4:
-            return m.group(0)
-        x = m.group(1)
-        return f"({x} * {x})" if n == 2 else f"({x} * {x} * {x})" if n == 3 else f"(({x} * {x}) * ({x} * {x}))"
-    return _POW_CONST.sub(repl, expr)
-
-
 def accumulate(combine: str, acc: str, val: str, acc_d: DType) -> str:
     """One step of a reduction: the reducer's ``combine`` template over ``acc`` and ``val``,
     with float sums and products reassociable and float max/min NaN-propagating intrinsics."""
@@ -575,68 +571,6 @@ def accumulate(combine: str, acc: str, val: str, acc_d: DType) -> str:
         combine = typed_template(combine, acc_d)
     step = re.sub(r"\b(acc|v)\b", lambda m: acc if m.group(1) == "acc" else val, combine)
     return cast_expr(step, None, acc_d)
-
-
-def scalar_constant(v: Value) -> object | None:
-    """The value of ``v`` when a constant op makes it and it holds one element."""
-    op = v.producer
-    if op is None or op.primitive.kind != "constant":
-        return None
-    arr = op.attrs["value"].array
-    return arr.reshape(-1)[0] if arr.size == 1 else None
-
-
-def broadcast_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:
-    """The index of an operand of ``in_shape`` broadcast (NumPy rules) to ``out_shape``."""
-    off = len(out_shape) - len(in_shape)
-    return ["0" if n == 1 and out_shape[k + off] != 1 else idx[k + off] for k, n in enumerate(in_shape)]
-
-
-def unit_axes_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> list[str]:
-    """The operand index when only size-1 axes were added or removed (squeeze, expand_dims)."""
-    kept = [i for i, n in zip(idx, out_shape) if n != 1]
-    it = iter(kept)
-    return ["0" if n == 1 else next(it) for n in in_shape]
-
-
-def product(sizes: Sequence[int], dim: Callable[[int], str] = str) -> str:
-    """The product of ``sizes`` as source (sizes of 1 left out)."""
-    return " * ".join(dim(n) for n in sizes if n != 1) or "1"
-
-
-def linear_index(idx: list[str], shape: tuple[int, ...] | list[int], dim: Callable[[int], str] = str) -> str:
-    """The row-major linear index of ``idx`` into ``shape``; ``dim`` writes a size."""
-    shape = list(shape)
-    terms = []
-    for k, (i, n) in enumerate(zip(idx, shape)):
-        if n != 1:
-            rest = [m for m in shape[k + 1:] if m != 1]
-            terms.append(f"{atom(i)} * {product(rest, dim)}" if rest else i)
-    return " + ".join(terms) or "0"
-
-
-def reshape_index(idx: list[str], out_shape: tuple[int, ...], in_shape: tuple[int, ...],
-                  dim: Callable[[int], str] = str) -> list[str]:
-    """The operand index of a row-major reshape: through the linear index."""
-    if math.prod(in_shape) <= 1:
-        return ["0"] * len(in_shape)
-    lin = f"({linear_index(idx, out_shape, dim)})"
-    src = []
-    leading = True  # the first axis of size > 1 needs no modulo
-    for k, n in enumerate(in_shape):
-        if n == 1:
-            src.append("0")
-            continue
-        rest = [m for m in in_shape[k + 1:] if m != 1]
-        part = f"({lin} // {atom(product(rest, dim))})" if rest else lin
-        src.append(part if leading else f"({part} % {dim(n)})")
-        leading = False
-    return src
-
-
-def atom(expr: str) -> str:
-    """``expr`` safe to use as an operand of any operator: parenthesized unless it is a name or number."""
-    return expr if re.fullmatch(r"\w+", expr) else f"({expr})"
 
 
 def affine(start: int, step: int, i: str) -> str:

@@ -157,13 +157,16 @@ class Function:
     """A named top-level block: the unit the tracer produces and the compiler consumes.
 
     ``is_var[i]`` marks argument ``i`` as a Variable the function may update in place;
-    ``arg_names`` are the names the text form shows.
+    ``arg_devices[i]`` is the device argument ``i`` lives on (None: the function's default
+    device; a Variable created under ``fj.device`` lives there).
     """
 
-    def __init__(self, name: str, body: Block, is_var: list[bool] | None = None):
+    def __init__(self, name: str, body: Block, is_var: list[bool] | None = None,
+                 arg_devices: list[str | None] | None = None):
         self.name = name
         self.body = body
         self.is_var = list(is_var) if is_var is not None else [False] * len(body.args)
+        self.arg_devices = list(arg_devices) if arg_devices is not None else [None] * len(body.args)
 
     @property
     def args(self) -> list[Value]:
@@ -187,7 +190,7 @@ class Function:
     def clone(self) -> Function:
         """A deep copy: new Values and Ops with the same types, attrs, devices and locations."""
         mapping: dict[int, Value] = {}
-        return Function(self.name, _clone_block(self.body, mapping), list(self.is_var))
+        return Function(self.name, _clone_block(self.body, mapping), list(self.is_var), list(self.arg_devices))
 
     def __str__(self) -> str:
         from flowjit.ir.printer import print_function

@@ -32,7 +32,8 @@ def function_to_json(fn: Function) -> dict[str, Any]:
     types, device, loc) and returns, with ``%``-less value names as in the text form."""
     namer = _Namer()
     args = [{"name": namer.arg(a), "type": str(a.type), "shape": list(a.type.shape),
-             "dtype": a.type.dtype.short, "var": var} for a, var in zip(fn.args, fn.is_var)]
+             "dtype": a.type.dtype.short, "var": var, "device": device}
+            for a, var, device in zip(fn.args, fn.is_var, fn.arg_devices)]
     ops = []
     for op in fn.walk():
         inputs = [namer.ref(v)[1:] for v in op.inputs]

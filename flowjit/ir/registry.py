@@ -22,7 +22,8 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.types import TensorType
 
-KINDS = ("elementwise", "reduction", "layout", "opaque", "random", "stateful", "control", "constant")
+KINDS = ("elementwise", "reduction", "layout", "opaque", "random", "stateful", "control", "constant",
+         "transfer")
 
 # What a primitive does, for passes that must build, compose or see through its ops
 # (``Primitive.role``). A role fixes the meaning of the inputs and of the attributes named.
@@ -38,6 +39,8 @@ ROLES = {
     "join": "attr axis: the inputs one after another along axis",
     "axis_index": "attrs shape/dimension: each element is its own index along dimension",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
+    "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",
+    "recv": "attrs key/src/shape/dtype: the value the send of the same key handed over",
 }
 # Roles whose every result element is a copy of one element of their one input.
 COPYING_ROLES = frozenset({"permute_axes", "row_major_reshape", "unit_axes_reshape", "broadcast",
@@ -250,14 +253,14 @@ class Primitive:
     @property
     def pure(self) -> bool:
         """Whether two ops with equal inputs and attrs may be merged or dropped when unused."""
-        return self.kind not in ("random", "stateful")
+        return self.kind not in ("random", "stateful", "transfer")
 
     @property
     def has_side_effects(self) -> bool:
         """Whether its ops change state other than their results, so they must run even
         when nothing uses them (random draws are impure but have none: dropping an unused
-        draw changes no result)."""
-        return self.kind == "stateful"
+        draw changes no result). A transfer between devices is one: its partner waits for it."""
+        return self.kind in ("stateful", "transfer")
 
     @property
     def copies_elements(self) -> bool:

@@ -10,6 +10,7 @@ the variables are rebound to the results when the step finishes.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from flowjit.tracer import array_api as fj
 from flowjit.tracer.autodiff import value_and_grad
+from flowjit.tracer.core import device
 from flowjit.tracer.variables import Variable
 
 LearningRate = float | Callable[[Any], Any]
@@ -40,8 +42,9 @@ class Optimizer(abc.ABC):
         if name not in self.slot_names:
             raise ValueError(f"{type(self).__name__} declares the slots {self.slot_names}, not {name!r}")
         if key not in self._slots:
-            self._slots[key] = Variable(np.zeros(var.shape, var.dtype.np), name=f"{var.name}/{name}",
-                                        trainable=False)
+            slot = Variable(np.zeros(var.shape, var.dtype.np), name=f"{var.name}/{name}", trainable=False)
+            slot.device = var.device  # slots live with their variable, as TF colocates them
+            self._slots[key] = slot
         return self._slots[key]
 
     def slots(self) -> dict[str, Variable]:
@@ -56,9 +59,11 @@ class Optimizer(abc.ABC):
                 continue
             if not var.trainable:
                 raise ValueError(f"{var.name} is not trainable")
-            t = fj.astype(step, var.dtype)
-            lr = self.learning_rate(t) if callable(self.learning_rate) else self.learning_rate
-            self.update(var, fj.astype(g, var.dtype), fj.astype(fj.asarray(lr), var.dtype), t)
+            # A variable's update runs on its device: only its gradient crosses over.
+            with device(var.device) if var.device else contextlib.nullcontext():
+                t = fj.astype(step, var.dtype)
+                lr = self.learning_rate(t) if callable(self.learning_rate) else self.learning_rate
+                self.update(var, fj.astype(g, var.dtype), fj.astype(fj.asarray(lr), var.dtype), t)
         self.iterations.assign(step)
 
     def minimize(self, loss: Callable[[], Any], var_list: Iterable[Variable]) -> Any:

@@ -20,6 +20,9 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
   the same axes, so "reduce, broadcast back, elementwise" chains such as softmax and
   layer norm become one kernel, and every op's result is no larger than that shape;
 - a group never spans two devices; the fusion op keeps its ops' device;
+- transfers between devices (``send``/``recv``) keep their relative order and each recv
+  stays after its send: those order edges count as dependencies, so no group or
+  reordering makes one device wait for a value another device sends only later;
 - the program computes exactly what it computed before (the fusion op runs its block).
 Each fusion op is named after its ops in program order and lists the user lines it came
 from (``lines``), and sits where its last op stood, or earlier where a user of one of
@@ -130,29 +133,56 @@ def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int]) ->
             and not any(r.id in returned for r in op.results))
 
 
-def _top_level_ancestors(block: Block) -> dict[int, Op]:
-    """For every op nested in the blocks of a top-level op: that top-level op."""
-    top: dict[int, Op] = {}
+class _TopLevel(dict):
+    """id of every op -> its top-level op (itself, or the op owning the block it is in),
+    plus the ordering edges of transfers: each ``send`` comes before the ``recv`` of its
+    key, and the transfers keep their program order. Those edges are dependencies like
+    data edges, so fusing or reordering never puts a recv before the send it waits for
+    (which would deadlock the devices' threads)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after: dict[int, list[Op]] = defaultdict(list)
+        self.before: dict[int, list[Op]] = defaultdict(list)
+
+
+def _top_level_ancestors(block: Block) -> _TopLevel:
+    """The top-level op of every op of ``block`` and the transfers' ordering edges."""
+    top = _TopLevel()
+    transfers: list[Op] = []
+    sends: dict[str, Op] = {}
     for op in block.ops:
         top[id(op)] = op
         for b in op.blocks:
             for inner in b.walk():
                 top[id(inner)] = op
+        if op.primitive.kind == "transfer":
+            edges = [transfers[-1]] if transfers else []
+            if op.primitive.role == "recv" and op.attrs["key"] in sends:
+                edges.append(sends[op.attrs["key"]])
+            if op.primitive.role == "send":
+                sends[op.attrs["key"]] = op
+            for e in edges:
+                top.after[id(e)].append(op)
+                top.before[id(op)].append(e)
+            transfers.append(op)
     return top
 
 
-def _users(op: Op, top: dict[int, Op]) -> list[Op]:
+def _users(op: Op, top: _TopLevel) -> list[Op]:
     """The top-level ops that use a result of ``op`` (a use inside a nested block counts
-    as a use by the op owning the block)."""
+    as a use by the op owning the block), and the transfers ordered after it."""
     seen: dict[int, Op] = {}
     for r in op.results:
         for u, _ in r.uses:
             t = top.get(id(u), u)
             seen[id(t)] = t
+    for t in top.after.get(id(op), ()):
+        seen[id(t)] = t
     return list(seen.values())
 
 
-def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top: dict[int, Op]) -> bool:
+def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top: _TopLevel) -> bool:
     """Whether a path from ``starts`` reaches an op of ``target``, with every group formed
     so far taken as one node (a kernel runs when all its inputs are ready). A group's
     members may sit anywhere in program order, so a path may lead back to earlier ops:
@@ -174,7 +204,7 @@ def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top:
     return False
 
 
-def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: dict[int, Op]) -> list[_Group]:
+def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: _TopLevel) -> list[_Group]:
     """Merge a group into the group producing its inputs when both loop over the same
     shape with the same reductions (a loss reading the log-softmax a kernel made) and no
     path through other ops leads from the producer to the consumer."""
@@ -209,7 +239,7 @@ def _same_loops(a: _Group, b: _Group) -> bool:
             and (a.reduce_shape, a.reduce_axes) == (b.reduce_shape, b.reduce_axes))
 
 
-def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: dict[int, Op]) -> list[_Group]:
+def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: _TopLevel) -> list[_Group]:
     """Merge the groups whose results only leave the program (returned, or assigned to a
     Variable and returned): the optimizer's updates of every parameter become a few
     kernels instead of one per parameter. No path leads from such a group to another
@@ -258,6 +288,7 @@ def _schedule(block: Block) -> None:
                 p = v.producer
                 if p is not None and id(p) in top and top[id(p)] is not op:
                     producers.add(id(top[id(p)]))
+        producers.update(id(p) for p in top.before.get(id(op), ()))
         waiting[id(op)] = len(producers)
         for p in producers:
             users[p].append(op)

@@ -22,6 +22,8 @@ from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
+from flowjit.passes.partition import partition
+from flowjit.passes.placement import DeviceTarget, placement
 from flowjit.passes.prune import prune
 from flowjit.passes.simplify import simplify
 
@@ -58,8 +60,11 @@ class Pipeline:
         return " -> ".join(self.names)
 
     def run(self, fn: Function, *, disable: Iterable[str] = (), dump: Iterable[str] = (),
-            stop_after: str | None = None) -> PipelineResult:
-        """Run the passes on a clone of ``fn`` (``fn`` itself is left as it is)."""
+            stop_after: str | None = None, target: DeviceTarget | None = None) -> PipelineResult:
+        """Run the passes on a clone of ``fn`` (``fn`` itself is left as it is). Passes
+        that choose devices (``placement``) get ``target``: the devices there are (by
+        default ``cpu:0`` only)."""
+        target = target or DeviceTarget(("cpu:0",))
         disabled = set(disable) | _env_list("FLOWJIT_DISABLE")
         dumps = set(dump) | _env_list("FLOWJIT_DUMP")
         unknown = (disabled | dumps | ({stop_after} if stop_after else set())) - set(self.names) - {"all"}
@@ -71,7 +76,10 @@ class Pipeline:
                 result.skipped.append(name)
             else:
                 start = time.perf_counter()
-                result.function = pass_fn(result.function)
+                if name in TARGETED_PASSES:
+                    result.function = pass_fn(result.function, target)
+                else:
+                    result.function = pass_fn(result.function)
                 result.timings.append((name, time.perf_counter() - start))
                 try:
                     verify(result.function)
@@ -84,11 +92,16 @@ class Pipeline:
         return result
 
 
+# Passes called with the DeviceTarget as well as the Function.
+TARGETED_PASSES = frozenset({"placement"})
+
 DEFAULT_PIPELINE = Pipeline([
     ("simplify", simplify),
     ("cse", cse),
     ("constant_fold", constant_fold),
     ("prune", prune),
     ("hoist_invariants", hoist_invariants),
+    ("placement", placement),
+    ("partition", partition),
     ("fusion", fusion),
 ])

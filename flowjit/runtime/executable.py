@@ -59,10 +59,12 @@ class Executable:
     """
 
     def __init__(self, function: Function, backend: str = "numba", device: str = "cpu:0",
-                 pipeline: PipelineResult | None = None, fastmath: bool = False):
+                 pipeline: PipelineResult | None = None, fastmath: bool = False, parallel: bool = True):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
         self.fastmath = fastmath
+        # False: kernels run on the calling thread only (a virtual CPU device is one core).
+        self.parallel = parallel
         self.function = function
         self.backend = backend
         self.device = device
@@ -97,7 +99,7 @@ class Executable:
             if op.primitive.role == "kernel":
                 try:
                     self.kernels[op.id] = compile_kernel(op.blocks[0], op.attrs.get("name", op.name),
-                                                         fastmath=self.fastmath)
+                                                         parallel=self.parallel, fastmath=self.fastmath)
                 except UnsupportedOp as e:
                     self.fallbacks[op.attrs.get("name", op.name)] = str(e)
 
@@ -108,7 +110,10 @@ class Executable:
             runners = []
             for k, block in enumerate(op.blocks):
                 sub = Function(f"{self.function.name}.{op.name}{k}", block).clone()
-                runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath))
+                for inner in sub.walk():  # a block runs on the thread (device) of its owner
+                    inner.device = None
+                runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath,
+                                                parallel=self.parallel))
             self.control_blocks[op.id] = runners
             native = native_loop(op, runners)
             self.control[op.id] = native or functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
@@ -175,12 +180,15 @@ class Executable:
         returned = {v.id for v in self.function.returns}
         args = [names[self.memory_plan.slots[a.id]] for a in self.function.args]
         lines = [f"def driver({', '.join(args)}):"]
+        line_ops: dict[int, Op] = {}  # driver line number -> the op it runs, for error reports
         for i, st in enumerate(self._steps):
+            line_ops.update((n, st.op) for n in range(len(lines) + 1, len(lines) + 4))
             ins = [names[s] for s in st.ins]
             outs = [names[s] for s in st.outs]
             k = st.kernel
             # A returned value must not alias another result: those keep the copying reference.
-            view = _as_view(st.op) if k is None and st.op.results[0].id not in returned else None
+            view = (_as_view(st.op) if k is None and st.op.results and st.op.results[0].id not in returned
+                    else None)
             if view is not None:
                 env[f"view{i}"] = view
                 lines.append(f"    {outs[0]} = view{i}({ins[0]})")
@@ -189,7 +197,8 @@ class Executable:
                 lines.append(f"    {', '.join(outs)}, = control{i}({', '.join(ins)})")
             elif k is None:
                 env[f"op{i}"] = st.op
-                lines.append(f"    {', '.join(outs)}, = run_op(op{i}, [{', '.join(ins)}])")
+                call = f"run_op(op{i}, [{', '.join(ins)}])"
+                lines.append(f"    {', '.join(outs)}, = {call}" if outs else f"    {call}")
             else:
                 env[f"k{i}"] = k.fn
                 call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
@@ -210,12 +219,27 @@ class Executable:
         rets = [f"own({names[s]}, ({', '.join(args)}{',' if len(args) == 1 else ''}))" if check else names[s]
                 for s, check in zip(self._returns, self._check_alias)]
         lines.append(f"    return [{', '.join(rets)}]")
+        env["__line_ops__"] = line_ops
         return "\n".join(lines) + "\n", env
 
     def _make_driver(self) -> Any:
         source, env = self._driver_source()
+        self._line_ops = env["__line_ops__"]
         exec(compile(source, f"<flowjit driver {self.function.name}>", "exec"), env)
         return env["driver"]
+
+    def failing_op(self, error: BaseException) -> Op | None:
+        """The op of this program that raised ``error`` (from its traceback), if any."""
+        op = None
+        tb = error.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == f"<flowjit driver {self.function.name}>":
+                op = getattr(self, "_line_ops", {}).get(tb.tb_lineno, op)
+            elif code is Executable._warm.__code__ and "st" in tb.tb_frame.f_locals:
+                op = tb.tb_frame.f_locals["st"].op
+            tb = tb.tb_next
+        return op
 
     @staticmethod
     def _own(x: np.ndarray, arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -249,12 +273,14 @@ def disabled_passes(passes: Mapping[str, bool] | Iterable[str] | None, pipeline:
 
 
 def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[str] | None = None,
-          pipeline: Pipeline = DEFAULT_PIPELINE) -> Function:
+          pipeline: Pipeline = DEFAULT_PIPELINE, device: str | None = None) -> Function:
     """``function`` after pipeline ``stage`` (a pass name, or ``traced``/``fused``)."""
     if stage == "traced":
         return function
+    from flowjit.runtime.devices import device_target
     stop = "fusion" if stage == "fused" else stage
-    return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop).function
+    return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop,
+                        target=device_target(device)).function
 
 
 def _signature(st: Step) -> tuple:
@@ -283,17 +309,25 @@ def _as_view(op: Op) -> Callable[[np.ndarray], np.ndarray] | None:
     return None
 
 
-def compile_function(function: Function, interpret: bool = False, device: str = "cpu:0",
+def compile_function(function: Function, interpret: bool = False, device: str | None = None,
                      passes: Mapping[str, bool] | Iterable[str] | None = None,
                      pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None,
-                     fastmath: bool = False) -> Executable:
+                     fastmath: bool = False, parallel: bool = True) -> Any:
     """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
     ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels, with LLVM's
     fast-math flags when ``fastmath``; ``interpreter`` runs the optimized program on the
-    NumPy interpreter)."""
+    NumPy interpreter). ``device`` is the default device (``cpu:0``): where arguments
+    live and unplaced ops go. A program placed on other devices than ``cpu:0`` becomes a
+    ``MultiDeviceExecutable``: one partition per device, run concurrently."""
     if interpret:
-        return Executable(function, "interpreter", device)
-    result = pipeline.run(function, disable=disabled_passes(passes, pipeline))
+        return Executable(function, "interpreter", device or "cpu:0")
+    from flowjit.runtime.devices import device_target
+    target = device_target(device)
+    result = pipeline.run(function, disable=disabled_passes(passes, pipeline), target=target)
     chosen = backend or os.environ.get("FLOWJIT_BACKEND") or "numba"
-    return Executable(result.function, chosen, device, result, fastmath=fastmath)
+    placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
+    if placed - {None, "cpu:0"}:
+        from flowjit.runtime.multi_device import MultiDeviceExecutable
+        return MultiDeviceExecutable(result.function, chosen, target.default, result, fastmath=fastmath)
+    return Executable(result.function, chosen, target.default, result, fastmath=fastmath, parallel=parallel)

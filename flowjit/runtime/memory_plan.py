@@ -64,6 +64,8 @@ def plan_memory(function: Function, in_place: Mapping[int, Sequence[int]]) -> Me
             slots[r.id] = len(slots)
     n_ops = len(body.ops)
     returned = {v.id for v in body.returns}
+    # A sent value escapes to another device, which may still read it: never overwritten.
+    escaped = {v.id for op in body.ops if op.primitive.role == "send" for v in op.inputs}
     last_use: dict[int, int] = {}
     for i, op in enumerate(body.ops):
         for v in op.inputs:
@@ -91,7 +93,7 @@ def plan_memory(function: Function, in_place: Mapping[int, Sequence[int]]) -> Me
         for k in in_place[op.id]:
             v = op.inputs[k]
             positions = [j for j, u in enumerate(op.inputs) if u.id == v.id]
-            if (v.id in owned and last_use.get(v.id) == i and v.id not in returned
+            if (v.id in owned and last_use.get(v.id) == i and v.id not in returned and v.id not in escaped
                     and all(j in in_place[op.id] for j in positions)):
                 write_into[i] = k
                 free_after[i].remove(slots[v.id])  # its buffer lives on as the result

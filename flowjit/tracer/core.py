@@ -51,7 +51,7 @@ class Trace:
 
     def __init__(self, block: Block, name: str = "trace", parent: Trace | None = None):
         self.block = block
-        self.builder = Builder(block)
+        self.builder = Builder(block, device=current_device())
         self.name = name
         self.active = True
         # A trace of a branch or loop body nested in ``parent``: values of enclosing traces
@@ -66,6 +66,7 @@ class Trace:
         self.var_args: dict[int, Tracer] = {}
         self.current: dict[int, Tracer] = {}
         self.assigned: dict[int, Any] = {}
+        self.assigned_device: dict[int, str | None] = {}  # the fj.device of each update
 
     def new_arg(self, type: TensorType, name: str, weak: bool = False) -> Tracer:
         v = Value(type, name=name)
@@ -114,6 +115,7 @@ class Trace:
         self.read_variable(var)
         self.current[id(var)] = value
         self.assigned[id(var)] = user_location()
+        self.assigned_device[id(var)] = self.builder.device
 
     def constant(self, array: np.ndarray, weak: bool = False) -> Tracer:
         """A constant op for ``array``, emitted once per distinct closed-over array object."""
@@ -145,6 +147,36 @@ class at_location:
 
     def __exit__(self, *exc: object) -> None:
         _state.location = self.saved
+
+
+def current_device() -> str | None:
+    """The device named by the innermost ``fj.device`` block of this thread, or None."""
+    return getattr(_state, "device", None)
+
+
+class device:
+    """``with fj.device("cpu:1"):`` places the ops traced inside the block on that device
+    (``cpu:0``, ``cpu:N`` with ``FLOWJIT_CPU_DEVICES``, ``cuda:K``), and Variables created
+    inside it live there. The name is checked when the block is entered; whether the
+    device can run each op is checked when the program is placed, naming the op."""
+
+    def __init__(self, name: Any):
+        from flowjit.runtime.devices import check_device
+        self.name = check_device(name).name
+
+    def __enter__(self) -> str:
+        self.saved = current_device()
+        _state.device = self.name
+        trace = current_trace()
+        self.trace, self.saved_builder_device = trace, (trace.builder.device if trace is not None else None)
+        if trace is not None:
+            trace.builder.device = self.name
+        return self.name
+
+    def __exit__(self, *exc: object) -> None:
+        _state.device = self.saved
+        if self.trace is not None:
+            self.trace.builder.device = self.saved_builder_device
 
 
 def current_trace() -> Trace | None:

@@ -28,6 +28,7 @@ from flowjit.ir.errors import FlowjitTypeError, TracerError
 from flowjit.ir.types import TensorType
 from flowjit.ir.verifier import verify
 from flowjit.runtime import STAGES, Executable, compile_function, lower
+from flowjit.runtime.devices import check_device
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Trace, Tracer, current_trace, to_array, trace_context, user_location
 
@@ -99,7 +100,8 @@ class TracedFunction:
 
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), interpret: bool | None = None,
-                 passes: Any = None, backend: str | None = None, fastmath: bool = False):
+                 passes: Any = None, backend: str | None = None, fastmath: bool = False,
+                 device: Any = None):
         if not callable(fun):
             raise FlowjitTypeError(f"fj.function expects a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
@@ -108,6 +110,7 @@ class TracedFunction:
         self.passes = passes
         self.backend = backend
         self.fastmath = fastmath
+        self.device = None if device is None else check_device(device).name
         self.trace_count = 0
         self._cache: dict[tuple, _Entry] = {}
         # Calls with only positional NumPy arrays (no static arguments) skip signature
@@ -219,15 +222,18 @@ class TracedFunction:
         for var in assigned:
             (new,) = trace.builder.emit("assign", [trace.var_args[id(var)].value, trace.current[id(var)].value], {},
                                         loc=trace.assigned[id(var)])
+            new.producer.device = trace.assigned_device.get(id(var))
             returns.append(new)
         trace.block.set_returns(returns)
         n_vars = len(var_ids)
+        n_plain = len(trace.block.args) - n_vars
         fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block,
-                      [False] * (len(trace.block.args) - n_vars) + [True] * n_vars)
+                      [False] * n_plain + [True] * n_vars,
+                      [None] * n_plain + [getattr(v, "device", None) for v in trace.variables])
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
         executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend,
-                                      fastmath=self.fastmath)
+                                      fastmath=self.fastmath, device=self.device)
         return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf",
                       variables=tuple(trace.variables), assigned=tuple(assigned))
 
@@ -266,7 +272,7 @@ class TracedFunction:
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
         entry, _ = self._lookup(args, kwargs)
-        return lower(entry.function, stage, self.passes)
+        return lower(entry.function, stage, self.passes, device=self.device)
 
     def kernels(self, *args: Any, **kwargs: Any) -> str:
         """The generated kernel and driver source for these arguments' signature (arrays or
@@ -325,7 +331,8 @@ def describe_signature_change(old: tuple, new: tuple) -> list[str]:
 
 def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
              static_argnames: Sequence[str] | str = (), interpret: bool | None = None,
-             passes: Any = None, backend: str | None = None, fastmath: bool = False) -> Any:
+             passes: Any = None, backend: str | None = None, fastmath: bool = False,
+             device: Any = None) -> Any:
     """Trace ``fun`` per argument signature into IR and run it; usable as ``@fj.function`` or
     ``@fj.function(static_argnames=...)``. ``interpret=True`` (or ``FLOWJIT_INTERPRET=1``)
     runs the traced program on the NumPy reference interpreter, unoptimized; ``passes``
@@ -333,7 +340,10 @@ def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[
     ``backend="numba"`` runs fused kernels as compiled numba code, ``"interpreter"`` (or
     ``FLOWJIT_BACKEND=interpreter``) the optimized program on NumPy; ``fastmath=True``
     compiles kernels with LLVM's fast-math flags (float arithmetic reassociated, nan and
-    inf assumed absent: faster reductions, results that may differ in the last bits)."""
+    inf assumed absent: faster reductions, results that may differ in the last bits);
+    ``device`` (``"cpu:1"``, ``"cuda:0"``) is where the arguments live and where ops not
+    placed with ``fj.device`` run (default ``cpu:0``)."""
     if fun is None:
-        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend, fastmath)
-    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend, fastmath)
+        return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend, fastmath,
+                                        device)
+    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend, fastmath, device)

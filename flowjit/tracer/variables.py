@@ -19,7 +19,7 @@ import numpy as np
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.types import TensorType
-from flowjit.tracer.core import Tracer, bind, current_trace, operand, to_array
+from flowjit.tracer.core import Tracer, bind, current_device, current_trace, operand, to_array
 
 _names = itertools.count()
 
@@ -37,6 +37,8 @@ class Variable:
         self.name = name or f"variable_{next(_names)}"
         self.trainable = trainable
         self.type = TensorType(self._value.shape, as_dtype(self._value.dtype))
+        # The device it lives on: the enclosing fj.device block's, like TF's variables.
+        self.device = current_device()
 
     # ---- reading -----------------------------------------------------------------------
     @property

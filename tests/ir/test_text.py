@@ -11,6 +11,7 @@ bit-identical results.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 from collections.abc import Callable
@@ -618,6 +619,18 @@ def _draw(c: Ctx, p: Primitive):
     return [c.key()], {"shape": c.shape(0, 3), "dtype": c.choose(list(FLOAT_DTYPES))}
 
 
+_transfer_keys = itertools.count()
+
+
+def _recv(c: Ctx, p: Primitive):
+    # A recv needs the send of its key earlier in the program (unique keys, as the
+    # partition pass makes them): emit that send here.
+    v = c.value(ALL_DTYPES)
+    key = f"t{next(_transfer_keys)}"
+    c.b.emit("send", [v], {"key": key, "dst": "cpu:1"})
+    return [], {"key": key, "src": "cpu:0", "shape": v.type.shape, "dtype": v.type.dtype}
+
+
 RECIPES: dict[str, Recipe] = {
     "select": _select, "cast": _cast, "constant": _constant, "iota": _iota,
     "reduce_sum": _reduce, "reduce_prod": _reduce, "reduce_max": _reduce, "reduce_min": _reduce,
@@ -625,7 +638,7 @@ RECIPES: dict[str, Recipe] = {
     "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose, "squeeze": _squeeze,
     "expand_dims": _expand_dims, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "conv2d": _conv2d,
-    "random_split": _split, "random_uniform": _draw, "random_normal": _draw,
+    "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
 }
 
 

@@ -18,7 +18,8 @@ def dup(x):
 
 
 def test_pipeline_prints_its_order_and_stages_exist():
-    assert str(DEFAULT_PIPELINE) == "simplify -> cse -> constant_fold -> prune -> hoist_invariants -> fusion"
+    assert str(DEFAULT_PIPELINE) == ("simplify -> cse -> constant_fold -> prune -> hoist_invariants -> placement -> "
+                                     "partition -> fusion")
     assert STAGES[0] == "traced" and STAGES[-1] == "fused"
 
 

@@ -11,4 +11,5 @@ from flowjit.ir.primitives import (  # noqa: F401
     random,
     reduction,
     state,
+    transfer,
 )

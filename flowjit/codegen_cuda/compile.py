@@ -1,0 +1,253 @@
+"""Compile a fusion block to numba.cuda kernels through a source file, and launch them.
+
+The generated module (``kernel_source.cuda_kernel_source``) is written to
+``FLOWJIT_CACHE_DIR/cuda_kernels/fjc_<hash of its source>.py`` and imported from there,
+so a traceback or an error names a file the user can open, and numba's disk cache
+(``cuda.jit(cache=True)``) keeps the compiled kernels next to it for the next process. Modules are kept by that
+name in ``sys.modules``: a block whose source is the same (the same program at another
+batch size) gets the same numba dispatchers and so the kernels they already compiled.
+numba compiles a kernel at its first launch for the arguments' types; that first
+launch turns any failure into a ``CudaKernelCompileError`` naming the fused ops, the
+user's lines and the source file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowjit.codegen_cuda import memory
+from flowjit.codegen_cuda.kernel_source import (
+    SHARED,
+    CudaKernelPlan,
+    Launch,
+    UnsupportedOp,
+    cuda_kernel_plan,
+    module_source,
+    static_reason,
+)
+from flowjit.ir.core import Block
+from flowjit.ir.errors import FlowjitError
+from flowjit.ir.types import TensorType
+
+# Threads per block of an elementwise launch, and the most blocks a launch gets (the
+# loops are grid-stride, so a larger array just takes more trips).
+ELEMENT_THREADS = 256
+MAX_BLOCKS = 4096
+MAX_ROW_BLOCKS = 65535
+# The simulator runs one Python thread per GPU thread: small blocks, few of them (a
+# rows kernel's barriers cost the most there: 8 threads, three tree levels).
+SIMULATOR_THREADS = 32
+SIMULATOR_ROW_THREADS = 8
+SIMULATOR_MAX_BLOCKS = 4
+
+_stats = {"compiled": 0, "reused": 0, "launches": 0}
+_stats_lock = threading.Lock()  # each device's partition launches from its own thread
+
+
+def _count(key: str, n: int = 1) -> None:
+    with _stats_lock:
+        _stats[key] += n
+
+
+class CudaKernelCompileError(FlowjitError):
+    """numba.cuda failed on a generated kernel; the message names the fused ops, the
+    user's lines and the saved source file."""
+
+
+def kernel_stats() -> dict[str, int]:
+    """How many CUDA kernels this process compiled (a source and argument types it had not
+    launched before), reused (already compiled: the same program at another batch size),
+    and how many kernel functions it launched."""
+    return dict(_stats)
+
+
+def source_dir() -> str | None:
+    """Where generated kernel modules are kept: ``FLOWJIT_CACHE_DIR/cuda_kernels`` (by
+    default under ``~/.cache/flowjit``); None when that is not writable."""
+    base = os.environ.get("FLOWJIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "flowjit")
+    path = os.path.join(base, "cuda_kernels")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    return path if os.access(path, os.W_OK) else None
+
+
+_temp: list[str] = []
+
+
+def _temp_dir() -> str:
+    if not _temp:
+        _temp.append(tempfile.mkdtemp(prefix="flowjit_cuda_kernels_"))
+    return _temp[0]
+
+
+def write_source(source: str, directory: str | None = None) -> str:
+    """Write a kernel module as ``fjc_<hash of its text>.py`` in ``directory`` (default
+    ``source_dir()``, else a temporary one), once (rewritten when its contents differ),
+    and return its path."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    path = os.path.join(directory or source_dir() or _temp_dir(), f"fjc_{digest}.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == source:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(source)
+    os.replace(tmp, path)  # atomic: another process never reads half a file
+    return path
+
+
+def import_source(path: str) -> Any:
+    """Import the kernel module at ``path`` as ``flowjit_cuda_kernels.<its name>``, or take
+    the one already imported (its dispatchers hold the kernels compiled so far)."""
+    mod_name = "flowjit_cuda_kernels." + os.path.splitext(os.path.basename(path))[0]
+    module = sys.modules.get(mod_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        module._flowjit_signatures = set()  # argument types launched so far (kernel_stats)
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:
+            del sys.modules[mod_name]
+            raise CudaKernelCompileError(f"generated CUDA source failed to load ({type(e).__name__}: {e}); "
+                                         f"see {path}") from None
+    return module
+
+
+def launch_config(launch: Launch) -> tuple[int, int]:
+    """``(blocks, threads)`` for one launch: elementwise launches cover their elements (up
+    to ``MAX_BLOCKS`` blocks, then grid-stride); rows launches give each row a block (up
+    to ``MAX_ROW_BLOCKS``) of a power of two threads, at most ``SHARED``, enough for the
+    row. The simulator gets ``SIMULATOR_THREADS`` (``SIMULATOR_ROW_THREADS``) threads."""
+    sim = memory.simulator()
+    if launch.kind == "elements":
+        threads = SIMULATOR_THREADS if sim else ELEMENT_THREADS
+        blocks = min(max(1, -(-launch.elements // threads)), SIMULATOR_MAX_BLOCKS if sim else MAX_BLOCKS)
+        return blocks, threads
+    # The tree reduction halves the active threads: the count must be a power of two.
+    threads = SIMULATOR_ROW_THREADS if sim else min(SHARED, max(32, 1 << max(launch.cols - 1, 0).bit_length()))
+    blocks = min(max(1, launch.rows), SIMULATOR_MAX_BLOCKS if sim else MAX_ROW_BLOCKS)
+    return blocks, threads
+
+
+@dataclass
+class CudaKernel:
+    """A fusion block compiled for CUDA: call it with device arrays, get device arrays.
+
+    ``launches`` are the kernel functions it runs, in order; ``ops`` names the fused ops
+    and the user's lines for error messages.
+    """
+
+    name: str
+    ops: str
+    source: str
+    path: str
+    launches: tuple[Launch, ...]
+    in_types: list[TensorType]
+    out_types: list[TensorType]
+    module: Any
+    _warm: bool = field(default=False, repr=False)
+
+    def __call__(self, *inputs: Any, alloc: Callable[..., Any] | None = None) -> list[Any]:
+        """Launch the kernel functions on device arrays ``inputs`` on the current device;
+        outputs come from ``alloc(shape, dtype)`` (default ``memory.empty``)."""
+        alloc = alloc or memory.empty
+        # 0-d values travel as 1-element arrays: the generated code reads x[0].
+        args = [x.reshape(1) if not t.shape else x for x, t in zip(inputs, self.in_types)]
+        outs = [alloc(t.shape or (1,), t.dtype.np) for t in self.out_types]
+        if self._warm:
+            self._launch(args, outs)
+        else:
+            self._first_launch(args, outs)
+        return [o.reshape(()) if not t.shape else o for o, t in zip(outs, self.out_types)]
+
+    def _launch(self, args: list[Any], outs: list[Any]) -> None:
+        arrays = [*args, *outs]
+        with memory.launch_lock():
+            for launch in self.launches:
+                blocks, threads = launch_config(launch)
+                getattr(self.module, launch.fname)[blocks, threads](*[arrays[p] for p in launch.params])
+        _count("launches", len(self.launches))
+
+    def _first_launch(self, args: list[Any], outs: list[Any]) -> None:
+        # numba compiles each kernel function at its first launch with these argument
+        # types; a failure there (or, in the simulator, while running) is reported with
+        # the ops, the user's lines and the source file.
+        signature = tuple((str(x.dtype), len(x.shape)) for x in [*args, *outs])
+        seen = self.module._flowjit_signatures
+        try:
+            self._launch(args, outs)
+        except Exception as e:
+            raise compile_error(self, e) from None
+        _count("reused" if signature in seen else "compiled")
+        seen.add(signature)
+        self._warm = True
+
+    def ptx(self, cc: tuple[int, int] = (7, 5)) -> dict[str, str]:
+        """The PTX of each kernel function for compute capability ``cc``, compiled for this
+        block's argument types (C-contiguous arrays; 0-d ones as 1-element arrays). Needs
+        numba's CUDA target and its NVVM library, not a GPU; not under the simulator."""
+        if memory.simulator():
+            raise CudaKernelCompileError("PTX needs numba's CUDA target; the simulator is on "
+                                         "(NUMBA_ENABLE_CUDASIM=1)")
+        from numba import cuda, types
+        from numba.np.numpy_support import from_dtype
+        arrays = [types.Array(from_dtype(t.dtype.np), max(len(t.shape), 1), "C")
+                  for t in [*self.in_types, *self.out_types]]
+        out = {}
+        for launch in self.launches:
+            fn = getattr(self.module, launch.fname)
+            try:
+                out[launch.fname], _ = cuda.compile_ptx(fn.py_func, tuple(arrays[p] for p in launch.params), cc=cc)
+            except Exception as e:
+                raise compile_error(self, e) from None
+        return out
+
+
+def compile_error(kernel: CudaKernel, e: Exception) -> CudaKernelCompileError:
+    """The error for kernel ``kernel`` failing with ``e``: ops, lines, the first lines of
+    the cause (NVVM puts its log after a one-line summary) and the generated source file."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()][:3]
+    cause = " | ".join(lines)
+    cause = cause if len(cause) <= 400 else cause[:397] + "..."
+    return CudaKernelCompileError(f"CUDA kernel {kernel.ops} failed to compile: {type(e).__name__}: {cause}; "
+                                  f"generated source: {kernel.path}")
+
+
+def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
+    """Generate, write and import the CUDA kernel of a fusion block named ``name`` (the
+    fusion op's name; ``lines``: the user lines it came from). numba compiles it at its
+    first call. Raises UnsupportedOp when the generator cannot compile the block (see
+    ``kernel_source.supported``), CudaKernelCompileError when the source fails to load."""
+    reason = static_reason(block)
+    if reason:
+        raise UnsupportedOp(reason)
+    plan: CudaKernelPlan = cuda_kernel_plan(block, name)
+    # In the cache directory numba keeps each compiled kernel on disk too (a new process
+    # loads it); in a temporary one that would be wasted.
+    directory = source_dir()
+    source = module_source(plan, cache=directory is not None)
+    path = write_source(source, directory or _temp_dir())
+    ops = f"{name} from {lines}" if lines else name
+    try:
+        module = import_source(path)
+    except CudaKernelCompileError as e:
+        raise CudaKernelCompileError(f"CUDA kernel {ops}: {e}") from None
+    return CudaKernel(name, ops, source, path, plan.launches, [a.type for a in block.args],
+                      [v.type for v in block.returns], module)

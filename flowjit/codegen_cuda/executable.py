@@ -1,0 +1,207 @@
+"""``CudaExecutable``: a fused Function run on one CUDA device, and what a CUDA device can run.
+
+The placement pass asks ``feasible(op)`` (or ``why_not(op)`` for the reason) whether an
+op may be placed on a CUDA device; a partition placed there, once fused, becomes a
+``CudaExecutable`` that runs its top-level ops in order: fusion ops as generated kernels
+(``compile.py``), library calls (``LIBRARY_CALLS``: matmul) through ``memory``, constants
+uploaded once, and any single elementwise/layout/reduction op left outside a fusion (a
+transpose that feeds a matmul) as a one-op kernel, and the partition pass's ``send`` and
+``recv`` through the step's rendezvous (a received value is copied to this device). Inputs
+may be NumPy arrays (copied to the device explicitly) or device arrays; outputs stay on
+the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from flowjit.codegen_cuda import memory
+from flowjit.codegen_cuda.compile import CudaKernel, compile_cuda_kernel
+from flowjit.codegen_cuda.kernel_source import LAYOUT_ROLES, supported
+from flowjit.ir.core import Block, Function, Op, Value
+from flowjit.ir.errors import FlowjitError, FlowjitTypeError
+
+# Opaque primitives this backend has an implementation of: a library call (cuBLAS through
+# cupy) or a hand-written kernel. Opaque means "no scalar template", so whether a backend
+# can run one is the backend's own fact, kept here rather than in the registry.
+LIBRARY_CALLS: dict[str, Callable[..., Any]] = {"matmul": memory.matmul}
+
+
+# The partition pass's cross-device edges: run through the primitives' own references
+# (the step's rendezvous), a received value then copied into this device's memory.
+TRANSFER_ROLES = ("send", "recv")
+
+
+class CudaUnsupportedError(FlowjitError):
+    """An op of a Function handed to the CUDA backend that it cannot run."""
+
+
+def why_not(op: Op) -> str | None:
+    """Why ``op`` cannot run on a CUDA device (None: it can), from the registry's
+    declared properties: its kind, role, template and reducer, and its dtypes. Fusion ops
+    can when their block compiles (``kernel_source.supported``); opaque ops when the
+    backend has a library call for them; random, stateful and control-flow ops never do
+    (they run on the host)."""
+    prim = op.primitive
+    if prim.role in TRANSFER_ROLES:
+        return None  # a copy between memories: any dtype, any shape
+    values = [*op.inputs, *op.results]
+    if any(v.type.dtype.name == "float16" for v in values):
+        return "float16 is not compiled by the CUDA backend"
+    if prim.role == "kernel":
+        # A block the generator cannot fuse still runs, op by op (see CudaExecutable).
+        reason = supported(op.blocks[0])
+        if reason is None:
+            return None
+        inner = next((r for r in map(why_not, op.blocks[0].ops) if r is not None), None)
+        return None if inner is None else reason
+    if any(v.type.size == 0 for v in values):
+        return "an empty array"
+    if op.blocks:
+        return f"{prim.name} ({prim.kind}) owns blocks: control flow runs on the host"
+    if prim.kind == "constant":
+        return None
+    if prim.kind == "elementwise":
+        return None if prim.template is not None or prim.role == "convert" else f"{prim.name} has no scalar template"
+    if prim.kind == "layout":
+        return None if prim.role in LAYOUT_ROLES else f"{prim.name} has no index rule (role {prim.role})"
+    if prim.kind == "reduction":
+        return None if prim.reducer is not None else f"{prim.name} declares no reducer"
+    if prim.kind == "opaque":
+        return None if prim.name in LIBRARY_CALLS else f"the CUDA backend has no kernel for {prim.name}"
+    return f"{prim.kind} ops run on the host"
+
+
+def feasible(op: Op) -> bool:
+    """Whether ``op`` can run on a CUDA device (``why_not(op) is None``)."""
+    return why_not(op) is None
+
+
+def single_op_block(op: Op) -> Block:
+    """A block holding a copy of ``op`` alone, its inputs the block's arguments: how a
+    fusible op outside any fusion runs as a kernel."""
+    block = Block([Value(v.type, name=v.name) for v in op.inputs])
+    copy = Op(op.primitive, list(block.args), op.attrs, [r.type for r in op.results], op.device, op.loc)
+    block.append(copy)
+    block.set_returns(list(copy.results))
+    return block
+
+
+def _describe(op: Op) -> str:
+    types = ", ".join(str(v.type) for v in op.inputs)
+    where = f" at {op.loc}" if op.loc is not None else ""
+    return f"{op.name}({types}) [{op.primitive.kind}]{where}"
+
+
+class CudaExecutable:
+    """``function`` (fused, its ops placed on ``device``, e.g. ``"cuda:0"``) ready to run.
+
+    Construction generates and loads every kernel (numba compiles each at its first
+    launch) and raises CudaUnsupportedError naming the op, its primitive and the device
+    for any op the backend cannot run. A fusion block the generator cannot compile as one
+    kernel runs op by op (``unfused`` says which and why). ``run(*arrays)`` returns
+    device arrays.
+    """
+
+    def __init__(self, function: Function, device: str):
+        self.function = function
+        self.device = device
+        self.index = memory.device_index(device)
+        self.kernels: dict[int, CudaKernel | CudaExecutable] = {}
+        self._constants: dict[int, Any] = {}  # op id -> the constant's device array, once uploaded
+        self._running: Op | None = None  # the op being run (still set when a run failed)
+        self.unfused: dict[str, str] = {}  # fusion name -> why its ops run one kernel each
+        for op in function.body.ops:
+            reason = why_not(op)
+            if reason is not None:
+                raise CudaUnsupportedError(f"{_describe(op)} cannot run on {device}: {reason}")
+            if op.primitive.role == "kernel":
+                name = op.attrs.get("name", op.name)
+                reason = supported(op.blocks[0])
+                if reason is None:
+                    self.kernels[op.id] = compile_cuda_kernel(op.blocks[0], name, op.attrs.get("lines", ""))
+                else:
+                    # The generator cannot fuse this block (e.g. a row's sum read by another
+                    # row): its ops run one kernel each, correct if slower.
+                    self.unfused[name] = reason
+                    self.kernels[op.id] = CudaExecutable(Function(f"{function.name}.{name}", op.blocks[0]).clone(),
+                                                         device)
+            elif op.primitive.kind in ("elementwise", "layout", "reduction"):
+                self.kernels[op.id] = compile_cuda_kernel(single_op_block(op), op.name,
+                                                          str(op.loc) if op.loc is not None else "")
+
+    def _inputs(self, arrays: Sequence[Any]) -> list[Any]:
+        args = self.function.args
+        if len(arrays) != len(args):
+            raise FlowjitTypeError(f"@{self.function.name} takes {len(args)} arguments, got {len(arrays)}")
+        out = []
+        for a, x in zip(args, arrays):
+            if not memory.is_device_array(x):
+                x = memory.to_device(np.asarray(x).astype(a.type.dtype.np, copy=False), self.index)
+            if tuple(x.shape) != a.type.shape or np.dtype(x.dtype) != a.type.dtype.np:
+                raise FlowjitTypeError(f"@{self.function.name}: argument %{a.name} must be {a.type}, "
+                                       f"got {np.dtype(x.dtype)}{list(x.shape)}")
+            out.append(x)
+        return out
+
+    def run(self, *arrays: Any) -> list[Any]:
+        """Run on ``arrays`` (NumPy arrays, copied to the device, or device arrays of the
+        argument types); return the results as device arrays. A result that is an
+        argument or a constant is a copy, so the caller may write into what it gets."""
+        with memory.on_device(self.index):
+            env: dict[int, Any] = {a.id: x for a, x in zip(self.function.args, self._inputs(arrays))}
+            for op in self.function.body.ops:
+                self._running = op
+                ins = [env[v.id] for v in op.inputs]
+                kernel = self.kernels.get(op.id)
+                role = op.primitive.role
+                if isinstance(kernel, CudaExecutable):
+                    outs = kernel.run(*ins)
+                elif kernel is not None:
+                    outs = kernel(*ins)
+                elif op.primitive.kind == "constant":
+                    outs = [self._constant(op)]
+                elif role == "send":  # hands the device array over; the receiver copies it
+                    outs = op.primitive.impl(*ins, **op.attrs)
+                elif role == "recv":  # the reference gives host memory: copy it here
+                    outs = [memory.to_device(op.primitive.impl(**op.attrs), self.index)]
+                else:
+                    outs = [LIBRARY_CALLS[op.name](*ins)]
+                for r, x in zip(op.results, outs):
+                    env[r.id] = x
+            self._running = None
+            made = {r.id for op in self.function.body.ops if op.primitive.kind != "constant" for r in op.results}
+            return [env[v.id] if v.id in made else memory.copy(env[v.id]) for v in self.function.returns]
+
+    def failing_op(self, error: BaseException) -> Op | None:
+        """The op the last ``run`` failed in (None when it did not fail), for messages."""
+        return self._running
+
+    def kernel_listing(self) -> str:
+        """The generated source of every kernel (prelude left out), as ``flowjit ir --stage
+        kernels`` prints it."""
+        from flowjit.codegen_cuda.kernel_source import PRELUDE
+        parts = []
+        for op in self.function.body.ops:
+            k = self.kernels.get(op.id)
+            if isinstance(k, CudaExecutable):
+                name = op.attrs.get("name", op.name)
+                parts.append(f"# CUDA kernel {name}: one kernel per op ({self.unfused[name]})\n{k.kernel_listing()}")
+            elif k is not None:
+                lines = op.attrs.get("lines", "") if op.primitive.role == "kernel" else ""
+                parts.append(f"# CUDA kernel {k.name} ({lines}), {k.path}\n{k.source[len(PRELUDE):].strip()}\n")
+        return "\n".join(parts)
+
+    def _constant(self, op: Op) -> Any:
+        x = self._constants.get(op.id)
+        if x is None:
+            x = memory.to_device(op.attrs["value"].array, self.index)
+            self._constants[op.id] = x
+        return x
+
+    def __call__(self, args: Sequence[Any]) -> list[Any]:
+        """``run`` on a sequence of arguments (the CPU ``Executable``'s calling form)."""
+        return self.run(*args)

@@ -1,0 +1,181 @@
+"""Placement: give every op a device.
+
+``placement(fn, target)`` guarantees, for the top-level ops of ``fn``:
+
+- an op the user placed (``with fj.device(...)``: its ``device`` is set when traced) keeps
+  that device, which must exist and be able to run it, else PlacementError names the op,
+  its line, the device and the devices that would work;
+- a Variable and its update stay together: the ``assign`` of a variable placed on a
+  device (created under ``fj.device``) goes there; ops reading a variable that the user
+  did not place go to the variable's device; an update placed elsewhere than its variable
+  is a PlacementError naming both;
+- every other op goes, among the devices able to run it, where a simple cost model says:
+  seconds to move its inputs from where they are (bytes over the link) plus seconds to
+  compute it on that device (its work over the device's speed); ties go to the device
+  most of its input bytes are on, then to the default;
+- an op owning blocks (cond, while, scan) runs on one device with everything inside it;
+- arguments live on ``target.default`` unless ``fn.arg_devices`` says otherwise.
+
+Where there are only CPU devices, a program with no placed op, no placed variable and the
+default device ``cpu:0`` is returned as it is: every op stays unannotated (the
+executable's device); with a GPU, the cost model sends heavy work there. Which devices
+exist and which can run an op is the caller's knowledge (``DeviceTarget``), so this pass
+never reaches into a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from flowjit.ir.core import Function, Op, Value
+from flowjit.ir.errors import FlowjitError
+from flowjit.ir.printer import format_loc
+
+
+class PlacementError(FlowjitError):
+    """An op placed on a device that does not exist or cannot run it, or conflicting
+    colocation constraints."""
+
+
+# Rough speeds for the cost model: elements of work per second per device kind, and
+# bytes per second between two devices (plus a fixed latency per transfer).
+DEFAULT_SPEED = {"cpu": 1e9, "cuda": 5e10}
+LINK_BYTES_PER_S = 1e10
+TRANSFER_LATENCY_S = 2e-5
+
+
+@dataclass(frozen=True)
+class DeviceTarget:
+    """What placement may choose from: the devices that exist, the default one (where
+    arguments live and where unplaced work goes absent a better choice), and whether a
+    device can run an op (the backends' answer)."""
+
+    devices: tuple[str, ...]
+    default: str = "cpu:0"
+    feasible: Callable[[Op, str], bool] = lambda op, device: True
+    speed: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SPEED))
+
+
+def _where(op: Op) -> str:
+    return f" at {format_loc(op.loc)}" if op.loc is not None else ""
+
+
+def _kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+def _nbytes(v: Value) -> int:
+    return v.type.size * v.type.dtype.itemsize
+
+
+def _work(op: Op) -> float:
+    """Elements of work: the results' sizes, times the contracted size for a library op."""
+    n = sum(r.type.size for r in op.results)
+    if op.primitive.kind == "opaque" and op.inputs and op.inputs[0].type.shape:
+        n *= op.inputs[0].type.shape[-1]
+    return float(n)
+
+
+def _explicit_device(op: Op) -> str | None:
+    """The device the user gave ``op`` or, for an op owning blocks, any op inside it."""
+    if op.device:
+        return op.device
+    for b in op.blocks:
+        for inner in b.walk():
+            if inner.device:
+                return inner.device
+    return None
+
+
+def placement(fn: Function, target: DeviceTarget) -> Function:
+    """Set the device of every op of ``fn`` (see the module docstring)."""
+    explicit = {op.id: _explicit_device(op) for op in fn.body.ops}
+    placed_args = any(fn.arg_devices)
+    only_cpus = all(_kind(d) == "cpu" for d in target.devices)
+    if not placed_args and not any(explicit.values()) and target.default == "cpu:0" and only_cpus:
+        return fn
+
+    def check(op: Op, device: str, why: str) -> None:
+        able = [d for d in target.devices if target.feasible(op, d)]
+        if device not in target.devices:
+            raise PlacementError(f"{op.name}{_where(op)} is placed on {device} ({why}), which does not exist; "
+                                 f"devices that can run it: {', '.join(able) or 'none'}")
+        if not target.feasible(op, device):
+            raise PlacementError(f"{op.name}{_where(op)} is placed on {device} ({why}), which has no kernel "
+                                 f"for it; devices that can run it: {', '.join(able) or 'none'}")
+
+    var_device: dict[int, str] = {}
+    pinned: set[int] = set()
+    for a, var, d in zip(fn.args, fn.is_var, fn.arg_devices):
+        if var:
+            var_device[a.id] = d or target.default
+            if d:
+                pinned.add(a.id)
+    # An unplaced variable goes with the first op the user placed that reads or updates it.
+    for op in fn.body.ops:
+        for v in op.inputs:
+            if explicit[op.id] and v.id in var_device and v.id not in pinned:
+                var_device[v.id] = explicit[op.id]
+                pinned.add(v.id)
+    fn.arg_devices = [var_device.get(a.id) or d or target.default for a, d in zip(fn.args, fn.arg_devices)]
+    for a, d in zip(fn.args, fn.arg_devices):
+        if d not in target.devices:
+            raise PlacementError(f"argument %{a.name} lives on {d}, which does not exist; "
+                                 f"devices: {', '.join(target.devices)}")
+    device_of = {a.id: d for a, d in zip(fn.args, fn.arg_devices)}  # value id -> device holding it
+
+    for op in fn.body.ops:
+        want = explicit[op.id]
+        updated = op.inputs[0] if op.primitive.kind == "stateful" and op.inputs else None
+        if updated is not None and updated.id in var_device:
+            home = var_device[updated.id]
+            if want and want != home:
+                raise PlacementError(
+                    f"conflicting colocation: {op.name}{_where(op)} updates Variable {updated.name or '%?'}, "
+                    f"which lives on {home}, but is placed on {want}; a Variable and its updates stay on one "
+                    "device: place the update with the variable or create the variable under that device")
+            want = home
+            why = f"with Variable {updated.name}"
+        elif want:
+            why = "fj.device"
+        else:
+            why = ""
+            reads = [var_device[v.id] for v in op.inputs if v.id in var_device]
+            if reads:
+                want, why = reads[0], "with the Variable it reads"
+        if want:
+            check(op, want, why)
+        else:
+            want = _cheapest(op, device_of, target)
+        _set_device(op, want)
+        for r in op.results:
+            device_of[r.id] = want
+    return fn
+
+
+def _cheapest(op: Op, device_of: dict[int, str], target: DeviceTarget) -> str:
+    """The feasible device where moving the inputs plus computing the op costs least."""
+    here: dict[str, int] = {}
+    for v in op.inputs:
+        d = device_of.get(v.id, target.default)
+        here[d] = here.get(d, 0) + _nbytes(v)
+    candidates = [d for d in dict.fromkeys([*here, target.default, *target.devices]) if target.feasible(op, d)]
+    if not candidates:
+        raise PlacementError(f"{op.name}{_where(op)}: no device of {', '.join(target.devices)} can run it")
+    work = _work(op)
+
+    def cost(d: str) -> tuple[float, int, int]:
+        moved = [(n, src) for src, n in here.items() if src != d]
+        move_s = sum(n / LINK_BYTES_PER_S + TRANSFER_LATENCY_S for n, _ in moved)
+        compute_s = work / target.speed.get(_kind(d), DEFAULT_SPEED["cpu"])
+        return (move_s + compute_s, -here.get(d, 0), d != target.default)
+
+    return min(candidates, key=cost)
+
+
+def _set_device(op: Op, device: str) -> None:
+    op.device = device
+    for b in op.blocks:
+        for inner in b.walk():
+            inner.device = device

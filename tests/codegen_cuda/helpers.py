@@ -1,0 +1,111 @@
+"""Shared by the CUDA backend's test modules: fused blocks from traced functions, the
+interpreter's values at any op, and one block per registry primitive case.
+
+Imports nothing of numba.cuda, so the simulator and the PTX cases can both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import flowjit as fj
+from flowjit.ir import Builder, new_function
+from flowjit.ir.core import Block, Function, Op, Value
+from flowjit.ir.interpreter import run_op
+from flowjit.ir.registry import get
+from flowjit.ir.types import TensorType
+from tests.registry.test_generic import ALL_CASES, _domain_inputs
+
+FUSIBLE = ("elementwise", "layout", "reduction")
+
+
+def fused(f: Callable[..., Any], *args: np.ndarray) -> Function:
+    """``f`` traced for ``args`` and lowered through the pipeline up to fusion."""
+    return fj.function(f).ir(*args, stage="fused")
+
+
+def fusion_ops(fn: Function) -> list[Op]:
+    """The top-level fusion ops of ``fn``, in program order."""
+    return [op for op in fn.body.ops if op.primitive.role == "kernel"]
+
+
+def values_at(fn: Function, args: list[np.ndarray]) -> dict[int, np.ndarray]:
+    """Every top-level value of ``fn`` on ``args`` as the interpreter computes it, by id."""
+    env = {a.id: np.asarray(x) for a, x in zip(fn.args, args)}
+    for op in fn.body.ops:
+        for r, x in zip(op.results, run_op(op, [env[v.id] for v in op.inputs])):
+            env[r.id] = x
+    return env
+
+
+def one_case_per_primitive_and_dtype() -> list:
+    """One registry case per fusible primitive, dtype and arity (as the CPU kernel tests)."""
+    seen, out = set(), []
+    for c in ALL_CASES:
+        prim = get(c.prim)
+        key = (c.prim, c.dtypes[0] if c.dtypes else None, len(c.inputs))
+        if prim.kind in FUSIBLE and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def case_block(case) -> tuple[Block, Function, list[np.ndarray]]:
+    """A fusion block holding the case's one op, a function running it as a fusion op, and
+    the case's inputs (moved into the primitive's domain)."""
+    prim = get(case.prim)
+    arrays = case.make_inputs(np.random.default_rng(0))
+    if prim.kind == "elementwise":
+        arrays = _domain_inputs(prim, arrays)
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    body = Block([Value(t) for t in types])
+    body.set_returns(Builder(body).emit(prim, body.args, case.attrs))
+    fn, b = new_function("k", types)
+    fn.body.set_returns(b.emit("fusion", fn.args, {"name": case.prim}, blocks=[body]))
+    return body, fn, arrays
+
+
+def tolerance(dtype: np.dtype) -> dict:
+    """float32: rtol 2e-5, atol 1e-6 (float32 sums in a different order than NumPy's pairwise
+    ones; on a GPU, libdevice's functions within a few ulp of NumPy's); float64: 1e-12;
+    ints and bools exact."""
+    if dtype == np.float32:
+        return {"rtol": 2e-5, "atol": 1e-6}
+    if dtype == np.float64:
+        return {"rtol": 1e-12, "atol": 1e-13}
+    return {"rtol": 0, "atol": 0}
+
+
+def assert_matches(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """Same shapes and dtypes, values within ``tolerance`` (nan where nan)."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if g.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, equal_nan=True, **tolerance(g.dtype))
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def mlp_loss(w1, b1, w2, x, y):
+    """A classifier's loss: relu layer, linear layer, log-softmax cross-entropy."""
+    h = fj.nn.relu(x @ w1 + b1)
+    lp = fj.nn.log_softmax(h @ w2)
+    return -fj.mean(fj.take_along_axis(lp, y[:, None], axis=1))
+
+
+def train_step(w1, b1, w2, x, y):
+    """The loss and its gradients: forward and backward kernels (row sums of the softmax
+    backward, column sums of the bias gradient, selects of relu's)."""
+    return fj.value_and_grad(mlp_loss, argnums=(0, 1, 2))(w1, b1, w2, x, y)
+
+
+def train_inputs(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    f32 = np.float32
+    return (rng.standard_normal((12, 16)).astype(f32) * 0.3, rng.standard_normal(16).astype(f32),
+            rng.standard_normal((16, 5)).astype(f32) * 0.3, rng.standard_normal((8, 12)).astype(f32),
+            rng.integers(0, 5, 8).astype(np.int32))

@@ -1,0 +1,312 @@
+"""The CUDA backend under numba's CUDA simulator, against flowjit's NumPy interpreter.
+
+Run by ``test_cuda_backend.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` (the
+simulator must be on before numba is imported); skipped anywhere else. No simulated
+device is listed (``FLOWJIT_CUDA_SIMULATOR_DEVICES`` unset) while programs are traced, so
+placement leaves them on one device and each test hands the backend the fused program
+itself. The simulator runs a Python thread per GPU thread, so arrays stay
+at a few hundred elements; rows kernels get 8 threads and elementwise ones 32, in at
+most 4 blocks, so the grid-stride loops over elements and rows and the strided column
+loops all take more than one trip.
+
+Tolerances (``helpers.tolerance``): float32 rtol 2e-5, atol 1e-6; float64 1e-12; ints
+and bools exact.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from numba.core import config
+
+if not config.ENABLE_CUDASIM:
+    pytest.skip("run by test_cuda_backend.py with NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
+try:
+    from numba import cuda  # noqa: F401  (a numba without its built-in CUDA target needs numba-cuda)
+except ImportError as e:
+    pytest.skip(f"numba has no CUDA target to simulate ({e}); install numba-cuda", allow_module_level=True)
+
+import flowjit as fj  # noqa: E402
+from flowjit.codegen_cuda import (  # noqa: E402
+    CudaDeviceError,
+    CudaExecutable,
+    CudaKernelCompileError,
+    CudaUnsupportedError,
+    compile_cuda_kernel,
+    cuda_devices,
+    cuda_kernel_source,
+    feasible,
+    is_device_array,
+    kernel_stats,
+    matmul,
+    supported,
+    to_device,
+    to_host,
+    why_not,
+)
+from flowjit.ir.interpreter import interpret, run_block  # noqa: E402
+from flowjit.ir.registry import Primitive  # noqa: E402
+from tests.codegen_cuda.helpers import (  # noqa: E402
+    assert_matches,
+    case_block,
+    fused,
+    fusion_ops,
+    one_case_per_primitive_and_dtype,
+    train_inputs,
+    train_step,
+    values_at,
+)
+
+# The simulator's block manager polls its threads while holding the GIL; a short switch
+# interval lets the threads past a barrier run sooner (3-5x faster rows kernels).
+sys.setswitchinterval(2e-4)
+
+RNG = np.random.default_rng(0)
+
+
+def _f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def run_fusion(op, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The fusion op's kernel on ``arrays`` (copied to the device), results on the host."""
+    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"], op.attrs["lines"])
+    return [to_host(x) for x in kernel(*[to_device(a) for a in arrays])]
+
+
+def check_function(f, *args: np.ndarray) -> None:
+    """Every fusion of ``f`` at ``args`` as a kernel against the interpreter's block, on
+    the interpreter's values of the kernel's inputs."""
+    fn = fused(f, *args)
+    env = values_at(fn, list(args))
+    ops = fusion_ops(fn)
+    assert ops
+    for op in ops:
+        assert supported(op.blocks[0]) is None, supported(op.blocks[0])
+        ins = [env[v.id] for v in op.inputs]
+        assert_matches(run_fusion(op, ins), run_block(op.blocks[0], ins))
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    # The simulator computes with NumPy scalars: overflow to inf warns as it goes.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+# ---- kernels from traced programs -----------------------------------------------------------
+def test_gelu_elementwise_chain():
+    # 6 x 40 = 240 elements over 4 blocks of 32 threads: two trips of the grid-stride loop.
+    x = _f32(6, 40)
+    check_function(lambda x: fj.nn.gelu(x), x)
+
+
+def test_bias_add_broadcast_and_activation():
+    x, b = _f32(5, 24), _f32(24)
+    check_function(lambda x, b: fj.tanh(x + b) * b[None, :], x, b)
+
+
+def test_softmax_rows():
+    # 9 rows (4 blocks: grid-stride over rows) of 40 (8 threads: strided columns).
+    check_function(lambda x: fj.nn.softmax(x), _f32(9, 40))
+
+
+def test_layernorm_rows():
+    x, g, b = _f32(7, 36), _f32(36), _f32(36)
+    check_function(lambda x, g, b: fj.nn.layer_norm(x, g, b), x, g, b)
+
+
+def test_reductions_of_every_layout():
+    x = _f32(6, 5, 4)
+    check_function(lambda x: (x.max(axis=0) + 1.0, x.sum(axis=(0, 2)), x.sum()), x)
+    check_function(lambda x: fj.argmax(x, axis=1), x)
+    check_function(lambda x: fj.argmin(x.reshape(6, 20), axis=1), x)
+    xi = (RNG.integers(-50, 50, (5, 30))).astype(np.int32)
+    check_function(lambda x: (x.sum(axis=1), (x > 3).any(axis=1), (x > -40).all(axis=1)), xi)
+
+
+def test_row_and_element_outputs_of_one_kernel():
+    # A row's result (thread 0 writes it) next to the row's elements, and an output that
+    # needs no reduction at all (its own elementwise launch).
+    x = _f32(5, 33)
+
+    def f(x):
+        m = x.max(axis=1, keepdims=True)
+        return fj.exp(x - m), m, x * 2.0
+    check_function(f, x)
+
+
+def test_layout_ops_inside_kernels():
+    x, y = _f32(6, 8), _f32(8, 6)
+    check_function(lambda x, y: fj.concatenate([x, y.T * 2.0], axis=1)[:, ::3] + 1.0, x, y)
+    check_function(lambda x: fj.pad(x, ((1, 2), (0, 3))) * 3.0, x)
+    check_function(lambda x: fj.reshape(x, (4, 12)).T + fj.iota(np.float32, (12, 4), 0), x)
+    check_function(lambda x, y: fj.where(x > 0, x, y.T) - fj.expand_dims(x[:, 0], 1), x, y)
+
+
+def test_every_fusible_primitive_of_the_registry():
+    # One case per primitive, dtype and arity of the registry's generic tests, compiled as
+    # a one-op kernel (float16 and empty arrays are not supported: `supported` says so).
+    checked = 0
+    for case in one_case_per_primitive_and_dtype():
+        body, fn, arrays = case_block(case)
+        reason = supported(body)
+        if reason is not None:
+            assert "float16" in reason or "empty" in reason, (case.id, reason)
+            continue
+        kernel = compile_cuda_kernel(body, case.prim)
+        got = [to_host(x) for x in kernel(*[to_device(a) for a in arrays])]
+        try:
+            assert_matches(got, interpret(fn, arrays))
+        except AssertionError as e:
+            raise AssertionError(f"{case.id}: {e}") from None
+        checked += 1
+    assert checked > 150
+
+
+# ---- shape-generic kernels and errors ----------------------------------------------------------
+def test_training_step_kernels():
+    # The fused forward and backward of a classifier: reshapes of row sums, the bias
+    # gradient's column sum, relu's select, a loss over the batch.
+    check_function(train_step, *train_inputs(RNG))
+
+
+def test_new_batch_size_reuses_the_compiled_kernel():
+    def f(x):
+        return fj.nn.softmax(x * 2.0)
+    (a,) = fusion_ops(fused(f, _f32(4, 24)))
+    (b,) = fusion_ops(fused(f, _f32(6, 24)))
+    assert cuda_kernel_source(a.blocks[0], a.attrs["name"]) == cuda_kernel_source(b.blocks[0], b.attrs["name"])
+    before = kernel_stats()
+    for op, batch in ((a, 4), (b, 6)):
+        x = _f32(batch, 24)
+        assert_matches(run_fusion(op, [x]), run_block(op.blocks[0], [x]))
+    after = kernel_stats()
+    assert after["compiled"] - before["compiled"] == 1
+    assert after["reused"] - before["reused"] == 1
+
+
+def test_compile_error_names_the_ops_lines_and_source():
+    fn = fused(lambda x: fj.tanh(x) * 3.0, _f32(4, 8))
+    (op,) = fusion_ops(fn)
+    tanh = next(o for o in op.blocks[0].ops if o.name == "tanh")
+    p = tanh.primitive
+    # A primitive whose template calls a function no backend provides.
+    tanh.primitive = Primitive("broken_tanh", kind="elementwise", rule=p.rule, impl=p.impl, template="no_such_fn(a)")
+    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"], op.attrs["lines"])
+    with pytest.raises(CudaKernelCompileError) as info:
+        kernel(to_device(_f32(4, 8)))
+    message = str(info.value)
+    assert op.attrs["name"] in message and "sim_cases.py:" in message and "no_such_fn" in message
+    path = message.rsplit("generated source: ", 1)[1]
+    assert os.path.exists(path) and "no_such_fn(" in open(path).read()
+
+
+def test_unsupported_blocks_say_why():
+    x16 = np.zeros((4, 4), np.float16)
+    (op,) = fusion_ops(fused(lambda x: x * 2, x16))
+    assert "float16" in supported(op.blocks[0])
+    # A row's sum read by another row (through a transpose): no rows kernel can do that,
+    # so an executable runs that block's ops one kernel each.
+    x = _f32(5, 5)
+    fn = fused(lambda x: x / x.sum(axis=1, keepdims=True).T, x)
+    (op,) = fusion_ops(fn)
+    assert "another row" in supported(op.blocks[0]) and feasible(op)
+    exe = CudaExecutable(fn, "cuda:0")
+    assert "another row" in exe.unfused[op.attrs["name"]]
+    np.testing.assert_allclose(to_host(exe.run(x)[0]), x / x.sum(axis=1, keepdims=True).T, rtol=2e-5, atol=1e-6)
+
+
+# ---- memory and matmul ---------------------------------------------------------------------
+def test_matmul_tiled_kernel():
+    # Sizes that are not multiples of the tile, a batch broadcast against a matrix.
+    a, b = _f32(2, 5, 11), _f32(11, 9)
+    got = to_host(matmul(to_device(a), to_device(b)))
+    np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=1e-5)
+    ai, bi = RNG.integers(-9, 9, (3, 7)).astype(np.int64), RNG.integers(-9, 9, (7, 4)).astype(np.int64)
+    np.testing.assert_array_equal(to_host(matmul(to_device(ai), to_device(bi))), ai @ bi)
+
+
+def test_device_round_trip_keeps_shape_and_dtype():
+    for x in (np.arange(6, dtype=np.int32).reshape(2, 3), np.array(2.5, np.float64), np.array([True, False])):
+        d = to_device(x, 1)
+        assert is_device_array(d)
+        got = to_host(d)
+        assert got.shape == x.shape and got.dtype == x.dtype
+        np.testing.assert_array_equal(got, x)
+
+
+def test_simulated_devices(monkeypatch):
+    assert cuda_devices() == []
+    monkeypatch.setenv("FLOWJIT_CUDA_SIMULATOR_DEVICES", "2")
+    assert cuda_devices() == ["cuda:0", "cuda:1"]
+    monkeypatch.setenv("FLOWJIT_CUDA_SIMULATOR_DEVICES", "two")
+    with pytest.raises(CudaDeviceError):
+        cuda_devices()
+
+
+# ---- executables ----------------------------------------------------------------------------
+def mlp(x, w, b, w2):
+    h = fj.nn.gelu(x @ w + b)
+    return fj.nn.softmax(h @ w2), fj.nn.layer_norm(h)
+
+
+def test_executable_runs_a_fused_mlp():
+    x, w, b, w2 = _f32(6, 20), _f32(20, 12) * 0.3, _f32(12), _f32(12, 5)
+    fn = fused(mlp, x, w, b, w2)
+    exe = CudaExecutable(fn, "cuda:1")
+    outs = exe.run(x, to_device(w, 1), b, w2)  # host and device arrays mixed
+    assert all(is_device_array(o) for o in outs)
+    want = interpret(fj.function(mlp).ir(x, w, b, w2), [x, w, b, w2])
+    for g, e in zip(outs, want):
+        np.testing.assert_allclose(to_host(g), e, rtol=1e-4, atol=1e-5)
+    # Constants and kernels are reused by a second call.
+    again = exe.run(x, w, b, w2)
+    np.testing.assert_allclose(to_host(again[0]), to_host(outs[0]), rtol=0, atol=0)
+
+
+def test_executable_copies_returned_arguments_and_runs_lone_layout_ops():
+    x, w = _f32(4, 6), _f32(3, 6)
+    fn = fused(lambda x, w: (x, x @ w.T), x, w)  # the transpose stays outside: a one-op kernel
+    assert any(op.primitive.kind == "layout" for op in fn.body.ops)
+    dx = to_device(x)
+    out = CudaExecutable(fn, "cuda:0").run(dx, w)
+    assert out[0] is not dx
+    np.testing.assert_array_equal(to_host(out[0]), x)
+    np.testing.assert_allclose(to_host(out[1]), x @ w.T, rtol=2e-5, atol=1e-5)
+
+
+def test_executable_rejects_what_it_cannot_run():
+    fn = fused(lambda x: fj.cumsum(x, axis=0) + 1.0, _f32(4, 3))
+    cumsum = next(op for op in fn.body.ops if op.name == "cumsum")
+    assert not feasible(cumsum) and "cumsum" in why_not(cumsum)
+    with pytest.raises(CudaUnsupportedError) as info:
+        CudaExecutable(fn, "cuda:1")
+    assert "cumsum" in str(info.value) and "cuda:1" in str(info.value) and "opaque" in str(info.value)
+    assert all(feasible(op) for op in fn.body.ops if op is not cumsum)
+    with pytest.raises(fj.FlowjitTypeError, match="must be f32"):
+        CudaExecutable(fused(lambda x: x + 1.0, _f32(2)), "cuda:0").run(_f32(3))
+
+
+def test_placed_program_runs_its_cuda_partition_here(monkeypatch):
+    # With a simulated device listed, work placed on cuda:0 (explicitly, so the test does
+    # not depend on the placement cost model) is cut out by the partition pass and run by
+    # the multi-device executor as a CudaExecutable, its inputs arriving through recv.
+    monkeypatch.setenv("FLOWJIT_CUDA_SIMULATOR_DEVICES", "1")
+    x, w, b = _f32(12, 16), _f32(16, 8), _f32(8)
+
+    def f(x, w, b):
+        with fj.device("cuda:0"):
+            h = fj.nn.softmax(fj.nn.gelu(x @ w + b))
+        return h * 2.0
+    g = fj.function(f)
+    text = str(g.ir(x, w, b, stage="fused"))
+    assert "recv" in text and "@cuda:0" in text, text
+    before = kernel_stats()["launches"]
+    np.testing.assert_allclose(g(x, w, b), fj.function(f, interpret=True)(x, w, b), rtol=2e-5, atol=1e-6)
+    assert kernel_stats()["launches"] > before

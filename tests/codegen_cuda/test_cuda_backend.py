@@ -1,0 +1,97 @@
+"""The CUDA backend: what can be checked in this process, and the simulator and PTX cases
+in subprocesses.
+
+numba reads ``NUMBA_ENABLE_CUDASIM`` once, when it is first imported, and this process
+imported numba (with flowjit) long before this file: so ``sim_cases.py`` runs in a
+subprocess with the simulator on, and ``ptx_cases.py`` in
+one with it off, each asserting a clean pytest run and showing its output otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.codegen_cuda import cuda_devices, cuda_kernel_plan, feasible, supported, why_not
+from tests.codegen_cuda.helpers import fused, fusion_ops
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pytest(path: str, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", path],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "FLOWJIT_CUDA_SIMULATOR_DEVICES")}
+    env["FLOWJIT_CACHE_DIR"] = str(tmp_path / "cache")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+def _passed_or_skip(r: subprocess.CompletedProcess) -> None:
+    """Fail with the subprocess's output unless its pytest run passed; a run that only
+    skipped (no CUDA target, no NVVM) skips this test with the same reason."""
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    if not re.search(r"\d+ passed", out):
+        reason = re.search(r"SKIPPED \[\d+\] [^:]+:\d+: (.*)", out)
+        pytest.skip(reason.group(1) if reason else out[-500:])
+    assert not re.search(r"\d+ (failed|error)", out), out
+
+
+def test_simulator_cases(tmp_path):
+    _passed_or_skip(_pytest("tests/codegen_cuda/sim_cases.py", _env(tmp_path, NUMBA_ENABLE_CUDASIM="1")))
+
+
+def test_ptx_cases(tmp_path):
+    _passed_or_skip(_pytest("tests/codegen_cuda/ptx_cases.py", _env(tmp_path)))
+
+
+def test_no_devices_without_a_gpu_or_the_simulator(monkeypatch):
+    # This process runs numba's real CUDA target: the simulator's device count is ignored.
+    without = cuda_devices()
+    monkeypatch.setenv("FLOWJIT_CUDA_SIMULATOR_DEVICES", "3")
+    assert cuda_devices() == without
+    assert all(re.fullmatch(r"cuda:\d+", d) for d in without)
+
+
+def test_importing_the_backend_loads_no_cuda():
+    code = ("import sys, flowjit.codegen_cuda\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('numba.cuda', 'cupy'))))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=_env(Path("/nonexistent")))
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_plans_split_outputs_into_elementwise_and_rows_launches():
+    x = np.zeros((6, 40), np.float32)
+
+    def f(x):
+        m = x.max(axis=1, keepdims=True)
+        return fj.exp(x - m), m, x * 2.0
+    (op,) = fusion_ops(fused(f, x))
+    plan = cuda_kernel_plan(op.blocks[0], op.attrs["name"])
+    assert [(launch.kind, launch.elements, launch.rows, launch.cols) for launch in plan.launches] == [
+        ("elements", 240, 0, 0), ("rows", 0, 6, 40)]
+    # Sizes come from the arrays at run time: no dimension of 6 or 40 is in the source.
+    assert "cuda.shared.array(SHARED" in plan.source and not re.search(r"\b(6|40)\b", plan.source)
+
+
+def test_feasibility_follows_the_registry_properties():
+    x = np.zeros((4, 3), np.float32)
+    fn = fused(lambda x, w: (fj.cumsum(x @ w, axis=0), fj.nn.softmax(x)), x, np.zeros((3, 3), np.float32))
+    by_name = {op.name: op for op in fn.body.ops}
+    assert feasible(by_name["matmul"]) and feasible(by_name["fusion"])
+    assert not feasible(by_name["cumsum"]) and "no kernel for cumsum" in why_not(by_name["cumsum"])
+    f16 = fused(lambda x: x * 2, x.astype(np.float16))
+    assert not feasible(f16.body.ops[-1]) and "float16" in supported(f16.body.ops[-1].blocks[0])

@@ -1,0 +1,132 @@
+"""The placement pass: user choices kept and checked, variables colocated with their
+updates, blocks placed whole, the rest by the cost model; errors name the op, the device
+and the devices that would work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir import parse
+from flowjit.passes.placement import DeviceTarget, PlacementError, placement
+
+CPUS = DeviceTarget(("cpu:0", "cpu:1", "cpu:2", "cpu:3"))
+
+
+@pytest.fixture(autouse=True)
+def four_cpus(monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "4")
+
+
+def _devices(fn):
+    return [(op.name, op.device) for op in fn.body.ops]
+
+
+def test_a_program_that_names_no_device_is_left_unplaced():
+    fn = fj.function(lambda x: fj.exp(x) + 1).ir(np.ones(3, np.float32), stage="placement")
+    assert {op.device for op in fn.body.ops} == {None} and fn.arg_devices == [None]
+
+
+def test_user_choices_are_kept_and_unplaced_ops_follow_their_inputs():
+    def f(x):
+        with fj.device("cpu:2"):
+            a = fj.exp(x)
+        b = fj.tanh(a)  # its one input is on cpu:2: moving it would cost a transfer
+        return b + x
+
+    fn = fj.function(f).ir(np.ones(1000, np.float32), stage="placement")
+    dev = {op.name: op.device for op in fn.body.ops}
+    assert dev["exp"] == "cpu:2" and dev["tanh"] == "cpu:2"
+    assert fn.arg_devices == ["cpu:0"]
+
+
+def test_the_cost_model_moves_the_smaller_input():
+    def f(big, small):
+        with fj.device("cpu:1"):
+            b = big * 2
+        return b + small  # 4 KB on cpu:1 against 4 bytes on cpu:0
+
+    fn = fj.function(f).ir(np.ones((32, 32), np.float32), np.ones((), np.float32), stage="placement")
+    assert dict(_devices(fn))["add"] == "cpu:1"
+
+
+def test_the_cost_model_sends_heavy_work_to_a_faster_device():
+    text = """func @f(%a: f32[512,512], %b: f32[512,512]) -> (f32[512,512]) {
+  %0 = matmul %a, %b : f32[512,512]
+  return %0
+}"""
+    gpu = DeviceTarget(("cpu:0", "cuda:0"))
+    assert _devices(placement(parse(text), gpu)) == [("matmul", "cuda:0")]
+    small = text.replace("512", "4")
+    assert _devices(placement(parse(small), gpu)) == [("matmul", "cpu:0")]
+    cpu_only = DeviceTarget(("cpu:0", "cuda:0"), feasible=lambda op, d: d.startswith("cpu"))
+    assert _devices(placement(parse(text), cpu_only)) == [("matmul", "cpu:0")]
+
+
+def test_a_device_that_does_not_exist_names_the_op_and_the_devices_that_would_work():
+    fn = parse("""func @f(%x: f32[4]) -> (f32[4]) {
+  %0 = exp %x : f32[4] @cpu:7  # model.py:12
+  return %0
+}""")
+    with pytest.raises(PlacementError, match=r"exp at model.py:12 is placed on cpu:7 \(fj.device\), which does "
+                                             r"not exist; devices that can run it: cpu:0, cpu:1, cpu:2, cpu:3"):
+        placement(fn, CPUS)
+
+
+def test_a_device_without_a_kernel_for_the_op_names_the_devices_that_have_one():
+    fn = parse("""func @f(%x: f32[4]) -> (f32[4]) {
+  %0 = exp %x : f32[4] @cpu:1  # model.py:3
+  return %0
+}""")
+    target = DeviceTarget(CPUS.devices, feasible=lambda op, d: not (op.name == "exp" and d in ("cpu:1", "cpu:3")))
+    with pytest.raises(PlacementError, match=r"exp at model.py:3 is placed on cpu:1 .*has no kernel for it; "
+                                             r"devices that can run it: cpu:0, cpu:2"):
+        placement(fn, target)
+
+
+def test_conflicting_colocation_names_the_variable_and_the_update():
+    with fj.device("cpu:2"):
+        w = fj.Variable(np.zeros(3, np.float32), name="w")
+
+    @fj.function
+    def step(x):
+        with fj.device("cpu:1"):
+            w.assign(w + x)
+        return x
+
+    with pytest.raises(PlacementError, match=r"conflicting colocation: assign at test_placement.py:\d+ updates "
+                                             r"Variable w, which lives on cpu:2, but is placed on cpu:1"):
+        step(np.ones(3, np.float32))
+
+
+def test_unplaced_readers_of_a_variable_go_with_it():
+    with fj.device("cpu:3"):
+        w = fj.Variable(np.ones(3, np.float32), name="w")
+
+    @fj.function
+    def step(x):
+        y = w * 2  # unplaced: goes with w
+        w.assign(w + 1)
+        return y
+
+    fn = step.ir(np.ones(3, np.float32), stage="placement")
+    dev = dict(_devices(fn))
+    assert dev["mul"] == "cpu:3" and dev["assign"] == "cpu:3"
+    np.testing.assert_allclose(step(np.ones(3, np.float32)), [2, 2, 2])
+    np.testing.assert_allclose(w.numpy(), [2, 2, 2])
+
+
+def test_an_op_owning_blocks_runs_on_one_device_with_everything_inside():
+    def f(p, x):
+        with fj.device("cpu:1"):
+            y = fj.cond(p, lambda x: fj.exp(x), lambda x: x * 2, x)
+        return y + 1
+
+    p, x = np.array(True), np.arange(3, dtype=np.float32)
+    g = fj.function(f)
+    fn = g.ir(p, x, stage="placement")
+    (cond,) = [op for op in fn.body.ops if op.blocks]
+    assert cond.device == "cpu:1" and {op.device for b in cond.blocks for op in b.walk()} == {"cpu:1"}
+    np.testing.assert_allclose(g(p, x), np.exp(x) + 1, rtol=1e-6)
+    np.testing.assert_allclose(g(np.array(False), x), x * 2 + 1)

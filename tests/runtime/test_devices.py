@@ -1,0 +1,131 @@
+"""Devices and the multi-device executor: ``fj.devices``, ``fj.device``, partitioned
+programs run on one thread per virtual CPU device, and a failing partition cancels the
+step on every device."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.registry import get
+from flowjit.runtime.multi_device import MultiDeviceExecutable
+
+
+@pytest.fixture
+def four_cpus(monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "4")
+
+
+def _two_branches(x, y):
+    with fj.device("cpu:1"):
+        a = fj.tanh(x) * 2
+    with fj.device("cpu:2"):
+        b = fj.exp(y) + 1
+    return a @ b + x
+
+
+def _inputs(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+
+
+def test_devices_lists_cpu0_and_the_virtual_cpus(monkeypatch):
+    monkeypatch.delenv("FLOWJIT_CPU_DEVICES", raising=False)
+    assert [str(d) for d in fj.devices() if d.kind == "cpu"] == ["cpu:0"]
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "3")
+    assert [str(d) for d in fj.devices() if d.kind == "cpu"] == ["cpu:0", "cpu:1", "cpu:2"]
+    assert fj.devices()[1] == "cpu:1"
+
+
+def test_device_names_are_checked_when_the_block_is_entered(four_cpus):
+    with pytest.raises(fj.DeviceError, match=r"no device cpu:9; this process has cpu:0, cpu:1, cpu:2, cpu:3"):
+        fj.device("cpu:9")
+    with pytest.raises(fj.DeviceError, match="not a device name"):
+        fj.device("tpu:0")
+    assert fj.device("/device:CPU:1").name == "cpu:1"  # TF's spelling
+
+
+def test_a_partitioned_program_matches_the_interpreter_and_runs_on_device_threads(four_cpus):
+    x, y = _inputs()
+    f = fj.function(_two_branches)
+    want = fj.function(_two_branches, interpret=True)(x, y)
+    for _ in range(3):  # the first call compiles, later ones run the drivers
+        np.testing.assert_allclose(f(x, y), want, rtol=1e-5, atol=1e-5)
+    entry = next(iter(f._cache.values()))
+    assert isinstance(entry.executable, MultiDeviceExecutable)
+    assert sorted(entry.executable.devices) == ["cpu:0", "cpu:1", "cpu:2"]
+    names = {t.name for t in threading.enumerate()}
+    assert {"flowjit-cpu:1", "flowjit-cpu:2"} <= names
+
+
+def test_a_new_shape_retraces_and_each_partition_recompiles_for_it(four_cpus):
+    f = fj.function(_two_branches)
+    for n in (4, 16):
+        x, y = _inputs(n, seed=n)
+        np.testing.assert_allclose(f(x, y), fj.function(_two_branches, interpret=True)(x, y), rtol=1e-5, atol=1e-5)
+    assert f.trace_count == 2
+
+
+def test_function_device_places_everything_there(four_cpus):
+    f = fj.function(lambda x: fj.exp(x) + 1, device="cpu:3")
+    x = np.arange(6, dtype=np.float32)
+    np.testing.assert_allclose(f(x), np.exp(x) + 1, rtol=1e-6)
+    fused = f.ir(x, stage="fused")
+    assert {op.device for op in fused.body.ops} == {"cpu:3"} and fused.arg_devices == ["cpu:3"]
+    with pytest.raises(fj.DeviceError, match="no device cpu:4"):
+        fj.function(lambda x: x, device="cpu:4")
+
+
+def test_variables_created_under_a_device_are_updated_there(four_cpus):
+    with fj.device("cpu:2"):
+        w = fj.Variable(np.ones(4, np.float32), name="w")
+    assert w.device == "cpu:2"
+
+    @fj.function
+    def step(x):
+        w.assign(w * 0.5 + x)
+        return (w * x).sum()
+
+    x = np.arange(4, dtype=np.float32)
+    got = step(x)
+    np.testing.assert_allclose(w.numpy(), 0.5 + x)
+    np.testing.assert_allclose(got, ((0.5 + x) * x).sum(), rtol=1e-6)
+    fn = step.ir(x, stage="partition")
+    (assign,) = [op for op in fn.body.ops if op.name == "assign"]
+    assert assign.device == "cpu:2"
+    assert "%w: f32[4] var @cpu:2" in str(fn)
+
+
+def test_a_failing_partition_cancels_the_step_on_every_device(four_cpus, monkeypatch):
+    x, y = _inputs()
+    f = fj.function(_two_branches)
+    want = f(x, y)
+    before = threading.active_count()
+
+    def boom(*args, **kwargs):
+        raise ValueError("matmul exploded")
+
+    monkeypatch.setattr(get("matmul"), "impl", boom)
+    for _ in range(2):  # cpu:0 waits in a recv for the matmul's result: it must not hang
+        with pytest.raises(ValueError, match="matmul exploded") as info:
+            f(x, y)
+        note = "\n".join(getattr(info.value, "__notes__", []))
+        assert "on device cpu:1, op matmul (test_devices.py:" in note, note
+    monkeypatch.undo()
+    np.testing.assert_allclose(f(x, y), want)  # the next step runs normally
+    assert threading.active_count() == before  # no thread per step, none leaked
+
+
+def test_first_call_failure_names_the_op_too(four_cpus, monkeypatch):
+    x, y = _inputs(6)
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("no BLAS today")
+
+    monkeypatch.setattr(get("matmul"), "impl", boom)
+    with pytest.raises(RuntimeError, match="no BLAS today") as info:
+        fj.function(_two_branches)(x, y)
+    assert any("on device cpu:1, op matmul" in n for n in info.value.__notes__)
