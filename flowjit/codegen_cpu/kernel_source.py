@@ -25,6 +25,8 @@ from flowjit.ir.index_source import (
     atom,
     broadcast_index,
     linear_index,
+    literal,
+    np_type,
     reduce_strength,
     reshape_index,
     scalar_constant,
@@ -39,30 +41,8 @@ PARALLEL_MIN_ELEMENTS = 1 << 18
 SUM_BLOCK = 128
 
 
-_NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
-             "float32": "np.float32", "float64": "np.float64"}
-
-
 class UnsupportedOp(Exception):
     """An op this generator has no code for; the runtime runs its kernel with the interpreter."""
-
-
-def np_type(d: DType) -> str:
-    return _NP_NAMES[d.name]
-
-
-def literal(value: object, d: DType) -> str:
-    """A scalar literal of dtype ``d`` in numba source."""
-    v = np.asarray(value).astype(d.np)[()]
-    if d.is_bool:
-        return "True" if v else "False"
-    if d.is_float:
-        if np.isnan(v):
-            return f"{np_type(d)}(np.nan)"
-        if np.isinf(v):
-            return f"{np_type(d)}({'' if v > 0 else '-'}np.inf)"
-        return f"{np_type(d)}({float(v)!r})"
-    return f"{np_type(d)}({int(v)})"
 
 
 @dataclass
@@ -378,7 +358,7 @@ class KernelWriter:
         kept_shape = x.type.shape[len(axes):]
         name = self.fresh("cols")
         top.lines.append(f"{name} = np.full(({', '.join(self.dim(n) for n in kept_shape)},), "
-                         f"{cast_expr(start, None, acc_d)}, {_NP_NAMES[acc_d.np.name]})")
+                         f"{cast_expr(start, None, acc_d)}, {np_type(acc_d)})")
         saved = self.scopes
         self.scopes = self.scopes[:1]
         loop_vars = [self.fresh("r" if k in axes else "i") for k in range(x.type.ndim)]

@@ -14,29 +14,9 @@ import numpy as np
 from flowjit.ir.dtypes import DType
 from flowjit.ir.index_source import (
     atom,
+    literal,
+    np_type,
 )
-
-_NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
-             "float32": "np.float32", "float64": "np.float64"}
-
-
-def np_type(d: DType) -> str:
-    """The NumPy scalar type of ``d`` as source (``np.float32``)."""
-    return _NP_NAMES[d.name]
-
-
-def literal(value: object, d: DType) -> str:
-    """A scalar literal of dtype ``d`` as source; inf and nan spelled through NumPy."""
-    v = np.asarray(value).astype(d.np)[()]
-    if d.is_bool:
-        return "True" if v else "False"
-    if d.is_float:
-        if np.isnan(v):
-            return f"{np_type(d)}(np.nan)"
-        if np.isinf(v):
-            return f"{np_type(d)}({'' if v > 0 else '-'}np.inf)"
-        return f"{np_type(d)}({float(v)!r})"
-    return f"{np_type(d)}({int(v)})"
 
 
 def cast_expr(expr: str, src: DType | None, dst: DType) -> str:

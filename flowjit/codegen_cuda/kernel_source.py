@@ -42,9 +42,7 @@ from flowjit.codegen_cuda.indexing import (
     affine,
     cast_expr,
     highest,
-    literal,
     lowest,
-    np_type,
     typed_numbers,
 )
 from flowjit.ir.core import Block, Op, Value
@@ -53,6 +51,8 @@ from flowjit.ir.errors import FlowjitError
 from flowjit.ir.index_source import (
     atom,
     broadcast_index,
+    literal,
+    np_type,
     product,
     reduce_strength,
     reshape_index,

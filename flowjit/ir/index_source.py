@@ -1,4 +1,4 @@
-"""Index arithmetic for generated kernel source, shared by every backend's emitter.
+"""Index arithmetic and literals for generated kernel source, shared by every backend's emitter.
 
 A kernel's loops name the index of the value they compute, one source expression per
 dimension; these functions map it to the index of an operand (broadcast, size-1 axes,
@@ -13,7 +13,33 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from flowjit.ir.core import Value
+from flowjit.ir.dtypes import DType
+
+_NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
+             "float32": "np.float32", "float64": "np.float64"}
+
+
+def np_type(d: DType) -> str:
+    """The NumPy scalar type of ``d`` as source (``np.float32``)."""
+    return _NP_NAMES[d.name]
+
+
+def literal(value: object, d: DType) -> str:
+    """A scalar literal of dtype ``d`` as source; inf and nan spelled through NumPy."""
+    v = np.asarray(value).astype(d.np)[()]
+    if d.is_bool:
+        return "True" if v else "False"
+    if d.is_float:
+        if np.isnan(v):
+            return f"{np_type(d)}(np.nan)"
+        if np.isinf(v):
+            return f"{np_type(d)}({'' if v > 0 else '-'}np.inf)"
+        return f"{np_type(d)}({float(v)!r})"
+    return f"{np_type(d)}({int(v)})"
+
 
 _POW_CONST = re.compile(r"\bpow\((\w+), np\.(?:float|int)\d+\((-?\d+)(?:\.0)?\)\)")
 
