@@ -10,6 +10,7 @@ caller may mutate what it gets back.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import numpy as np
 from flowjit.ir.core import Function, Op
 from flowjit.ir.interpreter import run_block, run_op
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
-from flowjit.runtime.buffers import POOL
+from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.native_loop import native_loop
 
@@ -73,6 +74,7 @@ class Executable:
         self.kernels: dict[int, Any] = {}
         self.fallbacks: dict[str, str] = {}
         self._driver: Any = None
+        self._driver_one: Any = None  # the driver returning its one result bare (no list)
         # Control ops (cond, while, scan) run their primitive's reference with each block
         # compiled as an Executable of its own (fused kernels, driver); see _compile_blocks.
         self.control: dict[int, Callable[..., Any]] = {}
@@ -175,7 +177,7 @@ class Executable:
         # Straight-line code: each kernel's numba function called directly on arrays from
         # the buffer pool, NumPy references for the other ops, and `del` where the memory
         # plan releases a buffer. A call costs the kernels' dispatches and little else.
-        env: dict[str, Any] = {"empty": POOL.empty, "run_op": run_op, "own": self._own}
+        env: dict[str, Any] = {"empty": POOL.empty, "np_empty": np.empty, "run_op": run_op, "own": self._own}
         names = {s: f"v{s}" for s in range(self._n_slots)}
         returned = {v.id for v in self.function.returns}
         args = [names[self.memory_plan.slots[a.id]] for a in self.function.args]
@@ -208,7 +210,9 @@ class Executable:
                 else:
                     for j, (n, (shape, dtype)) in enumerate(zip(outs, k._out_specs)):
                         env[f"d{i}_{j}"] = dtype
-                        lines.append(f"    {n} = empty({shape!r}, d{i}_{j})")
+                        # The shape is fixed per signature: small buffers skip the pool.
+                        small = math.prod(shape) * np.dtype(dtype).itemsize < POOL_MIN_BYTES
+                        lines.append(f"    {n} = {'np_empty' if small else 'empty'}({shape!r}, d{i}_{j})")
                     lines.append(f"    k{i}({', '.join(call_ins + outs)})")
                     for n, r in zip(outs, st.op.results):
                         if not r.type.shape:
@@ -225,8 +229,23 @@ class Executable:
     def _make_driver(self) -> Any:
         source, env = self._driver_source()
         self._line_ops = env["__line_ops__"]
-        exec(compile(source, f"<flowjit driver {self.function.name}>", "exec"), env)
+        filename = f"<flowjit driver {self.function.name}>"
+        exec(compile(source, filename, "exec"), env)
+        if len(self._returns) == 1:
+            # Same lines (so failing_op maps them alike), the one result returned bare.
+            head, last = source.rstrip("\n").rsplit("\n", 1)
+            one = head + "\n" + last.replace("return [", "return (").rstrip("]") + ")\n"
+            env_one = dict(env)
+            exec(compile(one.replace("def driver(", "def driver_one(", 1), filename, "exec"), env_one)
+            self._driver_one = env_one["driver_one"]
         return env["driver"]
+
+    def direct_call(self) -> Callable[..., np.ndarray] | None:
+        """After the first call, a function of the argument arrays (already of the argument
+        dtypes) that runs the program and returns its one result: the driver itself, for
+        the dispatch fast path. None before the first call, for a program with several
+        results, or on the interpreter backend."""
+        return self._driver_one if self._driver is not None else None
 
     def failing_op(self, error: BaseException) -> Op | None:
         """The op of this program that raised ``error`` (from its traceback), if any."""

@@ -116,6 +116,9 @@ class TracedFunction:
         # Calls with only positional NumPy arrays (no static arguments) skip signature
         # binding and pytree flattening: keyed by each array's shape and dtype.
         self._fast: dict[tuple, _Entry] = {}
+        # Of those, single-result programs without Variables after their first call: the
+        # compiled driver itself, so a call is the key, one lookup and the driver.
+        self._direct: dict[tuple, Callable[..., Any]] = {}
         self._last_key: tuple | None = None
         try:
             self._sig: inspect.Signature | None = inspect.signature(fun)
@@ -254,9 +257,17 @@ class TracedFunction:
             return self.fun(*args, **kwargs)
         key = None if kwargs else _array_key(args)
         if key is not None and not debug.numerics_checked():
+            direct = self._direct.get(key)
+            if direct is not None:
+                return direct(*args)
             entry = self._fast.get(key)
             if entry is not None:
                 outs = entry.executable.run(*args) if not entry.variables else entry.run(args)
+                if entry.single and not entry.variables:
+                    make = getattr(entry.executable, "direct_call", None)
+                    direct = make() if make is not None else None
+                    if direct is not None:
+                        self._direct[key] = direct
                 return outs[0] if entry.single else pytree.unflatten(entry.out_tree, outs)
         entry, leaves = self._lookup(args, kwargs)
         if key is not None and not self.static_names and len(leaves) == len(args):
@@ -297,6 +308,9 @@ class TracedFunction:
 
 def _array_key(args: tuple) -> tuple | None:
     """The fast-path cache key of positional arguments that are all NumPy arrays, else None."""
+    if len(args) == 1:  # the common case, without the loop (this is on every call's path)
+        a = args[0]
+        return (a.shape, a.dtype) if type(a) is np.ndarray else None
     key = []
     for a in args:
         if type(a) is not np.ndarray:

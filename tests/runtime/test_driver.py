@@ -54,3 +54,20 @@ def test_a_kernel_with_outputs_of_several_dtypes_allocates_each_its_own():
         for got, want in zip(g(x), (x > 0, np.where(x > 0, x, 0.0), (x * 2).astype(np.int32))):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [8, 1 << 19])  # a small result (np.empty) and a pooled one
+@pytest.mark.parametrize("prog", [lambda x: x + 1, lambda x: x, lambda x: x.sum()], ids=["kernel", "identity", "sum"])
+def test_one_argument_calls_keep_every_result_they_returned(prog, n):
+    # Calls after the second go straight to the driver: each result must still be a fresh
+    # array that a later call neither reuses nor overwrites while the caller holds it.
+    x = np.arange(n, dtype=np.float32)
+    f = fj.function(prog)
+    want = prog(x)
+    kept = [f(x) for _ in range(4)]
+    for got in kept:
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        assert not np.may_share_memory(got, x)
+    assert all(not np.may_share_memory(a, b) for i, a in enumerate(kept) for b in kept[i + 1:])
+    kept[-1][...] = -1  # the caller owns what it got
+    np.testing.assert_array_equal(x, np.arange(n, dtype=np.float32))
