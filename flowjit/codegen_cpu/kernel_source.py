@@ -22,17 +22,17 @@ import numpy as np
 from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, float32, float64
 from flowjit.ir.index_source import (
-    atom,
     broadcast_index,
+    cast_expr,
+    highest,
+    layout_expression,
     linear_index,
     literal,
+    lowest,
     np_type,
     reduce_strength,
-    reshape_index,
     scalar_constant,
-    unit_axes_index,
 )
-from flowjit.ir.primitives.layout import pad_fill
 
 # Output size from which the outer loop is a prange: threads cost ~10us to start, and
 # numba's parallel lowering adds about half a second to the kernel's compile time.
@@ -173,54 +173,10 @@ class KernelWriter:
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
     def layout(self, op: Op, idx: list[str]) -> str:
-        role = op.primitive.role
-        out = op.results[0].type
-        x = op.inputs[0] if op.inputs else None
-        a = op.attrs
-        if role == "broadcast":
-            return self.value(x, broadcast_index(idx, out.shape, x.type.shape))
-        if role == "permute_axes":
-            src = [""] * len(idx)
-            for k, p in enumerate(a["perm"]):
-                src[p] = idx[k]
-            return self.value(x, src)
-        if role == "unit_axes_reshape":
-            return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
-        if role == "row_major_reshape":
-            return self.value(x, reshape_index(idx, out.shape, x.type.shape, self.dim))
-        if role == "strided_window":
-            src = [affine(s, st, i) for s, st, i in zip(a["start"], a["step"], idx)]
-            return self.value(x, src)
-        if role == "axis_index":
-            return cast_expr(idx[a["dimension"] % out.ndim], None, out.dtype)
-        if role == "constant_pad":
-            conds, src = [], []
-            for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
-                j = f"({idx[k]} - {lo})" if lo else idx[k]
-                conds.append(f"0 <= {j} < {self.dim(n)}")
-                src.append(f"min(max(np.int64({j}), 0), {self.dim(n)} - 1)" if n else "0")
-            fill = literal(pad_fill(a["value"], out.dtype), out.dtype)
-            if x.type.size == 0:
-                return fill
-            inner = self.value(x, src)
-            return f"({inner} if ({' and '.join(conds) or 'True'}) else {fill})"
-        if role == "join":
-            axis = a["axis"] % out.ndim
-            sizes: list[str] = []  # the sizes of the parts so far, along the axis
-            pieces = []
-            for part in op.inputs:
-                n = part.type.shape[axis]
-                if n:
-                    src = list(idx)
-                    offset = " + ".join(sizes) or "0"
-                    src[axis] = f"min(max(np.int64({idx[axis]} - ({offset})), 0), {self.dim(n)} - 1)"
-                    pieces.append((f"({' + '.join([*sizes, self.dim(n)])})", self.value(part, src)))
-                    sizes.append(self.dim(n))
-            expr = pieces[-1][1]
-            for end, piece in reversed(pieces[:-1]):
-                expr = f"({piece} if {idx[axis]} < {end} else {expr})"
-            return expr
-        raise UnsupportedOp(f"layout op {op.name} (role {role})")
+        expr = layout_expression(op, idx, self.value, self.dim)
+        if expr is None:
+            raise UnsupportedOp(f"layout op {op.name} (role {op.primitive.role})")
+        return expr
 
     def reduction(self, op: Op, idx: list[str]) -> str:
         reducer = op.primitive.reducer
@@ -553,25 +509,8 @@ def accumulate(combine: str, acc: str, val: str, acc_d: DType) -> str:
     return cast_expr(step, None, acc_d)
 
 
-def affine(start: int, step: int, i: str) -> str:
-    i = atom(i)
-    if step == 1:
-        return i if start == 0 else f"({i} + {start})"
-    return f"({start} + {step} * {i})" if start else f"({step} * {i})"
 
 
-def cast_expr(expr: str, src: DType | None, dst: DType) -> str:
-    if dst.is_bool:
-        return f"({expr} != 0)" if src is not None and not src.is_bool else f"bool({expr})"
-    return f"{np_type(dst)}({expr})"
-
-
-def lowest(d: DType) -> str:
-    return "-np.inf" if d.is_float else str(np.iinfo(d.np).min) if d.is_int else "False"
-
-
-def highest(d: DType) -> str:
-    return "np.inf" if d.is_float else str(np.iinfo(d.np).max) if d.is_int else "True"
 
 
 def extreme(d: DType, cmp: str) -> str:

@@ -38,28 +38,22 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flowjit.codegen_cuda.indexing import (
-    affine,
-    cast_expr,
-    highest,
-    lowest,
-    typed_numbers,
-)
+from flowjit.codegen_cuda.indexing import typed_numbers
 from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, int64
 from flowjit.ir.errors import FlowjitError
 from flowjit.ir.index_source import (
-    atom,
     broadcast_index,
+    cast_expr,
+    highest,
+    layout_expression,
     literal,
+    lowest,
     np_type,
     product,
     reduce_strength,
-    reshape_index,
     scalar_constant,
-    unit_axes_index,
 )
-from flowjit.ir.primitives.layout import pad_fill
 
 # The most threads a ``rows`` function is launched with: the size of its shared arrays.
 SHARED = 256
@@ -363,56 +357,10 @@ class CudaKernelWriter:
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
     def layout(self, op: Op, idx: list[str]) -> str:
-        role = op.primitive.role
-        out = op.results[0].type
-        x = op.inputs[0] if op.inputs else None
-        a = op.attrs
-        if role == "broadcast":
-            return self.value(x, broadcast_index(idx, out.shape, x.type.shape))
-        if role == "permute_axes":
-            src = [""] * len(idx)
-            for k, p in enumerate(a["perm"]):
-                src[p % len(idx)] = idx[k]
-            return self.value(x, src)
-        squeezed = x is not None and [n for n in out.shape if n != 1] == [n for n in x.type.shape if n != 1]
-        if role == "unit_axes_reshape" or (role == "row_major_reshape" and squeezed):
-            # Only size-1 axes added or removed: the same index, no division.
-            return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
-        if role == "row_major_reshape":
-            return self.value(x, reshape_index(idx, out.shape, x.type.shape, self.dim))
-        if role == "strided_window":
-            return self.value(x, [affine(s, st, i) for s, st, i in zip(a["start"], a["step"], idx)])
-        if role == "axis_index":
-            return cast_expr(idx[a["dimension"] % out.ndim], None, out.dtype)
-        if role == "constant_pad":
-            fill = literal(pad_fill(a["value"], out.dtype), out.dtype)
-            if x.type.size == 0:
-                return fill
-            conds, src = [], []
-            for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
-                j = f"({idx[k]} - {lo})" if lo else idx[k]
-                conds.append(f"0 <= {j} < {self.dim(n)}")
-                # Clamped, so the read stays in bounds on the lanes that take the fill.
-                src.append(clamp(j, self.dim(n)))
-            inner = self.value(x, src)
-            return f"({inner} if ({' and '.join(conds) or 'True'}) else {fill})"
-        if role == "join":
-            axis = a["axis"] % out.ndim
-            sizes: list[str] = []  # the sizes of the parts so far, along the axis
-            pieces = []
-            for part in op.inputs:
-                n = part.type.shape[axis]
-                if n:
-                    src = list(idx)
-                    offset = " + ".join(sizes) or "0"
-                    src[axis] = clamp(f"{idx[axis]} - ({offset})", self.dim(n))
-                    pieces.append((f"({' + '.join([*sizes, self.dim(n)])})", self.value(part, src)))
-                    sizes.append(self.dim(n))
-            expr = pieces[-1][1]
-            for end, piece in reversed(pieces[:-1]):
-                expr = f"({piece} if {idx[axis]} < {end} else {expr})"
-            return expr
-        raise UnsupportedOp(f"layout op {op.name} (role {role})")
+        expr = layout_expression(op, idx, self.value, self.dim)
+        if expr is None:
+            raise UnsupportedOp(f"layout op {op.name} (role {op.primitive.role})")
+        return expr
 
     # ---- reductions -------------------------------------------------------------------
     def shared_array(self, d: DType, purpose: str = "") -> str:
@@ -684,12 +632,6 @@ def bare(expr: str) -> str:
         expr = expr[1:-1]
     return expr
 
-
-def clamp(expr: str, n: str) -> str:
-    """``expr`` clamped to ``[0, n)`` as source, with comparisons: numba's min and max
-    builtins compile through a device function, which needs a GPU to make PTX."""
-    e = atom(expr)
-    return f"(0 if {e} < 0 else ({n} - 1 if {e} >= {n} else {e}))"
 
 
 def step(combine: str, acc: str, val: str, d: DType) -> str:

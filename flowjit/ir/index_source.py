@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.core import Value
+from flowjit.ir.core import Op, Value
 from flowjit.ir.dtypes import DType
+from flowjit.ir.primitives.layout import pad_fill
 
 _NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
              "float32": "np.float32", "float64": "np.float64"}
@@ -116,3 +117,97 @@ def reduce_strength(expr: str) -> str:
         x = m.group(1)
         return f"({x} * {x})" if n == 2 else f"({x} * {x} * {x})" if n == 3 else f"(({x} * {x}) * ({x} * {x}))"
     return _POW_CONST.sub(repl, expr)
+
+
+def cast_expr(expr: str, src: DType | None, dst: DType) -> str:
+    """``expr`` converted to ``dst`` as ``ndarray.astype`` does (``src``: its dtype when known)."""
+    if dst.is_bool:
+        return f"({expr} != 0)" if src is not None and not src.is_bool else f"bool({expr})"
+    return f"{np_type(dst)}({expr})"
+
+
+def affine(start: int, step: int, i: str) -> str:
+    """``start + step * i`` as source, without the terms that are no-ops."""
+    i = atom(i)
+    if step == 1:
+        return i if start == 0 else f"({i} + {start})"
+    return f"({start} + {step} * {i})" if start else f"({step} * {i})"
+
+
+def lowest(d: DType) -> str:
+    """The smallest value of ``d`` as source (a max reduction's start)."""
+    return "-np.inf" if d.is_float else str(np.iinfo(d.np).min) if d.is_int else "False"
+
+
+def highest(d: DType) -> str:
+    """The largest value of ``d`` as source (a min reduction's start)."""
+    return "np.inf" if d.is_float else str(np.iinfo(d.np).max) if d.is_int else "True"
+
+
+def clamp(expr: str, n: str) -> str:
+    """``expr`` clamped to ``[0, n)`` as source, with comparisons: numba.cuda compiles the
+    min and max builtins through a device function, which needs a GPU to make PTX; on the
+    CPU the comparisons become the same selects. The value is made an int64 first: a
+    prange index is unsigned in numba's parallel loops, and mixed with the signed size
+    every branch would unify to float64, which no array takes as an index."""
+    e = f"np.int64({expr})"
+    return f"(0 if {e} < 0 else ({n} - 1 if {e} >= {n} else {e}))"
+
+
+def layout_expression(op: Op, idx: list[str], value: Callable[[Value, list[str]], str],
+                      dim: Callable[[int], str]) -> str | None:
+    """The value of layout op ``op`` at index ``idx`` as source, for either emitter:
+    ``value(x, index)`` reads an operand at an index, ``dim(n)`` names a size. A layout op
+    only rewrites the index: transpose permutes it, a slice scales and shifts it, a reshape
+    goes through the linear index (or keeps it when only size-1 axes change), pad and
+    concatenate read clamped indices and select. None for a role it has no rule for."""
+    role = op.primitive.role
+    out = op.results[0].type
+    x = op.inputs[0] if op.inputs else None
+    a = op.attrs
+    if role == "broadcast":
+        return value(x, broadcast_index(idx, out.shape, x.type.shape))
+    if role == "permute_axes":
+        src = [""] * len(idx)
+        for k, p in enumerate(a["perm"]):
+            src[p % len(idx)] = idx[k]
+        return value(x, src)
+    squeezed = x is not None and [n for n in out.shape if n != 1] == [n for n in x.type.shape if n != 1]
+    if role == "unit_axes_reshape" or (role == "row_major_reshape" and squeezed):
+        # Only size-1 axes added or removed: the same index, no division.
+        return value(x, unit_axes_index(idx, out.shape, x.type.shape))
+    if role == "row_major_reshape":
+        return value(x, reshape_index(idx, out.shape, x.type.shape, dim))
+    if role == "strided_window":
+        return value(x, [affine(s, st, i) for s, st, i in zip(a["start"], a["step"], idx)])
+    if role == "axis_index":
+        return cast_expr(idx[a["dimension"] % out.ndim], None, out.dtype)
+    if role == "constant_pad":
+        fill = literal(pad_fill(a["value"], out.dtype), out.dtype)
+        if x.type.size == 0:
+            return fill
+        conds, src = [], []
+        for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
+            j = f"({idx[k]} - {lo})" if lo else idx[k]
+            conds.append(f"0 <= {j} < {dim(n)}")
+            # Clamped, so the read stays in bounds where the fill is taken.
+            src.append(clamp(j, dim(n)))
+        inner = value(x, src)
+        return f"({inner} if ({' and '.join(conds) or 'True'}) else {fill})"
+    if role == "join":
+        axis = a["axis"] % out.ndim
+        sizes: list[str] = []  # the sizes of the parts so far, along the axis
+        pieces = []
+        for part in op.inputs:
+            n = part.type.shape[axis]
+            if n:
+                src = list(idx)
+                offset = " + ".join(sizes) or "0"
+                src[axis] = clamp(f"{idx[axis]} - ({offset})", dim(n))
+                pieces.append((f"({' + '.join([*sizes, dim(n)])})", value(part, src)))
+                sizes.append(dim(n))
+        expr = pieces[-1][1]
+        for end, piece in reversed(pieces[:-1]):
+            expr = f"({piece} if {idx[axis]} < {end} else {expr})"
+        return expr
+    return None
