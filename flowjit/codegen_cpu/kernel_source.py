@@ -24,6 +24,7 @@ from flowjit.ir.dtypes import DType, float32, float64
 from flowjit.ir.index_source import (
     broadcast_index,
     cast_expr,
+    clamp,
     highest,
     layout_expression,
     linear_index,
@@ -61,6 +62,7 @@ class KernelWriter:
         self.arg_names = {a.id: f"in{i}" for i, a in enumerate(block.args)}
         self.counter = 0
         self.scopes: list[_Scope] = []
+        self.local_depth: dict[str, int] = {}  # a bound local -> the scope it is bound in
         self.reads: dict[int, set[tuple[str, ...]]] = {}  # arg id -> the indices it is read at
         self.out_index: list[str] = []  # the loop variables of the first output
         # Reductions whose input elements could be stored in the output for reuse:
@@ -93,23 +95,31 @@ class KernelWriter:
         return f"{prefix}{self.counter}"
 
     def _target_scope(self, idx: list[str]) -> int:
-        used = set(re.findall(r"\b[ir]\d+\b", " ".join(idx)))
-        depth = 0
+        text = " ".join(idx)
+        used = set(re.findall(r"\b[ir]\d+\b", text))
+        depth = max((self.local_depth[j] for j in re.findall(r"\bj\d+\b", text)), default=0)
         for k, s in enumerate(self.scopes):
             if s.var in used:
-                depth = k
+                depth = max(depth, k)
         return depth
 
-    def temp(self, expr: str, idx: list[str], key: tuple) -> str:
+    def clamp(self, index: str, n: str) -> str:
+        """A local (``j``) holding ``index`` clamped to ``[0, n)``, bound in the scope of the
+        loop variables it uses: a pad of a pad reads a clamp of a clamp, and written out
+        as text the nest grows with every level (numba took 30 s on a pooling gradient)."""
+        return self.temp(clamp(index, n), [index], ("clamp", index, n), prefix="j")
+
+    def temp(self, expr: str, idx: list[str], key: tuple, prefix: str = "t") -> str:
         """Bind ``expr`` to a local in the outermost scope that has every variable it uses."""
         depth = self._target_scope(idx)
         for s in self.scopes[:depth + 1]:
             if key in s.memo:
                 return s.memo[key]
-        name = self.fresh("t")
+        name = self.fresh(prefix)
         scope = self.scopes[depth]
         scope.lines.append(f"{name} = {expr}")
         scope.memo[key] = name
+        self.local_depth[name] = depth
         return name
 
     # ---- values -----------------------------------------------------------------------
@@ -173,7 +183,7 @@ class KernelWriter:
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
     def layout(self, op: Op, idx: list[str]) -> str:
-        expr = layout_expression(op, idx, self.value, self.dim)
+        expr = layout_expression(op, idx, self.value, self.dim, self.clamp)
         if expr is None:
             raise UnsupportedOp(f"layout op {op.name} (role {op.primitive.role})")
         return expr

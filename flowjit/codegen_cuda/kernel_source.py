@@ -357,10 +357,17 @@ class CudaKernelWriter:
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
     def layout(self, op: Op, idx: list[str]) -> str:
-        expr = layout_expression(op, idx, self.value, self.dim)
+        expr = layout_expression(op, idx, self.value, self.dim, self.clamp)
         if expr is None:
             raise UnsupportedOp(f"layout op {op.name} (role {op.primitive.role})")
         return expr
+
+    def clamp(self, index: str, n: str) -> str:
+        """``index`` clamped to ``[0, n)``, with comparisons: numba.cuda compiles the min and
+        max builtins through a device function, which needs a GPU to make PTX. The index is
+        bound to a local first, so a clamp of a clamp does not write its index out thrice."""
+        e = self.temp(index, ("index", index))
+        return f"(0 if {e} < 0 else ({n} - 1 if {e} >= {n} else {e}))"
 
     # ---- reductions -------------------------------------------------------------------
     def shared_array(self, d: DType, purpose: str = "") -> str:

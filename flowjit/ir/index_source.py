@@ -145,19 +145,21 @@ def highest(d: DType) -> str:
 
 
 def clamp(expr: str, n: str) -> str:
-    """``expr`` clamped to ``[0, n)`` as source, with comparisons: numba.cuda compiles the
-    min and max builtins through a device function, which needs a GPU to make PTX; on the
-    CPU the comparisons become the same selects. The value is made an int64 first: a
-    prange index is unsigned in numba's parallel loops, and mixed with the signed size
-    every branch would unify to float64, which no array takes as an index."""
-    e = f"np.int64({expr})"
-    return f"(0 if {e} < 0 else ({n} - 1 if {e} >= {n} else {e}))"
+    """``expr`` clamped to ``[0, n)`` as source, naming ``expr`` once: a pad of a pad reads
+    a clamp of a clamp, and an index written out more than once grows as a power of the
+    depth. The value is made an int64 first: a prange index is unsigned in numba's
+    parallel loops, and min and max of it with the signed size would unify to float64,
+    which no array takes as an index."""
+    return f"min(max(np.int64({expr}), 0), {n} - 1)"
 
 
 def layout_expression(op: Op, idx: list[str], value: Callable[[Value, list[str]], str],
-                      dim: Callable[[int], str]) -> str | None:
+                      dim: Callable[[int], str],
+                      clamp: Callable[[str, str], str] = clamp) -> str | None:
     """The value of layout op ``op`` at index ``idx`` as source, for either emitter:
-    ``value(x, index)`` reads an operand at an index, ``dim(n)`` names a size. A layout op
+    ``value(x, index)`` reads an operand at an index, ``dim(n)`` names a size and
+    ``clamp(index, size)`` keeps an index in bounds (an emitter without min and max gives
+    its own). A layout op
     only rewrites the index: transpose permutes it, a slice scales and shifts it, a reshape
     goes through the linear index (or keeps it when only size-1 axes change), pad and
     concatenate read clamped indices and select. None for a role it has no rule for."""

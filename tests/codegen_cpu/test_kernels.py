@@ -256,6 +256,26 @@ def test_clamped_indices_compile_in_parallel_loops():
     np.testing.assert_array_equal(f(x), np.pad(np.pad(x, pad) * 2, pad))
 
 
+def test_nested_pads_write_each_index_once():
+    # A pad reads its operand at a clamped index; when that index was itself a clamp
+    # written out three times, the source grew as 3**depth and numba never finished
+    # compiling the gradient of a max pool.
+    def nested(depth):
+        def f(x):
+            for _ in range(depth):
+                x = fj.pad(x, ((1, 0), (0, 1))) * 2
+            return x
+        return fj.function(f, backend="numba")
+
+    x = np.random.default_rng(6).standard_normal((3, 4))
+    shallow, deep = len(nested(4).kernels(x)), len(nested(8).kernels(x))
+    assert deep < 4 * shallow, (shallow, deep)  # 3**4 times as long before the fix
+    want = x
+    for _ in range(8):
+        want = np.pad(want, ((1, 0), (0, 1))) * 2
+    np.testing.assert_array_equal(nested(8)(x), want)
+
+
 def test_a_later_loop_nest_reads_an_output_instead_of_recomputing_it():
     def f(x):
         e = fj.exp(x) * 2

@@ -149,6 +149,14 @@ def test_layout_ops_inside_kernels():
     check_function(lambda x, y: fj.where(x > 0, x, y.T) - fj.expand_dims(x[:, 0], 1), x, y)
 
 
+def test_nested_pads():
+    def f(x):
+        for _ in range(6):
+            x = fj.pad(x, ((1, 0), (0, 1))) * 2.0
+        return x
+    check_function(f, _f32(3, 4))
+
+
 def test_every_fusible_primitive_of_the_registry():
     # One case per primitive, dtype and arity of the registry's generic tests, compiled as
     # a one-op kernel (float16 and empty arrays are not supported: `supported` says so).

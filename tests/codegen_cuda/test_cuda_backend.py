@@ -87,6 +87,20 @@ def test_plans_split_outputs_into_elementwise_and_rows_launches():
     assert "cuda.shared.array(SHARED" in plan.source and not re.search(r"\b(6|40)\b", plan.source)
 
 
+def test_nested_pads_bind_each_clamped_index_once():
+    # A clamp of a clamp that repeats its index thrice grows as 3**depth.
+    def source(depth):
+        def f(x):
+            for _ in range(depth):
+                x = fj.pad(x, ((1, 0), (0, 1))) * 2
+            return x
+        (op,) = fusion_ops(fused(f, np.zeros((3, 4), np.float32)))
+        return cuda_kernel_plan(op.blocks[0], op.attrs["name"]).source
+
+    shallow, deep = len(source(4)), len(source(8))
+    assert deep < 4 * shallow, (shallow, deep)
+
+
 def test_feasibility_follows_the_registry_properties():
     x = np.zeros((4, 3), np.float32)
     fn = fused(lambda x, w: (fj.cumsum(x @ w, axis=0), fj.nn.softmax(x)), x, np.zeros((3, 3), np.float32))
