@@ -18,6 +18,16 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64
 SHAPES = [(3, 4), (2, 3, 4), (4,), (4, 4)]
 
 
+def nested_pads(depth: int):
+    """A program padding its input ``depth`` times, each pad reading the last: every read
+    is a clamp of a clamp, the shape that once grew kernel source as 3**depth."""
+    def f(x):
+        for _ in range(depth):
+            x = fj.pad(x, ((1, 0), (0, 1))) * 2
+        return x
+    return f
+
+
 def _elementwise(short: str, arity: int):
     # NumPy raises for an integer to a negative power, where flowjit defines a result
     # (tested in tests/registry), so integer programs leave pow out.

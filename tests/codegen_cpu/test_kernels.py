@@ -25,25 +25,11 @@ from flowjit.codegen_cpu.compile import supported, warm
 from flowjit.ir import Builder, get, interpret, new_function
 from flowjit.ir.core import Block, Value
 from flowjit.ir.types import TensorType
-from tests.registry.test_generic import ALL_CASES, _domain_inputs
-from tests.test_programs import programs, run_program
+from tests.registry.test_generic import _domain_inputs, one_case_per_primitive_and_dtype
+from tests.test_programs import nested_pads, programs, run_program
 from tests.tracer.test_array_api import index_case
 
-FUSIBLE = ("elementwise", "layout", "reduction")
-
-
-def _one_case_per_primitive_and_dtype():
-    seen, out = set(), []
-    for c in ALL_CASES:
-        prim = get(c.prim)
-        key = (c.prim, c.dtypes[0] if c.dtypes else None, len(c.inputs))
-        if prim.kind in FUSIBLE and key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
-CASES = _one_case_per_primitive_and_dtype()
+CASES = one_case_per_primitive_and_dtype()
 
 
 def _tolerance(dtype: np.dtype) -> dict:
@@ -261,11 +247,7 @@ def test_nested_pads_write_each_index_once():
     # written out three times, the source grew as 3**depth and numba never finished
     # compiling the gradient of a max pool.
     def nested(depth):
-        def f(x):
-            for _ in range(depth):
-                x = fj.pad(x, ((1, 0), (0, 1))) * 2
-            return x
-        return fj.function(f, backend="numba")
+        return fj.function(nested_pads(depth), backend="numba")
 
     x = np.random.default_rng(6).standard_normal((3, 4))
     shallow, deep = len(nested(4).kernels(x)), len(nested(8).kernels(x))

@@ -17,9 +17,7 @@ from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.interpreter import run_op
 from flowjit.ir.registry import get
 from flowjit.ir.types import TensorType
-from tests.registry.test_generic import ALL_CASES, _domain_inputs
-
-FUSIBLE = ("elementwise", "layout", "reduction")
+from tests.registry.test_generic import _domain_inputs
 
 
 def fused(f: Callable[..., Any], *args: np.ndarray) -> Function:
@@ -39,18 +37,6 @@ def values_at(fn: Function, args: list[np.ndarray]) -> dict[int, np.ndarray]:
         for r, x in zip(op.results, run_op(op, [env[v.id] for v in op.inputs])):
             env[r.id] = x
     return env
-
-
-def one_case_per_primitive_and_dtype() -> list:
-    """One registry case per fusible primitive, dtype and arity (as the CPU kernel tests)."""
-    seen, out = set(), []
-    for c in ALL_CASES:
-        prim = get(c.prim)
-        key = (c.prim, c.dtypes[0] if c.dtypes else None, len(c.inputs))
-        if prim.kind in FUSIBLE and key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
 
 
 def case_block(case) -> tuple[Block, Function, list[np.ndarray]]:

@@ -30,10 +30,10 @@ from tests.codegen_cuda.helpers import (  # noqa: E402
     case_block,
     fused,
     fusion_ops,
-    one_case_per_primitive_and_dtype,
     train_inputs,
     train_step,
 )
+from tests.registry.test_generic import one_case_per_primitive_and_dtype  # noqa: E402
 
 CC = (7, 5)  # the oldest architecture CUDA 12 and 13 both compile for
 RNG = np.random.default_rng(0)

@@ -55,11 +55,12 @@ from tests.codegen_cuda.helpers import (  # noqa: E402
     case_block,
     fused,
     fusion_ops,
-    one_case_per_primitive_and_dtype,
     train_inputs,
     train_step,
     values_at,
 )
+from tests.registry.test_generic import one_case_per_primitive_and_dtype  # noqa: E402
+from tests.test_programs import nested_pads  # noqa: E402
 
 # The simulator's block manager polls its threads while holding the GIL; a short switch
 # interval lets the threads past a barrier run sooner (3-5x faster rows kernels).
@@ -150,11 +151,7 @@ def test_layout_ops_inside_kernels():
 
 
 def test_nested_pads():
-    def f(x):
-        for _ in range(6):
-            x = fj.pad(x, ((1, 0), (0, 1))) * 2.0
-        return x
-    check_function(f, _f32(3, 4))
+    check_function(nested_pads(6), _f32(3, 4))
 
 
 def test_every_fusible_primitive_of_the_registry():

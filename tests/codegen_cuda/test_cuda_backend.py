@@ -21,6 +21,7 @@ import pytest
 import flowjit as fj
 from flowjit.codegen_cuda import cuda_devices, cuda_kernel_plan, feasible, supported, why_not
 from tests.codegen_cuda.helpers import fused, fusion_ops
+from tests.test_programs import nested_pads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,11 +91,7 @@ def test_plans_split_outputs_into_elementwise_and_rows_launches():
 def test_nested_pads_bind_each_clamped_index_once():
     # A clamp of a clamp that repeats its index thrice grows as 3**depth.
     def source(depth):
-        def f(x):
-            for _ in range(depth):
-                x = fj.pad(x, ((1, 0), (0, 1))) * 2
-            return x
-        (op,) = fusion_ops(fused(f, np.zeros((3, 4), np.float32)))
+        (op,) = fusion_ops(fused(nested_pads(depth), np.zeros((3, 4), np.float32)))
         return cuda_kernel_plan(op.blocks[0], op.attrs["name"]).source
 
     shallow, deep = len(source(4)), len(source(8))

@@ -98,6 +98,18 @@ def _table_cases() -> list[Case]:
 
 
 ALL_CASES = _elementwise_cases() + _table_cases()
+FUSIBLE = ("elementwise", "layout", "reduction")
+
+
+def one_case_per_primitive_and_dtype() -> list[Case]:
+    """One case per fusible primitive, dtype and arity: what the kernel backends compile."""
+    seen, out = set(), []
+    for c in ALL_CASES:
+        key = (c.prim, c.dtypes[0] if c.dtypes else None, len(c.inputs))
+        if get(c.prim).kind in FUSIBLE and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
 
 def test_every_primitive_has_cases():
