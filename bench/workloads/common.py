@@ -119,10 +119,10 @@ class Ctx:
 Builder = Callable[[], Callable[[], Any]]
 
 
-def fj_builder(f: Callable, backend: str, args: list) -> Builder:
+def fj_builder(f: Callable, backend: str, args: list, **options: Any) -> Builder:
     def build():
         import flowjit as fj
-        g = fj.function(f, backend=backend)
+        g = fj.function(f, backend=backend, **options)
         return lambda: g(*args)
     return build
 

@@ -289,6 +289,25 @@ def test_fastmath_only_when_asked():
     np.testing.assert_allclose(fj.function(fj.exp, fastmath=True)(y), np.exp(y), rtol=1e-6)
 
 
+def test_fastmath_float32_tanh_is_the_rational():
+    """Under fastmath a float32 tanh calls fast_tanh32 (5 ulp, half the instructions);
+    float64 and the default keep the 1-2 ulp functions."""
+    def gelu(x):
+        return 0.5 * x * (1 + fj.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+    x32 = np.random.default_rng(4).standard_normal(4099).astype(np.float32) * 4
+    fast, plain = fj.function(gelu, fastmath=True), fj.function(gelu)
+    assert "fast_tanh32(" in fast.kernels(x32) and "fast_tanh32(" not in plain.kernels(x32)
+    assert "fast_tanh32(" not in fast.kernels(x32.astype(np.float64))
+    want = fj.function(gelu, interpret=True)(x32.astype(np.float64))
+    for f in (fast, plain):  # 1 + tanh cancels for x < 0: a few ulp of 1, times x / 2
+        np.testing.assert_allclose(f(x32), want, rtol=2e-6, atol=4e-6)
+    np.testing.assert_allclose(fast(x32.astype(np.float64)), want, rtol=1e-12, atol=1e-15)
+    t = fj.function(fj.tanh, fastmath=True)(x32)
+    ulps = np.abs(t.view(np.int32).astype(np.int64) - np.tanh(x32.astype(np.float64)).astype(np.float32).view(np.int32))
+    assert 0 < ulps.max() <= 5  # the rational, not tanh32 (1 ulp), and within its bound
+
+
 def test_new_process_with_warm_cache_compiles_nothing(tmp_path):
     prog = textwrap.dedent("""
         import numpy as np, flowjit as fj
