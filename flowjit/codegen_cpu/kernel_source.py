@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flowjit.codegen_cpu import streaming
 from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, float32, float64
 from flowjit.ir.index_source import (
@@ -391,6 +392,11 @@ class KernelWriter:
                     val = name
                 stores.append(f"{target} = {val}")
             self.scopes[-1].lines.extend(stores)
+            streamed = self.streamed_loop(opened, outputs)
+            if streamed:
+                opened = []
+                self.scopes = [self.scopes[0]]
+                self.scopes[0].lines.extend(streamed)
             for scope in reversed(opened):
                 self.scopes.pop()
                 head, *rest = scope.lines
@@ -402,6 +408,60 @@ class KernelWriter:
         text = "\n".join(lines) + "\n"
         return re.sub(r"^( *)(#store\d+)\n", lambda m: f"{m.group(1)}{self.stores[m.group(2)]}\n"
                       if m.group(2) in self.stores else "", text, flags=re.M)
+
+    def streamed_loop(self, opened: list[_Scope], outputs: list[tuple[int, Value, int]]) -> list[str]:
+        """The lines of a 1-D parallel elementwise nest that streams its stores when the
+        output is large (flowjit.codegen_cpu.streaming), or [] when the nest is not one:
+        the loop must read its inputs only at the loop index and store one float output."""
+        if len(opened) != 1 or len(self.block.returns) != 1 or self.stores or len(outputs) != 1:
+            return []
+        loop = opened[0]
+        out = self.block.returns[0].type
+        header, *body = loop.lines
+        m = re.fullmatch(r"for (i\d+) in prange\((\w+)\):", header)
+        if m is None or out.dtype not in (float32, float64) or not body:
+            return []
+        var, n = m.groups()
+        *work, store = body
+        if store != f"out0[{var}] = {store.split(' = ')[-1]}":
+            return []
+        inputs = sorted(set(re.findall(rf"\b(in\d+)\[{var}\]", "\n".join(work))))
+        if re.search(rf"\b{var}\b", re.sub(rf"\b(in\d+)\[{var}\]", "", "\n".join(work))):
+            return []  # the index is used otherwise (an iota, a shifted read)
+        itemsize = out.dtype.itemsize
+        width = streaming.CHUNK_BYTES // itemsize
+        block = streaming.PAGES * streaming.PAGE_BYTES // itemsize
+        page = streaming.PAGE_BYTES // itemsize
+        head, nblocks, b, line, pg, start, e, chunk = (self.fresh(p) for p in "hnblpoec")
+        views = {x: self.fresh("s") for x in inputs}
+        wide = [w for w in work if w == "wide_vectors()"]
+        work = [w for w in work if w != "wide_vectors()"]
+        chunked = [re.sub(rf"\b(in\d+)\[{var}\]", lambda m: f"{views[m.group(1)]}[{e}]", w) for w in work]
+        chunked.append(f"{chunk}[{e}] = {store.split(' = ')[-1]}")
+        plain = [f"    {w}" for w in work + [store]]
+        return [
+            f"{head} = stream_head(out0) if {n} * {itemsize} >= {streaming.STREAM_MIN_BYTES} else -1",
+            f"if {head} >= 0:",
+            f"    {nblocks} = ({n} - {head}) // {block}",
+            f"    for {var} in range({head}):",
+            *("    " + w for w in plain),
+            f"    for {b} in prange({nblocks}):",
+            *(f"        {w}" for w in wide),
+            f"        {chunk} = stack_chunk{itemsize * 8}()",
+            f"        for {line} in range({page // width}):",
+            f"            for {pg} in range({streaming.PAGES}):",
+            f"                {start} = {head} + {b} * {block} + {pg} * {page} + {line} * {width}",
+            *(f"                {views[x]} = {x}[{start}:{start} + {width}]" for x in inputs),
+            f"                for {e} in range({width}):",
+            *(f"                    {w}" for w in chunked),
+            f"                stream_chunk(out0, {start}, {chunk})",
+            "        stream_fence()  # each thread orders its own streaming stores",
+            f"    for {var} in range({head} + {nblocks} * {block}, {n}):",
+            *("    " + w for w in plain),
+            "else:",
+            f"    {header}",
+            *(f"    {w}" for w in body for w in ["    " + w]),
+        ]
 
     def _loop_nests(self) -> list[tuple[tuple[int, ...], list[tuple[int, Value, int]]]]:
         """The loop nests of the kernel: each a shape and the outputs written in it, with

@@ -1,0 +1,78 @@
+"""Streaming stores against plain stores in flowjit's large 1-D elementwise kernels
+(flowjit.codegen_cpu.streaming), and the fast tanh of ``fastmath``: gelu (default and
+fastmath) and ``x * 3`` on 2**24 float32, each compiled twice -- once with the streaming
+threshold out of reach (plain stores) and once with the default -- and timed alternately
+with a 2-thread numba copy of 2**25 floats in the same rounds, so each fraction of copy
+bandwidth compares kernels measured under the same load.
+
+    python -m bench.stores [--repeat 41]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import flowjit as fj
+from flowjit.codegen_cpu import streaming
+
+N = 1 << 24
+
+
+def gelu(x):
+    return 0.5 * x * (1 + fj.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def times3(x):
+    return x * 3
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=41)
+    args = p.parse_args()
+    from numba import njit, prange
+
+    @njit(parallel=True, nogil=True)
+    def copy(dst, src):
+        for i in prange(src.shape[0]):
+            dst[i] = src[i]
+
+    x = (np.random.default_rng(0).standard_normal(N) * 3).astype(np.float32)
+    default = streaming.STREAM_MIN_BYTES
+    fns = {}
+    for stores in ("plain", "streamed"):
+        # The threshold is written into the kernel source when it is generated (first call).
+        streaming.STREAM_MIN_BYTES = default if stores == "streamed" else 1 << 62
+        for name, f, fast in (("gelu", gelu, False), ("gelu, fastmath", gelu, True), ("x * 3", times3, False)):
+            g = fj.function(f, fastmath=fast)
+            g(x)
+            fns[f"{name}, {stores} stores"] = g
+    streaming.STREAM_MIN_BYTES = default
+    src = np.ones(2 * N, np.float32)
+    dst = np.empty_like(src)
+    copy(dst, src)
+    samples: dict[str, list[float]] = {k: [] for k in [*fns, "copy"]}
+    for _ in range(args.repeat):
+        for k, g in fns.items():
+            t = time.perf_counter()
+            y = g(x)
+            samples[k].append(time.perf_counter() - t)
+            del y  # back to the pool, as a caller dropping the result
+        t = time.perf_counter()
+        copy(dst, src)
+        samples["copy"].append(time.perf_counter() - t)
+    bandwidth = 2 * src.nbytes / statistics.median(samples["copy"])
+    print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (2-thread numba copy of {2 * N} float32, same rounds)")
+    print("| kernel | median | of copy bandwidth |\n|---|---|---|")
+    for k, v in samples.items():
+        if k != "copy":
+            m = statistics.median(v)
+            print(f"| {k} | {m * 1e3:.2f} ms | {2 * x.nbytes / m / bandwidth:.0%} |")
+
+
+if __name__ == "__main__":
+    main()
