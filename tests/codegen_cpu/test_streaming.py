@@ -40,6 +40,13 @@ def at_offset(n, dtype, offset):
     return raw[skip + offset:skip + offset + n]
 
 
+def misaligned(n, dtype):
+    """An array of n elements 2 bytes past an element boundary: stream_head gives -1 for it."""
+    out = np.zeros(np.dtype(dtype).itemsize * n + 2, np.uint8)[2:].view(dtype)
+    assert out.ctypes.data % out.itemsize == 2
+    return out
+
+
 # Past the parallel threshold, with two four-page blocks and a ragged tail.
 N = PARALLEL_MIN_ELEMENTS + 2 * 4096 + 77
 
@@ -50,10 +57,10 @@ def test_streamed_stores_equal_plain_stores(f, dtype, monkeypatch):
     rng = np.random.default_rng(7)
     args = [(rng.standard_normal(N) * 3).astype(dtype) for _ in range(f.__code__.co_argcount)]
     streamed = kernel(f, args, 0, monkeypatch)
-    plain = kernel(f, args, 1 << 62, monkeypatch)
     assert "stream_chunk(" in streamed.source and "stream_fence()" in streamed.source
     assert f"n0 * {np.dtype(dtype).itemsize} >= 0 else -1" in streamed.source  # the threshold it was made with
-    (want,) = plain(*args)
+    want = misaligned(N, dtype)  # no 64-byte boundary between elements: the kernel's plain loop
+    streamed.fn(*args, want)
     np.testing.assert_allclose(want, fj.function(f, interpret=True)(*args), rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-6 if dtype == np.float32 else 1e-14)
     for offset in (0, 1, 5, 64 // np.dtype(dtype).itemsize - 1):  # every head length
@@ -70,9 +77,7 @@ def test_streamed_stores_equal_plain_stores(f, dtype, monkeypatch):
 def test_an_output_misaligned_within_an_element_is_stored_plainly(monkeypatch):
     x = np.random.default_rng(8).standard_normal(N).astype(np.float32)
     k = kernel(fma_like, [x, x], 0, monkeypatch)
-    raw = np.zeros(4 * N + 2, np.uint8)
-    out = raw[2:].view(np.float32)  # 2 bytes past a 4-byte boundary: no 64-byte boundary in an element
-    assert out.ctypes.data % 4 == 2
+    out = misaligned(N, np.float32)
     k.fn(x, x, out)
     np.testing.assert_array_equal(out, x * x + x)
 
