@@ -423,7 +423,8 @@ class KernelWriter:
             return []
         var, n = m.groups()
         *work, store = body
-        if store != f"out0[{var}] = {store.split(' = ')[-1]}":
+        value = store.split(" = ")[-1]
+        if store != f"out0[{var}] = {value}":
             return []
         inputs = sorted(set(re.findall(rf"\b(in\d+)\[{var}\]", "\n".join(work))))
         if re.search(rf"\b{var}\b", re.sub(rf"\b(in\d+)\[{var}\]", "", "\n".join(work))):
@@ -437,14 +438,14 @@ class KernelWriter:
         wide = [w for w in work if w == "wide_vectors()"]
         work = [w for w in work if w != "wide_vectors()"]
         chunked = [re.sub(rf"\b(in\d+)\[{var}\]", lambda m: f"{views[m.group(1)]}[{e}]", w) for w in work]
-        chunked.append(f"{chunk}[{e}] = {store.split(' = ')[-1]}")
-        plain = [f"    {w}" for w in work + [store]]
+        chunked.append(f"{chunk}[{e}] = {value}")
+        plain = [f"        {w}" for w in work + [store]]
         return [
             f"{head} = stream_head(out0) if {n} * {itemsize} >= {streaming.STREAM_MIN_BYTES} else -1",
             f"if {head} >= 0:",
             f"    {nblocks} = ({n} - {head}) // {block}",
             f"    for {var} in range({head}):",
-            *("    " + w for w in plain),
+            *plain,
             f"    for {b} in prange({nblocks}):",
             *(f"        {w}" for w in wide),
             f"        {chunk} = stack_chunk{itemsize * 8}()",
@@ -457,10 +458,10 @@ class KernelWriter:
             f"                stream_chunk(out0, {start}, {chunk})",
             "        stream_fence()  # each thread orders its own streaming stores",
             f"    for {var} in range({head} + {nblocks} * {block}, {n}):",
-            *("    " + w for w in plain),
+            *plain,
             "else:",
             f"    {header}",
-            *(f"    {w}" for w in body for w in ["    " + w]),
+            *(f"        {w}" for w in body),
         ]
 
     def _loop_nests(self) -> list[tuple[tuple[int, ...], list[tuple[int, Value, int]]]]:
