@@ -56,7 +56,8 @@ class BufferPool:
                     pass  # transparent huge pages disabled: plain pages work too
             self.allocated += 1
         raw = np.frombuffer(block, np.uint8, count=nbytes)
-        weakref.finalize(raw, self._release, size, block)
+        # Not at exit: arrays still alive then keep their blocks until the process ends.
+        weakref.finalize(raw, self._release, size, block).atexit = False
         return raw.view(dtype).reshape(shape)
 
     def _release(self, size: int, block: mmap.mmap) -> None:
@@ -64,8 +65,9 @@ class BufferPool:
             free = self._free.setdefault(size, [])
             if len(free) < MAX_FREE_PER_SIZE:
                 free.append(block)
-                return
-        block.close()
+        # A block past the free list's length is dropped, not closed: the finalizer runs
+        # while the dying array still holds its buffer (close() would raise BufferError),
+        # and the mmap unmaps itself when that last reference goes.
 
     def clear(self) -> None:
         """Unmap every free block."""

@@ -4,6 +4,8 @@ view is alive."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 import numpy as np
 
@@ -43,3 +45,19 @@ def test_kept_results_stay_intact_across_calls(tmp_path, monkeypatch):
         assert y[0] == k and y[-1] == k
     y = f(x, 9.0)
     assert not any(np.may_share_memory(y, z) for z in kept)
+
+
+def test_arrays_alive_at_exit_end_the_process_quietly():
+    # More arrays of one size than the free list keeps, dropped and then alive at exit:
+    # closing a block whose array still held its buffer raised BufferError in each finalizer.
+    code = ("import gc\n"
+            "import numpy as np\n"
+            "from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES, MAX_FREE_PER_SIZE\n"
+            "def many():\n"
+            "    return [POOL.empty((POOL_MIN_BYTES,), np.uint8) for _ in range(2 * MAX_FREE_PER_SIZE + 1)]\n"
+            "dropped = many()\n"
+            "del dropped\n"
+            "gc.collect()\n"
+            "kept = many()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
