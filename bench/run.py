@@ -12,7 +12,8 @@ mlp_step (one SGD training step of an MLP 784-256-256-10, batch 256; then its fi
 in a new process, cold and from the disk caches).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); ``ratio`` is flowjit (numba)'s median over the fastest peer's (above 1: flowjit is
-slower); ``%BW`` is bytes read+written per second as a fraction of the measured copy bandwidth.
+slower); ``%BW`` is bytes read+written per second as a fraction of the bandwidth of a copy
+timed in the same rounds as the row (the machine's bandwidth swings while the run goes on).
 Threads: 2 everywhere (NUMBA_NUM_THREADS, OMP/MKL/OpenBLAS, torch.set_num_threads); change
 with ``--threads``. This module imports only the standard library at the top, so the thread
 settings are in the environment before NumPy, numba, JAX or torch load.
@@ -201,14 +202,16 @@ def render(ctx, rows) -> list[str]:
                         for r in bw_rows])
         lines.append("")
     if ctx.copy_gbps:
-        lines += [f"Copy bandwidth for %BW: {ctx.copy_gbps:.1f} GB/s (numba prange copy, {ctx.threads} threads).",
-                  ""]
+        lines += [f"Copy bandwidth: {ctx.copy_gbps:.1f} GB/s (numba prange copy, {ctx.threads} threads). Each %BW "
+                  "divides by the same copy timed in that row's rounds (column \"copy, same rounds\").", ""]
     if main_rows:
         cols = [(k, h) for k, h in COLUMNS if k in ctx.columns]
-        heads = ["workload"] + [h for _, h in cols] + ["flowjit/best peer", "%BW flowjit", "%BW best peer"]
+        heads = ["workload"] + [h for _, h in cols] + ["flowjit/best peer", "%BW flowjit", "%BW best peer",
+                                                        "copy, same rounds"]
         lines += ["### flowjit against its peers (median per call)", ""]
         lines += table(heads, [[r.label] + [r.cells[k].text if k in r.cells else "—" for k, _ in cols]
-                               + [r.ratio, r.bw_fj or "—", r.bw_best or "—"] for r in main_rows])
+                               + [r.ratio, r.bw_fj or "—", r.bw_best or "—",
+                                  f"{r.copy_gbps:.1f} GB/s" if r.copy_gbps else "—"] for r in main_rows])
         lines.append("")
     notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
     if notes:
@@ -268,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                "and is checked against a float64 NumPy reference); ± is the interquartile range over the median. "
                "flowjit/best peer: flowjit (numba)'s median over the fastest of NumPy, JAX jit, torch eager and "
                "torch.compile (above 1: flowjit is slower). %BW: bytes read + written per second over the "
-               "measured copy bandwidth.", ""]
+               "bandwidth of the numba copy timed in the same rounds as the row's columns.", ""]
     text = "\n".join(lines + explain + render_errors(ctx))
     print(text)
     if args.record:

@@ -100,12 +100,19 @@ def copy_case(ctx: Ctx, a, b, only_numba: bool = False) -> Case:
                 note="flowjit has no copy op (returning its argument copies it in NumPy)")
 
 
+def _keep_copy(ctx: Ctx, a, b, row: Row) -> None:
+    """The copy's bandwidth, and the copy itself for the rows that report %BW to time
+    in their own rounds (a buffer of its own, so that no other workload's output moves)."""
+    cell = row.cells["numba"]
+    ctx.copy_gbps = 8 * a.shape[0] / cell.seconds / 1e9 if cell.ok else None
+    ctx.copy = (_numba_copy(a, b)(), 8 * a.shape[0]) if cell.ok else None
+
+
 def measure_copy(ctx: Ctx) -> Row:
     """Only the numba copy (for %BW when the bandwidth workload is not selected)."""
     a, b, _ = _arrays(size(ctx))
     row = run_case(copy_case(ctx, a, b, only_numba=True), ctx, columns=COLUMNS[:1])
-    cell = row.cells["numba"]
-    ctx.copy_gbps = 8 * a.shape[0] / cell.seconds / 1e9 if cell.ok else None
+    _keep_copy(ctx, a, b, row)
     return row
 
 
@@ -117,8 +124,7 @@ def run(ctx: Ctx) -> list[Row]:
     n = size(ctx)
     a, b, c = _arrays(n)
     copy_row = run_case(copy_case(ctx, a, b), ctx, columns=COLUMNS)
-    cell = copy_row.cells["numba"]
-    ctx.copy_gbps = 8 * n / cell.seconds / 1e9 if cell.ok else None
+    _keep_copy(ctx, np.zeros_like(a), b, copy_row)
     triad_ref = (b.astype(np.float64) + float(SCALE) * c.astype(np.float64)).astype(np.float32)
     triad = Case("bandwidth", f"triad f32[{n}]",
                  {"numba": _numba_triad(a, b, c), "numpy": _numpy_triad(a, b, c),

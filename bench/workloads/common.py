@@ -7,6 +7,11 @@ the columns are timed in rounds (each round: a short pause so that the thread po
 column before go idle, one untimed call, then its share of the samples, column after column),
 so that a noisy neighbour touches every column alike. A cell's value is
 the median over all samples; ``iqr`` is the interquartile range relative to that median.
+
+A row that moves a known number of bytes also times the bandwidth workload's copy
+(``Ctx.copy``) in its rounds, and its %BW divides by that copy's bandwidth: on a shared
+machine the bandwidth swings (2x within minutes on the VM this was written on), so a copy
+timed minutes earlier in its own workload misstates the fraction.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ COLUMNS = (("fj", "flowjit (numba)"), ("interp", "flowjit (interp)"), ("numpy", 
            ("jax", "JAX jit"), ("torch", "torch eager"), ("compile", "torch.compile"))
 HEADERS = dict(COLUMNS)
 PEERS = ("numpy", "jax", "torch", "compile")
+COPY_KEY = "_copy"   # the copy timed alongside a %BW row's columns; never a column itself
 
 
 class Skip(Exception):
@@ -62,6 +68,7 @@ class Row:
     bw_fj: str = ""
     bw_best: str = ""
     note: str = ""
+    copy_gbps: float | None = None    # the copy timed in this row's rounds, for its %BW
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Ctx:
     threads: int = 2
     gap_s: float = 0.15                       # idle before each column's block: pools stop spinning
     copy_gbps: float | None = None            # measured numba copy bandwidth, for %BW
+    copy: tuple[Callable[[], Any], int] | None = None   # (the copy, bytes it moves): timed in each %BW row
     errors: list[tuple[str, str, str]] = field(default_factory=list)   # (row, column, text)
     _modules: dict[str, Any] = field(default_factory=dict)
 
@@ -244,6 +252,11 @@ def run_case(case: Case, ctx: Ctx, target_s: float = 0.02,
             row.cells[key] = Cell(text=f"skipped: {e}", skipped=True)
         except Exception as e:
             row.cells[key] = _error(ctx, row, headers[key], short_error(e), traceback.format_exc())
+    if main_table and case.bytes_moved and ctx.copy is not None:
+        copy, _ = ctx.copy
+        t0 = time.perf_counter()
+        copy()
+        ready[COPY_KEY] = (copy, max(1, round(target_s / max(time.perf_counter() - t0, 1e-9))))
     samples: dict[str, list[float]] = {k: [] for k in ready}
     rounds = min(3, ctx.repeat)
     shares = [ctx.repeat // rounds + (1 if r < ctx.repeat % rounds else 0) for r in range(rounds)]
@@ -259,8 +272,11 @@ def run_case(case: Case, ctx: Ctx, target_s: float = 0.02,
                         thunk()
                     samples[key].append((time.perf_counter() - t0) / inner)
             except Exception as e:
-                row.cells[key] = _error(ctx, row, headers[key], short_error(e), traceback.format_exc())
+                row.cells[key] = _error(ctx, row, headers.get(key, "copy"), short_error(e), traceback.format_exc())
                 del ready[key]
+    if COPY_KEY in ready and ctx.copy is not None:
+        row.copy_gbps = ctx.copy[1] / statistics.median(samples.pop(COPY_KEY)) / 1e9
+        del ready[COPY_KEY]
     for key in ready:
         xs = samples[key]
         med = statistics.median(xs)
@@ -297,8 +313,9 @@ def fill_ratios(row: Row, ctx: Ctx, bytes_moved: int | None = None) -> None:
         row.ratio = "— (no peer ran)"
     else:
         row.ratio = "— (flowjit failed)"
-    if bytes_moved and ctx.copy_gbps:
+    copy_gbps = row.copy_gbps or ctx.copy_gbps
+    if bytes_moved and copy_gbps:
         if fj is not None and fj.ok:
-            row.bw_fj = f"{100 * bytes_moved / fj.seconds / 1e9 / ctx.copy_gbps:.0f}%"
+            row.bw_fj = f"{100 * bytes_moved / fj.seconds / 1e9 / copy_gbps:.0f}%"
         if best is not None:
-            row.bw_best = f"{100 * bytes_moved / best[0] / 1e9 / ctx.copy_gbps:.0f}% ({HEADERS[best[1]]})"
+            row.bw_best = f"{100 * bytes_moved / best[0] / 1e9 / copy_gbps:.0f}% ({HEADERS[best[1]]})"
