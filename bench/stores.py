@@ -1,9 +1,10 @@
-"""Streaming stores against plain stores in flowjit's large 1-D elementwise kernels
-(flowjit.codegen_cpu.streaming), and the fast tanh of ``fastmath``: gelu (default and
-fastmath) and ``x * 3`` on 2**24 float32, each compiled twice -- once with the streaming
-threshold out of reach (plain stores) and once with the default -- and timed alternately
-with a 2-thread numba copy of 2**25 floats in the same rounds, so each fraction of copy
-bandwidth compares kernels measured under the same load.
+"""Streaming stores and prefetches against plain stores in flowjit's large 1-D elementwise
+kernels (flowjit.codegen_cpu.streaming), and the fast tanh of ``fastmath``: gelu (default
+and fastmath) and ``x * 3`` on 2**24 float32, each compiled three times -- with the
+streaming threshold out of reach (plain stores), streamed without prefetches, and with the
+defaults (streamed and prefetched) -- and timed alternately with a 2-thread numba copy of
+2**25 floats in the same rounds, so each fraction of copy bandwidth compares kernels
+measured under the same load.
 
     python -m bench.stores [--repeat 41]
 """
@@ -39,17 +40,19 @@ def main() -> None:
             dst[i] = src[i]
 
     x = (np.random.default_rng(0).standard_normal(N) * 3).astype(np.float32)
-    default = streaming.STREAM_MIN_BYTES
+    defaults = streaming.STREAM_MIN_BYTES, streaming.PREFETCH_BLOCKS
+    builds = {"plain stores": (1 << 62, 0), "streamed stores": (defaults[0], 0),
+              "streamed stores + prefetch": defaults}
     fns = {}
-    for stores in ("plain", "streamed"):
-        # The threshold is written into the kernel source when it is generated (first call).
-        streaming.STREAM_MIN_BYTES = default if stores == "streamed" else 1 << 62
+    for build, (threshold, ahead) in builds.items():
+        # Both settings are written into the kernel source when it is generated (first call).
+        streaming.STREAM_MIN_BYTES, streaming.PREFETCH_BLOCKS = threshold, ahead
         gelu = defs.FJ["gelu"]
         for name, f, fast in (("gelu", gelu, False), ("gelu, fastmath", gelu, True), ("x * 3", times3, False)):
             g = fj.function(f, fastmath=fast)
             g(x)
-            fns[f"{name}, {stores} stores"] = g
-    streaming.STREAM_MIN_BYTES = default
+            fns[f"{name}, {build}"] = g
+    streaming.STREAM_MIN_BYTES, streaming.PREFETCH_BLOCKS = defaults
     src = np.ones(2 * N, np.float32)
     dst = np.empty_like(src)
     copy(dst, src)

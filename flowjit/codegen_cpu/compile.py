@@ -40,7 +40,8 @@ from math import exp, expm1, log, log1p, sqrt, sin, cos, tanh, erf, atan2
 from flowjit.codegen_cpu.scalar_math import (
     exp32, exp64, expm1_32, expm1_64, log32, log64, tanh32, fast_tanh32, tanh64, erf32, erf64,
     add_reassoc, mul_reassoc, fmaximum, fminimum, wide_vectors)
-from flowjit.codegen_cpu.streaming import stack_chunk32, stack_chunk64, stream_chunk, stream_fence, stream_head
+from flowjit.codegen_cpu.streaming import (
+    prefetch_line, stack_chunk32, stack_chunk64, stream_chunk, stream_fence, stream_head)
 
 sign = np.sign
 rint = np.rint

@@ -435,6 +435,11 @@ class KernelWriter:
         page = streaming.PAGE_BYTES // itemsize
         head, nblocks, b, line, pg, start, e, chunk = (self.fresh(p) for p in "hnblpoec")
         views = {x: self.fresh("s") for x in inputs}
+        ahead = streaming.PREFETCH_BLOCKS * block
+        prefetches = [f"prefetch_line({x}, {start} + {ahead + k * streaming.CHUNK_BYTES // size})"
+                      for x in inputs if ahead
+                      for size in [self.block.args[int(x[2:])].type.dtype.itemsize]
+                      for k in range(max(1, size // itemsize))]  # every line of a wider input
         wide = [w for w in work if w == "wide_vectors()"]
         work = [w for w in work if w != "wide_vectors()"]
         chunked = [re.sub(rf"\b(in\d+)\[{var}\]", lambda m: f"{views[m.group(1)]}[{e}]", w) for w in work]
@@ -452,6 +457,7 @@ class KernelWriter:
             f"        for {line} in range({page // width}):",
             f"            for {pg} in range({streaming.PAGES}):",
             f"                {start} = {head} + {b} * {block} + {pg} * {page} + {line} * {width}",
+            *(f"                {w}" for w in prefetches),
             *(f"                {views[x]} = {x}[{start}:{start} + {width}]" for x in inputs),
             f"                for {e} in range({width}):",
             *(f"                    {w}" for w in chunked),

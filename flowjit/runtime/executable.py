@@ -212,7 +212,12 @@ class Executable:
                         env[f"d{i}_{j}"] = dtype
                         # The shape is fixed per signature: small buffers skip the pool.
                         small = math.prod(shape) * np.dtype(dtype).itemsize < POOL_MIN_BYTES
-                        lines.append(f"    {n} = {'np_empty' if small else 'empty'}({shape!r}, d{i}_{j})")
+                        # A large output lines up with the first input it maps element for element.
+                        like = next((m for m, v in zip(ins, st.op.inputs) if tuple(v.type.shape) == tuple(shape)
+                                     and v.type.dtype.np.itemsize == np.dtype(dtype).itemsize), None)
+                        alloc = (f"np_empty({shape!r}, d{i}_{j})" if small else
+                                 f"empty({shape!r}, d{i}_{j}{f', {like}' if like else ''})")
+                        lines.append(f"    {n} = {alloc}")
                     lines.append(f"    k{i}({', '.join(call_ins + outs)})")
                     for n, r in zip(outs, st.op.results):
                         if not r.type.shape:

@@ -4,12 +4,16 @@ place) stores exactly what the plain loop stores."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from numba import njit
 
 import flowjit as fj
 from flowjit.codegen_cpu import compile_kernel, streaming
 from flowjit.codegen_cpu.kernel_source import PARALLEL_MIN_ELEMENTS
+from flowjit.codegen_cpu.streaming import prefetch_line
 
 
 @pytest.fixture(autouse=True)
@@ -105,3 +109,29 @@ def test_fj_function_streams_large_outputs(monkeypatch):
     g = fj.function(gelu)
     assert "stream_chunk(" in g.kernels(x)
     np.testing.assert_allclose(g(x), fj.function(gelu, interpret=True)(x), rtol=1e-5, atol=1e-6)
+
+
+def test_streamed_loops_prefetch_every_input_line_one_block_ahead(monkeypatch):
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 0)
+    x32 = np.random.default_rng(11).standard_normal(N).astype(np.float32)
+    x64 = x32.astype(np.float64)
+    ahead = 4 * 4096 // 4  # one block of four pages, in float32 output elements
+
+    def prefetches(f, *args):
+        return sorted(re.findall(r"prefetch_line\((in\d), o\d+ \+ (\d+)\)", fj.function(f).kernels(*args)))
+
+    assert prefetches(fma_like, x32, x32) == [("in0", str(ahead)), ("in1", str(ahead))]
+    # a float64 input spans two lines for each line of the float32 output
+    assert prefetches(lambda b: b.astype(np.float32) * 2, x64) == [("in0", str(ahead)), ("in0", str(ahead + 8))]
+    monkeypatch.setattr(streaming, "PREFETCH_BLOCKS", 0)
+    assert "prefetch_line(" not in fj.function(lambda a: a * 3).kernels(x32)
+
+
+def test_prefetch_past_the_end_of_an_array_is_harmless():
+    @njit
+    def touch(a, i):
+        prefetch_line(a, i)
+        return a[0]
+
+    a = np.ones(16, np.float32)
+    assert touch(a, 1 << 22) == 1.0  # 16 MiB past the end: a hint, never a load

@@ -61,3 +61,28 @@ def test_arrays_alive_at_exit_end_the_process_quietly():
             "kept = many()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+
+
+def test_an_array_like_an_input_starts_where_the_input_does_in_its_cache_line():
+    pool = BufferPool()
+    raw = np.zeros(POOL_MIN_BYTES + 128, np.uint8)
+    for offset in (0, 4, 16, 60):
+        base = -raw.ctypes.data % 64 + offset
+        like = raw[base:base + POOL_MIN_BYTES].view(np.float32)
+        a = pool.empty(like.shape, np.float32, like=like)
+        assert a.ctypes.data % 64 == offset and a.shape == like.shape
+        a[:] = 2.0  # the whole array lies inside its block
+        assert a[-1] == 2.0
+    odd = raw[3:3 + POOL_MIN_BYTES]
+    assert pool.empty((POOL_MIN_BYTES // 4,), np.float32, like=odd).ctypes.data % 64 == 0  # not a float32 offset
+
+
+def test_large_elementwise_results_line_up_with_their_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(lambda x: x * 2 + 1, backend="numba")
+    raw = np.ones(POOL_MIN_BYTES // 4 + 16, np.float32)
+    f(raw[:POOL_MIN_BYTES // 4])  # the first call compiles (and allocates as it goes)
+    for k in (0, 3):
+        x = raw[(-raw.ctypes.data % 64) // 4 + k:][:POOL_MIN_BYTES // 4]
+        y = f(x)
+        assert y.ctypes.data % 64 == 4 * k and (y == 3).all()
