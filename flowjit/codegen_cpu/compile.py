@@ -122,7 +122,8 @@ def cache_dir() -> str | None:
     path = os.path.join(base, "kernels")
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, f".probe{os.getpid()}")
+        # one name per thread: threads of a program on several devices check at once
+        probe = os.path.join(path, f".probe{os.getpid()}-{threading.get_ident()}")
         with open(probe, "w") as f:
             f.write("ok")
         os.remove(probe)

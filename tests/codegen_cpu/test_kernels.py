@@ -404,6 +404,30 @@ def test_a_new_batch_size_reuses_the_compiled_kernels():
     assert after["reused"] >= before["reused"] + 3
 
 
+def test_threads_checking_the_cache_at_once_all_find_it_writable(tmp_path, monkeypatch):
+    # Threads of one process shared one probe file name: one removed it under another,
+    # whose os.remove then failed, and the cache looked unwritable (seen in the suite with
+    # a program running on two devices at once).
+    import threading
+
+    import flowjit.codegen_cpu.compile as comp
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(comp, "_warned", True)  # a failure shows as None, not as a warning
+    start = threading.Barrier(4)
+    found: list = []
+
+    def check():
+        start.wait()
+        found.extend(comp.cache_dir() for _ in range(300))
+
+    threads = [threading.Thread(target=check) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert found == [str(tmp_path / "kernels")] * 1200
+
+
 def test_unwritable_cache_warns_once_and_still_runs(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
