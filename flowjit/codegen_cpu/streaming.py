@@ -23,6 +23,7 @@ went from 57-61% of copy bandwidth (plain stores) to 68-85% (streamed) and 85-86
 the buffer pool now arranges); gelu with ``fastmath`` (its rational tanh) from 56-60% to
 62-77% and then 84-90%; gelu with the 1 ulp tanh, bound by its arithmetic, from 47-50%
 to 56-57%.
+
 Below the threshold an output may still be in the caches when the next kernel reads it,
 which streaming stores would forfeit.
 """
@@ -48,7 +49,6 @@ PAGES = 4  # pages streamed at once, interleaved line by line (as glibc's memcpy
 # page and ramps up again on the next, so a loop that computes between its loads falls
 # behind memory; software prefetches keep the reads in flight (0 turns them off).
 PREFETCH_BLOCKS = 1
-
 
 
 def _chunk(width_bits: int):

@@ -20,7 +20,7 @@ import numpy as np
 POOL_MIN_BYTES = 1 << 20      # below this, np.empty is as good
 LINE_BYTES = 64               # a cache line: blocks have room to start an array anywhere in one
 HUGE_PAGE_BYTES = 2 << 20
-MAX_FREE_PER_SIZE = 8         # blocks kept per size class; more are unmapped
+MAX_FREE_PER_SIZE = 8         # blocks kept per size class; more unmap when their array goes
 
 
 def _round_up(n: int) -> int:
