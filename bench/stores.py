@@ -1,10 +1,10 @@
 """Streaming stores and prefetches against plain stores in flowjit's large 1-D elementwise
-kernels (flowjit.codegen_cpu.streaming), and the fast tanh of ``fastmath``: gelu (default
-and fastmath) and ``x * 3`` on 2**24 float32, each compiled three times -- with the
-streaming threshold out of reach (plain stores), streamed without prefetches, and with the
-defaults (streamed and prefetched) -- and timed alternately with a 2-thread numba copy of
-2**25 floats in the same rounds, so each fraction of copy bandwidth compares kernels
-measured under the same load.
+kernels (flowjit.codegen_cpu.streaming): gelu (default and fastmath) and ``x * 3`` on
+2**24 float32, each compiled three times -- with the streaming threshold out of reach
+(plain stores), streamed without prefetches, and with the defaults (streamed and
+prefetched) -- and timed alternately with a 2-thread numba copy of 2**25 floats in the
+same rounds, so each fraction of copy bandwidth compares kernels measured under the same
+load.
 
     python -m bench.stores [--repeat 41]
 """

@@ -1,8 +1,8 @@
 """gelu (tanh form) on N = 2**24 float32: one read and one write per element.
 
-A second row times flowjit with ``fastmath=True``, whose float32 tanh is a rational
-function (5 ulp, the form XLA uses on CPUs) instead of the 1 ulp default; its peer cells
-are the first row's.
+A second row times flowjit with ``fastmath=True`` (LLVM may contract the multiplies and
+adds around the tanh into multiply-adds); its peer cells are the first row's. flowjit's
+float32 tanh is a rational function either way (5 ulp, the form XLA uses on CPUs).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def run(ctx: Ctx) -> list[Row]:
     fast_case = Case("gelu", f"gelu f32[{n}], flowjit fastmath=True",
                      {"fj": fj_builder(defs.FJ["gelu"], "numba", args, fastmath=True)},
                      reference=reference, bytes_moved=2 * 4 * n,
-                     note="flowjit's float32 tanh is then a rational (5 ulp); the peers' cells are the row above's")
+                     note="multiply-adds contracted; the peers' cells are the row above's")
     fast = run_case(fast_case, ctx)
     for key in PEERS:
         if key in row.cells:

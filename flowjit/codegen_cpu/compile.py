@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit, prange
 from math import exp, expm1, log, log1p, sqrt, sin, cos, tanh, erf, atan2
 from flowjit.codegen_cpu.scalar_math import (
-    exp32, exp64, expm1_32, expm1_64, log32, log64, tanh32, fast_tanh32, tanh64, erf32, erf64,
+    exp32, exp64, expm1_32, expm1_64, log32, log64, tanh32, tanh64, erf32, erf64,
     add_reassoc, mul_reassoc, fmaximum, fminimum, wide_vectors)
 from flowjit.codegen_cpu.streaming import (
     prefetch_line, stack_chunk32, stack_chunk64, stream_chunk, stream_fence, stream_head)
@@ -194,7 +194,7 @@ def compile_kernel(block: Block, name: str, parallel: bool = True, fastmath: boo
     if reason:
         raise UnsupportedOp(reason)
     fname = "k_" + "".join(c if c.isalnum() else "_" for c in name)[:48]
-    writer = KernelWriter(block, fname, fastmath)
+    writer = KernelWriter(block, fname)
     body = writer.source()
     uses_prange = "prange(" in body
     source = PRELUDE + body + (f"\n\n{fname} = njit(cache=CACHE, parallel={parallel and uses_prange}, "

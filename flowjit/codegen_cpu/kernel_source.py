@@ -57,10 +57,9 @@ class _Scope:
 class KernelWriter:
     """Builds the source of one kernel; ``source()`` returns it."""
 
-    def __init__(self, block: Block, name: str, fastmath: bool = False):
+    def __init__(self, block: Block, name: str):
         self.block = block
         self.name = name
-        self.fastmath = fastmath  # call the approximate functions of _FASTMATH_FUNCTIONS
         self.arg_names = {a.id: f"in{i}" for i, a in enumerate(block.args)}
         self.counter = 0
         self.scopes: list[_Scope] = []
@@ -181,7 +180,7 @@ class KernelWriter:
         assert template is not None
         if op.primitive.role == "convert":
             return cast_expr(names[0], in_d, out.dtype)
-        template = typed_template(template, in_d, self.fastmath)
+        template = typed_template(template, in_d)
         expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], template)
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
@@ -539,8 +538,6 @@ _TYPED_FUNCTIONS = {
     "maximum": ("fmaximum", "fmaximum"), "minimum": ("fminimum", "fminimum"),
     "floordiv": ("floordiv_float", "floordiv_float"), "mod": ("mod_float", "mod_float"),
 }
-# ... and under fastmath, where the user accepts a few more ulp for fewer instructions.
-_FASTMATH_FUNCTIONS = {**_TYPED_FUNCTIONS, "tanh": ("fast_tanh32", "tanh64")}
 # A float accumulation the kernel may reassociate (so the loop vectorizes with partial sums).
 _REASSOCIABLE = {"+": "add_reassoc", "*": "mul_reassoc"}
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?)(?![\w.])")
@@ -566,18 +563,16 @@ def uses_vector_math(block: Block) -> bool:
     return False
 
 
-def typed_template(template: str, d: DType, fastmath: bool = False) -> str:
+def typed_template(template: str, d: DType) -> str:
     """A registry scalar template specialized to operands of dtype ``d``: float functions
-    call their vectorizable implementation of that width (the approximate one where
-    ``fastmath`` has one), and bare number literals get dtype ``d`` (numba would
-    otherwise compute ``1 / x`` of a float32 in float64)."""
+    call their vectorizable implementation of that width, and bare number literals get
+    dtype ``d`` (numba would otherwise compute ``1 / x`` of a float32 in float64)."""
     if not d.is_float or d.name == "float16":
         return template
     width = 0 if d == float32 else 1
-    functions = _FASTMATH_FUNCTIONS if fastmath else _TYPED_FUNCTIONS
     template = _NUMBER.sub(lambda m: literal(float(m.group(1)), d), template)
-    return re.sub(r"\b(\w+)\(", lambda m: (functions[m.group(1)][width] + "(")
-                  if m.group(1) in functions else m.group(0), template)
+    return re.sub(r"\b(\w+)\(", lambda m: (_TYPED_FUNCTIONS[m.group(1)][width] + "(")
+                  if m.group(1) in _TYPED_FUNCTIONS else m.group(0), template)
 
 
 def accumulate(combine: str, acc: str, val: str, acc_d: DType) -> str:

@@ -20,9 +20,9 @@ Measured on the 2-core Sapphire Rapids VM this was written on (``python -m bench
 2**24 float32, 2 threads, alternated with a copy, medians of 41, several runs): ``x * 3``
 went from 57-61% of copy bandwidth (plain stores) to 68-85% (streamed) and 85-86%
 (streamed and prefetched, with the output at the input's offset in its cache line, which
-the buffer pool now arranges); gelu with ``fastmath`` (its rational tanh) from 56-60% to
-62-77% and then 84-90%; gelu with the 1 ulp tanh, bound by its arithmetic, from 47-50%
-to 56-57%.
+the buffer pool now arranges); gelu with ``fastmath`` and its rational tanh (the float32
+tanh of every kernel since) from 56-60% to 62-77% and then 84-90%; gelu with the 1 ulp
+tanh flowjit had before, bound by its arithmetic, from 47-50% to 56-57%.
 
 Below the threshold an output may still be in the caches when the next kernel reads it,
 which streaming stores would forfeit.
