@@ -541,7 +541,6 @@ _TYPED_FUNCTIONS = {
 # A float accumulation the kernel may reassociate (so the loop vectorizes with partial sums).
 _REASSOCIABLE = {"+": "add_reassoc", "*": "mul_reassoc"}
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?)(?![\w.])")
-_POW_CONST = re.compile(r"\bpow\((\w+), np\.(?:float|int)\d+\((-?\d+)(?:\.0)?\)\)")
 
 
 # The functions above whose implementation is a long polynomial evaluation (scalar_math).

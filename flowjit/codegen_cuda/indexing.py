@@ -14,7 +14,6 @@ from flowjit.ir.index_source import (
 )
 
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?)(?![\w.])")
-_POW_CONST = re.compile(r"\bpow\((\w+), np\.(?:float|int)\d+\((-?\d+)(?:\.0)?\)\)")
 
 
 def typed_numbers(template: str, d: DType) -> str:

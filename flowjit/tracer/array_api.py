@@ -10,6 +10,7 @@ Where NumPy widens a sum of int32 or bool to int64, so do these.
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -27,8 +28,8 @@ from flowjit.ir.dtypes import (
     promote_types,
 )
 from flowjit.ir.dtypes import dtype as as_dtype
-from flowjit.ir.errors import FlowjitTypeError, ShapeError
-from flowjit.tracer.core import Operand, Tracer, bind, operand
+from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
+from flowjit.tracer.core import Operand, Tracer, bind, operand, user_location
 
 ArrayLike = Any
 
@@ -1130,3 +1131,118 @@ for _name, _fn in _METHODS.items():
     setattr(Tracer, _name, _fn)
 Tracer.T = property(lambda self: transpose(self))  # type: ignore[attr-defined]
 Tracer.__hash__ = None  # type: ignore[assignment]
+
+
+# ---- NumPy's own functions on traced arrays -------------------------------------------------
+# Inside a traced function ``np.tanh(x)``, ``np.sum(x, axis=1)``, ``np.maximum.reduce(x)`` or
+# ``an_ndarray + x`` trace as the fj function of the same name, through NumPy's two dispatch
+# protocols (``__array_ufunc__``, and NEP 18's ``__array_function__``), so code written for
+# NumPy runs under fj.function unchanged wherever flowjit has the operation (torch.compile
+# traces NumPy code too). Names are NumPy's; where fj's differs, or the op is an operator:
+_NUMPY_NAMES = {
+    "amax": max, "amin": min, "around": round,
+    "bitwise_and": _bool_binary(logical_and, "&"), "bitwise_or": _bool_binary(logical_or, "|"),
+    "bitwise_xor": _bool_binary(logical_xor, "^"), "invert": _invert, "positive": lambda x: x,
+}
+# ``ufunc.reduce``: the reduction each binary ufunc folds into.
+_UFUNC_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min,
+                     "logical_and": all, "logical_or": any}
+
+
+def _fj_counterpart(name: str) -> Any:
+    """The fj function NumPy's function ``name`` traces as, or None."""
+    fn = _NUMPY_NAMES.get(name)
+    if fn is None and not name.startswith("_"):
+        fn = globals().get(name)
+        if not (callable(fn) and getattr(fn, "__module__", None) == __name__):
+            return None
+    return fn
+
+
+def _positional_names(fn: Any) -> list[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _call_as_numpy(fn: Any, label: str, args: Sequence[Any], kwargs: dict[str, Any], loc: Any,
+                   numpy_fn: Any = None) -> Any:
+    """fn(*args, **kwargs), after checking that fn takes every keyword NumPy was given; a
+    keyword named as in NumPy (``np.sum(a=x)``, ``np.reshape(x, shape=s)``) is renamed to
+    fj's parameter at the same position."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        params = None
+    if params is not None and not builtins.any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        ours, theirs = _positional_names(fn), _positional_names(numpy_fn) if numpy_fn is not None else []
+        theirs_all = set(inspect.signature(numpy_fn).parameters) if theirs else set()
+        for k in [k for k in kwargs if k not in params and k in theirs]:
+            i = theirs.index(k)
+            # the same parameter under another name: NumPy has no parameter of fj's name
+            if i < len(ours) and ours[i] not in kwargs and ours[i] not in theirs_all:
+                kwargs[ours[i]] = kwargs.pop(k)
+        unknown = [k for k in kwargs if k not in params]
+        if unknown:
+            names = ", ".join(f"{k}=" for k in unknown)
+            why = " (traced arrays are immutable: out= has no meaning)" if "out" in unknown else ""
+            raise FlowjitTypeError(
+                f"{label}(..., {names}) on a traced array at {loc}: flowjit's {fn.__name__} takes "
+                f"{', '.join(params)}, not {names}{why}. Drop the keyword, or apply it outside the "
+                "traced function")
+    return fn(*args, **kwargs)
+
+
+def _describe(values: Sequence[Any]) -> str:
+    return ", ".join(str(v.aval) if isinstance(v, Tracer) else type(v).__name__ for v in values)
+
+
+def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    name = ufunc.__name__
+    loc = user_location()
+    if kwargs.get("out") is not None:
+        raise FlowjitTypeError(
+            f"np.{name}(..., out=...) with a traced array ({_describe(inputs)}) at {loc}: a traced value "
+            "cannot be written into a NumPy array (an in-place operator such as `a += x` on an ndarray "
+            f"`a` does this too). Write `a = a + x`, or np.{name}(...) without out=")
+    fn = _fj_counterpart(name)
+    if method == "__call__" and fn is not None:
+        return _call_as_numpy(fn, f"np.{name}", inputs, kwargs, loc)
+    if method == "reduce" and name in _UFUNC_REDUCTIONS:
+        kwargs.setdefault("axis", 0)  # NumPy's default for ufunc.reduce (np.sum's is None)
+        return _call_as_numpy(_UFUNC_REDUCTIONS[name], f"np.{name}.reduce", inputs, kwargs, loc)
+    if method == "outer" and fn is not None and len(inputs) == 2 and not kwargs:
+        a, b = inputs
+        return fn(reshape(a, tuple(shape(a)) + (1,) * ndim(b)), b)
+    what = f"np.{name}" if method == "__call__" else f"np.{name}.{method}"
+    hint = ("flowjit has no such elementwise op" if fn is None
+            else f"flowjit traces np.{name}(...), np.{name}.outer and, for add, multiply, maximum, minimum, "
+                 "logical_and and logical_or, .reduce")
+    raise FlowjitTypeError(f"{what} on a traced array ({_describe(inputs)}) at {loc}: {hint}. Write it with "
+                           "fj functions (README: the fj.* names), or apply it outside the traced function")
+
+
+def _array_function(self: Tracer, func: Any, types: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    name = func.__name__
+    module = getattr(func, "__module__", None) or "numpy"
+    label = "np" + module.removeprefix("numpy") + "." + name  # np.sum, np.linalg.norm
+    loc = user_location()
+    fn = _fj_counterpart(name) if module in ("numpy", "numpy.linalg") else None
+    if fn is not None:
+        return _call_as_numpy(fn, label, args, dict(kwargs), loc, numpy_fn=func)
+    implementation = getattr(func, "_implementation", None)
+    if implementation is None:  # not a NumPy function: its own dispatch decides
+        return NotImplemented
+    try:  # NumPy's own code: works where it only uses the methods and attributes we have
+        return implementation(*args, **kwargs)
+    except TracerError as e:
+        raise FlowjitTypeError(
+            f"{label} on a traced array at {loc}: flowjit has no counterpart, and NumPy's {label} "
+            "needs the array's values, which are not known while tracing. Write it with fj functions "
+            "(README: the fj.* names), or apply it outside the traced function") from e
+
+
+Tracer.__array_ufunc__ = _array_ufunc  # type: ignore[assignment]
+Tracer.__array_function__ = _array_function  # type: ignore[attr-defined]

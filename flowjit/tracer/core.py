@@ -207,7 +207,8 @@ class Tracer:
 
     __slots__ = ("value", "trace", "weak")
     __array_priority__ = 1000
-    __array_ufunc__ = None  # make NumPy defer to our reflected operators
+    # __array_ufunc__ and __array_function__ (NumPy's functions on traced arrays) are set by
+    # flowjit.tracer.array_api, with the fj functions they trace as.
 
     def __init__(self, value: Value, trace: Trace, weak: bool = False):
         self.value = value

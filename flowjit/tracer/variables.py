@@ -115,6 +115,35 @@ def _install_array_methods() -> None:
     for name, fn in _METHODS.items():
         setattr(Variable, name, lambda self, *args, _fn=fn, **kwargs: _fn(self.value, *args, **kwargs))
     Variable.T = property(lambda self: self.value.T)  # type: ignore[attr-defined]
+    # NumPy's functions see the current value too: an ndarray outside a trace, a Tracer
+    # (which traces them as fj functions) inside.
+    Variable.__array_ufunc__ = _array_ufunc
+    Variable.__array_function__ = _array_function
+
+
+def _array_ufunc(self: Variable, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    out = kwargs.get("out")
+    if out is not None and any(isinstance(o, Variable) for o in (out if type(out) is tuple else (out,))):
+        # Writing the storage behind assign's back would skip what assign does in a trace.
+        raise FlowjitTypeError(f"np.{ufunc.__name__}(..., out=<Variable>): a Variable is written with "
+                               f"v.assign(np.{ufunc.__name__}(...)), not through out=")
+    return getattr(ufunc, method)(*_values(inputs), **{k: _values(v) for k, v in kwargs.items()})
+
+
+def _array_function(self: Variable, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    if isinstance(kwargs.get("out"), Variable):
+        raise FlowjitTypeError(f"np.{func.__name__}(..., out=<Variable>): a Variable is written with "
+                               f"v.assign(np.{func.__name__}(...)), not through out=")
+    return func(*_values(args), **{k: _values(v) for k, v in kwargs.items()})
+
+
+def _values(x: Any) -> Any:
+    """x with every Variable in it (also inside lists and tuples) replaced by its value."""
+    if isinstance(x, Variable):
+        return x.value
+    if type(x) in (list, tuple):
+        return type(x)(_values(e) for e in x)
+    return x
     Variable.__hash__ = object.__hash__  # identity, as for any mutable object
 
 
