@@ -135,7 +135,7 @@ from flowjit.v1.ops import (
     zeros_like,
 )
 from flowjit.v1.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue
-from flowjit.v1.session import InteractiveSession, Session, get_default_session
+from flowjit.v1.session import ConfigProto, GPUOptions, InteractiveSession, Session, get_default_session
 from flowjit.v1.train.input import random_shuffle
 from flowjit.v1.variables import (
     AUTO_REUSE,

@@ -17,6 +17,8 @@ loop share a session as they do in TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,8 +27,10 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import FlowjitError
+from flowjit.runtime.devices import device_names
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Tracer, at_location, current_trace
+from flowjit.tracer.core import device as fj_device
 from flowjit.tracer.function import TracedFunction
 from flowjit.tracer.variables import Variable as FjVariable
 from flowjit.v1 import errors
@@ -83,7 +87,10 @@ class Evaluator:
         if op.host:
             raise errors.UnimplementedError(None, op, f"{op.where()} runs on the host (a queue or py_func) and "
                                             "cannot run inside a cond branch, a loop body or a gradient")
-        with at_location(op.location):
+        # Ops inside a cond branch, a loop body or a gradient's forward pass run where the
+        # op that holds them runs (a structured op runs on one device).
+        placed = placement(op, self.root.session) if self.parent is None else contextlib.nullcontext()
+        with at_location(op.location), placed:
             try:
                 outs = op.compute(self, op, inputs)
             except errors.OpError:
@@ -114,6 +121,61 @@ class Evaluator:
         state.assign(value)
         self.assigned.add(var)
         return state.value
+
+
+# ---- devices and the session's configuration ----------------------------------------------------------
+
+_CONFIG_FIELDS = ("allow_soft_placement", "log_device_placement", "intra_op_parallelism_threads",
+                  "inter_op_parallelism_threads", "device_count", "gpu_options", "graph_options",
+                  "operation_timeout_in_ms", "use_per_session_threads")
+
+
+class ConfigProto:
+    """``tf.ConfigProto(allow_soft_placement=True, log_device_placement=True, ...)``, the
+    ``config`` of a Session. flowjit honours the placement fields: with
+    ``allow_soft_placement`` an op whose ``tf.device`` this process lacks is placed where
+    flowjit chooses instead of failing the run, and ``log_device_placement`` prints each
+    op's device as it is traced. The thread counts, ``device_count`` and ``gpu_options``
+    are accepted, so TensorFlow programs run unchanged, and have no effect: flowjit's
+    threads are ``NUMBA_NUM_THREADS`` and its devices ``fj.devices()``."""
+
+    def __init__(self, **fields: Any):
+        unknown = sorted(set(fields) - set(_CONFIG_FIELDS))
+        if unknown:
+            raise TypeError(f"tf.ConfigProto got unknown fields {unknown}; it takes {', '.join(_CONFIG_FIELDS)}")
+        self.allow_soft_placement = bool(fields.pop("allow_soft_placement", False))
+        self.log_device_placement = bool(fields.pop("log_device_placement", False))
+        self.__dict__.update(fields)
+
+
+class GPUOptions:
+    """``tf.GPUOptions(allow_growth=True, per_process_gpu_memory_fraction=0.5)``: accepted for
+    ``ConfigProto(gpu_options=...)``; flowjit's CUDA memory comes from cupy's pool."""
+
+    def __init__(self, **fields: Any):
+        self.__dict__.update(fields)
+
+
+def placement(op: Operation, session: Session | None) -> Any:
+    """The device block an op is traced in: its ``tf.device`` when this process has that
+    device; nothing when it names none (flowjit places the op), or when it names a missing
+    one and the session allows soft placement; else InvalidArgumentError, as TensorFlow's
+    hard placement."""
+    config = session.config if session is not None else None
+    if config is not None and getattr(config, "log_device_placement", False):
+        print(f"{op.name}: ({op.type}): {op.device or 'placed by flowjit'}", file=sys.stderr)
+    if not op.device:
+        return contextlib.nullcontext()
+    names = device_names()
+    if op.device in names:
+        return fj_device(op.device)
+    if config is not None and getattr(config, "allow_soft_placement", False):
+        return contextlib.nullcontext()
+    hint = " FLOWJIT_CPU_DEVICES=N makes N virtual CPU devices," if op.device.startswith("cpu:") else ""
+    raise errors.InvalidArgumentError(
+        None, op, f"Cannot assign a device for operation {op.name!r} ({op.where()}): it was explicitly assigned "
+        f"to {op.device}, but this process has {', '.join(names)}.{hint} or pass "
+        "tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) to let flowjit place it")
 
 
 # ---- plans: which ops run, in which compiled segment -----------------------------------------------------
@@ -305,8 +367,9 @@ class Session:
             if not var.shape.is_fully_defined():
                 raise errors.InvalidArgumentError(None, var.op, f"variable {var.name} has the unknown shape "
                                                   f"{var.shape}: give its initial value a fully known shape")
-            state = FjVariable(np.zeros(var.shape.as_list(), var.dtype.np), name=var.op.name,
-                               trainable=var.trainable)
+            with placement(var.op, self):  # the variable's value lives on its tf.device
+                state = FjVariable(np.zeros(var.shape.as_list(), var.dtype.np), name=var.op.name,
+                                   trainable=var.trainable)
             self._state[var] = state
         return state
 

@@ -260,6 +260,60 @@ def test_py_func_errors_surface_as_unknown_error():
             sess.run(bad)
 
 
+def _two_device_model():
+    x = tf.placeholder(tf.float32, [None, 4])
+    with tf.device("/cpu:1"):
+        w = tf.Variable(tf.ones([4, 3]), name="w")
+        h = tf.nn.relu(tf.matmul(x, w))
+    with tf.device("/device:CPU:0"):
+        y = tf.reduce_sum(h * 2.0)
+    return x, w, y, tf.train.GradientDescentOptimizer(0.1).minimize(y)
+
+
+def _executables(sess):
+    return [e.executable for plan in sess._plans.values() for step in plan.steps
+            if hasattr(step, "program") for e in step.program._cache.values()]
+
+
+def test_tf_device_places_ops_and_variables_on_those_devices(monkeypatch, capsys):
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
+    x, w, y, train = _two_device_model()
+    xs = np.ones((2, 4), np.float32)
+    with tf.Session(config=tf.ConfigProto(log_device_placement=True)) as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(y, {x: xs}) == 48.0
+        sess.run(train, {x: xs})  # dy/dw = 2 * x^T 1 = 4: w = 1 - 0.4
+        np.testing.assert_allclose(sess.run(y, {x: xs}), 2 * 6 * 4 * 0.6, rtol=1e-6)
+        assert sess._state_of(w).device == "cpu:1"
+        both = [e for e in _executables(sess) if sorted(getattr(e, "devices", [])) == ["cpu:0", "cpu:1"]]
+        assert both  # the forward pass and the training step: MatMul on cpu:1, Sum on cpu:0
+        ir = str(both[-1].function)
+        assert "@cpu:1" in ir and "send %" in ir
+    log = capsys.readouterr().err
+    assert "MatMul: (MatMul): cpu:1" in log and "Sum: (Sum): cpu:0" in log
+    assert "GradientDescent/update_w: (ApplyGradientDescent): placed by flowjit" in log
+
+
+def test_a_missing_device_fails_unless_soft_placement_is_allowed(monkeypatch):
+    monkeypatch.delenv("FLOWJIT_CPU_DEVICES", raising=False)
+    x, w, y, train = _two_device_model()
+    xs = np.ones((2, 4), np.float32)
+    with tf.Session() as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"Cannot assign a device for operation 'ones'.*assigned to cpu:1, but this "
+                                 r"process has cpu:0\. FLOWJIT_CPU_DEVICES=N.*allow_soft_placement=True"):
+            sess.run(tf.global_variables_initializer())
+    config = tf.ConfigProto(allow_soft_placement=True, intra_op_parallelism_threads=2,
+                            gpu_options=tf.GPUOptions(allow_growth=True))
+    with tf.Session(config=config) as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(y, {x: xs}) == 48.0
+        sess.run(train, {x: xs})
+        np.testing.assert_allclose(sess.run(y, {x: xs}), 28.8, rtol=1e-6)
+    with pytest.raises(TypeError, match="unknown fields.*allow_soft_placment"):
+        tf.ConfigProto(allow_soft_placment=True)
+
+
 def test_device_scopes_are_recorded_on_ops():
     with tf.device("/gpu:1"):
         a = tf.constant(1.0)
