@@ -11,7 +11,6 @@ bit-identical results.
 
 from __future__ import annotations
 
-import itertools
 import math
 import struct
 from collections.abc import Callable
@@ -619,14 +618,13 @@ def _draw(c: Ctx, p: Primitive):
     return [c.key()], {"shape": c.shape(0, 3), "dtype": c.choose(list(FLOAT_DTYPES))}
 
 
-_transfer_keys = itertools.count()
-
-
 def _recv(c: Ctx, p: Primitive):
     # A recv needs the send of its key earlier in the program (unique keys, as the
-    # partition pass makes them): emit that send here.
+    # partition pass makes them): emit that send here. The key numbers the program's sends,
+    # not a global counter: the same draws must print the same text (hypothesis replays
+    # draws and calls a program whose length changed flaky).
     v = c.value(ALL_DTYPES)
-    key = f"t{next(_transfer_keys)}"
+    key = f"t{sum(op.primitive.name == 'send' for op in c.b.block.ops)}"
     c.b.emit("send", [v], {"key": key, "dst": "cpu:1"})
     return [], {"key": key, "src": "cpu:0", "shape": v.type.shape, "dtype": v.type.dtype}
 
