@@ -180,8 +180,7 @@ class KernelWriter:
         assert template is not None
         if op.primitive.role == "convert":
             return cast_expr(names[0], in_d, out.dtype)
-        template = typed_template(template, in_d)
-        expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], template)
+        expr = re.sub(r"\b([abc])\b", lambda m: names["abc".index(m.group(1))], typed_template(template, in_d))
         return cast_expr(f"({reduce_strength(expr)})", None, out.dtype)
 
     def layout(self, op: Op, idx: list[str]) -> str:
@@ -435,9 +434,10 @@ class KernelWriter:
         head, nblocks, b, line, pg, start, e, chunk = (self.fresh(p) for p in "hnblpoec")
         views = {x: self.fresh("s") for x in inputs}
         ahead = streaming.PREFETCH_BLOCKS * block
+        arg_of = {self.arg_names[a.id]: a for a in self.block.args}
         prefetches = [f"prefetch_line({x}, {start} + {ahead + k * streaming.CHUNK_BYTES // size})"
                       for x in inputs if ahead
-                      for size in [self.block.args[int(x[2:])].type.dtype.itemsize]
+                      for size in [arg_of[x].type.dtype.itemsize]
                       for k in range(max(1, size // itemsize))]  # every line of a wider input
         wide = [w for w in work if w == "wide_vectors()"]
         work = [w for w in work if w != "wide_vectors()"]

@@ -10,6 +10,7 @@ Where NumPy widens a sum of int32 or bool to int64, so do these.
 from __future__ import annotations
 
 import builtins
+import functools
 import inspect
 import math
 from collections.abc import Sequence
@@ -1159,39 +1160,40 @@ def _fj_counterpart(name: str) -> Any:
     return fn
 
 
-def _positional_names(fn: Any) -> list[str]:
+@functools.cache
+def _parameters(fn: Any) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    """fn's parameter names and, in order, those that can be passed by position; None when
+    it takes ``**kwargs`` or has no signature (the call itself then checks)."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return []
-    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return None
+    if builtins.any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return (frozenset(p.name for p in params),
+            tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)))
 
 
-def _call_as_numpy(fn: Any, label: str, args: Sequence[Any], kwargs: dict[str, Any], loc: Any,
-                   numpy_fn: Any = None) -> Any:
+def _call_as_numpy(fn: Any, label: str, args: Sequence[Any], kwargs: dict[str, Any], numpy_fn: Any = None) -> Any:
     """fn(*args, **kwargs), after checking that fn takes every keyword NumPy was given; a
     keyword named as in NumPy (``np.sum(a=x)``, ``np.reshape(x, shape=s)``) is renamed to
     fj's parameter at the same position."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
-        params = None
-    if params is not None and not builtins.any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        ours, theirs = _positional_names(fn), _positional_names(numpy_fn) if numpy_fn is not None else []
-        theirs_all = set(inspect.signature(numpy_fn).parameters) if theirs else set()
-        for k in [k for k in kwargs if k not in params and k in theirs]:
-            i = theirs.index(k)
+    ours = _parameters(fn) if kwargs else None
+    if ours is not None:
+        theirs = _parameters(numpy_fn) if numpy_fn is not None else None
+        for k in [k for k in kwargs if k not in ours[0] and theirs is not None and k in theirs[1]]:
+            i = theirs[1].index(k)
             # the same parameter under another name: NumPy has no parameter of fj's name
-            if i < len(ours) and ours[i] not in kwargs and ours[i] not in theirs_all:
-                kwargs[ours[i]] = kwargs.pop(k)
-        unknown = [k for k in kwargs if k not in params]
+            if i < len(ours[1]) and ours[1][i] not in kwargs and ours[1][i] not in theirs[0]:
+                kwargs[ours[1][i]] = kwargs.pop(k)
+        unknown = [k for k in kwargs if k not in ours[0]]
         if unknown:
             names = ", ".join(f"{k}=" for k in unknown)
             why = " (traced arrays are immutable: out= has no meaning)" if "out" in unknown else ""
             raise FlowjitTypeError(
-                f"{label}(..., {names}) on a traced array at {loc}: flowjit's {fn.__name__} takes "
-                f"{', '.join(params)}, not {names}{why}. Drop the keyword, or apply it outside the "
-                "traced function")
+                f"{label}(..., {names}) on a traced array at {user_location()}: flowjit's {fn.__name__} "
+                f"takes {', '.join(ours[1])}, not {names}{why}. Drop the keyword, or apply it outside "
+                "the traced function")
     return fn(*args, **kwargs)
 
 
@@ -1201,18 +1203,17 @@ def _describe(values: Sequence[Any]) -> str:
 
 def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
     name = ufunc.__name__
-    loc = user_location()
     if kwargs.get("out") is not None:
         raise FlowjitTypeError(
-            f"np.{name}(..., out=...) with a traced array ({_describe(inputs)}) at {loc}: a traced value "
-            "cannot be written into a NumPy array (an in-place operator such as `a += x` on an ndarray "
-            f"`a` does this too). Write `a = a + x`, or np.{name}(...) without out=")
+            f"np.{name}(..., out=...) with a traced array ({_describe(inputs)}) at {user_location()}: a "
+            "traced value cannot be written into a NumPy array (an in-place operator such as `a += x` on "
+            f"an ndarray `a` does this too). Write `a = a + x`, or np.{name}(...) without out=")
     fn = _fj_counterpart(name)
     if method == "__call__" and fn is not None:
-        return _call_as_numpy(fn, f"np.{name}", inputs, kwargs, loc)
+        return _call_as_numpy(fn, f"np.{name}", inputs, kwargs)
     if method == "reduce" and name in _UFUNC_REDUCTIONS:
         kwargs.setdefault("axis", 0)  # NumPy's default for ufunc.reduce (np.sum's is None)
-        return _call_as_numpy(_UFUNC_REDUCTIONS[name], f"np.{name}.reduce", inputs, kwargs, loc)
+        return _call_as_numpy(_UFUNC_REDUCTIONS[name], f"np.{name}.reduce", inputs, kwargs)
     if method == "outer" and fn is not None and len(inputs) == 2 and not kwargs:
         a, b = inputs
         return fn(reshape(a, tuple(shape(a)) + (1,) * ndim(b)), b)
@@ -1220,18 +1221,18 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
     hint = ("flowjit has no such elementwise op" if fn is None
             else f"flowjit traces np.{name}(...), np.{name}.outer and, for add, multiply, maximum, minimum, "
                  "logical_and and logical_or, .reduce")
-    raise FlowjitTypeError(f"{what} on a traced array ({_describe(inputs)}) at {loc}: {hint}. Write it with "
-                           "fj functions (README: the fj.* names), or apply it outside the traced function")
+    raise FlowjitTypeError(f"{what} on a traced array ({_describe(inputs)}) at {user_location()}: {hint}. "
+                           "Write it with fj functions (README: the fj.* names), or apply it outside the "
+                           "traced function")
 
 
 def _array_function(self: Tracer, func: Any, types: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     name = func.__name__
     module = getattr(func, "__module__", None) or "numpy"
     label = "np" + module.removeprefix("numpy") + "." + name  # np.sum, np.linalg.norm
-    loc = user_location()
     fn = _fj_counterpart(name) if module in ("numpy", "numpy.linalg") else None
     if fn is not None:
-        return _call_as_numpy(fn, label, args, dict(kwargs), loc, numpy_fn=func)
+        return _call_as_numpy(fn, label, args, dict(kwargs), numpy_fn=func)
     implementation = getattr(func, "_implementation", None)
     if implementation is None:  # not a NumPy function: its own dispatch decides
         return NotImplemented
@@ -1239,7 +1240,7 @@ def _array_function(self: Tracer, func: Any, types: Any, args: Sequence[Any], kw
         return implementation(*args, **kwargs)
     except TracerError as e:
         raise FlowjitTypeError(
-            f"{label} on a traced array at {loc}: flowjit has no counterpart, and NumPy's {label} "
+            f"{label} on a traced array at {user_location()}: flowjit has no counterpart, and NumPy's {label} "
             "needs the array's values, which are not known while tracing. Write it with fj functions "
             "(README: the fj.* names), or apply it outside the traced function") from e
 

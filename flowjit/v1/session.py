@@ -90,6 +90,9 @@ class Evaluator:
         # Ops inside a cond branch, a loop body or a gradient's forward pass run where the
         # op that holds them runs (a structured op runs on one device).
         placed = placement(op, self.root.session) if self.parent is None else contextlib.nullcontext()
+        config = self.root.session.config if self.root.session is not None else None
+        if self.parent is None and getattr(config, "log_device_placement", False):
+            print(f"{op.name}: ({op.type}): {op.device or 'placed by flowjit'}", file=sys.stderr)
         with at_location(op.location), placed:
             try:
                 outs = op.compute(self, op, inputs)
@@ -162,8 +165,6 @@ def placement(op: Operation, session: Session | None) -> Any:
     one and the session allows soft placement; else InvalidArgumentError, as TensorFlow's
     hard placement."""
     config = session.config if session is not None else None
-    if config is not None and getattr(config, "log_device_placement", False):
-        print(f"{op.name}: ({op.type}): {op.device or 'placed by flowjit'}", file=sys.stderr)
     if not op.device:
         return contextlib.nullcontext()
     names = device_names()
