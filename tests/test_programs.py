@@ -28,6 +28,31 @@ def nested_pads(depth: int):
     return f
 
 
+# Reductions that reduce nothing, with the shape and dtype of their input: of a 0-d value,
+# over no axes, keeping dims, next to other outputs of one kernel, and in gradients.
+ZERO_D_REDUCTIONS: dict[str, tuple] = {
+    "sum of a 0-d value": (lambda x: (x / 100.0).sum(), ((), np.float32)),
+    "sum keepdims of a 0-d value": (lambda x: x.sum(keepdims=True), ((), np.float32)),
+    "mean of a 0-d value": (lambda x: fj.mean(x * 2), ((), np.float32)),
+    "sum over no axes of a 0-d value": (lambda x: fj.sum(x * 2, axis=()), ((), np.float32)),
+    "sum over no axes": (lambda x: fj.sum(x * 2, axis=()), ((3, 4), np.float32)),
+    "max over no axes": (lambda x: fj.max(x - 1, axis=()), ((3, 4), np.float64)),
+    "sum over no axes, int": (lambda x: fj.sum(x * 2, axis=()), ((3, 4), np.int32)),
+    "prod of a 0-d value": (lambda x: fj.prod(x * 2), ((), np.float32)),
+    "argmax of a 0-d value": (lambda x: fj.argmax(x * 2), ((), np.float32)),
+    "fused with other outputs": (lambda x: (x * 3, (x * 2).sum(), fj.mean(x + 1, keepdims=True)),
+                                 ((), np.float32)),
+    "gradient of a 0-d mean": (fj.grad(lambda x: fj.mean(fj.tanh(x) * x)), ((), np.float32)),
+    "gradient of a 0-d sum, float64": (fj.grad(lambda x: (x * x / 3.0).sum()), ((), np.float64)),
+}
+
+
+def zero_d_input(name: str) -> np.ndarray:
+    """The input of ``ZERO_D_REDUCTIONS[name]``: fixed random values of its shape and dtype."""
+    _, (shape, dtype) = ZERO_D_REDUCTIONS[name]
+    return (np.random.default_rng(3).standard_normal(shape) * 4).astype(dtype)
+
+
 def _elementwise(short: str, arity: int):
     # NumPy raises for an integer to a negative power, where flowjit defines a result
     # (tested in tests/registry), so integer programs leave pow out.

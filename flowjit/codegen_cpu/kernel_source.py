@@ -202,7 +202,7 @@ class KernelWriter:
             axes = [op.attrs["axis"] % nd]
         keep = op.attrs.get("keepdims", False)
         d = op.results[0].type.dtype
-        if not is_arg and axes == list(range(len(axes))) and len(axes) < nd:
+        if not is_arg and axes and axes == list(range(len(axes))) and len(axes) < nd:
             kept = idx[len(axes):] if keep else idx
             return cast_expr(f"{self.leading_reduction(op, axes)}[{', '.join(kept)}]", None, d)
         # The index into x: loop variables on reduced axes, the result's index elsewhere.
@@ -242,7 +242,9 @@ class KernelWriter:
         # copies) of at most 4 elements and a tree of 5+ levels: at most ~10 roundings per
         # element, NumPy's pairwise float32 sum up to 16 + log2(n / 128) (a loop that does
         # not vectorize adds its block's 128 in sequence).
-        blocked = (not is_arg and acc_d != d and d == float32
+        # A reduction over no axes (of a 0-d value, or ``axis=()``) opens no loop: it
+        # combines its one element into the start value, with no block to flush.
+        blocked = (not is_arg and axes and acc_d != d and d == float32
                    and re.fullmatch(r"acc \+ v", reducer[1]) is not None)
         # Open the loops inside the outer scope, compute x there, combine, close.
         opened = []

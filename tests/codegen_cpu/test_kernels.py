@@ -26,7 +26,7 @@ from flowjit.ir import Builder, get, interpret, new_function
 from flowjit.ir.core import Block, Value
 from flowjit.ir.types import TensorType
 from tests.registry.test_generic import _domain_inputs, one_case_per_primitive_and_dtype
-from tests.test_programs import nested_pads, programs, run_program
+from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads, programs, run_program, zero_d_input
 from tests.tracer.test_array_api import index_case
 
 CASES = one_case_per_primitive_and_dtype()
@@ -94,6 +94,20 @@ def test_benchmark_workloads_compile_and_match():
         # Every fusion of these runs as a compiled kernel: nothing fell back.
         exe = compiled._cache[next(iter(compiled._cache))].executable
         assert exe.kernels and not exe.fallbacks, exe.fallbacks
+
+
+@pytest.mark.parametrize("name", list(ZERO_D_REDUCTIONS))
+def test_reductions_of_nothing_compile_and_match_numpy(name):
+    # A float32 sum over no loop once read its block's partial sum before assigning it.
+    f, x = ZERO_D_REDUCTIONS[name][0], zero_d_input(name)
+    compiled = fj.function(f, backend="numba")
+    got, want = compiled(x), fj.function(f, interpret=True)(x)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, **_tolerance(g.dtype))
+    exe = compiled._cache[next(iter(compiled._cache))].executable
+    assert not exe.fallbacks, exe.fallbacks
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

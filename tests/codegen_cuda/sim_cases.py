@@ -60,7 +60,7 @@ from tests.codegen_cuda.helpers import (  # noqa: E402
     values_at,
 )
 from tests.registry.test_generic import one_case_per_primitive_and_dtype  # noqa: E402
-from tests.test_programs import nested_pads  # noqa: E402
+from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads, zero_d_input  # noqa: E402
 
 # The simulator's block manager polls its threads while holding the GIL; a short switch
 # interval lets the threads past a barrier run sooner (3-5x faster rows kernels).
@@ -153,6 +153,11 @@ def test_layout_ops_inside_kernels():
 def test_nested_pads():
     check_function(nested_pads(6), _f32(3, 4))
 
+
+@pytest.mark.parametrize("name", list(ZERO_D_REDUCTIONS))
+def test_reductions_of_nothing(name):
+    # Of a 0-d value, over no axes, keeping dims, beside other outputs, in gradients.
+    check_function(ZERO_D_REDUCTIONS[name][0], zero_d_input(name))
 
 def test_every_fusible_primitive_of_the_registry():
     # One case per primitive, dtype and arity of the registry's generic tests, compiled as

@@ -86,3 +86,25 @@ def test_minimize_with_a_learning_rate_schedule_fits_a_line():
     assert abs(float(w.numpy()) - 0.1) < 0.01 and abs(float(b.numpy()) - 0.3) < 0.01
     assert float(loss) < 2e-4
     assert train.trace_count == 1
+
+
+def test_adam_trains_a_digits_mlp_on_a_mean_loss():
+    # The mean of the (0-d) cross-entropy is a reduction of a 0-d value, fused into the
+    # update: its kernel once read a partial sum before assigning it and failed to compile.
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x, y = (digits.data[:128] / 16.0).astype(np.float32), digits.target[:128].astype(np.int32)
+    model = fj.nn.Sequential([fj.nn.Dense(64, 32, fj.nn.relu, key=0, name="hidden"),
+                              fj.nn.Dense(32, 10, key=1, name="logits")], name="mlp")
+    opt = optim.Adam(1e-2)
+
+    @fj.function
+    def train_step(x, y):
+        return opt.minimize(lambda: fj.mean(fj.nn.softmax_cross_entropy(model(x), y)), model.trainable_variables)
+
+    losses = [float(train_step(x, y)) for _ in range(30)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.5 * losses[0], losses
+    assert train_step.trace_count == 1
+    exe = train_step._cache[next(iter(train_step._cache))].executable
+    assert exe.kernels and not exe.fallbacks, exe.fallbacks
