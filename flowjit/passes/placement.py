@@ -5,10 +5,13 @@
 - an op the user placed (``with fj.device(...)``: its ``device`` is set when traced) keeps
   that device, which must exist and be able to run it, else PlacementError names the op,
   its line, the device and the devices that would work;
-- a Variable and its update stay together: the ``assign`` of a variable placed on a
-  device (created under ``fj.device``) goes there; ops reading a variable that the user
-  did not place go to the variable's device; an update placed elsewhere than its variable
-  is a PlacementError naming both;
+- a Variable stays where it was created: on the device of the ``fj.device`` block it was
+  created in (``fn.arg_devices``), else on ``target.default``; an op reading it elsewhere
+  gets a copy (partition's send/recv), never moves it;
+- an update of a variable (a ``stateful`` op such as ``assign``) runs on the variable's
+  device, wherever the block it was written in says (as TensorFlow runs an op on a
+  resource where the resource lives): the new value is computed where its ops are placed
+  and copied over; ops reading a variable that the user did not place go to its device;
 - every other op goes, among the devices able to run it, where a simple cost model says:
   seconds to move its inputs from where they are (bytes over the link) plus seconds to
   compute it on that device (its work over the device's speed); ties go to the device
@@ -96,29 +99,19 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
     if not placed_args and not any(explicit.values()) and target.default == "cpu:0" and only_cpus:
         return fn
 
-    def check(op: Op, device: str, why: str) -> None:
+    def check(op: Op, device: str, why: str, variable: str | None = None) -> None:
         able = [d for d in target.devices if target.feasible(op, d)]
+        # An update cannot move off its variable: the fix is where the variable is created.
+        fix = f"; create Variable {variable} under fj.device({able[0]!r})" if variable and able else ""
         if device not in target.devices:
             raise PlacementError(f"{op.name}{_where(op)} is placed on {device} ({why}), which does not exist; "
-                                 f"devices that can run it: {', '.join(able) or 'none'}")
+                                 f"devices that can run it: {', '.join(able) or 'none'}{fix}")
         if not target.feasible(op, device):
             raise PlacementError(f"{op.name}{_where(op)} is placed on {device} ({why}), which has no kernel "
-                                 f"for it; devices that can run it: {', '.join(able) or 'none'}")
+                                 f"for it; devices that can run it: {', '.join(able) or 'none'}{fix}")
 
-    var_device: dict[int, str] = {}
-    pinned: set[int] = set()
-    for a, var, d in zip(fn.args, fn.is_var, fn.arg_devices):
-        if var:
-            var_device[a.id] = d or target.default
-            if d:
-                pinned.add(a.id)
-    # An unplaced variable goes with the first op the user placed that reads or updates it.
-    for op in fn.body.ops:
-        for v in op.inputs:
-            if explicit[op.id] and v.id in var_device and v.id not in pinned:
-                var_device[v.id] = explicit[op.id]
-                pinned.add(v.id)
-    fn.arg_devices = [var_device.get(a.id) or d or target.default for a, d in zip(fn.args, fn.arg_devices)]
+    fn.arg_devices = [d or target.default for d in fn.arg_devices]
+    var_device = {a.id: d for a, var, d in zip(fn.args, fn.is_var, fn.arg_devices) if var}
     for a, d in zip(fn.args, fn.arg_devices):
         if d not in target.devices:
             raise PlacementError(f"argument %{a.name} lives on {d}, which does not exist; "
@@ -128,15 +121,10 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
     for op in fn.body.ops:
         want = explicit[op.id]
         updated = op.inputs[0] if op.primitive.kind == "stateful" and op.inputs else None
+        variable = None
         if updated is not None and updated.id in var_device:
-            home = var_device[updated.id]
-            if want and want != home:
-                raise PlacementError(
-                    f"conflicting colocation: {op.name}{_where(op)} updates Variable {updated.name or '%?'}, "
-                    f"which lives on {home}, but is placed on {want}; a Variable and its updates stay on one "
-                    "device: place the update with the variable or create the variable under that device")
-            want = home
-            why = f"with Variable {updated.name}"
+            variable = updated.name or "%?"
+            want, why = var_device[updated.id], f"with Variable {variable}"
         elif want:
             why = "fj.device"
         else:
@@ -145,7 +133,7 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
             if reads:
                 want, why = reads[0], "with the Variable it reads"
         if want:
-            check(op, want, why)
+            check(op, want, why, variable)
         else:
             want = _cheapest(op, device_of, target)
         _set_device(op, want)

@@ -4,12 +4,21 @@ and the devices that would work."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import flowjit as fj
 from flowjit.ir import parse
 from flowjit.passes.placement import DeviceTarget, PlacementError, placement
+from tests.codegen_cuda.test_cuda_backend import _env, _passed_or_skip, _pytest
+from tests.passes.variable_programs import (
+    OPTIMIZERS,
+    check_reader_elsewhere_gets_a_copy,
+    check_training_elsewhere,
+    op_devices,
+)
 
 CPUS = DeviceTarget(("cpu:0", "cpu:1", "cpu:2", "cpu:3"))
 
@@ -85,7 +94,15 @@ def test_a_device_without_a_kernel_for_the_op_names_the_devices_that_have_one():
         placement(fn, target)
 
 
-def test_conflicting_colocation_names_the_variable_and_the_update():
+def test_a_variable_stays_where_it_was_created_and_its_reader_elsewhere_gets_a_copy():
+    step = check_reader_elsewhere_gets_a_copy("cpu:1")
+    text = str(step.ir(np.full(3, 2, np.float32), stage="partition"))
+    assert re.search(r"send %w .*dst=\"?cpu:1", text) and "recv" in text, text
+
+
+def test_an_update_placed_elsewhere_runs_on_its_variables_device():
+    # As TensorFlow's resource ops: the new value is computed where the block says and
+    # copied to the variable, whose assign runs where the variable lives.
     with fj.device("cpu:2"):
         w = fj.Variable(np.zeros(3, np.float32), name="w")
 
@@ -93,11 +110,21 @@ def test_conflicting_colocation_names_the_variable_and_the_update():
     def step(x):
         with fj.device("cpu:1"):
             w.assign(w + x)
+            w.assign_add(x * 2)
         return x
 
-    with pytest.raises(PlacementError, match=r"conflicting colocation: assign at test_placement.py:\d+ updates "
-                                             r"Variable w, which lives on cpu:2, but is placed on cpu:1"):
-        step(np.ones(3, np.float32))
+    x = np.ones(3, np.float32)
+    fn = step.ir(x, stage="placement")
+    assert op_devices(fn) == [("add", "cpu:1"), ("mul", "cpu:1"), ("add", "cpu:1"), ("assign", "cpu:2")]
+    step(x)
+    step(x)
+    np.testing.assert_allclose(w.numpy(), [6, 6, 6])
+
+
+@pytest.mark.parametrize("where", [None, "cpu:0"])
+@pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
+def test_a_training_step_computed_on_another_device_updates_the_variables_where_they_live(where, opt):
+    check_training_elsewhere("cpu:1", where, OPTIMIZERS[opt])
 
 
 def test_unplaced_readers_of_a_variable_go_with_it():
@@ -130,3 +157,9 @@ def test_an_op_owning_blocks_runs_on_one_device_with_everything_inside():
     assert cond.device == "cpu:1" and {op.device for b in cond.blocks for op in b.walk()} == {"cpu:1"}
     np.testing.assert_allclose(g(p, x), np.exp(x) + 1, rtol=1e-6)
     np.testing.assert_allclose(g(np.array(False), x), x * 2 + 1)
+
+
+def test_variables_on_the_cpu_read_and_trained_on_a_simulated_gpu(tmp_path):
+    # numba reads NUMBA_ENABLE_CUDASIM when first imported: the cases run in a subprocess.
+    env = _env(tmp_path, NUMBA_ENABLE_CUDASIM="1", FLOWJIT_CUDA_SIMULATOR_DEVICES="1", FLOWJIT_CPU_DEVICES="1")
+    _passed_or_skip(_pytest("tests/passes/sim_variable_cases.py", env))

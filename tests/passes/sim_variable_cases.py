@@ -1,0 +1,70 @@
+"""Variables on the CPU read and trained on a simulated GPU: run by ``test_placement.py``
+in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` and ``FLOWJIT_CUDA_SIMULATOR_DEVICES=1``
+(numba reads the first when it is imported); skipped anywhere else.
+
+A Variable stays on the device it was created on: the ops placed on ``cuda:0`` read a
+copy of it, and its ``assign`` runs where it lives, on ``cpu:0``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from numba.core import config
+
+if not config.ENABLE_CUDASIM or os.environ.get("FLOWJIT_CUDA_SIMULATOR_DEVICES") != "1":
+    pytest.skip("run by test_placement.py with NUMBA_ENABLE_CUDASIM=1 and one simulated device",
+                allow_module_level=True)
+pytest.importorskip("numba.cuda", reason="numba has no CUDA target to simulate; install numba-cuda")
+
+import flowjit as fj  # noqa: E402
+from flowjit.passes.placement import PlacementError  # noqa: E402
+from tests.passes.variable_programs import (  # noqa: E402
+    OPTIMIZERS,
+    check_reader_elsewhere_gets_a_copy,
+    check_training_elsewhere,
+    op_devices,
+)
+
+
+def test_a_cpu_variable_read_on_the_gpu_stays_on_the_cpu():
+    check_reader_elsewhere_gets_a_copy("cuda:0")
+
+
+def test_an_update_written_on_the_gpu_is_computed_there_and_assigned_on_the_cpu():
+    w = fj.Variable(np.zeros(4, np.float32), name="w")
+
+    @fj.function
+    def step(x):
+        with fj.device("cuda:0"):
+            w.assign_add(fj.exp(x) * 2)
+        return w.value
+
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    fn = step.ir(x, stage="placement")
+    assert op_devices(fn) == [("exp", "cuda:0"), ("mul", "cuda:0"), ("add", "cuda:0"), ("assign", "cpu:0")]
+    step(x)
+    np.testing.assert_allclose(step(x), 4 * np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), 4 * np.exp(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
+def test_a_training_step_on_the_gpu_trains_variables_that_live_on_the_cpu(opt):
+    check_training_elsewhere("cuda:0", None, OPTIMIZERS[opt], rtol=2e-5)
+
+
+def test_a_variable_created_on_the_gpu_that_cannot_be_updated_there_says_where_to_create_it():
+    with fj.device("cuda:0"):
+        w = fj.Variable(np.ones(3, np.float32), name="w")
+
+    @fj.function
+    def step(x):
+        w.assign(w * x)
+        return x
+
+    with pytest.raises(PlacementError, match=r"assign at sim_variable_cases.py:\d+ is placed on cuda:0 \(with "
+                                             r"Variable w\), which has no kernel for it; devices that can run it: "
+                                             r"cpu:0; create Variable w under fj.device\('cpu:0'\)"):
+        step(np.ones(3, np.float32))
