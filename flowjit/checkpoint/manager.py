@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from flowjit.checkpoint.saving import restore, save, stale_temporaries
+from flowjit.checkpoint.saving import remove_temporary, restore, save, stale_temporaries
 
 SUFFIX = ".safetensors"
 
@@ -59,8 +59,7 @@ class CheckpointManager:
         if step < 0:
             raise ValueError(f"checkpoint steps are non-negative, not {step}")
         for leftover in stale_temporaries(self.directory, self._name_re):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+            remove_temporary(leftover)
         path = save(self.path_for(step), state, step=step, metadata=metadata)
         if self.max_to_keep is not None:
             for old in self.checkpoints[:-self.max_to_keep]:

@@ -1,23 +1,27 @@
-"""The safetensors file format, written and read with NumPy alone.
+"""Safetensors files through the ``safetensors`` library, with our own header validation.
 
 A file is an 8-byte little-endian length N, N bytes of UTF-8 JSON header, then one byte
 buffer. The header maps each tensor name to ``{"dtype", "shape", "data_offsets": [begin,
-end]}`` (offsets into the buffer) and may hold ``"__metadata__"``, a str->str map. We
-write tensors sorted by name, back to back in little-endian C order, and pad the header
-with spaces so the buffer starts 8-byte aligned. We read any file that follows the spec
-and check everything a truncated or corrupted file could break (header length, JSON,
-dtypes, shapes, offsets against the file's size) before a byte of data is used, raising
-``CheckpointError`` that names the file and the problem.
+end]}`` (offsets into the buffer) and may hold ``"__metadata__"``, a str->str map. The
+``safetensors`` library (the format's reference implementation) writes the files and
+reads the data, memory-mapped. Before it is given a file to read, ``read_header``
+checks everything a truncated or corrupted file could break (header length, JSON,
+dtypes, shapes, offsets against the file's size), reading only the header, and raises
+``CheckpointError`` naming the file and the problem: the library's own errors say less
+("incomplete metadata, file not fully covered") and do not name the file.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 from flowjit.ir.errors import FlowjitError
 
@@ -72,30 +76,20 @@ def dtype_code(dtype: np.dtype) -> str:
                               f"{', '.join(_CODE_BY_NAME)}") from None
 
 
-def write(f: BinaryIO, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` (name -> array) and the str->str ``metadata`` to the binary file
-    ``f`` in safetensors layout: header first, then every array's little-endian C-order
-    bytes in name order, so the offsets in the header are exactly the running sizes."""
-    header: dict[str, Any] = {}
-    if metadata:
-        header[METADATA_KEY] = dict(metadata)
-    ordered = []
-    offset = 0
-    for name in sorted(tensors):
-        arr = np.asarray(tensors[name])
-        code = dtype_code(arr.dtype)
+def write_file(path: str | os.PathLike[str], tensors: dict[str, np.ndarray],
+               metadata: dict[str, str] | None = None) -> None:
+    """Write ``tensors`` (name -> array of a flowjit dtype) and the str->str ``metadata``
+    to the safetensors file ``path`` with the ``safetensors`` library, which lays the
+    arrays out and pads the header so the data starts 8-byte aligned. Every array is made
+    C-contiguous first: the library copies ``nbytes`` from an array's data pointer, so a
+    strided view (a transpose, a step slice) would be written as the wrong elements."""
+    contiguous = {}
+    for name, value in tensors.items():
+        arr = np.asarray(value)
+        dtype_code(arr.dtype)
         # Not ascontiguousarray: it turns 0-d arrays into shape (1,).
-        arr = np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C")
-        header[name] = {"dtype": code, "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
-        offset += arr.nbytes
-        ordered.append(arr)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)  # the spec allows trailing spaces; they align the data
-    f.write(len(text).to_bytes(8, "little"))
-    f.write(text)
-    for arr in ordered:
-        # A uint8 view hands the bytes to write() without another copy of a large array.
-        f.write(arr.reshape(-1).view(np.uint8))
+        contiguous[name] = np.asarray(arr, order="C")
+    safetensors.numpy.save_file(contiguous, os.fspath(path), metadata=dict(metadata) if metadata else None)
 
 
 def read_header(f: BinaryIO, size: int, source: str) -> Header:
@@ -144,24 +138,25 @@ def read_header(f: BinaryIO, size: int, source: str) -> Header:
     return Header(tensors, dict(metadata), 8 + n)
 
 
-def read_tensors(f: BinaryIO, header: Header, names: list[str], source: str) -> dict[str, np.ndarray]:
-    """Read the arrays ``names`` of a validated ``header`` from ``f``, each straight into a
-    fresh aligned array (no intermediate copy of the whole buffer)."""
-    out: dict[str, np.ndarray] = {}
-    for name in sorted(names, key=lambda k: header.tensors[k].begin):
-        entry = header.tensors[name]
-        arr = np.empty(entry.shape, entry.numpy_dtype)
-        view = memoryview(arr.reshape(-1).view(np.uint8))
-        f.seek(header.data_start + entry.begin)
-        done = 0
-        while done < len(view):
-            got = f.readinto(view[done:])
-            if not got:
-                # The size was checked; a shorter read means the file changed under us.
-                raise CheckpointError(f"{source}: tensor {name!r} ends early (the file was truncated "
-                                      "while being read)")
-            done += got
-        out[name] = arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+def read_tensors(path: str | os.PathLike[str], header: Header, names: list[str], source: str) -> dict[str, np.ndarray]:
+    """Read the arrays ``names`` of the file ``path`` whose ``header`` was validated, with
+    the ``safetensors`` library (it memory-maps the file and copies each array out). The
+    library parses the header again; if that disagrees with ``header`` (tensors, dtypes,
+    shapes, metadata), the file was replaced between the two reads, and the arrays would
+    not belong to the metadata already returned: a ``CheckpointError``, nothing mixed."""
+    try:
+        with safetensors.safe_open(os.fspath(path), framework="np") as f:
+            same = sorted(f.keys()) == sorted(header.tensors) and (f.metadata() or {}) == header.metadata
+            out = {name: f.get_tensor(name) for name in names} if same else {}
+    except safetensors.SafetensorError as e:
+        # Our validation passed, so the library saw another file or a case we do not check.
+        raise CheckpointError(f"{source} is not a valid safetensors checkpoint: {e}") from None
+    # Dtypes and shapes are compared on the arrays: PySafeSlice.get_dtype is missing from
+    # older releases of the library.
+    if not same or any((arr.dtype.name, arr.shape) != (header.tensors[name].numpy_dtype.name,
+                                                        header.tensors[name].shape) for name, arr in out.items()):
+        raise CheckpointError(f"{source} changed while it was being read (another process replaced it); "
+                              "read it again")
     return out
 
 

@@ -15,7 +15,9 @@ import operator
 import os
 import re
 import secrets
+import shutil
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,8 @@ from flowjit.tracer.core import current_trace
 # only strings there).
 FLOWJIT_KEY = "flowjit"
 
-# ".<target>.tmp-<host>-<pid>-<token>": hidden, and never ending in ".safetensors", so a
-# leftover from a killed save never looks like a checkpoint.
+# ".<target>.tmp-<host>-<pid>-<token>", a save's staging directory: hidden, and never
+# ending in ".safetensors", so a leftover from a killed save never looks like a checkpoint.
 _TEMP_RE = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.*)-(?P<pid>\d+)-[0-9a-f]{8}$")
 
 
@@ -54,7 +56,7 @@ def save(path: str | os.PathLike[str], state: Any, *, step: int | None = None,
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint metadata must be JSON-serializable: {e}") from None
     arrays = {name: np.asarray(var) for name, var in variables.items()}
-    _write_atomically(path, lambda f: fmt.write(f, arrays, {FLOWJIT_KEY: header_json}))
+    _write_atomically(path, lambda tmp: fmt.write_file(tmp, arrays, {FLOWJIT_KEY: header_json}))
     return path
 
 
@@ -96,8 +98,8 @@ def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
                                   f"problem{'s' if len(problems) > 1 else ''}); nothing was restored:\n  "
                                   + "\n  ".join(problems))
         metadata = _metadata(header, str(path))
-        # Read everything before assigning anything: a read error leaves the state whole.
-        arrays = fmt.read_tensors(f, header, list(header.tensors), str(path))
+    # Read everything before assigning anything: a read error leaves the state whole.
+    arrays = fmt.read_tensors(path, header, list(header.tensors), str(path))
     for name, slot in pending.items():
         flat.variables[name] = slot.create()
     for name, var in flat.variables.items():
@@ -112,17 +114,17 @@ def load(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str,
     path = Path(path)
     with open(path, "rb") as f:
         header = fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
-        arrays = fmt.read_tensors(f, header, list(header.tensors), str(path))
+    arrays = fmt.read_tensors(path, header, list(header.tensors), str(path))
     return dict(sorted(arrays.items())), _metadata(header, str(path))
 
 
 def temporary_name(target: str) -> str:
-    """The name of a fresh temporary file for a save of ``target`` (in its directory)."""
+    """The name of a fresh staging directory for a save of ``target`` (in its directory)."""
     return f".{target}.tmp-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def stale_temporaries(directory: Path, target_re: re.Pattern[str]) -> list[Path]:
-    """Temporary files in ``directory`` for targets matching ``target_re`` left by saves of
+    """Staging directories (or temporary files) in ``directory`` for targets matching ``target_re`` left by saves of
     processes of this host that no longer run (killed mid-save). Temporaries of live
     processes, or of other hosts sharing the directory, may be saves in progress."""
     host = socket.gethostname()
@@ -135,21 +137,38 @@ def stale_temporaries(directory: Path, target_re: re.Pattern[str]) -> list[Path]
     return out
 
 
+def remove_temporary(leftover: Path) -> None:
+    """Delete a temporary of a killed save: a staging directory (or, from older versions,
+    a file), and whatever the writer left inside it. Already gone is fine."""
+    if leftover.is_dir() and not leftover.is_symlink():
+        shutil.rmtree(leftover, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+
+
 def _write_atomically(path: Path, write: Any) -> None:
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / temporary_name(path.name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    # A private staging directory, not a temporary file: the safetensors library makes its
+    # own temporary next to the name it is given (``.tmpXXXXXX``, renamed onto it), which a
+    # killed save would leave in the user's directory under a name no one can attribute.
+    staging = directory / temporary_name(path.name)
+    staging.mkdir(0o777)  # fails if it exists: the name is ours alone
+    tmp = staging / path.name
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the name points at it
+        write(tmp)
+        # The library creates its file 0600; a checkpoint gets a plain file's mode (the umask's),
+        # which the directory just made with 0777 shows.
+        os.chmod(tmp, stat.S_IMODE(staging.stat().st_mode) & 0o666)
+        fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_BINARY", 0))
+        try:
+            os.fsync(fd)  # the data is on disk before the name points at it
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    finally:
+        remove_temporary(staging)
     _fsync_directory(directory)  # ... and the rename itself survives a power loss
 
 

@@ -10,6 +10,7 @@ import random
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import safetensors.numpy as st
 
 import flowjit as fj
 from flowjit import checkpoint, optim
@@ -87,7 +89,6 @@ def test_file_layout_follows_the_spec(tmp_path):
 
 
 def test_interoperates_with_the_safetensors_package(tmp_path):
-    st = pytest.importorskip("safetensors.numpy")
     src = [fj.Variable(sample(d, (3, 2), seed=i), name=f"t{i}") for i, d in enumerate(DTYPES)]
     src.append(fj.Variable(np.float32(2.5), name="scalar"))
     ours = checkpoint.save(tmp_path / "ours.safetensors", src, step=1)
@@ -106,6 +107,46 @@ def test_interoperates_with_the_safetensors_package(tmp_path):
     for a, b in zip(src, dst):
         np.testing.assert_array_equal(b.numpy(), a.numpy())
         np.testing.assert_array_equal(arrays[a.name], a.numpy())
+
+
+def strided_views():
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    return {"transposed": base.T, "every_other": base[:, ::2], "reversed": base[::-1],
+            "column": base[:, 3], "transposed_f16": base.astype(np.float16).T,
+            "scalar_of_view": base.T[2, 1, ...], "bool_t": (base % 3 == 0).T}
+
+
+def test_non_contiguous_arrays_round_trip(tmp_path):
+    # The library copies nbytes from the data pointer: a transposed view written as is
+    # comes back in its memory order, not its element order.
+    views = strided_views()
+    assert not views["transposed"].flags.c_contiguous and views["scalar_of_view"].ndim == 0
+    path = tmp_path / "views.safetensors"
+    fmt.write_file(path, views)
+    for name, got in st.load_file(str(path)).items():
+        assert got.shape == views[name].shape and got.dtype == views[name].dtype
+        np.testing.assert_array_equal(got, views[name], err_msg=name)
+    arrays, _ = checkpoint.load(path)
+    for name, view in views.items():
+        np.testing.assert_array_equal(arrays[name], view, err_msg=name)
+
+    # The same through Variables holding views, save and restore.
+    src = [fj.Variable(v, name=k) for k, v in views.items()]
+    dst = zeros_like_vars(src)
+    checkpoint.restore(checkpoint.save(tmp_path / "vars.safetensors", src), dst)
+    for v in dst:
+        np.testing.assert_array_equal(v.numpy(), views[v.name], err_msg=v.name)
+
+
+@pytest.mark.parametrize("step", [1, 2], ids=["same metadata, other shape", "other metadata"])
+def test_a_file_replaced_between_header_and_data_is_an_error(tmp_path, step):
+    path = good_file(tmp_path)
+    with open(path, "rb") as f:
+        header = fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
+    checkpoint.save(path, [fj.Variable(np.arange(6, dtype=np.float32), name="a"),
+                           fj.Variable(np.int64(5), name="b")], step=step)
+    with pytest.raises(CheckpointError, match="changed while it was being read"):
+        fmt.read_tensors(path, header, ["a", "b"], str(path))
 
 
 # ---- names and optimizer state ------------------------------------------------------------
@@ -308,11 +349,11 @@ def test_a_failed_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monk
     path = good_file(tmp_path)
     old = path.read_bytes()
 
-    def broken_write(f, tensors, metadata=None):
-        f.write(b"partial")
+    def broken_write(path, tensors, metadata=None):
+        Path(path).write_bytes(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(fmt, "write", broken_write)
+    monkeypatch.setattr(fmt, "write_file", broken_write)
     with pytest.raises(OSError, match="disk full"):
         checkpoint.save(path, fj.Variable(np.zeros(4, np.float32), name="a"))
     assert path.read_bytes() == old
@@ -328,7 +369,7 @@ def test_save_syncs_the_file_before_the_rename_and_the_directory_after(tmp_path,
         real_fsync(fd)
 
     def replace(src, dst):
-        assert Path(src).name.startswith(".x.safetensors.tmp-")
+        assert Path(src).parent.name.startswith(".x.safetensors.tmp-")
         events.append("replace")
         real_replace(src, dst)
 
@@ -338,6 +379,15 @@ def test_save_syncs_the_file_before_the_rename_and_the_directory_after(tmp_path,
     monkeypatch.setattr(os, "replace", replace)
     checkpoint.save(tmp_path / "x.safetensors", fj.Variable(np.zeros(3), name="a"))
     assert events == ["fsync file", "replace", "fsync dir"]
+
+
+def test_a_checkpoint_has_a_plain_files_mode(tmp_path):
+    # The library creates its file 0600; a checkpoint is readable as any file the user writes.
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")
+    path = checkpoint.save(tmp_path / "m.safetensors", fj.Variable(np.zeros(2), name="a"))
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "plain"]
 
 
 # ---- the manager -------------------------------------------------------------------------
@@ -378,13 +428,17 @@ def test_manager_ignores_other_files_and_cleans_stale_temporaries(tmp_path):
     other_host = tmp_path / f".model-7.safetensors.tmp-elsewhere-{dead_pid}-0123abcd"
     unrelated = [tmp_path / n for n in ["model-x.safetensors", "ckpt-3.safetensors", "model-3.safetensors.bak",
                                         "notes.txt"]]
+    # A save stages in a directory; the library leaves its own temporary inside it.
+    stale_dir = tmp_path / f".model-8.safetensors.tmp-{host}-{dead_pid}-4567cdef"
+    stale_dir.mkdir()
+    (stale_dir / ".tmpAbC123").write_bytes(b"partial")
     for p in [stale, live, other_host, *unrelated]:
         p.write_bytes(b"junk")
     assert manager.checkpoints == [] and manager.restore(v) is None
 
     manager.save(v, 4)
     assert manager.checkpoints == [tmp_path / "model-4.safetensors"]
-    assert not stale.exists() and live.exists() and other_host.exists()
+    assert not stale.exists() and not stale_dir.exists() and live.exists() and other_host.exists()
     assert all(p.exists() for p in unrelated)
 
 
