@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 
 import numpy as np
 import pytest
@@ -433,32 +432,3 @@ def _default_error_model_loop(fn):
             out[i] = fn(a[i])
 
     return loop
-
-
-def test_speed_vs_libm_report():
-    """Times (not asserted: the report's numbers) tanh32 against math.tanh on 2**22 float32."""
-    import math as m
-
-    @njit(error_model="numpy")
-    def ours(a, out):
-        for i in range(a.size):
-            out[i] = sm.tanh32(a[i])
-
-    @njit(error_model="numpy")
-    def libm(a, out):
-        for i in range(a.size):
-            out[i] = m.tanh(a[i])
-
-    x = (np.random.default_rng(0).standard_normal(2**22) * 3).astype(np.float32)
-    out = np.empty_like(x)
-    times = {}
-    for f in (ours, libm):
-        f(x, out)
-        best = math.inf
-        for _ in range(3):
-            t = time.perf_counter()
-            f(x, out)
-            best = min(best, time.perf_counter() - t)
-        times[f.__name__] = best
-    print(f"tanh32 loop {times['ours'] * 1e3:.2f} ms, math.tanh loop {times['libm'] * 1e3:.2f} ms, "
-          f"speedup {times['libm'] / times['ours']:.1f}x")
