@@ -8,13 +8,13 @@ rule; a rule's ShapeError leaves here naming the op and the user's line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
-from flowjit.ir.errors import ShapeError
+from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.registry import Literal, Primitive, get
 from flowjit.ir.types import TensorType
 
@@ -64,10 +64,21 @@ class Emitter:
     emit one op of that primitive and return its result; ``const``, ``zeros`` and
     ``unbroadcast`` cover what almost every rule needs. Every op goes through
     ``Builder.emit``, so a gradient is ordinary, checked IR (and can be differentiated
-    again)."""
+    again). ``backward`` differentiates a nested block (the rules of ``cond``, ``while``
+    and ``scan`` need it); the autodiff pass, which sits above this layer, passes it in."""
 
-    def __init__(self, builder: Builder):
+    def __init__(self, builder: Builder, backward: Callable[..., list[Value]] | None = None):
         self.builder = builder
+        self._backward = backward
+
+    def backward(self, block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: Sequence[Value],
+                 wrt: Sequence[Value]) -> list[Value]:
+        """Append to ``block`` the ops computing the cotangents of ``wrt`` given cotangents
+        ``seeds`` of ``outputs``, through ``ops`` (``flowjit.passes.autodiff.backward``)."""
+        if self._backward is None:
+            raise AutodiffError("internal: a VJP rule differentiates a block, but its Emitter was made "
+                                "without the autodiff pass's backward (Emitter(builder, backward=...))")
+        return self._backward(block, ops, outputs, seeds, wrt)
 
     def __getattr__(self, name: str) -> Any:
         try:

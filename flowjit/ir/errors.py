@@ -59,3 +59,8 @@ class ParseError(FlowjitError, ValueError):
 
 class VerifyError(FlowjitError, ValueError):
     """A Function breaks an IR invariant (dominance, use lists, result types)."""
+
+
+class AutodiffError(FlowjitError):
+    """A gradient was asked through an op that has none (or that needs more information
+    to have one, such as a while loop without ``maximum_iterations``)."""

@@ -19,11 +19,9 @@ from collections.abc import Sequence
 
 from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Function, Op, Value
-from flowjit.ir.errors import FlowjitError
+from flowjit.ir.errors import AutodiffError
 
-
-class AutodiffError(FlowjitError):
-    """A gradient was asked through an op that has none."""
+__all__ = ["AutodiffError", "backward", "grad_function"]
 
 
 def _differentiable(v: Value) -> bool:
@@ -37,7 +35,9 @@ def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: S
     a value of ``wrt`` nothing in the region reaches gets zeros."""
     ct: dict[int, Value] = {}
     builder = Builder(block)
-    e = Emitter(builder)
+    # Rules of ops that own blocks differentiate those blocks through e.backward: the ir
+    # layer cannot import this pass, so the pass hands itself down.
+    e = Emitter(builder, backward=backward)
 
     def add(v: Value, g: Value | None) -> None:
         if g is None or not _differentiable(v):

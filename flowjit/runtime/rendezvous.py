@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import FlowjitError
+from flowjit.ir.primitives.transfer import set_channel
 
 
 class StepCancelled(FlowjitError):
@@ -100,3 +101,16 @@ def to_host(x: Any) -> np.ndarray:
     if hasattr(x, "get"):  # cupy array
         return x.get()
     return np.asarray(x)
+
+
+def _send(key: str, value: Any) -> None:
+    current().send(key, value)
+
+
+def _recv(key: str) -> np.ndarray:
+    return to_host(current().recv(key))
+
+
+# The send/recv primitives' references (the ir layer, below this one) reach the current
+# step's rendezvous through this hook.
+set_channel(_send, _recv)

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-import flowjit
 from flowjit.ir import registry
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, SourceLoc, Value
@@ -28,7 +27,8 @@ from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
 from flowjit.ir.registry import Literal
 from flowjit.ir.types import TensorType
 
-_FLOWJIT_DIR = os.path.dirname(os.path.abspath(flowjit.__file__)) + os.sep
+# The package's own directory (this file is flowjit/tracer/core.py): frames inside it are not the user's.
+_FLOWJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def user_location(skip: int = 1) -> SourceLoc | None:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.dtypes import bool_, int32
-from flowjit.ir.errors import ShapeError
+from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.registry import attr, declare, defvjp
 from flowjit.ir.types import TensorType
 
@@ -77,23 +77,23 @@ declare("cond", kind="control", rule=_cond_rule, impl=_cond_impl, arity=None, nu
         doc="cond(index, inputs...): runs branch `index` (clamped) on the inputs")
 
 
-def _differentiated(block: Any, n_inputs: int) -> Any:
+def _differentiated(e: Any, block: Any, n_inputs: int) -> Any:
     """A copy of ``block`` that also takes the cotangents of its results and returns the
-    cotangents of its first ``n_inputs`` arguments: its ops run again, then their VJPs."""
+    cotangents of its first ``n_inputs`` arguments: its ops run again, then their VJPs
+    (through ``e.backward``, the autodiff pass's, handed down with the Emitter)."""
     from flowjit.ir.core import Value, _clone_block
-    from flowjit.passes.autodiff import backward
     new = _clone_block(block, {})
     outputs = list(new.returns)
     seeds = [Value(v.type, name="ct") for v in outputs]
     new.args.extend(seeds)
-    grads = backward(new, list(new.ops), outputs, seeds, new.args[:n_inputs])
+    grads = e.backward(new, list(new.ops), outputs, seeds, new.args[:n_inputs])
     new.set_returns(grads)
     return new
 
 
 def _cond_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], index: Any, *xs: Any, blocks: Sequence[Any]) -> list:
     # The same branch runs backward: each branch block becomes its own forward and VJP.
-    branches = [_differentiated(b, len(xs)) for b in blocks]
+    branches = [_differentiated(e, b, len(xs)) for b in blocks]
     grads = e.builder.emit("cond", [index, *xs, *gs], {}, blocks=branches)
     return [None, *grads]
 
@@ -197,7 +197,7 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     saved = e.builder.emit("scan", [*carry, *xs, *consts], attrs, blocks=[saving])[k:]
     # 2. Backward, the other way: carry (ct of the carry, sums of the consts' cts);
     #    scanned (the saved carry, x, ct of y); loop constants (consts).
-    diff = _differentiated(body, k + n + m)
+    diff = _differentiated(e, body, k + n + m)
     y_types = [v.type for v in body.returns[k:]]
     ct_c = [Value(c.type, name="ct") for c in carry]
     acc = [Value(c.type, name="acc") for c in consts]
@@ -228,7 +228,6 @@ def _while_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, block
     from flowjit.ir.builder import Builder
     from flowjit.ir.core import Block, Value, clone_ops_into
     from flowjit.ir.dtypes import bool_
-    from flowjit.passes.autodiff import AutodiffError
     if maximum_iterations < 0:
         raise AutodiffError("differentiating a while_loop needs maximum_iterations=..., as in TensorFlow (the "
                             "number of steps to save); or use fj.fori_loop with Python int bounds, or fj.scan")
