@@ -1,14 +1,16 @@
 """flowjit: trace Python array programs into SSA dataflow IR and run them fast.
 
 ``import flowjit as fj``; decorate with ``@fj.function``; use ``fj.*`` with NumPy's names.
-This module only re-exports the public API.
+This module only re-exports the public API. The backends (``codegen_cpu``, ``codegen_cuda``)
+load on first use: numba (and the SciPy it pulls in) is imported by the first compile, or by
+the first ``fj.codegen_cpu`` / ``fj.cache_stats`` access, not by ``import flowjit``.
 """
+
+import importlib
+from typing import Any
 
 from flowjit import (
     checkpoint,
-    # The numba backend (the default) loads with the package, as JAX loads XLA: importing
-    # numba (and the SciPy it pulls in) is part of loading the compiler, not of a first call.
-    codegen_cpu,  # noqa: F401
     debug,
     ir,
     nn,
@@ -135,3 +137,15 @@ __version__ = "0.1.0"
 from flowjit.passes.placement import PlacementError
 from flowjit.runtime.devices import Device, DeviceError, devices
 from flowjit.tracer.core import device
+
+_LAZY_MODULES = ("codegen_cpu", "codegen_cuda")
+
+
+def __getattr__(name: str) -> Any:
+    """``fj.codegen_cpu``, ``fj.codegen_cuda`` and ``fj.cache_stats``, imported on first use
+    (a module-level ``__getattr__``, PEP 562), so ``import flowjit`` loads no compiler."""
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"flowjit.{name}")
+    if name == "cache_stats":
+        return importlib.import_module("flowjit.codegen_cpu").kernel_stats
+    raise AttributeError(f"module 'flowjit' has no attribute {name!r}")

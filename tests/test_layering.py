@@ -1,0 +1,140 @@
+"""Imports flow one way (ir <- passes <- codegen/runtime <- tracer <- nn/optim <- v1), and
+``import flowjit`` loads no compiler.
+
+The import checks read every module's source (its ast, so an import inside a function
+counts as much as one at the top), resolve relative imports, and name the file and line of
+each import against the flow.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import flowjit
+
+PACKAGE = Path(flowjit.__file__).resolve().parent
+
+# What each layer may import of flowjit (its own modules always): ``flowjit.X`` for X here.
+ALLOWED = {
+    "ir": {"ir"},
+    "passes": {"ir"},
+    "codegen_cpu": {"ir"},
+    "codegen_cuda": {"ir"},
+    "runtime": {"ir", "passes", "codegen_cpu", "codegen_cuda"},
+    "tracer": {"ir", "passes", "runtime", "debug"},
+    "debug": {"ir"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def flowjit_imports(path: Path) -> list[tuple[int, str]]:
+    """Every flowjit module ``path`` imports, anywhere in it, with the line: ``from flowjit
+    import x`` names ``flowjit.x`` when x is a module and ``flowjit`` itself otherwise."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                found.append((node.lineno, full if _is_module(full) else base))
+    return [(line, m) for line, m in found if m == "flowjit" or m.startswith("flowjit.")]
+
+
+def _layer(module: str) -> str | None:
+    """``flowjit.passes.cse`` -> ``passes``; the package itself -> None."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def against_the_flow(layer: str) -> list[str]:
+    """The imports of the modules of ``layer`` (a subpackage or a top-level module) that
+    are not in ``ALLOWED[layer]``, as ``file:line imports module``."""
+    root = PACKAGE / layer
+    files = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+    bad = []
+    for path in files:
+        for line, module in sorted(flowjit_imports(path)):
+            target = _layer(module)
+            if target != layer and target not in ALLOWED[layer]:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}")
+    return bad
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_each_layer_imports_only_the_layers_below_it(layer):
+    assert against_the_flow(layer) == []
+
+
+def test_the_checker_sees_imports_inside_functions_and_relative_ones(tmp_path, monkeypatch):
+    # The checker itself must find what it is there to find: a function-level import of
+    # an upper layer, a relative one, and `from flowjit import <not a module>`.
+    fake = tmp_path / "flowjit"
+    (fake / "ir").mkdir(parents=True)
+    (fake / "passes").mkdir()
+    for init in (fake / "__init__.py", fake / "ir" / "__init__.py", fake / "passes" / "__init__.py"):
+        init.write_text("")
+    (fake / "passes" / "autodiff.py").write_text("")
+    (fake / "ir" / "bad.py").write_text(
+        "from flowjit.ir import core\n"
+        "def f():\n    from flowjit.passes.autodiff import backward\n"
+        "from ..passes import autodiff\n"
+        "from flowjit import device\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert against_the_flow("ir") == [
+        "flowjit/ir/bad.py:3 imports flowjit.passes.autodiff",
+        "flowjit/ir/bad.py:4 imports flowjit.passes.autodiff",
+        "flowjit/ir/bad.py:5 imports flowjit",
+    ]
+
+
+def test_the_tracer_never_imports_the_flowjit_package():
+    # The package's __init__ imports the tracer; the tracer reaching back up for it would
+    # depend on the order the package happens to import its parts in.
+    uses = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in sorted((PACKAGE / "tracer").rglob("*.py"))
+            for line, m in flowjit_imports(p) if m == "flowjit"]
+    assert uses == []
+
+
+def test_import_flowjit_loads_no_compiler():
+    # numba (with llvmlite and the SciPy it pulls in) loads on the first compile.
+    prog = ("import sys, flowjit\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite', 'scipy')))")
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_backend_loads_on_first_use(tmp_path):
+    # fj.cache_stats and fj.codegen_cpu import the backend when first used, and a first
+    # compile works without anyone importing it beforehand.
+    prog = ("import sys, numpy as np, flowjit as fj\n"
+            "y = fj.function(lambda x: fj.tanh(x) + 1)(np.zeros(4, np.float32))\n"
+            "assert (y == 1).all(), y\n"
+            "s = fj.cache_stats()\n"
+            "assert s == fj.codegen_cpu.kernel_stats()\n"
+            "print(s['compiled'], s['loaded'])")
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path)))
+    assert out.stdout.split() == ["1", "0"]
