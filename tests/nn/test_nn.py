@@ -230,6 +230,84 @@ def test_conv2d_layer_matches_conv2d():
     assert c.kernel.shape == (3, 3, 3, 4)
 
 
+def _np_conv2d_tf(x, w, strides, pads, dilations):
+    """tf.nn.conv2d by a direct loop: NHWC x, HWIO w, explicit ((t, b), (l, r)) pads."""
+    (sh, sw), (dh, dw) = strides, dilations
+    xp = np.pad(x, ((0, 0), *pads, (0, 0)))
+    kh, kw = (w.shape[0] - 1) * dh + 1, (w.shape[1] - 1) * dw + 1
+    oh, ow = (xp.shape[1] - kh) // sh + 1, (xp.shape[2] - kw) // sw + 1
+    out = np.zeros((x.shape[0], oh, ow, w.shape[3]), np.float64)
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, i * sh:i * sh + kh:dh, j * sw:j * sw + kw:dw, :]
+            out[:, i, j, :] = np.einsum("nhwc,hwco->no", patch, w)
+    return out
+
+
+def _same_pads(n, k, s, d):
+    out = -(-n // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+    return (total // 2, total - total // 2)
+
+
+@pytest.mark.parametrize("strides, padding, dilations, want_strides, want_pads, want_dil", [
+    (1, "VALID", None, (1, 1), ((0, 0), (0, 0)), (1, 1)),
+    (2, "SAME", None, (2, 2), "SAME", (1, 1)),
+    ([1, 2, 1, 1], "SAME", [1, 1, 1, 1], (2, 1), "SAME", (1, 1)),
+    ((1, 2), "VALID", 2, (1, 2), ((0, 0), (0, 0)), (2, 2)),
+    ([3], [[0, 0], [1, 2], [0, 1], [0, 0]], [2], (3, 3), ((1, 2), (0, 1)), (2, 2)),
+    ([1, 1, 1, 1], "valid", [1, 2, 1, 1], (1, 1), ((0, 0), (0, 0)), (2, 1)),
+])
+def test_nn_conv2d_takes_tensorflows_arguments(strides, padding, dilations, want_strides, want_pads, want_dil):
+    x = RNG.standard_normal((2, 9, 8, 3)).astype(np.float32)
+    w = RNG.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    if want_pads == "SAME":
+        want_pads = tuple(_same_pads(n, k, s, d) for n, k, s, d in zip(x.shape[1:3], w.shape[:2], want_strides,
+                                                                       want_dil))
+    want = _np_conv2d_tf(x.astype(np.float64), w.astype(np.float64), want_strides, want_pads, want_dil)
+    got = fj.nn.conv2d(x, w, strides, padding, dilations=dilations)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    traced = fj.function(lambda x, w: fj.nn.conv2d(x, w, strides=strides, padding=padding, data_format="NHWC",
+                                                   dilations=dilations))
+    np.testing.assert_allclose(traced(x, w), want, rtol=1e-4, atol=1e-4)
+    # The same op as fj.conv2d: one conv2d primitive in the traced program.
+    assert [op.name for op in traced.ir(x, w).body.ops if op.name.startswith("conv")] == ["conv2d"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"data_format": "NCHW"}, r"data_format='NCHW' is not supported: flowjit's conv2d takes NHWC input.*"
+                              r"fj.transpose\(x, \(0, 2, 3, 1\)\)"),
+    ({"strides": [2, 1, 1, 1]}, r"strides=\[2, 1, 1, 1\] moves along the batch or channel dimension"),
+    ({"strides": [1, 1, 1, 2]}, r"strides=\[1, 1, 1, 2\] moves along the batch or channel dimension"),
+    ({"strides": [1, 1, 1]}, r"strides=\[1, 1, 1\] must be an int, 1, 2 or 4 values"),
+    ({"dilations": [1, 2, 2, 2]}, r"dilations=\[1, 2, 2, 2\] moves along the batch or channel dimension"),
+    ({"padding": "FULL"}, r"padding='FULL' must be 'SAME', 'VALID' or explicit pads"),
+    ({"padding": [[1, 0], [1, 1], [1, 1], [0, 0]]}, r"pads the batch or channel dimension"),
+    ({"padding": [[1, 1], [1, 1]]}, r"must be 'SAME', 'VALID' or four \(low, high\) pairs"),
+])
+def test_nn_conv2d_rejects_what_it_does_not_support_naming_the_shapes_and_line(kwargs, message):
+    x, w = np.ones((1, 5, 5, 2), np.float32), np.ones((3, 3, 2, 4), np.float32)
+    args = {"strides": 1, "padding": "SAME", **kwargs}
+    with pytest.raises(ValueError, match=message) as info:
+        fj.nn.conv2d(x, w, **args)
+    text = str(info.value)
+    assert text.startswith("conv2d of input [1, 5, 5, 2] and filters [3, 3, 2, 4]: "), text
+    assert "\n  at " in text and "test_nn.py:" in text, text
+
+
+def test_nn_conv2d_gradient_matches_finite_differences():
+    x = RNG.standard_normal((1, 5, 4, 2))
+    w = RNG.standard_normal((2, 3, 2, 3))
+
+    def loss(x, w):
+        return fj.sum(fj.tanh(fj.nn.conv2d(x, w, [1, 2, 1, 1], [[0, 0], [1, 0], [0, 2], [0, 0]])))
+
+    gx, gw = fj.function(fj.grad(loss, argnums=(0, 1)))(x, w)
+    f = fj.function(loss, interpret=True)
+    np.testing.assert_allclose(gx, central_differences(f, [x, w], 0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gw, central_differences(f, [x, w], 1), rtol=1e-5, atol=1e-7)
+
+
 def test_sequential_collects_variables_in_order_and_trains():
     model = fj.nn.Sequential([fj.nn.Dense(2, 8, fj.nn.relu, key=3), fj.nn.Dense(8, 1, key=4)])
     assert [v.shape for v in model.variables] == [(2, 8), (8,), (8, 1), (1,)]

@@ -1,0 +1,89 @@
+"""``fj.nn.conv2d``: the 2-D convolution as TensorFlow's ``tf.nn.conv2d`` spells it.
+
+``fj.conv2d(x, w, strides=(sh, sw), padding, dilation=(dh, dw))`` is the primitive's own
+form; ``fj.nn.conv2d(input, filters, strides, padding, data_format="NHWC",
+dilations=None)`` takes TensorFlow's arguments (strides and dilations as an int, one or
+two values, or the 4-list ``[1, sh, sw, 1]``; explicit padding as four (low, high) pairs
+in NHWC order), turns them into ``fj.conv2d``'s and calls it, so both trace the same op.
+What flowjit's conv2d does not do (NCHW, strides, dilations or pads in the batch or
+channel dimensions) is an error naming the argument, the shapes and the user's line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowjit.ir.errors import ShapeError
+from flowjit.tracer import array_api as fnp
+from flowjit.tracer.core import user_location
+
+Pads = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _error(message: str, shapes: str) -> ShapeError:
+    return ShapeError(f"conv2d{shapes}: {message}", loc=user_location())
+
+
+def _spatial(value: Any, what: str, shapes: str) -> tuple[int, int]:
+    """TensorFlow's per-dimension argument (``strides``, ``dilations``) as an (h, w) pair."""
+    vals = (value,) if isinstance(value, int) else tuple(value)
+    if not all(isinstance(v, int) or hasattr(v, "__index__") for v in vals):
+        raise _error(f"{what}={value!r} must be integers", shapes)
+    vals = tuple(int(v) for v in vals)
+    if len(vals) == 1:
+        return (vals[0], vals[0])
+    if len(vals) == 2:
+        return (vals[0], vals[1])
+    if len(vals) == 4:
+        if vals[0] != 1 or vals[3] != 1:
+            raise _error(f"{what}={list(vals)} moves along the batch or channel dimension, which conv2d does "
+                         f"not support: give [1, h, w, 1] (or just (h, w))", shapes)
+        return (vals[1], vals[2])
+    raise _error(f"{what}={list(vals)} must be an int, 1, 2 or 4 values ([1, h, w, 1])", shapes)
+
+
+def _padding(padding: Any, shapes: str) -> str | Pads:
+    """'SAME'/'VALID', or TensorFlow's explicit NHWC pads [[0, 0], [t, b], [l, r], [0, 0]]
+    as the primitive's ((t, b), (l, r))."""
+    if isinstance(padding, str):
+        if padding.upper() not in ("SAME", "VALID"):
+            raise _error(f"padding={padding!r} must be 'SAME', 'VALID' or explicit pads "
+                         "[[0, 0], [top, bottom], [left, right], [0, 0]]", shapes)
+        return padding.upper()
+    try:
+        pairs = tuple((int(lo), int(hi)) for lo, hi in padding)
+    except (TypeError, ValueError):
+        pairs = ()
+    if len(pairs) != 4:
+        raise _error(f"padding={padding!r} must be 'SAME', 'VALID' or four (low, high) pairs, one per NHWC "
+                     "dimension: [[0, 0], [top, bottom], [left, right], [0, 0]]", shapes)
+    if pairs[0] != (0, 0) or pairs[3] != (0, 0):
+        raise _error(f"padding={[list(p) for p in pairs]} pads the batch or channel dimension, which conv2d does "
+                     "not support: pad those with fj.pad first", shapes)
+    return (pairs[1], pairs[2])
+
+
+def conv2d_arguments(strides: Any, padding: Any, data_format: str = "NHWC", dilations: Any = None,
+                     shapes: str = "") -> tuple[tuple[int, int], str | Pads, tuple[int, int]]:
+    """TensorFlow's ``strides``, ``padding``, ``data_format`` and ``dilations`` as the
+    ``(strides, padding, dilation)`` of ``fj.conv2d``; ShapeError (naming the operands'
+    ``shapes``, e.g. " of input [1, 5, 5, 2] and filters [3, 3, 2, 4]", and the user's
+    line) for what it does not support."""
+    if data_format != "NHWC":
+        raise _error(f"data_format={data_format!r} is not supported: flowjit's conv2d takes NHWC input and "
+                     "HWIO filters; transpose NCHW input with fj.transpose(x, (0, 2, 3, 1)) and the result "
+                     "back with (0, 3, 1, 2)", shapes)
+    return (_spatial(strides, "strides", shapes), _padding(padding, shapes),
+            _spatial(1 if dilations is None else dilations, "dilations", shapes))
+
+
+def conv2d(input: Any, filters: Any, strides: Any, padding: Any, data_format: str = "NHWC",
+           dilations: Any = None, name: str | None = None) -> Any:
+    """2-D convolution of NHWC ``input`` with HWIO ``filters``, with TensorFlow's
+    arguments (``tf.nn.conv2d``): ``strides`` and ``dilations`` an int, an (h, w) pair or
+    ``[1, h, w, 1]``; ``padding`` ``'SAME'``, ``'VALID'`` or ``[[0, 0], [t, b], [l, r],
+    [0, 0]]``. It is ``fj.conv2d`` with those arguments converted; ``name`` is accepted
+    for TensorFlow's signature."""
+    shapes = f" of input {list(fnp.shape(input))} and filters {list(fnp.shape(filters))}"
+    st, pad, dil = conv2d_arguments(strides, padding, data_format, dilations, shapes)
+    return fnp.conv2d(input, filters, strides=st, padding=pad, dilation=dil)
