@@ -138,3 +138,66 @@ def test_the_backend_loads_on_first_use(tmp_path):
     out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
                          env=dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path)))
     assert out.stdout.split() == ["1", "0"]
+
+
+def _primitive_names(expr: ast.expr, tables: dict[str, set[str]], names: set[str]) -> set[str]:
+    """The primitive names ``expr`` spells: a string literal, a tuple/list/set of them, or a
+    module-level table (a literal holding them) by its name."""
+    if isinstance(expr, ast.Name):
+        return tables.get(expr.id, set())
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_primitive_names(e, tables, names) for e in expr.elts))
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value in names:
+        return {expr.value}
+    return set()
+
+
+def name_lookups(path: Path) -> list[str]:
+    """Where ``path`` tells a primitive by its name: ``x.name == "scan"``, ``x.name in
+    ("while", "scan")``, ``x.name in TABLE`` or ``TABLE[x.name]`` for a module-level literal
+    holding primitive names."""
+    from flowjit.ir.registry import all_primitives
+    names = {p.name for p in all_primitives()}
+    tree = ast.parse(path.read_text(), str(path))
+    tables = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            held = {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and c.value in names}
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name) and held:
+                    tables[t.id] = held
+
+    def is_name(e: ast.expr) -> bool:
+        return isinstance(e, ast.Attribute) and e.attr == "name"
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(map(is_name, sides)) and any(_primitive_names(s, tables, names) for s in sides):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and is_name(node.slice) and _primitive_names(node.value, tables, names):
+            found.append(node.lineno)
+    return [f"{path.relative_to(PACKAGE.parent)}:{line}" for line in sorted(found)]
+
+
+def test_nothing_outside_the_registry_tells_a_primitive_by_its_name():
+    # Passes, backends and the runtime ask a primitive's declared properties (kind, role,
+    # loop, ...), so a new primitive with the same properties works everywhere. The front
+    # ends (tracer, v1, nn) emit primitives by name, which is not telling them apart.
+    skip = {"primitives"}
+    files = [p for p in sorted(PACKAGE.rglob("*.py")) if not skip & set(p.relative_to(PACKAGE).parts)]
+    assert [hit for p in files for hit in name_lookups(p)] == []
+
+
+def test_the_name_lookup_check_finds_lookups(tmp_path, monkeypatch):
+    (tmp_path / "flowjit").mkdir()
+    bad = tmp_path / "flowjit" / "bad.py"
+    bad.write_text('LOOPS = ("while", "scan")\nCALLS = {"matmul": print}\n'
+                   'def f(op):\n'
+                   '    if op.name in LOOPS or op.primitive.name == "cond" or op.name in ("exp", "log"):\n'
+                   '        return CALLS[op.name]\n'
+                   '    return op.name == "float16" or op.name in CALLS\n')
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "flowjit")
+    assert name_lookups(bad) == ["flowjit/bad.py:4", "flowjit/bad.py:4", "flowjit/bad.py:4", "flowjit/bad.py:5",
+                                 "flowjit/bad.py:6"]

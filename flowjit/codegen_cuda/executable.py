@@ -3,7 +3,7 @@
 The placement pass asks ``feasible(op)`` (or ``why_not(op)`` for the reason) whether an
 op may be placed on a CUDA device; a partition placed there, once fused, becomes a
 ``CudaExecutable`` that runs its top-level ops in order: fusion ops as generated kernels
-(``compile.py``), library calls (``LIBRARY_CALLS``: matmul) through ``memory``, constants
+(``compile.py``), library calls (``LIBRARY_CALLS``, by role: matmul) through ``memory``, constants
 uploaded once, and any single elementwise/layout/reduction op left outside a fusion (a
 transpose that feeds a matmul) as a one-op kernel, and the partition pass's ``send`` and
 ``recv`` through the step's rendezvous (a received value is copied to this device). Inputs
@@ -24,10 +24,12 @@ from flowjit.codegen_cuda.kernel_source import LAYOUT_ROLES, supported
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 
-# Opaque primitives this backend has an implementation of: a library call (cuBLAS through
-# cupy) or a hand-written kernel. Opaque means "no scalar template", so whether a backend
-# can run one is the backend's own fact, kept here rather than in the registry.
-LIBRARY_CALLS: dict[str, Callable[..., Any]] = {"matmul": memory.matmul}
+# The roles of opaque primitives this backend has an implementation of: a library call
+# (cuBLAS through cupy) or a hand-written kernel. Opaque means "no scalar template", so
+# whether a backend can run one is the backend's own fact, kept here rather than in the
+# registry; what the op computes is the registry's (its role), so a new primitive of the
+# same role runs here with no change.
+LIBRARY_CALLS: dict[str, Callable[..., Any]] = {"matrix_product": memory.matmul}
 
 
 # The partition pass's cross-device edges: run through the primitives' own references
@@ -71,7 +73,7 @@ def why_not(op: Op) -> str | None:
     if prim.kind == "reduction":
         return None if prim.reducer is not None else f"{prim.name} declares no reducer"
     if prim.kind == "opaque":
-        return None if prim.name in LIBRARY_CALLS else f"the CUDA backend has no kernel for {prim.name}"
+        return None if prim.role in LIBRARY_CALLS else f"the CUDA backend has no kernel for {prim.name}"
     return f"{prim.kind} ops run on the host"
 
 
@@ -169,7 +171,7 @@ class CudaExecutable:
                 elif role == "recv":  # the reference gives host memory: copy it here
                     outs = [memory.to_device(op.primitive.impl(**op.attrs), self.index)]
                 else:
-                    outs = [LIBRARY_CALLS[op.name](*ins)]
+                    outs = [LIBRARY_CALLS[role](*ins)]
                 for r, x in zip(op.results, outs):
                     env[r.id] = x
             self._running = None

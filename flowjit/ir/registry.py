@@ -41,6 +41,12 @@ ROLES = {
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",
     "recv": "attrs key/src/shape/dtype: the value the send of the same key handed over",
+    "matrix_product": "inputs (a, b): np.matmul(a, b), batch dimensions broadcast",
+    "branch": "inputs (index, operands...): runs block `index` (an i32[], clamped to the blocks) on the operands",
+    "while_loop": "blocks (cond, body), attrs num_carry/maximum_iterations: carry = body(carry, consts) while "
+                  "cond(carry, consts) holds, at most maximum_iterations times (-1: no bound)",
+    "scan_loop": "one block, attrs num_carry/num_xs/length/reverse: carry, y = body(carry, xs[t], consts) for t "
+                 "in 0..length-1 (or back); each y stacked along a new leading axis",
 }
 # Roles whose every result element is a copy of one element of their one input.
 COPYING_ROLES = frozenset({"permute_axes", "row_major_reshape", "unit_axes_reshape", "broadcast",
@@ -180,6 +186,27 @@ def coerce_attr(prim: str, name: str, kind: str, value: Any) -> Any:
 RuleFn = Callable[..., "TensorType | Sequence[TensorType]"]
 
 
+@dataclass(frozen=True)
+class Loop:
+    """How a loop primitive's inputs split, named by the attributes that count them: the
+    first ``attrs[carry]`` inputs are the carry (every iteration rebinds it), the next
+    ``attrs[scanned]`` (when named) are sliced along their leading axis, one slice an
+    iteration, and the rest are loop constants: every block of the op receives them
+    unchanged, every iteration, as its trailing arguments at the same positions."""
+
+    carry: str
+    scanned: str | None = None
+
+    def num_carry(self, attrs: dict[str, Any]) -> int:
+        """How many leading inputs are the carry."""
+        return attrs[self.carry]
+
+    def first_constant(self, attrs: dict[str, Any]) -> int:
+        """The index of the first loop constant, among the op's inputs and its blocks' arguments."""
+        return attrs[self.carry] + (attrs[self.scanned] if self.scanned else 0)
+
+
+
 class Primitive:
     """A primitive operation, declared once with everything the system needs to know.
 
@@ -213,7 +240,9 @@ class Primitive:
     must build, compose or see through its ops. ``reducer`` (reductions): ``(init,
     combine)`` where init is a literal or ``lowest``/``highest`` (of the dtype) and combine a
     scalar template over ``acc`` and ``v``; or ``("arg", cmp)`` for an index of the first
-    element that wins comparison ``cmp`` (NaN wins, as in NumPy).
+    element that wins comparison ``cmp`` (NaN wins, as in NumPy). ``loop`` (a ``Loop``,
+    primitives whose blocks run repeatedly): which inputs are carried, scanned and constant,
+    for passes that treat every loop alike (hoisting invariants, running a loop natively).
     """
 
     def __init__(self, name: str, *, kind: str, rule: RuleFn, impl: Callable[..., Any],
@@ -225,9 +254,10 @@ class Primitive:
                  self_value: Any = None, involution: bool = False,
                  no_axes_identity: Sequence[DType] = (), role: str | None = None,
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
-                 doc: str = ""):
+                 loop: Loop | None = None, doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
+        assert loop is None or num_blocks != 0, f"{name}: a loop owns blocks"
         self.name = name
         self.kind = kind
         self.rule = rule
@@ -248,6 +278,7 @@ class Primitive:
         self.role = role
         self.reducer = reducer
         self.vjp = vjp
+        self.loop = loop
         self.doc = doc
 
     @property

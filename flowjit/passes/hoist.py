@@ -1,8 +1,10 @@
-"""``hoist_invariants``: move loop-invariant ops out of ``while`` and ``scan`` bodies.
+"""``hoist_invariants``: move loop-invariant ops out of the blocks of loops (``while``,
+``scan``: the primitives that declare a ``loop``, see ``flowjit.ir.registry.Loop``).
 
 An op in a loop's block is invariant when each of its inputs is a loop constant (a
 block argument the loop passes unchanged every iteration: the trailing inputs after the
-carry, and for ``scan`` after the scanned inputs) or the result of another invariant op.
+carried and scanned ones, as the primitive's ``loop`` declares) or the result of another
+invariant op.
 Such ops run once, before the loop, in the enclosing block; their results become new
 loop constants (new trailing inputs of the loop op, and new arguments of each of its
 blocks). Constants an invariant op reads are copied out with it, and stay inside for
@@ -20,8 +22,6 @@ from __future__ import annotations
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 
-LOOPS = ("while", "scan")
-
 
 def hoist_invariants(fn: Function) -> Function:
     """Hoist loop-invariant ops of every loop in ``fn`` (see the module docstring)."""
@@ -33,17 +33,12 @@ def _hoist_in_block(block: Block) -> None:
     for op in list(block.ops):
         for b in op.blocks:
             _hoist_in_block(b)
-        if op.name in LOOPS:
+        if op.primitive.loop is not None:
             _hoist_loop(block, op)
 
 
-def _first_constant(op: Op) -> int:
-    a = op.attrs
-    return a["num_carry"] + (a["num_xs"] if op.name == "scan" else 0)
-
-
 def _hoist_loop(block: Block, loop: Op) -> None:
-    first = _first_constant(loop)
+    first = loop.primitive.loop.first_constant(loop.attrs)
     plans = []  # per block: its invariant ops, in order
     for body in loop.blocks:
         invariant = {a.id for a in body.args[first:]}

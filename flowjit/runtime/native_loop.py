@@ -1,5 +1,7 @@
 """Native loops: a ``while`` or ``scan`` whose blocks compiled to kernels runs as one numba
-function, so an iteration costs the kernels' work and no Python.
+function, so an iteration costs the kernels' work and no Python. What each op does comes
+from its primitive's declared ``role`` (``branch``, ``while_loop``, ``scan_loop``,
+``matrix_product``, the layout roles) and ``loop``, never from its name.
 
 ``native_loop(op, runners)`` writes one numba function per block (the block's kernels
 called in its memory plan's order, outputs from ``np.empty``; a 2-D matmul as numba's
@@ -56,7 +58,7 @@ def _library_step(op: Any, ins: list[str]) -> str:
     if any(not t.shape for t in types):
         raise _NotNative(f"{op.name} on a 0-d value")
     role = op.primitive.role
-    if op.name == "matmul" and all(len(t.shape) == 2 and t.dtype.is_float and t.dtype.name != "float16"
+    if role == "matrix_product" and all(len(t.shape) == 2 and t.dtype.is_float and t.dtype.name != "float16"
                                    for t in types):
         return f"np.dot({ins[0]}, {ins[1]})"
     if role == "permute_axes" and tuple(op.attrs["perm"]) == (1, 0):
@@ -121,13 +123,13 @@ def _control_function(mod: _Module, op: Any, runners: Sequence[Any]) -> tuple[st
     def call(j: int, args: list[str]) -> str:
         return f"{blocks[j][0]}({', '.join(args + consts[j])})"
 
-    attrs = op.attrs
-    if op.name == "cond":
+    attrs, role = op.attrs, op.primitive.role
+    if role == "branch":
         lines = [f"k = {ins[0]}[0]"]
         for j in range(len(blocks) - 1):
             lines += [f"{'if' if j == 0 else 'elif'} k <= {j}:", f"    return {call(j, ins[1:])}"]
         lines.append(f"return {call(len(blocks) - 1, ins[1:])}")
-    elif op.name == "while":
+    elif role == "while_loop":
         k = attrs["num_carry"]
         carry, rest = ins[:k], ins[k:]
         limit = attrs["maximum_iterations"]
@@ -135,7 +137,7 @@ def _control_function(mod: _Module, op: Any, runners: Sequence[Any]) -> tuple[st
                  f"    if not {call(0, carry + rest)}[0][0]:", "        break",
                  f"    r = {call(1, carry + rest)}", *(f"    {c} = r[{i}]" for i, c in enumerate(carry)),
                  "    n += 1", f"return ({', '.join(carry)},)"]
-    elif op.name == "scan":
+    elif role == "scan_loop":
         k, n_xs, length = attrs["num_carry"], attrs["num_xs"], attrs["length"]
         carry, xs, rest = ins[:k], ins[k:k + n_xs], ins[k + n_xs:]
         slices = [f"{x}[t:t + 1]" if len(v.type.shape) == 1 else f"{x}[t]"
@@ -148,17 +150,18 @@ def _control_function(mod: _Module, op: Any, runners: Sequence[Any]) -> tuple[st
                   *(f"    {y}[t] = r[{k + i}]{'' if t.shape[1:] else '[0]'}" for i, (y, t) in enumerate(ys)),
                   f"return ({', '.join(carry + [y for y, _ in ys])},)"]
     else:
-        raise _NotNative(f"{op.name} is not control flow")
+        raise _NotNative(f"{op.name} (role {role}) has no native control flow here")
     mod.add(name, ins + [c for cs in consts for c in cs], lines)
     return name, [c for _, cs in blocks for c in cs]
 
 
 def native_loop(op: Any, runners: Sequence[Any]) -> Callable[..., tuple] | None:
-    """The loop ``op`` (``while`` or ``scan``) as one numba function over its compiled
-    blocks ``runners``, or None when some step has no native form here."""
+    """The loop ``op`` (``while`` or ``scan``: a primitive that declares a ``loop``) as one
+    numba function over its compiled blocks ``runners``, or None when some step has no
+    native form here."""
     from flowjit.codegen_cpu.compile import import_source, precompile, write_source
 
-    if op.name not in ("while", "scan"):
+    if op.primitive.loop is None:
         return None
     mod = _Module()
     try:
@@ -172,7 +175,7 @@ def native_loop(op: Any, runners: Sequence[Any]) -> Callable[..., tuple] | None:
     loop = getattr(import_source(path), fname)
     in_types = [v.type for v in op.inputs]
     out_types = [r.type for r in op.results]
-    k = op.attrs["num_carry"]
+    k = op.primitive.loop.num_carry(op.attrs)
 
     def run(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         arrays = [np.ascontiguousarray(np.asarray(x, t.dtype.np).reshape(t.shape or (1,)))

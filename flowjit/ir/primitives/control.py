@@ -26,7 +26,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import bool_, int32
 from flowjit.ir.errors import AutodiffError, ShapeError
-from flowjit.ir.registry import attr, declare, defvjp
+from flowjit.ir.registry import Loop, attr, declare, defvjp
 from flowjit.ir.types import TensorType
 
 
@@ -73,7 +73,7 @@ def _cond_impl(index: np.ndarray, *inputs: np.ndarray, blocks: Sequence[Any]) ->
     return tuple(_run(blocks[k], inputs))
 
 
-declare("cond", kind="control", rule=_cond_rule, impl=_cond_impl, arity=None, num_blocks=-1,
+declare("cond", kind="control", role="branch", rule=_cond_rule, impl=_cond_impl, arity=None, num_blocks=-1,
         doc="cond(index, inputs...): runs branch `index` (clamped) on the inputs")
 
 
@@ -131,7 +131,8 @@ def _while_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_carry: int,
     return tuple(carry)
 
 
-declare("while", kind="control", rule=_while_rule, impl=_while_impl, arity=None, num_blocks=2,
+declare("while", kind="control", role="while_loop", loop=Loop("num_carry"), rule=_while_rule, impl=_while_impl,
+        arity=None, num_blocks=2,
         attrs={"num_carry": attr("int"), "maximum_iterations": attr("int", -1)},
         doc="while(carry..., consts...): repeat the body on the carry while the condition holds")
 
@@ -173,7 +174,8 @@ def _scan_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_carry: int, num_x
     return tuple(carry + ys)
 
 
-declare("scan", kind="control", rule=_scan_rule, impl=_scan_impl, arity=None, num_blocks=1,
+declare("scan", kind="control", role="scan_loop", loop=Loop("num_carry", "num_xs"), rule=_scan_rule,
+        impl=_scan_impl, arity=None, num_blocks=1,
         attrs={"num_carry": attr("int"), "num_xs": attr("int"), "length": attr("int"),
                "reverse": attr("bool", False)},
         doc="scan(carry..., xs..., consts...): the body over the leading axis of xs, carrying state")

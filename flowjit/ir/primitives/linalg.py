@@ -49,7 +49,7 @@ def _matmul_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(r).astype(a.dtype, copy=False)
 
 
-declare("matmul", kind="opaque", rule=_matmul_rule, impl=_matmul_impl, arity=2,
+declare("matmul", kind="opaque", role="matrix_product", rule=_matmul_rule, impl=_matmul_impl, arity=2,
         dtypes=NUMERIC_DTYPES, differentiable=True,
         doc="[..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast as np.matmul; "
             "ints wrap")
