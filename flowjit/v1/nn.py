@@ -12,6 +12,7 @@ from typing import Any
 
 import flowjit.nn as fjnn
 from flowjit.ir.errors import FlowjitTypeError
+from flowjit.nn.conv import conv2d_arguments
 from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random as fjrandom
 from flowjit.v1 import ops
@@ -195,16 +196,18 @@ def _padding(padding: Any) -> Any:
 
 
 def conv2d(input: Any, filter: Any = None, strides: Any = None, padding: Any = None, use_cudnn_on_gpu: bool = True,
-           data_format: str = "NHWC", dilations: Any = (1, 1, 1, 1), name: str | None = None,
+           data_format: str = "NHWC", dilations: Any = None, name: str | None = None,
            filters: Any = None) -> Tensor:
-    """2-D convolution of NHWC ``input`` with an HWIO ``filter``; ``strides`` as [1, sh, sw, 1]."""
-    w = filter if filter is not None else filters
-    if data_format != "NHWC":
-        raise FlowjitTypeError(f"conv2d: data_format={data_format!r}; flowjit uses NHWC")
-    st = tuple(strides)[1:3] if len(tuple(strides)) == 4 else tuple(strides)
-    dil = tuple(dilations)[1:3] if len(tuple(dilations)) == 4 else tuple(dilations)
-    return apply("Conv2D", lambda x, k, st, pad, dil: fnp.conv2d(x, k, st, pad, dil), [input, w], name=name,
-                 st=st, pad=_padding(padding), dil=dil)
+    """2-D convolution of NHWC ``input`` with an HWIO ``filter`` (TensorFlow 2 calls it
+    ``filters``): ``fj.nn.conv2d`` in the graph, with its arguments checked here, so a
+    bad ``strides``, ``padding`` or ``data_format`` fails where the graph is built."""
+    x, w = ops._tensors(input, filter if filter is not None else filters)
+    shapes = f" of input {x.shape.as_list()} and filters {w.shape.as_list()}"
+    st, pad, dil = conv2d_arguments(strides, padding, data_format, dilations, shapes)
+    if not isinstance(pad, str):
+        pad = ((0, 0), *pad, (0, 0))  # back to TensorFlow's NHWC pairs, which fj.nn.conv2d takes
+    return apply("Conv2D", lambda x, k, st, pad, dil: fjnn.conv2d(x, k, st, pad, dilations=dil), [x, w], name=name,
+                 st=st, pad=pad, dil=dil)
 
 
 def _pool(type: str, fn: Any, value: Any, ksize: Any, strides: Any, padding: str, data_format: str,

@@ -557,11 +557,46 @@ def ones_like(tensor: Any, dtype: Any = None, name: str | None = None, optimize:
                  dtype=None if dtype is None else as_dtype(dtype))
 
 
+# tf.range's inferred dtype: the widest of its arguments' in this order, as TensorFlow's.
+_RANGE_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _range_operand(value: Any, what: str) -> np.ndarray:
+    """A tf.range argument as a 0-d array of TensorFlow's dtype for it (Python ints int32,
+    floats float32; NumPy scalars and constant Tensors keep theirs)."""
+    if isinstance(value, Tensor):
+        if value.op.type != "Const" or value.shape.as_list() != []:
+            raise FlowjitTypeError(f"tf.range: {what} is the Tensor {value.name!r} ({value.dtype}"
+                                   f"{value.shape.as_list()}), not a constant scalar: flowjit compiles static shapes, "
+                                   "so a range's length must be known when the graph is built; pass a Python "
+                                   "number, or take a slice of a long enough range")
+        value = value.op.attrs["value"]
+    arr = np.asarray(value)
+    if arr.ndim != 0 or arr.dtype.kind not in "biuf":
+        raise FlowjitTypeError(f"tf.range: {what}={value!r} must be a real scalar")
+    return arr.astype(_default_dtype(value, arr))
+
+
 def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name: str = "range") -> Tensor:  # noqa: A00
+    """``[start, start + delta, ...)`` up to ``limit`` (``tf.range(limit)`` starts at 0).
+    Its dtype is ``dtype``, else the widest of its arguments' among int32, int64,
+    float32, float64: ``tf.range(5)`` is int32 and ``tf.range(5.0)`` float32, as in
+    TensorFlow; the arguments are cast to it before the length is counted."""
     if limit is None:
         start, limit = 0, start
-    arr = np.arange(start, limit, delta)
-    return constant(arr, dtype=dtype, name=name)
+    args = [_range_operand(v, what) for v, what in ((start, "start"), (limit, "limit"), (delta, "delta"))]
+    if dtype is not None:
+        want = as_dtype(dtype).np
+    else:
+        unknown = [str(a.dtype) for a in args if a.dtype not in _RANGE_DTYPES]
+        if unknown:
+            raise FlowjitTypeError(f"tf.range: arguments of dtype {', '.join(unknown)}; tf.range infers int32, "
+                                   "int64, float32 or float64: pass dtype=")
+        want = builtins.max((a.dtype for a in args), key=_RANGE_DTYPES.index)
+    lo, hi, step = (a.astype(want)[()] for a in args)
+    if step == 0:
+        raise ValueError(f"tf.range: delta must not be 0 (start={lo}, limit={hi})")
+    return constant(np.arange(lo, hi, step, dtype=want), dtype=want, name=name)
 
 
 def linspace(start: float, stop: float, num: int, name: str | None = None) -> Tensor:
