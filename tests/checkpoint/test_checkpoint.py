@@ -57,7 +57,7 @@ def test_round_trip_every_dtype_and_shape(tmp_path, dtype):
     dst = zeros_like_vars(src)
     meta = checkpoint.restore(path, dst)
     assert meta == {"step": 7, "flowjit_version": fj.__version__, "metadata": {"note": "hi", "lr": [0.1, 2]}}
-    for a, b in zip(src, dst):
+    for a, b in zip(src, dst, strict=True):
         assert b.numpy().dtype == a.numpy().dtype and b.shape == a.shape
         np.testing.assert_array_equal(b.numpy(), a.numpy())
 
@@ -104,7 +104,7 @@ def test_interoperates_with_the_safetensors_package(tmp_path):
     assert meta == {"step": None, "flowjit_version": None, "metadata": {"origin": "safetensors"}}
     dst = zeros_like_vars(src)
     checkpoint.restore(theirs, dst)
-    for a, b in zip(src, dst):
+    for a, b in zip(src, dst, strict=True):
         np.testing.assert_array_equal(b.numpy(), a.numpy())
         np.testing.assert_array_equal(arrays[a.name], a.numpy())
 
@@ -262,7 +262,7 @@ def test_mismatch_lists_every_problem_and_restores_nothing(tmp_path):
                  "shape of shape: file (2, 2) vs state (4,)", "dtype of dtype: file int32 vs state int64"]:
         assert line in msg
     assert "same" not in msg.replace("shape of shape", "")
-    for v, b in zip(state, before):  # "same" matched, yet it was not assigned either
+    for v, b in zip(state, before, strict=True):  # "same" matched, yet it was not assigned either
         np.testing.assert_array_equal(v.numpy(), b)
 
 

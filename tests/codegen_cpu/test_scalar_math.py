@@ -325,7 +325,7 @@ def test_float64_accuracy(name, x64):
 def _check(fn, dtype, cases):
     x = np.array([c[0] for c in cases], dtype)
     got = apply(fn, x)
-    for xi, gi, (_, want) in zip(x, got, cases):
+    for xi, gi, (_, want) in zip(x, got, cases, strict=True):
         want = dtype(want)
         if np.isnan(want):
             assert np.isnan(gi), (fn, xi, gi)
@@ -388,7 +388,7 @@ def test_generic_dispatch():
 
     for value, fns in ((np.float32(0.75), F32_NAMES), (0.75, F64_NAMES)):
         got = call(value)
-        for g, name in zip(got, ("exp", "expm1", "log", "tanh", "logistic", "erf")):
+        for g, name in zip(got, ("exp", "expm1", "log", "tanh", "logistic", "erf"), strict=True):
             assert g == apply(fns[name], np.array([value], type(value)))[0], name
     float32, float64 = (sig.return_type.dtype for sig in call.nopython_signatures)
     assert (str(float32), str(float64)) == ("float32", "float64")  # computed in the argument's precision

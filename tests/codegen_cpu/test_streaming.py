@@ -98,7 +98,7 @@ def test_only_one_dimensional_float_elementwise_kernels_stream(f, monkeypatch):
     g = fj.function(f)
     assert "stream_chunk(" not in g.kernels(x)
     got, want = g(x), fj.function(f, interpret=True)(x)
-    for a, b in zip(*((r,) if not isinstance(r, tuple) else r for r in (got, want))):
+    for a, b in zip(*((r,) if not isinstance(r, tuple) else r for r in (got, want)), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 

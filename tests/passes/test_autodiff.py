@@ -126,7 +126,7 @@ def test_vjp_matches_central_finite_differences(case):
     g = grad_function(fn, wrt)
     verify(g)
     got = interpret(g, arrays)[1:]
-    for i, analytic in zip(wrt, got):
+    for i, analytic in zip(wrt, got, strict=True):
         fd = central_differences(lambda *xs: interpret(fn, xs)[0], arrays, i, EPS)
         np.testing.assert_allclose(analytic, fd, rtol=1e-5, atol=1e-6, err_msg=f"{case.id or case.prim} input {i}")
 

@@ -25,7 +25,7 @@ def check(src: str, expected: str, **kwargs) -> None:
         constant_fold(fn, **kwargs)
     verify(fn)
     assert str(fn) == expected
-    for a, b in zip(before, interpret(fn, args)):
+    for a, b in zip(before, interpret(fn, args), strict=True):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     assert str(constant_fold(fn, **kwargs)) == expected
 

@@ -342,7 +342,7 @@ def _fusion(draw, b: Builder, pool: list, x) -> list:
 
 def assert_same_results(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         g, e = np.asarray(g), np.asarray(e)
         assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, g.shape, e.dtype, e.shape)
         assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(e).tobytes(), (g, e)

@@ -118,7 +118,7 @@ def test_fusion_is_exact_on_random_programs(program, seed):
     assert all(op.primitive.kind not in ("elementwise", "layout", "reduction")
                or all(u.primitive.kind == "opaque" for r in op.results for u, _ in r.uses)
                for op in fused.body.ops)
-    for a, b in zip(interpret(fused, inputs), interpret(traced, inputs)):
+    for a, b in zip(interpret(fused, inputs), interpret(traced, inputs), strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -71,5 +71,5 @@ def test_scan_bodies_are_hoisted_and_results_stay_the_same():
     (scan,) = [op for op in hoisted.body.ops if op.name == "scan"]
     inside = [op.name for op in scan.blocks[0].ops]
     assert "exp" not in inside and "transpose" not in inside and inside.count("reduce_sum") == 1  # h.sum()
-    for got, want in zip(fj.function(f)(xs, w), fj.function(f, interpret=True)(xs, w)):
+    for got, want in zip(fj.function(f)(xs, w), fj.function(f, interpret=True)(xs, w), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -57,7 +57,7 @@ def _check_same_results(before, after, seed: int = 0, trials: int = 3) -> None:
         want = interpret(before, inputs)
         got = interpret(after, inputs)
         assert len(want) == len(got)
-        for w, g in zip(want, got):
+        for w, g in zip(want, got, strict=True):
             assert _same(w, g), (w, g)
 
 

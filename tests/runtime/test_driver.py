@@ -36,7 +36,7 @@ def test_driver_matches_interpreter_and_results_are_fresh(name):
     want = fj.function(prog, interpret=True)(a, b)
     for _ in range(3):  # the first call warms the kernels, the others run the driver
         got = f(a, b)
-        for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want))):
+        for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want)), strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12)
             assert not np.may_share_memory(g, a) and not np.may_share_memory(g, b)
     assert "def driver(" in f.kernels(a, b)
@@ -51,7 +51,7 @@ def test_a_kernel_with_outputs_of_several_dtypes_allocates_each_its_own():
     g = fj.function(f)
     assert [op.name for op in g.ir(x, stage="fused").body.ops] == ["fusion"]
     for _ in range(3):  # the first call compiles; the driver runs the later ones
-        for got, want in zip(g(x), (x > 0, np.where(x > 0, x, 0.0), (x * 2).astype(np.int32))):
+        for got, want in zip(g(x), (x > 0, np.where(x > 0, x, 0.0), (x * 2).astype(np.int32)), strict=True):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
 

@@ -208,7 +208,7 @@ def _check_gradients(f, args, compiled=True):
     grads = fj.grad(f, argnums=tuple(range(len(args))))(*args)
     if compiled:
         again = fj.function(fj.grad(f, argnums=tuple(range(len(args)))))(*args)
-        for a, b in zip(grads, again):
+        for a, b in zip(grads, again, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(g, central_differences(f, args, i), rtol=1e-6, atol=1e-7)

@@ -31,7 +31,7 @@ def same(np_version, fj_version, *args, interpret=False):
     want = fj.function(fj_version, interpret=interpret)(*args)
     if isinstance(want, (tuple, list)):
         assert len(got) == len(want)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
     else:
         np.testing.assert_array_equal(got, want)
