@@ -25,6 +25,7 @@ from tests.passes.variable_programs import (  # noqa: E402
     OPTIMIZERS,
     check_reader_elsewhere_gets_a_copy,
     check_training_elsewhere,
+    check_v1_readers_elsewhere,
     op_devices,
 )
 
@@ -73,22 +74,4 @@ def test_a_variable_created_on_the_gpu_that_cannot_be_updated_there_says_where_t
 def test_v1_tf_device_gpu_around_the_readers_of_a_cpu_variable():
     import flowjit.v1 as tf
 
-    tf.reset_default_graph()
-    x = tf.placeholder(tf.float32, [None, 4])
-    w = tf.Variable(tf.ones([4, 3]), name="w")
-    with tf.device("/gpu:0"):
-        y = tf.reduce_sum(tf.nn.relu(tf.matmul(x, w)) * 2.0)
-        train = tf.train.GradientDescentOptimizer(0.1).minimize(y)
-    xs = np.ones((2, 4), np.float32)
-    with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
-        assert sess.run(y, {x: xs}) == 48.0
-        sess.run(train, {x: xs})
-        np.testing.assert_allclose(sess.run(y, {x: xs}), 28.8, rtol=1e-6)
-        np.testing.assert_allclose(sess.run(w), np.full((4, 3), 0.6), rtol=1e-6)
-        programs = [e.executable.function for plan in sess._plans.values() for step in plan.steps
-                    if hasattr(step, "program") for e in step.program._cache.values()]
-    (step,) = [fn for fn in programs if "assign" in str(fn) and "matmul" in str(fn)]
-    devices = op_devices(step)
-    assert [d for name, d in devices if name == "assign"] == ["cpu:0"], devices
-    assert ("matmul", "cuda:0") in devices
+    check_v1_readers_elsewhere(tf, "/gpu:0")

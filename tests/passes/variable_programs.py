@@ -73,3 +73,32 @@ def check_training_elsewhere(device: str, where: str | None, make_opt, rtol: flo
 
 
 OPTIMIZERS = {"sgd": lambda: fj.optim.SGD(0.1), "adam": lambda: fj.optim.Adam(0.01)}
+
+
+def check_v1_readers_elsewhere(tf, readers_on: str, variable_on: str | None = None) -> None:
+    """flowjit.v1 (passed as ``tf``): a variable created under ``tf.device(variable_on)``
+    (None: no device, so cpu:0), read and trained under ``tf.device(readers_on)``, stays
+    on cpu:0 with its assign while the forward and backward pass run on ``readers_on``."""
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float32, [None, 4])
+    with tf.device(variable_on):
+        w = tf.Variable(tf.ones([4, 3]), name="w")
+    with tf.device(readers_on):
+        y = tf.reduce_sum(tf.nn.relu(tf.matmul(x, w)) * 2.0)
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(y)
+    xs = np.ones((2, 4), np.float32)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(y, {x: xs}) == 48.0
+        sess.run(train, {x: xs})  # dy/dw = 2 * x^T 1 = 4: w = 1 - 0.4
+        np.testing.assert_allclose(sess.run(y, {x: xs}), 2 * 6 * 4 * 0.6, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(w), np.full((4, 3), 0.6), rtol=1e-6)
+        assert sess._state_of(w).device in (None, "cpu:0")
+        programs = [e.executable.function for plan in sess._plans.values() for step in plan.steps
+                    if hasattr(step, "program") for e in step.program._cache.values()]
+    (step,) = [fn for fn in programs if "assign" in str(fn) and "matmul" in str(fn)]
+    devices = op_devices(step)
+    on = readers_on.lstrip("/").replace("gpu", "cuda")  # flowjit's name of the device
+    assert [d for name, d in devices if name == "assign"] == ["cpu:0"], devices
+    assert {d for name, d in devices if name != "assign"} == {on}, devices
+    assert step.arg_devices[step.is_var.index(True)] == "cpu:0"

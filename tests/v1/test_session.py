@@ -11,6 +11,7 @@ import pytest
 import flowjit as fj
 import flowjit.v1 as tf
 from flowjit.codegen_cpu import kernel_stats
+from tests.passes.variable_programs import check_v1_readers_elsewhere
 
 
 @pytest.fixture(autouse=True)
@@ -314,34 +315,12 @@ def test_a_missing_device_fails_unless_soft_placement_is_allowed(monkeypatch):
         tf.ConfigProto(allow_soft_placment=True)
 
 
-def _op_devices(fn):
-    return [(op.name, op.device) for op in fn.body.ops if op.name not in ("send", "recv", "constant")]
-
-
 @pytest.mark.parametrize("variable_on", [None, "/cpu:0"])
 def test_tf_device_around_the_readers_leaves_the_variable_where_it_was_created(monkeypatch, variable_on):
     # As fj.device: the variable and its update stay on its device (cpu:0); the readers
     # and the gradient run on cpu:1 with a copy of it.
     monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
-    x = tf.placeholder(tf.float32, [None, 4])
-    with tf.device(variable_on):
-        w = tf.Variable(tf.ones([4, 3]), name="w")
-    with tf.device("/cpu:1"):
-        y = tf.reduce_sum(tf.nn.relu(tf.matmul(x, w)) * 2.0)
-        train = tf.train.GradientDescentOptimizer(0.1).minimize(y)
-    xs = np.ones((2, 4), np.float32)
-    with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
-        assert sess.run(y, {x: xs}) == 48.0
-        sess.run(train, {x: xs})
-        np.testing.assert_allclose(sess.run(y, {x: xs}), 2 * 6 * 4 * 0.6, rtol=1e-6)
-        np.testing.assert_allclose(sess.run(w), np.full((4, 3), 0.6), rtol=1e-6)
-        assert sess._state_of(w).device in (None, "cpu:0")
-        (step,) = [e for e in _executables(sess) if "assign" in str(e.function) and "matmul" in str(e.function)]
-        devices = _op_devices(step.function)
-        assert [d for name, d in devices if name == "assign"] == ["cpu:0"], devices
-        assert {d for name, d in devices if name != "assign"} == {"cpu:1"}, devices
-        assert step.function.arg_devices[step.function.is_var.index(True)] == "cpu:0"
+    check_v1_readers_elsewhere(tf, "/cpu:1", variable_on)
 
 
 def test_device_scopes_are_recorded_on_ops():
