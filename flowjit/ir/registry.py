@@ -206,7 +206,6 @@ class Loop:
         return attrs[self.carry] + (attrs[self.scanned] if self.scanned else 0)
 
 
-
 class Primitive:
     """A primitive operation, declared once with everything the system needs to know.
 
@@ -221,7 +220,8 @@ class Primitive:
     emits and returns one cotangent per input, with that input's type (None: no
     gradient flows there). For a primitive that owns blocks the rule is
     ``vjp(e, gs, ys, *xs, blocks, **attrs)`` with a cotangent for every result (zeros where
-    none flows). An op of a primitive with ``num_blocks`` owns
+    none flows); it differentiates a block with ``e.backward``, which the autodiff pass
+    hands down (this layer cannot import it). An op of a primitive with ``num_blocks`` owns
     that many blocks (``-1``: one or more), isolated from above (they see only their own
     arguments); its rule and impl then also receive ``blocks``.
 
