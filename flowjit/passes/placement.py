@@ -6,8 +6,9 @@
   that device, which must exist and be able to run it, else PlacementError names the op,
   its line, the device and the devices that would work;
 - a Variable stays where it was created: on the device of the ``fj.device`` block it was
-  created in (``fn.arg_devices``), else on ``target.default``; an op reading it elsewhere
-  gets a copy (partition's send/recv), never moves it;
+  created in (``fn.arg_devices``), else on ``target.default`` (or, when that device cannot
+  run its updates, the first device that can); an op reading it elsewhere gets a copy
+  (partition's send/recv), never moves it;
 - an update of a variable (a ``stateful`` op such as ``assign``) runs on the variable's
   device, wherever the block it was written in says (as TensorFlow runs an op on a
   resource where the resource lives): the new value is computed where its ops are placed
@@ -110,7 +111,20 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
             raise PlacementError(f"{op.name}{_where(op)} is placed on {device} ({why}), which has no kernel "
                                  f"for it; devices that can run it: {', '.join(able) or 'none'}{fix}")
 
-    fn.arg_devices = [d or target.default for d in fn.arg_devices]
+    updates: dict[int, list[Op]] = {}
+    for op in fn.body.ops:
+        if op.primitive.kind == "stateful" and op.inputs:
+            updates.setdefault(op.inputs[0].id, []).append(op)
+
+    def home(a: Value, var: bool, d: str | None) -> str:
+        # A variable that names no device lives on the default one, unless that device
+        # cannot update it (no CUDA assign): then where its updates can run, the host first.
+        if d or not var or all(target.feasible(u, target.default) for u in updates.get(a.id, [])):
+            return d or target.default
+        able = [t for t in target.devices if all(target.feasible(u, t) for u in updates[a.id])]
+        return able[0] if able else target.default
+
+    fn.arg_devices = [home(a, var, d) for a, var, d in zip(fn.args, fn.is_var, fn.arg_devices)]
     var_device = {a.id: d for a, var, d in zip(fn.args, fn.is_var, fn.arg_devices) if var}
     for a, d in zip(fn.args, fn.arg_devices):
         if d not in target.devices:

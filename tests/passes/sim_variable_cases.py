@@ -75,3 +75,24 @@ def test_v1_tf_device_gpu_around_the_readers_of_a_cpu_variable():
     import flowjit.v1 as tf
 
     check_v1_readers_elsewhere(tf, "/gpu:0")
+
+
+def test_a_variable_created_with_no_device_stays_on_the_cpu_when_the_default_device_cannot_update_it():
+    # fj.function(device="cuda:0") makes cuda:0 where arguments live, but flowjit's CUDA
+    # backend has no assign: a variable that names no device stays where its updates run.
+    w = fj.Variable(np.ones(3, np.float32), name="w")
+    c = fj.Variable(np.ones(3, np.float32), name="c")  # only read: it lives on the default device
+
+    def step(x):
+        y = w * x + c
+        w.assign(w + 1)
+        return y
+
+    step = fj.function(step, device="cuda:0")
+    x = np.full(3, 2, np.float32)
+    fn = step.ir(x, stage="placement")
+    assert fn.arg_devices == ["cuda:0", "cpu:0", "cuda:0"]
+    assert [d for name, d in op_devices(fn) if name == "assign"] == ["cpu:0"]
+    np.testing.assert_allclose(step(x), [3, 3, 3])
+    np.testing.assert_allclose(step(x), [5, 5, 5])
+    np.testing.assert_allclose(w.numpy(), [3, 3, 3])
