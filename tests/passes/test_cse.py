@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import flowjit as fj
 from flowjit.ir import Block, Builder, Function, Value, get, interpret, new_function, parse, verify
 from flowjit.ir.dtypes import from_short
+from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import all_primitives, broadcast_shapes
 from flowjit.ir.types import TensorType
 from flowjit.passes.cse import cse
@@ -312,7 +313,7 @@ def _broadcasts(a: tuple, c: tuple) -> bool:
     try:
         broadcast_shapes(a, c)
         return True
-    except Exception:
+    except ShapeError:
         return False
 
 

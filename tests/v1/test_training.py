@@ -132,7 +132,7 @@ def test_cond_runs_one_branch_and_differentiates_it():
     pair = tf.cond(x > 0.0, lambda: (x, x + 1.0), lambda: (x - 1.0, x))
     with tf.Session() as sess:
         assert [float(v) for v in sess.run(pair, {x: -2.0})] == [-3.0, -2.0]
-    with pytest.raises(Exception, match="different structures or dtypes"):
+    with pytest.raises(TypeError, match="different structures or dtypes"):
         tf.cond(p, lambda: x, lambda: (x, x))
 
 
