@@ -25,19 +25,12 @@ from flowjit.codegen_cpu.compile import supported, warm
 from flowjit.ir import Builder, get, interpret, new_function
 from flowjit.ir.core import Block, Value
 from flowjit.ir.types import TensorType
+from tests.registry.case import kernel_tolerance
 from tests.registry.test_generic import _domain_inputs, one_case_per_primitive_and_dtype
 from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads, programs, run_program, zero_d_input
 from tests.tracer.test_array_api import index_case
 
 CASES = one_case_per_primitive_and_dtype()
-
-
-def _tolerance(dtype: np.dtype) -> dict:
-    if dtype == np.float32:
-        return {"rtol": 2e-5, "atol": 1e-6}
-    if dtype == np.float64:
-        return {"rtol": 1e-12, "atol": 1e-13}
-    return {"rtol": 0, "atol": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +62,7 @@ def test_kernel_matches_interpreter(case):
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype
         if g.dtype.kind == "f":
-            np.testing.assert_allclose(g, e, equal_nan=True, **_tolerance(g.dtype))
+            np.testing.assert_allclose(g, e, equal_nan=True, **kernel_tolerance(g.dtype))
         else:
             np.testing.assert_array_equal(g, e)
 
@@ -105,7 +98,7 @@ def test_reductions_of_nothing_compile_and_match_numpy(name):
     got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        np.testing.assert_allclose(g, w, **_tolerance(g.dtype))
+        np.testing.assert_allclose(g, w, **kernel_tolerance(g.dtype))
     exe = compiled._cache[next(iter(compiled._cache))].executable
     assert not exe.fallbacks, exe.fallbacks
 
@@ -170,7 +163,7 @@ def test_softmax_computes_each_exp_once_over_the_last_axis(axis, dtype):
     f = fj.function(lambda x: _softmax(x, axis), backend="numba")
     got = f(x)
     want = fj.function(lambda x: _softmax(x, axis), interpret=True)(x)
-    np.testing.assert_allclose(got, want, equal_nan=True, **_tolerance(np.dtype(dtype)))
+    np.testing.assert_allclose(got, want, equal_nan=True, **kernel_tolerance(np.dtype(dtype)))
     source = f.kernels(x)
     exps = source.count("exp32(") + source.count("exp64(")
     # Over the last axis the summed exps are stored in the output and divided in place;

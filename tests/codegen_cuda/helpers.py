@@ -17,6 +17,7 @@ from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.interpreter import run_op
 from flowjit.ir.registry import get
 from flowjit.ir.types import TensorType
+from tests.registry.case import kernel_tolerance
 from tests.registry.test_generic import _domain_inputs
 
 
@@ -54,25 +55,14 @@ def case_block(case) -> tuple[Block, Function, list[np.ndarray]]:
     return body, fn, arrays
 
 
-def tolerance(dtype: np.dtype) -> dict:
-    """float32: rtol 2e-5, atol 1e-6 (float32 sums in a different order than NumPy's pairwise
-    ones; on a GPU, libdevice's functions within a few ulp of NumPy's); float64: 1e-12;
-    ints and bools exact."""
-    if dtype == np.float32:
-        return {"rtol": 2e-5, "atol": 1e-6}
-    if dtype == np.float64:
-        return {"rtol": 1e-12, "atol": 1e-13}
-    return {"rtol": 0, "atol": 0}
-
-
 def assert_matches(got: list[np.ndarray], want: list[np.ndarray]) -> None:
-    """Same shapes and dtypes, values within ``tolerance`` (nan where nan)."""
+    """Same shapes and dtypes, values within ``kernel_tolerance`` (nan where nan)."""
     assert len(got) == len(want)
     for g, w in zip(got, want):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         if g.dtype.kind == "f":
-            np.testing.assert_allclose(g, w, equal_nan=True, **tolerance(g.dtype))
+            np.testing.assert_allclose(g, w, equal_nan=True, **kernel_tolerance(g.dtype))
         else:
             np.testing.assert_array_equal(g, w)
 

@@ -9,7 +9,7 @@ at a few hundred elements; rows kernels get 8 threads and elementwise ones 32, i
 most 4 blocks, so the grid-stride loops over elements and rows and the strided column
 loops all take more than one trip.
 
-Tolerances (``helpers.tolerance``): float32 rtol 2e-5, atol 1e-6; float64 1e-12; ints
+Tolerances (``tests.registry.case.kernel_tolerance``): float32 rtol 2e-5, atol 1e-6; float64 1e-12; ints
 and bools exact.
 """
 

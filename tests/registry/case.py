@@ -74,3 +74,15 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...], d: str) -> np
     if dt.is_int:
         return rng.integers(-10, 11, size=shape).astype(dt.np)
     return rng.random(shape) < 0.5
+
+
+def kernel_tolerance(dtype: np.dtype) -> dict:
+    """How far a compiled kernel's result may be from the interpreter's: float32 rtol 2e-5,
+    atol 1e-6 (float32 sums add float32 blocks in float64 where NumPy sums pairwise in
+    float32; transcendental functions within a few ulp of NumPy's, libdevice's on a GPU);
+    float64 rtol 1e-12, atol 1e-13; ints and bools exact."""
+    if dtype == np.float32:
+        return {"rtol": 2e-5, "atol": 1e-6}
+    if dtype == np.float64:
+        return {"rtol": 1e-12, "atol": 1e-13}
+    return {"rtol": 0, "atol": 0}

@@ -22,7 +22,7 @@ from flowjit.codegen_cpu.compile import precompile
 from flowjit.ir.registry import get
 from flowjit.runtime.executable import _signature
 from flowjit.tracer.core import bind
-from tests.registry.case import Case
+from tests.registry.case import Case, kernel_tolerance
 from tests.registry.test_generic import ALL_CASES, _domain_inputs, _tolerance
 
 
@@ -40,16 +40,6 @@ def case_function(case: Case, **options) -> fj.function:
 
     one_op.__name__ = f"case_{case.prim}"
     return fj.function(one_op, **options)
-
-
-def _kernel_tolerance(dtype: np.dtype) -> dict:
-    # float32 kernels sum in float32 blocks added in float64 (NumPy pairwise in float32)
-    # and their transcendental functions are within a few ulp of NumPy's.
-    if dtype == np.float32:
-        return {"rtol": 2e-5, "atol": 1e-6}
-    if dtype == np.float64:
-        return {"rtol": 1e-12, "atol": 1e-13}
-    return {"rtol": 0, "atol": 0}
 
 
 class Compiled:
@@ -105,7 +95,7 @@ def test_case_compiled_matches_interpreter_and_numpy(compiled, k):
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         if g.dtype.kind == "f":
-            np.testing.assert_allclose(g, w, equal_nan=True, **_kernel_tolerance(g.dtype))
+            np.testing.assert_allclose(g, w, equal_nan=True, **kernel_tolerance(g.dtype))
         else:
             np.testing.assert_array_equal(g, w)
     exe = f._cache[next(iter(f._cache))].executable
