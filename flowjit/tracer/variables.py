@@ -37,7 +37,9 @@ class Variable:
         self.name = name or f"variable_{next(_names)}"
         self.trainable = trainable
         self.type = TensorType(self._value.shape, as_dtype(self._value.dtype))
-        # The device it lives on: the enclosing fj.device block's, like TF's variables.
+        # The device it lives on: the enclosing fj.device block's, like TF's variables;
+        # None: the default device of the program using it. Readers placed elsewhere get
+        # a copy and its updates run here (see passes.placement).
         self.device = current_device()
 
     # ---- reading -----------------------------------------------------------------------

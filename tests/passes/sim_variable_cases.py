@@ -9,6 +9,7 @@ copy of it, and its ``assign`` runs where it lives, on ``cpu:0``.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -96,3 +97,19 @@ def test_a_variable_created_with_no_device_stays_on_the_cpu_when_the_default_dev
     np.testing.assert_allclose(step(x), [3, 3, 3])
     np.testing.assert_allclose(step(x), [5, 5, 5])
     np.testing.assert_allclose(w.numpy(), [3, 3, 3])
+
+
+def test_v1_tf_device_on_a_device_without_a_kernel_fails_as_fj_device_does():
+    import flowjit.v1 as tf
+
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float32, [None, 4])
+    with tf.device("/gpu:0"):
+        c = tf.cumsum(x, axis=1)
+    with tf.Session() as sess, pytest.raises(PlacementError) as v1_error:
+        sess.run(c, {x: np.ones((2, 4), np.float32)})
+    with pytest.raises(PlacementError) as fj_error, fj.device("cuda:0"):
+        fj.function(lambda x: fj.cumsum(x, axis=1))(np.ones((2, 4), np.float32))
+    for e in (v1_error, fj_error):
+        assert re.fullmatch(r"cumsum at sim_variable_cases.py:\d+ is placed on cuda:0 \(fj.device\), which has no "
+                            r"kernel for it; devices that can run it: cpu:0", str(e.value)), str(e.value)
