@@ -149,3 +149,7 @@ def __getattr__(name: str) -> Any:
     if name == "cache_stats":
         return importlib.import_module("flowjit.codegen_cpu").kernel_stats
     raise AttributeError(f"module 'flowjit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_MODULES, "cache_stats"])
