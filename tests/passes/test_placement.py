@@ -123,7 +123,8 @@ def test_an_update_placed_elsewhere_runs_on_its_variables_device():
 
 @pytest.mark.parametrize("where", [None, "cpu:0"])
 @pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
-def test_a_training_step_computed_on_another_device_updates_the_variables_where_they_live(where, opt):
+def test_a_training_step_computed_on_another_device_updates_the_variables_where_they_live(monkeypatch, where, opt):
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
     check_training_elsewhere("cpu:1", where, OPTIMIZERS[opt])
 
 
