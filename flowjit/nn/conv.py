@@ -26,7 +26,10 @@ def _error(message: str, shapes: str) -> ShapeError:
 
 def _spatial(value: Any, what: str, shapes: str) -> tuple[int, int]:
     """TensorFlow's per-dimension argument (``strides``, ``dilations``) as an (h, w) pair."""
-    vals = (value,) if isinstance(value, int) else tuple(value)
+    try:
+        vals = (value,) if isinstance(value, int) else tuple(value)
+    except TypeError:
+        raise _error(f"{what}={value!r} must be an int, 1, 2 or 4 values ([1, h, w, 1])", shapes) from None
     if not all(isinstance(v, int) or hasattr(v, "__index__") for v in vals):
         raise _error(f"{what}={value!r} must be integers", shapes)
     vals = tuple(int(v) for v in vals)

@@ -70,6 +70,8 @@ def test_nn_conv2d_is_fj_nn_conv2d_in_a_graph():
     ({"data_format": "NCHW"}, r"data_format='NCHW' is not supported"),
     ({"strides": [2, 1, 1, 1]}, r"strides=\[2, 1, 1, 1\] moves along the batch or channel dimension"),
     ({"padding": [[0, 0], [1, 1], [1, 1], [0, 1]]}, r"pads the batch or channel dimension"),
+    ({"strides": None}, r"strides=None must be an int, 1, 2 or 4 values"),
+    ({"padding": None}, r"padding=None must be 'SAME', 'VALID' or four"),
 ])
 def test_nn_conv2d_errors_at_graph_construction_with_the_shapes_and_line(kwargs, message):
     x = tf.placeholder(tf.float32, [None, 5, 5, 2])
