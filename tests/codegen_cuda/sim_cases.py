@@ -273,7 +273,7 @@ def test_executable_runs_a_fused_mlp():
     outs = exe.run(x, to_device(w, 1), b, w2)  # host and device arrays mixed
     assert all(is_device_array(o) for o in outs)
     want = interpret(fj.function(mlp).ir(x, w, b, w2), [x, w, b, w2])
-    for g, e in zip(outs, want):
+    for g, e in zip(outs, want, strict=True):
         np.testing.assert_allclose(to_host(g), e, rtol=1e-4, atol=1e-5)
     # Constants and kernels are reused by a second call.
     again = exe.run(x, w, b, w2)
