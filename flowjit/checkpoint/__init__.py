@@ -3,8 +3,9 @@
 ``save(path, state, step=..., metadata=...)`` writes a file atomically, ``restore(path,
 state)`` reads it back into the same state after checking it matches, ``load(path)``
 returns its arrays for inspection, and ``CheckpointManager`` keeps numbered checkpoints
-of a training run. Files are plain safetensors (readable by ``safetensors.numpy`` and
-any other implementation), never pickles; our metadata lives in the header's
+of a training run. Files are plain safetensors, never pickles, written and read by the
+``safetensors`` library (the format's reference implementation, which memory-maps them),
+so any other implementation reads them; our metadata lives in the header's
 ``__metadata__`` as ``{"flowjit": "<JSON: version, step, user metadata>"}``.
 
 Names. A *state* is a Variable, an Optimizer, or dicts/lists/tuples of them, nested
