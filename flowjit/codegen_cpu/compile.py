@@ -101,6 +101,10 @@ def pow(a, b):
 
 _stats = {"compiled": 0, "loaded": 0, "reused": 0}
 _precompiled: set[int] = set()  # dispatchers precompile compiled, not yet counted at a call
+_stats_lock = threading.Lock()  # programs warm up on several threads at once
+# Loading a module runs its code (numba's decorators); one load at a time, so a module is
+# in sys.modules only when complete. Reentrant: a module's code may load another.
+_import_lock = threading.RLock()
 _warned = False
 
 
@@ -217,11 +221,25 @@ def write_source(source: str) -> tuple[str, str]:
         directory = tempfile.mkdtemp(prefix="flowjit_kernels_")
     path = os.path.join(directory, f"fj_{digest}.py")
     text = source.replace("cache=CACHE", f"cache={use_cache}")
-    if not _holds(path, text):  # missing, or stale or corrupt: rewrite it
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)  # atomic: a reader never sees half a file
+    if not _holds(path, text):  # missing, or stale or corrupt: write it
+        # Threads and processes write the same file at once: each through a temporary file
+        # of its own, renamed into place (a reader never sees half a file).
+        fd, tmp = tempfile.mkstemp(prefix=f".fj_{digest}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            try:
+                # Only where missing: replacing an identical file would change its mtime,
+                # which numba's disk cache takes as a new source (a needless recompile).
+                os.link(tmp, path)
+            except FileExistsError:
+                if not _holds(path, text):
+                    os.replace(tmp, path)
+            except OSError:  # a file system without hard links
+                os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
     return path, text
 
 
@@ -230,16 +248,20 @@ def import_source(path: str, fresh: bool = False) -> Any:
     caches only functions of modules in ``sys.modules``); the loaded one unless ``fresh``."""
     mod_name = "flowjit_kernels." + os.path.splitext(os.path.basename(path))[0]
     module = None if fresh else sys.modules.get(mod_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as e:
-            del sys.modules[mod_name]
-            raise KernelCompileError(f"generated source failed to load ({e}); see {path}") from None
+    if module is not None:
+        return module
+    with _import_lock:  # two threads loading one module get the same, complete one
+        module = None if fresh else sys.modules.get(mod_name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(module)
+            except Exception as e:
+                raise KernelCompileError(f"generated source failed to load ({e}); see {path}") from None
+            # Registered only once complete: another thread never sees half a module.
+            sys.modules[mod_name] = module
     return module
 
 
@@ -329,14 +351,14 @@ def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
     for k, sig in mine + ([] if pid else theirs):
         try:
             k.fn.compile(sig)
-            _stats["compiled"] += 1
+            _count("compiled")
             _precompiled.add(id(k.fn))
         except Exception:
             pass  # compiled (and its error reported) at the first call
     if pid:
         _wait_for(pid, CHILD_COMPILE_TIMEOUT_S)
         for k, _ in theirs:
-            _stats["compiled"] += 1
+            _count("compiled")
             _precompiled.add(id(k.fn))
 
 
@@ -381,9 +403,14 @@ def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> lis
     if id(kernel.fn) in _precompiled:
         _precompiled.discard(id(kernel.fn))  # counted by precompile
     elif len(kernel.fn.signatures) == before:
-        _stats["reused"] += 1
+        _count("reused")
     elif sum(kernel.fn.stats.cache_hits.values()) > hits:
-        _stats["loaded"] += 1
+        _count("loaded")
     else:
-        _stats["compiled"] += 1
+        _count("compiled")
     return outs
+
+
+def _count(what: str) -> None:
+    with _stats_lock:
+        _stats[what] += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,9 @@ class Executable:
         self.fallbacks: dict[str, str] = {}
         self._driver: Any = None
         self._driver_one: Any = None  # the driver returning its one result bare (no list)
+        # The first call compiles the kernels and builds the driver; callers on other
+        # threads wait for it (later calls read _driver only: no lock on their path).
+        self._first_call = threading.Lock()
         # Control ops (cond, while, scan) run their primitive's reference with each block
         # compiled as an Executable of its own (fused kernels, driver); see _compile_blocks.
         self.control: dict[int, Callable[..., Any]] = {}
@@ -144,11 +148,13 @@ class Executable:
         if self.backend != "numba":
             out = run_block(self.function.body, list(arrays))
             return [self._own(x, arrays) for x in out]
-        if self._driver is not None:
-            return self._driver(*arrays)
-        out = self._warm(list(arrays))
-        self._driver = self._make_driver()
-        return out
+        if self._driver is None:
+            with self._first_call:
+                if self._driver is None:
+                    out = self._warm(list(arrays))
+                    self._driver = self._make_driver()
+                    return out
+        return self._driver(*arrays)
 
     def kernel_listing(self) -> str:
         """The generated source of every kernel (prelude left out) and of the driver, as

@@ -56,6 +56,10 @@ class DeviceWorker:
 
 _workers: dict[str, DeviceWorker] = {}
 _workers_lock = threading.Lock()
+# Steps called from several threads queue their partitions on every device in one order:
+# interleaved, device A could run step 1 while device B runs step 2, each waiting for the
+# other's send (a deadlock). Held only while queueing, never while a step runs.
+_submit_lock = threading.Lock()
 
 
 def worker(device: str) -> DeviceWorker:
@@ -113,10 +117,11 @@ class MultiDeviceExecutable:
         NumPy arrays, in the program's order."""
         step = Rendezvous()
         futures = []
-        for part, exe in self.partitions:
-            args = [arrays[i] for i in part.arg_positions]
-            futures.append(worker(part.device).submit(
-                lambda part=part, exe=exe, args=args: self._run_partition(part, exe, args, step)))
+        with _submit_lock:
+            for part, exe in self.partitions:
+                args = [arrays[i] for i in part.arg_positions]
+                futures.append(worker(part.device).submit(
+                    lambda part=part, exe=exe, args=args: self._run_partition(part, exe, args, step)))
         results: list[Any] = [None] * self._n_results
         errors: list[BaseException] = []
         for (part, _), future in zip(self.partitions, futures):

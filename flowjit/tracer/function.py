@@ -14,7 +14,9 @@ import inspect
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +122,10 @@ class TracedFunction:
         # compiled driver itself, so a call is the key, one lookup and the driver.
         self._direct: dict[tuple, Callable[..., Any]] = {}
         self._last_key: tuple | None = None
+        # A signature being traced (and prepared) on some thread: the other callers of that
+        # signature wait for its Future; other signatures, traced or not, do not wait.
+        self._tracing: dict[tuple, Future] = {}
+        self._tracing_lock = threading.Lock()
         try:
             self._sig: inspect.Signature | None = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -244,12 +250,37 @@ class TracedFunction:
         key, leaves, bound, structure = self._signature(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
+            entry = self._trace_once(key, bound, args, kwargs, structure)
+        self._last_key = key
+        return entry, leaves
+
+    def _trace_once(self, key: tuple, bound: inspect.BoundArguments | None, args: tuple, kwargs: dict,
+                    structure: list) -> _Entry:
+        # One trace per signature however many threads call it cold at once: the first
+        # traces, the others wait for its entry (or its error).
+        with self._tracing_lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                return entry
+            pending = self._tracing.get(key)
+            if pending is None:
+                mine = self._tracing[key] = Future()
+        if pending is not None:
+            return pending.result()
+        try:
             if self._last_key is not None and "retrace" in os.environ.get("FLOWJIT_LOG", "").split(","):
                 self._log_retrace(self._last_key, key)
             entry = self._trace(key, bound, args, kwargs, structure)
+        except BaseException as e:
+            with self._tracing_lock:
+                del self._tracing[key]
+            mine.set_exception(e)
+            raise
+        with self._tracing_lock:
             self._cache[key] = entry
-        self._last_key = key
-        return entry, leaves
+            del self._tracing[key]
+        mine.set_result(entry)
+        return entry
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if current_trace() is not None:
