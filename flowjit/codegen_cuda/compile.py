@@ -83,6 +83,7 @@ def source_dir() -> str | None:
 
 
 _temp: list[str] = []
+_import_lock = threading.RLock()
 
 
 def _temp_dir() -> str:
@@ -103,10 +104,12 @@ def write_source(source: str, directory: str | None = None) -> str:
                 return path
     except OSError:
         pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    # A temporary file of this thread's own (threads and processes write at once), renamed
+    # into place: atomic, another reader never sees half a file.
+    fd, tmp = tempfile.mkstemp(prefix=f".fjc_{digest}.", suffix=".tmp", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(source)
-    os.replace(tmp, path)  # atomic: another process never reads half a file
+    os.replace(tmp, path)
     return path
 
 
@@ -115,18 +118,21 @@ def import_source(path: str) -> Any:
     the one already imported (its dispatchers hold the kernels compiled so far)."""
     mod_name = "flowjit_cuda_kernels." + os.path.splitext(os.path.basename(path))[0]
     module = sys.modules.get(mod_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        module._flowjit_signatures = set()  # argument types launched so far (kernel_stats)
-        sys.modules[mod_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as e:
-            del sys.modules[mod_name]
-            raise CudaKernelCompileError(f"generated CUDA source failed to load ({type(e).__name__}: {e}); "
-                                         f"see {path}") from None
+    if module is not None:
+        return module
+    with _import_lock:  # partitions on several devices load at once: one module, complete
+        module = sys.modules.get(mod_name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            module._flowjit_signatures = set()  # argument types launched so far (kernel_stats)
+            try:
+                spec.loader.exec_module(module)
+            except Exception as e:
+                raise CudaKernelCompileError(f"generated CUDA source failed to load ({type(e).__name__}: {e}); "
+                                             f"see {path}") from None
+            sys.modules[mod_name] = module  # only once its code has run
     return module
 
 

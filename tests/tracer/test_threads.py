@@ -170,16 +170,28 @@ def test_program_on_two_devices_from_threads(monkeypatch):
     assert f.trace_count == 2
 
 
-def test_threads_writing_and_importing_one_new_module_get_the_same_complete_module(cold_cache):
+def _cpu_module(source: str) -> Any:
+    path, text = write_source(source)
+    assert open(path).read() == text
+    return import_source(path)
+
+
+def _cuda_module(source: str) -> Any:
+    from flowjit.codegen_cuda import compile as cuda_compile
+    path = cuda_compile.write_source(source)
+    assert open(path).read() == source
+    return cuda_compile.import_source(path)
+
+
+@pytest.mark.parametrize("load", [_cpu_module, _cuda_module], ids=["cpu", "cuda"])
+def test_threads_writing_and_importing_one_new_module_get_the_same_complete_module(cold_cache, load):
     # The module takes a while to run: a thread that saw it registered before it finished
     # would find VALUE missing.
     source = f"import time\ntime.sleep(0.2)\nSALT = {_salt()!r}\nVALUE = 42\n"
     modules: list[Any] = []
 
     def call(t: int, i: int) -> None:
-        path, text = write_source(source)
-        assert open(path).read() == text
-        module = import_source(path)
+        module = load(source)
         assert module.VALUE == 42
         modules.append(module)
 
