@@ -7,10 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,8 +15,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cpu.compile import import_source, write_source
-
-THREADS = 8
+from tests.concurrency import fresh_constant, hammer
 
 
 @pytest.fixture(autouse=True)
@@ -28,39 +24,8 @@ def cold_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def _salt() -> float:
-    # A constant no earlier program of this process used: the kernels' source (so their
-    # module names in sys.modules) is new, and the module loads are cold as well.
-    return 1.0 + (time.monotonic_ns() % 999_983) / 1e7
-
-
-def _hammer(call: Callable[[int, int], None], calls: int) -> Counter:
-    """Run ``call(thread, i)`` ``calls`` times on each of THREADS threads, all started at once;
-    the errors raised, by type and message."""
-    errors: Counter = Counter()
-    start = threading.Barrier(THREADS)
-
-    def work(t: int) -> None:
-        start.wait()
-        for i in range(calls):
-            try:
-                call(t, i)
-            except Exception as e:  # counted, so the test reports every kind of failure
-                errors[f"{type(e).__name__}: {str(e)[:200]}"] += 1
-
-    # Daemons, so a deadlock fails the test instead of hanging the process at its exit.
-    threads = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    deadline = time.monotonic() + 240
-    for th in threads:
-        th.join(timeout=max(deadline - time.monotonic(), 0))
-    assert not any(th.is_alive() for th in threads), "a call never returned (deadlock)"
-    return errors
-
-
 def test_cold_function_from_8_threads_traces_once_per_signature(cold_cache):
-    salt = _salt()
+    salt = fresh_constant()
     traced: Counter = Counter()
 
     @fj.function
@@ -78,7 +43,7 @@ def test_cold_function_from_8_threads_traces_once_per_signature(cold_cache):
         if not np.allclose(y, np.tanh(x * salt + 1.0) * x.sum() - np.exp(x).max(), rtol=1e-12, atol=1e-12):
             wrong.append((x.shape, t, i))
 
-    errors = _hammer(call, 100)
+    errors = hammer(call, 100)
     assert not errors, errors
     assert not wrong
     assert f.trace_count == len(shapes) and traced == {s: 1 for s in shapes}
@@ -87,7 +52,7 @@ def test_cold_function_from_8_threads_traces_once_per_signature(cold_cache):
 
 def test_cold_program_with_several_results_and_keywords_from_threads():
     # The slow path (pytree outputs, keyword arguments) and the fast path race as well.
-    salt = _salt()
+    salt = fresh_constant()
 
     @fj.function
     def f(x, *, scale):
@@ -99,13 +64,13 @@ def test_cold_program_with_several_results_and_keywords_from_threads():
         np.testing.assert_array_equal(out["y"], x * t + salt)
         np.testing.assert_array_equal(out["m"], (x * salt).max(axis=0))
 
-    errors = _hammer(call, 30)
+    errors = hammer(call, 30)
     assert not errors, errors
     assert f.trace_count == 3
 
 
 def test_grad_inside_a_function_from_threads():
-    salt = _salt()
+    salt = fresh_constant()
 
     def loss(w, x):
         return (fj.tanh(x @ w) * salt).sum()
@@ -122,14 +87,14 @@ def test_grad_inside_a_function_from_threads():
         x = xs[(t + i) % 3]
         np.testing.assert_allclose(step(w, x), want(w, x), rtol=1e-12)
 
-    errors = _hammer(call, 30)
+    errors = hammer(call, 30)
     assert not errors, errors
     assert step.trace_count == 3
 
 
 def test_loop_compiled_into_one_kernel_from_threads():
     # fori_loop bodies become a native loop module, written and imported like a kernel.
-    salt = _salt()
+    salt = fresh_constant()
 
     @fj.function
     def f(x):
@@ -144,7 +109,7 @@ def test_loop_compiled_into_one_kernel_from_threads():
         x = np.full(2 + (t + i) % 3, float(t))
         np.testing.assert_allclose(f(x), want(x), rtol=1e-12)
 
-    errors = _hammer(call, 30)
+    errors = hammer(call, 30)
     assert not errors, errors
     assert f.trace_count == 3
 
@@ -153,7 +118,7 @@ def test_program_on_two_devices_from_threads(monkeypatch):
     # Each step's partitions queue on the devices' worker threads in the same order, so two
     # callers' steps never wait on each other's sends.
     monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
-    salt = _salt()
+    salt = fresh_constant()
 
     @fj.function
     def f(x):
@@ -165,7 +130,7 @@ def test_program_on_two_devices_from_threads(monkeypatch):
         x = np.linspace(0.1, 1, 3 + (t + i) % 2) * (t + 1)
         np.testing.assert_allclose(f(x), (np.tanh(x * salt) + x).sum(), rtol=1e-12)
 
-    errors = _hammer(call, 40)
+    errors = hammer(call, 40)
     assert not errors, errors
     assert f.trace_count == 2
 
@@ -187,7 +152,7 @@ def _cuda_module(source: str) -> Any:
 def test_threads_writing_and_importing_one_new_module_get_the_same_complete_module(cold_cache, load):
     # The module takes a while to run: a thread that saw it registered before it finished
     # would find VALUE missing.
-    source = f"import time\ntime.sleep(0.2)\nSALT = {_salt()!r}\nVALUE = 42\n"
+    source = f"import time\ntime.sleep(0.2)\nSALT = {fresh_constant()!r}\nVALUE = 42\n"
     modules: list[Any] = []
 
     def call(t: int, i: int) -> None:
@@ -195,7 +160,7 @@ def test_threads_writing_and_importing_one_new_module_get_the_same_complete_modu
         assert module.VALUE == 42
         modules.append(module)
 
-    errors = _hammer(call, 3)
+    errors = hammer(call, 3)
     assert not errors, errors
     assert len({id(m) for m in modules}) == 1
     assert not list(cold_cache.rglob("*.tmp"))
@@ -204,7 +169,7 @@ def test_threads_writing_and_importing_one_new_module_get_the_same_complete_modu
 def test_processes_sharing_a_cold_cache(cold_cache):
     # Four processes, each with four threads, compile the same kernels into one cache
     # directory at once (started together: each waits for the `go` file).
-    salt = _salt()
+    salt = fresh_constant()
     go = cold_cache.parent / "go"
     prog = textwrap.dedent(f"""
         import os, threading, time

@@ -4,17 +4,11 @@ variable none lost."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import Counter
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 
 import flowjit.v1 as tf
-
-THREADS = 8
+from tests.concurrency import THREADS, fresh_constant, hammer
 
 
 @pytest.fixture(autouse=True)
@@ -23,42 +17,13 @@ def fresh_graph_and_cold_cache(tmp_path, monkeypatch):
     tf.reset_default_graph()
 
 
-def _salt() -> float:
-    # A constant no earlier program of this process used: cold kernel modules too.
-    return 1.0 + (time.monotonic_ns() % 999_983) / 1e7
-
-
-def _hammer(call: Callable[[int, int], None], calls: int) -> Counter:
-    """Run ``call(thread, i)`` ``calls`` times on each of THREADS threads started at once;
-    the errors raised, by type and message."""
-    errors: Counter = Counter()
-    start = threading.Barrier(THREADS)
-
-    def work(t: int) -> None:
-        start.wait()
-        for i in range(calls):
-            try:
-                call(t, i)
-            except Exception as e:  # counted, so the test reports every kind of failure
-                errors[f"{type(e).__name__}: {str(e)[:200]}"] += 1
-
-    threads = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(THREADS)]
-    for th in threads:
-        th.start()
-    deadline = time.monotonic() + 240
-    for th in threads:
-        th.join(timeout=max(deadline - time.monotonic(), 0))
-    assert not any(th.is_alive() for th in threads), "a run never returned (deadlock)"
-    return errors
-
-
 def _traces(sess: tf.Session) -> list[int]:
     return [step.program.trace_count for plan in sess._plans.values() for step in plan.steps
             if getattr(step, "program", None) is not None]
 
 
 def test_fetches_from_8_threads_on_a_cold_cache_trace_once_per_fed_shape():
-    salt = _salt()
+    salt = fresh_constant()
     x = tf.placeholder(tf.float64, [None, 3])
     w = tf.constant(np.linspace(0.1, 1, 6).reshape(3, 2))
     y = tf.reduce_sum(tf.tanh(tf.matmul(x, w) * salt), axis=1)
@@ -70,13 +35,13 @@ def test_fetches_from_8_threads_on_a_cold_cache_trace_once_per_fed_shape():
                                        np.tanh(xs @ np.linspace(0.1, 1, 6).reshape(3, 2) * salt).sum(axis=1),
                                        rtol=1e-12)
 
-        errors = _hammer(call, 40)
+        errors = hammer(call, 40)
         assert not errors, errors
         assert _traces(sess) == [len(batches)]
 
 
 def test_different_fetches_from_threads_each_planned_and_traced_once():
-    salt = _salt()
+    salt = fresh_constant()
     x = tf.placeholder(tf.float64, [4])
     a = tf.exp(x) * salt
     b = tf.reduce_max(a)
@@ -95,7 +60,7 @@ def test_different_fetches_from_threads_each_planned_and_traced_once():
             else:
                 np.testing.assert_allclose(out, want[k], rtol=1e-12)
 
-        errors = _hammer(call, 20)
+        errors = hammer(call, 20)
         assert not errors, errors
         assert len(sess._plans) == 4 and _traces(sess) == [1, 1, 1, 1]
 
@@ -103,11 +68,11 @@ def test_different_fetches_from_threads_each_planned_and_traced_once():
 def test_updates_from_threads_are_none_lost():
     v = tf.Variable(np.zeros(3), name="v")
     x = tf.placeholder(tf.float64, [3])
-    salt = _salt()
+    salt = fresh_constant()
     inc = tf.assign_add(v, x * salt)
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        errors = _hammer(lambda t, i: sess.run(inc, {x: np.ones(3)}), 25)
+        errors = hammer(lambda t, i: sess.run(inc, {x: np.ones(3)}), 25)
         assert not errors, errors
         np.testing.assert_allclose(sess.run(v), np.full(3, THREADS * 25 * salt), rtol=1e-12)
 
@@ -115,7 +80,7 @@ def test_updates_from_threads_are_none_lost():
 def test_training_steps_from_threads(monkeypatch):
     # Variables on two devices: every thread's step crosses devices with send/recv.
     monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
-    salt = _salt()
+    salt = fresh_constant()
     x = tf.placeholder(tf.float32, [None, 4])
     with tf.device("/cpu:1"):
         w = tf.Variable(tf.ones([4, 3]), name="w")
@@ -124,7 +89,7 @@ def test_training_steps_from_threads(monkeypatch):
     train = tf.train.GradientDescentOptimizer(0.001).minimize(y)
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        errors = _hammer(lambda t, i: sess.run(train, {x: np.ones((1 + (t + i) % 2, 4), np.float32)}), 10)
+        errors = hammer(lambda t, i: sess.run(train, {x: np.ones((1 + (t + i) % 2, 4), np.float32)}), 10)
         assert not errors, errors
         # dy/dw = salt * the rows fed: each thread feeds 1 row 5 times and 2 rows 5 times.
         np.testing.assert_allclose(sess.run(w), np.full((4, 3), 1 - 0.001 * salt * THREADS * 15), rtol=1e-5)
