@@ -15,7 +15,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cpu.compile import import_source, write_source
-from tests.concurrency import fresh_constant, hammer
+from tests.concurrency import THREADS, fresh_constant, hammer
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +48,20 @@ def test_cold_function_from_8_threads_traces_once_per_signature(cold_cache):
     assert not wrong
     assert f.trace_count == len(shapes) and traced == {s: 1 for s in shapes}
     assert not list(cold_cache.rglob("*.tmp"))  # every temporary file renamed into place
+
+
+def test_a_trace_error_reaches_every_thread_waiting_for_that_signature():
+    salt = fresh_constant()
+    f = fj.function(lambda x: (x * salt).reshape(7))
+
+    def call(t: int, i: int) -> None:
+        f(np.ones(3))
+
+    errors = hammer(call, 5)
+    assert sum(errors.values()) == THREADS * 5 and len(errors) == 1, errors
+    (message,) = errors
+    assert message.startswith("ShapeError: reshape: cannot reshape f64[3]")
+    np.testing.assert_array_equal(f(np.ones(7)), np.full(7, salt))  # the next signature traces
 
 
 def test_cold_program_with_several_results_and_keywords_from_threads():
