@@ -10,9 +10,10 @@ tensors), the traces per fed shapes and dtypes.
 
 A session owns its state, as in TensorFlow: each graph Variable's value (an
 ``fj.Variable``, created when first needed, readable once initialized) and each queue's
-contents. Compiled segments run one at a time per session; host ops (a blocking
-enqueue or dequeue) run outside that lock, so queue-runner threads and the training
-loop share a session as they do in TensorFlow.
+contents. Compiled segments that update variables or draw random numbers run one at a
+time per session; those that only read, and host ops (a blocking enqueue or dequeue),
+run outside that lock, so queue-runner threads, the training loop and threads serving
+predictions share a session as they do in TensorFlow.
 """
 
 from __future__ import annotations
@@ -192,6 +193,9 @@ class Segment:
     random_ops: list[Operation]
     program: TracedFunction | None = None
     assigns: set[Any] = field(default_factory=set)  # variables the program initializes
+    # Known after its first run: it assigns no variable and draws no random numbers, so
+    # it may run beside other runs of the session (see Session._run_segment).
+    read_only: bool = False
 
 
 @dataclass
@@ -325,6 +329,7 @@ class Session:
         self._plans: dict[tuple, Plan] = {}
         self._run_lock = threading.RLock()
         self._plan_lock = threading.Lock()
+        self._state_lock = threading.Lock()
         self._random_counts: dict[Operation, int] = {}
         self._entropy = int(np.random.SeedSequence().entropy % (2 ** 63))
         self._entered: list[Any] = []
@@ -363,6 +368,13 @@ class Session:
 
     # ---- state ---------------------------------------------------------------------------------------------
     def _state_of(self, var: Any) -> FjVariable:
+        state = self._state.get(var)
+        if state is None:
+            with self._state_lock:  # read-only segments trace on several threads
+                return self._new_state(var)
+        return state
+
+    def _new_state(self, var: Any) -> FjVariable:
         state = self._state.get(var)
         if state is None:
             if not var.shape.is_fully_defined():
@@ -458,12 +470,19 @@ class Session:
         return keys
 
     def _run_segment(self, seg: Segment, values: dict[Tensor, Any]) -> None:
-        with self._run_lock:
-            if seg.program is None:
-                seg.program = TracedFunction(self._segment_fn(seg))
-            args = [values[t] for t in seg.inputs] + self._random_keys(seg.random_ops)
-            outs = seg.program(*args)
-            self._initialized |= seg.assigns
+        # Segments that update the session's state (variables, random counters) run one at
+        # a time; one that only reads runs at once, as TensorFlow runs concurrent reads
+        # (a read beside an update sees the variable before or after it).
+        if seg.read_only:
+            outs = seg.program(*[values[t] for t in seg.inputs])
+        else:
+            with self._run_lock:
+                if seg.program is None:
+                    seg.program = TracedFunction(self._segment_fn(seg))
+                args = [values[t] for t in seg.inputs] + self._random_keys(seg.random_ops)
+                outs = seg.program(*args)
+                self._initialized |= seg.assigns
+                seg.read_only = not seg.assigns and not seg.random_ops
         for t, v in zip(seg.outputs, outs):
             values[t] = v
 

@@ -4,6 +4,8 @@ variable none lost."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,20 @@ def test_training_steps_from_threads(monkeypatch):
         assert not errors, errors
         # dy/dw = salt * the rows fed: each thread feeds 1 row 5 times and 2 rows 5 times.
         np.testing.assert_allclose(sess.run(w), np.full((4, 3), 1 - 0.001 * salt * THREADS * 15), rtol=1e-5)
+
+
+def test_a_read_only_fetch_does_not_wait_for_a_running_update():
+    # As in TensorFlow, runs that only read go on while another thread's step updates
+    # variables (which runs one at a time per session): here a step holding the session's
+    # update lock, for as long as the read takes.
+    v = tf.Variable(np.arange(3.0), name="v")
+    y = v * fresh_constant()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        want = sess.run(y)  # traced and compiled
+        got = []
+        with sess._run_lock:
+            reader = threading.Thread(target=lambda: got.append(sess.run(y)), daemon=True)
+            reader.start()
+            reader.join(timeout=60)
+        assert got and np.array_equal(got[0], want)
