@@ -103,7 +103,7 @@ def test_reductions_of_nothing_compile_and_match_numpy(name):
     assert not exe.fallbacks, exe.fallbacks
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**31 - 1))
 def test_random_programs_compiled_match_interpreter(program, seed):
     short, in_shapes, steps, n_out = program
@@ -122,7 +122,7 @@ def test_random_programs_compiled_match_interpreter(program, seed):
             np.testing.assert_array_equal(g, w)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(index_case(), st.sampled_from([np.float64, np.int32]))
 @example(((4, 1, 2, 4), (slice(None, None, -1), np.array(0, np.int32), slice(None), -3, Ellipsis)), np.float64)
 def test_basic_indexing_compiled_matches_numpy(case, dtype):

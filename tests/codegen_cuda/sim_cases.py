@@ -59,6 +59,7 @@ from tests.codegen_cuda.helpers import (  # noqa: E402
     train_step,
     values_at,
 )
+from tests.random_programs import random_program  # noqa: E402
 from tests.registry.test_generic import one_case_per_primitive_and_dtype  # noqa: E402
 from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads, zero_d_input  # noqa: E402
 
@@ -178,6 +179,29 @@ def test_every_fusible_primitive_of_the_registry():
         checked += 1
     assert checked > 150
 
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_programs(seed):
+    # tests/test_differential.py's programs (and the smooth ones' gradients): every fusion
+    # the generator supports, against the interpreter. What it does not support (a block
+    # with reductions of two shapes) the executable splits into one-op kernels.
+    program = random_program(seed)
+    xs = program.inputs()
+    functions = [program.function(fj)]
+    if program.smooth:
+        functions.append(fj.grad(program.loss(fj), argnums=tuple(range(len(xs)))))
+    for f in functions:
+        fn = fused(f, *xs)
+        env = values_at(fn, xs)
+        for op in fusion_ops(fn):
+            if supported(op.blocks[0]) is not None:
+                continue
+            ins = [env[v.id] for v in op.inputs]
+            try:
+                assert_matches(run_fusion(op, ins), run_block(op.blocks[0], ins))
+            except Exception as e:
+                raise AssertionError(f"{op.attrs['name']} of\n{program}\n{e}") from e
 
 # ---- shape-generic kernels and errors ----------------------------------------------------------
 def test_training_step_kernels():

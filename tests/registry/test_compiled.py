@@ -18,10 +18,9 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cpu import kernel_stats
-from flowjit.codegen_cpu.compile import precompile
 from flowjit.ir.registry import get
-from flowjit.runtime.executable import _signature
 from flowjit.tracer.core import bind
+from tests.precompile import trace_and_precompile
 from tests.registry.case import Case, kernel_tolerance
 from tests.registry.test_generic import ALL_CASES, _domain_inputs, _tolerance
 
@@ -53,14 +52,9 @@ class Compiled:
 
     def prepare(self) -> None:
         start = time.perf_counter()
-        pending = []
         for k, case in enumerate(ALL_CASES):
-            f, arrays = case_function(case, backend="numba"), case_inputs(case)
-            entry, _ = f._lookup(tuple(arrays), {})  # traces and builds the executable, runs nothing
-            self.functions[k], self.inputs[k] = f, arrays
-            pending += [(st.kernel, _signature(st)) for st in entry.executable._steps if st.kernel is not None]
-        self.kernels = len(pending)
-        precompile(pending)
+            self.functions[k], self.inputs[k] = case_function(case, backend="numba"), case_inputs(case)
+        self.kernels = trace_and_precompile((self.functions[k], self.inputs[k]) for k in self.functions)
         self.seconds = time.perf_counter() - start
 
 

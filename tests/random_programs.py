@@ -1,0 +1,285 @@
+"""Random array programs as Python source, for the differential tests.
+
+``random_program(seed)`` draws a program of elementwise, reduction, layout and matmul
+steps over a pool of values (inputs first) and writes it as the source of a function of
+a module ``m`` and the inputs. Run with ``m = flowjit`` inside ``fj.function`` it is a
+traced program; with ``m = NUMPY`` (NumPy plus the few names flowjit spells otherwise) it
+is the same program in NumPy. The source is what a failing test prints: it runs as is.
+
+Two kinds, by seed: a general program (float32, float64, int32 or int64; comparisons,
+selects, extrema, integer division, 0-d values, reductions over no axes) and a smooth
+float64 program with bounded values, whose gradient central differences can check.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+# NumPy under flowjit's names, for the NumPy run of a program.
+NUMPY = types.SimpleNamespace(**{n: getattr(np, n) for n in dir(np) if not n.startswith("_")})
+NUMPY.logistic = lambda x: 1 / (1 + np.exp(-x))
+
+DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+# Small shapes, 0-d, unit axes, and rows past a float32 sum's block of 128 elements.
+SHAPES = [(), (4,), (3, 4), (2, 3), (2, 3, 4), (4, 4), (1, 4), (3, 1), (2, 150), (300,)]
+
+
+@dataclass
+class Program:
+    """A random program: its source, the dtype of its inputs and their shapes."""
+
+    seed: int
+    source: str
+    dtype: str
+    in_shapes: list[tuple[int, ...]]
+    smooth: bool
+
+    def function(self, m: object) -> Callable[..., tuple]:
+        """The program as a Python function of its inputs, over module ``m``."""
+        env: dict = {"m": m, "np": np}
+        exec(compile(self.source, f"<random program {self.seed}>", "exec"), env)
+        return env["program"]
+
+    def loss(self, m: object) -> Callable[..., object]:
+        """A scalar of every output (``sum(sin(out) * k)``), whose gradient has varied
+        cotangents; for smooth programs."""
+        program = self.function(m)
+
+        def loss(*xs):
+            return sum(m.sum(m.sin(o) * float(k + 1)) for k, o in enumerate(program(*xs)))
+        return loss
+
+    def inputs(self) -> list[np.ndarray]:
+        """The inputs: fixed random values of the program's seed."""
+        rng = np.random.default_rng(self.seed)
+        d = DTYPES[self.dtype]
+        if self.dtype.startswith("i"):
+            return [rng.integers(-6, 7, size=s).astype(d) for s in self.in_shapes]
+        return [(rng.standard_normal(s) * (1 if self.smooth else 2)).astype(d) for s in self.in_shapes]
+
+    def __str__(self) -> str:
+        shapes = ", ".join(f"{self.dtype}{list(s)}" for s in self.in_shapes)
+        return f"# random program {self.seed}: inputs {shapes}\n{self.source}"
+
+
+def _reduced(shape: tuple, axes: tuple | None, keep: bool) -> tuple:
+    axes = tuple(range(len(shape))) if axes is None else tuple(a % len(shape) for a in axes)
+    if keep:
+        return tuple(1 if k in axes else n for k, n in enumerate(shape))
+    return tuple(n for k, n in enumerate(shape) if k not in axes)
+
+
+class _Writer:
+    """Draws steps; each appends a line ``vK = ...`` and the value's shape."""
+
+    def __init__(self, rng: np.random.Generator, dtype: str, smooth: bool):
+        self.rng = rng
+        self.dtype = dtype
+        self.smooth = smooth
+        self.is_int = dtype.startswith("i")
+        self.shapes: list[tuple] = []
+        self.names: list[str] = []
+        self.lines: list[str] = []
+
+    def pick(self, items: list):
+        return items[int(self.rng.integers(len(items)))]
+
+    def add(self, expr: str, shape: tuple) -> None:
+        name = f"v{len(self.names)}"
+        self.lines.append(f"    {name} = {expr}")
+        self.names.append(name)
+        self.shapes.append(tuple(shape))
+
+    def value(self, pred: Callable[[tuple], bool] = lambda s: True) -> int | None:
+        found = [k for k, s in enumerate(self.shapes) if pred(s)]
+        # Later values more often: programs grow into chains instead of fanning out.
+        if not found:
+            return None
+        weights = np.array(found, np.float64) + 1
+        return int(self.rng.choice(found, p=weights / weights.sum()))
+
+    # ---- steps --------------------------------------------------------------------------
+    def unary(self) -> None:
+        k = self.value()
+        a = self.names[k]
+        if self.smooth:
+            ops = ["-{a}", "m.tanh({a})", "m.sin({a})", "m.cos({a})", "m.logistic({a})", "{a} * 0.5",
+                   "m.exp(m.tanh({a}))"]
+        elif self.is_int:
+            ops = ["-{a}", "m.abs({a})", "{a} * 3", "{a} // 2", "{a} % 3", "m.sign({a})", "{a} + 1"]
+        else:
+            ops = ["-{a}", "m.abs({a})", "m.tanh({a})", "m.exp({a})", "m.log(m.abs({a}) + 1.0)",
+                   "m.sqrt(m.abs({a}))", "m.floor({a})", "m.sign({a})", "m.sin({a})", "m.logistic({a})",
+                   "{a} * {a}", "{a} / 3.0", "m.cos({a})"]
+        self.add(self.pick(ops).format(a=a), self.shapes[k])
+
+    def binary(self) -> None:
+        i = self.value()
+        j = self.value(lambda s: broadcastable(s, self.shapes[i]))
+        a, b = self.names[i], self.names[j]
+        if self.smooth:
+            # Bounded growth: central differences of a high power lose every digit.
+            ops = ["{a} + {b}", "{a} - {b}", "{a} * m.tanh({b})", "{a} / (1.5 + {b} * {b})"]
+        elif self.is_int:
+            ops = ["{a} + {b}", "{a} - {b}", "{a} * {b}", "m.maximum({a}, {b})", "m.minimum({a}, {b})",
+                   "m.where({a} > {b}, {a}, {b})", "{a} // (m.abs({b}) + 1)", "{a} % (m.abs({b}) + 1)",
+                   "m.where({a} == {b}, {a}, -{b})"]
+        else:
+            ops = ["{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} / (m.abs({b}) + 0.5)", "m.maximum({a}, {b})",
+                   "m.minimum({a}, {b})", "m.where({a} > {b}, {a}, {b} * 2.0)",
+                   "m.where({a} <= {b}, {a} - {b}, {b})"]
+        self.add(self.pick(ops).format(a=a, b=b), np.broadcast_shapes(self.shapes[i], self.shapes[j]))
+
+    def reduce(self) -> None:
+        k = self.value()
+        s = self.shapes[k]
+        a = self.names[k]
+        nd = len(s)
+        choices: list = [None, ()]
+        if nd:
+            choices += [int(self.rng.integers(-nd, nd))]
+        if nd >= 2:
+            two = sorted(int(x) for x in self.rng.choice(nd, 2, replace=False))
+            choices.append(tuple(two))
+        axes = self.pick(choices)
+        keep = bool(self.rng.integers(2))
+        names = ["sum", "mean"] if self.smooth else ["sum", "max", "min"] + ([] if self.is_int else ["mean"])
+        op = self.pick(names)
+        extra = ", dtype={a}.dtype" if op == "sum" and self.is_int else ""
+        shape = _reduced(s, axes if axes is None or isinstance(axes, tuple) else (axes,), keep)
+        self.add(f"m.{op}({a}, axis={axes!r}, keepdims={keep}{extra.format(a=a)})", shape)
+
+    def normalize(self) -> None:
+        """A row statistic broadcast back over its row (softmax, layer norm): the reduction
+        and the elementwise work of one row in one kernel, where the CPU writer stores a
+        row's elements in the output and divides them in place."""
+        k = self.value(lambda s: len(s) >= 1)
+        if k is None or self.is_int:
+            return self.reduce()
+        s, a = self.shapes[k], self.names[k]
+        ax = self.pick([-1, 0]) if len(s) > 1 else -1
+        if self.smooth:
+            forms = ["m.exp(m.tanh({a})) / m.sum(m.exp(m.tanh({a})), axis={ax}, keepdims=True)",
+                     "{a} - m.mean({a}, axis={ax}, keepdims=True)"]
+        else:
+            forms = ["m.exp({a} - m.max({a}, axis={ax}, keepdims=True)) / "
+                     "m.sum(m.exp({a} - m.max({a}, axis={ax}, keepdims=True)), axis={ax}, keepdims=True)",
+                     "({a} - m.mean({a}, axis={ax}, keepdims=True)) / "
+                     "m.sqrt(m.mean({a} * {a}, axis={ax}, keepdims=True) + 1.0)"]
+        self.add(self.pick(forms).format(a=a, ax=ax), s)
+
+    def convert(self) -> None:
+        """A cast away and back, a comparison as a number, or an argmax as one."""
+        k = self.value()
+        s, a = self.shapes[k], self.names[k]
+        d = {"f32": "np.float32", "f64": "np.float64", "i32": "np.int32", "i64": "np.int64"}[self.dtype]
+        other = {"f32": "np.float64", "f64": "np.float32", "i32": "np.int64", "i64": "np.int32"}[self.dtype]
+        if self.smooth:  # a float32 rounding in the middle leaves central differences noise
+            return self.unary()
+        forms = [f"({a} > 0).astype({d})", f"{a}.astype({other}).astype({d})"]
+        if s and self.rng.integers(2):
+            ax = int(self.rng.integers(len(s)))
+            arg = self.pick(["argmax", "argmin"])
+            self.add(f"m.{arg}({a}, axis={ax}).astype({d})", s[:ax] + s[ax + 1:])
+            return
+        self.add(self.pick(forms), s)
+
+    def layout(self) -> None:
+        k = self.value()
+        s = self.shapes[k]
+        a = self.names[k]
+        nd = len(s)
+        options = ["expand"]
+        if nd >= 2:
+            options += ["transpose", "swap", "reshape"]
+        if nd >= 1:
+            options += ["slice", "pad", "index", "flip", "broadcast", "concat", "flatten"]
+        kind = self.pick(options)
+        if kind == "expand":
+            self.add(f"{a}[None]", (1, *s))
+        elif kind == "transpose":
+            self.add(f"m.transpose({a})", s[::-1])
+        elif kind == "swap":
+            self.add(f"m.swapaxes({a}, 0, -1)", (s[-1], *s[1:-1], s[0]))
+        elif kind in ("reshape", "flatten"):
+            n = math.prod(s)
+            if kind == "reshape" and n % 2 == 0:
+                self.add(f"{a}.reshape(2, -1)", (2, n // 2))
+            else:
+                self.add(f"{a}.reshape(-1)", (n,))
+        elif kind == "slice":
+            ax = int(self.rng.integers(nd))
+            start = int(self.rng.integers(0, max(s[ax] - 1, 0) + 1))
+            step = self.pick([1, 2])
+            index = ", ".join([":"] * ax + [f"{start}::{step}"])
+            self.add(f"{a}[{index}]", s[:ax] + (len(range(start, s[ax], step)),) + s[ax + 1:])
+        elif kind == "flip":
+            ax = int(self.rng.integers(nd))
+            self.add(f"{a}[{', '.join([':'] * ax + ['::-1'])}]", s)
+        elif kind == "index":
+            self.add(f"{a}[{int(self.rng.integers(s[0]))}]", s[1:])
+        elif kind == "pad":
+            widths = [(int(self.rng.integers(2)), int(self.rng.integers(2))) for _ in s]
+            self.add(f"m.pad({a}, {tuple(widths)!r})", tuple(n + lo + hi for n, (lo, hi) in zip(s, widths)))
+        elif kind == "broadcast":
+            target = (2, *s)
+            self.add(f"m.broadcast_to({a}, {target!r})", target)
+        else:  # concat with another value of the same shape off one axis, or itself
+            ax = int(self.rng.integers(nd))
+            j = self.value(lambda t: len(t) == nd and all(t[d] == s[d] for d in range(nd) if d != ax))
+            self.add(f"m.concatenate([{a}, {self.names[j]}], axis={ax})",
+                     s[:ax] + (s[ax] + self.shapes[j][ax],) + s[ax + 1:])
+
+    def matmul(self) -> None:
+        k = self.value(lambda s: len(s) >= 2)
+        if k is None:
+            return self.unary()
+        s, a = self.shapes[k], self.names[k]
+        j = self.value(lambda t: len(t) == 2 and t[0] == s[-1])
+        squash = "m.tanh({})" if self.smooth else "{}"
+        if j is not None and self.rng.integers(2):
+            b = squash.format(self.names[j])
+            self.add(f"m.matmul({squash.format(a)}, {b})", s[:-1] + self.shapes[j][1:])
+        else:
+            self.add(f"m.matmul({squash.format(a)}, m.swapaxes({squash.format(a)}, -1, -2))", s[:-1] + (s[-2],))
+
+
+def broadcastable(a: tuple, b: tuple) -> bool:
+    """Whether shapes ``a`` and ``b`` broadcast together."""
+    try:
+        np.broadcast_shapes(a, b)
+        return True
+    except ValueError:
+        return False
+
+
+def random_program(seed: int) -> Program:
+    """The program of ``seed``: odd seeds are smooth float64 programs (gradients checked),
+    even ones general programs of a random dtype."""
+    rng = np.random.default_rng([seed, 19])
+    smooth = seed % 2 == 1
+    dtype = "f64" if smooth else ["f32", "f64", "i32", "i64"][int(rng.integers(4))]
+    n_in = int(rng.integers(1, 4))
+    base = SHAPES[int(rng.integers(len(SHAPES)))]
+    in_shapes = [base if rng.integers(3) else SHAPES[int(rng.integers(len(SHAPES)))] for _ in range(n_in)]
+    w = _Writer(rng, dtype, smooth)
+    w.names = [f"x{k}" for k in range(n_in)]
+    w.shapes = list(in_shapes)
+    steps = {"unary": w.unary, "binary": w.binary, "reduce": w.reduce, "layout": w.layout, "matmul": w.matmul,
+             "normalize": w.normalize, "convert": w.convert}
+    kinds = ["unary", "binary", "binary", "reduce", "reduce", "layout", "layout", "matmul", "normalize", "convert"]
+    for _ in range(int(rng.integers(1, 11))):
+        steps[w.pick(kinds)]()
+    made = list(range(n_in, len(w.names)))
+    outs = [len(w.names) - 1] if made else [0]
+    if len(made) > 1:  # another value of the program: outputs of different shapes share kernels
+        outs += [int(k) for k in rng.choice(made[:-1], int(rng.integers(0, min(2, len(made) - 1) + 1)),
+                                            replace=False)]
+    source = "\n".join([f"def program({', '.join(f'x{k}' for k in range(n_in))}):", *w.lines,
+                        f"    return ({', '.join(w.names[k] for k in outs)},)"]) + "\n"
+    return Program(seed, source, dtype, in_shapes, smooth)
