@@ -182,19 +182,21 @@ def test_threads_writing_and_importing_one_new_module_get_the_same_complete_modu
 
 def test_processes_sharing_a_cold_cache(cold_cache):
     # Four processes, each with four threads, compile the same kernels into one cache
-    # directory at once (started together: each waits for the `go` file).
+    # directory at once (started together: each waits for the `go` file); a fifth, after
+    # them, finds every kernel on disk.
     salt = fresh_constant()
     go = cold_cache.parent / "go"
     prog = textwrap.dedent(f"""
         import os, threading, time
         import numpy as np, flowjit as fj
+        from flowjit.codegen_cpu import kernel_stats
         f = fj.function(lambda x: fj.tanh(x * {salt!r}) + x.mean(axis=-1, keepdims=True))
         while not os.path.exists({str(go)!r}):
             time.sleep(0.01)
         bad = []
         def work(t):
             for i in range(20):
-                x = np.linspace(-1, 1, 12).reshape((3, 4) if (t + i) % 2 else (2, 6))
+                x = np.linspace(-1, 1, 12).reshape([(3, 4), (12,), (2, 6)][(t + i) % 3])
                 try:
                     y = f(x)
                     if not np.allclose(y, np.tanh(x * {salt!r}) + x.mean(axis=-1, keepdims=True), rtol=1e-12):
@@ -204,14 +206,23 @@ def test_processes_sharing_a_cold_cache(cold_cache):
         threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
         [th.start() for th in threads]
         [th.join() for th in threads]
-        print(f.trace_count, bad)
+        print(f.trace_count, kernel_stats()["compiled"], bad)
     """)
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cold_cache))
-    procs = [subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(4)]
-    go.write_text("")
-    for p in procs:
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def result(p: subprocess.Popen) -> tuple[int, int]:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-        assert out.split(None, 1) == ["2", "[]\n"], out + err
+        traces, compiled, bad = out.split(None, 2)
+        assert bad == "[]\n", out + err
+        return int(traces), int(compiled)
+
+    procs = [start() for _ in range(4)]
+    go.write_text("")
+    assert [result(p)[0] for p in procs] == [3] * 4
+    assert result(start()) == (3, 0)
     assert not list(cold_cache.rglob("*.tmp"))
