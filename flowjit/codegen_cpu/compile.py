@@ -102,6 +102,11 @@ def pow(a, b):
 _stats = {"compiled": 0, "loaded": 0, "reused": 0}
 _precompiled: set[int] = set()  # dispatchers precompile compiled, not yet counted at a call
 _stats_lock = threading.Lock()  # programs warm up on several threads at once
+# A kernel's first call, counted as compiled, loaded or reused by what it changed in its
+# dispatcher, happens under this lock so that another thread's first call of the same
+# kernel cannot change it meanwhile. It costs little: numba compiles one function at a
+# time per process anyway, and only first calls take it, never a compiled program's calls.
+_first_calls = threading.RLock()
 # Loading a module runs its code (numba's decorators); one load at a time, so a module is
 # in sys.modules only when complete. Reentrant: a module's code may load another.
 _import_lock = threading.RLock()
@@ -323,6 +328,11 @@ def precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
     compile at once (numba compiles one function at a time per process); the parent then
     loads the child's from disk at the first call. Only where fork is safe (Linux) and the
     disk cache is writable; any failure just leaves a kernel to compile at its first call."""
+    with _first_calls:
+        _precompile(kernels)
+
+
+def _precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
     unique = {id(k.fn): (k, sig) for k, sig in kernels}  # kernels of one source share a dispatcher
     cold = [(k, sig) for k, sig in unique.values() if not k.fn.signatures and not _on_disk(k)]
     if not cold:
@@ -384,6 +394,11 @@ def warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> lis
     """Compile ``kernel`` for these inputs now, counting compiles, disk-cache loads and
     reuses (the same source already compiled in this process, e.g. for another batch size);
     returns the kernel's outputs."""
+    with _first_calls:
+        return _warm(kernel, inputs, ops_desc)
+
+
+def _warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> list[np.ndarray]:
     before, hits = len(kernel.fn.signatures), sum(kernel.fn.stats.cache_hits.values())
     try:
         outs = kernel(*inputs)

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import flowjit as fj
+from flowjit.codegen_cpu import kernel_stats
 from flowjit.codegen_cpu.compile import import_source, write_source
 from tests.concurrency import THREADS, fresh_constant, hammer
 
@@ -48,6 +50,27 @@ def test_cold_function_from_8_threads_traces_once_per_signature(cold_cache):
     assert not wrong
     assert f.trace_count == len(shapes) and traced == {s: 1 for s in shapes}
     assert not list(cold_cache.rglob("*.tmp"))  # every temporary file renamed into place
+
+
+def _stats_of(run: Callable[[], None]) -> dict[str, int]:
+    before = kernel_stats()
+    run()
+    return {k: v - before[k] for k, v in kernel_stats().items()}
+
+
+def test_kernel_stats_from_threads_count_as_one_thread_would():
+    # Kernels compiled once are counted once; the other programs that use them reuse them.
+    shapes = [(3,), (4,), (5,), (6,)]
+
+    def program() -> Any:
+        salt = fresh_constant()
+        return fj.function(lambda x: fj.tanh(x * salt + 1.0) * x.sum() - fj.exp(x).max())
+
+    f = program()
+    alone = _stats_of(lambda: [f(np.ones(s)) for s in shapes])
+    g = program()
+    threaded = _stats_of(lambda: hammer(lambda t, i: g(np.ones(shapes[(t + i) % 4])), 10))
+    assert threaded == alone and alone["compiled"] >= 1
 
 
 def test_a_trace_error_reaches_every_thread_waiting_for_that_signature():
