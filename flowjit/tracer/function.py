@@ -5,6 +5,10 @@ A signature is, per parameter, either its static value (``static_argnums`` /
 (Python scalars are weak). The first call with a new signature traces the function into a
 Function and prepares an Executable; later calls with that signature only run it.
 Inside another trace, a decorated function is inlined into the caller's trace.
+
+A decorated function may be called from several threads at once: a new signature is
+traced and compiled by one of its callers while the others wait for it, and calls of
+signatures already compiled take no lock.
 """
 
 from __future__ import annotations
