@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from flowjit.codegen_cpu.compile import precompile
 from flowjit.runtime.executable import _signature
@@ -23,3 +27,13 @@ def trace_and_precompile(calls: Iterable[tuple[Any, Sequence[Any]]]) -> int:
         pending += [(st.kernel, _signature(st)) for st in entry.executable._steps if st.kernel is not None]
     precompile(pending)
     return len(pending)
+
+
+@contextmanager
+def suite_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``FLOWJIT_CACHE_DIR`` when set, else the session's kernel cache (shared with
+    tests/codegen_cpu): cold in a fresh run, as on CI's clean clone."""
+    with pytest.MonkeyPatch.context() as mp:
+        if not os.environ.get("FLOWJIT_CACHE_DIR"):
+            mp.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flowjit-cache"))
+        yield

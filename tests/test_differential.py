@@ -21,7 +21,7 @@ import pytest
 import flowjit as fj
 from flowjit.codegen_cpu import kernel_stats
 from tests.finite_differences import central_differences
-from tests.precompile import trace_and_precompile
+from tests.precompile import suite_cache, trace_and_precompile
 from tests.random_programs import NUMPY, Program, random_program
 
 SEEDS = range(0, 120)
@@ -78,8 +78,9 @@ class Programs:
 
 
 @pytest.fixture(scope="module")
-def programs():
-    return Programs()
+def programs(tmp_path_factory):
+    with suite_cache(tmp_path_factory):
+        yield Programs()
 
 
 def check_program(program: Program, forward, grad) -> None:

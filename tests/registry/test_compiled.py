@@ -10,7 +10,6 @@ cases share it); each case then only loads and runs its kernel.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ import flowjit as fj
 from flowjit.codegen_cpu import kernel_stats
 from flowjit.ir.registry import get
 from flowjit.tracer.core import bind
-from tests.precompile import trace_and_precompile
+from tests.precompile import suite_cache, trace_and_precompile
 from tests.registry.case import Case, kernel_tolerance
 from tests.registry.test_generic import ALL_CASES, _domain_inputs, _tolerance
 
@@ -60,11 +59,7 @@ class Compiled:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    # FLOWJIT_CACHE_DIR when set, else the session's kernel cache (shared with
-    # tests/codegen_cpu), cold in a fresh run as on CI's clean clone.
-    with pytest.MonkeyPatch.context() as mp:
-        if not os.environ.get("FLOWJIT_CACHE_DIR"):
-            mp.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flowjit-cache"))
+    with suite_cache(tmp_path_factory):
         yield Compiled()
 
 
