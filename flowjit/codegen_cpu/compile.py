@@ -101,15 +101,15 @@ def pow(a, b):
 
 _stats = {"compiled": 0, "loaded": 0, "reused": 0}
 _precompiled: set[int] = set()  # dispatchers precompile compiled, not yet counted at a call
-_stats_lock = threading.Lock()  # programs warm up on several threads at once
-# A kernel's first call, counted as compiled, loaded or reused by what it changed in its
-# dispatcher, happens under this lock so that another thread's first call of the same
-# kernel cannot change it meanwhile. It costs little: numba compiles one function at a
-# time per process anyway, and only first calls take it, never a compiled program's calls.
+# A kernel's first call (and precompile), counted in _stats as compiled, loaded or reused
+# by what it changed in its dispatcher, happens under this lock, so that another thread's
+# first call of the same kernel cannot change it meanwhile. It costs little: numba compiles
+# one function at a time per process anyway, and only first calls take it, never a
+# compiled program's calls.
 _first_calls = threading.RLock()
 # Loading a module runs its code (numba's decorators); one load at a time, so a module is
-# in sys.modules only when complete. Reentrant: a module's code may load another.
-_import_lock = threading.RLock()
+# in sys.modules only when complete.
+_import_lock = threading.Lock()
 _warned = False
 
 
@@ -361,14 +361,14 @@ def _precompile(kernels: list[tuple[CompiledKernel, tuple]]) -> None:
     for k, sig in mine + ([] if pid else theirs):
         try:
             k.fn.compile(sig)
-            _count("compiled")
+            _stats["compiled"] += 1
             _precompiled.add(id(k.fn))
         except Exception:
             pass  # compiled (and its error reported) at the first call
     if pid:
         _wait_for(pid, CHILD_COMPILE_TIMEOUT_S)
         for k, _ in theirs:
-            _count("compiled")
+            _stats["compiled"] += 1
             _precompiled.add(id(k.fn))
 
 
@@ -418,14 +418,10 @@ def _warm(kernel: CompiledKernel, inputs: list[np.ndarray], ops_desc: str) -> li
     if id(kernel.fn) in _precompiled:
         _precompiled.discard(id(kernel.fn))  # counted by precompile
     elif len(kernel.fn.signatures) == before:
-        _count("reused")
+        _stats["reused"] += 1
     elif sum(kernel.fn.stats.cache_hits.values()) > hits:
-        _count("loaded")
+        _stats["loaded"] += 1
     else:
-        _count("compiled")
+        _stats["compiled"] += 1
     return outs
 
-
-def _count(what: str) -> None:
-    with _stats_lock:
-        _stats[what] += 1
