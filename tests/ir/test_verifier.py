@@ -18,7 +18,8 @@ def _fn():
 
 
 def test_valid_function_verifies():
-    assert verify(_fn()) is not None
+    fn = _fn()
+    assert verify(fn) is fn
 
 
 def test_use_before_definition():
