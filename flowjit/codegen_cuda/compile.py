@@ -34,7 +34,7 @@ from flowjit.codegen_cuda.kernel_source import (
     static_reason,
 )
 from flowjit.ir.core import Block
-from flowjit.ir.errors import FlowjitError
+from flowjit.ir.errors import BUG_REPORT, FlowjitError
 from flowjit.ir.types import TensorType
 
 # Threads per block of an elementwise launch, and the most blocks a launch gets (the
@@ -233,7 +233,7 @@ def compile_error(kernel: CudaKernel, e: Exception) -> CudaKernelCompileError:
     cause = " | ".join(lines)
     cause = cause if len(cause) <= 400 else cause[:397] + "..."
     return CudaKernelCompileError(f"CUDA kernel {kernel.ops} failed to compile: {type(e).__name__}: {cause}; "
-                                  f"generated source: {kernel.path}")
+                                  f"{BUG_REPORT}; generated source: {kernel.path}")
 
 
 def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:

@@ -64,3 +64,9 @@ class VerifyError(FlowjitError, ValueError):
 class AutodiffError(FlowjitError):
     """A gradient was asked through an op that has none (or that needs more information
     to have one, such as a while loop without ``maximum_iterations``)."""
+
+
+# What a backend adds to the error of a kernel it generated that fails to compile: that
+# is always flowjit's bug, never the user's, and the interpreter runs the program meanwhile.
+BUG_REPORT = ("this is a bug in flowjit, not in your program: please report it with the generated "
+              "source below and the failing call (fj.function(..., interpret=True) runs it meanwhile)")
