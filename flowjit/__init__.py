@@ -26,6 +26,8 @@ from flowjit.ir.errors import (
     TracerError,
     VerifyError,
 )
+from flowjit.passes.placement import PlacementError
+from flowjit.runtime.devices import Device, DeviceError, devices
 from flowjit.tracer import random
 from flowjit.tracer.array_api import (
     abs,
@@ -130,13 +132,10 @@ from flowjit.tracer.array_api import (
 )
 from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop
+from flowjit.tracer.core import device
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.tracer.variables import Variable
-
-__version__ = "0.1.0"
-from flowjit.passes.placement import PlacementError
-from flowjit.runtime.devices import Device, DeviceError, devices
-from flowjit.tracer.core import device
+from flowjit.version import __version__
 
 _LAZY_MODULES = ("codegen_cpu", "codegen_cuda")
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-import flowjit
 from flowjit.checkpoint import safetensors_format as fmt
 from flowjit.checkpoint.safetensors_format import CheckpointError
 from flowjit.checkpoint.state import flatten
 from flowjit.tracer.core import current_trace
+from flowjit.version import __version__
 
 # The one key of the header's __metadata__ we own; its value is JSON (the spec allows
 # only strings there).
@@ -52,7 +52,7 @@ def save(path: str | os.PathLike[str], state: Any, *, step: int | None = None,
     if metadata is not None and not isinstance(metadata, dict):
         raise CheckpointError(f"checkpoint metadata must be a dict, not {type(metadata).__name__}")
     try:
-        header_json = json.dumps({"version": flowjit.__version__, "step": step, "metadata": metadata or {}})
+        header_json = json.dumps({"version": __version__, "step": step, "metadata": metadata or {}})
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint metadata must be JSON-serializable: {e}") from None
     arrays = {name: np.asarray(var) for name, var in variables.items()}
