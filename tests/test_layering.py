@@ -29,6 +29,9 @@ ALLOWED = {
     "runtime": {"ir", "passes", "codegen_cpu", "codegen_cuda"},
     "tracer": {"ir", "passes", "runtime", "debug"},
     "debug": {"ir"},
+    "nn": {"ir", "tracer"},
+    "optim": {"ir", "tracer", "nn"},
+    "checkpoint": {"ir", "tracer", "optim", "version"},  # it saves optimizers' slots
 }
 
 
