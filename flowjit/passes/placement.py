@@ -18,7 +18,16 @@
   compute it on that device (its work over the device's speed); ties go to the device
   most of its input bytes are on, then to the default;
 - an op owning blocks (cond, while, scan) runs on one device with everything inside it;
-- arguments live on ``target.default`` unless ``fn.arg_devices`` says otherwise.
+- arguments live on ``target.default`` unless ``fn.arg_devices`` says otherwise;
+- with ``target.soft`` (TensorFlow's ``allow_soft_placement``), a device named for an op
+  or a variable that does not exist or cannot run it is a wish, not an order: the op goes
+  to the cheapest device that can run it, and a variable whose updates its device cannot
+  run lives, with its updates, on the first device that can (its readers still run where
+  they were placed); without it, PlacementError as above.
+
+An unplaced op that would follow the variable it reads to a device that cannot run it
+goes where the cost model says instead (following is the pass's preference, never the
+user's order).
 
 Where there are only CPU devices, a program with no placed op, no placed variable and the
 default device ``cpu:0`` is returned as it is: every op stays unannotated (the
@@ -53,12 +62,15 @@ TRANSFER_LATENCY_S = 2e-5
 class DeviceTarget:
     """What placement may choose from: the devices that exist, the default one (where
     arguments live and where unplaced work goes absent a better choice), and whether a
-    device can run an op (the backends' answer)."""
+    device can run an op (the backends' answer). ``soft``: a named device that is missing
+    or cannot run an op is overridden instead of raising PlacementError (see the module
+    docstring)."""
 
     devices: tuple[str, ...]
     default: str = "cpu:0"
     feasible: Callable[[Op, str], bool] = lambda op, device: True
     speed: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SPEED))
+    soft: bool = False
 
 
 def _where(op: Op) -> str:
@@ -100,6 +112,9 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
     if not placed_args and not any(explicit.values()) and target.default == "cpu:0" and only_cpus:
         return fn
 
+    def runs(op: Op, device: str) -> bool:
+        return device in target.devices and target.feasible(op, device)
+
     def check(op: Op, device: str, why: str, variable: str | None = None) -> None:
         able = [d for d in target.devices if target.feasible(op, d)]
         # An update cannot move off its variable: the fix is where the variable is created.
@@ -117,11 +132,15 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
             updates.setdefault(op.inputs[0].id, []).append(op)
 
     def home(a: Value, var: bool, d: str | None) -> str:
-        # A variable that names no device lives on the default one, unless that device
-        # cannot update it (no CUDA assign): then where its updates can run, the host first.
-        if d or not var or all(target.feasible(u, target.default) for u in updates.get(a.id, [])):
-            return d or target.default
-        able = [t for t in target.devices if all(target.feasible(u, t) for u in updates[a.id])]
+        # A variable that names no device (or, soft, names one that cannot hold it) lives
+        # on the default one, unless that device cannot update it (no CUDA assign): then
+        # where its updates can run, the host first.
+        mine = updates.get(a.id, []) if var else []
+        if d and not (target.soft and (d not in target.devices or not all(runs(u, d) for u in mine))):
+            return d
+        if all(runs(u, target.default) for u in mine):
+            return target.default
+        able = [t for t in target.devices if all(target.feasible(u, t) for u in mine)]
         return able[0] if able else target.default
 
     fn.arg_devices = [home(a, var, d) for a, var, d in zip(fn.args, fn.is_var, fn.arg_devices)]
@@ -143,10 +162,10 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
             why = "fj.device"
         else:
             why = ""
-            reads = [var_device[v.id] for v in op.inputs if v.id in var_device]
+            reads = [var_device[v.id] for v in op.inputs if v.id in var_device and runs(op, var_device[v.id])]
             if reads:
                 want, why = reads[0], "with the Variable it reads"
-        if want:
+        if want and (variable or not target.soft or runs(op, want)):
             check(op, want, why, variable)
         else:
             want = _cheapest(op, device_of, target)

@@ -9,6 +9,7 @@ caller may mutate what it gets back.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -22,6 +23,7 @@ import numpy as np
 from flowjit.ir.core import Function, Op
 from flowjit.ir.interpreter import run_block, run_op
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
+from flowjit.passes.placement import DeviceTarget
 from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.native_loop import native_loop
@@ -303,14 +305,20 @@ def disabled_passes(passes: Mapping[str, bool] | Iterable[str] | None, pipeline:
 
 
 def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[str] | None = None,
-          pipeline: Pipeline = DEFAULT_PIPELINE, device: str | None = None) -> Function:
-    """``function`` after pipeline ``stage`` (a pass name, or ``traced``/``fused``)."""
+          pipeline: Pipeline = DEFAULT_PIPELINE, device: str | None = None, soft: bool = False) -> Function:
+    """``function`` after pipeline ``stage`` (a pass name, or ``traced``/``fused``), placed
+    as ``compile_function`` places it."""
     if stage == "traced":
         return function
-    from flowjit.runtime.devices import device_target
     stop = "fusion" if stage == "fused" else stage
     return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop,
-                        target=device_target(device)).function
+                        target=_target(device, soft)).function
+
+
+def _target(device: str | None, soft: bool) -> DeviceTarget:
+    from flowjit.runtime.devices import device_target
+    target = device_target(device)
+    return dataclasses.replace(target, soft=True) if soft else target
 
 
 def _signature(st: Step) -> tuple:
@@ -342,18 +350,19 @@ def _as_view(op: Op) -> Callable[[np.ndarray], np.ndarray] | None:
 def compile_function(function: Function, interpret: bool = False, device: str | None = None,
                      passes: Mapping[str, bool] | Iterable[str] | None = None,
                      pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None,
-                     fastmath: bool = False, parallel: bool = True) -> Any:
+                     fastmath: bool = False, parallel: bool = True, soft: bool = False) -> Any:
     """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
     ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels, with LLVM's
     fast-math flags when ``fastmath``; ``interpreter`` runs the optimized program on the
     NumPy interpreter). ``device`` is the default device (``cpu:0``): where arguments
     live and unplaced ops go. A program placed on other devices than ``cpu:0`` becomes a
-    ``MultiDeviceExecutable``: one partition per device, run concurrently."""
+    ``MultiDeviceExecutable``: one partition per device, run concurrently. ``soft``
+    (TensorFlow's soft placement): an op whose ``fj.device`` cannot run it runs on the
+    cheapest device that can, instead of raising PlacementError."""
     if interpret:
         return Executable(function, "interpreter", device or "cpu:0")
-    from flowjit.runtime.devices import device_target
-    target = device_target(device)
+    target = _target(device, soft)
     result = pipeline.run(function, disable=disabled_passes(passes, pipeline), target=target)
     chosen = backend or os.environ.get("FLOWJIT_BACKEND") or "numba"
     placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)

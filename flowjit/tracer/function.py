@@ -107,7 +107,7 @@ class TracedFunction:
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), interpret: bool | None = None,
                  passes: Any = None, backend: str | None = None, fastmath: bool = False,
-                 device: Any = None):
+                 device: Any = None, soft_placement: bool = False):
         if not callable(fun):
             raise FlowjitTypeError(f"fj.function expects a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
@@ -117,6 +117,7 @@ class TracedFunction:
         self.backend = backend
         self.fastmath = fastmath
         self.device = None if device is None else check_device(device).name
+        self.soft_placement = bool(soft_placement)
         self.trace_count = 0
         self._cache: dict[tuple, _Entry] = {}
         # Calls with only positional NumPy arrays (no static arguments) skip signature
@@ -246,7 +247,7 @@ class TracedFunction:
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
         executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend,
-                                      fastmath=self.fastmath, device=self.device)
+                                      fastmath=self.fastmath, device=self.device, soft=self.soft_placement)
         return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf",
                       variables=tuple(trace.variables), assigned=tuple(assigned))
 
@@ -318,7 +319,7 @@ class TracedFunction:
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
         entry, _ = self._lookup(args, kwargs)
-        return lower(entry.function, stage, self.passes, device=self.device)
+        return lower(entry.function, stage, self.passes, device=self.device, soft=self.soft_placement)
 
     def kernels(self, *args: Any, **kwargs: Any) -> str:
         """The generated kernel and driver source for these arguments' signature (arrays or
@@ -381,7 +382,7 @@ def describe_signature_change(old: tuple, new: tuple) -> list[str]:
 def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
              static_argnames: Sequence[str] | str = (), interpret: bool | None = None,
              passes: Any = None, backend: str | None = None, fastmath: bool = False,
-             device: Any = None) -> Any:
+             device: Any = None, soft_placement: bool = False) -> Any:
     """Trace ``fun`` per argument signature into IR and run it; usable as ``@fj.function`` or
     ``@fj.function(static_argnames=...)``. ``interpret=True`` (or ``FLOWJIT_INTERPRET=1``)
     runs the traced program on the NumPy reference interpreter, unoptimized; ``passes``
@@ -391,8 +392,13 @@ def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[
     compiles kernels with LLVM's fast-math flags (float arithmetic reassociated, nan and
     inf assumed absent: faster reductions, results that may differ in the last bits);
     ``device`` (``"cpu:1"``, ``"cuda:0"``) is where the arguments live and where ops not
-    placed with ``fj.device`` run (default ``cpu:0``)."""
+    placed with ``fj.device`` run (default ``cpu:0``); ``soft_placement=True`` (as
+    TensorFlow's ``tf.config.set_soft_device_placement``) runs an op whose ``fj.device``
+    has no kernel for it (``cumsum`` on a GPU) on the cheapest device that can, and keeps a
+    Variable whose device cannot run its updates where they can run, instead of raising
+    PlacementError."""
     if fun is None:
         return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend, fastmath,
-                                        device)
-    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend, fastmath, device)
+                                        device, soft_placement)
+    return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend, fastmath, device,
+                          soft_placement)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.ir.core import Function
 from flowjit.ir.errors import FlowjitError
 from flowjit.runtime.devices import device_names
 from flowjit.tracer import pytree
@@ -91,9 +92,6 @@ class Evaluator:
         # Ops inside a cond branch, a loop body or a gradient's forward pass run where the
         # op that holds them runs (a structured op runs on one device).
         placed = placement(op, self.root.session) if self.parent is None else contextlib.nullcontext()
-        config = self.root.session.config if self.root.session is not None else None
-        if self.parent is None and getattr(config, "log_device_placement", False):
-            print(f"{op.name}: ({op.type}): {op.device or 'placed by flowjit'}", file=sys.stderr)
         with at_location(op.location), placed:
             try:
                 outs = op.compute(self, op, inputs)
@@ -137,9 +135,10 @@ _CONFIG_FIELDS = ("allow_soft_placement", "log_device_placement", "intra_op_para
 class ConfigProto:
     """``tf.ConfigProto(allow_soft_placement=True, log_device_placement=True, ...)``, the
     ``config`` of a Session. flowjit honours the placement fields: with
-    ``allow_soft_placement`` an op whose ``tf.device`` this process lacks is placed where
-    flowjit chooses instead of failing the run, and ``log_device_placement`` prints each
-    op's device as it is traced. The thread counts, ``device_count`` and ``gpu_options``
+    ``allow_soft_placement`` an op whose ``tf.device`` this process lacks, or which that
+    device cannot run (``tf.cumsum`` on a GPU), is placed where flowjit chooses instead of
+    failing the run, and ``log_device_placement`` prints the device each op of a program
+    was placed on, once per compiled program. The thread counts, ``device_count`` and ``gpu_options``
     are accepted, so TensorFlow programs run unchanged, and have no effect: flowjit's
     threads are ``NUMBA_NUM_THREADS`` and its devices ``fj.devices()``."""
 
@@ -178,6 +177,24 @@ def placement(op: Operation, session: Session | None) -> Any:
         None, op, f"Cannot assign a device for operation {op.name!r} ({op.where()}): it was explicitly assigned "
         f"to {op.device}, but this process has {', '.join(names)}.{hint} or pass "
         "tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) to let flowjit place it")
+
+
+def log_placement(ops: Sequence[Operation], placed: Function) -> None:
+    """Print ``name: (type): device`` to stderr for each of ``ops``, the devices its ops got
+    in ``placed`` (the program after the placement pass), as TensorFlow's
+    ``log_device_placement`` does; an op that left no op there shows its ``tf.device``, or
+    that flowjit placed it."""
+    # Each graph op's location is an object of its own, and passes copy an op's loc by
+    # reference: identity maps placed ops back to graph ops, even two on one line.
+    where: dict[int, set[str]] = {}
+    for o in placed.walk():
+        if o.loc is not None and o.device:
+            where.setdefault(id(o.loc), set()).add(o.device)
+    names = device_names()
+    for op in ops:
+        got = where.get(id(op.location))
+        shown = ", ".join(sorted(got)) if got else op.device if op.device in names else "placed by flowjit"
+        print(f"{op.name}: ({op.type}): {shown}", file=sys.stderr)
 
 
 # ---- plans: which ops run, in which compiled segment -----------------------------------------------------
@@ -474,17 +491,25 @@ class Session:
         # a time; one that only reads runs at once, as TensorFlow runs concurrent reads
         # (a read beside an update sees the variable before or after it).
         if seg.read_only:
-            outs = seg.program(*[values[t] for t in seg.inputs])
+            outs = self._call(seg, [values[t] for t in seg.inputs])
         else:
             with self._run_lock:
                 if seg.program is None:
-                    seg.program = TracedFunction(self._segment_fn(seg))
+                    soft = bool(getattr(self.config, "allow_soft_placement", False))
+                    seg.program = TracedFunction(self._segment_fn(seg), soft_placement=soft)
                 args = [values[t] for t in seg.inputs] + self._random_keys(seg.random_ops)
-                outs = seg.program(*args)
+                outs = self._call(seg, args)
                 self._initialized |= seg.assigns
                 seg.read_only = not seg.assigns and not seg.random_ops
         for t, v in zip(seg.outputs, outs):
             values[t] = v
+
+    def _call(self, seg: Segment, args: list[Any]) -> Any:
+        traces = seg.program.trace_count
+        outs = seg.program(*args)
+        if seg.program.trace_count != traces and getattr(self.config, "log_device_placement", False):
+            log_placement(seg.ops, seg.program.ir(*args, stage="placement"))
+        return outs
 
     def _segment_fn(self, seg: Segment) -> Any:
         n_in = len(seg.inputs)

@@ -113,3 +113,60 @@ def test_v1_tf_device_on_a_device_without_a_kernel_fails_as_fj_device_does():
     for e in (v1_error, fj_error):
         assert re.fullmatch(r"cumsum at sim_variable_cases.py:\d+ is placed on cuda:0 \(fj.device\), which has no "
                             r"kernel for it; devices that can run it: cpu:0", str(e.value)), str(e.value)
+
+
+# ---- soft placement: an op the named device cannot run goes where it can -------------------------------
+
+
+def _cumsum_after_exp(x):
+    with fj.device("cuda:0"):
+        return fj.cumsum(fj.exp(x), axis=1)
+
+
+def test_soft_placement_moves_an_op_the_gpu_cannot_run_to_the_cpu_and_keeps_the_rest():
+    x = np.linspace(0, 1, 8, dtype=np.float32).reshape(2, 4)
+    step = fj.function(_cumsum_after_exp, soft_placement=True)
+    assert op_devices(step.ir(x, stage="placement")) == [("exp", "cuda:0"), ("cumsum", "cpu:0")]
+    np.testing.assert_allclose(step(x), np.cumsum(np.exp(x), axis=1), rtol=1e-6)
+    with pytest.raises(PlacementError, match=r"cumsum at sim_variable_cases.py:\d+ is placed on cuda:0"):
+        fj.function(_cumsum_after_exp)(x)  # hard placement, the default, still refuses
+
+
+def test_soft_placement_moves_a_gpu_variable_whose_update_the_gpu_cannot_run():
+    # TensorFlow's soft placement moves the variable with its update (colocation).
+    with fj.device("cuda:0"):
+        w = fj.Variable(np.ones(3, np.float32), name="w")
+
+    def step(x):
+        with fj.device("cuda:0"):
+            y = fj.exp(x) * w
+        w.assign(w + y)
+        return y
+
+    step = fj.function(step, soft_placement=True)
+    x = np.zeros(3, np.float32)
+    fn = step.ir(x, stage="placement")
+    assert fn.arg_devices == ["cpu:0", "cpu:0"]
+    assert op_devices(fn) == [("exp", "cuda:0"), ("mul", "cuda:0"), ("add", "cpu:0"), ("assign", "cpu:0")]
+    np.testing.assert_allclose(step(x), [1, 1, 1])
+    np.testing.assert_allclose(step(x), [2, 2, 2])
+    np.testing.assert_allclose(w.numpy(), [4, 4, 4])
+
+
+def test_v1_allow_soft_placement_runs_an_op_the_gpu_cannot_run_on_the_cpu_and_logs_it(capsys):
+    import flowjit.v1 as tf
+
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float32, [None, 4])
+    with tf.device("/gpu:0"):
+        e = tf.exp(x)
+        c = tf.cumsum(e, axis=1)
+    xs = np.linspace(0, 1, 8, dtype=np.float32).reshape(2, 4)
+    config = tf.ConfigProto(allow_soft_placement=True, log_device_placement=True)
+    with tf.Session(config=config) as sess:
+        np.testing.assert_allclose(sess.run(c, {x: xs}), np.cumsum(np.exp(xs), axis=1), rtol=1e-6)
+        np.testing.assert_allclose(sess.run(c, {x: xs}), np.cumsum(np.exp(xs), axis=1), rtol=1e-6)
+    log = capsys.readouterr().err
+    assert re.search(r"^Exp: \(Exp\): cuda:0$", log, re.M), log
+    assert re.search(r"^Cumsum: \(Cumsum\): cpu:0$", log, re.M), log
+    assert log.count("Cumsum: (Cumsum)") == 1, log  # logged once, when the program is placed

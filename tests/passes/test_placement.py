@@ -164,3 +164,60 @@ def test_variables_on_the_cpu_read_and_trained_on_a_simulated_gpu(tmp_path):
     # numba reads NUMBA_ENABLE_CUDASIM when first imported: the cases run in a subprocess.
     env = _env(tmp_path, NUMBA_ENABLE_CUDASIM="1", FLOWJIT_CUDA_SIMULATOR_DEVICES="1", FLOWJIT_CPU_DEVICES="1")
     _passed_or_skip(_pytest("tests/passes/sim_variable_cases.py", env))
+
+
+# ---- soft placement (TensorFlow's allow_soft_placement) -------------------------------------------------
+
+NO_EXP_ON_CPU1 = DeviceTarget(CPUS.devices, feasible=lambda op, d: not (op.name == "exp" and d == "cpu:1"))
+
+
+def test_soft_placement_sends_an_op_its_device_cannot_run_to_the_cheapest_device_that_can():
+    fn = parse("""func @f(%x: f32[4]) -> (f32[4]) {
+  %0 = tanh %x : f32[4] @cpu:2
+  %1 = exp %0 : f32[4] @cpu:1  # model.py:3
+  %2 = neg %1 : f32[4] @cpu:1
+  return %2
+}""")
+    with pytest.raises(PlacementError, match=r"exp at model.py:3 is placed on cpu:1 .*has no kernel"):
+        placement(fn.clone(), NO_EXP_ON_CPU1)
+    soft = DeviceTarget(NO_EXP_ON_CPU1.devices, feasible=NO_EXP_ON_CPU1.feasible, soft=True)
+    # Its input is on cpu:2: running it there moves nothing.
+    assert _devices(placement(fn, soft)) == [("tanh", "cpu:2"), ("exp", "cpu:2"), ("neg", "cpu:1")]
+
+
+def test_soft_placement_sends_an_op_on_a_missing_device_where_the_cost_model_says():
+    text = """func @f(%x: f32[4]) -> (f32[4]) {
+  %0 = exp %x : f32[4] @cpu:7
+  return %0
+}"""
+    with pytest.raises(PlacementError, match="cpu:7 .*does not exist"):
+        placement(parse(text), CPUS)
+    assert _devices(placement(parse(text), DeviceTarget(CPUS.devices, soft=True))) == [("exp", "cpu:0")]
+
+
+def test_soft_placement_moves_a_variable_whose_update_its_device_cannot_run_with_the_update():
+    fn = parse("""func @f(%x: f32[3], %w: f32[3] var) -> (f32[3], f32[3]) {
+  %0 = mul %w, %x : f32[3]
+  %1 = assign %w, %0 : f32[3]
+  return %0, %1
+}""")
+    fn.arg_devices = [None, "cpu:1"]
+    no_assign = DeviceTarget(CPUS.devices, feasible=lambda op, d: not (op.name == "assign" and d == "cpu:1"))
+    with pytest.raises(PlacementError, match=r"assign is placed on cpu:1 \(with Variable w\).*create Variable w "
+                                             r"under fj.device\('cpu:0'\)"):
+        placement(fn.clone(), no_assign)
+    soft = DeviceTarget(no_assign.devices, feasible=no_assign.feasible, soft=True)
+    placed = placement(fn, soft)
+    assert placed.arg_devices == ["cpu:0", "cpu:0"]
+    assert _devices(placed) == [("mul", "cpu:0"), ("assign", "cpu:0")]
+
+
+def test_an_unplaced_reader_of_a_variable_whose_device_cannot_run_it_goes_where_it_can():
+    # Following its variable is a preference of the pass, not the user's choice: never an error.
+    fn = parse("""func @f(%w: f32[4] var) -> (f32[4]) {
+  %0 = exp %w : f32[4]
+  return %0
+}""")
+    fn.arg_devices = ["cpu:1"]
+    assert _devices(placement(fn, NO_EXP_ON_CPU1)) == [("exp", "cpu:0")]
+
