@@ -27,6 +27,8 @@ NUMPY.logistic = lambda x: 1 / (1 + np.exp(-x))
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
 # Small shapes, 0-d, unit axes, and rows past a float32 sum's block of 128 elements.
 SHAPES = [(), (4,), (3, 4), (2, 3), (2, 3, 4), (4, 4), (1, 4), (3, 1), (2, 150), (300,)]
+# Outputs past flowjit.codegen_cpu.kernel_source.PARALLEL_MIN_ELEMENTS.
+LARGE_SHAPES = [(512, 520), (270_000,)]
 
 
 @dataclass
@@ -266,6 +268,8 @@ def random_program(seed: int) -> Program:
     dtype = "f64" if smooth else ["f32", "f64", "i32", "i64"][int(rng.integers(4))]
     n_in = int(rng.integers(1, 4))
     base = SHAPES[int(rng.integers(len(SHAPES)))]
+    if not smooth and rng.integers(12) == 0:  # a kernel's outer loop parallel (a prange)
+        base = LARGE_SHAPES[int(rng.integers(len(LARGE_SHAPES)))]
     in_shapes = [base if rng.integers(3) else SHAPES[int(rng.integers(len(SHAPES)))] for _ in range(n_in)]
     w = _Writer(rng, dtype, smooth)
     w.names = [f"x{k}" for k in range(n_in)]

@@ -4,28 +4,27 @@ gradients of the smooth ones (``fj.grad``, compiled) against the interpreter's a
 against central differences in float64.
 
 The seeds are fixed: the default suite runs ``SEEDS`` (sized to take about a minute on
-a cold kernel cache, two cores), ``-m slow`` runs ``SLOW_SEEDS`` too. The module's first
-test of each set traces every program and compiles the kernels of all of them on two
+a cold kernel cache, two cores), ``-m slow`` runs ``SLOW_SEEDS`` too. The first program
+of each chunk of seeds traces the chunk's programs and compiles their kernels on two
 cores at once. A failure prints the program as source (it runs as is, with ``m`` bound to
 flowjit or NumPy), its fused IR and the command that runs that one program again.
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_cpu import kernel_stats
 from tests.finite_differences import central_differences
 from tests.precompile import suite_cache, trace_and_precompile
 from tests.random_programs import NUMPY, Program, random_program
 
-SEEDS = range(0, 120)
-SLOW_SEEDS = range(120, 2120)
+SEEDS = range(0, 180)
+SLOW_SEEDS = range(180, 2180)
+CHUNK = 60  # programs whose kernels compile together (see Programs.prepare)
 
 
 def _close(got: np.ndarray, want: np.ndarray, what: str, rtol: float) -> None:
@@ -52,6 +51,7 @@ class Programs:
 
     def __init__(self) -> None:
         self.compiled: dict[int, tuple] = {}
+        self.prepared: set[int] = set()  # chunks whose kernels are compiled
 
     def get(self, seed: int) -> tuple:
         if seed not in self.compiled:
@@ -64,17 +64,21 @@ class Programs:
             self.compiled[seed] = (program, forward, grad)
         return self.compiled[seed]
 
-    def prepare(self, seeds: range) -> str:
-        start, before = time.perf_counter(), kernel_stats()["compiled"]
+    def prepare(self, seed: int, many: bool) -> None:
+        """Before the first program of a chunk of ``CHUNK`` seeds runs, when ``many`` tests
+        of this module run: trace the chunk's programs and compile their cold kernels on
+        two cores at once (one chunk at a time keeps each test inside its time limit)."""
+        chunk = seed // CHUNK
+        if not many or chunk in self.prepared:
+            return
+        self.prepared.add(chunk)
         calls = []
-        for seed in seeds:
-            program, forward, grad = self.get(seed)
+        for s in range(chunk * CHUNK, (chunk + 1) * CHUNK):
+            program, forward, grad = self.get(s)
             calls += [(f, program.inputs()) for f in (forward, grad) if f is not None]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            steps = trace_and_precompile(calls)
-        return (f"{len(seeds)} programs, {steps} kernel steps, {kernel_stats()['compiled'] - before} kernels "
-                f"compiled in {time.perf_counter() - start:.1f} s")
+            trace_and_precompile(calls)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +111,8 @@ def check_program(program: Program, forward, grad) -> None:
 
 
 def _run(request, programs: Programs, seed: int) -> None:
+    module = request.node.module
+    programs.prepare(seed, sum(item.module is module for item in request.session.items) > 1)
     program, forward, grad = programs.get(seed)
     try:
         with warnings.catch_warnings():
@@ -123,18 +129,9 @@ def _run(request, programs: Programs, seed: int) -> None:
                              f"'{request.node.nodeid}'") from e
 
 
-def test_compile_default_programs(programs):
-    print("\ndifferential:", programs.prepare(SEEDS))
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_program(request, programs, seed):
     _run(request, programs, seed)
-
-
-@pytest.mark.slow
-def test_compile_slow_programs(programs):
-    print("\ndifferential (slow):", programs.prepare(SLOW_SEEDS))
 
 
 @pytest.mark.slow
