@@ -114,7 +114,6 @@ class CudaExecutable:
         self.index = memory.device_index(device)
         self.kernels: dict[int, CudaKernel | CudaExecutable] = {}
         self._constants: dict[int, Any] = {}  # op id -> the constant's device array, once uploaded
-        self._running: Op | None = None  # the op being run (still set when a run failed)
         self.unfused: dict[str, str] = {}  # fusion name -> why its ops run one kernel each
         for op in function.body.ops:
             reason = why_not(op)
@@ -155,32 +154,42 @@ class CudaExecutable:
         argument or a constant is a copy, so the caller may write into what it gets."""
         with memory.on_device(self.index):
             env: dict[int, Any] = {a.id: x for a, x in zip(self.function.args, self._inputs(arrays))}
-            for op in self.function.body.ops:
-                self._running = op
-                ins = [env[v.id] for v in op.inputs]
-                kernel = self.kernels.get(op.id)
-                role = op.primitive.role
-                if isinstance(kernel, CudaExecutable):
-                    outs = kernel.run(*ins)
-                elif kernel is not None:
-                    outs = kernel(*ins)
-                elif op.primitive.kind == "constant":
-                    outs = [self._constant(op)]
-                elif role == "send":  # hands the device array over; the receiver copies it
-                    outs = op.primitive.impl(*ins, **op.attrs)
-                elif role == "recv":  # the reference gives host memory: copy it here
-                    outs = [memory.to_device(op.primitive.impl(**op.attrs), self.index)]
-                else:
-                    outs = [LIBRARY_CALLS[role](*ins)]
-                for r, x in zip(op.results, outs):
-                    env[r.id] = x
-            self._running = None
+            self._run_ops(env)
             made = {r.id for op in self.function.body.ops if op.primitive.kind != "constant" for r in op.results}
             return [env[v.id] if v.id in made else memory.copy(env[v.id]) for v in self.function.returns]
 
+    def _run_ops(self, env: dict[int, Any]) -> None:
+        # The op being run is this frame's `op`: failing_op reads it from the traceback.
+        for op in self.function.body.ops:
+            ins = [env[v.id] for v in op.inputs]
+            kernel = self.kernels.get(op.id)
+            role = op.primitive.role
+            if isinstance(kernel, CudaExecutable):
+                outs = kernel.run(*ins)
+            elif kernel is not None:
+                outs = kernel(*ins)
+            elif op.primitive.kind == "constant":
+                outs = [self._constant(op)]
+            elif role == "send":  # hands the device array over; the receiver copies it
+                outs = op.primitive.impl(*ins, **op.attrs)
+            elif role == "recv":  # the reference gives host memory: copy it here
+                outs = [memory.to_device(op.primitive.impl(**op.attrs), self.index)]
+            else:
+                outs = [LIBRARY_CALLS[role](*ins)]
+            for r, x in zip(op.results, outs):
+                env[r.id] = x
+
     def failing_op(self, error: BaseException) -> Op | None:
-        """The op the last ``run`` failed in (None when it did not fail), for messages."""
-        return self._running
+        """The op of this program that the ``run`` raising ``error`` failed in (None when
+        ``error`` did not come from one of its ops), for messages. Read from the error's
+        traceback, so concurrent runs of one executable each name their own op."""
+        tb = error.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code is CudaExecutable._run_ops.__code__ and frame.f_locals.get("self") is self:
+                return frame.f_locals.get("op")
+            tb = tb.tb_next
+        return None
 
     def kernel_listing(self) -> str:
         """The generated source of every kernel (prelude left out), as ``flowjit ir --stage
