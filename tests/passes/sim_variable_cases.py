@@ -170,3 +170,34 @@ def test_v1_allow_soft_placement_runs_an_op_the_gpu_cannot_run_on_the_cpu_and_lo
     assert re.search(r"^Exp: \(Exp\): cuda:0$", log, re.M), log
     assert re.search(r"^Cumsum: \(Cumsum\): cpu:0$", log, re.M), log
     assert log.count("Cumsum: (Cumsum)") == 1, log  # logged once, when the program is placed
+
+
+def test_v1_a_gpu_variable_trained_with_soft_placement_lives_on_the_cpu():
+    # The classic TF1 program: variables and model under /gpu:0. flowjit's CUDA backend has
+    # no assign, so hard placement refuses (as fj.device does) and soft placement keeps
+    # each variable, with its update, on the CPU while the model runs on the GPU.
+    import flowjit.v1 as tf
+
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float32, [None, 4])
+    with tf.device("/gpu:0"):
+        w = tf.Variable(tf.ones([4, 3]), name="w")
+        y = tf.reduce_sum(tf.nn.relu(tf.matmul(x, w)) * 2.0)
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(y)
+    xs = np.ones((2, 4), np.float32)
+    with tf.Session() as sess, pytest.raises(PlacementError, match=r"with Variable w.*create Variable w under "
+                                                                   r"fj.device\('cpu:0'\)"):
+        sess.run(tf.global_variables_initializer())
+        sess.run(train, {x: xs})
+    with tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(y, {x: xs}) == 48.0
+        sess.run(train, {x: xs})  # dy/dw = 2 * x^T 1 = 4: w = 1 - 0.4
+        np.testing.assert_allclose(sess.run(y, {x: xs}), 2 * 6 * 4 * 0.6, rtol=1e-6)
+        np.testing.assert_allclose(sess.run(w), np.full((4, 3), 0.6), rtol=1e-6)
+        programs = [e.executable.function for plan in sess._plans.values() for step in plan.steps
+                    if hasattr(step, "program") for e in step.program._cache.values()]
+    (step,) = [fn for fn in programs if "assign" in str(fn) and "matmul" in str(fn)]
+    devices = op_devices(step)
+    assert [d for name, d in devices if name == "assign"] == ["cpu:0"], devices
+    assert ("matmul", "cuda:0") in devices, devices

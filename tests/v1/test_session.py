@@ -300,7 +300,7 @@ def test_tf_device_places_ops_and_variables_on_those_devices(monkeypatch, capsys
     assert log.count("MatMul: (MatMul)") == 2, log  # the forward program and the training step's
 
 
-def test_a_missing_device_fails_unless_soft_placement_is_allowed(monkeypatch):
+def test_a_missing_device_fails_unless_soft_placement_is_allowed(monkeypatch, capsys):
     monkeypatch.delenv("FLOWJIT_CPU_DEVICES", raising=False)
     x, w, y, train = _two_device_model()
     xs = np.ones((2, 4), np.float32)
@@ -310,12 +310,14 @@ def test_a_missing_device_fails_unless_soft_placement_is_allowed(monkeypatch):
                                  r"process has cpu:0\. FLOWJIT_CPU_DEVICES=N.*allow_soft_placement=True"):
             sess.run(tf.global_variables_initializer())
     config = tf.ConfigProto(allow_soft_placement=True, intra_op_parallelism_threads=2,
-                            gpu_options=tf.GPUOptions(allow_growth=True))
+                            gpu_options=tf.GPUOptions(allow_growth=True), log_device_placement=True)
     with tf.Session(config=config) as sess:
         sess.run(tf.global_variables_initializer())
         assert sess.run(y, {x: xs}) == 48.0
         sess.run(train, {x: xs})
         np.testing.assert_allclose(sess.run(y, {x: xs}), 28.8, rtol=1e-6)
+    log = capsys.readouterr().err
+    assert "MatMul: (MatMul): placed by flowjit" in log and "cpu:1" not in log, log  # not where it asked
     with pytest.raises(TypeError, match="unknown fields.*allow_soft_placment"):
         tf.ConfigProto(allow_soft_placment=True)
 
