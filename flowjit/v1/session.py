@@ -163,7 +163,9 @@ def placement(op: Operation, session: Session | None) -> Any:
     """The device block an op is traced in: its ``tf.device`` when this process has that
     device; nothing when it names none (flowjit places the op), or when it names a missing
     one and the session allows soft placement; else InvalidArgumentError, as TensorFlow's
-    hard placement."""
+    hard placement. Whether the device can run the op is the placement pass's question:
+    a soft session's programs are compiled with ``soft_placement=True``, so an op its
+    device has no kernel for runs where one has it instead of raising PlacementError."""
     config = session.config if session is not None else None
     if not op.device:
         return contextlib.nullcontext()
