@@ -4,7 +4,7 @@ gradients of the smooth ones (``fj.grad``, compiled) against the interpreter's a
 against central differences in float64.
 
 The seeds are fixed: the default suite runs ``SEEDS`` (sized to take about a minute on
-a cold kernel cache, two cores), ``-m slow`` runs ``SLOW_SEEDS`` too. The first program
+a cold kernel cache, two cores), ``-m slow`` the longer ``SLOW_SEEDS``. The first program
 of each chunk of seeds traces the chunk's programs and compiles their kernels on two
 cores at once. A failure prints the program as source (it runs as is, with ``m`` bound to
 flowjit or NumPy), its fused IR and the command that runs that one program again.
