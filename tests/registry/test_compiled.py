@@ -4,8 +4,9 @@ the default backend (numba), against the interpreter and the case's NumPy expect
 A case whose fused program has a kernel runs that kernel; every other case (matmul,
 random draws, a lone layout op) runs the executable's NumPy reference for its op, which is
 what the default backend does with it. The module's first test compiles every cold kernel
-at once on two cores (``precompile``, one source and signature compiled once however many
-cases share it); each case then only loads and runs its kernel.
+at once on two cores (``precompile``: each kernel source once, however many cases share it;
+a source's further signatures, e.g. one comparison of int32 and of int64 operands, compile
+at their first call); each case then loads and runs its kernels.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import flowjit as fj
 from flowjit.codegen_cpu import kernel_stats
 from flowjit.ir.registry import get
 from flowjit.tracer.core import bind
+from flowjit.tracer.function import TracedFunction
 from tests.precompile import suite_cache, trace_and_precompile
 from tests.registry.case import Case, kernel_tolerance
 from tests.registry.test_generic import ALL_CASES, _domain_inputs, _tolerance
@@ -31,7 +33,7 @@ def case_inputs(case: Case) -> list[np.ndarray]:
     return _domain_inputs(prim, arrays) if prim.kind == "elementwise" else arrays
 
 
-def case_function(case: Case, **options) -> fj.function:
+def case_function(case: Case, **options) -> TracedFunction:
     """The case's primitive applied to the function's arguments, as an ``fj.function``."""
     def one_op(*xs):
         return bind(case.prim, list(xs), case.attrs)
@@ -44,7 +46,7 @@ class Compiled:
     """The compiled ``fj.function`` of every case, traced once per module."""
 
     def __init__(self) -> None:
-        self.functions: dict[int, fj.function] = {}
+        self.functions: dict[int, TracedFunction] = {}
         self.inputs: dict[int, list[np.ndarray]] = {}
         self.seconds = 0.0
         self.kernels = 0
