@@ -26,6 +26,7 @@ ALLOWED = {
     "passes": {"ir"},
     "codegen_cpu": {"ir"},
     "codegen_cuda": {"ir"},
+    "codegen_llvm": {"ir"},
     "runtime": {"ir", "passes", "codegen_cpu", "codegen_cuda"},
     "tracer": {"ir", "passes", "runtime", "debug"},
     "debug": {"ir"},

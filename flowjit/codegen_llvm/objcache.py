@@ -1,0 +1,133 @@
+"""Object code on disk, content-addressed: ``FLOWJIT_CACHE_DIR/objects/<key>.o``.
+
+The key hashes the LLVM IR text with everything else that decides the machine code (CPU
+name and features, llvmlite and LLVM versions, this package's version). Each entry starts
+with a header (magic, the key, the payload's length and its SHA-256), so an entry that is
+corrupt, truncated or was written for another key is refused and recompiled, never
+executed. Writers go through a temporary file of their own renamed into place, so a
+process reading while others fill the same cache never sees half an entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+
+MAGIC = b"FJLLOBJ1"
+# magic, key (32 raw bytes of SHA-256), payload length, payload SHA-256
+_HEADER = struct.Struct("<8s32sQ32s")
+
+_stats = {"compiled": 0, "loaded": 0, "reused": 0, "rejected": 0}
+_stats_lock = threading.Lock()
+_unwritable: set[str] = set()
+
+
+def count(what: str) -> None:
+    """Add one to counter ``what`` (compiled, loaded, reused or rejected)."""
+    with _stats_lock:
+        _stats[what] += 1
+
+
+def stats() -> dict[str, int]:
+    """Modules this process compiled, loaded from disk, reused from memory, and disk
+    entries it refused (corrupt, truncated or foreign) and compiled again."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def key(ir_text: str, fingerprint: str) -> str:
+    """The cache key (hex SHA-256) of IR text ``ir_text`` compiled under ``fingerprint``."""
+    h = hashlib.sha256(fingerprint.encode())
+    h.update(b"\0")
+    h.update(ir_text.encode())
+    return h.hexdigest()
+
+
+def _base() -> str:
+    return os.environ.get("FLOWJIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "flowjit")
+
+
+def directory() -> str:
+    """The object directory, ``FLOWJIT_CACHE_DIR`` (default ~/.cache/flowjit) + ``objects``."""
+    return os.path.join(_base(), "objects")
+
+
+def path(k: str) -> str:
+    """Where the entry of key ``k`` lives."""
+    return os.path.join(directory(), f"{k}.o")
+
+
+def encode(k: str, obj: bytes) -> bytes:
+    """The bytes of an entry: header then object code."""
+    return _HEADER.pack(MAGIC, bytes.fromhex(k), len(obj), hashlib.sha256(obj).digest()) + obj
+
+
+def decode(k: str, data: bytes) -> bytes | None:
+    """The object code of entry bytes ``data`` if they are a whole, intact entry for key
+    ``k``; None otherwise."""
+    if len(data) < _HEADER.size:
+        return None
+    magic, kbytes, length, digest = _HEADER.unpack_from(data)
+    obj = data[_HEADER.size:]
+    if (magic != MAGIC or kbytes != bytes.fromhex(k) or length != len(obj)
+            or hashlib.sha256(obj).digest() != digest):
+        return None
+    return obj
+
+
+def read(k: str) -> bytes | None:
+    """The cached object code of key ``k``, or None when there is no entry or it is not
+    valid (then counted as rejected; the caller compiles and overwrites it)."""
+    try:
+        with open(path(k), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    obj = decode(k, data)
+    if obj is None:
+        count("rejected")
+    return obj
+
+
+def write(k: str, obj: bytes) -> bool:
+    """Store object code ``obj`` under key ``k`` atomically; False (and no error) when
+    the cache directory cannot be written, since the code still runs from memory."""
+    d = directory()
+    if d in _unwritable:
+        return False
+    try:
+        os.makedirs(d, exist_ok=True)
+        # mkstemp gives a name of its own to every thread and process: two writers of one
+        # key never share a temporary file, and os.replace makes the entry appear whole.
+        fd, tmp = tempfile.mkstemp(prefix=f".{k[:16]}.", suffix=".tmp", dir=d)
+    except OSError:
+        _unwritable.add(d)
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(encode(k, obj))
+        os.replace(tmp, path(k))
+        return True
+    except OSError:
+        return False
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def save_failed(ir_text: str) -> str | None:
+    """Write IR text LLVM rejected to ``FLOWJIT_CACHE_DIR/failed/`` for a bug report;
+    its path, or None when that directory cannot be written."""
+    d = os.path.join(_base(), "failed")
+    try:
+        os.makedirs(d, exist_ok=True)
+        p = os.path.join(d, f"{hashlib.sha256(ir_text.encode()).hexdigest()[:20]}.ll")
+        with open(p, "w") as f:
+            f.write(ir_text)
+        return p
+    except OSError:
+        return None

@@ -1,0 +1,103 @@
+"""Small LLVM modules built with llvmlite.ir for the codegen_llvm tests and benches: the
+kind of loop the renderer will emit (a pointer per array, an i64 length, noalias)."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+F32, F64, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(64)
+
+
+def _loop(fn: ir.Function, start: ir.Value, stop: ir.Value, body) -> ir.IRBuilder:
+    """``for i in [start, stop): body(builder, i)``; returns a builder at the exit block."""
+    entry, loop, exit_ = (fn.append_basic_block(s) for s in ("entry", "loop", "exit"))
+    b = ir.IRBuilder(entry)
+    b.cbranch(b.icmp_signed("<", start, stop), loop, exit_)
+    b.position_at_end(loop)
+    i = b.phi(I64)
+    i.add_incoming(start, entry)
+    body(b, i)
+    nxt = b.add(i, ir.Constant(I64, 1))
+    i.add_incoming(nxt, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, stop), loop, exit_)
+    b.position_at_end(exit_)
+    return b
+
+
+def axpb(name: str, a: float = 2.0, c: float = 1.0) -> str:
+    """``void axpb(float* x, float* y, i64 n)``: y[i] = x[i]*a + c. ``name`` goes into the
+    module id, so each test gets a text (and a cache key) of its own."""
+    mod = ir.Module(name)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [F32.as_pointer(), F32.as_pointer(), I64]), "axpb")
+    x, y, n = fn.args
+    for p in (x, y):
+        p.add_attribute("noalias")
+
+    def body(b, i):
+        v = b.fadd(b.fmul(b.load(b.gep(x, [i], inbounds=True)), ir.Constant(F32, a)), ir.Constant(F32, c))
+        b.store(v, b.gep(y, [i], inbounds=True))
+
+    _loop(fn, ir.Constant(I64, 0), n, body).ret_void()
+    return str(mod)
+
+
+def fsum(name: str) -> str:
+    """``float fsum(float* x, i64 n)``: the sum in float32, with the reassociation flag
+    that lets LLVM vectorize it (as NumPy's pairwise sum reorders too)."""
+    mod = ir.Module(name)
+    fn = ir.Function(mod, ir.FunctionType(F32, [F32.as_pointer(), I64]), "fsum")
+    x, n = fn.args
+    x.add_attribute("noalias")
+    acc = {}
+
+    def body(b, i):
+        phi = b.phi(F32)
+        phi.add_incoming(ir.Constant(F32, 0.0), fn.entry_basic_block)
+        s = b.fadd(phi, b.load(b.gep(x, [i], inbounds=True)), flags=("reassoc", "nsz"))
+        phi.add_incoming(s, b.block)
+        acc["phi"], acc["s"] = phi, s
+
+    b = _loop(fn, ir.Constant(I64, 0), n, body)
+    out = b.phi(F32)
+    out.add_incoming(ir.Constant(F32, 0.0), fn.entry_basic_block)
+    out.add_incoming(acc["s"], acc["s"].parent)
+    b.ret(out)
+    return str(mod)
+
+
+def chunk_add(name: str) -> str:
+    """``void chunk_add(i64 start, i64 stop, float* x, float* y)``: y[i] += x[i] + 1 over
+    [start, stop), the signature the chunk pool calls."""
+    mod = ir.Module(name)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64, I64, F32.as_pointer(), F32.as_pointer()]),
+                     "chunk_add")
+    start, stop, x, y = fn.args
+    for p in (x, y):
+        p.add_attribute("noalias")
+
+    def body(b, i):
+        py = b.gep(y, [i], inbounds=True)
+        v = b.fadd(b.load(b.gep(x, [i], inbounds=True)), ir.Constant(F32, 1.0))
+        b.store(b.fadd(b.load(py), v), py)
+
+    _loop(fn, start, stop, body).ret_void()
+    return str(mod)
+
+
+def sgemm_caller(name: str, symbol: str, int_bits: int) -> str:
+    """``void mm(float* a, float* b, float* c, i64 m, i64 n, i64 k)``: C = A @ B
+    (row-major) through CBLAS ``symbol``, declared by name: what generated code will do."""
+    mod = ir.Module(name)
+    it = ir.IntType(int_bits)
+    i32 = ir.IntType(32)  # CBLAS enums are C ints
+    fp = F32.as_pointer()
+    gemm = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i32, i32, i32, it, it, it, F32, fp, it,
+                                                             fp, it, F32, fp, it]), symbol)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [fp, fp, fp, I64, I64, I64]), "mm")
+    a, bm, c, m, n, k = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    m, n, k = (b.trunc(v, it) if int_bits < 64 else v for v in (m, n, k))
+    b.call(gemm, [ir.Constant(i32, 101), ir.Constant(i32, 111), ir.Constant(i32, 111), m, n, k,
+                  ir.Constant(F32, 1.0), a, k, bm, n, ir.Constant(F32, 0.0), c, n])
+    b.ret_void()
+    return str(mod)

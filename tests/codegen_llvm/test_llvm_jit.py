@@ -1,0 +1,250 @@
+"""The llvmlite machinery under the LLVM renderer: O3 code that vectorizes, results through
+ctypes, the object cache on disk (warm processes load and compile nothing, bad entries are
+recompiled and never run, concurrent writers), the chunk pool and BLAS by address."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import threading
+import uuid
+
+import numpy as np
+import pytest
+
+from flowjit.codegen_llvm import (
+    LLVMCompileError,
+    blas_functions,
+    cache_stats,
+    compile_object,
+    host_target,
+    load,
+    objcache,
+    optimize,
+    run_chunked,
+)
+from flowjit.codegen_llvm.parallel import ChunkPool
+
+from . import modules
+
+P = ctypes.c_void_p
+I64 = ctypes.c_int64
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def fresh(builder, *args):
+    """IR text no other test (or earlier run) has compiled: a new key each time."""
+    return builder(f"t{uuid.uuid4().hex}", *args)
+
+
+def axpb_call(lib, x):
+    y = np.full_like(x, np.nan)
+    lib.function("axpb", None, [P, P, I64])(x.ctypes.data, y.ctypes.data, x.size)
+    return y
+
+
+def delta(before):
+    now = cache_stats()
+    return {k: now[k] - before[k] for k in now}
+
+
+def test_a_loop_compiles_to_correct_vectorized_code():
+    text = fresh(modules.axpb)
+    assert re.search(r"<\d+ x float>", str(optimize(text)))
+    x = np.arange(1003, dtype=np.float32)
+    before = cache_stats()
+    lib = load(text)
+    np.testing.assert_array_equal(axpb_call(lib, x), x * 2 + 1)
+    assert delta(before)["compiled"] == 1
+    assert load(text) is lib and delta(before)["reused"] == 1
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 CPU names")
+def test_a_cpu_override_targets_that_cpu():
+    t = host_target("x86-64-v3")
+    assert t.cpu == "x86-64-v3" and t.fingerprint() != host_target().fingerprint()
+    ir_text = str(optimize(fresh(modules.axpb), t))
+    assert "<8 x float>" in ir_text and "<16 x float>" not in ir_text  # AVX2, no AVX-512
+    x = np.linspace(-3, 3, 77, dtype=np.float32)
+    np.testing.assert_array_equal(axpb_call(load(fresh(modules.axpb), t), x), x * 2 + 1)
+
+
+def test_a_float_sum_reduction():
+    text = fresh(modules.fsum)
+    assert re.search(r"fadd reassoc nsz <\d+ x float>", str(optimize(text)))
+    f = load(text).function("fsum", ctypes.c_float, [P, I64])
+    x = np.random.default_rng(0).standard_normal(10_007).astype(np.float32)
+    assert f(x.ctypes.data, x.size) == pytest.approx(float(x.astype(np.float64).sum()), rel=1e-4, abs=1e-3)
+    assert f(x.ctypes.data, 0) == 0.0
+
+
+def test_ir_llvm_rejects_is_an_error_that_saves_the_ir(cache_dir):
+    with pytest.raises(LLVMCompileError, match=r"(?s)'broken'.*ret i32 0.*saved in .*failed") as e:
+        load("define void @f() {\n  ret i32 0\n}\n", name="broken")
+    saved = re.search(r"saved in (\S+\.ll)", str(e.value)).group(1)
+    assert "ret i32 0" in open(saved).read()
+
+
+_WARM = r"""
+import ctypes, json, sys, numpy as np
+from flowjit.codegen_llvm import load, cache_stats, timings
+text = open(sys.argv[1]).read()
+lib = load(text)
+x = np.arange(1000, dtype=np.float32); y = np.zeros_like(x)
+lib.function("axpb", None, [ctypes.c_void_p] * 2 + [ctypes.c_int64])(x.ctypes.data, y.ctypes.data, x.size)
+print(json.dumps({"stats": cache_stats(), "ok": bool((y == x * 2 + 1).all()), "timings": timings,
+                  "numba": "numba" in sys.modules, "scipy": "scipy" in sys.modules}))
+"""
+
+
+def run_warm(text_path, cache_dir, n=1):
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    procs = [subprocess.Popen([sys.executable, "-c", _WARM, str(text_path)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.splitlines()[-1]))
+    return outs
+
+
+def test_a_warm_process_loads_and_compiles_nothing_without_numba_or_scipy(tmp_path, cache_dir):
+    text = fresh(modules.axpb)
+    (tmp_path / "m.ll").write_text(text)
+    load(text)  # this process fills the cache
+    (out,) = run_warm(tmp_path / "m.ll", cache_dir)
+    assert out["ok"] and out["stats"]["loaded"] == 1 and out["stats"]["compiled"] == 0
+    assert not out["numba"] and not out["scipy"]
+
+
+def test_processes_sharing_a_cold_cache_all_get_correct_results(tmp_path, cache_dir):
+    text = fresh(modules.axpb)
+    (tmp_path / "m.ll").write_text(text)
+    outs = run_warm(tmp_path / "m.ll", cache_dir, n=4)
+    assert all(o["ok"] for o in outs)
+    assert all(o["stats"]["rejected"] == 0 for o in outs)  # nobody read half an entry
+    assert sum(o["stats"]["compiled"] + o["stats"]["loaded"] for o in outs) == 4
+    k = objcache.key(text, host_target().fingerprint())
+    assert [p.name for p in (cache_dir / "objects").iterdir()] == [k + ".o"]  # no temporary left
+
+
+def _flip(entry: bytes) -> bytes:
+    b = bytearray(entry)
+    b[len(b) // 2] ^= 0xFF
+    return bytes(b)
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated", "other key", "header only"])
+def test_a_bad_cache_entry_is_recompiled_not_executed(damage):
+    # The entry under this key holds the code of y = x*3 + 5: if it ran, the result shows it.
+    text, impostor = fresh(modules.axpb), fresh(modules.axpb, 3.0, 5.0)
+    k = objcache.key(text, host_target().fingerprint())
+    other = objcache.key(impostor, host_target().fingerprint())
+    obj = compile_object(impostor)
+    entry = {"flipped": _flip(objcache.encode(k, obj)),
+             "truncated": objcache.encode(k, obj)[:-100],
+             "other key": objcache.encode(other, obj),
+             "header only": objcache.encode(k, obj)[:40]}[damage]
+    os.makedirs(objcache.directory(), exist_ok=True)
+    with open(objcache.path(k), "wb") as f:
+        f.write(entry)
+    before = cache_stats()
+    x = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(axpb_call(load(text), x), x * 2 + 1)
+    assert delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "rejected": 1}
+    assert objcache.read(k) is not None  # rewritten whole
+
+
+def test_threads_loading_one_module_compile_it_once():
+    text = fresh(modules.axpb)
+    barrier, libs = threading.Barrier(8), []
+
+    def go():
+        barrier.wait()
+        libs.append(load(text))
+
+    before = cache_stats()
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert delta(before) == {"compiled": 1, "loaded": 0, "reused": 7, "rejected": 0}
+    assert len({id(lib) for lib in libs}) == 1
+
+
+def test_an_unwritable_cache_still_runs(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(blocker))  # objects/ cannot be made under a file
+    x = np.arange(10, dtype=np.float32)
+    np.testing.assert_array_equal(axpb_call(load(fresh(modules.axpb)), x), x * 2 + 1)
+
+
+@pytest.mark.parametrize("n", [0, 5, 300_001, 1_000_000])
+def test_chunks_cover_the_range_exactly_once(n):
+    f = load(fresh(modules.chunk_add)).function("chunk_add", None, [I64, I64, P, P])
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros_like(x)
+    run_chunked(f, n, x.ctypes.data, y.ctypes.data, min_elements=0)
+    np.testing.assert_array_equal(y, x + 1)
+
+
+def test_a_failing_chunk_raises_in_the_caller_and_the_pool_still_works():
+    pool, seen = ChunkPool(3), []
+
+    def chunk(start, stop):
+        seen.append((start, stop))
+        if start > 0:
+            raise ValueError(f"chunk {start}")
+
+    with pytest.raises(ValueError, match="chunk"):
+        pool.run(chunk, 1 << 20)
+    assert sorted(seen) == [(0, 349525), (349525, 699050), (699050, 1 << 20)]
+    seen.clear()
+    pool.run(lambda a, b: seen.append((a, b)), 10)  # too small to split
+    assert seen == [(0, 10)]
+
+
+@pytest.fixture(scope="module")
+def blas():
+    found = blas_functions()
+    if not found:
+        pytest.skip("no CBLAS library found (NumPy's bundled OpenBLAS nor a system one)")
+    return found
+
+
+@pytest.mark.parametrize("routine, dtype, ct", [("sgemm", np.float32, ctypes.c_float),
+                                                 ("dgemm", np.float64, ctypes.c_double)])
+def test_gemm_through_its_address_matches_numpy(blas, routine, dtype, ct):
+    fn = blas[routine]
+    it = ctypes.c_int64 if fn.int_bits == 64 else ctypes.c_int32
+    gemm = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, it, it, it, ct, P, it,
+                            P, it, ct, P, it)(fn.address)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 7)).astype(dtype), rng.standard_normal((7, 3)).astype(dtype)
+    c = np.zeros((5, 3), dtype)
+    gemm(101, 111, 111, 5, 3, 7, 1.0, a.ctypes.data, 7, b.ctypes.data, 3, 0.0, c.ctypes.data, 3)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_jit_code_calls_gemm_by_symbol(blas):
+    fn = blas["sgemm"]
+    mm = load(fresh(modules.sgemm_caller, fn.symbol, fn.int_bits)).function("mm", None, [P, P, P, I64, I64, I64])
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((6, 9)).astype(np.float32)
+    c = np.zeros((4, 9), np.float32)
+    mm(a.ctypes.data, b.ctypes.data, c.ctypes.data, 4, 9, 6)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
