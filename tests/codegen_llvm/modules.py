@@ -101,3 +101,20 @@ def sgemm_caller(name: str, symbol: str, int_bits: int) -> str:
                   ir.Constant(F32, 1.0), a, k, bm, n, ir.Constant(F32, 0.0), c, n])
     b.ret_void()
     return str(mod)
+
+
+def exp_tanh(name: str) -> str:
+    """``void et(float* x, float* y, i64 n)``: y[i] = exp(x[i]) + tanh(x[i]) through the
+    llvm.exp intrinsic and libm's tanhf, calls the loaded object must resolve."""
+    mod = ir.Module(name)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [F32.as_pointer(), F32.as_pointer(), I64]), "et")
+    exp = mod.declare_intrinsic("llvm.exp", [F32])
+    tanh = ir.Function(mod, ir.FunctionType(F32, [F32]), "tanhf")
+    x, y, n = fn.args
+
+    def body(b, i):
+        v = b.load(b.gep(x, [i], inbounds=True))
+        b.store(b.fadd(b.call(exp, [v]), b.call(tanh, [v])), b.gep(y, [i], inbounds=True))
+
+    _loop(fn, ir.Constant(I64, 0), n, body).ret_void()
+    return str(mod)

@@ -23,6 +23,7 @@ from flowjit.codegen_llvm import (
     cache_stats,
     compile_object,
     host_target,
+    jit,
     load,
     objcache,
     optimize,
@@ -248,3 +249,17 @@ def test_jit_code_calls_gemm_by_symbol(blas):
     c = np.zeros((4, 9), np.float32)
     mm(a.ctypes.data, b.ctypes.data, c.ctypes.data, 4, 9, 6)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_math_calls_resolve_in_a_loaded_object():
+    text = fresh(modules.exp_tanh)
+    load(text)
+    # forget this process's copy, so the next load links the object from disk afresh
+    jit._libraries.pop(objcache.key(text, host_target().fingerprint()))
+    before = cache_stats()
+    f = load(text).function("et", None, [P, P, I64])
+    assert delta(before)["loaded"] == 1
+    x = np.linspace(-4, 4, 1001, dtype=np.float32)
+    y = np.empty_like(x)
+    f(x.ctypes.data, y.ctypes.data, x.size)
+    np.testing.assert_allclose(y, np.exp(x) + np.tanh(x), rtol=2e-6, atol=2e-7)  # an ulp of each term
