@@ -1,0 +1,106 @@
+"""A NumPy evaluator of the loop IR: slow (a Python step per scalar op), for small shapes.
+
+It is the oracle that tests the lowering before any renderer exists: each op runs as
+``scalar.reference`` declares, in its own dtype, so a kernel evaluated here computes what a
+correct renderer's machine code computes (up to the intrinsics' last-ulp differences).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowjit.ir.dtypes import int64
+from flowjit.lowering import scalar
+from flowjit.lowering.loops import (
+    Accumulator,
+    AccValue,
+    Const,
+    Expr,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Prim,
+    Store,
+    Update,
+    Var,
+)
+
+
+class _Acc:
+    __slots__ = ("kind", "dtype", "value", "position", "found")
+
+    def __init__(self, kind, dtype, value):
+        self.kind, self.dtype, self.value = kind, dtype, value
+        self.position, self.found = np.int64(0), False
+
+
+def evaluate(k: Kernel, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+    """Run kernel ``k`` on ``inputs``, writing into ``outputs`` (arrays of the outputs'
+    dtypes and shapes, in the kernel's order)."""
+    arrays = {}
+    for b, a in zip(k.inputs, inputs):
+        arrays[b.name] = np.asarray(a)
+    for b, a in zip(k.outputs, outputs):
+        arrays[b.name] = a
+    env: dict = {s.name: np.int64(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
+    with np.errstate(all="ignore"):
+        _run(k.body, env, {}, arrays)
+
+
+def _run(body: tuple, env: dict, accs: dict, arrays: dict) -> None:
+    for s in body:
+        if isinstance(s, Loop):
+            start, stop = int(_ev(s.start, env, accs, arrays)), int(_ev(s.stop, env, accs, arrays))
+            for i in range(start, stop, s.step):
+                inner = dict(env)
+                inner[s.var] = np.int64(i)
+                _run(s.body, inner, dict(accs), arrays)
+        elif isinstance(s, Let):
+            env[s.name] = _ev(s.value, env, accs, arrays)
+        elif isinstance(s, Store):
+            idx = tuple(int(_ev(i, env, accs, arrays)) for i in s.index)
+            arrays[s.buffer][idx] = _ev(s.value, env, accs, arrays)
+        elif isinstance(s, Accumulator):
+            accs[s.name] = _Acc(s.kind, s.dtype, _ev(s.start, env, accs, arrays))
+        elif isinstance(s, Update):
+            acc = accs[s.name]
+            v = _ev(s.value, env, accs, arrays)
+            if acc.kind in ("argmax", "argmin"):
+                wins = scalar.arg_wins(acc.kind, Const(scalar.to_python(acc.value, acc.dtype), acc.dtype),
+                                       Const(scalar.to_python(v, acc.dtype), acc.dtype))
+                if not acc.found or _ev(wins, env, accs, arrays):
+                    acc.value, acc.found = v, True
+                    acc.position = _ev(s.position, env, accs, arrays)
+            else:
+                step = scalar.combine(acc.kind, Const(scalar.to_python(acc.value, acc.dtype), acc.dtype),
+                                      Const(scalar.to_python(v, s.value.dtype), s.value.dtype))
+                acc.value = _ev(step, env, accs, arrays)
+        elif isinstance(s, If):
+            _run(s.then if _ev(s.cond, env, accs, arrays) else s.orelse, env, accs, arrays)
+        else:
+            raise TypeError(f"not a loop-IR statement: {s!r}")
+
+
+def _ev(e: Expr, env: dict, accs: dict, arrays: dict):
+    if isinstance(e, Const):
+        return scalar.np_scalar(e.value, e.dtype)
+    if isinstance(e, Var):
+        return env[e.name]
+    if isinstance(e, Load):
+        idx = tuple(int(_ev(i, env, accs, arrays)) for i in e.index)
+        return arrays[e.buffer][idx]
+    if isinstance(e, AccValue):
+        acc = accs[e.name]
+        return acc.position if acc.kind in ("argmax", "argmin") else acc.value
+    assert isinstance(e, Prim)
+    args = [_ev(a, env, accs, arrays) for a in e.args]
+    if e.op == "select":
+        return args[1] if args[0] else args[2]
+    return scalar.reference(e.op, e.dtype)(*args)
+
+
+__all__ = ["evaluate", "int64"]

@@ -1,0 +1,194 @@
+"""The loop-level IR's data structures: expressions, statements and the kernel.
+
+Everything is a frozen dataclass, so expressions hash and compare by value (the lowering
+memoizes on them) and a Kernel is immutable once built. Expressions are typed: every
+node has a ``dtype``; index arithmetic is int64. Statements nest like a C loop nest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flowjit.ir.dtypes import DType, int64
+
+INDEX = int64  # the dtype of loop variables, sizes and index expressions
+
+
+# ---- expressions ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Const:
+    """A literal of ``dtype`` (a Python bool, int or float; NaN and infinities allowed)."""
+
+    value: object
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Var:
+    """A loop variable, a size variable or a ``Let``-bound name."""
+
+    name: str
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Prim:
+    """A scalar instruction ``op`` of ``scalar.OPS`` applied to ``args``; result ``dtype``."""
+
+    op: str
+    args: tuple
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Load:
+    """Element ``index`` (one int64 expression per dimension; ``()`` for 0-d) of a buffer."""
+
+    buffer: str
+    index: tuple
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class AccValue:
+    """The current value of accumulator ``name`` (for argmax/argmin: the winning position)."""
+
+    name: str
+    dtype: DType
+
+
+Expr = Const | Var | Prim | Load | AccValue
+
+
+# ---- statements -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Loop:
+    """``for var in range(start, stop, step): body``; ``parallel``: iterations are
+    independent and the renderer may split them across threads."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: int
+    body: tuple
+    parallel: bool = False
+
+
+@dataclass(frozen=True)
+class Let:
+    """Bind ``name`` to ``value`` (in SSA form: each name is bound once in the kernel)."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store:
+    """``buffer[index] = value``."""
+
+    buffer: str
+    index: tuple
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """Declare accumulator ``name`` of ``kind`` (``scalar.ACCUMULATOR_KINDS``) holding
+    ``dtype``, reset to ``start`` here (each time control passes this statement). For
+    argmax/argmin ``dtype`` is the compared values' dtype and the value read is the i64
+    position of the first winner."""
+
+    name: str
+    kind: str
+    dtype: DType
+    start: Expr
+
+
+@dataclass(frozen=True)
+class Update:
+    """Combine ``value`` into accumulator ``name`` (``scalar.combine``); ``position``: the
+    i64 position of ``value`` for argmax/argmin, None otherwise."""
+
+    name: str
+    value: Expr
+    position: Expr | None = None
+
+
+@dataclass(frozen=True)
+class If:
+    """``if cond: then else: orelse``."""
+
+    cond: Expr
+    then: tuple
+    orelse: tuple = ()
+
+
+Stmt = Loop | Let | Store | Accumulator | Update | If
+
+
+# ---- the kernel -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Buffer:
+    """A kernel argument: ``role`` "in" or "out", its element dtype and rank (row-major,
+    contiguous; a 0-d buffer is indexed with ``()``)."""
+
+    name: str
+    role: str
+    dtype: DType
+    rank: int
+
+
+@dataclass(frozen=True)
+class SizeVar:
+    """An int64 size read at run time: dimension ``dim`` of buffer ``buffer``. Sizes are
+    variables, so one kernel serves every shape that lowers to the same loop IR (every
+    batch size)."""
+
+    name: str
+    buffer: str
+    dim: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One fused group as a loop program: its buffers (inputs first, then outputs), the size
+    variables read from their shapes, and the body. ``in_place``: for each output, the
+    inputs it may overwrite (same dtype and shape, read only at the output's own index
+    before the element is written)."""
+
+    name: str
+    buffers: tuple
+    sizes: tuple
+    body: tuple
+    in_place: tuple = ()
+
+    @property
+    def inputs(self) -> tuple:
+        return tuple(b for b in self.buffers if b.role == "in")
+
+    @property
+    def outputs(self) -> tuple:
+        return tuple(b for b in self.buffers if b.role == "out")
+
+    def buffer(self, name: str) -> Buffer:
+        """The buffer called ``name``."""
+        return next(b for b in self.buffers if b.name == name)
+
+
+def children(e: Expr) -> tuple:
+    """The sub-expressions of ``e``."""
+    if isinstance(e, Prim):
+        return e.args
+    if isinstance(e, Load):
+        return e.index
+    return ()
+
+
+def free_names(e: Expr, out: set | None = None) -> set:
+    """The names of the variables and accumulators ``e`` reads."""
+    out = set() if out is None else out
+    if isinstance(e, (Var, AccValue)):
+        out.add(e.name)
+    for c in children(e):
+        free_names(c, out)
+    return out

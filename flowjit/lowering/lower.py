@@ -1,0 +1,407 @@
+"""Lowering: a ``fusion`` block -> a loop-IR ``Kernel``.
+
+Every value of the block is computed at an index (one int64 expression per dimension of
+its own shape): elementwise ops expand their registry template (``scalar.expand``) over
+their operands at the broadcast index; layout ops only rewrite the index (transpose
+permutes it, a slice scales and shifts it, a reshape goes through the linear index, pad
+and concatenate read clamped indices and select); reductions open loops over the reduced
+axes around an accumulator. Each computed value is bound by a ``Let`` in the outermost
+loop whose variables it uses, so softmax's row maximum and row sum are computed once per
+row. Outputs of one shape share a loop nest; an output shaped like a nest's leading axes
+(a row's sum) is stored in that nest's row loop.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from flowjit.ir.core import Block, Op, Value
+from flowjit.ir.dtypes import float32
+from flowjit.ir.primitives.layout import pad_fill
+from flowjit.lowering import scalar
+from flowjit.lowering.loops import (
+    INDEX,
+    Accumulator,
+    AccValue,
+    Buffer,
+    Const,
+    Expr,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    SizeVar,
+    Store,
+    Update,
+    Var,
+    free_names,
+)
+from flowjit.lowering.scalar import C, P
+
+# Output size from which the outer loop is parallel (threads cost ~10us to start).
+PARALLEL_MIN_ELEMENTS = 1 << 18
+# Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
+SUM_BLOCK = 128
+
+
+class Unsupported(Exception):
+    """An op the loop IR has no lowering for (the runtime runs its kernel another way)."""
+
+
+@dataclass
+class _Scope:
+    var: str | None
+    body: list = field(default_factory=list)
+    memo: dict = field(default_factory=dict)
+
+
+def _i(n: int) -> Const:
+    return Const(int(n), INDEX)
+
+
+class _Lowering:
+    def __init__(self, block: Block, name: str):
+        self.block = block
+        self.name = name
+        self.arg_names = {a.id: f"in{i}" for i, a in enumerate(block.args)}
+        self.counter = 0
+        self.scopes: list[_Scope] = []
+        self.depth_of: dict[str, int] = {}  # a bound name -> the scope it is bound in
+        self.reads: dict[int, set] = {}  # arg id -> the indices it is read at
+        self.written: dict[int, int] = {}  # value id -> the output an earlier nest stored it in
+        self.size_of: dict[int, Var] = {}
+        self.sizes: list[SizeVar] = []
+        buffers = [(self.arg_names[a.id], a.type.shape) for a in block.args]
+        buffers += [(f"out{k}", v.type.shape) for k, v in enumerate(block.returns)]
+        for bname, shape in buffers:
+            for d, n in enumerate(shape):
+                # Sizes of 1 stay literal: broadcasting depends on them.
+                if n > 1 and n not in self.size_of:
+                    var = Var(f"n{len(self.sizes)}", INDEX)
+                    self.size_of[n] = var
+                    self.sizes.append(SizeVar(var.name, bname, d))
+
+    # ---- helpers --------------------------------------------------------------------------
+    def dim(self, n: int) -> Expr:
+        return self.size_of.get(n, _i(n))
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def target_depth(self, exprs) -> int:
+        names: set = set()
+        for e in exprs:
+            free_names(e, names)
+        depth = max((self.depth_of[n] for n in names if n in self.depth_of), default=0)
+        for k, s in enumerate(self.scopes):
+            if s.var in names:
+                depth = max(depth, k)
+        return depth
+
+    def bind(self, expr: Expr, key: tuple, prefix: str = "t", innermost: bool = False) -> Expr:
+        """``expr`` bound to a name in the outermost scope that has every variable it uses
+        (``innermost``: in the innermost scope, never hoisted)."""
+        if isinstance(expr, (Const, Var)):
+            return expr
+        depth = len(self.scopes) - 1 if innermost else self.target_depth([expr])
+        for s in self.scopes[:depth + 1]:
+            if key in s.memo:
+                return s.memo[key]
+        name = self.fresh(prefix)
+        self.scopes[depth].body.append(Let(name, expr))
+        var = Var(name, expr.dtype)
+        self.scopes[depth].memo[key] = var
+        self.depth_of[name] = depth
+        return var
+
+    def clamp(self, index: Expr, n: Expr) -> Expr:
+        e = P("min", P("max", index, _i(0)), P("sub", n, _i(1)))
+        return self.bind(e, ("clamp", index, n), prefix="j")
+
+    def open_loop(self, var: str, stop: Expr, parallel: bool = False) -> _Scope:
+        scope = _Scope(var)
+        scope.body.append(("loop", stop, parallel))
+        self.scopes.append(scope)
+        return scope
+
+    def close_loop(self) -> None:
+        scope = self.scopes.pop()
+        (_, stop, parallel), *body = scope.body
+        self.scopes[-1].body.append(Loop(scope.var, _i(0), stop, 1, tuple(body), parallel))
+
+    # ---- values ---------------------------------------------------------------------------
+    def value(self, v: Value, idx: tuple) -> Expr:
+        key = (v.id, idx)
+        for s in self.scopes:
+            if key in s.memo:
+                return s.memo[key]
+        if v.id in self.written:
+            return self.bind(Load(f"out{self.written[v.id]}", idx, v.type.dtype), key)
+        if v.producer is None:
+            self.reads.setdefault(v.id, set()).add(idx)
+            # A read of an empty input only ever sits in a loop that runs no iteration:
+            # hoisted out of it, it would run.
+            return self.bind(Load(self.arg_names[v.id], idx, v.type.dtype), key, innermost=v.type.size == 0)
+        op = v.producer
+        kind = op.primitive.kind
+        if kind == "constant":
+            arr = op.attrs["value"].array
+            if arr.size != 1:
+                raise Unsupported(f"{op.name}: a constant of {arr.size} elements inside a kernel")
+            return C(arr.reshape(-1)[0], v.type.dtype)
+        if kind == "elementwise":
+            expr = self.elementwise(op, idx)
+        elif kind == "layout":
+            expr = self.layout(op, idx)
+        elif kind == "reduction":
+            expr = self.reduction(op, idx)
+        else:
+            raise Unsupported(f"{op.name} ({kind}) inside a kernel")
+        return self.bind(expr, key)
+
+    def elementwise(self, op: Op, idx: tuple) -> Expr:
+        out = op.results[0].type
+        indices = [broadcast_index(idx, out.shape, x.type.shape) for x in op.inputs]
+        # Operands with fewer loop variables first: a row's reduction is generated before
+        # the row's elements.
+        order = sorted(range(len(op.inputs)), key=lambda k: self.target_depth(indices[k]))
+        operands: list = [None] * len(op.inputs)
+        for k in order:
+            operands[k] = self.value(op.inputs[k], indices[k])
+        return scalar.expand(op.primitive.template, operands, out.dtype)
+
+    def layout(self, op: Op, idx: tuple) -> Expr:
+        role = op.primitive.role
+        out = op.results[0].type
+        x = op.inputs[0] if op.inputs else None
+        a = op.attrs
+        if role == "broadcast":
+            return self.value(x, broadcast_index(idx, out.shape, x.type.shape))
+        if role == "permute_axes":
+            src: list = [None] * len(idx)
+            for k, p in enumerate(a["perm"]):
+                src[p % len(idx)] = idx[k]
+            return self.value(x, tuple(src))
+        squeezed = x is not None and [n for n in out.shape if n != 1] == [n for n in x.type.shape if n != 1]
+        if role == "unit_axes_reshape" or (role == "row_major_reshape" and squeezed):
+            return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
+        if role == "row_major_reshape":
+            return self.value(x, self.reshape_index(idx, out.shape, x.type.shape))
+        if role == "strided_window":
+            return self.value(x, tuple(P("add", _i(s), P("mul", _i(st), i))
+                                       for s, st, i in zip(a["start"], a["step"], idx)))
+        if role == "axis_index":
+            return P("cast", idx[a["dimension"] % out.ndim], to=out.dtype)
+        if role == "constant_pad":
+            fill = C(pad_fill(a["value"], out.dtype)[()], out.dtype)
+            if x.type.size == 0:
+                return fill
+            cond, src = None, []
+            for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
+                j = P("sub", idx[k], _i(lo))
+                size = self.dim(n)
+                inside = P("and", P("ge", j, _i(0)), P("lt", j, size))
+                cond = inside if cond is None else P("and", cond, inside)
+                # Clamped, so the read stays in bounds where the fill is taken.
+                src.append(self.clamp(j, size))
+            inner = self.value(x, tuple(src))
+            return inner if cond is None else P("select", cond, inner, fill)
+        if role == "join":
+            axis = a["axis"] % out.ndim
+            offset: Expr = _i(0)
+            pieces = []
+            for part in op.inputs:
+                n = part.type.shape[axis]
+                if n:
+                    src = list(idx)
+                    size = self.dim(n)
+                    src[axis] = self.clamp(P("sub", idx[axis], offset), size)
+                    offset = P("add", offset, size)
+                    pieces.append((offset, self.value(part, tuple(src))))
+            expr = pieces[-1][1]
+            for end, piece in reversed(pieces[:-1]):
+                expr = P("select", P("lt", idx[axis], end), piece, expr)
+            return expr
+        raise Unsupported(f"layout op {op.name} (role {role})")
+
+    def reshape_index(self, idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
+        if math.prod(in_shape) <= 1:
+            return tuple(_i(0) for _ in in_shape)
+        lin = self.bind(self.linear_index(idx, out_shape), ("linear", idx, out_shape), prefix="l")
+        src = []
+        leading = True  # the first axis of size > 1 needs no modulo
+        for k, n in enumerate(in_shape):
+            if n == 1:
+                src.append(_i(0))
+                continue
+            rest = self.product([m for m in in_shape[k + 1:] if m != 1])
+            part = P("idiv", lin, rest)
+            src.append(part if leading else P("irem", part, self.dim(n)))
+            leading = False
+        return tuple(src)
+
+    def product(self, sizes) -> Expr:
+        e: Expr = _i(1)
+        for n in sizes:
+            if n != 1:
+                e = P("mul", e, self.dim(n))
+        return e
+
+    def linear_index(self, idx, shape) -> Expr:
+        e: Expr = _i(0)
+        for k, (i, n) in enumerate(zip(idx, shape)):
+            if n != 1:
+                e = P("add", e, P("mul", i, self.product(shape[k + 1:])))
+        return e
+
+    def reduction(self, op: Op, idx: tuple) -> Expr:
+        if op.primitive.reducer is None:
+            raise Unsupported(f"reduction {op.name} declares no reducer")
+        kind = scalar.reducer_kind(op.primitive.reducer)
+        is_arg = kind in ("argmax", "argmin")
+        x = op.inputs[0]
+        nd = x.type.ndim
+        axes = sorted({ax % nd for ax in op.attrs["axes"]}) if "axes" in op.attrs else [op.attrs["axis"] % nd]
+        keep = op.attrs.get("keepdims", False)
+        d = op.results[0].type.dtype
+        it = iter(idx)
+        loop_vars: dict[int, str] = {}
+        full: list = []
+        for k in range(nd):
+            if k in axes:
+                if keep:
+                    next(it)
+                loop_vars[k] = self.fresh("r")
+                full.append(Var(loop_vars[k], INDEX))
+            else:
+                full.append(next(it))
+        depth = self.target_depth(idx)
+        outer = self.scopes[depth]
+        xd = x.type.dtype
+        acc_d = xd if is_arg else scalar.accumulator_dtype(kind, d)
+        acc = self.fresh("acc")
+        outer.body.append(Accumulator(acc, kind, acc_d, scalar.start_value(kind, acc_d)))
+        self.depth_of[acc] = depth
+        # A float32 (float16) sum adds blocks of SUM_BLOCK elements in float32, each block's
+        # sum into the wider total: a wider addition in the loop would make the vectorizer
+        # run the whole body at the wider width (half the float32 lanes).
+        blocked = kind == "sum" and acc_d != d and d == float32 and axes
+        saved = self.scopes
+        self.scopes = self.scopes[:depth + 1]
+        last = None
+        for k in axes:
+            if blocked and k == axes[-1]:
+                last = k
+                break
+            self.open_loop(loop_vars[k], self.dim(x.type.shape[k]))
+        if last is not None:
+            n = self.dim(x.type.shape[last])
+            var = loop_vars[last]
+            part = self.fresh("part")
+            blocks = P("idiv", n, _i(SUM_BLOCK))
+            b, j = self.fresh("rb"), self.fresh("rj")
+            # for b in range(n // SUM_BLOCK): part = 0; for j in range(SUM_BLOCK): r = b*S+j ...
+            self.open_loop(b, blocks)
+            self.scopes[-1].body.append(Accumulator(part, "sum", d, scalar.start_value("sum", d)))
+            self.open_loop(j, _i(SUM_BLOCK))
+            self.scopes[-1].body.append(Let(var, P("add", P("mul", Var(b, INDEX), _i(SUM_BLOCK)), Var(j, INDEX))))
+            self.depth_of[var] = len(self.scopes) - 1
+            val = self.value(x, tuple(full))
+            self.scopes[-1].body.append(Update(part, val))
+            self.close_loop()
+            self.scopes[-1].body.append(Update(acc, P("cast", AccValue(part, d), to=acc_d)))
+            self.close_loop()
+            # The rest: a loop over the last partial block, from n // S * S to n.
+            rest = self.fresh("rest")
+            self.scopes[-1].body.append(Accumulator(rest, "sum", d, scalar.start_value("sum", d)))
+            scope = _Scope(var)
+            self.scopes.append(scope)
+            self.depth_of.pop(var, None)
+            val = self.value(x, tuple(full))
+            body = tuple(scope.body) + (Update(rest, val),)
+            self.scopes.pop()
+            self.scopes[-1].body.append(Loop(var, P("mul", blocks, _i(SUM_BLOCK)), n, 1, body))
+            self.scopes[-1].body.append(Update(acc, P("cast", AccValue(rest, d), to=acc_d)))
+        else:
+            val = self.value(x, tuple(full))
+            if is_arg:
+                pos = self.linear_index(tuple(Var(loop_vars[k], INDEX) for k in axes),
+                                        tuple(x.type.shape[k] for k in axes))
+                self.scopes[-1].body.append(Update(acc, val, pos))
+            else:
+                self.scopes[-1].body.append(Update(acc, val))
+        while len(self.scopes) > depth + 1:
+            self.close_loop()
+        self.scopes = saved
+        if is_arg:
+            return AccValue(acc, INDEX)
+        return P("cast", AccValue(acc, acc_d), to=d)
+
+    # ---- the kernel -----------------------------------------------------------------------
+    def loop_nests(self) -> list:
+        nests: list = []
+        returns = self.block.returns
+        for k in sorted(range(len(returns)), key=lambda k: -returns[k].type.size):
+            v = returns[k]
+            t = v.type.shape
+            for shape, outputs in nests:
+                depth = next((m for m in range(len(shape), -1, -1)
+                              if t[:m] == shape[:m] and all(n == 1 for n in t[m:])), None)
+                if depth is not None and (depth == len(shape)) == (t == shape):
+                    outputs.append((k, v, depth))
+                    break
+            else:
+                nests.append((t, [(k, v, len(t))]))
+        for _, outputs in nests:
+            outputs.sort(key=lambda o: o[0])
+        position = {r.id: i for i, op in enumerate(self.block.ops) for r in op.results}
+        nests.sort(key=lambda n: (min(position.get(v.id, -1) for _, v, _ in n[1]), n[1][0][0]))
+        return nests
+
+    def kernel(self) -> Kernel:
+        top = _Scope(None)
+        out_index: tuple | None = None
+        for shape, outputs in self.loop_nests():
+            self.scopes = [top]
+            loop_vars = [self.fresh("i") for _ in shape]
+            parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
+            for d, (var, n) in enumerate(zip(loop_vars, shape)):
+                self.open_loop(var, self.dim(n), parallel and d == 0)
+            index = tuple(Var(v, INDEX) for v in loop_vars)
+            if outputs[0][0] == 0:
+                out_index = index
+            for k, v, depth in outputs:
+                idx = index[:depth] + tuple(_i(0) for _ in v.type.shape[depth:])
+                val = self.value(v, idx)
+                self.scopes[depth].body.append(Store(f"out{k}", idx, val))
+            while len(self.scopes) > 1:
+                self.close_loop()
+            self.written.update((v.id, k) for k, v, _ in outputs)
+        buffers = [Buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
+        buffers += [Buffer(f"out{k}", "out", v.type.dtype, v.type.ndim) for k, v in enumerate(self.block.returns)]
+        in_place: tuple = ()
+        if len(self.block.returns) == 1 and out_index is not None:
+            out_t = self.block.returns[0].type
+            in_place = (tuple(self.arg_names[a.id] for a in self.block.args
+                              if a.type == out_t and self.reads.get(a.id) == {out_index}),)
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), in_place)
+
+
+def broadcast_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
+    """The index of an operand of ``in_shape`` broadcast (NumPy rules) to ``out_shape``."""
+    off = len(out_shape) - len(in_shape)
+    return tuple(_i(0) if n == 1 and out_shape[k + off] != 1 else idx[k + off] for k, n in enumerate(in_shape))
+
+
+def unit_axes_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
+    """The operand index when only size-1 axes were added or removed (squeeze, expand_dims)."""
+    it = iter([i for i, n in zip(idx, out_shape) if n != 1])
+    return tuple(_i(0) if n == 1 else next(it) for n in in_shape)
+
+
+def lower_block(block: Block, name: str = "kernel") -> Kernel:
+    """The loop-IR kernel of a ``fusion`` op's ``block`` (inputs ``in0..``, outputs
+    ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower."""
+    return _Lowering(block, name).kernel()

@@ -1,0 +1,72 @@
+"""Fused programs lowered to the loop IR: every kernel of a traced program, verified,
+printed and evaluated against the reference interpreter's run of its fusion block."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.interpreter import run_op
+from flowjit.lowering import evaluate, lower_block, print_kernel, verify_kernel
+from tests.random_programs import random_program
+from tests.registry.case import kernel_tolerance
+from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads
+
+# The evaluator steps through every scalar op in Python: kernels past this many elements
+# are lowered and verified, not evaluated.
+EVALUATE_MAX_ELEMENTS = 4000
+
+
+def check_fused(f, *inputs: np.ndarray) -> int:
+    """Run the fused program of ``f`` op by op with the interpreter; lower every fusion
+    block, verify and print it, and evaluate it on the block's inputs against the
+    interpreter's results. Returns the number of kernels evaluated."""
+    fused = fj.function(f).ir(*inputs, stage="fused")
+    env = {a.id: np.asarray(x) for a, x in zip(fused.args, inputs)}
+    evaluated = 0
+    for op in fused.body.ops:
+        args = [env[v.id] for v in op.inputs]
+        results = run_op(op, args)
+        for r, x in zip(op.results, results):
+            env[r.id] = x
+        if op.primitive.role != "kernel":
+            continue
+        kernel = lower_block(op.blocks[0], op.attrs["name"])
+        verify_kernel(kernel)
+        text = print_kernel(kernel)
+        if sum(math.prod(v.type.shape) for v in [*op.inputs, *op.results]) > EVALUATE_MAX_ELEMENTS:
+            continue
+        got = [np.zeros(r.type.shape, r.type.dtype.np) for r in op.results]
+        evaluate(kernel, args, got)
+        for g, w in zip(got, results):
+            np.testing.assert_allclose(g, w, equal_nan=True, err_msg=text, **kernel_tolerance(w.dtype))
+        evaluated += 1
+    return evaluated
+
+
+def test_random_programs_lower_and_evaluate_as_the_interpreter():
+    evaluated = 0
+    for seed in range(40):
+        program = random_program(seed)
+        try:
+            evaluated += check_fused(program.function(fj), *program.inputs())
+        except AssertionError as e:
+            raise AssertionError(f"{program}\n{e}") from None
+    assert evaluated >= 40  # most programs' kernels are small enough to evaluate
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D_REDUCTIONS))
+def test_zero_d_reductions(name):
+    f, (shape, dtype) = ZERO_D_REDUCTIONS[name]
+    x = np.asarray(np.random.default_rng(0).standard_normal(shape)).astype(dtype)
+    assert check_fused(f, x) >= 1
+
+
+def test_nested_pads_stay_small():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    check_fused(nested_pads(8), x)
+    kernel_text = print_kernel(lower_block(fj.function(nested_pads(8)).ir(x, stage="fused").body.ops[0].blocks[0]))
+    assert len(kernel_text.splitlines()) < 200
