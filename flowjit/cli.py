@@ -1,8 +1,9 @@
 """The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...``.
 
 ``ir`` traces a function of a Python file for abstract arguments and prints its IR as
-text (parseable back) or JSON, at any pipeline stage; ``--stage kernels`` prints the
-generated numba kernels and the driver instead.
+text (parseable back) or JSON, at any pipeline stage; ``--stage loops`` prints every
+kernel of the fused program as loop IR (flowjit.lowering), ``--stage kernels`` the
+generated numba kernels and the driver.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from flowjit.ir.errors import FlowjitError, ParseError
 from flowjit.ir.json_form import function_to_json
 from flowjit.ir.parser import parse_type
-from flowjit.tracer.function import STAGES, ShapeDtype, TracedFunction, function
+from flowjit.tracer.function import IR_STAGES, ShapeDtype, TracedFunction, function
 
 
 def load_function(target: str) -> TracedFunction:
@@ -57,9 +58,9 @@ def cmd_ir(ns: argparse.Namespace) -> int:
     fn = load_function(ns.target)
     args = [parse_arg(a) for a in ns.arg]
     try:
+        if ns.stage in ("kernels", "loops") and ns.format != "text":
+            raise SystemExit(f"flowjit: --stage {ns.stage} prints text only; use --format text")
         if ns.stage == "kernels":
-            if ns.format != "text":
-                raise SystemExit("flowjit: --stage kernels prints Python source; use --format text")
             sys.stdout.write(fn.kernels(*args))
             return 0
         ir = fn.ir(*args, stage=ns.stage)
@@ -81,8 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_ir.add_argument("target", help="path/to/file.py:function")
     p_ir.add_argument("--arg", action="append", default=[], metavar="TYPE",
                       help="an argument type such as f32[2,3] or i32[] (repeat per argument)")
-    p_ir.add_argument("--stage", default="traced", choices=(*STAGES, "kernels"),
-                      help="pipeline stage to show; 'kernels': the generated numba source and driver")
+    p_ir.add_argument("--stage", default="traced", choices=(*IR_STAGES, "kernels"),
+                      help="pipeline stage to show; 'loops': each kernel as loop IR; "
+                           "'kernels': the generated numba source and driver")
     p_ir.add_argument("--format", default="text", choices=("text", "json"))
     p_ir.set_defaults(func=cmd_ir)
     ns = parser.parse_args(argv)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import flowjit as fj
 from flowjit.cli import main
 
@@ -64,3 +66,30 @@ def test_ir_stage_kernels_prints_the_generated_source(tmp_path, capsys, monkeypa
     assert "# kernel " in out and "prog.py:4" in out
     assert "def k_" in out and "tanh32(" in out and "for i" in out
     assert "# driver" in out and "run_op(op0" in out  # the matmul runs on NumPy's BLAS
+
+
+def test_ir_stage_loops_prints_every_kernel_as_loop_ir(tmp_path, capsys):
+    src = tmp_path / "prog.py"
+    src.write_text("import flowjit as fj\n\ndef softmax(x):\n    e = fj.exp(x - x.max(axis=-1, keepdims=True))\n"
+                   "    return e / e.sum(axis=-1, keepdims=True)\n")
+    assert main(["ir", f"{src}:softmax", "--arg", "f32[4,300]", "--stage", "loops"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# loops of @softmax: 1 kernel(s)")
+    assert "prog.py:4" in out and "kernel k0_" in out
+    assert "n0 = in0.shape[0]" in out  # sizes are read at run time: any batch size
+    assert "acc acc" in out and ": max f32 = -inf:f32" in out and ": sum f64 = 0.0:f64" in out
+    assert "exp.f32(" in out and "out0[" in out
+    with pytest.raises(SystemExit, match="--stage loops prints text only"):
+        main(["ir", f"{src}:softmax", "--arg", "f32[4,300]", "--stage", "loops", "--format", "json"])
+
+
+def test_ir_stage_loops_from_python_matches_the_cli(tmp_path, capsys):
+    import numpy as np
+
+    def f(x, y):
+        return fj.tanh(x) * 2.0 + y, (x * y).sum()
+    x = np.ones((3, 4), np.float32)
+    loops = fj.function(f).ir(x, x, stage="loops")
+    text = str(loops)
+    assert len(loops.kernels) >= 1 and "tanh.f32(" in text and "out1[]" in text
+    assert text.count("kernel k") == len(loops.kernels)

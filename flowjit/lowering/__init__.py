@@ -8,9 +8,11 @@ one in NumPy as the oracle that tests the lowering before any renderer exists.
 """
 
 from flowjit.lowering.evaluate import evaluate
+from flowjit.lowering.listing import LoopProgram, loop_program
 from flowjit.lowering.loops import Kernel
 from flowjit.lowering.lower import Unsupported, lower_block
 from flowjit.lowering.printer import print_kernel
 from flowjit.lowering.verify import LoopIRError, verify_kernel
 
-__all__ = ["Kernel", "LoopIRError", "Unsupported", "evaluate", "lower_block", "print_kernel", "verify_kernel"]
+__all__ = ["Kernel", "LoopIRError", "LoopProgram", "Unsupported", "evaluate", "loop_program", "lower_block",
+           "print_kernel", "verify_kernel"]

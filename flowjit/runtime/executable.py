@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,8 +28,14 @@ from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.native_loop import native_loop
 
-# What ``.ir(stage=...)`` and ``flowjit ir --stage`` can show.
+if TYPE_CHECKING:
+    from flowjit.lowering import LoopProgram
+
+# The pipeline's stages, ``.ir(stage=...)`` shows each as a Function.
 STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
+# What ``.ir(stage=...)`` and ``flowjit ir --stage`` can show: the stages, then the fused
+# program's kernels as loop IR.
+IR_STAGES = (*STAGES, "loops")
 
 
 BACKENDS = ("interpreter", "numba")
@@ -305,11 +311,15 @@ def disabled_passes(passes: Mapping[str, bool] | Iterable[str] | None, pipeline:
 
 
 def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[str] | None = None,
-          pipeline: Pipeline = DEFAULT_PIPELINE, device: str | None = None, soft: bool = False) -> Function:
+          pipeline: Pipeline = DEFAULT_PIPELINE, device: str | None = None, soft: bool = False
+          ) -> Function | LoopProgram:
     """``function`` after pipeline ``stage`` (a pass name, or ``traced``/``fused``), placed
-    as ``compile_function`` places it."""
+    as ``compile_function`` places it; for ``loops`` the fused program's kernels as loop IR."""
     if stage == "traced":
         return function
+    if stage == "loops":
+        from flowjit.lowering import loop_program  # only for inspection: not on import's path
+        return loop_program(lower(function, "fused", passes, pipeline, device, soft))
     stop = "fusion" if stage == "fused" else stage
     return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop,
                         target=_target(device, soft)).function

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,10 +33,14 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, TracerError
 from flowjit.ir.types import TensorType
 from flowjit.ir.verifier import verify
-from flowjit.runtime import STAGES, Executable, compile_function, lower
+from flowjit.runtime import Executable, compile_function, lower
 from flowjit.runtime.devices import check_device
+from flowjit.runtime.executable import IR_STAGES
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Trace, Tracer, current_trace, to_array, trace_context, user_location
+
+if TYPE_CHECKING:
+    from flowjit.runtime.executable import LoopProgram
 
 
 @dataclass(frozen=True)
@@ -314,10 +318,11 @@ class TracedFunction:
         outs = entry.run(leaves)
         return pytree.unflatten(entry.out_tree, outs)
 
-    def ir(self, *args: Any, stage: str = "traced", **kwargs: Any) -> Function:
-        """The Function traced for these arguments (arrays or ShapeDtype), at ``stage``."""
-        if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}; available: {', '.join(STAGES)}")
+    def ir(self, *args: Any, stage: str = "traced", **kwargs: Any) -> Function | LoopProgram:
+        """The Function traced for these arguments (arrays or ShapeDtype), at ``stage``;
+        at ``loops``, the fused program's kernels as loop IR (print it)."""
+        if stage not in IR_STAGES:
+            raise ValueError(f"unknown stage {stage!r}; available: {', '.join(IR_STAGES)}")
         entry, _ = self._lookup(args, kwargs)
         return lower(entry.function, stage, self.passes, device=self.device, soft=self.soft_placement)
 
