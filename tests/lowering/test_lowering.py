@@ -1,0 +1,54 @@
+"""Decisions the lowering takes: parallel outer loops, in-place outputs, hoisting, sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import flowjit as fj
+from flowjit.lowering import lower_block, print_kernel, verify_kernel
+from flowjit.lowering.loops import Loop
+from flowjit.lowering.lower import PARALLEL_MIN_ELEMENTS
+
+
+def kernel_of(f, *inputs):
+    fused = fj.function(f).ir(*inputs, stage="fused")
+    (op,) = [op for op in fused.body.ops if op.primitive.role == "kernel"]
+    k = lower_block(op.blocks[0], "k")
+    verify_kernel(k)
+    return k
+
+
+def test_the_outer_loop_is_parallel_from_the_threshold_on():
+    big = fj.ShapeDtype((PARALLEL_MIN_ELEMENTS // 512, 512), np.float32)
+    small = fj.ShapeDtype((PARALLEL_MIN_ELEMENTS // 512 - 1, 512), np.float32)
+    for x, parallel in ((big, True), (small, False)):
+        (outer,) = kernel_of(lambda a: fj.exp(a) + 1.0, x).body
+        assert isinstance(outer, Loop) and outer.parallel is parallel
+        assert not any(isinstance(s, Loop) and s.parallel for s in outer.body)
+
+
+def test_an_output_may_overwrite_an_input_read_only_at_its_own_index():
+    x = np.ones((3, 4), np.float32)
+    assert kernel_of(lambda a, b: a * 2.0 + b, x, x).in_place == (("in0", "in1"),)
+    # A transposed read takes other elements than the one written.
+    sq = np.ones((4, 4), np.float32)
+    assert kernel_of(lambda a, b: a * 2.0 + b.T, sq, sq).in_place == (("in0",),)
+
+
+def test_one_kernel_serves_every_batch_size():
+    def f(x):
+        return fj.tanh(x).sum(axis=-1)
+    texts = {print_kernel(kernel_of(f, np.ones((n, 8), np.float32))) for n in (2, 3, 50)}
+    assert len(texts) == 1, texts
+
+
+def test_a_row_reduction_is_computed_once_per_row():
+    def softmax(x):
+        e = fj.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    text = print_kernel(kernel_of(softmax, np.ones((4, 6), np.float32)))
+    lines = text.splitlines()
+    row = next(k for k, line in enumerate(lines) if line.strip().startswith("for i"))
+    inner = next(k for k, line in enumerate(lines) if line.strip().startswith("for i") and k > row)
+    # Both accumulators are declared in the row loop, before the element loop.
+    assert all(row < k < inner for k, line in enumerate(lines) if line.strip().startswith("acc "))
