@@ -56,6 +56,18 @@ class _Scope:
     memo: dict = field(default_factory=dict)
 
 
+@dataclass
+class _StoreSlot:
+    """Where a reduction loop may store the elements it reduces into an output, for the
+    output's own loop to read back (softmax's exp(x - max), summed then divided by the
+    sum, is computed once). Filled by ``read_stored``; an unfilled slot is dropped."""
+
+    value_id: int
+    index: tuple
+    value: Expr
+    store: Store | None = None
+
+
 def _i(n: int) -> Const:
     return Const(int(n), INDEX)
 
@@ -71,6 +83,9 @@ class _Lowering:
         self.reads: dict[int, set] = {}  # arg id -> the indices it is read at
         self.written: dict[int, int] = {}  # value id -> the output an earlier nest stored it in
         self.size_of: dict[int, Var] = {}
+        self.storable: dict[int, list] = {}  # value id -> the _StoreSlots of its reduction
+        self.stored_value: dict[int, int] = {}  # output -> the one value stored in it
+        self.current: tuple = ((), ())  # the nest being written: its full outputs, its index
         self.sizes: list[SizeVar] = []
         buffers = [(self.arg_names[a.id], a.type.shape) for a in block.args]
         buffers += [(f"out{k}", v.type.shape) for k, v in enumerate(block.returns)]
@@ -144,6 +159,9 @@ class _Lowering:
             # A read of an empty input only ever sits in a loop that runs no iteration:
             # hoisted out of it, it would run.
             return self.bind(Load(self.arg_names[v.id], idx, v.type.dtype), key, innermost=v.type.size == 0)
+        stored = self.read_stored(v, idx)
+        if stored is not None:
+            return self.bind(stored, key)
         op = v.producer
         kind = op.primitive.kind
         if kind == "constant":
@@ -309,6 +327,7 @@ class _Lowering:
             self.scopes[-1].body.append(Let(var, P("add", P("mul", Var(b, INDEX), _i(SUM_BLOCK)), Var(j, INDEX))))
             self.depth_of[var] = len(self.scopes) - 1
             val = self.value(x, tuple(full))
+            self.slot(x, full, val, axes)
             self.scopes[-1].body.append(Update(part, val))
             self.close_loop()
             self.scopes[-1].body.append(Update(acc, P("cast", AccValue(part, d), to=acc_d)))
@@ -320,6 +339,7 @@ class _Lowering:
             self.scopes.append(scope)
             self.depth_of.pop(var, None)
             val = self.value(x, tuple(full))
+            self.slot(x, full, val, axes)
             body = tuple(scope.body) + (Update(rest, val),)
             self.scopes.pop()
             self.scopes[-1].body.append(Loop(var, P("mul", blocks, _i(SUM_BLOCK)), n, 1, body))
@@ -331,6 +351,7 @@ class _Lowering:
                                         tuple(x.type.shape[k] for k in axes))
                 self.scopes[-1].body.append(Update(acc, val, pos))
             else:
+                self.slot(x, full, val, axes)
                 self.scopes[-1].body.append(Update(acc, val))
         while len(self.scopes) > depth + 1:
             self.close_loop()
@@ -338,6 +359,36 @@ class _Lowering:
         if is_arg:
             return AccValue(acc, INDEX)
         return P("cast", AccValue(acc, acc_d), to=d)
+
+    def slot(self, x: Value, full: list, val: Expr, axes: list) -> None:
+        """A store slot for the elements of ``x`` a one-axis reduction loop computes."""
+        if len(axes) != 1:
+            return
+        slot = _StoreSlot(x.id, tuple(full), val)
+        self.scopes[-1].body.append(slot)
+        self.storable.setdefault(x.id, []).append((axes[0], slot))
+
+    def read_stored(self, v: Value, idx: tuple) -> Expr | None:
+        """A load of ``v`` at ``idx`` from an output, when a reduction loop of this row can
+        store ``v`` there first: ``v`` has the output's type, ``idx`` is the output's own
+        index, and the reduction ran over the innermost axis with every other index the
+        same. Each element is then computed once for both uses."""
+        outputs, loop_vars = self.current
+        slots = self.storable.get(v.id)
+        if not slots or idx != loop_vars:
+            return None
+        axis = slots[0][0]
+        if axis != len(idx) - 1 or any(s.index[:-1] != idx[:-1] for _, s in slots):
+            return None
+        # One stored row per output: a second would overwrite the first before it is read.
+        k = next((k for k, out_v, _ in outputs
+                  if out_v.type == v.type and self.stored_value.get(k, v.id) == v.id), None)
+        if k is None:
+            return None
+        self.stored_value[k] = v.id
+        for _, s in slots:
+            s.store = Store(f"out{k}", s.index, s.value)
+        return Load(f"out{k}", idx, v.type.dtype)
 
     # ---- the kernel -----------------------------------------------------------------------
     def loop_nests(self) -> list:
@@ -372,6 +423,8 @@ class _Lowering:
             index = tuple(Var(v, INDEX) for v in loop_vars)
             if outputs[0][0] == 0:
                 out_index = index
+            self.storable = {}
+            self.current = (tuple(o for o in outputs if o[2] == len(shape)), index)
             for k, v, depth in outputs:
                 idx = index[:depth] + tuple(_i(0) for _ in v.type.shape[depth:])
                 val = self.value(v, idx)
@@ -381,12 +434,27 @@ class _Lowering:
             self.written.update((v.id, k) for k, v, _ in outputs)
         buffers = [Buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
         buffers += [Buffer(f"out{k}", "out", v.type.dtype, v.type.ndim) for k, v in enumerate(self.block.returns)]
-        in_place: tuple = ()
-        if len(self.block.returns) == 1 and out_index is not None:
+        in_place: tuple = tuple(() for _ in self.block.returns)
+        # A stored row is written ahead of the output loop, over inputs not yet read.
+        if len(self.block.returns) == 1 and out_index is not None and not self.stored_value:
             out_t = self.block.returns[0].type
             in_place = (tuple(self.arg_names[a.id] for a in self.block.args
                               if a.type == out_t and self.reads.get(a.id) == {out_index}),)
-        return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), in_place)
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), _fill_slots(tuple(top.body)), in_place)
+
+
+def _fill_slots(body: tuple) -> tuple:
+    """``body`` with each filled store slot replaced by its store, unfilled ones dropped."""
+    out = []
+    for s in body:
+        if isinstance(s, _StoreSlot):
+            if s.store is not None:
+                out.append(s.store)
+        elif isinstance(s, Loop):
+            out.append(Loop(s.var, s.start, s.stop, s.step, _fill_slots(s.body), s.parallel))
+        else:
+            out.append(s)
+    return tuple(out)
 
 
 def broadcast_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:

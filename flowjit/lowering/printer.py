@@ -89,8 +89,8 @@ def print_kernel(k: Kernel) -> str:
     params = ", ".join(f"{b.role} {b.name}: {b.dtype.short}[{b.rank}]" for b in k.buffers)
     out = [f"kernel {k.name}({params}):"]
     out.extend(f"  {s.name} = {s.buffer}.shape[{s.dim}]" for s in k.sizes)
-    for outs in k.in_place:
+    for o, outs in zip(k.outputs, k.in_place):
         if outs:
-            out.append(f"  # out0 may overwrite {', '.join(outs)}")
+            out.append(f"  # {o.name} may overwrite {', '.join(outs)}")
     _lines(k.body, "  ", out)
     return "\n".join(out) + "\n"

@@ -51,6 +51,13 @@ class _Verifier:
             if b is None or not 0 <= s.dim < b.rank:
                 self.fail(f"size {s.name} reads dimension {s.dim} of {s.buffer}, which it lacks")
             scope[s.name] = INDEX
+        if self.k.in_place and len(self.k.in_place) != len(self.k.outputs):
+            self.fail("in_place needs one entry per output")
+        for o, names in zip(self.k.outputs, self.k.in_place):
+            for name in names:
+                b = self.buffers.get(name)
+                if b is None or b.role != "in" or (b.dtype, b.rank) != (o.dtype, o.rank):
+                    self.fail(f"{o.name} may not overwrite {name}: not an input of its dtype and rank")
         self.block(self.k.body, scope, {})
 
     def block(self, body: tuple, vars_: dict, accs: dict) -> None:

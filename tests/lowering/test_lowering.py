@@ -52,3 +52,18 @@ def test_a_row_reduction_is_computed_once_per_row():
     inner = next(k for k, line in enumerate(lines) if line.strip().startswith("for i") and k > row)
     # Both accumulators are declared in the row loop, before the element loop.
     assert all(row < k < inner for k, line in enumerate(lines) if line.strip().startswith("acc "))
+
+
+def test_softmax_stores_its_exponentials_in_the_output_and_reads_them_back():
+    from tests.lowering.test_programs import check_fused
+
+    def softmax(x):
+        e = fj.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    x = np.random.default_rng(0).standard_normal((3, 300)).astype(np.float32)
+    text = print_kernel(kernel_of(softmax, x))
+    element_loop = text[text.rindex("for i"):]
+    assert text.count("exp.f32(") == 2  # the blocks of 128 and the rest, not the element loop
+    assert "exp.f32(" not in element_loop and "= out0[" in element_loop
+    assert kernel_of(softmax, x).in_place == ((),)  # the stored row is written ahead of the reads
+    assert check_fused(softmax, x) == 1
