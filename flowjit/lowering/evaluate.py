@@ -47,6 +47,9 @@ def evaluate(k: Kernel, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarr
     for b, a in zip(k.outputs, outputs):
         arrays[b.name] = a
     env: dict = {s.name: np.int64(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
+    for b in k.buffers:
+        if b.role == "temp":
+            arrays[b.name] = np.zeros([int(_ev(n, env, {}, arrays)) for n in b.shape], b.dtype.np)
     with np.errstate(all="ignore"):
         _run(k.body, env, {}, arrays)
 

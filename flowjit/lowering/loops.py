@@ -129,13 +129,16 @@ Stmt = Loop | Let | Store | Accumulator | Update | If
 # ---- the kernel -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Buffer:
-    """A kernel argument: ``role`` "in" or "out", its element dtype and rank (row-major,
-    contiguous; a 0-d buffer is indexed with ``()``)."""
+    """An array the kernel reads or writes: ``role`` "in" or "out" (an argument), or "temp"
+    (scratch the kernel owns for one call, of ``shape``: int64 expressions over the size
+    variables); its element dtype and rank (row-major, contiguous; a 0-d buffer is indexed
+    with ``()``)."""
 
     name: str
     role: str
     dtype: DType
     rank: int
+    shape: tuple = ()
 
 
 @dataclass(frozen=True)

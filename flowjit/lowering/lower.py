@@ -83,6 +83,7 @@ class _Lowering:
         self.reads: dict[int, set] = {}  # arg id -> the indices it is read at
         self.written: dict[int, int] = {}  # value id -> the output an earlier nest stored it in
         self.size_of: dict[int, Var] = {}
+        self.temps: list[Buffer] = []
         self.storable: dict[int, list] = {}  # value id -> the _StoreSlots of its reduction
         self.stored_value: dict[int, int] = {}  # output -> the one value stored in it
         self.current: tuple = ((), ())  # the nest being written: its full outputs, its index
@@ -284,6 +285,10 @@ class _Lowering:
         axes = sorted({ax % nd for ax in op.attrs["axes"]}) if "axes" in op.attrs else [op.attrs["axis"] % nd]
         keep = op.attrs.get("keepdims", False)
         d = op.results[0].type.dtype
+        if not is_arg and axes and axes == list(range(len(axes))) and len(axes) < nd:
+            kept = idx[len(axes):] if keep else idx
+            return P("cast", Load(*self.leading_reduction(op, kind, axes), kept, scalar.accumulator_dtype(kind, d)),
+                     to=d)
         it = iter(idx)
         loop_vars: dict[int, str] = {}
         full: list = []
@@ -360,6 +365,40 @@ class _Lowering:
             return AccValue(acc, INDEX)
         return P("cast", AccValue(acc, acc_d), to=d)
 
+    def leading_reduction(self, op: Op, kind: str, axes: list) -> tuple[str]:
+        """A temp buffer of the results of a reduction over leading axes (a bias gradient's
+        sum over the batch), filled before the loop nest in row-major order: the inner loop
+        runs along the kept axes, contiguous and vectorizable, where reducing each column
+        on its own would stride through memory."""
+        key = ("leading", op.results[0].id)
+        top = self.scopes[0]
+        if key in top.memo:
+            return top.memo[key]
+        x = op.inputs[0]
+        acc_d = scalar.accumulator_dtype(kind, op.results[0].type.dtype)
+        kept_shape = x.type.shape[len(axes):]
+        name = self.fresh("cols")
+        self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
+        saved = self.scopes
+        self.scopes = self.scopes[:1]
+        kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
+        for v, n in zip(kept_vars, kept_shape):
+            self.open_loop(v.name, self.dim(n))
+        self.scopes[-1].body.append(Store(name, tuple(kept_vars), scalar.start_value(kind, acc_d)))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        loop_vars = [Var(self.fresh("r" if k in axes else "i"), INDEX) for k in range(x.type.ndim)]
+        for v, n in zip(loop_vars, x.type.shape):
+            self.open_loop(v.name, self.dim(n))
+        val = self.value(x, tuple(loop_vars))
+        cell = tuple(loop_vars[len(axes):])
+        self.scopes[-1].body.append(Store(name, cell, scalar.combine(kind, Load(name, cell, acc_d), val)))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        self.scopes = saved
+        top.memo[key] = (name,)
+        return (name,)
+
     def slot(self, x: Value, full: list, val: Expr, axes: list) -> None:
         """A store slot for the elements of ``x`` a one-axis reduction loop computes."""
         if len(axes) != 1:
@@ -434,6 +473,7 @@ class _Lowering:
             self.written.update((v.id, k) for k, v, _ in outputs)
         buffers = [Buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
         buffers += [Buffer(f"out{k}", "out", v.type.dtype, v.type.ndim) for k, v in enumerate(self.block.returns)]
+        buffers += self.temps
         in_place: tuple = tuple(() for _ in self.block.returns)
         # A stored row is written ahead of the output loop, over inputs not yet read.
         if len(self.block.returns) == 1 and out_index is not None and not self.stored_value:

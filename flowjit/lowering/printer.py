@@ -86,9 +86,11 @@ def _lines(body: tuple, indent: str, out: list) -> None:
 
 def print_kernel(k: Kernel) -> str:
     """The kernel as text: its signature, its size variables, then its body."""
-    params = ", ".join(f"{b.role} {b.name}: {b.dtype.short}[{b.rank}]" for b in k.buffers)
+    params = ", ".join(f"{b.role} {b.name}: {b.dtype.short}[{b.rank}]" for b in k.buffers if b.role != "temp")
     out = [f"kernel {k.name}({params}):"]
     out.extend(f"  {s.name} = {s.buffer}.shape[{s.dim}]" for s in k.sizes)
+    out.extend(f"  temp {b.name}: {b.dtype.short}[{', '.join(print_expr(n) for n in b.shape)}]"
+               for b in k.buffers if b.role == "temp")
     for o, outs in zip(k.outputs, k.in_place):
         if outs:
             out.append(f"  # {o.name} may overwrite {', '.join(outs)}")

@@ -51,6 +51,14 @@ class _Verifier:
             if b is None or not 0 <= s.dim < b.rank:
                 self.fail(f"size {s.name} reads dimension {s.dim} of {s.buffer}, which it lacks")
             scope[s.name] = INDEX
+        for b in self.k.buffers:
+            if b.role not in ("in", "out", "temp"):
+                self.fail(f"buffer {b.name} has role {b.role!r}, not in, out or temp")
+            if b.role == "temp" and len(b.shape) != b.rank:
+                self.fail(f"temp {b.name} of rank {b.rank} has {len(b.shape)} sizes")
+            for n in b.shape:
+                if self.expr(n, scope, {}, b.name) != INDEX:
+                    self.fail(f"a size of temp {b.name} is not int64")
         if self.k.in_place and len(self.k.in_place) != len(self.k.outputs):
             self.fail("in_place needs one entry per output")
         for o, names in zip(self.k.outputs, self.k.in_place):
@@ -79,8 +87,8 @@ class _Verifier:
                 vars_[s.name] = d
             elif isinstance(s, Store):
                 b = self.buffers.get(s.buffer)
-                if b is None or b.role != "out":
-                    self.fail(f"a store to {s.buffer}, not an output", s)
+                if b is None or b.role == "in":
+                    self.fail(f"a store to {s.buffer}, not an output or temp", s)
                 self.index(b, s.index, vars_, accs, s)
                 if self.expr(s.value, vars_, accs, s) != b.dtype:
                     self.fail(f"a {s.value.dtype.short} value stored into {b.dtype.short} {b.name}", s)
@@ -142,7 +150,7 @@ class _Verifier:
             return e.dtype
         if isinstance(e, Load):
             b = self.buffers.get(e.buffer)
-            if b is None or b.role != "in" and b.role != "out":
+            if b is None:
                 self.fail(f"a load from unknown buffer {e.buffer}", where)
             self.index(b, e.index, vars_, accs, where)
             if e.dtype != b.dtype:

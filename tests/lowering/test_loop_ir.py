@@ -74,7 +74,7 @@ def _broken(stmt) -> Kernel:
 
 @pytest.mark.parametrize("stmt, message", [
     (Store("out0", (Var("k", I),), C(1.0, float32)), "k is used before it is defined"),
-    (Store("in0", (Var("i", I), Var("i", I)), C(1.0, float32)), "a store to in0, not an output"),
+    (Store("in0", (Var("i", I), Var("i", I)), C(1.0, float32)), "a store to in0, not an output or temp"),
     (Store("out0", (Var("i", I), Var("i", I)), C(1.0, float32)), "out0 has rank 1, indexed with 2"),
     (Store("out0", (Var("i", I),), C(1.0, float64)), "a f64 value stored into f32 out0"),
     (Update("acc", C(1.0, float32)), "update of accumulator acc before its declaration"),

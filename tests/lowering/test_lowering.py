@@ -67,3 +67,16 @@ def test_softmax_stores_its_exponentials_in_the_output_and_reads_them_back():
     assert "exp.f32(" not in element_loop and "= out0[" in element_loop
     assert kernel_of(softmax, x).in_place == ((),)  # the stored row is written ahead of the reads
     assert check_fused(softmax, x) == 1
+
+
+def test_a_reduction_over_leading_axes_fills_a_temp_in_row_major_order():
+    from tests.lowering.test_programs import check_fused
+
+    def f(x, w):
+        return (x * w).sum(axis=0) + 1.0, fj.max(x, axis=(0, 1), keepdims=True)
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((6, 5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    text = print_kernel(kernel_of(f, x, w))
+    assert "temp cols" in text and ": f64[n1, n2]" in text and ": f32[n2]" in text
+    # The innermost loop of the filling runs along the last (kept, contiguous) axis.
+    assert check_fused(f, x, w) == 1
