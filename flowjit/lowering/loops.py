@@ -64,7 +64,9 @@ Expr = Const | Var | Prim | Load | AccValue
 @dataclass(frozen=True)
 class Loop:
     """``for var in range(start, stop, step): body``; ``parallel``: iterations are
-    independent and the renderer may split them across threads."""
+    independent and the renderer may split them across threads. ``stream``: a hint that
+    the loop's one store may bypass the cache when the output is large (flowjit.codegen_cpu
+    .streaming): the body reads inputs only at ``[var]`` and ends storing a float at ``[var]``."""
 
     var: str
     start: Expr
@@ -72,6 +74,7 @@ class Loop:
     step: int
     body: tuple
     parallel: bool = False
+    stream: bool = False
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from flowjit.lowering.loops import (
     Store,
     Update,
     Var,
+    children,
     free_names,
 )
 from flowjit.lowering.scalar import C, P
@@ -480,7 +481,32 @@ class _Lowering:
             out_t = self.block.returns[0].type
             in_place = (tuple(self.arg_names[a.id] for a in self.block.args
                               if a.type == out_t and self.reads.get(a.id) == {out_index}),)
-        return Kernel(self.name, tuple(buffers), tuple(self.sizes), _fill_slots(tuple(top.body)), in_place)
+        body = _fill_slots(tuple(top.body))
+        if len(self.block.returns) == 1 and not self.stored_value:
+            body = tuple(_mark_streaming(s) for s in body)
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, in_place)
+
+
+def _mark_streaming(s: object) -> object:
+    """``s`` with the ``stream`` hint when it is a parallel 1-D elementwise loop that reads
+    inputs only at its own index and ends storing one float at it."""
+    if not isinstance(s, Loop) or not s.parallel or not s.body:
+        return s
+    *work, store = s.body
+    var = Var(s.var, INDEX)
+    if not (isinstance(store, Store) and store.index == (var,) and store.value.dtype.is_float
+            and store.value.dtype.itemsize >= 4 and all(isinstance(w, Let) for w in work)):
+        return s
+
+    def only_loads_at_var(e: Expr) -> bool:
+        if isinstance(e, Load):
+            return e.buffer.startswith("in") and e.index == (var,)
+        if isinstance(e, Var):
+            return e != var
+        return not isinstance(e, AccValue) and all(only_loads_at_var(c) for c in children(e))
+    if not all(only_loads_at_var(w.value) for w in work) or not only_loads_at_var(store.value):
+        return s
+    return Loop(s.var, s.start, s.stop, s.step, s.body, s.parallel, stream=True)
 
 
 def _fill_slots(body: tuple) -> tuple:
@@ -491,7 +517,7 @@ def _fill_slots(body: tuple) -> tuple:
             if s.store is not None:
                 out.append(s.store)
         elif isinstance(s, Loop):
-            out.append(Loop(s.var, s.start, s.stop, s.step, _fill_slots(s.body), s.parallel))
+            out.append(Loop(s.var, s.start, s.stop, s.step, _fill_slots(s.body), s.parallel, s.stream))
         else:
             out.append(s)
     return tuple(out)

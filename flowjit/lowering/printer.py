@@ -62,7 +62,7 @@ def _lines(body: tuple, indent: str, out: list) -> None:
     for s in body:
         if isinstance(s, Loop):
             step = f", {s.step}" if s.step != 1 else ""
-            kw = "parallel for" if s.parallel else "for"
+            kw = ("parallel " if s.parallel else "") + ("streaming " if s.stream else "") + "for"
             out.append(f"{indent}{kw} {s.var} in {print_expr(s.start)}..{print_expr(s.stop)}{step}:")
             _lines(s.body, indent + "  ", out)
         elif isinstance(s, Let):

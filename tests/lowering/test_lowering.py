@@ -80,3 +80,17 @@ def test_a_reduction_over_leading_axes_fills_a_temp_in_row_major_order():
     assert "temp cols" in text and ": f64[n1, n2]" in text and ": f32[n2]" in text
     # The innermost loop of the filling runs along the last (kept, contiguous) axis.
     assert check_fused(f, x, w) == 1
+
+
+def test_a_large_one_d_elementwise_loop_is_marked_for_streaming_stores():
+    n = PARALLEL_MIN_ELEMENTS
+    x = fj.ShapeDtype((n,), np.float32)
+    (loop,) = kernel_of(lambda a, b: a * 2.0 + b, x, x).body
+    assert loop.parallel and loop.stream
+    assert "parallel streaming for" in print_kernel(kernel_of(lambda a, b: a * 2.0 + b, x, x))
+    # An input read at another index (reversed) keeps the cache.
+    (loop,) = kernel_of(lambda a: a * 2.0 + a[::-1], x).body
+    assert loop.parallel and not loop.stream
+    # Two dimensions: not the streaming shape.
+    (loop,) = kernel_of(lambda a: a * 2.0, fj.ShapeDtype((n // 512, 512), np.float32)).body
+    assert not loop.stream
