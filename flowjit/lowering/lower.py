@@ -465,10 +465,17 @@ class _Lowering:
                 out_index = index
             self.storable = {}
             self.current = (tuple(o for o in outputs if o[2] == len(shape)), index)
+            # Every value first, then the stores: a value may read a row a reduction loop
+            # stored in an output, which that output's own store must not overwrite first.
+            stores = []
             for k, v, depth in outputs:
                 idx = index[:depth] + tuple(_i(0) for _ in v.type.shape[depth:])
                 val = self.value(v, idx)
-                self.scopes[depth].body.append(Store(f"out{k}", idx, val))
+                if depth < len(shape):  # a row's result, stored once per row
+                    self.scopes[depth].body.append(Store(f"out{k}", idx, val))
+                else:
+                    stores.append(Store(f"out{k}", idx, val))
+            self.scopes[-1].body.extend(stores)
             while len(self.scopes) > 1:
                 self.close_loop()
             self.written.update((v.id, k) for k, v, _ in outputs)

@@ -94,3 +94,15 @@ def test_a_large_one_d_elementwise_loop_is_marked_for_streaming_stores():
     # Two dimensions: not the streaming shape.
     (loop,) = kernel_of(lambda a: a * 2.0, fj.ShapeDtype((n // 512, 512), np.float32)).body
     assert not loop.stream
+
+
+def test_an_output_is_stored_after_every_value_that_reads_a_row_stored_in_it():
+    # Random program 101: the exponentials of the row sum were stored in out0, which the
+    # element loop then overwrote with its own value before reading them back.
+    from tests.lowering.test_programs import check_fused
+
+    def f(x):
+        v1 = fj.exp(fj.tanh(x)) / fj.sum(fj.exp(fj.tanh(x)), axis=-1, keepdims=True)
+        return fj.cos(v1), fj.exp(fj.tanh(x[::-1]))
+    x = np.random.default_rng(2).standard_normal(20)
+    assert check_fused(f, x) == 1
