@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +31,10 @@ from . import objcache
 JIT_VERSION = 1
 
 OPT_LEVEL = 3
+
+# The native pool's entry point (pthread_pool.py), which generated code declares and calls.
+PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
+_CALLS_POOL = re.compile(rf'^declare [^\n]*@"?{PARALLEL_FOR_SYMBOL}"?\(', re.MULTILINE)
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -201,6 +206,10 @@ def load(ir_text: str, target: HostTarget | None = None, name: str = "module") -
         if lib is not None:
             objcache.count("reused")
             return lib
+        if _CALLS_POOL.search(ir_text):
+            # The pool's symbol must be registered before the engine links a caller of it.
+            from .pthread_pool import native_pool
+            native_pool()
         t = time.perf_counter()
         obj = objcache.read(key)
         if obj is not None:

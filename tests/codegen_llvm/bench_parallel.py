@@ -1,7 +1,8 @@
-"""Measures the chunk pool against one thread (not collected by pytest): run
+"""Measures the chunk pools against one thread (not collected by pytest): run
 ``python -m tests.codegen_llvm.bench_parallel``. It prints the time of y += x + 1 over n
-float32 on the caller's thread, on the pool, and the bare ctypes call of an empty range,
-for the figures behind PARALLEL_MIN_ELEMENTS in flowjit/codegen_llvm/parallel.py."""
+float32 on the caller's thread, on the Python pool (every call split), and through a
+generated driver calling the native pool in one piece and split, for the figures behind
+PARALLEL_MIN_ELEMENTS in flowjit/codegen_llvm/parallel.py."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def best(fn, reps: int) -> float:
 def main() -> None:
     f = load(modules.chunk_add("bench_parallel")).function(
         "chunk_add", None, [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p])
+    sig = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    whole = load(modules.parallel_driver("bench_whole", 1)).function("driver", None, sig)
+    split = load(modules.parallel_driver("bench_split", default_threads())).function("driver", None, sig)
     p = ChunkPool(default_threads(), min_chunk=1)  # split every call, to see its cost
     print(f"threads {p.nthreads}; empty ctypes call {best(lambda: f(0, 0, 0, 0), 2000):.2f} us")
     for n in (1_000, 100_000, 300_000, 500_000, 1_000_000, 10_000_000):
@@ -37,7 +41,10 @@ def main() -> None:
         reps = 2000 if n <= 100_000 else 200 if n <= 1_000_000 else 20
         one = best(lambda: f(0, n, *args), reps)
         par = best(lambda: p.run(f, n, *args), reps)
-        print(f"n={n:>10,}  1 thread {one:10.1f} us   pool {par:10.1f} us   ratio {par / one:5.2f}")
+        nat1 = best(lambda: whole(*args, n), reps)
+        nat = best(lambda: split(*args, n), reps)
+        print(f"n={n:>10,}  1 thread {one:9.1f} us  python pool {par:9.1f} us ({par / one:5.2f})"
+              f"  native 1 piece {nat1:9.1f} us  native split {nat:9.1f} us ({nat / one:5.2f})")
     # the hand-off alone: a range split in pieces that do no work
     print(f"pool hand-off, no work: {best(lambda: p.run(lambda a, b: None, 1 << 20), 2000):.1f} us")
 

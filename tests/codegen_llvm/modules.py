@@ -8,10 +8,12 @@ from llvmlite import ir
 F32, F64, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(64)
 
 
-def _loop(fn: ir.Function, start: ir.Value, stop: ir.Value, body) -> ir.IRBuilder:
-    """``for i in [start, stop): body(builder, i)``; returns a builder at the exit block."""
-    entry, loop, exit_ = (fn.append_basic_block(s) for s in ("entry", "loop", "exit"))
-    b = ir.IRBuilder(entry)
+def _loop(fn: ir.Function, start: ir.Value, stop: ir.Value, body, b: ir.IRBuilder | None = None) -> ir.IRBuilder:
+    """``for i in [start, stop): body(builder, i)``, from builder ``b``'s block if given
+    (else a new entry block); returns a builder at the exit block."""
+    b = b or ir.IRBuilder(fn.append_basic_block("entry"))
+    entry = b.block
+    loop, exit_ = (fn.append_basic_block(s) for s in ("loop", "exit"))
     b.cbranch(b.icmp_signed("<", start, stop), loop, exit_)
     b.position_at_end(loop)
     i = b.phi(I64)
@@ -65,22 +67,53 @@ def fsum(name: str) -> str:
     return str(mod)
 
 
+def _chunk_body(fn: ir.Function, start, stop, x, y, b: ir.IRBuilder | None = None) -> None:
+    def body(b, i):
+        py = b.gep(y, [i], inbounds=True)
+        v = b.fadd(b.load(b.gep(x, [i], inbounds=True)), ir.Constant(F32, 1.0))
+        b.store(b.fadd(b.load(py), v), py)
+
+    _loop(fn, start, stop, body, b).ret_void()
+
+
 def chunk_add(name: str) -> str:
     """``void chunk_add(i64 start, i64 stop, float* x, float* y)``: y[i] += x[i] + 1 over
-    [start, stop), the signature the chunk pool calls."""
+    [start, stop), the signature the Python chunk pool calls."""
     mod = ir.Module(name)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64, I64, F32.as_pointer(), F32.as_pointer()]),
                      "chunk_add")
     start, stop, x, y = fn.args
     for p in (x, y):
         p.add_attribute("noalias")
+    _chunk_body(fn, start, stop, x, y)
+    return str(mod)
 
-    def body(b, i):
-        py = b.gep(y, [i], inbounds=True)
-        v = b.fadd(b.load(b.gep(x, [i], inbounds=True)), ir.Constant(F32, 1.0))
-        b.store(b.fadd(b.load(py), v), py)
 
-    _loop(fn, start, stop, body).ret_void()
+def parallel_driver(name: str, parts: int) -> str:
+    """``void driver(float* x, float* y, i64 n)``: y += x + 1 in ``parts`` pieces through
+    ``flowjit_parallel_for`` declared by name, with the arrays passed in a context struct:
+    the shape of a program's parallel loop inside its one native call."""
+    mod = ir.Module(name)
+    i8p, fp = ir.IntType(8).as_pointer(), F32.as_pointer()
+    ctx_ty = ir.LiteralStructType([fp, fp])
+    chunk_ty = ir.FunctionType(ir.VoidType(), [I64, I64, i8p])
+    chunk = ir.Function(mod, chunk_ty, "chunk")
+    chunk.linkage = "internal"
+    start, stop, ctx = chunk.args
+    pre = ir.IRBuilder(chunk.append_basic_block("pre"))
+    c = pre.bitcast(ctx, ctx_ty.as_pointer())
+    zero = ir.Constant(ir.IntType(32), 0)
+    x, y = (pre.load(pre.gep(c, [zero, ir.Constant(ir.IntType(32), k)])) for k in (0, 1))
+    _chunk_body(chunk, start, stop, x, y, pre)
+    pf = ir.Function(mod, ir.FunctionType(ir.VoidType(), [chunk_ty.as_pointer(), I64, i8p, I64]),
+                     "flowjit_parallel_for")
+    drv = ir.Function(mod, ir.FunctionType(ir.VoidType(), [fp, fp, I64]), "driver")
+    b = ir.IRBuilder(drv.append_basic_block("entry"))
+    slot = b.alloca(ctx_ty)
+    for k, v in enumerate(drv.args[:2]):
+        b.store(v, b.gep(slot, [zero, ir.Constant(ir.IntType(32), k)]))
+    b.call(pf, [chunk, drv.args[2], b.bitcast(slot, i8p), ir.Constant(I64, parts)])
+    b.ret_void()
     return str(mod)
 
 

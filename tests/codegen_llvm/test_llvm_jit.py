@@ -263,3 +263,49 @@ def test_math_calls_resolve_in_a_loaded_object():
     y = np.empty_like(x)
     f(x.ctypes.data, y.ctypes.data, x.size)
     np.testing.assert_allclose(y, np.exp(x) + np.tanh(x), rtol=2e-6, atol=2e-7)  # an ulp of each term
+
+
+@pytest.mark.parametrize("n", [0, 5, 300_001, 1_000_000])
+def test_generated_code_runs_its_loop_on_the_native_pool(n):
+    f = load(fresh(modules.parallel_driver, 8)).function("driver", None, [P, P, I64])
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros_like(x)
+    f(x.ctypes.data, y.ctypes.data, n)
+    np.testing.assert_array_equal(y, x + 1)  # each element once: twice would give 2x + 2
+
+
+def test_threads_starting_native_loops_at_once_each_get_their_whole_range():
+    # one loop holds the pool; the others run their range on their own thread
+    drive = load(fresh(modules.parallel_driver, 3)).function("driver", None, [P, P, I64])
+    n = 200_003
+    xs = [np.arange(n, dtype=np.float32) * k for k in range(6)]
+    ys = [np.zeros(n, np.float32) for _ in xs]
+    threads = [threading.Thread(target=drive, args=(x.ctypes.data, y.ctypes.data, n)) for x, y in zip(xs, ys)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, y in zip(xs, ys):
+        np.testing.assert_array_equal(y, x + 1)
+
+
+_MANY = r"""
+import ctypes, sys, numpy as np
+from flowjit.codegen_llvm import load, native_pool
+from tests.codegen_llvm import modules
+for parts in (1, 2, 4, 64):
+    f = load(modules.parallel_driver("many%d" % parts, parts)).function(
+        "driver", None, [ctypes.c_void_p] * 2 + [ctypes.c_int64])
+    for n in (0, 3, 100_001):
+        x = np.arange(n, dtype=np.float32); y = np.zeros_like(x)
+        f(x.ctypes.data, y.ctypes.data, n)
+        assert (y == x + 1).all(), (parts, n)
+assert native_pool().workers == 3  # started by the first load that calls it
+print("ok")
+"""
+
+
+def test_more_workers_than_pieces(cache_dir):
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, FLOWJIT_NUM_THREADS="4")
+    out = subprocess.run([sys.executable, "-c", _MANY], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
