@@ -41,7 +41,8 @@ OPS: dict[str, tuple[int, str, str]] = {
     "gt": (2, "fib", "bool"), "ge": (2, "fib", "bool"),
     "and": (2, "b", "same"), "or": (2, "b", "same"), "xor": (2, "b", "same"), "not": (1, "b", "same"),
     "select": (3, "fib", "same2"),    # (bool cond, a, b): a where cond, else b
-    "cast": (1, "fib", "cast"),       # ndarray.astype: float->int truncates, x->bool is x != 0
+    "cast": (1, "fi", "cast"),        # ndarray.astype between numbers: float->int truncates
+                                      # (bool never: P writes x != 0 and select(x, 1, 0))
     # Math intrinsics, one per float width (the LLVM renderer ports scalar_math's algorithms).
     "exp": (1, "f", "same"), "expm1": (1, "f", "same"), "log": (1, "f", "same"),
     "log1p": (1, "f", "same"), "sqrt": (1, "f", "same"), "sin": (1, "f", "same"),
@@ -83,8 +84,16 @@ def _const_value(e: Expr) -> object | None:
 def P(op: str, *args: Expr, to: DType | None = None) -> Expr:
     """``op(*args)`` as an expression, folding constants and no-op arithmetic."""
     d = result_dtype(op, args, to)
-    if op == "cast" and args[0].dtype == d:
-        return args[0]
+    if op == "cast":
+        src = args[0].dtype
+        if src == d:
+            return args[0]
+        # Conversions to and from bool are comparisons and selects, so a renderer's cast
+        # is only ever between numbers.
+        if d.is_bool:
+            return P("ne", args[0], C(0, src))
+        if src.is_bool:
+            return P("select", args[0], C(1, d), C(0, d))
     if all(isinstance(a, Const) for a in args) and op not in INTRINSICS:
         return Const(to_python(reference(op, d)(*[np_scalar(a.value, a.dtype) for a in args]), d), d)
     if d.is_int and op in ("add", "sub", "mul") and len(args) == 2:

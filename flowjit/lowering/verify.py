@@ -166,6 +166,8 @@ class _Verifier:
             operands = ds[1:] if rule == "same2" else ds
             if rule == "same2" and ds[0].name != "bool":
                 self.fail("a select condition is not bool", where)
+            if rule == "cast" and e.dtype.is_bool:
+                self.fail("a cast to bool (write x != 0)", where)
             if any(kind_of(d) not in kinds for d in operands):
                 self.fail(f"{e.op} of {', '.join(d.short for d in operands)}", where)
             if rule != "cast" and len(set(operands)) > 1:
