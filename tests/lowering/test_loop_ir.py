@@ -81,6 +81,8 @@ def _broken(stmt) -> Kernel:
     (Let("x", Prim("add", (C(1.0, float32), C(1, I)), float32)), "add of mixed dtypes f32, i64"),
     (Let("x", Load("in0", (Var("i", I), C(0.5, float32)), float32)), "an index of in0 is not int64"),
     (Let("i", C(1, I)), "i is defined twice in one scope"),
+    (Let("x", Prim("cast", (C(1.0, float32),), bool_)), "a cast to bool"),
+    (Let("x", AccValue("acc", float64)), "accumulator acc read before its declaration"),
 ])
 def test_the_verifier_names_the_kernel_and_the_fault(stmt, message):
     with pytest.raises(LoopIRError, match=f"kernel row_sum: {message}"):
@@ -140,3 +142,10 @@ def test_transcendental_functions_are_named_calls_with_a_dtype():
         == "  y: f32 = tanh.f32(x)"
     # gelu's x**3: multiplies, not a pow call.
     assert expand(get("pow").template, [x, C(3.0, float32)], float32) == P("mul", P("mul", x, x), x)
+
+
+def test_the_verifier_checks_in_place_names():
+    k = row_sum_kernel()
+    bad = Kernel(k.name, k.buffers, k.sizes, k.body, (("in0",),))
+    with pytest.raises(LoopIRError, match="kernel row_sum: out0 may not overwrite in0"):
+        verify_kernel(bad)  # in0 has rank 2, out0 rank 1
