@@ -32,8 +32,12 @@ def print_expr(e: Expr) -> str:
         v = e.value
         if isinstance(v, float) and not math.isfinite(v):
             text = "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        elif isinstance(v, bool):
+            text = repr(v).lower()
+        elif isinstance(v, float):
+            text = repr(float(v)) if e.dtype.itemsize == 8 else str(e.dtype.np.type(v))  # shortest repr
         else:
-            text = repr(v).lower() if isinstance(v, bool) else repr(v)
+            text = repr(v)
         return text if e.dtype.short == "i64" else f"{text}:{e.dtype.short}"
     if isinstance(e, Var):
         return e.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import flowjit as fj
 from flowjit.lowering import lower_block, print_kernel, verify_kernel
@@ -106,3 +107,16 @@ def test_an_output_is_stored_after_every_value_that_reads_a_row_stored_in_it():
         return fj.exp(fj.tanh(x[::-1])), fj.cos(v1)
     x = np.random.default_rng(2).standard_normal(20)
     assert check_fused(f, x) == 1
+
+
+def test_an_op_the_loop_ir_cannot_express_is_named():
+    from flowjit.ir import new_function
+    from flowjit.ir.registry import Literal, get
+    from flowjit.ir.types import TensorType
+    from flowjit.lowering import Unsupported
+
+    fn, b = new_function("f", [TensorType((3,), np.float32)], ["x"])
+    (c,) = b.emit(get("constant"), [], {"value": Literal(np.arange(3, dtype=np.float32))})
+    fn.body.set_returns(b.emit(get("add"), [fn.args[0], c], {}))
+    with pytest.raises(Unsupported, match="constant: a constant of 3 elements inside a kernel"):
+        lower_block(fn.body)
