@@ -7,13 +7,15 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import flowjit as fj
 from flowjit.ir.interpreter import run_op
 from flowjit.lowering import evaluate, lower_block, print_kernel, verify_kernel
 from tests.random_programs import random_program
 from tests.registry.case import kernel_tolerance
-from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads
+from tests.test_programs import DTYPES, ZERO_D_REDUCTIONS, nested_pads, programs, run_program
 
 # The evaluator steps through every scalar op in Python: kernels past this many elements
 # are lowered and verified, not evaluated.
@@ -70,3 +72,16 @@ def test_nested_pads_stay_small():
     check_fused(nested_pads(8), x)
     kernel_text = print_kernel(lower_block(fj.function(nested_pads(8)).ir(x, stage="fused").body.ops[0].blocks[0]))
     assert len(kernel_text.splitlines()) < 200
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.integers(0, 2**31 - 1))
+def test_hypothesis_programs_lower_and_evaluate_as_the_interpreter(program, seed):
+    short, in_shapes, steps, n_out = program
+    rng = np.random.default_rng(seed)
+    npd = DTYPES[short]
+    if short.startswith("f"):
+        inputs = [rng.standard_normal(s).astype(npd) for s in in_shapes]
+    else:
+        inputs = [rng.integers(-5, 6, size=s).astype(npd) for s in in_shapes]
+    check_fused(lambda *xs: run_program(steps, xs, n_out, traced=True), *inputs)
