@@ -198,3 +198,36 @@ def free_names(e: Expr, out: set | None = None) -> set:
     for c in children(e):
         free_names(c, out)
     return out
+
+
+def expressions(body: tuple):
+    """Every expression of the statements ``body`` and of the statements nested in them,
+    sub-expressions included (a renderer's scan for the intrinsics it must declare)."""
+    def exprs_of(e: Expr):
+        yield e
+        for c in children(e):
+            yield from exprs_of(c)
+    for s in body:
+        if isinstance(s, Loop):
+            yield from exprs_of(s.start)
+            yield from exprs_of(s.stop)
+            yield from expressions(s.body)
+        elif isinstance(s, If):
+            yield from exprs_of(s.cond)
+            yield from expressions(s.then)
+            yield from expressions(s.orelse)
+        elif isinstance(s, (Let, Accumulator)):
+            yield from exprs_of(s.value if isinstance(s, Let) else s.start)
+        elif isinstance(s, Store):
+            for e in (*s.index, s.value):
+                yield from exprs_of(e)
+        elif isinstance(s, Update):
+            yield from exprs_of(s.value)
+            if s.position is not None:
+                yield from exprs_of(s.position)
+
+
+def intrinsics(k: Kernel) -> set:
+    """The (intrinsic, dtype short name) pairs kernel ``k`` calls, e.g. ``("tanh", "f32")``."""
+    from flowjit.lowering.scalar import INTRINSICS
+    return {(e.op, e.dtype.short) for e in expressions(k.body) if isinstance(e, Prim) and e.op in INTRINSICS}
