@@ -16,11 +16,14 @@ from flowjit.codegen_llvm import ChunkPool, default_threads, load
 from . import modules
 
 
-def best(fn, reps: int) -> float:
-    """The fastest of ``reps`` timed calls of ``fn()``, in microseconds (after a warm-up)."""
+def best(fn, reps: int, pause: float = 0.0) -> float:
+    """The fastest of ``reps`` timed calls of ``fn()``, in microseconds (after a warm-up),
+    sleeping ``pause`` seconds before each (long enough, the pool's workers are asleep)."""
     fn()
     out = float("inf")
     for _ in range(reps):
+        if pause:
+            time.sleep(pause)
         t = time.perf_counter()
         fn()
         out = min(out, time.perf_counter() - t)
@@ -43,8 +46,10 @@ def main() -> None:
         par = best(lambda: p.run(f, n, *args), reps)
         nat1 = best(lambda: whole(*args, n), reps)
         nat = best(lambda: split(*args, n), reps)
+        asleep = best(lambda: split(*args, n), 20, pause=0.002)
         print(f"n={n:>10,}  1 thread {one:9.1f} us  python pool {par:9.1f} us ({par / one:5.2f})"
-              f"  native 1 piece {nat1:9.1f} us  native split {nat:9.1f} us ({nat / one:5.2f})")
+              f"  native 1 piece {nat1:9.1f} us  native split {nat:9.1f} us ({nat / one:5.2f})"
+              f"  native split, workers asleep {asleep:9.1f} us")
     # the hand-off alone: a range split in pieces that do no work
     print(f"pool hand-off, no work: {best(lambda: p.run(lambda a, b: None, 1 << 20), 2000):.1f} us")
 
