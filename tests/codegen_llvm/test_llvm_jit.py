@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -309,3 +310,22 @@ def test_more_workers_than_pieces(cache_dir):
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, FLOWJIT_NUM_THREADS="4")
     out = subprocess.run([sys.executable, "-c", _MANY], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 CPU names")
+def test_flowjit_llvm_cpu_picks_the_target(monkeypatch):
+    monkeypatch.setenv("FLOWJIT_LLVM_CPU", "x86-64-v2")
+    assert host_target().cpu == "x86-64-v2"
+    assert "<4 x float>" in str(optimize(fresh(modules.axpb)))  # SSE4.2: 128-bit vectors
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to link a shared library")
+def test_the_object_links_into_a_shared_library(tmp_path):
+    (tmp_path / "k.o").write_bytes(compile_object(fresh(modules.axpb), host_target("x86-64")))
+    subprocess.run(["cc", "-shared", "-o", str(tmp_path / "libk.so"), str(tmp_path / "k.o")], check=True)
+    f = ctypes.CDLL(str(tmp_path / "libk.so")).axpb
+    f.argtypes, f.restype = [P, P, I64], None
+    x = np.arange(33, dtype=np.float32)
+    y = np.zeros_like(x)
+    f(x.ctypes.data, y.ctypes.data, x.size)
+    np.testing.assert_array_equal(y, x * 2 + 1)
