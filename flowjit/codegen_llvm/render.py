@@ -1,0 +1,466 @@
+"""The LLVM renderer: a loop-IR ``Kernel`` -> LLVM IR text of one C-ABI function, and a
+thin ctypes wrapper around its machine code.
+
+The ABI of the function named ``kernel.name``::
+
+    void NAME(i8* buf_0, ..., i8* buf_m,          ; data of each "in" and "out" buffer,
+                                                  ; in kernel.buffers order (inputs first)
+              i64 dim_0_0, ..., i64 dim_m_r)      ; then every dimension of each of those
+                                                  ; buffers, buffer by buffer (rank each)
+
+Buffers are row-major and contiguous with their natural alignment; strides come from the
+dimensions. The size variables are read from the dimensions they name. Temp buffers are
+the kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a call
+needs no scratch from its caller. Parallel loops run serially on the calling thread (the
+native driver splits them over the pool later).
+
+Semantics are ``flowjit.lowering.scalar``'s, op by op: bool is ``i8`` in memory and ``i1``
+in registers; float16 is ``half`` in registers and every op on it computes in float32 and
+rounds back; integers wrap; float->int casts give NumPy's x86 result (INT_MIN for NaN and
+out-of-range values, never poison). Inputs are ``noalias readonly`` and outputs
+``noalias`` unless the kernel declares an output may overwrite an input; the only
+fast-math flag is ``reassoc`` on float sum and product accumulator updates, so LLVM
+vectorizes reductions without changing any NaN or infinity.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import llvmlite.ir as ir
+import numpy as np
+
+from flowjit.ir.dtypes import DType, float16, float32, float64
+from flowjit.ir.errors import BUG_REPORT
+from flowjit.lowering import scalar
+from flowjit.lowering.loops import (
+    Accumulator,
+    AccValue,
+    Const,
+    Expr,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Prim,
+    Store,
+    Update,
+    Var,
+)
+
+from . import jit, objcache
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+_REG = {"bool": I1, "i32": I32, "i64": I64, "f16": F16, "f32": F32, "f64": F64}
+_MEM = {**_REG, "bool": I8}
+_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# Intrinsics that are LLVM intrinsics (exact, inlined or one instruction), and the libm
+# function of the others (suffix "f" for float32).
+_LLVM_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "rint": "llvm.rint",
+                   "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
+_LIBM = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos",
+         "tanh": "tanh", "erf": "erf", "atan2": "atan2", "pow": "pow"}
+
+
+class KernelRenderError(jit.LLVMCompileError):
+    """The LLVM renderer could not render or LLVM rejected a kernel: names the kernel and
+    the files its loop IR and LLVM IR were saved to."""
+
+
+def _reg(d: DType) -> ir.Type:
+    return _REG[d.short]
+
+
+def _mem(d: DType) -> ir.Type:
+    return _MEM[d.short]
+
+
+class _Renderer:
+    def __init__(self, k: Kernel):
+        self.k = k
+        self.module = ir.Module(name=k.name)
+        self.module.triple = ""
+        args = [b for b in k.buffers if b.role != "temp"]
+        self.args = args
+        ptr_types = [_mem(b.dtype).as_pointer() for b in args]
+        dim_types = [I64 for b in args for _ in range(b.rank)]
+        self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), ptr_types + dim_types), name=k.name)
+        # An output the kernel may write over one of its inputs shares memory with it; any
+        # other buffer is the only way to its memory (a read-only input aliasing another
+        # read-only input breaks no noalias promise).
+        aliased = {n for names in k.in_place for n in names}
+        overwrites = dict(zip((b.name for b in k.outputs), k.in_place))
+        for b, a in zip(args, self.fn.args):
+            a.name = b.name
+            if (not aliased if b.role == "in" else not overwrites.get(b.name)):
+                a.add_attribute("noalias")
+        self.fn.attributes.add("nounwind")
+        entry = self.fn.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(entry)
+        self.body_block = self.fn.append_basic_block("body")
+        self.b = ir.IRBuilder(self.body_block)
+        self.ptrs: dict[str, ir.Value] = {b.name: a for b, a in zip(args, self.fn.args)}
+        self.dims: dict[str, list] = {}
+        rest = iter(self.fn.args[len(args):])
+        for b in args:
+            self.dims[b.name] = []
+            for d in range(b.rank):
+                a = next(rest)
+                a.name = f"{b.name}_d{d}"
+                self.dims[b.name].append(a)
+        self.accs: dict[str, tuple] = {}
+        self.memo: dict = {}
+        self.helpers: dict[str, ir.Function] = {}
+
+    # ---- the function ---------------------------------------------------------------------
+    def render(self) -> str:
+        env = {s.name: self.dims[s.buffer][s.dim] for s in self.k.sizes}
+        temps = []
+        for t in (b for b in self.k.buffers if b.role == "temp"):
+            dims = [self.expr(n, env) for n in t.shape]
+            self.memo = {}
+            count = ir.Constant(I64, 1)
+            for n in dims:
+                count = self.b.mul(count, n)
+            raw = self.b.call(self._libc("calloc", I8.as_pointer(), [I64, I64]),
+                              [count, ir.Constant(I64, max(1, t.dtype.itemsize))])
+            self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
+            self.dims[t.name] = dims
+            temps.append(raw)
+        self.stmts(self.k.body, env)
+        free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
+        for raw in temps:
+            self.b.call(free, [raw])
+        self.b.ret_void()
+        self.alloca_builder.branch(self.body_block)
+        return str(self.module)
+
+    def _libc(self, name: str, ret: ir.Type, args: list) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
+        return fn
+
+    def slot(self, t: ir.Type, name: str) -> ir.Value:
+        return self.alloca_builder.alloca(t, name=name)
+
+    # ---- statements -----------------------------------------------------------------------
+    def stmts(self, body: tuple, env: dict) -> None:
+        for s in body:
+            self.memo = {}
+            if isinstance(s, Loop):
+                self.loop(s, env)
+            elif isinstance(s, Let):
+                env[s.name] = self.expr(s.value, env)
+            elif isinstance(s, Store):
+                self.b.store(self.to_mem(self.expr(s.value, env), s.value.dtype), self.address(s.buffer, s.index, env),
+                             align=max(1, self.k.buffer(s.buffer).dtype.itemsize))
+            elif isinstance(s, Accumulator):
+                self.declare(s, env)
+            elif isinstance(s, Update):
+                self.update(s, env)
+            elif isinstance(s, If):
+                cond = self.expr(s.cond, env)
+                with self.b.if_else(cond) as (then, orelse):
+                    with then:
+                        self.stmts(s.then, dict(env))
+                    with orelse:
+                        self.stmts(s.orelse, dict(env))
+            else:
+                raise TypeError(f"not a loop-IR statement: {s!r}")
+
+    def loop(self, s: Loop, env: dict) -> None:
+        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        pre = self.b.block
+        header = self.fn.append_basic_block(f"{s.var}.head")
+        body = self.fn.append_basic_block(f"{s.var}.body")
+        done = self.fn.append_basic_block(f"{s.var}.done")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        i = self.b.phi(I64, name=s.var)
+        i.add_incoming(start, pre)
+        going = self.b.icmp_signed("<" if s.step > 0 else ">", i, stop)
+        self.b.cbranch(going, body, done)
+        self.b.position_at_end(body)
+        inner = dict(env)
+        inner[s.var] = i
+        self.stmts(s.body, inner)
+        nxt = self.b.add(i, ir.Constant(I64, s.step), flags=["nsw"])
+        i.add_incoming(nxt, self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(done)
+
+    def declare(self, s: Accumulator, env: dict) -> None:
+        if s.name not in self.accs:
+            arg = s.kind in ("argmax", "argmin")
+            slots = (self.slot(_reg(s.dtype), s.name),
+                     self.slot(I64, f"{s.name}.pos") if arg else None,
+                     self.slot(I1, f"{s.name}.found") if arg else None)
+            self.accs[s.name] = (s, *slots)
+        _, value, pos, found = self.accs[s.name]
+        self.b.store(self.expr(s.start, env), value)
+        if pos is not None:
+            self.b.store(ir.Constant(I64, 0), pos)
+            self.b.store(ir.Constant(I1, 0), found)
+
+    def update(self, s: Update, env: dict) -> None:
+        decl, value, pos, found = self.accs[s.name]
+        current = AccValue(f"{s.name}", decl.dtype)
+        self.memo[("acc", s.name)] = self.b.load(value)
+        if decl.kind in ("argmax", "argmin"):
+            v = self.expr(s.value, env)
+            wins = self.expr(scalar.arg_wins(decl.kind, current, Var("$v", decl.dtype)), {**env, "$v": v})
+            take = self.b.or_(self.b.not_(self.b.load(found)), wins)
+            self.b.store(self.b.select(take, v, self.memo[("acc", s.name)]), value)
+            self.b.store(self.b.select(take, self.expr(s.position, env), self.b.load(pos)), pos)
+            self.b.store(self.b.or_(self.b.load(found), take), found)
+            return
+        new = self.expr(scalar.combine(decl.kind, current, s.value), env)
+        if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16:
+            # Partial sums per vector lane: the one place NumPy's semantics allow reassociation.
+            new.flags.append("reassoc")
+        self.b.store(new, value)
+
+    # ---- expressions ----------------------------------------------------------------------
+    def address(self, buffer: str, index: tuple, env: dict) -> ir.Value:
+        dims = self.dims[buffer]
+        lin = None
+        for k, e in enumerate(index):
+            i = self.expr(e, env)
+            lin = i if lin is None else self.b.add(self.b.mul(lin, dims[k]), i)
+        return self.b.gep(self.ptrs[buffer], [lin if lin is not None else ir.Constant(I64, 0)], inbounds=True)
+
+    def expr(self, e: Expr, env: dict) -> ir.Value:
+        if isinstance(e, Var):
+            return env[e.name]
+        if isinstance(e, Const):
+            return self.const(e.value, e.dtype)
+        key = ("acc", e.name) if isinstance(e, AccValue) else e
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._expr(e, env)
+        return found
+
+    def _expr(self, e: Expr, env: dict) -> ir.Value:
+        if isinstance(e, Load):
+            d = e.dtype
+            v = self.b.load(self.address(e.buffer, e.index, env), align=max(1, d.itemsize))
+            return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
+        if isinstance(e, AccValue):
+            decl, value, pos, _ = self.accs[e.name]
+            return self.b.load(pos if pos is not None else value)
+        assert isinstance(e, Prim), e
+        args = [self.expr(a, env) for a in e.args]
+        return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
+
+    def const(self, value: object, d: DType) -> ir.Constant:
+        if d.is_bool:
+            return ir.Constant(I1, int(bool(value)))
+        if d.is_int:
+            return ir.Constant(_reg(d), int(np.asarray(value).astype(d.np)))
+        return ir.Constant(_reg(d), float(np.asarray(value).astype(d.np)))
+
+    def to_mem(self, v: ir.Value, d: DType) -> ir.Value:
+        return self.b.zext(v, I8) if d.is_bool else v
+
+    def prim(self, op: str, args: list, types: list, d: DType) -> ir.Value:
+        b = self.b
+        src = types[-1] if op == "select" else types[0]
+        if src == float16 and op not in ("cast", "select"):
+            # float16 computes in float32 and rounds after every op (NumPy's half loops).
+            wide = [b.fpext(a, F32) if t == float16 else a for a, t in zip(args, types)]
+            r = self.prim(op, wide, [float32 if t == float16 else t for t in types], float32 if d == float16 else d)
+            return b.fptrunc(r, F16) if d == float16 else r
+        if op == "cast":
+            return self.cast(args[0], src, d)
+        if op == "select":
+            return b.select(*args)
+        if op in _FCMP:
+            if src.is_float:
+                return b.fcmp_unordered("!=", *args) if op == "ne" else b.fcmp_ordered(_FCMP[op], *args)
+            return (b.icmp_unsigned if src.is_bool else b.icmp_signed)(_FCMP[op], *args)
+        f = src.is_float
+        if op in ("add", "sub", "mul"):
+            return getattr(b, ("f" if f else "") + op)(*args)
+        if op == "neg":
+            return b.fneg(args[0]) if f else b.neg(args[0])
+        if op == "div":
+            return b.fdiv(*args)
+        if op == "idiv":
+            return b.sdiv(*args)
+        if op == "irem":
+            return b.srem(*args)
+        if op in ("min", "max"):
+            return b.select(b.icmp_signed("<" if op == "min" else ">", *args), *args)
+        if op in ("and", "or", "xor"):
+            return getattr(b, op + ("_" if op != "xor" else ""))(*args)
+        if op == "not":
+            return b.not_(args[0])
+        if op == "fmod":
+            return b.frem(*args)
+        if op == "ipow":
+            return b.call(self.ipow(d), args)
+        if op in scalar.INTRINSICS:
+            return b.call(self.intrinsic(op, d), args)
+        raise KeyError(f"the LLVM renderer has no rendering of op {op!r}")
+
+    def cast(self, v: ir.Value, src: DType, d: DType) -> ir.Value:
+        b = self.b
+        if src.is_int and d.is_int:
+            if d.itemsize > src.itemsize:
+                return b.sext(v, _reg(d))
+            return b.trunc(v, _reg(d)) if d.itemsize < src.itemsize else v
+        if src.is_int:  # int -> float
+            if d == float16:
+                return b.fptrunc(b.sitofp(v, F32), F16)
+            return b.sitofp(v, _reg(d))
+        if d.is_float:
+            if d.itemsize > src.itemsize:
+                return b.fpext(v, _reg(d))
+            if src == float64 and d == float16:
+                return b.fptrunc(self.round_to_odd_f32(v), F16)
+            return b.fptrunc(v, _reg(d))
+        # float -> int: in range, truncation; NaN and out of range give INT_MIN as NumPy's
+        # cvttsd2si does on x86 (fptosi alone would be poison there).
+        if src == float16:
+            v, src = b.fpext(v, F32), float32
+        bits = d.itemsize * 8
+        lo, hi = ir.Constant(_reg(src), -float(2 ** (bits - 1))), ir.Constant(_reg(src), float(2 ** (bits - 1)))
+        ok = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
+        safe = b.select(ok, v, ir.Constant(_reg(src), 0.0))
+        return b.select(ok, b.fptosi(safe, _reg(d)), ir.Constant(_reg(d), -(2 ** (bits - 1))))
+
+    def round_to_odd_f32(self, v: ir.Value) -> ir.Value:
+        """float64 -> float32 rounded to odd, so the float32 -> float16 rounding that follows
+        rounds as one correctly rounded float64 -> float16 conversion (no libcall)."""
+        b = self.b
+        f = b.fptrunc(v, F32)
+        back = b.fpext(f, F64)
+        inexact = b.fcmp_ordered("!=", back, v)
+        away = b.fcmp_ordered(">", self._fabs(back), self._fabs(v))
+        bits = b.bitcast(f, I32)
+        toward = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
+        odd = b.or_(toward, ir.Constant(I32, 1))
+        return b.bitcast(b.select(inexact, odd, bits), F32)
+
+    def _fabs(self, v: ir.Value) -> ir.Value:
+        return self.b.call(self.intrinsic("fabs", float64 if v.type == F64 else float32), [v])
+
+    def intrinsic(self, op: str, d: DType) -> ir.Function:
+        """The function computing intrinsic ``op`` of float dtype ``d``: the vectorizable
+        port of ``intrinsics`` when it has one, else LLVM's intrinsic or libm's function."""
+        name = f"{op}.{d.short}"
+        fn = self.helpers.get(name)
+        if fn is not None:
+            return fn
+        try:
+            from . import intrinsics
+        except ImportError:
+            intrinsics = None
+        fn = intrinsics.function(self.module, name) if intrinsics is not None else None
+        if fn is None:
+            t = _reg(d)
+            arity = scalar.OPS[op][0]
+            if op in _LLVM_INTRINSIC:
+                fn = self.module.declare_intrinsic(_LLVM_INTRINSIC[op], [t])
+            else:
+                fn = self._libc(_LIBM[op] + ("f" if d == float32 else ""), t, [t] * arity)
+        self.helpers[name] = fn
+        return fn
+
+    def ipow(self, d: DType) -> ir.Function:
+        """An internal function of integer power with the scalar reference's rules
+        (square and multiply; a negative exponent as C's 1 / a**-b)."""
+        name = f"flowjit.ipow.{d.short}"
+        fn = self.helpers.get(name)
+        if fn is not None:
+            return fn
+        t = _reg(d)
+        fn = ir.Function(self.module, ir.FunctionType(t, [t, t]), name=name)
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        a, e = fn.args
+        entry, neg, loop, done = (fn.append_basic_block(n) for n in ("entry", "neg", "loop", "done"))
+        b = ir.IRBuilder(entry)
+        zero, one, minus = ir.Constant(t, 0), ir.Constant(t, 1), ir.Constant(t, -1)
+        b.cbranch(b.icmp_signed("<", e, zero), neg, loop)
+        b.position_at_end(neg)
+        even = b.icmp_signed("==", b.and_(e, one), zero)
+        b.ret(b.select(b.icmp_signed("==", a, one), one,
+                       b.select(b.icmp_signed("==", a, minus), b.select(even, one, minus), zero)))
+        b.position_at_end(loop)
+        base, exp, acc = b.phi(t), b.phi(t), b.phi(t)
+        for phi, v in ((base, a), (exp, e), (acc, one)):
+            phi.add_incoming(v, entry)
+        acc2 = b.select(b.icmp_signed("!=", b.and_(exp, one), zero), b.mul(acc, base), acc)
+        exp2 = b.ashr(exp, one)
+        base2 = b.mul(base, base)
+        for phi, v in ((base, base2), (exp, exp2), (acc, acc2)):
+            phi.add_incoming(v, loop)
+        b.cbranch(b.icmp_signed("==", exp2, zero), done, loop)
+        b.position_at_end(done)
+        b.ret(acc2)
+        # exp == 0 on entry: the loop runs once with acc2 = acc (bit 0 clear) = 1.
+        self.helpers[name] = fn
+        return fn
+
+
+def render_kernel(kernel: Kernel) -> str:
+    """LLVM IR text of ``kernel`` as one C-ABI function named ``kernel.name`` (the ABI is
+    this module's docstring): what ``jit.load`` compiles and the object cache keys on."""
+    return _Renderer(kernel).render()
+
+
+def _save(kernel: Kernel, ir_text: str | None) -> str:
+    from flowjit.lowering import print_kernel
+    paths = [objcache.save_failed(f"; loop IR of kernel {kernel.name}\n" + "".join(
+        f"; {line}\n" for line in print_kernel(kernel).splitlines()))]
+    if ir_text is not None:
+        paths.append(objcache.save_failed(ir_text))
+    return ", ".join(p for p in paths if p) or "(the cache directory is not writable)"
+
+
+class CompiledKernel:
+    """A kernel's machine code as a Python callable ``(inputs, outputs)`` of C-contiguous
+    NumPy arrays of the kernel's dtypes; ``address`` is the C entry point for a driver."""
+
+    def __init__(self, kernel: Kernel, library: jit.Library):
+        self.kernel = kernel
+        self.library = library  # keeps the machine code alive
+        self.address = library.address(kernel.name)
+        args = [b for b in kernel.buffers if b.role != "temp"]
+        self._dtypes = [b.dtype.np for b in args]
+        self._ranks = [b.rank for b in args]
+        ctypes_args = [ctypes.c_void_p] * len(args) + [ctypes.c_int64] * sum(self._ranks)
+        self._fn = ctypes.CFUNCTYPE(None, *ctypes_args)(self.address)
+
+    def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        arrays = [*inputs, *outputs]
+        if len(arrays) != len(self._dtypes):
+            raise TypeError(f"kernel {self.kernel.name} takes {len(self._dtypes)} arrays, got {len(arrays)}")
+        for a, dt, r in zip(arrays, self._dtypes, self._ranks):
+            if a.dtype != dt or a.ndim != r or not a.flags.c_contiguous:
+                raise TypeError(f"kernel {self.kernel.name}: expected a C-contiguous {dt} array of rank {r}, "
+                                f"got {a.dtype} of shape {a.shape} (contiguous: {a.flags.c_contiguous})")
+        self._fn(*[a.ctypes.data for a in arrays], *[n for a in arrays for n in a.shape])
+
+
+def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> CompiledKernel:
+    """``kernel`` rendered, compiled for ``target`` (the host) or loaded from the object
+    cache, as a ``CompiledKernel``. A rendering or LLVM failure raises KernelRenderError
+    naming the kernel and the files its loop IR and LLVM IR were saved to."""
+    ir_text = None
+    try:
+        ir_text = render_kernel(kernel)
+        lib = jit.load(ir_text, target, kernel.name)
+    except Exception as e:
+        raise KernelRenderError(
+            f"the LLVM renderer failed on kernel {kernel.name!r}: {str(e).strip()[:2000]}; its loop IR and "
+            f"LLVM IR are saved in {_save(kernel, ir_text)}. {BUG_REPORT}") from e
+    return CompiledKernel(kernel, lib)
+
+
+__all__ = ["CompiledKernel", "KernelRenderError", "compile_kernel", "render_kernel"]
