@@ -48,6 +48,8 @@ class ChunkPool:
     def __init__(self, nthreads: int, min_chunk: int = _MIN_CHUNK) -> None:
         self.nthreads = max(1, nthreads)
         self.min_chunk = max(1, min_chunk)
+        # A forked child has none of the workers: its calls run on its own thread.
+        self._pid = os.getpid()
         self._inboxes: list[queue.SimpleQueue] = []
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         # One parallel call at a time; a second caller (another thread, or a nested call)
@@ -71,7 +73,7 @@ class ChunkPool:
     def run(self, fn: Callable[..., Any], n: int, *args: Any) -> None:
         """Call ``fn(start, stop, *args)`` over chunks covering [0, n) exactly once."""
         parts = min(self.nthreads, max(1, n // self.min_chunk))
-        if parts == 1 or not self._busy.acquire(blocking=False):
+        if parts == 1 or self._pid != os.getpid() or not self._busy.acquire(blocking=False):
             fn(0, n, *args)
             return
         try:
@@ -98,11 +100,12 @@ _pool_lock = threading.Lock()
 
 
 def pool() -> ChunkPool:
-    """The process's chunk pool, started on first use with ``default_threads()`` threads."""
+    """The process's chunk pool, started on first use (and again in a forked child) with
+    ``default_threads()`` threads."""
     global _pool
-    if _pool is None:
+    if _pool is None or _pool._pid != os.getpid():
         with _pool_lock:
-            if _pool is None:
+            if _pool is None or _pool._pid != os.getpid():
                 _pool = ChunkPool(default_threads())
     return _pool
 

@@ -13,6 +13,7 @@ runs (another thread, or a nested loop) runs its whole range on its own thread.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import llvmlite.binding as llvm
@@ -146,6 +147,18 @@ def build_module() -> str:
     seen.add_incoming(now, cont)
     b.branch(top)
 
+    # flowjit_pool_after_fork(): a forked child has none of the workers (and may have copied
+    # a mutex held), so its loops run on its one thread from then on.
+    child = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_pool_after_fork")
+    b = ir.IRBuilder(child.append_basic_block("entry"))
+    for g in (nworkers, pending):
+        st(b, ir.Constant(I64, 0), g)
+    for g in (mutex, busy):
+        b.call(mutex_init, [p(b, g), ir.Constant(I8P, None)])
+    for g in (work, done):
+        b.call(cond_init, [p(b, g), ir.Constant(I8P, None)])
+    b.ret_void()
+
     # flowjit_pool_start(workers)
     start = ir.Function(mod, ir.FunctionType(I32, [I64]), "flowjit_pool_start")
     entry, init, loop, body, fail, out = (start.append_basic_block(s) for s in
@@ -229,10 +242,18 @@ class NativePool:
             raise OSError(err, f"pthread_create failed starting flowjit's native pool of {workers} "
                                "threads; set FLOWJIT_NUM_THREADS=1 to run without one")
         self.workers = workers
+        self._after_fork = self._lib.function("flowjit_pool_after_fork", None, [])
+        # Only the forking thread lives on in a child (os.fork, multiprocessing): without
+        # this its first split loop would wait forever for workers that are not there.
+        os.register_at_fork(after_in_child=self._forked)
         self.address = self._lib.address(SYMBOL)
         llvm.add_symbol(SYMBOL, self.address)
         self._call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                       ctypes.c_int64)(self.address)
+
+    def _forked(self) -> None:
+        self._after_fork()
+        self.workers = 0
 
     def run(self, fn_address: int, n: int, ctx: int, parts: int | None = None) -> None:
         """Run native ``void fn(i64 start, i64 stop, i8* ctx)`` over [0, n) in ``parts``

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -329,3 +330,45 @@ def test_the_object_links_into_a_shared_library(tmp_path):
     y = np.zeros_like(x)
     f(x.ctypes.data, y.ctypes.data, x.size)
     np.testing.assert_array_equal(y, x * 2 + 1)
+
+
+def _in_a_forked_child(work) -> int:
+    """Run ``work()`` in a child made by os.fork; its exit status (1 on an exception, 2 if
+    it has not finished in 20 s: a split loop waiting for workers the child lacks)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            work()
+            code = 0
+        finally:
+            os._exit(code)
+    for _ in range(2000):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return 2
+
+
+def test_a_forked_child_runs_its_loops_without_the_parents_workers():
+    drive = load(fresh(modules.parallel_driver, 8)).function("driver", None, [P, P, I64])
+    chunk = load(fresh(modules.chunk_add)).function("chunk_add", None, [I64, I64, P, P])
+    n = 1 << 20
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros_like(x)
+    run_chunked(chunk, n, x.ctypes.data, y.ctypes.data, min_elements=0)  # both pools started
+
+    def work():
+        for f in (lambda y: drive(x.ctypes.data, y.ctypes.data, n),
+                  lambda y: run_chunked(chunk, n, x.ctypes.data, y.ctypes.data, min_elements=0)):
+            y = np.zeros_like(x)
+            f(y)
+            assert (y == x + 1).all()
+
+    assert _in_a_forked_child(work) == 0
+    y = np.zeros_like(x)
+    drive(x.ctypes.data, y.ctypes.data, n)  # the parent's pool is untouched
+    np.testing.assert_array_equal(y, x + 1)
