@@ -3,13 +3,14 @@ thin ctypes wrapper around its machine code.
 
 The ABI of the function named ``kernel.name``::
 
-    void NAME(i8* buf_0, ..., i8* buf_m,          ; data of each "in" and "out" buffer,
+    void fj_kernel_NAME(i8* buf_0, ..., i8* buf_m,          ; data of each "in" and "out" buffer,
                                                   ; in kernel.buffers order (inputs first)
               i64 dim_0_0, ..., i64 dim_m_r)      ; then every dimension of each of those
                                                   ; buffers, buffer by buffer (rank each)
 
 Buffers are row-major and contiguous with their natural alignment; strides come from the
-dimensions. The size variables are read from the dimensions they name. Temp buffers are
+dimensions. ``NAME`` is ``kernel.name``; the prefix keeps a kernel called ``cos`` from
+binding libm's calls to itself. The size variables are read from the dimensions they name. Temp buffers are
 the kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a call
 needs no scratch from its caller. Parallel loops run serially on the calling thread (the
 native driver splits them over the pool later).
@@ -87,7 +88,8 @@ class _Renderer:
         self.args = args
         ptr_types = [_mem(b.dtype).as_pointer() for b in args]
         dim_types = [I64 for b in args for _ in range(b.rank)]
-        self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), ptr_types + dim_types), name=k.name)
+        self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), ptr_types + dim_types),
+                              name=symbol(k))
         # An output the kernel may write over one of its inputs shares memory with it; any
         # other buffer is the only way to its memory (a read-only input aliasing another
         # read-only input breaks no noalias promise).
@@ -408,8 +410,13 @@ class _Renderer:
         return fn
 
 
+def symbol(kernel: Kernel) -> str:
+    """The name of ``kernel``'s function in its module (and its object code)."""
+    return f"fj_kernel_{kernel.name}"
+
+
 def render_kernel(kernel: Kernel) -> str:
-    """LLVM IR text of ``kernel`` as one C-ABI function named ``kernel.name`` (the ABI is
+    """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load`` compiles and the object cache keys on."""
     return _Renderer(kernel).render()
 
@@ -430,7 +437,7 @@ class CompiledKernel:
     def __init__(self, kernel: Kernel, library: jit.Library):
         self.kernel = kernel
         self.library = library  # keeps the machine code alive
-        self.address = library.address(kernel.name)
+        self.address = library.address(symbol(kernel))
         args = [b for b in kernel.buffers if b.role != "temp"]
         self._dtypes = [b.dtype.np for b in args]
         self._ranks = [b.rank for b in args]
@@ -463,4 +470,4 @@ def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> Comp
     return CompiledKernel(kernel, lib)
 
 
-__all__ = ["CompiledKernel", "KernelRenderError", "compile_kernel", "render_kernel"]
+__all__ = ["CompiledKernel", "KernelRenderError", "compile_kernel", "render_kernel", "symbol"]
