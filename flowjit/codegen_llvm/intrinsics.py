@@ -1,0 +1,499 @@
+"""The loop IR's math intrinsics as LLVM functions: scalar_math's algorithms, without numba.
+
+``function(module, "tanh.f32")`` defines (once per module) an internal, ``alwaysinline``
+function ``fj.tanh.f32`` taking and returning the scalar type, and returns it; the
+renderer calls it where the loop IR says ``tanh.f32``. ``None`` means there is no port
+of that name here (the renderer then calls libm). ``NAMES`` is the set implemented.
+
+The bodies are flowjit.codegen_cpu.scalar_math's functions, operation for operation: the
+same range reductions, coefficients and order of evaluation, selects instead of branches,
+``llvm.fmuladd`` exactly where scalar_math fuses (``_fma``) and plain IEEE multiplies and
+adds elsewhere (no fast-math flag is set here), exponent bits set with integer ops and
+bitcasts. So on a given CPU the results are bit-for-bit scalar_math's (the tests compare
+them), the accuracy its docstring states holds unchanged, and a loop over them vectorizes:
+nothing in them branches, touches memory or calls libm. This module imports llvmlite and
+NumPy only, so a process that compiles kernels through it never imports numba.
+
+Ported: exp, expm1, log, tanh, erf in float32 and float64 (scalar_math's ``*32`` / ``*64``),
+and log1p, which scalar_math lacks: fdlibm's ``log1p`` scheme on scalar_math's log kernel
+(u = 1 + x, log(u) plus the correction c / u for the rounding error c of u). sqrt, floor,
+ceil, rint, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
+the same calling form. float16 names compute in float32 and round once, as NumPy's float16
+loops do. sin, cos, atan2 and pow have no vectorizable version in scalar_math and none
+here: the renderer calls libm for them. logistic is not a loop-IR intrinsic (its registry
+template is ``1 / (1 + exp(-a))``).
+
+The coefficients are copies of scalar_math's (which cannot be imported without numba);
+their provenance and licences are stated there: erf64 and log from FreeBSD msun
+(Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunPro, a
+Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this
+software is freely granted, provided that this notice is preserved), erf32's exp from
+Cephes, the exp32, tanh32 and erf32 polynomials fitted for flowjit. ``VERSION`` follows
+scalar_math's: bump both with any numerical change (it belongs in kernel cache keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+import numpy as np
+from llvmlite import ir
+
+# scalar_math.VERSION of the algorithms ported here.
+VERSION = 3
+
+PREFIX = "fj."
+
+f32 = np.float32
+
+# ---- float32 constants (scalar_math's) ---------------------------------------------------
+_E32_HI, _E32_LO = f32(89.0), f32(-104.0)
+_LOG2E32 = f32(1.4426950408889634)
+_MAGIC32 = f32(12582912.0)  # 1.5 * 2**23: (v + M) - M rounds v to an integer
+_LN2HI32, _LN2LO32 = f32(0.693359375), f32(-2.12194440e-4)
+_EX32 = tuple(f32(c) for c in (0.4999999403953552, 0.1666652113199234, 0.04166838899254799,
+                                0.008368724025785923, 0.0013814583653584123))
+_SHIFT32, _UP32, _DOWN32 = f32(64.0), f32(2.0 ** 64), f32(2.0 ** -64)
+_CEPHES_EXP32 = tuple(f32(c) for c in (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2,
+                                        8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4))
+_EM32_HI, _EM32_LO, _BIG32 = f32(89.0), f32(-30.0), f32(127.5)
+_EXPM1_32 = tuple(f32(1 / k) for k in (2, 6, 24, 120, 720, 5040))
+_TINY32, _SCALE32, _SCALE32_K = f32(1.17549435e-38), f32(33554432.0), f32(25.0)
+_L2HI32, _L2LO32 = f32(6.9313812256e-01), f32(9.0580006145e-06)
+_LG32 = tuple(f32(c) for c in (6.6666668653e-01, 4.0000000596e-01, 2.8571429849e-01, 2.2222198546e-01,
+                                1.8183572590e-01, 1.5313838422e-01, 1.4798198640e-01))
+_FTP = tuple(np.array([0x3E08A716, 0x3B62486C, 0x37A6FFA7, 0x3254E87F], np.uint32).view(np.float32))
+_FTQ = tuple(np.array([0x3EEEFE30, 0x3CD2A679, 0x39A89922, 0x35461EAF], np.uint32).view(np.float32))
+_FT_ONE = f32(8.125)
+_ERF32_T, _ERF32_U, _ERF32_SHIFT = f32(0.921875), f32(3.921875), f32(2.4)
+_EP32 = tuple(f32(c) for c in (
+    0.12837916612625122, -0.37612634897232056, 0.11283695697784424, -0.026859397068619728,
+    0.00520103145390749, -0.000814269355032593, 8.370054274564609e-05))
+_EG32 = tuple(f32(c) for c in (
+    -1.520975112915039, -0.3642370104789734, 0.05949841067194939, -0.011762580834329128,
+    0.002397387521341443, -0.00046670332085341215, 7.994357292773202e-05, -2.1118381482665427e-05))
+
+# ---- float64 constants (scalar_math's) ---------------------------------------------------
+_E64_HI, _E64_LO = 710.0, -746.0
+_LOG2E64 = 1.4426950408889634
+_MAGIC64 = 6755399441055744.0  # 1.5 * 2**52
+_LN2HI64, _LN2LO64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_EXP64 = tuple(1 / f for f in (2, 6, 24, 120, 720, 5040, 40320, 362880, 3628800, 39916800, 479001600,
+                               6227020800))
+_EM64_HI, _EM64_LO = 710.0, -40.0
+_TINY64, _SCALE64 = 2.2250738585072014e-308, 18014398509481984.0  # 2**54
+_LG64 = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
+         2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
+         1.479819860511658591e-01)
+_ERX = 8.45062911510467529297e-01
+_EFX_P = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+          -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_EFX_Q = (3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+          1.32494738004321644526e-04, -3.96022827877536812320e-06)
+_ERX_P = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+          3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+          -2.16637559486879084300e-03)
+_ERX_Q = (1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+          1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+_ERFC_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+            -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+            -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_ERFC_SA = (1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+            6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+            6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_ERFC_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+            -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+            -4.83519191608651397019e+02, 0.0)
+_ERFC_SB = (3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+            3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+            -2.24409524465858183362e+01, 0.0)
+_ERF_C = 2.8571434020996094  # 0x4006DB6E00000000, ~1/0.35
+
+_F32, _F64, _F16 = ir.FloatType(), ir.DoubleType(), ir.HalfType()
+_I32 = ir.IntType(32)
+
+
+# ---- a small expression layer over the IR builder -------------------------------------------
+# Values overload Python's operators with the IEEE instruction of the same name and no
+# flags, so the algorithms below read (and evaluate, left to right) as scalar_math's source.
+Num: TypeAlias = "V | float | np.floating"
+
+
+class Bool:
+    """An i1 value (a comparison), the condition of a select."""
+
+    __slots__ = ("f", "v")
+
+    def __init__(self, f: Scalar, v: ir.Value) -> None:
+        self.f, self.v = f, v
+
+
+class V:
+    """A float value of the function being built."""
+
+    __slots__ = ("f", "v")
+    __hash__ = None  # type: ignore[assignment]  # == builds a comparison
+
+    def __init__(self, f: Scalar, v: ir.Value) -> None:
+        self.f, self.v = f, v
+
+    def _bin(self, op: str, other: Num, swap: bool = False) -> V:
+        a, b = self.v, self.f.val(other).v
+        if swap:
+            a, b = b, a
+        return V(self.f, getattr(self.f.b, op)(a, b))
+
+    def __add__(self, o: Num) -> V:
+        return self._bin("fadd", o)
+
+    def __radd__(self, o: Num) -> V:
+        return self._bin("fadd", o, True)
+
+    def __sub__(self, o: Num) -> V:
+        return self._bin("fsub", o)
+
+    def __rsub__(self, o: Num) -> V:
+        return self._bin("fsub", o, True)
+
+    def __mul__(self, o: Num) -> V:
+        return self._bin("fmul", o)
+
+    def __rmul__(self, o: Num) -> V:
+        return self._bin("fmul", o, True)
+
+    def __neg__(self) -> V:
+        return V(self.f, self.f.b.fneg(self.v))
+
+    def _cmp(self, op: str, o: Num) -> Bool:  # ordered: false when either is nan, as Python's
+        return Bool(self.f, self.f.b.fcmp_ordered(op, self.v, self.f.val(o).v))
+
+    def __lt__(self, o: Num) -> Bool:
+        return self._cmp("<", o)
+
+    def __le__(self, o: Num) -> Bool:
+        return self._cmp("<=", o)
+
+    def __gt__(self, o: Num) -> Bool:
+        return self._cmp(">", o)
+
+    def __ge__(self, o: Num) -> Bool:
+        return self._cmp(">=", o)
+
+    def __eq__(self, o: Num) -> Bool:  # type: ignore[override]
+        return self._cmp("==", o)
+
+
+class Scalar:
+    """Builds float32 or float64 code at ``builder``: constants, selects, the LLVM
+    intrinsics and scalar_math's bit-level helpers (``pow2``, ``split_log``, ...)."""
+
+    def __init__(self, builder: ir.IRBuilder, fty: ir.Type) -> None:
+        self.b, self.t = builder, fty
+        self.width, self.mant, self.bias = (32, 23, 127) if fty == _F32 else (64, 52, 1023)
+        self.ity = ir.IntType(self.width)
+
+    def val(self, x: Num) -> V:
+        if isinstance(x, V):
+            return x
+        # float32 constants must be float32 values (llvmlite writes them as doubles)
+        return V(self, ir.Constant(self.t, float(f32(x)) if self.t == _F32 else float(x)))
+
+    def _intrinsic(self, name: str, *xs: Num) -> V:
+        fn = self.b.module.declare_intrinsic(name, [self.t], ir.FunctionType(self.t, [self.t] * len(xs)))
+        return V(self, self.b.call(fn, [self.val(x).v for x in xs]))
+
+    def sel(self, c: Bool, a: Num, b: Num) -> V:
+        """a where c else b: an LLVM select (a blend once vectorized)."""
+        return V(self, self.b.select(c.v, self.val(a).v, self.val(b).v))
+
+    def fma(self, a: Num, b: Num, c: Num) -> V:
+        """a * b + c as ``llvm.fmuladd``: fused where the CPU has FMA (scalar_math's ``_fma``;
+        ``llvm.fma`` would become a libm call per element on a CPU without it)."""
+        return self._intrinsic("llvm.fmuladd", a, b, c)
+
+    def div(self, a: Num, b: Num) -> V:
+        return V(self, self.b.fdiv(self.val(a).v, self.val(b).v))
+
+    def fabs(self, x: Num) -> V:
+        return self._intrinsic("llvm.fabs", x)
+
+    def copysign(self, mag: Num, sgn: Num) -> V:
+        return self._intrinsic("llvm.copysign", mag, sgn)
+
+    def _bits(self, x: V) -> ir.Value:
+        return self.b.bitcast(x.v, self.ity)
+
+    def _float(self, bits: ir.Value) -> V:
+        return V(self, self.b.bitcast(bits, self.t))
+
+    def pow2(self, nf: V) -> V:
+        """2**nf for an integer-valued nf in the normal exponent range."""
+        b = self.b
+        n = b.fptosi(nf.v, _I32)  # a 32-bit conversion vectorizes on AVX2 too
+        if self.width != 32:
+            n = b.sext(n, self.ity)
+        return self._float(b.shl(b.add(n, ir.Constant(self.ity, self.bias)), ir.Constant(self.ity, self.mant)))
+
+    def split_log(self, x: V) -> tuple[V, V]:
+        """(m, k) with x = m * 2**k, m in [sqrt(1/2), sqrt(2)), k integer-valued, x normal > 0."""
+        b, ity = self.b, self.ity
+        bits = self._bits(x)
+        tmp = b.sub(bits, ir.Constant(ity, 0x3F3504F3 if self.width == 32 else 0x3FE6A09E667F3BCD))
+        k = b.ashr(tmp, ir.Constant(ity, self.mant))
+        if self.width != 32:
+            k = b.trunc(k, _I32)
+        m = self._float(b.sub(bits, b.and_(tmp, ir.Constant(ity, -(1 << self.mant)))))
+        return m, V(self, b.sitofp(k, self.t))
+
+    def trunc_low(self, x: V) -> V:
+        """x with the low half of its significand cleared (so x*x is exact)."""
+        mask = -(1 << 12) if self.width == 32 else -(1 << 32)
+        return self._float(self.b.and_(self._bits(x), ir.Constant(self.ity, mask)))
+
+    def mul_pow2_rounded(self, p: V, v: V) -> V:
+        """p * 2**n for float32 v = MAGIC + n: n sits in v's low mantissa bits."""
+        b = self.b
+        shifted = b.shl(self._bits(v), ir.Constant(_I32, 23))  # MAGIC's bits shift out
+        return self._float(b.add(self._bits(p), shifted))
+
+
+def poly(f: Scalar, x: V, cs: Sequence[Num], fused: bool = False) -> V:
+    """cs[0] + cs[1]*x + ... by Horner's rule, ((cs[-1]*x + cs[-2])*x + ...) + cs[0],
+    each step a multiply and an add, or one ``fma`` where ``fused``."""
+    acc = f.val(cs[-1])
+    for c in reversed(cs[:-1]):
+        acc = f.fma(acc, x, c) if fused else acc * x + c
+    return acc
+
+
+# ---- exp ------------------------------------------------------------------------------
+def exp32(f: Scalar, x: V) -> V:
+    h = f.sel(x < _E32_HI, x, _E32_HI)  # nan -> 89, returned as x below
+    h = f.sel(h > _E32_LO, h, _E32_LO)
+    v = f.fma(h, _LOG2E32, _MAGIC32)  # MAGIC + n, n = round(h / ln2)
+    nf = v - _MAGIC32
+    r = f.fma(nf, -_LN2HI32, h)  # exact (Cody-Waite)
+    r = f.fma(nf, -_LN2LO32, r)
+    p = poly(f, r, (1.0, 1.0, *_EX32), fused=True)
+    # 2**n = 2**(n -+ 64) * 2**(+-64): the first factor always normal, one final rounding
+    down = nf < 0.0
+    y = f.mul_pow2_rounded(p, v - f.sel(down, -_SHIFT32, _SHIFT32)) * f.sel(down, _DOWN32, _UP32)
+    return f.sel(x == x, y, x)
+
+
+def _exp32_mid(f: Scalar, hi: V, lo: V) -> V:
+    """exp(hi + lo) for |hi + lo| < 87 and small lo (Cephes' polynomial)."""
+    nf = ((hi + lo) * _LOG2E32 + _MAGIC32) - _MAGIC32
+    r = (hi - nf * _LN2HI32) + (lo - nf * _LN2LO32)
+    q = poly(f, r, _CEPHES_EXP32)
+    return (1.0 + (r + (r * r) * q)) * f.pow2(nf)
+
+
+def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
+    """exp(hi + lo) for non-nan hi and small lo; 2**n applied as two normal factors."""
+    h = f.sel(hi > _E64_HI, _E64_HI, hi)
+    h = f.sel(h < _E64_LO, _E64_LO, h)
+    nf = ((h + lo) * _LOG2E64 + _MAGIC64) - _MAGIC64
+    r = (h - nf * _LN2HI64) + (lo - nf * _LN2LO64)
+    p = 1.0 + (r + (r * r) * poly(f, r, _EXP64))
+    n1 = (nf * 0.5 + _MAGIC64) - _MAGIC64
+    return (p * f.pow2(n1)) * f.pow2(nf - n1)
+
+
+def exp64(f: Scalar, x: V) -> V:
+    y = _exp64_hl(f, f.sel(x == x, x, 0.0), 0.0)
+    return f.sel(x == x, y, x)
+
+
+# ---- expm1 ----------------------------------------------------------------------------
+def _expm1(f: Scalar, x: V, hi_: float, lo_: float, big_: float, coeffs: Sequence[Num]) -> V:
+    """expm1 = (s - 1) + s*r + s*tail, s = 2**n, summed with its rounding error kept; for
+    the largest n (s would overflow) 2 * (2**(n-1) * (1 + em) - 1/2)."""
+    magic, log2e, ln2hi, ln2lo = ((_MAGIC32, _LOG2E32, _LN2HI32, _LN2LO32) if f.width == 32
+                                  else (_MAGIC64, _LOG2E64, _LN2HI64, _LN2LO64))
+    h = f.sel(x > hi_, hi_, x)
+    h = f.sel(h < lo_, lo_, h)
+    h = f.sel(x == x, h, 0.0)
+    nf = (h * log2e + magic) - magic
+    hi = h - nf * ln2hi  # exact
+    lo = nf * ln2lo
+    r = hi - lo
+    c = (hi - r) - lo
+    tail = (r * r) * poly(f, r, coeffs) + (c + c * r)  # expm1(r + c) = r + tail
+    big = nf > big_
+    s = f.pow2(f.sel(big, nf - 1.0, nf))
+    a = s - f.sel(big, 0.5, 1.0)
+    b = s * r
+    hi = a + b  # |a| >= |b|: err is the exact rounding error of hi
+    err = b - (hi - a)
+    y = (hi + (err + s * tail)) * f.sel(big, 2.0, 1.0)
+    y = f.sel(x == 0.0, x, y)  # keeps -0
+    return f.sel(x == x, y, x)
+
+
+def expm1_32(f: Scalar, x: V) -> V:
+    return _expm1(f, x, _EM32_HI, _EM32_LO, _BIG32, _EXPM1_32)
+
+
+def expm1_64(f: Scalar, x: V) -> V:
+    return _expm1(f, x, _EM64_HI, _EM64_LO, 1023.5, _EXP64)
+
+
+# ---- log, log1p -----------------------------------------------------------------------
+def _log_kernel(f: Scalar, m: V, k: V, c: V | None = None) -> V:
+    """log(m * 2**k) (+ c, a low-order term) for m in [sqrt(1/2), sqrt(2)) (fdlibm)."""
+    lg, l2hi, l2lo = (_LG32, _L2HI32, _L2LO32) if f.width == 32 else (_LG64, _LN2HI64, _LN2LO64)
+    fm = m - 1.0
+    s = f.div(fm, 2.0 + fm)
+    z = s * s
+    w = z * z
+    t1 = w * poly(f, w, lg[1::2])
+    t2 = z * poly(f, w, lg[0::2])
+    hfsq = 0.5 * fm * fm
+    lo = k * l2lo if c is None else k * l2lo + c
+    return k * l2hi - ((hfsq - (s * (hfsq + (t2 + t1)) + lo)) - fm)
+
+
+def _log(f: Scalar, x: V) -> V:
+    tiny, scale, scale_k = (_TINY32, _SCALE32, _SCALE32_K) if f.width == 32 else (_TINY64, _SCALE64, 54.0)
+    sub = x < tiny  # subnormal: scaled into the normal range first
+    xs = f.sel(sub, x * scale, x)
+    m, k = f.split_log(xs)
+    k = f.sel(sub, k - scale_k, k)
+    y = _log_kernel(f, m, k)
+    y = f.sel(x < np.inf, y, x)  # +inf, nan
+    y = f.sel(x == 0.0, -np.inf, y)
+    return f.sel(x < 0.0, np.nan, y)
+
+
+def _log1p(f: Scalar, x: V) -> V:
+    """log(1 + x) as log(u) + c/u, u = 1 + x rounded, c = 1 + x - u its rounding error
+    (fdlibm's log1p). c is computed exactly: as x - (u - 1) below u = 2 (u - 1 exact), as
+    1 - (u - x) from there (u - x exact); fdlibm switches at sqrt(2) instead, where
+    u - x can round, which cost 2 ulp on [0.41, 0.65]. For x > -1, u >= 2**-24 (float32)
+    or 2**-53: never subnormal."""
+    u = 1.0 + x
+    m, k = f.split_log(u)
+    c = f.div(f.sel(u < 2.0, x - (u - 1.0), 1.0 - (u - x)), u)
+    y = _log_kernel(f, m, k, c)
+    y = f.sel(x < np.inf, y, x)  # +inf, nan
+    y = f.sel(x == 0.0, x, y)  # keeps -0
+    y = f.sel(x == -1.0, -np.inf, y)
+    return f.sel(x < -1.0, np.nan, y)
+
+
+# ---- tanh -----------------------------------------------------------------------------
+def tanh32(f: Scalar, x: V) -> V:
+    """x * P(x**2) / Q(x**2), degrees 4 and 4 (XLA's form, 5 ulp), +-1 past 8.125."""
+    x2 = x * x
+    num = poly(f, x2, (1.0, *_FTP), fused=True)
+    den = poly(f, x2, (1.0, *_FTQ), fused=True)
+    return f.sel(f.fabs(x) > _FT_ONE, f.copysign(1.0, x), x * f.div(num, den))
+
+
+def tanh64(f: Scalar, x: V) -> V:
+    """-t / (t + 2), t = expm1(-2|x|)."""
+    a = f.fabs(x)
+    a = f.sel(a > 40.0, 40.0, a)
+    t = expm1_64(f, -2.0 * a)
+    return f.copysign(f.div(-t, t + 2.0), x)
+
+
+# ---- erf ------------------------------------------------------------------------------
+def erf32(f: Scalar, x: V) -> V:
+    a = f.fabs(x)
+    a = f.sel(a > _ERF32_U, _ERF32_U, a)
+    a = f.sel(a == a, a, 0.0)  # nan: computed as 0, returned as x below
+    a2 = a * a
+    small = a + a * poly(f, a2, _EP32)
+    g = poly(f, a - _ERF32_SHIFT, _EG32)
+    z = f.trunc_low(a)
+    large = 1.0 - _exp32_mid(f, -(z * z), (z - a) * (z + a) + g)
+    y = f.sel(a < _ERF32_T, small, large)
+    y = f.sel(a >= _ERF32_U, 1.0, y)
+    return f.sel(x == x, f.copysign(y, x), x)
+
+
+def erf64(f: Scalar, x: V) -> V:
+    """fdlibm's three ranges, their numerators and denominators selected before one division."""
+    a = f.fabs(x)
+    a = f.sel(a > 6.0, 6.0, a)
+    a = f.sel(a == a, a, 0.0)
+    ia, ib, ic = a < 0.84375, a < 1.25, a < _ERF_C
+    z = a * a
+    pa, qa = poly(f, z, _EFX_P), poly(f, z, (1.0, *_EFX_Q))
+    s = a - 1.0
+    pb, qb = poly(f, s, _ERX_P), poly(f, s, (1.0, *_ERX_Q))
+    t = f.div(1.0, z)
+    pc = poly(f, t, [f.sel(ic, r, q) for r, q in zip(_ERFC_RA, _ERFC_RB, strict=True)])
+    qc = poly(f, t, [1.0] + [f.sel(ic, r, q) for r, q in zip(_ERFC_SA, _ERFC_SB, strict=True)])
+    rat = f.div(f.sel(ia, pa, f.sel(ib, pb, pc)), f.sel(ia, qa, f.sel(ib, qb, qc)))
+    zt = f.trunc_low(a)
+    e = _exp64_hl(f, -(zt * zt) - 0.5625, (zt - a) * (zt + a) + rat)
+    y = f.sel(ia, a + a * rat, f.sel(ib, _ERX + rat, 1.0 - f.div(e, a)))
+    y = f.sel(a >= 6.0, 1.0, y)
+    return f.sel(x == x, f.copysign(y, x), x)
+
+
+# ---- the table --------------------------------------------------------------------------
+def _llvm(name: str) -> Callable[[Scalar, V], V]:
+    return lambda f, x: f._intrinsic(name, x)
+
+
+_UNARY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
+    ("exp", "f32"): exp32, ("exp", "f64"): exp64,
+    ("expm1", "f32"): expm1_32, ("expm1", "f64"): expm1_64,
+    ("log", "f32"): _log, ("log", "f64"): _log,
+    ("log1p", "f32"): _log1p, ("log1p", "f64"): _log1p,
+    ("tanh", "f32"): tanh32, ("tanh", "f64"): tanh64,
+    ("erf", "f32"): erf32, ("erf", "f64"): erf64,
+    **{(op, d): _llvm(f"llvm.{op}") for op in ("sqrt", "floor", "ceil", "rint", "fabs") for d in ("f32", "f64")},
+}
+
+
+def _fmod(f: Scalar, a: V, b: V) -> V:
+    return V(f, f.b.frem(a.v, b.v))  # C's fmod: exact, the sign of a
+
+
+_BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
+    (op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod)) for d in ("f32", "f64")
+}
+_FLOAT = {"f32": _F32, "f64": _F64}
+
+NAMES: frozenset[str] = frozenset(
+    f"{op}.{d}" for op, d in (*_UNARY, *_BINARY)
+) | frozenset(f"{op}.f16" for op, d in (*_UNARY, *_BINARY) if d == "f32")
+
+
+def function(module: ir.Module, name: str) -> ir.Function | None:
+    """The LLVM function for loop-IR intrinsic ``name`` (``"tanh.f32"``: op and dtype as
+    flowjit.lowering.scalar spells them) in ``module``, defined there on first use as
+    ``fj.<name>``: internal, ``alwaysinline``, scalar in and out, branch-free so the loop
+    vectorizer widens it. ``None`` if this module has no port of ``name`` (call libm)."""
+    if name not in NAMES:
+        return None
+    mangled = PREFIX + name
+    found = module.globals.get(mangled)
+    if found is not None:
+        return found
+    op, d = name.split(".")
+    arity = 2 if (op, "f32") in _BINARY else 1
+    fty = _F16 if d == "f16" else _FLOAT[d]
+    fn = ir.Function(module, ir.FunctionType(fty, [fty] * arity), mangled)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if d == "f16":  # NumPy's float16 loops compute in float32 and round once
+        inner = function(module, f"{op}.f32")
+        b.ret(b.fptrunc(b.call(inner, [b.fpext(a, _F32) for a in fn.args]), _F16))
+        return fn
+    f = Scalar(b, fty)
+    args = [V(f, a) for a in fn.args]
+    out = _UNARY[op, d](f, *args) if arity == 1 else _BINARY[op, d](f, *args)
+    b.ret(out.v)
+    return fn
+
+
+__all__ = ["NAMES", "VERSION", "function"]

@@ -1,0 +1,274 @@
+"""flowjit.codegen_llvm.intrinsics: the loop IR's math intrinsics in LLVM IR, compiled
+through codegen_llvm.jit in the loop the renderer emits (``out[i] = f(x[i])``), against
+scalar_math (the same algorithms: bit for bit on the same CPU), against the correctly
+rounded results and NumPy with test_scalar_math's bounds, on special values, and for
+vector code without libm calls in the optimized loop."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from flowjit.codegen_llvm import intrinsics, jit
+from flowjit.lowering.scalar import INTRINSICS, OPS
+
+from ..codegen_cpu.test_scalar_math import (
+    F32_NAMES,
+    F64_NAMES,
+    MAX_ULP_EXACT,
+    MAX_ULP_EXACT64,
+    MAX_ULP_NUMPY32,
+    TANH32_ULP,
+    grid32,
+    grid64,
+    reference,
+    ulp_distance,
+)
+from ..codegen_cpu.test_scalar_math import apply as apply_numba
+from . import modules
+
+I64 = ir.IntType(64)
+LLVM_TYPES = {np.float16: ir.HalfType(), np.float32: ir.FloatType(), np.float64: ir.DoubleType()}
+SHORT = {np.float16: "f16", np.float32: "f32", np.float64: "f64"}
+PORTED = ("exp", "expm1", "log", "log1p", "tanh", "erf")
+# Float intrinsics of the loop IR left to libm: scalar_math has no vectorizable version.
+LIBM_ONLY = {"sin", "cos", "atan2", "pow"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.mktemp("objcache")))
+        yield
+
+
+def loop_module(name: str, dtype: type) -> str:
+    """``void k(T* x0[, T* x1], T* out, i64 n)``: out[i] = f(x0[i][, x1[i]]), f the
+    intrinsic ``name`` -- the shape of an elementwise kernel of the renderer."""
+    ty = LLVM_TYPES[dtype]
+    mod = ir.Module(f"intrinsic_{name}")
+    arity = OPS[name.split(".")[0]][0]
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * (arity + 1) + [I64]), "k")
+    *ins, out, n = fn.args
+    for p in (*ins, out):
+        p.add_attribute("noalias")
+    f = intrinsics.function(mod, name)
+
+    def body(b, i):
+        args = [b.load(b.gep(p, [i], inbounds=True)) for p in ins]
+        b.store(b.call(f, args), b.gep(out, [i], inbounds=True))
+
+    modules._loop(fn, ir.Constant(I64, 0), n, body).ret_void()
+    return str(mod)
+
+
+def run(op: str, *xs: np.ndarray) -> np.ndarray:
+    """op (an intrinsic without its dtype) over arrays of one float dtype, compiled."""
+    dtype = xs[0].dtype.type
+    lib = jit.load(loop_module(f"{op}.{SHORT[dtype]}", dtype))
+    xs = tuple(np.ascontiguousarray(x) for x in xs)
+    out = np.empty_like(xs[0])
+    k = lib.function("k", None, [ctypes.c_void_p] * (len(xs) + 1) + [ctypes.c_int64])
+    k(*(x.ctypes.data for x in xs), out.ctypes.data, out.size)
+    return out
+
+
+x32 = pytest.fixture(grid32, scope="module", name="x32")
+x64 = pytest.fixture(grid64, scope="module", name="x64")
+
+
+def domain(op: str, x: np.ndarray) -> np.ndarray:
+    """The inputs where the function is real (the rest is checked as nan apart)."""
+    if op == "log":
+        return np.abs(x)
+    if op == "log1p":
+        return np.where(x < -1, -x, x)
+    return x
+
+
+def exact(op: str, x: np.ndarray) -> np.ndarray:
+    """Correctly rounded references (but for rare double roundings), as test_scalar_math's."""
+    if op != "log1p":
+        return reference(op, x)
+    with np.errstate(all="ignore"):
+        wide = x.astype(np.float64 if x.dtype == np.float32 else np.longdouble)
+        return np.log1p(wide).astype(x.dtype)
+
+
+def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """test_scalar_math's ulp distance, and float16's on the same integer views."""
+    if a.dtype != np.float16:
+        return ulp_distance(a, b)
+    ia, ib = (np.where(v < 0, -(v & 0x7FFF), v) for v in (x.view(np.int16).astype(np.int64) for x in (a, b)))
+    an, bn = np.isnan(a), np.isnan(b)
+    return np.where(an & bn, 0, np.where(an | bn, 1 << 40, np.abs(ia - ib)))
+
+
+def worst(got: np.ndarray, want: np.ndarray, x: np.ndarray) -> tuple[int, str]:
+    d = ulps(got, want)
+    i = int(np.argmax(d))
+    return int(d[i]), f"at x={x[i]!r}: got {got[i]!r}, want {want[i]!r}"
+
+
+@pytest.mark.parametrize("op", [op for op in PORTED if op != "log1p"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_same_results_as_scalar_math(op, dtype, x32, x64):
+    """Same algorithm, same operations, same fusing: the same bits on every input
+    (special values included: the grids hold nan, +-inf, +-0, subnormals, thresholds)."""
+    x = domain(op, x32 if dtype == np.float32 else x64)
+    got = run(op, x)
+    want = apply_numba((F32_NAMES if dtype == np.float32 else F64_NAMES)[op], x)
+    d, where = worst(got, want, x)
+    assert d == 0, f"{op}.{SHORT[dtype]} differs from scalar_math by {d} ulp {where}"
+    assert np.array_equal(np.signbit(got), np.signbit(want)), op
+
+
+# Bounds: test_scalar_math's (scalar_math's measured maxima); log1p's measured here.
+BOUND32 = {"tanh": (TANH32_ULP, TANH32_ULP + 1), "log1p": (1, 2)}  # (vs exact, vs NumPy float32)
+
+
+@pytest.mark.parametrize("op", PORTED)
+def test_float32_accuracy(op, x32):
+    x = domain(op, x32)
+    got = run(op, x)
+    bound, numpy_bound = BOUND32.get(op, (MAX_ULP_EXACT, MAX_ULP_NUMPY32))
+    d, where = worst(got, exact(op, x), x)
+    assert d <= bound, f"{op}.f32: {d} ulp from the correctly rounded result {where}"
+    if op != "erf":  # NumPy has float32 loops of the others
+        with np.errstate(all="ignore"):
+            want = getattr(np, op)(x)
+        d, where = worst(got, want, x)
+        assert d <= numpy_bound, f"{op}.f32: {d} ulp from NumPy's float32 {where}"
+
+
+@pytest.mark.parametrize("op", PORTED)
+def test_float64_accuracy(op, x64):
+    x = domain(op, x64)
+    d, where = worst(run(op, x), exact(op, x), x)
+    assert d <= MAX_ULP_EXACT64, f"{op}.f64: {d} ulp from the correctly rounded result {where}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values(dtype):
+    nan, inf = np.nan, np.inf
+    tiny = np.finfo(dtype).smallest_subnormal
+    cases = {
+        "exp": [(nan, nan), (0.0, 1.0), (-0.0, 1.0), (inf, inf), (-inf, 0.0), (1e5, inf), (-1e5, 0.0)],
+        "expm1": [(nan, nan), (0.0, 0.0), (-0.0, -0.0), (inf, inf), (-inf, -1.0), (-100.0, -1.0),
+                  (1e-30, 1e-30), (1e5, inf)],
+        "log": [(nan, nan), (0.0, -inf), (-0.0, -inf), (inf, inf), (-inf, nan), (-1.0, nan), (1.0, 0.0),
+                (-1e-30, nan)],
+        "log1p": [(nan, nan), (0.0, 0.0), (-0.0, -0.0), (inf, inf), (-inf, nan), (-1.0, -inf), (-1.5, nan),
+                  (tiny, tiny), (-tiny, -tiny), (1e-30, 1e-30), (-1e-30, -1e-30)],
+        "tanh": [(nan, nan), (0.0, 0.0), (-0.0, -0.0), (inf, 1.0), (-inf, -1.0), (30.0, 1.0), (-30.0, -1.0),
+                 (1e-30, 1e-30)],
+        "erf": [(nan, nan), (0.0, 0.0), (-0.0, -0.0), (inf, 1.0), (-inf, -1.0), (10.0, 1.0), (-10.0, -1.0)],
+    }
+    for op, pairs in cases.items():
+        x = np.array([p[0] for p in pairs], dtype)
+        want = np.array([p[1] for p in pairs], dtype)
+        got = run(op, x)
+        np.testing.assert_array_equal(got, want, err_msg=f"{op}.{SHORT[dtype]}")
+        assert np.array_equal(np.signbit(got), np.signbit(want)), f"{op}.{SHORT[dtype]}: sign of {x}"
+    # the overflow threshold of exp, and its subnormal results (not flushed to zero)
+    top, above = (88.72283, 88.72284) if dtype == np.float32 else (709.782712893383, 709.782712893385)
+    assert np.isfinite(run("exp", np.array([top], dtype))[0]) and np.isinf(run("exp", np.array([above], dtype))[0])
+    sub = run("exp", np.array([-103.0 if dtype == np.float32 else -744.0], dtype))[0]
+    assert 0 < sub < np.finfo(dtype).tiny
+
+
+def test_log_and_log1p_below_their_domain_are_nan(x32, x64):
+    for x in (x32, x64):
+        neg = -np.abs(x[np.isfinite(x) & (x != 0)])
+        assert np.isnan(run("log", neg)).all()
+        assert np.isnan(run("log1p", neg[neg < -1])).all()
+
+
+def test_odd_functions_are_exactly_odd(x32, x64):
+    for x in (x32, x64):
+        x = x[np.isfinite(x)]
+        for op in ("tanh", "erf"):
+            assert np.array_equal(run(op, -x), -run(op, x)), op
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_llvm_intrinsic_wrappers_match_numpy(dtype, x32, x64):
+    x = (x32 if dtype == np.float32 else x64)[::7]
+    y = np.roll(x, 1)
+    with np.errstate(all="ignore"):
+        for op, want in (("sqrt", np.sqrt(x)), ("floor", np.floor(x)), ("ceil", np.ceil(x)),
+                         ("rint", np.rint(x)), ("fabs", np.fabs(x)), ("copysign", np.copysign(x, y)),
+                         ("fmod", np.fmod(x, y))):
+            got = run(op, x, y) if op in ("copysign", "fmod") else run(op, x)
+            np.testing.assert_array_equal(got, want, err_msg=op)
+            assert np.array_equal(np.signbit(got), np.signbit(want)), op
+
+
+def test_float16_computes_in_float32_as_numpy():
+    """Every float16 input: within 1 ulp of NumPy's float16 loops (both round a float32
+    result once; tanh32's 5 ulp can flip that rounding), exact for the exact functions."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    for op in (*PORTED, "sqrt", "floor", "rint", "fabs"):
+        xs = domain(op, x)
+        with np.errstate(all="ignore"):
+            want = math_erf16(xs) if op == "erf" else getattr(np, op)(xs)
+        d, where = worst(run(op, xs), want, xs)
+        assert d <= (0 if op in ("sqrt", "floor", "rint", "fabs") else 1), f"{op}.f16: {d} ulp {where}"
+
+
+def math_erf16(x: np.ndarray) -> np.ndarray:
+    return np.array([math.erf(v) for v in x.astype(np.float64)]).astype(np.float32).astype(np.float16)
+
+
+_VECTOR = re.compile(r"<\d+ x (half|float|double)>")
+_CALL = re.compile(r"call [^@\n]*@\"?([\w.]+)")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in intrinsics.NAMES if not n.startswith("fmod")))
+def test_loops_vectorize_without_libm(name):
+    """The optimized loop has vector code and calls nothing but LLVM intrinsics (fmod is
+    LLVM's frem: a libm fmod call, left out)."""
+    d = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[name.split(".")[1]]
+    text = str(jit.optimize(loop_module(name, d)))
+    assert _VECTOR.search(text), f"{name}: no vector code"
+    calls = {c for c in _CALL.findall(text) if not c.startswith("llvm.")}
+    assert not calls, f"{name}: calls {calls}"
+
+
+def test_function_is_defined_once_internal_and_inlined():
+    mod = ir.Module("once")
+    f = intrinsics.function(mod, "tanh.f32")
+    assert intrinsics.function(mod, "tanh.f32") is f
+    assert f.name == "fj.tanh.f32" and f.linkage == "internal" and "alwaysinline" in f.attributes
+    assert [str(t) for t in f.function_type.args] == ["float"] and str(f.function_type.return_type) == "float"
+    h = intrinsics.function(mod, "exp.f16")  # defines and calls exp.f32 once
+    assert str(h.function_type.return_type) == "half" and intrinsics.function(mod, "exp.f32").name == "fj.exp.f32"
+    assert str(mod).count("define internal float @\"fj.tanh.f32\"") == 1
+
+
+def test_unported_names_are_none():
+    mod = ir.Module("none")
+    for name in ("sin.f32", "cos.f64", "atan2.f32", "pow.f64", "ipow.i64", "logistic.f32", "exp.i32", "tanh"):
+        assert intrinsics.function(mod, name) is None, name
+    assert not mod.globals
+
+
+def test_every_float_intrinsic_is_ported_or_left_to_libm():
+    """A new float intrinsic in the loop IR gets a port here, or joins the libm list."""
+    floats = {op for op in INTRINSICS if "f" in OPS[op][1]}
+    ported = {n.split(".")[0] for n in intrinsics.NAMES}
+    assert floats - ported == LIBM_ONLY
+    assert {f"{op}.{d}" for op in floats - LIBM_ONLY for d in ("f16", "f32", "f64")} == intrinsics.NAMES
+
+
+def test_importing_it_imports_neither_numba_nor_scipy():
+    code = "import sys, flowjit.codegen_llvm.intrinsics; print(sorted({'numba', 'scipy'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
