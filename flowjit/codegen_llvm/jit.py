@@ -35,6 +35,7 @@ OPT_LEVEL = 3
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
 _CALLS_POOL = re.compile(rf'^declare [^\n]*@"?{PARALLEL_FOR_SYMBOL}"?\(', re.MULTILINE)
+_DECLARED = re.compile(r'^declare [^\n]*?@"?([\w.$]+)"?\(', re.MULTILINE)
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -156,6 +157,32 @@ def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "
         return obj
 
 
+def _defined(symbol: str) -> bool:
+    if llvm.address_of_symbol(symbol):
+        return True
+    try:  # the process's own symbols (libc, libm), which the engine also searches
+        ctypes.CDLL(None)[symbol]
+        return True
+    except (AttributeError, OSError):
+        return False
+
+
+def _check_externals(ir_text: str, name: str) -> None:
+    """Refuse a module that calls a function no loaded library defines: MCJIT would link
+    the call to address 0 and the first call would crash the process."""
+    declared = [s for s in _DECLARED.findall(ir_text) if not s.startswith("llvm.")]
+    missing = [s for s in declared if not _defined(s)]
+    if missing:
+        from .blas import blas_functions
+        blas_functions()  # loads the CBLAS library into LLVM's search, if it is one of those
+        missing = [s for s in missing if not _defined(s)]
+    if missing:
+        raise LLVMCompileError(
+            f"module {name!r} calls {', '.join(map(repr, missing))}, which no library loaded in "
+            "this process defines: load the library first (llvmlite.binding.load_library_permanently) "
+            "or register the address (llvmlite.binding.add_symbol)")
+
+
 class Library:
     """Machine code of one module, resolved and executable; keep it alive as long as any
     address or function taken from it is used (the engine owns the memory)."""
@@ -210,6 +237,7 @@ def load(ir_text: str, target: HostTarget | None = None, name: str = "module") -
             # The pool's symbol must be registered before the engine links a caller of it.
             from .pthread_pool import native_pool
             native_pool()
+        _check_externals(ir_text, name)
         t = time.perf_counter()
         obj = objcache.read(key)
         if obj is not None:

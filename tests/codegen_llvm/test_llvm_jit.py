@@ -372,3 +372,10 @@ def test_a_forked_child_runs_its_loops_without_the_parents_workers():
     y = np.zeros_like(x)
     drive(x.ctypes.data, y.ctypes.data, n)  # the parent's pool is untouched
     np.testing.assert_array_equal(y, x + 1)
+
+
+def test_a_call_to_a_function_nothing_defines_is_an_error_not_a_crash():
+    text = ("declare void @flowjit_no_such_fn(i64)\n"
+            "define void @f() {\n  call void @flowjit_no_such_fn(i64 1)\n  ret void\n}\n")
+    with pytest.raises(LLVMCompileError, match="'missing' calls 'flowjit_no_such_fn'"):
+        load(text, name="missing")
