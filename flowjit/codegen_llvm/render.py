@@ -12,8 +12,10 @@ Buffers are row-major and contiguous with their natural alignment; strides come 
 dimensions. ``NAME`` is ``kernel.name``; the prefix keeps a kernel called ``cos`` from
 binding libm's calls to itself. The size variables are read from the dimensions they name. Temp buffers are
 the kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a call
-needs no scratch from its caller. Parallel loops run serially on the calling thread (the
-native driver splits them over the pool later).
+needs no scratch from its caller. A kernel whose one top-level loop is parallel
+(``chunk_loop``) gets a second entry, ``fj_chunk_NAME(i64 lo, i64 hi, <the same
+arguments>)``, running iterations [lo, hi) of that loop: ``CompiledKernel`` splits large
+calls over ``parallel.run_chunked``'s pool; other parallel loops run serially.
 
 Semantics are ``flowjit.lowering.scalar``'s, op by op: bool is ``i8`` in memory and ``i1``
 in registers; float16 is ``half`` in registers and every op on it computes in float32 and
@@ -36,6 +38,7 @@ from flowjit.ir.dtypes import DType, float16, float32, float64
 from flowjit.ir.errors import BUG_REPORT
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
+    INDEX,
     Accumulator,
     AccValue,
     Const,
@@ -51,7 +54,7 @@ from flowjit.lowering.loops import (
     Var,
 )
 
-from . import jit, objcache
+from . import jit, objcache, parallel
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -83,30 +86,38 @@ class _Renderer:
     def __init__(self, k: Kernel):
         self.k = k
         self.module = ir.Module(name=k.name)
-        self.module.triple = ""
-        args = [b for b in k.buffers if b.role != "temp"]
-        self.args = args
+        self.args = [b for b in k.buffers if b.role != "temp"]
+        self.helpers: dict[str, ir.Function] = {}
+
+    def function(self, name: str, body: tuple, bounds: tuple = ()) -> None:
+        """Define function ``name`` running ``body``; ``bounds``: names of leading i64
+        arguments bound in the body (a chunk entry's lo and hi)."""
+        k, args = self.k, self.args
         ptr_types = [_mem(b.dtype).as_pointer() for b in args]
         dim_types = [I64 for b in args for _ in range(b.rank)]
-        self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), ptr_types + dim_types),
-                              name=symbol(k))
+        self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64] * len(bounds) + ptr_types + dim_types),
+                              name=name)
+        self.fn.attributes.add("nounwind")
+        env = {}
+        for n, a in zip(bounds, self.fn.args):
+            a.name, env[n] = n, a
+        params = self.fn.args[len(bounds):]
         # An output the kernel may write over one of its inputs shares memory with it; any
         # other buffer is the only way to its memory (a read-only input aliasing another
         # read-only input breaks no noalias promise).
         aliased = {n for names in k.in_place for n in names}
         overwrites = dict(zip((b.name for b in k.outputs), k.in_place))
-        for b, a in zip(args, self.fn.args):
+        for b, a in zip(args, params):
             a.name = b.name
             if (not aliased if b.role == "in" else not overwrites.get(b.name)):
                 a.add_attribute("noalias")
-        self.fn.attributes.add("nounwind")
         entry = self.fn.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
-        self.body_block = self.fn.append_basic_block("body")
-        self.b = ir.IRBuilder(self.body_block)
-        self.ptrs: dict[str, ir.Value] = {b.name: a for b, a in zip(args, self.fn.args)}
+        body_block = self.fn.append_basic_block("body")
+        self.b = ir.IRBuilder(body_block)
+        self.ptrs: dict[str, ir.Value] = {b.name: a for b, a in zip(args, params)}
         self.dims: dict[str, list] = {}
-        rest = iter(self.fn.args[len(args):])
+        rest = iter(params[len(args):])
         for b in args:
             self.dims[b.name] = []
             for d in range(b.rank):
@@ -115,13 +126,9 @@ class _Renderer:
                 self.dims[b.name].append(a)
         self.accs: dict[str, tuple] = {}
         self.memo: dict = {}
-        self.helpers: dict[str, ir.Function] = {}
-
-    # ---- the function ---------------------------------------------------------------------
-    def render(self) -> str:
-        env = {s.name: self.dims[s.buffer][s.dim] for s in self.k.sizes}
+        env.update({s.name: self.dims[s.buffer][s.dim] for s in k.sizes})
         temps = []
-        for t in (b for b in self.k.buffers if b.role == "temp"):
+        for t in (b for b in k.buffers if b.role == "temp"):
             dims = [self.expr(n, env) for n in t.shape]
             self.memo = {}
             count = ir.Constant(I64, 1)
@@ -132,12 +139,21 @@ class _Renderer:
             self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
             self.dims[t.name] = dims
             temps.append(raw)
-        self.stmts(self.k.body, env)
+        self.stmts(body, env)
         free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
         for raw in temps:
             self.b.call(free, [raw])
         self.b.ret_void()
-        self.alloca_builder.branch(self.body_block)
+        self.alloca_builder.branch(body_block)
+
+    def render(self) -> str:
+        self.function(symbol(self.k), self.k.body)
+        split = chunk_loop(self.k)
+        if split is not None:
+            pos, loop = split
+            chunked = Loop(loop.var, Var("$lo", INDEX), Var("$hi", INDEX), 1, loop.body)
+            body = self.k.body[:pos] + (chunked,) + self.k.body[pos + 1:]
+            self.function(chunk_symbol(self.k), body, ("$lo", "$hi"))
         return str(self.module)
 
     def _libc(self, name: str, ret: ir.Type, args: list) -> ir.Function:
@@ -410,6 +426,31 @@ class _Renderer:
         return fn
 
 
+def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:
+    """The position and the loop of ``k``'s one parallel loop when the kernel can run as
+    chunks of it: the loop is at the top level from 0 in steps of 1 to a size variable or
+    a constant, everything else at the top level is a ``Let`` (recomputed per chunk), and
+    the kernel has no temps (each chunk would fill its own)."""
+    if any(b.role == "temp" for b in k.buffers):
+        return None
+    loops = [(n, s) for n, s in enumerate(k.body) if not isinstance(s, Let)]
+    if len(loops) != 1:
+        return None
+    n, loop = loops[0]
+    if (not isinstance(loop, Loop) or not loop.parallel or loop.step != 1 or loop.start != Const(0, INDEX)
+            or not isinstance(loop.stop, (Var, Const))):
+        return None
+    if isinstance(loop.stop, Var) and loop.stop.name not in {s.name for s in k.sizes}:
+        return None
+    return n, loop
+
+
+def chunk_symbol(kernel: Kernel) -> str:
+    """The name of ``kernel``'s chunk entry (``chunk_loop``): ``fj_chunk_NAME(i64 lo, i64 hi,
+    then the kernel's own arguments)`` runs iterations [lo, hi) of its parallel loop."""
+    return f"fj_chunk_{kernel.name}"
+
+
 def symbol(kernel: Kernel) -> str:
     """The name of ``kernel``'s function in its module (and its object code)."""
     return f"fj_kernel_{kernel.name}"
@@ -443,6 +484,16 @@ class CompiledKernel:
         self._ranks = [b.rank for b in args]
         ctypes_args = [ctypes.c_void_p] * len(args) + [ctypes.c_int64] * sum(self._ranks)
         self._fn = ctypes.CFUNCTYPE(None, *ctypes_args)(self.address)
+        self._chunk = None
+        split = chunk_loop(kernel)
+        if split is not None:
+            stop = split[1].stop
+            # The trip count from the shapes: the size variable's (buffer, dim), or a constant.
+            size = next(((k, s.dim) for k, b in enumerate(args) for s in kernel.sizes
+                         if isinstance(stop, Var) and s.name == stop.name and s.buffer == b.name), None)
+            self._trips = size if size is not None else stop.value
+            self._chunk = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *ctypes_args)(
+                library.address(chunk_symbol(kernel)))
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         arrays = [*inputs, *outputs]
@@ -452,7 +503,20 @@ class CompiledKernel:
             if a.dtype != dt or a.ndim != r or not a.flags.c_contiguous:
                 raise TypeError(f"kernel {self.kernel.name}: expected a C-contiguous {dt} array of rank {r}, "
                                 f"got {a.dtype} of shape {a.shape} (contiguous: {a.flags.c_contiguous})")
-        self._fn(*[a.ctypes.data for a in arrays], *[n for a in arrays for n in a.shape])
+        flat = [*[a.ctypes.data for a in arrays], *[n for a in arrays for n in a.shape]]
+        if self._chunk is None:
+            self._fn(*flat)
+            return
+        trips = arrays[self._trips[0]].shape[self._trips[1]] if isinstance(self._trips, tuple) else self._trips
+        n_elements = max(a.size for a in arrays)
+        if n_elements < parallel.PARALLEL_MIN_ELEMENTS or trips < 2:
+            self._fn(*flat)
+        else:
+            # The pool splits a range of at least its min_chunk per thread: run it over the
+            # elements, each chunk taking the iterations whose first element it holds.
+            per = max(1, n_elements // trips)
+            chunk = self._chunk
+            parallel.pool().run(lambda lo, hi, *a: chunk(-(-lo // per), -(-hi // per), *a), trips * per, *flat)
 
 
 def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> CompiledKernel:

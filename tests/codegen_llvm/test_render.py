@@ -136,3 +136,23 @@ def test_reductions_of_nan_and_inf(dtype):
     f = lambda x: (fj.max(x * 1, axis=1), fj.min(x * 1, axis=1), fj.argmax(x * 1, axis=1),  # noqa: E731
                    fj.argmin(x * 1, axis=1), fj.sum(x * 1, axis=1), fj.prod(x * 1, axis=1))
     assert check_compiled(f, rows) >= 1
+
+
+def test_a_large_parallel_loop_runs_in_chunks_as_one_call():
+    """Past PARALLEL_MIN_ELEMENTS a kernel with one top-level parallel loop runs as chunks
+    on the pool (the chunk entry): rows of a softmax and elements of a gelu, every one written."""
+    from flowjit.codegen_llvm.render import chunk_loop
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(1 << 20).astype(np.float32)
+    rows = rng.standard_normal((1 << 11, 300)).astype(np.float64)
+
+    def gelu(v):
+        return 0.5 * v * (1 + fj.tanh(0.7978845608 * (v + 0.044715 * v**3)))
+
+    def softmax(v):
+        e = fj.exp(v - v.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    for f, v in ((gelu, x), (softmax, rows)):
+        (op,) = [op for op in fj.function(f).ir(v, stage="fused").body.ops if op.primitive.role == "kernel"]
+        assert chunk_loop(lower_block(op.blocks[0])) is not None
+        assert check_compiled(f, v) == 1
