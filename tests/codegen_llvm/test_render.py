@@ -10,6 +10,7 @@ import pytest
 import flowjit as fj
 from flowjit.ir.interpreter import run_op
 from flowjit.lowering import lower_block, print_kernel, verify_kernel
+from flowjit.lowering.loops import Const
 from tests.lowering.test_registry_cases import CASES, case_function
 from tests.random_programs import random_program
 from tests.registry.case import kernel_tolerance
@@ -58,28 +59,28 @@ def check_compiled(f, *inputs: np.ndarray) -> int:
     also compiled by the LLVM renderer on the block's inputs; assert they agree. Returns
     the number of kernels compiled."""
     fused = fj.function(f).ir(*inputs, stage="fused")
-    env = {a.id: np.asarray(x) for a, x in zip(fused.args, inputs)}
-    compiled = 0
+    values = dict(zip((a.id for a in fused.args), map(np.asarray, inputs)))
+    kernels = 0
     for op in fused.body.ops:
-        args = [env[v.id] for v in op.inputs]
+        args = [values[v.id] for v in op.inputs]
         results = run_op(op, args)
-        for r, x in zip(op.results, results):
-            env[r.id] = x
+        values.update(zip((r.id for r in op.results), results))
         if op.primitive.role == "kernel":
             check_block(op.blocks[0], args, results, op.attrs["name"])
-            compiled += 1
-    return compiled
+            kernels += 1
+    return kernels
 
 
 def test_random_programs_compile_and_run_as_the_interpreter():
-    compiled = 0
-    for seed in range(150):
-        program = random_program(seed)
+    programs = [random_program(seed) for seed in range(150)]
+    failures, kernels = [], 0
+    for program in programs:
         try:
-            compiled += check_compiled(program.function(fj), *program.inputs())
-        except AssertionError as e:
-            raise AssertionError(f"{program}\n{e}") from None
-    assert compiled >= 150
+            kernels += check_compiled(program.function(fj), *program.inputs())
+        except AssertionError as e:  # collected, so one run names every failing program
+            failures.append(f"{program}\n{str(e)[:3000]}")
+    assert not failures, f"{len(failures)} of {len(programs)} programs:\n" + "\n\n".join(failures[:3])
+    assert kernels >= 150
 
 
 @pytest.mark.parametrize("name", sorted(ZERO_D_REDUCTIONS))
@@ -156,3 +157,37 @@ def test_a_large_parallel_loop_runs_in_chunks_as_one_call():
         (op,) = [op for op in fj.function(f).ir(v, stage="fused").body.ops if op.primitive.role == "kernel"]
         assert chunk_loop(lower_block(op.blocks[0])) is not None
         assert check_compiled(f, v) == 1
+
+
+def _bad_kernel(value):
+    from flowjit.ir.dtypes import float32, int64
+    from flowjit.lowering.loops import Buffer, Kernel, Loop, SizeVar, Store, Var
+    i = Var("i1", int64)
+    return Kernel("bad", (Buffer("out0", "out", float32, 1),), (SizeVar("n0", "out0", 0),),
+                  (Loop("i1", Const(0, int64), Var("n0", int64), 1, (Store("out0", (i,), value(i)),)),))
+
+
+@pytest.mark.parametrize("what", ["unknown op", "llvm rejects"])
+def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and_llvm_ir_saved(what):
+    """A rendering failure and an LLVM verification failure are both KernelRenderError (an
+    LLVMCompileError) naming the kernel, with the loop IR and the LLVM IR saved for a report."""
+    import re
+
+    from flowjit.codegen_llvm.jit import LLVMCompileError
+    from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
+    from flowjit.ir.dtypes import float32
+    from flowjit.lowering.loops import Prim
+    if what == "unknown op":
+        kernel = _bad_kernel(lambda i: Prim("frobnicate", (Const(1.0, float32),), float32))
+    else:  # integer division of floats: text llvmlite writes and LLVM refuses
+        kernel = _bad_kernel(lambda i: Prim("idiv", (Const(1.0, float32), Const(2.0, float32)), float32))
+    with pytest.raises(KernelRenderError) as info:
+        compile_kernel(kernel)
+    assert isinstance(info.value, LLVMCompileError)
+    message = str(info.value)
+    assert "'bad'" in message and "bug" in message
+    saved = re.findall(r"(/\S+\.ll)", message)
+    texts = [open(p).read() for p in saved]
+    assert any("loop IR of kernel bad" in t and "out0[i1]" in t for t in texts)
+    if what == "llvm rejects":
+        assert any("fj_kernel_bad" in t and "define" in t for t in texts)
