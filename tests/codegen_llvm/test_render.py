@@ -191,3 +191,27 @@ def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and
     assert any("loop IR of kernel bad" in t and "out0[i1]" in t for t in texts)
     if what == "llvm rejects":
         assert any("fj_kernel_bad" in t and "define" in t for t in texts)
+
+
+def test_an_in_place_output_may_be_its_input():
+    """An output the kernel may write over an input (Kernel.in_place) gets no noalias: the
+    kernel called with one array as both computes what it computes into a fresh one."""
+    from flowjit.codegen_llvm.render import compile_kernel, render_kernel
+    x = np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32)
+    (op,) = fj.function(lambda v: fj.tanh(v) * 2 + v).ir(x, stage="fused").body.ops
+    kernel = lower_block(op.blocks[0], "inplace")
+    assert kernel.in_place == (("in0",),)
+    assert "noalias" not in render_kernel(kernel).split("define", 1)[1].split("{", 1)[0]
+    want = run_kernel(kernel, [x], [x])[0]
+    compile_kernel(kernel)([x], [x])
+    np.testing.assert_array_equal(x, want)
+
+
+def test_arrays_of_another_dtype_or_layout_are_refused_before_the_call():
+    from flowjit.codegen_llvm.render import compile_kernel
+    x = np.zeros((4, 6), np.float32)
+    (op,) = fj.function(lambda v: v * 2).ir(x, stage="fused").body.ops
+    compiled = compile_kernel(lower_block(op.blocks[0], "twice"))
+    for bad in (x.astype(np.float64), x[:, ::2], x[0]):
+        with pytest.raises(TypeError, match="twice: expected a C-contiguous float32 array of rank 2"):
+            compiled([bad], [np.zeros(bad.shape, np.float32)])
