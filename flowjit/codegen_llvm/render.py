@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import llvmlite.ir as ir
 import numpy as np
@@ -52,6 +53,7 @@ from flowjit.lowering.loops import (
     Store,
     Update,
     Var,
+    expressions,
 )
 
 from . import jit, objcache, parallel
@@ -65,6 +67,11 @@ _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # function of the others (suffix "f" for float32).
 _LLVM_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "rint": "llvm.rint",
                    "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
+# Streaming stores (as codegen_cpu.streaming, whose measurements chose these): outputs from
+# 32 MiB, one 64-byte line per store, inputs prefetched 16 KiB ahead.
+STREAM_MIN_BYTES = 32 << 20
+CHUNK_BYTES = 64
+PREFETCH_BYTES = 4 * 4096
 _LIBM = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos",
          "tanh": "tanh", "erf": "erf", "atan2": "atan2", "pow": "pow"}
 
@@ -88,6 +95,7 @@ class _Renderer:
         self.module = ir.Module(name=k.name)
         self.args = [b for b in k.buffers if b.role != "temp"]
         self.helpers: dict[str, ir.Function] = {}
+        self.itemsize = {b.name: b.dtype.itemsize for b in k.buffers}
 
     def function(self, name: str, body: tuple, bounds: tuple = ()) -> None:
         """Define function ``name`` running ``body``; ``bounds``: names of leading i64
@@ -155,7 +163,7 @@ class _Renderer:
         split = chunk_loop(self.k)
         if split is not None:
             pos, loop = split
-            chunked = Loop(loop.var, Var("$lo", INDEX), Var("$hi", INDEX), 1, loop.body)
+            chunked = Loop(loop.var, Var("$lo", INDEX), Var("$hi", INDEX), 1, loop.body, stream=loop.stream)
             body = self.k.body[:pos] + (chunked,) + self.k.body[pos + 1:]
             self.function(chunk_symbol(self.k), body, ("$lo", "$hi"))
         return str(self.module)
@@ -179,7 +187,9 @@ class _Renderer:
                 env[s.name] = self.expr(s.value, env)
             elif isinstance(s, Store):
                 self.b.store(self.to_mem(self.expr(s.value, env), s.value.dtype), self.address(s.buffer, s.index, env),
-                             align=max(1, self.k.buffer(s.buffer).dtype.itemsize))
+                             align=max(1, self.itemsize[s.buffer]))
+            elif isinstance(s, _StreamLine):
+                self.stream_line(s, env)
             elif isinstance(s, Accumulator):
                 self.declare(s, env)
             elif isinstance(s, Update):
@@ -195,6 +205,9 @@ class _Renderer:
                 raise TypeError(f"not a loop-IR statement: {s!r}")
 
     def loop(self, s: Loop, env: dict) -> None:
+        if s.stream and streamable(self.k, s):
+            self.stream_loop(s, env)
+            return
         start, stop = self.expr(s.start, env), self.expr(s.stop, env)
         pre = self.b.block
         header = self.fn.append_basic_block(f"{s.var}.head")
@@ -214,6 +227,67 @@ class _Renderer:
         i.add_incoming(nxt, self.b.block)
         self.b.branch(header)
         self.b.position_at_end(done)
+
+    def stream_loop(self, s: Loop, env: dict) -> None:
+        """A ``stream`` loop over [start, stop) whose output is at least STREAM_MIN_BYTES:
+        the elements before the output's first 64-byte line stored normally, then each
+        whole line computed into a stack chunk (which LLVM keeps in a vector register) and
+        stored with one aligned ``!nontemporal`` store while the inputs are prefetched
+        ahead, then the rest normally; a fence orders the streamed stores before return."""
+        b = self.b
+        *work, store = s.body
+        size = self.itemsize[store.buffer]
+        width = CHUNK_BYTES // size
+        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        self.memo = {}
+        big = b.icmp_signed(">=", b.mul(self.dims[store.buffer][0], ir.Constant(I64, size)),
+                            ir.Constant(I64, STREAM_MIN_BYTES))
+        address = b.ptrtoint(b.gep(self.ptrs[store.buffer], [start]), I64)
+        to_line = b.udiv(b.and_(b.neg(address), ir.Constant(I64, CHUNK_BYTES - 1)), ir.Constant(I64, size))
+        head = b.select(big, b.select(b.icmp_signed("<", b.add(start, to_line), stop), b.add(start, to_line), stop),
+                        stop)
+        lines = b.sdiv(b.sub(stop, head), ir.Constant(I64, width))
+        tail = b.add(head, b.mul(lines, ir.Constant(I64, width)))
+        chunk = self.alloca_builder.alloca(ir.ArrayType(_mem(store.value.dtype), width), name="chunk")
+        chunk.align = CHUNK_BYTES
+        self.ptrs["$chunk"] = self.alloca_builder.bitcast(chunk, _mem(store.value.dtype).as_pointer())
+        self.dims["$chunk"], self.itemsize["$chunk"] = [ir.Constant(I64, width)], size
+        bounds = {"$start": start, "$head": head, "$lines": lines, "$tail": tail, "$stop": stop}
+        inner = {**env, **bounds}
+        v = {n: Var(n, INDEX) for n in (*bounds, "$line", "$base", "$j")}
+        c = Const
+        element = (Let(s.var, scalar.P("add", v["$base"], v["$j"])), *work, Store("$chunk", (v["$j"],), store.value))
+        line = (Let("$base", scalar.P("add", v["$head"], scalar.P("mul", v["$line"], c(width, INDEX)))),
+                Loop("$j", c(0, INDEX), c(width, INDEX), 1, element),
+                _StreamLine(store.buffer, v["$base"], width,
+                            tuple(sorted({e.buffer for e in expressions(s.body) if isinstance(e, Load)}))))
+        self.stmts((Loop(s.var, v["$start"], v["$head"], 1, s.body),
+                    Loop("$line", c(0, INDEX), v["$lines"], 1, line),
+                    Loop(s.var, v["$tail"], v["$stop"], 1, s.body)), inner)
+        with b.if_then(big):
+            b.fence("seq_cst")  # streamed stores are weakly ordered (sfence/mfence on x86)
+
+    def stream_line(self, s: _StreamLine, env: dict) -> None:
+        b = self.b
+        base = env[s.base.name]
+        vec = ir.VectorType(self.ptrs["$chunk"].type.pointee, s.width)
+        value = b.load(b.bitcast(self.ptrs["$chunk"], vec.as_pointer()), align=CHUNK_BYTES)
+        target = b.bitcast(b.gep(self.ptrs[s.buffer], [base], inbounds=True), vec.as_pointer())
+        st = b.store(value, target, align=CHUNK_BYTES)
+        st.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
+        prefetch = self.prefetch()
+        for name in s.inputs:
+            ahead = b.add(base, ir.Constant(I64, PREFETCH_BYTES // self.itemsize[name]))
+            # no inbounds: a prefetch past the end of the buffer is allowed (a hint, no fault)
+            address = b.bitcast(b.gep(self.ptrs[name], [ahead]), I8.as_pointer())
+            b.call(prefetch, [address, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+    def prefetch(self) -> ir.Function:
+        fn = self.module.globals.get("llvm.prefetch.p0")
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8.as_pointer(), I32, I32, I32]),
+                             name="llvm.prefetch.p0")
+        return fn
 
     def declare(self, s: Accumulator, env: dict) -> None:
         if s.name not in self.accs:
@@ -428,6 +502,26 @@ class _Renderer:
         # exp == 0 on entry: the loop runs once with acc2 = acc (bit 0 clear) = 1.
         self.helpers[name] = fn
         return fn
+
+
+@dataclass(frozen=True)
+class _StreamLine:
+    """The renderer's own statement: store the stack chunk as line ``base`` of ``buffer``
+    (non-temporal) and prefetch ``inputs`` ahead."""
+
+    buffer: str
+    base: Var
+    width: int
+    inputs: tuple
+
+
+def streamable(k: Kernel, s: Loop) -> bool:
+    """Whether ``stream`` loop ``s`` can stream: it ends storing a float32 or float64 into a
+    1-D output at its own index (the lowering's hint promises the rest)."""
+    store = s.body[-1] if s.body else None
+    return (isinstance(store, Store) and store.index == (Var(s.var, INDEX),) and s.step == 1
+            and k.buffer(store.buffer).role == "out" and k.buffer(store.buffer).rank == 1
+            and store.value.dtype.itemsize in (4, 8) and store.value.dtype.is_float)
 
 
 def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:

@@ -215,3 +215,21 @@ def test_arrays_of_another_dtype_or_layout_are_refused_before_the_call():
     for bad in (x.astype(np.float64), x[:, ::2], x[0]):
         with pytest.raises(TypeError, match="twice: expected a C-contiguous float32 array of rank 2"):
             compiled([bad], [np.zeros(bad.shape, np.float32)])
+
+
+@pytest.mark.parametrize("offset", [0, 1, 5])
+def test_a_large_elementwise_output_is_streamed_line_by_line_from_any_offset(offset):
+    """From STREAM_MIN_BYTES a ``stream`` loop stores whole 64-byte lines non-temporally:
+    the elements before the first line of the output (``offset`` elements into one), the
+    lines, and the rest are each written once, also when the pool splits the loop."""
+    from flowjit.codegen_llvm.render import STREAM_MIN_BYTES, compile_kernel, render_kernel
+    n = STREAM_MIN_BYTES // 4 + 21
+    x = np.random.default_rng(4).standard_normal(n).astype(np.float32)
+    (op,) = fj.function(lambda v: fj.maximum(v * 3 + 1, v)).ir(x, stage="fused").body.ops
+    kernel = lower_block(op.blocks[0], "streamed")
+    assert "!nontemporal" in render_kernel(kernel)
+    storage = np.full(n + 16, np.nan, np.float32)
+    out = storage[offset:offset + n]
+    compile_kernel(kernel)([x], [out])
+    np.testing.assert_array_equal(out, np.maximum(x * np.float32(3) + np.float32(1), x))
+    assert np.isnan(storage[:offset]).all() and np.isnan(storage[offset + n:]).all()
