@@ -159,13 +159,19 @@ class _Renderer:
         self.alloca_builder.branch(body_block)
 
     def render(self) -> str:
-        self.function(symbol(self.k), self.k.body)
         split = chunk_loop(self.k)
-        if split is not None:
+        if split is None:
+            self.function(symbol(self.k), self.k.body)
+        else:
             pos, loop = split
             chunked = Loop(loop.var, Var("$lo", INDEX), Var("$hi", INDEX), 1, loop.body, stream=loop.stream)
             body = self.k.body[:pos] + (chunked,) + self.k.body[pos + 1:]
             self.function(chunk_symbol(self.k), body, ("$lo", "$hi"))
+            # One copy of the body: the whole call is the chunk [0, stop) (inlined, it
+            # would be compiled twice).
+            self.chunk_fn = self.fn
+            self.fn.attributes.add("noinline")
+            self.function(symbol(self.k), (_WholeRange(loop.stop),))
         return str(self.module)
 
     def _libc(self, name: str, ret: ir.Type, args: list) -> ir.Function:
@@ -190,6 +196,8 @@ class _Renderer:
                              align=max(1, self.itemsize[s.buffer]))
             elif isinstance(s, _StreamLine):
                 self.stream_line(s, env)
+            elif isinstance(s, _WholeRange):
+                self.b.call(self.chunk_fn, [ir.Constant(I64, 0), self.expr(s.stop, env), *self.fn.args])
             elif isinstance(s, Accumulator):
                 self.declare(s, env)
             elif isinstance(s, Update):
@@ -513,6 +521,13 @@ class _StreamLine:
     base: Var
     width: int
     inputs: tuple
+
+
+@dataclass(frozen=True)
+class _WholeRange:
+    """The renderer's own statement: call the chunk entry over [0, ``stop``)."""
+
+    stop: Expr
 
 
 def streamable(k: Kernel, s: Loop) -> bool:
