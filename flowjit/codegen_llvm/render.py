@@ -1,29 +1,33 @@
-"""The LLVM renderer: a loop-IR ``Kernel`` -> LLVM IR text of one C-ABI function, and a
-thin ctypes wrapper around its machine code.
+"""The LLVM renderer: a loop-IR ``Kernel`` -> LLVM IR text of one module, and a thin
+ctypes wrapper around its machine code.
 
-The ABI of the function named ``kernel.name``::
+The ABI of the kernel's entry (``symbol(kernel)``, ``fj_kernel_NAME`` for ``kernel.name``
+NAME; the prefix keeps a kernel called ``cos`` from binding libm's ``cos`` to itself)::
 
-    void fj_kernel_NAME(i8* buf_0, ..., i8* buf_m,          ; data of each "in" and "out" buffer,
-                                                  ; in kernel.buffers order (inputs first)
-              i64 dim_0_0, ..., i64 dim_m_r)      ; then every dimension of each of those
-                                                  ; buffers, buffer by buffer (rank each)
+    void fj_kernel_NAME(ptr buf_0, ..., ptr buf_m,  ; data of each "in" and "out" buffer in
+                                                    ; kernel.buffers order (inputs first)
+                        i64 dim_0_0, ..., i64 dim_m_r)  ; then every dimension of each of
+                                                    ; those buffers, buffer by buffer
 
 Buffers are row-major and contiguous with their natural alignment; strides come from the
-dimensions. ``NAME`` is ``kernel.name``; the prefix keeps a kernel called ``cos`` from
-binding libm's calls to itself. The size variables are read from the dimensions they name. Temp buffers are
-the kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a call
-needs no scratch from its caller. A kernel whose one top-level loop is parallel
-(``chunk_loop``) gets a second entry, ``fj_chunk_NAME(i64 lo, i64 hi, <the same
-arguments>)``, running iterations [lo, hi) of that loop: ``CompiledKernel`` splits large
-calls over ``parallel.run_chunked``'s pool; other parallel loops run serially.
+dimensions, and each size variable is the dimension it names. Temp buffers are the
+kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a caller
+passes no scratch. A kernel whose one top-level loop is parallel (``chunk_loop``) also
+exports ``fj_chunk_NAME(i64 lo, i64 hi, <the same arguments>)``, which runs iterations
+[lo, hi) of that loop (its entry calls it over the whole range): ``CompiledKernel`` splits
+large calls over ``parallel.pool()``; other parallel loops run serially. A loop the
+lowering marks ``stream`` whose output is at least ``STREAM_MIN_BYTES`` stores whole cache
+lines non-temporally (codegen_cpu.streaming's scheme).
 
 Semantics are ``flowjit.lowering.scalar``'s, op by op: bool is ``i8`` in memory and ``i1``
 in registers; float16 is ``half`` in registers and every op on it computes in float32 and
-rounds back; integers wrap; float->int casts give NumPy's x86 result (INT_MIN for NaN and
-out-of-range values, never poison). Inputs are ``noalias readonly`` and outputs
-``noalias`` unless the kernel declares an output may overwrite an input; the only
+rounds back (float64 -> float16 rounds once); integers wrap; float->int casts give NumPy's
+x86 result (INT_MIN for NaN and out-of-range values, never poison). Inputs and outputs are
+``noalias`` unless the kernel declares an output may overwrite an input. The only
 fast-math flag is ``reassoc`` on float sum and product accumulator updates, so LLVM
-vectorizes reductions without changing any NaN or infinity.
+vectorizes reductions without changing any NaN or infinity. Math intrinsics come from
+``intrinsics.function`` (vectorizable ports) when it has the name, else from LLVM's
+intrinsics or libm.
 """
 
 from __future__ import annotations
