@@ -301,3 +301,26 @@ def test_every_scalar_op_for_every_dtype_computes_its_numpy_reference(op, d, to)
         np.testing.assert_allclose(got, want, equal_nan=True, **tol)
     else:
         np.testing.assert_array_equal(got, want, err_msg=f"{op} {d.short}: inputs {grid}")
+
+
+def test_if_statements_and_temp_buffers():
+    """An ``If`` (no lowering emits one yet) runs one branch; a reduction over leading axes
+    accumulates in a temp buffer the kernel allocates and frees itself."""
+    from flowjit.ir.dtypes import float64, int64
+    from flowjit.lowering.loops import Buffer, If, Kernel, Load, Loop, Prim, SizeVar, Store, Var
+    i = Var("i", int64)
+    x = Load("in0", (i,), float64)
+    branchy = Kernel("branchy", (Buffer("in0", "in", float64, 1), Buffer("out0", "out", float64, 1)),
+                     (SizeVar("n", "out0", 0),),
+                     (Loop("i", Const(0, int64), Var("n", int64), 1,
+                           (If(Prim("gt", (x, Const(0.0, float64)), fj.bool_),
+                               (Store("out0", (i,), Prim("mul", (x, Const(2.0, float64)), float64)),),
+                               (Store("out0", (i,), Const(-1.0, float64)),)),)),))
+    verify_kernel(branchy)
+    v = np.array([1.5, -2.0, 0.0, NAN, 3.0])
+    np.testing.assert_array_equal(run_kernel(branchy, [v], [v])[0], np.where(v > 0, v * 2, -1.0))
+    m = np.random.default_rng(5).standard_normal((37, 5, 3)).astype(np.float32)
+    (op,) = fj.function(lambda a: (a * 2).sum(axis=(0, 1))).ir(m, stage="fused").body.ops
+    kernel = lower_block(op.blocks[0], "colsum")
+    assert any(b.role == "temp" for b in kernel.buffers)
+    assert check_compiled(lambda a: (a * 2).sum(axis=(0, 1)), m) == 1
