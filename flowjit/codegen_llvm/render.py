@@ -326,6 +326,15 @@ class _Renderer:
             self.b.store(self.b.select(take, self.expr(s.position, env), self.b.load(pos)), pos)
             self.b.store(self.b.or_(self.b.load(found), take), found)
             return
+        if decl.kind in ("max", "min") and decl.dtype in (float32, float64) and s.value.dtype == decl.dtype:
+            # llvm.maximum propagates NaN as np.maximum and vectorizes as a reduction (the
+            # compare-and-select of scalar.combine does not); only which of two equal zeros
+            # a reduction returns may differ from NumPy's, whose own order-dependent answer
+            # is no better defined.
+            t = _reg(decl.dtype)
+            fn = self.module.declare_intrinsic(f"llvm.{decl.kind}imum", [t], ir.FunctionType(t, [t, t]))
+            self.b.store(self.b.call(fn, [self.memo[("acc", s.name)], self.expr(s.value, env)]), value)
+            return
         new = self.expr(scalar.combine(decl.kind, current, s.value), env)
         if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16:
             # Partial sums per vector lane: the one place NumPy's semantics allow reassociation.
