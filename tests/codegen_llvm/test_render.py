@@ -324,3 +324,27 @@ def test_if_statements_and_temp_buffers():
     kernel = lower_block(op.blocks[0], "colsum")
     assert any(b.role == "temp" for b in kernel.buffers)
     assert check_compiled(lambda a: (a * 2).sum(axis=(0, 1)), m) == 1
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+@pytest.mark.parametrize("start", [0.0, NAN, -INF, INF])
+def test_arg_accumulators_from_any_start_as_the_evaluator(kind, start):
+    """An argmax/argmin accumulator takes its first element whatever its start (the
+    lowering starts at the extreme, where the renderer drops the "found" flag): rows with
+    NaN, ties, infinities and all-below-start values, against flowjit.lowering.evaluate."""
+    from flowjit.ir.dtypes import float32, int64
+    from flowjit.lowering import evaluate
+    from flowjit.lowering.loops import Accumulator, AccValue, Buffer, Kernel, Load, Loop, SizeVar, Store, Update, Var
+    i, r = Var("i", int64), Var("r", int64)
+    body = (Loop("i", Const(0, int64), Var("n0", int64), 1, (
+        Accumulator("a", kind, float32, Const(start, float32)),
+        Loop("r", Const(0, int64), Var("n1", int64), 1, (Update("a", Load("in0", (i, r), float32), r),)),
+        Store("out0", (i,), AccValue("a", int64)))),)
+    kernel = Kernel("args", (Buffer("in0", "in", float32, 2), Buffer("out0", "out", int64, 1)),
+                    (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1)), body)
+    verify_kernel(kernel)
+    rows = np.array([[-1, -2, -3, -1], [1, NAN, 3, NAN], [-INF, -INF, -INF, -INF], [INF, 2, INF, -INF],
+                     [NAN, NAN, 0, 1], [0, 0, 0, 0], [5, -5, 6, -6], [-3, -7, -7, -3]], np.float32)
+    want = np.zeros(len(rows), np.int64)
+    evaluate(kernel, [rows], [want])
+    np.testing.assert_array_equal(run_kernel(kernel, [rows], [want])[0], want)
