@@ -4,16 +4,17 @@ ctypes wrapper around its machine code.
 The ABI of the kernel's entry (``symbol(kernel)``, ``fj_kernel_NAME`` for ``kernel.name``
 NAME; the prefix keeps a kernel called ``cos`` from binding libm's ``cos`` to itself)::
 
-    void fj_kernel_NAME(ptr buf_0, ..., ptr buf_m,  ; data of each "in" and "out" buffer in
+    i32 fj_kernel_NAME(ptr buf_0, ..., ptr buf_m,   ; data of each "in" and "out" buffer in
                                                     ; kernel.buffers order (inputs first)
-                        i64 dim_0_0, ..., i64 dim_m_r)  ; then every dimension of each of
-                                                    ; those buffers, buffer by buffer
+                       i64 dim_0_0, ..., i64 dim_m_r)  ; then every dimension of each
+                                                    ; of those buffers, buffer by buffer
 
 Buffers are row-major and contiguous with their natural alignment; strides come from the
-dimensions, and each size variable is the dimension it names. Temp buffers are the
+dimensions, and each size variable is the dimension it names. It returns 0, or 1 when
+the memory of its temp buffers could not be allocated (nothing ran). Temp buffers are the
 kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a caller
 passes no scratch. A kernel whose one top-level loop is parallel (``chunk_loop``) also
-exports ``fj_chunk_NAME(i64 lo, i64 hi, <the same arguments>)``, which runs iterations
+exports ``void fj_chunk_NAME(i64 lo, i64 hi, <the same arguments>)``, which runs iterations
 [lo, hi) of that loop (its entry calls it over the whole range): ``CompiledKernel`` splits
 large calls over ``parallel.pool()``; other parallel loops run serially. A loop the
 lowering marks ``stream`` whose output is at least ``STREAM_MIN_BYTES`` stores whole cache
@@ -108,7 +109,8 @@ class _Renderer:
         k, args = self.k, self.args
         ptr_types = [_mem(b.dtype).as_pointer() for b in args]
         dim_types = [I64 for b in args for _ in range(b.rank)]
-        self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64] * len(bounds) + ptr_types + dim_types),
+        ret = ir.VoidType() if bounds else I32
+        self.fn = ir.Function(self.module, ir.FunctionType(ret, [I64] * len(bounds) + ptr_types + dim_types),
                               name=name)
         self.fn.attributes.add("nounwind")
         # LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels bound by arithmetic (gelu's
@@ -156,11 +158,25 @@ class _Renderer:
             self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
             self.dims[t.name] = dims
             temps.append(raw)
-        self.stmts(body, env)
         free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
+        if temps:  # out of memory: free what was allocated, return 1 (free(NULL) is a no-op)
+            failed = ir.Constant(I1, 0)
+            for raw in temps:
+                failed = self.b.or_(failed, self.b.icmp_unsigned("==", raw, ir.Constant(raw.type, None)))
+            bail, go = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("run")
+            self.b.cbranch(failed, bail, go)
+            self.b.position_at_end(bail)
+            for raw in temps:
+                self.b.call(free, [raw])
+            self.b.ret(ir.Constant(I32, 1))
+            self.b.position_at_end(go)
+        self.stmts(body, env)
         for raw in temps:
             self.b.call(free, [raw])
-        self.b.ret_void()
+        if bounds:
+            self.b.ret_void()
+        else:
+            self.b.ret(ir.Constant(I32, 0))
         self.alloca_builder.branch(body_block)
 
     def render(self) -> str:
@@ -639,7 +655,7 @@ class CompiledKernel:
         self._dtypes = [b.dtype.np for b in args]
         self._ranks = [b.rank for b in args]
         ctypes_args = [ctypes.c_void_p] * len(args) + [ctypes.c_int64] * sum(self._ranks)
-        self._fn = ctypes.CFUNCTYPE(None, *ctypes_args)(self.address)
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *ctypes_args)(self.address)
         self._chunk = None
         split = chunk_loop(kernel)
         if split is not None:
@@ -661,12 +677,14 @@ class CompiledKernel:
                                 f"got {a.dtype} of shape {a.shape} (contiguous: {a.flags.c_contiguous})")
         flat = [*[a.ctypes.data for a in arrays], *[n for a in arrays for n in a.shape]]
         if self._chunk is None:
-            self._fn(*flat)
+            if self._fn(*flat):
+                raise MemoryError(f"kernel {self.kernel.name}: out of memory for its temp buffers "
+                                  f"(arrays of shapes {[a.shape for a in arrays]})")
             return
         trips = arrays[self._trips[0]].shape[self._trips[1]] if isinstance(self._trips, tuple) else self._trips
         n_elements = max(a.size for a in arrays)
         if n_elements < parallel.PARALLEL_MIN_ELEMENTS or trips < 2:
-            self._fn(*flat)
+            self._fn(*flat)  # no temps (chunk_loop): always 0
         else:
             # The pool splits a range of at least its min_chunk per thread: run it over the
             # elements, each chunk taking the iterations whose first element it holds.

@@ -348,3 +348,20 @@ def test_arg_accumulators_from_any_start_as_the_evaluator(kind, start):
     want = np.zeros(len(rows), np.int64)
     evaluate(kernel, [rows], [want])
     np.testing.assert_array_equal(run_kernel(kernel, [rows], [want])[0], want)
+
+
+def test_a_temp_buffer_that_cannot_be_allocated_is_a_memory_error_and_nothing_runs():
+    from flowjit.codegen_llvm.render import compile_kernel
+    from flowjit.ir.dtypes import float32, int64
+    from flowjit.lowering.loops import Buffer, Kernel, Load, Prim, SizeVar, Store, Var
+    temp = Buffer("t", "temp", float32, 1, (Const(2**60, int64),))
+    last = Prim("sub", (Var("n", int64), Const(1, int64)), int64)  # an index LLVM cannot know
+    kernel = Kernel("hungry", (Buffer("out0", "out", float32, 1), temp), (SizeVar("n", "out0", 0),),
+                    (Store("t", (last,), Const(1.0, float32)),
+                     Store("out0", (Const(0, int64),), Load("t", (Const(0, int64),), float32))))
+    verify_kernel(kernel)
+    out = np.full(3, 5.0, np.float32)
+    compiled = compile_kernel(kernel)
+    with pytest.raises(MemoryError, match="kernel hungry: out of memory for its temp buffers"):
+        compiled([], [out])
+    assert out[0] == 5.0
