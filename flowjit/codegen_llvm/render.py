@@ -521,7 +521,7 @@ class _Renderer:
             t = _reg(d)
             arity = scalar.OPS[op][0]
             if op in _LLVM_INTRINSIC:
-                fn = self.module.declare_intrinsic(_LLVM_INTRINSIC[op], [t])
+                fn = self.module.declare_intrinsic(_LLVM_INTRINSIC[op], [t], ir.FunctionType(t, [t] * arity))
             else:
                 fn = self._libc(_LIBM[op] + ("f" if d == float32 else ""), t, [t] * arity)
         self.helpers[name] = fn

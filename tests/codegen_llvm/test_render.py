@@ -365,3 +365,16 @@ def test_a_temp_buffer_that_cannot_be_allocated_is_a_memory_error_and_nothing_ru
     with pytest.raises(MemoryError, match="kernel hungry: out of memory for its temp buffers"):
         compiled([], [out])
     assert out[0] == 5.0
+
+
+@pytest.mark.parametrize("op", sorted({"exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
+                                       "atan2", "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign"}))
+def test_math_without_the_intrinsics_module_falls_back_to_llvm_and_libm(op, monkeypatch):
+    """Without codegen_llvm.intrinsics (or for a name it has no port of) a math op is LLVM's
+    intrinsic or libm's function, with the same results."""
+    import sys
+
+    from flowjit.ir.dtypes import float16, float32, float64
+    monkeypatch.setitem(sys.modules, "flowjit.codegen_llvm.intrinsics", None)
+    for d in (float16, float32, float64):
+        test_every_scalar_op_for_every_dtype_computes_its_numpy_reference(op, d, None)
