@@ -384,3 +384,10 @@ def test_math_without_the_intrinsics_module_falls_back_to_llvm_and_libm(op, monk
         assert fn.name in (f"llvm.{op}.f32", f"{op}f"), fn.name
     for d in (float16, float32, float64):
         test_every_scalar_op_for_every_dtype_computes_its_numpy_reference(op, d, None)
+
+
+def test_hypothesis_programs_compile_and_run_as_the_interpreter(monkeypatch):
+    """tests/lowering's hypothesis programs (120, derandomized), each kernel compiled."""
+    import tests.lowering.test_programs as lowering_programs
+    monkeypatch.setattr(lowering_programs, "check_fused", check_compiled)
+    lowering_programs.test_hypothesis_programs_lower_and_evaluate_as_the_interpreter()
