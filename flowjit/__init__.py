@@ -146,8 +146,23 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY_MODULES:
         return importlib.import_module(f"flowjit.{name}")
     if name == "cache_stats":
-        return importlib.import_module("flowjit.codegen_cpu").kernel_stats
+        return _cache_stats
     raise AttributeError(f"module 'flowjit' has no attribute {name!r}")
+
+
+def _cache_stats() -> dict[str, int]:
+    """Kernels this process compiled, took from the disk cache (``loaded``) and reused from
+    memory, summed over the backends that ran: numba's kernels and the llvm backend's
+    object modules. A backend this process never loaded counts nothing (and is not
+    imported: a process running cached llvm kernels loads no numba)."""
+    import sys
+    total = {"compiled": 0, "loaded": 0, "reused": 0}
+    for module, stats in (("flowjit.codegen_cpu.compile", "kernel_stats"), ("flowjit.codegen_llvm.objcache", "stats")):
+        if module in sys.modules:
+            counts = getattr(sys.modules[module], stats)()
+            for key in total:
+                total[key] += counts.get(key, 0)
+    return total
 
 
 def __dir__() -> list[str]:

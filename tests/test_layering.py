@@ -28,7 +28,7 @@ ALLOWED = {
     "codegen_cpu": {"ir", "lowering"},
     "codegen_cuda": {"ir", "lowering"},
     "codegen_llvm": {"ir", "lowering"},
-    "runtime": {"ir", "passes", "lowering", "codegen_cpu", "codegen_cuda"},
+    "runtime": {"ir", "passes", "lowering", "codegen_cpu", "codegen_cuda", "codegen_llvm"},
     "tracer": {"ir", "passes", "runtime", "debug"},
     "debug": {"ir"},
     "nn": {"ir", "tracer"},

@@ -37,6 +37,10 @@ class CudaDeviceError(FlowjitError):
 
 def simulator() -> bool:
     """Whether numba's CUDA simulator is on (``NUMBA_ENABLE_CUDASIM=1`` when numba was imported)."""
+    if "numba" not in sys.modules:
+        # What numba will read at import; asking its config would import numba (and SciPy)
+        # into a process that runs only llvm kernels, e.g. to list the devices.
+        return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0")
     from numba.core import config
     return bool(config.ENABLE_CUDASIM)
 

@@ -2,7 +2,8 @@
 
 ``compile_function`` runs the pass pipeline (unless asked to interpret the traced program
 as it is) and prepares the result: by default every fusion op compiled to a numba kernel
-(``flowjit.codegen_cpu``), a memory plan (``memory_plan.py``) and a flat list of steps the
+(``flowjit.codegen_cpu``; with backend ``llvm`` lowered to loop IR, ``flowjit.lowering``,
+and compiled by ``flowjit.codegen_llvm``), a memory plan (``memory_plan.py``) and a flat list of steps the
 call runs. Results never alias the caller's arguments or the program's constants, so a
 caller may mutate what it gets back.
 """
@@ -38,7 +39,27 @@ STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
 IR_STAGES = (*STAGES, "loops")
 
 
-BACKENDS = ("interpreter", "numba")
+BACKENDS = ("interpreter", "numba", "llvm")
+# The backends that compile fused kernels (the others interpret the program).
+COMPILED_BACKENDS = ("numba", "llvm")
+
+
+@dataclass
+class LLVMKernel:
+    """A fusion op's kernel through the loop IR and LLVM: ``compiled`` is called as
+    ``compiled(inputs, outputs)`` with arrays of the op's exact shapes (a 0-d value as a
+    0-d array); ``in_place`` the input positions its one output may be written into."""
+
+    kernel: Any            # flowjit.lowering.Kernel
+    compiled: Any          # flowjit.codegen_llvm.render.CompiledKernel
+    in_place: tuple[int, ...]
+    out_specs: list[tuple[tuple[int, ...], np.dtype]]
+
+
+def _contiguous(x: np.ndarray) -> np.ndarray:
+    # LLVM kernels take C-contiguous arrays (an argument or a view may be strided); unlike
+    # np.ascontiguousarray this keeps a 0-d array 0-d.
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(x.shape)
 
 
 @dataclass
@@ -62,7 +83,8 @@ class Executable:
     """A program ready to run on ``device`` with ``backend``; call it with a list of arrays.
 
     With the ``numba`` backend (the default) each fusion op runs as a compiled kernel
-    (compiled on the first call); a kernel the generator cannot compile (``fallbacks``
+    (compiled on the first call); with ``llvm`` as a loop-IR kernel compiled through
+    llvmlite (at construction; never importing numba); a kernel the generator cannot compile (``fallbacks``
     says why) and every other op run their NumPy reference, so matmul goes to NumPy's
     BLAS. ``memory_plan`` says which buffers are released early and which kernels write
     in place. The ``interpreter`` backend runs the program on the NumPy interpreter.
@@ -91,7 +113,7 @@ class Executable:
         # compiled as an Executable of its own (fused kernels, driver); see _compile_blocks.
         self.control: dict[int, Callable[..., Any]] = {}
         self.control_blocks: dict[int, list[Executable]] = {}  # the compiled blocks of each
-        if backend == "numba":
+        if backend in COMPILED_BACKENDS:
             self._compile_kernels()
             self._compile_blocks()
         self.memory_plan = plan_memory(function, {i: k.in_place for i, k in self.kernels.items()})
@@ -107,6 +129,9 @@ class Executable:
         self._check_alias = [v.id not in made_by_kernel for v in function.returns]
 
     def _compile_kernels(self) -> None:
+        if self.backend == "llvm":
+            self._compile_llvm_kernels()
+            return
         from flowjit.codegen_cpu import compile_kernel
         from flowjit.codegen_cpu.kernel_source import UnsupportedOp
         for op in self.function.body.ops:
@@ -116,6 +141,26 @@ class Executable:
                                                          parallel=self.parallel, fastmath=self.fastmath)
                 except UnsupportedOp as e:
                     self.fallbacks[op.attrs.get("name", op.name)] = str(e)
+
+    def _compile_llvm_kernels(self) -> None:
+        # Imported here so that `import flowjit` (and the numba backend) load no llvmlite.
+        from flowjit.codegen_llvm.render import compile_kernel
+        from flowjit.lowering import Unsupported, lower_block
+        for op in self.function.body.ops:
+            if op.primitive.role != "kernel":
+                continue
+            name = op.attrs.get("name", op.name)
+            try:
+                kernel = lower_block(op.blocks[0], "".join(c if c.isalnum() else "_" for c in name)[:48])
+            except Unsupported as e:
+                self.fallbacks[name] = str(e)
+                continue
+            positions = {b.name: j for j, b in enumerate(kernel.inputs)}
+            # The driver writes only a kernel's one output into an input.
+            in_place = (tuple(sorted(positions[n] for n in kernel.in_place[0]))
+                        if len(kernel.outputs) == 1 and kernel.in_place else ())
+            self.kernels[op.id] = LLVMKernel(kernel, compile_kernel(kernel), in_place,
+                                             [(tuple(r.type.shape), r.type.dtype.np) for r in op.results])
 
     def _compile_blocks(self) -> None:
         for op in self.function.body.ops:
@@ -129,7 +174,8 @@ class Executable:
                 runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath,
                                                 parallel=self.parallel))
             self.control_blocks[op.id] = runners
-            native = native_loop(op, runners)
+            # Native loops are numba functions: the llvm backend steps its loops in Python.
+            native = native_loop(op, runners) if self.backend == "numba" else None
             self.control[op.id] = native or functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
 
     def _warm(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -153,21 +199,23 @@ class Executable:
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run on arrays that already have the argument dtypes (the dispatch fast path)."""
-        if self.backend != "numba":
+        if self.backend not in COMPILED_BACKENDS:
             out = run_block(self.function.body, list(arrays))
             return [self._own(x, arrays) for x in out]
         if self._driver is None:
             with self._first_call:
-                if self._driver is None:
+                if self._driver is None and self.backend == "llvm":
+                    # Compiled at construction: nothing to warm, the driver runs at once.
+                    self._driver = self._make_driver()
+                elif self._driver is None:
                     out = self._warm(list(arrays))
                     self._driver = self._make_driver()
                     return out
         return self._driver(*arrays)
 
     def kernel_listing(self) -> str:
-        """The generated source of every kernel (prelude left out) and of the driver, as
-        ``flowjit ir --stage kernels`` prints it."""
-        from flowjit.codegen_cpu.compile import PRELUDE
+        """The generated source of every kernel (prelude left out; the loop IR of an llvm
+        kernel) and of the driver, as ``flowjit ir --stage kernels`` prints it."""
         parts = []
         for op in self.function.body.ops:
             if op.primitive.role != "kernel":
@@ -177,9 +225,13 @@ class Executable:
             if k is None:
                 why = self.fallbacks.get(name, f"the {self.backend} backend")
                 parts.append(f"# kernel {name} ({lines}): runs on the interpreter: {why}\n")
+            elif isinstance(k, LLVMKernel):
+                from flowjit.lowering import print_kernel
+                parts.append(f"# kernel {name} ({lines}), loop IR\n{print_kernel(k.kernel).strip()}\n")
             else:
+                from flowjit.codegen_cpu.compile import PRELUDE
                 parts.append(f"# kernel {name} ({lines}), {k.path}\n{k.source[len(PRELUDE):].strip()}\n")
-        if self.backend == "numba":
+        if self.backend in COMPILED_BACKENDS:
             parts.append("# driver: one call of the program\n" + self.driver_source())
         return "\n".join(parts)
 
@@ -191,7 +243,9 @@ class Executable:
         # Straight-line code: each kernel's numba function called directly on arrays from
         # the buffer pool, NumPy references for the other ops, and `del` where the memory
         # plan releases a buffer. A call costs the kernels' dispatches and little else.
-        env: dict[str, Any] = {"empty": POOL.empty, "np_empty": np.empty, "run_op": run_op, "own": self._own}
+        env: dict[str, Any] = {"empty": POOL.empty, "np_empty": np.empty, "run_op": run_op, "own": self._own,
+                               "contiguous": _contiguous}
+        made_by_kernel = {r.id for st in self._steps if st.kernel is not None for r in st.op.results}
         names = {s: f"v{s}" for s in range(self._n_slots)}
         returned = {v.id for v in self.function.returns}
         args = [names[self.memory_plan.slots[a.id]] for a in self.function.args]
@@ -216,25 +270,24 @@ class Executable:
                 call = f"run_op(op{i}, [{', '.join(ins)}])"
                 lines.append(f"    {', '.join(outs)}, = {call}" if outs else f"    {call}")
             else:
-                env[f"k{i}"] = k.fn
-                call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
+                llvm = isinstance(k, LLVMKernel)
+                env[f"k{i}"] = k.compiled if llvm else k.fn
+                if llvm:
+                    # The ctypes wrapper of an llvm kernel takes the op's exact shapes (0-d
+                    # stays 0-d); a value no kernel made may be strided and is made contiguous.
+                    call_ins = [n if v.id in made_by_kernel else f"contiguous({n})" for n, v in zip(ins, st.op.inputs)]
+                    template = f"    k{i}(({', '.join(call_ins)},), ({{}},))"
+                else:
+                    call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
+                    template = f"    k{i}({', '.join(call_ins)}, {{}})"
                 if st.into is not None:
-                    lines.append(f"    k{i}({', '.join(call_ins)}, {ins[st.into]})")
+                    lines.append(template.format(ins[st.into]))
                     lines.append(f"    {outs[0]} = {ins[st.into]}")
                 else:
-                    for j, (n, (shape, dtype)) in enumerate(zip(outs, k._out_specs)):
-                        env[f"d{i}_{j}"] = dtype
-                        # The shape is fixed per signature: small buffers skip the pool.
-                        small = math.prod(shape) * np.dtype(dtype).itemsize < POOL_MIN_BYTES
-                        # A large output lines up with the first input it maps element for element.
-                        like = next((m for m, v in zip(ins, st.op.inputs) if tuple(v.type.shape) == tuple(shape)
-                                     and v.type.dtype.np.itemsize == np.dtype(dtype).itemsize), None)
-                        alloc = (f"np_empty({shape!r}, d{i}_{j})" if small else
-                                 f"empty({shape!r}, d{i}_{j}{f', {like}' if like else ''})")
-                        lines.append(f"    {n} = {alloc}")
-                    lines.append(f"    k{i}({', '.join(call_ins + outs)})")
+                    lines.extend(self._allocations(i, ins, outs, st, k.out_specs if llvm else k._out_specs, env))
+                    lines.append(template.format(", ".join(outs)))
                     for n, r in zip(outs, st.op.results):
-                        if not r.type.shape:
+                        if not r.type.shape and not llvm:
                             lines.append(f"    {n} = {n}.reshape(())")
             dead = [names[s] for s in st.free if names[s] not in args]  # the caller holds the arguments
             if dead:
@@ -244,6 +297,23 @@ class Executable:
         lines.append(f"    return [{', '.join(rets)}]")
         env["__line_ops__"] = line_ops
         return "\n".join(lines) + "\n", env
+
+    @staticmethod
+    def _allocations(i: int, ins: list[str], outs: list[str], st: Step, specs: Sequence[tuple], env: dict[str, Any]
+                     ) -> list[str]:
+        """The driver lines allocating step ``i``'s outputs (``specs``: shape and dtype of each)."""
+        lines = []
+        for j, (n, (shape, dtype)) in enumerate(zip(outs, specs)):
+            env[f"d{i}_{j}"] = dtype
+            # The shape is fixed per signature: small buffers skip the pool.
+            small = math.prod(shape) * np.dtype(dtype).itemsize < POOL_MIN_BYTES
+            # A large output lines up with the first input it maps element for element.
+            like = next((m for m, v in zip(ins, st.op.inputs) if tuple(v.type.shape) == tuple(shape)
+                         and v.type.dtype.np.itemsize == np.dtype(dtype).itemsize), None)
+            alloc = (f"np_empty({shape!r}, d{i}_{j})" if small else
+                     f"empty({shape!r}, d{i}_{j}{f', {like}' if like else ''})")
+            lines.append(f"    {n} = {alloc}")
+        return lines
 
     def _make_driver(self) -> Any:
         source, env = self._driver_source()

@@ -1,0 +1,193 @@
+"""The ``llvm`` backend end to end: ``fj.function(..., backend="llvm")`` lowers every fused
+kernel to loop IR (``flowjit.lowering``) and compiles it through llvmlite
+(``flowjit.codegen_llvm``); each program here is checked against the interpreter.
+
+Every test runs on a kernel cache of its own module (a temporary ``FLOWJIT_CACHE_DIR``),
+so a run is cold, as on CI's clean clone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit import optim
+from flowjit.runtime.executable import LLVMKernel
+from tests.registry.case import kernel_tolerance
+from tests.registry.test_compiled import case_function, case_inputs
+from tests.registry.test_generic import ALL_CASES, _tolerance
+from tests.test_programs import ZERO_D_REDUCTIONS, zero_d_input
+
+
+@pytest.fixture(scope="module", autouse=True)
+def llvm_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("llvm-cache")
+        mp.setenv("FLOWJIT_CACHE_DIR", str(path))
+        yield path
+
+
+def executable(f):
+    """The one Executable ``f`` traced."""
+    return f._cache[next(iter(f._cache))].executable
+
+
+def as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def assert_matches(got, want):
+    for g, w in zip(as_tuple(got), as_tuple(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if g.dtype.kind == "f":
+            # float16 computes in float32 and rounds once (the interpreter may round per
+            # NumPy step), as tests/codegen_llvm/test_render compares it.
+            tol = _tolerance(g.dtype) if g.dtype == np.float16 else kernel_tolerance(g.dtype)
+            np.testing.assert_allclose(g, w, equal_nan=True, **tol)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("k", range(len(ALL_CASES)), ids=[c.id or c.prim for c in ALL_CASES])
+def test_registry_case_on_llvm_matches_interpreter(k):
+    case = ALL_CASES[k]
+    arrays = case_inputs(case)
+    f = case_function(case, backend="llvm")
+    got = f(*arrays)
+    assert_matches(got, case_function(case, interpret=True)(*arrays))
+    exe = executable(f)
+    assert exe.backend == "llvm"
+    assert all(isinstance(st.kernel, LLVMKernel) for st in exe._steps if st.kernel is not None)
+    # A second call runs the generated driver (the first builds it).
+    assert_matches(f(*arrays), got)
+
+
+def test_every_fusion_kernel_compiles_with_llvm():
+    # The lowering covers every registry case: none falls back to the interpreter.
+    fallbacks = {}
+    for case in ALL_CASES:
+        f = case_function(case, backend="llvm")
+        f(*case_inputs(case))
+        fallbacks.update(executable(f).fallbacks)
+    assert fallbacks == {}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D_REDUCTIONS))
+def test_zero_d_reductions_on_llvm(name):
+    fn, _ = ZERO_D_REDUCTIONS[name]
+    x = zero_d_input(name)
+    f = fj.function(fn, backend="llvm")
+    got = f(x)
+    assert_matches(got, fj.function(fn, interpret=True)(x))
+    assert executable(f).kernels
+
+
+def test_backend_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FLOWJIT_BACKEND", "llvm")
+    f = fj.function(lambda x: fj.tanh(x) * 2)
+    x = np.linspace(-2, 2, 8, dtype=np.float32)
+    np.testing.assert_allclose(f(x), np.tanh(x) * 2, rtol=1e-6)
+    assert executable(f).backend == "llvm"
+
+
+def test_strided_argument_and_dispatch():
+    f = fj.function(lambda x: x + 1, backend="llvm")
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_array_equal(f(x.T), x.T + 1)
+    np.testing.assert_array_equal(f(x.T), x.T + 1)  # the driver, on a strided argument
+    y = np.arange(8, dtype=np.float32)
+    out = f(y)
+    out[0] = 99  # results never alias the arguments
+    assert y[0] == 0
+
+
+def test_kernel_listing_shows_loop_ir():
+    f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
+    f(np.ones(5, np.float32))
+    text = executable(f).kernel_listing()
+    assert "for " in text and "exp" in text and "# driver" in text and ".reshape(" not in text
+
+
+@pytest.mark.parametrize("name", ["gelu", "softmax", "layer_norm"])
+def test_nn_functions_and_their_gradients_on_llvm(name):
+    fn = getattr(fj.nn, name)
+    x, w = np.random.default_rng(0).standard_normal((2, 16, 33)).astype(np.float32)
+
+    def loss(x):  # weighted: the gradient of a layer norm's sum of squares is all cancellation
+        return (fn(x) * w).sum()
+
+    for program in (fn, fj.grad(loss)):
+        got = fj.function(program, backend="llvm")(x)
+        assert_matches(got, fj.function(program, interpret=True)(x))
+
+
+def test_fori_loop_on_llvm():
+    def power_sum(x):
+        return fj.fori_loop(0, 5, lambda i, acc: acc * 0.5 + fj.tanh(x), x)
+
+    x = np.linspace(-1, 1, 12, dtype=np.float32)
+    f = fj.function(power_sum, backend="llvm")
+    assert_matches(f(x), fj.function(power_sum, interpret=True)(x))
+    exe = executable(f)
+    blocks = [b for runners in exe.control_blocks.values() for b in runners]
+    assert blocks and all(b.backend == "llvm" for b in blocks)
+    assert any(isinstance(k, LLVMKernel) for b in blocks for k in b.kernels.values())
+
+
+def digits_mlp_step(backend: str):
+    """An MLP (gelu, layer norm) on 128 digits with Adam on the mean cross-entropy."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x, y = (digits.data[:128] / 16.0).astype(np.float32), digits.target[:128].astype(np.int32)
+    model = fj.nn.Sequential([fj.nn.Dense(64, 32, fj.nn.gelu, key=0, name="hidden"),
+                              fj.nn.Dense(32, 10, key=1, name="logits")], name="mlp")
+    opt = optim.Adam(1e-2)
+
+    @fj.function(backend=backend)
+    def train_step(x, y):
+        return opt.minimize(lambda: fj.mean(fj.nn.softmax_cross_entropy(model(fj.nn.layer_norm(x)), y)),
+                            model.trainable_variables)
+
+    return train_step, x, y
+
+
+def test_adam_trains_a_digits_mlp_on_llvm():
+    train_step, x, y = digits_mlp_step("llvm")
+    losses = [float(train_step(x, y)) for _ in range(30)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.5 * losses[0], losses
+    assert train_step.trace_count == 1
+    exe = executable(train_step)
+    assert exe.kernels and not exe.fallbacks, exe.fallbacks
+    # The same steps on the interpreter give the same losses (to float32 rounding).
+    reference, x, y = digits_mlp_step("interpreter")
+    want = [float(reference(x, y)) for _ in range(30)]
+    np.testing.assert_allclose(losses, want, rtol=2e-3, atol=1e-5)
+
+
+CACHED_RUN = """
+import json, sys
+import numpy as np
+import flowjit as fj
+f = fj.function(lambda x: fj.nn.softmax(fj.tanh(x) * 3).sum(axis=0), backend="llvm")
+y = f(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
+print(json.dumps({"y": y.tolist(), "stats": fj.cache_stats(),
+                  "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("numba", "scipy"))}))
+"""
+
+
+def test_a_cached_llvm_function_loads_without_numba(llvm_cache):
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(llvm_cache / "subprocess"))
+    runs = [json.loads(subprocess.run([sys.executable, "-c", CACHED_RUN], capture_output=True, text=True,
+                                      check=True, env=env).stdout) for _ in range(2)]
+    assert runs[0]["stats"]["compiled"] > 0
+    assert runs[1]["stats"]["compiled"] == 0 and runs[1]["stats"]["loaded"] == runs[0]["stats"]["compiled"]
+    assert runs[1]["y"] == runs[0]["y"]
+    assert runs[0]["modules"] == [] and runs[1]["modules"] == []
