@@ -108,6 +108,18 @@ def test_strided_argument_and_dispatch():
     assert y[0] == 0
 
 
+def test_a_kernel_writes_into_a_dead_input():
+    def f(x):
+        a = fj.exp(x)
+        return a * 2 + a @ a  # the second kernel may write into a, which dies there
+
+    x = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32) * 0.1
+    g = fj.function(f, backend="llvm")
+    for _ in range(2):  # the first call and the driver
+        assert_matches(g(x), fj.function(f, interpret=True)(x))
+    assert any(into is not None for into in executable(g).memory_plan.write_into)
+
+
 def test_kernel_listing_shows_loop_ir():
     f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
     f(np.ones(5, np.float32))
