@@ -55,11 +55,29 @@ class LLVMKernel:
     in_place: tuple[int, ...]
     out_specs: list[tuple[tuple[int, ...], np.dtype]]
 
+    def entry(self, shapes: Sequence[tuple[int, ...]]) -> Callable[..., int] | None:
+        """The kernel's C entry as a ctypes function of (data pointers, then every
+        dimension) when a call on arrays of ``shapes`` may skip ``compiled``'s checks and
+        chunking: no temps (it always returns 0) and no parallel split at these sizes.
+        None: call ``compiled``."""
+        import ctypes
+
+        from flowjit.codegen_llvm import parallel, render
+        if any(b.role == "temp" for b in self.kernel.buffers):
+            return None
+        if (render.chunk_loop(self.kernel) is not None
+                and max(math.prod(s) for s in shapes) >= parallel.PARALLEL_MIN_ELEMENTS):
+            return None
+        arity = len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
+        return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.compiled.address)
+
 
 def _contiguous(x: np.ndarray) -> np.ndarray:
-    # LLVM kernels take C-contiguous arrays (an argument or a view may be strided); unlike
-    # np.ascontiguousarray this keeps a 0-d array 0-d.
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(x.shape)
+    # LLVM kernels take C-contiguous arrays (an argument or a view may be strided, a NumPy
+    # reference may return a scalar); unlike np.ascontiguousarray this keeps 0-d 0-d.
+    if type(x) is np.ndarray and x.flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x).reshape(np.shape(x))
 
 
 @dataclass
@@ -252,7 +270,7 @@ class Executable:
         lines = [f"def driver({', '.join(args)}):"]
         line_ops: dict[int, Op] = {}  # driver line number -> the op it runs, for error reports
         for i, st in enumerate(self._steps):
-            line_ops.update((n, st.op) for n in range(len(lines) + 1, len(lines) + 4))
+            first = len(lines)  # this step's lines are the driver's lines first + 1 ...
             ins = [names[s] for s in st.ins]
             outs = [names[s] for s in st.outs]
             k = st.kernel
@@ -272,24 +290,42 @@ class Executable:
             else:
                 llvm = isinstance(k, LLVMKernel)
                 env[f"k{i}"] = k.compiled if llvm else k.fn
+                pointer = ""  # what the call takes of each output: the array, or its data pointer
                 if llvm:
-                    # The ctypes wrapper of an llvm kernel takes the op's exact shapes (0-d
-                    # stays 0-d); a value no kernel made may be strided and is made contiguous.
-                    call_ins = [n if v.id in made_by_kernel else f"contiguous({n})" for n, v in zip(ins, st.op.inputs)]
-                    template = f"    k{i}(({', '.join(call_ins)},), ({{}},))"
+                    # An llvm kernel takes the op's exact shapes (0-d stays 0-d); a value no
+                    # kernel made may be strided and is made contiguous (bound to a name, so
+                    # it lives through the call).
+                    call_ins = []
+                    for n, v in zip(ins, st.op.inputs):
+                        if v.id not in made_by_kernel:
+                            lines.append(f"    c{n} = contiguous({n})")
+                            n = f"c{n}"
+                        call_ins.append(n)
+                    shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]
+                    entry = k.entry(shapes)
+                    if entry is None:
+                        template = f"    k{i}(({', '.join(call_ins)},), ({{}},))"
+                    else:
+                        # Shapes are fixed per trace: the dimensions are constants of the line.
+                        env[f"k{i}"] = entry
+                        pointer = ".ctypes.data"
+                        dims = "".join(f", {d}" for shape in shapes for d in shape)
+                        template = f"    k{i}({', '.join(f'{n}.ctypes.data' for n in call_ins)}, {{}}{dims})"
                 else:
                     call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
                     template = f"    k{i}({', '.join(call_ins)}, {{}})"
                 if st.into is not None:
-                    lines.append(template.format(ins[st.into]))
+                    lines.append(template.format(ins[st.into] + pointer))
                     lines.append(f"    {outs[0]} = {ins[st.into]}")
                 else:
                     lines.extend(self._allocations(i, ins, outs, st, k.out_specs if llvm else k._out_specs, env))
-                    lines.append(template.format(", ".join(outs)))
+                    lines.append(template.format(", ".join(n + pointer for n in outs)))
                     for n, r in zip(outs, st.op.results):
                         if not r.type.shape and not llvm:
                             lines.append(f"    {n} = {n}.reshape(())")
+            line_ops.update((n, st.op) for n in range(first + 1, len(lines) + 1))
             dead = [names[s] for s in st.free if names[s] not in args]  # the caller holds the arguments
+            dead += [n for n in call_ins if n.startswith("cv")] if isinstance(k, LLVMKernel) else []
             if dead:
                 lines.append(f"    del {', '.join(dead)}")
         rets = [f"own({names[s]}, ({', '.join(args)}{',' if len(args) == 1 else ''}))" if check else names[s]

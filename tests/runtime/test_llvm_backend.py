@@ -120,6 +120,19 @@ def test_a_kernel_writes_into_a_dead_input():
     assert any(into is not None for into in executable(g).memory_plan.write_into)
 
 
+def test_large_kernels_split_over_threads_small_ones_call_the_entry():
+    from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
+
+    f = fj.function(lambda x: fj.tanh(x) * 2, backend="llvm")
+    for n in (8, 4 * PARALLEL_MIN_ELEMENTS):
+        x = np.linspace(-3, 3, n, dtype=np.float32)
+        for _ in range(2):  # the first call and the driver
+            np.testing.assert_allclose(f(x), np.tanh(x) * 2, rtol=1e-6, atol=1e-7)
+    small, large = (f._cache[key].executable.driver_source() for key in f._cache)
+    assert ".ctypes.data" in small  # the C entry, dimensions as constants
+    assert ".ctypes.data" not in large and "((v0,), (v1,))" in large.replace("cv0", "v0")
+
+
 def test_kernel_listing_shows_loop_ir():
     f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
     f(np.ones(5, np.float32))
