@@ -269,6 +269,8 @@ def poly(f: Scalar, x: V, cs: Sequence[Num], fused: bool = False) -> V:
 
 # ---- exp ------------------------------------------------------------------------------
 def exp32(f: Scalar, x: V) -> V:
+    """exp in float32: Cody-Waite reduction, a degree-6 polynomial in fused steps, 2**n as
+    two factors so subnormal results round once (scalar_math.exp32, 1 ulp)."""
     h = f.sel(x < _E32_HI, x, _E32_HI)  # nan -> 89, returned as x below
     h = f.sel(h > _E32_LO, h, _E32_LO)
     v = f.fma(h, _LOG2E32, _MAGIC32)  # MAGIC + n, n = round(h / ln2)
@@ -302,6 +304,7 @@ def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
 
 
 def exp64(f: Scalar, x: V) -> V:
+    """exp in float64 (scalar_math.exp64, 1 ulp)."""
     y = _exp64_hl(f, f.sel(x == x, x, 0.0), 0.0)
     return f.sel(x == x, y, x)
 
@@ -333,10 +336,12 @@ def _expm1(f: Scalar, x: V, hi_: float, lo_: float, big_: float, coeffs: Sequenc
 
 
 def expm1_32(f: Scalar, x: V) -> V:
+    """expm1 in float32 (scalar_math.expm1_32, 1 ulp)."""
     return _expm1(f, x, _EM32_HI, _EM32_LO, _BIG32, _EXPM1_32)
 
 
 def expm1_64(f: Scalar, x: V) -> V:
+    """expm1 in float64 (scalar_math.expm1_64, 1 ulp)."""
     return _expm1(f, x, _EM64_HI, _EM64_LO, 1023.5, _EXP64)
 
 
@@ -356,6 +361,7 @@ def _log_kernel(f: Scalar, m: V, k: V, c: V | None = None) -> V:
 
 
 def _log(f: Scalar, x: V) -> V:
+    """log in float32 or float64: -inf at 0, nan below (scalar_math.log32 / log64, 1 ulp)."""
     tiny, scale, scale_k = (_TINY32, _SCALE32, _SCALE32_K) if f.width == 32 else (_TINY64, _SCALE64, 54.0)
     sub = x < tiny  # subnormal: scaled into the normal range first
     xs = f.sel(sub, x * scale, x)
@@ -402,6 +408,8 @@ def tanh64(f: Scalar, x: V) -> V:
 
 # ---- erf ------------------------------------------------------------------------------
 def erf32(f: Scalar, x: V) -> V:
+    """erf in float32: x + x*P(x**2) below 0.921875, 1 - exp(-x**2 + G(|x| - 2.4)) up to
+    3.921875, +-1 beyond (scalar_math.erf32, 1 ulp)."""
     a = f.fabs(x)
     a = f.sel(a > _ERF32_U, _ERF32_U, a)
     a = f.sel(a == a, a, 0.0)  # nan: computed as 0, returned as x below
