@@ -55,18 +55,19 @@ class LLVMKernel:
     in_place: tuple[int, ...]
     out_specs: list[tuple[tuple[int, ...], np.dtype]]
 
-    def entry(self, shapes: Sequence[tuple[int, ...]]) -> Callable[..., int] | None:
+    def entry(self, shapes: Sequence[tuple[int, ...]], parallel: bool = True) -> Callable[..., int] | None:
         """The kernel's C entry as a ctypes function of (data pointers, then every
         dimension) when a call on arrays of ``shapes`` may skip ``compiled``'s checks and
-        chunking: no temps (it always returns 0) and no parallel split at these sizes.
-        None: call ``compiled``."""
+        chunking: no temps (it always returns 0) and no parallel split at these sizes (or
+        none wanted: ``parallel`` False). None: call ``compiled``."""
         import ctypes
 
-        from flowjit.codegen_llvm import parallel, render
+        from flowjit.codegen_llvm import render
+        from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
         if any(b.role == "temp" for b in self.kernel.buffers):
             return None
-        if (render.chunk_loop(self.kernel) is not None
-                and max(math.prod(s) for s in shapes) >= parallel.PARALLEL_MIN_ELEMENTS):
+        if (parallel and render.chunk_loop(self.kernel) is not None
+                and max(math.prod(s) for s in shapes) >= PARALLEL_MIN_ELEMENTS):
             return None
         arity = len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
         return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.compiled.address)
@@ -302,7 +303,7 @@ class Executable:
                             n = f"c{n}"
                         call_ins.append(n)
                     shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]
-                    entry = k.entry(shapes)
+                    entry = k.entry(shapes, self.parallel)
                     if entry is None:
                         template = f"    k{i}(({', '.join(call_ins)},), ({{}},))"
                     else:

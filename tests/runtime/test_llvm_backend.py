@@ -133,6 +133,29 @@ def test_large_kernels_split_over_threads_small_ones_call_the_entry():
     assert ".ctypes.data" not in large and "((v0,), (v1,))" in large.replace("cv0", "v0")
 
 
+def test_a_program_on_virtual_cpus_runs_its_partitions_on_llvm_serially(monkeypatch):
+    from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
+    from flowjit.runtime.multi_device import MultiDeviceExecutable
+
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
+
+    def f(x):
+        with fj.device("cpu:1"):
+            a = fj.tanh(x) * 2
+        return a + x
+
+    x = np.linspace(-3, 3, 2 * PARALLEL_MIN_ELEMENTS, dtype=np.float32)
+    g = fj.function(f, backend="llvm")
+    for _ in range(2):
+        assert_matches(g(x), fj.function(f, interpret=True)(x))
+    multi = executable(g)
+    assert isinstance(multi, MultiDeviceExecutable)
+    parts = [exe for _, exe in multi.partitions]
+    assert all(exe.backend == "llvm" and not exe.parallel for exe in parts)
+    # A virtual CPU is one core: even a large kernel calls its entry, never the thread pool.
+    assert all(".ctypes.data" in exe.driver_source() for exe in parts if exe.kernels)
+
+
 def test_kernel_listing_shows_loop_ir():
     f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
     f(np.ones(5, np.float32))
