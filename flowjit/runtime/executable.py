@@ -163,7 +163,7 @@ class Executable:
 
     def _compile_llvm_kernels(self) -> None:
         # Imported here so that `import flowjit` (and the numba backend) load no llvmlite.
-        from flowjit.codegen_llvm.render import compile_kernel
+        from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
         from flowjit.lowering import Unsupported, lower_block
         for op in self.function.body.ops:
             if op.primitive.role != "kernel":
@@ -178,7 +178,11 @@ class Executable:
             # The driver writes only a kernel's one output into an input.
             in_place = (tuple(sorted(positions[n] for n in kernel.in_place[0]))
                         if len(kernel.outputs) == 1 and kernel.in_place else ())
-            self.kernels[op.id] = LLVMKernel(kernel, compile_kernel(kernel), in_place,
+            try:
+                compiled = compile_kernel(kernel)
+            except KernelRenderError as e:
+                raise KernelRenderError(f"kernel {name} from {op.attrs.get('lines', '?')}: {e}") from e
+            self.kernels[op.id] = LLVMKernel(kernel, compiled, in_place,
                                              [(tuple(r.type.shape), r.type.dtype.np) for r in op.results])
 
     def _compile_blocks(self) -> None:

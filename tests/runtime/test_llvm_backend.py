@@ -156,6 +156,15 @@ def test_a_program_on_virtual_cpus_runs_its_partitions_on_llvm_serially(monkeypa
     assert all(".ctypes.data" in exe.driver_source() for exe in parts if exe.kernels)
 
 
+def test_a_kernel_llvm_rejects_names_the_users_line(monkeypatch):
+    from flowjit.codegen_llvm import render
+
+    monkeypatch.setattr(render, "render_kernel", lambda kernel: "this is not LLVM IR")
+    f = fj.function(lambda x: fj.sin(x) * 3, backend="llvm")
+    with pytest.raises(render.KernelRenderError, match=r"kernel sin_mul.* from .*test_llvm_backend.py:\d+"):
+        f(np.ones(3, np.float32))
+
+
 def test_kernel_listing_shows_loop_ir():
     f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
     f(np.ones(5, np.float32))
