@@ -242,6 +242,28 @@ def test_loops_vectorize_without_libm(name):
     assert not calls, f"{name}: calls {calls}"
 
 
+@pytest.mark.parametrize("op", ["exp", "tanh"])
+def test_without_fma_the_multiply_adds_split_and_bounds_hold(op, x32):
+    """On a CPU without FMA (sandybridge), ``llvm.fmuladd`` becomes a multiply and an add,
+    not a libm ``fmaf`` call per element, and scalar_math's unfused bounds hold: exp32's 1
+    ulp, tanh32's 6 (7 from NumPy)."""
+    target = jit.host_target("sandybridge")
+    text = loop_module(f"{op}.f32", np.float32)
+    optimized = str(jit.optimize(text, target))
+    assert _VECTOR.search(optimized) and not {c for c in _CALL.findall(optimized) if not c.startswith("llvm.")}
+    assert b"fmaf" not in jit.compile_object(text, target)  # no libm symbol in the machine code
+    x = x32
+    out = np.empty_like(x)
+    lib = jit.load(text, target)
+    lib.function("k", None, [ctypes.c_void_p] * 2 + [ctypes.c_int64])(x.ctypes.data, out.ctypes.data, x.size)
+    bound = {"exp": (MAX_ULP_EXACT, MAX_ULP_NUMPY32), "tanh": (6, 7)}[op]
+    d, where = worst(out, exact(op, x), x)
+    assert d <= bound[0], f"{op}.f32 unfused: {d} ulp {where}"
+    with np.errstate(all="ignore"):
+        d, where = worst(out, getattr(np, op)(x), x)
+    assert d <= bound[1], f"{op}.f32 unfused: {d} ulp from NumPy {where}"
+
+
 def test_function_is_defined_once_internal_and_inlined():
     mod = ir.Module("once")
     f = intrinsics.function(mod, "tanh.f32")
