@@ -3,7 +3,8 @@
 ``import flowjit as fj``; decorate with ``@fj.function``; use ``fj.*`` with NumPy's names.
 This module only re-exports the public API. The backends (``codegen_cpu``, ``codegen_cuda``)
 load on first use: numba (and the SciPy it pulls in) is imported by the first compile, or by
-the first ``fj.codegen_cpu`` / ``fj.cache_stats`` access, not by ``import flowjit``.
+the first ``fj.codegen_cpu`` access, not by ``import flowjit``; ``backend="llvm"`` imports
+llvmlite alone.
 """
 
 import importlib
@@ -141,8 +142,9 @@ _LAZY_MODULES = ("codegen_cpu", "codegen_cuda")
 
 
 def __getattr__(name: str) -> Any:
-    """``fj.codegen_cpu``, ``fj.codegen_cuda`` and ``fj.cache_stats``, imported on first use
-    (a module-level ``__getattr__``, PEP 562), so ``import flowjit`` loads no compiler."""
+    """``fj.codegen_cpu`` and ``fj.codegen_cuda``, imported on first use (a module-level
+    ``__getattr__``, PEP 562), so ``import flowjit`` loads no compiler; ``fj.cache_stats``,
+    which imports none."""
     if name in _LAZY_MODULES:
         return importlib.import_module(f"flowjit.{name}")
     if name == "cache_stats":
