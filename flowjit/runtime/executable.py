@@ -303,7 +303,8 @@ class Executable:
                     call_ins = []
                     for n, v in zip(ins, st.op.inputs):
                         if v.id not in made_by_kernel:
-                            lines.append(f"    c{n} = contiguous({n})")
+                            if f"c{n}" not in call_ins:  # an op may read one value twice
+                                lines.append(f"    c{n} = contiguous({n})")
                             n = f"c{n}"
                         call_ins.append(n)
                     shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]
@@ -330,7 +331,7 @@ class Executable:
                             lines.append(f"    {n} = {n}.reshape(())")
             line_ops.update((n, st.op) for n in range(first + 1, len(lines) + 1))
             dead = [names[s] for s in st.free if names[s] not in args]  # the caller holds the arguments
-            dead += [n for n in call_ins if n.startswith("cv")] if isinstance(k, LLVMKernel) else []
+            dead += list(dict.fromkeys(n for n in call_ins if n.startswith("cv"))) if isinstance(k, LLVMKernel) else []
             if dead:
                 lines.append(f"    del {', '.join(dead)}")
         rets = [f"own({names[s]}, ({', '.join(args)}{',' if len(args) == 1 else ''}))" if check else names[s]

@@ -165,6 +165,25 @@ def test_a_kernel_llvm_rejects_names_the_users_line(monkeypatch):
         f(np.ones(3, np.float32))
 
 
+def test_a_kernel_reading_one_strided_value_twice():
+    from flowjit.ir.parser import parse
+    from flowjit.runtime.executable import Executable
+
+    fn = parse("""func @f(%x: f32[3,3]) -> (f32[3,3]) {
+      %0 = fusion %x, %x {name="mul_add", lines="prog.py:1"} : f32[3,3] {
+        ^(%1: f32[3,3], %2: f32[3,3])
+        %3 = mul %1, %2 : f32[3,3]
+        %4 = add %3, %1 : f32[3,3]
+        return %4
+      }
+      return %0
+    }""")
+    exe = Executable(fn, "llvm")
+    x = np.arange(9, dtype=np.float32).reshape(3, 3).T
+    for _ in range(2):  # the first call and the driver (one contiguous copy, released once)
+        np.testing.assert_array_equal(exe([x])[0], x * x + x)
+
+
 def test_kernel_listing_shows_loop_ir():
     f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
     f(np.ones(5, np.float32))
