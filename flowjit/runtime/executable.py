@@ -477,9 +477,9 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
     ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels, with LLVM's
     fast-math flags when ``fastmath``; ``llvm`` lowers them to loop IR and compiles them
-    through llvmlite, never importing numba (``fastmath`` has no effect there); ``interpreter`` runs the optimized
-    program on the NumPy interpreter). ``device`` is the default device (``cpu:0``): where arguments
-    live and unplaced ops go. A program placed on other devices than ``cpu:0`` becomes a
+    through llvmlite, never importing numba (``fastmath`` has no effect there);
+    ``interpreter`` runs the optimized program on the NumPy interpreter). ``device`` is the
+    default device (``cpu:0``): where arguments live and unplaced ops go. A program placed on other devices than ``cpu:0`` becomes a
     ``MultiDeviceExecutable``: one partition per device, run concurrently. ``soft``
     (TensorFlow's soft placement): an op whose ``fj.device`` cannot run it runs on the
     cheapest device that can, instead of raising PlacementError."""
