@@ -479,10 +479,11 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
     fast-math flags when ``fastmath``; ``llvm`` lowers them to loop IR and compiles them
     through llvmlite, never importing numba (``fastmath`` has no effect there);
     ``interpreter`` runs the optimized program on the NumPy interpreter). ``device`` is the
-    default device (``cpu:0``): where arguments live and unplaced ops go. A program placed on other devices than ``cpu:0`` becomes a
-    ``MultiDeviceExecutable``: one partition per device, run concurrently. ``soft``
-    (TensorFlow's soft placement): an op whose ``fj.device`` cannot run it runs on the
-    cheapest device that can, instead of raising PlacementError."""
+    default device (``cpu:0``): where arguments live and unplaced ops go. A program placed
+    on other devices than ``cpu:0`` becomes a ``MultiDeviceExecutable``: one partition per
+    device, run concurrently. ``soft`` (TensorFlow's soft placement): an op whose
+    ``fj.device`` cannot run it runs on the cheapest device that can, instead of raising
+    PlacementError."""
     if interpret:
         return Executable(function, "interpreter", device or "cpu:0")
     target = _target(device, soft)
