@@ -73,12 +73,17 @@ class LLVMKernel:
         return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.compiled.address)
 
 
-def _contiguous(x: np.ndarray) -> np.ndarray:
-    # LLVM kernels take C-contiguous arrays (an argument or a view may be strided, a NumPy
-    # reference may return a scalar); unlike np.ascontiguousarray this keeps 0-d 0-d.
-    if type(x) is np.ndarray and x.flags.c_contiguous:
+def _contiguous(x: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    # An LLVM kernel reads raw memory: a C-contiguous array of exactly the traced dtype and
+    # shape (an argument or a view may be strided, a NumPy reference may return a scalar or
+    # another dtype). Unlike np.ascontiguousarray this keeps 0-d 0-d.
+    if type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous:
         return x
-    return np.ascontiguousarray(x).reshape(np.shape(x))
+    y = np.ascontiguousarray(x, dtype=dtype).reshape(np.shape(x))
+    if y.shape != shape:
+        raise ValueError(f"a kernel compiled for an array of shape {shape} got one of shape {y.shape}: "
+                         f"call the function with the shapes it was traced for")
+    return y
 
 
 @dataclass
@@ -304,7 +309,8 @@ class Executable:
                     for n, v in zip(ins, st.op.inputs):
                         if v.id not in made_by_kernel:
                             if f"c{n}" not in call_ins:  # an op may read one value twice
-                                lines.append(f"    c{n} = contiguous({n})")
+                                env[f"t{n}"] = (v.type.dtype.np, tuple(v.type.shape))
+                                lines.append(f"    c{n} = contiguous({n}, *t{n})")
                             n = f"c{n}"
                         call_ins.append(n)
                     shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]

@@ -184,6 +184,18 @@ def test_a_kernel_reading_one_strided_value_twice():
         np.testing.assert_array_equal(exe([x])[0], x * x + x)
 
 
+def test_the_driver_never_hands_a_kernel_memory_of_another_dtype_or_shape():
+    # The kernel's C entry reads raw memory: a float64 array given to a float32 program is
+    # converted, not read as float32s, and a wrong shape raises instead of reading past it.
+    f = fj.function(lambda x: x * 2 + 1, backend="llvm")
+    x = np.arange(8, dtype=np.float32)
+    f(x)
+    exe = executable(f)
+    np.testing.assert_array_equal(exe.run(x.astype(np.float64))[0], x * 2 + 1)
+    with pytest.raises(ValueError, match=r"shape \(8,\) got one of shape \(4,\)"):
+        exe.run(x[:4])
+
+
 def test_kernel_listing_shows_loop_ir():
     f = fj.function(lambda x: fj.exp(x).sum(), backend="llvm")
     f(np.ones(5, np.float32))
