@@ -260,6 +260,19 @@ def test_adam_trains_a_digits_mlp_on_llvm():
     np.testing.assert_allclose(losses, want, rtol=2e-3, atol=1e-5)
 
 
+def test_cache_stats_sum_both_backends():
+    from flowjit.codegen_cpu import kernel_stats
+    from flowjit.codegen_llvm import cache_stats as llvm_stats
+
+    parts = kernel_stats(), llvm_stats()
+    total = fj.cache_stats()
+    assert set(total) == {"compiled", "loaded", "reused"}
+    assert all(total[k] == parts[0][k] + parts[1][k] for k in total)
+    before = fj.cache_stats()["compiled"]
+    fj.function(lambda x: fj.sin(x) * 7.25 - 1, backend="llvm")(np.ones(3, np.float32))
+    assert fj.cache_stats()["compiled"] == before + 1
+
+
 CACHED_RUN = """
 import json, sys
 import numpy as np
