@@ -57,20 +57,22 @@ class LLVMKernel:
 
     def entry(self, shapes: Sequence[tuple[int, ...]], parallel: bool = True) -> Callable[..., int] | None:
         """The kernel's C entry as a ctypes function of (data pointers, then every
-        dimension) when a call on arrays of ``shapes`` may skip ``compiled``'s checks and
-        chunking: no temps (it always returns 0) and no parallel split at these sizes (or
-        none wanted: ``parallel`` False). None: call ``compiled``."""
+        dimension), returning 1 when its temps could not be allocated, for a call on arrays
+        of ``shapes`` that needs none of ``compiled``'s chunking: no parallel split at these
+        sizes (or none wanted: ``parallel`` False). None: call ``compiled``."""
         import ctypes
 
         from flowjit.codegen_llvm import render
         from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
-        if any(b.role == "temp" for b in self.kernel.buffers):
-            return None
         if (parallel and render.chunk_loop(self.kernel) is not None
                 and max(math.prod(s) for s in shapes) >= PARALLEL_MIN_ELEMENTS):
             return None
         arity = len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
         return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.compiled.address)
+
+
+def _out_of_memory(kernel: str) -> None:
+    raise MemoryError(f"kernel {kernel}: out of memory for its temp buffers")
 
 
 def _contiguous(x: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -272,7 +274,7 @@ class Executable:
         # the buffer pool, NumPy references for the other ops, and `del` where the memory
         # plan releases a buffer. A call costs the kernels' dispatches and little else.
         env: dict[str, Any] = {"empty": POOL.empty, "np_empty": np.empty, "run_op": run_op, "own": self._own,
-                               "contiguous": _contiguous}
+                               "contiguous": _contiguous, "out_of_memory": _out_of_memory}
         made_by_kernel = {r.id for st in self._steps if st.kernel is not None for r in st.op.results}
         names = {s: f"v{s}" for s in range(self._n_slots)}
         returned = {v.id for v in self.function.returns}
@@ -323,6 +325,8 @@ class Executable:
                         pointer = ".ctypes.data"
                         dims = "".join(f", {d}" for shape in shapes for d in shape)
                         template = f"    k{i}({', '.join(f'{n}.ctypes.data' for n in call_ins)}, {{}}{dims})"
+                        if any(b.role == "temp" for b in k.kernel.buffers):
+                            template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.kernel.name!r})"
                 else:
                     call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
                     template = f"    k{i}({', '.join(call_ins)}, {{}})"
