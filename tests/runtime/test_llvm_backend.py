@@ -229,6 +229,21 @@ def test_fori_loop_on_llvm():
     assert any(isinstance(k, LLVMKernel) for b in blocks for k in b.kernels.values())
 
 
+def test_scan_and_cond_on_llvm():
+    def program(xs):
+        def step(c, x):
+            c = fj.cond((x.sum() > 0), lambda: c + fj.exp(x) * 0.5, lambda: c * 0.9 - x)
+            return c, c.sum()
+        return fj.scan(step, fj.zeros(4, np.float32), xs)
+
+    xs = np.random.default_rng(1).standard_normal((20, 4)).astype(np.float32)
+    f = fj.function(program, backend="llvm")
+    for _ in range(2):
+        assert_matches(f(xs), fj.function(program, interpret=True)(xs))
+    blocks = [b for runners in executable(f).control_blocks.values() for b in runners]
+    assert blocks and all(b.backend == "llvm" for b in blocks)
+
+
 def digits_mlp_step(backend: str):
     """An MLP (gelu, layer norm) on 128 digits with Adam on the mean cross-entropy."""
     from sklearn.datasets import load_digits
