@@ -22,7 +22,7 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
-from flowjit.ir.errors import FlowjitError
+from flowjit.ir.errors import BUG_REPORT, FlowjitError
 
 from . import objcache
 
@@ -120,8 +120,7 @@ def _fail(name: str, ir_text: str, err: Exception) -> LLVMCompileError:
     path = objcache.save_failed(ir_text)
     where = f"; its IR is saved in {path}" if path else ""
     return LLVMCompileError(
-        f"LLVM rejected module {name!r}: {str(err).strip()}{where}. This is a flowjit bug: "
-        "please report it with that file.")
+        f"LLVM rejected module {name!r}: {str(err).strip()}{where}; {BUG_REPORT}")
 
 
 def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module") -> Any:

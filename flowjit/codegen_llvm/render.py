@@ -704,7 +704,9 @@ def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> Comp
     except Exception as e:
         raise KernelRenderError(
             f"the LLVM renderer failed on kernel {kernel.name!r}: {str(e).strip()[:2000]}; its loop IR and "
-            f"LLVM IR are saved in {_save(kernel, ir_text)}. {BUG_REPORT}") from e
+            f"LLVM IR are saved in {_save(kernel, ir_text)}"
+            # jit's own error already says whose bug it is
+            f"{'' if isinstance(e, jit.LLVMCompileError) else '. ' + BUG_REPORT}") from e
     return CompiledKernel(kernel, lib)
 
 
