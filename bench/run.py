@@ -11,12 +11,14 @@ gelu, softmax, layernorm, dispatch, matmul, compile (first-call latency, cold an
 mlp_step (one SGD training step of an MLP 784-256-256-10, batch 256; then its first step
 in a new process, cold and from the disk caches).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
-range); ``ratio`` is flowjit (numba)'s median over the fastest peer's (above 1: flowjit is
-slower); ``%BW`` is bytes read+written per second as a fraction of the bandwidth of a copy
-timed in the same rounds as the row (the machine's bandwidth swings while the run goes on).
-Threads: 2 everywhere (NUMBA_NUM_THREADS, OMP/MKL/OpenBLAS, torch.set_num_threads); change
-with ``--threads``. This module imports only the standard library at the top, so the thread
-settings are in the environment before NumPy, numba, JAX or torch load.
+range); the ratios are flowjit's median on each backend (numba, the default; llvm, the
+opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
+llvm's over numba's; ``%BW`` is bytes read+written per second as a fraction of the bandwidth
+of a copy timed in the same rounds as the row (the machine's bandwidth swings while the run
+goes on). Threads: 2 everywhere (NUMBA_NUM_THREADS, FLOWJIT_NUM_THREADS for the llvm
+backend's pool, OMP/MKL/OpenBLAS, torch.set_num_threads); change with ``--threads``. This
+module imports only the standard library at the top, so the thread settings are in the
+environment before NumPy, numba, JAX or torch load.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ if __package__ in (None, ""):          # run as a script: make ``bench`` importa
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 THREAD_VARS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "FLOWJIT_NUM_THREADS")
 
 
 def parse_args(argv: list[str] | None):
@@ -51,7 +53,7 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--repeat", type=int, default=None, help="timed samples per cell (default 10; 3 with --quick)")
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--record", action="store_true", help="write the table to bench/results/<host>-<date>.md")
-    p.add_argument("--peers", default="", help="comma-separated columns to run: fj,interp,numpy,jax,torch,compile")
+    p.add_argument("--peers", default="", help="comma-separated columns to run: fj,llvm,interp,numpy,jax,torch,compile")
     p.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
     args = p.parse_args(argv)
     only = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -170,12 +172,13 @@ def machine(ctx) -> list[str]:
             mem = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
     except (OSError, ValueError, IndexError):
         mem = "unknown"
-    versions = ", ".join(f"{m} {ctx.version(m)}" for m in ("flowjit", "numpy", "numba", "jax", "torch"))
+    versions = ", ".join(f"{m} {ctx.version(m)}" for m in ("flowjit", "numpy", "numba", "llvmlite", "jax", "torch",
+                                                           "tensorflow"))
     return [f"- CPU: {cpu_model()}; {os.cpu_count()} logical cores ({affinity} usable); memory {mem}",
             f"- OS: {platform.platform()}; Python {platform.python_version()}",
             f"- Versions: {versions}",
             f"- flowjit commit: {git_commit()}",
-            f"- Threads: {ctx.threads} ({', '.join(THREAD_VARS[:4])}, torch.set_num_threads); "
+            f"- Threads: {ctx.threads} ({', '.join(THREAD_VARS[:4])}, FLOWJIT_NUM_THREADS, torch.set_num_threads); "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}; numba threading layer {numba_layer()}; "
             "JAX/XLA uses its default pool (all usable cores)"]
 
@@ -206,11 +209,13 @@ def render(ctx, rows) -> list[str]:
                   "divides by the same copy timed in that row's rounds (column \"copy, same rounds\").", ""]
     if main_rows:
         cols = [(k, h) for k, h in COLUMNS if k in ctx.columns]
-        heads = ["workload"] + [h for _, h in cols] + ["flowjit/best peer", "%BW flowjit", "%BW best peer",
+        heads = ["workload"] + [h for _, h in cols] + ["numba/best peer", "llvm/best peer", "llvm/numba",
+                                                        "%BW numba", "%BW llvm", "%BW best peer",
                                                         "copy, same rounds"]
         lines += ["### flowjit against its peers (median per call)", ""]
         lines += table(heads, [[r.label] + [r.cells[k].text if k in r.cells else "—" for k, _ in cols]
-                               + [r.ratio, r.bw_fj or "—", r.bw_best or "—",
+                               + [r.ratio or "—", r.ratio_llvm or "—", r.llvm_vs_numba or "—", r.bw_fj or "—",
+                                  r.bw_llvm or "—", r.bw_best or "—",
                                   f"{r.copy_gbps:.1f} GB/s" if r.copy_gbps else "—"] for r in main_rows])
         lines.append("")
     notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
@@ -269,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = header + machine(ctx) + load_line + [""] + render(ctx, rows)
     explain = ["Cells: median time per call over the timed samples, after warm-up (the first call compiles "
                "and is checked against a float64 NumPy reference); ± is the interquartile range over the median. "
-               "flowjit/best peer: flowjit (numba)'s median over the fastest of NumPy, JAX jit, torch eager and "
-               "torch.compile (above 1: flowjit is slower). %BW: bytes read + written per second over the "
-               "bandwidth of the numba copy timed in the same rounds as the row's columns.", ""]
+               "numba/best peer and llvm/best peer: flowjit's median on that backend over the fastest of NumPy, "
+               "JAX jit, torch eager and torch.compile (above 1: flowjit is slower); llvm/numba: the llvm "
+               "backend's median over the numba backend's (above 1: llvm is slower). %BW: bytes read + written "
+               "per second over the bandwidth of the numba copy timed in the same rounds as the row's columns.", ""]
     text = "\n".join(lines + explain + render_errors(ctx))
     print(text)
     if args.record:

@@ -15,7 +15,7 @@ from bench.workloads import defs
 from bench.workloads.common import Case, Ctx, Row, run_case
 
 COLUMNS = (("numba", "numba prange, into buffer"), ("numpy", "NumPy out= (1 thread)"),
-           ("torch", "torch out="), ("fj", "flowjit (numba), new array"))
+           ("torch", "torch out="), ("fj", "flowjit (numba), new array"), ("llvm", "flowjit (llvm), new array"))
 SCALE = np.float32(3.0)
 
 _kernels: dict[str, object] = {}
@@ -79,10 +79,10 @@ def _numpy_triad(a, b, c):
     return lambda: run
 
 
-def _fj_triad(b, c):
+def _fj_triad(b, c, backend: str):
     def build():
         import flowjit as fj
-        g = fj.function(defs.fj_triad, backend="numba")
+        g = fj.function(defs.fj_triad, backend=backend)
         return lambda: g(b, c, float(SCALE))
     return build
 
@@ -128,7 +128,8 @@ def run(ctx: Ctx) -> list[Row]:
     triad_ref = (b.astype(np.float64) + float(SCALE) * c.astype(np.float64)).astype(np.float32)
     triad = Case("bandwidth", f"triad f32[{n}]",
                  {"numba": _numba_triad(a, b, c), "numpy": _numpy_triad(a, b, c),
-                  "torch": _torch(ctx, a, b, c, "triad"), "fj": _fj_triad(b, c)},
+                  "torch": _torch(ctx, a, b, c, "triad"), "fj": _fj_triad(b, c, "numba"),
+                  "llvm": _fj_triad(b, c, "llvm")},
                  reference=triad_ref, tol=1e-6, bytes_moved=12 * n,
                  note="NumPy's triad is two passes (multiply, then add) over the buffer")
     return [copy_row, run_case(triad, ctx, columns=COLUMNS)]

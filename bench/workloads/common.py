@@ -26,9 +26,11 @@ from typing import Any
 
 import numpy as np
 
-# (key, header). ``fj`` is flowjit's compiled backend; the ratio compares it with the peers.
-COLUMNS = (("fj", "flowjit (numba)"), ("interp", "flowjit (interp)"), ("numpy", "NumPy"),
-           ("jax", "JAX jit"), ("torch", "torch eager"), ("compile", "torch.compile"))
+# (key, header). ``fj`` is flowjit's default compiled backend (numba) and ``llvm`` the opt-in
+# one (loop IR -> llvmlite); the ratios compare each with the peers, and llvm with numba.
+COLUMNS = (("fj", "flowjit (numba)"), ("llvm", "flowjit (llvm)"), ("interp", "flowjit (interp)"),
+           ("numpy", "NumPy"), ("jax", "JAX jit"), ("torch", "torch eager"), ("compile", "torch.compile"))
+BACKENDS = {"fj": "numba", "llvm": "llvm", "interp": "interpreter"}   # flowjit's columns
 HEADERS = dict(COLUMNS)
 PEERS = ("numpy", "jax", "torch", "compile")
 COPY_KEY = "_copy"   # the copy timed alongside a %BW row's columns; never a column itself
@@ -64,8 +66,11 @@ class Row:
     workload: str
     label: str
     cells: dict[str, Cell] = field(default_factory=dict)
-    ratio: str = ""
+    ratio: str = ""                   # flowjit (numba) over the best peer
+    ratio_llvm: str = ""              # flowjit (llvm) over the best peer
+    llvm_vs_numba: str = ""           # flowjit (llvm) over flowjit (numba)
     bw_fj: str = ""
+    bw_llvm: str = ""
     bw_best: str = ""
     note: str = ""
     copy_gbps: float | None = None    # the copy timed in this row's rounds, for its %BW
@@ -113,6 +118,8 @@ class Ctx:
 
     def version(self, name: str) -> str:
         try:
+            if name == "tensorflow":   # not a peer yet: its version only, without importing it
+                return _distribution_version("tensorflow-cpu", "tensorflow")
             if name in ("jax", "torch"):
                 return self.module(name).__version__
             mod = __import__(name)
@@ -121,6 +128,16 @@ class Ctx:
             return f"not importable ({getattr(e, 'reason', '')})"
         except Exception as e:
             return f"unavailable ({short_error(e)})"
+
+
+def _distribution_version(*names: str) -> str:
+    from importlib import metadata
+    for name in names:
+        try:
+            return f"{metadata.version(name)} ({name}; no column yet)"
+        except metadata.PackageNotFoundError:
+            pass
+    return "not installed"
 
 
 # ---- builders ---------------------------------------------------------------------------------
@@ -165,10 +182,9 @@ def torch_builder(ctx: Ctx, f_name: str, args: list, compiled: bool) -> Builder:
 
 
 def standard_builders(ctx: Ctx, name: str, args: list) -> dict[str, Builder]:
-    """All six columns for a workload defined in ``defs`` under ``name``."""
+    """Every column for a workload defined in ``defs`` under ``name``."""
     from bench.workloads import defs
-    return {"fj": fj_builder(defs.FJ[name], "numba", args),
-            "interp": fj_builder(defs.FJ[name], "interpreter", args),
+    return {**{key: fj_builder(defs.FJ[name], backend, args) for key, backend in BACKENDS.items()},
             "numpy": np_builder(defs.NP[name], args),
             "jax": jax_builder(ctx, name, args),
             "torch": torch_builder(ctx, name, args, compiled=False),
@@ -303,19 +319,32 @@ def _error(ctx: Ctx, row: Row, header: str, short: str, full: str) -> Cell:
 
 
 def fill_ratios(row: Row, ctx: Ctx, bytes_moved: int | None = None) -> None:
-    """flowjit (numba) over the best peer, and the fraction of copy bandwidth."""
+    """flowjit (numba) and flowjit (llvm) over the best peer, llvm over numba, and the
+    fractions of copy bandwidth."""
     peers = [(row.cells[k].seconds, k) for k in PEERS if k in row.cells and row.cells[k].ok]
     best = min(peers) if peers else None
-    fj = row.cells.get("fj")
-    if fj is not None and fj.ok and best is not None:
-        row.ratio = f"{fj.seconds / best[0]:.2f}x vs {HEADERS[best[1]]}"
-    elif best is None:
-        row.ratio = "— (no peer ran)"
-    else:
-        row.ratio = "— (flowjit failed)"
+    fj, llvm = row.cells.get("fj"), row.cells.get("llvm")
+    row.ratio = _ratio(fj, best, "numba")
+    row.ratio_llvm = _ratio(llvm, best, "llvm")
+    if fj is not None and fj.ok and llvm is not None and llvm.ok:
+        row.llvm_vs_numba = f"{llvm.seconds / fj.seconds:.2f}x"
     copy_gbps = row.copy_gbps or ctx.copy_gbps
     if bytes_moved and copy_gbps:
+        def share(seconds: float) -> str:
+            return f"{100 * bytes_moved / seconds / 1e9 / copy_gbps:.0f}%"
         if fj is not None and fj.ok:
-            row.bw_fj = f"{100 * bytes_moved / fj.seconds / 1e9 / copy_gbps:.0f}%"
+            row.bw_fj = share(fj.seconds)
+        if llvm is not None and llvm.ok:
+            row.bw_llvm = share(llvm.seconds)
         if best is not None:
-            row.bw_best = f"{100 * bytes_moved / best[0] / 1e9 / copy_gbps:.0f}% ({HEADERS[best[1]]})"
+            row.bw_best = f"{share(best[0])} ({HEADERS[best[1]]})"
+
+
+def _ratio(cell: Cell | None, best: tuple[float, str] | None, backend: str) -> str:
+    if best is None:
+        return "— (no peer ran)"
+    if cell is None or cell.skipped:
+        return "—"
+    if not cell.ok:
+        return f"— ({backend} failed)"
+    return f"{cell.seconds / best[0]:.2f}x vs {HEADERS[best[1]]}"

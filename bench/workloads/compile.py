@@ -6,7 +6,8 @@ run), measured in a subprocess (``first_call.py``); the second call's time follo
 parentheses, so the compile cost is about their difference. flowjit's kernels are cached
 under ``FLOWJIT_CACHE_DIR``, torch.compile's under ``TORCHINDUCTOR_CACHE_DIR``, and JAX uses
 its persistent compilation cache; the interpreter compiles nothing and has no disk cache.
-NumPy and torch eager compile nothing and have no cell here.
+NumPy and torch eager compile nothing and have no cell here. A last row times ``import
+flowjit`` (and ``import jax``, ``import torch``) alone in new processes.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 
-from bench.workloads.common import COLUMNS, Cell, Ctx, Row, Skip, fill_ratios, fmt_time
+from bench.workloads.common import BACKENDS, COLUMNS, HEADERS, Cell, Ctx, Row, Skip, fill_ratios, fmt_time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-IMPLS = ("fj", "interp", "jax", "compile")
-PACKAGE = {"fj": "flowjit", "interp": "flowjit", "jax": "jax", "compile": "torch"}
+IMPLS = ("fj", "llvm", "interp", "jax", "compile")
+PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "jax": "jax", "compile": "torch"}
 TIMEOUT_S = 600
 
 
@@ -110,9 +112,60 @@ def run(ctx: Ctx) -> list[Row]:
         cold, warm, imports, notes = first_call_rows(ctx, "compile", f"first call {workload} f32[{shape}]",
                                                      workload, size)
         cold.note = "import+setup before the timed call: " + ", ".join(imports) if imports else ""
-        if notes["cold"]:
-            cold.note += ("; " if cold.note else "") + "flowjit cold: " + next(iter(notes["cold"].values()))
-        if notes["warm"]:
-            warm.note = "flowjit warm: " + next(iter(notes["warm"].values()))
+        for r, mode in ((cold, "cold"), (warm, "warm")):
+            for key, note in notes[mode].items():
+                r.note += ("; " if r.note else "") + f"flowjit ({BACKENDS[key]}) {mode}: {note}"
         rows += [cold, warm]
-    return rows
+    return rows + [import_row(ctx)]
+
+
+# The import each column's first call pays in a new process (flowjit's is the same for both
+# backends: ``import flowjit`` loads no compiler).
+IMPORTS = {"fj": "flowjit", "jax": "jax", "torch": "torch"}
+IMPORT_SRC = ("import sys, time; t0 = time.perf_counter(); import {0}; t = time.perf_counter() - t0; "
+              "print(t, int('numba' in sys.modules))")
+
+
+def import_row(ctx: Ctx) -> Row:
+    """``import flowjit`` (and ``import jax``, ``import torch``) in new processes: the median
+    over ``--repeat`` processes (at most 7), alternated between the modules."""
+    columns = [k for k, _ in COLUMNS if k in ctx.columns]
+    todo = [k for k in columns if k in IMPORTS]
+    row = Row("compile", "import, new process")
+    for key in columns:
+        if key not in IMPORTS:
+            row.cells[key] = Cell(text="—", skipped=True)
+    for key in list(todo):
+        if key != "fj":
+            try:
+                ctx.module(IMPORTS[key])
+            except Skip as e:
+                row.cells[key] = Cell(text=f"skipped: {e}", skipped=True)
+                todo.remove(key)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    samples: dict[str, list[float]] = {k: [] for k in todo}
+    numba_seen = False
+    for _ in range(min(ctx.repeat, 7)):
+        for key in list(samples):
+            ctx.log(f"  {row.label}: import {IMPORTS[key]}")
+            p = subprocess.run([sys.executable, "-c", IMPORT_SRC.format(IMPORTS[key])], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=TIMEOUT_S)
+            if p.returncode != 0:
+                error = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+                ctx.errors.append((row.label, HEADERS[key], p.stderr[-4000:] or error))
+                row.cells[key] = Cell(text=f"ERROR {error[:100]}", error=error)
+                del samples[key]
+                continue
+            seconds, numba = p.stdout.split()
+            samples[key].append(float(seconds))
+            numba_seen |= key == "fj" and numba == "1"
+    for key, xs in samples.items():
+        med = statistics.median(xs)
+        row.cells[key] = Cell(seconds=med, text=f"{fmt_time(med, 'ms')} ({min(xs) * 1e3:.0f}-{max(xs) * 1e3:.0f} ms)")
+    fill_ratios(row, ctx)
+    if "fj" in samples:
+        row.note = (f"median of {len(samples['fj'])} new processes (range in parentheses), modules alternated; "
+                    f"`import flowjit` is the same for both backends and {'imports' if numba_seen else 'loads no'} "
+                    "numba; torch's cell is `import torch` (torch.compile's too)")
+    return row

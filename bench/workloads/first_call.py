@@ -2,8 +2,9 @@
 
 ``python -m bench.workloads.first_call IMPL WORKLOAD SIZE`` prints one JSON line:
 ``{"import_s", "first_s", "second_s", "note"}`` or ``{"error"}``. IMPL is one of ``fj``
-(flowjit, numba backend), ``interp`` (flowjit interpreter), ``jax`` (jax.jit) or ``compile``
-(torch.compile). The caches it uses come from the environment the parent sets up
+(flowjit, numba backend), ``llvm`` (flowjit, llvm backend), ``interp`` (flowjit interpreter),
+``jax`` (jax.jit) or ``compile`` (torch.compile). flowjit's note gives ``fj.cache_stats()``
+and whether the process imported numba. The caches it uses come from the environment the parent sets up
 (``FLOWJIT_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``BENCH_JAX_CACHE_DIR``).
 WORKLOAD ``mlp_step`` (SIZE: batch and layer widths) times the first training step of
 ``mlp_step.py``'s MLP instead of a function from ``defs``.
@@ -42,16 +43,17 @@ def main(argv: list[str]) -> int:
     try:
         t0 = time.perf_counter()
         from bench.workloads import defs
+        from bench.workloads.common import BACKENDS
         if workload == "mlp_step":
             from bench.workloads import mlp_step
             if impl not in mlp_step.IMPLS:
                 raise ValueError(f"unknown implementation {impl!r}")
             module = _jax() if impl == "jax" else _torch() if impl == "compile" else None
             call = mlp_step.setup(impl, *mlp_step.problem(size), module=module)[0]
-        elif impl in ("fj", "interp"):
+        elif impl in BACKENDS:
             import flowjit as fj
             args = defs.inputs(workload, size)
-            g = fj.function(defs.FJ[workload], backend="numba" if impl == "fj" else "interpreter")
+            g = fj.function(defs.FJ[workload], backend=BACKENDS[impl])
 
             def call():
                 return g(*args)
@@ -82,13 +84,11 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         call()
         second_s = time.perf_counter() - t0
-        if impl == "fj":
-            try:
-                from flowjit.codegen_cpu.compile import kernel_stats
-                st = kernel_stats()
-                note = f"kernels compiled {st.get('compiled', 0)}, loaded from disk {st.get('loaded', 0)}"
-            except Exception as e:  # an internal API; the timing stands without it
-                note = f"kernel_stats unavailable: {type(e).__name__}"
+        if impl in ("fj", "llvm"):
+            import flowjit as fj
+            st = fj.cache_stats()
+            note = (f"kernels compiled {st['compiled']}, loaded from disk {st['loaded']}, "
+                    f"numba {'imported' if 'numba' in sys.modules else 'not imported'}")
         print(json.dumps({"import_s": import_s, "first_s": first_s, "second_s": second_s, "note": note}))
         return 0
     except Exception as e:

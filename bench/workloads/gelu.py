@@ -30,6 +30,7 @@ def run(ctx: Ctx) -> list[Row]:
     for key in PEERS:
         if key in row.cells:
             fast.cells[key] = row.cells[key]
-    fast.cells.setdefault("interp", Cell(text="—", skipped=True))
+    for key in ("llvm", "interp"):     # the llvm backend ignores fastmath (README)
+        fast.cells.setdefault(key, Cell(text="—", skipped=True))
     fill_ratios(fast, ctx, fast_case.bytes_moved)
     return [row, fast]

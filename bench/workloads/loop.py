@@ -2,7 +2,8 @@
 pays per iteration when the loop lives inside the compiled program.
 
 - flowjit: ``fj.fori_loop`` in an ``@fj.function``; its body is one kernel, so the loop
-  runs as one native function (numba backend), or steps the interpreter (interp).
+  runs as one native function (numba backend), steps its body's native call in Python
+  (llvm backend, which has no loops yet), or steps the interpreter (interp).
 - NumPy: the same loop in Python over a NumPy float64 scalar.
 - JAX: ``jax.lax.fori_loop`` under ``jax.jit`` (an XLA while loop).
 - torch: the Python loop on a 0-d tensor (eager); torch.compile unrolls or breaks the
@@ -62,7 +63,7 @@ def run(ctx: Ctx) -> list[Row]:
             return v
         return loop
 
-    builders = {"fj": fj_build("numba"), "interp": fj_build("interpreter"), "numpy": np_build,
+    builders = {"fj": fj_build("numba"), "llvm": fj_build("llvm"), "interp": fj_build("interpreter"), "numpy": np_build,
                 "jax": jax_build, "torch": torch_build}
     case = Case("loop", f"fori_loop {steps:,} trivial iterations, f64", builders, reference=_reference(steps),
                 tol=1e-12, unit="ms", note="per call: the whole loop; torch.compile left out (a Python loop)")

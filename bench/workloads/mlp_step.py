@@ -9,7 +9,7 @@ loss is checked against the reference (1e-4). The timed calls go on training on 
 batch, so the parameters keep changing; the cells add steps/s and matmul GFLOP/s.
 
 - flowjit: ``fj.nn.Dense`` layers (Variables), ``fj.optim.SGD(0.01)``, the step one
-  ``@fj.function`` around ``opt.minimize`` (numba backend; also the interpreter).
+  ``@fj.function`` around ``opt.minimize`` (numba backend; also llvm and the interpreter).
 - NumPy: hand-written backprop with preallocated buffers (``out=``, in-place updates):
   the bar flowjit must reach.
 - JAX: ``jax.jit`` of a pure step (params in, new params and loss out), params donated.
@@ -31,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.workloads.common import Case, Ctx, Row, run_case
+from bench.workloads.common import BACKENDS, Case, Ctx, Row, run_case
 
 LR = 0.01
 # No ReLU input within 1e-5 of zero at either size with this seed, so float32 rounding flips
 # no ReLU mask against the float64 reference (seed 0 has one at 1.4e-7: its W1 differs by 5e-3).
 SEED = 3
-IMPLS = ("fj", "interp", "jax", "compile")          # columns of the first-step rows
-PACKAGE = {"fj": "flowjit", "interp": "flowjit", "numpy": "numpy", "jax": "jax", "torch": "torch",
+IMPLS = ("fj", "llvm", "interp", "jax", "compile")          # columns of the first-step rows
+PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "numpy": "numpy", "jax": "jax", "torch": "torch",
            "compile": "torch"}
 WARMUP_STEPS, WARMUP_S = 30, 1.0   # steps after the checked one, before timing (at most that long)
 UPDATE_TOL = 1e-3    # the update (init - new) / lr against the float64 gradient, relative to max |g|
@@ -242,8 +242,8 @@ def torch_setup(torch: Any, params: list[np.ndarray], x: np.ndarray, y: np.ndarr
 
 def setup(impl: str, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, module: Any = None) -> Setup:
     """The column ``impl``; ``module`` is jax or torch for their columns."""
-    if impl in ("fj", "interp"):
-        return fj_setup(params, x, y, "numba" if impl == "fj" else "interpreter")
+    if impl in BACKENDS:
+        return fj_setup(params, x, y, BACKENDS[impl])
     if impl == "numpy":
         return np_setup(params, x, y)
     if impl == "jax":
@@ -296,7 +296,7 @@ def run(ctx: Ctx) -> list[Row]:
     size = sizes(ctx)
     params, x, y = problem(size)
     loss, grads = reference(params, x, y)
-    builders = {k: builder(ctx, k, params, x, y, grads) for k in ("fj", "interp", "numpy", "jax", "torch", "compile")}
+    builders = {k: builder(ctx, k, params, x, y, grads) for k in PACKAGE}
     case = Case("mlp_step", f"{describe(size)}, SGD step", builders, reference=loss, tol=1e-4,
                 flops=flops(size), unit="ms",
                 note="one step = forward + backward + update of 6 parameters; cells add steps/s and matmul "
@@ -319,6 +319,6 @@ def first_step_rows(ctx: Ctx, size: tuple[int, ...]) -> list[Row]:
                  "import+setup before it: " + ", ".join(imports)) if imports else ""
     warm.note = "a second new process with the caches the cold one left"
     for r, mode in ((cold, "cold"), (warm, "warm")):
-        if notes[mode].get("fj"):
-            r.note += f"; flowjit {notes[mode]['fj']}"
+        for key, note in notes[mode].items():
+            r.note += f"; flowjit ({BACKENDS[key]}) {note}"
     return [cold, warm]
