@@ -4,8 +4,10 @@ machine code loaded into a private MCJIT engine per module.
 A module's LLVM IR text is the whole input. ``load(ir_text)`` returns a ``Library`` whose
 functions are plain C-ABI addresses; the object code comes from the disk cache
 (``objcache``) when an entry for the same IR, CPU and versions is there, and otherwise is
-optimized and emitted here and written back. Only llvmlite and ``flowjit.ir`` are imported:
-a process that runs cached kernels needs neither numba nor SciPy.
+optimized and emitted here and written back. ``load_source`` keys the entry by other text
+that identifies the IR (a kernel's loop IR), so a warm load does not render the IR at all.
+Only llvmlite and ``flowjit.ir`` are imported: a process that runs cached kernels needs
+neither numba nor SciPy.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,13 +31,12 @@ from . import objcache
 
 # Bump when the way this package turns IR text into machine code changes (pass pipeline,
 # code model, relocation model): it is part of every cache key, so old entries go stale.
-JIT_VERSION = 1
+JIT_VERSION = 2
 
 OPT_LEVEL = 3
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
-_CALLS_POOL = re.compile(rf'^declare [^\n]*@"?{PARALLEL_FOR_SYMBOL}"?\(', re.MULTILINE)
 _DECLARED = re.compile(r'^declare [^\n]*?@"?([\w.$]+)"?\(', re.MULTILINE)
 
 _init_lock = threading.Lock()
@@ -166,10 +168,10 @@ def _defined(symbol: str) -> bool:
         return False
 
 
-def _check_externals(ir_text: str, name: str) -> None:
-    """Refuse a module that calls a function no loaded library defines: MCJIT would link
-    the call to address 0 and the first call would crash the process."""
-    declared = [s for s in _DECLARED.findall(ir_text) if not s.startswith("llvm.")]
+def _check_externals(declared: Sequence[str], name: str) -> None:
+    """Refuse a module that calls a function (of ``declared``) no loaded library defines:
+    MCJIT would link the call to address 0 and the first call would crash the process."""
+    declared = [s for s in declared if not s.startswith("llvm.")]
     missing = [s for s in declared if not _defined(s)]
     if missing:
         from .blas import blas_functions
@@ -219,8 +221,47 @@ def load(ir_text: str, target: HostTarget | None = None, name: str = "module") -
     default): reused if this process has it, loaded from the disk cache if a valid entry is
     there, compiled (and cached) otherwise. Threads asking for one module at once compile it
     once. ``name`` names the module in errors."""
+    return load_source(ir_text, lambda: ir_text, target, name)
+
+
+# An entry's payload: a tag, the length of the module's declared functions (newline-
+# separated), those names, then the object code. A warm load links those names without
+# the IR text.
+_META = struct.Struct("<8sI")
+_META_TAG = b"FJDECL01"
+
+
+def _pack(ir_text: str, obj: bytes) -> bytes:
+    names = "\n".join(_DECLARED.findall(ir_text)).encode()
+    return _META.pack(_META_TAG, len(names)) + names + obj
+
+
+def _unpack(payload: bytes) -> tuple[list[str], bytes] | None:
+    if len(payload) < _META.size:
+        return None
+    tag, n = _META.unpack_from(payload)
+    if tag != _META_TAG or _META.size + n > len(payload):
+        return None
+    names = payload[_META.size:_META.size + n].decode(errors="replace")
+    return (names.split("\n") if names else []), payload[_META.size + n:]
+
+
+def _link_externals(declared: Sequence[str], name: str) -> None:
+    if PARALLEL_FOR_SYMBOL in declared:
+        # The pool's symbol must be registered before the engine links a caller of it.
+        from .pthread_pool import native_pool
+        native_pool()
+    _check_externals(declared, name)
+
+
+def load_source(source: str, render: Callable[[], str], target: HostTarget | None = None,
+                name: str = "module") -> Library:
+    """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text), cached
+    under ``source``: text that identifies that IR completely (the IR itself, or a kernel's
+    loop IR with the renderer's version). A warm process loads the object code without
+    calling ``render``; otherwise as ``load``."""
     target = target or host_target()
-    key = objcache.key(ir_text, target.fingerprint())
+    key = objcache.key(source, target.fingerprint())
     lib = _libraries.get(key)
     if lib is not None:
         objcache.count("reused")
@@ -232,20 +273,22 @@ def load(ir_text: str, target: HostTarget | None = None, name: str = "module") -
         if lib is not None:
             objcache.count("reused")
             return lib
-        if _CALLS_POOL.search(ir_text):
-            # The pool's symbol must be registered before the engine links a caller of it.
-            from .pthread_pool import native_pool
-            native_pool()
-        _check_externals(ir_text, name)
         t = time.perf_counter()
-        obj = objcache.read(key)
-        if obj is not None:
+        payload = objcache.read(key)
+        entry = _unpack(payload) if payload is not None else None
+        if payload is not None and entry is None:
+            objcache.count("rejected")
+        if entry is not None:
+            declared, obj = entry
+            _link_externals(declared, name)
             lib = Library(obj, target, key)
             objcache.count("loaded")
             timings["last_load_ms"] = (time.perf_counter() - t) * 1e3
         else:
+            ir_text = render()
+            _link_externals(_DECLARED.findall(ir_text), name)
             obj = compile_object(ir_text, target, name)
-            objcache.write(key, obj)
+            objcache.write(key, _pack(ir_text, obj))
             lib = Library(obj, target, key)
             objcache.count("compiled")
             timings["last_compile_ms"] = (time.perf_counter() - t) * 1e3

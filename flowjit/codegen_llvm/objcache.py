@@ -1,7 +1,8 @@
 """Object code on disk, content-addressed: ``FLOWJIT_CACHE_DIR/objects/<key>.o``.
 
-The key hashes the LLVM IR text with everything else that decides the machine code (CPU
-name and features, llvmlite and LLVM versions, this package's version). Each entry starts
+The key hashes the LLVM IR text (or, for a kernel, its loop IR and the digest of the
+renderer's sources: ``render.kernel_identity``) with everything else that decides the
+machine code (CPU name and features, llvmlite and LLVM versions, this package's version). Each entry starts
 with a header (magic, the key, the payload's length and its SHA-256), so an entry that is
 corrupt, truncated or was written for another key is refused and recompiled, never
 executed. Writers go through a temporary file of their own renamed into place, so a

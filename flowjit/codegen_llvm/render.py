@@ -34,6 +34,12 @@ intrinsics or libm.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import functools
+import hashlib
+import os
+import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -693,21 +699,61 @@ class CompiledKernel:
             parallel.pool().run(lambda lo, hi, *a: chunk(-(-lo // per), -(-hi // per), *a), trips * per, *flat)
 
 
+# The sources whose text decides the LLVM IR a kernel renders to (this renderer, its math
+# ports, the scalar semantics, the loop IR and dtypes): their digest is part of a kernel's
+# cache identity, so editing any of them makes old entries stale without a version to bump.
+_RENDER_SOURCES = (__file__, os.path.join(os.path.dirname(__file__), "intrinsics.py"), scalar.__file__,
+                   sys.modules[Kernel.__module__].__file__, sys.modules[DType.__module__].__file__)
+
+
+@functools.cache
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    for path in _RENDER_SOURCES:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def _ident(x: object) -> str:
+    # repr would write every NaN as "nan": floats by their bits, so a constant's sign and
+    # payload are part of the identity as they are of the rendered IR.
+    if isinstance(x, (float, np.floating)):
+        return struct.pack("<d", float(x)).hex()
+    if isinstance(x, tuple):
+        return "(" + ",".join(map(_ident, x)) + ")"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return type(x).__name__ + "(" + ",".join(_ident(getattr(x, f.name)) for f in dataclasses.fields(x)) + ")"
+    return repr(x)
+
+
+def kernel_identity(kernel: Kernel) -> str:
+    """Text that identifies ``render_kernel(kernel)`` without rendering it: the kernel's loop
+    IR in full (floats by their bits) and the digest of the sources the rendering depends
+    on, including whether ``intrinsics`` may be imported (a test may hide it)."""
+    ports = "ports" if sys.modules.get(f"{__package__}.intrinsics", True) is not None else "no-ports"
+    return f"; flowjit kernel {_sources_digest()} {ports}\n{_ident(kernel)}"
+
+
 def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> CompiledKernel:
     """``kernel`` rendered, compiled for ``target`` (the host) or loaded from the object
-    cache, as a ``CompiledKernel``. A rendering or LLVM failure raises KernelRenderError
-    naming the kernel and the files its loop IR and LLVM IR were saved to."""
-    ir_text = None
+    cache, as a ``CompiledKernel``. The cache is keyed by ``kernel_identity``, so a warm
+    load renders nothing. A rendering or LLVM failure raises KernelRenderError naming the
+    kernel and the files its loop IR and LLVM IR were saved to."""
+    rendered: list[str] = []
+
+    def render() -> str:
+        rendered.append(render_kernel(kernel))
+        return rendered[0]
     try:
-        ir_text = render_kernel(kernel)
-        lib = jit.load(ir_text, target, kernel.name)
+        lib = jit.load_source(kernel_identity(kernel), render, target, kernel.name)
     except Exception as e:
         raise KernelRenderError(
             f"the LLVM renderer failed on kernel {kernel.name!r}: {str(e).strip()[:2000]}; its loop IR and "
-            f"LLVM IR are saved in {_save(kernel, ir_text)}"
+            f"LLVM IR are saved in {_save(kernel, rendered[0] if rendered else None)}"
             # jit's own error already says whose bug it is
             f"{'' if isinstance(e, jit.LLVMCompileError) else '. ' + BUG_REPORT}") from e
     return CompiledKernel(kernel, lib)
 
 
-__all__ = ["CompiledKernel", "KernelRenderError", "compile_kernel", "render_kernel", "symbol"]
+__all__ = ["CompiledKernel", "KernelRenderError", "compile_kernel", "kernel_identity", "render_kernel", "symbol"]

@@ -379,3 +379,54 @@ def test_a_call_to_a_function_nothing_defines_is_an_error_not_a_crash():
             "define void @f() {\n  call void @flowjit_no_such_fn(i64 1)\n  ret void\n}\n")
     with pytest.raises(LLVMCompileError, match="'missing' calls 'flowjit_no_such_fn'"):
         load(text, name="missing")
+
+
+def _scale_kernel(name, c):
+    """out0[i] = in0[i] * c for f32 vectors, as the lowering writes it."""
+    from flowjit.ir.dtypes import float32, int64
+    from flowjit.lowering.loops import Buffer, Const, Kernel, Load, Loop, Prim, SizeVar, Store, Var
+    i = Var("i", int64)
+    value = Prim("mul", (Load("in0", (i,), float32), Const(c, float32)), float32)
+    return Kernel(name, (Buffer("in0", "in", float32, 1), Buffer("out0", "out", float32, 1)),
+                  (SizeVar("n0", "in0", 0),),
+                  (Loop("i", Const(0, int64), Var("n0", int64), 1, (Store("out0", (i,), value),), parallel=True),))
+
+
+def test_a_warm_kernel_load_renders_nothing(monkeypatch):
+    """The object cache keys a kernel by its loop IR and the renderer's sources: a process
+    that has the entry on disk loads it without rendering the LLVM IR."""
+    from flowjit.codegen_llvm import render
+    kernel = _scale_kernel(f"k{uuid.uuid4().hex[:12]}", 2.5)
+    render.compile_kernel(kernel)
+    jit._libraries.clear()  # as a new process: only the disk entry is left
+
+    def refuse(k):
+        raise AssertionError("rendered on a warm load")
+    monkeypatch.setattr(render, "render_kernel", refuse)
+    before = cache_stats()
+    compiled = render.compile_kernel(kernel)
+    assert delta(before)["loaded"] == 1 and delta(before)["compiled"] == 0
+    x = np.arange(10, dtype=np.float32)
+    y = np.empty_like(x)
+    compiled([x], [y])
+    np.testing.assert_array_equal(y, x * np.float32(2.5))
+
+
+def test_kernels_differing_in_a_nans_sign_or_a_zeros_sign_have_distinct_identities():
+    from flowjit.codegen_llvm.render import kernel_identity
+    nan = float("nan")
+    idents = {kernel_identity(_scale_kernel("k", c)) for c in (nan, -nan, 0.0, -0.0)}
+    assert len(idents) == 4
+    assert kernel_identity(_scale_kernel("k", 1.0)) == kernel_identity(_scale_kernel("k", 1.0))
+
+
+def test_a_whole_entry_without_the_declared_names_is_recompiled_not_executed():
+    """An entry whose checksum holds but whose payload is bare object code (another layout)
+    is refused: the code under the key is never linked without its declared names."""
+    text, impostor = fresh(modules.axpb), fresh(modules.axpb, 3.0, 5.0)
+    k = objcache.key(text, host_target().fingerprint())
+    assert objcache.write(k, compile_object(impostor))
+    before = cache_stats()
+    x = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(axpb_call(load(text), x), x * 2 + 1)
+    assert delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "rejected": 1}

@@ -156,9 +156,12 @@ def test_a_program_on_virtual_cpus_runs_its_partitions_on_llvm_serially(monkeypa
     assert all(".ctypes.data" in exe.driver_source() for exe in parts if exe.kernels)
 
 
-def test_a_kernel_llvm_rejects_names_the_users_line(monkeypatch):
-    from flowjit.codegen_llvm import render
+def test_a_kernel_llvm_rejects_names_the_users_line(monkeypatch, tmp_path):
+    from flowjit.codegen_llvm import jit, render
 
+    # A cold process: a warm one loads the kernel without rendering it.
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "_libraries", {})
     monkeypatch.setattr(render, "render_kernel", lambda kernel: "this is not LLVM IR")
     f = fj.function(lambda x: fj.sin(x) * 3, backend="llvm")
     with pytest.raises(render.KernelRenderError, match=r"kernel sin_mul.* from .*test_llvm_backend.py:\d+"):
