@@ -715,16 +715,21 @@ def _sources_digest() -> str:
     return h.hexdigest()
 
 
-def _ident(x: object) -> str:
-    # repr would write every NaN as "nan": floats by their bits, so a constant's sign and
-    # payload are part of the identity as they are of the rendered IR.
+def _float_bits(x: object) -> str:
     if isinstance(x, (float, np.floating)):
         return struct.pack("<d", float(x)).hex()
     if isinstance(x, tuple):
-        return "(" + ",".join(map(_ident, x)) + ")"
+        return ",".join(filter(None, map(_float_bits, x)))
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return type(x).__name__ + "(" + ",".join(_ident(getattr(x, f.name)) for f in dataclasses.fields(x)) + ")"
-    return repr(x)
+        return ",".join(filter(None, (_float_bits(getattr(x, f.name)) for f in dataclasses.fields(x))))
+    return ""
+
+
+def _ident(kernel: Kernel) -> str:
+    # repr writes every float exactly except NaN, whose sign and payload the rendered IR
+    # keeps: a kernel with a NaN adds the bits of all its floats (rare, so the walk is too).
+    text = repr(kernel)
+    return text + "\n" + _float_bits(kernel) if "nan" in text else text
 
 
 def kernel_identity(kernel: Kernel) -> str:
