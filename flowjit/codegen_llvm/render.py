@@ -636,7 +636,8 @@ def symbol(kernel: Kernel) -> str:
 
 def render_kernel(kernel: Kernel) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
-    this module's docstring): what ``jit.load`` compiles and the object cache keys on."""
+    this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
+    by ``kernel_identity``, so a warm load never renders it)."""
     return _Renderer(kernel).render()
 
 
@@ -737,7 +738,8 @@ def kernel_identity(kernel: Kernel) -> str:
     IR in full (floats by their bits) and the digest of the sources the rendering depends
     on, including whether ``intrinsics`` may be imported (a test may hide it)."""
     ports = "ports" if sys.modules.get(f"{__package__}.intrinsics", True) is not None else "no-ports"
-    return f"; flowjit kernel {_sources_digest()} {ports}\n{_ident(kernel)}"
+    # NumPy casts the constants (const()), so its version is part of the identity too.
+    return f"; flowjit kernel {_sources_digest()} {ports} numpy{np.__version__}\n{_ident(kernel)}"
 
 
 def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> CompiledKernel:
