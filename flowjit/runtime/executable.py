@@ -318,18 +318,18 @@ class Executable:
                     shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]
                     entry = k.entry(shapes, self.parallel)
                     if entry is None:
-                        template = f"    k{i}(({', '.join(call_ins)},), ({{}},))"
+                        template = f"    k{i}(({''.join(n + ', ' for n in call_ins)}), ({{}},))"
                     else:
                         # Shapes are fixed per trace: the dimensions are constants of the line.
                         env[f"k{i}"] = entry
                         pointer = ".ctypes.data"
                         dims = "".join(f", {d}" for shape in shapes for d in shape)
-                        template = f"    k{i}({', '.join(f'{n}.ctypes.data' for n in call_ins)}, {{}}{dims})"
+                        template = f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims})"
                         if any(b.role == "temp" for b in k.kernel.buffers):
                             template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.kernel.name!r})"
                 else:
                     call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
-                    template = f"    k{i}({', '.join(call_ins)}, {{}})"
+                    template = f"    k{i}({', '.join([*call_ins, '{}'])})"
                 if st.into is not None:
                     lines.append(template.format(ins[st.into] + pointer))
                     lines.append(f"    {outs[0]} = {ins[st.into]}")

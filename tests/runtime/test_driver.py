@@ -71,3 +71,13 @@ def test_one_argument_calls_keep_every_result_they_returned(prog, n):
     assert all(not np.may_share_memory(a, b) for i, a in enumerate(kept) for b in kept[i + 1:])
     kept[-1][...] = -1  # the caller owns what it got
     np.testing.assert_array_equal(x, np.arange(n, dtype=np.float32))
+
+
+@pytest.mark.parametrize("backend", ["numba", "llvm"])
+def test_a_kernel_with_no_inputs_is_called_with_its_outputs_only(backend, tmp_path, monkeypatch):
+    # An iota too large to fold is a kernel reading no array: its driver line once came out
+    # as `k0(, v1)` (the rnn example's accuracy, cold).
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(lambda x: fj.arange(2000.0) * 2.0, backend=backend)
+    for _ in range(3):  # the first call, then the driver
+        np.testing.assert_array_equal(f(np.float64(1)), np.arange(2000.0) * 2.0)
