@@ -318,7 +318,8 @@ class Executable:
                     shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]
                     entry = k.entry(shapes, self.parallel)
                     if entry is None:
-                        template = f"    k{i}(({''.join(n + ', ' for n in call_ins)}), ({{}},))"
+                        ins_tuple = f"({', '.join(call_ins)},)" if call_ins else "()"
+                        template = f"    k{i}({ins_tuple}, ({{}},))"
                     else:
                         # Shapes are fixed per trace: the dimensions are constants of the line.
                         env[f"k{i}"] = entry

@@ -78,6 +78,7 @@ def test_a_kernel_with_no_inputs_is_called_with_its_outputs_only(backend, tmp_pa
     # An iota too large to fold is a kernel reading no array: its driver line once came out
     # as `k0(, v1)` (the rnn example's accuracy, cold).
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
-    f = fj.function(lambda x: fj.arange(2000.0) * 2.0, backend=backend)
-    for _ in range(3):  # the first call, then the driver
-        np.testing.assert_array_equal(f(np.float64(1)), np.arange(2000.0) * 2.0)
+    for n in (2000, 1 << 21):  # a kernel called directly, and one split over threads
+        f = fj.function(lambda x, n=n: fj.arange(float(n)) * 2.0, backend=backend)
+        for _ in range(3):  # the first call, then the driver
+            np.testing.assert_array_equal(f(np.float64(1)), np.arange(float(n)) * 2.0)
