@@ -271,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     load_line = [f"- Load from other processes during the run: {load_all.others()} of the machine "
                  f"(per workload: {', '.join(loads)}); load average at the end "
                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
+    if any(w in ("compile", "mlp_step") for w in todo):
+        from bench.workloads.compile import bytecode_line
+        load_line.append(bytecode_line())
     lines = header + machine(ctx) + load_line + [""] + render(ctx, rows)
     explain = ["Cells: median time per call over the timed samples, after warm-up (the first call compiles "
                "and is checked against a float64 NumPy reference); ± is the interquartile range over the median. "

@@ -25,3 +25,22 @@ def test_quick_dispatch_row_has_numba_llvm_and_their_ratios(tmp_path):
     assert cells["llvm/best peer"].endswith("x vs NumPy"), cells
     assert cells["llvm/numba"].endswith("x") and float(cells["llvm/numba"][:-1]) > 0, cells
     assert "### Errors" not in p.stdout
+
+
+def test_first_call_children_write_and_use_bytecode(monkeypatch):
+    """A machine with PYTHONDONTWRITEBYTECODE=1 recompiles every edited flowjit module in each
+    new process; the bench's children run without it, with flowjit's .pyc files up to date."""
+    import importlib.util
+
+    from bench.workloads import compile as first_calls
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr(first_calls, "_compiled", [])
+    env = first_calls.child_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    p = subprocess.run([sys.executable, "-c", "import sys; print(sys.dont_write_bytecode)"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "False", p.stderr
+    source = importlib.util.find_spec("flowjit").origin
+    cached = importlib.util.cache_from_source(source)
+    assert os.path.getmtime(cached) >= os.path.getmtime(source)
+    assert "removed from their environment" in first_calls.bytecode_line()
