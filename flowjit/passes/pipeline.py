@@ -1,10 +1,12 @@
 """The pass pipeline: an ordered list of named passes run on a clone of the traced IR.
 
-``Pipeline.run`` verifies the Function after every pass (a VerifyError names the pass
-that broke it), records each pass's time, skips disabled passes (``disable`` or
-``FLOWJIT_DISABLE=cse,...``), can stop after a pass (for ``.ir(stage=...)``) and dumps
-the IR after the passes named in ``dump`` or ``FLOWJIT_DUMP`` (``all`` for every pass)
-to stderr.
+``Pipeline.run`` verifies the Function once, after the last pass it runs; when that fails
+or a pass raises, it runs the passes again on the input verifying after each, so a
+VerifyError still names the pass that broke the IR (``verify_each=True`` or
+``FLOWJIT_VERIFY=each`` verifies after every pass from the start). It records each pass's
+time, skips disabled passes (``disable`` or ``FLOWJIT_DISABLE=cse,...``), can stop after a
+pass (for ``.ir(stage=...)``) and dumps the IR after the passes named in ``dump`` or
+``FLOWJIT_DUMP`` (``all`` for every pass) to stderr.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from flowjit.ir.core import Function
-from flowjit.ir.errors import VerifyError
+from flowjit.ir.errors import FlowjitError, VerifyError
 from flowjit.ir.verifier import verify
 from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
@@ -60,16 +62,50 @@ class Pipeline:
         return " -> ".join(self.names)
 
     def run(self, fn: Function, *, disable: Iterable[str] = (), dump: Iterable[str] = (),
-            stop_after: str | None = None, target: DeviceTarget | None = None) -> PipelineResult:
+            stop_after: str | None = None, target: DeviceTarget | None = None,
+            verify_each: bool | None = None) -> PipelineResult:
         """Run the passes on a clone of ``fn`` (``fn`` itself is left as it is). Passes
         that choose devices (``placement``) get ``target``: the devices there are (by
-        default ``cpu:0`` only)."""
+        default ``cpu:0`` only). The result is verified once at the end (the verifier
+        costs about as much as the passes); ``verify_each`` (default: ``FLOWJIT_VERIFY=each``)
+        verifies after every pass, and a failure at the end is located by a second run
+        that does."""
         target = target or DeviceTarget(("cpu:0",))
         disabled = set(disable) | _env_list("FLOWJIT_DISABLE")
         dumps = set(dump) | _env_list("FLOWJIT_DUMP")
         unknown = (disabled | dumps | ({stop_after} if stop_after else set())) - set(self.names) - {"all"}
         if unknown:
             raise ValueError(f"unknown pass(es) {sorted(unknown)}; the pipeline is {self}")
+        if verify_each is None:
+            verify_each = "each" in _env_list("FLOWJIT_VERIFY")
+        if verify_each:
+            return self._run(fn, disabled, dumps, stop_after, target, verify_each=True)
+        try:
+            result = self._run(fn, disabled, dumps, stop_after, target, verify_each=False)
+        except FlowjitError:
+            raise  # the user's error (placement, ...): a pass said what is wrong
+        except Exception:
+            self._locate(fn, disabled, stop_after, target)
+            raise
+        try:
+            verify(result.function)
+        except VerifyError as e:
+            self._locate(fn, disabled, stop_after, target)
+            raise VerifyError(f"after the passes: {e}") from None
+        return result
+
+    def _locate(self, fn: Function, disabled: set[str], stop_after: str | None, target: DeviceTarget) -> None:
+        """Run again verifying after each pass: raise the VerifyError naming the pass that
+        broke the IR, or return when this run finds none (the caller's error stands)."""
+        try:
+            self._run(fn, disabled, set(), stop_after, target, verify_each=True)
+        except VerifyError as located:
+            raise located from None
+        except Exception:
+            return
+
+    def _run(self, fn: Function, disabled: set[str], dumps: set[str], stop_after: str | None,
+             target: DeviceTarget, verify_each: bool) -> PipelineResult:
         result = PipelineResult(fn.clone())
         for name, pass_fn in self.passes:
             if name in disabled:
@@ -81,10 +117,11 @@ class Pipeline:
                 else:
                     result.function = pass_fn(result.function)
                 result.timings.append((name, time.perf_counter() - start))
-                try:
-                    verify(result.function)
-                except VerifyError as e:
-                    raise VerifyError(f"after pass {name!r}: {e}") from None
+                if verify_each:
+                    try:
+                        verify(result.function)
+                    except VerifyError as e:
+                        raise VerifyError(f"after pass {name!r}: {e}") from None
                 if name in dumps or "all" in dumps:
                     print(f"// flowjit: IR after {name}\n{result.function}", file=sys.stderr)
             if name == stop_after:

@@ -69,6 +69,58 @@ def test_timings_and_verification_after_each_pass():
         Pipeline([("bad", breaks_ir)]).run(traced)
 
 
+def _count_verify(monkeypatch) -> list[int]:
+    from flowjit.passes import pipeline
+    calls = []
+    real = pipeline.verify
+
+    def counting(fn):
+        calls.append(1)
+        return real(fn)
+    monkeypatch.setattr(pipeline, "verify", counting)
+    return calls
+
+
+def test_the_pipeline_verifies_once_unless_asked_for_each_pass(monkeypatch):
+    traced = fj.function(dup).ir(X)
+    calls = _count_verify(monkeypatch)
+    DEFAULT_PIPELINE.run(traced)
+    assert len(calls) == 1
+    del calls[:]
+    DEFAULT_PIPELINE.run(traced, verify_each=True)
+    assert len(calls) == len(DEFAULT_PIPELINE.names)
+    del calls[:]
+    monkeypatch.setenv("FLOWJIT_VERIFY", "each")
+    DEFAULT_PIPELINE.run(traced)
+    assert len(calls) == len(DEFAULT_PIPELINE.names)
+
+
+def test_a_broken_pass_is_named_when_a_later_pass_crashes_on_its_output():
+    traced = fj.function(dup).ir(X)
+
+    def breaks_ir(fn):
+        fn.body.ops.reverse()
+        return fn
+
+    def needs_valid_ir(fn):
+        # A pass that trusts its input: a use before the definition is a KeyError here.
+        seen = {a.id for a in fn.body.args}
+        for op in fn.body.ops:
+            for v in op.inputs:
+                if v.id not in seen:
+                    raise KeyError(v.id)
+            seen.update(r.id for r in op.results)
+        return fn
+    with pytest.raises(VerifyError, match="after pass 'bad'"):
+        Pipeline([("simplify", DEFAULT_PIPELINE.passes[0][1]), ("bad", breaks_ir),
+                  ("trusting", needs_valid_ir)]).run(traced)
+
+    def fails(fn):
+        raise RuntimeError("a bug of its own")
+    with pytest.raises(RuntimeError, match="a bug of its own"):  # nothing broke before it: its error stands
+        Pipeline([("simplify", DEFAULT_PIPELINE.passes[0][1]), ("fails", fails)]).run(traced)
+
+
 def test_interpret_mode_runs_the_traced_program():
     f = fj.function(dup, interpret=True)
     np.testing.assert_allclose(f(X), 2 * np.exp(X), rtol=1e-6)
