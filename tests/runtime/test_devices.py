@@ -4,6 +4,10 @@ step on every device."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -129,3 +133,22 @@ def test_first_call_failure_names_the_op_too(four_cpus, monkeypatch):
     with pytest.raises(RuntimeError, match="no BLAS today") as info:
         fj.function(_two_branches)(x, y)
     assert any("on device cpu:1, op matmul" in n for n in info.value.__notes__)
+
+
+LIST_DEVICES = """
+import sys
+import flowjit as fj
+names = [d.name for d in fj.devices()]
+print(names, "flowjit.codegen_cuda" in sys.modules)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="cupy is installed: a GPU may be there")
+def test_listing_devices_without_cupy_imports_no_cuda_backend():
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "FLOWJIT_CUDA_SIMULATOR_DEVICES")}
+    out = subprocess.run([sys.executable, "-c", LIST_DEVICES], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["['cpu:0']", "False"]
+    # The simulator asked for in the environment still lists its devices.
+    env.update(NUMBA_ENABLE_CUDASIM="1", FLOWJIT_CUDA_SIMULATOR_DEVICES="2")
+    out = subprocess.run([sys.executable, "-c", LIST_DEVICES], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["['cpu:0',", "'cuda:0',", "'cuda:1']", "True"]
