@@ -336,7 +336,14 @@ def expand(template: str | dict, operands: Sequence[Expr], out: DType) -> Expr:
             return FUNCTIONS[node.func.id](*args)
         raise ValueError(f"scalar template {template!r}: cannot lower {ast.dump(node)}")
 
-    return P("cast", walk(ast.parse(template, mode="eval").body), to=out)
+    return P("cast", walk(_parse(template)), to=out)
+
+
+@cache
+def _parse(template: str) -> ast.expr:
+    # A program lowers the same few templates many times (the MLP step: 159 parses of a
+    # handful); walk only reads the tree, so one parse per template serves them all.
+    return ast.parse(template, mode="eval").body
 
 
 # ---- accumulators -------------------------------------------------------------------------
