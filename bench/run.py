@@ -15,8 +15,10 @@ range); the ratios are flowjit's median on each backend (numba, the default; llv
 opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
 llvm's over numba's; ``%BW`` is bytes read+written per second as a fraction of the bandwidth
 of a copy timed in the same rounds as the row (the machine's bandwidth swings while the run
-goes on). Threads: 2 everywhere (NUMBA_NUM_THREADS, FLOWJIT_NUM_THREADS for the llvm
-backend's pool, OMP/MKL/OpenBLAS, torch.set_num_threads); change with ``--threads``. This
+goes on); that copy streams its stores (non-temporal, as flowjit's large outputs and glibc's
+memcpy do: bench/streaming.py), so %BW is a fraction of what the machine's memory can take.
+Threads: 2 everywhere (NUMBA_NUM_THREADS, FLOWJIT_NUM_THREADS for the llvm backend's pool,
+OMP/MKL/OpenBLAS, torch.set_num_threads); change with ``--threads``. This
 module imports only the standard library at the top, so the thread settings are in the
 environment before NumPy, numba, JAX or torch load.
 """
@@ -205,8 +207,9 @@ def render(ctx, rows) -> list[str]:
                         for r in bw_rows])
         lines.append("")
     if ctx.copy_gbps:
-        lines += [f"Copy bandwidth: {ctx.copy_gbps:.1f} GB/s (numba prange copy, {ctx.threads} threads). Each %BW "
-                  "divides by the same copy timed in that row's rounds (column \"copy, same rounds\").", ""]
+        lines += [f"Copy bandwidth: {ctx.copy_gbps:.1f} GB/s (streaming copy: LLVM IR with non-temporal stores "
+                  f"through llvmlite, {ctx.threads} threads, into an existing buffer). Each %BW divides by the same "
+                  "copy timed in that row's rounds (column \"copy, same rounds\").", ""]
     if main_rows:
         cols = [(k, h) for k, h in COLUMNS if k in ctx.columns]
         heads = ["workload"] + [h for _, h in cols] + ["numba/best peer", "llvm/best peer", "llvm/numba",
@@ -280,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                "numba/best peer and llvm/best peer: flowjit's median on that backend over the fastest of NumPy, "
                "JAX jit, torch eager and torch.compile (above 1: flowjit is slower); llvm/numba: the llvm "
                "backend's median over the numba backend's (above 1: llvm is slower). %BW: bytes read + written "
-               "per second over the bandwidth of the numba copy timed in the same rounds as the row's columns.", ""]
+               "per second over the bandwidth of the streaming copy (non-temporal stores, bench/streaming.py) timed in "
+               "the same rounds as the row's columns.", ""]
     text = "\n".join(lines + explain + render_errors(ctx))
     print(text)
     if args.record:

@@ -2,9 +2,9 @@
 kernels (flowjit.codegen_cpu.streaming): gelu (default and fastmath) and ``x * 3`` on
 2**24 float32, each compiled three times -- with the streaming threshold out of reach
 (plain stores), streamed without prefetches, and with the defaults (streamed and
-prefetched) -- and timed alternately with a 2-thread numba copy of 2**25 floats in the
-same rounds, so each fraction of copy bandwidth compares kernels measured under the same
-load.
+prefetched) -- and timed alternately with the bench's 2-thread streaming copy of 2**25
+floats (bench/streaming.py, the copy %BW divides by) in the same rounds, so each fraction
+of copy bandwidth compares kernels measured under the same load.
 
     python -m bench.stores [--repeat 41]
 """
@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 import flowjit as fj
-from bench.workloads import bandwidth, defs
+from bench.streaming import Streamer
+from bench.workloads import defs
 from flowjit.codegen_cpu import streaming
 
 N = 1 << 24
@@ -32,7 +33,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=41)
     args = p.parse_args()
-    copy = bandwidth.kernels()["copy"]  # the bench's own copy, the one %BW divides by
+    copy = Streamer("copy", 2)  # the bench's own copy, the one %BW divides by
     x = (np.random.default_rng(0).standard_normal(N) * 3).astype(np.float32)
     defaults = streaming.STREAM_MIN_BYTES, streaming.PREFETCH_BLOCKS
     builds = {"plain stores": (1 << 62, 0), "streamed stores": (defaults[0], 0),
@@ -61,7 +62,7 @@ def main() -> None:
         copy(dst, src)
         samples["copy"].append(time.perf_counter() - t)
     gbps = 2 * src.nbytes / statistics.median(samples["copy"])
-    print(f"copy bandwidth {gbps / 1e9:.1f} GB/s (2-thread numba copy of {2 * N} float32, same rounds)")
+    print(f"copy bandwidth {gbps / 1e9:.1f} GB/s (2-thread streaming copy of {2 * N} float32, same rounds)")
     print("| kernel | median | of copy bandwidth |\n|---|---|---|")
     for k, v in samples.items():
         if k != "copy":

@@ -44,3 +44,27 @@ def test_first_call_children_write_and_use_bytecode(monkeypatch):
     cached = importlib.util.cache_from_source(source)
     assert os.path.getmtime(cached) >= os.path.getmtime(source)
     assert "removed from their environment" in first_calls.bytecode_line()
+
+
+def test_streaming_copy_and_triad_match_numpy_at_every_alignment():
+    """The %BW reference streams whole 64-byte lines (four pages interleaved) between plain
+    head and tail stores: every output offset within a line and every length around a line,
+    a page and a four-page block is written exactly, nothing outside it, -0.0 and NaN bits kept."""
+    import numpy as np
+
+    from bench.streaming import Streamer
+    rng = np.random.default_rng(0)
+    src = rng.standard_normal(3 * 4096 + 100).astype(np.float32)
+    src[5], src[6] = -0.0, np.float32(np.nan)
+    c = rng.standard_normal(src.shape).astype(np.float32)
+    for threads in (1, 2, 3):
+        copy, triad = Streamer("copy", threads), Streamer("triad", threads)
+        for offset in (0, 1, 15):
+            for n in (0, 1, 16, 17, 1023, 4096, 4111, 3 * 4096 + 100 - offset):
+                buf = np.full(src.size + 16, 7, np.float32)
+                out = buf[offset:offset + n]
+                copy(out, src[:n])
+                assert out.tobytes() == src[:n].tobytes(), (threads, offset, n)
+                assert (buf[:offset] == 7).all() and (buf[offset + n:] == 7).all(), (threads, offset, n)
+                triad(out, src[:n], c[:n], s=3.0)
+                np.testing.assert_array_equal(out, src[:n] + np.float32(3.0) * c[:n])

@@ -85,7 +85,7 @@ class Ctx:
     columns: tuple[str, ...] = tuple(k for k, _ in COLUMNS)
     threads: int = 2
     gap_s: float = 0.15                       # idle before each column's block: pools stop spinning
-    copy_gbps: float | None = None            # measured numba copy bandwidth, for %BW
+    copy_gbps: float | None = None            # the streaming copy's bandwidth, for %BW
     copy: tuple[Callable[[], Any], int] | None = None   # (the copy, bytes it moves): timed in each %BW row
     errors: list[tuple[str, str, str]] = field(default_factory=list)   # (row, column, text)
     _modules: dict[str, Any] = field(default_factory=dict)
