@@ -52,14 +52,7 @@ entry:
   %sv.0 = insertelement <16 x float> undef, float %s, i32 0
   %sv = shufflevector <16 x float> %sv.0, <16 x float> undef, <16 x i32> zeroinitializer
   br label %head.loop
-head.loop:
-  %i = phi i64 [0, %entry], [%i.next, %head.step]
-  %head.more = icmp ult i64 %i, %head
-  br i1 %head.more, label %head.step, label %block.loop
-head.step:
-{scalar_i}
-  %i.next = add i64 %i, 1
-  br label %head.loop
+{head_loop}
 block.loop:
   %b = phi i64 [%head, %head.loop], [%b.next, %block.next]
   %block.more = icmp ult i64 %b, %block.end
@@ -75,22 +68,8 @@ block.line:
 block.next:
   %b.next = add i64 %b, {block_elems}
   br label %block.loop
-body.loop:
-  %j = phi i64 [%b, %block.loop], [%j.next, %body.step]
-  %body.more = icmp ult i64 %j, %body.end
-  br i1 %body.more, label %body.step, label %tail.loop
-body.step:
-{vector_j}
-  %j.next = add i64 %j, 16
-  br label %body.loop
-tail.loop:
-  %k = phi i64 [%j, %body.loop], [%k.next, %tail.step]
-  %tail.more = icmp ult i64 %k, %n
-  br i1 %tail.more, label %tail.step, label %done
-tail.step:
-{scalar_k}
-  %k.next = add i64 %k, 1
-  br label %tail.loop
+{body_loop}
+{tail_loop}
 done:
   {fence}
   ret void
@@ -127,6 +106,15 @@ def _body(op: str, index: str, vector: bool) -> str:
     return "\n".join(lines)
 
 
+def _loop(name: str, var: str, start: str, before: str, end: str, step: int, body: str, after: str) -> str:
+    """The IR of ``for var in range(start, end, step): body`` as blocks ``<name>.loop`` and
+    ``<name>.step``, entered from block ``before`` and leaving to block ``after``."""
+    return (f"{name}.loop:\n  {var} = phi i64 [{start}, %{before}], [{var}.next, %{name}.step]\n"
+            f"  %{name}.more = icmp ult i64 {var}, {end}\n"
+            f"  br i1 %{name}.more, label %{name}.step, label %{after}\n"
+            f"{name}.step:\n{body}\n  {var}.next = add i64 {var}, {step}\n  br label %{name}.loop")
+
+
 def _pages(op: str, pages: int) -> str:
     """One line of each of ``pages`` consecutive pages, at ``%x`` in the first."""
     out = []
@@ -145,8 +133,11 @@ def kernel_ir(op: str, triple: str = "x86_64", pages: int = PAGES) -> str:
     return _IR.format(fence="call void @llvm.x86.sse.sfence()" if x86 else "fence seq_cst",
                       fence_decl="declare void @llvm.x86.sse.sfence()" if x86 else "", name=f"stream_{op}",
                       params=", ".join(f"float* noalias readonly %in{a}" for a in range(arity)),
-                      scalar_i=_body(op, "%i", False), scalar_k=_body(op, "%k", False),
-                      vector_j=_body(op, "%j", True), vector_pages=_pages(op, pages),
+                      head_loop=_loop("head", "%i", "0", "entry", "%head", 1, _body(op, "%i", False), "block.loop"),
+                      body_loop=_loop("body", "%j", "%b", "block.loop", "%body.end", LINE, _body(op, "%j", True),
+                                      "tail.loop"),
+                      tail_loop=_loop("tail", "%k", "%j", "body.loop", "%n", 1, _body(op, "%k", False), "done"),
+                      vector_pages=_pages(op, pages),
                       page_lines=PAGE // LINE, block_lines=pages * PAGE // LINE, block_elems=pages * PAGE)
 
 
