@@ -1,4 +1,4 @@
-"""flowjit against NumPy, JAX and PyTorch: ``python -m bench`` or ``python bench/run.py``.
+"""flowjit against NumPy, JAX, TensorFlow and PyTorch: ``python -m bench`` or ``python bench/run.py``.
 
     python -m bench                        # every workload, full sizes
     python -m bench --quick                # small sizes: a smoke run
@@ -18,9 +18,11 @@ of a copy timed in the same rounds as the row (the machine's bandwidth swings wh
 goes on); that copy streams its stores (non-temporal, as flowjit's large outputs and glibc's
 memcpy do: bench/streaming.py), so %BW is a fraction of what the machine's memory can take.
 Threads: 2 everywhere (NUMBA_NUM_THREADS, FLOWJIT_NUM_THREADS for the llvm backend's pool,
-OMP/MKL/OpenBLAS, torch.set_num_threads); change with ``--threads``. This
-module imports only the standard library at the top, so the thread settings are in the
-environment before NumPy, numba, JAX or torch load.
+OMP/MKL/OpenBLAS, TensorFlow's intra- and inter-op pools, torch.set_num_threads); change with
+``--threads``. This module imports only the standard library at the top, so the thread
+settings are in the environment before NumPy, numba, JAX or torch load. A peer (JAX,
+TensorFlow as ``tf.function(jit_compile=True)``, torch) is imported only when its column
+runs, and its cells say "skipped" when it is not installed (``pip install -e .[bench]``).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--repeat", type=int, default=None, help="timed samples per cell (default 10; 3 with --quick)")
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--record", action="store_true", help="write the table to bench/results/<host>-<date>.md")
-    p.add_argument("--peers", default="", help="comma-separated columns to run: fj,llvm,interp,numpy,jax,torch,compile")
+    p.add_argument("--peers", default="",
+                   help="comma-separated columns to run: fj,llvm,interp,numpy,jax,tf,torch,compile")
     p.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
     args = p.parse_args(argv)
     only = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -182,7 +185,9 @@ def machine(ctx) -> list[str]:
             f"- flowjit commit: {git_commit()}",
             f"- Threads: {ctx.threads} ({', '.join(THREAD_VARS[:4])}, FLOWJIT_NUM_THREADS, torch.set_num_threads); "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}; numba threading layer {numba_layer()}; "
-            "JAX/XLA uses its default pool (all usable cores)"]
+            "JAX/XLA uses its default pool (all usable cores)"
+            + (f"; TensorFlow: {ctx.threads} intra-op and {ctx.threads} inter-op threads" if "tf" in ctx.columns
+               else "")]
 
 
 # ---- tables -----------------------------------------------------------------------------------
@@ -202,8 +207,9 @@ def render(ctx, rows) -> list[str]:
     main_rows = [r for r in rows if r.workload != "bandwidth"]
     if bw_rows:
         lines += ["### Memory bandwidth (bytes read + written per second)", ""]
-        lines += table(["workload"] + [h for _, h in bandwidth.COLUMNS],
-                       [[r.label] + [r.cells[k].text if k in r.cells else "—" for k, _ in bandwidth.COLUMNS]
+        bw_columns = bandwidth.columns(ctx)
+        lines += table(["workload"] + [h for _, h in bw_columns],
+                       [[r.label] + [r.cells[k].text if k in r.cells else "—" for k, _ in bw_columns]
                         for r in bw_rows])
         lines.append("")
     if ctx.copy_gbps:
@@ -281,10 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     explain = ["Cells: median time per call over the timed samples, after warm-up (the first call compiles "
                "and is checked against a float64 NumPy reference); ± is the interquartile range over the median. "
                "numba/best peer and llvm/best peer: flowjit's median on that backend over the fastest of NumPy, "
-               "JAX jit, torch eager and torch.compile (above 1: flowjit is slower); llvm/numba: the llvm "
-               "backend's median over the numba backend's (above 1: llvm is slower). %BW: bytes read + written "
-               "per second over the bandwidth of the streaming copy (non-temporal stores, bench/streaming.py) timed in "
-               "the same rounds as the row's columns.", ""]
+               "JAX jit, TensorFlow (XLA), torch eager and torch.compile (above 1: flowjit is slower); llvm/numba: "
+               "the llvm backend's median over the numba backend's (above 1: llvm is slower). %BW: bytes read + "
+               "written per second over the bandwidth of the streaming copy (non-temporal stores, "
+               "bench/streaming.py) timed in the same rounds as the row's columns.", ""]
     text = "\n".join(lines + explain + render_errors(ctx))
     print(text)
     if args.record:

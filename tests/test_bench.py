@@ -2,9 +2,13 @@
 new process (the bench sets thread variables in its environment), fills every cell and the
 ratios that compare the backends."""
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,8 +34,6 @@ def test_quick_dispatch_row_has_numba_llvm_and_their_ratios(tmp_path):
 def test_first_call_children_write_and_use_bytecode(monkeypatch):
     """A machine with PYTHONDONTWRITEBYTECODE=1 recompiles every edited flowjit module in each
     new process; the bench's children run without it, with flowjit's .pyc files up to date."""
-    import importlib.util
-
     from bench.workloads import compile as first_calls
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.setattr(first_calls, "_compiled", [])
@@ -68,3 +70,34 @@ def test_streaming_copy_and_triad_match_numpy_at_every_alignment():
                 assert (buf[:offset] == 7).all() and (buf[offset + n:] == 7).all(), (threads, offset, n)
                 triad(out, src[:n], c[:n], s=3.0)
                 np.testing.assert_array_equal(out, src[:n] + np.float32(3.0) * c[:n])
+
+
+def _table(stdout: str, title: str) -> dict[str, dict[str, str]]:
+    """The rows (by label) of the markdown table under ``### <title>``, each as {header: cell}."""
+    lines = stdout.splitlines()
+    start = lines.index(f"### {title}")
+    body = [ln for ln in lines[start + 1:start + 40] if ln.startswith("|")]
+    heads = [c.strip() for c in body[0].split("|")[1:-1]]
+    rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in body[2:]]
+    return {r[0]: dict(zip(heads, r)) for r in rows}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow not installed")
+def test_quick_bench_has_a_checked_tensorflow_column(tmp_path):
+    """TensorFlow (tf.function(jit_compile=True)) is a peer: its cells are timed after its
+    first result matched the reference (a wrong one prints ERROR), it can be the best peer,
+    and it runs the while loop and the triad too."""
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "bandwidth,gelu,dispatch,loop",
+                        "--repeat", "1", "--peers", "fj,tf"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "### Errors" not in p.stdout, p.stdout[-3000:]
+    main = _table(p.stdout, "flowjit against its peers (median per call)")
+    for label in ("gelu f32[65536]", "dispatch x+1 f32[8]", "fori_loop 1,000 trivial iterations, f64"):
+        cell = main[label]["TensorFlow (XLA)"]
+        assert re.match(r"[0-9.]+ (µs|ms) ", cell + " "), (label, cell)
+        assert main[label]["numba/best peer"].endswith("x vs TensorFlow (XLA)"), main[label]
+    triad = _table(p.stdout, "Memory bandwidth (bytes read + written per second)")["triad f32[1048576]"]
+    assert triad["TensorFlow (XLA), new array"].endswith("GB/s"), triad
+    assert "tensorflow 2." in p.stdout and "its column not run" not in p.stdout

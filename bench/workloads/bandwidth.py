@@ -10,8 +10,8 @@ kernels (streamed stores) do not pay, so %BW over such a copy read up to 172% fo
 
 The peers show what the same operation costs each library: NumPy into the buffer (one
 thread; ``np.copyto`` is glibc's ``memcpy``; the triad is two passes), torch into the
-buffer, and flowjit, which returns a new array each call (so its time includes allocating
-and first-touching the output).
+buffer, and TensorFlow (the triad compiled by XLA) and flowjit, which return a new array
+each call (so their time includes allocating and first-touching the output).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from bench.workloads.common import Case, Ctx, Row, run_case
 
 COLUMNS = (("stream", "streaming stores (llvmlite), into buffer"), ("numba", "numba prange, plain stores, into buffer"),
            ("numpy", "NumPy out= (1 thread)"),
-           ("torch", "torch out="), ("fj", "flowjit (numba), new array"), ("llvm", "flowjit (llvm), new array"))
+           ("torch", "torch out="), ("tf", "TensorFlow (XLA), new array"), ("fj", "flowjit (numba), new array"),
+           ("llvm", "flowjit (llvm), new array"))
 SCALE = np.float32(3.0)
 
 _kernels: dict[str, object] = {}
@@ -103,6 +104,22 @@ def _fj_triad(b, c, backend: str):
     return build
 
 
+def _tf_triad(ctx: Ctx, b, c):
+    def build():
+        from bench.workloads.defs import tf_jit
+        tf = ctx.module("tensorflow")
+        g = tf_jit(tf, lambda b, c: b + SCALE * c)
+        tb, tc = tf.constant(b), tf.constant(c)
+        return lambda: g(tb, tc)
+    return build
+
+
+def columns(ctx: Ctx) -> tuple[tuple[str, str], ...]:
+    """The two into-buffer loops always; the peers' and flowjit's columns as ``--peers`` says
+    (a peer left out is never imported)."""
+    return tuple((k, h) for k, h in COLUMNS if k in ("stream", "numba") or k in ctx.columns)
+
+
 def size(ctx: Ctx) -> int:
     return 1 << 20 if ctx.quick else 1 << 25
 
@@ -140,13 +157,13 @@ def run(ctx: Ctx) -> list[Row]:
         ctx.log(f"  bandwidth: numba.set_num_threads({ctx.threads}) failed: {e}")
     n = size(ctx)
     a, b, c = _arrays(n)
-    copy_row = run_case(copy_case(ctx, a, b), ctx, columns=COLUMNS)
+    copy_row = run_case(copy_case(ctx, a, b), ctx, columns=columns(ctx))
     _keep_copy(ctx, a, b, copy_row)
     triad_ref = (b.astype(np.float64) + float(SCALE) * c.astype(np.float64)).astype(np.float32)
     triad = Case("bandwidth", f"triad f32[{n}]",
                  {"stream": _stream(ctx, "triad", a, b, c), "numba": _numba_triad(a, b, c),
-                  "numpy": _numpy_triad(a, b, c), "torch": _torch(ctx, a, b, c, "triad"),
+                  "numpy": _numpy_triad(a, b, c), "torch": _torch(ctx, a, b, c, "triad"), "tf": _tf_triad(ctx, b, c),
                   "fj": _fj_triad(b, c, "numba"), "llvm": _fj_triad(b, c, "llvm")},
                  reference=triad_ref, tol=1e-6, bytes_moved=12 * n,
                  note="NumPy's triad is two passes (multiply, then add) over the buffer")
-    return [copy_row, run_case(triad, ctx, columns=COLUMNS)]
+    return [copy_row, run_case(triad, ctx, columns=columns(ctx))]

@@ -16,6 +16,7 @@ timed minutes earlier in its own workload misstates the fraction.
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
@@ -29,10 +30,13 @@ import numpy as np
 # (key, header). ``fj`` is flowjit's default compiled backend (numba) and ``llvm`` the opt-in
 # one (loop IR -> llvmlite); the ratios compare each with the peers, and llvm with numba.
 COLUMNS = (("fj", "flowjit (numba)"), ("llvm", "flowjit (llvm)"), ("interp", "flowjit (interp)"),
-           ("numpy", "NumPy"), ("jax", "JAX jit"), ("torch", "torch eager"), ("compile", "torch.compile"))
+           ("numpy", "NumPy"), ("jax", "JAX jit"), ("tf", "TensorFlow (XLA)"), ("torch", "torch eager"),
+           ("compile", "torch.compile"))
 BACKENDS = {"fj": "numba", "llvm": "llvm", "interp": "interpreter"}   # flowjit's columns
 HEADERS = dict(COLUMNS)
-PEERS = ("numpy", "jax", "torch", "compile")
+PEERS = ("numpy", "jax", "tf", "torch", "compile")
+# The module each peer's column needs (imported only when that column runs).
+PEER_MODULES = {"jax": "jax", "tf": "tensorflow", "torch": "torch", "compile": "torch"}
 COPY_KEY = "_copy"   # the copy timed alongside a %BW row's columns; never a column itself
 
 
@@ -94,13 +98,15 @@ class Ctx:
         print(msg, file=sys.stderr, flush=True)
 
     def module(self, name: str) -> Any:
-        """``jax`` or ``torch`` (set up for ``threads`` threads), or raise Skip."""
+        """``jax``, ``tensorflow`` or ``torch`` (set up for ``threads`` threads), or raise Skip."""
         if name not in self._modules:
             try:
                 if name == "torch":
                     import torch
                     torch.set_num_threads(self.threads)
                     mod: Any = torch
+                elif name == "tensorflow":
+                    mod = import_tensorflow(self.threads)
                 elif name == "jax":
                     import jax
                     jax.config.update("jax_platforms", "cpu")
@@ -118,9 +124,9 @@ class Ctx:
 
     def version(self, name: str) -> str:
         try:
-            if name == "tensorflow":   # not a peer yet: its version only, without importing it
+            if name == "tensorflow" and "tf" not in self.columns:   # its version, without its 3 s import
                 return _distribution_version("tensorflow-cpu", "tensorflow")
-            if name in ("jax", "torch"):
+            if name in ("jax", "torch", "tensorflow"):
                 return self.module(name).__version__
             mod = __import__(name)
             return getattr(mod, "__version__", "?")
@@ -130,11 +136,21 @@ class Ctx:
             return f"unavailable ({short_error(e)})"
 
 
+def import_tensorflow(threads: int) -> Any:
+    """TensorFlow on the CPU with ``threads`` threads for its ops and XLA's kernels (set
+    before its runtime starts), its C++ info and warning logs off."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf
+
+
 def _distribution_version(*names: str) -> str:
     from importlib import metadata
     for name in names:
         try:
-            return f"{metadata.version(name)} ({name}; no column yet)"
+            return f"{metadata.version(name)} ({name}; its column not run)"
         except metadata.PackageNotFoundError:
             pass
     return "not installed"
@@ -166,6 +182,16 @@ def jax_builder(ctx: Ctx, f_name: str, args: list) -> Builder:
     return build
 
 
+def tf_builder(ctx: Ctx, f_name: str, args: list) -> Builder:
+    def build():
+        from bench.workloads.defs import tf_functions, tf_jit
+        tf = ctx.module("tensorflow")
+        g = tf_jit(tf, tf_functions(tf)[f_name])
+        ts = [tf.constant(a) for a in args]
+        return lambda: g(*ts)
+    return build
+
+
 def torch_builder(ctx: Ctx, f_name: str, args: list, compiled: bool) -> Builder:
     def build():
         from bench.workloads.defs import torch_functions
@@ -187,6 +213,7 @@ def standard_builders(ctx: Ctx, name: str, args: list) -> dict[str, Builder]:
     return {**{key: fj_builder(defs.FJ[name], backend, args) for key, backend in BACKENDS.items()},
             "numpy": np_builder(defs.NP[name], args),
             "jax": jax_builder(ctx, name, args),
+            "tf": tf_builder(ctx, name, args),
             "torch": torch_builder(ctx, name, args, compiled=False),
             "compile": torch_builder(ctx, name, args, compiled=True)}
 

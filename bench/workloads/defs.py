@@ -3,6 +3,8 @@
 flowjit's are written with flowjit's NumPy-like API. The peers' are the same formulas in their
 own APIs; torch eager uses its own fused operator where it has one (``F.gelu``, ``softmax``,
 ``layer_norm``), as a PyTorch user would, and torch.compile compiles the written formula.
+TensorFlow's are the written formulas too, each compiled whole by XLA
+(``tf.function(jit_compile=True)``, see ``tf_jit``).
 """
 
 from __future__ import annotations
@@ -98,6 +100,35 @@ def jax_functions(jax: Any) -> dict[str, Any]:
         return a @ b
 
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+
+
+# ---- TensorFlow ------------------------------------------------------------------------------
+def tf_functions(tf: Any) -> dict[str, Any]:
+    def gelu(x):
+        return 0.5 * x * (1 + tf.tanh(GELU_C * (x + GELU_K * x**3)))
+
+    def softmax(x):
+        e = tf.exp(x - tf.reduce_max(x, axis=-1, keepdims=True))
+        return e / tf.reduce_sum(e, axis=-1, keepdims=True)
+
+    def layernorm(x):
+        d = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        return d * tf.math.rsqrt(tf.reduce_mean(d * d, axis=-1, keepdims=True) + LN_EPS)
+
+    def add1(x):
+        return x + 1
+
+    def matmul(a, b):
+        return a @ b
+
+    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+
+
+def tf_jit(tf: Any, f: Any) -> Any:
+    """``f`` as TensorFlow users compile it for speed: traced once per input signature and
+    compiled whole by XLA (``jit_compile=True``), as ``jax.jit`` does; without it a
+    ``tf.function`` runs its graph op by op."""
+    return tf.function(f, jit_compile=True)
 
 
 # ---- PyTorch ---------------------------------------------------------------------------------

@@ -10,5 +10,6 @@ def run(ctx: Ctx) -> list[Row]:
     args = defs.inputs("dispatch", (8,))
     case = Case("dispatch", "dispatch x+1 f32[8]", standard_builders(ctx, "dispatch", args),
                 reference=defs.reference("dispatch", args), unit="us",
-                note="JAX and torch take arrays already on their device; flowjit and NumPy take NumPy arrays")
+                note="JAX, TensorFlow and torch take arrays already on their device (a TensorFlow tensor made "
+                     "with tf.constant); flowjit and NumPy take NumPy arrays")
     return [run_case(case, ctx, target_s=0.01 if ctx.quick else 0.05)]

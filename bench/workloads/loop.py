@@ -6,6 +6,8 @@ pays per iteration when the loop lives inside the compiled program.
   (llvm backend, which has no loops yet), or steps the interpreter (interp).
 - NumPy: the same loop in Python over a NumPy float64 scalar.
 - JAX: ``jax.lax.fori_loop`` under ``jax.jit`` (an XLA while loop).
+- TensorFlow: ``tf.while_loop`` over a counter in ``tf.function(jit_compile=True)`` (the
+  same XLA while loop; TensorFlow has no fori_loop).
 - torch: the Python loop on a 0-d tensor (eager); torch.compile unrolls or breaks the
   graph on a 100,000-step Python loop, so it is left out.
 """
@@ -52,6 +54,16 @@ def run(ctx: Ctx) -> list[Row]:
         dev = jax.device_put(np.float64(3.0))
         return lambda: g(dev).block_until_ready()
 
+    def tf_build():
+        from bench.workloads.defs import tf_jit
+        tf = ctx.module("tensorflow")
+
+        def loop(v):
+            return tf.while_loop(lambda i, v: i < steps, lambda i, v: (i + 1, v * 0.5 + 1.0), (tf.constant(0), v))[1]
+        g = tf_jit(tf, loop)
+        v0 = tf.constant(3.0, tf.float64)
+        return lambda: g(v0)
+
     def torch_build():
         torch = ctx.module("torch")
         t = torch.tensor(3.0, dtype=torch.float64)
@@ -64,7 +76,7 @@ def run(ctx: Ctx) -> list[Row]:
         return loop
 
     builders = {"fj": fj_build("numba"), "llvm": fj_build("llvm"), "interp": fj_build("interpreter"), "numpy": np_build,
-                "jax": jax_build, "torch": torch_build}
+                "jax": jax_build, "tf": tf_build, "torch": torch_build}
     case = Case("loop", f"fori_loop {steps:,} trivial iterations, f64", builders, reference=_reference(steps),
                 tol=1e-12, unit="ms", note="per call: the whole loop; torch.compile left out (a Python loop)")
     return [run_case(case, ctx, target_s=0.05)]
