@@ -29,35 +29,34 @@ class NumericsError(FlowjitError, FloatingPointError):
     """A result of a checked call holds NaN or Inf; the message names the op that made it."""
 
 
-_enabled = os.environ.get("FLOWJIT_CHECK_NUMERICS", "") not in ("", "0")
+# Whether calls check numerics now: a one-element list, read on the dispatch fast path
+# without a function call.
+CHECK_NUMERICS = [os.environ.get("FLOWJIT_CHECK_NUMERICS", "") not in ("", "0")]
 
 
 def numerics_checked() -> bool:
     """Whether calls check their results for NaN and Inf now."""
-    return _enabled
+    return CHECK_NUMERICS[0]
 
 
 def enable_check_numerics() -> None:
     """Check every later ``fj.function`` call's results for NaN and Inf."""
-    global _enabled
-    _enabled = True
+    CHECK_NUMERICS[0] = True
 
 
 def disable_check_numerics() -> None:
     """Stop checking results (the default)."""
-    global _enabled
-    _enabled = False
+    CHECK_NUMERICS[0] = False
 
 
 @contextlib.contextmanager
 def check_numerics() -> Iterator[None]:
     """Check results for NaN and Inf inside the ``with`` block."""
-    global _enabled
-    before, _enabled = _enabled, True
+    before, CHECK_NUMERICS[0] = CHECK_NUMERICS[0], True
     try:
         yield
     finally:
-        _enabled = before
+        CHECK_NUMERICS[0] = before
 
 
 def _non_finite(x: np.ndarray) -> str | None:

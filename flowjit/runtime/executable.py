@@ -132,6 +132,8 @@ class Executable:
         self.fallbacks: dict[str, str] = {}
         self._driver: Any = None
         self._driver_one: Any = None  # the driver returning its one result bare (no list)
+        self._program: Any = None     # llvm: the whole program as one native function, if it has one
+        self.native_reason = ""       # llvm: why the program has none
         # The first call compiles the kernels and builds the driver; callers on other
         # threads wait for it (later calls read _driver only: no lock on their path).
         self._first_call = threading.Lock()
@@ -172,25 +174,62 @@ class Executable:
         # Imported here so that `import flowjit` (and the numba backend) load no llvmlite.
         from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
         from flowjit.lowering import Unsupported, lower_block
+        lowered: dict[int, Any] = {}
+        names: set[str] = set()
         for op in self.function.body.ops:
             if op.primitive.role != "kernel":
                 continue
             name = op.attrs.get("name", op.name)
+            symbol = "".join(c if c.isalnum() else "_" for c in name)[:48]
+            # Kernel symbols are unique within a program: its kernels link into one module.
+            unique, n = symbol, 1
+            while unique in names:
+                n += 1
+                unique = f"{symbol}_{n}"
+            names.add(unique)
             try:
-                kernel = lower_block(op.blocks[0], "".join(c if c.isalnum() else "_" for c in name)[:48])
+                lowered[op.id] = lower_block(op.blocks[0], unique)
             except Unsupported as e:
                 self.fallbacks[name] = str(e)
+        self._compile_program(lowered)
+        for op in self.function.body.ops:
+            kernel = lowered.get(op.id)
+            if kernel is None:
                 continue
             positions = {b.name: j for j, b in enumerate(kernel.inputs)}
             # The driver writes only a kernel's one output into an input.
             in_place = (tuple(sorted(positions[n] for n in kernel.in_place[0]))
-                        if len(kernel.outputs) == 1 and kernel.in_place else ())
-            try:
-                compiled = compile_kernel(kernel)
-            except KernelRenderError as e:
-                raise KernelRenderError(f"kernel {name} from {op.attrs.get('lines', '?')}: {e}") from e
+                        if len(kernel.outputs) == 1 and kernel.in_place and self._program is None else ())
+            compiled = None
+            if self._program is None:  # the Python driver calls each kernel
+                try:
+                    compiled = compile_kernel(kernel)
+                except KernelRenderError as e:
+                    raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from "
+                                            f"{op.attrs.get('lines', '?')}: {e}") from e
             self.kernels[op.id] = LLVMKernel(kernel, compiled, in_place,
                                              [(tuple(r.type.shape), r.type.dtype.np) for r in op.results])
+
+    def _compile_program(self, lowered: dict[int, Any]) -> None:
+        """The whole program as one native function (codegen_llvm.program) when every op
+        has a native form; otherwise ``native_reason`` says why not and the Python driver
+        calls each kernel."""
+        from flowjit.codegen_llvm.parallel import default_threads
+        from flowjit.codegen_llvm.program import NotNative, compile_program, plan_program
+        from flowjit.codegen_llvm.render import KernelRenderError
+        try:
+            plan, constants = plan_program(self.function, lowered, self.parallel,
+                                           default_threads() if self.parallel else 1)
+            self._program = compile_program(plan, constants, POOL.empty, POOL_MIN_BYTES)
+        except NotNative as e:
+            self.native_reason = str(e)
+        except KernelRenderError as e:
+            op = next((op for op in self.function.body.ops
+                       if op.id in lowered and lowered[op.id].name == getattr(e, "kernel", None)), None)
+            if op is None:
+                raise
+            raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from {op.attrs.get('lines', '?')}: "
+                                    f"{e}") from e
 
     def _compile_blocks(self) -> None:
         for op in self.function.body.ops:
@@ -234,7 +273,11 @@ class Executable:
             return [self._own(x, arrays) for x in out]
         if self._driver is None:
             with self._first_call:
-                if self._driver is None and self.backend == "llvm":
+                if self._driver is None and self._program is not None:
+                    if len(self._returns) == 1:
+                        self._driver_one = self._program.call_one
+                    self._driver = self._program.call_list
+                elif self._driver is None and self.backend == "llvm":
                     # Compiled at construction: nothing to warm, the driver runs at once.
                     self._driver = self._make_driver()
                 elif self._driver is None:
@@ -266,7 +309,10 @@ class Executable:
         return "\n".join(parts)
 
     def driver_source(self) -> str:
-        """The Python source of the driver a call runs: one line per step of the plan."""
+        """The driver a call runs: the native program's plan (llvm), or the Python source
+        of the driver, one line per step of the memory plan."""
+        if self._program is not None:
+            return self._program.plan.describe() + "\n"
         return self._driver_source()[0]
 
     def _driver_source(self) -> tuple[str, dict[str, Any]]:

@@ -185,6 +185,12 @@ def current_trace() -> Trace | None:
     return stack[-1] if stack else None
 
 
+# How many traces are active in all threads: while none is, a call needs no per-thread
+# look at the trace stack (the dispatch fast path reads ACTIVE_TRACES[0]).
+ACTIVE_TRACES = [0]
+_active_lock = threading.Lock()
+
+
 class trace_context:
     """Make ``trace`` the current trace for the duration of a ``with`` block."""
 
@@ -194,11 +200,15 @@ class trace_context:
     def __enter__(self) -> Trace:
         if not hasattr(_state, "stack"):
             _state.stack = []
+        with _active_lock:
+            ACTIVE_TRACES[0] += 1
         _state.stack.append(self.trace)
         return self.trace
 
     def __exit__(self, *exc: object) -> None:
         _state.stack.pop()
+        with _active_lock:
+            ACTIVE_TRACES[0] -= 1
         self.trace.active = False
 
 

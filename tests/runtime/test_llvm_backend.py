@@ -117,19 +117,35 @@ def test_a_kernel_writes_into_a_dead_input():
     g = fj.function(f, backend="llvm")
     for _ in range(2):  # the first call and the driver
         assert_matches(g(x), fj.function(f, interpret=True)(x))
-    assert any(into is not None for into in executable(g).memory_plan.write_into)
+    # The native driver writes the last kernel's output (the result) where `a` was: `a`
+    # is computed into the result's array.
+    assert "'s memory)" in executable(g).driver_source()
 
 
 def test_large_kernels_split_over_threads_small_ones_call_the_entry():
-    from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
+    from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS, default_threads
+    from flowjit.codegen_llvm.pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
 
+    # The native driver: a large kernel's rows split over the native pool.
     f = fj.function(lambda x: fj.tanh(x) * 2, backend="llvm")
-    for n in (8, 4 * PARALLEL_MIN_ELEMENTS):
+    for n in (8, 4 * NATIVE_PARALLEL_MIN_ELEMENTS):
         x = np.linspace(-3, 3, n, dtype=np.float32)
         for _ in range(2):  # the first call and the driver
             np.testing.assert_allclose(f(x), np.tanh(x) * 2, rtol=1e-6, atol=1e-7)
     small, large = (f._cache[key].executable.driver_source() for key in f._cache)
-    assert ".ctypes.data" in small  # the C entry, dimensions as constants
+    assert small.startswith("native driver") and "threads" not in small
+    if default_threads() > 1:
+        assert f"on {default_threads()} threads over {4 * NATIVE_PARALLEL_MIN_ELEMENTS} rows" in large
+
+    # The Python driver (a cumsum has no native form): the C entry with the dimensions as
+    # constants, or the chunked call.
+    f = fj.function(lambda x: fj.cumsum(fj.tanh(x) * 2, axis=0), backend="llvm")
+    for n in (8, 4 * PARALLEL_MIN_ELEMENTS):
+        x = np.linspace(-3, 3, n)  # float64: the long cumsum's rounding stays small
+        for _ in range(2):
+            np.testing.assert_allclose(f(x), np.cumsum(np.tanh(x) * 2), rtol=1e-9, atol=1e-9)
+    small, large = (f._cache[key].executable.driver_source() for key in f._cache)
+    assert ".ctypes.data" in small
     assert ".ctypes.data" not in large and "((v0,), (v1,))" in large.replace("cv0", "v0")
 
 

@@ -1,0 +1,809 @@
+"""A whole program as one native function: the driver of the llvm backend.
+
+``plan_program`` turns a fused program (its top-level ops, with every kernel op already
+lowered to loop IR) into a ``ProgramPlan``: the program's values as buffers (arguments,
+results, constants, and intermediates at fixed offsets of one scratch block), and its
+steps as kernel calls and BLAS ``gemm`` calls, with transposes and reshapes folded into
+the calls that read them. ``compile_program`` renders the plan and every kernel into one
+LLVM module (the kernels internal, so LLVM may inline them into the driver), compiles it
+or loads it from the object cache, and returns a ``NativeProgram`` whose ``call_list``
+and ``call_one`` are CPython builtins: a call checks its arguments in native code,
+allocates its results with NumPy's own ``PyArray_Empty`` (large ones from the runtime's
+buffer pool), runs every step with the GIL released when the work is large enough to
+matter, and returns the result list or the one result. Nothing in a call goes through
+Python unless an argument is not what the program was traced for (strided, another
+dtype, a subclass): the builtin then hands the call to ``NativeProgram.convert``, which
+makes the arguments contiguous (or raises the shape error) and calls it again.
+
+A program has a plan when each top-level op is a kernel, a 2-D float32/float64 matmul, a
+constant, or a transpose/reshape that only those read, and each result is made by a
+kernel or a matmul; any other program (a random draw, a sort, control flow, a result that
+is an argument) keeps the per-kernel Python driver.
+
+The native code reads NumPy arrays through the ABI NumPy keeps for compiled extensions
+(``PyArrayObject_fields`` and ``PyArray_Descr``'s leading fields, the C-API table's
+``PyArray_Empty``); ``tests/codegen_llvm/test_program.py`` checks those offsets against
+NumPy itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.ir as ir
+import numpy as np
+
+from flowjit.ir.errors import BUG_REPORT
+from flowjit.lowering.loops import Const, Kernel, Var
+
+from . import jit, render
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+I8P = I8.as_pointer()
+VOID = ir.VoidType()
+
+# NumPy's ABI for compiled extensions: byte offsets in PyArrayObject_fields and PyArray_Descr.
+OB_TYPE = 8
+ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
+DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28
+NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
+PYARRAY_EMPTY = 184           # PyArray_Empty's index in NumPy's C-API table
+METH_FASTCALL = 0x80
+# Below this many elements of work in a call, the GIL stays held: releasing and taking it
+# back costs more than the call.
+GIL_MIN_ELEMENTS = 1 << 15
+SCRATCH_ALIGN = 64
+# CBLAS enums.
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+# The table a program's builtin gets as ``self`` (an int64 NumPy array): fixed slots, then
+# each result's dtype and allocator, then each constant's data.
+T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM = range(7)
+T_FIXED = 7
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A value of the program: ``kind`` ``arg`` (position ``slot``), ``result`` (distinct
+    result number ``slot``), ``const`` (constant number ``slot``) or ``scratch`` (byte
+    offset ``slot`` in the scratch block); ``shares`` names the buffer whose memory it
+    takes over when a kernel writes it in place."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    kind: str
+    slot: int
+    shares: str = ""      # the buffer whose memory this one takes over (written in place)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One kernel: ``buffers`` names a buffer per kernel argument (ABI order), ``dims``
+    every dimension; ``split`` (trips, parts) runs its chunk entry on the native pool."""
+
+    kernel: Kernel
+    buffers: tuple[str, ...]
+    dims: tuple[int, ...]
+    split: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``c[m, n] = a[m, k] @ b[k, n]``, ``a``/``b`` read transposed from their buffers when
+    ``trans_a``/``trans_b``."""
+
+    a: str
+    b: str
+    c: str
+    trans_a: bool
+    trans_b: bool
+    m: int
+    n: int
+    k: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ProgramPlan:
+    """A program as buffers and native steps (see the module docstring)."""
+
+    name: str
+    buffers: tuple[Buffer, ...]
+    args: tuple[str, ...]
+    results: tuple[str, ...]          # per returned value (a name may repeat)
+    steps: tuple[KernelCall | Gemm, ...]
+    scratch_bytes: int
+    release_gil: bool
+
+    def buffer(self, name: str) -> Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+    def describe(self) -> str:
+        """The plan as text, one line per step, for ``flowjit ir --stage kernels``."""
+        def show(n: str) -> str:
+            b = self.buffer(n)
+            where = {"arg": "argument", "result": "result", "const": "constant",
+                     "scratch": f"scratch+{b.slot}"}[b.kind] + (f", in {b.shares}'s memory" if b.shares else "")
+            return f"{n}: {b.dtype}{list(b.shape)} ({where})"
+        lines = [f"native driver {self.name}({', '.join(self.args)}) -> ({', '.join(self.results)}); "
+                 f"scratch {self.scratch_bytes} bytes; GIL {'released' if self.release_gil else 'held'}"]
+        for s in self.steps:
+            if isinstance(s, KernelCall):
+                split = f" on {s.split[1]} threads over {s.split[0]} rows" if s.split else ""
+                lines.append(f"  {render.symbol(s.kernel)}({', '.join(map(show, s.buffers))}){split}")
+            else:
+                lines.append(f"  {s.dtype} gemm {s.c} = {s.a}{'.T' if s.trans_a else ''} @ "
+                             f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n})")
+        return "\n".join(lines)
+
+
+class NotNative(Exception):
+    """The program has a step with no native form here (the message says which)."""
+
+
+def _assign_offsets(sizes: list[int], lives: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """Offsets for buffers of ``sizes`` alive over step ranges ``lives`` (inclusive) so
+    that no two alive at once overlap: largest first, each at the lowest aligned offset
+    clear of the placed buffers it meets. Returns the offsets and the block's size."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    placed: list[tuple[int, int, int]] = []   # (offset, end, index)
+    offsets = [0] * len(sizes)
+    for i in order:
+        clash = sorted((o, e) for o, e, j in placed
+                       if not (lives[j][1] < lives[i][0] or lives[i][1] < lives[j][0]))
+        at = 0
+        for o, e in clash:
+            if at + sizes[i] <= o:
+                break
+            at = max(at, -(-e // SCRATCH_ALIGN) * SCRATCH_ALIGN)
+        offsets[i] = at
+        placed.append((at, at + sizes[i], i))
+    return offsets, max((e for _, e, _ in placed), default=0)
+
+
+def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = True,
+                 threads: int = 1) -> tuple[ProgramPlan, list[np.ndarray]]:
+    """The native plan of ``function`` (a fused flowjit Function) whose kernel ops are
+    lowered in ``kernels`` (op id -> Kernel), with the constant arrays it reads; raises
+    NotNative when some op or result has no native form. ``threads``: the parts a large
+    parallel loop is split into (1: none)."""
+    from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
+    body = function.body
+    returned = [v.id for v in body.returns]
+    names: dict[int, str] = {}
+    alias: dict[int, tuple[int, bool]] = {}     # value id -> (value id it views, transposed)
+    constants: list[np.ndarray] = []
+    const_of: dict[int, int] = {}
+    steps: list[tuple[str, Any, Any]] = []
+    defined_at: dict[int, int] = {}
+    last_use: dict[int, int] = {}
+    made: set[int] = set()                       # values a kernel or gemm writes
+    for a in body.args:
+        names[a.id] = f"a{len(names)}"
+
+    def base(v: Any) -> tuple[int, bool]:
+        return alias.get(v.id, (v.id, False))
+
+    def use(vid: int, step: int) -> None:
+        last_use[vid] = step
+
+    for op in body.ops:
+        role, kind = op.primitive.role, op.primitive.kind
+        for r in op.results:
+            names[r.id] = f"v{r.id}"
+        if op.id in kernels:
+            ins = [base(v) for v in op.inputs]
+            if any(t for _, t in ins):
+                raise NotNative(f"kernel {op.attrs.get('name', op.name)} reads a transposed view")
+            step = len(steps)
+            steps.append(("kernel", op, [i for i, _ in ins]))
+            for vid, _ in ins:
+                use(vid, step)
+            for r in op.results:
+                defined_at[r.id], made = step, made | {r.id}
+        elif role == "matrix_product":
+            types = [v.type for v in op.inputs] + [r.type for r in op.results]
+            if (any(len(t.shape) != 2 for t in types) or len({t.dtype.name for t in types}) != 1
+                    or types[0].dtype.name not in ("float32", "float64")):
+                raise NotNative(f"{op.name} of {[f'{t.dtype.name}{list(t.shape)}' for t in types]}")
+            step = len(steps)
+            steps.append(("gemm", op, [base(v) for v in op.inputs]))
+            for v in op.inputs:
+                use(base(v)[0], step)
+            defined_at[op.results[0].id], made = step, made | {op.results[0].id}
+        elif role == "permute_axes" and len(op.inputs[0].type.shape) == 2 and tuple(op.attrs["perm"]) == (1, 0):
+            src, t = base(op.inputs[0])
+            alias[op.results[0].id] = (src, not t)
+        elif role in ("row_major_reshape", "unit_axes_reshape") and not base(op.inputs[0])[1]:
+            alias[op.results[0].id] = base(op.inputs[0])
+        elif kind == "constant":
+            value = np.asarray(op.primitive.impl(**op.attrs))
+            t = op.results[0].type
+            const_of[op.results[0].id] = len(constants)
+            constants.append(np.ascontiguousarray(value.astype(t.dtype.np, copy=False).reshape(t.shape)))
+        else:
+            raise NotNative(f"{op.name} has no native form here")
+    if not steps:
+        raise NotNative("no kernel or matmul to run")
+    results = []
+    for vid in returned:
+        b, t = base(body.returns[returned.index(vid)])
+        if t or b not in made or b != vid:
+            raise NotNative("a result that no kernel or matmul makes (an argument, a constant or a view)")
+        results.append(vid)
+
+    # A kernel's one output may take the memory of an input it overwrites element for
+    # element (the kernel declares which), when that input dies there, is made by a step
+    # and is no result: chains of such outputs share one buffer (``group``).
+    group: dict[int, int] = {}
+    value_type = {a.id: a.type for a in body.args}
+    value_type.update({r.id: r.type for op in body.ops for r in op.results})
+
+    def root(vid: int) -> int:
+        while vid in group:
+            vid = group[vid]
+        return vid
+
+    returned_set = set(results)
+    for n, (what, op, ins) in enumerate(steps):
+        k = kernels.get(op.id) if what == "kernel" else None
+        if k is None or len(op.results) != 1 or not k.in_place:
+            continue
+        out = op.results[0]
+        position = {b.name: j for j, b in enumerate(k.inputs)}
+        for name in k.in_place[0]:
+            vid = ins[position[name]]
+            if (vid in made and vid not in returned_set and last_use.get(vid) == n and ins.count(vid) == 1
+                    and _same_layout(value_type[vid], out.type)):
+                group[out.id] = vid
+                break
+    members: dict[int, list[int]] = {}
+    for vid in defined_at:
+        members.setdefault(root(vid), []).append(vid)
+    # A group holding a result lives in that result's array.
+    owner = {r: next((m for m in ms if m in returned_set), r) for r, ms in members.items()}
+
+    # Buffers: arguments, distinct results, constants, then intermediates in scratch.
+    buffers: dict[int, Buffer] = {}
+    for i, a in enumerate(body.args):
+        buffers[a.id] = Buffer(names[a.id], a.type.dtype.np.name, tuple(a.type.shape), "arg", i)
+    for vid in dict.fromkeys(results):
+        t = value_type[vid]
+        buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "result", len(buffers) - len(body.args))
+    for vid, k in const_of.items():
+        t = value_type[vid]
+        buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "const", k)
+    inter = [r for r in members if owner[r] not in returned_set]
+    sizes = [math.prod(value_type[v].shape) * value_type[v].dtype.np.itemsize for v in inter]
+    lives = [(min(defined_at[m] for m in members[r]), max(last_use.get(m, defined_at[m]) for m in members[r]))
+             for r in inter]
+    offsets, scratch = _assign_offsets(sizes, lives)
+    for vid, off in zip(inter, offsets):
+        t = value_type[vid]
+        buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "scratch", off)
+    for r, ms in members.items():
+        home = buffers[owner[r]]
+        for m in ms:
+            if m not in buffers:
+                t = value_type[m]
+                buffers[m] = Buffer(names[m], t.dtype.np.name, tuple(t.shape), home.kind, home.slot, home.name)
+
+    calls: list[KernelCall | Gemm] = []
+    work = 0
+    for what, op, ins in steps:
+        if what == "kernel":
+            k = kernels[op.id]
+            vals = [*ins, *(r.id for r in op.results)]
+            shapes = [tuple(value_type[v].shape) for v in vals]
+            dims = tuple(d for s in shapes for d in s)
+            elements = max((math.prod(s) for s in shapes), default=1)
+            work += elements
+            split = None
+            found = render.chunk_loop(k)
+            if parallel and threads > 1 and found is not None and elements >= NATIVE_PARALLEL_MIN_ELEMENTS:
+                trips = _trips(k, found[1], shapes)
+                if trips >= 2:
+                    split = (trips, threads)
+            calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split))
+        else:
+            (a, ta), (b, tb) = ins
+            c = op.results[0]
+            m, n = c.type.shape
+            k_dim = op.inputs[0].type.shape[1]
+            work += m * n * k_dim
+            calls.append(Gemm(buffers[a].name, buffers[b].name, buffers[c.id].name, ta, tb, m, n, k_dim,
+                              c.type.dtype.np.name))
+    plan = ProgramPlan(function.name, tuple(buffers.values()), tuple(names[a.id] for a in body.args),
+                       tuple(names[v] for v in results), tuple(calls), scratch, work >= GIL_MIN_ELEMENTS)
+    return plan, constants
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    return tuple(a.shape) == tuple(b.shape) and a.dtype.np.itemsize == b.dtype.np.itemsize
+
+
+def _trips(k: Kernel, loop: Any, shapes: list[tuple[int, ...]]) -> int:
+    """The trip count of the chunked loop at these shapes."""
+    stop = loop.stop
+    if isinstance(stop, Const):
+        return int(stop.value)
+    args = [b for b in k.buffers if b.role != "temp"]
+    size = next(s for s in k.sizes if isinstance(stop, Var) and s.name == stop.name)
+    return shapes[[b.name for b in args].index(size.buffer)][size.dim]
+
+
+# ---- rendering -------------------------------------------------------------------------------
+
+def _type_nums(dtype: str) -> list[int]:
+    """NumPy type numbers whose arrays hold ``dtype``'s values in its layout (int64 is
+    both ``long`` and ``longlong`` on Linux)."""
+    want = np.dtype(dtype)
+    return sorted({np.dtype(c).num for c in np.typecodes["All"] if np.dtype(c) == want})
+
+
+class _Driver:
+    def __init__(self, plan: ProgramPlan, blas_int_bits: int):
+        self.plan = plan
+        self.module = ir.Module(name=f"program_{plan.name}")
+        self.int_bits = blas_int_bits
+        self.declared: dict[str, ir.Function] = {}
+        self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
+
+    def extern(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.declared.get(name)
+        if fn is None:
+            fn = self.declared[name] = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    @staticmethod
+    def field(b: ir.IRBuilder, obj: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
+        at = b.gep(obj, [ir.Constant(I64, offset)], inbounds=True)
+        return b.load(b.bitcast(at, ty.as_pointer()))
+
+    @staticmethod
+    def table(b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:
+        return b.load(b.gep(tab, [ir.Constant(I64, i)], inbounds=True))
+
+    def render(self) -> str:
+        self.run_function()
+        for which in ("list", "one"):
+            self.entry(which)
+        return str(self.module)
+
+    # fj_run(table, args, nargs, results) -> 0 ran, 1 error set, 2 hand the call to Python
+    def run_function(self) -> None:
+        plan = self.plan
+        fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P.as_pointer(), I64,
+                                                             I8P.as_pointer()]), "fj_run")
+        fn.linkage = "internal"
+        tab, args, nargs, results = fn.args
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        self.allocas = ir.IRBuilder(entry)
+        fallback = fn.append_basic_block("fallback")
+        no_scratch = fn.append_basic_block("no_scratch")
+        failed = fn.append_basic_block("failed")
+        bufs: dict[str, ir.Value] = {}
+
+        def check(cond: ir.Value) -> None:
+            ok = fn.append_basic_block("ok")
+            b.cbranch(cond, ok, fallback)
+            b.position_at_end(ok)
+
+        check(b.icmp_signed("==", nargs, ir.Constant(I64, len(plan.args))))
+        ndarray = self.table(b, tab, T_NDARRAY)
+        swapped = ord(">" if sys.byteorder == "little" else "<")
+        for i, name in enumerate(plan.args):
+            buf = plan.buffer(name)
+            obj = b.load(b.gep(args, [ir.Constant(I64, i)], inbounds=True))
+            check(b.icmp_unsigned("==", b.ptrtoint(self.field(b, obj, OB_TYPE, I8P), I64), ndarray))
+            flags = b.and_(self.field(b, obj, ARRAY_FLAGS, I32), ir.Constant(I32, NPY_C_CONTIGUOUS | NPY_ALIGNED))
+            check(b.icmp_signed("==", flags, ir.Constant(I32, NPY_C_CONTIGUOUS | NPY_ALIGNED)))
+            check(b.icmp_signed("==", self.field(b, obj, ARRAY_ND, I32), ir.Constant(I32, len(buf.shape))))
+            if buf.shape:
+                dims = self.field(b, obj, ARRAY_DIMS, I64.as_pointer())
+                for d, n in enumerate(buf.shape):
+                    got = b.load(b.gep(dims, [ir.Constant(I64, d)], inbounds=True))
+                    check(b.icmp_signed("==", got, ir.Constant(I64, n)))
+            descr = self.field(b, obj, ARRAY_DESCR, I8P)
+            num = self.field(b, descr, DESCR_TYPE_NUM, I32)
+            known = functools.reduce(b.or_, [b.icmp_signed("==", num, ir.Constant(I32, t))
+                                              for t in _type_nums(buf.dtype)])
+            check(known)
+            check(b.icmp_unsigned("!=", self.field(b, descr, DESCR_BYTEORDER, I8), ir.Constant(I8, swapped)))
+            bufs[name] = self.field(b, obj, ARRAY_DATA, I8P)
+
+        # Results: a new array each (an exception is set when one cannot be made).
+        call_noargs = self.extern("PyObject_CallNoArgs", I8P, [I8P])
+        incref = self.extern("Py_IncRef", VOID, [I8P])
+        empty_t = ir.FunctionType(I8P, [I32, I64.as_pointer(), I8P, I32])
+        for buf in plan.buffers:
+            if buf.kind != "result" or buf.shares:
+                continue
+            alloc = self.table(b, tab, T_FIXED + 2 * buf.slot + 1)
+            via_pool, direct, made = (fn.append_basic_block(f"r{buf.slot}_{x}") for x in ("pool", "empty", "made"))
+            b.cbranch(b.icmp_unsigned("!=", alloc, ir.Constant(I64, 0)), via_pool, direct)
+            b.position_at_end(via_pool)
+            from_pool = b.call(call_noargs, [b.inttoptr(alloc, I8P)])
+            b.branch(made)
+            b.position_at_end(direct)
+            descr = b.inttoptr(self.table(b, tab, T_FIXED + 2 * buf.slot), I8P)
+            b.call(incref, [descr])  # PyArray_Empty steals a reference to the dtype
+            shape = ir.GlobalVariable(self.module, ir.ArrayType(I64, max(len(buf.shape), 1)), f"shape_{buf.name}")
+            shape.global_constant, shape.linkage = True, "internal"
+            shape.initializer = ir.Constant(shape.type.pointee, list(buf.shape) or [0])
+            empty = b.inttoptr(self.table(b, tab, T_EMPTY), empty_t.as_pointer())
+            from_empty = b.call(empty, [ir.Constant(I32, len(buf.shape)), b.bitcast(shape, I64.as_pointer()),
+                                        descr, ir.Constant(I32, 0)])
+            b.branch(made)
+            b.position_at_end(made)
+            obj = b.phi(I8P)
+            obj.add_incoming(from_pool, via_pool)
+            obj.add_incoming(from_empty, direct)
+            b.store(obj, b.gep(results, [ir.Constant(I64, buf.slot)], inbounds=True))
+            ok = fn.append_basic_block("allocated")
+            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), ir.Constant(I64, 0)), failed, ok)
+            b.position_at_end(ok)
+            bufs[buf.name] = self.field(b, obj, ARRAY_DATA, I8P)
+        for buf in plan.buffers:
+            if buf.kind == "const":
+                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
+
+        # Scratch: the program's cached block if no other call holds it, else a new one.
+        scratch = None
+        if plan.scratch_bytes:
+            slot = b.gep(tab, [ir.Constant(I64, T_SCRATCH)], inbounds=True)
+            held = b.inttoptr(b.atomic_rmw("xchg", slot, ir.Constant(I64, 0), "acq_rel"), I8P)
+            new, have = fn.append_basic_block("scratch_new"), fn.append_basic_block("scratch")
+            head = b.block
+            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(held, I64), ir.Constant(I64, 0)), new, have)
+            b.position_at_end(new)
+            aligned_alloc = self.extern("aligned_alloc", I8P, [I64, I64])
+            size = -(-plan.scratch_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            fresh = b.call(aligned_alloc, [ir.Constant(I64, SCRATCH_ALIGN), ir.Constant(I64, size)])
+            got = fn.append_basic_block("scratch_got")
+            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(fresh, I64), ir.Constant(I64, 0)), no_scratch, got)
+            b.position_at_end(got)
+            b.branch(have)
+            b.position_at_end(have)
+            scratch = b.phi(I8P)
+            scratch.add_incoming(held, head)
+            scratch.add_incoming(fresh, got)
+            for buf in plan.buffers:
+                if buf.kind == "scratch" and not buf.shares:
+                    bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+        for buf in plan.buffers:
+            if buf.shares:
+                bufs[buf.name] = bufs[buf.shares]
+
+        save = restore = state = None
+        if plan.release_gil:
+            save = self.extern("PyEval_SaveThread", I8P, [])
+            restore = self.extern("PyEval_RestoreThread", VOID, [I8P])
+            state = b.call(save, [])
+        self.allocas.position_at_start(entry)
+        status = self.allocas.alloca(I32)
+        b.store(ir.Constant(I32, 0), status)
+        done = fn.append_basic_block("steps_done")
+        for n, step in enumerate(plan.steps):
+            if isinstance(step, KernelCall):
+                self.kernel_call(b, step, bufs, status, done, n)
+            else:
+                self.gemm(b, tab, step, bufs)
+        b.branch(done)
+        b.position_at_end(done)
+        if state is not None:
+            b.call(restore, [state])
+        if scratch is not None:
+            slot = b.gep(tab, [ir.Constant(I64, T_SCRATCH)], inbounds=True)
+            old = b.atomic_rmw("xchg", slot, b.ptrtoint(scratch, I64), "acq_rel")
+            spare, kept = fn.append_basic_block("scratch_spare"), fn.append_basic_block("scratch_kept")
+            b.cbranch(b.icmp_unsigned("!=", old, ir.Constant(I64, 0)), spare, kept)
+            b.position_at_end(spare)
+            b.call(self.extern("free", VOID, [I8P]), [b.inttoptr(old, I8P)])
+            b.branch(kept)
+            b.position_at_end(kept)
+        ran = fn.append_basic_block("ran")
+        nomem = fn.append_basic_block("nomem")
+        b.cbranch(b.icmp_signed("==", b.load(status), ir.Constant(I32, 0)), ran, nomem)
+        b.position_at_end(ran)
+        b.ret(ir.Constant(I32, 0))
+        for block in (nomem, no_scratch):
+            b.position_at_end(block)
+            b.call(self.extern("PyErr_NoMemory", I8P, []), [])
+            b.branch(failed)
+
+        b.position_at_end(failed)  # an exception is set: drop the results made so far
+        decref = self.extern("Py_DecRef", VOID, [I8P])
+        for j in range(self.n_results):
+            at = b.gep(results, [ir.Constant(I64, j)], inbounds=True)
+            b.call(decref, [b.load(at)])
+            b.store(ir.Constant(I8P, None), at)
+        b.ret(ir.Constant(I32, 1))
+        b.position_at_end(fallback)
+        b.ret(ir.Constant(I32, 2))
+
+    def kernel_call(self, b: ir.IRBuilder, step: KernelCall, bufs: dict[str, ir.Value], status: ir.Value,
+                    done: ir.Block, n: int) -> None:
+        ptrs = [bufs[name] for name in step.buffers]
+        dims = [ir.Constant(I64, d) for d in step.dims]
+        if step.split is None:
+            entry = self.extern(render.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
+            rc = b.call(entry, ptrs + dims)
+            if any(buf.role == "temp" for buf in step.kernel.buffers):
+                go_on = self.fn.append_basic_block(f"after_{n}")
+                oom = self.fn.append_basic_block(f"oom_{n}")
+                b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), go_on, oom)
+                b.position_at_end(oom)
+                b.store(ir.Constant(I32, 1), status)
+                b.branch(done)
+                b.position_at_end(go_on)
+            return
+        # Split over the native pool: a context of the buffers' addresses, and a wrapper
+        # that runs the chunk entry over the rows [lo, hi) the pool hands it.
+        trips, parts = step.split
+        chunk = self.extern(render.chunk_symbol(step.kernel), VOID, [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
+        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), f"fj_split_{n}")
+        wrap.linkage = "internal"
+        lo, hi, ctx = wrap.args
+        w = ir.IRBuilder(wrap.append_basic_block("entry"))
+        table = w.bitcast(ctx, I8P.as_pointer())
+        loaded = [w.load(w.gep(table, [ir.Constant(I64, i)], inbounds=True)) for i in range(len(ptrs))]
+        w.call(chunk, [lo, hi, *loaded, *dims])
+        w.ret_void()
+        self.allocas.position_at_start(self.fn.entry_basic_block)
+        ctx_mem = self.allocas.alloca(ir.ArrayType(I8P, len(ptrs)))
+        for i, p in enumerate(ptrs):
+            b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
+        b.call(pfor, [wrap, ir.Constant(I64, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
+
+    def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
+        if g.m == 0 or g.n == 0:
+            return
+        itemsize = np.dtype(g.dtype).itemsize
+        if g.k == 0:  # an empty sum: zeros
+            memset = self.extern("memset", I8P, [I8P, I32, I64])
+            b.call(memset, [bufs[g.c], ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
+            return
+        fl = F32 if g.dtype == "float32" else F64
+        it = ir.IntType(self.int_bits)
+        fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+        addr = self.table(b, tab, T_SGEMM if g.dtype == "float32" else T_DGEMM)
+        fn = b.inttoptr(addr, fnty.as_pointer())
+        lda = g.m if g.trans_a else g.k
+        ldb = g.k if g.trans_b else g.n
+
+        def c(t, v):
+            return ir.Constant(t, v)
+        trans = [c(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
+        b.call(fn, [c(I32, ROW_MAJOR), *trans, c(it, g.m), c(it, g.n), c(it, g.k), c(fl, 1.0),
+                    bufs[g.a], c(it, max(lda, 1)), bufs[g.b], c(it, max(ldb, 1)), c(fl, 0.0), bufs[g.c],
+                    c(it, max(g.n, 1))])
+
+    # The CPython entry points (METH_FASTCALL): fj_call_list returns the result list,
+    # fj_call_one the one result.
+    def entry(self, which: str) -> None:
+        plan = self.plan
+        fn = ir.Function(self.module, ir.FunctionType(I8P, [I8P, I8P.as_pointer(), I64]), f"fj_call_{which}")
+        self_, args, nargs = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        tab = b.bitcast(self.field(b, self_, ARRAY_DATA, I8P), I64.as_pointer())
+        results = b.alloca(I8P, ir.Constant(I32, max(self.n_results, 1)))
+        for j in range(self.n_results):
+            b.store(ir.Constant(I8P, None), b.gep(results, [ir.Constant(I64, j)], inbounds=True))
+        rc = b.call(self.fn, [tab, args, nargs, results])
+        ok, error, python = (fn.append_basic_block(x) for x in ("ok", "error", "python"))
+        sw = b.switch(rc, error)
+        sw.add_case(ir.Constant(I32, 0), ok)
+        sw.add_case(ir.Constant(I32, 2), python)
+        b.position_at_end(error)
+        b.ret(ir.Constant(I8P, None))
+        b.position_at_end(python)
+        call = self.extern("PyObject_VectorcallDict", I8P, [I8P, I8P.as_pointer(), I64, I8P])
+        handler = b.inttoptr(self.table(b, tab, T_FALLBACK_LIST if which == "list" else T_FALLBACK_ONE), I8P)
+        b.ret(b.call(call, [handler, args, nargs, ir.Constant(I8P, None)]))
+        b.position_at_end(ok)
+        slot_of = {buf.name: buf.slot for buf in plan.buffers if buf.kind == "result" and not buf.shares}
+        incref = self.extern("Py_IncRef", VOID, [I8P])
+        seen: set[str] = set()
+        if which == "one":
+            b.ret(b.load(b.gep(results, [ir.Constant(I64, slot_of[plan.results[0]])], inbounds=True)))
+            return
+        lst = b.call(self.extern("PyList_New", I8P, [I64]), [ir.Constant(I64, len(plan.results))])
+        made, nolist = fn.append_basic_block("list"), fn.append_basic_block("nolist")
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(lst, I64), ir.Constant(I64, 0)), nolist, made)
+        b.position_at_end(nolist)
+        decref = self.extern("Py_DecRef", VOID, [I8P])
+        for j in range(self.n_results):
+            b.call(decref, [b.load(b.gep(results, [ir.Constant(I64, j)], inbounds=True))])
+        b.ret(ir.Constant(I8P, None))
+        b.position_at_end(made)
+        set_item = self.extern("PyList_SetItem", I32, [I8P, I64, I8P])
+        for pos, name in enumerate(plan.results):
+            obj = b.load(b.gep(results, [ir.Constant(I64, slot_of[name])], inbounds=True))
+            if name in seen:  # the list holds each reference it is given
+                b.call(incref, [obj])
+            seen.add(name)
+            b.call(set_item, [lst, ir.Constant(I64, pos), obj])
+        b.ret(lst)
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p)]
+
+
+_new_builtin = ctypes.pythonapi.PyCFunction_NewEx
+_new_builtin.restype = ctypes.py_object
+_new_builtin.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+
+
+@functools.cache
+def _array_api() -> int:
+    """The address of NumPy's C-API function table (what ``import_array`` reads)."""
+    try:
+        from numpy._core import _multiarray_umath as m
+    except ImportError:  # NumPy 1.x
+        from numpy.core import _multiarray_umath as m  # type: ignore[no-redef]
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(m._ARRAY_API, None)
+
+
+def _pyarray_empty() -> int:
+    return ctypes.c_void_p.from_address(_array_api() + PYARRAY_EMPTY * ctypes.sizeof(ctypes.c_void_p)).value
+
+
+def _link(plan: ProgramPlan, driver_ir: str) -> str:
+    """The driver and every kernel of ``plan`` as one module's IR text: the kernels'
+    definitions internal, so LLVM may inline them and drops what nothing calls."""
+    import llvmlite.binding as llvm
+    with jit._llvm_lock:
+        module = llvm.parse_assembly(driver_ir)
+        entries: set[str] = set()
+        seen: set[str] = set()
+        for step in plan.steps:
+            if not isinstance(step, KernelCall) or step.kernel.name in seen:
+                continue
+            seen.add(step.kernel.name)
+            text = None
+            try:
+                text = render.render_kernel(step.kernel)
+                kmod = llvm.parse_assembly(text)
+                kmod.verify()
+            except Exception as e:
+                error = render.KernelRenderError(
+                    f"the LLVM renderer failed on kernel {step.kernel.name!r}: {str(e).strip()[:2000]}; its loop IR "
+                    f"and LLVM IR are saved in {render._save(step.kernel, text)}"
+                    f"{'' if isinstance(e, jit.LLVMCompileError) else '. ' + BUG_REPORT}")
+                error.kernel = step.kernel.name
+                raise error from e
+            own = {render.symbol(step.kernel), render.chunk_symbol(step.kernel)}
+            entries |= own
+            for g in [*kmod.functions, *kmod.global_variables]:
+                if not g.is_declaration and g.name not in own:
+                    g.linkage = "internal"
+            module.link_in(kmod)
+        for f in module.functions:
+            if f.name in entries and not f.is_declaration:
+                f.linkage = "internal"
+        return str(module)
+
+
+def _sources_digest() -> str:
+    with open(__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+class NativeProgram:
+    """A compiled program: ``call_list(*arrays)`` returns the result list and
+    ``call_one(*arrays)`` the one result (CPython builtins); ``plan`` is what they run."""
+
+    def __init__(self, plan: ProgramPlan, constants: list[np.ndarray], library: jit.Library,
+                 pool_empty: Callable[..., np.ndarray] | None, pool_min_bytes: int):
+        self.plan = plan
+        self.library = library        # the machine code lives as long as this object
+        self._constants = constants
+        self._args = [plan.buffer(n) for n in plan.args]
+        blas = {}
+        if any(isinstance(s, Gemm) for s in plan.steps):
+            from .blas import blas_functions
+            blas = blas_functions()
+        results = [b for b in plan.buffers if b.kind == "result" and not b.shares]
+        self._keep: list[Any] = []    # objects whose addresses the table holds
+        table = np.zeros(T_FIXED + 2 * len(results) + len(constants), np.int64)
+        table[T_FALLBACK_LIST] = self._ref(self.convert_list)
+        table[T_FALLBACK_ONE] = self._ref(self.convert_one)
+        table[T_EMPTY] = _pyarray_empty()
+        table[T_NDARRAY] = id(np.ndarray)
+        for name, slot in (("sgemm", T_SGEMM), ("dgemm", T_DGEMM)):
+            if name in blas:
+                table[slot] = blas[name].address
+        for b in results:
+            table[T_FIXED + 2 * b.slot] = self._ref(np.dtype(b.dtype))
+            if pool_empty is not None and b.nbytes >= pool_min_bytes:
+                table[T_FIXED + 2 * b.slot + 1] = self._ref(functools.partial(pool_empty, b.shape, np.dtype(b.dtype)))
+        for k, c in enumerate(constants):
+            table[T_FIXED + 2 * len(results) + k] = c.ctypes.data
+        self._table = table
+        self._defs = []
+        for which in ("list", "one"):
+            d = _MethodDef(f"{plan.name}_{which}".encode(), library.address(f"fj_call_{which}"), METH_FASTCALL, None)
+            self._defs.append(d)
+            setattr(self, f"call_{which}", _new_builtin(ctypes.addressof(d), table, None))
+
+    def _ref(self, obj: object) -> int:
+        self._keep.append(obj)
+        return id(obj)
+
+    def _converted(self, arrays: Sequence[Any]) -> list[np.ndarray]:
+        if len(arrays) != len(self._args):
+            raise TypeError(f"program {self.plan.name} takes {len(self._args)} arrays, got {len(arrays)}")
+        out = []
+        for x, b in zip(arrays, self._args):
+            y = np.ascontiguousarray(x, dtype=b.dtype)
+            y = y if type(y) is np.ndarray else np.array(y)
+            if y.shape != b.shape:
+                raise ValueError(f"program {self.plan.name}, compiled for an array of shape {b.shape} got one of "
+                                 f"shape {y.shape}: call the function with the shapes it was traced for")
+            out.append(y)
+        if all(x is y for x, y in zip(arrays, out)):
+            raise TypeError(f"program {self.plan.name}: its native driver refused arrays it was traced for "
+                            f"({[(y.dtype, y.shape, y.flags.c_contiguous) for y in out]}); {BUG_REPORT}")
+        return out
+
+    def convert_list(self, *arrays: Any) -> list[np.ndarray]:
+        """The call with arguments made what the program takes (contiguous, its dtypes)."""
+        return self.call_list(*self._converted(arrays))
+
+    def convert_one(self, *arrays: Any) -> np.ndarray:
+        """As ``convert_list``, for ``call_one``."""
+        return self.call_one(*self._converted(arrays))
+
+
+def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
+                    pool_empty: Callable[..., np.ndarray] | None = None, pool_min_bytes: int = 1 << 20,
+                    target: jit.HostTarget | None = None) -> NativeProgram:
+    """``plan`` compiled (its driver and kernels in one module) or loaded from the object
+    cache, keyed by the driver's IR and every kernel's identity, so a warm load renders
+    no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
+    ``pool_min_bytes``), the others from ``PyArray_Empty``."""
+    int_bits = 64
+    if any(isinstance(s, Gemm) for s in plan.steps):
+        from .blas import blas_functions
+        found = blas_functions()
+        if not found:
+            raise NotNative("no CBLAS library found for matmul")
+        int_bits = found["sgemm"].int_bits
+    driver_ir = _Driver(plan, int_bits).render()
+    kernels = {s.kernel.name: s.kernel for s in plan.steps if isinstance(s, KernelCall)}
+    identity = "\n".join([f"; flowjit program {_sources_digest()}", driver_ir,
+                          *(render.kernel_identity(k) for k in kernels.values())])
+    try:
+        lib = jit.load_source(identity, lambda: _link(plan, driver_ir), target, f"program_{plan.name}")
+    except render.KernelRenderError:
+        raise
+    except jit.LLVMCompileError as e:
+        raise render.KernelRenderError(f"the native driver of program {plan.name!r} failed: {e}") from e
+    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes)
+
+
+__all__ = ["Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",
+           "plan_program"]

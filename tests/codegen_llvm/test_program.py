@@ -1,0 +1,199 @@
+"""The native program driver (flowjit/codegen_llvm/program.py): a whole program as one
+CPython builtin, checked against NumPy and the interpreter."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.codegen_llvm import program
+
+
+def _exe(f):
+    (entry,) = f._cache.values()
+    return entry.executable
+
+
+def _native(f, *args):
+    out = f(*args)
+    out = f(*args)  # the driver
+    exe = _exe(f)
+    assert exe._program is not None, exe.native_reason
+    return out, exe
+
+
+def test_numpy_abi_offsets_the_driver_reads():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[1:]
+    base = id(x)
+
+    def word(offset, ctype=ctypes.c_int64):
+        return ctype.from_address(base + offset).value
+
+    assert word(program.OB_TYPE) == id(np.ndarray)
+    assert word(program.ARRAY_DATA) == x.ctypes.data
+    assert word(program.ARRAY_ND, ctypes.c_int32) == 2
+    dims = word(program.ARRAY_DIMS)
+    assert [ctypes.c_int64.from_address(dims + 8 * i).value for i in range(2)] == [2, 4]
+    assert word(program.ARRAY_DESCR) == id(x.dtype)
+    flags = word(program.ARRAY_FLAGS, ctypes.c_int32)
+    assert flags & program.NPY_C_CONTIGUOUS and flags & program.NPY_ALIGNED
+    assert not ctypes.c_int32.from_address(id(x.T) + program.ARRAY_FLAGS).value & program.NPY_C_CONTIGUOUS
+    for dt in (np.float32, np.dtype(">f8"), np.int64, np.bool_):
+        d = np.dtype(dt)
+        assert ctypes.c_int32.from_address(id(d) + program.DESCR_TYPE_NUM).value == d.num
+        assert chr(ctypes.c_char.from_address(id(d) + program.DESCR_BYTEORDER).value[0]) == d.byteorder
+
+
+def test_pyarray_empty_is_where_numpys_header_says():
+    header = os.path.join(np.get_include(), "numpy", "__multiarray_api.h")
+    if not os.path.exists(header):
+        pytest.skip("NumPy's headers are not installed")
+    text = open(header).read()
+    m = re.search(r"#define PyArray_Empty \\\s*\n.*?PyArray_API\[(\d+)\]", text, re.S)
+    assert m and int(m.group(1)) == program.PYARRAY_EMPTY
+
+
+def test_assigned_offsets_never_overlap_buffers_alive_together():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 12))
+        sizes = [int(s) for s in rng.integers(1, 5000, n)]
+        starts = rng.integers(0, 10, n)
+        lives = [(int(s), int(s + rng.integers(0, 5))) for s in starts]
+        offsets, total = program._assign_offsets(sizes, lives)
+        for i in range(n):
+            assert offsets[i] % program.SCRATCH_ALIGN == 0 and offsets[i] + sizes[i] <= total
+            for j in range(i):
+                if not (lives[i][1] < lives[j][0] or lives[j][1] < lives[i][0]):
+                    assert offsets[i] + sizes[i] <= offsets[j] or offsets[j] + sizes[j] <= offsets[i]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmuls_with_transposes_and_kernels_between(dtype):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((12, 7)).astype(dtype)
+    b = rng.standard_normal((7, 5)).astype(dtype)
+    c = rng.standard_normal((12, 5)).astype(dtype)
+
+    def f(a, b, c):
+        h = fj.tanh(a @ b) + c
+        return h.T @ a, a.T @ h, (h @ b.T).sum(axis=1), b.T @ a.T
+    out, exe = _native(fj.function(f, backend="llvm"), a, b, c)
+    want = fj.function(f, interpret=True)(a, b, c)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert len(out) == len(want) == 4
+    for got, ref in zip(out, want):
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    text = exe.driver_source()
+    assert "gemm" in text and ".T @" in text and "@ v" in text
+
+
+def test_empty_matmuls():
+    f = fj.function(lambda a, b: (a @ b) + 1, backend="llvm")
+    out, _ = _native(f, np.ones((3, 0), np.float32), np.ones((0, 4), np.float32))
+    np.testing.assert_array_equal(out, np.ones((3, 4), np.float32))
+    g = fj.function(lambda a, b: (a @ b) + 1, backend="llvm")
+    out, _ = _native(g, np.ones((0, 2), np.float32), np.ones((2, 4), np.float32))
+    assert out.shape == (0, 4)
+
+
+def test_arguments_the_driver_refuses_go_through_python():
+    f = fj.function(lambda x: fj.exp(x) * 2, backend="llvm")
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    _native(f, x)
+    exe = _exe(f)
+
+    class Sub(np.ndarray):
+        pass
+
+    strided = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)[:, ::2]
+    for arg in (strided, x.view(Sub), x.astype(">f4"), x.astype(np.float64)):
+        want = np.exp(np.asarray(arg, np.float32)) * 2
+        np.testing.assert_allclose(exe.run(arg)[0], want, rtol=1e-6)
+        np.testing.assert_allclose(exe._program.call_one(arg), want, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"shape \(3, 4\) got one of shape \(4, 3\)"):
+        exe.run(x.T.copy())
+    with pytest.raises(TypeError, match="takes 1 arrays, got 2"):
+        exe.run(x, x)
+
+
+def test_results_are_fresh_arrays_and_repeated_results_one_object():
+    def f(x):
+        y = x * 3
+        return y, y, x + 0
+    g = fj.function(f, backend="llvm")
+    x = np.arange(6, dtype=np.float32)
+    (a, b, c), _ = _native(g, x)
+    assert a is b and not np.shares_memory(c, x)
+    np.testing.assert_array_equal(a, x * 3)
+    (a2, _, _) = g(x)
+    assert not np.shares_memory(a, a2)
+
+
+def test_constants_and_intermediates_in_scratch():
+    w = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
+
+    def f(x):
+        h = fj.nn.relu(x @ fj.asarray(w) - 0.25)
+        return fj.nn.softmax(h @ fj.asarray(w.T), axis=-1).sum(axis=0)
+    x = np.random.default_rng(2).standard_normal((16, 8)).astype(np.float32)
+    out, exe = _native(fj.function(f, backend="llvm"), x)
+    np.testing.assert_allclose(out, fj.function(f, interpret=True)(x), rtol=1e-5, atol=1e-6)
+    assert "scratch+" in exe.driver_source()
+
+
+def test_leading_axis_reduction_through_a_temp():
+    f = fj.function(lambda x: (fj.exp(x).sum(axis=0), x.max(axis=0)), backend="llvm")
+    x = np.random.default_rng(3).standard_normal((300, 5)).astype(np.float32)
+    (s, m), _ = _native(f, x)
+    np.testing.assert_allclose(s, np.exp(x).sum(axis=0), rtol=1e-5)
+    np.testing.assert_array_equal(m, x.max(axis=0))
+
+
+def test_threads_calling_one_program_at_once():
+    def f(x):  # the matmul's output lives in scratch, which one call at a time may hold
+        return (fj.tanh(x @ x.T) * 2 + 1).sum(axis=1)
+    g = fj.function(f, backend="llvm")
+    xs = [np.random.default_rng(i).standard_normal((64, 256)).astype(np.float32) / 16 for i in range(4)]
+    _native(g, xs[0])
+    assert "scratch+0" in _exe(g).driver_source()
+    errors = []
+
+    def work(x):
+        want = (np.tanh(x.astype(np.float64) @ x.T) * 2 + 1).sum(axis=1)
+        for _ in range(200):
+            got = g(x)
+            if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+                errors.append(np.abs(got - want).max())
+    threads = [threading.Thread(target=work, args=(x,)) for x in xs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_gil_released_only_for_large_work():
+    small = fj.function(lambda x: x + 1, backend="llvm")
+    large = fj.function(lambda x: x + 1, backend="llvm")
+    _native(small, np.ones(8, np.float32))
+    _native(large, np.ones(program.GIL_MIN_ELEMENTS, np.float32))
+    assert "GIL held" in _exe(small).driver_source()
+    assert "GIL released" in _exe(large).driver_source()
+
+
+def test_programs_without_a_native_form_keep_the_python_driver():
+    f = fj.function(lambda x: fj.cumsum(x * 2, axis=0), backend="llvm")
+    np.testing.assert_allclose(f(np.arange(5.0)), np.cumsum(np.arange(5.0) * 2))
+    exe = _exe(f)
+    assert exe._program is None and "cumsum" in exe.native_reason
+    g = fj.function(lambda x: x, backend="llvm")  # the result is the argument
+    x = np.arange(3.0)
+    assert not np.shares_memory(g(x), x)
