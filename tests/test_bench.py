@@ -86,9 +86,10 @@ def _table(stdout: str, title: str) -> dict[str, dict[str, str]]:
 def test_quick_bench_has_a_checked_tensorflow_column(tmp_path):
     """TensorFlow (tf.function(jit_compile=True)) is a peer: its cells are timed after its
     first result matched the reference (a wrong one prints ERROR), it can be the best peer,
-    and it runs the while loop and the triad too."""
+    and it runs the while loop, the triad, first calls in new processes (cold, then warm
+    from its persistent XLA cache) and `import tensorflow` too."""
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
-    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "bandwidth,gelu,dispatch,loop",
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "bandwidth,gelu,dispatch,loop,compile",
                         "--repeat", "1", "--peers", "fj,tf"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -98,6 +99,10 @@ def test_quick_bench_has_a_checked_tensorflow_column(tmp_path):
         cell = main[label]["TensorFlow (XLA)"]
         assert re.match(r"[0-9.]+ (µs|ms) ", cell + " "), (label, cell)
         assert main[label]["numba/best peer"].endswith("x vs TensorFlow (XLA)"), main[label]
+    for label in ("first call gelu f32[65536], cold", "first call gelu f32[65536], warm disk cache"):
+        assert re.match(r"[0-9.]+ (ms|s) \(2nd [0-9.]+ (µs|ms)\)$", main[label]["TensorFlow (XLA)"]), main[label]
+    assert re.match(r"[0-9.]+ (ms|s) \(", main["import, new process"]["TensorFlow (XLA)"]), main
+    assert "persistent XLA cache entries on disk after the calls: 1" in p.stdout
     triad = _table(p.stdout, "Memory bandwidth (bytes read + written per second)")["triad f32[1048576]"]
     assert triad["TensorFlow (XLA), new array"].endswith("GB/s"), triad
     assert "tensorflow 2." in p.stdout and "its column not run" not in p.stdout

@@ -4,10 +4,11 @@ another new process with the caches the first one left on disk (warm start).
 Each cell is the time of the first call after import and setup (tracing, compiling and one
 run), measured in a subprocess (``first_call.py``); the second call's time follows in
 parentheses, so the compile cost is about their difference. flowjit's kernels are cached
-under ``FLOWJIT_CACHE_DIR``, torch.compile's under ``TORCHINDUCTOR_CACHE_DIR``, and JAX uses
-its persistent compilation cache; the interpreter compiles nothing and has no disk cache.
+under ``FLOWJIT_CACHE_DIR``, torch.compile's under ``TORCHINDUCTOR_CACHE_DIR``, JAX uses
+its persistent compilation cache, and TensorFlow its persistent XLA cache
+(``--tf_xla_persistent_cache_directory`` in ``TF_XLA_FLAGS``); the interpreter compiles nothing and has no disk cache.
 NumPy and torch eager compile nothing and have no cell here. A last row times ``import
-flowjit`` (and ``import jax``, ``import torch``) alone in new processes.
+flowjit`` (and ``import jax``, ``import tensorflow``, ``import torch``) alone in new processes.
 
 Every child runs with Python's bytecode cache on (``PYTHONDONTWRITEBYTECODE`` removed from its
 environment), and flowjit's and the bench's sources are compiled to ``__pycache__`` once before
@@ -27,11 +28,12 @@ import subprocess
 import sys
 import tempfile
 
-from bench.workloads.common import BACKENDS, COLUMNS, HEADERS, Cell, Ctx, Row, Skip, fill_ratios, fmt_time
+from bench.workloads.common import COLUMNS, HEADERS, Cell, Ctx, Row, Skip, fill_ratios, fmt_time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-IMPLS = ("fj", "llvm", "interp", "jax", "compile")
-PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "jax": "jax", "compile": "torch"}
+IMPLS = ("fj", "llvm", "interp", "jax", "tf", "compile")
+PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "jax": "jax", "tf": "tensorflow",
+           "compile": "torch"}
 TIMEOUT_S = 600
 
 
@@ -74,6 +76,9 @@ def child(ctx: Ctx, impl: str, workload: str, size: tuple[int, ...], cache: str)
     env["FLOWJIT_CACHE_DIR"] = os.path.join(cache, "flowjit")
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
     env["BENCH_JAX_CACHE_DIR"] = os.path.join(cache, "jax")
+    # TensorFlow's persistent XLA cache (compiled XLA programs; tracing is redone in each process)
+    env["TF_XLA_FLAGS"] = " ".join(filter(None, [env.get("TF_XLA_FLAGS", ""),
+                                                 f"--tf_xla_persistent_cache_directory={os.path.join(cache, 'tf')}"]))
     env["BENCH_THREADS"] = str(ctx.threads)
     env.pop("NUMBA_CACHE_DIR", None)   # numba caches beside flowjit's kernel files
     cmd = [sys.executable, "-m", "bench.workloads.first_call", impl, workload, ",".join(map(str, size))]
@@ -148,14 +153,14 @@ def run(ctx: Ctx) -> list[Row]:
         cold.note = "import+setup before the timed call: " + ", ".join(imports) if imports else ""
         for r, mode in ((cold, "cold"), (warm, "warm")):
             for key, note in notes[mode].items():
-                r.note += ("; " if r.note else "") + f"flowjit ({BACKENDS[key]}) {mode}: {note}"
+                r.note += ("; " if r.note else "") + f"{HEADERS[key]} {mode}: {note}"
         rows += [cold, warm]
     return rows + [import_row(ctx)]
 
 
 # The import each column's first call pays in a new process (flowjit's is the same for both
 # backends: ``import flowjit`` loads no compiler).
-IMPORTS = {"fj": "flowjit", "jax": "jax", "torch": "torch"}
+IMPORTS = {"fj": "flowjit", "jax": "jax", "tf": "tensorflow", "torch": "torch"}
 IMPORT_SRC = ("import sys, time; t0 = time.perf_counter(); import {0}; t = time.perf_counter() - t0; "
               "print(t, int('numba' in sys.modules))")
 

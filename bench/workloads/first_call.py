@@ -3,9 +3,11 @@
 ``python -m bench.workloads.first_call IMPL WORKLOAD SIZE`` prints one JSON line:
 ``{"import_s", "first_s", "second_s", "note"}`` or ``{"error"}``. IMPL is one of ``fj``
 (flowjit, numba backend), ``llvm`` (flowjit, llvm backend), ``interp`` (flowjit interpreter),
-``jax`` (jax.jit) or ``compile`` (torch.compile). flowjit's note gives ``fj.cache_stats()``
-and whether the process imported numba. The caches it uses come from the environment the parent sets up
-(``FLOWJIT_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``BENCH_JAX_CACHE_DIR``).
+``jax`` (jax.jit), ``tf`` (tf.function(jit_compile=True)) or ``compile`` (torch.compile).
+flowjit's note gives ``fj.cache_stats()`` and whether the process imported numba;
+TensorFlow's, the entries of its persistent XLA cache. The caches it uses come from the
+environment the parent sets up (``FLOWJIT_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``,
+``BENCH_JAX_CACHE_DIR``, ``TF_XLA_FLAGS``).
 WORKLOAD ``mlp_step`` (SIZE: batch and layer widths) times the first training step of
 ``mlp_step.py``'s MLP instead of a function from ``defs``.
 """
@@ -31,6 +33,20 @@ def _jax():
     return jax
 
 
+def _tf():
+    from bench.workloads.common import import_tensorflow
+    return import_tensorflow(int(os.environ.get("BENCH_THREADS", "2")))
+
+
+def _tf_cache_entries() -> int:
+    """Files in the persistent XLA cache named in ``TF_XLA_FLAGS`` (0 when none is)."""
+    for flag in os.environ.get("TF_XLA_FLAGS", "").split():
+        if flag.startswith("--tf_xla_persistent_cache_directory="):
+            path = flag.split("=", 1)[1]
+            return len(os.listdir(path)) if os.path.isdir(path) else 0
+    return 0
+
+
 def _torch():
     import torch
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
@@ -48,7 +64,7 @@ def main(argv: list[str]) -> int:
             from bench.workloads import mlp_step
             if impl not in mlp_step.IMPLS:
                 raise ValueError(f"unknown implementation {impl!r}")
-            module = _jax() if impl == "jax" else _torch() if impl == "compile" else None
+            module = {"jax": _jax, "tf": _tf, "compile": _torch}.get(impl, lambda: None)()
             call = mlp_step.setup(impl, *mlp_step.problem(size), module=module)[0]
         elif impl in BACKENDS:
             import flowjit as fj
@@ -66,6 +82,14 @@ def main(argv: list[str]) -> int:
 
             def call():
                 return g(*dev).block_until_ready()
+        elif impl == "tf":
+            tf = _tf()
+            args = defs.inputs(workload, size)
+            g = defs.tf_jit(tf, defs.tf_functions(tf)[workload])
+            ts = [tf.constant(a) for a in args]
+
+            def call():
+                return g(*ts)
         elif impl == "compile":
             torch = _torch()
             args = defs.inputs(workload, size)
@@ -89,6 +113,8 @@ def main(argv: list[str]) -> int:
             st = fj.cache_stats()
             note = (f"kernels compiled {st['compiled']}, loaded from disk {st['loaded']}, "
                     f"numba {'imported' if 'numba' in sys.modules else 'not imported'}")
+        elif impl == "tf":
+            note = f"persistent XLA cache entries on disk after the calls: {_tf_cache_entries()}"
         print(json.dumps({"import_s": import_s, "first_s": first_s, "second_s": second_s, "note": note}))
         return 0
     except Exception as e:

@@ -13,6 +13,9 @@ batch, so the parameters keep changing; the cells add steps/s and matmul GFLOP/s
 - NumPy: hand-written backprop with preallocated buffers (``out=``, in-place updates):
   the bar flowjit must reach.
 - JAX: ``jax.jit`` of a pure step (params in, new params and loss out), params donated.
+- TensorFlow: ``tf.Variable`` parameters, a ``tf.GradientTape`` step with
+  ``sparse_softmax_cross_entropy_with_logits`` and ``assign_sub`` updates, the whole step
+  one ``tf.function(jit_compile=True)`` (one XLA program).
 - torch eager: leaf tensors with ``requires_grad``, ``addmm``, ``F.cross_entropy``,
   ``backward()``, a manual update under ``torch.no_grad()``; torch.compile compiles that
   same step function (it breaks the graph at ``backward()``: forward and backward are
@@ -31,15 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from bench.workloads.common import BACKENDS, Case, Ctx, Row, run_case
+from bench.workloads.common import BACKENDS, HEADERS, Case, Ctx, Row, run_case
 
 LR = 0.01
 # No ReLU input within 1e-5 of zero at either size with this seed, so float32 rounding flips
 # no ReLU mask against the float64 reference (seed 0 has one at 1.4e-7: its W1 differs by 5e-3).
 SEED = 3
-IMPLS = ("fj", "llvm", "interp", "jax", "compile")          # columns of the first-step rows
-PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "numpy": "numpy", "jax": "jax", "torch": "torch",
-           "compile": "torch"}
+IMPLS = ("fj", "llvm", "interp", "jax", "tf", "compile")          # columns of the first-step rows
+PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "numpy": "numpy", "jax": "jax", "tf": "tensorflow",
+           "torch": "torch", "compile": "torch"}
 WARMUP_STEPS, WARMUP_S = 30, 1.0   # steps after the checked one, before timing (at most that long)
 UPDATE_TOL = 1e-3    # the update (init - new) / lr against the float64 gradient, relative to max |g|
 
@@ -211,6 +214,32 @@ def jax_setup(jax: Any, params: list[np.ndarray], x: np.ndarray, y: np.ndarray) 
     return call, (lambda: [np.array(p) for p in state["p"]]), reset
 
 
+def tf_setup(tf: Any, params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> Setup:
+    from bench.workloads.defs import tf_jit
+    vs = [tf.Variable(p) for p in params]
+    xt, yt = tf.constant(x), tf.constant(y)
+    n = len(vs) // 2
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            h = x
+            for i in range(n):
+                h = tf.matmul(h, vs[2 * i]) + vs[2 * i + 1]
+                if i < n - 1:
+                    h = tf.nn.relu(h)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+        for v, g in zip(vs, tape.gradient(loss, vs)):
+            v.assign_sub(LR * g)
+        return loss
+
+    g = tf_jit(tf, step)
+
+    def reset() -> None:
+        for v, p in zip(vs, params):
+            v.assign(p)
+    return (lambda: g(xt, yt)), (lambda: [v.numpy() for v in vs]), reset
+
+
 def torch_setup(torch: Any, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, compiled: bool) -> Setup:
     F = torch.nn.functional
     ps = [torch.tensor(p, requires_grad=True) for p in params]
@@ -241,13 +270,15 @@ def torch_setup(torch: Any, params: list[np.ndarray], x: np.ndarray, y: np.ndarr
 
 
 def setup(impl: str, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, module: Any = None) -> Setup:
-    """The column ``impl``; ``module`` is jax or torch for their columns."""
+    """The column ``impl``; ``module`` is jax, tensorflow or torch for their columns."""
     if impl in BACKENDS:
         return fj_setup(params, x, y, BACKENDS[impl])
     if impl == "numpy":
         return np_setup(params, x, y)
     if impl == "jax":
         return jax_setup(module, params, x, y)
+    if impl == "tf":
+        return tf_setup(module, params, x, y)
     if impl in ("torch", "compile"):
         return torch_setup(module, params, x, y, compiled=impl == "compile")
     raise ValueError(f"unknown implementation {impl!r}")
@@ -273,7 +304,7 @@ class WrongUpdate(Exception):
 def builder(ctx: Ctx, impl: str, params: list[np.ndarray], x: np.ndarray, y: np.ndarray,
             grads: list[np.ndarray]) -> Callable[[], Callable[[], Any]]:
     def build():
-        module = ctx.module(PACKAGE[impl]) if impl in ("jax", "torch", "compile") else None
+        module = ctx.module(PACKAGE[impl]) if impl in ("jax", "tf", "torch", "compile") else None
         step, current, reset = setup(impl, params, x, y, module)
         step()                                  # step 1: compiles
         wrong = check_update(params, current(), grads)
@@ -320,5 +351,5 @@ def first_step_rows(ctx: Ctx, size: tuple[int, ...]) -> list[Row]:
     warm.note = "a second new process with the caches the cold one left"
     for r, mode in ((cold, "cold"), (warm, "warm")):
         for key, note in notes[mode].items():
-            r.note += f"; flowjit ({BACKENDS[key]}) {note}"
+            r.note += f"; {HEADERS[key]} {note}"
     return [cold, warm]
