@@ -4,8 +4,8 @@ system's.
 NumPy 2.x wheels ship ``numpy.libs/libscipy_openblas64_-<hash>.so`` whose CBLAS symbols
 carry a prefix and a suffix and take 64-bit integers (``scipy_cblas_sgemm64_``); a system
 OpenBLAS or reference CBLAS exports plain ``cblas_sgemm`` with 32-bit integers. The
-library found is also loaded into LLVM's symbol search, so JIT code may call the symbol
-by name as well as through the address.
+library found is also added to the JIT's symbol search (``jit.add_library``), so JIT code
+may call the symbol by name as well as through the address.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
+from . import jit
 
 # (library file pattern relative to NumPy's bundled-library folder, symbol prefix, suffix, int bits)
 _BUNDLED = [
@@ -89,7 +89,7 @@ def blas_functions() -> dict[str, BlasFunction]:
                              for r in ("sgemm", "dgemm")}
                 except (OSError, AttributeError):
                     continue
-                llvm.load_library_permanently(path)
+                jit.add_library(path, lib)
                 _found = {r: BlasFunction(f"{prefix}{r}{suffix}", a, bits, path)
                           for r, a in funcs.items()}
                 break

@@ -1,11 +1,14 @@
 """The llvmlite JIT under the LLVM renderer: one host target, O3 with the new pass manager,
-machine code loaded into a private MCJIT engine per module.
+machine code loaded by ``elfload`` (or, for an object it does not handle, a private MCJIT
+engine per module).
 
 A module's LLVM IR text is the whole input. ``load(ir_text)`` returns a ``Library`` whose
 functions are plain C-ABI addresses; the object code comes from the disk cache
 (``objcache``) when an entry for the same IR, CPU and versions is there, and otherwise is
 optimized and emitted here and written back. ``load_source`` keys the entry by other text
 that identifies the IR (a kernel's loop IR), so a warm load does not render the IR at all.
+A warm load does not import ``llvmlite.binding`` either (15 ms): the host's fingerprint for
+the cache key is remembered on disk (``host_fingerprint``) and ``elfload`` links the object.
 Only llvmlite and ``flowjit.ir`` are imported: a process that runs cached kernels needs
 neither numba nor SciPy.
 """
@@ -13,9 +16,15 @@ neither numba nor SciPy.
 from __future__ import annotations
 
 import ctypes
+import functools
+import glob
+import hashlib
+import importlib.util
 import os
+import platform
 import re
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,11 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import llvmlite
-import llvmlite.binding as llvm
 
 from flowjit.ir.errors import BUG_REPORT, FlowjitError
 
-from . import objcache
+from . import elfload, objcache
 
 # Bump when the way this package turns IR text into machine code changes (pass pipeline,
 # code model, relocation model): it is part of every cache key, so old entries go stale.
@@ -41,6 +49,11 @@ _DECLARED = re.compile(r'^declare [^\n]*?@"?([\w.$]+)"?\(', re.MULTILINE)
 
 _init_lock = threading.Lock()
 _initialized = False
+_llvm: Any = None
+# Symbols flowjit defines for generated code (the native pool's entry), and libraries it
+# loaded for it (CBLAS): both the ELF loader and MCJIT resolve names through them.
+_symbols: dict[str, int] = {}
+_search: list[tuple[str, ctypes.CDLL]] = []
 # LLVM's global context (parse_assembly) and the shared emitting target machine are not
 # safe to use from two threads at once; compiles are milliseconds, so one lock serializes them.
 _llvm_lock = threading.RLock()
@@ -55,18 +68,64 @@ class LLVMCompileError(FlowjitError):
     LLVM diagnostic, and the file the IR was saved to for a bug report."""
 
 
-def _initialize() -> None:
-    global _initialized
+def binding() -> Any:
+    """``llvmlite.binding`` with the native target initialized and flowjit's symbols and
+    libraries registered, imported on first use: a warm process never needs it."""
+    global _initialized, _llvm
     if _initialized:
-        return
+        return _llvm
     with _init_lock:
         if not _initialized:
             t = time.perf_counter()
+            import llvmlite.binding as llvm
             # llvm.initialize() raises in llvmlite 0.50: the native target is enough.
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            for path, _ in _search:
+                llvm.load_library_permanently(path)
+            for name, address in _symbols.items():
+                llvm.add_symbol(name, address)
             timings["target_init_ms"] = (time.perf_counter() - t) * 1e3
+            _llvm = llvm
             _initialized = True
+    return _llvm
+
+
+def register_symbol(name: str, address: int) -> None:
+    """Make ``name`` resolve to ``address`` in every module loaded from now on."""
+    with _init_lock:
+        _symbols[name] = address
+        if _llvm is not None:
+            _llvm.add_symbol(name, address)
+
+
+def add_library(path: str, lib: ctypes.CDLL) -> None:
+    """Search shared library ``path`` (already loaded as ``lib``) for the symbols of
+    modules loaded from now on, as the process's own symbols are."""
+    with _init_lock:
+        _search.append((path, lib))
+        if _llvm is not None:
+            _llvm.load_library_permanently(path)
+
+
+_process: ctypes.CDLL | None = None
+
+
+def _resolve(name: str) -> int | None:
+    # The ELF loader's view of what MCJIT searches: flowjit's symbols, the process, then
+    # the libraries added for generated code.
+    global _process
+    found = _symbols.get(name)
+    if found:
+        return found
+    if _process is None:
+        _process = ctypes.CDLL(None)
+    for lib in (_process, *(lib for _, lib in _search)):
+        try:
+            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        except AttributeError:
+            continue
+    return None
 
 
 @dataclass(frozen=True)
@@ -81,21 +140,21 @@ class HostTarget:
     def machine(self, jit: bool) -> Any:
         """A new llvmlite TargetMachine for this CPU (an MCJIT engine takes ownership of
         the one it is given, so each engine gets its own)."""
-        target = llvm.Target.from_triple(self.triple)
+        target = binding().Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=OPT_LEVEL,
                                             reloc="pic", codemodel="default", jit=jit)
 
     def fingerprint(self) -> str:
         """Everything besides the IR that decides the machine code, for cache keys."""
         return "|".join([self.triple, self.cpu, self.features, llvmlite.__version__,
-                         ".".join(map(str, llvm.llvm_version_info)), f"jit{JIT_VERSION}",
+                         ".".join(map(str, binding().llvm_version_info)), f"jit{JIT_VERSION}",
                          f"O{OPT_LEVEL}"])
 
 
 def host_target(cpu: str | None = None) -> HostTarget:
     """The target for ``cpu`` (an LLVM CPU name such as ``x86-64-v3``), or for
     ``FLOWJIT_LLVM_CPU`` when set, or else the host CPU with its detected features."""
-    _initialize()
+    llvm = binding()
     cpu = cpu or os.environ.get("FLOWJIT_LLVM_CPU") or ""
     found = _targets.get(cpu)
     if found is None:
@@ -129,6 +188,7 @@ def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module
     """Parse and verify ``ir_text`` and run LLVM's O3 module pipeline (new pass manager)
     for ``target``; returns the optimized llvmlite ModuleRef (``str()`` of it is the IR)."""
     target = target or host_target()
+    llvm = binding()
     with _llvm_lock:
         try:
             module = llvm.parse_assembly(ir_text)
@@ -159,7 +219,7 @@ def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "
 
 
 def _defined(symbol: str) -> bool:
-    if llvm.address_of_symbol(symbol):
+    if binding().address_of_symbol(symbol):
         return True
     try:  # the process's own symbols (libc, libm), which the engine also searches
         ctypes.CDLL(None)[symbol]
@@ -186,25 +246,53 @@ def _check_externals(declared: Sequence[str], name: str) -> None:
 
 class Library:
     """Machine code of one module, resolved and executable; keep it alive as long as any
-    address or function taken from it is used (the engine owns the memory)."""
+    address or function taken from it is used (it owns the memory). ``elfload`` links it
+    unless the object needs what only MCJIT does (or ``FLOWJIT_LLVM_LOADER=mcjit``); then
+    an engine of its own for ``target`` (the host when None) holds it, once every name of
+    ``declared`` (the functions the module's IR declares) is known to be defined."""
 
-    def __init__(self, obj: bytes, target: HostTarget, key: str) -> None:
+    def __init__(self, obj: bytes, target: HostTarget | None, key: str, declared: Sequence[str] = (),
+                 name: str = "module") -> None:
         self.key = key
-        self.target = target
-        with _llvm_lock:
-            # An empty module to create the engine: the code arrives as an object file.
-            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine(jit=True))
-            self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            self._engine.finalize_object()
+        self._target = target
         self._addresses: dict[str, int] = {}
+        self._engine: Any = None
+        self._native = None
+        if os.environ.get("FLOWJIT_LLVM_LOADER", "").strip().lower() != "mcjit":
+            self._native = elfload.load_object(obj, _resolve)
+        if self._native is None:
+            # MCJIT links a missing symbol to address 0: refuse the module before that.
+            _check_externals(declared, name)
+            llvm = binding()
+            target = self.target
+            with _llvm_lock:
+                # An empty module to create the engine: the code arrives as an object file.
+                self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine(jit=True))
+                self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+                self._engine.finalize_object()
+
+    @property
+    def target(self) -> HostTarget:
+        """The CPU the code is for."""
+        if self._target is None:
+            self._target = host_target()
+        return self._target
+
+    @property
+    def loader(self) -> str:
+        """``"elf"`` (flowjit's loader) or ``"mcjit"``: what linked this module."""
+        return "mcjit" if self._native is None else "elf"
 
     def address(self, name: str) -> int:
         """The address of function ``name`` (a C-ABI entry point); KeyError if the module
         defines no such symbol."""
         found = self._addresses.get(name)
         if found is None:
-            with _llvm_lock:
-                found = self._engine.get_function_address(name)
+            if self._native is not None:
+                found = self._native.address(name)
+            else:
+                with _llvm_lock:
+                    found = self._engine.get_function_address(name)
             if not found:
                 raise KeyError(f"the compiled module defines no function {name!r}")
             self._addresses[name] = found
@@ -246,12 +334,67 @@ def _unpack(payload: bytes) -> tuple[list[str], bytes] | None:
     return (names.split("\n") if names else []), payload[_META.size + n:]
 
 
-def _link_externals(declared: Sequence[str], name: str) -> None:
+def _start_pool(declared: Sequence[str]) -> None:
     if PARALLEL_FOR_SYMBOL in declared:
-        # The pool's symbol must be registered before the engine links a caller of it.
+        # The pool's symbol must be registered before a caller of it is linked.
         from .pthread_pool import native_pool
         native_pool()
-    _check_externals(declared, name)
+
+
+def _link(obj: bytes, declared: Sequence[str], target: HostTarget | None, key: str, name: str) -> Library:
+    _start_pool(declared)
+    return Library(obj, target, key, declared, name)
+
+
+# What identifies the host to LLVM, remembered per cache directory: (probe, fingerprint).
+_fingerprints: dict[tuple[str, str], str] = {}
+_CPUINFO_KEYS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "cpu implementer",
+                 "cpu architecture", "cpu variant", "cpu part", "cpu revision", "features", "isa")
+
+
+@functools.cache
+def _host_probe(cpu: str) -> str | None:
+    """A digest of what decides ``host_target(cpu).fingerprint()`` that needs no LLVM: the
+    first CPU's identity and flags in /proc/cpuinfo, the machine, llvmlite's version and
+    its shared library's size and time, and this module's versions; None off Linux."""
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            first = f.read(1 << 16).decode(errors="replace").split("\n\n")[0]
+    except OSError:
+        return None
+    fields = sorted(line.split(":", 1)[0].strip().lower() + ":" + line.split(":", 1)[1].strip()
+                    for line in first.splitlines()
+                    if ":" in line and line.split(":", 1)[0].strip().lower() in _CPUINFO_KEYS)
+    spec = importlib.util.find_spec("llvmlite")
+    if not fields or spec is None or not spec.submodule_search_locations:
+        return None
+    libs = sorted(glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "binding", "*llvmlite*")))
+    stats = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in libs]
+    text = repr((fields, platform.machine(), sys.platform, llvmlite.__version__, stats, cpu, JIT_VERSION,
+                 OPT_LEVEL))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def host_fingerprint() -> str:
+    """``host_target().fingerprint()``, the host's part of every cache key, without
+    importing LLVM when an earlier process wrote it down for this CPU and llvmlite (in the
+    cache directory's ``hosts``, as an entry keyed by ``_host_probe``)."""
+    cpu = os.environ.get("FLOWJIT_LLVM_CPU") or ""
+    probe = _host_probe(cpu)
+    if probe is None:
+        return host_target().fingerprint()
+    found = _fingerprints.get((probe, objcache.directory()))
+    if found is not None:
+        return found
+    note = objcache.key(probe, "flowjit host fingerprint")
+    payload = objcache.read(note, objcache.notes_directory())
+    if payload is not None and payload.startswith(b"FJHOST01") and payload.count(b"|") >= 6:
+        found = payload[8:].decode(errors="replace")
+    else:
+        found = host_target().fingerprint()
+        objcache.write(note, b"FJHOST01" + found.encode(), objcache.notes_directory())
+    _fingerprints[(probe, objcache.directory())] = found
+    return found
 
 
 def load_source(source: str, render: Callable[[], str], target: HostTarget | None = None,
@@ -259,9 +402,8 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
     """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text), cached
     under ``source``: text that identifies that IR completely (the IR itself, or a kernel's
     loop IR with the renderer's version). A warm process loads the object code without
-    calling ``render``; otherwise as ``load``."""
-    target = target or host_target()
-    key = objcache.key(source, target.fingerprint())
+    calling ``render`` (nor importing LLVM, for the host); otherwise as ``load``."""
+    key = objcache.key(source, target.fingerprint() if target is not None else host_fingerprint())
     lib = _libraries.get(key)
     if lib is not None:
         objcache.count("reused")
@@ -280,16 +422,18 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
             objcache.count("rejected")
         if entry is not None:
             declared, obj = entry
-            _link_externals(declared, name)
-            lib = Library(obj, target, key)
+            lib = _link(obj, declared, target, key, name)
             objcache.count("loaded")
             timings["last_load_ms"] = (time.perf_counter() - t) * 1e3
         else:
             ir_text = render()
-            _link_externals(_DECLARED.findall(ir_text), name)
+            declared = _DECLARED.findall(ir_text)
+            _start_pool(declared)
+            _check_externals(declared, name)
+            target = target or host_target()
             obj = compile_object(ir_text, target, name)
             objcache.write(key, _pack(ir_text, obj))
-            lib = Library(obj, target, key)
+            lib = _link(obj, declared, target, key, name)
             objcache.count("compiled")
             timings["last_compile_ms"] = (time.perf_counter() - t) * 1e3
         _libraries[key] = lib

@@ -57,9 +57,15 @@ def directory() -> str:
     return os.path.join(_base(), "objects")
 
 
-def path(k: str) -> str:
-    """Where the entry of key ``k`` lives."""
-    return os.path.join(directory(), f"{k}.o")
+def path(k: str, where: str | None = None) -> str:
+    """Where the entry of key ``k`` lives (in ``where``, by default ``directory()``)."""
+    return os.path.join(where or directory(), f"{k}.o")
+
+
+def notes_directory() -> str:
+    """Where facts about this machine are remembered (``jit.host_fingerprint``), away
+    from the object code: ``FLOWJIT_CACHE_DIR`` + ``hosts``."""
+    return os.path.join(_base(), "hosts")
 
 
 def encode(k: str, obj: bytes) -> bytes:
@@ -80,11 +86,12 @@ def decode(k: str, data: bytes) -> bytes | None:
     return obj
 
 
-def read(k: str) -> bytes | None:
-    """The cached object code of key ``k``, or None when there is no entry or it is not
-    valid (then counted as rejected; the caller compiles and overwrites it)."""
+def read(k: str, where: str | None = None) -> bytes | None:
+    """The cached object code of key ``k`` (in ``where``, by default ``directory()``), or
+    None when there is no entry or it is not valid (then counted as rejected; the caller
+    compiles and overwrites it)."""
     try:
-        with open(path(k), "rb") as f:
+        with open(path(k, where), "rb") as f:
             data = f.read()
     except OSError:
         return None
@@ -94,10 +101,11 @@ def read(k: str) -> bytes | None:
     return obj
 
 
-def write(k: str, obj: bytes) -> bool:
-    """Store object code ``obj`` under key ``k`` atomically; False (and no error) when
-    the cache directory cannot be written, since the code still runs from memory."""
-    d = directory()
+def write(k: str, obj: bytes, where: str | None = None) -> bool:
+    """Store object code ``obj`` under key ``k`` atomically (in ``where``, by default
+    ``directory()``); False (and no error) when the cache directory cannot be written,
+    since the code still runs from memory."""
+    d = where or directory()
     if d in _unwritable:
         return False
     try:
@@ -111,7 +119,7 @@ def write(k: str, obj: bytes) -> bool:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(encode(k, obj))
-        os.replace(tmp, path(k))
+        os.replace(tmp, path(k, d))
         return True
     except OSError:
         return False

@@ -5,7 +5,7 @@ reach ``parallel.ChunkPool``. This module builds (with llvmlite.ir, compiled and
 like any kernel) ``flowjit_parallel_for(fn, n, ctx, parts)``: it runs
 ``fn(start, stop, ctx)`` over ``parts`` contiguous pieces of [0, n), one on the calling
 thread and the rest on pthread workers that sleep on a condition variable between calls.
-The address is registered under that name in LLVM's symbol table, so a generated module
+The address is registered under that name (``jit.register_symbol``), so a generated module
 declares it and calls it; Python reaches it through ctypes. A second caller while a loop
 runs (another thread, or a nested loop) runs its whole range on its own thread.
 """
@@ -13,10 +13,11 @@ runs (another thread, or a nested loop) runs its whole range on its own thread.
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
 import threading
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from . import jit
@@ -236,7 +237,9 @@ class NativePool:
     that name for generated code), ``workers`` threads besides the caller's."""
 
     def __init__(self, workers: int) -> None:
-        self._lib = jit.load(build_module(), name="flowjit_native_pool")
+        # Keyed by this file's text, which decides the module: a warm process builds no IR.
+        self._lib = jit.load_source(f"; flowjit native pool {_source_digest()}", build_module,
+                                    name="flowjit_native_pool")
         err = self._lib.function("flowjit_pool_start", ctypes.c_int32, [ctypes.c_int64])(workers)
         if err:
             raise OSError(err, f"pthread_create failed starting flowjit's native pool of {workers} "
@@ -247,7 +250,7 @@ class NativePool:
         # this its first split loop would wait forever for workers that are not there.
         os.register_at_fork(after_in_child=self._forked)
         self.address = self._lib.address(SYMBOL)
-        llvm.add_symbol(SYMBOL, self.address)
+        jit.register_symbol(SYMBOL, self.address)
         self._call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                       ctypes.c_int64)(self.address)
 
@@ -259,6 +262,12 @@ class NativePool:
         """Run native ``void fn(i64 start, i64 stop, i8* ctx)`` over [0, n) in ``parts``
         pieces (default: every worker and the caller) with the GIL released."""
         self._call(fn_address, n, ctx, self.workers + 1 if parts is None else parts)
+
+
+@functools.cache
+def _source_digest() -> str:
+    with open(__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 _pool: NativePool | None = None

@@ -107,7 +107,8 @@ lib = load(text)
 x = np.arange(1000, dtype=np.float32); y = np.zeros_like(x)
 lib.function("axpb", None, [ctypes.c_void_p] * 2 + [ctypes.c_int64])(x.ctypes.data, y.ctypes.data, x.size)
 print(json.dumps({"stats": cache_stats(), "ok": bool((y == x * 2 + 1).all()), "timings": timings,
-                  "numba": "numba" in sys.modules, "scipy": "scipy" in sys.modules}))
+                  "numba": "numba" in sys.modules, "scipy": "scipy" in sys.modules,
+                  "binding": "llvmlite.binding" in sys.modules}))
 """
 
 
@@ -130,6 +131,8 @@ def test_a_warm_process_loads_and_compiles_nothing_without_numba_or_scipy(tmp_pa
     (out,) = run_warm(tmp_path / "m.ll", cache_dir)
     assert out["ok"] and out["stats"]["loaded"] == 1 and out["stats"]["compiled"] == 0
     assert not out["numba"] and not out["scipy"]
+    if platform.system() == "Linux" and platform.machine() == "x86_64":
+        assert not out["binding"]  # flowjit's ELF loader linked it: LLVM was not loaded at all
 
 
 def test_processes_sharing_a_cold_cache_all_get_correct_results(tmp_path, cache_dir):
