@@ -16,8 +16,8 @@ dtype, a subclass): the builtin then hands the call to ``NativeProgram.convert``
 makes the arguments contiguous (or raises the shape error) and calls it again.
 
 A program has a plan when each top-level op is a kernel, a 2-D float32/float64 matmul, a
-constant, or a transpose/reshape that only those read, and each result is made by a
-kernel or a matmul; any other program (a random draw, a sort, control flow, a result that
+constant, a variable's update, or a transpose/reshape that only those read, and each
+result is made by a kernel or a matmul; any other program (a random draw, a sort, control flow, a result that
 is an argument) keeps the per-kernel Python driver.
 
 The native code reads NumPy arrays through the ABI NumPy keeps for compiled extensions
@@ -229,6 +229,9 @@ def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = Tru
             alias[op.results[0].id] = (src, not t)
         elif role in ("row_major_reshape", "unit_axes_reshape") and not base(op.inputs[0])[1]:
             alias[op.results[0].id] = base(op.inputs[0])
+        elif role == "variable_update" and not base(op.inputs[1])[1]:
+            # The variable's new value is the value itself: the runtime rebinds the variable.
+            alias[op.results[0].id] = base(op.inputs[1])
         elif kind == "constant":
             value = np.asarray(op.primitive.impl(**op.attrs))
             t = op.results[0].type
@@ -239,18 +242,18 @@ def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = Tru
     if not steps:
         raise NotNative("no kernel or matmul to run")
     results = []
-    for vid in returned:
-        b, t = base(body.returns[returned.index(vid)])
-        if t or b not in made or b != vid:
+    value_type = {a.id: a.type for a in body.args}
+    value_type.update({r.id: r.type for op in body.ops for r in op.results})
+    for v in body.returns:
+        b, t = base(v)
+        if t or b not in made or tuple(value_type[b].shape) != tuple(v.type.shape):
             raise NotNative("a result that no kernel or matmul makes (an argument, a constant or a view)")
-        results.append(vid)
+        results.append(b)  # a variable's new value is the value a step made
 
     # A kernel's one output may take the memory of an input it overwrites element for
     # element (the kernel declares which), when that input dies there, is made by a step
     # and is no result: chains of such outputs share one buffer (``group``).
     group: dict[int, int] = {}
-    value_type = {a.id: a.type for a in body.args}
-    value_type.update({r.id: r.type for op in body.ops for r in op.results})
 
     def root(vid: int) -> int:
         while vid in group:

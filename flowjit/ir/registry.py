@@ -39,6 +39,7 @@ ROLES = {
     "join": "attr axis: the inputs one after another along axis",
     "axis_index": "attrs shape/dimension: each element is its own index along dimension",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
+    "variable_update": "inputs (var, value): the variable holds value once the call finishes; the result is value",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",
     "recv": "attrs key/src/shape/dtype: the value the send of the same key handed over",
     "matrix_product": "inputs (a, b): np.matmul(a, b), batch dimensions broadcast",
