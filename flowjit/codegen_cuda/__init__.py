@@ -1,5 +1,5 @@
-"""The CUDA backend: each fusion block becomes numba.cuda kernels generated from the
-registry's scalar templates (grid-stride loops, shared-memory block reductions), matmul
+"""The CUDA backend: each fusion block's loop IR (``flowjit.lowering``) is rendered to
+numba.cuda kernels (grid-stride loops, shared-memory block reductions; ``render``), matmul
 goes to cuBLAS through cupy (or a tiled numba.cuda kernel without cupy), and
 ``CudaExecutable`` runs a fused Function on one ``cuda:K`` device. Everything runs under
 numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) where no GPU is present;
@@ -12,8 +12,11 @@ from flowjit.codegen_cuda.compile import (
     CudaKernel,
     CudaKernelCompileError,
     compile_cuda_kernel,
+    cuda_kernel_source,
     kernel_stats,
     launch_config,
+    plan_block,
+    supported,
 )
 from flowjit.codegen_cuda.executable import (
     LIBRARY_CALLS,
@@ -21,14 +24,6 @@ from flowjit.codegen_cuda.executable import (
     CudaUnsupportedError,
     feasible,
     why_not,
-)
-from flowjit.codegen_cuda.kernel_source import (
-    CudaKernelPlan,
-    Launch,
-    UnsupportedOp,
-    cuda_kernel_plan,
-    cuda_kernel_source,
-    supported,
 )
 from flowjit.codegen_cuda.memory import (
     CudaDeviceError,
@@ -44,11 +39,17 @@ from flowjit.codegen_cuda.memory import (
     to_host,
     uses_cupy,
 )
+from flowjit.codegen_cuda.render import (
+    CudaKernelPlan,
+    Launch,
+    UnsupportedOp,
+    cuda_kernel_plan,
+)
 
 __all__ = [
     "LIBRARY_CALLS", "CudaDeviceError", "CudaExecutable", "CudaKernel", "CudaKernelCompileError",
     "CudaKernelPlan", "CudaUnsupportedError", "Launch", "UnsupportedOp", "compile_cuda_kernel", "copy",
     "cuda_devices", "cuda_kernel_plan", "cuda_kernel_source", "device_index", "empty", "feasible",
-    "is_device_array", "kernel_stats", "launch_config", "matmul", "on_device", "simulator", "supported",
+    "is_device_array", "kernel_stats", "launch_config", "matmul", "on_device", "plan_block", "simulator", "supported",
     "to_device", "to_host", "uses_cupy", "why_not",
 ]

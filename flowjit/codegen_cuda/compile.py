@@ -1,6 +1,7 @@
-"""Compile a fusion block to numba.cuda kernels through a source file, and launch them.
+"""Compile a fusion block to numba.cuda kernels through its loop IR, and launch them.
 
-The generated module (``kernel_source.cuda_kernel_source``) is written to
+The block is lowered to a loop-IR kernel (``flowjit.lowering``) and rendered
+(``render.cuda_kernel_plan``) into a module written to
 ``FLOWJIT_CACHE_DIR/cuda_kernels/fjc_<hash of its source>.py`` and imported from there,
 so a traceback or an error names a file the user can open, and numba's disk cache
 (``cuda.jit(cache=True)``) keeps the compiled kernels next to it for the next process. Modules are kept by that
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 import sys
 import tempfile
@@ -24,18 +26,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowjit.codegen_cuda import memory
-from flowjit.codegen_cuda.kernel_source import (
+from flowjit.codegen_cuda.render import (
     SHARED,
     CudaKernelPlan,
     Launch,
     UnsupportedOp,
     cuda_kernel_plan,
+    host_value,
+    kernel_name,
     module_source,
-    static_reason,
+    scratch_name,
 )
 from flowjit.ir.core import Block
 from flowjit.ir.errors import BUG_REPORT, FlowjitError
 from flowjit.ir.types import TensorType
+from flowjit.lowering import Kernel, Unsupported, lower_block
+
+# Op kinds a kernel computes; anything else runs outside the kernels.
+KERNEL_KINDS = ("elementwise", "layout", "reduction", "constant")
 
 # Threads per block of an elementwise launch, and the most blocks a launch gets (the
 # loops are grid-stride, so a larger array just takes more trips).
@@ -136,20 +144,33 @@ def import_source(path: str) -> Any:
     return module
 
 
-def launch_config(launch: Launch) -> tuple[int, int]:
-    """``(blocks, threads)`` for one launch: elementwise launches cover their elements (up
-    to ``MAX_BLOCKS`` blocks, then grid-stride); rows launches give each row a block (up
-    to ``MAX_ROW_BLOCKS``) of a power of two threads, at most ``SHARED``, enough for the
-    row. The simulator gets ``SIMULATOR_THREADS`` (``SIMULATOR_ROW_THREADS``) threads."""
+def _count_of(product: tuple, sizes: dict[str, int]) -> int | None:
+    values = [host_value(e, sizes) for e in product]
+    return None if any(v is None for v in values) else max(0, math.prod(values))
+
+
+def launch_config(launch: Launch, sizes: dict[str, int]) -> tuple[int, int]:
+    """``(blocks, threads)`` for one launch at the size variables' values ``sizes``:
+    elements launches cover their largest loop nest (up to ``MAX_BLOCKS`` blocks, then
+    grid-stride); rows launches give each row a block (up to ``MAX_ROW_BLOCKS``), single
+    launches one block, of a power of two threads (the tree reductions halve them), at
+    most ``SHARED``, enough for the longest loop the threads split. The simulator gets
+    ``SIMULATOR_THREADS`` (``SIMULATOR_ROW_THREADS``) threads."""
     sim = memory.simulator()
+    counts = [_count_of(p, sizes) for p in launch.items]
     if launch.kind == "elements":
         threads = SIMULATOR_THREADS if sim else ELEMENT_THREADS
-        blocks = min(max(1, -(-launch.elements // threads)), SIMULATOR_MAX_BLOCKS if sim else MAX_BLOCKS)
+        most = SIMULATOR_MAX_BLOCKS if sim else MAX_BLOCKS
+        known = [c for c in counts if c is not None]
+        blocks = most if len(known) < len(counts) else min(max(1, -(-max(known, default=1) // threads)), most)
         return blocks, threads
-    # The tree reduction halves the active threads: the count must be a power of two.
-    threads = SIMULATOR_ROW_THREADS if sim else min(SHARED, max(32, 1 << max(launch.cols - 1, 0).bit_length()))
-    blocks = min(max(1, launch.rows), SIMULATOR_MAX_BLOCKS if sim else MAX_ROW_BLOCKS)
-    return blocks, threads
+    cols = [c for c in (_count_of(p, sizes) for p in launch.cols) if c is not None]
+    longest = max(cols, default=1)
+    threads = SIMULATOR_ROW_THREADS if sim else min(SHARED, max(32, 1 << max(longest - 1, 0).bit_length()))
+    if launch.kind == "single":
+        return 1, threads
+    rows = counts[0] if counts and counts[0] is not None else MAX_ROW_BLOCKS
+    return min(max(1, rows), SIMULATOR_MAX_BLOCKS if sim else MAX_ROW_BLOCKS), threads
 
 
 @dataclass
@@ -164,11 +185,20 @@ class CudaKernel:
     ops: str
     source: str
     path: str
-    launches: tuple[Launch, ...]
+    plan: CudaKernelPlan
     in_types: list[TensorType]
     out_types: list[TensorType]
     module: Any
     _warm: bool = field(default=False, repr=False)
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        return self.plan.launches
+
+    @property
+    def kernel(self) -> Kernel:
+        """The loop IR this kernel was rendered from."""
+        return self.plan.kernel
 
     def __call__(self, *inputs: Any, alloc: Callable[..., Any] | None = None) -> list[Any]:
         """Launch the kernel functions on device arrays ``inputs`` on the current device;
@@ -183,12 +213,26 @@ class CudaKernel:
             self._first_launch(args, outs)
         return [o.reshape(()) if not t.shape else o for o, t in zip(outs, self.out_types)]
 
+    def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
+        """The device arrays of every buffer name (temps zeroed, scratch allocated) and the
+        size variables' values, read from the arguments' shapes."""
+        k = self.plan.kernel
+        arrays = dict(zip([b.name for b in k.inputs] + [b.name for b in k.outputs], [*args, *outs]))
+        sizes = {s.name: int(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
+        for b in k.buffers:
+            if b.role == "temp":
+                arrays[b.name] = memory.zeros(tuple(host_value(n, sizes) for n in b.shape) or (1,), b.dtype.np)
+        for name, d in self.plan.scratch:
+            arrays[scratch_name(name)] = memory.empty((1,), d.np)
+        return arrays, sizes
+
     def _launch(self, args: list[Any], outs: list[Any]) -> None:
-        arrays = [*args, *outs]
+        arrays, sizes = self._arrays(args, outs)
         with memory.launch_lock():
             for launch in self.launches:
-                blocks, threads = launch_config(launch)
-                getattr(self.module, launch.fname)[blocks, threads](*[arrays[p] for p in launch.params])
+                blocks, threads = launch_config(launch, sizes)
+                getattr(self.module, launch.fname)[blocks, threads](
+                    *[arrays[a] for a in launch.arrays], *[sizes[s] for s in launch.sizes])
         _count("launches", len(self.launches))
 
     def _first_launch(self, args: list[Any], outs: list[Any]) -> None:
@@ -207,20 +251,23 @@ class CudaKernel:
 
     def ptx(self, cc: tuple[int, int] = (7, 5)) -> dict[str, str]:
         """The PTX of each kernel function for compute capability ``cc``, compiled for this
-        block's argument types (C-contiguous arrays; 0-d ones as 1-element arrays). Needs
-        numba's CUDA target and its NVVM library, not a GPU; not under the simulator."""
+        block's argument types (C-contiguous arrays; 0-d ones as 1-element arrays; sizes
+        int64). Needs numba's CUDA target and its NVVM library, not a GPU; not under the
+        simulator."""
         if memory.simulator():
             raise CudaKernelCompileError("PTX needs numba's CUDA target; the simulator is on "
                                          "(NUMBA_ENABLE_CUDASIM=1)")
         from numba import cuda, types
         from numba.np.numpy_support import from_dtype
-        arrays = [types.Array(from_dtype(t.dtype.np), max(len(t.shape), 1), "C")
-                  for t in [*self.in_types, *self.out_types]]
+        k = self.plan.kernel
+        arrays = {b.name: types.Array(from_dtype(b.dtype.np), max(b.rank, 1), "C") for b in k.buffers}
+        arrays.update({scratch_name(n): types.Array(from_dtype(d.np), 1, "C") for n, d in self.plan.scratch})
         out = {}
         for launch in self.launches:
             fn = getattr(self.module, launch.fname)
+            signature = tuple(arrays[a] for a in launch.arrays) + (types.int64,) * len(launch.sizes)
             try:
-                out[launch.fname], _ = cuda.compile_ptx(fn.py_func, tuple(arrays[p] for p in launch.params), cc=cc)
+                out[launch.fname], _ = cuda.compile_ptx(fn.py_func, signature, cc=cc)
             except Exception as e:
                 raise compile_error(self, e) from None
         return out
@@ -236,15 +283,66 @@ def compile_error(kernel: CudaKernel, e: Exception) -> CudaKernelCompileError:
                                   f"{BUG_REPORT}; generated source: {kernel.path}")
 
 
-def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
-    """Generate, write and import the CUDA kernel of a fusion block named ``name`` (the
-    fusion op's name; ``lines``: the user lines it came from). numba compiles it at its
-    first call. Raises UnsupportedOp when the generator cannot compile the block (see
-    ``kernel_source.supported``), CudaKernelCompileError when the source fails to load."""
+def static_reason(block: Block) -> str | None:
+    """Why the block cannot be compiled, from its types and op kinds alone (None: no
+    such reason): float16, empty arrays, ops other than elementwise/layout/reduction/
+    scalar constants."""
+    for v in list(block.args) + [r for op in block.ops for r in op.results]:
+        if v.type.dtype.name == "float16":
+            return "float16 arithmetic is not compiled by the CUDA backend"
+        if v.type.size == 0:
+            return "an empty array"
+    for op in block.ops:
+        if op.blocks or op.primitive.kind not in KERNEL_KINDS:
+            return f"{op.name} ({op.primitive.kind}) inside a kernel"
+    return None
+
+
+def plan_block(block: Block, name: str, lines: str = "") -> CudaKernelPlan:
+    """The loop IR of a fusion block named ``name`` (from the user's ``lines``) rendered
+    for CUDA. UnsupportedOp when the block has a ``static_reason``, the lowering cannot
+    express it or the renderer cannot launch it; CudaKernelCompileError when the lowering
+    or the renderer fails (flowjit's bug)."""
     reason = static_reason(block)
     if reason:
         raise UnsupportedOp(reason)
-    plan: CudaKernelPlan = cuda_kernel_plan(block, name)
+    try:
+        kernel = lower_block(block, "".join(ch if ch.isalnum() else "_" for ch in name)[:48])
+        return cuda_kernel_plan(kernel, kernel_name(name))
+    except Unsupported as e:
+        raise UnsupportedOp(str(e)) from None
+    except UnsupportedOp:
+        raise
+    except Exception as e:
+        ops = ", ".join(op.name for op in block.ops)
+        where = f" from {lines}" if lines else ""
+        raise CudaKernelCompileError(f"CUDA kernel {name}{where} (ops {ops}) failed to lower or render: "
+                                     f"{type(e).__name__}: {e}; {BUG_REPORT}") from e
+
+
+def supported(block: Block) -> str | None:
+    """Why the CUDA backend cannot compile this fusion block (None when it can): a reason
+    of ``static_reason``, an op the loop IR cannot express, or a kernel whose launches
+    would take more parameters than CUDA allows."""
+    try:
+        plan_block(block, "check")
+    except (UnsupportedOp, CudaKernelCompileError) as e:
+        return str(e)
+    return None
+
+
+def cuda_kernel_source(block: Block, name: str) -> str:
+    """The complete numba.cuda module source for one fusion block (``PRELUDE`` and one
+    ``cuda.jit`` function per launch)."""
+    return module_source(plan_block(block, name))
+
+
+def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
+    """Lower, render, write and import the CUDA kernel of a fusion block named ``name``
+    (the fusion op's name; ``lines``: the user lines it came from). numba compiles it at
+    its first call. Raises UnsupportedOp when the block cannot be compiled (see
+    ``supported``), CudaKernelCompileError when the source fails to load."""
+    plan = plan_block(block, name, lines)
     # In the cache directory numba keeps each compiled kernel on disk too (a new process
     # loads it); in a temporary one that would be wasted.
     directory = source_dir()
@@ -255,5 +353,5 @@ def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
         module = import_source(path)
     except CudaKernelCompileError as e:
         raise CudaKernelCompileError(f"CUDA kernel {ops}: {e}") from None
-    return CudaKernel(name, ops, source, path, plan.launches, [a.type for a in block.args],
+    return CudaKernel(name, ops, source, path, plan, [a.type for a in block.args],
                       [v.type for v in block.returns], module)

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from flowjit.codegen_cuda import memory
-from flowjit.codegen_cuda.compile import CudaKernel, compile_cuda_kernel
-from flowjit.codegen_cuda.kernel_source import LAYOUT_ROLES, supported
+from flowjit.codegen_cuda.compile import CudaKernel, compile_cuda_kernel, supported
+from flowjit.codegen_cuda.render import LAYOUT_ROLES, PRELUDE
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 
@@ -44,7 +44,7 @@ class CudaUnsupportedError(FlowjitError):
 def why_not(op: Op) -> str | None:
     """Why ``op`` cannot run on a CUDA device (None: it can), from the registry's
     declared properties: its kind, role, template and reducer, and its dtypes. Fusion ops
-    can when their block compiles (``kernel_source.supported``); opaque ops when the
+    can when their block compiles (``compile.supported``); opaque ops when the
     backend has a library call for them; random, stateful and control-flow ops never do
     (they run on the host)."""
     prim = op.primitive
@@ -125,8 +125,8 @@ class CudaExecutable:
                 if reason is None:
                     self.kernels[op.id] = compile_cuda_kernel(op.blocks[0], name, op.attrs.get("lines", ""))
                 else:
-                    # The generator cannot fuse this block (e.g. a row's sum read by another
-                    # row): its ops run one kernel each, correct if slower.
+                    # The renderer cannot launch this block as one kernel (e.g. more
+                    # parameters than CUDA allows): its ops run one kernel each.
                     self.unfused[name] = reason
                     self.kernels[op.id] = CudaExecutable(Function(f"{function.name}.{name}", op.blocks[0]).clone(),
                                                          device)
@@ -194,7 +194,6 @@ class CudaExecutable:
     def kernel_listing(self) -> str:
         """The generated source of every kernel (prelude left out), as ``flowjit ir --stage
         kernels`` prints it."""
-        from flowjit.codegen_cuda.kernel_source import PRELUDE
         parts = []
         for op in self.function.body.ops:
             k = self.kernels.get(op.id)

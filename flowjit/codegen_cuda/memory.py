@@ -199,6 +199,15 @@ def empty(shape: tuple[int, ...], dtype: Any) -> Any:
     return cuda.device_array(tuple(shape), np.dtype(dtype))
 
 
+def zeros(shape: tuple[int, ...], dtype: Any) -> Any:
+    """A zeroed device array on the current device (a kernel's temp buffer)."""
+    cp = _cupy()
+    if cp is not None:
+        return cp.zeros(shape, dtype)
+    from numba import cuda
+    return cuda.to_device(np.zeros(tuple(shape), np.dtype(dtype)))
+
+
 def copy(x: Any) -> Any:
     """A new device array with the contents of device array ``x``."""
     cp = _cupy()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_cuda import cuda_devices, cuda_kernel_plan, feasible, supported, why_not
+from flowjit.codegen_cuda import cuda_devices, feasible, plan_block, supported, why_not
 from tests.codegen_cuda.helpers import fused, fusion_ops
 from tests.test_programs import nested_pads
 
@@ -74,25 +74,36 @@ def test_importing_the_backend_loads_no_cuda():
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
-def test_plans_split_outputs_into_elementwise_and_rows_launches():
-    x = np.zeros((6, 40), np.float32)
-
-    def f(x):
-        m = x.max(axis=1, keepdims=True)
-        return fj.exp(x - m), m, x * 2.0
-    (op,) = fusion_ops(fused(f, x))
-    plan = cuda_kernel_plan(op.blocks[0], op.attrs["name"])
-    assert [(launch.kind, launch.elements, launch.rows, launch.cols) for launch in plan.launches] == [
-        ("elements", 240, 0, 0), ("rows", 0, 6, 40)]
+def _kinds(f, *args) -> list:
+    (op,) = fusion_ops(fused(f, *args))
+    plan = plan_block(op.blocks[0], op.attrs["name"])
     # Sizes come from the arrays at run time: no dimension of 6 or 40 is in the source.
-    assert "cuda.shared.array(SHARED" in plan.source and not re.search(r"\b(6|40)\b", plan.source)
+    assert not re.search(r"\b(6|40)\b", plan.source), plan.source
+    return [launch.kind for launch in plan.launches], plan
+
+
+def test_plans_launch_each_nest_by_what_its_body_needs():
+    x = np.zeros((6, 40), np.float32)
+    # A thread per element.
+    assert _kinds(lambda x: x * 2.0 + 1.0, x)[0] == ["elements"]
+    # A block per row: the row's max and sum are block reductions in shared memory, and the
+    # row's elements (exp(x - max) beside them) are written by the block's threads.
+    kinds, plan = _kinds(lambda x: (fj.nn.softmax(x), x.max(axis=1)), x)
+    assert kinds == ["rows"] and "cuda.shared.array(256, np.float64)" in plan.source
+    # A sum over everything in one block; its mean reaches the elementwise launch through
+    # a scratch array.
+    kinds, plan = _kinds(lambda x: x - x.mean(), x)
+    assert kinds == ["single", "elements"] and len(plan.scratch) == 1
+    # A column sum: a thread per column, each adding its rows in a loop.
+    kinds, plan = _kinds(lambda x: x.sum(axis=0) * 2.0, x)
+    assert set(kinds) == {"elements"} and "for r" in plan.source
 
 
 def test_nested_pads_bind_each_clamped_index_once():
     # A clamp of a clamp that repeats its index thrice grows as 3**depth.
     def source(depth):
         (op,) = fusion_ops(fused(nested_pads(depth), np.zeros((3, 4), np.float32)))
-        return cuda_kernel_plan(op.blocks[0], op.attrs["name"]).source
+        return plan_block(op.blocks[0], op.attrs["name"]).source
 
     shallow, deep = len(source(4)), len(source(8))
     assert deep < 4 * shallow, (shallow, deep)
