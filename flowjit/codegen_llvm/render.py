@@ -26,7 +26,10 @@ rounds back (float64 -> float16 rounds once); integers wrap; float->int casts gi
 x86 result (INT_MIN for NaN and out-of-range values, never poison). Inputs and outputs are
 ``noalias`` unless the kernel declares an output may overwrite an input. The only
 fast-math flag is ``reassoc`` on float sum and product accumulator updates, so LLVM
-vectorizes reductions without changing any NaN or infinity. Math intrinsics come from
+vectorizes reductions without changing any NaN or infinity; unless the kernel is rendered
+with ``fastmath=True`` (as numba's ``fastmath=True``): then every float arithmetic op,
+comparison and math call of the kernel's own expressions carries ``fast``, and LLVM may
+assume no NaN, infinity or signed zero and reassociate (the math ports' insides stay exact). Math intrinsics come from
 ``intrinsics.function`` (vectorizable ports) when it has the name, else from LLVM's
 intrinsics or libm.
 """
@@ -102,8 +105,9 @@ def _mem(d: DType) -> ir.Type:
 
 
 class _Renderer:
-    def __init__(self, k: Kernel):
+    def __init__(self, k: Kernel, fastmath: bool = False):
         self.k = k
+        self.fastmath = ("fast",) if fastmath else ()
         self.module = ir.Module(name=k.name)
         self.args = [b for b in k.buffers if b.role != "temp"]
         self.helpers: dict[str, ir.Function] = {}
@@ -381,7 +385,7 @@ class _Renderer:
             self.b.store(self.b.call(fn, [self.memo[("acc", s.name)], self.expr(s.value, env)]), value)
             return
         new = self.expr(scalar.combine(decl.kind, current, s.value), env)
-        if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16:
+        if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16 and not self.fastmath:
             # Partial sums per vector lane: the one place NumPy's semantics allow reassociation.
             new.flags.append("reassoc")
         self.b.store(new, value)
@@ -440,17 +444,19 @@ class _Renderer:
             return self.cast(args[0], src, d)
         if op == "select":
             return b.select(*args)
+        fm = self.fastmath
         if op in _FCMP:
             if src.is_float:
-                return b.fcmp_unordered("!=", *args) if op == "ne" else b.fcmp_ordered(_FCMP[op], *args)
+                return (b.fcmp_unordered("!=", *args, flags=fm) if op == "ne"
+                        else b.fcmp_ordered(_FCMP[op], *args, flags=fm))
             return (b.icmp_unsigned if src.is_bool else b.icmp_signed)(_FCMP[op], *args)
         f = src.is_float
         if op in ("add", "sub", "mul"):
-            return getattr(b, ("f" if f else "") + op)(*args)
+            return self._fast(getattr(b, "f" + op)(*args)) if f else getattr(b, op)(*args)
         if op == "neg":
-            return b.fneg(args[0]) if f else b.neg(args[0])
+            return b.fneg(args[0], flags=fm) if f else b.neg(args[0])
         if op == "div":
-            return b.fdiv(*args)
+            return self._fast(b.fdiv(*args))
         if op == "idiv":
             return b.sdiv(*args)
         if op == "irem":
@@ -462,12 +468,17 @@ class _Renderer:
         if op == "not":
             return b.not_(args[0])
         if op == "fmod":
-            return b.frem(*args)
+            return self._fast(b.frem(*args))
         if op == "ipow":
             return b.call(self.ipow(d), args)
         if op in scalar.INTRINSICS:
-            return b.call(self.intrinsic(op, d), args)
+            return b.call(self.intrinsic(op, d), args, fastmath=fm)
         raise KeyError(f"the LLVM renderer has no rendering of op {op!r}")
+
+    def _fast(self, v: ir.Instruction) -> ir.Instruction:
+        # llvmlite's fadd/fsub/fmul/fdiv/frem take no flags argument; their flags list does.
+        v.flags.extend(self.fastmath)
+        return v
 
     def cast(self, v: ir.Value, src: DType, d: DType) -> ir.Value:
         b = self.b
@@ -634,11 +645,12 @@ def symbol(kernel: Kernel) -> str:
     return f"fj_kernel_{kernel.name}"
 
 
-def render_kernel(kernel: Kernel) -> str:
+def render_kernel(kernel: Kernel, fastmath: bool = False) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
-    by ``kernel_identity``, so a warm load never renders it)."""
-    return _Renderer(kernel).render()
+    by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
+    flags on the kernel's float ops, as numba's ``fastmath=True``."""
+    return _Renderer(kernel, fastmath).render()
 
 
 def _save(kernel: Kernel, ir_text: str | None) -> str:
@@ -733,27 +745,30 @@ def _ident(kernel: Kernel) -> str:
     return text + "\n" + _float_bits(kernel) if "nan" in text else text
 
 
-def kernel_identity(kernel: Kernel) -> str:
-    """Text that identifies ``render_kernel(kernel)`` without rendering it: the kernel's loop
-    IR in full (floats by their bits) and the digest of the sources the rendering depends
-    on, including whether ``intrinsics`` may be imported (a test may hide it)."""
+def kernel_identity(kernel: Kernel, fastmath: bool = False) -> str:
+    """Text that identifies ``render_kernel(kernel, fastmath)`` without rendering it: the
+    kernel's loop IR in full (floats by their bits), whether it is fast-math, and the digest
+    of the sources the rendering depends on, including whether ``intrinsics`` may be
+    imported (a test may hide it)."""
     ports = "ports" if sys.modules.get(f"{__package__}.intrinsics", True) is not None else "no-ports"
+    fast = " fastmath" if fastmath else ""
     # NumPy casts the constants (const()), so its version is part of the identity too.
-    return f"; flowjit kernel {_sources_digest()} {ports} numpy{np.__version__}\n{_ident(kernel)}"
+    return f"; flowjit kernel {_sources_digest()} {ports} numpy{np.__version__}{fast}\n{_ident(kernel)}"
 
 
-def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None) -> CompiledKernel:
-    """``kernel`` rendered, compiled for ``target`` (the host) or loaded from the object
-    cache, as a ``CompiledKernel``. The cache is keyed by ``kernel_identity``, so a warm
-    load renders nothing. A rendering or LLVM failure raises KernelRenderError naming the
-    kernel and the files its loop IR and LLVM IR were saved to."""
+def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None, fastmath: bool = False) -> CompiledKernel:
+    """``kernel`` rendered (with LLVM's ``fast`` flags on its float ops when ``fastmath``),
+    compiled for ``target`` (the host) or loaded from the object cache, as a
+    ``CompiledKernel``. The cache is keyed by ``kernel_identity``, so a warm load renders
+    nothing. A rendering or LLVM failure raises KernelRenderError naming the kernel and the
+    files its loop IR and LLVM IR were saved to."""
     rendered: list[str] = []
 
     def render() -> str:
-        rendered.append(render_kernel(kernel))
+        rendered.append(render_kernel(kernel, fastmath))
         return rendered[0]
     try:
-        lib = jit.load_source(kernel_identity(kernel), render, target, kernel.name)
+        lib = jit.load_source(kernel_identity(kernel, fastmath), render, target, kernel.name)
     except Exception as e:
         raise KernelRenderError(
             f"the LLVM renderer failed on kernel {kernel.name!r}: {str(e).strip()[:2000]}; its loop IR and "

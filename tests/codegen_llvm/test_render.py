@@ -392,3 +392,41 @@ def test_hypothesis_programs_compile_and_run_as_the_interpreter(monkeypatch):
     import tests.lowering.test_programs as lowering_programs
     monkeypatch.setattr(lowering_programs, "check_fused", check_compiled)
     lowering_programs.test_hypothesis_programs_lower_and_evaluate_as_the_interpreter()
+
+
+def test_fastmath_puts_fast_flags_on_float_ops_and_stays_close_to_the_exact_kernel():
+    import re
+
+    from flowjit.codegen_llvm.render import compile_kernel, kernel_identity, render_kernel
+
+    def f(x, y):
+        e = fj.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True) + fj.tanh(x * 0.5) - x / (y + 3.0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 333)).astype(np.float32)
+    y = rng.uniform(0, 2, (64, 333)).astype(np.float32)
+    fused = fj.function(f).ir(x, y, stage="fused")
+    values = dict(zip((a.id for a in fused.args), (x, y)))
+    kernels = 0
+    for op in fused.body.ops:
+        args = [values[v.id] for v in op.inputs]
+        results = run_op(op, args)
+        values.update(zip((r.id for r in op.results), results))
+        if op.primitive.role != "kernel":
+            continue
+        kernels += 1
+        kernel = lower_block(op.blocks[0], f"fast_{op.attrs['name']}")
+        exact, fast = render_kernel(kernel), render_kernel(kernel, fastmath=True)
+        assert not re.search(r"\bfast\b", exact)
+        assert re.search(r"= f(add|sub|mul|div) fast ", fast), fast
+        assert "reassoc" not in fast.replace("fast", "")  # 'fast' already allows reassociation
+        assert kernel_identity(kernel) != kernel_identity(kernel, fastmath=True)
+        got = []
+        for fm in (False, True):
+            out = [np.full(np.shape(w), 7, np.asarray(w).dtype) for w in results]
+            compile_kernel(kernel, fastmath=fm)([np.ascontiguousarray(a) for a in args], out)
+            got.append(out)
+        for g_exact, g_fast, w in zip(*got, results):
+            np.testing.assert_allclose(g_exact, w, **kernel_tolerance(np.float32))
+            np.testing.assert_allclose(g_fast, g_exact, rtol=1e-5, atol=1e-6)
+    assert kernels >= 1
