@@ -1,4 +1,4 @@
-"""flowjit's benchmark harness: flowjit against NumPy, JAX and PyTorch on the same workloads.
+"""flowjit's benchmark harness: flowjit against NumPy, JAX, TensorFlow and PyTorch on the same workloads.
 
 Run ``python -m bench`` (or ``python bench/run.py``) from the repository root; ``--help``
 lists the options. Every workload reports medians over repeats after warm-up, and ratios,

@@ -108,7 +108,10 @@ def _tf_triad(ctx: Ctx, b, c):
     def build():
         from bench.workloads.defs import tf_jit
         tf = ctx.module("tensorflow")
-        g = tf_jit(tf, lambda b, c: b + SCALE * c)
+
+        def triad(b, c):
+            return b + SCALE * c
+        g = tf_jit(tf, triad)
         tb, tc = tf.constant(b), tf.constant(c)
         return lambda: g(tb, tc)
     return build
