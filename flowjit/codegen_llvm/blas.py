@@ -16,6 +16,7 @@ import glob
 import importlib.util
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import jit
@@ -57,19 +58,19 @@ def _numpy_lib_dirs() -> list[str]:
     return [os.path.join(site, "numpy.libs"), os.path.join(pkg, ".dylibs")]
 
 
-def _candidates() -> list[tuple[str, str, str, int]]:
-    out = []
+def _candidates() -> Iterator[tuple[str, str, str, int]]:
+    # Lazily: finding the system's library runs ldconfig and a compiler (ctypes.util,
+    # 27 ms of a warm start), which NumPy's bundled OpenBLAS makes unnecessary.
     env = os.environ.get("FLOWJIT_BLAS")
     if env:
-        out += [(env, "scipy_cblas_", "64_", 64), (env, "cblas_", "", 32)]
+        yield from [(env, "scipy_cblas_", "64_", 64), (env, "cblas_", "", 32)]
     for d in _numpy_lib_dirs():
         for pattern, prefix, suffix, bits in _BUNDLED:
-            out += [(p, prefix, suffix, bits) for p in sorted(glob.glob(os.path.join(d, pattern)))]
+            yield from [(p, prefix, suffix, bits) for p in sorted(glob.glob(os.path.join(d, pattern)))]
     for name in _SYSTEM:
         p = ctypes.util.find_library(name)
         if p:
-            out.append((p, "cblas_", "", 32))
-    return out
+            yield (p, "cblas_", "", 32)
 
 
 def blas_functions() -> dict[str, BlasFunction]:

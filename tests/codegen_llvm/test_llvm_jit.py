@@ -5,6 +5,7 @@ recompiled and never run, concurrent writers), the chunk pool and BLAS by addres
 from __future__ import annotations
 
 import ctypes
+import glob
 import json
 import os
 import platform
@@ -254,6 +255,19 @@ def test_jit_code_calls_gemm_by_symbol(blas):
     c = np.zeros((4, 9), np.float32)
     mm(a.ctypes.data, b.ctypes.data, c.ctypes.data, 4, 9, 6)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_numpys_openblas_is_found_without_searching_the_system(monkeypatch):
+    from flowjit.codegen_llvm import blas as blas_module
+    if not any(glob.glob(os.path.join(d, "lib*openblas*")) for d in blas_module._numpy_lib_dirs()):
+        pytest.skip("this NumPy bundles no OpenBLAS")
+
+    def find_library(name):  # ldconfig and a compiler in subprocesses: 27 ms of a warm start
+        raise AssertionError(f"searched the system for {name!r}")
+    monkeypatch.setattr(blas_module, "_found", None)
+    monkeypatch.setattr(blas_module.ctypes.util, "find_library", find_library)
+    found = blas_module.blas_functions()
+    assert found and found["sgemm"].library.startswith(tuple(blas_module._numpy_lib_dirs()))
 
 
 def test_math_calls_resolve_in_a_loaded_object():
