@@ -7,7 +7,17 @@ streams its stores (flowjit's large elementwise outputs, glibc's large ``memcpy`
 it: %BW against such a copy read 149-172% for gelu. This copy writes whole 64-byte lines
 around the caches with one aligned ``!nontemporal`` vector store each (plain stores only
 before the output's first 64-byte boundary and after its last full line), then ``sfence``,
-so %BW divides by what streaming can reach on this machine.
+so %BW divides by what streaming can reach on this machine. Like glibc's ``memcpy`` it
+moves four pages at a time, a line of each in turn, so that four read streams are in
+flight (a page-by-page loop runs one, and the hardware prefetcher stops at each page).
+
+Measured on the 2-core Xeon, 2026-11-25, under a neighbour's load (one process, 2**25
+float32, 2 threads unless said, medians of 21 alternated calls): this copy 30.4 GB/s;
+numba's prange loop with plain stores 19.7 GB/s; glibc's ``memcpy`` (``ctypes.memmove``)
+split over 2 threads 14.9 GB/s; ``np.copyto`` (1 thread) 13.1 GB/s; this copy on 1 thread
+24.6 GB/s. The triad: streamed 25.7 GB/s, numba's plain 21.4 GB/s.
+Four pages interleaved against one page at a time: ahead in each of three runs (30.0 against
+25.5 GB/s in the quietest).
 
 Each thread gets a contiguous share of the elements (cut at 64-byte lines) and runs it in
 one ctypes call, which releases the GIL; the shares run on a persistent thread pool.
@@ -178,11 +188,13 @@ class Streamer:
         self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
     def __call__(self, out: np.ndarray, *inputs: np.ndarray, s: float = 0.0) -> np.ndarray:
+        arrays = (out, *inputs)
+        if out.ndim != 1 or any(a.shape != out.shape or a.dtype != np.float32 or not a.flags.c_contiguous
+                                or not a.flags.aligned for a in arrays):
+            raise ValueError(f"Streamer: contiguous, aligned 1-D float32 arrays of one shape, got "
+                             f"{', '.join(f'{a.dtype}{list(a.shape)}' for a in arrays)}")
         n = out.shape[0]
-        if any(a.shape != out.shape or a.dtype != np.float32 for a in (out, *inputs)) or not all(
-                a.flags.c_contiguous for a in (out, *inputs)):
-            raise ValueError("Streamer: contiguous 1-D float32 arrays of one shape")
-        ptrs = [a.ctypes.data for a in (out, *inputs)]
+        ptrs = [a.ctypes.data for a in arrays]
         head = (-ptrs[0] % 64) // 4
         body = max(n - head, 0)
         cuts = [0] + [min(n, head + body * t // self.threads // LINE * LINE) for t in range(1, self.threads)] + [n]

@@ -70,6 +70,10 @@ def test_streaming_copy_and_triad_match_numpy_at_every_alignment():
                 assert (buf[:offset] == 7).all() and (buf[offset + n:] == 7).all(), (threads, offset, n)
                 triad(out, src[:n], c[:n], s=3.0)
                 np.testing.assert_array_equal(out, src[:n] + np.float32(3.0) * c[:n])
+    # its aligned line stores would fault on a float32 array that is not 4-byte aligned
+    odd = np.zeros(65, np.uint8)[1:].view(np.float32)
+    with pytest.raises(ValueError, match="aligned 1-D float32"):
+        Streamer("copy", 2)(odd, src[:16])
 
 
 def _table(stdout: str, title: str) -> dict[str, dict[str, str]]:
