@@ -380,7 +380,8 @@ def _phases(k: Kernel) -> tuple[list, dict]:
             last.stmts.append(s)
             last.owned |= owned
             continue
-        if kind == "elements" and last is not None and last.kind == "elements" and _independent(last.stmts, s):
+        if (kind == "elements" and last is not None and last.kind == "elements"
+                and _independent(last.stmts, (s, *_lets_used(s, floating)))):
             last.stmts.append(s)
             last.nests.append(info)
             continue
@@ -428,8 +429,21 @@ def _split_outputs(loop: Loop) -> tuple[Loop, Loop] | None:
     return rebuild(units[:h]), rebuild(units[h:])
 
 
-def _independent(earlier: list, s: Loop) -> bool:
-    a, b = _effects(earlier), _effects((s,))
+def _lets_used(s: object, floating: dict) -> list:
+    """The floating Lets statement ``s`` reads, directly or through one another."""
+    out, stack = {}, list(_effects((s,)).names)
+    while stack:
+        n = stack.pop()
+        if n in floating and n not in out:
+            out[n] = floating[n]
+            stack.extend(free_names(floating[n].value))
+    return list(out.values())
+
+
+def _independent(earlier: list, later: tuple) -> bool:
+    """Whether ``later`` (statements and the Lets they read) neither reads nor writes what
+    ``earlier`` writes, nor writes what it reads: then one launch can run both."""
+    a, b = _effects(earlier), _effects(later)
     return not (b.loads & a.stores or b.stores & (a.loads | a.stores))
 
 

@@ -187,6 +187,19 @@ def test_every_fusible_primitive_of_the_registry():
     assert ("reduction", "arg") in roles, roles
 
 
+def test_a_nest_reading_a_value_an_earlier_nest_sums_runs_after_it():
+    # Random program 79: the column sum of v1 and the sum over v1 are nests with temp
+    # buffers; the output's nest reads the second sum through a top-level Let, so it must
+    # not share a launch with the nest that fills it.
+    x = RNG.standard_normal((3, 1))
+
+    def f(x):
+        v1 = x - fj.mean(x, axis=0, keepdims=True)
+        return -(x + fj.mean(fj.cos(v1), axis=None, keepdims=True))
+    check_function(f, x)
+    check_function(fj.grad(lambda x: f(x).sum()), x)
+
+
 def test_zero_d_inputs_and_outputs():
     # A 0-d argument broadcast into a nest, a 0-d sum of everything, and a 0-d result
     # computed from 0-d values only.
