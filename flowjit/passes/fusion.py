@@ -327,14 +327,18 @@ def _outline(fn: Function, group: _Group, returned: set[int]) -> None:
 
     body = Block([Value(v.type, name=v.name) for v in inputs])
     mapping = {v.id: a for v, a in zip(inputs, body.args)}
-    inner = Builder(body)
+
+    def copy(op: Op, ins: list[Value]) -> list[Value]:
+        # The ops are verified IR moving unchanged: their attributes and result types stand
+        # (re-inferring them through a Builder was a third of the pass).
+        c = Op(op.primitive, ins, op.attrs, [r.type for r in op.results], loc=op.loc)
+        body.append(c)
+        return c.results
     for op in ops:
         for v in op.inputs:
             if v.id not in mapping:  # a scalar constant: copy it into the kernel
-                (c,) = inner.emit(v.producer.primitive, [], v.producer.attrs, loc=v.producer.loc)
-                mapping[v.id] = c
-        results = inner.emit(op.primitive, [mapping[v.id] for v in op.inputs], op.attrs, loc=op.loc)
-        for r, nr in zip(op.results, results):
+                (mapping[v.id],) = copy(v.producer, [])
+        for r, nr in zip(op.results, copy(op, [mapping[v.id] for v in op.inputs])):
             mapping[r.id] = nr
     body.set_returns([mapping[r.id] for r in outputs])
 
