@@ -29,6 +29,7 @@ NumPy itself.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import math
@@ -117,6 +118,56 @@ class Gemm:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """``nbytes`` bytes from buffer ``src`` to buffer ``dst`` (a block result no step of
+    the block writes: an argument, a constant, a value written elsewhere)."""
+
+    src: str
+    dst: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """A control op's block (or the top-level program before it becomes a ProgramPlan):
+    its buffers (arguments and ``out`` buffers are pointers the caller passes), steps,
+    scratch size and elements of work per run."""
+
+    name: str
+    buffers: tuple[Buffer, ...]
+    args: tuple[str, ...]
+    outs: tuple[str, ...]
+    steps: tuple[Any, ...]
+    scratch_bytes: int
+    work: int
+
+    def buffer(self, name: str) -> Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+
+@dataclass(frozen=True)
+class ControlCall:
+    """A ``branch``, ``while_loop`` or ``scan_loop`` op run natively over its ``blocks``:
+    ``temp`` is its scratch buffer holding the two copies of each carry (``carry_offsets``:
+    current and next), the condition's flag at ``flag_offset`` and the blocks' own scratch
+    from ``block_offset``."""
+
+    role: str
+    blocks: tuple[BlockPlan, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    temp: str
+    num_carry: int
+    num_xs: int
+    length: int
+    reverse: bool
+    maximum_iterations: int
+    carry_offsets: tuple[tuple[int, int], ...]
+    flag_offset: int
+    block_offset: int
+
+
+@dataclass(frozen=True)
 class ProgramPlan:
     """A program as buffers and native steps (see the module docstring)."""
 
@@ -133,21 +184,37 @@ class ProgramPlan:
 
     def describe(self) -> str:
         """The plan as text, one line per step, for ``flowjit ir --stage kernels``."""
-        def show(n: str) -> str:
-            b = self.buffer(n)
-            where = {"arg": "argument", "result": "result", "const": "constant",
-                     "scratch": f"scratch+{b.slot}"}[b.kind] + (f", in {b.shares}'s memory" if b.shares else "")
-            return f"{n}: {b.dtype}{list(b.shape)} ({where})"
-        lines = [f"native driver {self.name}({', '.join(self.args)}) -> ({', '.join(self.results)}); "
-                 f"scratch {self.scratch_bytes} bytes; GIL {'released' if self.release_gil else 'held'}"]
-        for s in self.steps:
-            if isinstance(s, KernelCall):
-                split = f" on {s.split[1]} threads over {s.split[0]} rows" if s.split else ""
-                lines.append(f"  {render.symbol(s.kernel)}({', '.join(map(show, s.buffers))}){split}")
-            else:
-                lines.append(f"  {s.dtype} gemm {s.c} = {s.a}{'.T' if s.trans_a else ''} @ "
-                             f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n})")
-        return "\n".join(lines)
+        head = (f"native driver {self.name}({', '.join(self.args)}) -> ({', '.join(self.results)}); "
+                f"scratch {self.scratch_bytes} bytes; GIL {'released' if self.release_gil else 'held'}")
+        return "\n".join([head, *_describe_steps(self, self.steps, "  ")])
+
+
+def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
+    def show(n: str) -> str:
+        b = plan.buffer(n)
+        where = {"arg": "argument", "result": "result", "const": "constant", "out": f"out {b.slot}",
+                 "scratch": f"scratch+{b.slot}"}[b.kind] + (f", in {b.shares}'s memory" if b.shares else "")
+        return f"{n}: {b.dtype}{list(b.shape)} ({where})"
+    lines = []
+    for s in steps:
+        if isinstance(s, KernelCall):
+            split = f" on {s.split[1]} threads over {s.split[0]} rows" if s.split else ""
+            lines.append(f"{indent}{render.symbol(s.kernel)}({', '.join(map(show, s.buffers))}){split}")
+        elif isinstance(s, Gemm):
+            lines.append(f"{indent}{s.dtype} gemm {s.c} = {s.a}{'.T' if s.trans_a else ''} @ "
+                         f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n})")
+        elif isinstance(s, Copy):
+            lines.append(f"{indent}copy {s.nbytes} bytes {s.src} -> {s.dst}")
+        else:
+            extra = {"while_loop": f" at most {s.maximum_iterations} times" if s.maximum_iterations >= 0 else "",
+                     "scan_loop": f" over {s.length} steps{' backward' if s.reverse else ''}"}.get(s.role, "")
+            lines.append(f"{indent}{s.role}{extra} ({', '.join(s.inputs)}) -> ({', '.join(s.outputs)}), "
+                         f"temp {show(s.temp)}")
+            for k, block in enumerate(s.blocks):
+                lines.append(f"{indent}  block {k} ({', '.join(block.args)}) -> ({', '.join(block.outs)}); "
+                             f"scratch {block.scratch_bytes} bytes")
+                lines += _describe_steps(block, block.steps, indent + "    ")
+    return lines
 
 
 class NotNative(Exception):
@@ -174,164 +241,291 @@ def _assign_offsets(sizes: list[int], lives: list[tuple[int, int]]) -> tuple[lis
     return offsets, max((e for _, e, _ in placed), default=0)
 
 
-def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = True,
-                 threads: int = 1) -> tuple[ProgramPlan, list[np.ndarray]]:
+@dataclass(frozen=True)
+class BlockSource:
+    """A control op's block as its Executable prepared it: the fused block ``function``,
+    its lowered ``kernels`` (op id -> Kernel) and, for control ops inside it, their own
+    blocks (op id -> BlockSources)."""
+
+    function: Any
+    kernels: dict[int, Kernel]
+    blocks: dict[int, list[BlockSource]]
+
+
+def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = True, threads: int = 1,
+                 blocks: dict[int, list[BlockSource]] | None = None) -> tuple[ProgramPlan, list[np.ndarray]]:
     """The native plan of ``function`` (a fused flowjit Function) whose kernel ops are
-    lowered in ``kernels`` (op id -> Kernel), with the constant arrays it reads; raises
-    NotNative when some op or result has no native form. ``threads``: the parts a large
-    parallel loop is split into (1: none)."""
-    from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
-    body = function.body
-    returned = [v.id for v in body.returns]
-    names: dict[int, str] = {}
-    alias: dict[int, tuple[int, bool]] = {}     # value id -> (value id it views, transposed)
-    constants: list[np.ndarray] = []
-    const_of: dict[int, int] = {}
-    steps: list[tuple[str, Any, Any]] = []
-    defined_at: dict[int, int] = {}
-    last_use: dict[int, int] = {}
-    made: set[int] = set()                       # values a kernel or gemm writes
-    for a in body.args:
-        names[a.id] = f"a{len(names)}"
+    lowered in ``kernels`` (op id -> Kernel) and whose control ops' blocks are ``blocks``,
+    with the constant arrays it reads; raises NotNative when some op or result has no
+    native form. ``threads``: the parts a large parallel loop is split into (1: none)."""
+    planner = _Planner(parallel, threads)
+    top = planner.plan(function, kernels, blocks or {}, top=True, prefix="")
+    plan = ProgramPlan(function.name, top.buffers, top.args, top.outs, top.steps, top.scratch_bytes,
+                       top.work >= GIL_MIN_ELEMENTS)
+    return plan, planner.constants
 
-    def base(v: Any) -> tuple[int, bool]:
-        return alias.get(v.id, (v.id, False))
 
-    def use(vid: int, step: int) -> None:
-        last_use[vid] = step
+class _Planner:
+    def __init__(self, parallel: bool, threads: int):
+        self.parallel = parallel
+        self.threads = threads
+        self.constants: list[np.ndarray] = []
+        self.n_blocks = 0
 
-    for op in body.ops:
-        role, kind = op.primitive.role, op.primitive.kind
-        for r in op.results:
-            names[r.id] = f"v{r.id}"
-        if op.id in kernels:
-            ins = [base(v) for v in op.inputs]
-            if any(t for _, t in ins):
-                raise NotNative(f"kernel {op.attrs.get('name', op.name)} reads a transposed view")
-            step = len(steps)
-            steps.append(("kernel", op, [i for i, _ in ins]))
-            for vid, _ in ins:
-                use(vid, step)
+    def plan(self, function: Any, kernels: dict[int, Kernel], blocks: dict[int, list[BlockSource]], top: bool,
+             prefix: str) -> BlockPlan:
+        """``function`` as buffers and steps. At the top its results are new arrays (kind
+        ``result``, one per distinct value); in a block each result position is an ``out``
+        buffer the caller hands in, written by the step that makes it or copied at the end."""
+        from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
+        body = function.body
+        names: dict[int, str] = {}
+        alias: dict[int, tuple[int, bool]] = {}     # value id -> (value id it views, transposed)
+        const_of: dict[int, int] = {}
+        steps: list[tuple[str, Any, Any]] = []
+        defined_at: dict[int, int] = {}
+        last_use: dict[int, int] = {}
+        made: set[int] = set()                       # values a step writes
+        value_type = {a.id: a.type for a in body.args}
+        value_type.update({r.id: r.type for op in body.ops for r in op.results})
+        for a in body.args:
+            names[a.id] = f"{prefix}a{len(names)}"
+
+        def base(v: Any) -> tuple[int, bool]:
+            return alias.get(v.id, (v.id, False))
+
+        for op in body.ops:
+            role, kind = op.primitive.role, op.primitive.kind
             for r in op.results:
-                defined_at[r.id], made = step, made | {r.id}
-        elif role == "matrix_product":
-            types = [v.type for v in op.inputs] + [r.type for r in op.results]
-            if (any(len(t.shape) != 2 for t in types) or len({t.dtype.name for t in types}) != 1
-                    or types[0].dtype.name not in ("float32", "float64")):
-                raise NotNative(f"{op.name} of {[f'{t.dtype.name}{list(t.shape)}' for t in types]}")
+                names[r.id] = f"{prefix}v{r.id}"
             step = len(steps)
-            steps.append(("gemm", op, [base(v) for v in op.inputs]))
-            for v in op.inputs:
-                use(base(v)[0], step)
-            defined_at[op.results[0].id], made = step, made | {op.results[0].id}
-        elif role == "permute_axes" and len(op.inputs[0].type.shape) == 2 and tuple(op.attrs["perm"]) == (1, 0):
-            src, t = base(op.inputs[0])
-            alias[op.results[0].id] = (src, not t)
-        elif role in ("row_major_reshape", "unit_axes_reshape") and not base(op.inputs[0])[1]:
-            alias[op.results[0].id] = base(op.inputs[0])
-        elif role == "variable_update" and not base(op.inputs[1])[1]:
-            # The variable's new value is the value itself: the runtime rebinds the variable.
-            alias[op.results[0].id] = base(op.inputs[1])
-        elif kind == "constant":
-            value = np.asarray(op.primitive.impl(**op.attrs))
-            t = op.results[0].type
-            const_of[op.results[0].id] = len(constants)
-            constants.append(np.ascontiguousarray(value.astype(t.dtype.np, copy=False).reshape(t.shape)))
+            if op.id in kernels:
+                ins = [base(v) for v in op.inputs]
+                if any(t for _, t in ins):
+                    raise NotNative(f"kernel {op.attrs.get('name', op.name)} reads a transposed view")
+                steps.append(("kernel", op, [i for i, _ in ins]))
+            elif role == "matrix_product":
+                types = [v.type for v in op.inputs] + [r.type for r in op.results]
+                if (any(len(t.shape) != 2 for t in types) or len({t.dtype.name for t in types}) != 1
+                        or types[0].dtype.name not in ("float32", "float64")):
+                    raise NotNative(f"{op.name} of {[f'{t.dtype.name}{list(t.shape)}' for t in types]}")
+                ins = [base(v) for v in op.inputs]
+                steps.append(("gemm", op, ins))
+                ins = [(i, False) for i, _ in ins]
+            elif op.id in blocks and role in ("branch", "while_loop", "scan_loop"):
+                ins = [base(v) for v in op.inputs]
+                if any(t for _, t in ins):
+                    raise NotNative(f"{op.name} reads a transposed view")
+                steps.append(("control", op, [i for i, _ in ins]))
+            elif role == "permute_axes" and len(op.inputs[0].type.shape) == 2 and tuple(op.attrs["perm"]) == (1, 0):
+                src, t = base(op.inputs[0])
+                alias[op.results[0].id] = (src, not t)
+                continue
+            elif role in ("row_major_reshape", "unit_axes_reshape") and not base(op.inputs[0])[1]:
+                alias[op.results[0].id] = base(op.inputs[0])
+                continue
+            elif role == "variable_update" and not base(op.inputs[1])[1]:
+                # The variable's new value is the value itself: the runtime rebinds the variable.
+                alias[op.results[0].id] = base(op.inputs[1])
+                continue
+            elif kind == "constant":
+                value = np.asarray(op.primitive.impl(**op.attrs))
+                t = op.results[0].type
+                const_of[op.results[0].id] = len(self.constants)
+                self.constants.append(np.ascontiguousarray(value.astype(t.dtype.np, copy=False).reshape(t.shape)))
+                continue
+            else:
+                raise NotNative(f"{op.name} has no native form here")
+            for vid, _ in ins:
+                last_use[vid] = step
+            for r in op.results:
+                defined_at[r.id] = step
+                made.add(r.id)
+        if top and not steps:
+            raise NotNative("no kernel or matmul to run")
+
+        # Results: at the top each must be a value a step made (a new array); in a block a
+        # result a step made is written straight into its out buffer (once), any other copied.
+        n_steps = len(steps)
+        bound: dict[int, int] = {}                   # value id -> the out/result it is written into
+        copies: list[tuple[int, int]] = []           # (value id, out position)
+        results: list[int] = []
+        for j, v in enumerate(body.returns):
+            b, t = base(v)
+            if t:
+                raise NotNative("a result that is a transposed view")
+            if top:
+                if b not in made or tuple(value_type[b].shape) != tuple(v.type.shape):
+                    raise NotNative("a result that no kernel or matmul makes (an argument, a constant or a view)")
+                results.append(b)  # a variable's new value is the value a step made
+            elif b in made and b not in bound:
+                bound[b] = j
+            else:
+                copies.append((b, j))
+                last_use[b] = n_steps
+        external = set(results) if top else set(bound)
+
+        # A kernel's one output may take the memory of an input it overwrites element for
+        # element (the kernel declares which), when that input dies there, is made by a step
+        # and is not written to the caller: chains of such outputs share one buffer (``group``).
+        group: dict[int, int] = {}
+
+        def root(vid: int) -> int:
+            while vid in group:
+                vid = group[vid]
+            return vid
+
+        for n, (what, op, ins) in enumerate(steps):
+            k = kernels.get(op.id) if what == "kernel" else None
+            if k is None or len(op.results) != 1 or not k.in_place:
+                continue
+            out = op.results[0]
+            position = {b.name: j for j, b in enumerate(k.inputs)}
+            for name in k.in_place[0]:
+                vid = ins[position[name]]
+                if (vid in made and vid not in external and last_use.get(vid) == n and ins.count(vid) == 1
+                        and _same_layout(value_type[vid], out.type)):
+                    group[out.id] = vid
+                    break
+        members: dict[int, list[int]] = {}
+        for vid in defined_at:
+            members.setdefault(root(vid), []).append(vid)
+        owner = {r: next((m for m in ms if m in external), r) for r, ms in members.items()}
+
+        buffers: dict[int, Buffer] = {}
+        for i, a in enumerate(body.args):
+            buffers[a.id] = Buffer(names[a.id], a.type.dtype.np.name, tuple(a.type.shape), "arg", i)
+        outs: list[str] = []
+        out_buffers: list[Buffer] = []
+        if top:
+            for vid in dict.fromkeys(results):
+                t = value_type[vid]
+                buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "result",
+                                      len(buffers) - len(body.args))
+            outs = [names[v] for v in results]
         else:
-            raise NotNative(f"{op.name} has no native form here")
-    if not steps:
-        raise NotNative("no kernel or matmul to run")
-    results = []
-    value_type = {a.id: a.type for a in body.args}
-    value_type.update({r.id: r.type for op in body.ops for r in op.results})
-    for v in body.returns:
-        b, t = base(v)
-        if t or b not in made or tuple(value_type[b].shape) != tuple(v.type.shape):
-            raise NotNative("a result that no kernel or matmul makes (an argument, a constant or a view)")
-        results.append(b)  # a variable's new value is the value a step made
+            for j, v in enumerate(body.returns):
+                t = v.type
+                vid = next((b for b, pos in bound.items() if pos == j), None)
+                name = names[vid] if vid is not None else f"{prefix}o{j}"
+                out_buffers.append(Buffer(name, t.dtype.np.name, tuple(t.shape), "out", j))
+                if vid is not None:
+                    buffers[vid] = out_buffers[-1]
+            outs = [b.name for b in out_buffers]
+        for vid, k in const_of.items():
+            t = value_type[vid]
+            buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "const", k)
 
-    # A kernel's one output may take the memory of an input it overwrites element for
-    # element (the kernel declares which), when that input dies there, is made by a step
-    # and is no result: chains of such outputs share one buffer (``group``).
-    group: dict[int, int] = {}
+        # Control steps need scratch of their own (carries, the condition, their blocks').
+        control_temp: dict[int, tuple[int, list[BlockPlan]]] = {}
+        for n, (what, op, ins) in enumerate(steps):
+            if what == "control":
+                plans = []
+                for k, src in enumerate(blocks[op.id]):
+                    self.n_blocks += 1
+                    plans.append(self.plan(src.function, src.kernels, src.blocks, top=False,
+                                           prefix=f"b{self.n_blocks}_"))
+                carry = op.primitive.loop.num_carry(op.attrs) if op.primitive.loop else 0
+                carry_bytes = sum(_aligned(_nbytes(v.type)) for v in op.inputs[:carry])
+                size = 2 * carry_bytes + SCRATCH_ALIGN + max((p.scratch_bytes for p in plans), default=0)
+                control_temp[n] = (size, plans)
 
-    def root(vid: int) -> int:
-        while vid in group:
-            vid = group[vid]
-        return vid
+        inter = [r for r in members if owner[r] not in external]
+        sizes = [_nbytes(value_type[v]) for v in inter]
+        lives = [(min(defined_at[m] for m in members[r]), max(last_use.get(m, defined_at[m]) for m in members[r]))
+                 for r in inter]
+        temps = sorted(control_temp)
+        offsets, scratch = _assign_offsets(sizes + [control_temp[n][0] for n in temps],
+                                           lives + [(n, n) for n in temps])
+        for vid, off in zip(inter, offsets):
+            t = value_type[vid]
+            buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "scratch", off)
+        temp_buffers = {}
+        for n, off in zip(temps, offsets[len(inter):]):
+            temp_buffers[n] = Buffer(f"{prefix}temp{n}", "uint8", (control_temp[n][0],), "scratch", off)
+        for r, ms in members.items():
+            home = buffers[owner[r]]
+            for m in ms:
+                if m not in buffers:
+                    t = value_type[m]
+                    buffers[m] = Buffer(names[m], t.dtype.np.name, tuple(t.shape), home.kind, home.slot, home.name)
 
-    returned_set = set(results)
-    for n, (what, op, ins) in enumerate(steps):
-        k = kernels.get(op.id) if what == "kernel" else None
-        if k is None or len(op.results) != 1 or not k.in_place:
-            continue
-        out = op.results[0]
-        position = {b.name: j for j, b in enumerate(k.inputs)}
-        for name in k.in_place[0]:
-            vid = ins[position[name]]
-            if (vid in made and vid not in returned_set and last_use.get(vid) == n and ins.count(vid) == 1
-                    and _same_layout(value_type[vid], out.type)):
-                group[out.id] = vid
-                break
-    members: dict[int, list[int]] = {}
-    for vid in defined_at:
-        members.setdefault(root(vid), []).append(vid)
-    # A group holding a result lives in that result's array.
-    owner = {r: next((m for m in ms if m in returned_set), r) for r, ms in members.items()}
+        calls: list[Any] = []
+        work = 0
+        for n, (what, op, ins) in enumerate(steps):
+            if what == "kernel":
+                k = kernels[op.id]
+                if prefix:  # kernel symbols stay unique in the one module
+                    k = dataclasses.replace(k, name=f"{prefix}{k.name}")
+                vals = [*ins, *(r.id for r in op.results)]
+                shapes = [tuple(value_type[v].shape) for v in vals]
+                dims = tuple(d for s in shapes for d in s)
+                elements = max((math.prod(s) for s in shapes), default=1)
+                work += elements
+                split = None
+                found = render.chunk_loop(k)
+                if (self.parallel and self.threads > 1 and found is not None
+                        and elements >= NATIVE_PARALLEL_MIN_ELEMENTS):
+                    trips = _trips(k, found[1], shapes)
+                    if trips >= 2:
+                        split = (trips, self.threads)
+                calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split))
+            elif what == "gemm":
+                (a, ta), (b, tb) = ins
+                c = op.results[0]
+                m, n_ = c.type.shape
+                k_dim = op.inputs[0].type.shape[1]
+                work += m * n_ * k_dim
+                calls.append(Gemm(buffers[a].name, buffers[b].name, buffers[c.id].name, ta, tb, m, n_, k_dim,
+                                  c.type.dtype.np.name))
+            else:
+                size, plans = control_temp[n]
+                attrs = op.attrs
+                role = op.primitive.role
+                carry = op.primitive.loop.num_carry(op.attrs) if op.primitive.loop else 0
+                offs, at = [], 0
+                for v in op.inputs[:carry]:  # current and next of each carry side by side
+                    size_v = _aligned(_nbytes(v.type))
+                    offs.append((at, at + size_v))
+                    at += 2 * size_v
+                flag = at
+                trips = (attrs["length"] if role == "scan_loop" else
+                         attrs["maximum_iterations"] if role == "while_loop" else 1)
+                work += (trips if trips >= 0 else GIL_MIN_ELEMENTS) * max(sum(p.work for p in plans), 1)
+                calls.append(ControlCall(role, tuple(plans), tuple(buffers[v].name for v in ins),
+                                         tuple(buffers[r.id].name for r in op.results), temp_buffers[n].name,
+                                         carry, attrs.get("num_xs", 0), attrs.get("length", 0),
+                                         bool(attrs.get("reverse", False)), attrs.get("maximum_iterations", -1),
+                                         tuple(offs), flag, flag + SCRATCH_ALIGN))
+        for vid, j in copies:
+            src = buffers[vid] if vid in buffers else None
+            if src is None:
+                raise NotNative("a block result with no buffer")
+            calls.append(Copy(src.name, outs[j], _nbytes(value_type[vid])))
+        all_buffers = [*buffers.values(), *temp_buffers.values()]
+        if not top:  # the out buffers only a copy writes
+            all_buffers += [b for b in out_buffers if b not in all_buffers]
+        return BlockPlan(prefix.rstrip("_") or function.name, tuple(all_buffers),
+                         tuple(names[a.id] for a in body.args), tuple(outs), tuple(calls), scratch, work)
 
-    # Buffers: arguments, distinct results, constants, then intermediates in scratch.
-    buffers: dict[int, Buffer] = {}
-    for i, a in enumerate(body.args):
-        buffers[a.id] = Buffer(names[a.id], a.type.dtype.np.name, tuple(a.type.shape), "arg", i)
-    for vid in dict.fromkeys(results):
-        t = value_type[vid]
-        buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "result", len(buffers) - len(body.args))
-    for vid, k in const_of.items():
-        t = value_type[vid]
-        buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "const", k)
-    inter = [r for r in members if owner[r] not in returned_set]
-    sizes = [math.prod(value_type[v].shape) * value_type[v].dtype.np.itemsize for v in inter]
-    lives = [(min(defined_at[m] for m in members[r]), max(last_use.get(m, defined_at[m]) for m in members[r]))
-             for r in inter]
-    offsets, scratch = _assign_offsets(sizes, lives)
-    for vid, off in zip(inter, offsets):
-        t = value_type[vid]
-        buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "scratch", off)
-    for r, ms in members.items():
-        home = buffers[owner[r]]
-        for m in ms:
-            if m not in buffers:
-                t = value_type[m]
-                buffers[m] = Buffer(names[m], t.dtype.np.name, tuple(t.shape), home.kind, home.slot, home.name)
 
-    calls: list[KernelCall | Gemm] = []
-    work = 0
-    for what, op, ins in steps:
-        if what == "kernel":
-            k = kernels[op.id]
-            vals = [*ins, *(r.id for r in op.results)]
-            shapes = [tuple(value_type[v].shape) for v in vals]
-            dims = tuple(d for s in shapes for d in s)
-            elements = max((math.prod(s) for s in shapes), default=1)
-            work += elements
-            split = None
-            found = render.chunk_loop(k)
-            if parallel and threads > 1 and found is not None and elements >= NATIVE_PARALLEL_MIN_ELEMENTS:
-                trips = _trips(k, found[1], shapes)
-                if trips >= 2:
-                    split = (trips, threads)
-            calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split))
-        else:
-            (a, ta), (b, tb) = ins
-            c = op.results[0]
-            m, n = c.type.shape
-            k_dim = op.inputs[0].type.shape[1]
-            work += m * n * k_dim
-            calls.append(Gemm(buffers[a].name, buffers[b].name, buffers[c.id].name, ta, tb, m, n, k_dim,
-                              c.type.dtype.np.name))
-    plan = ProgramPlan(function.name, tuple(buffers.values()), tuple(names[a.id] for a in body.args),
-                       tuple(names[v] for v in results), tuple(calls), scratch, work >= GIL_MIN_ELEMENTS)
-    return plan, constants
+def walk_steps(steps: Sequence[Any]) -> list[Any]:
+    """Every step of ``steps`` and of the blocks of its control steps, depth first."""
+    out = []
+    for s in steps:
+        out.append(s)
+        if isinstance(s, ControlCall):
+            for block in s.blocks:
+                out += walk_steps(block.steps)
+    return out
+
+
+def _nbytes(t: Any) -> int:
+    return math.prod(t.shape) * t.dtype.np.itemsize
+
+
+def _aligned(n: int) -> int:
+    return -(-n // SCRATCH_ALIGN) * SCRATCH_ALIGN
 
 
 def _same_layout(a: Any, b: Any) -> bool:
@@ -502,11 +696,7 @@ class _Driver:
         status = self.allocas.alloca(I32)
         b.store(ir.Constant(I32, 0), status)
         done = fn.append_basic_block("steps_done")
-        for n, step in enumerate(plan.steps):
-            if isinstance(step, KernelCall):
-                self.kernel_call(b, step, bufs, status, done, n)
-            else:
-                self.gemm(b, tab, step, bufs)
+        self.steps(b, fn, tab, plan.steps, bufs, status, done)
         b.branch(done)
         b.position_at_end(done)
         if state is not None:
@@ -540,27 +730,163 @@ class _Driver:
         b.position_at_end(fallback)
         b.ret(ir.Constant(I32, 2))
 
-    def kernel_call(self, b: ir.IRBuilder, step: KernelCall, bufs: dict[str, ir.Value], status: ir.Value,
-                    done: ir.Block, n: int) -> None:
+    def steps(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, steps: Sequence[Any],
+              bufs: dict[str, ir.Value], status: ir.Value, done: ir.Block) -> None:
+        """Emit ``steps`` at ``b`` in ``fn``: on a kernel's out-of-memory, ``status`` is set
+        to 1 and control goes to ``done``."""
+        for step in steps:
+            if isinstance(step, KernelCall):
+                self.kernel_call(b, fn, step, bufs, status, done)
+            elif isinstance(step, Gemm):
+                self.gemm(b, tab, step, bufs)
+            elif isinstance(step, Copy):
+                self.copy(b, bufs[step.dst], bufs[step.src], step.nbytes)
+            else:
+                self.control(b, fn, tab, step, bufs, status, done)
+
+    def copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+        if nbytes:
+            memcpy = self.extern("memcpy", I8P, [I8P, I8P, I64])
+            b.call(memcpy, [dst, src, ir.Constant(I64, nbytes)])
+
+    def fresh(self, base: str) -> str:
+        self.count = getattr(self, "count", 0) + 1
+        return f"{base}{self.count}"
+
+    def check(self, b: ir.IRBuilder, fn: ir.Function, rc: ir.Value, status: ir.Value, done: ir.Block) -> None:
+        """Go on when ``rc`` is 0; else set ``status`` and go to ``done``."""
+        go_on = fn.append_basic_block(self.fresh("ok"))
+        failed = fn.append_basic_block(self.fresh("oom"))
+        b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), go_on, failed)
+        b.position_at_end(failed)
+        b.store(ir.Constant(I32, 1), status)
+        b.branch(done)
+        b.position_at_end(go_on)
+
+    def block_function(self, plan: BlockPlan) -> ir.Function:
+        """``i32 fj_block_NAME(tab, scratch, args..., outs...)`` running the block's steps:
+        0, or 1 when a kernel's temps could not be allocated."""
+        name = f"fj_block_{plan.name}"
+        found = self.declared.get(name)
+        if found is not None:
+            return found
+        fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P] + [I8P] * (len(plan.args)
+                                                                                         + len(plan.outs))), name)
+        fn.linkage = "internal"
+        self.declared[name] = fn
+        tab, scratch, *params = fn.args
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        bufs = dict(zip([*plan.args, *plan.outs], params))
+        for buf in plan.buffers:
+            if buf.shares:
+                continue
+            if buf.kind == "const":
+                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
+            elif buf.kind == "scratch":
+                bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+        for buf in plan.buffers:
+            if buf.shares:
+                bufs[buf.name] = bufs[buf.shares]
+        status = b.alloca(I32)
+        b.store(ir.Constant(I32, 0), status)
+        done = fn.append_basic_block("done")
+        self.steps(b, fn, tab, plan.steps, bufs, status, done)
+        b.branch(done)
+        b.position_at_end(done)
+        b.ret(b.load(status))
+        return fn
+
+    def control(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, c: ControlCall, bufs: dict[str, ir.Value],
+                status: ir.Value, done: ir.Block) -> None:
+        temp = bufs[c.temp]
+
+        def at(offset: int) -> ir.Value:
+            return b.gep(temp, [ir.Constant(I64, offset)], inbounds=True)
+        inner = at(c.block_offset)
+        blocks = [self.block_function(p) for p in c.blocks]
+        ins = [bufs[n] for n in c.inputs]
+        outs = [bufs[n] for n in c.outputs]
+        if c.role == "branch":
+            index = b.load(b.bitcast(ins[0], I32.as_pointer()))
+            last = ir.Constant(I32, len(blocks) - 1)
+            index = b.select(b.icmp_signed("<", index, ir.Constant(I32, 0)), ir.Constant(I32, 0), index)
+            index = b.select(b.icmp_signed(">", index, last), last, index)
+            after = fn.append_basic_block(self.fresh("branch_end"))
+            cases = [fn.append_basic_block(self.fresh("branch")) for _ in blocks]
+            sw = b.switch(index, cases[-1])
+            for k, (case, block) in enumerate(zip(cases, blocks)):
+                sw.add_case(ir.Constant(I32, k), case)
+                b.position_at_end(case)
+                self.check(b, fn, b.call(block, [tab, inner, *ins[1:], *outs]), status, done)
+                b.branch(after)
+            b.position_at_end(after)
+            return
+        nc = c.num_carry
+        sizes = [c.blocks[-1].buffer(n).nbytes for n in c.blocks[-1].args[:nc]]
+        first = [at(o) for o, _ in c.carry_offsets]
+        second = [at(o) for _, o in c.carry_offsets]
+        for dst, src, n in zip(first, ins[:nc], sizes):
+            self.copy(b, dst, src, n)
+        head = fn.append_basic_block(self.fresh("loop"))
+        exit_ = fn.append_basic_block(self.fresh("loop_end"))
+        before = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        parity = b.phi(I1)
+        n = b.phi(I64)
+        parity.add_incoming(ir.Constant(I1, 0), before)
+        n.add_incoming(ir.Constant(I64, 0), before)
+        cur = [b.select(parity, y, x) for x, y in zip(first, second)]
+        new = [b.select(parity, x, y) for x, y in zip(first, second)]
+        if c.role == "while_loop":
+            cond, body = blocks
+            rest = ins[nc:]
+            if c.maximum_iterations >= 0:
+                go = fn.append_basic_block(self.fresh("loop_go"))
+                b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, c.maximum_iterations)), go, exit_)
+                b.position_at_end(go)
+            flag = at(c.flag_offset)
+            self.check(b, fn, b.call(cond, [tab, inner, *cur, *rest, flag]), status, done)
+            go = fn.append_basic_block(self.fresh("loop_body"))
+            b.cbranch(b.icmp_unsigned("!=", b.load(flag), ir.Constant(I8, 0)), go, exit_)
+            b.position_at_end(go)
+            self.check(b, fn, b.call(body, [tab, inner, *cur, *rest, *new]), status, done)
+        else:  # scan_loop
+            (body,) = blocks
+            go = fn.append_basic_block(self.fresh("loop_body"))
+            b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, c.length)), go, exit_)
+            b.position_at_end(go)
+            t = b.sub(ir.Constant(I64, c.length - 1), n) if c.reverse else n
+            xs = ins[nc:nc + c.num_xs]
+            rest = ins[nc + c.num_xs:]
+            row = [c.blocks[0].buffer(a).nbytes for a in c.blocks[0].args[nc:nc + c.num_xs]]
+            out_row = [c.blocks[0].buffer(o).nbytes for o in c.blocks[0].outs[nc:]]
+            x_t = [b.gep(x, [b.mul(t, ir.Constant(I64, r))], inbounds=True) for x, r in zip(xs, row)]
+            y_t = [b.gep(y, [b.mul(t, ir.Constant(I64, r))], inbounds=True) for y, r in zip(outs[nc:], out_row)]
+            self.check(b, fn, b.call(body, [tab, inner, *cur, *x_t, *rest, *new, *y_t]), status, done)
+        parity.add_incoming(b.not_(parity), b.block)
+        n.add_incoming(b.add(n, ir.Constant(I64, 1)), b.block)
+        b.branch(head)
+        b.position_at_end(exit_)
+        for dst, src, size in zip(outs[:nc], cur, sizes):
+            self.copy(b, dst, src, size)
+
+    def kernel_call(self, b: ir.IRBuilder, fn: ir.Function, step: KernelCall, bufs: dict[str, ir.Value],
+                    status: ir.Value, done: ir.Block) -> None:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [ir.Constant(I64, d) for d in step.dims]
         if step.split is None:
             entry = self.extern(render.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
             rc = b.call(entry, ptrs + dims)
             if any(buf.role == "temp" for buf in step.kernel.buffers):
-                go_on = self.fn.append_basic_block(f"after_{n}")
-                oom = self.fn.append_basic_block(f"oom_{n}")
-                b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), go_on, oom)
-                b.position_at_end(oom)
-                b.store(ir.Constant(I32, 1), status)
-                b.branch(done)
-                b.position_at_end(go_on)
+                self.check(b, fn, rc, status, done)
             return
         # Split over the native pool: a context of the buffers' addresses, and a wrapper
         # that runs the chunk entry over the rows [lo, hi) the pool hands it.
         trips, parts = step.split
         chunk = self.extern(render.chunk_symbol(step.kernel), VOID, [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
-        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), f"fj_split_{n}")
+        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), self.fresh("fj_split_"))
         wrap.linkage = "internal"
         lo, hi, ctx = wrap.args
         w = ir.IRBuilder(wrap.append_basic_block("entry"))
@@ -568,8 +894,9 @@ class _Driver:
         loaded = [w.load(w.gep(table, [ir.Constant(I64, i)], inbounds=True)) for i in range(len(ptrs))]
         w.call(chunk, [lo, hi, *loaded, *dims])
         w.ret_void()
-        self.allocas.position_at_start(self.fn.entry_basic_block)
-        ctx_mem = self.allocas.alloca(ir.ArrayType(I8P, len(ptrs)))
+        allocas = ir.IRBuilder(fn.entry_basic_block)
+        allocas.position_at_start(fn.entry_basic_block)
+        ctx_mem = allocas.alloca(ir.ArrayType(I8P, len(ptrs)))
         for i, p in enumerate(ptrs):
             b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
         pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
@@ -682,7 +1009,7 @@ def _link(plan: ProgramPlan, driver_ir: str) -> str:
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()
         seen: set[str] = set()
-        for step in plan.steps:
+        for step in walk_steps(plan.steps):
             if not isinstance(step, KernelCall) or step.kernel.name in seen:
                 continue
             seen.add(step.kernel.name)
@@ -726,7 +1053,7 @@ class NativeProgram:
         self._constants = constants
         self._args = [plan.buffer(n) for n in plan.args]
         blas = {}
-        if any(isinstance(s, Gemm) for s in plan.steps):
+        if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
             from .blas import blas_functions
             blas = blas_functions()
         results = [b for b in plan.buffers if b.kind == "result" and not b.shares]
@@ -789,14 +1116,14 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
     ``pool_min_bytes``), the others from ``PyArray_Empty``."""
     int_bits = 64
-    if any(isinstance(s, Gemm) for s in plan.steps):
+    if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
         from .blas import blas_functions
         found = blas_functions()
         if not found:
             raise NotNative("no CBLAS library found for matmul")
         int_bits = found["sgemm"].int_bits
     driver_ir = _Driver(plan, int_bits).render()
-    kernels = {s.kernel.name: s.kernel for s in plan.steps if isinstance(s, KernelCall)}
+    kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}
     identity = "\n".join([f"; flowjit program {_sources_digest()}", driver_ir,
                           *(render.kernel_identity(k) for k in kernels.values())])
     try:

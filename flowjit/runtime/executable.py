@@ -133,6 +133,7 @@ class Executable:
         self._driver: Any = None
         self._driver_one: Any = None  # the driver returning its one result bare (no list)
         self._program: Any = None     # llvm: the whole program as one native function, if it has one
+        self._compiled = False        # llvm: kernels or the program compiled
         self.native_reason = ""       # llvm: why the program has none
         # The first call compiles the kernels and builds the driver; callers on other
         # threads wait for it (later calls read _driver only: no lock on their path).
@@ -158,7 +159,7 @@ class Executable:
 
     def _compile_kernels(self) -> None:
         if self.backend == "llvm":
-            self._compile_llvm_kernels()
+            self._lower_llvm_kernels()  # compiled on the first call (or by the program around it)
             return
         from flowjit.codegen_cpu import compile_kernel
         from flowjit.codegen_cpu.kernel_source import UnsupportedOp
@@ -170,11 +171,9 @@ class Executable:
                 except UnsupportedOp as e:
                     self.fallbacks[op.attrs.get("name", op.name)] = str(e)
 
-    def _compile_llvm_kernels(self) -> None:
+    def _lower_llvm_kernels(self) -> None:
         # Imported here so that `import flowjit` (and the numba backend) load no llvmlite.
-        from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
         from flowjit.lowering import Unsupported, lower_block
-        lowered: dict[int, Any] = {}
         names: set[str] = set()
         for op in self.function.body.ops:
             if op.primitive.role != "kernel":
@@ -188,48 +187,55 @@ class Executable:
                 unique = f"{symbol}_{n}"
             names.add(unique)
             try:
-                lowered[op.id] = lower_block(op.blocks[0], unique)
+                kernel = lower_block(op.blocks[0], unique)
             except Unsupported as e:
                 self.fallbacks[name] = str(e)
-        self._compile_program(lowered)
-        for op in self.function.body.ops:
-            kernel = lowered.get(op.id)
-            if kernel is None:
                 continue
             positions = {b.name: j for j, b in enumerate(kernel.inputs)}
-            # The driver writes only a kernel's one output into an input.
+            # The Python driver writes only a kernel's one output into an input.
             in_place = (tuple(sorted(positions[n] for n in kernel.in_place[0]))
-                        if len(kernel.outputs) == 1 and kernel.in_place and self._program is None else ())
-            compiled = None
-            if self._program is None:  # the Python driver calls each kernel
-                try:
-                    compiled = compile_kernel(kernel)
-                except KernelRenderError as e:
-                    raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from "
-                                            f"{op.attrs.get('lines', '?')}: {e}") from e
-            self.kernels[op.id] = LLVMKernel(kernel, compiled, in_place,
+                        if len(kernel.outputs) == 1 and kernel.in_place else ())
+            self.kernels[op.id] = LLVMKernel(kernel, None, in_place,
                                              [(tuple(r.type.shape), r.type.dtype.np) for r in op.results])
 
-    def _compile_program(self, lowered: dict[int, Any]) -> None:
-        """The whole program as one native function (codegen_llvm.program) when every op
-        has a native form; otherwise ``native_reason`` says why not and the Python driver
-        calls each kernel."""
+    def _block_source(self) -> Any:
+        """This block's lowered program, for the native program around it (llvm)."""
+        from flowjit.codegen_llvm.program import BlockSource
+        return BlockSource(self.function, {i: k.kernel for i, k in self.kernels.items()},
+                           {i: [r._block_source() for r in rs] for i, rs in self.control_blocks.items()})
+
+    def _compile_llvm(self) -> None:
+        """Compile the whole program as one native function (codegen_llvm.program) when
+        every op has a native form; otherwise ``native_reason`` says why not and each
+        kernel is compiled for the Python driver (its blocks compile on their first run)."""
         from flowjit.codegen_llvm.parallel import default_threads
         from flowjit.codegen_llvm.program import NotNative, compile_program, plan_program
-        from flowjit.codegen_llvm.render import KernelRenderError
+        from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
+        if self._compiled:
+            return
         try:
-            plan, constants = plan_program(self.function, lowered, self.parallel,
-                                           default_threads() if self.parallel else 1)
+            source = self._block_source()
+            plan, constants = plan_program(self.function, source.kernels, self.parallel,
+                                           default_threads() if self.parallel else 1, source.blocks)
             self._program = compile_program(plan, constants, POOL.empty, POOL_MIN_BYTES)
         except NotNative as e:
             self.native_reason = str(e)
         except KernelRenderError as e:
-            op = next((op for op in self.function.body.ops
-                       if op.id in lowered and lowered[op.id].name == getattr(e, "kernel", None)), None)
-            if op is None:
-                raise
+            op = next((op for op in self.function.walk() if op.id in self.kernels
+                       and getattr(e, "kernel", None) in (self.kernels[op.id].kernel.name,)), None)
             raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from {op.attrs.get('lines', '?')}: "
-                                    f"{e}") from e
+                                    f"{e}" if op is not None else str(e)) from e
+        if self._program is None:
+            for op in self.function.body.ops:
+                k = self.kernels.get(op.id)
+                if k is None:
+                    continue
+                try:
+                    k.compiled = compile_kernel(k.kernel)
+                except KernelRenderError as e:
+                    raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from "
+                                            f"{op.attrs.get('lines', '?')}: {e}") from e
+        self._compiled = True
 
     def _compile_blocks(self) -> None:
         for op in self.function.body.ops:
@@ -273,13 +279,14 @@ class Executable:
             return [self._own(x, arrays) for x in out]
         if self._driver is None:
             with self._first_call:
-                if self._driver is None and self._program is not None:
-                    if len(self._returns) == 1:
-                        self._driver_one = self._program.call_one
-                    self._driver = self._program.call_list
-                elif self._driver is None and self.backend == "llvm":
-                    # Compiled at construction: nothing to warm, the driver runs at once.
-                    self._driver = self._make_driver()
+                if self._driver is None and self.backend == "llvm":
+                    self._compile_llvm()
+                    if self._program is not None:
+                        if len(self._returns) == 1:
+                            self._driver_one = self._program.call_one
+                        self._driver = self._program.call_list
+                    else:
+                        self._driver = self._make_driver()
                 elif self._driver is None:
                     out = self._warm(list(arrays))
                     self._driver = self._make_driver()
@@ -311,6 +318,9 @@ class Executable:
     def driver_source(self) -> str:
         """The driver a call runs: the native program's plan (llvm), or the Python source
         of the driver, one line per step of the memory plan."""
+        if self.backend == "llvm":
+            with self._first_call:
+                self._compile_llvm()
         if self._program is not None:
             return self._program.plan.describe() + "\n"
         return self._driver_source()[0]

@@ -288,7 +288,7 @@ def test_adam_trains_a_digits_mlp_on_llvm():
     assert train_step.trace_count == 1
     exe = executable(train_step)
     assert exe.kernels and not exe.fallbacks, exe.fallbacks
-    assert "out_of_memory(" in exe.driver_source()  # kernels with temps call their entry too
+    assert exe.driver_source().startswith("native driver")  # the whole step is one native call
     # The same steps on the interpreter give the same losses (to float32 rounding).
     reference, x, y = digits_mlp_step("interpreter")
     want = [float(reference(x, y)) for _ in range(30)]
