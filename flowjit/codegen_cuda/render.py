@@ -312,6 +312,25 @@ def _rectangular(loop: Loop, bound: set) -> bool:
     return not ((free_names(loop.start) | free_names(loop.stop)) & bound)
 
 
+def _work(body: tuple, bound: set) -> Expr | None:
+    """The iterations of the loops in ``body`` (nested ones multiplied through), as an
+    expression of names bound outside ``bound``; None when a loop's bounds use one."""
+    total: Expr = Const(0, INDEX)
+    for s in body:
+        if isinstance(s, Loop):
+            inner = _work(s.body, bound)
+            if inner is None or not _rectangular(s, bound):
+                return None
+            trips = P("max", _trip_expr(s), Const(0, INDEX))
+            total = P("add", total, P("mul", trips, P("max", inner, Const(1, INDEX))))
+        elif isinstance(s, If):
+            a, b = _work(s.then, bound), _work(s.orelse, bound)
+            if a is None or b is None:
+                return None
+            total = P("add", total, P("max", a, b))
+    return total
+
+
 def _simple(body: tuple) -> bool:
     """No loop and no accumulator in ``body``: straight-line code for one thread."""
     return not any(isinstance(s, (Loop, Accumulator, Update)) for s in _statements(body))
@@ -888,14 +907,36 @@ class _Writer:
             depth += 1
         self.to_partial(outer_updated)
         if depth == 0:
-            # Every thread runs every iteration; what it splits is inside.
-            def body():
-                self.written |= fx.stores & self.r.written_buffers
-                self.read |= fx.loads & self.r.written_buffers
-                self.uniform(s.body)
-                self.to_partial(outer_updated)
-            self.block(self.range_head(s), body)
+            self.serial(s, fx, outer_updated)
             return
+        inner = nest.loops[depth - 1].body
+        work = _work(inner, bound) if any(isinstance(x, Loop) for x in _statements(inner)) else None
+        if work is None:
+            self.split(nest, depth)
+            return
+        # Each iteration has loops of its own (a row of a sum over two axes): with enough
+        # work in them for the block, split those instead (its threads then read adjacent
+        # elements); else give each thread whole iterations.
+        enough = self.atom(P("ge", work, Var("_nt", INDEX)))
+        written, read = self.written, self.read
+        self.block(f"if {enough}", lambda: self.serial(s, fx, outer_updated))
+        self.written, written = written, self.written
+        self.read, read = read, self.read
+        self.block("else", lambda: self.split(nest, depth))
+        self.written |= written
+        self.read |= read
+
+    def serial(self, s: Loop, fx: _Effects, outer_updated: list) -> None:
+        """Loop ``s`` run by every thread, every iteration; what it splits is inside."""
+        def body():
+            self.written |= fx.stores & self.r.written_buffers
+            self.read |= fx.loads & self.r.written_buffers
+            self.uniform(s.body)
+            self.to_partial(outer_updated)
+        self.block(self.range_head(s), body)
+
+    def split(self, nest: _Nest, depth: int) -> None:
+        """The first ``depth`` loops of ``nest`` as one index space the threads stride over."""
         loops = nest.loops[:depth]
         counts = [self.trip(lp) for lp in loops]
         self.cols.append(tuple(_trip_expr(lp) for lp in loops))

@@ -200,6 +200,17 @@ def test_a_nest_reading_a_value_an_earlier_nest_sums_runs_after_it():
     check_function(fj.grad(lambda x: f(x).sum()), x)
 
 
+@pytest.mark.parametrize("shape", [(3, 40), (40, 3), (2, 3, 300)])
+def test_reductions_over_two_axes_split_rows_or_their_elements(shape):
+    # A block's 8 threads take whole rows when rows are shorter than the block, else they
+    # go through the rows one by one and split each (adjacent threads, adjacent elements);
+    # 300 > 128 elements also runs the lowering's blocks of float32 partial sums.
+    x = RNG.standard_normal(shape).astype(np.float32)
+    check_function(lambda x: (x.sum(), fj.argmax(x.reshape(-1)), x.max(axis=(-2, -1))), x)
+    if len(shape) == 3:
+        check_function(lambda x: x - x.mean(axis=(1, 2), keepdims=True), x)
+
+
 def test_zero_d_inputs_and_outputs():
     # A 0-d argument broadcast into a nest, a 0-d sum of everything, and a 0-d result
     # computed from 0-d values only.
