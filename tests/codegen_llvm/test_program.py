@@ -197,3 +197,56 @@ def test_programs_without_a_native_form_keep_the_python_driver():
     g = fj.function(lambda x: x, backend="llvm")  # the result is the argument
     x = np.arange(3.0)
     assert not np.shares_memory(g(x), x)
+
+
+def _same_as_interpreter(f, *args, rtol=1e-12):
+    out, exe = _native(fj.function(f, backend="llvm"), *args)
+    want = fj.function(f, interpret=True)(*args)
+    def leaves(o):
+        return [x for item in o for x in leaves(item)] if isinstance(o, (tuple, list)) else [o]
+    for got, ref in zip(leaves(out), leaves(want), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=rtol)
+    return exe
+
+
+def test_while_without_a_bound_and_a_carry_passed_through():
+    def f(x, limit):
+        # The second carry goes through the body unchanged (a copy into the next buffer).
+        return fj.while_loop(lambda c: c[0].sum() < limit, lambda c: (c[0] * 1.5 + 0.25, c[1]), (x, x * 2))
+    exe = _same_as_interpreter(f, np.linspace(0.1, 1, 6), np.float64(100.0))
+    assert "while_loop (" in exe.driver_source() and "copy " in exe.driver_source()
+
+
+def test_scan_backward_with_several_outputs_and_a_constant():
+    xs = np.random.default_rng(4).standard_normal((7, 3))
+
+    def f(c, xs):
+        return fj.scan(lambda c, x: (c * 0.5 + x, (c * x, x.sum())), c, xs, reverse=True)
+    exe = _same_as_interpreter(f, np.ones(3), xs)
+    assert "backward" in exe.driver_source()
+
+
+def test_empty_scan_returns_its_carry():
+    _same_as_interpreter(lambda c, xs: fj.scan(lambda c, x: (c + x, c), c, xs), np.ones(3), np.ones((0, 3)))
+
+
+@pytest.mark.parametrize("index", [-3, 0, 1, 7])
+def test_cond_picks_the_clamped_branch(index):
+    def f(i, x):
+        return fj.switch(i, [lambda x: x + 1, lambda x: fj.exp(x) @ x.T, lambda x: x * 0 + x.sum()], x)
+    x = np.random.default_rng(5).standard_normal((3, 3))
+    exe = _same_as_interpreter(f, np.int32(index), x)
+    assert "branch (" in exe.driver_source()
+
+
+def test_loops_inside_loops_and_a_matmul_in_the_body():
+    w = np.random.default_rng(6).standard_normal((4, 4)) / 4
+
+    def f(xs):
+        def step(c, x):
+            inner = fj.fori_loop(0, 3, lambda i, h: fj.tanh(h @ w + x), c)
+            return inner, inner.sum()
+        return fj.scan(step, fj.zeros((1, 4)), xs)
+    exe = _same_as_interpreter(f, np.random.default_rng(7).standard_normal((6, 1, 4)))
+    text = exe.driver_source()
+    assert text.count("_loop") >= 2 and "gemm" in text
