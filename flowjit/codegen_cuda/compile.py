@@ -343,6 +343,14 @@ def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
     its first call. Raises UnsupportedOp when the block cannot be compiled (see
     ``supported``), CudaKernelCompileError when the source fails to load."""
     plan = plan_block(block, name, lines)
+    return load_plan(plan, name, lines, [a.type for a in block.args], [v.type for v in block.returns])
+
+
+def load_plan(plan: CudaKernelPlan, name: str, lines: str, in_types: list[TensorType],
+              out_types: list[TensorType]) -> CudaKernel:
+    """Write and import the module of a rendered kernel (``render.cuda_kernel_plan`` of any
+    loop-IR kernel) as a ``CudaKernel`` taking arrays of ``in_types`` and returning arrays
+    of ``out_types`` (the kernel's inputs and outputs, in order)."""
     # In the cache directory numba keeps each compiled kernel on disk too (a new process
     # loads it); in a temporary one that would be wasted.
     directory = source_dir()
@@ -353,5 +361,4 @@ def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
         module = import_source(path)
     except CudaKernelCompileError as e:
         raise CudaKernelCompileError(f"CUDA kernel {ops}: {e}") from None
-    return CudaKernel(name, ops, source, path, plan, [a.type for a in block.args],
-                      [v.type for v in block.returns], module)
+    return CudaKernel(name, ops, source, path, plan, list(in_types), list(out_types), module)

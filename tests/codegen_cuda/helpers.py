@@ -13,10 +13,29 @@ import numpy as np
 
 import flowjit as fj
 from flowjit.ir import Builder, new_function
+from flowjit.ir import dtypes as fjd
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.interpreter import run_op
 from flowjit.ir.registry import get
 from flowjit.ir.types import TensorType
+from flowjit.lowering import verify_kernel
+from flowjit.lowering.loops import (
+    INDEX,
+    Accumulator,
+    AccValue,
+    Buffer,
+    Const,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    SizeVar,
+    Store,
+    Update,
+    Var,
+)
+from flowjit.lowering.scalar import P
 from tests.registry.case import kernel_tolerance
 from tests.registry.test_generic import _domain_inputs
 
@@ -65,6 +84,47 @@ def assert_matches(got: list[np.ndarray], want: list[np.ndarray]) -> None:
             np.testing.assert_allclose(g, w, equal_nan=True, **kernel_tolerance(g.dtype))
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def hand_built_kernel() -> Kernel:
+    """A loop-IR kernel written by hand (verified), with statements today's lowering does
+    not write: an If, a loop from 1 in steps of 2, an argmin updated under a condition, a
+    top-level sum whose value a later nest reads. Input f32[n0, n1]; outputs f32[n0, n1],
+    i64[n0], f32[], f32[n0]."""
+    f32, f64 = fjd.float32, fjd.float64
+    i, j, i2, j2, k, m, i3 = (Var(n, INDEX) for n in ("i", "j", "i2", "j2", "k", "m", "i3"))
+    n0, n1 = Var("n0", INDEX), Var("n1", INDEX)
+    t, u = Var("t", f32), Var("u", f32)
+    body = (
+        Loop("i", Const(0, INDEX), n0, 1, (
+            Accumulator("best", "argmin", f32, Const(np.inf, f32)),
+            Loop("j", Const(1, INDEX), n1, 2, (
+                Let("t", Load("in0", (i, j), f32)),
+                If(P("gt", t, Const(-1.0, f32)), (Update("best", t, j),)),
+            )),
+            Store("out1", (i,), AccValue("best", INDEX)),
+            If(P("lt", Load("in0", (i, Const(0, INDEX)), f32), Const(-0.5, f32)),
+               (Store("out1", (i,), Const(-1, INDEX)),)),
+        )),
+        Loop("i2", Const(0, INDEX), n0, 1, (Loop("j2", Const(0, INDEX), n1, 1, (
+            Let("u", Load("in0", (i2, j2), f32)),
+            If(P("gt", u, Const(0.0, f32)), (Store("out0", (i2, j2), P("mul", u, Const(2.0, f32))),),
+               (Store("out0", (i2, j2), P("neg", u)),)),
+        )),)),
+        Accumulator("total", "sum", f64, Const(0.0, f64)),
+        Loop("k", Const(0, INDEX), n0, 1, (Loop("m", Const(0, INDEX), n1, 1, (
+            Update("total", P("cast", Load("in0", (k, m), f32), to=f64)),)),)),
+        Let("s", P("cast", AccValue("total", f64), to=f32)),
+        Store("out2", (), Var("s", f32)),
+        Loop("i3", Const(0, INDEX), n0, 1, (
+            Store("out3", (i3,), P("add", Var("s", f32), Load("in0", (i3, Const(0, INDEX)), f32))),)),
+    )
+    kernel = Kernel("by_hand", (Buffer("in0", "in", f32, 2), Buffer("out0", "out", f32, 2),
+                                Buffer("out1", "out", INDEX, 1), Buffer("out2", "out", f32, 0),
+                                Buffer("out3", "out", f32, 1)),
+                    (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1)), body)
+    verify_kernel(kernel)
+    return kernel
 
 
 def mlp_loss(w1, b1, w2, x, y):

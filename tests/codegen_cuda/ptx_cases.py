@@ -24,12 +24,16 @@ except Exception as e:  # no CUDA toolkit: nothing to compile with
 
 import flowjit as fj  # noqa: E402
 from flowjit.codegen_cuda import compile_cuda_kernel, supported  # noqa: E402
+from flowjit.codegen_cuda.compile import load_plan  # noqa: E402
 from flowjit.codegen_cuda.matmul_kernel import matmul_kernel  # noqa: E402
+from flowjit.codegen_cuda.render import cuda_kernel_plan  # noqa: E402
 from flowjit.ir.core import Block, Value, clone_ops_into  # noqa: E402
+from flowjit.ir.types import TensorType  # noqa: E402
 from tests.codegen_cuda.helpers import (  # noqa: E402
     case_block,
     fused,
     fusion_ops,
+    hand_built_kernel,
     train_inputs,
     train_step,
 )
@@ -93,6 +97,16 @@ def test_every_elementwise_and_layout_primitive_compiles_to_ptx():
     assert supported(block) is None and len(cases) > 80
     kernel = compile_cuda_kernel(block, "registry")
     assert len(kernel.ptx(CC)) == len(kernel.launches) > 1
+
+
+def test_a_loop_ir_kernel_built_by_hand_compiles_to_ptx():
+    # If statements, strided loops and conditional updates through numba's CUDA typing.
+    plan = cuda_kernel_plan(hand_built_kernel())
+    types = [TensorType((4, 5), np.float32)]
+    outs = [TensorType((4, 5), np.float32), TensorType((4,), np.int64), TensorType((), np.float32),
+            TensorType((4,), np.float32)]
+    ptx = load_plan(plan, "by_hand", "", types, outs).ptx(CC)
+    assert len(ptx) == len(plan.launches) == 4
 
 
 @pytest.mark.parametrize("dtype", ["<f4", "<f8", "<i4", "<i8"])

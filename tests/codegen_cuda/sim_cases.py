@@ -47,13 +47,18 @@ from flowjit.codegen_cuda import (  # noqa: E402
     to_host,
     why_not,
 )
+from flowjit.codegen_cuda.compile import load_plan  # noqa: E402
+from flowjit.codegen_cuda.render import cuda_kernel_plan  # noqa: E402
 from flowjit.ir.interpreter import interpret, run_block  # noqa: E402
 from flowjit.ir.registry import Primitive  # noqa: E402
+from flowjit.ir.types import TensorType  # noqa: E402
+from flowjit.lowering import evaluate  # noqa: E402
 from tests.codegen_cuda.helpers import (  # noqa: E402
     assert_matches,
     case_block,
     fused,
     fusion_ops,
+    hand_built_kernel,
     train_inputs,
     train_step,
     values_at,
@@ -209,6 +214,23 @@ def test_reductions_over_two_axes_split_rows_or_their_elements(shape):
     check_function(lambda x: (x.sum(), fj.argmax(x.reshape(-1)), x.max(axis=(-2, -1))), x)
     if len(shape) == 3:
         check_function(lambda x: x - x.mean(axis=(1, 2), keepdims=True), x)
+
+
+def test_a_loop_ir_kernel_built_by_hand_against_the_evaluator():
+    # Statements today's lowering does not write (If, a loop from 1 in steps of 2, an
+    # update under a condition, a top-level accumulator whose value a later launch reads)
+    # rendered and run against flowjit.lowering.evaluate, the loop IR's own oracle.
+    kernel = hand_built_kernel()
+    plan = cuda_kernel_plan(kernel)
+    assert [launch.kind for launch in plan.launches] == ["rows", "elements", "single", "elements"]
+    assert len(plan.scratch) == 1
+    x = _f32(9, 13)
+    outs = [np.zeros((9, 13), np.float32), np.zeros(9, np.int64), np.zeros((), np.float32),
+            np.zeros(9, np.float32)]
+    cuda_kernel = load_plan(plan, "by_hand", "", [TensorType(x.shape, x.dtype)],
+                            [TensorType(o.shape, o.dtype) for o in outs])
+    evaluate(kernel, [x], outs)
+    assert_matches([to_host(o) for o in cuda_kernel(to_device(x))], outs)
 
 
 def test_zero_d_inputs_and_outputs():
