@@ -149,3 +149,21 @@ def test_the_verifier_checks_in_place_names():
     bad = Kernel(k.name, k.buffers, k.sizes, k.body, (("in0",),))
     with pytest.raises(LoopIRError, match="kernel row_sum: out0 may not overwrite in0"):
         verify_kernel(bad)  # in0 has rank 2, out0 rank 1
+
+
+def test_nodes_are_frozen_dataclasses_compared_by_class_and_value():
+    import dataclasses
+
+    from flowjit.lowering.loops import Const, If
+
+    a, b = Var("a", int64), Var("a", int64)
+    assert a == b and hash(a) == hash(b) and a is not b
+    assert a != AccValue("a", int64)                      # same fields, another node
+    assert Prim("add", (a, Const(1, int64)), int64) == Prim("add", (b, Const(1, int64)), int64)
+    assert repr(Const(0.5, float32)) == "Const(value=0.5, dtype=fj.float32)"
+    assert If(Var("c", bool_), ()) == If(Var("c", bool_), (), ())  # a default fills the field
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.name = "b"
+    assert dataclasses.replace(a, name="b") == Var("b", int64)
+    assert [f.name for f in dataclasses.fields(Loop)] == ["var", "start", "stop", "step", "body", "parallel", "stream"]
+    assert len({Var("a", int64), Var("a", int64), Var("a", float32)}) == 2
