@@ -9,7 +9,8 @@ grid-wide barrier between them):
   (``parallel_vars``) are flattened into one index that the whole grid strides over, a
   thread per element; the others run inside, per thread, in their order (a column sum
   into a temp buffer: a thread per column, its rows in a loop). Consecutive elements
-  nests that do not read what the other writes share one launch.
+  nests that do not read what the other writes share one launch; a launch that would
+  take more than ``PARAM_BYTES`` of parameters is split by outputs.
 - ``rows``: a nest whose body has loops or accumulators (softmax, layernorm, a row's
   argmax): its leading parallel loops give the rows, a thread block per row (grid-stride
   over rows); the block's threads run the row's body together (``_Writer.uniform``).
@@ -18,8 +19,11 @@ grid-wide barrier between them):
 
 Inside a block, statements run "uniformly" (every thread computes every ``Let``; a store
 of a row's value is thread 0's) and a loop whose iterations are independent is split
-over the threads (a strided loop; a perfect nest of such loops as one flat index). An
-accumulator updated in a split loop holds a partial result per thread; the first read of
+over the threads (a strided loop; a perfect nest of such loops as one flat index). When
+its iterations have loops of their own, the choice is made at run time: with at least as
+many inner iterations as threads, the threads go through the iterations together and
+split the inner loops (adjacent threads read adjacent elements), else each takes whole
+iterations. An accumulator updated in a split loop holds a partial result per thread; the first read of
 its value combines the partials with a tree in shared memory (``scalar.combine``; argmax
 and argmin by value, then position, so the first winner wins as in NumPy), and its value
 is then the same in every thread. ``cuda.syncthreads()`` separates statements where one
@@ -43,7 +47,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from flowjit.ir.dtypes import DType, bool_
+from flowjit.ir.dtypes import DType
 from flowjit.ir.errors import FlowjitError
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
@@ -1247,4 +1251,4 @@ def host_value(e: Expr, sizes: dict) -> int | None:
 
 
 __all__ = ["LAYOUT_ROLES", "PARAM_BYTES", "PRELUDE", "SHARED", "CudaKernelPlan", "Launch", "UnsupportedOp",
-           "bool_", "cuda_kernel_plan", "host_value", "kernel_name", "literal", "module_source", "scratch_name"]
+           "cuda_kernel_plan", "host_value", "kernel_name", "literal", "module_source", "scratch_name"]
