@@ -390,9 +390,12 @@ def _phases(k: Kernel) -> tuple[list, dict]:
     for s, (kind, info) in zip(k.body, kinds):
         last = phases[-1] if phases else None
         if kind == "let":
-            # After a single launch's statements, a Let is computed there, in order; after
-            # a parallel nest (or first), by each launch that needs it.
-            if last is not None and last.kind == "single":
+            # A Let reading what a single launch computes (its accumulators, Lets, stores)
+            # is computed there, in order (later launches load it from scratch); any other,
+            # by each launch that needs it, first.
+            fx = _effects((s,))
+            if last is not None and last.kind == "single" and (
+                    fx.names & last.owned or fx.loads & _effects(last.stmts).stores):
                 last.stmts.append(s)
                 last.owned.add(s.name)
             else:

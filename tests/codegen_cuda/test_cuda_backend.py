@@ -94,6 +94,9 @@ def test_plans_launch_each_nest_by_what_its_body_needs():
     # a scratch array.
     kinds, plan = _kinds(lambda x: x - x.mean(), x)
     assert kinds == ["single", "elements"] and len(plan.scratch) == 1
+    # A 0-d input is read by the launch that needs it (no scratch).
+    kinds, plan = _kinds(lambda x, s: (x - x.mean()) * s, x, np.float32(2).reshape(()))
+    assert kinds == ["single", "elements"] and len(plan.scratch) == 1
     # A column sum: a thread per column, each adding its rows in a loop.
     kinds, plan = _kinds(lambda x: x.sum(axis=0) * 2.0, x)
     assert set(kinds) == {"elements"} and "for r" in plan.source
