@@ -526,7 +526,6 @@ class _Writer:
         self.decl: dict[str, Accumulator] = {}
         self.written: set[str] = set()  # buffers written since the last barrier (uniform mode)
         self.read: set[str] = set()
-        self.cols: list = []
         self.owned = owned
 
     # ---- lines ------------------------------------------------------------------------------
@@ -946,7 +945,6 @@ class _Writer:
         """The first ``depth`` loops of ``nest`` as one index space the threads stride over."""
         loops = nest.loops[:depth]
         counts = [self.trip(lp) for lp in loops]
-        self.cols.append(tuple(_trip_expr(lp) for lp in loops))
         total = self.product(counts)
         j = self.fresh("_j")
 
@@ -1172,8 +1170,18 @@ class _Renderer:
         sizes = tuple(s.name for s in self.k.sizes if s.name in w.sizes)
         head = f"def {w.fname}({', '.join([_ident(a) for a in arrays] + [_ident(s) for s in sizes])}):"
         body = [head] + ["    " + line for line in prologue] + w.lines
-        launch = Launch(w.fname, ph.kind, arrays, sizes, items, tuple(w.cols))
+        launch = Launch(w.fname, ph.kind, arrays, sizes, items, self.cols(ph))
         return "\n".join(body) + "\n", launch
+
+    def cols(self, ph: _Phase) -> tuple:
+        """For a block's launch: the iterations of each loop of the body its threads run
+        together (a row's body), the block sized by the largest (a blocked sum's 128 and
+        its rest count as the row they cover)."""
+        if ph.kind == "elements":
+            return ()
+        body = ph.stmts if ph.kind == "single" else ph.nests[0][0].loops[ph.nests[0][1] - 1].body
+        works = (_work((s,), set()) for s in body if isinstance(s, (Loop, If)))
+        return tuple((w,) for w in works if w is not None)
 
     def elements(self, w: _Writer, nest: _Nest, chosen: list) -> tuple:
         """A grid-stride loop over the nest's parallel loops, the others run per thread."""

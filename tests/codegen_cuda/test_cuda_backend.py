@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_cuda import cuda_devices, feasible, plan_block, supported, why_not
+from flowjit.codegen_cuda import cuda_devices, feasible, launch_config, plan_block, supported, why_not
 from tests.codegen_cuda.helpers import fused, fusion_ops
 from tests.test_programs import nested_pads
 
@@ -100,6 +100,24 @@ def test_plans_launch_each_nest_by_what_its_body_needs():
     # A column sum: a thread per column, each adding its rows in a loop.
     kinds, plan = _kinds(lambda x: x.sum(axis=0) * 2.0, x)
     assert set(kinds) == {"elements"} and "for r" in plan.source
+
+
+def test_launches_are_sized_by_the_shapes_at_run_time():
+    # (This process runs numba's real CUDA target: GPU sizes, not the simulator's.)
+    def config(f, x):
+        (op,) = fusion_ops(fused(f, x))
+        plan = plan_block(op.blocks[0], op.attrs["name"])
+        sizes = {s.name: x.shape[s.dim] for s in plan.kernel.sizes}
+        return [launch_config(launch, sizes) for launch in plan.launches]
+    # A block per row, threads enough for the row (a power of two, 32 to 256): the
+    # lowering's blocks of 128 float32 partial sums do not make a row of 40 look longer.
+    assert config(lambda x: fj.nn.softmax(x), np.zeros((6, 40), np.float32)) == [(6, 64)]
+    assert config(lambda x: fj.nn.softmax(x), np.zeros((3, 1000), np.float32)) == [(3, 256)]
+    assert config(lambda x: fj.nn.softmax(x), np.zeros((5, 7), np.float32)) == [(5, 32)]
+    # A thread per element, 256 a block.
+    assert config(lambda x: x * 2.0, np.zeros((6, 1000), np.float32)) == [(24, 256)]
+    # A sum over everything: one block.
+    assert config(lambda x: x.sum(), np.zeros((2, 50), np.float32)) == [(1, 128)]
 
 
 def test_nested_pads_bind_each_clamped_index_once():
