@@ -307,6 +307,16 @@ def test_transposed_row_sums_run_as_one_kernel():
     check_function(lambda x: x / x.sum(axis=1, keepdims=True).T, x)
 
 
+def test_an_elements_launch_past_the_parameter_limit_splits_by_outputs():
+    # 40 inputs and 40 outputs of rank 2 (an optimizer's update of 40 tensors): 80 arrays
+    # are more parameter bytes than one launch may take, so the outputs go in halves.
+    xs = [_f32(3, 4) for _ in range(40)]
+    (op,) = fusion_ops(fused(lambda *xs: tuple(x * 2.0 - 1.0 for x in xs), *xs))
+    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"])
+    assert len(kernel.launches) > 1 and {launch.kind for launch in kernel.launches} == {"elements"}
+    assert_matches([to_host(y) for y in kernel(*[to_device(x) for x in xs])], run_block(op.blocks[0], xs))
+
+
 def test_blocks_past_the_parameter_limit_run_op_by_op():
     # 60 inputs of rank 2: more kernel parameter bytes than CUDA allows in one launch,
     # so the executable runs that block's ops one kernel each.
