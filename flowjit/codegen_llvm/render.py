@@ -1,5 +1,6 @@
 """The LLVM renderer: a loop-IR ``Kernel`` -> LLVM IR text of one module, and a thin
-ctypes wrapper around its machine code.
+ctypes wrapper around its machine code. The IR builder itself is ``emit``, imported only
+when a kernel is rendered (a warm process loads machine code without ``llvmlite.ir``).
 
 The ABI of the kernel's entry (``symbol(kernel)``, ``fj_kernel_NAME`` for ``kernel.name``
 NAME; the prefix keeps a kernel called ``cos`` from binding libm's ``cos`` to itself)::
@@ -44,559 +45,36 @@ import os
 import struct
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import llvmlite.ir as ir
 import numpy as np
 
-from flowjit.ir.dtypes import DType, float16, float32, float64
-from flowjit.ir.dtypes import bool_ as fj_bool
+from flowjit.ir.dtypes import DType
 from flowjit.ir.errors import BUG_REPORT
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
     INDEX,
-    Accumulator,
-    AccValue,
     Const,
     Expr,
-    If,
     Kernel,
     Let,
-    Load,
     Loop,
     Prim,
     Store,
-    Update,
     Var,
-    expressions,
 )
 
 from . import jit, objcache, parallel
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-_REG = {"bool": I1, "i32": I32, "i64": I64, "f16": F16, "f32": F32, "f64": F64}
-_MEM = {**_REG, "bool": I8}
-_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-# Intrinsics that are LLVM intrinsics (exact, inlined or one instruction), and the libm
-# function of the others (suffix "f" for float32).
-_LLVM_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "rint": "llvm.rint",
-                   "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
 # Streaming stores (as codegen_cpu.streaming, whose measurements chose these): outputs from
 # 32 MiB, one 64-byte line per store, inputs prefetched 16 KiB ahead.
 STREAM_MIN_BYTES = 32 << 20
 CHUNK_BYTES = 64
 PREFETCH_BYTES = 4 * 4096
-_LIBM = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos",
-         "tanh": "tanh", "erf": "erf", "atan2": "atan2", "pow": "pow"}
 
 
 class KernelRenderError(jit.LLVMCompileError):
     """The LLVM renderer could not render or LLVM rejected a kernel: names the kernel and
     the files its loop IR and LLVM IR were saved to."""
-
-
-def _reg(d: DType) -> ir.Type:
-    return _REG[d.short]
-
-
-def _mem(d: DType) -> ir.Type:
-    return _MEM[d.short]
-
-
-class _Renderer:
-    def __init__(self, k: Kernel, fastmath: bool = False):
-        self.k = k
-        self.fastmath = ("fast",) if fastmath else ()
-        self.module = ir.Module(name=k.name)
-        self.args = [b for b in k.buffers if b.role != "temp"]
-        self.helpers: dict[str, ir.Function] = {}
-        self.itemsize = {b.name: b.dtype.itemsize for b in k.buffers}
-
-    def function(self, name: str, body: tuple, bounds: tuple = ()) -> None:
-        """Define function ``name`` running ``body``; ``bounds``: names of leading i64
-        arguments bound in the body (a chunk entry's lo and hi)."""
-        k, args = self.k, self.args
-        ptr_types = [_mem(b.dtype).as_pointer() for b in args]
-        dim_types = [I64 for b in args for _ in range(b.rank)]
-        ret = ir.VoidType() if bounds else I32
-        self.fn = ir.Function(self.module, ir.FunctionType(ret, [I64] * len(bounds) + ptr_types + dim_types),
-                              name=name)
-        self.fn.attributes.add("nounwind")
-        # LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels bound by arithmetic (gelu's
-        # tanh) run 1.15-1.4x faster at 512 (codegen_cpu.scalar_math.wide_vectors). Elsewhere
-        # (AVX2, AArch64) it changes nothing. A string attribute llvmlite does not validate.
-        set.add(self.fn.attributes, '"prefer-vector-width"="512"')
-        env = {}
-        for n, a in zip(bounds, self.fn.args):
-            a.name, env[n] = n, a
-        params = self.fn.args[len(bounds):]
-        # An output the kernel may write over one of its inputs shares memory with it; any
-        # other buffer is the only way to its memory (a read-only input aliasing another
-        # read-only input breaks no noalias promise).
-        aliased = {n for names in k.in_place for n in names}
-        overwrites = dict(zip((b.name for b in k.outputs), k.in_place))
-        for b, a in zip(args, params):
-            a.name = b.name
-            if (not aliased if b.role == "in" else not overwrites.get(b.name)):
-                a.add_attribute("noalias")
-        entry = self.fn.append_basic_block("entry")
-        self.alloca_builder = ir.IRBuilder(entry)
-        body_block = self.fn.append_basic_block("body")
-        self.b = ir.IRBuilder(body_block)
-        self.ptrs: dict[str, ir.Value] = {b.name: a for b, a in zip(args, params)}
-        self.dims: dict[str, list] = {}
-        rest = iter(params[len(args):])
-        for b in args:
-            self.dims[b.name] = []
-            for d in range(b.rank):
-                a = next(rest)
-                a.name = f"{b.name}_d{d}"
-                self.dims[b.name].append(a)
-        self.accs: dict[str, tuple] = {}
-        self.memo: dict = {}
-        env.update({s.name: self.dims[s.buffer][s.dim] for s in k.sizes})
-        temps = []
-        for t in (b for b in k.buffers if b.role == "temp"):
-            dims = [self.expr(n, env) for n in t.shape]
-            self.memo = {}
-            count = ir.Constant(I64, 1)
-            for n in dims:
-                count = self.b.mul(count, n)
-            raw = self.b.call(self._libc("calloc", I8.as_pointer(), [I64, I64]),
-                              [count, ir.Constant(I64, max(1, t.dtype.itemsize))])
-            self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
-            self.dims[t.name] = dims
-            temps.append(raw)
-        free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
-        if temps:  # out of memory: free what was allocated, return 1 (free(NULL) is a no-op)
-            failed = ir.Constant(I1, 0)
-            for raw in temps:
-                failed = self.b.or_(failed, self.b.icmp_unsigned("==", raw, ir.Constant(raw.type, None)))
-            bail, go = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("run")
-            self.b.cbranch(failed, bail, go)
-            self.b.position_at_end(bail)
-            for raw in temps:
-                self.b.call(free, [raw])
-            self.b.ret(ir.Constant(I32, 1))
-            self.b.position_at_end(go)
-        self.stmts(body, env)
-        for raw in temps:
-            self.b.call(free, [raw])
-        if bounds:
-            self.b.ret_void()
-        else:
-            self.b.ret(ir.Constant(I32, 0))
-        self.alloca_builder.branch(body_block)
-
-    def render(self) -> str:
-        split = chunk_loop(self.k)
-        if split is None:
-            self.function(symbol(self.k), self.k.body)
-        else:
-            pos, loop = split
-            chunked = Loop(loop.var, Var("$lo", INDEX), Var("$hi", INDEX), 1, loop.body, stream=loop.stream)
-            body = self.k.body[:pos] + (chunked,) + self.k.body[pos + 1:]
-            self.function(chunk_symbol(self.k), body, ("$lo", "$hi"))
-            # One copy of the body: the whole call is the chunk [0, stop) (inlined, it
-            # would be compiled twice).
-            self.chunk_fn = self.fn
-            self.fn.attributes.add("noinline")
-            self.function(symbol(self.k), (_WholeRange(loop.stop),))
-        return str(self.module)
-
-    def _libc(self, name: str, ret: ir.Type, args: list) -> ir.Function:
-        fn = self.module.globals.get(name)
-        if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(ret, args), name=name)
-        return fn
-
-    def slot(self, t: ir.Type, name: str) -> ir.Value:
-        return self.alloca_builder.alloca(t, name=name)
-
-    # ---- statements -----------------------------------------------------------------------
-    def stmts(self, body: tuple, env: dict) -> None:
-        for s in body:
-            self.memo = {}
-            if isinstance(s, Loop):
-                self.loop(s, env)
-            elif isinstance(s, Let):
-                env[s.name] = self.expr(s.value, env)
-            elif isinstance(s, Store):
-                self.b.store(self.to_mem(self.expr(s.value, env), s.value.dtype), self.address(s.buffer, s.index, env),
-                             align=max(1, self.itemsize[s.buffer]))
-            elif isinstance(s, _StreamLine):
-                self.stream_line(s, env)
-            elif isinstance(s, _WholeRange):
-                self.b.call(self.chunk_fn, [ir.Constant(I64, 0), self.expr(s.stop, env), *self.fn.args])
-            elif isinstance(s, Accumulator):
-                self.declare(s, env)
-            elif isinstance(s, Update):
-                self.update(s, env)
-            elif isinstance(s, If):
-                cond = self.expr(s.cond, env)
-                with self.b.if_else(cond) as (then, orelse):
-                    with then:
-                        self.stmts(s.then, dict(env))
-                    with orelse:
-                        self.stmts(s.orelse, dict(env))
-            else:
-                raise TypeError(f"not a loop-IR statement: {s!r}")
-
-    def loop(self, s: Loop, env: dict) -> None:
-        if s.stream and streamable(self.k, s):
-            self.stream_loop(s, env)
-            return
-        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
-        pre = self.b.block
-        header = self.fn.append_basic_block(f"{s.var}.head")
-        body = self.fn.append_basic_block(f"{s.var}.body")
-        done = self.fn.append_basic_block(f"{s.var}.done")
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        i = self.b.phi(I64, name=s.var)
-        i.add_incoming(start, pre)
-        going = self.b.icmp_signed("<" if s.step > 0 else ">", i, stop)
-        self.b.cbranch(going, body, done)
-        self.b.position_at_end(body)
-        inner = dict(env)
-        inner[s.var] = i
-        self.stmts(s.body, inner)
-        nxt = self.b.add(i, ir.Constant(I64, s.step), flags=["nsw"])
-        i.add_incoming(nxt, self.b.block)
-        self.b.branch(header)
-        self.b.position_at_end(done)
-
-    def stream_loop(self, s: Loop, env: dict) -> None:
-        """A ``stream`` loop over [start, stop) whose output is at least STREAM_MIN_BYTES:
-        the elements before the output's first 64-byte line stored normally, then each
-        whole line computed into a stack chunk (which LLVM keeps in a vector register) and
-        stored with one aligned ``!nontemporal`` store while the inputs are prefetched
-        ahead, then the rest normally; a fence orders the streamed stores before return."""
-        b = self.b
-        *work, store = s.body
-        size = self.itemsize[store.buffer]
-        width = CHUNK_BYTES // size
-        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
-        self.memo = {}
-        big = b.icmp_signed(">=", b.mul(self.dims[store.buffer][0], ir.Constant(I64, size)),
-                            ir.Constant(I64, STREAM_MIN_BYTES))
-        address = b.ptrtoint(b.gep(self.ptrs[store.buffer], [start]), I64)
-        to_line = b.udiv(b.and_(b.neg(address), ir.Constant(I64, CHUNK_BYTES - 1)), ir.Constant(I64, size))
-        head = b.select(big, b.select(b.icmp_signed("<", b.add(start, to_line), stop), b.add(start, to_line), stop),
-                        stop)
-        lines = b.sdiv(b.sub(stop, head), ir.Constant(I64, width))
-        tail = b.add(head, b.mul(lines, ir.Constant(I64, width)))
-        chunk = self.alloca_builder.alloca(ir.ArrayType(_mem(store.value.dtype), width), name="chunk")
-        chunk.align = CHUNK_BYTES
-        self.ptrs["$chunk"] = self.alloca_builder.bitcast(chunk, _mem(store.value.dtype).as_pointer())
-        self.dims["$chunk"], self.itemsize["$chunk"] = [ir.Constant(I64, width)], size
-        bounds = {"$start": start, "$head": head, "$lines": lines, "$tail": tail, "$stop": stop}
-        inner = {**env, **bounds}
-        v = {n: Var(n, INDEX) for n in (*bounds, "$line", "$base", "$j")}
-        c = Const
-        element = (Let(s.var, scalar.P("add", v["$base"], v["$j"])), *work, Store("$chunk", (v["$j"],), store.value))
-        line = (Let("$base", scalar.P("add", v["$head"], scalar.P("mul", v["$line"], c(width, INDEX)))),
-                Loop("$j", c(0, INDEX), c(width, INDEX), 1, element),
-                _StreamLine(store.buffer, v["$base"], width,
-                            tuple(sorted({e.buffer for e in expressions(s.body) if isinstance(e, Load)}))))
-        self.stmts((Loop(s.var, v["$start"], v["$head"], 1, s.body),
-                    Loop("$line", c(0, INDEX), v["$lines"], 1, line),
-                    Loop(s.var, v["$tail"], v["$stop"], 1, s.body)), inner)
-        with b.if_then(big):
-            b.fence("seq_cst")  # streamed stores are weakly ordered (sfence/mfence on x86)
-
-    def stream_line(self, s: _StreamLine, env: dict) -> None:
-        b = self.b
-        base = env[s.base.name]
-        vec = ir.VectorType(self.ptrs["$chunk"].type.pointee, s.width)
-        value = b.load(b.bitcast(self.ptrs["$chunk"], vec.as_pointer()), align=CHUNK_BYTES)
-        target = b.bitcast(b.gep(self.ptrs[s.buffer], [base], inbounds=True), vec.as_pointer())
-        st = b.store(value, target, align=CHUNK_BYTES)
-        st.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
-        prefetch = self.prefetch()
-        for name in s.inputs:
-            ahead = b.add(base, ir.Constant(I64, PREFETCH_BYTES // self.itemsize[name]))
-            # no inbounds: a prefetch past the end of the buffer is allowed (a hint, no fault)
-            address = b.bitcast(b.gep(self.ptrs[name], [ahead]), I8.as_pointer())
-            b.call(prefetch, [address, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
-
-    def prefetch(self) -> ir.Function:
-        fn = self.module.globals.get("llvm.prefetch.p0")
-        if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8.as_pointer(), I32, I32, I32]),
-                             name="llvm.prefetch.p0")
-        return fn
-
-    def declare(self, s: Accumulator, env: dict) -> None:
-        if s.name not in self.accs:
-            arg = s.kind in ("argmax", "argmin")
-            # Started at the kind's extreme with position 0, a first element that does not
-            # win equals the start, and its position (the lowering's linear index over the
-            # reduced axes) is 0: no "found" flag on the loop's critical path.
-            flagged = arg and s.start != scalar.start_value(s.kind, s.dtype)
-            slots = (self.slot(_reg(s.dtype), s.name),
-                     self.slot(I64, f"{s.name}.pos") if arg else None,
-                     self.slot(I1, f"{s.name}.found") if flagged else None)
-            self.accs[s.name] = (s, *slots)
-        _, value, pos, found = self.accs[s.name]
-        self.b.store(self.expr(s.start, env), value)
-        if pos is not None:
-            self.b.store(ir.Constant(I64, 0), pos)
-        if found is not None:
-            self.b.store(ir.Constant(I1, 0), found)
-
-    def update(self, s: Update, env: dict) -> None:
-        decl, value, pos, found = self.accs[s.name]
-        current = AccValue(f"{s.name}", decl.dtype)
-        self.memo[("acc", s.name)] = self.b.load(value)
-        if decl.kind in ("argmax", "argmin"):
-            v = self.expr(s.value, env)
-            # Branches, not selects: the loop then carries no data dependency through the
-            # compares (a new best is rare after the first elements, the branches predict),
-            # which runs 3-4x faster on data that is not sorted. Each test of arg_wins'
-            # disjunction is a branch of its own, which LLVM does not fold back to selects.
-            where = self.expr(s.position, env)
-            then = self.fn.append_basic_block(f"{s.name}.wins")
-            after = self.fn.append_basic_block(f"{s.name}.next")
-            tests = _disjuncts(scalar.arg_wins(decl.kind, current, Var("$v", decl.dtype)))
-            if found is not None:
-                tests.insert(0, scalar.P("not", Var("$found", fj_bool)))
-            inner = {**env, "$v": v, "$found": self.b.load(found) if found is not None else None}
-            for k, test in enumerate(tests):
-                nxt = after if k == len(tests) - 1 else self.fn.append_basic_block(f"{s.name}.test{k + 1}")
-                self.b.cbranch(self.expr(test, inner), then, nxt).set_weights([1, 64])
-                self.b.position_at_end(nxt)
-            self.b.position_at_end(then)
-            self.b.store(v, value)
-            self.b.store(where, pos)
-            if found is not None:
-                self.b.store(ir.Constant(I1, 1), found)
-            self.b.branch(after)
-            self.b.position_at_end(after)
-            return
-        if decl.kind in ("max", "min") and decl.dtype in (float32, float64) and s.value.dtype == decl.dtype:
-            # llvm.maximum propagates NaN as np.maximum and vectorizes as a reduction (the
-            # compare-and-select of scalar.combine does not); only which of two equal zeros
-            # a reduction returns may differ from NumPy's, whose own order-dependent answer
-            # is no better defined.
-            t = _reg(decl.dtype)
-            fn = self.module.declare_intrinsic(f"llvm.{decl.kind}imum", [t], ir.FunctionType(t, [t, t]))
-            self.b.store(self.b.call(fn, [self.memo[("acc", s.name)], self.expr(s.value, env)]), value)
-            return
-        new = self.expr(scalar.combine(decl.kind, current, s.value), env)
-        if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16 and not self.fastmath:
-            # Partial sums per vector lane: the one place NumPy's semantics allow reassociation.
-            new.flags.append("reassoc")
-        self.b.store(new, value)
-
-    # ---- expressions ----------------------------------------------------------------------
-    def address(self, buffer: str, index: tuple, env: dict) -> ir.Value:
-        dims = self.dims[buffer]
-        lin = None
-        for k, e in enumerate(index):
-            i = self.expr(e, env)
-            lin = i if lin is None else self.b.add(self.b.mul(lin, dims[k]), i)
-        return self.b.gep(self.ptrs[buffer], [lin if lin is not None else ir.Constant(I64, 0)], inbounds=True)
-
-    def expr(self, e: Expr, env: dict) -> ir.Value:
-        if isinstance(e, Var):
-            return env[e.name]
-        if isinstance(e, Const):
-            return self.const(e.value, e.dtype)
-        key = ("acc", e.name) if isinstance(e, AccValue) else e
-        found = self.memo.get(key)
-        if found is None:
-            found = self.memo[key] = self._expr(e, env)
-        return found
-
-    def _expr(self, e: Expr, env: dict) -> ir.Value:
-        if isinstance(e, Load):
-            d = e.dtype
-            v = self.b.load(self.address(e.buffer, e.index, env), align=max(1, d.itemsize))
-            return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
-        if isinstance(e, AccValue):
-            decl, value, pos, _ = self.accs[e.name]
-            return self.b.load(pos if pos is not None else value)
-        assert isinstance(e, Prim), e
-        args = [self.expr(a, env) for a in e.args]
-        return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
-
-    def const(self, value: object, d: DType) -> ir.Constant:
-        if d.is_bool:
-            return ir.Constant(I1, int(bool(value)))
-        if d.is_int:
-            return ir.Constant(_reg(d), int(np.asarray(value).astype(d.np)))
-        return ir.Constant(_reg(d), float(np.asarray(value).astype(d.np)))
-
-    def to_mem(self, v: ir.Value, d: DType) -> ir.Value:
-        return self.b.zext(v, I8) if d.is_bool else v
-
-    def prim(self, op: str, args: list, types: list, d: DType) -> ir.Value:
-        b = self.b
-        src = types[-1] if op == "select" else types[0]
-        if src == float16 and op not in ("cast", "select"):
-            # float16 computes in float32 and rounds after every op (NumPy's half loops).
-            wide = [b.fpext(a, F32) if t == float16 else a for a, t in zip(args, types)]
-            r = self.prim(op, wide, [float32 if t == float16 else t for t in types], float32 if d == float16 else d)
-            return b.fptrunc(r, F16) if d == float16 else r
-        if op == "cast":
-            return self.cast(args[0], src, d)
-        if op == "select":
-            return b.select(*args)
-        fm = self.fastmath
-        if op in _FCMP:
-            if src.is_float:
-                return (b.fcmp_unordered("!=", *args, flags=fm) if op == "ne"
-                        else b.fcmp_ordered(_FCMP[op], *args, flags=fm))
-            return (b.icmp_unsigned if src.is_bool else b.icmp_signed)(_FCMP[op], *args)
-        f = src.is_float
-        if op in ("add", "sub", "mul"):
-            return self._fast(getattr(b, "f" + op)(*args)) if f else getattr(b, op)(*args)
-        if op == "neg":
-            return b.fneg(args[0], flags=fm) if f else b.neg(args[0])
-        if op == "div":
-            return self._fast(b.fdiv(*args))
-        if op == "idiv":
-            return b.sdiv(*args)
-        if op == "irem":
-            return b.srem(*args)
-        if op in ("min", "max"):
-            return b.select(b.icmp_signed("<" if op == "min" else ">", *args), *args)
-        if op in ("and", "or", "xor"):
-            return getattr(b, op + ("_" if op != "xor" else ""))(*args)
-        if op == "not":
-            return b.not_(args[0])
-        if op == "fmod":
-            return self._fast(b.frem(*args))
-        if op == "ipow":
-            return b.call(self.ipow(d), args)
-        if op in scalar.INTRINSICS:
-            return b.call(self.intrinsic(op, d), args, fastmath=fm)
-        raise KeyError(f"the LLVM renderer has no rendering of op {op!r}")
-
-    def _fast(self, v: ir.Instruction) -> ir.Instruction:
-        # llvmlite's fadd/fsub/fmul/fdiv/frem take no flags argument; their flags list does.
-        v.flags.extend(self.fastmath)
-        return v
-
-    def cast(self, v: ir.Value, src: DType, d: DType) -> ir.Value:
-        b = self.b
-        if src.is_int and d.is_int:
-            if d.itemsize > src.itemsize:
-                return b.sext(v, _reg(d))
-            return b.trunc(v, _reg(d)) if d.itemsize < src.itemsize else v
-        if src.is_int:  # int -> float
-            if d == float16:
-                return b.fptrunc(b.sitofp(v, F32), F16)
-            return b.sitofp(v, _reg(d))
-        if d.is_float:
-            if d.itemsize > src.itemsize:
-                return b.fpext(v, _reg(d))
-            if src == float64 and d == float16:
-                return b.fptrunc(self.round_to_odd_f32(v), F16)
-            return b.fptrunc(v, _reg(d))
-        # float -> int: in range, truncation; NaN and out of range give INT_MIN as NumPy's
-        # cvttsd2si does on x86 (fptosi alone would be poison there).
-        if src == float16:
-            v, src = b.fpext(v, F32), float32
-        bits = d.itemsize * 8
-        lo, hi = ir.Constant(_reg(src), -float(2 ** (bits - 1))), ir.Constant(_reg(src), float(2 ** (bits - 1)))
-        ok = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
-        safe = b.select(ok, v, ir.Constant(_reg(src), 0.0))
-        return b.select(ok, b.fptosi(safe, _reg(d)), ir.Constant(_reg(d), -(2 ** (bits - 1))))
-
-    def round_to_odd_f32(self, v: ir.Value) -> ir.Value:
-        """float64 -> float32 rounded to odd, so the float32 -> float16 rounding that follows
-        rounds as one correctly rounded float64 -> float16 conversion (no libcall)."""
-        b = self.b
-        f = b.fptrunc(v, F32)
-        back = b.fpext(f, F64)
-        inexact = b.fcmp_ordered("!=", back, v)
-        away = b.fcmp_ordered(">", self._fabs(back), self._fabs(v))
-        bits = b.bitcast(f, I32)
-        toward = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
-        odd = b.or_(toward, ir.Constant(I32, 1))
-        return b.bitcast(b.select(inexact, odd, bits), F32)
-
-    def _fabs(self, v: ir.Value) -> ir.Value:
-        return self.b.call(self.intrinsic("fabs", float64 if v.type == F64 else float32), [v])
-
-    def intrinsic(self, op: str, d: DType) -> ir.Function:
-        """The function computing intrinsic ``op`` of float dtype ``d``: the vectorizable
-        port of ``intrinsics`` when it has one, else LLVM's intrinsic or libm's function."""
-        name = f"{op}.{d.short}"
-        fn = self.helpers.get(name)
-        if fn is not None:
-            return fn
-        try:
-            from . import intrinsics
-        except ImportError:
-            intrinsics = None
-        fn = intrinsics.function(self.module, name) if intrinsics is not None else None
-        if fn is None:
-            t = _reg(d)
-            arity = scalar.OPS[op][0]
-            if op in _LLVM_INTRINSIC:
-                fn = self.module.declare_intrinsic(_LLVM_INTRINSIC[op], [t], ir.FunctionType(t, [t] * arity))
-            else:
-                fn = self._libc(_LIBM[op] + ("f" if d == float32 else ""), t, [t] * arity)
-        self.helpers[name] = fn
-        return fn
-
-    def ipow(self, d: DType) -> ir.Function:
-        """An internal function of integer power with the scalar reference's rules
-        (square and multiply; a negative exponent as C's 1 / a**-b)."""
-        name = f"flowjit.ipow.{d.short}"
-        fn = self.helpers.get(name)
-        if fn is not None:
-            return fn
-        t = _reg(d)
-        fn = ir.Function(self.module, ir.FunctionType(t, [t, t]), name=name)
-        fn.linkage = "internal"
-        fn.attributes.add("alwaysinline")
-        a, e = fn.args
-        entry, neg, loop, done = (fn.append_basic_block(n) for n in ("entry", "neg", "loop", "done"))
-        b = ir.IRBuilder(entry)
-        zero, one, minus = ir.Constant(t, 0), ir.Constant(t, 1), ir.Constant(t, -1)
-        b.cbranch(b.icmp_signed("<", e, zero), neg, loop)
-        b.position_at_end(neg)
-        even = b.icmp_signed("==", b.and_(e, one), zero)
-        b.ret(b.select(b.icmp_signed("==", a, one), one,
-                       b.select(b.icmp_signed("==", a, minus), b.select(even, one, minus), zero)))
-        b.position_at_end(loop)
-        base, exp, acc = b.phi(t), b.phi(t), b.phi(t)
-        for phi, v in ((base, a), (exp, e), (acc, one)):
-            phi.add_incoming(v, entry)
-        acc2 = b.select(b.icmp_signed("!=", b.and_(exp, one), zero), b.mul(acc, base), acc)
-        exp2 = b.ashr(exp, one)
-        base2 = b.mul(base, base)
-        for phi, v in ((base, base2), (exp, exp2), (acc, acc2)):
-            phi.add_incoming(v, loop)
-        b.cbranch(b.icmp_signed("==", exp2, zero), done, loop)
-        b.position_at_end(done)
-        b.ret(acc2)
-        # exp == 0 on entry: the loop runs once with acc2 = acc (bit 0 clear) = 1.
-        self.helpers[name] = fn
-        return fn
-
-
-@dataclass(frozen=True)
-class _StreamLine:
-    """The renderer's own statement: store the stack chunk as line ``base`` of ``buffer``
-    (non-temporal) and prefetch ``inputs`` ahead."""
-
-    buffer: str
-    base: Var
-    width: int
-    inputs: tuple
-
-
-@dataclass(frozen=True)
-class _WholeRange:
-    """The renderer's own statement: call the chunk entry over [0, ``stop``)."""
-
-    stop: Expr
 
 
 def _disjuncts(e: Expr) -> list:
@@ -650,6 +128,7 @@ def render_kernel(kernel: Kernel, fastmath: bool = False) -> str:
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
     by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
     flags on the kernel's float ops, as numba's ``fastmath=True``."""
+    from .emit import _Renderer  # llvmlite's IR builder: only a process that renders loads it
     return _Renderer(kernel, fastmath).render()
 
 
@@ -715,7 +194,8 @@ class CompiledKernel:
 # The sources whose text decides the LLVM IR a kernel renders to (this renderer, its math
 # ports, the scalar semantics, the loop IR and dtypes): their digest is part of a kernel's
 # cache identity, so editing any of them makes old entries stale without a version to bump.
-_RENDER_SOURCES = (__file__, os.path.join(os.path.dirname(__file__), "intrinsics.py"), scalar.__file__,
+_RENDER_SOURCES = (__file__, *(os.path.join(os.path.dirname(__file__), f) for f in ("emit.py", "intrinsics.py")),
+                   scalar.__file__,
                    sys.modules[Kernel.__module__].__file__, sys.modules[DType.__module__].__file__)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import inspect
 import json
 import os
 import platform
@@ -427,6 +428,32 @@ def test_a_warm_kernel_load_renders_nothing(monkeypatch):
     y = np.empty_like(x)
     compiled([x], [y])
     np.testing.assert_array_equal(y, x * np.float32(2.5))
+
+
+_WARM_KERNEL = r"""
+import json, sys
+import numpy as np
+from flowjit.codegen_llvm import cache_stats, render
+exec(sys.argv[2])  # _scale_kernel's source: this test module imports llvmlite.ir itself
+compiled = render.compile_kernel(_scale_kernel(sys.argv[1], 2.5))
+x = np.arange(10, dtype=np.float32); y = np.empty_like(x)
+compiled([x], [y])
+print(json.dumps({"ok": bool((y == x * np.float32(2.5)).all()), "stats": cache_stats(),
+                  "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite."))}))
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="flowjit's ELF loader")
+def test_a_warm_process_loads_a_kernel_without_llvmlites_ir_builder_or_binding(cache_dir):
+    from flowjit.codegen_llvm import render
+    name = f"k{uuid.uuid4().hex[:12]}"
+    render.compile_kernel(_scale_kernel(name, 2.5))  # fills the cache, and the host's note
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    source = inspect.getsource(_scale_kernel)
+    out = json.loads(subprocess.run([sys.executable, "-c", _WARM_KERNEL, name, source], env=env, capture_output=True,
+                                    text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
+    assert out["ok"] and out["stats"]["loaded"] == 1 and out["stats"]["compiled"] == 0
+    assert out["llvmlite"] == ["llvmlite._version"]  # llvmlite's version (for the cache key) only
 
 
 def test_kernels_differing_in_a_nans_sign_or_a_zeros_sign_have_distinct_identities():

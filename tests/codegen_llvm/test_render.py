@@ -376,7 +376,7 @@ def test_math_without_the_intrinsics_module_falls_back_to_llvm_and_libm(op, monk
     import sys
 
     import flowjit.codegen_llvm
-    from flowjit.codegen_llvm.render import _Renderer
+    from flowjit.codegen_llvm.emit import _Renderer
     from flowjit.ir.dtypes import float16, float32, float64
     monkeypatch.setitem(sys.modules, "flowjit.codegen_llvm.intrinsics", None)
     monkeypatch.delattr(flowjit.codegen_llvm, "intrinsics", raising=False)  # else `from . import` finds it
