@@ -163,7 +163,9 @@ def _load(obj: bytes, resolve: Callable[[str], int | None]) -> LoadedObject | No
         end += sections[i][5]
     size = max(_align(end, _PAGE), _PAGE)
 
-    memory = mmap.mmap(-1, size, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    # Private: a forked child gets its own copy of the module's writable data (the native
+    # pool's state), as with MCJIT's memory, not pages shared with its parent.
+    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     anchor = ctypes.c_char.from_buffer(memory)
     origin = ctypes.addressof(anchor)
     for i in placed:

@@ -6,6 +6,7 @@ that a warm process needs no ``llvmlite.binding``."""
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import uuid
 
@@ -131,3 +132,16 @@ def test_the_host_fingerprint_is_remembered_and_checked(tmp_path, monkeypatch):
     assert objcache.stats()["rejected"] == before + 1
     monkeypatch.setenv("FLOWJIT_LLVM_CPU", "x86-64")
     assert jit.host_fingerprint() == host_target("x86-64").fingerprint() != want
+
+
+def test_a_forked_child_writes_its_own_copy_of_a_modules_data():
+    lib = load(f"; {uuid.uuid4().hex}\n{GLOBALS}")
+    assert lib.loader == "elf"
+    bump = lib.function("bump", I64, [])
+    assert bump() == 8
+    pid = os.fork()
+    if pid == 0:  # the child: its bumps must not reach the parent's memory
+        os._exit(0 if [bump(), bump(), bump()] == [9, 10, 11] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert bump() == 9
