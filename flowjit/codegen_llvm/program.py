@@ -43,6 +43,7 @@ import numpy as np
 
 from flowjit.ir.errors import BUG_REPORT
 from flowjit.lowering.loops import Const, Kernel, Var
+from flowjit.lowering.verify import verify_kernel
 
 from . import jit, render
 
@@ -297,7 +298,7 @@ class _Planner:
         for op in body.ops:
             role, kind = op.primitive.role, op.primitive.kind
             for r in op.results:
-                names[r.id] = f"{prefix}v{r.id}"
+                names[r.id] = f"{prefix}v{len(names)}"  # by position: value ids differ between processes
             step = len(steps)
             if op.id in kernels:
                 ins = [base(v) for v in op.inputs]
@@ -1015,6 +1016,7 @@ def _link(plan: ProgramPlan, driver_ir: str) -> str:
             seen.add(step.kernel.name)
             text = None
             try:
+                verify_kernel(step.kernel)  # a malformed kernel is our bug: say so before LLVM does
                 text = render.render_kernel(step.kernel)
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from flowjit.ir.dtypes import DType
-from flowjit.ir.errors import BUG_REPORT
+from flowjit.ir.errors import BUG_REPORT, KernelCompileError
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
     INDEX,
@@ -72,7 +72,7 @@ CHUNK_BYTES = 64
 PREFETCH_BYTES = 4 * 4096
 
 
-class KernelRenderError(jit.LLVMCompileError):
+class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
     """The LLVM renderer could not render or LLVM rejected a kernel: names the kernel and
     the files its loop IR and LLVM IR were saved to."""
 

@@ -68,5 +68,11 @@ class AutodiffError(FlowjitError):
 
 # What a backend adds to the error of a kernel it generated that fails to compile: that
 # is always flowjit's bug, never the user's, and the interpreter runs the program meanwhile.
+class KernelCompileError(FlowjitError):
+    """A generated kernel failed to compile (its loop IR or LLVM IR did not verify, or the
+    backend's compiler rejected it): the message names the kernel, its ops and the user's
+    lines, and where its loop IR, LLVM IR or source was saved. A bug in flowjit."""
+
+
 BUG_REPORT = ("this is a bug in flowjit, not in your program: please report it with the generated "
               "source below and the failing call (fj.function(..., interpret=True) runs it meanwhile)")

@@ -250,3 +250,26 @@ def test_loops_inside_loops_and_a_matmul_in_the_body():
     exe = _same_as_interpreter(f, np.random.default_rng(7).standard_normal((6, 1, 4)))
     text = exe.driver_source()
     assert text.count("_loop") >= 2 and "gemm" in text
+
+
+def test_a_kernel_whose_loop_ir_does_not_verify_is_a_kernel_compile_error(monkeypatch, tmp_path):
+    import dataclasses
+
+    import flowjit.lowering as lowering
+    from flowjit.ir.errors import KernelCompileError
+    from flowjit.lowering.loops import INDEX, Const, Store, Var
+
+    lower = lowering.lower_block
+
+    def broken(block, name):
+        k = lower(block, name)
+        out = k.outputs[0]
+        # A store at an index no loop defines: the lowering's bug, caught before LLVM sees it.
+        return dataclasses.replace(k, body=(Store(out.name, (Var("nowhere", INDEX),), Const(1.0, out.dtype)),))
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(lowering, "lower_block", broken)
+    f = fj.function(lambda x: fj.sin(x) * 3, backend="llvm")
+    with pytest.raises(KernelCompileError, match=r"kernel sin_mul from .*test_program.py:\d+.*nowhere") as info:
+        f(np.ones(3, np.float32))
+    saved = re.search(r"saved in (\S+\.ll)", str(info.value)).group(1)
+    assert "loop IR of kernel sin_mul" in open(saved).read()

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_cpu import kernel_stats
 from flowjit.codegen_cpu.compile import import_source, write_source
 from tests.concurrency import THREADS, fresh_constant, hammer
 
@@ -53,9 +52,9 @@ def test_cold_function_from_8_threads_traces_once_per_signature(cold_cache):
 
 
 def _stats_of(run: Callable[[], None]) -> dict[str, int]:
-    before = kernel_stats()
+    before = fj.cache_stats()
     run()
-    return {k: v - before[k] for k, v in kernel_stats().items()}
+    return {k: v - before[k] for k, v in fj.cache_stats().items()}
 
 
 def test_kernel_stats_from_threads_count_as_one_thread_would():
@@ -212,7 +211,6 @@ def test_processes_sharing_a_cold_cache(cold_cache):
     prog = textwrap.dedent(f"""
         import os, threading, time
         import numpy as np, flowjit as fj
-        from flowjit.codegen_cpu import kernel_stats
         f = fj.function(lambda x: fj.tanh(x * {salt!r}) + x.mean(axis=-1, keepdims=True))
         while not os.path.exists({str(go)!r}):
             time.sleep(0.01)
@@ -229,7 +227,7 @@ def test_processes_sharing_a_cold_cache(cold_cache):
         threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
         [th.start() for th in threads]
         [th.join() for th in threads]
-        print(f.trace_count, kernel_stats()["compiled"], bad)
+        print(f.trace_count, fj.cache_stats()["compiled"], bad)
     """)
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cold_cache))
 
