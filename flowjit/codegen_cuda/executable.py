@@ -23,6 +23,7 @@ from flowjit.codegen_cuda.compile import CudaKernel, compile_cuda_kernel, suppor
 from flowjit.codegen_cuda.render import LAYOUT_ROLES, PRELUDE
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import FlowjitError, FlowjitTypeError
+from flowjit.lowering import print_kernel
 
 # The roles of opaque primitives this backend has an implementation of: a library call
 # (cuBLAS through cupy) or a hand-written kernel. Opaque means "no scalar template", so
@@ -192,8 +193,8 @@ class CudaExecutable:
         return None
 
     def kernel_listing(self) -> str:
-        """The generated source of every kernel (prelude left out), as ``flowjit ir --stage
-        kernels`` prints it."""
+        """The loop IR and the generated source of every kernel (prelude left out), as
+        ``flowjit ir --stage kernels`` prints it."""
         parts = []
         for op in self.function.body.ops:
             k = self.kernels.get(op.id)
@@ -202,7 +203,9 @@ class CudaExecutable:
                 parts.append(f"# CUDA kernel {name}: one kernel per op ({self.unfused[name]})\n{k.kernel_listing()}")
             elif k is not None:
                 lines = op.attrs.get("lines", "") if op.primitive.role == "kernel" else ""
-                parts.append(f"# CUDA kernel {k.name} ({lines}), {k.path}\n{k.source[len(PRELUDE):].strip()}\n")
+                loops = "".join(f"#   {line}\n" for line in print_kernel(k.kernel).splitlines())
+                parts.append(f"# CUDA kernel {k.name} ({lines}), {k.path}\n# its loop IR:\n{loops}"
+                             f"{k.source[len(PRELUDE):].strip()}\n")
         return "\n".join(parts)
 
     def _constant(self, op: Op) -> Any:

@@ -381,6 +381,8 @@ def test_executable_runs_a_fused_mlp():
     want = interpret(fj.function(mlp).ir(x, w, b, w2), [x, w, b, w2])
     for g, e in zip(outs, want, strict=True):
         np.testing.assert_allclose(to_host(g), e, rtol=1e-4, atol=1e-5)
+    listing = exe.kernel_listing()
+    assert "# its loop IR:" in listing and "#     for i1 in 0..n0:" in listing and "cuda.syncthreads()" in listing
     # Constants and kernels are reused by a second call.
     again = exe.run(x, w, b, w2)
     np.testing.assert_allclose(to_host(again[0]), to_host(outs[0]), rtol=0, atol=0)
