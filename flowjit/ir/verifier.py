@@ -22,11 +22,31 @@ def verify(fn: Function) -> Function:
         raise VerifyError(f"@{fn.name}: {len(fn.is_var)} var flags for {len(fn.args)} arguments")
     if len(fn.arg_devices) != len(fn.args):
         raise VerifyError(f"@{fn.name}: {len(fn.arg_devices)} argument devices for {len(fn.args)} arguments")
-    _verify_block(fn.body, set(), set())
+    _verify_block(fn.body, set(), set(), {})
     return fn
 
 
-def _verify_block(block: Block, visible: set[int], defined: set[int]) -> None:
+def _expected(op: Op, seen: dict) -> tuple[dict, list]:
+    """The canonical attributes and result types of ``op`` by its primitive's rules. A
+    program repeats a few signatures (one optimizer update per parameter, one elementwise
+    shape per layer): an op without blocks is inferred once per signature and call."""
+    key = None
+    if not op.blocks:
+        key = (op.primitive.name, tuple(v.type for v in op.inputs), tuple(op.attrs.items()))
+        try:
+            found = seen.get(key)
+        except TypeError:  # an unhashable attribute: no sharing
+            key, found = None, None
+        if found is not None:
+            return found
+    attrs = op.primitive.normalize_attrs(op.attrs)
+    found = (attrs, op.primitive.infer([v.type for v in op.inputs], attrs, op.blocks))
+    if key is not None:
+        seen[key] = found
+    return found
+
+
+def _verify_block(block: Block, visible: set[int], defined: set[int], seen: dict) -> None:
     scope = set(visible)
     for a in block.args:
         if a.id in defined:
@@ -43,8 +63,7 @@ def _verify_block(block: Block, visible: set[int], defined: set[int]) -> None:
             if (op, i) not in v.uses:
                 raise VerifyError(f"{_where(op)}: input {i} is missing from its value's use list")
         try:
-            attrs = op.primitive.normalize_attrs(op.attrs)
-            expected = op.primitive.infer([v.type for v in op.inputs], attrs, op.blocks)
+            attrs, expected = _expected(op, seen)
         except ShapeError as e:
             raise VerifyError(f"{_where(op)}: {e.reason}") from None
         if attrs != op.attrs:
@@ -57,7 +76,7 @@ def _verify_block(block: Block, visible: set[int], defined: set[int]) -> None:
             if b.args and any(a.id in scope for a in b.args):
                 raise VerifyError(f"{_where(op)}: a nested block reuses an outer value as its argument")
             # Nested blocks are isolated from above: they see only their own arguments.
-            _verify_block(b, set(), defined)
+            _verify_block(b, set(), defined, seen)
         for r in op.results:
             if r.producer is not op:
                 raise VerifyError(f"{_where(op)}: result does not point back at its op")

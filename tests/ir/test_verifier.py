@@ -43,6 +43,25 @@ def test_result_type_must_match_rule():
         verify(fn)
 
 
+def test_an_op_repeating_a_checked_signature_is_still_checked():
+    # The verifier infers each signature once: a second exp of the same input type with a
+    # wrong result type must still fail, and a second add with other attributes too.
+    fn, b = new_function("f", [TensorType((2, 3), "f32")], ["x"])
+    first, second = b.op("exp", fn.args[0]), b.op("exp", fn.args[0])
+    fn.body.set_returns([first, second])
+    verify(fn)
+    second.type = TensorType((2, 3), "f64")
+    with pytest.raises(VerifyError, match=r"exp: .*f64\[2,3\] differ from the rule's f32\[2,3\]"):
+        verify(fn)
+    fn, b = new_function("g", [TensorType((2, 3), "f32")], ["x"])
+    s1, s2 = b.op("reduce_sum", fn.args[0], axes=(0,)), b.op("reduce_sum", fn.args[0], axes=(1,))
+    fn.body.set_returns([s1, s2])
+    verify(fn)
+    s2.type = s1.type  # the first one's type: wrong for axes (1,)
+    with pytest.raises(VerifyError, match=r"reduce_sum: .*f32\[3\] differ from the rule's f32\[2\]"):
+        verify(fn)
+
+
 def test_use_lists_must_match():
     fn = _fn()
     fn.body.ops[0].result.uses.clear()
