@@ -9,24 +9,28 @@ from typing import Any
 
 import pytest
 
-from flowjit.codegen_cpu.compile import precompile
-from flowjit.runtime.executable import _signature
-
 
 def trace_and_precompile(calls: Iterable[tuple[Any, Sequence[Any]]]) -> int:
     """Trace each ``fj.function`` for its arguments (building its executable, running
-    nothing) and compile every cold kernel of them all on two cores (``precompile``), so
-    a test's first call only loads its kernels; returns how many kernel steps there were.
-    A program that fails to trace is left for its test to report."""
-    pending = []
+    nothing) and, on the numba backend, compile every cold kernel of them all on two cores
+    (``precompile``), so a test's first call only loads its kernels (the llvm backend
+    compiles a program in milliseconds at its first call); returns how many kernel steps
+    there were. A program that fails to trace is left for its test to report."""
+    steps, pending = 0, []
     for f, args in calls:
         try:
             entry, _ = f._lookup(tuple(args), {})
         except Exception:
             continue
-        pending += [(st.kernel, _signature(st)) for st in entry.executable._steps if st.kernel is not None]
-    precompile(pending)
-    return len(pending)
+        kernels = [st for st in entry.executable._steps if st.kernel is not None]
+        steps += len(kernels)
+        if entry.executable.backend == "numba":
+            from flowjit.runtime.executable import _signature
+            pending += [(st.kernel, _signature(st)) for st in kernels]
+    if pending:
+        from flowjit.codegen_cpu.compile import precompile
+        precompile(pending)
+    return steps
 
 
 @contextmanager

@@ -61,9 +61,15 @@ def test_ir_stage_kernels_prints_the_generated_source(tmp_path, capsys, monkeypa
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "prog.py"
     src.write_text("import flowjit as fj\n\ndef f(x, w):\n    return fj.tanh(x @ w + 1.0).sum(axis=-1)\n")
-    assert main(["ir", f"{src}:f", "--arg", "f32[16,8]", "--arg", "f32[8,4]", "--stage", "kernels"]) == 0
+    args = ["ir", f"{src}:f", "--arg", "f32[16,8]", "--arg", "f32[8,4]", "--stage", "kernels"]
+    assert main(args) == 0
     out = capsys.readouterr().out
-    assert "# kernel " in out and "prog.py:4" in out
+    assert "# kernel " in out and "prog.py:4" in out and "loop IR" in out and "tanh.f32(" in out
+    # The whole program as one native function: the matmul a BLAS gemm inside it.
+    assert "# driver" in out and "native driver f(" in out and "float32 gemm" in out
+    monkeypatch.setenv("FLOWJIT_BACKEND", "numba")
+    assert main(args) == 0
+    out = capsys.readouterr().out
     assert "def k_" in out and "tanh32(" in out and "for i" in out
     assert "# driver" in out and "run_op(op0" in out  # the matmul runs on NumPy's BLAS
 

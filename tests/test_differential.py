@@ -5,8 +5,8 @@ against central differences in float64.
 
 The seeds are fixed: the default suite runs ``SEEDS`` (sized to take about a minute on
 a cold kernel cache, two cores), ``-m slow`` the longer ``SLOW_SEEDS``. The first program
-of each chunk of seeds traces the chunk's programs and compiles their kernels on two
-cores at once. A failure prints the program as source (it runs as is, with ``m`` bound to
+of each chunk of seeds traces the chunk's programs (on the numba backend it also compiles
+their kernels on two cores at once). A failure prints the program as source (it runs as is, with ``m`` bound to
 flowjit or NumPy), its fused IR and the command that runs that one program again.
 """
 
@@ -25,6 +25,7 @@ from tests.random_programs import NUMPY, Program, random_program
 SEEDS = range(0, 180)
 SLOW_SEEDS = range(180, 2180)
 CHUNK = 60  # programs whose kernels compile together (see Programs.prepare)
+BACKEND = None  # the default backend: FLOWJIT_BACKEND, else llvm
 
 
 def _close(got: np.ndarray, want: np.ndarray, what: str, rtol: float) -> None:
@@ -56,11 +57,11 @@ class Programs:
     def get(self, seed: int) -> tuple:
         if seed not in self.compiled:
             program = random_program(seed)
-            forward = fj.function(program.function(fj), backend="numba")
+            forward = fj.function(program.function(fj), backend=BACKEND)
             grad = None
             if program.smooth:
                 grad = fj.function(fj.grad(program.loss(fj), argnums=tuple(range(len(program.in_shapes)))),
-                                   backend="numba")
+                                   backend=BACKEND)
             self.compiled[seed] = (program, forward, grad)
         return self.compiled[seed]
 

@@ -1,10 +1,13 @@
 """``Executable``: a Function prepared to run, and the one place that runs programs.
 
 ``compile_function`` runs the pass pipeline (unless asked to interpret the traced program
-as it is) and prepares the result: by default every fusion op compiled to a numba kernel
-(``flowjit.codegen_cpu``; with backend ``llvm`` lowered to loop IR, ``flowjit.lowering``,
-and compiled by ``flowjit.codegen_llvm``), a memory plan (``memory_plan.py``) and a flat list of steps the
-call runs. Results never alias the caller's arguments or the program's constants, so a
+as it is) and prepares the result. By default (backend ``llvm``) every fusion op is
+lowered to loop IR (``flowjit.lowering``) and, on the first call, the whole program is
+compiled by ``flowjit.codegen_llvm`` into one native function (``program.py``: kernels,
+BLAS calls and loops), or, when some op has no native form, each kernel is compiled and a
+Python driver calls them; with backend ``numba`` each fusion op is a numba kernel
+(``flowjit.codegen_cpu``). The Python driver follows a memory plan (``memory_plan.py``)
+and a flat list of steps. Results never alias the caller's arguments or the program's constants, so a
 caller may mutate what it gets back.
 """
 
@@ -40,6 +43,8 @@ IR_STAGES = (*STAGES, "loops")
 
 
 BACKENDS = ("interpreter", "numba", "llvm")
+# Compiles in milliseconds, starts warm without numba, runs a program as one native call.
+DEFAULT_BACKEND = "llvm"
 # The backends that compile fused kernels (the others interpret the program).
 COMPILED_BACKENDS = ("numba", "llvm")
 
@@ -108,15 +113,17 @@ class Step:
 class Executable:
     """A program ready to run on ``device`` with ``backend``; call it with a list of arrays.
 
-    With the ``numba`` backend (the default) each fusion op runs as a compiled kernel
-    (compiled on the first call); with ``llvm`` as a loop-IR kernel compiled through
-    llvmlite (at construction; never importing numba); a kernel the generator cannot compile (``fallbacks``
-    says why) and every other op run their NumPy reference, so matmul goes to NumPy's
-    BLAS. ``memory_plan`` says which buffers are released early and which kernels write
-    in place. The ``interpreter`` backend runs the program on the NumPy interpreter.
+    With the ``llvm`` backend (the default) the program runs as one native function when
+    it has one (``native_reason`` says why not), else each fusion op as a loop-IR kernel
+    compiled through llvmlite (both on the first call; never importing numba); with
+    ``numba`` each fusion op runs as a numba kernel (compiled on the first call). In the
+    Python driver a kernel the generator cannot compile (``fallbacks`` says why) and every
+    other op run their NumPy reference, so matmul goes to NumPy's BLAS; ``memory_plan``
+    says which of its buffers are released early and which kernels write in place. The
+    ``interpreter`` backend runs the program on the NumPy interpreter.
     """
 
-    def __init__(self, function: Function, backend: str = "numba", device: str = "cpu:0",
+    def __init__(self, function: Function, backend: str = "llvm", device: str = "cpu:0",
                  pipeline: PipelineResult | None = None, fastmath: bool = False, parallel: bool = True):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
@@ -249,7 +256,8 @@ class Executable:
                 runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath,
                                                 parallel=self.parallel))
             self.control_blocks[op.id] = runners
-            # Native loops are numba functions: the llvm backend steps its loops in Python.
+            # Native loops are numba functions; the llvm backend runs its loops inside the
+            # native program, or steps them in Python when the program has no native form.
             native = native_loop(op, runners) if self.backend == "numba" else None
             self.control[op.id] = native or functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
 
@@ -542,7 +550,7 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
                      fastmath: bool = False, parallel: bool = True, soft: bool = False) -> Any:
     """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
-    ``FLOWJIT_BACKEND`` or ``numba``, which compiles the fused kernels, with LLVM's
+    ``FLOWJIT_BACKEND`` or ``llvm``; ``numba`` compiles the fused kernels with LLVM's
     fast-math flags when ``fastmath``; ``llvm`` lowers them to loop IR and compiles them
     through llvmlite, never importing numba (``fastmath`` has no effect there);
     ``interpreter`` runs the optimized program on the NumPy interpreter). ``device`` is the
@@ -555,7 +563,7 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
         return Executable(function, "interpreter", device or "cpu:0")
     target = _target(device, soft)
     result = pipeline.run(function, disable=disabled_passes(passes, pipeline), target=target)
-    chosen = backend or os.environ.get("FLOWJIT_BACKEND") or "numba"
+    chosen = backend or os.environ.get("FLOWJIT_BACKEND") or DEFAULT_BACKEND
     placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
     if placed - {None, "cpu:0"}:
         from flowjit.runtime.multi_device import MultiDeviceExecutable

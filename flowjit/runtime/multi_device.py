@@ -78,7 +78,7 @@ class MultiDeviceExecutable:
     shows it); ``partitions`` pairs each device's ``Partition`` with its executable.
     """
 
-    def __init__(self, function: Function, backend: str = "numba", default: str = "cpu:0",
+    def __init__(self, function: Function, backend: str = "llvm", default: str = "cpu:0",
                  pipeline: PipelineResult | None = None, fastmath: bool = False):
         self.function = function
         self.backend = backend

@@ -55,20 +55,6 @@ def assert_matches(got, want):
             np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("k", range(len(ALL_CASES)), ids=[c.id or c.prim for c in ALL_CASES])
-def test_registry_case_on_llvm_matches_interpreter(k):
-    case = ALL_CASES[k]
-    arrays = case_inputs(case)
-    f = case_function(case, backend="llvm")
-    got = f(*arrays)
-    assert_matches(got, case_function(case, interpret=True)(*arrays))
-    exe = executable(f)
-    assert exe.backend == "llvm"
-    assert all(isinstance(st.kernel, LLVMKernel) for st in exe._steps if st.kernel is not None)
-    # A second call runs the generated driver (the first builds it).
-    assert_matches(f(*arrays), got)
-
-
 def test_every_fusion_kernel_compiles_with_llvm():
     # The lowering covers every registry case: none falls back to the interpreter.
     fallbacks = {}

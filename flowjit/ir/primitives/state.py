@@ -29,5 +29,5 @@ def _assign_impl(var: np.ndarray, value: np.ndarray) -> np.ndarray:
     return value  # the variable's new buffer; the runtime copies it if it aliases an input
 
 
-declare("assign", kind="stateful", role="variable_update", rule=_assign_rule, impl=_assign_impl, arity=2, differentiable=False,
-        doc="assign(var, value): the variable's value once the call finishes")
+declare("assign", kind="stateful", role="variable_update", rule=_assign_rule, impl=_assign_impl, arity=2,
+        differentiable=False, doc="assign(var, value): the variable's value once the call finishes")
