@@ -466,6 +466,48 @@ def _lets_used(s: object, floating: dict) -> list:
     return list(out.values())
 
 
+def _per_thread(nest: _Nest, chosen: list, k: int = 0) -> tuple:
+    """What one thread of an elements launch runs: the nest without its ``chosen`` loops
+    (their variables are bound from the thread's element), the others as loops."""
+    rest = nest.lets[k] + (_per_thread(nest, chosen, k + 1) if k + 1 < len(nest.loops) else nest.inner)
+    lp = nest.loops[k]
+    return rest if lp.var in chosen else (dataclasses.replace(lp, body=rest),)
+
+
+_REGISTER_KINDS = ("sum", "prod", "max", "min", "any", "all")
+
+
+def _register_candidate(loop: Loop) -> tuple | None:
+    """(the store, the accumulator kind, the value combined) when ``loop`` accumulates into
+    one buffer element (see ``_Renderer.in_registers``), else None."""
+    fx = _effects((loop,))
+    for b in sorted(fx.stores):
+        stores = [s for s in _statements((loop,)) if isinstance(s, Store) and s.buffer == b]
+        loads = [e for e in _all_exprs((loop,)) if isinstance(e, Load) and e.buffer == b]
+        if len(stores) != 1 or len(loads) != 1:
+            continue
+        store, load = stores[0], loads[0]
+        if load.index != store.index or any(free_names(i) & fx.bound for i in store.index):
+            continue
+        for kind in _REGISTER_KINDS:
+            for v in _subexprs(store.value):
+                if v is not load and load not in _subexprs(v) and scalar.combine(kind, load, v) == store.value:
+                    return store, kind, v
+    return None
+
+
+def _replace_stmt(s: object, old: object, new: object) -> object:
+    """Statement ``s`` with statement ``old`` (the same object) inside it replaced by ``new``."""
+    if s is old:
+        return new
+    if isinstance(s, Loop):
+        return dataclasses.replace(s, body=tuple(_replace_stmt(c, old, new) for c in s.body))
+    if isinstance(s, If):
+        return dataclasses.replace(s, then=tuple(_replace_stmt(c, old, new) for c in s.then),
+                                   orelse=tuple(_replace_stmt(c, old, new) for c in s.orelse))
+    return s
+
+
 def _independent(earlier: list, later: tuple) -> bool:
     """Whether ``later`` (statements and the Lets they read) neither reads nor writes what
     ``earlier`` writes, nor writes what it reads: then one launch can run both."""
@@ -1193,23 +1235,30 @@ class _Renderer:
 
         def body():
             w.decompose(e, loops, counts)
-            self.levels(w, nest, 0, chosen)
+            w.thread(self.in_registers(_per_thread(nest, chosen)))
         w.block(f"for {e} in range(_start, {total}, _step)", body)
         return tuple(_trip_expr(lp) for lp in loops)
 
-    def levels(self, w: _Writer, nest: _Nest, k: int, chosen: list) -> None:
-        """Level ``k`` of the nest in one thread: its loop (unless split), its Lets, deeper."""
-        def rest():
-            w.thread(nest.lets[k])
-            if k + 1 < len(nest.loops):
-                self.levels(w, nest, k + 1, chosen)
-            else:
-                w.thread(nest.inner)
-        lp = nest.loops[k]
-        if lp.var in chosen:
-            rest()
-        else:
-            w.block(w.range_head(lp), rest)
+    def in_registers(self, body: tuple) -> tuple:
+        """``body`` (one thread's statements) with each top-level loop that accumulates into
+        one element of a buffer (``b[i] = combine(b[i], v)`` every iteration, ``i`` fixed
+        for the loop, ``b`` read nowhere else in it: a column sum into its temp) doing so
+        in an accumulator: read once before the loop, stored once after, where the GPU
+        would otherwise load and store ``b[i]`` every iteration."""
+        out: list = []
+        for s in body:
+            found = _register_candidate(s) if isinstance(s, Loop) else None
+            if found is None:
+                out.append(s)
+                continue
+            store, kind, v = found
+            self.counter += 1
+            acc = f"_reg{self.counter}"
+            d = self.k.buffer(store.buffer).dtype
+            out += [Accumulator(acc, kind, d, Load(store.buffer, store.index, d)),
+                    _replace_stmt(s, store, Update(acc, v)),
+                    Store(store.buffer, store.index, AccValue(acc, d))]
+        return tuple(out)
 
     def rows(self, w: _Writer, nest: _Nest, depth: int) -> tuple:
         """A block per row (the nest's first ``depth`` loops), its body run together."""

@@ -97,9 +97,16 @@ def test_plans_launch_each_nest_by_what_its_body_needs():
     # A 0-d input is read by the launch that needs it (no scratch).
     kinds, plan = _kinds(lambda x, s: (x - x.mean()) * s, x, np.float32(2).reshape(()))
     assert kinds == ["single", "elements"] and len(plan.scratch) == 1
-    # A column sum: a thread per column, each adding its rows in a loop.
+    # A column sum: a thread per column, each adding its rows in a loop, in a register
+    # (the temp buffer of column sums is read before the loop and written after it).
     kinds, plan = _kinds(lambda x: x.sum(axis=0) * 2.0, x)
-    assert set(kinds) == {"elements"} and "for r" in plan.source
+    assert set(kinds) == {"elements"}
+    lines = plan.source.splitlines()
+    head = next(k for k, line in enumerate(lines) if line.lstrip().startswith("for r"))
+    indent = len(lines[head]) - len(lines[head].lstrip())
+    end = next(k for k in range(head + 1, len(lines)) if len(lines[k]) - len(lines[k].lstrip()) <= indent)
+    assert not any("cols" in line for line in lines[head + 1:end]), "\n".join(lines)
+    assert re.fullmatch(r"\s*cols\d+\[i\d+\] = _reg\d+", lines[end]), "\n".join(lines)
 
 
 def test_launches_are_sized_by_the_shapes_at_run_time():
