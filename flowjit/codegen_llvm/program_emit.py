@@ -1,0 +1,525 @@
+"""The LLVM IR of a native program (``program.ProgramPlan``): the driver (``fj_run`` and
+its two CPython entry points, ``fj_call_list`` and ``fj_call_one``), a function per control
+block, and every kernel linked into the same module with internal linkage. Imported only
+when a program is not in the object cache, so a warm process never builds IR."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import llvmlite.ir as ir
+import numpy as np
+
+from flowjit.ir.errors import BUG_REPORT
+from flowjit.lowering.verify import verify_kernel
+
+from . import jit, render
+from .program import (
+    ARRAY_DATA,
+    ARRAY_DESCR,
+    ARRAY_DIMS,
+    ARRAY_FLAGS,
+    ARRAY_ND,
+    DESCR_BYTEORDER,
+    DESCR_TYPE_NUM,
+    NO_TRANS,
+    NPY_ALIGNED,
+    NPY_C_CONTIGUOUS,
+    OB_TYPE,
+    ROW_MAJOR,
+    SCRATCH_ALIGN,
+    T_DGEMM,
+    T_EMPTY,
+    T_FALLBACK_LIST,
+    T_FALLBACK_ONE,
+    T_FIXED,
+    T_NDARRAY,
+    T_SCRATCH,
+    T_SGEMM,
+    TRANS,
+    BlockPlan,
+    ControlCall,
+    Copy,
+    Gemm,
+    KernelCall,
+    ProgramPlan,
+    walk_steps,
+)
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+I8P = I8.as_pointer()
+VOID = ir.VoidType()
+
+def _type_nums(dtype: str) -> list[int]:
+    """NumPy type numbers whose arrays hold ``dtype``'s values in its layout (int64 is
+    both ``long`` and ``longlong`` on Linux)."""
+    want = np.dtype(dtype)
+    return sorted({np.dtype(c).num for c in np.typecodes["All"] if np.dtype(c) == want})
+
+
+class _Driver:
+    def __init__(self, plan: ProgramPlan, blas_int_bits: int):
+        self.plan = plan
+        self.module = ir.Module(name=f"program_{plan.name}")
+        self.int_bits = blas_int_bits
+        self.declared: dict[str, ir.Function] = {}
+        self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
+
+    def extern(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        fn = self.declared.get(name)
+        if fn is None:
+            fn = self.declared[name] = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    @staticmethod
+    def field(b: ir.IRBuilder, obj: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
+        at = b.gep(obj, [ir.Constant(I64, offset)], inbounds=True)
+        return b.load(b.bitcast(at, ty.as_pointer()))
+
+    @staticmethod
+    def table(b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:
+        return b.load(b.gep(tab, [ir.Constant(I64, i)], inbounds=True))
+
+    def render(self) -> str:
+        self.run_function()
+        for which in ("list", "one"):
+            self.entry(which)
+        return str(self.module)
+
+    # fj_run(table, args, nargs, results) -> 0 ran, 1 error set, 2 hand the call to Python
+    def run_function(self) -> None:
+        plan = self.plan
+        fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P.as_pointer(), I64,
+                                                             I8P.as_pointer()]), "fj_run")
+        fn.linkage = "internal"
+        tab, args, nargs, results = fn.args
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        self.allocas = ir.IRBuilder(entry)
+        fallback = fn.append_basic_block("fallback")
+        no_scratch = fn.append_basic_block("no_scratch")
+        failed = fn.append_basic_block("failed")
+        bufs: dict[str, ir.Value] = {}
+
+        def check(cond: ir.Value) -> None:
+            ok = fn.append_basic_block("ok")
+            b.cbranch(cond, ok, fallback)
+            b.position_at_end(ok)
+
+        check(b.icmp_signed("==", nargs, ir.Constant(I64, len(plan.args))))
+        ndarray = self.table(b, tab, T_NDARRAY)
+        swapped = ord(">" if sys.byteorder == "little" else "<")
+        for i, name in enumerate(plan.args):
+            buf = plan.buffer(name)
+            obj = b.load(b.gep(args, [ir.Constant(I64, i)], inbounds=True))
+            check(b.icmp_unsigned("==", b.ptrtoint(self.field(b, obj, OB_TYPE, I8P), I64), ndarray))
+            flags = b.and_(self.field(b, obj, ARRAY_FLAGS, I32), ir.Constant(I32, NPY_C_CONTIGUOUS | NPY_ALIGNED))
+            check(b.icmp_signed("==", flags, ir.Constant(I32, NPY_C_CONTIGUOUS | NPY_ALIGNED)))
+            check(b.icmp_signed("==", self.field(b, obj, ARRAY_ND, I32), ir.Constant(I32, len(buf.shape))))
+            if buf.shape:
+                dims = self.field(b, obj, ARRAY_DIMS, I64.as_pointer())
+                for d, n in enumerate(buf.shape):
+                    got = b.load(b.gep(dims, [ir.Constant(I64, d)], inbounds=True))
+                    check(b.icmp_signed("==", got, ir.Constant(I64, n)))
+            descr = self.field(b, obj, ARRAY_DESCR, I8P)
+            num = self.field(b, descr, DESCR_TYPE_NUM, I32)
+            known = functools.reduce(b.or_, [b.icmp_signed("==", num, ir.Constant(I32, t))
+                                              for t in _type_nums(buf.dtype)])
+            check(known)
+            check(b.icmp_unsigned("!=", self.field(b, descr, DESCR_BYTEORDER, I8), ir.Constant(I8, swapped)))
+            bufs[name] = self.field(b, obj, ARRAY_DATA, I8P)
+
+        # Results: a new array each (an exception is set when one cannot be made).
+        call_noargs = self.extern("PyObject_CallNoArgs", I8P, [I8P])
+        incref = self.extern("Py_IncRef", VOID, [I8P])
+        empty_t = ir.FunctionType(I8P, [I32, I64.as_pointer(), I8P, I32])
+        for buf in plan.buffers:
+            if buf.kind != "result" or buf.shares:
+                continue
+            alloc = self.table(b, tab, T_FIXED + 2 * buf.slot + 1)
+            via_pool, direct, made = (fn.append_basic_block(f"r{buf.slot}_{x}") for x in ("pool", "empty", "made"))
+            b.cbranch(b.icmp_unsigned("!=", alloc, ir.Constant(I64, 0)), via_pool, direct)
+            b.position_at_end(via_pool)
+            from_pool = b.call(call_noargs, [b.inttoptr(alloc, I8P)])
+            b.branch(made)
+            b.position_at_end(direct)
+            descr = b.inttoptr(self.table(b, tab, T_FIXED + 2 * buf.slot), I8P)
+            b.call(incref, [descr])  # PyArray_Empty steals a reference to the dtype
+            shape = ir.GlobalVariable(self.module, ir.ArrayType(I64, max(len(buf.shape), 1)), f"shape_{buf.name}")
+            shape.global_constant, shape.linkage = True, "internal"
+            shape.initializer = ir.Constant(shape.type.pointee, list(buf.shape) or [0])
+            empty = b.inttoptr(self.table(b, tab, T_EMPTY), empty_t.as_pointer())
+            from_empty = b.call(empty, [ir.Constant(I32, len(buf.shape)), b.bitcast(shape, I64.as_pointer()),
+                                        descr, ir.Constant(I32, 0)])
+            b.branch(made)
+            b.position_at_end(made)
+            obj = b.phi(I8P)
+            obj.add_incoming(from_pool, via_pool)
+            obj.add_incoming(from_empty, direct)
+            b.store(obj, b.gep(results, [ir.Constant(I64, buf.slot)], inbounds=True))
+            ok = fn.append_basic_block("allocated")
+            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), ir.Constant(I64, 0)), failed, ok)
+            b.position_at_end(ok)
+            bufs[buf.name] = self.field(b, obj, ARRAY_DATA, I8P)
+        for buf in plan.buffers:
+            if buf.kind == "const":
+                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
+
+        # Scratch: the program's cached block if no other call holds it, else a new one.
+        scratch = None
+        if plan.scratch_bytes:
+            slot = b.gep(tab, [ir.Constant(I64, T_SCRATCH)], inbounds=True)
+            held = b.inttoptr(b.atomic_rmw("xchg", slot, ir.Constant(I64, 0), "acq_rel"), I8P)
+            new, have = fn.append_basic_block("scratch_new"), fn.append_basic_block("scratch")
+            head = b.block
+            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(held, I64), ir.Constant(I64, 0)), new, have)
+            b.position_at_end(new)
+            aligned_alloc = self.extern("aligned_alloc", I8P, [I64, I64])
+            size = -(-plan.scratch_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            fresh = b.call(aligned_alloc, [ir.Constant(I64, SCRATCH_ALIGN), ir.Constant(I64, size)])
+            got = fn.append_basic_block("scratch_got")
+            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(fresh, I64), ir.Constant(I64, 0)), no_scratch, got)
+            b.position_at_end(got)
+            b.branch(have)
+            b.position_at_end(have)
+            scratch = b.phi(I8P)
+            scratch.add_incoming(held, head)
+            scratch.add_incoming(fresh, got)
+            for buf in plan.buffers:
+                if buf.kind == "scratch" and not buf.shares:
+                    bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+        for buf in plan.buffers:
+            if buf.shares:
+                bufs[buf.name] = bufs[buf.shares]
+
+        save = restore = state = None
+        if plan.release_gil:
+            save = self.extern("PyEval_SaveThread", I8P, [])
+            restore = self.extern("PyEval_RestoreThread", VOID, [I8P])
+            state = b.call(save, [])
+        self.allocas.position_at_start(entry)
+        status = self.allocas.alloca(I32)
+        b.store(ir.Constant(I32, 0), status)
+        done = fn.append_basic_block("steps_done")
+        self.steps(b, fn, tab, plan.steps, bufs, status, done)
+        b.branch(done)
+        b.position_at_end(done)
+        if state is not None:
+            b.call(restore, [state])
+        if scratch is not None:
+            slot = b.gep(tab, [ir.Constant(I64, T_SCRATCH)], inbounds=True)
+            old = b.atomic_rmw("xchg", slot, b.ptrtoint(scratch, I64), "acq_rel")
+            spare, kept = fn.append_basic_block("scratch_spare"), fn.append_basic_block("scratch_kept")
+            b.cbranch(b.icmp_unsigned("!=", old, ir.Constant(I64, 0)), spare, kept)
+            b.position_at_end(spare)
+            b.call(self.extern("free", VOID, [I8P]), [b.inttoptr(old, I8P)])
+            b.branch(kept)
+            b.position_at_end(kept)
+        ran = fn.append_basic_block("ran")
+        nomem = fn.append_basic_block("nomem")
+        b.cbranch(b.icmp_signed("==", b.load(status), ir.Constant(I32, 0)), ran, nomem)
+        b.position_at_end(ran)
+        b.ret(ir.Constant(I32, 0))
+        for block in (nomem, no_scratch):
+            b.position_at_end(block)
+            b.call(self.extern("PyErr_NoMemory", I8P, []), [])
+            b.branch(failed)
+
+        b.position_at_end(failed)  # an exception is set: drop the results made so far
+        decref = self.extern("Py_DecRef", VOID, [I8P])
+        for j in range(self.n_results):
+            at = b.gep(results, [ir.Constant(I64, j)], inbounds=True)
+            b.call(decref, [b.load(at)])
+            b.store(ir.Constant(I8P, None), at)
+        b.ret(ir.Constant(I32, 1))
+        b.position_at_end(fallback)
+        b.ret(ir.Constant(I32, 2))
+
+    def steps(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, steps: Sequence[Any],
+              bufs: dict[str, ir.Value], status: ir.Value, done: ir.Block) -> None:
+        """Emit ``steps`` at ``b`` in ``fn``: on a kernel's out-of-memory, ``status`` is set
+        to 1 and control goes to ``done``."""
+        for step in steps:
+            if isinstance(step, KernelCall):
+                self.kernel_call(b, fn, step, bufs, status, done)
+            elif isinstance(step, Gemm):
+                self.gemm(b, tab, step, bufs)
+            elif isinstance(step, Copy):
+                self.copy(b, bufs[step.dst], bufs[step.src], step.nbytes)
+            else:
+                self.control(b, fn, tab, step, bufs, status, done)
+
+    def copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+        if nbytes:
+            memcpy = self.extern("memcpy", I8P, [I8P, I8P, I64])
+            b.call(memcpy, [dst, src, ir.Constant(I64, nbytes)])
+
+    def fresh(self, base: str) -> str:
+        self.count = getattr(self, "count", 0) + 1
+        return f"{base}{self.count}"
+
+    def check(self, b: ir.IRBuilder, fn: ir.Function, rc: ir.Value, status: ir.Value, done: ir.Block) -> None:
+        """Go on when ``rc`` is 0; else set ``status`` and go to ``done``."""
+        go_on = fn.append_basic_block(self.fresh("ok"))
+        failed = fn.append_basic_block(self.fresh("oom"))
+        b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), go_on, failed)
+        b.position_at_end(failed)
+        b.store(ir.Constant(I32, 1), status)
+        b.branch(done)
+        b.position_at_end(go_on)
+
+    def block_function(self, plan: BlockPlan) -> ir.Function:
+        """``i32 fj_block_NAME(tab, scratch, args..., outs...)`` running the block's steps:
+        0, or 1 when a kernel's temps could not be allocated."""
+        name = f"fj_block_{plan.name}"
+        found = self.declared.get(name)
+        if found is not None:
+            return found
+        fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P] + [I8P] * (len(plan.args)
+                                                                                         + len(plan.outs))), name)
+        fn.linkage = "internal"
+        self.declared[name] = fn
+        tab, scratch, *params = fn.args
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        bufs = dict(zip([*plan.args, *plan.outs], params))
+        for buf in plan.buffers:
+            if buf.shares:
+                continue
+            if buf.kind == "const":
+                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
+            elif buf.kind == "scratch":
+                bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+        for buf in plan.buffers:
+            if buf.shares:
+                bufs[buf.name] = bufs[buf.shares]
+        status = b.alloca(I32)
+        b.store(ir.Constant(I32, 0), status)
+        done = fn.append_basic_block("done")
+        self.steps(b, fn, tab, plan.steps, bufs, status, done)
+        b.branch(done)
+        b.position_at_end(done)
+        b.ret(b.load(status))
+        return fn
+
+    def control(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, c: ControlCall, bufs: dict[str, ir.Value],
+                status: ir.Value, done: ir.Block) -> None:
+        temp = bufs[c.temp]
+
+        def at(offset: int) -> ir.Value:
+            return b.gep(temp, [ir.Constant(I64, offset)], inbounds=True)
+        inner = at(c.block_offset)
+        blocks = [self.block_function(p) for p in c.blocks]
+        ins = [bufs[n] for n in c.inputs]
+        outs = [bufs[n] for n in c.outputs]
+        if c.role == "branch":
+            index = b.load(b.bitcast(ins[0], I32.as_pointer()))
+            last = ir.Constant(I32, len(blocks) - 1)
+            index = b.select(b.icmp_signed("<", index, ir.Constant(I32, 0)), ir.Constant(I32, 0), index)
+            index = b.select(b.icmp_signed(">", index, last), last, index)
+            after = fn.append_basic_block(self.fresh("branch_end"))
+            cases = [fn.append_basic_block(self.fresh("branch")) for _ in blocks]
+            sw = b.switch(index, cases[-1])
+            for k, (case, block) in enumerate(zip(cases, blocks)):
+                sw.add_case(ir.Constant(I32, k), case)
+                b.position_at_end(case)
+                self.check(b, fn, b.call(block, [tab, inner, *ins[1:], *outs]), status, done)
+                b.branch(after)
+            b.position_at_end(after)
+            return
+        nc = c.num_carry
+        sizes = [c.blocks[-1].buffer(n).nbytes for n in c.blocks[-1].args[:nc]]
+        first = [at(o) for o, _ in c.carry_offsets]
+        second = [at(o) for _, o in c.carry_offsets]
+        for dst, src, n in zip(first, ins[:nc], sizes):
+            self.copy(b, dst, src, n)
+        head = fn.append_basic_block(self.fresh("loop"))
+        exit_ = fn.append_basic_block(self.fresh("loop_end"))
+        before = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        parity = b.phi(I1)
+        n = b.phi(I64)
+        parity.add_incoming(ir.Constant(I1, 0), before)
+        n.add_incoming(ir.Constant(I64, 0), before)
+        cur = [b.select(parity, y, x) for x, y in zip(first, second)]
+        new = [b.select(parity, x, y) for x, y in zip(first, second)]
+        if c.role == "while_loop":
+            cond, body = blocks
+            rest = ins[nc:]
+            if c.maximum_iterations >= 0:
+                go = fn.append_basic_block(self.fresh("loop_go"))
+                b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, c.maximum_iterations)), go, exit_)
+                b.position_at_end(go)
+            flag = at(c.flag_offset)
+            self.check(b, fn, b.call(cond, [tab, inner, *cur, *rest, flag]), status, done)
+            go = fn.append_basic_block(self.fresh("loop_body"))
+            b.cbranch(b.icmp_unsigned("!=", b.load(flag), ir.Constant(I8, 0)), go, exit_)
+            b.position_at_end(go)
+            self.check(b, fn, b.call(body, [tab, inner, *cur, *rest, *new]), status, done)
+        else:  # scan_loop
+            (body,) = blocks
+            go = fn.append_basic_block(self.fresh("loop_body"))
+            b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, c.length)), go, exit_)
+            b.position_at_end(go)
+            t = b.sub(ir.Constant(I64, c.length - 1), n) if c.reverse else n
+            xs = ins[nc:nc + c.num_xs]
+            rest = ins[nc + c.num_xs:]
+            row = [c.blocks[0].buffer(a).nbytes for a in c.blocks[0].args[nc:nc + c.num_xs]]
+            out_row = [c.blocks[0].buffer(o).nbytes for o in c.blocks[0].outs[nc:]]
+            x_t = [b.gep(x, [b.mul(t, ir.Constant(I64, r))], inbounds=True) for x, r in zip(xs, row)]
+            y_t = [b.gep(y, [b.mul(t, ir.Constant(I64, r))], inbounds=True) for y, r in zip(outs[nc:], out_row)]
+            self.check(b, fn, b.call(body, [tab, inner, *cur, *x_t, *rest, *new, *y_t]), status, done)
+        parity.add_incoming(b.not_(parity), b.block)
+        n.add_incoming(b.add(n, ir.Constant(I64, 1)), b.block)
+        b.branch(head)
+        b.position_at_end(exit_)
+        for dst, src, size in zip(outs[:nc], cur, sizes):
+            self.copy(b, dst, src, size)
+
+    def kernel_call(self, b: ir.IRBuilder, fn: ir.Function, step: KernelCall, bufs: dict[str, ir.Value],
+                    status: ir.Value, done: ir.Block) -> None:
+        ptrs = [bufs[name] for name in step.buffers]
+        dims = [ir.Constant(I64, d) for d in step.dims]
+        if step.split is None:
+            entry = self.extern(render.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
+            rc = b.call(entry, ptrs + dims)
+            if any(buf.role == "temp" for buf in step.kernel.buffers):
+                self.check(b, fn, rc, status, done)
+            return
+        # Split over the native pool: a context of the buffers' addresses, and a wrapper
+        # that runs the chunk entry over the rows [lo, hi) the pool hands it.
+        trips, parts = step.split
+        chunk = self.extern(render.chunk_symbol(step.kernel), VOID, [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
+        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), self.fresh("fj_split_"))
+        wrap.linkage = "internal"
+        lo, hi, ctx = wrap.args
+        w = ir.IRBuilder(wrap.append_basic_block("entry"))
+        table = w.bitcast(ctx, I8P.as_pointer())
+        loaded = [w.load(w.gep(table, [ir.Constant(I64, i)], inbounds=True)) for i in range(len(ptrs))]
+        w.call(chunk, [lo, hi, *loaded, *dims])
+        w.ret_void()
+        allocas = ir.IRBuilder(fn.entry_basic_block)
+        allocas.position_at_start(fn.entry_basic_block)
+        ctx_mem = allocas.alloca(ir.ArrayType(I8P, len(ptrs)))
+        for i, p in enumerate(ptrs):
+            b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
+        b.call(pfor, [wrap, ir.Constant(I64, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
+
+    def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
+        if g.m == 0 or g.n == 0:
+            return
+        itemsize = np.dtype(g.dtype).itemsize
+        if g.k == 0:  # an empty sum: zeros
+            memset = self.extern("memset", I8P, [I8P, I32, I64])
+            b.call(memset, [bufs[g.c], ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
+            return
+        fl = F32 if g.dtype == "float32" else F64
+        it = ir.IntType(self.int_bits)
+        fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+        addr = self.table(b, tab, T_SGEMM if g.dtype == "float32" else T_DGEMM)
+        fn = b.inttoptr(addr, fnty.as_pointer())
+        lda = g.m if g.trans_a else g.k
+        ldb = g.k if g.trans_b else g.n
+
+        def c(t, v):
+            return ir.Constant(t, v)
+        trans = [c(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
+        b.call(fn, [c(I32, ROW_MAJOR), *trans, c(it, g.m), c(it, g.n), c(it, g.k), c(fl, 1.0),
+                    bufs[g.a], c(it, max(lda, 1)), bufs[g.b], c(it, max(ldb, 1)), c(fl, 0.0), bufs[g.c],
+                    c(it, max(g.n, 1))])
+
+    # The CPython entry points (METH_FASTCALL): fj_call_list returns the result list,
+    # fj_call_one the one result.
+    def entry(self, which: str) -> None:
+        plan = self.plan
+        fn = ir.Function(self.module, ir.FunctionType(I8P, [I8P, I8P.as_pointer(), I64]), f"fj_call_{which}")
+        self_, args, nargs = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        tab = b.bitcast(self.field(b, self_, ARRAY_DATA, I8P), I64.as_pointer())
+        results = b.alloca(I8P, ir.Constant(I32, max(self.n_results, 1)))
+        for j in range(self.n_results):
+            b.store(ir.Constant(I8P, None), b.gep(results, [ir.Constant(I64, j)], inbounds=True))
+        rc = b.call(self.fn, [tab, args, nargs, results])
+        ok, error, python = (fn.append_basic_block(x) for x in ("ok", "error", "python"))
+        sw = b.switch(rc, error)
+        sw.add_case(ir.Constant(I32, 0), ok)
+        sw.add_case(ir.Constant(I32, 2), python)
+        b.position_at_end(error)
+        b.ret(ir.Constant(I8P, None))
+        b.position_at_end(python)
+        call = self.extern("PyObject_VectorcallDict", I8P, [I8P, I8P.as_pointer(), I64, I8P])
+        handler = b.inttoptr(self.table(b, tab, T_FALLBACK_LIST if which == "list" else T_FALLBACK_ONE), I8P)
+        b.ret(b.call(call, [handler, args, nargs, ir.Constant(I8P, None)]))
+        b.position_at_end(ok)
+        slot_of = {buf.name: buf.slot for buf in plan.buffers if buf.kind == "result" and not buf.shares}
+        incref = self.extern("Py_IncRef", VOID, [I8P])
+        seen: set[str] = set()
+        if which == "one":
+            b.ret(b.load(b.gep(results, [ir.Constant(I64, slot_of[plan.results[0]])], inbounds=True)))
+            return
+        lst = b.call(self.extern("PyList_New", I8P, [I64]), [ir.Constant(I64, len(plan.results))])
+        made, nolist = fn.append_basic_block("list"), fn.append_basic_block("nolist")
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(lst, I64), ir.Constant(I64, 0)), nolist, made)
+        b.position_at_end(nolist)
+        decref = self.extern("Py_DecRef", VOID, [I8P])
+        for j in range(self.n_results):
+            b.call(decref, [b.load(b.gep(results, [ir.Constant(I64, j)], inbounds=True))])
+        b.ret(ir.Constant(I8P, None))
+        b.position_at_end(made)
+        set_item = self.extern("PyList_SetItem", I32, [I8P, I64, I8P])
+        for pos, name in enumerate(plan.results):
+            obj = b.load(b.gep(results, [ir.Constant(I64, slot_of[name])], inbounds=True))
+            if name in seen:  # the list holds each reference it is given
+                b.call(incref, [obj])
+            seen.add(name)
+            b.call(set_item, [lst, ir.Constant(I64, pos), obj])
+        b.ret(lst)
+
+
+def _link(plan: ProgramPlan, driver_ir: str) -> str:
+    """The driver and every kernel of ``plan`` as one module's IR text: the kernels'
+    definitions internal, so LLVM may inline them and drops what nothing calls."""
+    import llvmlite.binding as llvm
+    with jit._llvm_lock:
+        module = llvm.parse_assembly(driver_ir)
+        entries: set[str] = set()
+        seen: set[str] = set()
+        for step in walk_steps(plan.steps):
+            if not isinstance(step, KernelCall) or step.kernel.name in seen:
+                continue
+            seen.add(step.kernel.name)
+            text = None
+            try:
+                verify_kernel(step.kernel)  # a malformed kernel is our bug: say so before LLVM does
+                text = render.render_kernel(step.kernel)
+                kmod = llvm.parse_assembly(text)
+                kmod.verify()
+            except Exception as e:
+                error = render.KernelRenderError(
+                    f"the LLVM renderer failed on kernel {step.kernel.name!r}: {str(e).strip()[:2000]}; its loop IR "
+                    f"and LLVM IR are saved in {render._save(step.kernel, text)}"
+                    f"{'' if isinstance(e, jit.LLVMCompileError) else '. ' + BUG_REPORT}")
+                error.kernel = step.kernel.name
+                raise error from e
+            own = {render.symbol(step.kernel), render.chunk_symbol(step.kernel)}
+            entries |= own
+            for g in [*kmod.functions, *kmod.global_variables]:
+                if not g.is_declaration and g.name not in own:
+                    g.linkage = "internal"
+            module.link_in(kmod)
+        for f in module.functions:
+            if f.name in entries and not f.is_declaration:
+                f.linkage = "internal"
+        return str(module)
+
+
+def render_program(plan: ProgramPlan, blas_int_bits: int) -> str:
+    """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls."""
+    return _link(plan, _Driver(plan, blas_int_bits).render())
