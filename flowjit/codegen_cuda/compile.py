@@ -228,12 +228,13 @@ class CudaKernel:
 
     def _launch(self, args: list[Any], outs: list[Any]) -> None:
         arrays, sizes = self._arrays(args, outs)
+        launches = [launch for launch in self.launches if launch.only_if is None or host_value(launch.only_if, sizes)]
         with memory.launch_lock():
-            for launch in self.launches:
+            for launch in launches:
                 blocks, threads = launch_config(launch, sizes)
                 getattr(self.module, launch.fname)[blocks, threads](
                     *[arrays[a] for a in launch.arrays], *[sizes[s] for s in launch.sizes])
-        _count("launches", len(self.launches))
+        _count("launches", len(launches))
 
     def _first_launch(self, args: list[Any], outs: list[Any]) -> None:
         # numba compiles each kernel function at its first launch with these argument

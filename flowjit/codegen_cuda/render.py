@@ -75,6 +75,11 @@ SHARED = 256
 # The most kernel parameter bytes a launch takes: CUDA's limit on every GPU and toolkit
 # (32 KiB needs Volta and CUDA 12.1). A kernel needing more runs op by op.
 PARAM_BYTES = 4096
+# A nest of per-thread column sums (elements with a loop accumulating into a register)
+# with fewer columns than this runs as a block per column whose threads split the rows;
+# with more, a thread per column (adjacent threads read adjacent columns). A guess: no GPU
+# was at hand to measure the crossing.
+COLUMN_THREADS = 2048
 # The layout roles lowering.lower has index rules for (what a CUDA device can run).
 LAYOUT_ROLES = ("broadcast", "permute_axes", "unit_axes_reshape", "row_major_reshape", "strided_window",
                 "axis_index", "constant_pad", "join")
@@ -120,10 +125,11 @@ class Launch:
 
     ``kind``: "elements" (a thread per item: ``items`` is one product of trip counts per
     loop nest, the grid covers the largest), "rows" (a block per item of ``items[0]``) or
-    "single" (one block). ``cols``: trip counts of the loops a block's threads split (its
-    thread count follows the largest). ``arrays``: buffer names it takes (kernel buffers,
-    temps, scratch), then ``sizes``: size variables it takes as int64. Counts are loop-IR
-    expressions over the size variables (None where one is not known before the launch).
+    "single" (one block). ``cols``: the iterations of each loop a block's threads run
+    together (its thread count follows the largest). ``arrays``: buffer names it takes
+    (kernel buffers, temps, scratch), then ``sizes``: size variables it takes as int64.
+    Counts are loop-IR expressions over the size variables. ``only_if``: a bool expression
+    over them; the launch runs only when it holds (one of two ways to run one nest).
     """
 
     fname: str
@@ -132,6 +138,7 @@ class Launch:
     sizes: tuple[str, ...]
     items: tuple = ()
     cols: tuple = ()
+    only_if: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -1135,13 +1142,39 @@ class _Renderer:
         source, launch = self.function(w, ph, *needs, floating, owner, i)
         size = self.param_bytes(launch)
         if size <= PARAM_BYTES:
-            return [(source, launch)]
+            columns = self.columns_phase(ph)
+            if columns is None:
+                return [(source, launch)]
+            # Few columns: a block per column, its threads splitting the column's loop.
+            alt, count = columns
+            (alt_source, alt_launch), = self.render_phase(alt, needs, floating, owner, i)
+            many = P("ge", count, Const(COLUMN_THREADS, INDEX))
+            return [(source, dataclasses.replace(launch, only_if=many)),
+                    (alt_source, dataclasses.replace(alt_launch, only_if=P("not", many)))]
         halves = _split_phase(ph) if ph.kind == "elements" else None
         if halves is None:
             raise UnsupportedOp(f"kernel {self.k.name}: launch {launch.fname} takes {size} bytes of parameters, "
                                 f"more than CUDA's {PARAM_BYTES}")
         return [part for half in halves
                 for part in self.render_phase(half, self.needed(half, floating, owner, i), floating, owner, i)]
+
+    def columns_phase(self, ph: _Phase) -> tuple[_Phase, Expr] | None:
+        """For an elements phase of one nest whose threads each accumulate in a loop (a
+        column sum, ``in_registers``): the same nest as a block per element, and the
+        number of elements (None when that is not the phase or its count is not known
+        before the launch)."""
+        if ph.kind != "elements" or len(ph.nests) != 1:
+            return None
+        nest, chosen = ph.nests[0]
+        program = self.in_registers(_per_thread(nest, chosen))
+        count: Expr = Const(1, INDEX)
+        for lp in nest.loops:
+            if lp.var in chosen:
+                count = P("mul", count, P("max", _trip_expr(lp), Const(0, INDEX)))
+        if not any(isinstance(s, Accumulator) for s in program) or host_value(
+                count, {s.name: 1 for s in self.k.sizes}) is None:
+            return None
+        return _Phase("columns", ph.stmts, [(nest, chosen, program)], set()), count
 
     def param_bytes(self, launch: Launch) -> int:
         """numba passes an array as 5 words and 2 per dimension, a size as one word."""
@@ -1202,6 +1235,8 @@ class _Renderer:
             if ph.kind == "rows":
                 nest, depth = ph.nests[0]
                 items = (self.rows(w, nest, depth),)
+            elif ph.kind == "columns":
+                items = (self.columns(w, *ph.nests[0]),)
             else:
                 w.uniform(tuple(ph.stmts))
                 w.finish_owned()
@@ -1212,7 +1247,7 @@ class _Renderer:
         sizes = tuple(s.name for s in self.k.sizes if s.name in w.sizes)
         head = f"def {w.fname}({', '.join([_ident(a) for a in arrays] + [_ident(s) for s in sizes])}):"
         body = [head] + ["    " + line for line in prologue] + w.lines
-        launch = Launch(w.fname, ph.kind, arrays, sizes, items, self.cols(ph))
+        launch = Launch(w.fname, "rows" if ph.kind == "columns" else ph.kind, arrays, sizes, items, self.cols(ph))
         return "\n".join(body) + "\n", launch
 
     def cols(self, ph: _Phase) -> tuple:
@@ -1221,7 +1256,10 @@ class _Renderer:
         its rest count as the row they cover)."""
         if ph.kind == "elements":
             return ()
-        body = ph.stmts if ph.kind == "single" else ph.nests[0][0].loops[ph.nests[0][1] - 1].body
+        if ph.kind == "columns":
+            body = ph.nests[0][2]
+        else:
+            body = ph.stmts if ph.kind == "single" else ph.nests[0][0].loops[ph.nests[0][1] - 1].body
         works = (_work((s,), set()) for s in body if isinstance(s, (Loop, If)))
         return tuple((w,) for w in works if w is not None)
 
@@ -1260,6 +1298,19 @@ class _Renderer:
                     Store(store.buffer, store.index, AccValue(acc, d))]
         return tuple(out)
 
+    def columns(self, w: _Writer, nest: _Nest, chosen: list, program: tuple) -> tuple:
+        """A block per element of the nest's ``chosen`` loops, its threads running one
+        thread's ``program`` of an elements launch together (splitting its loop)."""
+        loops = [lp for lp in nest.loops if lp.var in chosen]
+        counts = [w.trip(lp) for lp in loops]
+        total = w.product(counts)
+
+        def body():
+            w.decompose("_row", loops, counts)
+            w.uniform(program)
+        w.block(f"for _row in range(cuda.blockIdx.x, {total}, cuda.gridDim.x)", body)
+        return tuple(_trip_expr(lp) for lp in loops)
+
     def rows(self, w: _Writer, nest: _Nest, depth: int) -> tuple:
         """A block per row (the nest's first ``depth`` loops), its body run together."""
         loops = nest.loops[:depth]
@@ -1296,17 +1347,17 @@ def module_source(plan: CudaKernelPlan, cache: bool = False) -> str:
 
 
 def host_value(e: Expr, sizes: dict) -> int | None:
-    """Index expression ``e`` evaluated on the host from the size variables' values (None
-    when it reads anything else)."""
+    """Index (or bool) expression ``e`` evaluated on the host from the size variables'
+    values (None when it reads anything else)."""
     if isinstance(e, Const):
         return int(e.value)
     if isinstance(e, Var):
         return sizes.get(e.name)
-    if isinstance(e, Prim) and e.dtype.is_int:
+    if isinstance(e, Prim) and not e.dtype.is_float:
         args = [host_value(a, sizes) for a in e.args]
         if any(a is None for a in args):
             return None
-        return int(scalar.reference(e.op, e.dtype)(*[scalar.np_scalar(a, INDEX) for a in args]))
+        return int(scalar.reference(e.op, e.dtype)(*[scalar.np_scalar(a, x.dtype) for a, x in zip(args, e.args)]))
     return None
 
 

@@ -233,6 +233,14 @@ def test_a_loop_ir_kernel_built_by_hand_against_the_evaluator():
     assert_matches([to_host(o) for o in cuda_kernel(to_device(x))], outs)
 
 
+@pytest.mark.parametrize("shape", [(50, 3), (3, 2100)])
+def test_column_reductions_few_or_many_columns(shape):
+    # Fewer columns than COLUMN_THREADS: a block per column, its threads splitting the
+    # rows (a tree of partial sums, thread 0 storing); more: a thread per column.
+    x = RNG.standard_normal(shape).astype(np.float32)
+    check_function(lambda x: (x.sum(axis=0), x.max(axis=0) * 2.0, (x > 0).any(axis=0)), x)
+
+
 def test_zero_d_inputs_and_outputs():
     # A 0-d argument broadcast into a nest, a 0-d sum of everything, and a 0-d result
     # computed from 0-d values only.

@@ -20,6 +20,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cuda import cuda_devices, feasible, launch_config, plan_block, supported, why_not
+from flowjit.codegen_cuda.render import COLUMN_THREADS, host_value
 from tests.codegen_cuda.helpers import fused, fusion_ops
 from tests.test_programs import nested_pads
 
@@ -100,13 +101,20 @@ def test_plans_launch_each_nest_by_what_its_body_needs():
     # A column sum: a thread per column, each adding its rows in a loop, in a register
     # (the temp buffer of column sums is read before the loop and written after it).
     kinds, plan = _kinds(lambda x: x.sum(axis=0) * 2.0, x)
-    assert set(kinds) == {"elements"}
+    assert kinds == ["elements", "elements", "rows", "elements"]
     lines = plan.source.splitlines()
     head = next(k for k, line in enumerate(lines) if line.lstrip().startswith("for r"))
     indent = len(lines[head]) - len(lines[head].lstrip())
     end = next(k for k in range(head + 1, len(lines)) if len(lines[k]) - len(lines[k].lstrip()) <= indent)
     assert not any("cols" in line for line in lines[head + 1:end]), "\n".join(lines)
     assert re.fullmatch(r"\s*cols\d+\[i\d+\] = _reg\d+", lines[end]), "\n".join(lines)
+    # ... or, with fewer columns than COLUMN_THREADS, a block per column: one of the two
+    # launches of that nest runs, chosen by the number of columns.
+    (fill, many, few, out) = plan.launches
+    assert (many.kind, few.kind) == ("elements", "rows") and fill.only_if is None is out.only_if
+    for n, chosen in ((COLUMN_THREADS, many), (COLUMN_THREADS - 1, few)):
+        sizes = {s.name: (6 if s.dim == 0 else n) for s in plan.kernel.sizes}
+        assert [launch for launch in (many, few) if host_value(launch.only_if, sizes)] == [chosen]
 
 
 def test_launches_are_sized_by_the_shapes_at_run_time():
