@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-# (key, header). ``fj`` is flowjit's default compiled backend (numba) and ``llvm`` the opt-in
-# one (loop IR -> llvmlite); the ratios compare each with the peers, and llvm with numba.
+# (key, header). ``fj`` is flowjit's numba backend (``FLOWJIT_BACKEND=numba``, the default
+# before issue 20) and ``llvm`` the default one (loop IR -> llvmlite, one native function per
+# program); the ratios compare each with the peers, and llvm with numba.
 COLUMNS = (("fj", "flowjit (numba)"), ("llvm", "flowjit (llvm)"), ("interp", "flowjit (interp)"),
            ("numpy", "NumPy"), ("jax", "JAX jit"), ("tf", "TensorFlow (XLA)"), ("torch", "torch eager"),
            ("compile", "torch.compile"))
