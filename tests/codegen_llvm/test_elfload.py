@@ -18,6 +18,12 @@ from flowjit.codegen_llvm import compile_object, elfload, host_target, jit, load
 from . import modules
 from .test_llvm_jit import cache_dir, fresh  # noqa: F401  (the autouse fixture: a cache of each test's own)
 
+
+@pytest.fixture(autouse=True)
+def elf_loader(monkeypatch):
+    monkeypatch.delenv("FLOWJIT_LLVM_LOADER", raising=False)  # the suite may run under the MCJIT switch
+
+
 P = ctypes.c_void_p
 I64 = ctypes.c_int64
 

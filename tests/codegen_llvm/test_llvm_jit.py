@@ -116,6 +116,7 @@ print(json.dumps({"stats": cache_stats(), "ok": bool((y == x * 2 + 1).all()), "t
 
 def run_warm(text_path, cache_dir, n=1):
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    env.pop("FLOWJIT_LLVM_LOADER", None)  # what a user's process does: the default loader
     procs = [subprocess.Popen([sys.executable, "-c", _WARM, str(text_path)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
     outs = []
@@ -449,6 +450,7 @@ def test_a_warm_process_loads_a_kernel_without_llvmlites_ir_builder_or_binding(c
     name = f"k{uuid.uuid4().hex[:12]}"
     render.compile_kernel(_scale_kernel(name, 2.5))  # fills the cache, and the host's note
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    env.pop("FLOWJIT_LLVM_LOADER", None)
     source = inspect.getsource(_scale_kernel)
     out = json.loads(subprocess.run([sys.executable, "-c", _WARM_KERNEL, name, source], env=env, capture_output=True,
                                     text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
