@@ -144,6 +144,9 @@ class _TopLevel(dict):
         super().__init__()
         self.after: dict[int, list[Op]] = defaultdict(list)
         self.before: dict[int, list[Op]] = defaultdict(list)
+        # Each op's users (``_users``), asked for again and again by the searches for
+        # paths; valid while the graph it was built from is unchanged (until outlining).
+        self.users: dict[int, list[Op]] = {}
 
 
 def _top_level_ancestors(block: Block) -> _TopLevel:
@@ -172,6 +175,9 @@ def _top_level_ancestors(block: Block) -> _TopLevel:
 def _users(op: Op, top: _TopLevel) -> list[Op]:
     """The top-level ops that use a result of ``op`` (a use inside a nested block counts
     as a use by the op owning the block), and the transfers ordered after it."""
+    found = top.users.get(id(op))
+    if found is not None:
+        return found
     seen: dict[int, Op] = {}
     for r in op.results:
         for u, _ in r.uses:
@@ -179,7 +185,8 @@ def _users(op: Op, top: _TopLevel) -> list[Op]:
             seen[id(t)] = t
     for t in top.after.get(id(op), ()):
         seen[id(t)] = t
-    return list(seen.values())
+    found = top.users[id(op)] = list(seen.values())
+    return found
 
 
 def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top: _TopLevel) -> bool:
