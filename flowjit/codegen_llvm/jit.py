@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import hashlib
 import importlib.util
 import os
@@ -45,7 +44,12 @@ OPT_LEVEL = 3
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
-_DECLARED = re.compile(r'^declare [^\n]*?@"?([\w.$]+)"?\(', re.MULTILINE)
+_DECLARED = r'^declare [^\n]*?@"?([\w.$]+)"?\('
+
+
+def _declared(ir_text: str) -> list[str]:
+    """The functions ``ir_text`` declares (compiled on the first compile, not at import)."""
+    return re.findall(_DECLARED, ir_text, re.MULTILINE)
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -320,7 +324,7 @@ _META_TAG = b"FJDECL01"
 
 
 def _pack(ir_text: str, obj: bytes) -> bytes:
-    names = "\n".join(_DECLARED.findall(ir_text)).encode()
+    names = "\n".join(_declared(ir_text)).encode()
     return _META.pack(_META_TAG, len(names)) + names + obj
 
 
@@ -368,7 +372,8 @@ def _host_probe(cpu: str) -> str | None:
     spec = importlib.util.find_spec("llvmlite")
     if not fields or spec is None or not spec.submodule_search_locations:
         return None
-    libs = sorted(glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "binding", "*llvmlite*")))
+    where = os.path.join(list(spec.submodule_search_locations)[0], "binding")
+    libs = sorted(os.path.join(where, f) for f in os.listdir(where) if "llvmlite" in f)
     stats = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in libs]
     text = repr((fields, platform.machine(), sys.platform, llvmlite.__version__, stats, cpu, JIT_VERSION,
                  OPT_LEVEL))
@@ -427,7 +432,7 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
             timings["last_load_ms"] = (time.perf_counter() - t) * 1e3
         else:
             ir_text = render()
-            declared = _DECLARED.findall(ir_text)
+            declared = _declared(ir_text)
             _start_pool(declared)
             _check_externals(declared, name)
             target = target or host_target()
