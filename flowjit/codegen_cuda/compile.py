@@ -27,6 +27,7 @@ from typing import Any
 
 from flowjit.codegen_cuda import memory
 from flowjit.codegen_cuda.render import (
+    GRID_BLOCKS_ARG,
     SHARED,
     CudaKernelPlan,
     Launch,
@@ -50,6 +51,9 @@ KERNEL_KINDS = ("elementwise", "layout", "reduction", "constant")
 ELEMENT_THREADS = 256
 MAX_BLOCKS = 4096
 MAX_ROW_BLOCKS = 65535
+# The most blocks a grid launch (a reduction over everything) spreads its iterations over:
+# each writes one partial result, which the single-block launch after it combines.
+GRID_BLOCKS = 256
 # The simulator runs one Python thread per GPU thread: small blocks, few of them (a
 # rows kernel's barriers cost the most there: 8 threads, three tree levels).
 SIMULATOR_THREADS = 32
@@ -152,9 +156,10 @@ def _count_of(product: tuple, sizes: dict[str, int]) -> int | None:
 def launch_config(launch: Launch, sizes: dict[str, int]) -> tuple[int, int]:
     """``(blocks, threads)`` for one launch at the size variables' values ``sizes``:
     elements launches cover their largest loop nest (up to ``MAX_BLOCKS`` blocks, then
-    grid-stride); rows launches give each row a block (up to ``MAX_ROW_BLOCKS``), single
-    launches one block, of a power of two threads (the tree reductions halve them), at
-    most ``SHARED``, enough for the longest loop the threads split. The simulator gets
+    grid-stride); rows launches give each row a block (up to ``MAX_ROW_BLOCKS``), grid
+    launches up to ``GRID_BLOCKS``, single launches one block, of a power of two threads
+    (the tree reductions halve them), at most ``SHARED``, enough for the longest loop the
+    threads split. The simulator gets
     ``SIMULATOR_THREADS`` (``SIMULATOR_ROW_THREADS``) threads."""
     sim = memory.simulator()
     counts = [_count_of(p, sizes) for p in launch.items]
@@ -169,6 +174,13 @@ def launch_config(launch: Launch, sizes: dict[str, int]) -> tuple[int, int]:
     threads = SIMULATOR_ROW_THREADS if sim else min(SHARED, max(32, 1 << max(longest - 1, 0).bit_length()))
     if launch.kind == "single":
         return 1, threads
+    if launch.kind == "grid":
+        most = SIMULATOR_MAX_BLOCKS if sim else GRID_BLOCKS
+        if not launch.cols:  # iterations without loops: a thread each, as elements
+            threads = SIMULATOR_THREADS if sim else ELEMENT_THREADS
+        count = counts[0] if counts and counts[0] is not None else most * threads
+        per_block = 1 if launch.cols else threads
+        return min(max(1, -(-count // per_block)), most), threads
     rows = counts[0] if counts and counts[0] is not None else MAX_ROW_BLOCKS
     return min(max(1, rows), SIMULATOR_MAX_BLOCKS if sim else MAX_ROW_BLOCKS), threads
 
@@ -224,6 +236,8 @@ class CudaKernel:
                 arrays[b.name] = memory.zeros(tuple(host_value(n, sizes) for n in b.shape) or (1,), b.dtype.np)
         for name, d in self.plan.scratch:
             arrays[scratch_name(name)] = memory.empty((1,), d.np)
+        for name, d in self.plan.partials:
+            arrays[name] = memory.empty((GRID_BLOCKS,), d.np)
         return arrays, sizes
 
     def _launch(self, args: list[Any], outs: list[Any]) -> None:
@@ -232,6 +246,8 @@ class CudaKernel:
         with memory.launch_lock():
             for launch in launches:
                 blocks, threads = launch_config(launch, sizes)
+                if launch.kind == "grid":  # the single launch after it combines one result per block
+                    sizes[GRID_BLOCKS_ARG] = blocks
                 getattr(self.module, launch.fname)[blocks, threads](
                     *[arrays[a] for a in launch.arrays], *[sizes[s] for s in launch.sizes])
         _count("launches", len(launches))
@@ -263,6 +279,7 @@ class CudaKernel:
         k = self.plan.kernel
         arrays = {b.name: types.Array(from_dtype(b.dtype.np), max(b.rank, 1), "C") for b in k.buffers}
         arrays.update({scratch_name(n): types.Array(from_dtype(d.np), 1, "C") for n, d in self.plan.scratch})
+        arrays.update({n: types.Array(from_dtype(d.np), 1, "C") for n, d in self.plan.partials})
         out = {}
         for launch in self.launches:
             fn = getattr(self.module, launch.fname)

@@ -14,8 +14,13 @@ grid-wide barrier between them):
 - ``rows``: a nest whose body has loops or accumulators (softmax, layernorm, a row's
   argmax): its leading parallel loops give the rows, a thread block per row (grid-stride
   over rows); the block's threads run the row's body together (``_Writer.uniform``).
-- ``single``: what is neither (a reduction over everything, a 0-d output, the statements
-  that touch a top-level accumulator): the same cooperative code in one block.
+- ``single``: what is neither (a 0-d output, the statements that touch a top-level
+  accumulator): the same cooperative code in one block.
+- ``grid``: a reduction over everything, when its statements start with the accumulators
+  and a loop over independent iterations updating them: the iterations spread over up
+  to ``compile.GRID_BLOCKS`` blocks (a block per iteration whose threads split its loops,
+  or a thread per iteration when they have too few), one partial result per block in a
+  ``partial_name`` array, which the single launch after it combines first.
 
 Inside a block, statements run "uniformly" (every thread computes every ``Let``; a store
 of a row's value is thread 0's) and a loop whose iterations are independent is split
@@ -75,6 +80,8 @@ SHARED = 256
 # The most kernel parameter bytes a launch takes: CUDA's limit on every GPU and toolkit
 # (32 KiB needs Volta and CUDA 12.1). A kernel needing more runs op by op.
 PARAM_BYTES = 4096
+# The argument of a single launch after a grid launch: how many blocks that one ran.
+GRID_BLOCKS_ARG = "_gblocks"
 # A nest of per-thread column sums (elements with a loop accumulating into a register)
 # with fewer columns than this runs as a block per column whose threads split the rows;
 # with more, a thread per column (adjacent threads read adjacent columns). A guess: no GPU
@@ -124,11 +131,13 @@ class Launch:
     """One kernel function of a rendered kernel and how its grid is sized.
 
     ``kind``: "elements" (a thread per item: ``items`` is one product of trip counts per
-    loop nest, the grid covers the largest), "rows" (a block per item of ``items[0]``) or
-    "single" (one block). ``cols``: the iterations of each loop a block's threads run
-    together (its thread count follows the largest). ``arrays``: buffer names it takes
-    (kernel buffers, temps, scratch), then ``sizes``: size variables it takes as int64.
-    Counts are loop-IR expressions over the size variables. ``only_if``: a bool expression
+    loop nest, the grid covers the largest), "rows" (a block per item of ``items[0]``),
+    "grid" (blocks splitting ``items[0]`` iterations, their number then passed to the
+    next launch as ``GRID_BLOCKS_ARG``) or "single" (one block). ``cols``: the iterations
+    of each loop a block's threads run together (its thread count follows the largest).
+    ``arrays``: buffer names it takes (kernel buffers, temps, scratch, partials), then
+    ``sizes``: size variables it takes as int64. Counts are loop-IR expressions over the
+    size variables. ``only_if``: a bool expression
     over them; the launch runs only when it holds (one of two ways to run one nest).
     """
 
@@ -144,14 +153,16 @@ class Launch:
 @dataclass(frozen=True)
 class CudaKernelPlan:
     """A kernel rendered for CUDA: its loop IR, the source of its functions (without
-    ``PRELUDE``), their launches in order and the scratch arrays (name, dtype) that carry
-    values from one launch to the next."""
+    ``PRELUDE``), their launches in order, the scratch arrays (name, dtype) that carry
+    values from one launch to the next, and the arrays (name, dtype) of one result per
+    block of a grid launch (as many as ``compile.GRID_BLOCKS``)."""
 
     name: str
     kernel: Kernel
     source: str
     launches: tuple[Launch, ...]
     scratch: tuple[tuple[str, DType], ...] = ()
+    partials: tuple[tuple[str, DType], ...] = ()
 
 
 # ---- walking the loop IR -----------------------------------------------------------------------
@@ -350,10 +361,38 @@ def _simple(body: tuple) -> bool:
 # ---- phases: the launches of a kernel -----------------------------------------------------------
 @dataclass
 class _Phase:
-    kind: str                 # "elements", "rows", "single"
+    kind: str                 # "elements", "rows", "columns", "single", "grid"
     stmts: list               # top-level statements (for elements: loops; in-order Lets in single)
     nests: list               # elements: (nest, parallel vars) per loop; rows: (nest, row depth)
     owned: set                # top-level Let and accumulator names computed here
+    merged: tuple = ()        # single after a grid launch: the Accumulators it combines first
+
+
+def _grid_split(ph: _Phase) -> tuple[_Phase, _Phase] | None:
+    """A single phase that starts declaring accumulators and running a loop over
+    independent iterations that updates them (a sum over everything): as a grid launch
+    (the loop's iterations over many blocks, each block's partial results into
+    ``partial_name`` arrays) and the single phase after it, which combines them first."""
+    if ph.kind != "single":
+        return None
+    n = next((k for k, s in enumerate(ph.stmts) if not isinstance(s, Accumulator)), len(ph.stmts))
+    pre, loop = ph.stmts[:n], ph.stmts[n] if n < len(ph.stmts) else None
+    if not pre or not isinstance(loop, Loop):
+        return None
+    fx = _effects((loop,))
+    updated = fx.updated - fx.bound
+    if (updated != {a.name for a in pre} or fx.read_accs & updated or not _rectangular(loop, fx.bound)
+            or any(a.kind not in _ARG_KINDS and a.start != scalar.start_value(a.kind, a.dtype) for a in pre)
+            or loop.var not in _parallel_vars([loop.var], (loop,))):
+        return None
+    grid = _Phase("grid", [*pre, loop], [], set(updated))
+    return grid, _Phase("single", list(ph.stmts[n + 1:]), [], set(ph.owned), tuple(pre))
+
+
+def partial_name(acc: str, position: bool = False) -> str:
+    """The parameter name of the array of per-block results of accumulator ``acc`` of a
+    grid launch (``position``: of an argmax's positions)."""
+    return f"_g_{_ident(acc)}{'_p' if position else ''}"
 
 
 def _classify(s: object, top_accs: set) -> tuple:
@@ -1043,6 +1082,89 @@ class _Writer:
             self.emit("if _tid == 0:")
             self.emit(f"    {self.buffer(scratch_name(name))}[0] = {value}")
 
+    def grid(self, accs: list, loop: Loop) -> None:
+        """Accumulators ``accs`` and the loop updating them, its iterations spread over the
+        grid's blocks (each block's threads running one iteration together); then each
+        block's results, combined, stored at its index of the partial arrays."""
+        for a in accs:
+            self.declare(a)
+        names = [a.name for a in accs]
+        fx = _effects((loop,))
+        self.to_partial(names)
+        trips = self.trip(loop)
+        it = self.fresh("_it")
+
+        def bind_var():
+            start = self.atom(loop.start)
+            scaled = f"{it} * {loop.step}" if loop.step != 1 else it
+            self.emit(f"{_ident(loop.var)} = {scaled}" if start == "0" else f"{_ident(loop.var)} = {start} + {scaled}")
+
+        def together():  # a block per iteration, its threads splitting the iteration's loops
+            def body():
+                bind_var()
+                self.written |= fx.stores & self.r.written_buffers
+                self.read |= fx.loads & self.r.written_buffers
+                self.uniform(loop.body)
+                self.to_partial(names)
+            self.block(f"for {it} in range(cuda.blockIdx.x, {trips}, cuda.gridDim.x)", body)
+
+        def alone():  # a thread per iteration, over the whole grid
+            def body():
+                bind_var()
+                self.thread(loop.body)
+            self.block(f"for {it} in range(cuda.blockIdx.x * _nt + _tid, {trips}, cuda.gridDim.x * _nt)", body)
+
+        work = _work(loop.body, fx.bound)
+        if work is None or host_value(work, {}) == 0:
+            alone()
+        else:
+            # As a split loop's (Writer.loop): iterations with enough inner work for a block
+            # are a block's each, else a thread's.
+            enough = self.atom(P("ge", work, Var("_nt", INDEX)))
+            self.block(f"if {enough}", together)
+            self.block("else", alone)
+        self.combine(names)
+        for a in accs:
+            self.emit("if _tid == 0:")
+            self.emit(f"    {self.partial(a.name, a.dtype)}[cuda.blockIdx.x] = {_ident(a.name)}")
+            if a.kind in _ARG_KINDS:
+                self.emit(f"    {self.partial(a.name, INDEX, True)}[cuda.blockIdx.x] = _p_{_ident(a.name)}")
+
+    def partial(self, acc: str, d: DType, position: bool = False) -> str:
+        name = partial_name(acc, position)
+        self.r.partials[name] = d
+        return self.buffer(name)
+
+    def merge_partials(self, accs: tuple) -> None:
+        """Declare ``accs`` and fold the grid launch's per-block results into them, the
+        threads splitting the blocks (so they end partial, combined when read)."""
+        if not accs:
+            return
+        for a in accs:
+            self.declare(a)
+        k = self.fresh("_k")
+
+        def body():
+            for a in accs:
+                name = _ident(a.name)
+                v = self.fresh("_b")
+                self.emit(f"{v} = {self.partial(a.name, a.dtype)}[{k}]")
+                if a.kind not in _ARG_KINDS:
+                    self.emit(f"{name} = {self.atom(scalar.combine(a.kind, Var(name, a.dtype), Var(v, a.dtype)))}")
+                    continue
+                p = self.fresh("_bp")
+                self.emit(f"{p} = {self.partial(a.name, INDEX, True)}[{k}]")
+                wins = self.atom(_arg_better(a.kind, Var(name, a.dtype), Var(f"_p_{name}", INDEX),
+                                             Var(v, a.dtype), Var(p, INDEX)))
+
+                def take(name=name, v=v, p=p):
+                    self.emit(f"{name} = {v}")
+                    self.emit(f"_p_{name} = {p}")
+                self.block(f"if {wins}", take)
+        self.block(f"for {k} in range(_tid, {GRID_BLOCKS_ARG}, _nt)", body)
+        for a in accs:
+            self.state[a.name] = "partial"
+
     def finish_owned(self) -> None:
         """Write the accumulators this launch owns that later launches read to scratch."""
         accs = sorted(a for a in self.owned if a in self.r.top_accs and a in self.r.scratch)
@@ -1089,6 +1211,7 @@ class _Renderer:
         self.written_buffers = {b.name for b in k.buffers if b.role != "in"}
         self.lets = {s.name: s.value for s in _statements(k.body) if isinstance(s, Let)}
         self.scratch: dict[str, DType] = {}
+        self.partials: dict[str, DType] = {}
         self._nonneg: dict[str, bool] = {}
         self.functions = 0
 
@@ -1120,6 +1243,7 @@ class _Renderer:
         self.loop_vars = {s.var for s in _statements(k.body) if isinstance(s, Loop)
                           and self.nonnegative(s.start)}
         phases, floating = _phases(k)
+        phases = [part for ph in phases for part in (_grid_split(ph) or (ph,))]
         owner = {n: i for i, ph in enumerate(phases) for n in ph.owned}
         needs = [self.needed(ph, floating, owner, i) for i, ph in enumerate(phases)]
         for i, (lets, accs) in enumerate(needs):
@@ -1131,7 +1255,8 @@ class _Renderer:
             for source, launch in self.render_phase(ph, needs[i], floating, owner, i):
                 functions.append(source)
                 launches.append(launch)
-        return CudaKernelPlan(self.name, k, "\n\n".join(functions), tuple(launches), tuple(self.scratch.items()))
+        return CudaKernelPlan(self.name, k, "\n\n".join(functions), tuple(launches), tuple(self.scratch.items()),
+                              tuple(self.partials.items()))
 
     def render_phase(self, ph: _Phase, needs: tuple, floating: dict, owner: dict, i: int) -> list:
         """The (source, launch) of phase ``i``: one, or for an elements phase whose launch
@@ -1196,6 +1321,8 @@ class _Renderer:
         stack = list(_effects(ph.stmts).names)
         while stack:
             n = stack.pop()
+            if n in ph.owned:
+                continue
             if n in self.top_lets:
                 if owner.get(n) == i or n in lets:
                     continue
@@ -1237,14 +1364,20 @@ class _Renderer:
                 items = (self.rows(w, nest, depth),)
             elif ph.kind == "columns":
                 items = (self.columns(w, *ph.nests[0]),)
+            elif ph.kind == "grid":
+                items = ((_trip_expr(ph.stmts[-1]),),)
+                w.grid(ph.stmts[:-1], ph.stmts[-1])
             else:
+                w.merge_partials(ph.merged)
                 w.uniform(tuple(ph.stmts))
                 w.finish_owned()
             shared = [f"    {n} = cuda.shared.array({SHARED}, {t})" for n, t in sorted(w.shared.items())]
             w.lines[mark:mark] = shared
         arrays = tuple(b.name for b in self.k.buffers if b.name in w.arrays)
         arrays += tuple(scratch_name(n) for n in self.scratch if scratch_name(n) in w.arrays)
+        arrays += tuple(n for n in self.partials if n in w.arrays)
         sizes = tuple(s.name for s in self.k.sizes if s.name in w.sizes)
+        sizes += (GRID_BLOCKS_ARG,) if ph.merged else ()
         head = f"def {w.fname}({', '.join([_ident(a) for a in arrays] + [_ident(s) for s in sizes])}):"
         body = [head] + ["    " + line for line in prologue] + w.lines
         launch = Launch(w.fname, "rows" if ph.kind == "columns" else ph.kind, arrays, sizes, items, self.cols(ph))
@@ -1258,6 +1391,8 @@ class _Renderer:
             return ()
         if ph.kind == "columns":
             body = ph.nests[0][2]
+        elif ph.kind == "grid":
+            body = ph.stmts[-1].body
         else:
             body = ph.stmts if ph.kind == "single" else ph.nests[0][0].loops[ph.nests[0][1] - 1].body
         works = (_work((s,), set()) for s in body if isinstance(s, (Loop, If)))
@@ -1361,5 +1496,6 @@ def host_value(e: Expr, sizes: dict) -> int | None:
     return None
 
 
-__all__ = ["LAYOUT_ROLES", "PARAM_BYTES", "PRELUDE", "SHARED", "CudaKernelPlan", "Launch", "UnsupportedOp",
-           "cuda_kernel_plan", "host_value", "kernel_name", "literal", "module_source", "scratch_name"]
+__all__ = ["GRID_BLOCKS_ARG", "LAYOUT_ROLES", "PARAM_BYTES", "PRELUDE", "SHARED", "CudaKernelPlan", "Launch",
+           "UnsupportedOp", "cuda_kernel_plan", "host_value", "kernel_name", "literal", "module_source",
+           "partial_name", "scratch_name"]

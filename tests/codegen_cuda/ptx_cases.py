@@ -106,7 +106,7 @@ def test_a_loop_ir_kernel_built_by_hand_compiles_to_ptx():
     outs = [TensorType((4, 5), np.float32), TensorType((4,), np.int64), TensorType((), np.float32),
             TensorType((4,), np.float32)]
     ptx = load_plan(plan, "by_hand", "", types, outs).ptx(CC)
-    assert len(ptx) == len(plan.launches) == 4
+    assert len(ptx) == len(plan.launches) == 5
 
 
 @pytest.mark.parametrize("dtype", ["<f4", "<f8", "<i4", "<i8"])

@@ -222,7 +222,7 @@ def test_a_loop_ir_kernel_built_by_hand_against_the_evaluator():
     # rendered and run against flowjit.lowering.evaluate, the loop IR's own oracle.
     kernel = hand_built_kernel()
     plan = cuda_kernel_plan(kernel)
-    assert [launch.kind for launch in plan.launches] == ["rows", "elements", "single", "elements"]
+    assert [launch.kind for launch in plan.launches] == ["rows", "elements", "grid", "single", "elements"]
     assert len(plan.scratch) == 1
     x = _f32(9, 13)
     outs = [np.zeros((9, 13), np.float32), np.zeros(9, np.int64), np.zeros((), np.float32),
@@ -239,6 +239,18 @@ def test_column_reductions_few_or_many_columns(shape):
     # rows (a tree of partial sums, thread 0 storing); more: a thread per column.
     x = RNG.standard_normal(shape).astype(np.float32)
     check_function(lambda x: (x.sum(axis=0), x.max(axis=0) * 2.0, (x > 0).any(axis=0)), x)
+
+
+@pytest.mark.parametrize("fill", ["ties", "nan"])
+def test_argmax_over_everything_takes_the_first_winner_across_blocks(fill):
+    # The grid launch's 4 blocks each find their own first winner; the block combining
+    # them keeps the smallest position among equal values (and the first NaN), as NumPy.
+    x = RNG.integers(0, 3, 301).astype(np.float32)
+    x[[7, 150, 299]] = 5.0
+    if fill == "nan":
+        x[[90, 200]] = np.nan
+    check_function(lambda x: (fj.argmax(x), fj.argmin(x), x.max(), x.sum()), x)
+    check_function(lambda x: (fj.argmax(x.reshape(7, 43)), x.reshape(43, 7).min()), x)
 
 
 def test_zero_d_inputs_and_outputs():

@@ -91,13 +91,13 @@ def test_plans_launch_each_nest_by_what_its_body_needs():
     # row's elements (exp(x - max) beside them) are written by the block's threads.
     kinds, plan = _kinds(lambda x: (fj.nn.softmax(x), x.max(axis=1)), x)
     assert kinds == ["rows"] and "cuda.shared.array(256, np.float64)" in plan.source
-    # A sum over everything in one block; its mean reaches the elementwise launch through
-    # a scratch array.
+    # A sum over everything: the rows spread over blocks (one partial sum each), combined
+    # by one block; the mean reaches the elementwise launch through a scratch array.
     kinds, plan = _kinds(lambda x: x - x.mean(), x)
-    assert kinds == ["single", "elements"] and len(plan.scratch) == 1
+    assert kinds == ["grid", "single", "elements"] and len(plan.scratch) == len(plan.partials) == 1
     # A 0-d input is read by the launch that needs it (no scratch).
     kinds, plan = _kinds(lambda x, s: (x - x.mean()) * s, x, np.float32(2).reshape(()))
-    assert kinds == ["single", "elements"] and len(plan.scratch) == 1
+    assert kinds == ["grid", "single", "elements"] and len(plan.scratch) == 1
     # A column sum: a thread per column, each adding its rows in a loop, in a register
     # (the temp buffer of column sums is read before the loop and written after it).
     kinds, plan = _kinds(lambda x: x.sum(axis=0) * 2.0, x)
@@ -131,8 +131,13 @@ def test_launches_are_sized_by_the_shapes_at_run_time():
     assert config(lambda x: fj.nn.softmax(x), np.zeros((5, 7), np.float32)) == [(5, 32)]
     # A thread per element, 256 a block.
     assert config(lambda x: x * 2.0, np.zeros((6, 1000), np.float32)) == [(24, 256)]
-    # A sum over everything: one block.
-    assert config(lambda x: x.sum(), np.zeros((2, 50), np.float32)) == [(1, 128)]
+    # A sum over everything: a block per row (up to GRID_BLOCKS), then one block adding
+    # their partial sums.
+    assert config(lambda x: x.sum(), np.zeros((2, 50), np.float32)) == [(2, 64), (1, 32)]
+    assert config(lambda x: x.sum(), np.zeros((3000, 50), np.float32)) == [(256, 64), (1, 32)]
+    # A max over a vector: a thread per element over up to GRID_BLOCKS blocks of 256.
+    assert config(lambda x: x.max(), np.zeros(1000, np.float32)) == [(4, 256), (1, 32)]
+    assert config(lambda x: x.max(), np.zeros(10 ** 6, np.float32)) == [(256, 256), (1, 32)]
 
 
 def test_nested_pads_bind_each_clamped_index_once():
