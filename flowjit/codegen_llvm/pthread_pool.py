@@ -18,20 +18,11 @@ import hashlib
 import os
 import threading
 
-from llvmlite import ir
-
 from . import jit
 from .parallel import default_threads
 
 SYMBOL = jit.PARALLEL_FOR_SYMBOL
 
-I8P = ir.IntType(8).as_pointer()
-I32, I64 = ir.IntType(32), ir.IntType(64)
-VOID = ir.VoidType()
-CHUNK_FN = ir.FunctionType(VOID, [I64, I64, I8P])
-# pthread_mutex_t and pthread_cond_t are opaque: 40 and 48 bytes on glibc x86-64, 64 and
-# 48 on macOS; 128 bytes aligned to 64 covers both, and keeps them off each other's cache line.
-_OPAQUE = ir.ArrayType(ir.IntType(8), 128)
 # Polls of a shared word before sleeping on a condition variable (tens of microseconds in
 # all): a worker stays awake this long after a loop, for the program's next loop.
 SPIN = 1 << 15
@@ -49,6 +40,15 @@ NATIVE_PARALLEL_MIN_ELEMENTS = 1 << 18
 def build_module() -> str:
     """The LLVM IR text of the pool: ``flowjit_pool_start(i64 workers) -> i32`` (0 or the
     first pthread error) and ``flowjit_parallel_for(fn, i64 n, i8* ctx, i64 parts)``."""
+    # Imported here: a process that loads the pool from the object cache builds no IR.
+    from llvmlite import ir
+    I8P = ir.IntType(8).as_pointer()
+    I32, I64 = ir.IntType(32), ir.IntType(64)
+    VOID = ir.VoidType()
+    CHUNK_FN = ir.FunctionType(VOID, [I64, I64, I8P])
+    # pthread_mutex_t and pthread_cond_t are opaque: 40 and 48 bytes on glibc x86-64, 64 and
+    # 48 on macOS; 128 bytes aligned to 64 covers both, and keeps them off each other's cache line.
+    _OPAQUE = ir.ArrayType(ir.IntType(8), 128)
     mod = ir.Module("flowjit_native_pool")
 
     def glob(name, ty, init=None, align=8):

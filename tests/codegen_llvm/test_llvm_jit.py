@@ -458,6 +458,25 @@ def test_a_warm_process_loads_a_kernel_without_llvmlites_ir_builder_or_binding(c
     assert out["llvmlite"] == ["llvmlite._version"]  # llvmlite's version (for the cache key) only
 
 
+_WARM_POOL = r"""
+import json, sys
+from flowjit.codegen_llvm import cache_stats, native_pool
+native_pool()
+print(json.dumps({"stats": cache_stats(), "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite."))}))
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="flowjit's ELF loader")
+def test_a_warm_process_starts_the_native_pool_without_building_its_ir(cache_dir):
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    env.pop("FLOWJIT_LLVM_LOADER", None)
+    cold, warm = (json.loads(subprocess.run([sys.executable, "-c", _WARM_POOL], env=env, capture_output=True,
+                                            text=True, check=True).stdout.splitlines()[-1]) for _ in range(2))
+    assert cold["stats"]["compiled"] == 1
+    assert warm["stats"]["loaded"] == 1 and warm["stats"]["compiled"] == 0
+    assert warm["llvmlite"] == ["llvmlite._version"]
+
+
 def test_kernels_differing_in_a_nans_sign_or_a_zeros_sign_have_distinct_identities():
     from flowjit.codegen_llvm.render import kernel_identity
     nan = float("nan")
