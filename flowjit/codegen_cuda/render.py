@@ -80,6 +80,11 @@ SHARED = 256
 # The most kernel parameter bytes a launch takes: CUDA's limit on every GPU and toolkit
 # (32 KiB needs Volta and CUDA 12.1). A kernel needing more runs op by op.
 PARAM_BYTES = 4096
+# A loop whose iterations have loops inside is split over a block's threads only when the
+# inner loops have fewer than 1/SPLIT_INNER as many iterations as the block has threads:
+# else the threads split the inner loops (adjacent threads, adjacent elements), idle
+# threads costing less than reads that do not coalesce.
+SPLIT_INNER = 4
 # The argument of a single launch after a grid launch: how many blocks that one ran.
 GRID_BLOCKS_ARG = "_gblocks"
 # A nest of per-thread column sums (elements with a loop accumulating into a register)
@@ -257,33 +262,50 @@ def _substitute(e: Expr, defs: dict) -> Expr:
     return e
 
 
-def _coefficient(e: Expr, v: str, inside: set) -> int | None:
-    """``c`` when ``e`` is ``c * v + rest`` with ``rest`` using no name of ``inside`` (names
-    bound in the loops being split: fixed for one thread's iteration), else None."""
-    if isinstance(e, Var) and e.name == v:
-        return 1
+def _linear(e: Expr, names: set) -> dict | None:
+    """``e`` as ``{name: c}`` over the names of ``names`` it uses (``e`` is the sum of
+    ``c * name`` and a rest that uses none of them); None when it is not linear in them."""
+    if isinstance(e, Var) and e.name in names:
+        return {e.name: 1}
     if isinstance(e, Prim) and e.op in ("add", "sub"):
-        a, b = (_coefficient(x, v, inside) for x in e.args)
+        a, b = (_linear(x, names) for x in e.args)
         if a is None or b is None:
             return None
-        return a + b if e.op == "add" else a - b
+        sign = 1 if e.op == "add" else -1
+        return {n: a.get(n, 0) + sign * b.get(n, 0) for n in a.keys() | b.keys()}
     if isinstance(e, Prim) and e.op == "mul":
         x, y = e.args
         if isinstance(y, Const):
             x, y = y, x
         if isinstance(x, Const):
-            c = _coefficient(y, v, inside)
-            return None if c is None else c * int(x.value)
-    if free_names(e) & (inside | {v}):
-        return None
-    return 0
+            lin = _linear(y, names)
+            return None if lin is None else {n: c * int(x.value) for n, c in lin.items()}
+    return None if free_names(e) & names else {}
+
+
+def _injective(e: Expr, v: str, inside: set, spans: dict) -> bool:
+    """Whether distinct values of ``v`` give distinct values of ``e`` whatever the other
+    names of ``inside`` (bound in the loops being split) hold: ``e`` is ``c * v`` plus
+    ``c_u * u`` for loop variables ``u`` of constant range (``spans``: their largest
+    minus smallest value) with ``|c| > sum |c_u| * span_u`` (a blocked sum's ``rb * 128 +
+    rj``), plus a rest fixed for the whole region."""
+    lin = _linear(e, inside | {v})
+    if lin is None or not lin.get(v):
+        return False
+    spread = 0
+    for u, c in lin.items():
+        if u != v and c:
+            if u not in spans:
+                return False
+            spread += abs(c) * spans[u]
+    return spread < abs(lin[v])
 
 
 def _parallel_vars(loop_vars: list, region: tuple) -> set:
     """The loop variables of ``loop_vars`` whose iterations touch disjoint elements of every
     buffer ``region`` (a tuple of statements, the loops included) stores into: for each
     such buffer, one dimension at which every access in the region has the same index,
-    ``c * var + rest`` with ``c != 0`` and ``rest`` fixed for the whole region."""
+    injective in the variable (``_injective``)."""
     fx = _effects(region)
     defs = {s.name: s.value for s in _statements(region) if isinstance(s, Let)}
     accesses: dict[str, list] = {b: [] for b in fx.stores}
@@ -293,13 +315,15 @@ def _parallel_vars(loop_vars: list, region: tuple) -> set:
     for e in _all_exprs(region):
         if isinstance(e, Load) and e.buffer in accesses:
             accesses[e.buffer].append(tuple(_substitute(i, defs) for i in e.index))
+    spans = {s.var: int(s.stop.value) - int(s.start.value) - 1 for s in _statements(region)
+             if isinstance(s, Loop) and isinstance(s.start, Const) and isinstance(s.stop, Const) and s.step == 1}
     out = set()
     for v in loop_vars:
         ok = True
         for idxs in accesses.values():
             rank = len(idxs[0])
             if not any(all(len(ix) == rank and ix[p] == idxs[0][p] for ix in idxs)
-                       and _coefficient(idxs[0][p], v, fx.bound) not in (None, 0) for p in range(rank)):
+                       and _injective(idxs[0][p], v, fx.bound, spans) for p in range(rank)):
                 ok = False
                 break
         if ok:
@@ -368,25 +392,58 @@ class _Phase:
     merged: tuple = ()        # single after a grid launch: the Accumulators it combines first
 
 
-def _grid_split(ph: _Phase) -> tuple[_Phase, _Phase] | None:
-    """A single phase that starts declaring accumulators and running a loop over
-    independent iterations that updates them (a sum over everything): as a grid launch
-    (the loop's iterations over many blocks, each block's partial results into
-    ``partial_name`` arrays) and the single phase after it, which combines them first."""
+def _grid_splits(ph: _Phase) -> list[_Phase]:
+    """A single phase with a loop over independent iterations that updates accumulators
+    declared before it and touched by nothing in between (a sum over everything), as
+    launches: the statements before the loop (single), the loop as a grid launch (its
+    iterations over many blocks, each block's partial results into ``partial_name``
+    arrays), and the statements after it (single, combining those results first), split
+    again at its next such loop. Other phases as they are."""
     if ph.kind != "single":
-        return None
-    n = next((k for k, s in enumerate(ph.stmts) if not isinstance(s, Accumulator)), len(ph.stmts))
-    pre, loop = ph.stmts[:n], ph.stmts[n] if n < len(ph.stmts) else None
-    if not pre or not isinstance(loop, Loop):
+        return [ph]
+    stmts = list(ph.stmts)
+    for m, loop in enumerate(stmts):
+        accs = _grid_accumulators(stmts[:m], loop)
+        if accs is None:
+            continue
+        before = stmts[:m]
+        used = _effects([t for t in before if not isinstance(t, Accumulator)])
+        # Declarations nothing before the loop touches wait for their own launch.
+        late = [t for t in before if isinstance(t, Accumulator) and t.name not in accs
+                and t.name not in used.updated | used.read_accs]
+        pre = [t for t in before if not (isinstance(t, Accumulator) and (t.name in accs or t in late))]
+        # An accumulator of the statements before the loop lives in their launch's block.
+        if _effects(stmts[m + 1:]).updated & ({t.name for t in pre if isinstance(t, Accumulator)}
+                                              | {a.name for a in ph.merged}):
+            continue
+        declared = {t.name for t in pre if isinstance(t, (Let, Accumulator))}
+        pre_owned = (declared | {a.name for a in ph.merged}) & ph.owned
+        out = [_Phase("single", pre, [], pre_owned, ph.merged)] if pre or ph.merged else []
+        grid = [t for t in before if isinstance(t, Accumulator) and t.name in accs]
+        out.append(_Phase("grid", [*grid, loop], [], set(accs)))
+        rest = _Phase("single", late + stmts[m + 1:], [], ph.owned - pre_owned, tuple(grid))
+        return out + _grid_splits(rest)
+    return [ph]
+
+
+def _grid_accumulators(before: list, loop: object) -> set | None:
+    """The accumulators ``loop`` updates when it can be a grid launch after ``before``:
+    all declared there (at the kind's identity; argmax's start is never read) and touched
+    by nothing else there, its iterations independent, its bounds fixed."""
+    if not isinstance(loop, Loop):
         return None
     fx = _effects((loop,))
-    updated = fx.updated - fx.bound
-    if (updated != {a.name for a in pre} or fx.read_accs & updated or not _rectangular(loop, fx.bound)
-            or any(a.kind not in _ARG_KINDS and a.start != scalar.start_value(a.kind, a.dtype) for a in pre)
-            or loop.var not in _parallel_vars([loop.var], (loop,))):
+    accs = fx.updated - fx.bound
+    decls = {t.name: t for t in before if isinstance(t, Accumulator)}
+    if not accs or not accs <= decls.keys() or fx.read_accs & accs or not _rectangular(loop, fx.bound):
         return None
-    grid = _Phase("grid", [*pre, loop], [], set(updated))
-    return grid, _Phase("single", list(ph.stmts[n + 1:]), [], set(ph.owned), tuple(pre))
+    if any(decls[a].kind not in _ARG_KINDS and decls[a].start != scalar.start_value(decls[a].kind, decls[a].dtype)
+           for a in accs):
+        return None
+    others = _effects([t for t in before if not (isinstance(t, Accumulator) and t.name in accs)])
+    if (others.updated | others.read_accs) & accs or loop.var not in _parallel_vars([loop.var], (loop,)):
+        return None
+    return accs
 
 
 def partial_name(acc: str, position: bool = False) -> str:
@@ -1011,7 +1068,7 @@ class _Writer:
         # Each iteration has loops of its own (a row of a sum over two axes): with enough
         # work in them for the block, split those instead (its threads then read adjacent
         # elements); else give each thread whole iterations.
-        enough = self.atom(P("ge", work, Var("_nt", INDEX)))
+        enough = self.atom(P("ge", P("mul", work, Const(SPLIT_INNER, INDEX)), Var("_nt", INDEX)))
         written, read = self.written, self.read
         self.block(f"if {enough}", lambda: self.serial(s, fx, outer_updated))
         self.written, written = written, self.written
@@ -1101,9 +1158,9 @@ class _Writer:
 
         def together():  # a block per iteration, its threads splitting the iteration's loops
             def body():
+                # Iterations touch disjoint elements (_grid_accumulators): what one stored,
+                # another never reads, so an iteration starts with no barrier.
                 bind_var()
-                self.written |= fx.stores & self.r.written_buffers
-                self.read |= fx.loads & self.r.written_buffers
                 self.uniform(loop.body)
                 self.to_partial(names)
             self.block(f"for {it} in range(cuda.blockIdx.x, {trips}, cuda.gridDim.x)", body)
@@ -1120,7 +1177,7 @@ class _Writer:
         else:
             # As a split loop's (Writer.loop): iterations with enough inner work for a block
             # are a block's each, else a thread's.
-            enough = self.atom(P("ge", work, Var("_nt", INDEX)))
+            enough = self.atom(P("ge", P("mul", work, Const(SPLIT_INNER, INDEX)), Var("_nt", INDEX)))
             self.block(f"if {enough}", together)
             self.block("else", alone)
         self.combine(names)
@@ -1243,7 +1300,7 @@ class _Renderer:
         self.loop_vars = {s.var for s in _statements(k.body) if isinstance(s, Loop)
                           and self.nonnegative(s.start)}
         phases, floating = _phases(k)
-        phases = [part for ph in phases for part in (_grid_split(ph) or (ph,))]
+        phases = [part for ph in phases for part in _grid_splits(ph)]
         owner = {n: i for i, ph in enumerate(phases) for n in ph.owned}
         needs = [self.needed(ph, floating, owner, i) for i, ph in enumerate(phases)]
         for i, (lets, accs) in enumerate(needs):

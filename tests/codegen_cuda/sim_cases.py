@@ -253,6 +253,17 @@ def test_argmax_over_everything_takes_the_first_winner_across_blocks(fill):
     check_function(lambda x: (fj.argmax(x.reshape(7, 43)), x.reshape(43, 7).min()), x)
 
 
+def test_reductions_over_everything_one_after_another():
+    # A softmax and a variance over a whole vector: the max, then the sum of exp(x - max)
+    # (its blocks of 128 also stored), each a grid launch whose blocks' partial results
+    # the next single launch combines; the value between them travels in scratch.
+    x = _f32(1000)
+    check_function(lambda x: (fj.nn.softmax(x), ((x - x.mean()) ** 2).mean()), x)
+    (op,) = fusion_ops(fused(lambda x: fj.nn.softmax(x), x))
+    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"])
+    assert [launch.kind for launch in kernel.launches] == ["grid", "single", "grid", "single", "elements"]
+
+
 def test_zero_d_inputs_and_outputs():
     # A 0-d argument broadcast into a nest, a 0-d sum of everything, and a 0-d result
     # computed from 0-d values only.
