@@ -6,9 +6,11 @@ grid-wide barrier between them):
 
 - ``elements``: a top-level loop nest whose innermost body has no loop or accumulator.
   Its loops whose iterations touch disjoint elements of every buffer the nest writes
-  (``parallel_vars``) are flattened into one index that the whole grid strides over, a
+  (``_parallel_vars``) are flattened into one index that the whole grid strides over, a
   thread per element; the others run inside, per thread, in their order (a column sum
-  into a temp buffer: a thread per column, its rows in a loop). Consecutive elements
+  into a temp buffer: a thread per column, its rows in a loop, the sum in a register;
+  with fewer than ``COLUMN_THREADS`` columns, a block per column instead, its threads
+  splitting the rows: ``columns``, chosen at run time by ``Launch.only_if``). Consecutive elements
   nests that do not read what the other writes share one launch; a launch that would
   take more than ``PARAM_BYTES`` of parameters is split by outputs.
 - ``rows``: a nest whose body has loops or accumulators (softmax, layernorm, a row's
@@ -25,15 +27,15 @@ grid-wide barrier between them):
 Inside a block, statements run "uniformly" (every thread computes every ``Let``; a store
 of a row's value is thread 0's) and a loop whose iterations are independent is split
 over the threads (a strided loop; a perfect nest of such loops as one flat index). When
-its iterations have loops of their own, the choice is made at run time: with at least as
-many inner iterations as threads, the threads go through the iterations together and
-split the inner loops (adjacent threads read adjacent elements), else each takes whole
-iterations. An accumulator updated in a split loop holds a partial result per thread; the first read of
-its value combines the partials with a tree in shared memory (``scalar.combine``; argmax
+its iterations have loops of their own, the choice is made at run time: with enough
+inner iterations for the block (``SPLIT_INNER``), the threads go through the iterations
+together and split the inner loops (adjacent threads read adjacent elements), else each
+takes whole iterations. An accumulator updated in a split loop holds a partial result
+per thread; the first read of its value combines the partials with a tree in shared memory (``scalar.combine``; argmax
 and argmin by value, then position, so the first winner wins as in NumPy), and its value
 is then the same in every thread. ``cuda.syncthreads()`` separates statements where one
-thread may read or write what another wrote or read before. A value computed in one launch and
-needed by a later one (a ``single`` launch's sum read by an elementwise nest) travels in
+thread may read or write what another wrote or read before. A value computed in one
+launch and needed by a later one (a ``single`` launch's sum read by an elementwise nest) travels in
 a one-element scratch array; sizes are int64 arguments read from the shapes at run time,
 so one source serves every batch size.
 
