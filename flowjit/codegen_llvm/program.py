@@ -645,7 +645,7 @@ class NativeProgram:
 
 def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
                     pool_empty: Callable[..., np.ndarray] | None = None, pool_min_bytes: int = 1 << 20,
-                    target: jit.HostTarget | None = None) -> NativeProgram:
+                    target: jit.HostTarget | None = None, fastmath: bool = False) -> NativeProgram:
     """``plan`` compiled (its driver and kernels in one module) or loaded from the object
     cache, keyed by the driver's IR and every kernel's identity, so a warm load renders
     no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
@@ -661,11 +661,11 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     # What decides the module: the plan (kernels by name), the sources that render it, the
     # BLAS integer width, the byte order and NumPy (its type numbers), then each kernel.
     head = f"; flowjit program {_sources_digest()} blas{int_bits} {sys.byteorder} numpy{np.__version__}"
-    identity = "\n".join([head, repr(plan), *(render.kernel_identity(k) for k in kernels.values())])
+    identity = "\n".join([head, repr(plan), *(render.kernel_identity(k, fastmath) for k in kernels.values())])
 
     def render_module() -> str:
         from .program_emit import render_program
-        return render_program(plan, int_bits)
+        return render_program(plan, int_bits, fastmath)
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
     except render.KernelRenderError:

@@ -483,7 +483,7 @@ class _Driver:
         b.ret(lst)
 
 
-def _link(plan: ProgramPlan, driver_ir: str) -> str:
+def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False) -> str:
     """The driver and every kernel of ``plan`` as one module's IR text: the kernels'
     definitions internal, so LLVM may inline them and drops what nothing calls."""
     import llvmlite.binding as llvm
@@ -498,7 +498,7 @@ def _link(plan: ProgramPlan, driver_ir: str) -> str:
             text = None
             try:
                 verify_kernel(step.kernel)  # a malformed kernel is our bug: say so before LLVM does
-                text = render.render_kernel(step.kernel)
+                text = render.render_kernel(step.kernel, fastmath=fastmath)
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()
             except Exception as e:
@@ -520,6 +520,7 @@ def _link(plan: ProgramPlan, driver_ir: str) -> str:
         return str(module)
 
 
-def render_program(plan: ProgramPlan, blas_int_bits: int) -> str:
-    """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls."""
-    return _link(plan, _Driver(plan, blas_int_bits).render())
+def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False) -> str:
+    """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls (with
+    LLVM's ``fast`` flags on their float ops when ``fastmath``)."""
+    return _link(plan, _Driver(plan, blas_int_bits).render(), fastmath)

@@ -224,7 +224,7 @@ class Executable:
             source = self._block_source()
             plan, constants = plan_program(self.function, source.kernels, self.parallel,
                                            default_threads() if self.parallel else 1, source.blocks)
-            self._program = compile_program(plan, constants, POOL.empty, POOL_MIN_BYTES)
+            self._program = compile_program(plan, constants, POOL.empty, POOL_MIN_BYTES, fastmath=self.fastmath)
         except NotNative as e:
             self.native_reason = str(e)
         except KernelRenderError as e:
@@ -238,7 +238,7 @@ class Executable:
                 if k is None:
                     continue
                 try:
-                    k.compiled = compile_kernel(k.kernel)
+                    k.compiled = compile_kernel(k.kernel, fastmath=self.fastmath)
                 except KernelRenderError as e:
                     raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from "
                                             f"{op.attrs.get('lines', '?')}: {e}") from e
@@ -552,7 +552,8 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
     ``FLOWJIT_BACKEND`` or ``llvm``; ``numba`` compiles the fused kernels with LLVM's
     fast-math flags when ``fastmath``; ``llvm`` lowers them to loop IR and compiles them
-    through llvmlite, never importing numba (``fastmath`` has no effect there);
+    through llvmlite, never importing numba, with LLVM's ``fast`` flags on float ops when
+    ``fastmath``;
     ``interpreter`` runs the optimized program on the NumPy interpreter). ``device`` is the
     default device (``cpu:0``): where arguments live and unplaced ops go. A program placed
     on other devices than ``cpu:0`` becomes a ``MultiDeviceExecutable``: one partition per

@@ -273,3 +273,19 @@ def test_a_kernel_whose_loop_ir_does_not_verify_is_a_kernel_compile_error(monkey
         f(np.ones(3, np.float32))
     saved = re.search(r"saved in (\S+\.ll)", str(info.value)).group(1)
     assert "loop IR of kernel sin_mul" in open(saved).read()
+
+
+def test_fastmath_reaches_every_kernel_of_the_program():
+    from flowjit.codegen_llvm.program_emit import render_program
+
+    def f(x, w):
+        return fj.nn.softmax(fj.tanh(x @ w) * 2, axis=-1).sum(axis=0)
+    x = np.random.default_rng(8).standard_normal((64, 32)).astype(np.float32)
+    w = np.random.default_rng(9).standard_normal((32, 16)).astype(np.float32) / 4
+    exact, exe = _native(fj.function(f), x, w)
+    before = fj.cache_stats()["compiled"]
+    fast, fast_exe = _native(fj.function(f, fastmath=True), x, w)
+    assert fj.cache_stats()["compiled"] == before + 1  # its own module, not the exact one's
+    np.testing.assert_allclose(fast, exact, rtol=1e-4, atol=1e-5)
+    assert " fast " not in render_program(exe._program.plan, 64)
+    assert " fast " in render_program(fast_exe._program.plan, 64, fastmath=True)
