@@ -1,9 +1,11 @@
-"""The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...``.
+"""The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...`` and
+``flowjit compile FILE.py:FUNC --arg f32[8,64] -o build/``.
 
 ``ir`` traces a function of a Python file for abstract arguments and prints its IR as
 text (parseable back) or JSON, at any pipeline stage; ``--stage loops`` prints every
 kernel of the fused program as loop IR (flowjit.lowering), ``--stage kernels`` the
-generated numba kernels and the driver.
+generated numba kernels and the driver. ``compile`` builds the function ahead of time
+into a C shared library with its header and manifest (``flowjit.aot``).
 """
 
 from __future__ import annotations
@@ -74,6 +76,46 @@ def cmd_ir(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compile(ns: argparse.Namespace) -> int:
+    from flowjit.aot import AOTError, export
+    fn = load_function(ns.target)
+    func = ns.target.rpartition(":")[2]
+    arity = _arity(fn)
+    names = ", ".join(p for p in fn._sig.parameters if p not in fn.static_names) if fn._sig is not None else ""
+    usage = (f"flowjit compile {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} -o build/ "
+             f"(one TYPE per parameter{f' ({names})' if names else ''}, such as f32[8,64] or i32[8])")
+    args = []
+    for text in ns.arg:
+        try:
+            t = parse_type(text)
+        except ParseError as e:
+            ns.parser.error(f"bad --arg {text!r}: {e.message}; a type is a dtype (f16 f32 f64 i32 i64 "
+                            f"bool) and a shape, such as f32[8,64], i32[8] or f32[]; expected: {usage}")
+        args.append(ShapeDtype(t.shape, t.dtype))
+    if arity is not None and len(args) != arity:
+        ns.parser.error(f"{func} takes {arity} argument(s) ({names}), got {len(args)} --arg; expected: {usage}")
+    try:
+        done = export(fn, *args, path=ns.output, name=ns.name, cpu=ns.cpu)
+    except (AOTError, FlowjitError) as e:
+        print(f"flowjit compile: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    for path in (done.library, done.header, done.manifest, done.weights):
+        if path is not None:
+            print(f"wrote {path}")
+    return 0
+
+
+def _arity(fn: TracedFunction) -> int | None:
+    """How many positional arrays ``fn`` takes (None when its signature is unknown or
+    takes *args)."""
+    if fn._sig is None:
+        return None
+    params = [p for p in fn._sig.parameters.values() if p.name not in fn.static_names]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flowjit`` command."""
     parser = argparse.ArgumentParser(prog="flowjit", description="Inspect and compile flowjit programs.")
@@ -87,6 +129,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "'kernels': the generated numba source and driver")
     p_ir.add_argument("--format", default="text", choices=("text", "json"))
     p_ir.set_defaults(func=cmd_ir)
+    p_c = sub.add_parser("compile", help="compile a function ahead of time into a C shared library",
+                         description="Trace FILE.py:FUNCTION for the given argument types and build "
+                                     "OUTPUT/libNAME.so, NAME.h (the C interface), NAME.json (the manifest "
+                                     "fj.load_compiled reads) and, for Variables, NAME.safetensors.")
+    p_c.add_argument("target", help="path/to/file.py:function")
+    p_c.add_argument("--arg", action="append", default=[], metavar="TYPE",
+                     help="an argument type such as f32[8,64] or i32[8] (repeat per argument)")
+    p_c.add_argument("-o", "--output", default="build", help="the directory to write (default: build)")
+    p_c.add_argument("--name", default=None, help="the library's name (default: the function's)")
+    p_c.add_argument("--cpu", default="x86-64-v3",
+                     help="the CPU to compile for: x86-64-v3 (default: any x86-64 CPU with AVX2), "
+                          "x86-64, x86-64-v2, x86-64-v4, or native (this machine's)")
+    p_c.set_defaults(func=cmd_compile, parser=p_c)
     ns = parser.parse_args(argv)
     return ns.func(ns)
 

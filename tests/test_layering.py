@@ -34,6 +34,7 @@ ALLOWED = {
     "nn": {"ir", "tracer"},
     "optim": {"ir", "tracer", "nn"},
     "checkpoint": {"ir", "tracer", "optim", "version"},  # it saves optimizers' slots
+    "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
 }
 
 

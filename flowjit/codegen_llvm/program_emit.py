@@ -524,3 +524,142 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls (with
     LLVM's ``fast`` flags on their float ops when ``fastmath``)."""
     return _link(plan, _Driver(plan, blas_int_bits).render(), fastmath)
+
+
+# ---- the C-ABI library (ahead of time) ------------------------------------------------------
+
+# Return codes of a library's entry point (flowjit.aot writes them into its header).
+C_OK, C_ERR_NOMEM, C_ERR_ALIGN, C_ERR_NULL = 0, 1, 2, 3
+
+
+class _CDriver(_Driver):
+    """The plan's steps behind a plain C entry: what the CPython driver reads from its
+    table at run time (BLAS routines, constants) are link-time constants here, the BLAS
+    routines called by symbol and the constants global data of the module."""
+
+    def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
+                 blas_int_bits: int):
+        super().__init__(plan, blas_int_bits)
+        self.name = name
+        self.slots: dict[int, ir.Constant] = {}
+        const_base = T_FIXED + 2 * self.n_results
+        for k, c in enumerate(constants):
+            data = np.ascontiguousarray(c).tobytes()
+            g = ir.GlobalVariable(self.module, ir.ArrayType(I8, max(len(data), 1)), f"fj_const_{k}")
+            g.initializer = ir.Constant(g.type.pointee, bytearray(data or b"\0"))
+            g.global_constant, g.linkage, g.align = True, "internal", SCRATCH_ALIGN
+            self.slots[const_base + k] = g.ptrtoint(I64)
+        it = ir.IntType(blas_int_bits)
+        for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64)):
+            if routine in blas:
+                fn = self.extern(blas[routine], VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+                self.slots[slot] = fn.ptrtoint(I64)
+
+    def table(self, b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:  # type: ignore[override]
+        return self.slots[i]
+
+    def render_c(self, digest: str) -> str:
+        plan = self.plan
+        fn = ir.Function(self.module, ir.FunctionType(I32, [I8P.as_pointer(), I8P.as_pointer(), I8P]), self.name)
+        ins, outs, given = fn.args
+        for a in (ins, outs):
+            a.add_attribute("noalias")
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        null_arg = fn.append_basic_block("null_argument")
+        misaligned = fn.append_basic_block("misaligned")
+
+        def refuse_if(cond: ir.Value, where: ir.Block) -> None:
+            ok = fn.append_basic_block("ok")
+            b.cbranch(cond, where, ok)
+            b.position_at_end(ok)
+
+        def is_null(p: ir.Value) -> ir.Value:
+            return b.icmp_unsigned("==", b.ptrtoint(p, I64), ir.Constant(I64, 0))
+        refuse_if(b.or_(is_null(ins), is_null(outs)), null_arg)
+        bufs: dict[str, ir.Value] = {}
+        for i, name in enumerate(plan.args):
+            p = b.load(b.gep(ins, [ir.Constant(I64, i)], inbounds=True))
+            refuse_if(is_null(p), null_arg)
+            bufs[name] = p
+        first_position: dict[str, ir.Value] = {}
+        repeats: list[tuple[str, ir.Value]] = []
+        for j, name in enumerate(plan.results):
+            p = b.load(b.gep(outs, [ir.Constant(I64, j)], inbounds=True))
+            refuse_if(is_null(p), null_arg)
+            if name in first_position:
+                repeats.append((name, p))   # the same value returned twice: copied at the end
+            else:
+                first_position[name] = bufs[name] = p
+        for buf in plan.buffers:
+            if buf.kind == "const":
+                bufs[buf.name] = b.inttoptr(self.table(b, None, T_FIXED + 2 * self.n_results + buf.slot), I8P)
+
+        # Scratch: the caller's (aligned), or this call's own from the heap.
+        scratch = None
+        owned = None
+        status = b.alloca(I32)
+        b.store(ir.Constant(I32, C_OK), status)
+        if plan.scratch_bytes:
+            size = -(-plan.scratch_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            allocate, check_align, have = (fn.append_basic_block(x) for x in ("allocate", "check_align", "scratch"))
+            b.cbranch(is_null(given), allocate, check_align)
+            b.position_at_end(check_align)
+            off = b.and_(b.ptrtoint(given, I64), ir.Constant(I64, SCRATCH_ALIGN - 1))
+            b.cbranch(b.icmp_unsigned("!=", off, ir.Constant(I64, 0)), misaligned, have)
+            b.position_at_end(allocate)
+            fresh = b.call(self.extern("aligned_alloc", I8P, [I64, I64]),
+                           [ir.Constant(I64, SCRATCH_ALIGN), ir.Constant(I64, size)])
+            nomem = fn.append_basic_block("scratch_nomem")
+            b.cbranch(is_null(fresh), nomem, have)
+            b.position_at_end(nomem)
+            b.ret(ir.Constant(I32, C_ERR_NOMEM))
+            b.position_at_end(have)
+            scratch = b.phi(I8P)
+            scratch.add_incoming(given, check_align)
+            scratch.add_incoming(fresh, allocate)
+            owned = b.phi(I8P)
+            owned.add_incoming(ir.Constant(I8P, None), check_align)
+            owned.add_incoming(fresh, allocate)
+            bufs.update({buf.name: b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+                         for buf in plan.buffers if buf.kind == "scratch" and not buf.shares})
+        bufs.update({buf.name: bufs[buf.shares] for buf in plan.buffers if buf.shares})  # homes are never shared
+        done = fn.append_basic_block("steps_done")
+        self.steps(b, fn, ir.Constant(I64.as_pointer(), None), plan.steps, bufs, status, done)
+        for name, p in repeats:
+            self.copy(b, p, bufs[name], plan.buffer(name).nbytes)
+        b.branch(done)
+        b.position_at_end(done)
+        if owned is not None:
+            b.call(self.extern("free", VOID, [I8P]), [owned])
+        b.ret(b.load(status))
+        b.position_at_end(null_arg)
+        b.ret(ir.Constant(I32, C_ERR_NULL))
+        b.position_at_end(misaligned)
+        b.ret(ir.Constant(I32, C_ERR_ALIGN))
+
+        # The manifest's digest, which a loader compares with the manifest it reads.
+        text = bytearray(digest.encode() + b"\0")
+        g = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(text)), f"{self.name}_digest")
+        g.initializer = ir.Constant(g.type.pointee, text)
+        g.global_constant = True
+        return str(self.module)
+
+
+def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
+                     blas_int_bits: int, digest: str) -> str:
+    """The LLVM IR text of ``plan`` as a C library (``flowjit.aot``), every kernel linked in:
+    ``int32_t NAME(void *const *in, void *const *out, void *scratch)`` takes a pointer per
+    argument (C-contiguous, the traced shapes and dtypes, in ``plan.args`` order) and one
+    per returned value (caller-allocated, ``plan.results`` order) and returns ``C_OK``,
+    ``C_ERR_NOMEM`` (the scratch or a kernel's temps could not be allocated),
+    ``C_ERR_ALIGN`` (``scratch`` not 64-byte aligned) or ``C_ERR_NULL`` (a NULL pointer).
+    ``scratch``: ``plan.scratch_bytes`` bytes, or NULL for the call to allocate and free
+    its own. ``constants`` become read-only data of the module and ``blas`` maps
+    ``sgemm``/``dgemm`` to the CBLAS symbols to call (integers of ``blas_int_bits``); the
+    module also exports ``char NAME_digest[]`` holding ``digest``. No Python symbol and no
+    mutable global: threads may call the entry at once. Plan it with ``threads=1``: a
+    split kernel would call the process's native pool, which the library does not hold."""
+    if any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
+        raise ValueError(f"program {plan.name}: plan the C library with threads=1 (it has no thread pool)")
+    return _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits).render_c(digest))

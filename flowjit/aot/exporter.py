@@ -1,0 +1,299 @@
+"""``fj.export``: a traced program as a plain C shared library, its header, its manifest
+and its variables' values.
+
+The program is traced as ``fj.function`` traces it, run through the pass pipeline,
+planned as the llvm backend's one native function (``codegen_llvm.program``) on one
+thread, and rendered with a C entry instead of the CPython ones
+(``program_emit.render_c_library``): arguments and results are caller-owned C-contiguous
+arrays, constants are read-only data of the library, matmuls call the CBLAS library the
+JIT uses (NumPy's bundled OpenBLAS, else the system's) by symbol. The object is built for
+an explicit CPU (``x86-64-v3`` by default, so the library runs on any x86-64 CPU of the
+last decade; ``native`` for this machine's) and linked by the system C compiler.
+
+Variables the program reads are extra arguments after the user's (the manifest names
+them) and their values are saved in ``NAME.safetensors``; variables it updates come back
+as extra results after the outputs. ``load_compiled`` passes and updates them itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowjit.version import __version__
+
+from . import manifest as mf
+from .manifest import AOTError
+
+# Where a library's scratch block must start (the plan aligns buffers to it).
+SCRATCH_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Exported:
+    """The files of an exported program (``library`` is None when no C compiler was found)."""
+
+    name: str
+    library: Path | None
+    header: Path
+    manifest: Path
+    object: Path
+    weights: Path | None
+
+
+def _c_name(text: str, taken: set[str]) -> str:
+    """A C identifier for ``text`` (a leaf path, a variable's name) not in ``taken``."""
+    base = re.sub(r"\W", "_", text).strip("_") or "value"
+    if base[0].isdigit():
+        base = f"v_{base}"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def _where(op: Any) -> str:
+    lines = op.attrs.get("lines") if op.primitive.role == "kernel" else None
+    return f" at {lines or op.loc or 'an unknown line'}"
+
+
+def _not_native(function: Any, message: str, name: str) -> AOTError:
+    """The planner's refusal as an error naming the op and the user's line."""
+    word = message.split()[0] if message else ""
+    op = next((o for o in function.walk() if word and word in (o.name, o.attrs.get("name"))), None)
+    if op is None:  # the program as a whole: no step to run, a result that is an argument
+        return AOTError(f"cannot compile {name} ahead of time: {message}; a C library returns values its "
+                        "kernels and matmuls compute")
+    return AOTError(f"cannot compile {name} ahead of time: op {op.name}{_where(op)} has no native form "
+                    f"({message}); host callbacks, queues, random draws, gathers and data-dependent shapes "
+                    "cannot run in a C library yet. Keep them outside the exported function")
+
+
+def _target(cpu: str) -> tuple[Any, dict[str, Any]]:
+    from flowjit.codegen_llvm import jit
+    machine = platform.machine()
+    choices = ["native", *(mf.X86_LEVELS if machine in ("x86_64", "AMD64") else [])]
+    if cpu not in choices:
+        raise AOTError(f"unknown --cpu {cpu!r}; on this {machine} machine choose one of {', '.join(choices)}")
+    target = jit.host_target(None if cpu == "native" else cpu)
+    return target, {"name": cpu if cpu != "native" else f"native ({target.cpu})", "llvm_cpu": target.cpu,
+                    "triple": target.triple, "machine": machine, "required_flags": mf.required_flags(cpu)}
+
+
+def _trace(f: Callable[..., Any], args: tuple) -> tuple[Any, Any, list]:
+    from flowjit.tracer.function import TracedFunction, function
+    tf = f if isinstance(f, TracedFunction) else function(f)
+    _, _, _, structure = tf._signature(args, {})
+    entry, _ = tf._lookup(args, {})
+    return tf, entry, structure
+
+
+def _plan(entry: Any, name: str) -> tuple[Any, Any, list[np.ndarray]]:
+    from flowjit.codegen_llvm.program import NotNative, plan_program
+    from flowjit.runtime.executable import Executable, compile_function
+    exe = compile_function(entry.function, backend="llvm", parallel=False)
+    if not isinstance(exe, Executable):
+        raise AOTError(f"cannot compile {name} ahead of time: it is placed on several devices "
+                       f"({type(exe).__name__}); remove its fj.device scopes")
+    for kernel, why in exe.fallbacks.items():
+        op = next((o for o in exe.function.walk() if o.attrs.get("name") == kernel), None)
+        raise AOTError(f"cannot compile {name} ahead of time: kernel {kernel}"
+                       f"{_where(op) if op is not None else ''} has no native form ({why})")
+    try:
+        source = exe._block_source()
+        plan, constants = plan_program(exe.function, source.kernels, False, 1, source.blocks)
+    except NotNative as e:
+        raise _not_native(exe.function, str(e), name) from None
+    return exe, plan, constants
+
+
+def _blas(plan: Any) -> tuple[dict[str, str], int, str | None]:
+    from flowjit.codegen_llvm.blas import blas_functions
+    from flowjit.codegen_llvm.program import Gemm, walk_steps
+    if not any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+        return {}, 64, None
+    found = blas_functions()
+    if not found:
+        raise AOTError("a matmul needs a CBLAS library and none was found: install NumPy 2 (its wheels bundle "
+                       "OpenBLAS) or the system's (apt-get install libopenblas-dev), or set FLOWJIT_BLAS")
+    return {r: f.symbol for r, f in found.items()}, found["sgemm"].int_bits, found["sgemm"].library
+
+
+def _compiler() -> list[str] | None:
+    """The C compiler's command: ``CC`` (which may carry flags), else cc, gcc or clang;
+    None when there is none."""
+    env = shlex.split(os.environ.get("CC", ""))
+    if env:
+        return env if shutil.which(env[0]) else None
+    found = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    return [found] if found else None
+
+
+def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] = "build",
+           name: str | None = None, cpu: str = "x86-64-v3") -> Exported:
+    """Compile ``f`` (an ``fj.function`` or a plain function) for arguments like
+    ``example_args`` (arrays, or ``fj.ShapeDtype`` for shapes alone) into ``path``:
+    ``libNAME.so`` (C entry ``int32_t NAME(const NAME_args*, NAME_results*, void *scratch)``),
+    ``NAME.h``, ``NAME.json`` (the manifest ``fj.load_compiled`` reads), ``NAME.o`` and,
+    when ``f`` reads Variables, ``NAME.safetensors``. ``cpu``: ``x86-64-v3`` (the default:
+    portable to any x86-64 CPU with AVX2), another x86-64 level, or ``native``. A program
+    with no native form raises AOTError naming the op and line before any file is written;
+    with no C compiler the object, header and manifest are written and AOTError says what
+    to install."""
+    from flowjit.codegen_llvm import jit
+    from flowjit.codegen_llvm.program_emit import render_c_library
+    target, cpu_entry = _target(cpu)
+    tf, entry, structure = _trace(f, example_args)
+    name = name or re.sub(r"\W", "_", tf.__name__)
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores")
+    exe, plan, constants = _plan(entry, name)
+    blas, int_bits, blas_library = _blas(plan)
+
+    taken: set[str] = set()
+    params, args = [], []
+    n_user = len(exe.function.args) - len(entry.variables)
+    leaf_names: list[str] = []
+    for pname, tree, names in structure:
+        if tree is None:
+            params.append({"name": pname, "static": True})
+            continue
+        params.append({"name": pname, "tree": mf.tree_from_def(tree)})
+        leaf_names += names
+    var_names = [v.name for v in entry.variables]
+    for i, a in enumerate(exe.function.args):
+        var = i >= n_user
+        label = var_names[i - n_user] if var else leaf_names[i]
+        args.append({"name": label, "c_name": _c_name(label, taken), "dtype": a.type.dtype.np.name,
+                     "shape": list(a.type.shape), "kind": "variable" if var else "argument"})
+    output_tree = mf.tree_from_def(entry.out_tree)
+    out_paths = [re.sub(r"\['?([^'\]]*)'?\]", r".\1", p) for p in mf.leaf_paths(output_tree, "output")]
+    n_out = len(out_paths)
+    results = []
+    for j, v in enumerate(exe.function.returns):
+        if j < n_out:
+            label, kind = out_paths[j], "output"
+        else:
+            label, kind = entry.assigned[j - n_out].name, "variable"
+        results.append({"name": label, "c_name": _c_name(f"{label}_new" if kind == "variable" else label, taken),
+                        "dtype": v.type.dtype.np.name, "shape": list(v.type.shape), "kind": kind})
+    ir_hash = hashlib.sha256(f"{exe.function}\n{plan!r}".encode()).hexdigest()
+    manifest: dict[str, Any] = {
+        "format": mf.FORMAT, "name": name, "entry": name, "library": f"lib{name}.so", "header": f"{name}.h",
+        "flowjit_version": __version__, "ir_hash": ir_hash, "cpu": cpu_entry,
+        "params": params, "args": args, "results": results, "output_tree": output_tree,
+        "variables": {"file": f"{name}.safetensors", "names": var_names} if var_names else None,
+        "scratch_bytes": plan.scratch_bytes, "scratch_align": SCRATCH_ALIGN,
+        "blas": {"library": blas_library, "symbols": blas, "int_bits": int_bits} if blas else None,
+    }
+    manifest["digest"] = mf.digest(manifest)
+    text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"])
+    obj = jit.compile_object(text, target, name)
+
+    # Every check passed: now the files.
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    obj_path, header, man_path = out / f"{name}.o", out / f"{name}.h", out / f"{name}.json"
+    obj_path.write_bytes(obj)
+    header.write_text(render_header(manifest))
+    weights = None
+    if entry.variables:
+        import safetensors.numpy
+        weights = out / f"{name}.safetensors"
+        safetensors.numpy.save_file({v.name: np.ascontiguousarray(v._value) for v in entry.variables},
+                                    str(weights), metadata={"digest": manifest["digest"]})
+    library = out / f"lib{name}.so"
+    cc = _compiler()
+    error = None
+    if cc is None:
+        error = AOTError(f"no C compiler found to link {library}"
+                         f"{' (CC=' + os.environ['CC'] + ' is not a program)' if os.environ.get('CC') else ''}: "
+                         f"install one (apt-get install gcc, or clang) or set CC; {obj_path}, {header} and "
+                         f"{man_path} are written, link them with `cc -shared -o {library} {obj_path} -lm`")
+    else:
+        command = [*cc, "-shared", "-o", str(library), str(obj_path)]
+        if blas_library:
+            command += [blas_library, f"-Wl,-rpath,{os.path.dirname(blas_library)}"]
+        command += ["-lm"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            error = AOTError(f"linking {library} failed ({' '.join(command)}): {done.stderr.strip()[:2000]}")
+    manifest["library_sha256"] = (hashlib.sha256(library.read_bytes()).hexdigest()
+                                  if error is None else None)
+    man_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    if error is not None:
+        raise error
+    return Exported(name, library, header, man_path, obj_path, weights)
+
+
+def render_header(manifest: dict[str, Any]) -> str:
+    """The C header of an exported program (see the module docstring of flowjit.aot)."""
+    name = manifest["name"]
+    up = name.upper()
+    lines = [
+        f"/* {name}.h: the C interface of lib{name}.so, generated by flowjit {manifest['flowjit_version']}",
+        " * (`flowjit compile` / fj.export); do not edit.",
+        " *",
+        f" * int32_t {name}(const {name}_args *in, {name}_results *out, void *scratch);",
+        " *   in:  a pointer per argument, each to a C-contiguous array of the shape and type below;",
+        " *   out: a pointer per result, each to caller-allocated memory of the shape and type below;",
+        f" *   scratch: {up}_SCRATCH_BYTES bytes aligned to {up}_SCRATCH_ALIGN, or NULL (the call then",
+        " *     allocates and frees its own). A thread may pass its own scratch to every call it makes.",
+        f" *   returns {up}_OK, or an error code (nothing useful is written then).",
+        " * The entry point keeps no state between calls: threads may call it at once, each with its",
+        " * own out arrays and scratch.",
+    ]
+    if manifest["variables"]:
+        lines.append(f" * Variables are arguments too: their trained values are in {manifest['variables']['file']}"
+                     " (safetensors, by the names below).")
+    lines += [" */", f"#ifndef FLOWJIT_{up}_H", f"#define FLOWJIT_{up}_H", "", "#include <stddef.h>",
+              "#include <stdint.h>", "", "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
+              f'#define {up}_FLOWJIT_VERSION "{manifest["flowjit_version"]}"',
+              f'#define {up}_IR_HASH "{manifest["ir_hash"]}"',
+              f'#define {up}_DIGEST "{manifest["digest"]}"',
+              f'#define {up}_CPU "{manifest["cpu"]["name"]}"',
+              f"#define {up}_SCRATCH_BYTES {manifest['scratch_bytes']}",
+              f"#define {up}_SCRATCH_ALIGN {manifest['scratch_align']}",
+              "", "/* return codes */", f"#define {up}_OK 0",
+              f"#define {up}_ERR_NOMEM 1  /* the scratch or a kernel's temporary memory could not be allocated */",
+              f"#define {up}_ERR_ALIGN 2  /* scratch is not aligned to {up}_SCRATCH_ALIGN bytes */",
+              f"#define {up}_ERR_NULL 3   /* in, out or one of their pointers is NULL */",
+              "", f"#define {up}_NUM_ARGS {len(manifest['args'])}",
+              f"#define {up}_NUM_RESULTS {len(manifest['results'])}", ""]
+
+    def describe(entry: dict[str, Any], role: str) -> list[str]:
+        c = f"{up}_{entry['c_name'].upper()}"
+        shape = entry["shape"]
+        return [f"/* {role} {entry['name']}: {mf.spec_text(entry['dtype'], shape)} */",
+                f"#define {c}_NDIM {len(shape)}",
+                f"#define {c}_SIZE {int(np.prod(shape, dtype=np.int64))}  /* elements */",
+                f'#define {c}_DTYPE "{entry["dtype"]}"',
+                f"static const int64_t {name}_{entry['c_name']}_shape[{max(len(shape), 1)}] = "
+                f"{{{', '.join(map(str, shape)) or '0'}}};"]
+    for a in manifest["args"]:
+        lines += describe(a, "variable (argument)" if a["kind"] == "variable" else "argument")
+    for r in manifest["results"]:
+        lines += describe(r, "updated variable (result)" if r["kind"] == "variable" else "result")
+    lines += ["", "typedef struct {"]
+    lines += [f"    const {mf.C_TYPES[a['dtype']]} *{a['c_name']};" for a in manifest["args"]] or ["    void *unused;"]
+    lines += [f"}} {name}_args;", "", "typedef struct {"]
+    lines += [f"    {mf.C_TYPES[r['dtype']]} *{r['c_name']};" for r in manifest["results"]]
+    lines += [f"}} {name}_results;", "",
+              f"int32_t {name}(const {name}_args *in, {name}_results *out, void *scratch);",
+              f"extern const char {name}_digest[];  /* == {up}_DIGEST: the header matches the library */",
+              "", "#ifdef __cplusplus", "}", "#endif", "", f"#endif  /* FLOWJIT_{up}_H */", ""]
+    return "\n".join(lines)

@@ -1,0 +1,182 @@
+"""``fj.load_compiled``: an exported library (``fj.export`` / ``flowjit compile``) as a
+Python callable, through ctypes and its manifest alone: no tracer call, no compiler, no
+numba or llvmlite, so a fresh process goes from start to its first result in
+milliseconds."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowjit.version import __version__
+
+from . import manifest as mf
+from .manifest import AOTError
+
+_ERRORS = {1: (MemoryError, "out of memory for its scratch or a kernel's temporary memory"),
+           2: (ValueError, "its scratch block is misaligned"),
+           3: (ValueError, "an argument or result pointer is NULL")}
+
+
+def _manifest_path(path: Path, name: str | None) -> Path:
+    if path.is_dir():
+        if name is not None:
+            return path / f"{name}.json"
+        found = sorted(p for p in path.glob("*.json") if _is_manifest(p))
+        if len(found) != 1:
+            raise AOTError(f"{path} holds {len(found)} flowjit libraries "
+                           f"({', '.join(p.stem for p in found) or 'none'}): pass name=... to pick one")
+        return found[0]
+    if path.suffix == ".json":
+        return path
+    if path.suffix == ".so":  # libNAME.so
+        return path.with_name(f"{path.stem.removeprefix('lib')}.json")
+    raise AOTError(f"{path}: expected a build directory, NAME.json or libNAME.so")
+
+
+def _is_manifest(p: Path) -> bool:
+    try:
+        return json.loads(p.read_text()).get("format") == mf.FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class CompiledFunction:
+    """A function compiled ahead of time: call it with the arguments the function was
+    exported for (NumPy arrays, in the same pytrees); it returns NumPy arrays in the
+    function's output structure. ``variables`` holds the values of the Variables it reads
+    (loaded from the library's safetensors file; updated in place of the old ones when the
+    function assigns them). ``manifest`` is the library's manifest."""
+
+    def __init__(self, manifest: dict[str, Any], directory: Path):
+        self.manifest = manifest
+        self.name = manifest["name"]
+        lib_path = directory / manifest["library"]
+        self._lib = ctypes.CDLL(str(lib_path))
+        where = str(lib_path)
+        try:  # a char array of the digest's 64 hex digits and a NUL
+            embedded = (ctypes.c_char * 65).in_dll(self._lib, f"{self.name}_digest").value.decode(errors="replace")
+        except ValueError:
+            embedded = None
+        if embedded != manifest["digest"]:
+            raise AOTError(f"{where} does not match its manifest (the library's digest differs): "
+                           "rebuild both with `flowjit compile` or fj.export")
+        entry = getattr(self._lib, self.name)
+        entry.restype = ctypes.c_int32
+        entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self._entry = entry
+        self._args = [(a["name"], np.dtype(a["dtype"]), tuple(a["shape"])) for a in manifest["args"]]
+        self._results = [(np.dtype(r["dtype"]), tuple(r["shape"])) for r in manifest["results"]]
+        self._params = [p for p in manifest["params"] if not p.get("static")]
+        self._n_user = sum(a["kind"] == "argument" for a in manifest["args"])
+        self._n_out = sum(r["kind"] == "output" for r in manifest["results"])
+        self._updated = [r["name"] for r in manifest["results"] if r["kind"] == "variable"]
+        self.variables: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()   # variables change as one: a call reads or writes them all
+        if manifest.get("variables"):
+            import safetensors.numpy
+            file = directory / manifest["variables"]["file"]
+            try:
+                saved = safetensors.numpy.load_file(str(file))
+            except Exception as e:  # the library's own SafetensorError, OSError
+                raise AOTError(f"cannot read the variables of {self.name} from {file}: {e}") from None
+            for (label, dtype, shape), a in zip(self._args[self._n_user:], manifest["args"][self._n_user:]):
+                value = saved.get(label)
+                if value is None or value.dtype != dtype or value.shape != shape:
+                    raise AOTError(f"{file} has no variable {label!r} of {mf.spec_text(dtype, shape)}: it does not "
+                                   f"belong to this library; rebuild both with `flowjit compile`")
+                self.variables[label] = np.ascontiguousarray(value)
+
+    def _leaves(self, args: tuple) -> list[np.ndarray]:
+        if len(args) != len(self._params):
+            raise TypeError(f"{self.name} takes {len(self._params)} argument(s) "
+                            f"({', '.join(p['name'] for p in self._params)}), got {len(args)}")
+        leaves: list[Any] = []
+        for p, a in zip(self._params, args):
+            leaves += mf.flatten(p["tree"], a, p["name"])
+        out = []
+        for x, (label, dtype, shape) in zip(leaves, self._args):
+            if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+                x = np.asarray(x, dtype)   # a Python scalar takes the argument's dtype, as in the JIT
+            arr = np.asarray(x)
+            if arr.dtype != dtype:
+                raise TypeError(f"{self.name}: argument {label!r} must be {mf.spec_text(dtype, shape)}, got a "
+                                f"{arr.dtype} array; convert it with .astype(np.{dtype})")
+            if arr.shape != shape:
+                raise ValueError(f"{self.name}: argument {label!r} must have shape {shape} "
+                                 f"({mf.spec_text(dtype, shape)}), got {arr.shape}; the library was compiled "
+                                 "for that shape only")
+            out.append(np.ascontiguousarray(arr))
+        return out
+
+    def __call__(self, *args: Any) -> Any:
+        """Run the library on ``args``; its outputs in the function's structure."""
+        leaves = self._leaves(args)
+        results = [np.empty(shape, dtype) for dtype, shape in self._results]
+        outs = (ctypes.c_void_p * max(len(results), 1))(*(r.ctypes.data for r in results))
+        if not self.variables:
+            self._run(leaves, outs)
+        else:
+            with self._lock if self._updated else _NO_LOCK:
+                self._run(leaves + [self.variables[label] for label, _, _ in self._args[self._n_user:]], outs)
+                for label, new in zip(self._updated, results[self._n_out:]):
+                    self.variables[label] = new
+        return mf.unflatten(self.manifest["output_tree"], results[:self._n_out])
+
+    def _run(self, arrays: list[np.ndarray], outs: Any) -> None:
+        ins = (ctypes.c_void_p * max(len(arrays), 1))(*(a.ctypes.data for a in arrays))
+        rc = self._entry(ins, outs, None)  # ctypes releases the GIL for the call
+        if rc:
+            kind, what = _ERRORS.get(rc, (RuntimeError, f"error code {rc}"))
+            raise kind(f"{self.name}: the compiled library failed: {what}")
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{n}: {mf.spec_text(d, s)}" for n, d, s in self._args[:self._n_user])
+        return f"<fj.load_compiled {self.name}({sig}) for {self.manifest['cpu']['name']}>"
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+def load_compiled(path: str | os.PathLike[str], name: str | None = None) -> CompiledFunction:
+    """The library exported into ``path`` (a build directory, ``NAME.json`` or
+    ``libNAME.so``; ``name`` picks one of several in a directory) as a callable. Refuses,
+    with AOTError and before any native code runs, a library built for another CPU or
+    another flowjit version, or one whose manifest was edited (digest mismatch)."""
+    man_path = _manifest_path(Path(path), name)
+    try:
+        manifest = json.loads(man_path.read_text())
+    except (OSError, ValueError) as e:
+        raise AOTError(f"cannot read the manifest {man_path}: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != mf.FORMAT:
+        raise AOTError(f"{man_path} is not a flowjit library manifest ({mf.FORMAT})")
+    if manifest.get("digest") != mf.digest(manifest):
+        raise AOTError(f"{man_path} was modified after it was built (its digest does not match its content): "
+                       "rebuild the library with `flowjit compile` or fj.export")
+    if manifest["flowjit_version"] != __version__:
+        raise AOTError(f"{man_path} was built by flowjit {manifest['flowjit_version']}, this is flowjit "
+                       f"{__version__}: rebuild it with this version's `flowjit compile`")
+    mf.check_cpu(manifest["cpu"], str(man_path))
+    lib = man_path.parent / manifest["library"]
+    if not lib.is_file():
+        raise AOTError(f"{lib} is missing (was the library linked? run `cc -shared -o {lib} "
+                       f"{man_path.parent / manifest['name']}.o -lm`)")
+    if manifest.get("library_sha256") and hashlib.sha256(lib.read_bytes()).hexdigest() != manifest["library_sha256"]:
+        raise AOTError(f"{lib} is not the library its manifest {man_path} describes (its SHA-256 differs): "
+                       "rebuild both with `flowjit compile`")
+    return CompiledFunction(manifest, man_path.parent)

@@ -1,0 +1,341 @@
+"""flowjit compile / fj.export / fj.load_compiled: the library matches the JIT from C and
+from Python, exports no Python symbol, loads without numba or a compiler, runs on two
+threads at once, and refuses bad input with errors that say what to do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.aot import AOTError
+from flowjit.aot import manifest as mf
+from flowjit.cli import main
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+
+MODULE = '''
+import numpy as np
+import flowjit as fj
+
+def small(x, y):
+    return fj.tanh(x) * 2 + fj.sum(y), fj.max(x, axis=1)
+
+rng = np.random.default_rng(0)
+W1 = fj.Variable((rng.standard_normal((64, 32)) * 0.2).astype(np.float32), name="W1")
+b1 = fj.Variable((rng.standard_normal(32) * 0.1).astype(np.float32), name="b1")
+W2 = fj.Variable((rng.standard_normal((32, 10)) * 0.2).astype(np.float32), name="W2")
+b2 = fj.Variable(np.zeros(10, np.float32), name="b2")
+
+def predict(x):
+    return fj.nn.softmax(fj.nn.relu(x @ W1 + b1) @ W2 + b2)
+'''
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The model file, and both functions built with the CLI into one directory each."""
+    root = tmp_path_factory.mktemp("aot")
+    (root / "model.py").write_text(MODULE)
+    assert main(["compile", f"{root / 'model.py'}:small", "--arg", "f32[4,3]", "--arg", "f32[5]",
+                 "-o", str(root / "small")]) == 0
+    assert main(["compile", f"{root / 'model.py'}:predict", "--arg", "f32[16,64]", "-o", str(root / "mlp"),
+                 "--name", "mlp"]) == 0
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_aot_test_model", root / "model.py")
+    model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model)
+    return root, model
+
+
+def inputs(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_load_compiled_matches_the_jit(built):
+    root, model = built
+    x, y = inputs((4, 3), 1), inputs(5, 2)
+    got = fj.load_compiled(root / "small")(x, y)
+    want = fj.function(model.small)(x, y)
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    xs = inputs((16, 64), 3)
+    f = fj.load_compiled(root / "mlp")
+    assert sorted(f.variables) == ["W1", "W2", "b1", "b2"]
+    np.testing.assert_allclose(f(xs), fj.function(model.predict)(xs), rtol=1e-5, atol=1e-6)
+
+
+def test_the_files_and_the_manifest(built):
+    root, _ = built
+    names = sorted(p.name for p in (root / "mlp").iterdir())
+    assert names == ["libmlp.so", "mlp.h", "mlp.json", "mlp.o", "mlp.safetensors"]
+    m = json.loads((root / "mlp" / "mlp.json").read_text())
+    assert m["flowjit_version"] == fj.__version__ and m["cpu"]["name"] == "x86-64-v3"
+    assert [(a["name"], a["dtype"], a["shape"], a["kind"]) for a in m["args"]] == [
+        ("x", "float32", [16, 64], "argument"), ("W1", "float32", [64, 32], "variable"),
+        ("b1", "float32", [32], "variable"), ("W2", "float32", [32, 10], "variable"),
+        ("b2", "float32", [10], "variable")]
+    assert [(r["name"], r["shape"]) for r in m["results"]] == [("output", [16, 10])]
+    assert m["digest"] == mf.digest(m) and len(m["ir_hash"]) == 64
+    header = (root / "mlp" / "mlp.h").read_text()
+    for text in ("int32_t mlp(const mlp_args *in, mlp_results *out, void *scratch);", "#define MLP_SCRATCH_BYTES",
+                 "#define MLP_ERR_NOMEM 1", f'#define MLP_FLOWJIT_VERSION "{fj.__version__}"',
+                 "static const int64_t mlp_x_shape[2] = {16, 64};", "const float *W1;"):
+        assert text in header
+
+
+@needs_cc
+def test_no_python_symbols(built):
+    root, _ = built
+    for lib in (root / "small" / "libsmall.so", root / "mlp" / "libmlp.so"):
+        out = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True, check=True).stdout
+        symbols = [line.split()[-1] for line in out.splitlines()]
+        assert not [s for s in symbols if s.startswith(("Py", "_Py", "numba", "NRT"))], out
+        defined = {line.split()[-1] for line in out.splitlines() if line.split()[-2] in ("T", "R", "D")}
+        assert defined == {lib.stem[3:], f"{lib.stem[3:]}_digest"}, out
+
+
+C_SMALL = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include "small.h"
+int main(int argc, char **argv) {
+    float x[SMALL_X_SIZE], y[SMALL_Y_SIZE], r0[SMALL_OUTPUT_0_SIZE], r1[SMALL_OUTPUT_1_SIZE];
+    FILE *f = fopen(argv[1], "rb");
+    if (fread(x, sizeof x, 1, f) != 1 || fread(y, sizeof y, 1, f) != 1) return 9;
+    fclose(f);
+    small_args in = {x, y};
+    small_results out = {r0, r1};
+    int rc = small(&in, &out, NULL);
+    if (rc != SMALL_OK) return 10 + rc;
+    static _Alignas(SMALL_SCRATCH_ALIGN) unsigned char scratch[SMALL_SCRATCH_BYTES + 1];
+    if (small(&in, &out, scratch) != SMALL_OK) return 20;   /* the caller's scratch */
+    if (small(NULL, &out, NULL) != SMALL_ERR_NULL) return 21;
+    for (int i = 0; i < SMALL_OUTPUT_0_SIZE; i++) printf("%.9g\n", r0[i]);
+    for (int i = 0; i < SMALL_OUTPUT_1_SIZE; i++) printf("%.9g\n", r1[i]);
+    return 0;
+}
+'''
+
+C_MLP = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mlp.h"
+static void *read_all(const char *path, size_t n) {
+    void *p = malloc(n);
+    FILE *f = fopen(path, "rb");
+    if (!f || fread(p, n, 1, f) != 1) { fprintf(stderr, "cannot read %s\n", path); exit(9); }
+    fclose(f);
+    return p;
+}
+int main(int argc, char **argv) {
+    if (strcmp(mlp_digest, MLP_DIGEST) != 0) return 8;
+    mlp_args in = {
+        read_all(argv[1], sizeof(float) * MLP_X_SIZE), read_all(argv[2], sizeof(float) * MLP_W1_SIZE),
+        read_all(argv[3], sizeof(float) * MLP_B1_SIZE), read_all(argv[4], sizeof(float) * MLP_W2_SIZE),
+        read_all(argv[5], sizeof(float) * MLP_B2_SIZE)};
+    float probs[MLP_OUTPUT_SIZE];
+    mlp_results out = {probs};
+    int rc = mlp(&in, &out, NULL);
+    if (rc != MLP_OK) return 10 + rc;
+    for (int i = 0; i < MLP_OUTPUT_SIZE; i++) printf("%.9g\n", probs[i]);
+    return 0;
+}
+'''
+
+
+def build_c(directory, name, source):
+    (directory / "main.c").write_text(source)
+    exe = directory / "main"
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-O1", "-o", str(exe), str(directory / "main.c"),
+                    f"-I{directory}", f"-L{directory}", f"-l{name}", f"-Wl,-rpath,{directory}"],
+                   check=True, capture_output=True, text=True)
+    return exe
+
+
+def run_c(exe, *args):
+    out = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True)
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    return np.array(out.stdout.split(), np.float64)
+
+
+@needs_cc
+def test_a_c_program_gets_what_the_jit_gets(built, tmp_path):
+    root, model = built
+    d = root / "small"
+    exe = build_c(d, "small", C_SMALL)
+    x, y = inputs((4, 3), 4), inputs(5, 5)
+    (tmp_path / "in.bin").write_bytes(x.tobytes() + y.tobytes())
+    want = fj.function(model.small)(x, y)
+    np.testing.assert_allclose(run_c(exe, tmp_path / "in.bin"), np.concatenate([w.ravel() for w in want]),
+                               rtol=1e-6, atol=1e-6)
+
+    d = root / "mlp"
+    exe = build_c(d, "mlp", C_MLP)
+    xs = inputs((16, 64), 6)
+    files = [tmp_path / "x.bin"]
+    files[0].write_bytes(xs.tobytes())
+    for v in (model.W1, model.b1, model.W2, model.b2):   # the trained values, as a C program gets them
+        files.append(tmp_path / f"{v.name}.bin")
+        files[-1].write_bytes(v.numpy().tobytes())
+    got = run_c(exe, *files).reshape(16, 10)
+    np.testing.assert_allclose(got, fj.function(model.predict)(xs), rtol=1e-5, atol=1e-6)
+
+
+def test_load_compiled_in_a_fresh_process_without_numba(built, tmp_path):
+    root, model = built
+    xs = inputs((16, 64), 7)
+    np.save(tmp_path / "x.npy", xs)
+    prog = textwrap.dedent(f"""
+        import sys
+        sys.modules["numba"] = None          # import numba raises ImportError
+        import numpy as np, flowjit as fj
+        f = fj.load_compiled({str(root / 'mlp')!r})
+        np.save({str(tmp_path / 'y.npy')!r}, f(np.load({str(tmp_path / 'x.npy')!r})))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("llvmlite", "numba", "scipy") and sys.modules[m]),
+              fj.cache_stats())
+    """)
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] {'compiled': 0, 'loaded': 0, 'reused': 0}"
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), fj.function(model.predict)(xs), rtol=1e-5, atol=1e-6)
+
+
+def test_two_threads_call_one_entry_at_once(tmp_path):
+    def heavy(x, w):
+        h = fj.tanh(x @ w)
+        return fj.sum(h * h, axis=1) + fj.mean(h)
+    fj.export(heavy, inputs((256, 256), 0), inputs((256, 256), 0), path=tmp_path)
+    f = fj.load_compiled(tmp_path)
+    data = [(inputs((256, 256), 10 + t), inputs((256, 256), 20 + t)) for t in range(2)]
+    want = [fj.function(heavy)(*d) for d in data]
+    errors = []
+    barrier = threading.Barrier(2)
+
+    def work(t):
+        barrier.wait()
+        for _ in range(40):
+            got = f(*data[t])
+            if not np.allclose(got, want[t], rtol=1e-5, atol=1e-5):
+                errors.append(t)
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+
+
+def test_a_training_step_updates_its_variables(tmp_path):
+    w = fj.Variable(np.ones((3, 2), np.float32), name="w")
+
+    def step(x, y):
+        loss, g = fj.value_and_grad(lambda v: fj.mean((x @ v - y) ** 2))(w.value)
+        w.assign_sub(0.1 * g)
+        return loss
+    x, y = inputs((4, 3), 1), inputs((4, 2), 2)
+    fj.export(step, x, y, path=tmp_path)
+    f = fj.load_compiled(tmp_path)
+    jit = fj.function(step)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, y), jit(x, y), rtol=1e-5)
+        np.testing.assert_allclose(f.variables["w"], w.numpy(), rtol=1e-5)
+
+
+def test_arrays_of_the_wrong_shape_or_dtype_name_the_argument(built):
+    root, _ = built
+    f = fj.load_compiled(root / "small")
+    x, y = inputs((4, 3), 1), inputs(5, 2)
+    with pytest.raises(TypeError, match=r"argument 'x' must be float32\[4,3\], got a float64 array"):
+        f(x.astype(np.float64), y)
+    with pytest.raises(ValueError, match=r"argument 'y' must have shape \(5,\)"):
+        f(x, inputs(6, 2))
+    with pytest.raises(TypeError, match=r"takes 2 argument\(s\) \(x, y\), got 1"):
+        f(x)
+    got = f(np.asfortranarray(x), y)   # strided arrays are made contiguous
+    np.testing.assert_allclose(got[0], f(x, y)[0])
+
+
+def _edit(directory, name, change, redigest):
+    path = directory / f"{name}.json"
+    m = json.loads(path.read_text())
+    change(m)
+    if redigest:
+        m["digest"] = mf.digest(m)
+    path.write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("case", ["tampered", "version", "cpu", "library"])
+def test_load_compiled_refuses_a_library_it_cannot_trust(built, tmp_path, case):
+    root, _ = built
+    d = tmp_path / "copy"
+    shutil.copytree(root / "small", d)
+    if case == "tampered":   # an edited shape without a new digest
+        _edit(d, "small", lambda m: m["args"][0].update(shape=[8, 3]), False)
+        match = "modified after it was built"
+    elif case == "version":
+        _edit(d, "small", lambda m: m.update(flowjit_version="0.0.1"), True)
+        match = "built by flowjit 0.0.1, this is flowjit"
+    elif case == "cpu":
+        _edit(d, "small", lambda m: m["cpu"]["required_flags"].append("avx9000"), True)
+        match = "which has avx9000; this CPU does not"
+    else:   # a manifest re-digested after an edit no longer matches the library's own digest
+        _edit(d, "small", lambda m: (m["args"][0].update(shape=[8, 3]), m.update(library_sha256=None)), True)
+        match = "does not match its manifest"
+    with pytest.raises(AOTError, match=match):
+        fj.load_compiled(d)
+
+
+def test_a_program_without_a_native_form_writes_nothing(tmp_path):
+    def gather(x):
+        return fj.take(x, fj.argmax(x, axis=1), axis=0) + 1
+    with pytest.raises(AOTError, match=r"op gather at test_aot.py:\d+ has no native form"):
+        fj.export(gather, inputs((4, 3), 0), path=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_usage_errors_show_the_expected_form(built, capsys):
+    root, _ = built
+    target = f"{root / 'model.py'}:small"
+    for args, says in ((["--arg", "f32[4,3"], "bad --arg 'f32[4,3'"),
+                       (["--arg", "f32[4,3]"], "small takes 2 argument(s) (x, y), got 1 --arg")):
+        with pytest.raises(SystemExit) as e:
+            main(["compile", target, *args, "-o", str(root / "never")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert says in err and f"expected: flowjit compile {target} --arg TYPE --arg TYPE" in err
+    assert not (root / "never").exists()
+    assert main(["compile", target, "--arg", "f32[4,3]", "--arg", "f32[5]", "--cpu", "pentium", "-o",
+                 str(root / "never")]) == 1
+    assert "unknown --cpu 'pentium'" in capsys.readouterr().err
+    assert not (root / "never").exists()
+
+
+def test_no_c_compiler_still_writes_the_object_and_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(AOTError, match="install one"):
+        fj.export(lambda x: x * 2, inputs(4, 0), path=tmp_path, name="twice")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["twice.h", "twice.json", "twice.o"]
+
+
+
+
+def test_the_loader_imports_no_tracer_and_no_compiler():
+    # What load_compiled runs (loader, manifest) reads only errors and the version of flowjit.
+    from pathlib import Path
+
+    import flowjit.aot
+    from tests.test_layering import flowjit_imports
+    for name in ("loader.py", "manifest.py"):
+        found = {m for _, m in flowjit_imports(Path(flowjit.aot.__file__).parent / name)}
+        assert found <= {"flowjit.aot.manifest", "flowjit.ir.errors", "flowjit.version"}, (name, found)
