@@ -11,6 +11,7 @@ into a C shared library with its header and manifest (``flowjit.aot``).
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
 import os
@@ -80,6 +81,19 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     from flowjit.aot import AOTError, export
     fn = load_function(ns.target)
     func = ns.target.rpartition(":")[2]
+    static = {}
+    for text in ns.static:
+        key, sep, value = text.partition("=")
+        if not sep or not key.isidentifier():
+            ns.parser.error(f"bad --static {text!r}: expected NAME=VALUE, such as --static n=4 or --static mode=train")
+        try:
+            static[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            static[key] = value  # a bare word is a string
+    if static:
+        if fn._sig is None or not set(static) <= set(fn._sig.parameters):
+            ns.parser.error(f"--static {', '.join(static)}: {func} has no such parameter")
+        fn = function(fn.fun, static_argnames=sorted(fn.static_names | set(static)))
     arity = _arity(fn)
     names = ", ".join(p for p in fn._sig.parameters if p not in fn.static_names) if fn._sig is not None else ""
     usage = (f"flowjit compile {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} -o build/ "
@@ -95,7 +109,7 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     if arity is not None and len(args) != arity:
         ns.parser.error(f"{func} takes {arity} argument(s) ({names}), got {len(args)} --arg; expected: {usage}")
     try:
-        done = export(fn, *args, path=ns.output, name=ns.name, cpu=ns.cpu)
+        done = export(fn, *args, path=ns.output, name=ns.name, cpu=ns.cpu, static=static)
     except (AOTError, FlowjitError) as e:
         print(f"flowjit compile: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -136,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_c.add_argument("target", help="path/to/file.py:function")
     p_c.add_argument("--arg", action="append", default=[], metavar="TYPE",
                      help="an argument type such as f32[8,64] or i32[8] (repeat per argument)")
+    p_c.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
+                     help="the value of a static parameter, compiled in (a Python literal or a word)")
     p_c.add_argument("-o", "--output", default="build", help="the directory to write (default: build)")
     p_c.add_argument("--name", default=None, help="the library's name (default: the function's)")
     p_c.add_argument("--cpu", default="x86-64-v3",

@@ -94,12 +94,22 @@ def _target(cpu: str) -> tuple[Any, dict[str, Any]]:
                     "triple": target.triple, "machine": machine, "required_flags": mf.required_flags(cpu)}
 
 
-def _trace(f: Callable[..., Any], args: tuple) -> tuple[Any, Any, list]:
+def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[Any, Any, list, dict[str, Any]]:
     from flowjit.tracer.function import TracedFunction, function
     tf = f if isinstance(f, TracedFunction) else function(f)
-    _, _, _, structure = tf._signature(args, {})
-    entry, _ = tf._lookup(args, {})
-    return tf, entry, structure
+    if static and not set(static) <= tf.static_names:
+        tf = function(tf.fun, static_argnames=sorted(tf.static_names | set(static)))
+    kwargs = dict(static)
+    if static and tf._sig is not None:
+        # The example arrays are the parameters that are not static, in order, wherever
+        # the static ones sit among them.
+        names = [p.name for p in tf._sig.parameters.values() if p.name not in static
+                 and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        kwargs.update(zip(names, args))
+        args = args[len(names):]
+    key, _, _, structure = tf._signature(args, kwargs)
+    entry, _ = tf._lookup(args, kwargs)
+    return tf, entry, structure, {k[0]: k[2] for k in key if k[1] == "static"}
 
 
 def _plan(entry: Any, name: str) -> tuple[Any, Any, list[np.ndarray]]:
@@ -144,20 +154,22 @@ def _compiler() -> list[str] | None:
 
 
 def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] = "build",
-           name: str | None = None, cpu: str = "x86-64-v3") -> Exported:
+           name: str | None = None, cpu: str = "x86-64-v3", static: dict[str, Any] | None = None) -> Exported:
     """Compile ``f`` (an ``fj.function`` or a plain function) for arguments like
     ``example_args`` (arrays, or ``fj.ShapeDtype`` for shapes alone) into ``path``:
     ``libNAME.so`` (C entry ``int32_t NAME(const NAME_args*, NAME_results*, void *scratch)``),
     ``NAME.h``, ``NAME.json`` (the manifest ``fj.load_compiled`` reads), ``NAME.o`` and,
     when ``f`` reads Variables, ``NAME.safetensors``. ``cpu``: ``x86-64-v3`` (the default:
-    portable to any x86-64 CPU with AVX2), another x86-64 level, or ``native``. A program
+    portable to any x86-64 CPU with AVX2), another x86-64 level, or ``native``. ``static``:
+    values of ``f``'s static parameters by name (compiled in; the library does not take
+    them). A program
     with no native form raises AOTError naming the op and line before any file is written;
     with no C compiler the object, header and manifest are written and AOTError says what
     to install."""
     from flowjit.codegen_llvm import jit
     from flowjit.codegen_llvm.program_emit import render_c_library
     target, cpu_entry = _target(cpu)
-    tf, entry, structure = _trace(f, example_args)
+    tf, entry, structure, statics = _trace(f, example_args, dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores")
@@ -170,7 +182,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     leaf_names: list[str] = []
     for pname, tree, names in structure:
         if tree is None:
-            params.append({"name": pname, "static": True})
+            params.append({"name": pname, "static": repr(statics[pname])})  # compiled in
             continue
         params.append({"name": pname, "tree": mf.tree_from_def(tree)})
         leaf_names += names

@@ -339,3 +339,24 @@ def test_the_loader_imports_no_tracer_and_no_compiler():
     for name in ("loader.py", "manifest.py"):
         found = {m for _, m in flowjit_imports(Path(flowjit.aot.__file__).parent / name)}
         assert found <= {"flowjit.aot.manifest", "flowjit.ir.errors", "flowjit.version"}, (name, found)
+
+
+def test_static_parameters_are_compiled_in(tmp_path, capsys):
+    (tmp_path / "powers.py").write_text(textwrap.dedent('''
+        import flowjit as fj
+
+        def power(x, n, scale):
+            y = x
+            for _ in range(n - 1):
+                y = y * x
+            return y * scale
+    '''))
+    assert main(["compile", f"{tmp_path / 'powers.py'}:power", "--static", "n=3", "--arg", "f32[4]",
+                 "--arg", "f32[]", "-o", str(tmp_path / "out")]) == 0
+    f = fj.load_compiled(tmp_path / "out")
+    x = inputs(4, 0)
+    np.testing.assert_allclose(f(x, np.float32(2)), x ** 3 * 2, rtol=1e-6)
+    assert [p.get("static") for p in f.manifest["params"]] == [None, "3", None]
+    with pytest.raises(SystemExit):
+        main(["compile", f"{tmp_path / 'powers.py'}:power", "--static", "m=3", "--arg", "f32[4]", "--arg", "f32[]"])
+    assert "power has no such parameter" in capsys.readouterr().err
