@@ -59,8 +59,13 @@ class CompiledFunction:
         self.manifest = manifest
         self.name = manifest["name"]
         lib_path = directory / manifest["library"]
-        self._lib = ctypes.CDLL(str(lib_path))
         where = str(lib_path)
+        try:
+            self._lib = ctypes.CDLL(where)
+        except OSError as e:
+            blas = (manifest.get("blas") or {}).get("library")
+            needs = f"; it links the BLAS library {blas}, which must be installed where it was" if blas else ""
+            raise AOTError(f"cannot load {where}: {e}{needs}") from None
         try:  # a char array of the digest's 64 hex digits and a NUL
             embedded = (ctypes.c_char * 65).in_dll(self._lib, f"{self.name}_digest").value.decode(errors="replace")
         except ValueError:

@@ -98,7 +98,7 @@ def test_no_python_symbols(built):
     for lib in (root / "small" / "libsmall.so", root / "mlp" / "libmlp.so"):
         out = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True, check=True).stdout
         symbols = [line.split()[-1] for line in out.splitlines()]
-        assert not [s for s in symbols if s.startswith(("Py", "_Py", "numba", "NRT"))], out
+        assert not [s for s in symbols if s.startswith(("Py", "_Py", "numba", "NRT", "flowjit", "fj_"))], out
         defined = {line.split()[-1] for line in out.splitlines() if line.split()[-2] in ("T", "R", "D")}
         assert defined == {lib.stem[3:], f"{lib.stem[3:]}_digest"}, out
 
@@ -274,7 +274,7 @@ def _edit(directory, name, change, redigest):
     path.write_text(json.dumps(m))
 
 
-@pytest.mark.parametrize("case", ["tampered", "version", "cpu", "library"])
+@pytest.mark.parametrize("case", ["tampered", "version", "cpu", "library", "unloadable"])
 def test_load_compiled_refuses_a_library_it_cannot_trust(built, tmp_path, case):
     root, _ = built
     d = tmp_path / "copy"
@@ -288,9 +288,13 @@ def test_load_compiled_refuses_a_library_it_cannot_trust(built, tmp_path, case):
     elif case == "cpu":
         _edit(d, "small", lambda m: m["cpu"]["required_flags"].append("avx9000"), True)
         match = "which has avx9000; this CPU does not"
-    else:   # a manifest re-digested after an edit no longer matches the library's own digest
+    elif case == "library":   # a manifest re-digested after an edit no longer matches the library's own digest
         _edit(d, "small", lambda m: (m["args"][0].update(shape=[8, 3]), m.update(library_sha256=None)), True)
         match = "does not match its manifest"
+    else:
+        (d / "libsmall.so").write_bytes(b"not an ELF file")
+        _edit(d, "small", lambda m: m.update(library_sha256=None), False)
+        match = "cannot load .*libsmall.so"
     with pytest.raises(AOTError, match=match):
         fj.load_compiled(d)
 
