@@ -83,6 +83,10 @@ class CompiledFunction:
         self._n_user = sum(a["kind"] == "argument" for a in manifest["args"])
         self._n_out = sum(r["kind"] == "output" for r in manifest["results"])
         self._updated = [r["name"] for r in manifest["results"] if r["kind"] == "variable"]
+        self._flat = all(p["tree"]["kind"] == "leaf" for p in self._params)
+        self._single = manifest["output_tree"]["kind"] == "leaf"
+        self._in_type = ctypes.c_void_p * max(len(self._args), 1)
+        self._out_type = ctypes.c_void_p * max(len(self._results), 1)
         self.variables: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()   # variables change as one: a call reads or writes them all
         if manifest.get("variables"):
@@ -100,6 +104,13 @@ class CompiledFunction:
                 self.variables[label] = np.ascontiguousarray(value)
 
     def _leaves(self, args: tuple) -> list[np.ndarray]:
+        if self._flat and len(args) == self._n_user:
+            # Every parameter one array: arrays already as the library takes them go as they are.
+            for x, (_, dtype, shape) in zip(args, self._args):
+                if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape or not x.flags.c_contiguous:
+                    break
+            else:
+                return list(args)
         if len(args) != len(self._params):
             raise TypeError(f"{self.name} takes {len(self._params)} argument(s) "
                             f"({', '.join(p['name'] for p in self._params)}), got {len(args)}")
@@ -125,7 +136,7 @@ class CompiledFunction:
         """Run the library on ``args``; its outputs in the function's structure."""
         leaves = self._leaves(args)
         results = [np.empty(shape, dtype) for dtype, shape in self._results]
-        outs = (ctypes.c_void_p * max(len(results), 1))(*(r.ctypes.data for r in results))
+        outs = self._out_type(*[r.ctypes.data for r in results])
         if not self.variables:
             self._run(leaves, outs)
         else:
@@ -133,10 +144,12 @@ class CompiledFunction:
                 self._run(leaves + [self.variables[label] for label, _, _ in self._args[self._n_user:]], outs)
                 for label, new in zip(self._updated, results[self._n_out:]):
                     self.variables[label] = new
+        if self._single:
+            return results[0]
         return mf.unflatten(self.manifest["output_tree"], results[:self._n_out])
 
     def _run(self, arrays: list[np.ndarray], outs: Any) -> None:
-        ins = (ctypes.c_void_p * max(len(arrays), 1))(*(a.ctypes.data for a in arrays))
+        ins = self._in_type(*[a.ctypes.data for a in arrays])
         rc = self._entry(ins, outs, None)  # ctypes releases the GIL for the call
         if rc:
             kind, what = _ERRORS.get(rc, (RuntimeError, f"error code {rc}"))
