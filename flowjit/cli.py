@@ -109,7 +109,8 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     if arity is not None and len(args) != arity:
         ns.parser.error(f"{func} takes {arity} argument(s) ({names}), got {len(args)} --arg; expected: {usage}")
     try:
-        done = export(fn, *args, path=ns.output, name=ns.name, cpu=ns.cpu, static=static)
+        done = export(fn, *args, path=ns.output, name=ns.name, cpu=ns.cpu, static=static,
+                      threads=ns.threads)
     except (AOTError, FlowjitError) as e:
         print(f"flowjit compile: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -157,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_c.add_argument("--cpu", default="x86-64-v3",
                      help="the CPU to compile for: x86-64-v3 (default: any x86-64 CPU with AVX2), "
                           "x86-64, x86-64-v2, x86-64-v4, or native (this machine's)")
+    p_c.add_argument("--threads", type=int, default=0,
+                     help="the most threads a call runs its large loops on: 0 (default) every CPU of the "
+                          "machine it runs on, 1 none but the caller's (no thread pool in the library)")
     p_c.set_defaults(func=cmd_compile, parser=p_c)
     ns = parser.parse_args(argv)
     return ns.func(ns)

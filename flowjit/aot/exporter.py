@@ -39,6 +39,9 @@ from .manifest import AOTError
 
 # Where a library's scratch block must start (the plan aligns buffers to it).
 SCRATCH_ALIGN = 64
+# The pieces a large loop is planned in when the library may use every CPU: the pool
+# runs min(pieces, its threads) of them, so this caps the threads a library ever uses.
+ALL_CPUS = 64
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[
     return tf, entry, structure, {k[0]: k[2] for k in key if k[1] == "static"}
 
 
-def _plan(entry: Any, name: str) -> tuple[Any, Any, list[np.ndarray]]:
+def _plan(entry: Any, name: str, threads: int) -> tuple[Any, Any, list[np.ndarray]]:
     from flowjit.codegen_llvm.program import NotNative, plan_program
     from flowjit.runtime.executable import Executable, compile_function
     exe = compile_function(entry.function, backend="llvm", parallel=False)
@@ -125,7 +128,8 @@ def _plan(entry: Any, name: str) -> tuple[Any, Any, list[np.ndarray]]:
                        f"{_where(op) if op is not None else ''} has no native form ({why})")
     try:
         source = exe._block_source()
-        plan, constants = plan_program(exe.function, source.kernels, False, 1, source.blocks)
+        parts = threads or ALL_CPUS
+        plan, constants = plan_program(exe.function, source.kernels, parts > 1, parts, source.blocks)
     except NotNative as e:
         raise _not_native(exe.function, str(e), name) from None
     return exe, plan, constants
@@ -154,7 +158,8 @@ def _compiler() -> list[str] | None:
 
 
 def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] = "build",
-           name: str | None = None, cpu: str = "x86-64-v3", static: dict[str, Any] | None = None) -> Exported:
+           name: str | None = None, cpu: str = "x86-64-v3", static: dict[str, Any] | None = None,
+           threads: int = 0) -> Exported:
     """Compile ``f`` (an ``fj.function`` or a plain function) for arguments like
     ``example_args`` (arrays, or ``fj.ShapeDtype`` for shapes alone) into ``path``:
     ``libNAME.so`` (C entry ``int32_t NAME(const NAME_args*, NAME_results*, void *scratch)``),
@@ -162,18 +167,23 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     when ``f`` reads Variables, ``NAME.safetensors``. ``cpu``: ``x86-64-v3`` (the default:
     portable to any x86-64 CPU with AVX2), another x86-64 level, or ``native``. ``static``:
     values of ``f``'s static parameters by name (compiled in; the library does not take
-    them). A program
+    them). ``threads``: the most threads a call runs its large loops on, 0 (the default)
+    for every CPU of the machine it runs on (``FLOWJIT_NUM_THREADS`` caps them there), 1
+    for the caller's thread alone (no thread pool in the library). A program
     with no native form raises AOTError naming the op and line before any file is written;
     with no C compiler the object, header and manifest are written and AOTError says what
     to install."""
     from flowjit.codegen_llvm import jit
+    from flowjit.codegen_llvm.program import KernelCall, walk_steps
     from flowjit.codegen_llvm.program_emit import render_c_library
     target, cpu_entry = _target(cpu)
     tf, entry, structure, statics = _trace(f, example_args, dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores")
-    exe, plan, constants = _plan(entry, name)
+    if threads < 0:
+        raise AOTError(f"threads={threads}: give 0 (every CPU), 1 (no thread pool) or the most threads to use")
+    exe, plan, constants = _plan(entry, name, threads)
     blas, int_bits, blas_library = _blas(plan)
 
     taken: set[str] = set()
@@ -209,7 +219,8 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         "flowjit_version": __version__, "ir_hash": ir_hash, "cpu": cpu_entry,
         "params": params, "args": args, "results": results, "output_tree": output_tree,
         "variables": {"file": f"{name}.safetensors", "names": var_names} if var_names else None,
-        "scratch_bytes": plan.scratch_bytes, "scratch_align": SCRATCH_ALIGN,
+        "scratch_bytes": plan.scratch_bytes, "scratch_align": SCRATCH_ALIGN, "threads": threads,
+        "pool": any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)),
         "blas": {"library": blas_library, "symbols": blas, "int_bits": int_bits} if blas else None,
     }
     manifest["digest"] = mf.digest(manifest)
@@ -269,6 +280,11 @@ def render_header(manifest: dict[str, Any]) -> str:
         " * The entry point keeps no state between calls: threads may call it at once, each with its",
         " * own out arrays and scratch.",
     ]
+    if manifest["pool"]:
+        most = "every CPU" if not manifest["threads"] else f"at most {manifest['threads']} threads"
+        lines += [f" * Large loops run on {most} (FLOWJIT_NUM_THREADS caps them): the library's own thread pool",
+                  " * starts on the first call; while it runs one call's loop, other calls run theirs on",
+                  " * their own thread."]
     if manifest["variables"]:
         lines.append(f" * Variables are arguments too: their trained values are in {manifest['variables']['file']}"
                      " (safetensors, by the names below).")

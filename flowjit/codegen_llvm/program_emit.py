@@ -530,6 +530,7 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
 
 # Return codes of a library's entry point (flowjit.aot writes them into its header).
 C_OK, C_ERR_NOMEM, C_ERR_ALIGN, C_ERR_NULL = 0, 1, 2, 3
+SC_NPROCESSORS_ONLN = 84   # sysconf's name for the CPUs online, on Linux
 
 
 class _CDriver(_Driver):
@@ -558,6 +559,47 @@ class _CDriver(_Driver):
     def table(self, b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:  # type: ignore[override]
         return self.slots[i]
 
+    def pool_once(self) -> ir.GlobalVariable:
+        """The ``pthread_once_t`` (an int, 0 before) that starts the pool once per process."""
+        g = ir.GlobalVariable(self.module, I32, "fj_pool_once")
+        g.initializer, g.linkage = ir.Constant(I32, 0), "internal"
+        return g
+
+    def pool_start(self) -> ir.Function:
+        """``fj_pool_start()``: start the library's native pool (pthread_pool's module,
+        linked in) with a worker per CPU but the caller's, ``FLOWJIT_NUM_THREADS`` capping
+        the threads; a forked child runs its loops on its one thread."""
+        fn = ir.Function(self.module, ir.FunctionType(VOID, []), "fj_pool_start")
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        getenv = self.extern("getenv", I8P, [I8P])
+        text = bytearray(b"FLOWJIT_NUM_THREADS\0")
+        name = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(text)), "fj_threads_variable")
+        name.initializer, name.global_constant, name.linkage = ir.Constant(name.type.pointee, text), True, "internal"
+        env = b.call(getenv, [b.bitcast(name, I8P)])
+        set_, unset, go = (fn.append_basic_block(x) for x in ("set", "unset", "go"))
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(env, I64), ir.Constant(I64, 0)), unset, set_)
+        b.position_at_end(set_)
+        wanted = b.call(self.extern("atol", I64, [I8P]), [env])
+        b.branch(go)
+        b.position_at_end(unset)
+        cpus = b.call(self.extern("sysconf", I64, [I32]), [ir.Constant(I32, SC_NPROCESSORS_ONLN)])
+        b.branch(go)
+        b.position_at_end(go)
+        n = b.phi(I64)
+        n.add_incoming(wanted, set_)
+        n.add_incoming(cpus, unset)
+        workers = b.sub(n, ir.Constant(I64, 1))
+        workers = b.select(b.icmp_signed("<", workers, ir.Constant(I64, 0)), ir.Constant(I64, 0), workers)
+        # A pthread_create failure leaves the workers made so far: loops split over fewer.
+        b.call(self.extern("flowjit_pool_start", I32, [I64]), [workers])
+        after_fork = self.extern("flowjit_pool_after_fork", VOID, [])
+        hook = ir.FunctionType(VOID, []).as_pointer()
+        b.call(self.extern("pthread_atfork", I32, [hook] * 3), [ir.Constant(hook, None), ir.Constant(hook, None),
+                                                                 after_fork])
+        b.ret_void()
+        return fn
+
     def render_c(self, digest: str) -> str:
         plan = self.plan
         fn = ir.Function(self.module, ir.FunctionType(I32, [I8P.as_pointer(), I8P.as_pointer(), I8P]), self.name)
@@ -568,6 +610,9 @@ class _CDriver(_Driver):
         b = ir.IRBuilder(entry)
         null_arg = fn.append_basic_block("null_argument")
         misaligned = fn.append_basic_block("misaligned")
+        if any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
+            once = self.extern("pthread_once", I32, [I32.as_pointer(), ir.FunctionType(VOID, []).as_pointer()])
+            b.call(once, [self.pool_once(), self.pool_start()])
 
         def refuse_if(cond: ir.Value, where: ir.Block) -> None:
             ok = fn.append_basic_block("ok")
@@ -657,9 +702,20 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     ``scratch``: ``plan.scratch_bytes`` bytes, or NULL for the call to allocate and free
     its own. ``constants`` become read-only data of the module and ``blas`` maps
     ``sgemm``/``dgemm`` to the CBLAS symbols to call (integers of ``blas_int_bits``); the
-    module also exports ``char NAME_digest[]`` holding ``digest``. No Python symbol and no
-    mutable global: threads may call the entry at once. Plan it with ``threads=1``: a
-    split kernel would call the process's native pool, which the library does not hold."""
-    if any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
-        raise ValueError(f"program {plan.name}: plan the C library with threads=1 (it has no thread pool)")
-    return _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits).render_c(digest))
+    module also exports ``char NAME_digest[]`` holding ``digest``. No Python symbol, and
+    threads may call the entry at once: the only state is the native pool a plan with
+    split kernels links in (``pthread_pool``, internal to the library, started by the
+    first call; a second caller while it runs a loop runs its loops on its own thread)."""
+    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits).render_c(digest))
+    if not any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
+        return text
+    import llvmlite.binding as llvm
+
+    from .pthread_pool import build_module
+    with jit._llvm_lock:
+        module = llvm.parse_assembly(text)
+        module.link_in(llvm.parse_assembly(build_module()))
+        for f in module.functions:  # the pool is this library's own, not the process's
+            if not f.is_declaration and f.name != name:
+                f.linkage = "internal"
+        return str(module)

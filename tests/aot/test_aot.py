@@ -5,6 +5,7 @@ threads at once, and refuses bad input with errors that say what to do."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -210,14 +211,25 @@ def test_load_compiled_in_a_fresh_process_without_numba(built, tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), fj.function(model.predict)(xs), rtol=1e-5, atol=1e-6)
 
 
-def test_two_threads_call_one_entry_at_once(tmp_path):
-    def heavy(x, w):
-        h = fj.tanh(x @ w)
-        return fj.sum(h * h, axis=1) + fj.mean(h)
-    fj.export(heavy, inputs((256, 256), 0), inputs((256, 256), 0), path=tmp_path)
+def big(x):
+    return fj.tanh(x) * 2 + fj.exp(-x * x)
+
+
+def heavy(x, w):
+    h = fj.tanh(x @ w)
+    return fj.sum(h * h, axis=1) + fj.mean(h)
+
+
+@pytest.mark.parametrize("case", ["matmul", "pool"])
+def test_two_threads_call_one_entry_at_once(tmp_path, case):
+    # "pool": loops split over the library's pool, which one caller holds while the other
+    # runs its loops alone.
+    fn, shapes = (heavy, [(256, 256), (256, 256)]) if case == "matmul" else (big, [(512, 1024)])
+    fj.export(fn, *[inputs(s, 0) for s in shapes], path=tmp_path)
     f = fj.load_compiled(tmp_path)
-    data = [(inputs((256, 256), 10 + t), inputs((256, 256), 20 + t)) for t in range(2)]
-    want = [fj.function(heavy)(*d) for d in data]
+    assert f.manifest["pool"] == (case == "pool")
+    data = [[inputs(s, 10 * t + k) for k, s in enumerate(shapes)] for t in range(2)]
+    want = [fj.function(fn)(*d) for d in data]
     errors = []
     barrier = threading.Barrier(2)
 
@@ -364,3 +376,45 @@ def test_static_parameters_are_compiled_in(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["compile", f"{tmp_path / 'powers.py'}:power", "--static", "m=3", "--arg", "f32[4]", "--arg", "f32[]"])
     assert "power has no such parameter" in capsys.readouterr().err
+
+
+@needs_cc
+def test_large_loops_run_on_the_librarys_own_pool(tmp_path):
+    x = inputs((512, 1024), 0)   # past the pool's threshold
+    fj.export(big, x, path=tmp_path / "pool")
+    fj.export(big, x, path=tmp_path / "one", threads=1)
+    want = fj.function(big)(x)
+    undefined = {}
+    for d in ("pool", "one"):
+        f = fj.load_compiled(tmp_path / d)
+        assert f.manifest["pool"] == (d == "pool")
+        np.testing.assert_allclose(f(x), want, rtol=1e-6, atol=1e-6)
+        out = subprocess.run(["nm", "-D", "--undefined-only", str(tmp_path / d / "libbig.so")],
+                             capture_output=True, text=True, check=True).stdout
+        undefined[d] = {line.split()[-1].split("@")[0] for line in out.splitlines()}
+    assert "pthread_create" in undefined["pool"] and "pthread_create" not in undefined["one"]
+    assert "Large loops run on every CPU" in (tmp_path / "pool" / "big.h").read_text()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_runs_the_pool_library_alone(tmp_path):
+    # The pool's workers do not exist in a child: its loops must run on its one thread.
+    x = inputs((512, 1024), 1)
+    fj.export(big, x, path=tmp_path)
+    f = fj.load_compiled(tmp_path)
+    want = f(x)
+    prog = textwrap.dedent(f"""
+        import os, numpy as np, flowjit as fj
+        f = fj.load_compiled({str(tmp_path)!r})
+        x = np.load({str(tmp_path / 'x.npy')!r})
+        f(x)                                   # the pool starts in the parent
+        pid = os.fork()
+        if pid == 0:
+            ok = np.array_equal(f(x), np.load({str(tmp_path / 'want.npy')!r}))
+            os._exit(0 if ok else 3)
+        print(os.waitpid(pid, 0)[1] >> 8)
+    """)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "want.npy", want)
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
