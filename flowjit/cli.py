@@ -110,7 +110,7 @@ def cmd_compile(ns: argparse.Namespace) -> int:
         ns.parser.error(f"{func} takes {arity} argument(s) ({names}), got {len(args)} --arg; expected: {usage}")
     try:
         done = export(fn, *args, path=ns.output, name=ns.name, cpu=ns.cpu, static=static,
-                      threads=ns.threads)
+                      threads=ns.threads, freeze=ns.freeze)
     except (AOTError, FlowjitError) as e:
         print(f"flowjit compile: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -161,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_c.add_argument("--threads", type=int, default=0,
                      help="the most threads a call runs its large loops on: 0 (default) every CPU of the "
                           "machine it runs on, 1 none but the caller's (no thread pool in the library)")
+    p_c.add_argument("--freeze", action="store_true",
+                     help="compile the values of the Variables the function reads into the library, so a C "
+                          "caller passes only the arguments (default: they are arguments, saved in NAME.safetensors)")
     p_c.set_defaults(func=cmd_compile, parser=p_c)
     ns = parser.parse_args(argv)
     return ns.func(ns)

@@ -159,7 +159,7 @@ def _compiler() -> list[str] | None:
 
 def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] = "build",
            name: str | None = None, cpu: str = "x86-64-v3", static: dict[str, Any] | None = None,
-           threads: int = 0) -> Exported:
+           threads: int = 0, freeze: bool = False) -> Exported:
     """Compile ``f`` (an ``fj.function`` or a plain function) for arguments like
     ``example_args`` (arrays, or ``fj.ShapeDtype`` for shapes alone) into ``path``:
     ``libNAME.so`` (C entry ``int32_t NAME(const NAME_args*, NAME_results*, void *scratch)``),
@@ -169,7 +169,10 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     values of ``f``'s static parameters by name (compiled in; the library does not take
     them). ``threads``: the most threads a call runs its large loops on, 0 (the default)
     for every CPU of the machine it runs on (``FLOWJIT_NUM_THREADS`` caps them there), 1
-    for the caller's thread alone (no thread pool in the library). A program
+    for the caller's thread alone (no thread pool in the library). ``freeze``: the values
+    of the Variables ``f`` reads are compiled into the library (a C caller passes only
+    the arguments; no safetensors file) instead of being extra arguments; refused for
+    Variables ``f`` updates. A program
     with no native form raises AOTError naming the op and line before any file is written;
     with no C compiler the object, header and manifest are written and AOTError says what
     to install."""
@@ -183,6 +186,10 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores")
     if threads < 0:
         raise AOTError(f"threads={threads}: give 0 (every CPU), 1 (no thread pool) or the most threads to use")
+    if freeze and entry.assigned:
+        updated = ", ".join(v.name for v in entry.assigned)
+        raise AOTError(f"cannot freeze the Variables of {name}: it updates {updated}; export it without freeze "
+                       "(its variables are then arguments and results)")
     exe, plan, constants = _plan(entry, name, threads)
     blas, int_bits, blas_library = _blas(plan)
 
@@ -197,8 +204,11 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         params.append({"name": pname, "tree": mf.tree_from_def(tree)})
         leaf_names += names
     var_names = [v.name for v in entry.variables]
+    frozen = {i: np.ascontiguousarray(v._value) for i, v in enumerate(entry.variables, n_user)} if freeze else {}
     for i, a in enumerate(exe.function.args):
         var = i >= n_user
+        if i in frozen:
+            continue
         label = var_names[i - n_user] if var else leaf_names[i]
         args.append({"name": label, "c_name": _c_name(label, taken), "dtype": a.type.dtype.np.name,
                      "shape": list(a.type.shape), "kind": "variable" if var else "argument"})
@@ -218,13 +228,15 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         "format": mf.FORMAT, "name": name, "entry": name, "library": f"lib{name}.so", "header": f"{name}.h",
         "flowjit_version": __version__, "ir_hash": ir_hash, "cpu": cpu_entry,
         "params": params, "args": args, "results": results, "output_tree": output_tree,
-        "variables": {"file": f"{name}.safetensors", "names": var_names} if var_names else None,
+        "variables": {"file": f"{name}.safetensors", "names": var_names} if var_names and not freeze else None,
+        "frozen": {"names": var_names, "sha256": hashlib.sha256(b"".join(v.tobytes() for v in frozen.values()))
+                   .hexdigest()} if frozen else None,
         "scratch_bytes": plan.scratch_bytes, "scratch_align": SCRATCH_ALIGN, "threads": threads,
         "pool": any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)),
         "blas": {"library": blas_library, "symbols": blas, "int_bits": int_bits} if blas else None,
     }
     manifest["digest"] = mf.digest(manifest)
-    text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"])
+    text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"], frozen)
     obj = jit.compile_object(text, target, name)
 
     # Every check passed: now the files.
@@ -234,7 +246,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     obj_path.write_bytes(obj)
     header.write_text(render_header(manifest))
     weights = None
-    if entry.variables:
+    if manifest["variables"]:
         import safetensors.numpy
         weights = out / f"{name}.safetensors"
         safetensors.numpy.save_file({v.name: np.ascontiguousarray(v._value) for v in entry.variables},
@@ -285,6 +297,8 @@ def render_header(manifest: dict[str, Any]) -> str:
         lines += [f" * Large loops run on {most} (FLOWJIT_NUM_THREADS caps them): the library's own thread pool",
                   " * starts on the first call; while it runs one call's loop, other calls run theirs on",
                   " * their own thread."]
+    if manifest["frozen"]:
+        lines.append(f" * The values of Variables {', '.join(manifest['frozen']['names'])} are compiled in.")
     if manifest["variables"]:
         lines.append(f" * Variables are arguments too: their trained values are in {manifest['variables']['file']}"
                      " (safetensors, by the names below).")

@@ -539,17 +539,14 @@ class _CDriver(_Driver):
     routines called by symbol and the constants global data of the module."""
 
     def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
-                 blas_int_bits: int):
+                 blas_int_bits: int, frozen: dict[str, np.ndarray]):
         super().__init__(plan, blas_int_bits)
         self.name = name
         self.slots: dict[int, ir.Constant] = {}
         const_base = T_FIXED + 2 * self.n_results
         for k, c in enumerate(constants):
-            data = np.ascontiguousarray(c).tobytes()
-            g = ir.GlobalVariable(self.module, ir.ArrayType(I8, max(len(data), 1)), f"fj_const_{k}")
-            g.initializer = ir.Constant(g.type.pointee, bytearray(data or b"\0"))
-            g.global_constant, g.linkage, g.align = True, "internal", SCRATCH_ALIGN
-            self.slots[const_base + k] = g.ptrtoint(I64)
+            self.slots[const_base + k] = self.data(f"fj_const_{k}", c).ptrtoint(I64)
+        self.frozen = {arg: self.data(f"fj_frozen_{arg}", value) for arg, value in frozen.items()}
         it = ir.IntType(blas_int_bits)
         for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64)):
             if routine in blas:
@@ -558,6 +555,14 @@ class _CDriver(_Driver):
 
     def table(self, b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:  # type: ignore[override]
         return self.slots[i]
+
+    def data(self, symbol: str, array: np.ndarray) -> ir.GlobalVariable:
+        """``array``'s bytes as read-only data of the module, aligned as scratch is."""
+        data = np.ascontiguousarray(array).tobytes()
+        g = ir.GlobalVariable(self.module, ir.ArrayType(I8, max(len(data), 1)), symbol)
+        g.initializer = ir.Constant(g.type.pointee, bytearray(data or b"\0"))
+        g.global_constant, g.linkage, g.align = True, "internal", SCRATCH_ALIGN
+        return g
 
     def pool_once(self) -> ir.GlobalVariable:
         """The ``pthread_once_t`` (an int, 0 before) that starts the pool once per process."""
@@ -623,10 +628,13 @@ class _CDriver(_Driver):
             return b.icmp_unsigned("==", b.ptrtoint(p, I64), ir.Constant(I64, 0))
         refuse_if(b.or_(is_null(ins), is_null(outs)), null_arg)
         bufs: dict[str, ir.Value] = {}
-        for i, name in enumerate(plan.args):
+        passed = [name for name in plan.args if name not in self.frozen]
+        for i, name in enumerate(passed):
             p = b.load(b.gep(ins, [ir.Constant(I64, i)], inbounds=True))
             refuse_if(is_null(p), null_arg)
             bufs[name] = p
+        for name, g in self.frozen.items():
+            bufs[name] = b.bitcast(g, I8P)
         first_position: dict[str, ir.Value] = {}
         repeats: list[tuple[str, ir.Value]] = []
         for j, name in enumerate(plan.results):
@@ -692,7 +700,7 @@ class _CDriver(_Driver):
 
 
 def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
-                     blas_int_bits: int, digest: str) -> str:
+                     blas_int_bits: int, digest: str, frozen: dict[int, np.ndarray] | None = None) -> str:
     """The LLVM IR text of ``plan`` as a C library (``flowjit.aot``), every kernel linked in:
     ``int32_t NAME(void *const *in, void *const *out, void *scratch)`` takes a pointer per
     argument (C-contiguous, the traced shapes and dtypes, in ``plan.args`` order) and one
@@ -702,11 +710,14 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     ``scratch``: ``plan.scratch_bytes`` bytes, or NULL for the call to allocate and free
     its own. ``constants`` become read-only data of the module and ``blas`` maps
     ``sgemm``/``dgemm`` to the CBLAS symbols to call (integers of ``blas_int_bits``); the
-    module also exports ``char NAME_digest[]`` holding ``digest``. No Python symbol, and
+    module also exports ``char NAME_digest[]`` holding ``digest``. ``frozen`` (argument
+    position -> value): arguments compiled in as read-only data, which ``in`` then skips
+    (a trained model's weights). No Python symbol, and
     threads may call the entry at once: the only state is the native pool a plan with
     split kernels links in (``pthread_pool``, internal to the library, started by the
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
-    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits).render_c(digest))
+    frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
+    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args).render_c(digest))
     if not any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
         return text
     import llvmlite.binding as llvm

@@ -418,3 +418,48 @@ def test_a_forked_child_runs_the_pool_library_alone(tmp_path):
     np.save(tmp_path / "want.npy", want)
     out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
+
+
+C_FROZEN = r'''
+#include <stdio.h>
+#include "frozen.h"
+int main(int argc, char **argv) {
+    float x[FROZEN_X_SIZE], probs[FROZEN_OUTPUT_SIZE];
+    FILE *f = fopen(argv[1], "rb");
+    if (fread(x, sizeof x, 1, f) != 1) return 9;
+    fclose(f);
+    frozen_args in = {x};                 /* the weights are in the library */
+    frozen_results out = {probs};
+    if (frozen(&in, &out, NULL) != FROZEN_OK) return 10;
+    for (int i = 0; i < FROZEN_OUTPUT_SIZE; i++) printf("%.9g\n", probs[i]);
+    return 0;
+}
+'''
+
+
+@needs_cc
+def test_frozen_variables_are_compiled_in(built, tmp_path, capsys):
+    root, model = built
+    d = tmp_path / "frozen"
+    assert main(["compile", f"{root / 'model.py'}:predict", "--arg", "f32[16,64]", "-o", str(d), "--name", "frozen",
+                 "--freeze"]) == 0
+    m = json.loads((d / "frozen.json").read_text())
+    assert [a["name"] for a in m["args"]] == ["x"] and m["variables"] is None
+    assert m["frozen"]["names"] == ["W1", "b1", "W2", "b2"] and not (d / "frozen.safetensors").exists()
+    xs = inputs((16, 64), 8)
+    want = fj.function(model.predict)(xs)
+    np.testing.assert_allclose(fj.load_compiled(d)(xs), want, rtol=1e-5, atol=1e-6)
+    (tmp_path / "x.bin").write_bytes(xs.tobytes())
+    got = run_c(build_c(d, "frozen", C_FROZEN), tmp_path / "x.bin").reshape(16, 10)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_freezing_variables_the_function_updates_is_refused(tmp_path):
+    w = fj.Variable(np.ones(3, np.float32), name="w")
+
+    def step(x):
+        w.assign_add(x)
+        return fj.sum(w * x)
+    with pytest.raises(AOTError, match="cannot freeze the Variables of step: it updates w"):
+        fj.export(step, inputs(3, 0), path=tmp_path / "out", freeze=True)
+    assert not (tmp_path / "out").exists()
