@@ -56,11 +56,19 @@ class Exported:
     weights: Path | None
 
 
+# C's keywords (C11 and C23), which no name in a header may be.
+C_KEYWORDS = frozenset("""auto bool break case char const constexpr continue default do double else enum extern
+false float for goto if inline int long nullptr register restrict return short signed sizeof static static_assert
+struct switch thread_local true typedef typeof union unsigned void volatile while""".split())
+
+
 def _c_name(text: str, taken: set[str]) -> str:
     """A C identifier for ``text`` (a leaf path, a variable's name) not in ``taken``."""
     base = re.sub(r"\W", "_", text).strip("_") or "value"
     if base[0].isdigit():
         base = f"v_{base}"
+    if base in C_KEYWORDS:
+        base = f"{base}_"
     name, n = base, 1
     while name in taken:
         n += 1
@@ -182,8 +190,9 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     target, cpu_entry = _target(cpu)
     tf, entry, structure, statics = _trace(f, example_args, dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)
-    if not re.fullmatch(r"[A-Za-z_]\w*", name):
-        raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores")
+    if not re.fullmatch(r"[A-Za-z_]\w*", name) or name in C_KEYWORDS:
+        raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores, "
+                       "not a C keyword")
     if threads < 0:
         raise AOTError(f"threads={threads}: give 0 (every CPU), 1 (no thread pool) or the most threads to use")
     if freeze and entry.assigned:

@@ -463,3 +463,17 @@ def test_freezing_variables_the_function_updates_is_refused(tmp_path):
     with pytest.raises(AOTError, match="cannot freeze the Variables of step: it updates w"):
         fj.export(step, inputs(3, 0), path=tmp_path / "out", freeze=True)
     assert not (tmp_path / "out").exists()
+
+
+@needs_cc
+def test_c_keywords_are_not_names_in_the_header(tmp_path):
+    def scale(int, default):   # parameters named like C keywords
+        return int * default
+    fj.export(scale, inputs(4, 0), inputs(4, 1), path=tmp_path)
+    header = (tmp_path / "scale.h").read_text()
+    assert "const float *int_;" in header and "const float *default_;" in header
+    (tmp_path / "check.c").write_text('#include "scale.h"\nint main(void) { return 0; }\n')
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{tmp_path}", "-o", str(tmp_path / "check"),
+                    str(tmp_path / "check.c")], check=True)
+    with pytest.raises(AOTError, match="not a C identifier"):
+        fj.export(scale, inputs(4, 0), inputs(4, 1), path=tmp_path / "other", name="double")
