@@ -9,6 +9,9 @@ rows of 64 pixels, ``test_y.i32``: int32 labels). Then it loads the library back
 
     python examples/aot/digits_predict.py [--epochs 10] [--out build]
     make -C examples/aot          # the same, then main.c built with cc and run
+
+(``fj.export(..., freeze=True)``, ``flowjit compile --freeze``, would compile the weights
+into the library instead: a C caller then passes the images alone.)
 """
 
 from __future__ import annotations
