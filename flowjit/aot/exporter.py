@@ -286,6 +286,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
 
 def render_header(manifest: dict[str, Any]) -> str:
     """The C header of an exported program (see the module docstring of flowjit.aot)."""
+    from flowjit.codegen_llvm.program_emit import C_ERR_ALIGN, C_ERR_NOMEM, C_ERR_NULL, C_OK
     name = manifest["name"]
     up = name.upper()
     lines = [
@@ -319,10 +320,11 @@ def render_header(manifest: dict[str, Any]) -> str:
               f'#define {up}_CPU "{manifest["cpu"]["name"]}"',
               f"#define {up}_SCRATCH_BYTES {manifest['scratch_bytes']}",
               f"#define {up}_SCRATCH_ALIGN {manifest['scratch_align']}",
-              "", "/* return codes */", f"#define {up}_OK 0",
-              f"#define {up}_ERR_NOMEM 1  /* the scratch or a kernel's temporary memory could not be allocated */",
-              f"#define {up}_ERR_ALIGN 2  /* scratch is not aligned to {up}_SCRATCH_ALIGN bytes */",
-              f"#define {up}_ERR_NULL 3   /* in, out or one of their pointers is NULL */",
+              "", "/* return codes */", f"#define {up}_OK {C_OK}",
+              f"#define {up}_ERR_NOMEM {C_ERR_NOMEM}  /* the scratch or a kernel's temporary memory could not "
+              "be allocated */",
+              f"#define {up}_ERR_ALIGN {C_ERR_ALIGN}  /* scratch is not aligned to {up}_SCRATCH_ALIGN bytes */",
+              f"#define {up}_ERR_NULL {C_ERR_NULL}   /* in, out or one of their pointers is NULL */",
               "", f"#define {up}_NUM_ARGS {len(manifest['args'])}",
               f"#define {up}_NUM_RESULTS {len(manifest['results'])}", ""]
 

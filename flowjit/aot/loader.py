@@ -1,7 +1,7 @@
 """``fj.load_compiled``: an exported library (``fj.export`` / ``flowjit compile``) as a
 Python callable, through ctypes and its manifest alone: no tracer call, no compiler, no
-numba or llvmlite, so a fresh process goes from start to its first result in
-milliseconds."""
+numba or llvmlite. A fresh process's first result costs its imports (Python, NumPy,
+flowjit) and about a millisecond to check and load the library."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from flowjit.version import __version__
 from . import manifest as mf
 from .manifest import AOTError
 
+# The entry's return codes (codegen_llvm.program_emit's C_ERR_*, which this module may
+# not import: it loads LLVM's IR builder).
 _ERRORS = {1: (MemoryError, "out of memory for its scratch or a kernel's temporary memory"),
            2: (ValueError, "its scratch block is misaligned"),
            3: (ValueError, "an argument or result pointer is NULL")}

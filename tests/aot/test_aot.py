@@ -477,3 +477,10 @@ def test_c_keywords_are_not_names_in_the_header(tmp_path):
                     str(tmp_path / "check.c")], check=True)
     with pytest.raises(AOTError, match="not a C identifier"):
         fj.export(scale, inputs(4, 0), inputs(4, 1), path=tmp_path / "other", name="double")
+
+
+def test_the_loader_knows_the_entrys_return_codes():
+    from flowjit.aot.loader import _ERRORS
+    from flowjit.codegen_llvm import program_emit as pe
+    assert sorted(_ERRORS) == sorted([pe.C_ERR_NOMEM, pe.C_ERR_ALIGN, pe.C_ERR_NULL]) and pe.C_OK == 0
+    assert _ERRORS[pe.C_ERR_NOMEM][0] is MemoryError
