@@ -484,3 +484,11 @@ def test_the_loader_knows_the_entrys_return_codes():
     from flowjit.codegen_llvm import program_emit as pe
     assert sorted(_ERRORS) == sorted([pe.C_ERR_NOMEM, pe.C_ERR_ALIGN, pe.C_ERR_NULL]) and pe.C_OK == 0
     assert _ERRORS[pe.C_ERR_NOMEM][0] is MemoryError
+
+
+def test_a_library_for_this_cpu(tmp_path):
+    x = inputs((8, 8), 0)
+    fj.export(big, x, path=tmp_path, cpu="native")
+    f = fj.load_compiled(tmp_path)
+    assert f.manifest["cpu"]["name"].startswith("native (") and f.manifest["cpu"]["required_flags"]
+    np.testing.assert_allclose(f(x), fj.function(big)(x), rtol=1e-6, atol=1e-6)
