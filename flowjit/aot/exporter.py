@@ -272,7 +272,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         command = [*cc, "-shared", "-o", str(library), str(obj_path)]
         if blas_library:
             command += [blas_library, f"-Wl,-rpath,{os.path.dirname(blas_library)}"]
-        command += ["-lm"]
+        command += ["-lm", *(["-pthread"] if manifest["pool"] else [])]  # before glibc 2.34 pthread is apart
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             error = AOTError(f"linking {library} failed ({' '.join(command)}): {done.stderr.strip()[:2000]}")
