@@ -27,6 +27,13 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
 Each fusion op is named after its ops in program order and lists the user lines it came
 from (``lines``), and sits where its last op stood, or earlier where a user of one of
 its outputs needs it sooner.
+
+The pass also records why it left two ops in different kernels, at the decision it made
+there (``FusionBoundary``, on the fused Function as ``fusion_boundaries``; read it with
+``boundaries_of``): the op it never fuses (a library call, a random draw, a Variable
+update, control flow, a transfer), the loop or reduction a group refused, the cycle a
+join would close, the other consumer an op joined, the size limit of a merged kernel.
+Recording changes nothing that fuses.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
@@ -49,6 +57,45 @@ def _is_scalar_constant(op: Op) -> bool:
     return op.primitive.kind == "constant" and op.results[0].type.size <= 1
 
 
+@dataclass(frozen=True)
+class FusionBoundary:
+    """Where the pass kept a producer and a consumer in different kernels, and why.
+
+    ``producer``/``consumer`` name the two sides as the fused program shows them (a
+    fusion op's kernel name, or the op left outside any kernel) and ``producer_id``/
+    ``consumer_id`` are those top-level ops' ids in the fused Function; ``producer_op``/
+    ``consumer_op`` are the ops at the edge the pass decided on, ``*_line`` their user
+    lines; ``code`` is one of ``REASONS`` and ``reason`` says it in words."""
+
+    producer: str
+    consumer: str
+    producer_op: str
+    consumer_op: str
+    producer_line: str
+    consumer_line: str
+    producer_id: int
+    consumer_id: int
+    code: str
+    reason: str
+
+
+# The reason codes a FusionBoundary carries.
+REASONS = {
+    "library_call": "an opaque op (matmul, conv, gather) runs as a library call or a kernel of its own",
+    "library_view": "a transpose or reshape read only by library calls stays a view",
+    "random": "a random draw never fuses",
+    "stateful": "a Variable's read or update never fuses",
+    "control": "control flow (cond, while, scan) runs its blocks as programs of their own",
+    "device_change": "the two sides run on different devices (a send/recv pair, or ops placed apart)",
+    "reduction_mismatch": "a kernel holds reductions of one input shape and axes only",
+    "reduction_smaller": "the reduction loops over fewer elements than the kernel reading it",
+    "larger_loop": "the producer loops over more elements than the consumer's kernel",
+    "cycle": "fusing would close a cycle through an op outside the kernel",
+    "other_consumer": "the producer joined the kernel of another of its consumers",
+    "size_limit": "a merged kernel holds at most MAX_MERGED_OPS ops",
+}
+
+
 class _Group:
     """Ops being fused, with the loop shape and reduction axes every member must fit."""
 
@@ -60,17 +107,28 @@ class _Group:
         self.device = root.device
         self.add(root)
 
-    def accepts(self, op: Op) -> bool:
+    def refusal(self, op: Op) -> tuple[str, str] | None:
+        """Why ``op`` cannot join this group (a code of ``REASONS`` and words), or None."""
         if op.device != self.device:
-            return False
+            return "device_change", f"{op.name} runs on {op.device or 'the default device'}, the kernel on " \
+                                    f"{self.device or 'the default device'}"
         if op.primitive.kind == "reduction":
             shape = op.inputs[0].type.shape
             axes = _axes_of(op)
             if self.reduce_shape is None:
-                return math.prod(shape) >= self.loop_size
-            return shape == self.reduce_shape and axes == self.reduce_axes
+                if math.prod(shape) >= self.loop_size:
+                    return None
+                return "reduction_smaller", f"{op.name} reduces {list(shape)} ({math.prod(shape)} elements), " \
+                                            f"the kernel reading it loops over {self.loop_size}"
+            if shape == self.reduce_shape and axes == self.reduce_axes:
+                return None
+            return "reduction_mismatch", f"{op.name} reduces axes {list(axes)} of {list(shape)}, the kernel " \
+                                         f"already reduces axes {list(self.reduce_axes or ())} of " \
+                                         f"{list(self.reduce_shape)}"
         size = max([op.results[0].type.size] + [v.type.size for v in op.inputs])
-        return size <= self.loop_size
+        if size <= self.loop_size:
+            return None
+        return "larger_loop", f"{op.name} loops over {size} elements, the consumer's kernel over {self.loop_size}"
 
     def add(self, op: Op) -> None:
         self.ops.append(op)
@@ -81,6 +139,109 @@ class _Group:
         self.loop_size = max([self.loop_size, *sizes])
 
 
+class _Reasons:
+    """What the pass decided, as it decided it: why an op stays out of every kernel
+    (``alone``, by op id), why an op did not join a user's group (``edges``, by producer
+    and user op ids), why two groups did not merge (``groups``, by group ids) and which
+    kernels of results the size limit kept apart (``full``)."""
+
+    def __init__(self) -> None:
+        self.alone: dict[int, tuple[str, str]] = {}
+        self.edges: dict[tuple[int, int], tuple[str, str]] = {}
+        self.groups: dict[tuple[int, int], str] = {}
+        self.full: list[tuple[_Group, _Group, str]] = []
+
+
+# Why an op of each kind never joins a kernel.
+_NEVER_FUSES = {
+    "opaque": ("library_call", "{} is a library call (BLAS for matmul) or a kernel of its own: what it reads "
+                               "and writes goes through memory"),
+    "random": ("random", "{} draws from the random generator's state and never fuses"),
+    "stateful": ("stateful", "{} reads or updates a Variable and never fuses"),
+    "control": ("control", "{} runs its blocks as programs of their own: ops inside fuse with each other, "
+                           "never with ops outside"),
+    "transfer": ("device_change", "{} moves the value between devices"),
+    "constant": ("constant", "{} is data the kernels read"),
+}
+
+
+def _never_fuses(op: Op) -> tuple[str, str]:
+    code, words = _NEVER_FUSES.get(op.primitive.kind, _NEVER_FUSES["control"])
+    return code, words.format(op.name)
+
+
+def _loops(g: _Group) -> str:
+    if g.reduce_shape is None:
+        return f"{g.loop_size} elements, no reduction"
+    return f"{g.loop_size} elements reducing axes {list(g.reduce_axes or ())} of {list(g.reduce_shape)}"
+
+
+@dataclass
+class _Boundary:
+    producer: Op | _Group
+    consumer: Op | _Group
+    producer_op: Op
+    consumer_op: Op
+    code: str
+    reason: str
+
+    def resolve(self, fusion_ops: dict[int, Op]) -> FusionBoundary:
+        """The boundary named by the ops of the fused program (``fusion_ops``: group id ->
+        its fusion op)."""
+        p, c = (fusion_ops[id(u)] if isinstance(u, _Group) else u for u in (self.producer, self.consumer))
+        return FusionBoundary(p.attrs.get("name", p.name) if isinstance(self.producer, _Group) else p.name,
+                              c.attrs.get("name", c.name) if isinstance(self.consumer, _Group) else c.name,
+                              self.producer_op.name, self.consumer_op.name, _loc(self.producer_op),
+                              _loc(self.consumer_op), p.id, c.id, self.code, self.reason)
+
+
+def _names(ops: list[Op]) -> str:
+    return ", ".join(f"{op.name}" + (f" ({op.loc})" if op.loc is not None else "") for op in ops[:3])
+
+
+def _loc(op: Op) -> str:
+    return str(op.loc) if op.loc is not None else ""
+
+
+def _boundaries(block: Block, groups: list[_Group], group_of: dict[int, _Group], top: _TopLevel,
+                why: _Reasons) -> list[_Boundary]:
+    """Every pair of kernels (or kernel and op left outside) that a value crosses, in
+    program order, with the reason the pass recorded at the edge it decided on (the first
+    such edge between the pair)."""
+    final: dict[int, _Group] = {id(op): g for g in groups for op in g.ops}
+    found: dict[tuple[int, int], _Boundary] = {}
+    for p in block.ops:
+        # Constants are data, and a view read only by library calls is part of those calls.
+        if p.primitive.kind == "constant" or why.alone.get(id(p), ("",))[0] == "library_view":
+            continue
+        up = final.get(id(p), p)
+        for r in p.results:
+            for u, _ in r.uses:
+                c = top.get(id(u), u)
+                uc = final.get(id(c), c)
+                key = (id(up), id(uc))
+                if uc is up or key in found:
+                    continue
+                if isinstance(uc, _Group) and isinstance(up, _Group):
+                    code, words = why.edges.get((id(p), id(c)), (
+                        "other_consumer", f"{p.name} joined the kernel of another of its users; this one reads it "
+                                          f"from memory"))
+                    merge = why.groups.get((id(group_of[id(p)]), id(group_of[id(c)])))
+                    if merge and code != "cycle":
+                        words += f"; the two kernels were not merged after: {merge}"
+                else:
+                    code, words = why.alone.get(id(c)) or why.alone[id(p)]
+                found[key] = _Boundary(up, uc, p, c, code, words)
+    for bundle, g, words in why.full:
+        found[(id(bundle), id(g))] = _Boundary(bundle, g, bundle.ops[-1], g.ops[0], "size_limit", words)
+    return list(found.values())
+
+
+def boundaries_of(fn: Function) -> tuple[FusionBoundary, ...]:
+    """The boundaries the fusion pass recorded on ``fn`` (none when it did not run)."""
+    return getattr(fn, "fusion_boundaries", ())
+
+
 def _axes_of(op: Op) -> tuple[int, ...]:
     """The axes a reduction reduces, normalized; from whichever axis attribute it declares."""
     ndim = len(op.inputs[0].type.shape)
@@ -89,18 +250,22 @@ def _axes_of(op: Op) -> tuple[int, ...]:
     return (op.attrs["axis"] % ndim,)
 
 
-def fusion(fn: Function) -> Function:
-    """Group fusible ops of ``fn``'s body into ``fusion`` ops (see the module docstring)."""
+def fusion(fn: Function, record: bool = True) -> Function:
+    """Group fusible ops of ``fn``'s body into ``fusion`` ops (see the module docstring);
+    ``record``: keep the boundaries and their reasons on ``fn`` (``boundaries_of``)."""
     block = fn.body
     returned = {v.id for v in block.returns}
     top = _top_level_ancestors(block)
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
+    why = _Reasons()
     for op in reversed(block.ops):
         if op.primitive.kind not in FUSIBLE_KINDS or op.blocks:
+            why.alone[id(op)] = _never_fuses(op)
             continue
         users = _users(op, top)
         if _feeds_library_calls_as_view(op, users, returned):
+            why.alone[id(op)] = ("library_view", f"{op.name} is read only by library calls, as a view")
             continue
         candidates = list({id(g): g for g in (group_of.get(id(u)) for u in users) if g is not None}.values())
         candidates.sort(key=lambda g: -len(g.ops))
@@ -108,18 +273,27 @@ def fusion(fn: Function) -> Function:
             # Users outside the group read the value as an extra output of the kernel;
             # joining is only sound when none of them leads back into the group.
             outside = [u for u in users if group_of.get(id(u)) is not g]
-            if g.accepts(op) and not _reaches(outside, g, group_of, top):
+            refused = g.refusal(op)
+            if refused is None and _reaches(outside, g, group_of, top):
+                refused = ("cycle", f"a path from {op.name}'s other user {_names(outside)} leads back into "
+                                    f"the kernel: joining it would make the kernel wait for itself")
+            if refused is None:
                 g.add(op)
                 group_of[id(op)] = g
                 break
+            for u in users:
+                if group_of.get(id(u)) is g:
+                    why.edges[(id(op), id(u))] = refused
         else:
             g = _Group(op)
             groups.append(g)
             group_of[id(op)] = g
-    groups = _merge_consumers(groups, group_of, top)
-    groups = _merge_terminal_groups(groups, returned, top)
-    for g in groups:
-        _outline(fn, g, returned)
+    groups = _merge_consumers(groups, group_of, top, why)
+    groups = _merge_terminal_groups(groups, returned, top, why)
+    found = _boundaries(block, groups, group_of, top, why) if record else []
+    fusion_ops = {id(g): _outline(fn, g, returned) for g in groups}
+    if record:
+        fn.fusion_boundaries = tuple(b.resolve(fusion_ops) for b in found)  # type: ignore[attr-defined]
     _schedule(block)
     _drop_unused_scalar_constants(block)
     return fn
@@ -211,7 +385,8 @@ def _reaches(starts: list[Op], target: _Group, group_of: dict[int, _Group], top:
     return False
 
 
-def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: _TopLevel) -> list[_Group]:
+def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: _TopLevel, why: _Reasons
+                     ) -> list[_Group]:
     """Merge a group into the group producing its inputs when both loop over the same
     shape with the same reductions (a loss reading the log-softmax a kernel made) and no
     path through other ops leads from the producer to the consumer."""
@@ -225,10 +400,14 @@ def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: _To
                          for g in [group_of.get(id(v.producer))] if g is not None and g is not consumer}
             for producer in producers.values():
                 if not _same_loops(producer, consumer):
+                    why.groups[(id(producer), id(consumer))] = (
+                        "the kernels loop differently: " f"{_loops(producer)} and {_loops(consumer)}")
                     continue
                 inside = set(map(id, producer.ops)) | members
                 outside = [u for op in producer.ops for u in _users(op, top) if id(u) not in inside]
                 if _reaches(outside, consumer, group_of, top):
+                    why.groups[(id(producer), id(consumer))] = "a path through an op outside them leads from " \
+                                                              "one kernel to the other"
                     continue
                 producer.ops.extend(consumer.ops)
                 for op in consumer.ops:
@@ -246,7 +425,8 @@ def _same_loops(a: _Group, b: _Group) -> bool:
             and (a.reduce_shape, a.reduce_axes) == (b.reduce_shape, b.reduce_axes))
 
 
-def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: _TopLevel) -> list[_Group]:
+def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: _TopLevel, why: _Reasons
+                           ) -> list[_Group]:
     """Merge the groups whose results only leave the program (returned, or assigned to a
     Variable and returned): the optimizer's updates of every parameter become a few
     kernels instead of one per parameter. No path leads from such a group to another
@@ -272,6 +452,9 @@ def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: _TopLe
             continue
         bundle = bundles.get(g.device)
         if bundle is None or len(bundle.ops) + len(g.ops) > MAX_MERGED_OPS:
+            if bundle is not None:
+                why.full.append((bundle, g, f"the kernel of the results holds {len(bundle.ops)} ops; with "
+                                            f"{len(g.ops)} more it would pass the limit of {MAX_MERGED_OPS}"))
             bundles[g.device] = g
             merged.append(g)
         else:
@@ -313,8 +496,8 @@ def _schedule(block: Block) -> None:
     block.ops[:] = order
 
 
-def _outline(fn: Function, group: _Group, returned: set[int]) -> None:
-    """Replace the ops of ``group`` with one fusion op owning them."""
+def _outline(fn: Function, group: _Group, returned: set[int]) -> Op:
+    """Replace the ops of ``group`` with one fusion op owning them; return that op."""
     block = fn.body
     members = set(map(id, group.ops))
     position = {id(op): i for i, op in enumerate(block.ops)}
@@ -352,11 +535,13 @@ def _outline(fn: Function, group: _Group, returned: set[int]) -> None:
     last = ops[-1]
     outer = Builder(block, loc=ops[0].loc, device=last.device, index=position[id(last)] + 1)
     new = outer.emit("fusion", inputs, {"name": _name(ops), "lines": _lines(ops)}, blocks=[body])
+    fusion_op = block.ops[position[id(last)] + 1]
     for old, nv in zip(outputs, new):
         old.replace_all_uses_with(nv)
         block.set_returns([nv if v is old else v for v in block.returns])
     for op in reversed(ops):
         block.erase(op)
+    return fusion_op
 
 
 def _name(ops: list[Op]) -> str:

@@ -1,0 +1,109 @@
+"""The fusion pass records why it kept two ops in different kernels (issue 22), from its
+own decisions, without changing what fuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.passes.fusion import REASONS, boundaries_of, fusion
+from tests.random_programs import DTYPES, random_program
+
+S = fj.ShapeDtype
+F32 = np.float32
+
+
+def gelu(x):
+    return 0.5 * x * (1 + fj.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def mlp_step(x, y, w1, b1, w2, b2):
+    def loss(w1, b1, w2, b2):
+        h = fj.nn.relu(x @ w1 + b1)
+        logits = h @ w2 + b2
+        return -fj.mean(fj.sum(fj.nn.log_softmax(logits) * y, axis=1))
+    value, grads = fj.value_and_grad(loss, argnums=(0, 1, 2, 3))(w1, b1, w2, b2)
+    return value, [p - 0.1 * g for p, g in zip((w1, b1, w2, b2), grads)]
+
+
+MLP_ARGS = (S((64, 32), F32), S((64, 10), F32), S((32, 16), F32), S((16,), F32), S((16, 10), F32), S((10,), F32))
+
+
+def fused(f, *args):
+    return fj.function(f).ir(*args, stage="fused")
+
+
+def test_gelu_is_one_kernel_with_no_boundary():
+    fn = fused(gelu, S((64, 32), F32))
+    assert [op.primitive.role for op in fn.body.ops] == ["kernel"]
+    assert boundaries_of(fn) == ()
+
+
+def test_mlp_step_boundaries_are_the_matmuls_and_the_reductions():
+    fn = fused(mlp_step, *MLP_ARGS)
+    found = boundaries_of(fn)
+    assert {b.code for b in found} <= set(REASONS)
+    ids = {op.id: op for op in fn.body.ops}
+    for b in found:  # each side is a top-level op of the fused program, named as it shows it
+        for side, name in ((b.producer_id, b.producer), (b.consumer_id, b.consumer)):
+            assert ids[side].attrs.get("name", ids[side].name) == name
+    first = found[0]
+    assert (first.producer, first.consumer, first.code) == ("matmul", "add_gt_select", "library_call")
+    assert first.producer_line == first.consumer_line == f"{__name__.rsplit('.', 1)[-1]}.py:23"
+    # Every matmul is a boundary on each side; the loss's row sums and the bias gradient's
+    # column sum are reductions of different axes.
+    matmuls = [op for op in fn.body.ops if op.name == "matmul"]
+    touching = {b.producer_id for b in found} | {b.consumer_id for b in found}
+    assert all(m.id in touching for m in matmuls)
+    mismatch = [b for b in found if b.code == "reduction_mismatch"]
+    assert mismatch and "reduces axes [1] of [64, 10]" in mismatch[0].reason
+    assert any(b.code == "cycle" and "leads back into the kernel" in b.reason for b in found)
+
+
+def test_a_device_change_is_a_boundary(monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
+
+    def f(x):
+        y = fj.exp(x)
+        with fj.device("cpu:1"):
+            z = y * 2
+        return z + 1
+    found = boundaries_of(fused(f, S((8, 4), F32)))
+    assert [(b.producer, b.consumer, b.code) for b in found] == [
+        ("exp", "send", "device_change"), ("recv", "mul_add", "device_change")]
+
+
+def test_control_flow_is_a_boundary():
+    def f(x):
+        y = fj.exp(x)
+        z = fj.cond(fj.sum(y) > 0, lambda v: v * 2, lambda v: v - 1, y)
+        return z + 1
+    found = boundaries_of(fused(f, S((8, 4), F32)))
+    assert [(b.producer, b.consumer, b.code) for b in found] == [
+        ("exp_reduce_sum_gt_cast", "cond", "control"), ("cond", "add", "control")]
+    assert "runs its blocks as programs of their own" in found[0].reason
+
+
+def test_a_random_draw_never_fuses():
+    def f(x):
+        return x * fj.random.uniform(fj.random.key(0), (8, 4))
+    found = boundaries_of(fused(f, S((8, 4), F32)))
+    assert [b.code for b in found] == ["random"]
+
+
+def _partitioned(seed: int) -> list:
+    p = random_program(seed)
+    args = [S(s, DTYPES[p.dtype]) for s in p.in_shapes]
+    fns = [fj.function(p.function(fj))]
+    if p.smooth:
+        fns.append(fj.function(fj.grad(p.loss(fj), argnums=tuple(range(len(args))))))
+    return [f.ir(*args, stage="partition") for f in fns]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_recording_changes_nothing_that_fuses(seed):
+    for fn in _partitioned(seed):
+        recorded, plain = fusion(fn.clone()), fusion(fn.clone(), record=False)
+        assert str(recorded) == str(plain)
+        assert not hasattr(plain, "fusion_boundaries")
