@@ -204,7 +204,8 @@ def render(ctx, rows) -> list[str]:
     from bench.workloads.common import COLUMNS
     lines: list[str] = []
     bw_rows = [r for r in rows if r.workload == "bandwidth"]
-    main_rows = [r for r in rows if r.workload != "bandwidth"]
+    aot_rows = [r for r in rows if r.workload == "aot"]       # its own two tables (aot.render)
+    main_rows = [r for r in rows if r.workload not in ("bandwidth", "aot")]
     if bw_rows:
         lines += ["### Memory bandwidth (bytes read + written per second)", ""]
         bw_columns = bandwidth.columns(ctx)
@@ -227,6 +228,9 @@ def render(ctx, rows) -> list[str]:
                                   r.bw_llvm or "—", r.bw_best or "—",
                                   f"{r.copy_gbps:.1f} GB/s" if r.copy_gbps else "—"] for r in main_rows])
         lines.append("")
+    if aot_rows:
+        from bench.workloads import aot
+        lines += aot.render(ctx, aot_rows)
     notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
     if notes:
         lines += ["Notes:", ""] + notes + [""]
@@ -280,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     load_line = [f"- Load from other processes during the run: {load_all.others()} of the machine "
                  f"(per workload: {', '.join(loads)}); load average at the end "
                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
-    if any(w in ("compile", "mlp_step") for w in todo):
+    if any(w in ("compile", "mlp_step", "aot") for w in todo):
         from bench.workloads.compile import bytecode_line
         load_line.append(bytecode_line())
     lines = header + machine(ctx) + load_line + [""] + render(ctx, rows)

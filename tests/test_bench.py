@@ -5,6 +5,7 @@ ratios that compare the backends."""
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -110,3 +111,35 @@ def test_quick_bench_has_a_checked_tensorflow_column(tmp_path):
     triad = _table(p.stdout, "Memory bandwidth (bytes read + written per second)")["triad f32[1048576]"]
     assert triad["TensorFlow (XLA), new array"].endswith("GB/s"), triad
     assert "tensorflow 2." in p.stdout and "its column not run" not in p.stdout
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc)")
+def test_quick_aot_rows_time_a_c_program_load_compiled_and_the_jit(tmp_path):
+    """The aot workload exports its functions, builds a C program against each library
+    with cc, and fills both tables: start-to-first-result in new processes (each child's
+    result checked against a float64 reference; an ERROR cell and the errors section
+    otherwise), and steady state, where the library through fj.load_compiled is compared
+    with the JIT and with the C program's own loop."""
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "aot", "--repeat", "1",
+                        "--peers", "llvm,jax"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "### Errors" not in p.stdout, p.stdout[-3000:]
+    has_jax = importlib.util.find_spec("jax") is not None
+    first = _table(p.stdout, "Ahead of time: process start to first result (new processes)")
+    for label in ("first result, MLP predict 784-64-64-10 b64", "first result, gelu f32[64,256]"):
+        cells = first[label]
+        for column in ("C program", "Python, fj.load_compiled", "JIT cold (llvm)", "JIT warm disk cache"):
+            assert re.fullmatch(r"[0-9.]+ (ms|s)", cells[column]), (label, column, cells[column])
+        assert re.fullmatch(r"[0-9.]+x", cells["load_compiled / JIT warm"]), cells
+        for column in ("JAX jit cold", "JAX jit warm cache"):
+            assert re.fullmatch(r"[0-9.]+ (ms|s)" if has_jax else "skipped.*", cells[column]), (column, cells)
+    assert re.fullmatch(r"[0-9.]+ ms", first["floor: start a process, print the clock"]["C program"])
+    steady = _table(p.stdout, "Ahead of time: steady state (median per call)")
+    for label in ("steady, MLP predict 784-64-64-10 b64", "steady, gelu f32[64,256]", "steady, x+1 f32[8]"):
+        cells = steady[label]
+        for column in ("C, entry point in a loop", "fj.load_compiled", "JIT (llvm)"):
+            assert re.match(r"[0-9.]+ (ns|µs|ms)", cells[column]), (label, column, cells[column])
+        assert re.fullmatch(r"[0-9.]+x", cells["load_compiled / JIT"]), cells
+        assert re.fullmatch(r"-?[0-9.]+ (ns|µs|ms)", cells["load_compiled − C"]), cells
+    assert "left in an empty FLOWJIT_CACHE_DIR: 0;" in p.stdout
