@@ -100,12 +100,20 @@ def cmd_compile(ns: argparse.Namespace) -> int:
              f"(one TYPE per parameter{f' ({names})' if names else ''}, such as f32[8,64] or i32[8])")
     args = []
     for text in ns.arg:
+        # A dimension may be a name (f32[B,784]): the library takes it at run time.
+        head, bracket, dims = text.partition("[")
+        bracket = bracket if text.endswith("]") else ""  # malformed: parse_type says why
+        dim_texts = [d.strip() for d in dims[:-1].split(",")] if bracket else []
+        symbolic = {i: d for i, d in enumerate(dim_texts) if d.isidentifier()}
+        concrete = (f"{head}[{','.join('1' if i in symbolic else d for i, d in enumerate(dim_texts))}]"
+                    if bracket else text)
         try:
-            t = parse_type(text)
+            t = parse_type(concrete)
         except ParseError as e:
             ns.parser.error(f"bad --arg {text!r}: {e.message}; a type is a dtype (f16 f32 f64 i32 i64 "
-                            f"bool) and a shape, such as f32[8,64], i32[8] or f32[]; expected: {usage}")
-        args.append(ShapeDtype(t.shape, t.dtype))
+                            f"bool) and a shape, such as f32[8,64], f32[B,64] (B given at run time), i32[8] or "
+                            f"f32[]; expected: {usage}")
+        args.append(ShapeDtype([symbolic.get(i, d) for i, d in enumerate(t.shape)], t.dtype))
     if arity is not None and len(args) != arity:
         ns.parser.error(f"{func} takes {arity} argument(s) ({names}), got {len(args)} --arg; expected: {usage}")
     try:

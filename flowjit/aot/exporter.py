@@ -123,7 +123,7 @@ def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[
     return tf, entry, structure, {k[0]: k[2] for k in key if k[1] == "static"}
 
 
-def _plan(entry: Any, name: str, threads: int) -> tuple[Any, Any, list[np.ndarray]]:
+def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tuple[Any, Any, list[np.ndarray]]:
     from flowjit.codegen_llvm.program import NotNative, plan_program
     from flowjit.runtime.executable import Executable, compile_function
     exe = compile_function(entry.function, backend="llvm", parallel=False)
@@ -137,10 +137,70 @@ def _plan(entry: Any, name: str, threads: int) -> tuple[Any, Any, list[np.ndarra
     try:
         source = exe._block_source()
         parts = threads or ALL_CPUS
-        plan, constants = plan_program(exe.function, source.kernels, parts > 1, parts, source.blocks)
+        plan, constants = plan_program(exe.function, source.kernels, parts > 1, parts, source.blocks, sequential)
     except NotNative as e:
         raise _not_native(exe.function, str(e), name) from None
     return exe, plan, constants
+
+
+# The sizes a symbolic dimension is traced at: multiples of 64, so every size and offset of
+# the three plans is a multiple of the scratch alignment and lines fit them exactly.
+SYMBOLIC_SAMPLES = (64, 128, 192)
+
+
+def _symbol(example_args: tuple) -> str | None:
+    """The one symbolic dimension's name among the example arguments' shapes, or None."""
+    from flowjit.tracer.function import ShapeDtype
+    names = {d for a in example_args if isinstance(a, ShapeDtype) for d in a.shape if isinstance(d, str)}
+    if len(names) > 1:
+        raise AOTError(f"one symbolic dimension at a time: the arguments name {', '.join(sorted(names))}")
+    return names.pop() if names else None
+
+
+def _at(example_args: tuple, size: int) -> tuple:
+    """The example arguments with every symbolic dimension ``size``."""
+    from flowjit.tracer.function import ShapeDtype
+    return tuple(ShapeDtype([size if isinstance(d, str) else d for d in a.shape], a.dtype)
+                 if isinstance(a, ShapeDtype) else a for a in example_args)
+
+
+def _symbolic_plan(f: Callable[..., Any], example_args: tuple, static: dict[str, Any], symbol: str,
+                   name: str) -> tuple[Any, Any, list[np.ndarray]]:
+    """One plan for every size of ``symbol``: the program traced and planned at
+    ``SYMBOLIC_SAMPLES`` (intermediates laid out one after another, no thread pool), and
+    the plans unified (``program.unify_plans``); an AOTError names what changes with it
+    otherwise."""
+    from flowjit.codegen_llvm.program import NotNative, unify_plans
+    planned = []
+    for size in SYMBOLIC_SAMPLES:
+        _, entry, _, _ = _trace(f, _at(example_args, size), static)
+        planned.append(_plan(entry, name, 1, sequential=True))
+    try:
+        plan = unify_plans([p for _, p, _ in planned], SYMBOLIC_SAMPLES)
+    except NotNative as e:
+        raise AOTError(f"cannot compile {name} for any {symbol}: {e}") from None
+    constants = planned[0][2]
+    for _, _, other in planned[1:]:
+        if len(other) != len(constants) or any(a.shape != b.shape or not np.array_equal(a, b)
+                                               for a, b in zip(constants, other)):
+            raise AOTError(f"cannot compile {name} for any {symbol}: a constant of the program changes with "
+                           f"{symbol} (an array made from its size): make that dimension static")
+    return planned[0][0], plan, constants
+
+
+def _shape(shape: tuple, symbol: str | None, label: str) -> list:
+    """A buffer's shape for the manifest: the symbolic dimension by its name."""
+    from flowjit.codegen_llvm.program import Affine
+    out: list = []
+    for d in shape:
+        if isinstance(d, Affine):
+            if (d.a, d.b) != (1, 0):
+                raise AOTError(f"{label} has a dimension of {d!r} for symbolic {symbol}: only {symbol} itself "
+                               "may be symbolic in an argument or result's shape")
+            out.append(symbol)
+        else:
+            out.append(d)
+    return out
 
 
 def _blas(plan: Any) -> tuple[dict[str, str], int, str | None]:
@@ -185,10 +245,10 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     with no C compiler the object, header and manifest are written and AOTError says what
     to install."""
     from flowjit.codegen_llvm import jit
-    from flowjit.codegen_llvm.program import KernelCall, walk_steps
+    from flowjit.codegen_llvm.program import Affine, KernelCall, walk_steps
     from flowjit.codegen_llvm.program_emit import render_c_library
     target, cpu_entry = _target(cpu)
-    tf, entry, structure, statics = _trace(f, example_args, dict(static or {}))
+    tf, entry, structure, statics = _trace(f, _at(example_args, SYMBOLIC_SAMPLES[0]), dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)
     if not re.fullmatch(r"[A-Za-z_]\w*", name) or name in C_KEYWORDS:
         raise AOTError(f"--name {name!r} is not a C identifier: use letters, digits and underscores, "
@@ -199,7 +259,11 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         updated = ", ".join(v.name for v in entry.assigned)
         raise AOTError(f"cannot freeze the Variables of {name}: it updates {updated}; export it without freeze "
                        "(its variables are then arguments and results)")
-    exe, plan, constants = _plan(entry, name, threads)
+    symbol = _symbol(example_args)
+    if symbol is None:
+        exe, plan, constants = _plan(entry, name, threads)
+    else:
+        exe, plan, constants = _symbolic_plan(f, example_args, dict(static or {}), symbol, name)
     blas, int_bits, blas_library = _blas(plan)
 
     taken: set[str] = set()
@@ -220,7 +284,8 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
             continue
         label = var_names[i - n_user] if var else leaf_names[i]
         args.append({"name": label, "c_name": _c_name(label, taken), "dtype": a.type.dtype.np.name,
-                     "shape": list(a.type.shape), "kind": "variable" if var else "argument"})
+                     "shape": _shape(plan.buffer(plan.args[i]).shape, symbol, label),
+                     "kind": "variable" if var else "argument"})
     output_tree = mf.tree_from_def(entry.out_tree)
     out_paths = [re.sub(r"\['?([^'\]]*)'?\]", r".\1", p) for p in mf.leaf_paths(output_tree, "output")]
     n_out = len(out_paths)
@@ -230,8 +295,9 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
             label, kind = out_paths[j], "output"
         else:
             label, kind = entry.assigned[j - n_out].name, "variable"
-        results.append({"name": label, "c_name": _c_name(f"{label}_new" if kind == "variable" else label, taken),
-                        "dtype": v.type.dtype.np.name, "shape": list(v.type.shape), "kind": kind})
+        c_name = _c_name(f"{label}_new" if kind == "variable" else label, taken)
+        results.append({"name": label, "c_name": c_name, "dtype": v.type.dtype.np.name,
+                        "shape": _shape(plan.buffer(plan.results[j]).shape, symbol, label), "kind": kind})
     ir_hash = hashlib.sha256(f"{exe.function}\n{plan!r}".encode()).hexdigest()
     manifest: dict[str, Any] = {
         "format": mf.FORMAT, "name": name, "entry": name, "library": f"lib{name}.so", "header": f"{name}.h",
@@ -240,12 +306,16 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         "variables": {"file": f"{name}.safetensors", "names": var_names} if var_names and not freeze else None,
         "frozen": {"names": var_names, "sha256": hashlib.sha256(b"".join(v.tobytes() for v in frozen.values()))
                    .hexdigest()} if frozen else None,
-        "scratch_bytes": plan.scratch_bytes, "scratch_align": SCRATCH_ALIGN, "threads": threads,
+        "symbolic": symbol,
+        "scratch_bytes": ({"per": plan.scratch_bytes.a, "base": plan.scratch_bytes.b}
+                          if isinstance(plan.scratch_bytes, Affine) else plan.scratch_bytes),
+        "scratch_align": SCRATCH_ALIGN, "threads": 1 if symbol else threads,
         "pool": any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)),
         "blas": {"library": blas_library, "symbols": blas, "int_bits": int_bits} if blas else None,
     }
     manifest["digest"] = mf.digest(manifest)
-    text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"], frozen)
+    text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"], frozen,
+                            symbolic=symbol is not None)
     obj = jit.compile_object(text, target, name)
 
     # Every check passed: now the files.
@@ -286,18 +356,24 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
 
 def render_header(manifest: dict[str, Any]) -> str:
     """The C header of an exported program (see the module docstring of flowjit.aot)."""
-    from flowjit.codegen_llvm.program_emit import C_ERR_ALIGN, C_ERR_NOMEM, C_ERR_NULL, C_OK
+    from flowjit.codegen_llvm.program_emit import C_ERR_ALIGN, C_ERR_NOMEM, C_ERR_NULL, C_ERR_SIZE, C_OK
     name = manifest["name"]
     up = name.upper()
+    symbol = manifest.get("symbolic")
+    tail = f", int64_t {symbol}" if symbol else ""
+    scratch = manifest["scratch_bytes"]
     lines = [
         f"/* {name}.h: the C interface of lib{name}.so, generated by flowjit {manifest['flowjit_version']}",
         " * (`flowjit compile` / fj.export); do not edit.",
         " *",
-        f" * int32_t {name}(const {name}_args *in, {name}_results *out, void *scratch);",
+        f" * int32_t {name}(const {name}_args *in, {name}_results *out, void *scratch{tail});",
         " *   in:  a pointer per argument, each to a C-contiguous array of the shape and type below;",
         " *   out: a pointer per result, each to caller-allocated memory of the shape and type below;",
-        f" *   scratch: {up}_SCRATCH_BYTES bytes aligned to {up}_SCRATCH_ALIGN, or NULL (the call then",
+        f" *   scratch: {up}_SCRATCH_BYTES{f'({symbol})' if symbol else ''} bytes aligned to {up}_SCRATCH_ALIGN, "
+        "or NULL (the call then",
         " *     allocates and frees its own). A thread may pass its own scratch to every call it makes.",
+        *([f" *   {symbol}: the size of the symbolic dimension {symbol} of the shapes below, at least 0."]
+          if symbol else []),
         f" *   returns {up}_OK, or an error code (nothing useful is written then).",
         " * The entry point keeps no state between calls: threads may call it at once, each with its",
         " * own out arrays and scratch.",
@@ -318,25 +394,30 @@ def render_header(manifest: dict[str, Any]) -> str:
               f'#define {up}_IR_HASH "{manifest["ir_hash"]}"',
               f'#define {up}_DIGEST "{manifest["digest"]}"',
               f'#define {up}_CPU "{manifest["cpu"]["name"]}"',
-              f"#define {up}_SCRATCH_BYTES {manifest['scratch_bytes']}",
+              (f"#define {up}_SCRATCH_BYTES({symbol}) ((size_t)({scratch['per']} * (int64_t)({symbol}) + "
+               f"{scratch['base']}))" if isinstance(scratch, dict) else
+               f"#define {up}_SCRATCH_BYTES{f'({symbol})' if symbol else ''} {scratch}"),
               f"#define {up}_SCRATCH_ALIGN {manifest['scratch_align']}",
               "", "/* return codes */", f"#define {up}_OK {C_OK}",
               f"#define {up}_ERR_NOMEM {C_ERR_NOMEM}  /* the scratch or a kernel's temporary memory could not "
               "be allocated */",
               f"#define {up}_ERR_ALIGN {C_ERR_ALIGN}  /* scratch is not aligned to {up}_SCRATCH_ALIGN bytes */",
               f"#define {up}_ERR_NULL {C_ERR_NULL}   /* in, out or one of their pointers is NULL */",
+              *([f"#define {up}_ERR_SIZE {C_ERR_SIZE}   /* {symbol} is negative */"] if symbol else []),
               "", f"#define {up}_NUM_ARGS {len(manifest['args'])}",
               f"#define {up}_NUM_RESULTS {len(manifest['results'])}", ""]
 
     def describe(entry: dict[str, Any], role: str) -> list[str]:
         c = f"{up}_{entry['c_name'].upper()}"
         shape = entry["shape"]
-        return [f"/* {role} {entry['name']}: {mf.spec_text(entry['dtype'], shape)} */",
-                f"#define {c}_NDIM {len(shape)}",
-                f"#define {c}_SIZE {int(np.prod(shape, dtype=np.int64))}  /* elements */",
-                f'#define {c}_DTYPE "{entry["dtype"]}"',
-                f"static const int64_t {name}_{entry['c_name']}_shape[{max(len(shape), 1)}] = "
-                f"{{{', '.join(map(str, shape)) or '0'}}};"]
+        fixed = int(np.prod([d for d in shape if not isinstance(d, str)], dtype=np.int64))
+        size = (f"#define {c}_SIZE({symbol}) ((int64_t)({symbol}) * {fixed})  /* elements */" if symbol in shape
+                else f"#define {c}_SIZE {fixed}  /* elements */")
+        dims = ", ".join("-1" if isinstance(d, str) else str(d) for d in shape) or "0"
+        return [f"/* {role} {entry['name']}: {mf.spec_text(entry['dtype'], shape)}"
+                f"{f' (-1 in the shape: {symbol})' if symbol in shape else ''} */",
+                f"#define {c}_NDIM {len(shape)}", size, f'#define {c}_DTYPE "{entry["dtype"]}"',
+                f"static const int64_t {name}_{entry['c_name']}_shape[{max(len(shape), 1)}] = {{{dims}}};"]
     for a in manifest["args"]:
         lines += describe(a, "variable (argument)" if a["kind"] == "variable" else "argument")
     for r in manifest["results"]:
@@ -346,7 +427,7 @@ def render_header(manifest: dict[str, Any]) -> str:
     lines += [f"}} {name}_args;", "", "typedef struct {"]
     lines += [f"    {mf.C_TYPES[r['dtype']]} *{r['c_name']};" for r in manifest["results"]]
     lines += [f"}} {name}_results;", "",
-              f"int32_t {name}(const {name}_args *in, {name}_results *out, void *scratch);",
+              f"int32_t {name}(const {name}_args *in, {name}_results *out, void *scratch{tail});",
               f"extern const char {name}_digest[];  /* == {up}_DIGEST: the header matches the library */",
               "", "#ifdef __cplusplus", "}", "#endif", "", f"#endif  /* FLOWJIT_{up}_H */", ""]
     return "\n".join(lines)

@@ -24,7 +24,8 @@ from .manifest import AOTError
 # not import: it loads LLVM's IR builder).
 _ERRORS = {1: (MemoryError, "out of memory for its scratch or a kernel's temporary memory"),
            2: (ValueError, "its scratch block is misaligned"),
-           3: (ValueError, "an argument or result pointer is NULL")}
+           3: (ValueError, "an argument or result pointer is NULL"),
+           4: (ValueError, "its symbolic dimension is negative")}
 
 
 def _manifest_path(path: Path, name: str | None) -> Path:
@@ -77,7 +78,10 @@ class CompiledFunction:
                            "rebuild both with `flowjit compile` or fj.export")
         entry = getattr(self._lib, self.name)
         entry.restype = ctypes.c_int32
-        entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        # A symbolic dimension (f32[B,784]) is the entry's fourth argument.
+        self._symbol = manifest.get("symbolic")
+        entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p] + ([ctypes.c_int64] if self._symbol
+                                                                                 else [])
         self._entry = entry
         self._args = [(a["name"], np.dtype(a["dtype"]), tuple(a["shape"])) for a in manifest["args"]]
         self._results = [(np.dtype(r["dtype"]), tuple(r["shape"])) for r in manifest["results"]]
@@ -105,22 +109,42 @@ class CompiledFunction:
                                    f"belong to this library; rebuild both with `flowjit compile`")
                 self.variables[label] = np.ascontiguousarray(value)
 
-    def _leaves(self, args: tuple) -> list[np.ndarray]:
-        if self._flat and len(args) == self._n_user:
+    def _shapes(self, leaves: list[Any]) -> tuple[int | None, list[tuple], list[tuple]]:
+        """The symbolic dimension's value (from the first argument that has it) and the
+        arguments' and results' shapes with it filled in; without one, as declared."""
+        if not self._symbol:
+            return None, [s for _, _, s in self._args], [s for _, s in self._results]
+        batch = None
+        for x, (label, dtype, shape) in zip(leaves, self._args):
+            if self._symbol in shape and np.ndim(x) == len(shape):
+                batch = np.shape(x)[shape.index(self._symbol)]
+                break
+        if batch is None:  # a variable-only program: no argument carries it
+            raise TypeError(f"{self.name}: no argument gives the size of {self._symbol}")
+
+        def fill(shape: tuple) -> tuple:
+            return tuple(batch if d == self._symbol else d for d in shape)
+        return batch, [fill(s) for _, _, s in self._args], [fill(s) for _, s in self._results]
+
+    def _leaves(self, args: tuple) -> tuple[list[np.ndarray], int | None, list[tuple]]:
+        """The argument arrays as the library takes them, the symbolic dimension's value
+        and the results' shapes."""
+        if self._flat and len(args) == self._n_user and not self._symbol:
             # Every parameter one array: arrays already as the library takes them go as they are.
             for x, (_, dtype, shape) in zip(args, self._args):
                 if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape or not x.flags.c_contiguous:
                     break
             else:
-                return list(args)
+                return list(args), None, [s for _, s in self._results]
         if len(args) != len(self._params):
             raise TypeError(f"{self.name} takes {len(self._params)} argument(s) "
                             f"({', '.join(p['name'] for p in self._params)}), got {len(args)}")
         leaves: list[Any] = []
         for p, a in zip(self._params, args):
             leaves += mf.flatten(p["tree"], a, p["name"])
+        batch, shapes, result_shapes = self._shapes(leaves + list(self.variables.values()))
         out = []
-        for x, (label, dtype, shape) in zip(leaves, self._args):
+        for x, (label, dtype, _), shape in zip(leaves, self._args, shapes):
             if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
                 x = np.asarray(x, dtype)   # a Python scalar takes the argument's dtype, as in the JIT
             arr = np.asarray(x)
@@ -128,31 +152,35 @@ class CompiledFunction:
                 raise TypeError(f"{self.name}: argument {label!r} must be {mf.spec_text(dtype, shape)}, got a "
                                 f"{arr.dtype} array; convert it with .astype(np.{dtype})")
             if arr.shape != shape:
+                declared = next(s for n, _, s in self._args if n == label)
+                given = f" ({self._symbol} from the arguments)" if batch is not None else ""
                 raise ValueError(f"{self.name}: argument {label!r} must have shape {shape} "
-                                 f"({mf.spec_text(dtype, shape)}), got {arr.shape}; the library was compiled "
-                                 "for that shape only")
+                                 f"({mf.spec_text(dtype, declared)}), got {arr.shape}; the library was compiled "
+                                 f"for that shape only{given}")
             out.append(np.ascontiguousarray(arr))
-        return out
+        return out, batch, result_shapes
 
     def __call__(self, *args: Any) -> Any:
         """Run the library on ``args``; its outputs in the function's structure."""
-        leaves = self._leaves(args)
-        results = [np.empty(shape, dtype) for dtype, shape in self._results]
+        leaves, batch, shapes = self._leaves(args)
+        results = [np.empty(shape, dtype) for (dtype, _), shape in zip(self._results, shapes)]
         outs = self._out_type(*[r.ctypes.data for r in results])
         if not self.variables:
-            self._run(leaves, outs)
+            self._run(leaves, outs, batch)
         else:
             with self._lock if self._updated else _NO_LOCK:
-                self._run(leaves + [self.variables[label] for label, _, _ in self._args[self._n_user:]], outs)
+                variables = [self.variables[label] for label, _, _ in self._args[self._n_user:]]
+                self._run(leaves + variables, outs, batch)
                 for label, new in zip(self._updated, results[self._n_out:]):
                     self.variables[label] = new
         if self._single:
             return results[0]
         return mf.unflatten(self.manifest["output_tree"], results[:self._n_out])
 
-    def _run(self, arrays: list[np.ndarray], outs: Any) -> None:
+    def _run(self, arrays: list[np.ndarray], outs: Any, batch: int | None = None) -> None:
         ins = self._in_type(*[a.ctypes.data for a in arrays])
-        rc = self._entry(ins, outs, None)  # ctypes releases the GIL for the call
+        # ctypes releases the GIL for the call
+        rc = self._entry(ins, outs, None) if batch is None else self._entry(ins, outs, None, batch)
         if rc:
             kind, what = _ERRORS.get(rc, (RuntimeError, f"error code {rc}"))
             raise kind(f"{self.name}: the compiled library failed: {what}")

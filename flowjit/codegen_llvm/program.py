@@ -219,6 +219,85 @@ class NotNative(Exception):
     """The program has a step with no native form here (the message says which)."""
 
 
+@dataclass(frozen=True, repr=False)
+class Affine:
+    """A size that depends on a symbolic dimension ``B``: ``a * B + b`` (a unified plan's
+    dimensions, byte counts and offsets; see ``unify_plans``)."""
+
+    a: int
+    b: int
+
+    def __repr__(self) -> str:
+        return f"({self.a}*B{'+' if self.b >= 0 else '-'}{abs(self.b)})"
+
+    def at(self, batch: int) -> int:
+        """The value for ``B = batch``."""
+        return self.a * batch + self.b
+
+    def __mul__(self, k: object) -> Affine:
+        if type(k) is not int:
+            return NotImplemented
+        return Affine(self.a * k, self.b * k)
+
+    __rmul__ = __mul__
+
+    def __add__(self, k: object) -> Affine:
+        if type(k) is int:
+            return Affine(self.a, self.b + k)
+        if isinstance(k, Affine):
+            return Affine(self.a + k.a, self.b + k.b)
+        return NotImplemented
+
+    __radd__ = __add__
+
+
+def unify_plans(plans: Sequence[ProgramPlan], batches: Sequence[int]) -> ProgramPlan:
+    """One plan for every value of a symbolic dimension ``B``, from the plans of the same
+    program traced at ``B`` = each of ``batches`` (three or more): what is equal in all
+    stays, an integer that changes becomes ``Affine(a, b)`` when one line through the
+    samples fits them all. Raises NotNative naming what changes otherwise: a kernel whose
+    loop IR changes with ``B`` (a constant made from it, such as the 1/B of a mean over
+    the batch), a step that appears at one size only."""
+    if len(plans) < 3 or len(set(batches)) != len(batches):
+        raise ValueError("unify_plans needs plans at three or more distinct sizes")
+
+    def unify(xs: list, where: str) -> Any:
+        x0 = xs[0]
+        if all(type(x) is type(x0) for x in xs) and all(x == x0 for x in xs[1:]):
+            return x0
+        if all(type(x) is int for x in xs):
+            db = batches[1] - batches[0]
+            a, rem = divmod(xs[1] - xs[0], db)
+            line = Affine(a, xs[0] - a * batches[0])
+            if rem or any(line.at(bb) != x for bb, x in zip(batches, xs)):
+                raise NotNative(f"{where} is {xs} at B = {list(batches)}: not a linear function of B")
+            return line
+        if all(type(x) is bool for x in xs):
+            return any(xs)  # release_gil: the larger sizes decide
+        if isinstance(x0, Kernel):
+            raise NotNative(f"kernel {x0.name} changes with the batch size B (a constant computed from B in it, "
+                            "such as a mean over the batch): make that dimension static")
+        if isinstance(x0, tuple) and all(isinstance(x, tuple) and len(x) == len(x0) for x in xs):
+            return tuple(unify([x[i] for x in xs], f"{where}[{i}]") for i in range(len(x0)))
+        if dataclasses.is_dataclass(x0) and all(type(x) is type(x0) for x in xs):
+            return dataclasses.replace(x0, **{f.name: unify([getattr(x, f.name) for x in xs], f"{where}.{f.name}")
+                                              for f in dataclasses.fields(x0)})
+        raise NotNative(f"{where} changes with the batch size B: {xs}")
+
+    return unify(list(plans), "the plan")
+
+
+def _sequential_offsets(sizes: list[int], aligns: list[int]) -> tuple[list[int], int]:
+    """Offsets of buffers laid one after another, the most aligned first, so each starts
+    at a multiple of its alignment whatever the sizes before it (no reuse)."""
+    offsets = [0] * len(sizes)
+    at = 0
+    for i in sorted(range(len(sizes)), key=lambda i: -aligns[i]):
+        offsets[i] = at
+        at += sizes[i]
+    return offsets, at
+
+
 def _assign_offsets(sizes: list[int], lives: list[tuple[int, int]]) -> tuple[list[int], int]:
     """Offsets for buffers of ``sizes`` alive over step ranges ``lives`` (inclusive) so
     that no two alive at once overlap: largest first, each at the lowest aligned offset
@@ -251,12 +330,16 @@ class BlockSource:
 
 
 def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = True, threads: int = 1,
-                 blocks: dict[int, list[BlockSource]] | None = None) -> tuple[ProgramPlan, list[np.ndarray]]:
+                 blocks: dict[int, list[BlockSource]] | None = None, sequential: bool = False
+                 ) -> tuple[ProgramPlan, list[np.ndarray]]:
     """The native plan of ``function`` (a fused flowjit Function) whose kernel ops are
     lowered in ``kernels`` (op id -> Kernel) and whose control ops' blocks are ``blocks``,
     with the constant arrays it reads; raises NotNative when some op or result has no
-    native form. ``threads``: the parts a large parallel loop is split into (1: none)."""
-    planner = _Planner(parallel, threads)
+    native form. ``threads``: the parts a large parallel loop is split into (1: none).
+    ``sequential``: intermediates one after another in scratch (by falling item size, so
+    each is aligned to its own), none reusing another's memory: offsets that stay linear
+    in a dimension, for ``unify_plans``."""
+    planner = _Planner(parallel, threads, sequential)
     top = planner.plan(function, kernels, blocks or {}, top=True, prefix="")
     plan = ProgramPlan(function.name, top.buffers, top.args, top.outs, top.steps, top.scratch_bytes,
                        top.work >= GIL_MIN_ELEMENTS)
@@ -264,9 +347,10 @@ def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = Tru
 
 
 class _Planner:
-    def __init__(self, parallel: bool, threads: int):
+    def __init__(self, parallel: bool, threads: int, sequential: bool = False):
         self.parallel = parallel
         self.threads = threads
+        self.sequential = sequential
         self.constants: list[np.ndarray] = []
         self.n_blocks = 0
 
@@ -433,8 +517,13 @@ class _Planner:
         lives = [(min(defined_at[m] for m in members[r]), max(last_use.get(m, defined_at[m]) for m in members[r]))
                  for r in inter]
         temps = sorted(control_temp)
-        offsets, scratch = _assign_offsets(sizes + [control_temp[n][0] for n in temps],
-                                           lives + [(n, n) for n in temps])
+        if self.sequential:
+            offsets, scratch = _sequential_offsets(sizes + [control_temp[n][0] for n in temps],
+                                                   [value_type[v].dtype.np.itemsize for v in inter]
+                                                   + [SCRATCH_ALIGN] * len(temps))
+        else:
+            offsets, scratch = _assign_offsets(sizes + [control_temp[n][0] for n in temps],
+                                               lives + [(n, n) for n in temps])
         for vid, off in zip(inter, offsets):
             t = value_type[vid]
             buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "scratch", off)
@@ -675,5 +764,5 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes)
 
 
-__all__ = ["Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",
-           "plan_program"]
+__all__ = ["Affine", "Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",
+           "plan_program", "unify_plans"]

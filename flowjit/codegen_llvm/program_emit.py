@@ -40,6 +40,7 @@ from .program import (
     T_SCRATCH,
     T_SGEMM,
     TRANS,
+    Affine,
     BlockPlan,
     ControlCall,
     Copy,
@@ -68,6 +69,18 @@ class _Driver:
         self.int_bits = blas_int_bits
         self.declared: dict[str, ir.Function] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
+        # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
+        # function being built); None: every size is a constant.
+        self.batch: ir.Value | None = None
+
+    def value(self, b: ir.IRBuilder, x: Any, ty: ir.IntType = I64) -> ir.Value:
+        """``x`` (an int, or an ``Affine`` of B) as a value of type ``ty``."""
+        if not isinstance(x, Affine):
+            return ir.Constant(ty, x)
+        if self.batch is None:
+            raise ValueError(f"{x!r} depends on B, which this entry point does not take")
+        v = b.add(b.mul(self.batch, ir.Constant(I64, x.a)), ir.Constant(I64, x.b))
+        return v if ty.width == 64 else b.trunc(v, ty)
 
     def extern(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         fn = self.declared.get(name)
@@ -190,9 +203,10 @@ class _Driver:
             scratch = b.phi(I8P)
             scratch.add_incoming(held, head)
             scratch.add_incoming(fresh, got)
-            for buf in plan.buffers:
-                if buf.kind == "scratch" and not buf.shares:
-                    bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+        for buf in plan.buffers:  # with no scratch (every intermediate empty), no address is read
+            if buf.kind == "scratch" and not buf.shares:
+                bufs[buf.name] = (b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True) if scratch is not None
+                                  else ir.Constant(I8P, None))
         for buf in plan.buffers:
             if buf.shares:
                 bufs[buf.name] = bufs[buf.shares]
@@ -254,10 +268,10 @@ class _Driver:
             else:
                 self.control(b, fn, tab, step, bufs, status, done)
 
-    def copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
-        if nbytes:
+    def copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: Any) -> None:
+        if nbytes != 0:
             memcpy = self.extern("memcpy", I8P, [I8P, I8P, I64])
-            b.call(memcpy, [dst, src, ir.Constant(I64, nbytes)])
+            b.call(memcpy, [dst, src, self.value(b, nbytes)])
 
     def fresh(self, base: str) -> str:
         self.count = getattr(self, "count", 0) + 1
@@ -294,7 +308,7 @@ class _Driver:
             if buf.kind == "const":
                 bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
             elif buf.kind == "scratch":
-                bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+                bufs[buf.name] = b.gep(scratch, [self.value(b, buf.slot)], inbounds=True)
         for buf in plan.buffers:
             if buf.shares:
                 bufs[buf.name] = bufs[buf.shares]
@@ -311,8 +325,8 @@ class _Driver:
                 status: ir.Value, done: ir.Block) -> None:
         temp = bufs[c.temp]
 
-        def at(offset: int) -> ir.Value:
-            return b.gep(temp, [ir.Constant(I64, offset)], inbounds=True)
+        def at(offset: Any) -> ir.Value:
+            return b.gep(temp, [self.value(b, offset)], inbounds=True)
         inner = at(c.block_offset)
         blocks = [self.block_function(p) for p in c.blocks]
         ins = [bufs[n] for n in c.inputs]
@@ -365,15 +379,16 @@ class _Driver:
         else:  # scan_loop
             (body,) = blocks
             go = fn.append_basic_block(self.fresh("loop_body"))
-            b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, c.length)), go, exit_)
+            length = self.value(b, c.length)
+            b.cbranch(b.icmp_signed("<", n, length), go, exit_)
             b.position_at_end(go)
-            t = b.sub(ir.Constant(I64, c.length - 1), n) if c.reverse else n
+            t = b.sub(b.sub(length, ir.Constant(I64, 1)), n) if c.reverse else n
             xs = ins[nc:nc + c.num_xs]
             rest = ins[nc + c.num_xs:]
             row = [c.blocks[0].buffer(a).nbytes for a in c.blocks[0].args[nc:nc + c.num_xs]]
             out_row = [c.blocks[0].buffer(o).nbytes for o in c.blocks[0].outs[nc:]]
-            x_t = [b.gep(x, [b.mul(t, ir.Constant(I64, r))], inbounds=True) for x, r in zip(xs, row)]
-            y_t = [b.gep(y, [b.mul(t, ir.Constant(I64, r))], inbounds=True) for y, r in zip(outs[nc:], out_row)]
+            x_t = [b.gep(x, [b.mul(t, self.value(b, r))], inbounds=True) for x, r in zip(xs, row)]
+            y_t = [b.gep(y, [b.mul(t, self.value(b, r))], inbounds=True) for y, r in zip(outs[nc:], out_row)]
             self.check(b, fn, b.call(body, [tab, inner, *cur, *x_t, *rest, *new, *y_t]), status, done)
         parity.add_incoming(b.not_(parity), b.block)
         n.add_incoming(b.add(n, ir.Constant(I64, 1)), b.block)
@@ -385,7 +400,7 @@ class _Driver:
     def kernel_call(self, b: ir.IRBuilder, fn: ir.Function, step: KernelCall, bufs: dict[str, ir.Value],
                     status: ir.Value, done: ir.Block) -> None:
         ptrs = [bufs[name] for name in step.buffers]
-        dims = [ir.Constant(I64, d) for d in step.dims]
+        dims = [self.value(b, d) for d in step.dims]
         if step.split is None:
             entry = self.extern(render.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
             rc = b.call(entry, ptrs + dims)
@@ -410,14 +425,15 @@ class _Driver:
         for i, p in enumerate(ptrs):
             b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
         pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
-        b.call(pfor, [wrap, ir.Constant(I64, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
+        b.call(pfor, [wrap, self.value(b, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
 
     def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
-        if g.m == 0 or g.n == 0:
+        symbolic = any(isinstance(x, Affine) for x in (g.m, g.n, g.k))
+        if not symbolic and (g.m == 0 or g.n == 0):
             return
         itemsize = np.dtype(g.dtype).itemsize
-        if g.k == 0:  # an empty sum: zeros
-            memset = self.extern("memset", I8P, [I8P, I32, I64])
+        memset = self.extern("memset", I8P, [I8P, I32, I64])
+        if not symbolic and g.k == 0:  # an empty sum: zeros
             b.call(memset, [bufs[g.c], ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
             return
         fl = F32 if g.dtype == "float32" else F64
@@ -425,15 +441,38 @@ class _Driver:
         fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
         addr = self.table(b, tab, T_SGEMM if g.dtype == "float32" else T_DGEMM)
         fn = b.inttoptr(addr, fnty.as_pointer())
-        lda = g.m if g.trans_a else g.k
-        ldb = g.k if g.trans_b else g.n
+        m, n, k = (self.value(b, x) for x in (g.m, g.n, g.k))
+        after = None
+        if symbolic:  # the sizes are known at run time: an empty product is skipped, an empty sum zeros
+            fn_ = b.function
+            zero = ir.Constant(I64, 0)
+            call, zeros, after = (fn_.append_basic_block(self.fresh(x)) for x in ("gemm", "gemm_zeros", "gemm_end"))
+            empty = b.or_(b.icmp_signed("==", m, zero), b.icmp_signed("==", n, zero))
+            test_k = fn_.append_basic_block(self.fresh("gemm_k"))
+            b.cbranch(empty, after, test_k)
+            b.position_at_end(test_k)
+            b.cbranch(b.icmp_signed("==", k, zero), zeros, call)
+            b.position_at_end(zeros)
+            b.call(memset, [bufs[g.c], ir.Constant(I32, 0), b.mul(b.mul(m, n), ir.Constant(I64, itemsize))])
+            b.branch(after)
+            b.position_at_end(call)
 
-        def c(t, v):
-            return ir.Constant(t, v)
-        trans = [c(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
-        b.call(fn, [c(I32, ROW_MAJOR), *trans, c(it, g.m), c(it, g.n), c(it, g.k), c(fl, 1.0),
-                    bufs[g.a], c(it, max(lda, 1)), bufs[g.b], c(it, max(ldb, 1)), c(fl, 0.0), bufs[g.c],
-                    c(it, max(g.n, 1))])
+        def at_least_one(v: ir.Value) -> ir.Value:
+            one = ir.Constant(I64, 1)
+            v = b.select(b.icmp_signed("<", v, one), one, v)
+            return v if self.int_bits == 64 else b.trunc(v, it)
+
+        def narrow(v: ir.Value) -> ir.Value:
+            return v if self.int_bits == 64 else b.trunc(v, it)
+        lda = m if g.trans_a else k
+        ldb = k if g.trans_b else n
+        trans = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
+        b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), ir.Constant(fl, 1.0),
+                    bufs[g.a], at_least_one(lda), bufs[g.b], at_least_one(ldb), ir.Constant(fl, 0.0), bufs[g.c],
+                    at_least_one(n)])
+        if after is not None:
+            b.branch(after)
+            b.position_at_end(after)
 
     # The CPython entry points (METH_FASTCALL): fj_call_list returns the result list,
     # fj_call_one the one result.
@@ -529,7 +568,7 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------
 
 # Return codes of a library's entry point (flowjit.aot writes them into its header).
-C_OK, C_ERR_NOMEM, C_ERR_ALIGN, C_ERR_NULL = 0, 1, 2, 3
+C_OK, C_ERR_NOMEM, C_ERR_ALIGN, C_ERR_NULL, C_ERR_SIZE = 0, 1, 2, 3, 4
 SC_NPROCESSORS_ONLN = 84   # sysconf's name for the CPUs online, on Linux
 
 
@@ -539,9 +578,10 @@ class _CDriver(_Driver):
     routines called by symbol and the constants global data of the module."""
 
     def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
-                 blas_int_bits: int, frozen: dict[str, np.ndarray]):
+                 blas_int_bits: int, frozen: dict[str, np.ndarray], symbolic: bool = False):
         super().__init__(plan, blas_int_bits)
         self.name = name
+        self.symbolic = symbolic
         self.slots: dict[int, ir.Constant] = {}
         const_base = T_FIXED + 2 * self.n_results
         for k, c in enumerate(constants):
@@ -607,8 +647,13 @@ class _CDriver(_Driver):
 
     def render_c(self, digest: str) -> str:
         plan = self.plan
-        fn = ir.Function(self.module, ir.FunctionType(I32, [I8P.as_pointer(), I8P.as_pointer(), I8P]), self.name)
-        ins, outs, given = fn.args
+        params = [I8P.as_pointer(), I8P.as_pointer(), I8P] + ([I64] if self.symbolic else [])
+        fn = ir.Function(self.module, ir.FunctionType(I32, params), self.name)
+        ins, outs, given = fn.args[:3]
+        if self.symbolic:
+            self.batch = fn.args[3]
+            self.batch.name = "B"
+
         for a in (ins, outs):
             a.add_attribute("noalias")
         entry = fn.append_basic_block("entry")
@@ -627,6 +672,9 @@ class _CDriver(_Driver):
         def is_null(p: ir.Value) -> ir.Value:
             return b.icmp_unsigned("==", b.ptrtoint(p, I64), ir.Constant(I64, 0))
         refuse_if(b.or_(is_null(ins), is_null(outs)), null_arg)
+        if self.symbolic:
+            negative = fn.append_basic_block("negative_size")
+            refuse_if(b.icmp_signed("<", self.batch, ir.Constant(I64, 0)), negative)
         bufs: dict[str, ir.Value] = {}
         passed = [name for name in plan.args if name not in self.frozen]
         for i, name in enumerate(passed):
@@ -653,16 +701,19 @@ class _CDriver(_Driver):
         owned = None
         status = b.alloca(I32)
         b.store(ir.Constant(I32, C_OK), status)
-        if plan.scratch_bytes:
-            size = -(-plan.scratch_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+        if plan.scratch_bytes != 0:
+            size = self.value(b, plan.scratch_bytes)
+            size = b.and_(b.add(size, ir.Constant(I64, SCRATCH_ALIGN - 1)), ir.Constant(I64, -SCRATCH_ALIGN))
+            # B = 0 leaves nothing to allocate; aligned_alloc of 0 bytes may return NULL.
+            size = b.select(b.icmp_signed("<", size, ir.Constant(I64, SCRATCH_ALIGN)), ir.Constant(I64, SCRATCH_ALIGN),
+                            size)
             allocate, check_align, have = (fn.append_basic_block(x) for x in ("allocate", "check_align", "scratch"))
             b.cbranch(is_null(given), allocate, check_align)
             b.position_at_end(check_align)
             off = b.and_(b.ptrtoint(given, I64), ir.Constant(I64, SCRATCH_ALIGN - 1))
             b.cbranch(b.icmp_unsigned("!=", off, ir.Constant(I64, 0)), misaligned, have)
             b.position_at_end(allocate)
-            fresh = b.call(self.extern("aligned_alloc", I8P, [I64, I64]),
-                           [ir.Constant(I64, SCRATCH_ALIGN), ir.Constant(I64, size)])
+            fresh = b.call(self.extern("aligned_alloc", I8P, [I64, I64]), [ir.Constant(I64, SCRATCH_ALIGN), size])
             nomem = fn.append_basic_block("scratch_nomem")
             b.cbranch(is_null(fresh), nomem, have)
             b.position_at_end(nomem)
@@ -674,8 +725,9 @@ class _CDriver(_Driver):
             owned = b.phi(I8P)
             owned.add_incoming(ir.Constant(I8P, None), check_align)
             owned.add_incoming(fresh, allocate)
-            bufs.update({buf.name: b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
-                         for buf in plan.buffers if buf.kind == "scratch" and not buf.shares})
+        # With no scratch (every intermediate empty), no address is read.
+        bufs.update({buf.name: b.gep(scratch, [self.value(b, buf.slot)], inbounds=True) if scratch is not None
+                     else ir.Constant(I8P, None) for buf in plan.buffers if buf.kind == "scratch" and not buf.shares})
         bufs.update({buf.name: bufs[buf.shares] for buf in plan.buffers if buf.shares})  # homes are never shared
         done = fn.append_basic_block("steps_done")
         self.steps(b, fn, ir.Constant(I64.as_pointer(), None), plan.steps, bufs, status, done)
@@ -690,6 +742,9 @@ class _CDriver(_Driver):
         b.ret(ir.Constant(I32, C_ERR_NULL))
         b.position_at_end(misaligned)
         b.ret(ir.Constant(I32, C_ERR_ALIGN))
+        if self.symbolic:
+            b.position_at_end(negative)
+            b.ret(ir.Constant(I32, C_ERR_SIZE))
 
         # The manifest's digest, which a loader compares with the manifest it reads.
         text = bytearray(digest.encode() + b"\0")
@@ -700,7 +755,8 @@ class _CDriver(_Driver):
 
 
 def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
-                     blas_int_bits: int, digest: str, frozen: dict[int, np.ndarray] | None = None) -> str:
+                     blas_int_bits: int, digest: str, frozen: dict[int, np.ndarray] | None = None,
+                     symbolic: bool = False) -> str:
     """The LLVM IR text of ``plan`` as a C library (``flowjit.aot``), every kernel linked in:
     ``int32_t NAME(void *const *in, void *const *out, void *scratch)`` takes a pointer per
     argument (C-contiguous, the traced shapes and dtypes, in ``plan.args`` order) and one
@@ -712,12 +768,14 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     ``sgemm``/``dgemm`` to the CBLAS symbols to call (integers of ``blas_int_bits``); the
     module also exports ``char NAME_digest[]`` holding ``digest``. ``frozen`` (argument
     position -> value): arguments compiled in as read-only data, which ``in`` then skips
-    (a trained model's weights). No Python symbol, and
+    (a trained model's weights). ``symbolic``: the plan's sizes are ``Affine`` in a
+    dimension B (``program.unify_plans``), which the entry takes as a fourth argument,
+    ``int64_t B``. No Python symbol, and
     threads may call the entry at once: the only state is the native pool a plan with
     split kernels links in (``pthread_pool``, internal to the library, started by the
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
-    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args).render_c(digest))
+    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic).render_c(digest))
     if not any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
         return text
     import llvmlite.binding as llvm

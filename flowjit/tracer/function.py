@@ -47,14 +47,16 @@ if TYPE_CHECKING:
 class ShapeDtype:
     """An abstract argument (shape and dtype, no data), for ``.ir()`` and ``flowjit ir``."""
 
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]   # a name (``"B"``) is a symbolic dimension, for fj.export
     dtype: DType
 
-    def __init__(self, shape: Sequence[int], dtype: Any):
-        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
+    def __init__(self, shape: Sequence[int | str], dtype: Any):
+        object.__setattr__(self, "shape", tuple(d if isinstance(d, str) else int(d) for d in shape))
         object.__setattr__(self, "dtype", as_dtype(dtype))
 
     def __str__(self) -> str:
+        if any(isinstance(d, str) for d in self.shape):
+            return f"{self.dtype}[{','.join(map(str, self.shape))}]"
         return str(TensorType(self.shape, self.dtype))
 
 

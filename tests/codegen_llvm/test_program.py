@@ -292,3 +292,17 @@ def test_fastmath_reaches_every_kernel_of_the_program():
     np.testing.assert_allclose(fast, exact, rtol=1e-4, atol=1e-5)
     assert " fast " not in render_program(exe._program.plan, 64)
     assert " fast " in render_program(fast_exe._program.plan, 64, fastmath=True)
+
+
+def test_empty_intermediates_written_in_place():
+    # A batch of 0: the intermediates take no scratch at all, and the kernel writing in
+    # place over the first matmul's output still gets a buffer.
+    def f(a, b, c):
+        return fj.tanh(fj.exp(a @ b) + 1) @ c
+    rng = np.random.default_rng(10)
+    b, c = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    for rows in (0, 2):
+        a = rng.standard_normal((rows, 3))
+        out, exe = _native(fj.function(f), a, b, c)
+        np.testing.assert_allclose(out, np.tanh(np.exp(a @ b) + 1) @ c, rtol=1e-12)
+    assert "'s memory" in exe.driver_source()

@@ -1,0 +1,117 @@
+"""A symbolic leading dimension (``flowjit compile ... --arg f32[B,64]``): one library for
+every batch size, from C and from Python, against the JIT at each size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.aot import AOTError
+from flowjit.cli import main
+from flowjit.codegen_llvm.program import Affine, unify_plans
+from tests.aot.test_aot import build_c, needs_cc, run_c
+
+MODULE = '''
+import numpy as np
+import flowjit as fj
+
+rng = np.random.default_rng(0)
+W1 = fj.Variable((rng.standard_normal((64, 32)) * 0.2).astype(np.float32), name="W1")
+b1 = fj.Variable((rng.standard_normal(32) * 0.1).astype(np.float32), name="b1")
+W2 = fj.Variable((rng.standard_normal((32, 10)) * 0.2).astype(np.float32), name="W2")
+
+def predict(x):
+    h = fj.nn.relu(x @ W1 + b1)
+    return fj.nn.softmax(h @ W2, axis=-1), (h * h).sum(axis=1)
+
+def centre(x):
+    return x - x.mean(axis=0)
+'''
+
+C_PREDICT = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include "predict.h"
+int main(int argc, char **argv) {
+    long batch = atol(argv[1]);
+    float *x = malloc(sizeof(float) * PREDICT_X_SIZE(batch) + 1);
+    for (long i = 0; i < PREDICT_X_SIZE(batch); i++) x[i] = (float)((i * 7919) % 13) / 13.0f - 0.5f;
+    float *probs = malloc(sizeof(float) * PREDICT_OUTPUT_0_SIZE(batch) + 1);
+    float *norms = malloc(sizeof(float) * PREDICT_OUTPUT_1_SIZE(batch) + 1);
+    predict_args in = {x};
+    predict_results out = {probs, norms};
+    void *scratch = aligned_alloc(PREDICT_SCRATCH_ALIGN, PREDICT_SCRATCH_BYTES(batch) + PREDICT_SCRATCH_ALIGN);
+    int rc = predict(&in, &out, scratch, batch);
+    if (rc != PREDICT_OK) return 10 + rc;
+    if (predict(&in, &out, NULL, -1) != PREDICT_ERR_SIZE) return 9;
+    for (long i = 0; i < PREDICT_OUTPUT_0_SIZE(batch); i++) printf("%.9g\n", probs[i]);
+    for (long i = 0; i < PREDICT_OUTPUT_1_SIZE(batch); i++) printf("%.9g\n", norms[i]);
+    return 0;
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("aot-symbolic")
+    (root / "model.py").write_text(MODULE)
+    assert main(["compile", f"{root / 'model.py'}:predict", "--arg", "f32[B,64]", "--freeze",
+                 "-o", str(root / "build")]) == 0
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_aot_symbolic_model", root / "model.py")
+    model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model)
+    return root, model
+
+
+def test_unified_sizes_are_lines_through_the_samples():
+    from flowjit.codegen_llvm.program import NotNative
+    b = Affine(3, 1)
+    assert unify_plans([(7, 31, "k"), (7, 61, "k"), (7, 91, "k")], [10, 20, 30]) == (7, b, "k")
+    assert (b * 4 + 1).at(5) == 65 and (Affine(0, 7) + Affine(2, 0)).at(3) == 13
+    with pytest.raises(NotNative, match="changes with the batch size"):
+        unify_plans([("a",), ("b",), ("c",)], [1, 2, 3])
+    with pytest.raises(NotNative, match="not a linear function"):
+        unify_plans([(1,), (4,), (10,)], [1, 2, 3])
+
+
+def test_one_library_for_every_batch_size(built):
+    root, model = built
+    g = fj.load_compiled(root / "build")
+    assert g.manifest["symbolic"] == "B" and g.manifest["args"][0]["shape"] == ["B", 64]
+    header = (root / "build" / "predict.h").read_text()
+    assert "int64_t B);" in header and "#define PREDICT_SCRATCH_BYTES(B)" in header
+    jit = fj.function(model.predict)
+    for batch in (0, 1, 3, 64, 100, 257):
+        x = np.random.default_rng(batch).standard_normal((batch, 64)).astype(np.float32)
+        probs, norms = g(x)
+        want_probs, want_norms = jit(x)
+        assert probs.shape == (batch, 10) and norms.shape == (batch,)
+        np.testing.assert_allclose(probs, want_probs, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(norms, want_norms, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"argument 'x' must have shape \(5, 64\)"):
+        g(np.zeros((5, 63), np.float32))
+
+
+@needs_cc
+def test_a_c_program_passes_the_batch_size(built):
+    root, model = built
+    exe = build_c(root / "build", "predict", C_PREDICT)
+    for batch in (1, 7, 130):
+        i = np.arange(batch * 64)
+        x = (((i * 7919) % 13).astype(np.float32) / np.float32(13.0) - np.float32(0.5)).reshape(batch, 64)
+        probs, norms = fj.function(model.predict)(x)
+        got = run_c(exe, batch)
+        np.testing.assert_allclose(got, np.concatenate([probs.ravel(), norms.ravel()]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_constant_made_from_the_batch_size_is_refused(built, tmp_path, capsys):
+    root, _ = built
+    assert main(["compile", f"{root / 'model.py'}:centre", "--arg", "f32[B,8]", "-o", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "for any B" in err and "changes with the batch size B" in err
+    assert not (tmp_path / "c").exists()
+    with pytest.raises(AOTError, match="one symbolic dimension at a time"):
+        fj.export(lambda x, y: x + y.sum(), fj.ShapeDtype(("B", 2), "f32"), fj.ShapeDtype(("N",), "f32"),
+                  path=tmp_path / "d")
