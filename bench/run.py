@@ -9,7 +9,9 @@
 Workloads: bandwidth (the machine's copy and triad GB/s, the limit for elementwise work),
 gelu, softmax, layernorm, dispatch, matmul, compile (first-call latency, cold and warm),
 mlp_step (one SGD training step of an MLP 784-256-256-10, batch 256; then its first step
-in a new process, cold and from the disk caches).
+in a new process, cold and from the disk caches), loop, aot (a library built by ``fj.export``:
+from process start to the first result in a C program and in Python with ``fj.load_compiled``,
+against the JIT's and JAX's first calls, and its steady state against the JIT's; needs ``cc``).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); the ratios are flowjit's median on each backend (numba, the default; llvm, the
 opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
