@@ -245,6 +245,8 @@ def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None, fastmat
     rendered: list[str] = []
 
     def render() -> str:
+        from flowjit.lowering.verify import verify_kernel
+        verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
         rendered.append(render_kernel(kernel, fastmath))
         return rendered[0]
     try:

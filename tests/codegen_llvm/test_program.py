@@ -306,3 +306,25 @@ def test_empty_intermediates_written_in_place():
         out, exe = _native(fj.function(f), a, b, c)
         np.testing.assert_allclose(out, np.tanh(np.exp(a @ b) + 1) @ c, rtol=1e-12)
     assert "'s memory" in exe.driver_source()
+
+
+def test_the_python_drivers_kernels_verify_their_loop_ir_too(monkeypatch, tmp_path):
+    import dataclasses
+
+    import flowjit.lowering as lowering
+    from flowjit.ir.errors import KernelCompileError
+    from flowjit.lowering.loops import INDEX, Const, Store, Var
+
+    lower = lowering.lower_block
+
+    def broken(block, name):
+        k = lower(block, name)
+        out = k.outputs[0]
+        return dataclasses.replace(k, body=(Store(out.name, (Var("nowhere", INDEX),), Const(1.0, out.dtype)),))
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(lowering, "lower_block", broken)
+    # A cumsum has no native form: the program keeps the Python driver, which compiles each kernel.
+    f = fj.function(lambda x: fj.cumsum(fj.sin(x) * 3, axis=0), backend="llvm")
+    with pytest.raises(KernelCompileError, match=r"kernel sin_mul from .*test_program.py:\d+.*nowhere is used "
+                                                 r"before it is defined"):
+        f(np.ones(3, np.float32))
