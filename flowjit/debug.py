@@ -23,40 +23,49 @@ from flowjit.ir.core import Function
 from flowjit.ir.errors import FlowjitError
 from flowjit.ir.interpreter import run_op
 from flowjit.ir.printer import format_loc, op_lines
+from flowjit.runtime import hooks
 
 
 class NumericsError(FlowjitError, FloatingPointError):
     """A result of a checked call holds NaN or Inf; the message names the op that made it."""
 
 
-# Whether calls check numerics now: a one-element list, read on the dispatch fast path
-# without a function call.
-CHECK_NUMERICS = [os.environ.get("FLOWJIT_CHECK_NUMERICS", "") not in ("", "0")]
+# Whether calls check numerics now (they then take the slow path: runtime.hooks).
+_checked = [False]
+
+
+def _set(on: bool) -> None:
+    _checked[0] = on
+    hooks.set_reason("check_numerics", int(on))
+
+
+_set(os.environ.get("FLOWJIT_CHECK_NUMERICS", "") not in ("", "0"))
 
 
 def numerics_checked() -> bool:
     """Whether calls check their results for NaN and Inf now."""
-    return CHECK_NUMERICS[0]
+    return _checked[0]
 
 
 def enable_check_numerics() -> None:
     """Check every later ``fj.function`` call's results for NaN and Inf."""
-    CHECK_NUMERICS[0] = True
+    _set(True)
 
 
 def disable_check_numerics() -> None:
     """Stop checking results (the default)."""
-    CHECK_NUMERICS[0] = False
+    _set(False)
 
 
 @contextlib.contextmanager
 def check_numerics() -> Iterator[None]:
     """Check results for NaN and Inf inside the ``with`` block."""
-    before, CHECK_NUMERICS[0] = CHECK_NUMERICS[0], True
+    before = _checked[0]
+    _set(True)
     try:
         yield
     finally:
-        CHECK_NUMERICS[0] = before
+        _set(before)
 
 
 def _non_finite(x: np.ndarray) -> str | None:

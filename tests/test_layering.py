@@ -30,11 +30,12 @@ ALLOWED = {
     "codegen_llvm": {"ir", "lowering"},
     "runtime": {"ir", "passes", "lowering", "codegen_cpu", "codegen_cuda", "codegen_llvm"},
     "tracer": {"ir", "passes", "runtime", "debug"},
-    "debug": {"ir"},
+    "debug": {"ir", "runtime"},  # numerics checks send calls down the slow path (runtime.hooks)
     "nn": {"ir", "tracer"},
     "optim": {"ir", "tracer", "nn"},
     "checkpoint": {"ir", "tracer", "optim", "version"},  # it saves optimizers' slots
     "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
+    "explain": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer"},
 }
 
 

@@ -26,6 +26,7 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
 from flowjit.ir.registry import Literal
 from flowjit.ir.types import TensorType
+from flowjit.runtime import hooks
 
 # The package's own directory (this file is flowjit/tracer/core.py): frames inside it are not the user's.
 _FLOWJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -185,10 +186,6 @@ def current_trace() -> Trace | None:
     return stack[-1] if stack else None
 
 
-# How many traces are active in all threads: while none is, a call needs no per-thread
-# look at the trace stack (the dispatch fast path reads ACTIVE_TRACES[0]).
-ACTIVE_TRACES = [0]
-_active_lock = threading.Lock()
 
 
 class trace_context:
@@ -200,15 +197,13 @@ class trace_context:
     def __enter__(self) -> Trace:
         if not hasattr(_state, "stack"):
             _state.stack = []
-        with _active_lock:
-            ACTIVE_TRACES[0] += 1
+        hooks.add_reason("tracing", 1)  # a trace in any thread: calls take the slow path
         _state.stack.append(self.trace)
         return self.trace
 
     def __exit__(self, *exc: object) -> None:
         _state.stack.pop()
-        with _active_lock:
-            ACTIVE_TRACES[0] -= 1
+        hooks.add_reason("tracing", -1)
         self.trace.active = False
 
 

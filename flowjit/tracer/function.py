@@ -36,8 +36,9 @@ from flowjit.ir.verifier import verify
 from flowjit.runtime import Executable, compile_function, lower
 from flowjit.runtime.devices import check_device
 from flowjit.runtime.executable import IR_STAGES
+from flowjit.runtime.hooks import SLOW_PATH
 from flowjit.tracer import pytree
-from flowjit.tracer.core import ACTIVE_TRACES, Trace, Tracer, current_trace, to_array, trace_context, user_location
+from flowjit.tracer.core import Trace, Tracer, current_trace, to_array, trace_context, user_location
 
 if TYPE_CHECKING:
     from flowjit.runtime.executable import LoopProgram
@@ -295,8 +296,8 @@ class TracedFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The dispatch fast path: one array argument of a signature already run, while no
-        # thread traces and numerics are not checked.
-        if len(args) == 1 and not kwargs and not ACTIVE_TRACES[0] and not debug.CHECK_NUMERICS[0]:
+        # thread traces, numerics are not checked and no profiler records (runtime.hooks).
+        if len(args) == 1 and not kwargs and not SLOW_PATH[0]:
             a = args[0]
             if type(a) is np.ndarray:
                 direct = self._direct.get((a.shape, a.dtype))
