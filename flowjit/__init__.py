@@ -18,6 +18,7 @@ from flowjit import (
     optim,  # noqa: E402  (after Variable, which it builds on)
 )
 from flowjit.aot import export, load_compiled
+from flowjit.explain import explain
 from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int32, int64
 from flowjit.ir.dtypes import dtype as dtype
 from flowjit.ir.errors import (

@@ -1,11 +1,14 @@
-"""The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...`` and
-``flowjit compile FILE.py:FUNC --arg f32[8,64] -o build/``.
+"""The ``flowjit`` command line: ``flowjit ir FILE.py:FUNC --arg f32[2,3] ...``,
+``flowjit compile FILE.py:FUNC --arg f32[8,64] -o build/`` and
+``flowjit explain FILE.py:FUNC --arg f32[4096,1024] [--run]``.
 
 ``ir`` traces a function of a Python file for abstract arguments and prints its IR as
 text (parseable back) or JSON, at any pipeline stage; ``--stage loops`` prints every
 kernel of the fused program as loop IR (flowjit.lowering), ``--stage kernels`` the
 generated numba kernels and the driver. ``compile`` builds the function ahead of time
-into a C shared library with its header and manifest (``flowjit.aot``).
+into a C shared library with its header and manifest (``flowjit.aot``). ``explain``
+prints the program's kernels, what each moves and how long the machine's bounds say it
+takes, and why fusion stopped where it did (``flowjit.explain``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from flowjit.ir.errors import FlowjitError, ParseError
 from flowjit.ir.json_form import function_to_json
 from flowjit.ir.parser import parse_type
+from flowjit.runtime.executable import STAGES
 from flowjit.tracer.function import IR_STAGES, ShapeDtype, TracedFunction, function
 
 
@@ -128,6 +132,38 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(ns: argparse.Namespace) -> int:
+    from flowjit.explain import explain
+    fn = load_function(ns.target)
+    arity = _arity(fn)
+    params = [p for p in fn._sig.parameters if p not in fn.static_names] if fn._sig is not None else []
+    listed = f" ({', '.join(params)})" if params else ""
+    usage = (f"flowjit explain {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} [--run] (one TYPE per "
+             f"parameter{listed}, such as f32[4096,1024] or i32[256])")
+    args = [_explain_arg(ns, text, usage) for text in ns.arg]
+    if arity is not None and len(args) != arity:
+        ns.parser.error(f"{ns.target.rpartition(':')[2]} takes {arity} argument(s), got {len(args)} --arg; "
+                        f"expected: {usage}")
+    try:
+        found = explain(fn, *args, run=ns.run, stage=ns.stage)
+    except FlowjitError as e:
+        print(f"flowjit explain: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if ns.format == "json":
+        print(json.dumps(found.to_json(), indent=2))
+    else:
+        sys.stdout.write(str(found))
+    return 0
+
+
+def _explain_arg(ns: argparse.Namespace, text: str, usage: str) -> ShapeDtype:
+    try:
+        t = parse_type(text)
+    except ParseError as e:
+        ns.parser.error(f"bad --arg {text!r}: {e.message}; expected: {usage}")
+    return ShapeDtype(t.shape, t.dtype)
+
+
 def _arity(fn: TracedFunction) -> int | None:
     """How many positional arrays ``fn`` takes (None when its signature is unknown or
     takes *args)."""
@@ -173,6 +209,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="compile the values of the Variables the function reads into the library, so a C "
                           "caller passes only the arguments (default: they are arguments, saved in NAME.safetensors)")
     p_c.set_defaults(func=cmd_compile, parser=p_c)
+    p_e = sub.add_parser("explain", help="the kernels of a function, the bytes and time of each, and why fusion "
+                                         "stopped where it did",
+                         description="Trace FILE.py:FUNCTION for the given argument types and print its kernels in "
+                                     "execution order (ops, lines, bytes read and written, FLOPs, the machine bound "
+                                     "and the time it predicts; with --run the measured median and the fraction of "
+                                     "the bound), then every fusion boundary with the reason the fusion pass recorded.")
+    p_e.add_argument("target", help="path/to/file.py:function")
+    p_e.add_argument("--arg", action="append", default=[], metavar="TYPE",
+                     help="an argument type such as f32[4096,1024] or i32[256] (repeat per argument)")
+    p_e.add_argument("--run", action="store_true",
+                     help="also run each kernel on random arguments and report its median time")
+    p_e.add_argument("--format", default="text", choices=("text", "json"))
+    p_e.add_argument("--stage", default="fused", choices=STAGES,
+                     help="the pipeline stage to explain (default: fused; earlier stages list each op alone)")
+    p_e.set_defaults(func=cmd_explain, parser=p_e)
     ns = parser.parse_args(argv)
     return ns.func(ns)
 

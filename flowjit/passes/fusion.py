@@ -154,8 +154,8 @@ class _Reasons:
 
 # Why an op of each kind never joins a kernel.
 _NEVER_FUSES = {
-    "opaque": ("library_call", "{} is a library call (BLAS for matmul) or a kernel of its own: what it reads "
-                               "and writes goes through memory"),
+    "opaque": ("library_call", "{} runs as a library call (BLAS for matmul), outside any kernel: its operands "
+                               "and result go through memory"),
     "random": ("random", "{} draws from the random generator's state and never fuses"),
     "stateful": ("stateful", "{} reads or updates a Variable and never fuses"),
     "control": ("control", "{} runs its blocks as programs of their own: ops inside fuse with each other, "

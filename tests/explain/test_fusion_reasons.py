@@ -27,6 +27,13 @@ def mlp_step(x, y, w1, b1, w2, b2):
     return value, [p - 0.1 * g for p, g in zip((w1, b1, w2, b2), grads)]
 
 
+def on_two_devices(x):
+    y = fj.exp(x)
+    with fj.device("cpu:1"):
+        z = y * 2
+    return z + 1
+
+
 MLP_ARGS = (S((64, 32), F32), S((64, 10), F32), S((32, 16), F32), S((16,), F32), S((16, 10), F32), S((10,), F32))
 
 
@@ -63,13 +70,7 @@ def test_mlp_step_boundaries_are_the_matmuls_and_the_reductions():
 
 def test_a_device_change_is_a_boundary(monkeypatch):
     monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
-
-    def f(x):
-        y = fj.exp(x)
-        with fj.device("cpu:1"):
-            z = y * 2
-        return z + 1
-    found = boundaries_of(fused(f, S((8, 4), F32)))
+    found = boundaries_of(fused(on_two_devices, S((8, 4), F32)))
     assert [(b.producer, b.consumer, b.code) for b in found] == [
         ("exp", "send", "device_change"), ("recv", "mul_add", "device_change")]
 

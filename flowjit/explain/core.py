@@ -1,0 +1,292 @@
+"""``fj.explain``: a program's kernels, the bytes and FLOPs of each, the bound that limits
+it, and why fusion stopped where it did.
+
+The kernels are the top-level ops of the fused program in execution order (the order the
+native driver runs them): fusion ops (one kernel each), matmuls (one BLAS call each), the
+other ops that run alone (a random draw, a gather, a transfer between devices), and
+control ops with the kernels of their blocks listed after them (each block fused as the
+runtime fuses it, as a program of its own). Constants, Variable updates (the new value
+is rebound, nothing moves) and the transposes and reshapes that fold into a BLAS call do
+no work and are left out.
+
+For each: bytes read (each distinct input once) and written (each output once): the
+least a kernel can move; FLOPs (elementwise and reduction ops times the elements each
+touches; a matmul 2*m*n*k); the bound that applies (memory bandwidth for kernels, BLAS for
+matmul: the larger of its FLOPs at the BLAS rate and its bytes at the bandwidth), with
+the machine's limits from ``flowjit.explain.bounds``; and the time that bound predicts.
+
+``run=True`` also measures. Each value of the program is computed once by the NumPy
+reference interpreter (on the arrays given, or on random ones for ``ShapeDtype``
+arguments), then each kernel is compiled alone from its loop IR
+(``codegen_llvm.render.compile_kernel``, with the thread pool the Python driver uses) and
+timed on those values, each matmul is timed as NumPy's matmul (the same OpenBLAS the
+program calls) on its operands, and other ops as their NumPy reference; the median of
+repeated runs is reported with the fraction of the bound (predicted over measured: 1.0
+runs at the bound). The whole program is timed too (the compiled function, its median).
+The blocks of control ops are described but not timed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.core import Function, Op
+from flowjit.passes.fusion import FusionBoundary, boundaries_of
+
+# A kernel is timed until this much time has passed (at least MIN_RUNS, at most MAX_RUNS).
+TIME_BUDGET_S = 0.2
+MIN_RUNS, MAX_RUNS = 5, 200
+# Kinds of top-level op that do no work of their own in the compiled program.
+_NO_WORK = ("constant", "layout", "stateful")
+
+
+@dataclass
+class KernelReport:
+    """One step of the program (see the module docstring): ``kind`` is ``kernel``,
+    ``blas``, ``library``, ``random``, ``transfer``, ``control`` or ``op``; ``block``
+    names the control op's block it runs in ("" at the top); times are seconds."""
+
+    index: int
+    name: str
+    kind: str
+    ops: list[str]
+    lines: str
+    device: str
+    outputs: list[str]
+    bytes_read: int
+    bytes_written: int
+    flops: int
+    bound: str
+    predicted_s: float | None
+    measured_s: float | None = None
+    fraction_of_bound: float | None = None
+    block: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BoundaryReport(FusionBoundary):
+    """A fusion boundary as the fusion pass recorded it, in ``block`` ("" at the top)."""
+
+    block: str = ""
+
+
+@dataclass
+class Explanation:
+    """What ``fj.explain`` returns: the kernels in execution order, the fusion
+    boundaries with their reasons, the machine's bounds, and the totals; ``str()`` is the
+    table ``flowjit explain`` prints and ``to_json()`` a JSON-ready dict."""
+
+    function: str
+    arguments: list[str]
+    stage: str
+    driver: str
+    kernels: list[KernelReport]
+    boundaries: list[BoundaryReport]
+    machine: dict[str, Any]
+    bytes_moved: int = 0
+    flops: int = 0
+    predicted_s: float = 0.0
+    measured_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The explanation as plain data (``json.dumps`` takes it as it is)."""
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        from flowjit.explain.text import render_text
+        return render_text(self)
+
+
+def explain(f: Callable[..., Any], *args: Any, run: bool = False, stage: str = "fused",
+            **kwargs: Any) -> Explanation:
+    """Explain how ``f`` (an ``fj.function`` or a plain function) runs on ``args`` (arrays
+    or ``fj.ShapeDtype``): its kernels in execution order with their ops, the user's
+    lines, bytes read and written, FLOPs, the bound that applies and the time it
+    predicts, then every fusion boundary with the reason the fusion pass recorded.
+    ``run=True`` also times each kernel and the whole program (see the module docstring).
+    ``stage``: a pipeline stage before ``fused`` lists each op as a step of its own (what
+    the program would move unfused; nothing is timed then)."""
+    from flowjit.explain.bounds import machine_bounds
+    from flowjit.runtime.executable import STAGES
+    from flowjit.tracer.function import ShapeDtype, TracedFunction, function
+    if stage not in STAGES:
+        raise ValueError(f"fj.explain: unknown stage {stage!r}; available: {', '.join(STAGES)}")
+    traced = f if isinstance(f, TracedFunction) else function(f)
+    entry, leaves = traced._lookup(args, kwargs)
+    program = traced.ir(*args, stage=stage, **kwargs)
+    assert isinstance(program, Function)
+    bounds = machine_bounds()
+    fused = stage == "fused"
+    report = Explanation(program.name, [str(a.type) for a in program.args], stage, "", [], [], bounds.to_json())
+    _describe(program, report, "", fused, bounds)
+    if not fused:
+        report.notes.append(f"stage {stage!r}: before fusion, each op is a step of its own (not timed)")
+    if run and fused:
+        values = [_concrete(x) if isinstance(x, ShapeDtype) else np.asarray(x) for x in leaves]
+        values += [np.asarray(v._value) for v in entry.variables]
+        _measure(program, report, values)
+        exe = entry.executable
+        report.measured_s = _median(lambda: exe(values))  # outputs only: no Variable is rebound
+        if getattr(exe, "backend", "") == "llvm" and hasattr(exe, "native_reason"):
+            report.driver = ("one native call (the whole program)" if exe._program is not None
+                             else f"the Python driver, kernel by kernel: {exe.native_reason}")
+    if not report.driver:
+        report.driver = getattr(entry.executable, "backend", "") + " backend"
+    report.bytes_moved = sum(k.bytes_read + k.bytes_written for k in report.kernels)
+    report.flops = sum(k.flops for k in report.kernels)
+    report.predicted_s = sum(k.predicted_s or 0.0 for k in report.kernels)
+    return report
+
+
+def _describe(program: Function, report: Explanation, block: str, fused: bool, bounds: Any) -> None:
+    for b in boundaries_of(program):
+        report.boundaries.append(BoundaryReport(**dataclasses.asdict(b), block=block))
+    skip = _NO_WORK if fused else ("constant", "stateful")
+    for op in program.body.ops:
+        if op.primitive.kind in skip and not op.blocks:
+            continue
+        index = len(report.kernels) + 1
+        report.kernels.append(_kernel(op, index, block, bounds))
+        if op.primitive.kind == "control" and op.primitive.role != "kernel" and fused:
+            for k, fn in enumerate(_fused_blocks(program, op)):
+                _describe(fn, report, f"{block}{op.name}#{index}.{k}/", fused, bounds)
+
+
+def _fused_blocks(program: Function, op: Op) -> list[Function]:
+    """The blocks of control op ``op`` fused as the runtime fuses them (each a program)."""
+    from flowjit.runtime.executable import lower
+    out = []
+    for k, block in enumerate(op.blocks):
+        sub = Function(f"{program.name}.{op.name}{k}", block).clone()
+        for inner in sub.walk():
+            inner.device = None
+        fn = lower(sub, "fused")
+        assert isinstance(fn, Function)
+        out.append(fn)
+    return out
+
+
+def _nbytes(t: Any) -> int:
+    return math.prod(t.shape) * t.dtype.np.itemsize
+
+
+def _flops(op: Op) -> int:
+    """Elementwise ops times their elements, reductions times their input's elements,
+    matmul 2*m*n*k, a kernel the sum of its ops'."""
+    kind = op.primitive.kind
+    if op.primitive.role == "kernel":
+        return sum(_flops(inner) for inner in op.blocks[0].ops)
+    if kind == "elementwise":
+        return math.prod(op.results[0].type.shape)
+    if kind == "reduction":
+        return math.prod(op.inputs[0].type.shape)
+    if op.primitive.role == "matrix_product":
+        return 2 * math.prod(op.results[0].type.shape) * op.inputs[0].type.shape[-1]
+    return 0
+
+
+def _kernel(op: Op, index: int, block: str, bounds: Any) -> KernelReport:
+    role, kind = op.primitive.role, op.primitive.kind
+    inputs = list({v.id: v for v in op.inputs}.values())
+    read = sum(_nbytes(v.type) for v in inputs)
+    written = sum(_nbytes(r.type) for r in op.results)
+    flops = _flops(op)
+    if role == "kernel":
+        name, what = op.attrs.get("name", op.name), "kernel"
+        ops = [inner.name for inner in op.blocks[0].ops if inner.primitive.kind != "constant"]
+        lines = op.attrs.get("lines", "")
+    else:
+        name, ops, lines = op.name, [op.name], str(op.loc) if op.loc is not None else ""
+        what = {"opaque": "blas" if role == "matrix_product" else "library", "random": "random",
+                "transfer": "transfer", "control": "control"}.get(kind, "op")
+    memory_s = (read + written) / bounds.bandwidth
+    if what == "control":
+        bound, predicted = "its blocks", None
+    elif what == "blas":
+        compute_s = flops / bounds.gemm_flops
+        bound, predicted = ("blas" if compute_s >= memory_s else "memory"), max(compute_s, memory_s)
+    else:
+        bound, predicted = "memory", memory_s
+    return KernelReport(index, name, what, ops, lines, op.device or "", [str(r.type) for r in op.results],
+                        read, written, flops, bound, predicted, block=block)
+
+
+def _concrete(spec: Any) -> np.ndarray:
+    """An array for a ``ShapeDtype`` argument: small random floats; integers and booleans
+    zero (a valid index and a valid label)."""
+    dtype = np.dtype(spec.dtype.np if hasattr(spec.dtype, "np") else spec.dtype)
+    if dtype.kind == "f":
+        return (np.random.default_rng(0).standard_normal(spec.shape) * 0.1).astype(dtype)
+    return np.zeros(spec.shape, dtype)
+
+
+def _median(run: Callable[[], object]) -> float:
+    run()  # compiles (or loads) and warms the caches
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < MIN_RUNS or (spent < TIME_BUDGET_S and len(times) < MAX_RUNS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+        spent += times[-1]
+    return float(np.median(times))
+
+
+def _measure(program: Function, report: Explanation, args: Sequence[np.ndarray]) -> None:
+    """Compute every value of ``program`` with the interpreter, then time each top-level
+    kernel of ``report`` on its values (see the module docstring)."""
+    from flowjit.ir.interpreter import run_op
+    env: dict[int, np.ndarray] = {a.id: np.asarray(x, a.type.dtype.np) for a, x in zip(program.args, args)}
+    sent: dict[Any, np.ndarray] = {}
+    top = iter(k for k in report.kernels if not k.block)
+    for op in program.body.ops:
+        ins = [env[v.id] for v in op.inputs]
+        if op.primitive.kind == "transfer":  # both sides run here: the value moves through a dict
+            outs = [sent[op.attrs["key"]]] if op.results else []
+            if not op.results:
+                sent[op.attrs["key"]] = ins[0]
+        else:
+            outs = run_op(op, ins)
+        for r, x in zip(op.results, outs):
+            env[r.id] = np.asarray(x, r.type.dtype.np).reshape(r.type.shape)
+        if op.primitive.kind in _NO_WORK and not op.blocks:
+            continue
+        k = next(top)
+        timer = _timer(op, ins)
+        if timer is None:
+            k.note = k.note or "not timed"
+            continue
+        k.measured_s = _median(timer)
+        if k.predicted_s is not None and k.measured_s > 0:
+            k.fraction_of_bound = k.predicted_s / k.measured_s
+
+
+def _timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
+    """A function running ``op`` alone on ``ins`` as the compiled program would, or None."""
+    role, kind = op.primitive.role, op.primitive.kind
+    if role == "kernel":
+        from flowjit.codegen_llvm.render import compile_kernel
+        from flowjit.lowering import Unsupported, lower_block
+        try:
+            compiled = compile_kernel(lower_block(op.blocks[0], "explain_kernel"))
+        except Unsupported:
+            return None
+        args = [np.ascontiguousarray(x, v.type.dtype.np).reshape(v.type.shape) for x, v in zip(ins, op.inputs)]
+        outs = [np.empty(r.type.shape, r.type.dtype.np) for r in op.results]
+        return lambda: compiled(args, outs)
+    if role == "matrix_product":
+        out = np.empty(op.results[0].type.shape, op.results[0].type.dtype.np)
+        return lambda: np.matmul(ins[0], ins[1], out=out)
+    if kind in ("control", "transfer"):
+        return None
+    from flowjit.ir.interpreter import run_op
+    return lambda: run_op(op, ins)
