@@ -152,8 +152,8 @@ class Built:
 def c_program(manifest: dict[str, Any]) -> str:
     """A C program that reads each argument from ``DIR/data/<c_name>.bin``, calls the entry
     point once, prints ``first <CLOCK_MONOTONIC seconds>`` and writes each result to
-    ``DIR/out-c-<c_name>.bin``; with ``SAMPLES TARGET_S`` it then prints ``steady <median
-    seconds per call>`` over SAMPLES samples of about TARGET_S seconds each."""
+    ``DIR/out-c-<c_name>.bin``; with ``SAMPLES TARGET_S`` it then prints SAMPLES lines
+    ``sample <seconds per call>``, each over back-to-back calls for about TARGET_S seconds."""
     name, up = manifest["name"], manifest["name"].upper()
 
     def nbytes(side: str, c_name: str) -> str:
@@ -203,11 +203,6 @@ static void save(const char *dir, const char *name, const void *data, size_t byt
     }}
 }}
 
-static int by_value(const void *a, const void *b) {{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}}
-
 int main(int argc, char **argv) {{
     if (argc != 2 && argc != 4) {{
         fprintf(stderr, "usage: %s DIR [SAMPLES TARGET_S]\\n", argv[0]);
@@ -234,16 +229,12 @@ int main(int argc, char **argv) {{
         double one = now() - t0;
         long inner = one > 0 ? (long)(target / one) : 100000;
         inner = inner < 1 ? 1 : inner > 100000 ? 100000 : inner;
-        double *times = malloc(sizeof *times * (size_t)(samples > 0 ? samples : 1));
         for (int s = 0; s < samples; s++) {{
             t0 = now();
             for (long i = 0; i < inner; i++) rc |= {name}(&in, &out, NULL);
-            times[s] = (now() - t0) / (double)inner;
+            printf("sample %.9e\\n", (now() - t0) / (double)inner);
         }}
-        if (rc != {up}_OK || samples < 1) return 1;
-        qsort(times, (size_t)samples, sizeof *times, by_value);
-        double median = samples % 2 ? times[samples / 2] : 0.5 * (times[samples / 2 - 1] + times[samples / 2]);
-        printf("steady %.9e\\n", median);
+        if (rc != {up}_OK) return 1;
     }}
     return 0;
 }}
@@ -302,17 +293,18 @@ def spawn(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     for line in p.stdout.splitlines():
         if line.startswith("{"):
             readings.update(json.loads(line))
-        elif line.startswith(("first ", "steady ")):
-            key, value = line.split()
-            readings[key] = float(value)
+        elif line.startswith("first "):
+            readings["first"] = float(line.split()[1])
+        elif line.startswith("sample "):
+            readings.setdefault("samples", []).append(float(line.split()[1]))
     if p.returncode != 0 or "first" not in readings:
         tail = (p.stderr.strip().splitlines() or [f"exit {p.returncode}, no output"])[-1]
         return {"error": f"exit {p.returncode}: {tail}", "traceback": p.stderr[-4000:]}
     out = {"first_s": readings["first"] - t0}
     if "imported" in readings:
         out["import_s"] = readings["imported"] - t0
-    if "steady" in readings:
-        out["steady_s"] = readings["steady"]
+    if "samples" in readings:
+        out["samples"] = readings["samples"]
     return out
 
 
@@ -449,19 +441,31 @@ def steady_row(ctx: Ctx, built: Built) -> Row:
     if "jax" in ctx.columns:
         builders["jax"] = jax_call
     unit = "us" if built.name == "add1" else "ms"
-    case = Case("aot", f"steady, {describe(built.name, built.size)}", builders, unit=unit)
+    note = ("each Python call checks its arguments, allocates its result and crosses ctypes; the JIT's "
+            "dispatch is one dict lookup" if built.name == "add1" else
+            "C: calls back to back on the same buffers, so the library's pool threads stay awake between "
+            "calls; the Python columns allocate a result per call")
+    case = Case("aot", f"steady, {describe(built.name, built.size)}", builders, unit=unit, note=note)
     timed = tuple((k, h) for k, h in STEADY_COLUMNS if k in builders)
+    # The C loop runs before and after the Python columns (half its samples each), so that a
+    # busy spell of the shared machine lands on the C column and the others alike.
+    cmd = [os.path.join(built.directory, "run_c"), built.directory, str(max(1, (ctx.repeat + 1) // 2)),
+           str(0.02 if ctx.quick else 0.05)]
+    c_runs = [spawn(cmd, dict(os.environ))]
     row = _checked(ctx, case, built, timed)
-    c = Cell(text="—", skipped=True)
     ctx.log(f"  {row.label}: C program loop")
-    res = spawn([os.path.join(built.directory, "run_c"), built.directory, str(ctx.repeat),
-                 str(0.02 if ctx.quick else 0.05)], dict(os.environ))
-    if "error" in res or "steady_s" not in res:
-        error = res.get("error", "no steady figure")
-        ctx.errors.append((row.label, "C", res.get("traceback") or error))
+    c_runs.append(spawn(cmd, dict(os.environ)))
+    failed = [r for r in c_runs if "error" in r or not r.get("samples")]
+    if failed:
+        error = failed[0].get("error", "no samples")
+        ctx.errors.append((row.label, "C", failed[0].get("traceback") or error))
         c = Cell(text=f"ERROR {error[:100]}", error=error)
     else:
-        c = Cell(seconds=res["steady_s"], text=fmt_short(res["steady_s"], unit))
+        xs = [t for r in c_runs for t in r["samples"]]
+        med = statistics.median(xs)
+        q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [med, med, med]
+        c = Cell(seconds=med, iqr=(q[2] - q[0]) / med if med > 0 else 0.0)
+        c.text = fmt_short(med, unit) + (f" ±{100 * c.iqr:.0f}%" if len(xs) >= 3 else "")
     row.cells["c"] = c
     a, j = row.cells.get("aot"), row.cells.get("llvm")
     if a is not None and a.ok and j is not None and j.ok:
