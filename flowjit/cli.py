@@ -134,7 +134,10 @@ def cmd_compile(ns: argparse.Namespace) -> int:
 
 def cmd_explain(ns: argparse.Namespace) -> int:
     from flowjit.explain import explain
-    fn = load_function(ns.target)
+    try:
+        fn = load_function(ns.target)
+    except FlowjitError as e:  # the name is not a function
+        ns.parser.error(f"{ns.target}: {e}; expected FILE.py:FUNCTION naming a function")
     arity = _arity(fn)
     params = [p for p in fn._sig.parameters if p not in fn.static_names] if fn._sig is not None else []
     listed = f" ({', '.join(params)})" if params else ""

@@ -126,25 +126,35 @@ def explain(f: Callable[..., Any], *args: Any, run: bool = False, stage: str = "
     assert isinstance(program, Function)
     bounds = machine_bounds()
     fused = stage == "fused"
-    report = Explanation(program.name, [str(a.type) for a in program.args], stage, "", [], [], bounds.to_json())
+    report = Explanation(program.name, [f"{a.name or f'arg{i}'}: {a.type}" + (" var" if v else "")
+                                         for i, (a, v) in enumerate(zip(program.args, program.is_var))],
+                         stage, "", [], [], bounds.to_json())
     _describe(program, report, "", fused, bounds)
     if not fused:
         report.notes.append(f"stage {stage!r}: before fusion, each op is a step of its own (not timed)")
+    exe = entry.executable
     if run and fused:
         values = [_concrete(x) if isinstance(x, ShapeDtype) else np.asarray(x) for x in leaves]
         values += [np.asarray(v._value) for v in entry.variables]
         _measure(program, report, values)
-        exe = entry.executable
         report.measured_s = _median(lambda: exe(values))  # outputs only: no Variable is rebound
-        if getattr(exe, "backend", "") == "llvm" and hasattr(exe, "native_reason"):
-            report.driver = ("one native call (the whole program)" if exe._program is not None
-                             else f"the Python driver, kernel by kernel: {exe.native_reason}")
-    if not report.driver:
-        report.driver = getattr(entry.executable, "backend", "") + " backend"
+    report.driver = _driver(exe)
     report.bytes_moved = sum(k.bytes_read + k.bytes_written for k in report.kernels)
     report.flops = sum(k.flops for k in report.kernels)
     report.predicted_s = sum(k.predicted_s or 0.0 for k in report.kernels)
     return report
+
+
+def _driver(exe: Any) -> str:
+    """How a call runs the program, as far as it is known before compiling it."""
+    backend = getattr(exe, "backend", "")
+    if getattr(exe, "_program", None) is not None:
+        return "one native call (the whole program)"
+    if getattr(exe, "native_reason", ""):
+        return f"the Python driver, kernel by kernel ({exe.native_reason})"
+    if hasattr(exe, "partitions"):
+        return f"one program per device ({', '.join(exe.devices)}), run concurrently"
+    return f"the {backend} backend (not called yet: run=True compiles and times it)"
 
 
 def _describe(program: Function, report: Explanation, block: str, fused: bool, bounds: Any) -> None:

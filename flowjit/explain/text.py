@@ -46,7 +46,10 @@ def _row(k: KernelReport) -> str:
 def render_text(e: Explanation) -> str:
     """The explanation as a readable table: the kernels, then the fusion boundaries."""
     m = e.machine
-    out = [f"{e.function}({', '.join(e.arguments)}): {len(e.kernels)} step(s), stage {e.stage}, run by {e.driver}",
+    plain = [a for a in e.arguments if not a.endswith(" var")]
+    variables = len(e.arguments) - len(plain)
+    args = ", ".join(plain) + (f"; {variables} Variable(s)" if variables else "")
+    out = [f"{e.function}({args}): {len(e.kernels)} step(s), stage {e.stage}, run by {e.driver}",
            f"machine: memory {m['bandwidth'] / 1e9:.1f} GB/s, float32 BLAS {m['gemm_flops'] / 1e9:.1f} GFLOP/s "
            f"({m['cpu']}, {m['threads']} CPUs; measured {m['measured_at']}, kept in {m['path']})",
            "",

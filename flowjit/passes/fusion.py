@@ -92,6 +92,7 @@ REASONS = {
     "larger_loop": "the producer loops over more elements than the consumer's kernel",
     "cycle": "fusing would close a cycle through an op outside the kernel",
     "other_consumer": "the producer joined the kernel of another of its consumers",
+    "loop_mismatch": "two kernels merge only when they loop over the same shape with the same reduction",
     "size_limit": "a merged kernel holds at most MAX_MERGED_OPS ops",
 }
 
@@ -148,7 +149,7 @@ class _Reasons:
     def __init__(self) -> None:
         self.alone: dict[int, tuple[str, str]] = {}
         self.edges: dict[tuple[int, int], tuple[str, str]] = {}
-        self.groups: dict[tuple[int, int], str] = {}
+        self.groups: dict[tuple[int, int], tuple[str, str]] = {}
         self.full: list[tuple[_Group, _Group, str]] = []
 
 
@@ -218,6 +219,8 @@ def _boundaries(block: Block, groups: list[_Group], group_of: dict[int, _Group],
         for r in p.results:
             for u, _ in r.uses:
                 c = top.get(id(u), u)
+                if c.primitive.kind == "stateful" and not any(x.uses for x in c.results):
+                    continue  # a Variable's last update: the value leaves the program, as a result does
                 uc = final.get(id(c), c)
                 key = (id(up), id(uc))
                 if uc is up or key in found:
@@ -228,7 +231,9 @@ def _boundaries(block: Block, groups: list[_Group], group_of: dict[int, _Group],
                                           f"from memory"))
                     merge = why.groups.get((id(group_of[id(p)]), id(group_of[id(c)])))
                     if merge and code != "cycle":
-                        words += f"; the two kernels were not merged after: {merge}"
+                        # Merging the kernels was the last chance: what kept them apart then decides.
+                        code = merge[0] if code == "other_consumer" else code
+                        words += f"; the two kernels were not merged after: {merge[1]}"
                 else:
                     code, words = why.alone.get(id(c)) or why.alone[id(p)]
                 found[key] = _Boundary(up, uc, p, c, code, words)
@@ -400,14 +405,13 @@ def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: _To
                          for g in [group_of.get(id(v.producer))] if g is not None and g is not consumer}
             for producer in producers.values():
                 if not _same_loops(producer, consumer):
-                    why.groups[(id(producer), id(consumer))] = (
-                        "the kernels loop differently: " f"{_loops(producer)} and {_loops(consumer)}")
+                    why.groups[(id(producer), id(consumer))] = _loop_difference(producer, consumer)
                     continue
                 inside = set(map(id, producer.ops)) | members
                 outside = [u for op in producer.ops for u in _users(op, top) if id(u) not in inside]
                 if _reaches(outside, consumer, group_of, top):
-                    why.groups[(id(producer), id(consumer))] = "a path through an op outside them leads from " \
-                                                              "one kernel to the other"
+                    why.groups[(id(producer), id(consumer))] = (
+                        "cycle", "a path through an op outside them leads from one kernel to the other")
                     continue
                 producer.ops.extend(consumer.ops)
                 for op in consumer.ops:
@@ -418,6 +422,17 @@ def _merge_consumers(groups: list[_Group], group_of: dict[int, _Group], top: _To
             if merged:
                 break
     return groups
+
+
+def _loop_difference(a: _Group, b: _Group) -> tuple[str, str]:
+    """Why producer group ``a`` and consumer group ``b`` do not loop alike (``_same_loops``)."""
+    if a.device != b.device:
+        code = "device_change"
+    elif a.reduce_shape is not None and b.reduce_shape is not None and a.loop_size == b.loop_size:
+        code = "reduction_mismatch"
+    else:
+        code = "loop_mismatch"
+    return code, f"the kernels loop differently: {_loops(a)} and {_loops(b)}"
 
 
 def _same_loops(a: _Group, b: _Group) -> bool:

@@ -4,6 +4,7 @@ their bytes, FLOPs, bounds and times, and the fusion boundaries with their reaso
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import flowjit as fj
 from flowjit.cli import main
 from flowjit.explain import bounds
+from flowjit.passes.fusion import REASONS
 from tests.explain.test_fusion_reasons import MLP_ARGS, gelu, mlp_step, on_two_devices
 
 S = fj.ShapeDtype
@@ -118,6 +120,8 @@ def gelu(x):
 
 def loss(x, w):
     return fj.sum(fj.nn.relu(x @ w))
+
+RATE = 0.5
 """
 
 
@@ -131,7 +135,7 @@ def program(tmp_path):
 def test_cli_text_and_json(program, capsys):
     assert main(["explain", f"{program}:loss", "--arg", "f32[64,32]", "--arg", "f32[32,16]"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("loss(f32[64,32], f32[32,16]): 2 step(s), stage fused")
+    assert out.startswith("loss(x: f32[64,32], w: f32[32,16]): 2 step(s), stage fused")
     assert "matmul" in out and "[library_call]" in out and "prog.py:8" in out
     assert main(["explain", f"{program}:gelu", "--arg", "f32[64,32]", "--format", "json", "--run"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -149,3 +153,18 @@ def test_cli_bad_arguments_show_the_expected_form(program, capsys):
     assert "loss takes 2 argument(s), got 1 --arg" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="has no function 'nope'"):
         main(["explain", f"{program}:nope", "--arg", "f32[4]"])
+    with pytest.raises(SystemExit):
+        main(["explain", f"{program}:RATE", "--arg", "f32[4]"])
+    assert "expected FILE.py:FUNCTION naming a function" in capsys.readouterr().err
+
+
+def test_the_mlp_training_step_example(capsys):
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+    e = main(["explain", os.path.join(examples, "explain_mlp.py") + ":train_step", "--arg", "f32[32,784]",
+              "--arg", "i32[32]", "--format", "json"])
+    assert e == 0
+    data = json.loads(capsys.readouterr().out)
+    assert sum(a.endswith(" var") for a in data["arguments"]) == 13  # 4 parameters, Adam's 8 slots and step
+    assert [k["kind"] for k in data["kernels"]].count("blas") == 5
+    assert all(b["consumer_op"] != "assign" for b in data["boundaries"])
+    assert {b["code"] for b in data["boundaries"]} <= set(REASONS)

@@ -108,3 +108,46 @@ def test_recording_changes_nothing_that_fuses(seed):
         recorded, plain = fusion(fn.clone()), fusion(fn.clone(), record=False)
         assert str(recorded) == str(plain)
         assert not hasattr(plain, "fusion_boundaries")
+
+
+def test_the_reasons_of_a_known_program_are_fixed():
+    found = boundaries_of(fused(mlp_step, *MLP_ARGS))
+    softmax = "add_reduce_max_sub_exp_reduce_sum_log_and_6_more"
+    softmax_grad = "reshape_broadcast_to_div_mul_add_reduce_sum_and_1_more"
+    assert [(b.producer, b.consumer, b.code) for b in found] == [
+        ("matmul", "add_gt_select", "library_call"),
+        ("add_gt_select", "select_reduce_sum_mul_sub", "cycle"),
+        ("add_gt_select", "matmul", "library_call"),
+        ("add_gt_select", "transpose", "library_view"),
+        ("matmul", softmax, "library_call"),
+        (softmax, "reduce_sum_div_neg_mul_sub", "reduction_mismatch"),
+        (softmax, softmax_grad, "cycle"),
+        (softmax_grad, "matmul", "library_call"),
+        (softmax_grad, "matmul", "library_call"),
+        ("matmul", "select_reduce_sum_mul_sub", "library_call"),
+        ("matmul", "reduce_sum_div_neg_mul_sub", "library_call"),
+        ("select_reduce_sum_mul_sub", "matmul", "library_call"),
+        ("matmul", "reduce_sum_div_neg_mul_sub", "library_call"),
+    ]
+
+
+def test_softmax_and_layer_norm_are_one_kernel_and_their_gradient_says_why_not():
+    x, g = S((64, 128), F32), S((128,), F32)
+    assert boundaries_of(fused(fj.nn.softmax, x)) == ()
+    assert boundaries_of(fused(fj.nn.layer_norm, x, g, g)) == ()
+    grad = fj.grad(lambda x, g, b: fj.sum(fj.nn.layer_norm(x, g, b) ** 2), argnums=(0, 1, 2))
+    found = boundaries_of(fused(grad, x, g, g))
+    assert found and all(b.code in REASONS and b.reason for b in found)
+    assert {b.code for b in found} == {"reduction_mismatch"}  # row statistics, then column sums for g and b
+    assert "reducing axes [0] of [64, 128]" in found[0].reason
+
+
+def test_a_variables_last_update_is_not_a_boundary():
+    w = fj.Variable(np.ones((8, 8), F32))
+
+    def step(x):
+        w.assign(w * 0.5 + x)
+        return fj.sum(x)
+    fn = fused(step, S((8, 8), F32))
+    assert any(op.primitive.kind == "stateful" for op in fn.body.ops)
+    assert boundaries_of(fn) == ()
