@@ -31,6 +31,7 @@ from flowjit.ir.errors import (
 )
 from flowjit.passes.placement import PlacementError
 from flowjit.runtime.devices import Device, DeviceError, devices
+from flowjit.runtime.profiler import profile
 from flowjit.tracer import random
 from flowjit.tracer.array_api import (
     abs,

@@ -62,8 +62,8 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 # The table a program's builtin gets as ``self`` (an int64 NumPy array): fixed slots, then
 # each result's dtype and allocator, then each constant's data.
-T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM = range(7)
-T_FIXED = 7
+T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_PROFILE = range(8)
+T_FIXED = 8
 
 
 @dataclass(frozen=True)
@@ -671,8 +671,11 @@ class NativeProgram:
     ``call_one(*arrays)`` the one result (CPython builtins); ``plan`` is what they run."""
 
     def __init__(self, plan: ProgramPlan, constants: list[np.ndarray], library: jit.Library,
-                 pool_empty: Callable[..., np.ndarray] | None, pool_min_bytes: int):
+                 pool_empty: Callable[..., np.ndarray] | None, pool_min_bytes: int, profile: bool = False):
         self.plan = plan
+        # A profiling build writes CLOCK_MONOTONIC nanoseconds before and after each
+        # top-level step here (runtime.profiler reads them after the call).
+        self.stamps = np.zeros(2 * len(plan.steps) if profile else 0, np.int64)
         self.library = library        # the machine code lives as long as this object
         self._constants = constants
         self._args = [plan.buffer(n) for n in plan.args]
@@ -696,6 +699,8 @@ class NativeProgram:
                 table[T_FIXED + 2 * b.slot + 1] = self._ref(functools.partial(pool_empty, b.shape, np.dtype(b.dtype)))
         for k, c in enumerate(constants):
             table[T_FIXED + 2 * len(results) + k] = c.ctypes.data
+        if profile:
+            table[T_PROFILE] = self.stamps.ctypes.data
         self._table = table
         self._defs = []
         for which in ("list", "one"):
@@ -734,11 +739,13 @@ class NativeProgram:
 
 def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
                     pool_empty: Callable[..., np.ndarray] | None = None, pool_min_bytes: int = 1 << 20,
-                    target: jit.HostTarget | None = None, fastmath: bool = False) -> NativeProgram:
+                    target: jit.HostTarget | None = None, fastmath: bool = False,
+                    profile: bool = False) -> NativeProgram:
     """``plan`` compiled (its driver and kernels in one module) or loaded from the object
     cache, keyed by the driver's IR and every kernel's identity, so a warm load renders
     no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
-    ``pool_min_bytes``), the others from ``PyArray_Empty``."""
+    ``pool_min_bytes``), the others from ``PyArray_Empty``. ``profile``: a build that
+    times each top-level step into ``NativeProgram.stamps`` (``runtime.profiler``)."""
     int_bits = 64
     if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
         from .blas import blas_functions
@@ -749,19 +756,20 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}
     # What decides the module: the plan (kernels by name), the sources that render it, the
     # BLAS integer width, the byte order and NumPy (its type numbers), then each kernel.
-    head = f"; flowjit program {_sources_digest()} blas{int_bits} {sys.byteorder} numpy{np.__version__}"
+    head = (f"; flowjit program {_sources_digest()} blas{int_bits} {sys.byteorder} numpy{np.__version__}"
+            f"{' profile' if profile else ''}")
     identity = "\n".join([head, repr(plan), *(render.kernel_identity(k, fastmath) for k in kernels.values())])
 
     def render_module() -> str:
         from .program_emit import render_program
-        return render_program(plan, int_bits, fastmath)
+        return render_program(plan, int_bits, fastmath, profile)
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
     except render.KernelRenderError:
         raise
     except jit.LLVMCompileError as e:
         raise render.KernelRenderError(f"the native driver of program {plan.name!r} failed: {e}") from e
-    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes)
+    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes, profile)
 
 
 __all__ = ["Affine", "Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",

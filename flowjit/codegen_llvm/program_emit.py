@@ -37,6 +37,7 @@ from .program import (
     T_FALLBACK_ONE,
     T_FIXED,
     T_NDARRAY,
+    T_PROFILE,
     T_SCRATCH,
     T_SGEMM,
     TRANS,
@@ -54,6 +55,7 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 I8P = I8.as_pointer()
 VOID = ir.VoidType()
+CLOCK_MONOTONIC = 1   # Linux's clockid_t for the clock time.monotonic_ns reads
 
 def _type_nums(dtype: str) -> list[int]:
     """NumPy type numbers whose arrays hold ``dtype``'s values in its layout (int64 is
@@ -63,8 +65,9 @@ def _type_nums(dtype: str) -> list[int]:
 
 
 class _Driver:
-    def __init__(self, plan: ProgramPlan, blas_int_bits: int):
+    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False):
         self.plan = plan
+        self.profile = profile
         self.module = ir.Module(name=f"program_{plan.name}")
         self.int_bits = blas_int_bits
         self.declared: dict[str, ir.Function] = {}
@@ -220,7 +223,14 @@ class _Driver:
         status = self.allocas.alloca(I32)
         b.store(ir.Constant(I32, 0), status)
         done = fn.append_basic_block("steps_done")
-        self.steps(b, fn, tab, plan.steps, bufs, status, done)
+        if self.profile:  # CLOCK_MONOTONIC before and after each top-level step
+            stamps = b.inttoptr(self.table(b, tab, T_PROFILE), I64.as_pointer())
+            for i, step in enumerate(plan.steps):
+                self.stamp(b, stamps, 2 * i)
+                self.steps(b, fn, tab, [step], bufs, status, done)
+                self.stamp(b, stamps, 2 * i + 1)
+        else:
+            self.steps(b, fn, tab, plan.steps, bufs, status, done)
         b.branch(done)
         b.position_at_end(done)
         if state is not None:
@@ -267,6 +277,19 @@ class _Driver:
                 self.copy(b, bufs[step.dst], bufs[step.src], step.nbytes)
             else:
                 self.control(b, fn, tab, step, bufs, status, done)
+
+    def stamp(self, b: ir.IRBuilder, stamps: ir.Value, index: int) -> None:
+        """``stamps[index]`` = CLOCK_MONOTONIC now, in nanoseconds (time.monotonic_ns's clock)."""
+        timespec = ir.LiteralStructType([I64, I64])
+        allocas = ir.IRBuilder(b.function.entry_basic_block)
+        allocas.position_at_start(b.function.entry_basic_block)
+        ts = allocas.alloca(timespec)
+        b.call(self.extern("clock_gettime", I32, [I32, I8P]), [ir.Constant(I32, CLOCK_MONOTONIC), b.bitcast(ts, I8P)])
+        zero = ir.Constant(I32, 0)
+        sec = b.load(b.gep(ts, [zero, zero], inbounds=True))
+        nsec = b.load(b.gep(ts, [zero, ir.Constant(I32, 1)], inbounds=True))
+        now = b.add(b.mul(sec, ir.Constant(I64, 1_000_000_000)), nsec)
+        b.store(now, b.gep(stamps, [ir.Constant(I64, index)], inbounds=True))
 
     def copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: Any) -> None:
         if nbytes != 0:
@@ -559,10 +582,10 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False) -> str:
         return str(module)
 
 
-def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False) -> str:
+def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False) -> str:
     """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls (with
     LLVM's ``fast`` flags on their float ops when ``fastmath``)."""
-    return _link(plan, _Driver(plan, blas_int_bits).render(), fastmath)
+    return _link(plan, _Driver(plan, blas_int_bits, profile).render(), fastmath)
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------

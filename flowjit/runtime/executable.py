@@ -18,6 +18,7 @@ import functools
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from flowjit.passes.placement import DeviceTarget
 from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.native_loop import native_loop
+from flowjit.runtime.profiler import PROFILER, Profile
 
 if TYPE_CHECKING:
     from flowjit.lowering import LoopProgram
@@ -141,6 +143,8 @@ class Executable:
         self._driver_one: Any = None  # the driver returning its one result bare (no list)
         self._program: Any = None     # llvm: the whole program as one native function, if it has one
         self._compiled = False        # llvm: kernels or the program compiled
+        self._profiled: Any = None    # llvm: the native program's profiling build (runtime.profiler)
+        self._profile_lock = threading.Lock()  # one profiled call at a time writes its stamps
         self.native_reason = ""       # llvm: why the program has none
         # The first call compiles the kernels and builds the driver; callers on other
         # threads wait for it (later calls read _driver only: no lock on their path).
@@ -282,6 +286,12 @@ class Executable:
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run on arrays that already have the argument dtypes (the dispatch fast path)."""
+        prof = PROFILER[0]
+        if prof is not None:
+            return self._run_profiled(prof, arrays)
+        return self._run(*arrays)
+
+    def _run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         if self.backend not in COMPILED_BACKENDS:
             out = run_block(self.function.body, list(arrays))
             return [self._own(x, arrays) for x in out]
@@ -300,6 +310,56 @@ class Executable:
                     self._driver = self._make_driver()
                     return out
         return self._driver(*arrays)
+
+    def _run_profiled(self, prof: Profile, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        # The compile, the call, and each top-level step of a native program (its profiling
+        # build, compiled on the first profiled call) on this executable's device.
+        name, device = self.function.name, self.device
+        if self.backend == "llvm" and not self._compiled:
+            start = time.monotonic_ns()
+            with self._first_call:
+                self._compile_llvm()
+            prof.record(f"compile {name}", "compile", start, time.monotonic_ns(), device,
+                        {"native": self._program is not None, "why not native": self.native_reason})
+        if self._program is None:
+            start = time.monotonic_ns()
+            out = self._run(*arrays)
+            prof.record(f"{name} ({self.backend}, Python driver)", "program", start, time.monotonic_ns(), device)
+            return out
+        with self._profile_lock:
+            if self._profiled is None:
+                from flowjit.codegen_llvm.program import compile_program
+                start = time.monotonic_ns()
+                self._profiled = compile_program(self._program.plan, self._program._constants, POOL.empty,
+                                                 POOL_MIN_BYTES, fastmath=self.fastmath, profile=True)
+                prof.record(f"compile {name} (profiling build)", "compile", start, time.monotonic_ns(), device)
+            start = time.monotonic_ns()
+            out = self._profiled.call_list(*arrays)
+            end = time.monotonic_ns()
+            stamps = self._profiled.stamps.tolist()
+        prof.record(f"call {name}", "call", start, end, device)
+        for i, step in enumerate(self._profiled.plan.steps):
+            what, cat, args = self._describe_step(step)
+            prof.record(what, cat, stamps[2 * i], stamps[2 * i + 1], device, args)
+        return out
+
+    def _describe_step(self, step: Any) -> tuple[str, str, dict[str, Any]]:
+        """A native step's name, category and details for the profiler."""
+        from flowjit.codegen_llvm.program import ControlCall, Copy, Gemm, KernelCall
+        if isinstance(step, KernelCall):
+            op = next((o for o in self.function.body.ops if o.id in self.kernels
+                       and self.kernels[o.id].kernel.name == step.kernel.name), None)
+            lines = op.attrs.get("lines", "") if op is not None else ""
+            split = {"threads": step.split[1]} if step.split else {}
+            return step.kernel.name, "kernel", {"lines": lines, **split}
+        if isinstance(step, Gemm):
+            return (f"gemm {step.dtype} {step.m}x{step.k}x{step.n}", "gemm",
+                    {"flops": 2 * step.m * step.n * step.k, "a": step.a, "b": step.b})
+        if isinstance(step, Copy):
+            return f"copy {step.nbytes} bytes", "copy", {}
+        if isinstance(step, ControlCall):
+            return step.role, "loop", {"blocks": len(step.blocks)}
+        return type(step).__name__, "step", {}
 
     def kernel_listing(self) -> str:
         """The generated source of every kernel (prelude left out; the loop IR of an llvm
