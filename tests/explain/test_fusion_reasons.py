@@ -151,3 +151,23 @@ def test_a_variables_last_update_is_not_a_boundary():
     fn = fused(step, S((8, 8), F32))
     assert any(op.primitive.kind == "stateful" for op in fn.body.ops)
     assert boundaries_of(fn) == ()
+
+
+@pytest.mark.parametrize("f, args, expected", [
+    # A reduction feeding a use larger than its input: the sum is broadcast to 1024 elements.
+    (lambda x, y: fj.sum(x) * y, [S((8,), F32), S((1024,), F32)],
+     [("reduce_sum", "mul", "reduction_smaller", "reduce_sum reduces [8] (8 elements), the kernel reading it "
+                                                 "loops over 1024")]),
+    # A shape change: the slice reads 1024 elements, its consumer loops over 4.
+    (lambda x: fj.exp(x[:4]) * 2, [S((1024,), F32)],
+     [("slice", "exp_mul", "larger_loop", "slice loops over 1024 elements, the consumer's kernel over 4")]),
+    # The size limit of a kernel of results: 40 independent 3-op results make two kernels.
+    (lambda *xs: [fj.exp(x) * 2 + 1 for x in xs], [S((4,), F32)] * 40,
+     [("exp_mul_add", "exp_mul_add", "size_limit", "the kernel of the results holds 96 ops; with 3 more it "
+                                                   "would pass the limit of 96")]),
+], ids=["reduction_smaller", "larger_loop", "size_limit"])
+def test_each_reason_at_the_smallest_program_that_shows_it(f, args, expected):
+    found = boundaries_of(fused(f, *args))
+    assert [(b.producer, b.consumer, b.code) for b in found] == [e[:3] for e in expected]
+    for b, e in zip(found, expected):
+        assert b.reason.startswith(e[3])
