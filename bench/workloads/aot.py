@@ -445,8 +445,9 @@ def steady_row(ctx: Ctx, built: Built) -> Row:
     unit = "us" if built.name == "add1" else "ms"
     note = ("each Python call checks its arguments, allocates its result and crosses ctypes; the JIT's "
             "dispatch is one dict lookup" if built.name == "add1" else
-            "C: calls back to back on the same buffers, so the library's pool threads stay awake between "
-            "calls; the Python columns allocate a result per call")
+            "C: calls back to back on the same buffers, so the library's pool threads are still spinning "
+            "when the next call comes (a gap of a few µs between calls, a Python call's own cost, lets them "
+            "sleep, and the next call wakes them); the Python columns allocate a result per call")
     case = Case("aot", f"steady, {describe(built.name, built.size)}", builders, unit=unit, note=note)
     timed = tuple((k, h) for k, h in STEADY_COLUMNS if k in builders)
     # The C loop runs before and after the Python columns (half its samples each), so that a
