@@ -26,7 +26,9 @@ operands, and other ops as their NumPy reference. Each time is the median of rep
 runs, with the fraction of the bound (predicted over measured: 1.0 runs at the bound,
 above 1.0 the data came from cache). The whole program is timed too (the compiled
 function, its median); a kernel timed alone does not pay for what the program around it
-evicts from cache, nor gain from what it leaves there. The blocks of control ops are described but not timed.
+evicts from cache, nor gain from what it leaves there. The kernels of a control op's
+blocks are timed on the values of each block's first run (a loop's first iteration, the
+branch a cond takes); a block that never runs is not timed.
 """
 
 from __future__ import annotations
@@ -132,14 +134,18 @@ def explain(f: Callable[..., Any], *args: Any, run: bool = False, stage: str = "
     report = Explanation(program.name, [f"{a.name or f'arg{i}'}: {a.type}" + (" var" if v else "")
                                          for i, (a, v) in enumerate(zip(program.args, program.is_var))],
                          stage, "", [], [], bounds.to_json())
-    _describe(program, report, "", fused, bounds)
+    blocks: dict[int, list[tuple[Function, str]]] = {}
+    _describe(program, report, "", fused, bounds, blocks)
     if not fused:
         report.notes.append(f"stage {stage!r}: before fusion, each op is a step of its own (not timed)")
     exe = entry.executable
     if run and fused:
         values = [_concrete(x) if isinstance(x, ShapeDtype) else np.asarray(x) for x in leaves]
         values += [np.asarray(v._value) for v in entry.variables]
-        _measure(program, report, values)
+        _measure(program, report, values, blocks)
+        for k in report.kernels:
+            if k.block and k.measured_s is None and not k.note:
+                k.note = "not timed: its block did not run"
         report.measured_s = _median(lambda: exe(values))  # outputs only: no Variable is rebound
     report.driver = _driver(exe)
     report.bytes_moved = sum(k.bytes_read + k.bytes_written for k in report.kernels)
@@ -162,7 +168,10 @@ def _driver(exe: Any) -> str:
     return "the llvm backend (not called yet: run=True compiles and times it)"
 
 
-def _describe(program: Function, report: Explanation, block: str, fused: bool, bounds: Any) -> None:
+def _describe(program: Function, report: Explanation, block: str, fused: bool, bounds: Any,
+              blocks: dict[int, list[tuple[Function, str]]]) -> None:
+    """Add the steps and boundaries of ``program`` (in ``block``) to ``report``; the fused
+    blocks of its control ops, with their names, go to ``blocks`` by op id."""
     for b in boundaries_of(program):
         report.boundaries.append(BoundaryReport(**dataclasses.asdict(b), block=block))
     skip = _NO_WORK if fused else ("constant", "stateful")
@@ -172,8 +181,9 @@ def _describe(program: Function, report: Explanation, block: str, fused: bool, b
         index = len(report.kernels) + 1
         report.kernels.append(_kernel(op, index, block, bounds))
         if op.primitive.kind == "control" and op.primitive.role != "kernel" and fused:
-            for k, fn in enumerate(_fused_blocks(program, op)):
-                _describe(fn, report, f"{block}{op.name}#{index}.{k}/", fused, bounds)
+            blocks[op.id] = [(fn, f"{block}{op.name}#{index}.{k}/") for k, fn in enumerate(_fused_blocks(program, op))]
+            for fn, name in blocks[op.id]:
+                _describe(fn, report, name, fused, bounds, blocks)
 
 
 def _fused_blocks(program: Function, op: Op) -> list[Function]:
@@ -256,33 +266,59 @@ def _median(run: Callable[[], object]) -> float:
     return float(np.median(times))
 
 
-def _measure(program: Function, report: Explanation, args: Sequence[np.ndarray]) -> None:
-    """Compute every value of ``program`` with the interpreter, then time each top-level
-    kernel of ``report`` on its values (see the module docstring)."""
+def _measure(program: Function, report: Explanation, args: Sequence[np.ndarray],
+             blocks: dict[int, list[tuple[Function, str]]], block: str = "") -> list[np.ndarray]:
+    """Compute every value of ``program`` (in ``block``) with the interpreter, time each
+    of its steps in ``report`` on its values (see the module docstring), and return its
+    results. A control op runs its reference with a ``_FirstRun`` per block, so the
+    kernels of a block are timed on the values of its first run."""
     from flowjit.ir.interpreter import run_op
     env: dict[int, np.ndarray] = {a.id: np.asarray(x, a.type.dtype.np) for a, x in zip(program.args, args)}
     sent: dict[Any, np.ndarray] = {}
-    top = iter(k for k in report.kernels if not k.block)
+    steps = iter([k for k in report.kernels if k.block == block])
     for op in program.body.ops:
         ins = [env[v.id] for v in op.inputs]
         if op.primitive.kind == "transfer":  # both sides run here: the value moves through a dict
             outs = [sent[op.attrs["key"]]] if op.results else []
             if not op.results:
                 sent[op.attrs["key"]] = ins[0]
+        elif op.id in blocks:
+            runners = [_FirstRun(fn, name, report, blocks) for fn, name in blocks[op.id]]
+            outs = list(op.primitive.impl(*ins, blocks=runners, **op.attrs))
         else:
             outs = run_op(op, ins)
         for r, x in zip(op.results, outs):
             env[r.id] = np.asarray(x, r.type.dtype.np).reshape(r.type.shape)
         if op.primitive.kind in _NO_WORK and not op.blocks:
             continue
-        k = next(top)
+        k = next(steps)
         timer = _timer(op, ins)
         if timer is None:
-            k.note = k.note or "not timed"
+            k.note = k.note or ("its blocks' kernels are timed on their first run" if op.id in blocks
+                                else "not timed")
             continue
         k.measured_s = _median(timer)
         if k.predicted_s is not None and k.measured_s > 0:
             k.fraction_of_bound = k.predicted_s / k.measured_s
+    return [env[v.id] for v in program.returns]
+
+
+class _FirstRun:
+    """A control op's block as its reference runs it (a callable on the argument list):
+    the first run times the block's kernels (``_measure``), every run computes its
+    results with the interpreter. ``function`` is the fused block (a scan reads it)."""
+
+    def __init__(self, function: Function, name: str, report: Explanation,
+                 blocks: dict[int, list[tuple[Function, str]]]):
+        self.function, self.name, self.report, self.blocks = function, name, report, blocks
+        self.runs = 0
+
+    def __call__(self, args: list[np.ndarray]) -> list[np.ndarray]:
+        from flowjit.ir.interpreter import run_block
+        self.runs += 1
+        if self.runs == 1:
+            return _measure(self.function, self.report, args, self.blocks, self.name)
+        return run_block(self.function.body, args)
 
 
 def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:

@@ -29,9 +29,11 @@ def count(n: float) -> str:
 
 
 def duration(s: float | None) -> str:
-    """Seconds as us or ms; '-' for none."""
+    """Seconds as ns, us or ms; '-' for none."""
     if s is None:
         return "-"
+    if s < 1e-7:
+        return f"{s * 1e9:.0f} ns"
     return f"{s * 1e6:.1f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
 

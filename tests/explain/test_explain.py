@@ -77,8 +77,24 @@ def test_control_flow_lists_the_blocks_kernels():
     assert rows == [("", "exp_reduce_sum_gt_cast", "kernel"), ("", "cond", "control"),
                     ("cond#2.0/", "sub", "kernel"), ("cond#2.1/", "mul_add", "kernel"), ("", "add", "kernel")]
     assert e.kernels[1].measured_s is None and e.kernels[0].measured_s is not None
+    # The branch taken (the sum of exp is positive) is timed on the values it ran on.
+    assert e.kernels[3].measured_s is not None and e.kernels[2].note == "not timed: its block did not run"
     assert [(b.producer, b.consumer, b.code) for b in e.boundaries if not b.block] == [
         ("exp_reduce_sum_gt_cast", "cond", "control"), ("cond", "add", "control")]
+
+
+def test_the_kernels_of_a_loop_body_are_timed_on_its_first_iteration():
+    def f(x, w):
+        def body(h, xt):
+            h = fj.tanh(h @ w + xt)
+            return h, fj.sum(h)
+        h, ys = fj.scan(body, fj.zeros((4, 16), F32), x)
+        return fj.sum(h) + fj.sum(ys)
+    e = fj.explain(f, S((10, 4, 16), F32), S((16, 16), F32), run=True)
+    inside = [k for k in e.kernels if k.block]
+    assert [(k.block, k.kind) for k in inside] == [("scan#1.0/", "blas"), ("scan#1.0/", "kernel")]
+    assert all(k.measured_s is not None for k in inside)
+    assert inside[0].flops == 2 * 4 * 16 * 16
 
 
 def test_a_device_change_is_explained(monkeypatch):
