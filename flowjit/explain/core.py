@@ -234,6 +234,10 @@ def _kernel(op: Op, index: int, block: str, bounds: Any) -> KernelReport:
         what = {"opaque": "blas" if role == "matrix_product" else "library", "random": "random",
                 "transfer": "transfer", "control": "control"}.get(kind, "op")
     memory_s = (read + written) / bounds.bandwidth
+    if (op.device or "").startswith("cuda"):
+        return KernelReport(index, name, what, ops, lines, op.device or "", [str(r.type) for r in op.results],
+                            read, written, flops, "-", None, block=block,
+                            note="on a CUDA device: this machine's CPU bounds do not apply, and it is not timed")
     if what == "control":
         bound, predicted = "its blocks", None
     elif what == "blas":
@@ -349,6 +353,8 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
 def _timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     """A function running ``op`` alone on ``ins`` as the compiled program would, or None."""
     role, kind = op.primitive.role, op.primitive.kind
+    if (op.device or "").startswith("cuda"):
+        return None
     if role == "kernel":
         return _kernel_timer(op, ins)
     if role == "matrix_product":

@@ -184,3 +184,19 @@ def test_the_mlp_training_step_example(capsys):
     assert [k["kind"] for k in data["kernels"]].count("blas") == 5
     assert all(b["consumer_op"] != "assign" for b in data["boundaries"])
     assert {b["code"] for b in data["boundaries"]} <= set(REASONS)
+
+
+def test_a_kernel_on_a_cuda_device_is_not_held_to_the_cpus_bounds():
+    from flowjit.explain.core import _kernel, _timer
+    from flowjit.ir import new_function
+    from flowjit.ir.dtypes import dtype
+    from flowjit.ir.types import TensorType
+    from flowjit.passes.fusion import fusion
+    fn, b = new_function("on_gpu", [TensorType((4,), dtype("float32"))], ["x"])
+    b.device = "cuda:0"
+    fn.body.set_returns(b.emit("exp", fn.args))
+    (op,) = fusion(fn).body.ops
+    k = _kernel(op, 1, "", bounds.machine_bounds())
+    assert (k.device, k.bound, k.predicted_s) == ("cuda:0", "-", None) and "CUDA" in k.note
+    assert k.bytes_read == k.bytes_written == 16
+    assert _timer(op, [np.ones(4, F32)]) is None
