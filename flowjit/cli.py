@@ -76,6 +76,13 @@ def cmd_ir(ns: argparse.Namespace) -> int:
         return 1
     if ns.format == "json":
         print(json.dumps(function_to_json(ir), indent=2))
+    elif ns.format in ("dot", "svg"):
+        from flowjit.ir.dot import GraphvizMissing, to_dot, to_svg
+        try:
+            sys.stdout.write(to_dot(ir) if ns.format == "dot" else to_svg(ir))
+        except GraphvizMissing as e:
+            print(f"flowjit: {e}", file=sys.stderr)
+            return 1
     else:
         sys.stdout.write(str(ir))
     return 0
@@ -189,7 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_ir.add_argument("--stage", default="traced", choices=(*IR_STAGES, "kernels"),
                       help="pipeline stage to show; 'loops': each kernel as loop IR; "
                            "'kernels': the generated numba source and driver")
-    p_ir.add_argument("--format", default="text", choices=("text", "json"))
+    p_ir.add_argument("--format", default="text", choices=("text", "json", "dot", "svg"),
+                      help="text or JSON IR, or the graph as Graphviz DOT or SVG (fusions and control "
+                           "blocks as clusters, devices as colours; svg needs Graphviz's dot)")
     p_ir.set_defaults(func=cmd_ir)
     p_c = sub.add_parser("compile", help="compile a function ahead of time into a C shared library",
                          description="Trace FILE.py:FUNCTION for the given argument types and build "
