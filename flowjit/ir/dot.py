@@ -8,7 +8,7 @@ pair as a dashed red edge labelled with its key. Edges run from the op that make
 to each op that reads it (through fusion and control blocks, from the value outside to the
 op inside that reads the block's argument). ``to_svg`` renders it with ``dot`` from the
 system's Graphviz (the ``graphviz`` Python package builds the DOT text; both come with the
-``viz`` extra and ``apt-get install graphviz``).
+``viz`` extra and ``apt-get install graphviz``); the DOT text itself needs neither.
 """
 
 from __future__ import annotations
@@ -40,13 +40,48 @@ def _types(values: list[Value]) -> str:
     return ", ".join(str(v.type) for v in values)
 
 
+def _quote(text: str) -> str:
+    # DOT's quoted strings: backslash and quote escaped, "\\n" kept as DOT's line break.
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\\\\n", "\\n") + '"'
+
+
+def _attrs(attrs: dict[str, str]) -> str:
+    return " [" + " ".join(f"{k}={_quote(v)}" for k, v in attrs.items()) + "]" if attrs else ""
+
+
+class _Graph:
+    """A DOT graph or cluster being written: nodes, edges, attributes and subgraphs."""
+
+    def __init__(self, head: str):
+        self.head = head
+        self.lines: list[str] = []
+        self.subgraphs: list[_Graph] = []
+
+    def attr(self, **attrs: str) -> None:
+        self.lines += [f"{k}={_quote(v)}" for k, v in attrs.items()]
+
+    def node(self, name: str, label: str, **attrs: str) -> None:
+        self.lines.append(f"{name}{_attrs({'label': label, **attrs})}")
+
+    def edge(self, a: str, b: str, **attrs: str) -> None:
+        self.lines.append(f"{a} -> {b}{_attrs(attrs)}")
+
+    def subgraph(self, name: str) -> _Graph:
+        sub = _Graph(f"subgraph {name}")
+        self.subgraphs.append(sub)
+        return sub
+
+    def text(self, indent: str = "") -> str:
+        inner = [f"{indent}\t{line}" for line in self.lines] + [g.text(indent + "\t") for g in self.subgraphs]
+        return "\n".join([f"{indent}{self.head} {{", *inner, f"{indent}}}"])
+
+
 class _Drawing:
     def __init__(self, fn: Function):
-        self.graphviz = _graphviz()
-        self.g = self.graphviz.Digraph(fn.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica",
-                                                             "label": f"@{fn.name}", "labelloc": "t"},
-                                       node_attr={"fontname": "Helvetica", "fontsize": "10"},
-                                       edge_attr={"fontname": "Helvetica", "fontsize": "9"})
+        self.g = _Graph(f"digraph {_quote(fn.name)}")
+        graph = {"rankdir": "TB", "fontname": "Helvetica", "label": "@" + fn.name, "labelloc": "t"}
+        self.g.lines += [f"graph{_attrs(graph)}", f"node{_attrs({'fontname': 'Helvetica', 'fontsize': '10'})}",
+                         f"edge{_attrs({'fontname': 'Helvetica', 'fontsize': '9'})}"]
         self.node_of: dict[int, str] = {}   # value id -> the node that makes it
         self.colours: dict[str, str] = {}
         self.sends: dict[str, str] = {}     # send key -> its node
@@ -63,7 +98,7 @@ class _Drawing:
             self.colours[device] = PALETTE[len(self.colours) % len(PALETTE)]
         return self.colours[device]
 
-    def block(self, g: Any, block: Block, inputs: list[str | None], device: str | None,
+    def block(self, g: _Graph, block: Block, inputs: list[str | None], device: str | None,
               in_kernel: bool = False) -> list[str | None]:
         """Draw ``block``'s ops into ``g``, its arguments bound to the nodes ``inputs``;
         returns the nodes that make its results. ``in_kernel``: the ops of a fusion,
@@ -75,38 +110,42 @@ class _Drawing:
             self.op(g, op, op.device or device, in_kernel)
         return [self.node_of.get(v.id) for v in block.returns]
 
-    def op(self, g: Any, op: Op, device: str | None, in_kernel: bool = False) -> None:
-        ins = [self.node_of.get(v.id) for v in op.inputs]
+    def cluster(self, g: _Graph, op: Op, device: str | None, ins: list[str | None]) -> None:
+        """A fusion (its kernel's ops) or a control op (a nested cluster per block)."""
+        sub = g.subgraph(self.fresh("cluster_"))
         where = format_loc(op.loc) if op.loc is not None else ""
+        kernel = op.primitive.role == "kernel"
+        title = (f"{op.name}: {op.attrs.get('name', op.name)}\\n{op.attrs.get('lines', where)}" if kernel
+                 else f"{op.name} {where}")
+        sub.attr(label=title, style="rounded,filled", fillcolor=self.colour(device), color="#555555")
+        if kernel:
+            outs = self.block(sub, op.blocks[0], ins, device, in_kernel=True)
+            for r, node in zip(op.results, outs):
+                if node is not None:
+                    self.node_of[r.id] = node
+            return
+        head = self.fresh("n")
+        sub.node(head, f"{op.name}\\n{_types(op.results)}", shape="box3d", style="filled", fillcolor="white")
+        for v in ins:
+            if v is not None:
+                self.g.edge(v, head)
+        for k, block in enumerate(op.blocks):
+            inner = sub.subgraph(self.fresh("cluster_"))
+            inner.attr(label=f"block {k}", style="dashed", color="#888888")
+            args = [self.fresh("n") for _ in block.args]
+            for a, node in zip(block.args, args):
+                inner.node(node, str(a.type), shape="ellipse", fontsize="8")
+            self.block(inner, block, args, device)
+        for r in op.results:
+            self.node_of[r.id] = head
+
+    def op(self, g: _Graph, op: Op, device: str | None, in_kernel: bool = False) -> None:
+        ins = [self.node_of.get(v.id) for v in op.inputs]
         if op.blocks:
-            name = self.fresh("cluster_")
-            with g.subgraph(name=name) as sub:
-                label = op.attrs.get("name", op.name) if op.primitive.role == "kernel" else op.name
-                lines = op.attrs.get("lines", where)
-                title = f"{op.name}: {label}\\n{lines}" if op.primitive.role == "kernel" else f"{op.name} {lines}"
-                sub.attr(label=title, style="rounded,filled", fillcolor=self.colour(device), color="#555555")
-                if op.primitive.role == "kernel":
-                    outs = self.block(sub, op.blocks[0], ins, device, in_kernel=True)
-                    for r, node in zip(op.results, outs):
-                        if node is not None:
-                            self.node_of[r.id] = node
-                    return
-                head = self.fresh("n")
-                sub.node(head, f"{op.name}\\n{_types(op.results)}", shape="box3d", style="filled", fillcolor="white")
-                for v in ins:
-                    if v is not None:
-                        self.g.edge(v, head)
-                for k, block in enumerate(op.blocks):
-                    with sub.subgraph(name=self.fresh("cluster_")) as inner:
-                        inner.attr(label=f"block {k}", style="dashed", color="#888888")
-                        args = [self.fresh("n") for _ in block.args]
-                        for a, node in zip(block.args, args):
-                            inner.node(node, str(a.type), shape="ellipse", fontsize="8")
-                        self.block(inner, block, args, device)
-                for r in op.results:
-                    self.node_of[r.id] = head
+            self.cluster(g, op, device, ins)
             return
         node = self.fresh("n")
+        where = format_loc(op.loc) if op.loc is not None else ""
         attrs = {"shape": "box", "style": "filled", "fillcolor": "white" if in_kernel else self.colour(device)}
         role = op.primitive.role
         label = f"{op.name}\\n{_types(op.results)}" + (f"\\n{where}" if where else "")
@@ -141,11 +180,11 @@ class _Drawing:
                 self.g.edge(send, self.recvs[key], label=f"send/recv {key}", style="dashed", color="#c0392b",
                             fontcolor="#c0392b", constraint="false")
         if len(self.colours) > 1:
-            with self.g.subgraph(name="cluster_legend") as legend:
-                legend.attr(label="devices", style="dotted")
-                for device, colour in self.colours.items():
-                    legend.node(self.fresh("legend"), device, shape="box", style="filled", fillcolor=colour)
-        return self.g.source
+            legend = self.g.subgraph("cluster_legend")
+            legend.attr(label="devices", style="dotted")
+            for device, colour in self.colours.items():
+                legend.node(self.fresh("legend"), device, shape="box", style="filled", fillcolor=colour)
+        return self.g.text() + "\n"
 
 
 def to_dot(fn: Function) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ def test_fusions_are_clusters_and_dot_renders_them():
         return fj.nn.softmax(h, axis=-1)
     fn = fused(f, np.ones((4, 3), np.float32), np.ones((3, 5), np.float32))
     text = to_dot(fn)
-    assert text.startswith("digraph f {") and text.count("subgraph cluster_") == 1
+    assert text.startswith('digraph "f" {') and text.count("subgraph cluster_") == 1
     assert "label=\"matmul\\nf32[4,5]" in text and "fusion: add_tanh" in text and "test_dot.py:" in text
     svg = to_svg(fn)
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "reduce_max" in svg
@@ -42,7 +43,7 @@ def test_devices_are_colours_and_send_recv_edges_are_marked(monkeypatch):
         return y + x
     fn = fj.function(f).ir(np.ones(8), stage="partition")
     text = to_dot(fn)
-    assert "send/recv" in text and "style=dashed" in text
+    assert "send/recv" in text and "style=\"dashed\"" in text
     assert "cluster_legend" in text and "cpu:1" in text
     assert "<svg" in to_svg(fn)
 
@@ -62,7 +63,7 @@ def test_flowjit_ir_draws_dot_and_svg(tmp_path, capsys):
     src = tmp_path / "prog.py"
     src.write_text("import flowjit as fj\n\ndef f(x):\n    return fj.exp(x).sum(axis=-1)\n")
     assert main(["ir", f"{src}:f", "--arg", "f32[4,8]", "--stage", "fused", "--format", "dot"]) == 0
-    assert capsys.readouterr().out.startswith("digraph f {")
+    assert capsys.readouterr().out.startswith('digraph "f" {')
     assert main(["ir", f"{src}:f", "--arg", "f32[4,8]", "--format", "svg"]) == 0
     assert "<svg" in capsys.readouterr().out
 
@@ -71,3 +72,28 @@ def test_svg_without_dot_says_what_to_install(monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(GraphvizMissing, match="apt-get install graphviz"):
         to_svg(fused(lambda x: x + 1, np.ones(3)))
+
+
+def test_dot_text_needs_no_graphviz(monkeypatch):
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # the package not installed
+    fn = fused(lambda x: fj.exp(x) + 1, np.ones(3))
+    assert to_dot(fn).startswith('digraph "_lambda_" {')
+    with pytest.raises(GraphvizMissing, match=r"pip install 'flowjit\[viz\]'"):
+        to_svg(fn)
+
+
+@needs_dot
+def test_a_program_with_a_cond_a_scan_and_two_devices(monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
+
+    def f(x, xs):
+        with fj.device("cpu:1"):
+            y = fj.cond(x.sum() > 0, lambda a: a * 2, lambda a: a - 1, fj.exp(x))
+        c, ys = fj.scan(lambda c, t: (c + t, c.sum()), y, xs)
+        return c, ys
+    fn = fj.function(f).ir(np.ones(4), np.ones((3, 4)), stage="fused")
+    text = to_dot(fn)
+    assert "send/recv" in text and text.count("label=\"block ") == 3 and "cpu:1" in text
+    parsed = graphviz.Source(text).pipe(format="dot").decode()  # dot parses it and lays it out
+    assert "send/recv" in parsed
+    assert "<svg" in to_svg(fn)
