@@ -338,28 +338,28 @@ class Executable:
             end = time.monotonic_ns()
             stamps = self._profiled.stamps.tolist()
         prof.record(f"call {name}", "call", start, end, device)
-        for i, step in enumerate(self._profiled.plan.steps):
-            what, cat, args = self._describe_step(step)
-            prof.record(what, cat, stamps[2 * i], stamps[2 * i + 1], device, args)
+        # The plan's top-level steps are its kernel, matmul and control ops, in order.
+        stepping = [op for op in self.function.body.ops if op.id in self.kernels or op.primitive.role ==
+                    "matrix_product" or (op.blocks and op.primitive.kind == "control")]
+        for i, (step, op) in enumerate(zip(self._profiled.plan.steps, stepping)):
+            cat, args = self._describe_step(step)
+            lines = op.attrs.get("lines") or (str(op.loc) if op.loc is not None else "")
+            prof.record(op.attrs.get("name", op.name), cat, stamps[2 * i], stamps[2 * i + 1], device,
+                        {"lines": lines, **args})
         return out
 
-    def _describe_step(self, step: Any) -> tuple[str, str, dict[str, Any]]:
-        """A native step's name, category and details for the profiler."""
-        from flowjit.codegen_llvm.program import ControlCall, Copy, Gemm, KernelCall
+    @staticmethod
+    def _describe_step(step: Any) -> tuple[str, dict[str, Any]]:
+        """A native step's category and details for the profiler (its name is its op's, as
+        ``flowjit explain`` names it)."""
+        from flowjit.codegen_llvm.program import ControlCall, Gemm, KernelCall
         if isinstance(step, KernelCall):
-            op = next((o for o in self.function.body.ops if o.id in self.kernels
-                       and self.kernels[o.id].kernel.name == step.kernel.name), None)
-            lines = op.attrs.get("lines", "") if op is not None else ""
-            split = {"threads": step.split[1]} if step.split else {}
-            return step.kernel.name, "kernel", {"lines": lines, **split}
+            return "kernel", {"threads": step.split[1]} if step.split else {}
         if isinstance(step, Gemm):
-            return (f"gemm {step.dtype} {step.m}x{step.k}x{step.n}", "gemm",
-                    {"flops": 2 * step.m * step.n * step.k, "a": step.a, "b": step.b})
-        if isinstance(step, Copy):
-            return f"copy {step.nbytes} bytes", "copy", {}
+            return "gemm", {"flops": 2 * step.m * step.n * step.k, "m": step.m, "n": step.n, "k": step.k}
         if isinstance(step, ControlCall):
-            return step.role, "loop", {"blocks": len(step.blocks)}
-        return type(step).__name__, "step", {}
+            return "loop", {"blocks": len(step.blocks)}
+        return "step", {}
 
     def kernel_listing(self) -> str:
         """The generated source of every kernel (prelude left out; the loop IR of an llvm

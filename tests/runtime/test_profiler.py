@@ -47,7 +47,44 @@ def test_a_trace_of_compiles_calls_and_native_steps(tmp_path):
             assert any(c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 1e-3 for c in calls), e
     kernel = next(e for e in spans if e["cat"] == "kernel")
     assert "test_profiler.py" in kernel["args"]["lines"]
-    assert next(e for e in spans if e["cat"] == "gemm")["args"]["flops"] == 2 * 64 * 32 * 16
+    gemm = next(e for e in spans if e["cat"] == "gemm")
+    assert gemm["name"] == "matmul" and gemm["args"]["flops"] == 2 * 64 * 32 * 16
+    assert {e["name"] for e in spans if e["cat"] == "loop"} == {"while"}
+    # Named as flowjit explain names them: the fused program's kernels by their fusion names.
+    names = {op.attrs["name"] for op in f.ir(*args, stage="fused").body.ops if op.primitive.role == "kernel"}
+    assert {e["name"] for e in spans if e["cat"] == "kernel"} == names
+
+
+def test_the_trace_event_format_field_by_field(tmp_path):
+    f = fj.function(mlp)
+    args = inputs()
+    f(*args)
+    with fj.profile(tmp_path / "t.json"):
+        f(*args)
+        f(*args)
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert set(doc) == {"traceEvents", "displayTimeUnit"}
+    events = doc["traceEvents"]
+    for e in events:
+        assert e["ph"] in ("X", "M") and isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] == "M":
+            assert e["name"] == "process_name" and isinstance(e["args"]["name"], str)
+            continue
+        assert set(e) == {"name", "cat", "ph", "pid", "tid", "ts", "dur", "args"}
+        assert isinstance(e["ts"], float) and isinstance(e["dur"], float) and e["dur"] >= 0
+    spans = [e for e in events if e["ph"] == "X"]
+    assert [e["ts"] for e in spans] == sorted(e["ts"] for e in spans)
+    # Microseconds: the two calls together take less than the profile's length in us.
+    assert 0 < sum(e["dur"] for e in spans if e["cat"] == "call") < 1e6
+    # Per thread, spans nest: each one that starts inside another ends inside it too.
+    for tid in {e["tid"] for e in spans}:
+        open_ends: list[float] = []
+        for e in (e for e in spans if e["tid"] == tid):
+            while open_ends and e["ts"] >= open_ends[-1]:
+                open_ends.pop()
+            end = e["ts"] + e["dur"]
+            assert not open_ends or end <= open_ends[-1] + 1e-3, e
+            open_ends.append(end)
 
 
 def test_compiles_and_python_driver_programs_and_devices(tmp_path, monkeypatch):
