@@ -154,6 +154,14 @@ def cmd_explain(ns: argparse.Namespace) -> int:
     if arity is not None and len(args) != arity:
         ns.parser.error(f"{ns.target.rpartition(':')[2]} takes {arity} argument(s), got {len(args)} --arg; "
                         f"expected: {usage}")
+    if ns.format == "svg":  # the program at that stage as a picture
+        from flowjit.ir.dot import GraphvizMissing, to_svg
+        try:
+            sys.stdout.write(to_svg(fn.ir(*args, stage=ns.stage)))
+        except (GraphvizMissing, FlowjitError) as e:
+            print(f"flowjit explain: {e}", file=sys.stderr)
+            return 1
+        return 0
     try:
         found = explain(fn, *args, run=ns.run, stage=ns.stage)
     except FlowjitError as e:
@@ -163,7 +171,22 @@ def cmd_explain(ns: argparse.Namespace) -> int:
         print(json.dumps(found.to_json(), indent=2))
     else:
         sys.stdout.write(str(found))
+    if ns.trace:
+        _trace_runs(fn, args, ns.trace)
+        print(f"wrote {ns.trace}: open it in https://ui.perfetto.dev or chrome://tracing", file=sys.stderr)
     return 0
+
+
+def _trace_runs(fn: TracedFunction, args: list[ShapeDtype], path: str, calls: int = 5) -> None:
+    """Run ``fn`` ``calls`` times on arrays of ``args``' types (as ``explain --run`` makes
+    them) under ``fj.profile(path)``, after one call outside it."""
+    from flowjit.explain.core import _concrete
+    from flowjit.runtime.profiler import profile
+    arrays = [_concrete(a) for a in args]
+    fn(*arrays)
+    with profile(path):
+        for _ in range(calls):
+            fn(*arrays)
 
 
 def _explain_arg(ns: argparse.Namespace, text: str, usage: str) -> ShapeDtype:
@@ -232,7 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="an argument type such as f32[4096,1024] or i32[256] (repeat per argument)")
     p_e.add_argument("--run", action="store_true",
                      help="also run each kernel on random arguments and report its median time")
-    p_e.add_argument("--format", default="text", choices=("text", "json"))
+    p_e.add_argument("--format", default="text", choices=("text", "json", "svg"),
+                     help="a text table, JSON, or the program as an SVG picture (Graphviz's dot)")
+    p_e.add_argument("--trace", metavar="PATH",
+                     help="also run the function 5 times under fj.profile and write the timeline to PATH "
+                          "(Chrome's trace-event JSON: Perfetto, chrome://tracing)")
     p_e.add_argument("--stage", default="fused", choices=STAGES,
                      help="the pipeline stage to explain (default: fused; earlier stages list each op alone)")
     p_e.set_defaults(func=cmd_explain, parser=p_e)

@@ -97,3 +97,19 @@ def test_a_program_with_a_cond_a_scan_and_two_devices(monkeypatch):
     parsed = graphviz.Source(text).pipe(format="dot").decode()  # dot parses it and lays it out
     assert "send/recv" in parsed
     assert "<svg" in to_svg(fn)
+
+
+@needs_dot
+def test_flowjit_explain_draws_svg_and_writes_a_trace(tmp_path, capsys):
+    import json
+    src = tmp_path / "prog.py"
+    src.write_text("import flowjit as fj\n\ndef f(x, w):\n    return fj.nn.softmax(fj.tanh(x @ w), axis=-1)\n")
+    args = ["--arg", "f32[16,8]", "--arg", "f32[8,4]"]
+    assert main(["explain", f"{src}:f", *args, "--format", "svg"]) == 0
+    assert "<svg" in capsys.readouterr().out
+    trace = tmp_path / "trace.json"
+    assert main(["explain", f"{src}:f", *args, "--run", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    kernels = {e["name"] for e in events if e["cat"] == "kernel"}
+    assert sum(e["cat"] == "call" for e in events) == 5 and kernels and all(k in out for k in kernels)

@@ -112,3 +112,14 @@ def test_one_profile_at_a_time():
             with fj.profile():
                 pass
     assert not hooks.SLOW_PATH[0]
+
+
+def test_functions_of_several_arguments_are_profiled_on_every_call():
+    f = fj.function(lambda a, b: fj.tanh(a) * b)
+    a, b = np.ones(4), np.ones(4)
+    for _ in range(3):
+        f(a, b)  # the third call goes straight to the native builtin
+    with fj.profile() as p:
+        for _ in range(4):
+            f(a, b)
+    assert sum(e.cat == "call" for e in p.events) == 4
