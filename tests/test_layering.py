@@ -36,6 +36,7 @@ ALLOWED = {
     "checkpoint": {"ir", "tracer", "optim", "version"},  # it saves optimizers' slots
     "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
     "explain": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer"},
+    "summary": {"ir", "tracer"},  # TensorBoard files of a traced program (tensorboardX, imported on use)
 }
 
 
