@@ -11,7 +11,7 @@ and caches as ``@fj.function``. This module only re-exports the public names.
 from flowjit.ir.dtypes import bool_ as bool  # noqa: A001
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float16, float32, float64, int32, int64
-from flowjit.v1 import errors, layers, losses, nn, train
+from flowjit.v1 import errors, layers, losses, nn, summary, train
 from flowjit.v1.control_flow import case, cond, group, no_op, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
 from flowjit.v1.gradients import gradients
