@@ -179,11 +179,13 @@ def cmd_explain(ns: argparse.Namespace) -> int:
 
 def _trace_runs(fn: TracedFunction, args: list[ShapeDtype], path: str, calls: int = 5) -> None:
     """Run ``fn`` ``calls`` times on arrays of ``args``' types (as ``explain --run`` makes
-    them) under ``fj.profile(path)``, after one call outside it."""
+    them) under ``fj.profile(path)``, after a call that compiles the program and its
+    profiling build: the trace shows the steady state."""
     from flowjit.explain.core import _concrete
     from flowjit.runtime.profiler import profile
     arrays = [_concrete(a) for a in args]
-    fn(*arrays)
+    with profile():
+        fn(*arrays)
     with profile(path):
         for _ in range(calls):
             fn(*arrays)

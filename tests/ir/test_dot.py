@@ -113,3 +113,4 @@ def test_flowjit_explain_draws_svg_and_writes_a_trace(tmp_path, capsys):
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
     kernels = {e["name"] for e in events if e["cat"] == "kernel"}
     assert sum(e["cat"] == "call" for e in events) == 5 and kernels and all(k in out for k in kernels)
+    assert not any(e["cat"] == "compile" for e in events)  # compiled before the recording
