@@ -6,9 +6,11 @@ The model is 64-128-128-10 with ReLU, trained with Adam on the softmax cross-ent
 the whole step (forward, gradients, update of every parameter and slot) is one
 ``@fj.function``, traced once and compiled to fused native kernels. Each epoch ends
 with a checkpoint (``fj.checkpoint``, safetensors, atomic, the last three kept);
-``--resume`` continues from the latest one. Prints test accuracy and samples/s.
+``--resume`` continues from the latest one. Prints test accuracy and samples/s;
+``--logdir DIR`` also writes TensorBoard summaries (loss, test accuracy, step time, the
+training step's fused graph) for ``tensorboard --logdir DIR``.
 
-    python examples/mnist_mlp.py [--epochs 20] [--batch-size 64] [--resume]
+    python examples/mnist_mlp.py [--epochs 20] [--batch-size 64] [--resume] [--logdir runs/mlp]
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--checkpoint-dir", default="checkpoints/mnist_mlp")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--logdir", help="write TensorBoard summaries (loss, accuracy, step time, graph) here")
     args = parser.parse_args(argv)
 
     x_train, y_train, x_test, y_test = load(seed=args.seed)
@@ -79,22 +82,34 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     steps_per_epoch = len(x_train) // args.batch_size
     first_step_s, steady_s, steady_samples = None, 0.0, 0
     acc = float("nan")
+    log = fj.summary.create_writer(args.logdir) if args.logdir else None
     for epoch in range(first_epoch, args.epochs + 1):
         bar = tqdm(batches(x_train, y_train, args.batch_size, rng), total=steps_per_epoch,
                    desc=f"epoch {epoch}/{args.epochs}", disable=args.quiet, leave=False)
-        for x, y in bar:
+        for i, (x, y) in enumerate(bar):
             t0 = time.perf_counter()
             loss = train_step(x, y)
             dt = time.perf_counter() - t0
             if first_step_s is None:
                 first_step_s = dt  # trace + compile (or load from the disk cache) + run
+                if log:
+                    log.graph(train_step, x, y)
             else:
                 steady_s += dt
                 steady_samples += len(x)
             bar.set_postfix(loss=f"{float(loss):.4f}", refresh=False)
+            if log:
+                step = (epoch - 1) * steps_per_epoch + i
+                log.scalar("train/loss", loss, step)
+                log.scalar("train/step_time_ms", dt * 1e3, step)
         acc = float(evaluate(x_test, y_test))
         manager.save(state, step=epoch, metadata={"test_accuracy": acc})
         print(f"epoch {epoch:3d}  loss {float(loss):.4f}  test accuracy {acc:.2%}")
+        if log:
+            log.scalar("test/accuracy", acc, epoch * steps_per_epoch)
+            log.flush()
+    if log:
+        log.close()
 
     speed = steady_samples / steady_s if steady_s else float("nan")
     print(f"test accuracy {acc:.2%}; {speed:,.0f} samples/s in steady state; "

@@ -5,14 +5,16 @@ positive. A GRU (16 units: update gate z, reset gate r, candidate n) reads the s
 in one ``fj.scan``; a dense layer classifies the last state. The training step (the scan,
 its gradient, a reverse scan over the saved states, and the Adam update) is one
 ``@fj.function``, and each scan runs as one native loop. Prints the loss and the test
-accuracy (about 97%: sums near zero are hard to call).
+accuracy (about 97%: sums near zero are hard to call); ``--logdir DIR`` also writes
+them (and each step's time) as TensorBoard summaries.
 
-    python examples/rnn_sequence.py [--steps 300]
+    python examples/rnn_sequence.py [--steps 300] [--logdir runs/gru]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 
@@ -33,6 +35,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--logdir", help="write TensorBoard summaries (loss, accuracy, step time) here")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -66,13 +69,23 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         return fj.nn.accuracy(logits(xs), y)
 
     x_test, y_test = make_data(1000, rng)
+    log = fj.summary.create_writer(args.logdir) if args.logdir else None
     for step in range(1, args.steps + 1):
         xs, y = make_data(args.batch_size, rng)
+        t0 = time.perf_counter()
         loss = train_step(xs, y)
+        if log:
+            log.scalar("train/step_time_ms", (time.perf_counter() - t0) * 1e3, step)
+            log.scalar("train/loss", loss, step)
         if step % max(args.steps // 6, 1) == 0 or step == 1:
-            print(f"step {step:4d}  loss {float(loss):.4f}  test accuracy {float(accuracy(x_test, y_test)):.2%}")
+            acc = float(accuracy(x_test, y_test))
+            print(f"step {step:4d}  loss {float(loss):.4f}  test accuracy {acc:.2%}")
+            if log:
+                log.scalar("test/accuracy", acc, step)
     acc = float(accuracy(x_test, y_test))
     print(f"test accuracy {acc:.2%}")
+    if log:
+        log.close()
     return {"test_accuracy": acc}
 
 
