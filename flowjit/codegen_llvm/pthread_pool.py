@@ -34,7 +34,11 @@ SPIN = 1 << 15
 # 15 against 48; 1e7: 1.42 ms against 2.76). A worker asleep costs 30-60 us to wake (3e5:
 # 76-86 us against 48-50; 5e5: 98-105 against 128-131), so a loop that may be the first
 # of its call wins from about 4e5. Loops shorter than this run whole on the caller's thread.
-NATIVE_PARALLEL_MIN_ELEMENTS = 1 << 18
+# Calls from Python come microseconds apart, long enough for the worker to sleep: gelu on
+# 2**18 float32s in a C loop took 43 us a call on 2 threads back to back, 98-105 us with
+# 10-100 us between calls, 78 us on one thread (bench aot, 2026-11-25), so the split
+# starts at 2**19.
+NATIVE_PARALLEL_MIN_ELEMENTS = 1 << 19
 
 
 def build_module() -> str:
