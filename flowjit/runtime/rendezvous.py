@@ -10,12 +10,14 @@ at once, so no device thread waits for a value that will never come.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
 
 from flowjit.ir.errors import FlowjitError
 from flowjit.ir.primitives.transfer import set_channel
+from flowjit.runtime.profiler import PROFILER
 
 
 class StepCancelled(FlowjitError):
@@ -103,12 +105,28 @@ def to_host(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+def _device() -> str:
+    # A partition runs on its device's worker thread, named flowjit-<device>.
+    name = threading.current_thread().name
+    return name.removeprefix("flowjit-") if name.startswith("flowjit-") else "cpu:0"
+
+
 def _send(key: str, value: Any) -> None:
+    prof = PROFILER[0]
+    start = time.monotonic_ns() if prof is not None else 0
     current().send(key, value)
+    if prof is not None:
+        prof.record(f"send {key}", "transfer", start, time.monotonic_ns(), _device(),
+                    {"bytes": int(getattr(value, "nbytes", 0))})
 
 
 def _recv(key: str) -> np.ndarray:
-    return to_host(current().recv(key))
+    prof = PROFILER[0]
+    start = time.monotonic_ns() if prof is not None else 0
+    value = to_host(current().recv(key))
+    if prof is not None:  # the span includes the wait for the sender
+        prof.record(f"recv {key}", "transfer", start, time.monotonic_ns(), _device(), {"bytes": int(value.nbytes)})
+    return value
 
 
 # The send/recv primitives' references (the ir layer, below this one) reach the current

@@ -104,6 +104,11 @@ def test_compiles_and_python_driver_programs_and_devices(tmp_path, monkeypatch):
     assert cats.count("compile") >= 2  # each program compiles inside the profile
     assert {e.device for e in p.events} >= {"cpu:0", "cpu:1"}
     assert any(e.cat == "program" and "Python driver" in e.name for e in p.events)
+    transfers = [e for e in p.events if e.cat == "transfer"]
+    assert {e.name.split()[0] for e in transfers} == {"send", "recv"}
+    assert all(e.args["bytes"] == x.nbytes for e in transfers)
+    sends = {e.device for e in transfers if e.name.startswith("send")}
+    assert sends == {"cpu:0", "cpu:1"}  # x goes to cpu:1, y comes back
 
 
 def test_one_profile_at_a_time():
