@@ -167,12 +167,14 @@ def _bad_kernel(value):
                   (Loop("i1", Const(0, int64), Var("n0", int64), 1, (Store("out0", (i,), value(i)),)),))
 
 
-@pytest.mark.parametrize("what", ["unknown op", "llvm rejects"])
-def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and_llvm_ir_saved(what):
-    """A rendering failure and an LLVM verification failure are both KernelRenderError (an
-    LLVMCompileError) naming the kernel, with the loop IR and the LLVM IR saved for a report."""
+@pytest.mark.parametrize("what", ["unknown op", "loop IR rejects", "llvm rejects"])
+def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and_llvm_ir_saved(what, monkeypatch):
+    """A loop-IR verification failure, a rendering failure and an LLVM verification failure
+    are all KernelRenderError (an LLVMCompileError) naming the kernel, with the loop IR (and
+    the LLVM IR, when there is some) saved for a report."""
     import re
 
+    import flowjit.lowering.verify as verify
     from flowjit.codegen_llvm.jit import LLVMCompileError
     from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
     from flowjit.ir.dtypes import float32
@@ -180,8 +182,10 @@ def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and
     from flowjit.lowering.loops import Prim
     if what == "unknown op":
         kernel = _bad_kernel(lambda i: Prim("frobnicate", (Const(1.0, float32),), float32))
-    else:  # integer division of floats: text llvmlite writes and LLVM refuses
+    else:  # integer division of floats: the loop-IR verifier refuses it; past it, LLVM does
         kernel = _bad_kernel(lambda i: Prim("idiv", (Const(1.0, float32), Const(2.0, float32)), float32))
+    if what == "llvm rejects":
+        monkeypatch.setattr(verify, "verify_kernel", lambda k: None)
     with pytest.raises(KernelRenderError) as info:
         compile_kernel(kernel)
     assert isinstance(info.value, LLVMCompileError)
@@ -192,6 +196,8 @@ def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and
     assert any("loop IR of kernel bad" in t and "out0[i1]" in t for t in texts)
     if what == "llvm rejects":
         assert any("fj_kernel_bad" in t and "define" in t for t in texts)
+    if what == "loop IR rejects":
+        assert "idiv" in message and len(texts) == 1  # LLVM never saw it
 
 
 def test_an_in_place_output_may_be_its_input():
