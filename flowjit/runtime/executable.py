@@ -33,6 +33,7 @@ from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.native_loop import native_loop
 from flowjit.runtime.profiler import PROFILER, Profile
+from flowjit.runtime.progress import compiling
 
 if TYPE_CHECKING:
     from flowjit.lowering import LoopProgram
@@ -219,11 +220,15 @@ class Executable:
         """Compile the whole program as one native function (codegen_llvm.program) when
         every op has a native form; otherwise ``native_reason`` says why not and each
         kernel is compiled for the Python driver (its blocks compile on their first run)."""
+        if self._compiled:
+            return
+        with compiling(self.function.name, len(self.kernels)):  # a progress line on a terminal, past 1 s
+            self._compile_llvm_now()
+
+    def _compile_llvm_now(self) -> None:
         from flowjit.codegen_llvm.parallel import default_threads
         from flowjit.codegen_llvm.program import NotNative, compile_program, plan_program
         from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
-        if self._compiled:
-            return
         try:
             source = self._block_source()
             plan, constants = plan_program(self.function, source.kernels, self.parallel,
