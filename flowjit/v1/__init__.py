@@ -197,3 +197,11 @@ def get_collection_ref(key: str) -> list:
 
 
 newaxis = None
+
+
+def __getattr__(name: str) -> object:
+    """``tf.Summary``, the Summary proto (for values computed in Python), loaded on first
+    use: tensorboardX is imported only where summaries are written."""
+    if name == "Summary":
+        return summary.summary_class()
+    raise AttributeError(f"module 'flowjit.v1' has no attribute {name!r}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import DType
 from flowjit.summary.graph import graph_def, node_def
-from flowjit.summary.writer import SummaryWriter, histogram_summary, scalar_summary
+from flowjit.summary.writer import SummaryWriter, histogram_summary, require_tensorboardx, scalar_summary
 from flowjit.v1.graph import Graph, GraphKeys, Operation, Tensor, get_default_graph
 from flowjit.v1.ops import convert_to_tensor
 
@@ -107,6 +107,11 @@ def merge_all(key: str = GraphKeys.SUMMARIES, scope: str | None = None, name: st
     has none (as in TensorFlow)."""
     summaries = get_default_graph().get_collection(key, scope)
     return merge(summaries, name=name) if summaries else None
+
+
+def summary_class() -> type:
+    """TensorFlow's ``Summary`` proto class (``tf.Summary``), as tensorboardX defines it."""
+    return require_tensorboardx("tf.Summary").proto.summary_pb2.Summary
 
 
 def graph_to_graph_def(graph: Graph) -> Any:

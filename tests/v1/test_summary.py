@@ -89,3 +89,11 @@ def test_a_scalar_summary_of_a_vector_names_the_op():
     s = tf.summary.scalar("v", tf.constant([1.0, 2.0]))
     with tf.Session() as sess, pytest.raises(ValueError, match="'v'.*shape \\(2,\\).*ScalarSummary op 'v'"):
         sess.run(s)
+
+
+def test_tf_summary_proto_for_values_computed_in_python(tmp_path):
+    with tf.summary.FileWriter(str(tmp_path)) as writer:
+        writer.add_summary(tf.Summary(value=[tf.Summary.Value(tag="eval/accuracy", simple_value=0.75)]), 3)
+    acc = event_accumulator.EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("eval/accuracy")] == [(3, 0.75)]
