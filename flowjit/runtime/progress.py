@@ -101,10 +101,13 @@ class _Burst:
                 from tqdm import tqdm
             except ImportError:  # tqdm is optional: no line
                 return
+            # delay: no line drawn before its clock is set back to the burst's start (tqdm's
+            # clock, on time.time(), starts now); refresh() draws it, and with the delay
+            # reset close() clears it.
             self.bar = tqdm(total=None, file=self.stream, leave=False, bar_format="{desc} [{elapsed}]",
-                            desc=self.text(), initial=0)
-            # tqdm's clock starts now (on time.time()); the line shows the burst's time.
+                            desc=self.text(), delay=1)
             self.bar.start_t -= time.perf_counter() - self.start
+            self.bar.delay = 0
         self.bar.set_description_str(self.text(), refresh=True)
 
     def _watch(self) -> None:

@@ -73,7 +73,7 @@ def test_a_burst_counts_the_programs_done(terminal, monkeypatch):
     with progress.compiling("first", 3):
         pass
     with progress.compiling("second", 1):
-        time.sleep(0.2)
+        time.sleep(0.5)
     drawn = term.getvalue()
     assert "flowjit: compiling second (1 kernel); 1 program (3 kernels) done" in drawn
     assert "first (3" not in drawn  # done before the line appeared
