@@ -124,10 +124,25 @@ def graph_to_graph_def(graph: Graph) -> Any:
         shown = [s.outputs[0] for s in op.attrs["summaries"]] if "summaries" in op.attrs else op.inputs
         inputs = [t.op.name if t.value_index == 0 else t.name for t in shown]
         inputs += [f"^{c.name}" for c in op.control_inputs]
-        attrs = {"_source": op.location} if op.location else {}
+        attrs = {k: _shown(v) for k, v in op.attrs.items() if _shown(v) is not None}
+        if op.location:
+            attrs["_source"] = op.location
         dtype = op.outputs[0].dtype.name if op.outputs else None
         nodes.append(node_def(op.name, op.type, inputs, op.device, [t._shape for t in op.outputs], dtype, attrs))
     return graph_def(nodes)
+
+
+_SIMPLE = (bool, int, float, str, np.number, np.bool_)
+
+
+def _shown(value: Any) -> str | None:
+    """An op attribute as TensorBoard's node panel shows it: numbers, strings, tuples of
+    them and small constants; None for what has no short text (functions, frames)."""
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, threshold=16) if value.size <= 16 else f"<{value.dtype} array {value.shape}>"
+    if isinstance(value, _SIMPLE) or (isinstance(value, (tuple, list)) and all(isinstance(v, _SIMPLE) for v in value)):
+        return str(value)
+    return None
 
 
 class FileWriter:

@@ -97,3 +97,14 @@ def test_tf_summary_proto_for_values_computed_in_python(tmp_path):
     acc = event_accumulator.EventAccumulator(str(tmp_path))
     acc.Reload()
     assert [(e.step, e.value) for e in acc.Scalars("eval/accuracy")] == [(3, 0.75)]
+
+
+def test_the_graph_shows_simple_attributes():
+    from flowjit.v1.summary import graph_to_graph_def
+    x = tf.placeholder(tf.float32, [None, 2], name="x")
+    tf.transpose(x * 3.0, [1, 0])
+    nodes = {n.name: n for n in graph_to_graph_def(tf.get_default_graph()).node}
+    assert nodes["transpose"].attr["perm"].s == b"(1, 0)"
+    const = next(n for n in nodes.values() if n.op == "Const")
+    assert const.attr["value"].s == b"3."  # NumPy's text of the constant
+    assert [d.size for d in nodes["x"].attr["_output_shapes"].list.shape[0].dim] == [-1, 2]
