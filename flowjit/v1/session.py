@@ -242,6 +242,25 @@ def _needed_ops(targets: Sequence[Operation | Tensor], fed: set[Tensor]) -> list
     return sorted(needed, key=lambda o: o.id)
 
 
+def _fed_upstream(ops: Sequence[Operation], fed: set[Tensor]) -> list[Tensor]:
+    """The fed tensors ``ops`` depend on, through any producers, in creation order."""
+    found: set[Tensor] = set()
+    seen: set[Operation] = set()
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        for t in op.inputs:
+            if t in fed:
+                found.add(t)
+            else:
+                stack.append(t.op)
+        stack.extend(op.control_inputs)
+    return sorted(found, key=lambda t: (t.op.id, t.value_index))
+
+
 def _with_frames(ops: Sequence[Operation]) -> list[Operation]:
     """``ops`` and the ops of the branches and loop bodies they own, recursively."""
     out = []
@@ -301,6 +320,9 @@ def make_plan(targets: Sequence[Operation | Tensor], fetched: Sequence[Tensor], 
                 for t in op.inputs:
                     if (t in fed or t.op not in mine) and t not in inputs:
                         inputs.append(t)
+            # A gradient recomputes the forward pass it differentiates, whichever segment
+            # computed it first: the fed values upstream of the segment reach it too.
+            inputs += [t for t in _fed_upstream(seg_ops, fed) if t not in inputs]
             outputs = [t for op in seg_ops for t in op.outputs
                        if t in fetched or any(c not in mine and t in c.inputs for c in consumers[op])]
             steps.append(Segment(seg_ops, inputs, outputs, [op for op in _with_frames(seg_ops) if "seed" in op.attrs]))
