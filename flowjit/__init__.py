@@ -142,7 +142,7 @@ from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.tracer.variables import Variable
 from flowjit.version import __version__
 
-_LAZY_MODULES = ("codegen_cpu", "codegen_cuda")
+_LAZY_MODULES = ("codegen_cpu", "codegen_cuda", "distributed")  # distributed: Ray, an optional extra
 
 
 def __getattr__(name: str) -> Any:

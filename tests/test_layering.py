@@ -37,6 +37,7 @@ ALLOWED = {
     "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
     "explain": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer"},
     "summary": {"ir", "tracer"},  # TensorBoard files of a traced program (tensorboardX, imported on use)
+    "distributed": {"ir", "tracer", "optim"},  # Ray, imported only here (an optional extra)
 }
 
 

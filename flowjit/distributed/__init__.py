@@ -1,0 +1,51 @@
+"""flowjit past one process, on Ray: a cluster of parameter-server and worker tasks, and
+data-parallel training over it (the replicated training of the TensorFlow paper, §4.4).
+
+``import flowjit as fj`` does not import Ray; ``fj.distributed`` does, and says which extra
+to install when it is missing (``pip install 'flowjit[distributed]'``).
+
+The cluster. ``fj.distributed.Cluster(ps=2, workers=4)`` starts a local Ray runtime bound
+to loopback (or joins one: ``address="host:port"``), and one Ray actor per task, named
+``/job:ps/task:0`` ... ``/job:worker/task:3``; ``cluster.devices()`` lists
+``/job:worker/task:3/cpu:0`` and so on. Use it as a context manager, or call ``close()``.
+
+Training. ``fj.distributed.train(cluster, loss_fn, variables, optimizer, data, steps,
+mode="sync"|"async", backup=0, staleness=None)``:
+
+- ``variables`` maps names to initial arrays. They are spread over the parameter servers
+  (``placement="round_robin"`` in the order given, or ``"by_size"``); each server keeps its
+  variables and a copy of ``optimizer`` (an ``fj.optim`` optimizer, or a function making
+  one) and applies the update with the optimizer's own compiled code, so one step is the
+  same math as ``optimizer.apply_gradients`` in a single process.
+- ``loss_fn(params, *batch)`` returns the scalar loss; ``params`` is a dict like
+  ``variables``. It must pickle (a module-level function): every worker gets it and
+  compiles its value and gradient with ``fj.value_and_grad`` on its first batch.
+- ``data`` yields batches (tuples of arrays); each gradient consumes one batch, handed out
+  by the chief (this process) in order, so a run is reproducible. Training stops early
+  when ``data`` runs out.
+- The chief never holds the gradients: a worker returns one Ray object per parameter server,
+  and the chief passes those references on to the servers.
+- ``mode="sync"``: each step gives the next batch to every free worker at the current
+  parameters and aggregates (averages) the first ``workers - backup`` gradients to land;
+  the rest are dropped, and a worker still computing a dropped gradient sits out the next
+  steps until it is done. A gradient of older parameters is never applied. With
+  ``backup=0`` and equal batches, a step equals one single-process step on the
+  concatenation of the workers' batches (a mean loss), up to float rounding.
+- ``mode="async"``: every worker computes on the parameters of its last pull; each gradient
+  is applied when it lands and the worker goes on with the new parameters. With
+  ``staleness=k``, a gradient computed on parameters more than k updates old is dropped.
+
+Every wait is bounded by the cluster's ``timeout`` (or ``train``'s) and fails with a
+``ClusterError`` saying what it waited for. ``train`` returns a ``TrainResult`` (final
+parameters, losses, updates applied, gradients dropped, staleness, samples per second).
+
+Not yet: placing ops of one program on remote tasks (``fj.device("/job:ps/task:1")``
+with Send/Recv through Ray), sparse (indices, rows) updates, restarting failed tasks,
+checkpoints from the servers, and the ``flowjit.v1`` spelling.
+"""
+
+from flowjit.distributed._ray import ray  # noqa: F401  (first: it says what to install)
+from flowjit.distributed.cluster import Cluster, ClusterError, init_local
+from flowjit.distributed.train import TrainResult, place_variables, train
+
+__all__ = ["Cluster", "ClusterError", "init_local", "TrainResult", "place_variables", "train"]
