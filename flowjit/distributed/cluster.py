@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+import warnings
 from typing import Any
 
 from flowjit.distributed._ray import ray
@@ -31,7 +32,12 @@ def init_local(num_cpus: int, object_store_mb: int = 200) -> str:
     ends it)."""
     ray.init(num_cpus=num_cpus, object_store_memory=object_store_mb * 1024**2, include_dashboard=False,
              logging_level="ERROR", log_to_driver=False)
-    return ray.get_runtime_context().gcs_address
+    address = ray.get_runtime_context().gcs_address
+    if not address.startswith("127.0.0.1:"):
+        warnings.warn(f"the local Ray runtime listens at {address}, not on loopback only: Ray was imported before "
+                      "flowjit.distributed, which sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 for it; import "
+                      "flowjit.distributed first (or set that variable yourself)", stacklevel=2)
+    return address
 
 
 class Cluster:

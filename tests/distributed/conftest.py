@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ray", reason="the distributed tests need the distributed extra (Ray)")
+# flowjit.distributed first: it sets what Ray reads at import (loopback only) before importing it.
+pytest.importorskip("flowjit.distributed", reason="the distributed tests need the distributed extra (Ray)")
 
 # Enough logical CPUs for the largest cluster a test asks for (2 ps + 4 workers).
 SESSION_CPUS = 6
