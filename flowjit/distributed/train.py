@@ -59,13 +59,21 @@ def _batches(data: Iterable[Any]) -> Iterable[tuple[np.ndarray, ...]]:
         yield tuple(np.asarray(a) for a in b) if isinstance(b, (tuple, list)) else (np.asarray(b),)
 
 
-def _get(refs: Any, timeout: float, what: str) -> Any:
-    try:
-        return ray.get(refs, timeout=timeout)
-    except ray.exceptions.GetTimeoutError as e:
-        raise ClusterError(f"{what}: no answer within {timeout:g} s") from e
-    except ray.exceptions.RayTaskError as e:
-        raise ClusterError(f"{what} failed: {e}") from e
+def _get(named: list[tuple[str, Any]], timeout: float, what: str) -> list[Any]:
+    """The values of the references in ``named`` (task name, reference), each waited on for at
+    most ``timeout`` seconds; a failure names the task and the error it raised there."""
+    out = []
+    for task, ref in named:
+        try:
+            out.append(ray.get(ref, timeout=timeout))
+        except ray.exceptions.GetTimeoutError as e:
+            raise ClusterError(f"{what}: {task} did not answer within {timeout:g} s") from e
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None) or e
+            raise ClusterError(f"{what}: {task} failed: {type(cause).__name__}: {cause}") from e
+        except ray.exceptions.RayActorError as e:
+            raise ClusterError(f"{what}: {task} is gone ({type(e).__name__}): {e}") from e
+    return out
 
 
 def train(cluster: Cluster, loss_fn: Callable[..., Any], variables: Mapping[str, Any], optimizer: Any,
@@ -92,12 +100,15 @@ def train(cluster: Cluster, loss_fn: Callable[..., Any], variables: Mapping[str,
     values = {n: np.asarray(getattr(v, "numpy", lambda v=v: v)()) for n, v in variables.items()}
     layout = place_variables({n: v.size for n, v in values.items()}, len(cluster.ps_tasks), placement)
     servers = zip(cluster.ps_tasks, layout)
-    _get([ps.setup_ps.remote(names, [values[n] for n in names], optimizer) for ps, names in servers]
-         + [w.setup_worker.remote(loss_fn, layout) for w in cluster.worker_tasks], timeout, "setting up the tasks")
+    _get([(f"/job:ps/task:{p}", ps.setup_ps.remote(names, [values[n] for n in names], optimizer))
+          for p, (ps, names) in enumerate(servers)]
+         + [(f"/job:worker/task:{w}", task.setup_worker.remote(loss_fn, layout))
+            for w, task in enumerate(cluster.worker_tasks)], timeout, "setting up the tasks")
     run = _Run(cluster, layout, iter(_batches(data)), timeout)
     start = time.perf_counter()
     (run.sync if mode == "sync" else run.async_)(steps, backup, staleness)
-    shards = _get([ps.ps_values.remote() for ps in cluster.ps_tasks], timeout, "reading the parameters")
+    shards = _get([(f"/job:ps/task:{p}", ps.ps_values.remote()) for p, ps in enumerate(cluster.ps_tasks)], timeout,
+                  "reading the parameters")
     params = {n: v for names, shard in zip(layout, shards) for n, v in zip(names, shard)}
     return TrainResult({n: params[n] for n in values}, run.losses, run.version, run.dropped, run.staleness,
                        run.samples, time.perf_counter() - start, run.contributors)
@@ -132,8 +143,8 @@ class _Run:
 
     def apply(self, grads: list[list[Any]]) -> None:
         """Send each server its share of ``grads`` (one reference list per worker), wait for the update."""
-        _get([ps.ps_apply.remote(*[g[1 + p] for g in grads]) for p, ps in enumerate(self.cluster.ps_tasks)],
-             self.timeout, f"update {self.version + 1} on the parameter servers")
+        _get([(f"/job:ps/task:{p}", ps.ps_apply.remote(*[g[1 + p] for g in grads]))
+              for p, ps in enumerate(self.cluster.ps_tasks)], self.timeout, f"update {self.version + 1}")
         self.version += 1
         self.pull()
 
@@ -162,7 +173,8 @@ class _Run:
                 raise ClusterError(f"step {self.version + 1}: {len(ready)} of the {needed} gradients needed arrived "
                                    f"within {self.timeout:g} s")
             chosen = sorted(metas[r] for r in ready)
-            ms = _get([inflight[w][0] for w in chosen], self.timeout, f"step {self.version + 1}'s gradients")
+            ms = _get([(f"/job:worker/task:{w}", inflight[w][0]) for w in chosen], self.timeout,
+                      f"step {self.version + 1}'s gradient")
             if any(m["version"] != self.version for m in ms):  # by construction; a stale gradient is never applied
                 raise ClusterError(f"step {self.version + 1}: a gradient of an older version reached the aggregation")
             for w, refs in inflight.items():
@@ -185,7 +197,7 @@ class _Run:
             if not ready:
                 raise ClusterError(f"update {self.version + 1}: no gradient arrived within {self.timeout:g} s")
             refs, w = inflight.pop(ready[0]), workers.pop(ready[0])
-            meta = _get(ready[0], self.timeout, f"update {self.version + 1}'s gradient")
+            (meta,) = _get([(f"/job:worker/task:{w}", ready[0])], self.timeout, f"update {self.version + 1}'s gradient")
             lag = self.version - meta["version"]
             if staleness is not None and lag > staleness:
                 self.dropped += 1

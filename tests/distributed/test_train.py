@@ -98,3 +98,23 @@ def test_bad_arguments(ray_address):
                                 ({"staleness": 3}, r"staleness=3")]:
             with pytest.raises(ValueError, match=message):
                 fjd.train(cluster, models.mlp_loss, params, fj.optim.SGD(0.1), [], steps=1, **kwargs)
+
+
+def test_a_failing_gradient_names_the_task_and_the_error(ray_address):
+    x, y, _, _ = models.digits()
+    params = models.mlp_params(63, 16, 10)  # one input feature short of the data's 64
+    with fjd.Cluster(ps=1, workers=2) as cluster:
+        for mode in ("sync", "async"):
+            with pytest.raises(fjd.ClusterError, match=r"(?s)/job:worker/task:[01].*matmul.*64.*63") as e:
+                fjd.train(cluster, models.mlp_loss, params, fj.optim.SGD(0.1), models.batches(x, y, 8), steps=2,
+                          mode=mode)
+            assert "models.py" in str(e.value)  # the user's line
+
+
+def test_a_gradient_that_never_comes_times_out(ray_address):
+    x, y, _, _ = models.digits()
+    with fjd.Cluster(ps=1, workers=2) as cluster:
+        cluster.slow_worker(1, 3.0)
+        with pytest.raises(fjd.ClusterError, match=r"step 1: 1 of the 2 gradients needed arrived within 0.5 s"):
+            fjd.train(cluster, models.mlp_loss, models.mlp_params(64, 16, 10), fj.optim.SGD(0.1),
+                      models.batches(x, y, 8), steps=2, timeout=0.5)
