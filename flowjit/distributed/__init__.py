@@ -18,8 +18,10 @@ mode="sync"|"async", backup=0, staleness=None)``:
   one) and applies the update with the optimizer's own compiled code, so one step is the
   same math as ``optimizer.apply_gradients`` in a single process.
 - ``loss_fn(params, *batch)`` returns the scalar loss; ``params`` is a dict like
-  ``variables``. It must pickle (a module-level function): every worker gets it and
-  compiles its value and gradient with ``fj.value_and_grad`` on its first batch.
+  ``variables``. It must pickle: every worker gets it and compiles its value and gradient
+  with ``fj.value_and_grad`` on its first batch. A module-level function travels by
+  reference, so its module must be importable on the workers; otherwise have Ray send the
+  module by value (``ray.cloudpickle.register_pickle_by_value(module)``).
 - ``data`` yields batches (tuples of arrays); each gradient consumes one batch, handed out
   by the chief (this process) in order, so a run is reproducible. Training stops early
   when ``data`` runs out.

@@ -16,6 +16,8 @@ fjd = pytest.importorskip("flowjit.distributed")
 
 
 def test_tasks_are_named_actors_with_devices(ray_address):
+    import flowjit as fj
+    assert fj.distributed is fjd  # loaded on first use
     with fjd.Cluster(ps=2, workers=3) as cluster:
         assert cluster.devices() == ["/job:ps/task:0/cpu:0", "/job:ps/task:1/cpu:0", "/job:worker/task:0/cpu:0",
                                      "/job:worker/task:1/cpu:0", "/job:worker/task:2/cpu:0"]
