@@ -118,3 +118,24 @@ def test_a_gradient_that_never_comes_times_out(ray_address):
         with pytest.raises(fjd.ClusterError, match=r"step 1: 1 of the 2 gradients needed arrived within 0.5 s"):
             fjd.train(cluster, models.mlp_loss, models.mlp_params(64, 16, 10), fj.optim.SGD(0.1),
                       models.batches(x, y, 8), steps=2, timeout=0.5)
+
+
+@pytest.mark.slow
+def test_a_backup_worker_keeps_the_step_rate_of_the_fault_free_run(ray_address):
+    x, y, _, _ = models.digits()
+    params = models.mlp_params(64, 32, 10)
+
+    def seconds_a_step(cluster, backup):
+        r = fjd.train(cluster, models.mlp_loss, params, fj.optim.SGD(0.1), models.batches(x, y, 32), steps=40,
+                      backup=backup)
+        return r.seconds / r.steps
+
+    with fjd.Cluster(ps=2, workers=4) as cluster:
+        seconds_a_step(cluster, 0)  # compiles
+        fault_free = seconds_a_step(cluster, 0)
+        cluster.slow_worker(3, 0.1)
+        with_backup = seconds_a_step(cluster, 1)
+        without = seconds_a_step(cluster, 0)
+    # Without a backup every step waits for the straggler; with one, steps go at about the
+    # fault-free rate (a loaded CI machine gets some slack).
+    assert without > 0.1 and with_backup < max(3 * fault_free, 0.05), (fault_free, with_backup, without)
