@@ -12,7 +12,7 @@ import pytest
 import flowjit as fj
 from tests.distributed import models
 
-fjd = pytest.importorskip("flowjit.distributed")
+fjd = pytest.importorskip("flowjit.distributed", exc_type=ImportError)  # Ray missing: skip
 fjd.ray.cloudpickle.register_pickle_by_value(models)  # the workers cannot import the tests package
 
 
