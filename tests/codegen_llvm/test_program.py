@@ -252,11 +252,12 @@ def test_loops_inside_loops_and_a_matmul_in_the_body():
     assert text.count("_loop") >= 2 and "gemm" in text
 
 
-def test_a_kernel_whose_loop_ir_does_not_verify_is_a_kernel_compile_error(monkeypatch, tmp_path):
+def _break_lowering(monkeypatch, tmp_path):
+    """Every kernel lowered with a store at an index no loop defines (the lowering's bug,
+    for the loop-IR verifier to catch before LLVM sees it), on a cold cache."""
     import dataclasses
 
     import flowjit.lowering as lowering
-    from flowjit.ir.errors import KernelCompileError
     from flowjit.lowering.loops import INDEX, Const, Store, Var
 
     lower = lowering.lower_block
@@ -264,10 +265,15 @@ def test_a_kernel_whose_loop_ir_does_not_verify_is_a_kernel_compile_error(monkey
     def broken(block, name):
         k = lower(block, name)
         out = k.outputs[0]
-        # A store at an index no loop defines: the lowering's bug, caught before LLVM sees it.
         return dataclasses.replace(k, body=(Store(out.name, (Var("nowhere", INDEX),), Const(1.0, out.dtype)),))
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(lowering, "lower_block", broken)
+
+
+def test_a_kernel_whose_loop_ir_does_not_verify_is_a_kernel_compile_error(monkeypatch, tmp_path):
+    from flowjit.ir.errors import KernelCompileError
+
+    _break_lowering(monkeypatch, tmp_path)
     f = fj.function(lambda x: fj.sin(x) * 3, backend="llvm")
     with pytest.raises(KernelCompileError, match=r"kernel sin_mul from .*test_program.py:\d+.*nowhere") as info:
         f(np.ones(3, np.float32))
@@ -309,20 +315,9 @@ def test_empty_intermediates_written_in_place():
 
 
 def test_the_python_drivers_kernels_verify_their_loop_ir_too(monkeypatch, tmp_path):
-    import dataclasses
-
-    import flowjit.lowering as lowering
     from flowjit.ir.errors import KernelCompileError
-    from flowjit.lowering.loops import INDEX, Const, Store, Var
 
-    lower = lowering.lower_block
-
-    def broken(block, name):
-        k = lower(block, name)
-        out = k.outputs[0]
-        return dataclasses.replace(k, body=(Store(out.name, (Var("nowhere", INDEX),), Const(1.0, out.dtype)),))
-    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(lowering, "lower_block", broken)
+    _break_lowering(monkeypatch, tmp_path)
     # A cumsum has no native form: the program keeps the Python driver, which compiles each kernel.
     f = fj.function(lambda x: fj.cumsum(fj.sin(x) * 3, axis=0), backend="llvm")
     with pytest.raises(KernelCompileError, match=r"kernel sin_mul from .*test_program.py:\d+.*nowhere is used "
