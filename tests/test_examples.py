@@ -65,3 +65,15 @@ def test_model_parallel_trains_its_layers_on_two_devices(monkeypatch, capsys):
     assert result["test_accuracy"] > 0.85
     out = capsys.readouterr().out
     assert "send %" in out and "@cpu:1" in out and "@cpu:2" in out
+
+
+def test_distributed_digits_trains_sync_with_a_backup_worker(capsys):
+    """On the session's Ray runtime when tests/distributed started one, else on its own."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("flowjit.distributed", reason="needs the distributed extra (Ray)", exc_type=ImportError)
+    result = _example("distributed_digits").main(["--ps", "1", "--workers", "3", "--backup", "1", "--steps", "120",
+                                                   "--slow-worker", "20", "--quiet"])
+    assert result["steps"] == 120 and result["dropped"] >= 1
+    assert result["test_accuracy"] > 0.9
+    out = capsys.readouterr().out
+    assert "/job:worker/task:2/cpu:0" in out and "\naccuracy 0.9" in out and "samples/s" in out

@@ -1,0 +1,118 @@
+"""Train the digits MLP data-parallel on a cluster of parameter servers and workers
+(``fj.distributed`` on Ray): the replicated training of the TensorFlow paper.
+
+The variables of a 64-H-10 tanh MLP are spread over the ``--ps`` parameter-server tasks;
+each of the ``--workers`` worker tasks compiles the loss's value and gradient once and
+computes gradients on the batches the chief (this process) hands it; the servers apply
+Adam. ``--mode sync`` averages the first ``workers - backup`` gradients of each step and
+drops the stragglers' (backup workers); ``--mode async`` applies each gradient as it
+lands, dropping those more than ``--staleness`` updates old. ``--slow-worker MS`` makes the
+last worker sleep MS milliseconds before each gradient, to see backup workers at work.
+With no ``--address`` a local Ray runtime on loopback is started (and shut down at the
+end); with one, the Ray cluster there is joined.
+
+The progress bar counts the batches handed to the workers (``train`` is one call; it
+reports no steps while it runs). The run ends with the test accuracy and the samples per
+second of the gradients applied (the workers' first gradient, which compiles, included).
+
+Not yet: ``--kill-worker-every K`` (restarting failed tasks is not built in
+``fj.distributed`` yet).
+
+    python examples/distributed_digits.py --ps 2 --workers 4 --backup 1 --mode sync [--slow-worker 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from digits import load
+from tqdm import tqdm
+
+import flowjit as fj
+
+
+def mlp_loss(params: dict[str, Any], x: Any, y: Any) -> Any:
+    """Mean softmax cross-entropy of the one-hidden-layer tanh MLP (a module-level function:
+    it travels to the workers)."""
+    h = fj.tanh(x @ params["w1"] + params["b1"])
+    return fj.nn.softmax_cross_entropy(h @ params["w2"] + params["b2"], y)
+
+
+def mlp_params(hidden: int, seed: int) -> dict[str, np.ndarray]:
+    """Initial weights of the 64-``hidden``-10 MLP (scaled normal), zero biases."""
+    rng = np.random.default_rng(seed)
+    return {"w1": (rng.normal(size=(64, hidden)) / 8.0).astype(np.float32),
+            "b1": np.zeros(hidden, np.float32),
+            "w2": (rng.normal(size=(hidden, 10)) / np.sqrt(hidden)).astype(np.float32),
+            "b2": np.zeros(10, np.float32)}
+
+
+def accuracy(params: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
+    logits = np.tanh(x @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"]
+    return float(np.mean(np.argmax(logits, 1) == y))
+
+
+def endless_batches(x: np.ndarray, y: np.ndarray, size: int, seed: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Shuffled whole batches of ``size`` rows, epoch after epoch, made one at a time as the
+    chief asks (never materialize this: it does not end)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(x))
+        for i in range(0, len(x) - size + 1, size):
+            yield x[order[i:i + size]], y[order[i:i + size]]
+
+
+def counted(batches: Iterator, bar: tqdm) -> Iterator:
+    """``batches``, ticking ``bar`` as each is handed out."""
+    for b in batches:
+        bar.update(1)
+        yield b
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ps", type=int, default=2, help="parameter-server tasks")
+    parser.add_argument("--workers", type=int, default=4, help="worker tasks")
+    parser.add_argument("--backup", type=int, default=1, help="backup workers (sync): gradients dropped a step")
+    parser.add_argument("--mode", choices=("sync", "async"), default="sync")
+    parser.add_argument("--staleness", type=int, default=None, help="async: drop gradients more than K updates old")
+    parser.add_argument("--slow-worker", type=float, default=0.0, metavar="MS",
+                        help="the last worker sleeps MS milliseconds before each gradient")
+    parser.add_argument("--steps", type=int, default=300, help="updates applied")
+    parser.add_argument("--batch", type=int, default=32, help="rows per gradient")
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--address", default=None, help="host:port of a Ray cluster to join (default: a local one)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    backup = args.backup if args.mode == "sync" else 0
+
+    import flowjit.distributed as fjd  # before anything imports Ray: it keeps a local runtime on loopback
+
+    if __name__ != "__main__":  # imported (tests): the workers cannot import this module, so send it by value
+        fjd.ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    x_train, y_train, x_test, y_test = load(seed=args.seed)
+    with fjd.Cluster(ps=args.ps, workers=args.workers, address=args.address) as cluster:
+        print(f"{cluster}: {', '.join(cluster.devices())}")
+        if args.slow_worker:
+            cluster.slow_worker(args.workers - 1, args.slow_worker / 1e3)
+        with tqdm(desc=f"{args.mode} batches handed out", unit="batch", disable=args.quiet, leave=False) as bar:
+            r = fjd.train(cluster, mlp_loss, mlp_params(args.hidden, args.seed), fj.optim.Adam(args.lr),
+                          counted(endless_batches(x_train, y_train, args.batch, args.seed), bar), steps=args.steps,
+                          mode=args.mode, backup=backup, staleness=args.staleness)
+    acc = accuracy(r.params, x_test, y_test)
+    stale = f", staleness max {max(r.staleness)}" if r.staleness else ""
+    print(f"{r.steps} updates in {r.seconds:.2f} s ({r.steps / r.seconds:.1f} steps/s), loss {r.losses[0]:.4f} -> "
+          f"{r.losses[-1]:.4f}, {r.dropped} gradients dropped{stale}")
+    print(f"accuracy {acc:.3f}")
+    print(f"throughput {r.samples_per_second:,.0f} samples/s")
+    return {"test_accuracy": acc, "samples_per_s": r.samples_per_second, "steps": r.steps, "dropped": r.dropped}
+
+
+if __name__ == "__main__":
+    main()
