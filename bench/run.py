@@ -11,7 +11,9 @@ gelu, softmax, layernorm, dispatch, matmul, compile (first-call latency, cold an
 mlp_step (one SGD training step of an MLP 784-256-256-10, batch 256; then its first step
 in a new process, cold and from the disk caches), loop, aot (a library built by ``fj.export``:
 from process start to the first result in a C program and in Python with ``fj.load_compiled``,
-against the JIT's and JAX's first calls, and its steady state against the JIT's; needs ``cc``).
+against the JIT's and JAX's first calls, and its steady state against the JIT's; needs ``cc``),
+distributed (``fj.distributed.train`` on a local Ray runtime: steps/s and samples/s for 1, 2
+and 4 workers, sync and async, and sync with a slowed worker; skipped without Ray).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); the ratios are flowjit's median on each backend (numba, the default; llvm, the
 opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
@@ -201,13 +203,17 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+# Workloads whose columns are not the peers': their module's render(ctx, rows) draws their tables.
+OWN_TABLES = ("aot", "distributed")
+
+
 def render(ctx, rows) -> list[str]:
     from bench.workloads import bandwidth
     from bench.workloads.common import COLUMNS
     lines: list[str] = []
     bw_rows = [r for r in rows if r.workload == "bandwidth"]
-    aot_rows = [r for r in rows if r.workload == "aot"]       # its own two tables (aot.render)
-    main_rows = [r for r in rows if r.workload not in ("bandwidth", "aot")]
+    own = {w: [r for r in rows if r.workload == w] for w in OWN_TABLES}   # each renders its own tables
+    main_rows = [r for r in rows if r.workload not in ("bandwidth", *OWN_TABLES)]
     if bw_rows:
         lines += ["### Memory bandwidth (bytes read + written per second)", ""]
         bw_columns = bandwidth.columns(ctx)
@@ -230,9 +236,9 @@ def render(ctx, rows) -> list[str]:
                                   r.bw_llvm or "—", r.bw_best or "—",
                                   f"{r.copy_gbps:.1f} GB/s" if r.copy_gbps else "—"] for r in main_rows])
         lines.append("")
-    if aot_rows:
-        from bench.workloads import aot
-        lines += aot.render(ctx, aot_rows)
+    for name, mine in own.items():
+        if mine:
+            lines += importlib.import_module(f"bench.workloads.{name}").render(ctx, mine)
     notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
     if notes:
         lines += ["Notes:", ""] + notes + [""]

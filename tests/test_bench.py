@@ -143,3 +143,26 @@ def test_quick_aot_rows_time_a_c_program_load_compiled_and_the_jit(tmp_path):
         assert re.fullmatch(r"[0-9.]+x", cells["load_compiled / JIT"]), cells
         assert re.fullmatch(r"-?[0-9.]+ (ns|µs|ms)", cells["load_compiled − C"]), cells
     assert "left in an empty FLOWJIT_CACHE_DIR: 0;" in p.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the distributed extra (Ray)")
+def test_quick_distributed_rows_time_sync_async_and_a_straggler(tmp_path):
+    """The distributed workload trains on a local Ray runtime and fills its table: steps/s
+    and samples/s for 1 and 2 workers, sync and async (a sync step covers one batch of 32
+    rows per worker), and a worker slowed 5x, which the sync run waits for with no backup
+    worker and leaves behind with one."""
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "distributed", "--repeat", "1"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "### Errors" not in p.stdout, p.stdout[-3000:]
+    rows = _table(p.stdout, "Distributed training on Ray (fj.distributed.train, 2 ps tasks, median per run)")
+    value = {label: {k: float(c[k].replace(",", "")) for k in ("steps/s", "samples/s")} for label, c in rows.items()}
+    for mode in ("sync", "async"):
+        for n in (1, 2):
+            assert value[f"{mode}, {n} worker{'s' if n > 1 else ''}"]["steps/s"] > 0
+    sync2 = value["sync, 2 workers"]
+    assert sync2["samples/s"] == pytest.approx(sync2["steps/s"] * 64, rel=0.02)
+    waits, backed = value["sync, 2 workers, one slowed 5x, 0 backup"], value["sync, 2 workers, one slowed 5x, 1 backup"]
+    assert backed["steps/s"] > 2 * waits["steps/s"], rows
+    assert float(rows["sync, 2 workers, one slowed 5x, 1 backup"]["gradients dropped / step"]) > 0, rows
