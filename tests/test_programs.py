@@ -102,6 +102,15 @@ def programs(draw):
     return short, in_shapes, steps, n_out
 
 
+def program_inputs(short: str, in_shapes, seed: int) -> list[np.ndarray]:
+    """The inputs of a drawn program (``programs()``): normal floats, or small integers."""
+    rng = np.random.default_rng(seed)
+    npd = DTYPES[short]
+    if short.startswith("f"):
+        return [rng.standard_normal(s).astype(npd) for s in in_shapes]
+    return [rng.integers(-5, 6, size=s).astype(npd) for s in in_shapes]
+
+
 def _is_bool(x) -> bool:
     return fj.shape(x) is not None and str(getattr(x, "dtype", "")) in ("bool",)
 
@@ -147,12 +156,7 @@ def run_program(steps, inputs, n_out, traced: bool):
 @given(programs(), st.integers(0, 2**31 - 1))
 def test_random_programs_round_trip_and_match_numpy(program, seed):
     short, in_shapes, steps, n_out = program
-    rng = np.random.default_rng(seed)
-    npd = DTYPES[short]
-    if short.startswith("f"):
-        inputs = [rng.standard_normal(s).astype(npd) for s in in_shapes]
-    else:
-        inputs = [rng.integers(-5, 6, size=s).astype(npd) for s in in_shapes]
+    inputs = program_inputs(short, in_shapes, seed)
 
     # The optimized program on the interpreter must equal the traced one exactly; compiled
     # kernels are compared with per-dtype tolerances in tests/codegen_cpu/test_kernels.py.

@@ -14,7 +14,6 @@ from flowjit.lowering.loops import Const
 from tests.lowering.test_registry_cases import CASES, case_function
 from tests.random_programs import random_program
 from tests.registry.case import kernel_tolerance
-from tests.registry.test_generic import _tolerance
 from tests.test_programs import ZERO_D_REDUCTIONS, zero_d_input
 
 
@@ -37,7 +36,7 @@ def check_block(block, inputs, want, name):
     got = run_kernel(kernel, inputs, want)
     for g, w in zip(got, want):
         w = np.asarray(w)
-        tol = _tolerance(w.dtype) if w.dtype == np.float16 else kernel_tolerance(w.dtype)
+        tol = kernel_tolerance(w.dtype)
         np.testing.assert_allclose(g, w, equal_nan=True, err_msg=print_kernel(kernel), **tol)
         assert g.dtype == w.dtype
 
@@ -304,7 +303,7 @@ def test_every_scalar_op_for_every_dtype_computes_its_numpy_reference(op, d, to)
     want = np.array([ref(*[g[j] for g in grid]) for j in range(grid[0].size)], out_d.np)
     got = run_kernel(kernel, grid, [want])[0]
     if op in scalar.INTRINSICS and out_d.is_float:
-        tol = _tolerance(want.dtype) if want.dtype == np.float16 else kernel_tolerance(want.dtype)
+        tol = kernel_tolerance(want.dtype)
         np.testing.assert_allclose(got, want, equal_nan=True, **tol)
     else:
         np.testing.assert_array_equal(got, want, err_msg=f"{op} {d.short}: inputs {grid}")

@@ -15,7 +15,7 @@ from flowjit.ir.interpreter import run_op
 from flowjit.lowering import evaluate, lower_block, print_kernel, verify_kernel
 from tests.random_programs import random_program
 from tests.registry.case import kernel_tolerance
-from tests.test_programs import DTYPES, ZERO_D_REDUCTIONS, nested_pads, programs, run_program
+from tests.test_programs import ZERO_D_REDUCTIONS, nested_pads, program_inputs, programs, run_program
 
 # The evaluator steps through every scalar op in Python: kernels past this many elements
 # are lowered and verified, not evaluated.
@@ -78,10 +78,5 @@ def test_nested_pads_stay_small():
 @given(programs(), st.integers(0, 2**31 - 1))
 def test_hypothesis_programs_lower_and_evaluate_as_the_interpreter(program, seed):
     short, in_shapes, steps, n_out = program
-    rng = np.random.default_rng(seed)
-    npd = DTYPES[short]
-    if short.startswith("f"):
-        inputs = [rng.standard_normal(s).astype(npd) for s in in_shapes]
-    else:
-        inputs = [rng.integers(-5, 6, size=s).astype(npd) for s in in_shapes]
+    inputs = program_inputs(short, in_shapes, seed)
     check_fused(lambda *xs: run_program(steps, xs, n_out, traced=True), *inputs)

@@ -85,9 +85,7 @@ def test_case_compiled_matches_interpreter_and_numpy(compiled, k):
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         if g.dtype.kind == "f":
-            # float16 computes in float32 and rounds once where the interpreter may round
-            # after each NumPy step (llvm); numba runs float16 on the interpreter.
-            tol = _tolerance(g.dtype) if g.dtype == np.float16 else kernel_tolerance(g.dtype)
+            tol = kernel_tolerance(g.dtype)
             np.testing.assert_allclose(g, w, equal_nan=True, **tol)
         else:
             np.testing.assert_array_equal(g, w)

@@ -21,7 +21,7 @@ from flowjit import optim
 from flowjit.runtime.executable import LLVMKernel
 from tests.registry.case import kernel_tolerance
 from tests.registry.test_compiled import case_function, case_inputs
-from tests.registry.test_generic import ALL_CASES, _tolerance
+from tests.registry.test_generic import ALL_CASES
 from tests.test_programs import ZERO_D_REDUCTIONS, zero_d_input
 
 
@@ -47,9 +47,7 @@ def assert_matches(got, want):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         if g.dtype.kind == "f":
-            # float16 computes in float32 and rounds once (the interpreter may round per
-            # NumPy step), as tests/codegen_llvm/test_render compares it.
-            tol = _tolerance(g.dtype) if g.dtype == np.float16 else kernel_tolerance(g.dtype)
+            tol = kernel_tolerance(g.dtype)
             np.testing.assert_allclose(g, w, equal_nan=True, **tol)
         else:
             np.testing.assert_array_equal(g, w)
