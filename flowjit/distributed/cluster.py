@@ -4,6 +4,7 @@ started for the purpose or on an existing Ray cluster."""
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 import warnings
 from typing import Any
@@ -48,10 +49,14 @@ class Cluster:
     the tasks mostly wait on each other) is started and shut down by ``close()`` or at the
     end of a ``with`` block; a runtime this process already runs is used (and left running).
     With an ``address`` (``host:port`` of a Ray cluster's head), the cluster is joined.
-    Every wait is bounded by ``timeout`` seconds."""
+    Every wait is bounded by ``timeout`` seconds. A task whose process dies is restarted by
+    Ray (up to ``max_restarts`` times; -1: always) with its state reset, and calls to it
+    fail with a ``ray.exceptions.RayActorError`` until it is back (never retried: what
+    the task held is gone, and its user decides what to redo)."""
 
     def __init__(self, ps: int = 1, workers: int = 1, address: str | None = None, *, cpus_per_task: float = 1.0,
-                 num_cpus: int | None = None, object_store_mb: int = 200, timeout: float = 60.0):
+                 num_cpus: int | None = None, object_store_mb: int = 200, timeout: float = 60.0,
+                 max_restarts: int = -1):
         for what, n, least in (("ps", ps, 1), ("workers", workers, 1)):
             if not isinstance(n, int) or n < least:
                 raise ValueError(f"Cluster({what}={n!r}): give a whole number of tasks, at least {least}")
@@ -72,7 +77,7 @@ class Cluster:
                 for i in range(n):
                     name = f"/job:{job}/task:{i}"
                     self._actors[name] = actor.options(name=name, namespace=namespace, num_cpus=cpus_per_task,
-                                                       max_restarts=0).remote(name)
+                                                       max_restarts=max_restarts, max_task_retries=0).remote(name)
             self.ps_tasks = [self._actors[f"/job:ps/task:{i}"] for i in range(ps)]
             self.worker_tasks = [self._actors[f"/job:worker/task:{i}"] for i in range(workers)]
             pings = {name: a.ping.remote() for name, a in self._actors.items()}
@@ -119,6 +124,41 @@ class Cluster:
         """Make worker ``index`` sleep ``seconds`` before each gradient (a straggler, to try
         backup workers); 0 restores it."""
         ray.get(self.task(f"/job:worker/task:{index}").set_delay.remote(seconds), timeout=self.timeout)
+
+    def kill(self, name: str) -> None:
+        """Kill the process of the task ``name`` as a crash would (for tests of faults and the
+        example's ``--kill-worker-every``): Ray restarts it, with its state reset, when
+        restarts are left. Returns once the old process no longer answers."""
+        actor, old = self.task(name), self.pids.get(name)
+        ray.kill(actor, no_restart=False)
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:  # ray.kill only asks: a call may still reach the old process
+            try:
+                if ray.get(actor.ping.remote(), timeout=self.timeout)[1] != old:
+                    return
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                return
+            time.sleep(0.02)
+        raise ClusterError(f"{name} still answers {self.timeout:g} s after it was killed")
+
+    def wait_ready(self, name: str, timeout: float | None = None) -> int:
+        """Wait until the task ``name`` answers (after a restart: its new process); its process id.
+        ClusterError when it does not answer within ``timeout`` (the cluster's by default)."""
+        limit = self.timeout if timeout is None else float(timeout)
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                _, pid = ray.get(self.task(name).ping.remote(), timeout=max(0.1, deadline - time.monotonic()))
+                self.pids[name] = pid
+                return pid
+            except ray.exceptions.GetTimeoutError:
+                pass
+            except ray.exceptions.ActorDiedError as e:  # restarts used up: it will not come back
+                raise ClusterError(f"{name} died and Ray will not restart it (max_restarts spent): {e}") from e
+            except ray.exceptions.RayActorError:  # restarting: ask again
+                time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{name} did not answer within {limit:g} s (restarting after a crash?)")
 
     def close(self) -> None:
         """End the tasks, and the local Ray runtime when this cluster started it."""

@@ -61,3 +61,18 @@ def test_a_local_cluster_starts_its_own_runtime_and_ends_it():
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.split("\n")[:2]
     assert first.startswith("127.0.0.1:") and first.endswith(" 3 3.0") and second == "False"
+
+
+def test_a_killed_task_is_restarted_with_its_state_reset(ray_address):
+    with fjd.Cluster(ps=1, workers=1) as cluster:
+        name = "/job:worker/task:0"
+        fjd.ray.get(cluster.task(name).set_delay.remote(0.5), timeout=30)
+        before = cluster.pids[name]
+        cluster.kill(name)
+        after = cluster.wait_ready(name, timeout=60)
+        assert after != before and cluster.pids[name] == after
+        assert fjd.ray.get(cluster.task(name).ping.remote(), timeout=30) == (name, after)
+    with fjd.Cluster(ps=1, workers=1, max_restarts=0) as cluster:
+        cluster.kill(name)
+        with pytest.raises(fjd.ClusterError, match=r"/job:worker/task:0 died and Ray will not restart it"):
+            cluster.wait_ready(name, timeout=30)
