@@ -37,17 +37,41 @@ mode="sync"|"async", backup=0, staleness=None)``:
   is applied when it lands and the worker goes on with the new parameters. With
   ``staleness=k``, a gradient computed on parameters more than k updates old is dropped.
 
+Checkpoints. With ``checkpoint_dir=``, each parameter server writes its variables and its
+optimizer's state (slots, iterations) with ``fj.checkpoint`` (atomically) to
+``<dir>/ps-<p>/ckpt-<step>.safetensors`` every ``checkpoint_every_steps`` updates and/or
+``checkpoint_every_seconds``, and at the end. The chief decides when, so every server saves
+the same version: after that update, before the next (while the workers compute). A step
+counts once every server's file of it is written: then the chief replaces the index
+``<dir>/checkpoint.json`` (``fj.distributed.checkpoint_index(dir)``) and deletes all but the
+newest ``checkpoints_to_keep``. ``restore=True`` resumes from the latest complete step
+(``steps`` counts from the start of training; ``data`` is read from where it is given).
+The directory must be one every task sees (a shared filesystem past one machine).
+
+Faults. A worker that crashes (its gradient fails with Ray's ``RayActorError``) loses that
+gradient, its batch goes to another worker, and sync steps go on with the others while
+Ray restarts it, waiting for it only when fewer than ``workers - backup`` are left; the
+chief sets the restarted worker up again and it rejoins (async likewise). A parameter
+server that crashes is waited for; then every server is set up again from the latest
+complete checkpoint (or the initial values when there is none yet), the parameters go back
+to that version, and the chief logs a warning and counts the updates lost
+(``TrainResult.steps_lost``) and redoes them. ``on_step(step, result)`` is called after
+each update (progress, or faults injected with ``cluster.kill``). A task Ray will not
+restart (``Cluster(max_restarts=...)`` spent) is a ``ClusterError`` naming it, unless sync
+has enough workers without it.
+
 Every wait is bounded by the cluster's ``timeout`` (or ``train``'s) and fails with a
 ``ClusterError`` saying what it waited for. ``train`` returns a ``TrainResult`` (final
-parameters, losses, updates applied, gradients dropped, staleness, samples per second).
+parameters, losses, updates applied, gradients dropped, staleness, samples per second,
+worker failures and rejoins, parameter-server failures and steps lost, checkpoints written).
 
 Not yet: placing ops of one program on remote tasks (``fj.device("/job:ps/task:1")``
-with Send/Recv through Ray), sparse (indices, rows) updates, restarting failed tasks,
-checkpoints from the servers, and the ``flowjit.v1`` spelling.
+with Send/Recv through Ray), sparse (indices, rows) updates, the ``flowjit.v1`` spelling,
+and a chief that survives its own crash (rerun ``train(restore=True)``).
 """
 
 from flowjit.distributed._ray import ray  # noqa: F401  (first: it says what to install)
 from flowjit.distributed.cluster import Cluster, ClusterError, init_local
-from flowjit.distributed.train import TrainResult, place_variables, train
+from flowjit.distributed.train import TrainResult, checkpoint_index, place_variables, train
 
-__all__ = ["Cluster", "ClusterError", "init_local", "TrainResult", "place_variables", "train"]
+__all__ = ["Cluster", "ClusterError", "init_local", "TrainResult", "checkpoint_index", "place_variables", "train"]

@@ -5,10 +5,15 @@ runs the compiled gradient of the loss on the batches it is given).
 Arrays cross between tasks as Ray objects: a worker returns one object per parameter
 server (its gradients for that server's variables), and the chief hands those references
 straight to the servers, so gradients never pass through the chief's process.
+
+A task that crashes is restarted by Ray as a fresh ``Task``: until the chief sets it up
+again, every call of its role raises ``TaskNotSetUp`` (never a silent no-op on an empty
+server), which is how the chief tells a restarted task from a live one.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -16,10 +21,29 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.checkpoint import CheckpointManager, restore, save
+from flowjit.checkpoint.state import flatten
 from flowjit.optim import Optimizer
 from flowjit.tracer.autodiff import value_and_grad
 from flowjit.tracer.function import function
 from flowjit.tracer.variables import Variable
+
+
+class TaskNotSetUp(RuntimeError):
+    """A call reached the task ``task`` while it has no role: its process was restarted after
+    a crash (its state is gone) and the chief has not set it up again."""
+
+    def __init__(self, task: str, what: str):
+        super().__init__(task, what)  # both in args: the error pickles back to the chief whole
+        self.task = task
+
+    def __str__(self) -> str:
+        return f"{self.task} {self.args[1]}: it was restarted and not set up again"
+
+
+def checkpoint_path(directory: str, ps: int, step: int) -> str:
+    """The file parameter server ``ps`` writes its checkpoint of ``step`` to, under ``directory``."""
+    return os.fspath(CheckpointManager(os.path.join(directory, f"ps-{ps}")).path_for(step))
 
 
 class Task:
@@ -29,8 +53,10 @@ class Task:
         self.name = name
         self.delay = 0.0
         self._vars: list[Any] = []
+        self._optimizer: Optimizer | None = None
         self._apply: Callable[..., Any] | None = None
         self._value_and_grad: Callable[..., Any] | None = None
+        self._layout: list[list[str]] = []
 
     def ping(self) -> tuple[str, int]:
         """The task's name and process id (the cluster waits on this to know the task runs)."""
@@ -41,30 +67,56 @@ class Task:
         self.delay = float(seconds)
 
     # ---- parameter server ---------------------------------------------------------------
-    def setup_ps(self, names: Sequence[str], values: Sequence[np.ndarray], optimizer: Any) -> None:
-        """Hold ``values`` as Variables named ``names`` and compile their optimizer update."""
+    def setup_ps(self, names: Sequence[str], values: Sequence[np.ndarray], optimizer: Any,
+                 checkpoint: str | None = None) -> int:
+        """Hold ``values`` as Variables named ``names`` and compile their optimizer update; with
+        ``checkpoint`` (a file ``ps_save`` wrote), the variables and the optimizer's state
+        (slots, iterations) come from it instead. Returns the optimizer's iterations."""
         self._vars = [Variable(np.array(v), name=n) for n, v in zip(names, values)]
-        opt = optimizer if isinstance(optimizer, Optimizer) else optimizer()
+        # A copy: Ray hands a task the arrays of its arguments read-only (zero-copy from its
+        # object store), and restoring a checkpoint assigns the optimizer's Variables in place.
+        opt = copy.deepcopy(optimizer) if isinstance(optimizer, Optimizer) else optimizer()
+        self._optimizer = opt
+        if checkpoint is not None:
+            restore(checkpoint, self._state())
         variables = self._vars
 
         def apply(*grads: Any) -> None:
             opt.apply_gradients(zip(grads, variables))
 
         self._apply = function(apply)
+        return int(opt.iterations.numpy())
+
+    def _state(self) -> dict[str, Any]:
+        if self._optimizer is None:
+            raise TaskNotSetUp(self.name, "holds no variables")
+        return {"params": self._vars, "optimizer": self._optimizer}
 
     def ps_values(self) -> tuple[np.ndarray, ...]:
         """The current values of this server's variables, in ``setup_ps``'s order."""
-        return tuple(v.numpy() for v in self._vars)
+        return tuple(v.numpy() for v in self._state()["params"])
 
     def ps_apply(self, *shards: Sequence[np.ndarray]) -> None:
         """Apply the mean of the gradients ``shards`` (one tuple per worker, in this server's
         variable order) with the optimizer: one update, whatever the number of workers."""
-        if not self._vars:
+        if not self._state()["params"]:
             return
         n = len(shards)
         grads = [shards[0][i] if n == 1 else np.sum([s[i] for s in shards], axis=0, dtype=shards[0][i].dtype) / n
                  for i in range(len(self._vars))]
         self._apply(*grads)
+
+    def ps_save(self, path: str, step: int) -> float:
+        """Write this server's variables and optimizer state (``params/<name>``,
+        ``optimizer/iterations``, ``optimizer/<name>/<slot>``) to ``path`` atomically, as the
+        checkpoint of ``step``; the seconds it took."""
+        start = time.perf_counter()
+        save(path, self._state(), step=step, metadata={"task": self.name})
+        return time.perf_counter() - start
+
+    def ps_state(self) -> dict[str, np.ndarray]:
+        """Every array a checkpoint of this server holds, by its name there (for tests and tools)."""
+        return {name: v.numpy() for name, v in flatten(self._state()).variables.items()}
 
     # ---- worker --------------------------------------------------------------------------
     def setup_worker(self, loss_fn: Callable[..., Any], layout: Sequence[Sequence[str]]) -> None:
@@ -76,6 +128,8 @@ class Task:
     def grad(self, version: int, batch: Sequence[np.ndarray], *shards: Sequence[np.ndarray]) -> tuple:
         """The loss and gradient on ``batch`` at the parameters ``shards`` (one tuple per server,
         all of version ``version``): ``(meta, grads for server 0, grads for server 1, ...)``."""
+        if self._value_and_grad is None:
+            raise TaskNotSetUp(self.name, "has no loss to differentiate")
         start = time.perf_counter()
         if self.delay:
             time.sleep(self.delay)
