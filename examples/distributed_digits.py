@@ -11,14 +11,18 @@ last worker sleep MS milliseconds before each gradient, to see backup workers at
 With no ``--address`` a local Ray runtime on loopback is started (and shut down at the
 end); with one, the Ray cluster there is joined.
 
-The progress bar counts the batches handed to the workers (``train`` is one call; it
-reports no steps while it runs). The run ends with the test accuracy and the samples per
-second of the gradients applied (the workers' first gradient, which compiles, included).
+Faults and checkpoints: ``--kill-worker-every K`` kills a worker (drawn with ``--seed``)
+after every K updates, as a crash would; Ray restarts it and the chief has it rejoin, while
+sync steps go on with the other workers (give ``--backup 1`` or more). ``--checkpoint-dir
+DIR`` has the parameter servers checkpoint every ``--checkpoint-every`` updates and at the
+end; ``--restore`` resumes from the latest complete checkpoint there.
 
-Not yet: ``--kill-worker-every K`` (restarting failed tasks is not built in
-``fj.distributed`` yet).
+The progress bar counts the updates applied (``train``'s ``on_step`` callback, which also
+does the killing). The run ends with the test accuracy and the samples per second of the
+gradients applied (the workers' first gradient, which compiles, included).
 
     python examples/distributed_digits.py --ps 2 --workers 4 --backup 1 --mode sync [--slow-worker 100]
+        [--kill-worker-every 50] [--checkpoint-dir /tmp/digits-ckpt [--restore]]
 """
 
 from __future__ import annotations
@@ -66,11 +70,18 @@ def endless_batches(x: np.ndarray, y: np.ndarray, size: int, seed: int) -> Itera
             yield x[order[i:i + size]], y[order[i:i + size]]
 
 
-def counted(batches: Iterator, bar: tqdm) -> Iterator:
-    """``batches``, ticking ``bar`` as each is handed out."""
-    for b in batches:
-        bar.update(1)
-        yield b
+def on_step(cluster: Any, bar: tqdm, kill_every: int, workers: int, seed: int) -> Any:
+    """``train``'s per-update callback: tick ``bar`` and, every ``kill_every`` updates before
+    the last, kill a worker drawn at random (seeded) as a crash would."""
+    rng = np.random.default_rng(seed)
+
+    def call(step: int, result: Any) -> None:
+        bar.update(step - bar.n)  # a parameter server's crash sets the step back
+        if kill_every and step % kill_every == 0 and step < bar.total:
+            name = f"/job:worker/task:{rng.integers(workers)}"
+            cluster.kill(name)
+            bar.write(f"killed {name} after update {step}")
+    return call
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -87,6 +98,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kill-worker-every", type=int, default=0, metavar="K",
+                        help="kill a (seeded random) worker after every K updates")
+    parser.add_argument("--checkpoint-dir", default=None, help="the parameter servers checkpoint here")
+    parser.add_argument("--checkpoint-every", type=int, default=100, metavar="K",
+                        help="with --checkpoint-dir: a checkpoint every K updates (and one at the end)")
+    parser.add_argument("--restore", action="store_true", help="resume from the latest checkpoint in --checkpoint-dir")
     parser.add_argument("--address", default=None, help="host:port of a Ray cluster to join (default: a local one)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
@@ -101,17 +118,32 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         print(f"{cluster}: {', '.join(cluster.devices())}")
         if args.slow_worker:
             cluster.slow_worker(args.workers - 1, args.slow_worker / 1e3)
-        with tqdm(desc=f"{args.mode} batches handed out", unit="batch", disable=args.quiet, leave=False) as bar:
+        with tqdm(desc=f"{args.mode} updates", total=args.steps, unit="step", disable=args.quiet,
+                  leave=False) as bar:
             r = fjd.train(cluster, mlp_loss, mlp_params(args.hidden, args.seed), fj.optim.Adam(args.lr),
-                          counted(endless_batches(x_train, y_train, args.batch, args.seed), bar), steps=args.steps,
-                          mode=args.mode, backup=backup, staleness=args.staleness)
+                          endless_batches(x_train, y_train, args.batch, args.seed), steps=args.steps,
+                          mode=args.mode, backup=backup, staleness=args.staleness,
+                          checkpoint_dir=args.checkpoint_dir, restore=args.restore,
+                          checkpoint_every_steps=args.checkpoint_every if args.checkpoint_dir else None,
+                          on_step=on_step(cluster, bar, args.kill_worker_every, args.workers, args.seed))
     acc = accuracy(r.params, x_test, y_test)
     stale = f", staleness max {max(r.staleness)}" if r.staleness else ""
-    print(f"{r.steps} updates in {r.seconds:.2f} s ({r.steps / r.seconds:.1f} steps/s), loss {r.losses[0]:.4f} -> "
-          f"{r.losses[-1]:.4f}, {r.dropped} gradients dropped{stale}")
+    resumed = f" (resumed at {r.start_step})" if r.start_step else ""
+    print(f"{r.steps} updates{resumed} in {r.seconds:.2f} s ({(r.steps - r.start_step) / r.seconds:.1f} steps/s), "
+          f"loss {r.losses[0]:.4f} -> {r.losses[-1]:.4f}, {r.dropped} gradients dropped{stale}" if r.losses else
+          f"{r.steps} updates{resumed}: none left to do")
+    if r.worker_failures or r.ps_failures:
+        rejoin = f" in {np.mean(r.rejoin_seconds):.2f} s on average" if r.rejoin_seconds else ""
+        print(f"faults: {r.worker_failures} gradients lost to worker crashes, {r.worker_restarts} workers "
+              f"rejoined{rejoin}; {r.ps_failures} parameter-server crashes, {r.steps_lost} updates redone")
+    if r.checkpoints:
+        print(f"checkpoints at steps {r.checkpoints} in {args.checkpoint_dir} "
+              f"({1e3 * np.mean(r.checkpoint_seconds):.1f} ms each)")
     print(f"accuracy {acc:.3f}")
     print(f"throughput {r.samples_per_second:,.0f} samples/s")
-    return {"test_accuracy": acc, "samples_per_s": r.samples_per_second, "steps": r.steps, "dropped": r.dropped}
+    return {"test_accuracy": acc, "samples_per_s": r.samples_per_second, "steps": r.steps, "dropped": r.dropped,
+            "start_step": r.start_step, "worker_failures": r.worker_failures, "worker_restarts": r.worker_restarts,
+            "checkpoints": r.checkpoints}
 
 
 if __name__ == "__main__":

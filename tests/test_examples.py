@@ -67,13 +67,24 @@ def test_model_parallel_trains_its_layers_on_two_devices(monkeypatch, capsys):
     assert "send %" in out and "@cpu:1" in out and "@cpu:2" in out
 
 
-def test_distributed_digits_trains_sync_with_a_backup_worker(capsys):
-    """On the session's Ray runtime when tests/distributed started one, else on its own."""
+def test_distributed_digits_trains_sync_with_a_backup_worker(capsys, tmp_path):
+    """On the session's Ray runtime when tests/distributed started one, else on its own: a
+    straggler, a worker killed once, checkpoints, and a run resumed from them."""
     pytest.importorskip("sklearn")
     pytest.importorskip("flowjit.distributed", reason="needs the distributed extra (Ray)", exc_type=ImportError)
-    result = _example("distributed_digits").main(["--ps", "1", "--workers", "3", "--backup", "1", "--steps", "120",
-                                                   "--slow-worker", "20", "--quiet"])
+    example = _example("distributed_digits")
+    ckpt = str(tmp_path / "ckpt")
+    result = example.main(["--ps", "1", "--workers", "3", "--backup", "1", "--steps", "120", "--slow-worker", "20",
+                           "--kill-worker-every", "70", "--checkpoint-dir", ckpt, "--checkpoint-every", "50",
+                           "--quiet"])
     assert result["steps"] == 120 and result["dropped"] >= 1
+    assert result["worker_failures"] >= 1 and result["worker_restarts"] >= 1
+    assert result["checkpoints"] == [50, 100, 120]
     assert result["test_accuracy"] > 0.9
     out = capsys.readouterr().out
     assert "/job:worker/task:2/cpu:0" in out and "\naccuracy 0.9" in out and "samples/s" in out
+    assert "killed /job:worker/task:" in out and "after update 70" in out and "workers rejoined" in out
+    resumed = example.main(["--ps", "1", "--workers", "2", "--backup", "1", "--steps", "130", "--checkpoint-dir", ckpt,
+                            "--restore", "--quiet"])
+    assert resumed["start_step"] == 120 and resumed["steps"] == 130 and resumed["test_accuracy"] > 0.9
+    assert "130 updates (resumed at 120)" in capsys.readouterr().out

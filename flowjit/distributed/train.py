@@ -435,8 +435,10 @@ class _Run:
         if batch is not None:
             self.requeued.append(batch)
         self.busy.pop(w, None)
-        _log.warning("%s crashed (%s); training goes on without it while it restarts",
-                     self.worker_names[w], type(error.__cause__ or error).__name__)
+        raised = error.__cause__ or error
+        how = "restarted, its state lost" if isinstance(getattr(raised, "cause", None), TaskNotSetUp) \
+            else type(raised).__name__
+        _log.warning("%s crashed (%s); training goes on without it while it restarts", self.worker_names[w], how)
         self.rejoining[w] = ("ping", self.cluster.worker_tasks[w].ping.remote(), time.perf_counter())
 
     def free(self, w: int) -> bool:
