@@ -10,7 +10,14 @@ import warnings
 from typing import Any
 
 from flowjit.distributed._ray import ray
+from flowjit.distributed.remote import CONCURRENCY_GROUPS, PartitionHost, TaskHost
 from flowjit.distributed.tasks import Task
+from flowjit.runtime.devices import register_remote_devices, unregister_remote_devices
+
+
+class TaskActor(Task, PartitionHost):
+    """A task's process: the training roles (``Task``) and the partitions of placed
+    programs (``PartitionHost``)."""
 
 
 class ClusterError(RuntimeError):
@@ -63,6 +70,7 @@ class Cluster:
         self.timeout = float(timeout)
         self._owns_runtime = False
         self._actors: dict[str, Any] = {}
+        self._hosts: dict[str, TaskHost] = {}
         self._connect(address, num_cpus if num_cpus is not None else ps + workers, object_store_mb)
         try:
             total = ray.cluster_resources().get("CPU", 0.0)
@@ -72,7 +80,7 @@ class Cluster:
                                    f"({cpus_per_task:g} a task) and the Ray cluster at {self.address} has "
                                    f"{total:g}: ask for fewer tasks, a smaller cpus_per_task, or a bigger cluster")
             namespace = f"flowjit-{uuid.uuid4().hex[:8]}"  # two clusters on one Ray cluster keep their own names
-            actor = ray.remote(Task)
+            actor = ray.remote(concurrency_groups=CONCURRENCY_GROUPS)(TaskActor)
             for job, n in (("ps", ps), ("worker", workers)):
                 for i in range(n):
                     name = f"/job:{job}/task:{i}"
@@ -87,6 +95,9 @@ class Cluster:
                 raise ClusterError(f"the tasks {late} did not start within {self.timeout:g} s (the Ray cluster has "
                                    f"{ray.available_resources().get('CPU', 0.0):g} of {total:g} CPUs free)")
             self.pids = dict(ray.get(list(pings.values()), timeout=self.timeout))
+            peers = {f"{name}/cpu:0": a for name, a in self._actors.items()}
+            self._hosts = {d: TaskHost(d, d.rpartition("/")[0], a, peers, self.timeout) for d, a in peers.items()}
+            register_remote_devices(self._hosts)
         except BaseException:
             self.close()
             raise
@@ -162,6 +173,10 @@ class Cluster:
 
     def close(self) -> None:
         """End the tasks, and the local Ray runtime when this cluster started it."""
+        unregister_remote_devices(self._hosts)
+        for host in self._hosts.values():
+            host.closed = True
+        self._hosts = {}
         for a in self._actors.values():
             ray.kill(a)
         self._actors = {}

@@ -56,6 +56,10 @@ class PlacementError(FlowjitError):
 DEFAULT_SPEED = {"cpu": 1e9, "cuda": 5e10}
 LINK_BYTES_PER_S = 1e10
 TRANSFER_LATENCY_S = 2e-5
+# Between processes (devices of different tasks, /job:ps/task:0/cpu:0): an RPC, and a copy
+# through the object store.
+TASK_LINK_BYTES_PER_S = 1e9
+TASK_TRANSFER_LATENCY_S = 5e-4
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,18 @@ def _where(op: Op) -> str:
 
 
 def _kind(device: str) -> str:
-    return device.split(":")[0]
+    # The last component names the device in a task's name: /job:ps/task:0/cpu:0 is a cpu.
+    return device.rpartition("/")[2].split(":")[0]
+
+
+def _task(device: str) -> str:
+    return device.rpartition("/")[0]
+
+
+def _move_seconds(nbytes: int, src: str, dst: str) -> float:
+    if _task(src) != _task(dst):
+        return nbytes / TASK_LINK_BYTES_PER_S + TASK_TRANSFER_LATENCY_S
+    return nbytes / LINK_BYTES_PER_S + TRANSFER_LATENCY_S
 
 
 def _nbytes(v: Value) -> int:
@@ -187,8 +202,7 @@ def _cheapest(op: Op, device_of: dict[int, str], target: DeviceTarget) -> str:
     work = _work(op)
 
     def cost(d: str) -> tuple[float, int, int]:
-        moved = [(n, src) for src, n in here.items() if src != d]
-        move_s = sum(n / LINK_BYTES_PER_S + TRANSFER_LATENCY_S for n, _ in moved)
+        move_s = sum(_move_seconds(n, src, d) for src, n in here.items() if src != d)
         compute_s = work / target.speed.get(_kind(d), DEFAULT_SPEED["cpu"])
         return (move_s + compute_s, -here.get(d, 0), d != target.default)
 

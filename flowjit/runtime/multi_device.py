@@ -8,12 +8,23 @@ thread, values cross devices through the step's ``Rendezvous``, and the call ret
 when every partition has finished. When one partition fails, the step is cancelled on
 every device (their waiting ``recv``s raise ``StepCancelled``), every thread finishes,
 and the failure is raised with a note naming the device and the op.
+
+A partition on a device of another process (a cluster task's, ``/job:ps/task:0/cpu:0``)
+is compiled and run there by the device's ``RemoteHost``: one call is one step on every
+process at once, named by a step id; values cross processes by the hosts' ``push`` and
+``pull`` under their send/recv keys; a failure anywhere cancels the step on every process.
+Arguments that are resident handles (a Variable the task holds, see ``to_host``) go to the
+task holding them as handles; anywhere else they are read.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
+import os
 import queue
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -25,6 +36,7 @@ from flowjit.ir.printer import format_loc
 from flowjit.passes.partition import Partition, split_by_device
 from flowjit.passes.pipeline import PipelineResult
 from flowjit.runtime import rendezvous
+from flowjit.runtime.devices import RemoteHost, remote_host
 from flowjit.runtime.executable import Executable
 from flowjit.runtime.rendezvous import Rendezvous, StepCancelled, to_host
 
@@ -88,9 +100,27 @@ class MultiDeviceExecutable:
         parts = split_by_device(function.clone(), default)
         self.partitions: list[tuple[Partition, Any]] = [(p, self._compile(p, backend, fastmath)) for p in parts]
         self._n_results = len(function.returns)
+        # The keys a partition of this process exchanges with another process: sends to
+        # a remote device are pushed there, recvs from one pulled.
+        self._hosts = {p.device: exe.host for p, exe in self.partitions if isinstance(exe, _RemotePartition)}
+        self._pushes: list[tuple[str, RemoteHost]] = []
+        self._pulls: list[tuple[str, RemoteHost]] = []
+        for part, exe in self.partitions:
+            if isinstance(exe, _RemotePartition):
+                continue
+            for op in part.function.body.walk():
+                if op.primitive.role == "send" and op.attrs["dst"] in self._hosts:
+                    self._pushes.append((op.attrs["key"], self._hosts[op.attrs["dst"]]))
+                elif op.primitive.role == "recv" and op.attrs["src"] in self._hosts:
+                    self._pulls.append((op.attrs["key"], self._hosts[op.attrs["src"]]))
+        self._steps = itertools.count()
+        self._id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
     @staticmethod
     def _compile(part: Partition, backend: str, fastmath: bool) -> Any:
+        host = remote_host(part.device)
+        if host is not None:
+            return _RemotePartition(host, host.compile(part.function))
         if part.device.startswith("cuda:"):
             from flowjit.codegen_cuda import CudaExecutable
             return CudaExecutable(part.function, part.device)
@@ -109,19 +139,50 @@ class MultiDeviceExecutable:
                 step.cancel(e)
                 if not isinstance(e, StepCancelled):
                     op = exe.failing_op(e) if hasattr(exe, "failing_op") else None
-                    e.add_note(f"flowjit: on device {part.device}{_describe(op)}")
+                    e.add_note(f"flowjit: on device {part.device}{describe_op(op)}")
                 raise
 
     def run(self, *arrays: Any) -> list[np.ndarray]:
         """Run one step on arrays that already have the argument dtypes; the results as
-        NumPy arrays, in the program's order."""
+        NumPy arrays (a resident handle for a variable update a task keeps), in the
+        program's order."""
+        if not self._hosts:
+            return self._run_local(arrays)
+        step_id = f"{self._id}-{next(self._steps)}"
+        step = Rendezvous(remote_send={k: (lambda v, k=k, h=h: h.push(step_id, k, v)) for k, h in self._pushes},
+                          remote_recv={k: (lambda k=k, h=h: h.pull(step_id, k)) for k, h in self._pulls})
+        futures = []
+        with _submit_lock:
+            for part, exe in self.partitions:
+                if isinstance(exe, _RemotePartition):
+                    args = [arrays[i] if _resident_on(arrays[i]) == part.device else to_local(arrays[i])
+                            for i in part.arg_positions]
+                    futures.append(exe.host.run(exe.compiled, step_id, args))
+                else:
+                    args = [to_local(arrays[i]) for i in part.arg_positions]
+                    futures.append(worker(part.device).submit(
+                        lambda part=part, exe=exe, args=args: self._run_partition(part, exe, args, step)))
+        # The first failure cancels the step everywhere, so no process waits for a value
+        # that will never come; then every partition is waited for.
+        done, pending = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+        failed = [f.exception() for f in done if f.exception() is not None]
+        if failed and pending:
+            step.cancel(failed[0])
+            for host in self._hosts.values():
+                host.cancel(step_id, f"{type(failed[0]).__name__} on another device")
+        return self._collect(futures, arrays)
+
+    def _run_local(self, arrays: Sequence[Any]) -> list[np.ndarray]:
         step = Rendezvous()
         futures = []
         with _submit_lock:
             for part, exe in self.partitions:
-                args = [arrays[i] for i in part.arg_positions]
+                args = [to_local(arrays[i]) for i in part.arg_positions]
                 futures.append(worker(part.device).submit(
                     lambda part=part, exe=exe, args=args: self._run_partition(part, exe, args, step)))
+        return self._collect(futures, arrays)
+
+    def _collect(self, futures: list[Future], arrays: Sequence[Any]) -> list[np.ndarray]:
         results: list[Any] = [None] * self._n_results
         errors: list[BaseException] = []
         for (part, _), future in zip(self.partitions, futures):
@@ -135,10 +196,12 @@ class MultiDeviceExecutable:
         if errors:
             real = [e for e in errors if not isinstance(e, StepCancelled)]
             raise (real or errors)[0]
-        return [Executable._own(x, arrays) for x in results]
+        local = [a for a in arrays if not _resident_on(a)]
+        return [x if _resident_on(x) else Executable._own(x, local) for x in results]
 
     def __call__(self, args: Sequence[object]) -> list[np.ndarray]:
-        return self.run(*[np.asarray(a).astype(d, copy=False) for a, d in zip(args, self._dtypes)])
+        return self.run(*[a if _resident_on(a) else np.asarray(a).astype(d, copy=False)
+                          for a, d in zip(args, self._dtypes)])
 
     def kernel_listing(self) -> str:
         """Each partition's kernels and driver, headed by its device."""
@@ -149,7 +212,28 @@ class MultiDeviceExecutable:
         return "\n".join(parts)
 
 
-def _describe(op: Op | None) -> str:
+class _RemotePartition:
+    """A partition compiled in another process: its host and the host's handle for it."""
+
+    def __init__(self, host: RemoteHost, compiled: Any):
+        self.host, self.compiled = host, compiled
+
+    def kernel_listing(self) -> str:
+        return f"(compiled in the process of {self.host.device})\n"
+
+
+def _resident_on(x: Any) -> str | None:
+    """The device holding ``x`` when it is a resident handle (an array another process keeps)."""
+    return getattr(x, "__flowjit_resident__", None)
+
+
+def to_local(x: Any) -> Any:
+    """``x``, read into this process when it is a resident handle."""
+    return np.asarray(x) if _resident_on(x) else x
+
+
+def describe_op(op: Op | None) -> str:
+    """``, op NAME (file:line)`` for an error note; empty for no op."""
     if op is None:
         return ""
     where = f" ({format_loc(op.loc)})" if op.loc is not None else ""

@@ -54,7 +54,7 @@ class Variable:
         if current_trace() is not None:
             raise FlowjitTypeError(f"Variable {self.name}.numpy() inside a traced function: use the "
                                    "variable itself (or .value), which the trace records")
-        return self._value.copy()
+        return np.array(self._value)  # a copy; a value another process holds is fetched
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -72,7 +72,7 @@ class Variable:
         v = self.value
         if isinstance(v, Tracer):
             return v.__array__()  # raises the tracer's concrete-value error
-        return v if dtype is None else v.astype(dtype)
+        return np.asarray(v, dtype)  # a value another process holds is fetched
 
     def __flowjit_value__(self) -> Any:
         # How fj functions read a Variable passed as an operand (see tracer.core.operand).
@@ -93,7 +93,10 @@ class Variable:
             return self
         arr, _ = to_array(value, f"the value assigned to {self.name}")
         arr = np.broadcast_to(arr, self.shape).astype(self.type.dtype.np)
-        np.copyto(self._value, arr)
+        if isinstance(self._value, np.ndarray):
+            np.copyto(self._value, arr)
+        else:  # held by another process: the new value is sent with the next program's call
+            self._value = np.array(arr, order="C")
         return self
 
     def assign_add(self, delta: Any) -> Variable:
@@ -105,7 +108,8 @@ class Variable:
         return self.assign(self.value - delta)
 
     def _rebind(self, array: np.ndarray) -> None:
-        # The runtime's result becomes the variable's storage (no copy).
+        # The runtime's result becomes the variable's storage (no copy); for a variable on
+        # a cluster's task, a handle of the array that task keeps (its updates stay there).
         self._value = array
 
 

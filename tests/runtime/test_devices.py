@@ -45,7 +45,7 @@ def test_devices_lists_cpu0_and_the_virtual_cpus(monkeypatch):
 
 
 def test_device_names_are_checked_when_the_block_is_entered(four_cpus):
-    with pytest.raises(fj.DeviceError, match=r"no device cpu:9; this process has cpu:0, cpu:1, cpu:2, cpu:3"):
+    with pytest.raises(fj.DeviceError, match=r"no device cpu:9; the devices are cpu:0, cpu:1, cpu:2, cpu:3"):
         fj.device("cpu:9")
     with pytest.raises(fj.DeviceError, match="not a device name"):
         fj.device("tpu:0")
