@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -155,19 +155,39 @@ def current_device() -> str | None:
     return getattr(_state, "device", None)
 
 
+class DevicePolicy(Protocol):
+    """A rule for ``fj.device`` instead of a name (TensorFlow's device functions, such as
+    ``replica_device_setter``): where each Variable created in the block lives, and where
+    the ops traced in it go (``op_device``; None leaves them to placement)."""
+
+    op_device: str | None
+
+    def variable_device(self, name: str, shape: tuple[int, ...], dtype: Any) -> str:
+        """The device of a new Variable ``name`` of ``shape`` and ``dtype``."""
+
+
 class device:
     """``with fj.device("cpu:1"):`` places the ops traced inside the block on that device
-    (``cpu:0``, ``cpu:N`` with ``FLOWJIT_CPU_DEVICES``, ``cuda:K``), and Variables created
-    inside it live there. The name is checked when the block is entered; whether the
-    device can run each op is checked when the program is placed, naming the op."""
+    (``cpu:0``, ``cpu:N`` with ``FLOWJIT_CPU_DEVICES``, ``cuda:K``, a cluster task's
+    ``/job:worker/task:1``), and Variables created inside it live there. The name is checked
+    when the block is entered; whether the device can run each op is checked when the
+    program is placed, naming the op. Given a ``DevicePolicy`` instead of a name, the
+    policy says where each new Variable lives and where the ops go."""
 
     def __init__(self, name: Any):
         from flowjit.runtime.devices import check_device
-        self.name = check_device(name).name
+        self.policy = name if hasattr(name, "variable_device") else None
+        if self.policy is not None:
+            op_device = self.policy.op_device
+            self.name = None if op_device is None else check_device(op_device).name
+        else:
+            self.name = check_device(name).name
 
-    def __enter__(self) -> str:
+    def __enter__(self) -> str | None:
         self.saved = current_device()
+        self.saved_policy = getattr(_state, "policy", None)
         _state.device = self.name
+        _state.policy = self.policy
         trace = current_trace()
         self.trace, self.saved_builder_device = trace, (trace.builder.device if trace is not None else None)
         if trace is not None:
@@ -176,8 +196,19 @@ class device:
 
     def __exit__(self, *exc: object) -> None:
         _state.device = self.saved
+        _state.policy = self.saved_policy
         if self.trace is not None:
             self.trace.builder.device = self.saved_builder_device
+
+
+def variable_device(name: str, shape: tuple[int, ...], dtype: Any) -> str | None:
+    """Where a Variable created now lives: the innermost ``fj.device`` block's policy's
+    choice, else its device (None: the default device of the programs using it)."""
+    policy = getattr(_state, "policy", None)
+    if policy is None:
+        return current_device()
+    from flowjit.runtime.devices import check_device
+    return check_device(policy.variable_device(name, shape, dtype)).name
 
 
 def current_trace() -> Trace | None:

@@ -19,7 +19,7 @@ import numpy as np
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.types import TensorType
-from flowjit.tracer.core import Tracer, bind, current_device, current_trace, operand, to_array
+from flowjit.tracer.core import Tracer, bind, current_trace, operand, to_array, variable_device
 
 _names = itertools.count()
 
@@ -40,7 +40,7 @@ class Variable:
         # The device it lives on: the enclosing fj.device block's, like TF's variables;
         # None: the default device of the program using it. Readers placed elsewhere get
         # a copy and its updates run here (see passes.placement).
-        self.device = current_device()
+        self.device = variable_device(self.name, self.type.shape, self.type.dtype)
 
     # ---- reading -----------------------------------------------------------------------
     @property

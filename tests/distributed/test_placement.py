@@ -155,3 +155,33 @@ def test_task_devices_exist_while_their_cluster_is_open(cluster, ray_address):
         fj.device("/job:ps/task:1")
     with pytest.raises(Exception, match=r"cluster is closed"):
         w.numpy()
+
+
+def test_replica_device_setter_spreads_variables_over_the_ps_tasks(ray_address):
+    from flowjit.distributed.device_setter import replica_device_setter
+    with fjd.Cluster(ps=2, workers=1) as c:
+        with fj.device(replica_device_setter(c)):
+            vs = [fj.Variable(np.zeros(n, np.float32), name=f"v{n}") for n in (100, 10, 10, 1)]
+        assert [v.device for v in vs] == ["/job:ps/task:0/cpu:0", "/job:ps/task:1/cpu:0"] * 2
+        with fj.device(replica_device_setter(c, strategy="by_size", worker_device="/job:worker/task:0")) as d:
+            vs = [fj.Variable(np.zeros(n, np.float32), name=f"v{n}") for n in (100, 10, 10, 1)]
+            assert d == "/job:worker/task:0/cpu:0"
+            with fj.device("cpu:0"):  # an inner name wins, as in TensorFlow
+                local = fj.Variable(np.zeros(3, np.float32))
+        assert [v.device for v in vs] == ["/job:ps/task:0/cpu:0"] + ["/job:ps/task:1/cpu:0"] * 3
+        assert local.device == "cpu:0"
+
+        @fj.function
+        def step(x):
+            with fj.device(replica_device_setter(c, worker_device="/job:worker/task:0")):
+                y = x * 2.0
+            for v in vs:
+                v.assign(v + fj.sum(y))
+            return y
+
+        np.testing.assert_allclose(step(np.ones(2, np.float32)), [2.0, 2.0])
+        assert [float(v.numpy()[0]) for v in vs] == [4.0] * 4
+        fn = step.ir(np.ones(2, np.float32), stage="partition")
+        assert any(op.device == "/job:worker/task:0/cpu:0" and op.name != "recv" for op in fn.body.ops)
+    with pytest.raises(ValueError, match="strategy='nearest'"):
+        replica_device_setter(ps_tasks=2, strategy="nearest")
