@@ -533,8 +533,9 @@ class _Run:
             del record[kept:]
         source = (f"the checkpoint of step {step} in {self.ckpt.directory}" if step is not None
                   else "the initial values (no checkpoint yet)")
+        raised = lost.__cause__ or lost
         _log.warning("%s crashed at update %d (%s); every parameter server restored from %s: %d updates lost",
-                     lost.task, failed_at, lost, source, failed_at - self.version)
+                     lost.task, failed_at, type(raised).__name__, source, failed_at - self.version)
 
     # ---- the two modes -------------------------------------------------------------------
     def sync(self, steps: int, needed: int) -> None:
