@@ -13,7 +13,9 @@ in a new process, cold and from the disk caches), loop, aot (a library built by 
 from process start to the first result in a C program and in Python with ``fj.load_compiled``,
 against the JIT's and JAX's first calls, and its steady state against the JIT's; needs ``cc``),
 distributed (``fj.distributed.train`` on a local Ray runtime: steps/s and samples/s for 1, 2
-and 4 workers, sync and async, and sync with a slowed worker; skipped without Ray).
+and 4 workers, sync and async, and sync with a slowed worker; skipped without Ray), sendrecv
+(a 4 KB and a 4 MB array to a worker task and back: flowjit's placed call against Ray's
+put/get and an actor's round trip; skipped without Ray).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); the ratios are flowjit's median on each backend (numba, the default; llvm, the
 opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
@@ -204,7 +206,7 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 # Workloads whose columns are not the peers': their module's render(ctx, rows) draws their tables.
-OWN_TABLES = ("aot", "distributed")
+OWN_TABLES = ("aot", "distributed", "sendrecv")
 
 
 def render(ctx, rows) -> list[str]:

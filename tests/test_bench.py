@@ -166,3 +166,34 @@ def test_quick_distributed_rows_time_sync_async_and_a_straggler(tmp_path):
     waits, backed = value["sync, 2 workers, one slowed 5x, 0 backup"], value["sync, 2 workers, one slowed 5x, 1 backup"]
     assert backed["steps/s"] > 2 * waits["steps/s"], rows
     assert float(rows["sync, 2 workers, one slowed 5x, 1 backup"]["gradients dropped / step"]) > 0, rows
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the distributed extra (Ray)")
+def test_quick_sendrecv_rows_time_flowjit_placed_against_ray(tmp_path):
+    """The sendrecv workload moves a 4 KB and a 4 MB array to a worker task and back: each row
+    has flowjit's placed and unplaced calls (their results checked: a wrong one is an ERROR
+    cell and the errors section), Ray's put+get and actor round trip, and the differences and
+    ratio derived from them. Only structure and sign: a shared machine orders nothing."""
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "sendrecv", "--repeat", "1",
+                        "--peers", "llvm"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "### Errors" not in p.stdout, p.stdout[-3000:]
+    rows = _table(p.stdout, "Cross-process Send/Recv on Ray (x + 1 on a worker task and back, median per call)")
+    assert list(rows) == ["4 KB (f32[1024])", "4 MB (f32[1048576])"], rows
+    units = {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+    for label, cells in rows.items():
+        seconds = {}
+        for column in ("flowjit, placed on the task", "flowjit, not placed", "Ray put+get", "Ray actor round trip"):
+            m = re.fullmatch(r"([0-9.]+) (ns|µs|ms|s) ±[0-9]+%", cells[column])
+            assert m, (label, column, cells[column])
+            seconds[column] = float(m[1]) * units[m[2]]
+            assert seconds[column] > 0, (label, column, cells[column])
+        m = re.fullmatch(r"(-?[0-9.]+) (ns|µs|ms|s)", cells["flowjit transfers (placed − not placed)"])
+        assert m, cells
+        assert float(m[1]) * units[m[2]] == pytest.approx(
+            seconds["flowjit, placed on the task"] - seconds["flowjit, not placed"], rel=0.01, abs=2e-6), cells
+        ratio = re.fullmatch(r"([0-9.]+)x", cells["flowjit / Ray actor"])
+        assert ratio and float(ratio[1]) > 0, cells
+        assert float(ratio[1]) == pytest.approx(
+            seconds["flowjit, placed on the task"] / seconds["Ray actor round trip"], rel=0.02, abs=0.006), cells
