@@ -346,13 +346,17 @@ class _Run:
 
     def outcome(self, d: _Dispatched, what: str) -> dict[str, Any] | None:
         """The meta of a landed gradient, or None when its worker crashed (then it is
-        restarting: the chief has it rejoin, and its batch goes to another worker)."""
+        restarting: the chief has it rejoin, and its batch goes to another worker) or it was
+        computed from parameters a server's crash undid."""
         name = self.worker_names[d.worker]
         try:
             (meta,) = _get([(name, d.refs[0])], self.timeout, what, self.actors)
             return meta
         except _TaskLost as e:
             _discard(d.refs[1:])
+            if e.task != name and d.generation != self.generation:
+                self.dropped += 1  # given the parameters of a server whose crash was recovered from already
+                return None
             if e.task != name:
                 raise  # a server's crash: its caller recovers
             self.worker_failed(d.worker, d.batch, e)
@@ -577,6 +581,7 @@ class _Run:
             self.updated()
 
     def async_(self, steps: int, staleness: int | None) -> None:
+        deadline = time.perf_counter() + self.timeout  # for the next gradient; restarting workers do not extend it
         while self.version < steps:
             self.progress(0, 1)
             running = {d.worker for d in self.inflight.values()}
@@ -588,13 +593,16 @@ class _Run:
                 if self.exhausted or not self.rejoining:
                     return  # out of data
                 self.wait_for_workers(1, f"update {self.version + 1}")
+                deadline = time.perf_counter() + self.timeout
                 continue
             rejoins = [ref for _, ref, _ in self.rejoining.values()]
-            ready, _ = ray.wait(list(self.inflight) + rejoins, num_returns=1, timeout=self.timeout)
+            ready, _ = ray.wait(list(self.inflight) + rejoins, num_returns=1,
+                                timeout=max(0.0, deadline - time.perf_counter()))
             if not ready:
                 raise ClusterError(f"update {self.version + 1}: no gradient arrived within {self.timeout:g} s")
             if ready[0] not in self.inflight:
                 continue  # a restarting worker answered: the loop's progress() takes it in
+            deadline = time.perf_counter() + self.timeout
             d = self.inflight.pop(ready[0])
             meta = self.outcome(d, f"update {self.version + 1}'s gradient")
             if meta is None:

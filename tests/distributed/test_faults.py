@@ -97,11 +97,12 @@ def test_a_worker_that_crashes_is_dropped_and_rejoins(ray_address, mode):
     assert any("/job:worker/task:1" in c for c in r.contributors[4:]), r.contributors
 
 
-def test_a_parameter_server_that_crashes_is_restored_from_the_last_checkpoint(ray_address, tmp_path):
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_parameter_server_that_crashes_is_restored_from_the_last_checkpoint(ray_address, tmp_path, mode):
     x, y, _, _ = models.digits()
     with fjd.Cluster(ps=2, workers=2) as cluster:
         r = fjd.train(cluster, models.mlp_loss, PARAMS, fj.optim.Adam(0.01), models.batches(x, y, 32), steps=15,
-                      checkpoint_dir=tmp_path, checkpoint_every_steps=5,
+                      mode=mode, checkpoint_dir=tmp_path, checkpoint_every_steps=5,
                       on_step=kill_at(cluster, {12: "/job:ps/task:1"}))
     # Killed after step 12: back to the checkpoint of step 10, steps 11 and 12 redone.
     assert r.ps_failures == 1 and r.steps_lost == 2
