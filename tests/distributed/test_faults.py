@@ -81,6 +81,18 @@ def test_restore_refuses_checkpoints_of_another_layout(ray_address, tmp_path):
                       checkpoint_dir=tmp_path, restore=True, placement="by_size")
         with pytest.raises(ValueError, match=r"checkpoint_every_steps=3.*checkpoint_dir="):
             fjd.train(cluster, models.mlp_loss, PARAMS, fj.optim.SGD(0.1), [], steps=1, checkpoint_every_steps=3)
+        with pytest.raises(ValueError, match=r"restore=True.*checkpoint_dir="):
+            fjd.train(cluster, models.mlp_loss, PARAMS, fj.optim.SGD(0.1), [], steps=1, restore=True)
+
+
+def test_checkpoints_every_t_seconds(ray_address, tmp_path):
+    x, y, _, _ = models.digits()
+    with fjd.Cluster(ps=1, workers=1) as cluster:
+        cluster.slow_worker(0, 0.05)  # a step takes a little over 50 ms
+        r = fjd.train(cluster, models.mlp_loss, PARAMS, fj.optim.SGD(0.1), models.batches(x, y, 8), steps=10,
+                      checkpoint_dir=tmp_path, checkpoint_every_seconds=0.25)
+    # About one every five steps (the time is checked after each update), and the last.
+    assert 2 <= len(r.checkpoints) <= 6 and r.checkpoints[-1] == 10, r.checkpoints
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
