@@ -14,6 +14,7 @@ from flowjit.ir.dtypes import float16, float32, float64, int32, int64
 from flowjit.v1 import errors, layers, losses, nn, summary, train
 from flowjit.v1.control_flow import case, cond, group, no_op, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
+from flowjit.v1.device_spec import DeviceSpec
 from flowjit.v1.gradients import gradients
 from flowjit.v1.graph import (
     Graph,
@@ -169,9 +170,11 @@ from flowjit.v1.variables import (
 )
 
 
-def device(name: str | None):  # noqa: ANN201 - a context manager
-    """Place the ops created inside on ``name`` (``"/cpu:0"``, ``"/gpu:0"``...); recorded on each op."""
-    return get_default_graph().device(name)
+def device(device_name_or_function):  # noqa: ANN001, ANN201 - a name or a function; a context manager
+    """Place the ops created inside on a device (``"/cpu:0"``, ``"/gpu:0"``, a cluster task's
+    ``"/job:ps/task:0"``), merged with the enclosing blocks' names, or where a device
+    function of the op says (``tf.train.replica_device_setter``); recorded on each op."""
+    return get_default_graph().device(device_name_or_function)
 
 
 def name_scope(name: str | None, default_name: str | None = None, values: object = None):  # noqa: ANN201

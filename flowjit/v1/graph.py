@@ -36,6 +36,7 @@ from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 from flowjit.ir.types import TensorType
 from flowjit.tracer import array_api as fnp
 from flowjit.tracer.core import Trace, Tracer, trace_context, user_location
+from flowjit.v1.device_spec import merge_device, normalize_device
 
 # An unknown dimension is traced as this size; a result dimension of this size is unknown.
 # Prime and unusual, so it neither collides with real sizes nor divides them.
@@ -247,7 +248,7 @@ class Graph:
         self._collections: dict[str, list[Any]] = {}
         self._scope: list[str] = []
         self._control: list[list[Operation]] = []
-        self._device: list[str] = []
+        self._device: list[Any] = []  # names, device functions, None (see device())
         self._lock = threading.Lock()
         self.seed: int | None = None
         self.variables_by_name: dict[str, Any] = {}
@@ -306,12 +307,30 @@ class Graph:
 
     # ---- devices and control dependencies ------------------------------------------------------
     @contextlib.contextmanager
-    def device(self, name: str | None) -> Iterator[None]:
-        self._device.append(normalize_device(name) if name else "")
+    def device(self, device_name_or_function: str | Callable[[Operation], Any] | None) -> Iterator[None]:
+        """Ops created inside get this device: a name (merged with the enclosing blocks',
+        its own fields winning), a function of the new op returning its device name
+        (``tf.train.replica_device_setter``), or None (the enclosing blocks are ignored)."""
+        entry = device_name_or_function
+        if entry is not None and not callable(entry):
+            entry = normalize_device(str(entry))
+        self._device.append(entry)
         try:
             yield
         finally:
             self._device.pop()
+
+    def _apply_device_functions(self, op: Operation) -> str:
+        # As TensorFlow: the innermost block first; a name fills only the fields still unset,
+        # a function sees the device chosen so far (op.device) and returns the op's device.
+        for entry in reversed(self._device):
+            if entry is None:
+                break
+            if callable(entry):
+                op.device = normalize_device(str(entry(op) or ""))
+            else:
+                op.device = merge_device(entry, op.device)
+        return op.device
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs: Sequence[Any] | None) -> Iterator[None]:
@@ -357,10 +376,10 @@ class Graph:
         with self._lock:
             full = name if exact_name and name else self.unique_name(name or type)
             op = Operation(self, type, full, inputs, compute, dict(attrs or {}),
-                           [*self.current_control_inputs(), *control_inputs],
-                           self._device[-1] if self._device else "", host)
+                           [*self.current_control_inputs(), *control_inputs], "", host)
             specs = list(outputs) if outputs is not None else infer_outputs(op)
             op.outputs = [Tensor(op, i, shape_from(s), as_dtype(d)) for i, (s, d) in enumerate(specs)]
+            self._apply_device_functions(op)
             self._ops.append(op)
             self._by_name[op.name] = op
             op.frame = self.frames[-1] if self.frames else None
@@ -418,15 +437,6 @@ class Graph:
 
     def finalize(self) -> None:
         self.finalized = True
-
-
-def normalize_device(name: str) -> str:
-    """``/device:GPU:0``, ``/gpu:0``, ``/job:worker/task:0/cpu:1`` -> ``cuda:0``, ``cpu:1``: flowjit's names."""
-    m = re.search(r"(?:device:)?(cpu|gpu|cuda)[:/](\d+)", name, re.IGNORECASE)
-    if not m:
-        return name
-    kind = m.group(1).lower()
-    return f"{'cuda' if kind in ('gpu', 'cuda') else 'cpu'}:{m.group(2)}"
 
 
 # TensorFlow's graph-level seed when only an op seed is given (random_seed.DEFAULT_GRAPH_SEED).

@@ -36,6 +36,7 @@ from flowjit.tracer.core import device as fj_device
 from flowjit.tracer.function import TracedFunction
 from flowjit.tracer.variables import Variable as FjVariable
 from flowjit.v1 import errors
+from flowjit.v1.device_spec import flowjit_device
 from flowjit.v1.graph import Graph, Operation, Tensor, compatible, get_default_graph, op_seed, shape_str
 
 # ---- the evaluator: graph ops on traced values ------------------------------------------------------------
@@ -160,21 +161,32 @@ class GPUOptions:
 
 
 def placement(op: Operation, session: Session | None) -> Any:
-    """The device block an op is traced in: its ``tf.device`` when this process has that
-    device; nothing when it names none (flowjit places the op), or when it names a missing
-    one and the session allows soft placement; else InvalidArgumentError, as TensorFlow's
-    hard placement. Whether the device can run the op is the placement pass's question:
-    a soft session's programs are compiled with ``soft_placement=True``, so an op its
-    device has no kernel for runs where one has it instead of raising PlacementError."""
+    """The device block an op is traced in: its ``tf.device`` when that device exists (a
+    device of this process, or a task of the open cluster: ``/job:ps/task:0``); nothing
+    when it names none (flowjit places the op), or when it names a missing one and the
+    session allows soft placement; else InvalidArgumentError, as TensorFlow's hard
+    placement. Whether the device can run the op is the placement pass's question: a
+    soft session's programs are compiled with ``soft_placement=True``, so an op its device
+    has no kernel for runs where one has it instead of raising PlacementError."""
     config = session.config if session is not None else None
     if not op.device:
         return contextlib.nullcontext()
     names = device_names()
-    if op.device in names:
-        return fj_device(op.device)
+    target = flowjit_device(op.device)
+    if target in names:
+        return fj_device(target)
     if config is not None and getattr(config, "allow_soft_placement", False):
         return contextlib.nullcontext()
-    hint = " FLOWJIT_CPU_DEVICES=N makes N virtual CPU devices," if op.device.startswith("cpu:") else ""
+    if target.startswith("/job:"):
+        tasks = sorted({n.rpartition("/")[0] for n in names if n.startswith("/job:")})
+        hint = (f" The open cluster's tasks are {', '.join(tasks)}." if tasks else
+                " A task's device exists while its cluster runs: start a tf.train.Server(cluster_spec, ...) "
+                "(or an fj.distributed.Cluster) listing that task first.")
+        raise errors.InvalidArgumentError(
+            None, op, f"Cannot assign a device for operation {op.name!r} ({op.where()}): it was explicitly "
+            f"assigned to {op.device} ({target}), but the devices are {', '.join(names)}.{hint} Place it on one "
+            "of them, or pass tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) to let flowjit place it")
+    hint = " FLOWJIT_CPU_DEVICES=N makes N virtual CPU devices," if target.startswith("cpu:") else ""
     raise errors.InvalidArgumentError(
         None, op, f"Cannot assign a device for operation {op.name!r} ({op.where()}): it was explicitly assigned "
         f"to {op.device}, but this process has {', '.join(names)}.{hint} or pass "
@@ -195,7 +207,8 @@ def log_placement(ops: Sequence[Operation], placed: Function) -> None:
     names = device_names()
     for op in ops:
         got = where.get(id(op.location))
-        shown = ", ".join(sorted(got)) if got else op.device if op.device in names else "placed by flowjit"
+        shown = (", ".join(sorted(got)) if got else op.device if op.device and flowjit_device(op.device) in names
+                 else "placed by flowjit")
         print(f"{op.name}: ({op.type}): {shown}", file=sys.stderr)
 
 
@@ -354,13 +367,40 @@ def get_default_session_or_raise(what: str) -> Session:
     return s
 
 
+# The targets of the servers this process runs (tf.train.Server.target -> the server).
+_targets: dict[str, Any] = {}
+
+
+def register_target(target: str, server: Any) -> None:
+    """Make ``target`` a master a Session accepts, while ``server`` runs."""
+    _targets[target] = server
+
+
+def unregister_target(target: str) -> None:
+    _targets.pop(target, None)
+
+
+def check_target(target: str, what: str) -> None:
+    """Accept the target of a server this process runs (the session runs here, the chief,
+    with the server's cluster's tasks as devices); explain the launch model otherwise."""
+    if target in _targets:
+        return
+    live = f"the servers running here have {', '.join(sorted(_targets))}" if _targets else \
+        "no tf.train.Server runs here"
+    raise errors.InvalidArgumentError(
+        None, None, f"{what}(target={target!r}): flowjit runs a session in the process that creates it (the chief); "
+        f"a target must be the .target of a tf.train.Server this process started ({live}). Start "
+        "server = tf.train.Server(cluster_spec, job_name='worker', task_index=0) here and pass server.target, or "
+        "leave the target out to run without a cluster")
+
+
 class Session:
     """Runs fetches of a graph: ``with tf.Session() as sess: sess.run(loss, feed_dict={x: xs})``."""
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None):
         if target:
-            raise errors.UnimplementedError(None, None, f"tf.Session(target={target!r}): flowjit runs sessions in "
-                                            "this process; distributed execution goes through flowjit.distributed")
+            check_target(target, "tf.Session")
+        self.target = target
         self.graph = graph if graph is not None else get_default_graph()
         self.config = config
         self._closed = False

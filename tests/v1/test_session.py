@@ -335,7 +335,8 @@ def test_device_scopes_are_recorded_on_ops():
         with tf.device("/job:worker/task:0/cpu:0"):
             b = a + 1.0
     c = b * 2.0
-    assert (a.device, b.device, c.device) == ("cuda:1", "cpu:0", "")
+    # A task's device keeps its job and task (it names another process of a cluster).
+    assert (a.device, b.device, c.device) == ("cuda:1", "/job:worker/task:0/cpu:0", "")
 
 
 def test_chained_py_funcs_fetched_with_a_training_op():

@@ -1,8 +1,16 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules, Saver and
-checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines."""
+checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines, and the
+distributed spelling (ClusterSpec, Server, replica_device_setter, SyncReplicasOptimizer)."""
 
 from flowjit.v1.train import queue_runner
 from flowjit.v1.train.coordinator import Coordinator
+from flowjit.v1.train.distributed import (
+    ClusterSpec,
+    GreedyLoadBalancingStrategy,
+    Server,
+    byte_size_load_fn,
+    replica_device_setter,
+)
 from flowjit.v1.train.input import (
     batch,
     batch_join,
@@ -28,3 +36,4 @@ from flowjit.v1.train.optimizers import (
 )
 from flowjit.v1.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from flowjit.v1.train.saver import CheckpointState, Saver, checkpoint_exists, get_checkpoint_state, latest_checkpoint
+from flowjit.v1.train.sync_replicas import SyncReplicasOptimizer

@@ -117,7 +117,8 @@ class Optimizer(abc.ABC):
         if var not in table:
             graph = var.graph
             k = list(dict(self.slot_specs)).index(slot)
-            with graph.name_scope(None), graph.name_scope(var.op.name + "/"), graph.control_dependencies(None):
+            with graph.name_scope(None), graph.name_scope(var.op.name + "/"), graph.control_dependencies(None), \
+                    graph.device(None), graph.device(var.device):  # a slot lives beside its variable
                 table[var] = Variable(ops.constant(initial, dtype=var.dtype, shape=var.shape.as_list()),
                                       trainable=False, name=self._name if k == 0 else f"{self._name}_{k}")
         return table[var]
