@@ -294,14 +294,22 @@ class _Run:
     # ---- setup, results ------------------------------------------------------------------
     def setup(self, step: int | None) -> None:
         """Set up every server (from the checkpoint of ``step``, or the initial values) and
-        every worker; the parameters are then of version ``step`` (0)."""
+        every worker; the parameters are then of version ``step`` (0). A task still restarting
+        from a crash before this run is waited for (a server) or rejoins later (a worker)."""
+        for name in self.ps_names:
+            self.cluster.wait_ready(name, self.timeout)
         self.setup_servers(step)
         self.start_step = self.version
         if step is not None:
             self.complete.append(step)
-        _get([(name, task.setup_worker.remote(self.loss_fn, self.layout))
-              for name, task in zip(self.worker_names, self.cluster.worker_tasks)], self.timeout,
-             "setting up the workers", self.actors)
+        setups = [task.setup_worker.remote(self.loss_fn, self.layout) for task in self.cluster.worker_tasks]
+        for w, (name, ref) in enumerate(zip(self.worker_names, setups)):
+            try:
+                _get([(name, ref)], self.timeout, "setting up the workers", self.actors)
+            except _TaskLost as e:
+                if e.task != name:
+                    raise
+                self.worker_failed(w, None, e)
         self.started = self.last_save = time.perf_counter()
 
     def setup_servers(self, step: int | None) -> None:
