@@ -419,6 +419,8 @@ class _Run:
                     raise
                 seconds = None
             if seconds is None:
+                for _, later in [(step, refs), *self.pending_saves]:
+                    _discard(later)
                 self.pending_saves.clear()  # a later step cannot be complete without this one's servers
                 return
             self.checkpoint_seconds.append(max(seconds))
