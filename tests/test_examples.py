@@ -88,3 +88,17 @@ def test_distributed_digits_trains_sync_with_a_backup_worker(capsys, tmp_path):
                             "--restore", "--quiet"])
     assert resumed["start_step"] == 120 and resumed["steps"] == 130 and resumed["test_accuracy"] > 0.9
     assert "130 updates (resumed at 120)" in capsys.readouterr().out
+
+
+def test_v1_distributed_runs_a_tf1_replicated_program_with_sync_replicas(capsys):
+    """The TF1 distributed program (ClusterSpec, Server, replica_device_setter,
+    SyncReplicasOptimizer, a Session loop) run by its chief alone."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("flowjit.distributed", reason="needs the distributed extra (Ray)", exc_type=ImportError)
+    example = _example("v1_distributed")
+    result = example.main(["--sync-replicas", "--train-steps", "60", "--quiet"])
+    assert result["steps"] == 60 and result["runs"] >= 2 * 60  # two replicas' gradients an update
+    assert sorted(set(result["devices"])) == ["/job:ps/task:0", "/job:ps/task:1"]
+    assert result["test_accuracy"] > 0.9
+    out = capsys.readouterr().out
+    assert "\naccuracy 0.9" in out and "samples/s" in out

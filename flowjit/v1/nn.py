@@ -139,6 +139,11 @@ def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | 
     return apply("BiasAdd", fnp.add, [value, bias], name=name)
 
 
+def xw_plus_b(x: Any, weights: Any, biases: Any, name: str | None = None) -> Tensor:
+    """``matmul(x, weights) + biases`` (a dense layer's affine part)."""
+    return bias_add(ops.matmul(x, weights), biases, name=name or "xw_plus_b")
+
+
 def moments(x: Any, axes: Any, shift: Any = None, name: str | None = None, keep_dims: bool = False,
             keepdims: bool | None = None) -> tuple[Tensor, Tensor]:
     """(mean, variance) of ``x`` over ``axes``."""
