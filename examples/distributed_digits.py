@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           f"loss {r.losses[0]:.4f} -> {r.losses[-1]:.4f}, {r.dropped} gradients dropped{stale}" if r.losses else
           f"{r.steps} updates{resumed}: none left to do")
     if r.worker_failures or r.ps_failures:
-        rejoin = f" in {np.mean(r.rejoin_seconds):.2f} s on average" if r.rejoin_seconds else ""
+        rejoin = (f" (set up again {1e3 * np.mean(r.rejoin_seconds):.0f} ms after the chief noticed, on average)"
+                  if r.rejoin_seconds else "")
         print(f"faults: {r.worker_failures} gradients lost to worker crashes, {r.worker_restarts} workers "
               f"rejoined{rejoin}; {r.ps_failures} parameter-server crashes, {r.steps_lost} updates redone")
     if r.checkpoints:
