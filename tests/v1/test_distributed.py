@@ -4,6 +4,7 @@ over fj.distributed's cluster, on the test session's one Ray runtime."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -77,6 +78,20 @@ def test_replica_device_setter_places_variables_round_robin_and_ops_on_the_worke
     assert [v.device for v in vs] == ["/job:ps/task:0", "/job:ps/task:1", "/job:ps/task:1"]
     assert tf.train.replica_device_setter(ps_tasks=0) is None
     assert tf.train.replica_device_setter(cluster={"worker": ["w:1"]}) is None
+
+
+def test_tensorflow_local_device_names_run_in_this_process():
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/job:localhost/replica:0/task:0/device:CPU:0"):
+            z = tf.constant(3.0) * 2.0
+    with tf.Session(graph=g) as sess:
+        assert sess.run(z) == 6.0
+
+
+def test_importing_flowjit_v1_does_not_import_ray():
+    code = "import sys, flowjit.v1 as tf; tf.train.ClusterSpec({'ps': ['a:1']}); assert 'ray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_a_task_device_without_a_cluster_says_how_to_start_one():
@@ -255,6 +270,12 @@ def test_a_device_naming_a_task_the_cluster_lacks(server):
                                  r"but the devices are .*/job:ps/task:0/cpu:0.*The open cluster's tasks are "
                                  r"/job:ps/task:0, /job:ps/task:1, /job:worker/task:0, /job:worker/task:1"):
             sess.run(z)
+
+
+def test_a_server_joins_the_ray_cluster_at_flowjit_ray_address(ray_address, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("FLOWJIT_RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(fjd.ClusterError, match=r"address='127.0.0.1:1'.*no Ray cluster answers there"):
+        tf.train.Server(SPEC, job_name="worker", task_index=0)
 
 
 def test_stopping_the_server_closes_its_cluster(ray_address):  # noqa: F811
