@@ -109,6 +109,17 @@ def test_a_worker_that_crashes_is_dropped_and_rejoins(ray_address, mode):
     assert any("/job:worker/task:1" in c for c in r.contributors[4:]), r.contributors
 
 
+def test_sync_without_a_backup_waits_for_the_crashed_worker_to_rejoin(ray_address):
+    x, y, _, _ = models.digits()
+    with fjd.Cluster(ps=1, workers=2) as cluster:
+        r = fjd.train(cluster, models.mlp_loss, PARAMS, fj.optim.SGD(0.1), models.batches(x, y, 16), steps=8,
+                      on_step=kill_at(cluster, {3: "/job:worker/task:1"}))
+    # Every update still averages both workers' gradients: the step after the crash waited.
+    assert r.steps == 8 and r.worker_failures == 1 and r.worker_restarts == 1
+    assert all(c == ("/job:worker/task:0", "/job:worker/task:1") for c in r.contributors), r.contributors
+    assert r.samples == 8 * 2 * 16 and r.dropped == 1  # the crashed step's surviving gradient
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_parameter_server_that_crashes_is_restored_from_the_last_checkpoint(ray_address, tmp_path, mode):
     x, y, _, _ = models.digits()
