@@ -116,3 +116,9 @@ def flowjit_device(name: str) -> str:
     if not spec.has_task or spec.job in (None, LOCAL_JOB):
         return local
     return f"/job:{spec.job}/task:{spec.task or 0}/{local}"
+
+
+def names_task(name: str) -> bool:
+    """Whether a device name places on a task of a cluster (another process), not on this one."""
+    spec = DeviceSpec.from_string(name)
+    return spec.has_task and spec.job not in (None, LOCAL_JOB)

@@ -69,6 +69,9 @@ def test_replica_device_setter_places_variables_round_robin_and_ops_on_the_worke
     assert pinned.device == "/job:ps/task:1"
     assert s.device == "/job:worker/task:1" and t.device == "/job:worker/task:1/cpu:0"
     assert opt.get_slot(vs[2], "momentum").device == "/job:ps/task:0"  # a slot lives beside its variable
+    # Updates of a task's variable run on that task (the gradient travels, not the variable and its slots).
+    updates = sorted((op.name, op.device) for op in g.get_operations() if op.type == "ApplyMomentum")
+    assert updates == [("Momentum/update_pinned", "/job:ps/task:1"), ("Momentum/update_v3", "/job:ps/task:0")]
     # Greedy by bytes: the big variable fills task 0, the next two go to task 1.
     g = tf.Graph()
     with g.as_default():

@@ -18,6 +18,7 @@ accumulator at 0.1 and has no epsilon. Slots are Variables named
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 from flowjit.tracer import array_api as fnp
 from flowjit.v1 import ops
 from flowjit.v1.control_flow import group
+from flowjit.v1.device_spec import names_task
 from flowjit.v1.gradients import gradients
 from flowjit.v1.graph import GraphKeys, Operation, Tensor, get_default_graph
 from flowjit.v1.variables import Variable, assign_add, trainable_variables
@@ -138,7 +140,14 @@ class Optimizer(abc.ABC):
             self._apply(ev, var, fnp.astype(xs[0], var.dtype), slots, h)
             return []
 
-        return var.graph.create_op(f"Apply{type(self).__name__.replace('Optimizer', '')}", [g, *hyper.values()],
+        graph = var.graph
+        # A variable on a cluster's task is updated there, as TensorFlow colocates updates:
+        # the gradient travels once instead of the variable and its slots both ways. On this
+        # process's devices the update's arithmetic goes where the op's block says.
+        remote = names_task(var.device)
+        with graph.device(None) if remote else contextlib.nullcontext(), \
+                graph.device(var.device) if remote else contextlib.nullcontext():
+            return graph.create_op(f"Apply{type(self).__name__.replace('Optimizer', '')}", [g, *hyper.values()],
                                    compute, name=f"update_{var.op.name.replace('/', '_')}", outputs=[])
 
     @abc.abstractmethod
