@@ -145,7 +145,9 @@ class Cluster:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:  # ray.kill only asks: a call may still reach the old process
             try:
-                if ray.get(actor.ping.remote(), timeout=self.timeout)[1] != old:
+                # A ping the old process does not answer at once waits in Ray's queue for the
+                # restarted one (seconds): not answering within a moment means it is gone.
+                if ray.get(actor.ping.remote(), timeout=0.25)[1] != old:
                     return
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 return
