@@ -6,6 +6,11 @@ by threads, ``Saver`` -- run with only the import line changed. It is a second f
 on the same system: each ``Session.run`` evaluates the ops its fetches need inside an
 ``fj.function`` trace, so the program goes through the same IR, passes, fused kernels
 and caches as ``@fj.function``. This module only re-exports the public names.
+
+Distributed programs keep their TF1 spelling (``tf.train.ClusterSpec``, ``tf.train.Server``,
+``tf.device("/job:ps/task:0")``, ``tf.train.replica_device_setter``,
+``tf.train.SyncReplicasOptimizer``): only the chief's process runs, and its Server starts
+the cluster's tasks on Ray (``flowjit.v1.train.distributed`` says how).
 """
 
 from flowjit.ir.dtypes import bool_ as bool  # noqa: A001

@@ -262,6 +262,27 @@ def test_sync_replicas_applies_the_mean_of_the_aggregated_gradients(server):
                 np.testing.assert_allclose(sess.run(a), ref.run(b), rtol=1e-5, atol=1e-6, err_msg=f"update {k}")
 
 
+def test_monitored_training_session_on_the_server_target_with_the_sync_replicas_hook(server):
+    xs, ys = _batches(6, seed=4)
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(tf.train.replica_device_setter(cluster=SPEC, worker_device="/job:worker/task:0")):
+            step = tf.train.get_or_create_global_step()
+            w, b = tf.Variable(tf.zeros([8, 4]), name="w"), tf.Variable(tf.zeros([4]), name="b")
+            x, y = tf.placeholder(tf.float32, [None, 8]), tf.placeholder(tf.int32, [None])
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.5), replicas_to_aggregate=2,
+                                                 total_num_replicas=2)
+            train = opt.minimize(_softmax_loss(x, y, w, b), global_step=step)
+        hooks = [opt.make_session_run_hook(is_chief=True), tf.train.StopAtStepHook(last_step=3)]
+        runs = 0
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True, hooks=hooks) as sess:
+            while not sess.should_stop():
+                sess.run(train, {x: xs[runs], y: ys[runs]})
+                runs += 1
+            assert sess.run(step) == 3 and runs == 6  # two replicas' gradients per update
+            assert np.abs(sess.run(w)).sum() > 0
+
+
 def test_a_device_naming_a_task_the_cluster_lacks(server):
     g = tf.Graph()
     with g.as_default():

@@ -1,6 +1,7 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules, Saver and
-checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines, and the
-distributed spelling (ClusterSpec, Server, replica_device_setter, SyncReplicasOptimizer)."""
+checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines,
+MonitoredTrainingSession and its hooks, and the distributed spelling (ClusterSpec, Server,
+replica_device_setter, SyncReplicasOptimizer)."""
 
 from flowjit.v1.train import queue_runner
 from flowjit.v1.train.coordinator import Coordinator
@@ -20,6 +21,16 @@ from flowjit.v1.train.input import (
     shuffle_batch,
     shuffle_batch_join,
     slice_input_producer,
+)
+from flowjit.v1.train.monitored_session import (
+    CheckpointSaverHook,
+    MonitoredSession,
+    MonitoredTrainingSession,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StopAtStepHook,
 )
 from flowjit.v1.train.optimizers import (
     AdadeltaOptimizer,

@@ -29,6 +29,7 @@ import numpy as np
 from flowjit.v1 import ops
 from flowjit.v1.control_flow import group, no_op
 from flowjit.v1.graph import Operation, Tensor, get_default_graph
+from flowjit.v1.train.monitored_session import SessionRunHook
 from flowjit.v1.train.optimizers import Optimizer
 from flowjit.v1.variables import Variable, assign, assign_add, global_variables, report_uninitialized_variables
 
@@ -152,9 +153,9 @@ class SyncReplicasOptimizer(Optimizer):
         raise AssertionError("SyncReplicasOptimizer applies through the optimizer it wraps")
 
 
-class SyncReplicasHook:
-    """``SyncReplicasOptimizer.make_session_run_hook(is_chief)``: a SessionRunHook whose
-    ``after_create_session`` clears the accumulators in the chief's session."""
+class SyncReplicasHook(SessionRunHook):
+    """``SyncReplicasOptimizer.make_session_run_hook(is_chief)``: the chief's clears the
+    accumulators once its session exists (``MonitoredTrainingSession(hooks=[...])``)."""
 
     def __init__(self, optimizer: SyncReplicasOptimizer, is_chief: bool):
         self._optimizer, self._is_chief = optimizer, is_chief
@@ -165,12 +166,3 @@ class SyncReplicasHook:
     def after_create_session(self, session: Any, coord: Any = None) -> None:
         if self._is_chief:
             session.run(self._optimizer.chief_init_op)
-
-    def before_run(self, run_context: Any) -> None:
-        return None
-
-    def after_run(self, run_context: Any, run_values: Any) -> None:
-        return None
-
-    def end(self, session: Any) -> None:
-        return None
