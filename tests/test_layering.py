@@ -37,7 +37,9 @@ ALLOWED = {
     "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
     "explain": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer"},
     "summary": {"ir", "tracer"},  # TensorBoard files of a traced program (tensorboardX, imported on use)
-    "distributed": {"ir", "tracer", "optim"},  # Ray, imported only here (an optional extra)
+    # Ray, imported only here (an optional extra); its tasks host partitions of placed programs
+    # (runtime) and checkpoint the parameter servers.
+    "distributed": {"ir", "runtime", "tracer", "optim", "checkpoint"},
 }
 
 

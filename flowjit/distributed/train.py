@@ -46,7 +46,9 @@ class TrainResult:
     each restarted worker (from the chief noticing the crash to the worker answering, set up
     again), ``ps_failures`` parameter-server crashes and the ``steps_lost`` to them.
     ``checkpoints`` lists the steps of the complete checkpoints written, and
-    ``checkpoint_seconds`` the time each took (the slowest server's write)."""
+    ``checkpoint_seconds`` the time each took (the slowest server's write). ``grad_bytes``:
+    for each update, the bytes of the gradients it aggregated (a sparse table's (ids, rows),
+    not its size)."""
 
     params: dict[str, np.ndarray]
     losses: list[float]
@@ -63,6 +65,7 @@ class TrainResult:
     steps_lost: int = 0
     checkpoints: list[int] = dataclasses.field(default_factory=list)
     checkpoint_seconds: list[float] = dataclasses.field(default_factory=list)
+    grad_bytes: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def samples_per_second(self) -> float:
@@ -174,7 +177,8 @@ def train(cluster: Cluster, loss_fn: Callable[..., Any], variables: Mapping[str,
           placement: str = "round_robin", timeout: float | None = None, *,
           checkpoint_dir: str | os.PathLike[str] | None = None, checkpoint_every_steps: int | None = None,
           checkpoint_every_seconds: float | None = None, checkpoints_to_keep: int | None = 3,
-          restore: bool = False, on_step: Callable[[int, TrainResult], Any] | None = None) -> TrainResult:
+          restore: bool = False, on_step: Callable[[int, TrainResult], Any] | None = None,
+          sparse: Mapping[str, int] | None = None) -> TrainResult:
     """Train ``variables`` (name -> initial array) to minimize ``loss_fn(params, *batch)``
     (``params`` a dict like ``variables``; picklable: a module-level function) until the
     parameters reach version ``steps``; see the package docstring for the modes, the
@@ -185,7 +189,10 @@ def train(cluster: Cluster, loss_fn: Callable[..., Any], variables: Mapping[str,
     ``checkpoint_every_steps`` updates and/or ``checkpoint_every_seconds`` and at the end,
     keeping the newest ``checkpoints_to_keep``; ``restore=True`` resumes from the latest
     complete checkpoint there (when there is one). ``on_step(step, result)`` runs in this
-    process after each update (``result`` is the run so far, ``params`` left empty)."""
+    process after each update (``result`` is the run so far, ``params`` left empty).
+    ``sparse={"emb": 0}``: the variable ``emb`` is an embedding table that ``loss_fn`` reads
+    only as rows indexed by the batch's array 0; its gradients travel as (ids, rows) and its
+    server updates just those rows (``flowjit.distributed.sparse``)."""
     if mode not in ("sync", "async"):
         raise ValueError(f"train(mode={mode!r}): use 'sync' or 'async'")
     num_workers = len(cluster.worker_tasks)
@@ -207,6 +214,13 @@ def train(cluster: Cluster, loss_fn: Callable[..., Any], variables: Mapping[str,
         raise ValueError(f"train(checkpoints_to_keep={checkpoints_to_keep!r}): 1 or more, or None to keep all")
     timeout = cluster.timeout if timeout is None else float(timeout)
     values = {n: np.asarray(getattr(v, "numpy", lambda v=v: v)()) for n, v in variables.items()}
+    sparse = dict(sparse or {})
+    for n, k in sparse.items():
+        if n not in values:
+            raise ValueError(f"train(sparse={{{n!r}: {k!r}}}): no variable {n!r}; the variables are {list(values)}")
+        if not isinstance(k, int) or k < 0 or values[n].ndim < 1:
+            raise ValueError(f"train(sparse={{{n!r}: {k!r}}}): give the position in each batch of the integer ids "
+                             f"indexing the rows of {n!r} (shape {values[n].shape})")
     layout = place_variables({n: v.size for n, v in values.items()}, len(cluster.ps_tasks), placement)
     start = None
     if checkpoint_dir is not None:
@@ -224,7 +238,7 @@ def train(cluster: Cluster, loss_fn: Callable[..., Any], variables: Mapping[str,
             _write_index(checkpoint_dir, {"step": None, "steps": [], "layout": layout})
     run = _Run(cluster, loss_fn, optimizer, values, layout, iter(_batches(data)), timeout,
                _Checkpoints(checkpoint_dir, checkpoint_every_steps, checkpoint_every_seconds, checkpoints_to_keep),
-               on_step)
+               on_step, sparse)
     run.setup(start)
     while True:
         try:
@@ -262,8 +276,10 @@ class _Run:
 
     def __init__(self, cluster: Cluster, loss_fn: Callable[..., Any], optimizer: Any, values: dict[str, np.ndarray],
                  layout: list[list[str]], batches: Any, timeout: float, checkpoints: _Checkpoints,
-                 on_step: Callable[[int, TrainResult], Any] | None):
+                 on_step: Callable[[int, TrainResult], Any] | None, sparse: dict[str, int]):
         self.cluster, self.loss_fn, self.optimizer, self.values = cluster, loss_fn, optimizer, values
+        self.sparse = sparse
+        self.grad_bytes: list[int] = []
         self.layout, self.batches, self.timeout = layout, batches, timeout
         self.ckpt, self.on_step = checkpoints, on_step
         self.num_ps = len(layout)
@@ -302,7 +318,7 @@ class _Run:
         self.start_step = self.version
         if step is not None:
             self.complete.append(step)
-        setups = [task.setup_worker.remote(self.loss_fn, self.layout) for task in self.cluster.worker_tasks]
+        setups = [self.setup_worker(task) for task in self.cluster.worker_tasks]
         for w, (name, ref) in enumerate(zip(self.worker_names, setups)):
             try:
                 _get([(name, ref)], self.timeout, "setting up the workers", self.actors)
@@ -312,9 +328,13 @@ class _Run:
                 self.worker_failed(w, None, e)
         self.started = self.last_save = time.perf_counter()
 
+    def setup_worker(self, task: Any) -> Any:
+        return task.setup_worker.remote(self.loss_fn, self.layout, self.sparse, self.cluster.ps_tasks)
+
     def setup_servers(self, step: int | None) -> None:
         _get([(name, ps.setup_ps.remote(names, [self.values[n] for n in names], self.optimizer,
-                                        None if step is None else checkpoint_path(self.ckpt.directory, p, step)))
+                                        None if step is None else checkpoint_path(self.ckpt.directory, p, step),
+                                        [n for n in names if n in self.sparse]))
               for p, (name, ps, names) in enumerate(zip(self.ps_names, self.cluster.ps_tasks, self.layout))],
              self.timeout, "setting up the parameter servers"
              + ("" if step is None else f" from the checkpoint of step {step} in {self.ckpt.directory}"), self.actors)
@@ -325,7 +345,7 @@ class _Run:
         return TrainResult(params, self.losses, self.version, self.dropped, self.staleness, self.samples,
                            time.perf_counter() - self.started, self.contributors, self.start_step,
                            self.worker_failures, self.rejoin_seconds, self.ps_failures, self.steps_lost,
-                           self.written, self.checkpoint_seconds)
+                           self.written, self.checkpoint_seconds, self.grad_bytes)
 
     def finish(self) -> dict[str, np.ndarray]:
         """The final checkpoint (when checkpointing) and the final parameters."""
@@ -334,7 +354,14 @@ class _Run:
         self.settle_saves(block=True)
         shards = _get(list(zip(self.ps_names, (ps.ps_values.remote() for ps in self.cluster.ps_tasks))), self.timeout,
                       "reading the parameters", self.actors)
-        return {n: v for names, shard in zip(self.layout, shards) for n, v in zip(names, shard)}
+        params = {n: v for names, shard in zip(self.layout, shards)
+                  for n, v in zip([n for n in names if n not in self.sparse], shard)}
+        for p, names in enumerate(self.layout):
+            for n in names:
+                if n in self.sparse:
+                    (params[n],) = _get([(self.ps_names[p], self.cluster.ps_tasks[p].ps_table.remote(n))],
+                                        self.timeout, f"reading the table {n}", self.actors)
+        return params
 
     # ---- parameters, updates, checkpoints -------------------------------------------------
     def pull(self) -> None:
@@ -501,7 +528,7 @@ class _Run:
                 continue
             if phase == "ping":
                 task = self.cluster.worker_tasks[w]
-                self.rejoining[w] = ("setup", task.setup_worker.remote(self.loss_fn, self.layout), since)
+                self.rejoining[w] = ("setup", self.setup_worker(task), since)
             else:
                 del self.rejoining[w]
                 self.cluster.wait_ready(name, self.timeout)  # records its new process for cluster.kill
@@ -543,7 +570,7 @@ class _Run:
         self.generation += 1  # gradients in flight are of parameters that no longer exist
         self.steps_lost += failed_at - self.version
         kept = self.version - self.start_step
-        for record in (self.losses, self.contributors, self.staleness):
+        for record in (self.losses, self.contributors, self.staleness, self.grad_bytes):
             del record[kept:]
         source = (f"the checkpoint of step {step} in {self.ckpt.directory}" if step is not None
                   else "the initial values (no checkpoint yet)")
@@ -586,6 +613,7 @@ class _Run:
                 raise ClusterError(f"step {self.version + 1}: a gradient of an older version reached the aggregation")
             self.apply([inflight[w].refs for w in sorted(metas)])
             self.losses.append(float(np.mean([m["loss"] for m in ms])))
+            self.grad_bytes.append(sum(m["grad_bytes"] for m in ms))
             self.samples += sum(m["rows"] for m in ms)
             self.contributors.append(tuple(m["task"] for m in ms))
             self.updated()
@@ -623,6 +651,7 @@ class _Run:
                 continue
             self.apply([d.refs])
             self.losses.append(meta["loss"])
+            self.grad_bytes.append(meta["grad_bytes"])
             self.staleness.append(lag)
             self.samples += meta["rows"]
             self.contributors.append((meta["task"],))

@@ -43,3 +43,24 @@ def batches(x, y, size, seed=0):
         order = rng.permutation(len(x))
         for i in range(0, len(x) - size + 1, size):
             yield x[order[i:i + size]], y[order[i:i + size]]
+
+
+def embedding_loss(params, ids, y):
+    """Mean softmax cross-entropy of a bag of embeddings: the mean of the rows ``ids`` names
+    (``[batch, bag]``), then a linear layer."""
+    h = fj.mean(fj.take(params["emb"], ids, axis=0), axis=1)
+    return fj.nn.softmax_cross_entropy(h @ params["w"] + params["b"], y)
+
+
+def embedding_params(rows, dim, classes, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"emb": (rng.normal(size=(rows, dim)) * 0.1).astype(np.float32),
+            "w": (rng.normal(size=(dim, classes)) / np.sqrt(dim)).astype(np.float32),
+            "b": np.zeros(classes, np.float32)}
+
+
+def embedding_batches(rows, batch, bag, classes, seed=0):
+    """Endless batches of ids (``[batch, bag]`` int32, drawn from all ``rows``) and labels."""
+    rng = np.random.default_rng(seed)
+    while True:
+        yield rng.integers(0, rows, (batch, bag)).astype(np.int32), rng.integers(0, classes, batch).astype(np.int32)

@@ -30,10 +30,14 @@ def full_loss(params, x, y):
 
 
 def kill_at(cluster, schedule):
-    """An on_step callback killing the task ``schedule[step]`` after that step."""
+    """An on_step callback killing the task ``schedule[step]`` after that step, then waiting
+    for Ray to restart it (1-2 s: without the wait, a short run would end before the restarted
+    task answers, and its crash would never be seen)."""
     def on_step(step, result):
         if step in schedule:
-            cluster.kill(schedule.pop(step))
+            name = schedule.pop(step)
+            cluster.kill(name)
+            cluster.wait_ready(name)
     return on_step
 
 

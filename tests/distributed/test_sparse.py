@@ -51,3 +51,56 @@ def test_adam_on_rows_is_lazy():
         np.testing.assert_allclose(t.table.numpy(), w, rtol=2e-5, atol=1e-6)
         np.testing.assert_allclose(t.slots["m"].numpy(), m, rtol=2e-5, atol=1e-7)
     assert sorted(t.state()) == ["emb", "emb/m", "emb/v"]
+
+
+fjd = pytest.importorskip("flowjit.distributed", exc_type=ImportError)  # Ray missing: skip the training tests
+from tests.distributed import models  # noqa: E402
+
+fjd.ray.cloudpickle.register_pickle_by_value(models)  # the workers cannot import the tests package
+
+
+def dense_training(params, batches, lr):
+    """The same SGD steps in this process with the dense gradient of the whole table."""
+    value_and_grad = fj.value_and_grad(models.embedding_loss)
+    p = {n: v.copy() for n, v in params.items()}
+    losses = []
+    for ids, y in batches:
+        loss, g = value_and_grad(p, ids, y)
+        p = {n: p[n] - np.float32(lr) * np.asarray(g[n]) for n in p}
+        losses.append(float(loss))
+    return losses, p
+
+
+def test_sync_with_a_sparse_table_equals_dense_single_process_sgd(ray_address):
+    import itertools
+    params = models.embedding_params(1000, 8, 5)
+    steps, workers = 5, 2
+    data = list(itertools.islice(models.embedding_batches(1000, 16, 3, 5), steps * workers))
+    with fjd.Cluster(ps=2, workers=workers) as cluster:
+        r = fjd.train(cluster, models.embedding_loss, params, fj.optim.SGD(0.5), data, steps=steps,
+                      sparse={"emb": 0}, placement="by_size")
+    merged = [tuple(np.concatenate(parts) for parts in zip(*data[s * workers:(s + 1) * workers])) for s in range(steps)]
+    losses, final = dense_training(params, merged, 0.5)
+    np.testing.assert_allclose(r.losses, losses, rtol=1e-5)
+    for n in params:
+        np.testing.assert_allclose(r.params[n], final[n], rtol=1e-5, atol=1e-6, err_msg=n)
+    touched = np.unique(np.concatenate([ids.ravel() for ids, _ in data]))
+    untouched = np.setdiff1d(np.arange(1000), touched)
+    np.testing.assert_array_equal(r.params["emb"][untouched], params["emb"][untouched])
+    assert not np.allclose(r.params["emb"][touched], params["emb"][touched])
+
+
+def test_bytes_per_step_follow_the_batch_not_a_million_row_table(ray_address):
+    rows, dim = 1_000_000, 16
+    params = models.embedding_params(rows, dim, 4)
+    table_bytes = params["emb"].nbytes  # 64 MB
+    sent = {}
+    with fjd.Cluster(ps=1, workers=1) as cluster:
+        for batch in (32, 128):
+            r = fjd.train(cluster, models.embedding_loss, params, fj.optim.Adam(0.01),
+                          models.embedding_batches(rows, batch, 4, 4, seed=batch), steps=3, sparse={"emb": 0})
+            sent[batch] = float(np.median(r.grad_bytes))
+            assert r.params["emb"].shape == (rows, dim) and r.steps == 3
+    # (ids, rows) for ~4 * batch distinct ids: a few tens of KB against the 64 MB table.
+    assert sent[128] < table_bytes / 500
+    assert 3.0 < sent[128] / sent[32] < 5.0
