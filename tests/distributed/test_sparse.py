@@ -104,3 +104,20 @@ def test_bytes_per_step_follow_the_batch_not_a_million_row_table(ray_address):
     # (ids, rows) for ~4 * batch distinct ids: a few tens of KB against the 64 MB table.
     assert sent[128] < table_bytes / 500
     assert 3.0 < sent[128] / sent[32] < 5.0
+
+
+def test_a_sparse_table_is_checkpointed_and_restored_with_its_slots(ray_address, tmp_path):
+    import itertools
+    params = models.embedding_params(500, 4, 3)
+    data = list(itertools.islice(models.embedding_batches(500, 8, 2, 3), 6))
+    with fjd.Cluster(ps=1, workers=1) as cluster:
+        whole = fjd.train(cluster, models.embedding_loss, params, fj.optim.Adam(0.05), data, steps=6, sparse={"emb": 0})
+        fjd.train(cluster, models.embedding_loss, params, fj.optim.Adam(0.05), data[:4], steps=4, sparse={"emb": 0},
+                  checkpoint_dir=tmp_path)
+        state = fjd.ray.get(cluster.ps_tasks[0].ps_state.remote(), timeout=30)
+        assert {"sparse/emb", "sparse/emb/m", "sparse/emb/v"} <= set(state)
+        rest = fjd.train(cluster, models.embedding_loss, params, fj.optim.Adam(0.05), data[4:], steps=6,
+                         sparse={"emb": 0}, checkpoint_dir=tmp_path, restore=True)
+    assert rest.start_step == 4 and rest.steps == 6
+    for n in params:
+        np.testing.assert_allclose(rest.params[n], whole.params[n], rtol=1e-6, atol=1e-7, err_msg=n)
