@@ -65,13 +65,26 @@ Every wait is bounded by the cluster's ``timeout`` (or ``train``'s) and fails wi
 parameters, losses, updates applied, gradients dropped, staleness, samples per second,
 worker failures and rejoins, parameter-server failures and steps lost, checkpoints written).
 
-Not yet: placing ops of one program on remote tasks (``fj.device("/job:ps/task:1")``
-with Send/Recv through Ray), sparse (indices, rows) updates, the ``flowjit.v1`` spelling,
-and a chief that survives its own crash (rerun ``train(restore=True)``).
+Sparse updates. ``train(..., sparse={"emb": 0})``: the embedding table ``emb`` (read by
+``loss_fn`` only as rows indexed by the batch's array 0) moves as (ids, rows): workers pull
+the rows their batch names and send back their gradient rows, the server applies them to
+those rows only (``flowjit.distributed.sparse``); ``TrainResult.grad_bytes`` shows the bytes.
+
+Placed programs. While a cluster is open its tasks' devices exist for ``fj.device``
+(``/job:worker/task:1``): an ``fj.function`` with ops and Variables placed there runs its
+partitions in the tasks' processes, with Send/Recv through Ray (``flowjit.distributed.remote``);
+``replica_device_setter(cluster)`` spreads Variables over the parameter servers. The
+``flowjit.v1`` spelling (``tf.train.ClusterSpec``, ``Server``, ``replica_device_setter``,
+``SyncReplicasOptimizer``) runs on the same machinery.
+
+Not yet: a chief that survives its own crash (rerun ``train(restore=True)``); a task's
+placed partitions and the Variables it held after it restarts (the next call fails naming it).
 """
 
 from flowjit.distributed._ray import ray  # noqa: F401  (first: it says what to install)
 from flowjit.distributed.cluster import Cluster, ClusterError, init_local
+from flowjit.distributed.device_setter import ReplicaDeviceSetter, replica_device_setter
 from flowjit.distributed.train import TrainResult, checkpoint_index, place_variables, train
 
-__all__ = ["Cluster", "ClusterError", "init_local", "TrainResult", "checkpoint_index", "place_variables", "train"]
+__all__ = ["Cluster", "ClusterError", "init_local", "ReplicaDeviceSetter", "replica_device_setter", "TrainResult",
+           "checkpoint_index", "place_variables", "train"]

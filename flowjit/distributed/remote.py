@@ -136,9 +136,11 @@ class PartitionHost:
             self._partitions[part_id] = _HostedPartition(fn, backend, fastmath, device, peers)
         return part_id
 
-    def run_partition(self, part_id: str, step: str, args: Sequence[Any], timeout: float) -> list[Any]:
+    def run_partition(self, part_id: str, step: str, args: Sequence[Any], timeout: float,
+                      early: dict[str, Any] | None = None) -> list[Any]:
         """Run one step of the partition ``part_id`` on ``args`` (arrays, or references to
-        arrays this task holds); its results, variable updates kept here."""
+        arrays this task holds), its recvs of the keys in ``early`` given those values; its
+        results, variable updates kept here."""
         self._host_state()
         part = self._partitions.get(part_id)
         if part is None:
@@ -148,6 +150,8 @@ class PartitionHost:
         if r is None:
             raise StepCancelled(f"step {step} on {self.name}: cancelled before it started")
         r.timeout = timeout
+        for key, value in (early or {}).items():
+            r.send(key, value)
         for key, peer in part.pushes.items():
             r.remote_send[key] = lambda v, peer=peer, key=key: peer.deliver.remote(step, key, v)
         values = [self._resident[a.key] if isinstance(a, _Resident) else a for a in args]
@@ -277,10 +281,11 @@ class TaskHost:
         return self._get(self.actor.prepare_partition.remote(part_id, text, backend, False, self.peers),
                          f"compiling {function.name} on {self.task}")
 
-    def run(self, compiled: str, step: str, args: Sequence[Any]) -> Future:
-        """Start one step of the partition ``compiled``; a Future of its results."""
+    def run(self, compiled: str, step: str, args: Sequence[Any], early: dict[str, Any] | None = None) -> Future:
+        """Start one step of the partition ``compiled`` (its recvs of ``early``'s keys given
+        those values); a Future of its results."""
         sent = [_Resident(a.key) if isinstance(a, ResidentArray) and a.host is self else a for a in args]
-        ref = self.actor.run_partition.remote(compiled, step, sent, self.timeout)
+        ref = self.actor.run_partition.remote(compiled, step, sent, self.timeout, early or None)
         out: Future = Future()
 
         def finish(f: Future) -> None:

@@ -183,8 +183,9 @@ class RemoteHost(Protocol):
     def compile(self, function: Function) -> Any:
         """Compile a partition (placed, partitioned, fused) there, once; a handle for ``run``."""
 
-    def run(self, compiled: Any, step: str, args: Sequence[Any]) -> Future:
-        """Start one step of a compiled partition on ``args``; a Future of its results."""
+    def run(self, compiled: Any, step: str, args: Sequence[Any], early: Mapping[str, Any]) -> Future:
+        """Start one step of a compiled partition on ``args``, with the values of ``early``
+        (key -> value) delivered to its recvs at once; a Future of its results."""
 
     def push(self, step: str, key: str, value: Any) -> None:
         """Hand ``value`` to that process's ``recv`` of ``key`` in ``step``."""

@@ -105,12 +105,19 @@ class MultiDeviceExecutable:
         self._hosts = {p.device: exe.host for p, exe in self.partitions if isinstance(exe, _RemotePartition)}
         self._pushes: list[tuple[str, RemoteHost]] = []
         self._pulls: list[tuple[str, RemoteHost]] = []
+        # An argument sent to a task travels in the call starting the task's step: one actor
+        # call instead of two (key, the argument's position, the task's device).
+        self._early: list[tuple[str, int, str]] = []
         for part, exe in self.partitions:
             if isinstance(exe, _RemotePartition):
                 continue
+            arg_position = {a.id: part.arg_positions[j] for j, a in enumerate(part.function.args)}
             for op in part.function.body.walk():
                 if op.primitive.role == "send" and op.attrs["dst"] in self._hosts:
-                    self._pushes.append((op.attrs["key"], self._hosts[op.attrs["dst"]]))
+                    if op.inputs[0].id in arg_position:
+                        self._early.append((op.attrs["key"], arg_position[op.inputs[0].id], op.attrs["dst"]))
+                    else:
+                        self._pushes.append((op.attrs["key"], self._hosts[op.attrs["dst"]]))
                 elif op.primitive.role == "recv" and op.attrs["src"] in self._hosts:
                     self._pulls.append((op.attrs["key"], self._hosts[op.attrs["src"]]))
         self._steps = itertools.count()
@@ -149,15 +156,20 @@ class MultiDeviceExecutable:
         if not self._hosts:
             return self._run_local(arrays)
         step_id = f"{self._id}-{next(self._steps)}"
-        step = Rendezvous(remote_send={k: (lambda v, k=k, h=h: h.push(step_id, k, v)) for k, h in self._pushes},
-                          remote_recv={k: (lambda k=k, h=h: h.pull(step_id, k)) for k, h in self._pulls})
+        sends: dict[str, Any] = {k: (lambda v, k=k, h=h: h.push(step_id, k, v)) for k, h in self._pushes}
+        early: dict[str, dict[str, Any]] = {}
+        for key, position, device in self._early:
+            early.setdefault(device, {})[key] = to_local(arrays[position])
+            sends[key] = _sent_early
+        pulls = {k: (lambda k=k, h=h: h.pull(step_id, k)) for k, h in self._pulls}
+        step = Rendezvous(remote_send=sends, remote_recv=pulls)
         futures = []
         with _submit_lock:
             for part, exe in self.partitions:
                 if isinstance(exe, _RemotePartition):
                     args = [arrays[i] if _resident_on(arrays[i]) == part.device else to_local(arrays[i])
                             for i in part.arg_positions]
-                    futures.append(exe.host.run(exe.compiled, step_id, args))
+                    futures.append(exe.host.run(exe.compiled, step_id, args, early.get(part.device, {})))
                 else:
                     args = [to_local(arrays[i]) for i in part.arg_positions]
                     futures.append(worker(part.device).submit(
@@ -210,6 +222,10 @@ class MultiDeviceExecutable:
             listing = exe.kernel_listing() if hasattr(exe, "kernel_listing") else ""
             parts.append(f"# ---- partition on {part.device}\n{listing}")
         return "\n".join(parts)
+
+
+def _sent_early(value: Any) -> None:
+    """The send of an argument that went with the call starting its task's step."""
 
 
 class _RemotePartition:
