@@ -77,8 +77,10 @@ partitions in the tasks' processes, with Send/Recv through Ray (``flowjit.distri
 ``flowjit.v1`` spelling (``tf.train.ClusterSpec``, ``Server``, ``replica_device_setter``,
 ``SyncReplicasOptimizer``) runs on the same machinery.
 
-Not yet: a chief that survives its own crash (rerun ``train(restore=True)``); a task's
-placed partitions and the Variables it held after it restarts (the next call fails naming it).
+A task that restarts compiles its placed partitions again on the next call; the Variables it
+held are gone, and a call using them fails naming the task.
+
+Not yet: a chief that survives its own crash (rerun ``train(restore=True)``).
 """
 
 from flowjit.distributed._ray import ray  # noqa: F401  (first: it says what to install)

@@ -136,16 +136,18 @@ class PartitionHost:
             self._partitions[part_id] = _HostedPartition(fn, backend, fastmath, device, peers)
         return part_id
 
-    def run_partition(self, part_id: str, step: str, args: Sequence[Any], timeout: float,
+    def run_partition(self, part_id: str, source: list[Any], step: str, args: Sequence[Any], timeout: float,
                       early: dict[str, Any] | None = None) -> list[Any]:
         """Run one step of the partition ``part_id`` on ``args`` (arrays, or references to
         arrays this task holds), its recvs of the keys in ``early`` given those values; its
-        results, variable updates kept here."""
+        results, variable updates kept here. ``source`` holds a Ray reference to the
+        partition's ``prepare_partition`` arguments, read only by a task that lacks it (one
+        restarted since: it compiles the partition again)."""
         self._host_state()
-        part = self._partitions.get(part_id)
-        if part is None:
-            raise RemoteStepError(f"{self.name} has no partition {part_id} (the task restarted since the program "
-                                  "was compiled?): call the function again to recompile it there")
+        if part_id not in self._partitions:
+            from flowjit.distributed._ray import ray
+            self.prepare_partition(*ray.get(source[0], timeout=timeout))
+        part = self._partitions[part_id]
         r = self._step(step, timeout)
         if r is None:
             raise StepCancelled(f"step {step} on {self.name}: cancelled before it started")
@@ -154,6 +156,12 @@ class PartitionHost:
             r.send(key, value)
         for key, peer in part.pushes.items():
             r.remote_send[key] = lambda v, peer=peer, key=key: peer.deliver.remote(step, key, v)
+        lost = [a.key for a in args if isinstance(a, _Resident) and a.key not in self._resident]
+        if lost:
+            self._end_step(step)
+            raise RemoteStepError(f"{self.name} holds no array for {len(lost)} of this program's Variables living "
+                                  "there: the task restarted since and their values died with its process; assign "
+                                  "them again (or restore a checkpoint) before calling the program")
         values = [self._resident[a.key] if isinstance(a, _Resident) else a for a in args]
         try:
             with rendezvous.active(r):
@@ -273,19 +281,21 @@ class TaskHost:
         except ray.exceptions.RayActorError as e:
             raise RemoteStepError(f"{what}: {self.task} is gone ({type(e).__name__})") from e
 
-    def compile(self, function: Function) -> str:
-        """Send the partition's IR text to the task, which compiles it once; its id there."""
+    def compile(self, function: Function) -> tuple[str, list[Any]]:
+        """Send the partition's IR text to the task, which compiles it once; its id there, and
+        the source a restarted task compiles it from again."""
         text = print_function(function)
         part_id = hashlib.sha256(text.encode()).hexdigest()[:20]
-        backend = os.environ.get("FLOWJIT_BACKEND")
-        return self._get(self.actor.prepare_partition.remote(part_id, text, backend, False, self.peers),
-                         f"compiling {function.name} on {self.task}")
+        prepare = (part_id, text, os.environ.get("FLOWJIT_BACKEND"), False, self.peers)
+        self._get(self.actor.prepare_partition.remote(*prepare), f"compiling {function.name} on {self.task}")
+        return part_id, [ray.put(prepare)]  # in a list: Ray passes the reference, not the value
 
-    def run(self, compiled: str, step: str, args: Sequence[Any], early: dict[str, Any] | None = None) -> Future:
+    def run(self, compiled: tuple[str, list[Any]], step: str, args: Sequence[Any],
+            early: dict[str, Any] | None = None) -> Future:
         """Start one step of the partition ``compiled`` (its recvs of ``early``'s keys given
         those values); a Future of its results."""
         sent = [_Resident(a.key) if isinstance(a, ResidentArray) and a.host is self else a for a in args]
-        ref = self.actor.run_partition.remote(compiled, step, sent, self.timeout, early or None)
+        ref = self.actor.run_partition.remote(*compiled, step, sent, self.timeout, early or None)
         out: Future = Future()
 
         def finish(f: Future) -> None:

@@ -185,3 +185,31 @@ def test_replica_device_setter_spreads_variables_over_the_ps_tasks(ray_address):
         assert any(op.device == "/job:worker/task:0/cpu:0" and op.name != "recv" for op in fn.body.ops)
     with pytest.raises(ValueError, match="strategy='nearest'"):
         replica_device_setter(ps_tasks=2, strategy="nearest")
+
+
+def test_a_restarted_task_compiles_its_partition_again_and_a_lost_variable_is_named(ray_address):
+    with fjd.Cluster(ps=1, workers=1, timeout=30) as c:
+        with fj.device("/job:ps/task:0"):
+            w = fj.Variable(np.ones(3, np.float32), name="w")
+
+        @fj.function
+        def f(x):
+            with fj.device("/job:worker/task:0"):
+                y = fj.tanh(x) * 2.0
+            return y + 1.0
+
+        @fj.function
+        def g(x):
+            w.assign(w * x)
+            return w.value + 0.0
+
+        x = np.full(3, 0.5, np.float32)
+        want = np.tanh(x) * 2 + 1
+        np.testing.assert_allclose(f(x), want, rtol=1e-6)
+        np.testing.assert_allclose(g(x), [0.5] * 3)
+        for name in ("/job:worker/task:0", "/job:ps/task:0"):
+            c.kill(name)
+            c.wait_ready(name)
+        np.testing.assert_allclose(f(x), want, rtol=1e-6)  # the new process compiled it again
+        with pytest.raises(Exception, match=r"/job:ps/task:0 holds no array .*restarted"):
+            g(x)  # w's value lived in the process that died
