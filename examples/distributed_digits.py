@@ -12,8 +12,9 @@ With no ``--address`` a local Ray runtime on loopback is started (and shut down 
 end); with one, the Ray cluster there is joined.
 
 Faults and checkpoints: ``--kill-worker-every K`` kills a worker (drawn with ``--seed``)
-after every K updates, as a crash would; Ray restarts it and the chief has it rejoin, while
-sync steps go on with the other workers (give ``--backup 1`` or more). ``--checkpoint-dir
+after every K updates, as a crash would, and waits for Ray to restart it (1-2 s, so that a
+short run sees the rejoin); the chief has it rejoin, while sync steps go on with the other
+workers (give ``--backup 1`` or more). ``--checkpoint-dir
 DIR`` has the parameter servers checkpoint every ``--checkpoint-every`` updates and at the
 end; ``--restore`` resumes from the latest complete checkpoint there.
 
@@ -80,7 +81,11 @@ def on_step(cluster: Any, bar: tqdm, kill_every: int, workers: int, seed: int) -
         if kill_every and step % kill_every == 0 and step < bar.total:
             name = f"/job:worker/task:{rng.integers(workers)}"
             cluster.kill(name)
-            bar.write(f"killed {name} after update {step}")
+            # Ray's restart takes 1-2 s, longer than a short run's remaining steps here: wait
+            # for it, so that the run sees the crash and the worker rejoin (train itself never
+            # waits for a crashed worker while enough others are free).
+            cluster.wait_ready(name)
+            bar.write(f"killed {name} after update {step}; Ray restarted it")
     return call
 
 

@@ -33,7 +33,10 @@ from flowjit.ir.errors import (
 from flowjit.passes.placement import PlacementError
 from flowjit.runtime.devices import Device, DeviceError, devices
 from flowjit.runtime.profiler import profile
-from flowjit.tracer import random
+from flowjit.tracer import array_namespace as _array_namespace
+from flowjit.tracer import linalg, random
+from flowjit.tracer import numpy_extras as _numpy_extras
+from flowjit.tracer import sorting as _sorting
 from flowjit.tracer.array_api import (
     abs,
     absolute,
@@ -173,3 +176,9 @@ def _cache_stats() -> dict[str, int]:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY_MODULES, "cache_stats"])
+
+
+# The modules past the array API's core list their public names in __all__; they are fj's.
+for _module in (_array_namespace, _numpy_extras, _sorting):
+    globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
+del _module

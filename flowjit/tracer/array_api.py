@@ -1150,9 +1150,21 @@ _UFUNC_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": mi
                      "logical_and": all, "logical_or": any}
 
 
+# NumPy's functions that fj implements in other modules (numpy_extras, linalg, sorting...):
+# each registers itself here (``numpy_counterpart``) so ``np.roll(x, 1)`` on a traced x traces.
+NUMPY_COUNTERPARTS: dict[str, Any] = {}
+
+
+def numpy_counterpart(fn: Any, name: str | None = None) -> Any:
+    """Register ``fn`` as what NumPy's function ``name`` (default: fn's name; ``linalg.inv``
+    for ``np.linalg.inv``) traces as on traced arrays; returns fn (a decorator)."""
+    NUMPY_COUNTERPARTS[name or fn.__name__] = fn
+    return fn
+
+
 def _fj_counterpart(name: str) -> Any:
     """The fj function NumPy's function ``name`` traces as, or None."""
-    fn = _NUMPY_NAMES.get(name)
+    fn = _NUMPY_NAMES.get(name) or NUMPY_COUNTERPARTS.get(name)
     if fn is None and not name.startswith("_"):
         fn = globals().get(name)
         if not (callable(fn) and getattr(fn, "__module__", None) == __name__):
@@ -1230,7 +1242,9 @@ def _array_function(self: Tracer, func: Any, types: Any, args: Sequence[Any], kw
     name = func.__name__
     module = getattr(func, "__module__", None) or "numpy"
     label = "np" + module.removeprefix("numpy") + "." + name  # np.sum, np.linalg.norm
-    fn = _fj_counterpart(name) if module in ("numpy", "numpy.linalg") else None
+    key = name if module == "numpy" else module.removeprefix("numpy.") + "." + name  # linalg.inv, fft.fft
+    fn = (_fj_counterpart(key) or (_fj_counterpart(name) if module == "numpy.linalg" else None)
+          if module in ("numpy", "numpy.linalg", "numpy.fft") else None)
     if fn is not None:
         return _call_as_numpy(fn, label, args, dict(kwargs), numpy_fn=func)
     implementation = getattr(func, "_implementation", None)
