@@ -21,7 +21,8 @@ class DType:
     """One element type: its IR short name (``f32``), NumPy name and kind (b, i, f).
 
     It compares equal to the same NumPy dtype in any spelling (``np.float32``,
-    ``np.dtype("float32")``, ``"float32"``), and ``np.dtype(fj.float32)`` works.
+    ``np.dtype("float32")``, ``"float32"``), and ``np.dtype(fj.float32)`` works; compared
+    with anything else (``None``, a string that is no dtype) it is unequal, never an error.
     """
 
     short: str
@@ -43,9 +44,11 @@ class DType:
             return self.short == other.short
         if isinstance(other, str) and other == self.short:
             return True
+        if other is None:  # np.dtype(None) is float64, but None names no dtype
+            return False
         try:
-            return np.dtype(other) == np.dtype(self.name)  # type: ignore[arg-type]
-        except TypeError:
+            return bool(np.dtype(other) == np.dtype(self.name))  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - whatever NumPy cannot read as a dtype is not this dtype
             return False
 
     def __hash__(self) -> int:
