@@ -37,6 +37,7 @@ import math
 import numpy as np
 from numba import njit, prange
 from math import exp, expm1, log, log1p, sqrt, sin, cos, tanh, erf, atan2
+from math import asin, acos, atan, sinh, cosh, asinh, acosh, atanh
 from flowjit.codegen_cpu.scalar_math import (
     exp32, exp64, expm1_32, expm1_64, log32, log64, tanh32, tanh64, erf32, erf64,
     add_reassoc, mul_reassoc, fmaximum, fminimum, wide_vectors)
@@ -47,8 +48,14 @@ sign = np.sign
 rint = np.rint
 floor = np.floor
 ceil = np.ceil
+trunc = np.trunc
 isnan = np.isnan
 isfinite = np.isfinite
+
+
+@njit(inline="always")
+def signbit(a):  # the sign bit: -0.0 and a negative NaN count
+    return math.copysign(1.0, a) < 0
 
 
 @njit(inline="always")

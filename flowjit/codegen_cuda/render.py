@@ -99,7 +99,9 @@ LAYOUT_ROLES = ("broadcast", "permute_axes", "unit_axes_reshape", "row_major_res
                 "axis_index", "constant_pad", "join")
 
 # Math intrinsics the simulator computes with NumPy functions of other names (the rest: np.<name>).
-_SIMULATOR_MATH = {"erf": "_erf", "atan2": "np.arctan2", "pow": "np.power"}
+_SIMULATOR_MATH = {"erf": "_erf", "atan2": "np.arctan2", "pow": "np.power", "asin": "np.arcsin",
+                   "acos": "np.arccos", "atan": "np.arctan", "asinh": "np.arcsinh", "acosh": "np.arccosh",
+                   "atanh": "np.arctanh"}
 _MATH = sorted(scalar.INTRINSICS - {"ipow"})  # ipow is written inline (a loop)
 
 PRELUDE = f'''\

@@ -50,9 +50,10 @@ _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # Intrinsics that are LLVM intrinsics (exact, inlined or one instruction), and the libm
 # function of the others (suffix "f" for float32).
 _LLVM_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil", "rint": "llvm.rint",
-                   "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
+                   "fabs": "llvm.fabs", "copysign": "llvm.copysign", "trunc": "llvm.trunc"}
 _LIBM = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos",
-         "tanh": "tanh", "erf": "erf", "atan2": "atan2", "pow": "pow"}
+         "tanh": "tanh", "erf": "erf", "atan2": "atan2", "pow": "pow", "asin": "asin", "acos": "acos",
+         "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh"}
 
 
 def _reg(d: DType) -> ir.Type:

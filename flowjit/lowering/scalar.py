@@ -49,12 +49,16 @@ OPS: dict[str, tuple[int, str, str]] = {
     "cos": (1, "f", "same"), "tanh": (1, "f", "same"), "erf": (1, "f", "same"),
     "atan2": (2, "f", "same"), "pow": (2, "f", "same"), "floor": (1, "f", "same"),
     "ceil": (1, "f", "same"), "rint": (1, "f", "same"),  # rint: round half to even
+    "trunc": (1, "f", "same"), "asin": (1, "f", "same"), "acos": (1, "f", "same"),
+    "atan": (1, "f", "same"), "sinh": (1, "f", "same"), "cosh": (1, "f", "same"),
+    "asinh": (1, "f", "same"), "acosh": (1, "f", "same"), "atanh": (1, "f", "same"),
     "fabs": (1, "f", "same"), "fmod": (2, "f", "same"), "copysign": (2, "f", "same"),
     "ipow": (2, "i", "same"),         # integer power; a negative exponent as C's 1 / a**-b
 }
 # The ops printed and rendered as calls with a dtype suffix (``tanh.f32``).
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
-                        "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow"))
+                        "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
+                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"))
 
 ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
@@ -171,7 +175,9 @@ _REFERENCE: dict[str, Callable] = {
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
     "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "erf": _erf, "atan2": np.arctan2,
     "pow": np.power, "floor": np.floor, "ceil": np.ceil, "rint": np.rint, "fabs": np.fabs,
-    "fmod": np.fmod, "copysign": np.copysign, "ipow": _ipow,
+    "fmod": np.fmod, "copysign": np.copysign, "ipow": _ipow, "trunc": np.trunc,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
 }
 
 
@@ -282,6 +288,11 @@ def _isfinite(a: Expr) -> Expr:
     return P("lt", P("fabs", a), C(math.inf, a.dtype))
 
 
+def _signbit(a: Expr) -> Expr:
+    # copysign carries the sign bit of -0.0 and of a negative NaN, which a compare misses.
+    return P("lt", P("copysign", C(1, a.dtype), a), _zero(a.dtype))
+
+
 def _intrinsic(name: str) -> Callable[..., Expr]:
     return lambda *xs: P(name, *xs)
 
@@ -289,9 +300,10 @@ def _intrinsic(name: str) -> Callable[..., Expr]:
 # Template function name -> its definition over OPS (arguments already typed expressions).
 FUNCTIONS: dict[str, Callable[..., Expr]] = {
     "abs": _abs, "sign": _sign, "isnan": _isnan, "isfinite": _isfinite, "floordiv": _floordiv,
-    "mod": _mod, "pow": _pow, "maximum": maximum, "minimum": minimum,
+    "mod": _mod, "pow": _pow, "maximum": maximum, "minimum": minimum, "signbit": _signbit,
     **{n: _intrinsic(n) for n in ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
-                                   "floor", "ceil", "rint", "atan2")},
+                                   "floor", "ceil", "rint", "atan2", "trunc", "asin", "acos", "atan",
+                                   "sinh", "cosh", "asinh", "acosh", "atanh")},
 }
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div"}

@@ -36,6 +36,8 @@ NUMPY_EQUIVALENT = {
     "minimum": np.minimum, "atan2": np.arctan2, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "select": np.where,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "trunc": np.trunc, "signbit": np.signbit,
 }
 
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((2, 1, 4), (3, 1)), ((), (5,)), ((4, 1), ()), ((0, 3), (3,))]
@@ -46,6 +48,10 @@ def _domain_inputs(prim, arrays: list[np.ndarray]) -> list[np.ndarray]:
     dom = prim.domain
     if dom == "positive":
         return [np.abs(a) + np.asarray(0.25, a.dtype) for a in arrays]
+    if dom == "unit":  # inside (-1, 1), away from the ends where finite differences fail
+        return [np.tanh(a) * np.asarray(0.9, a.dtype) for a in arrays]
+    if dom == "ge_one":
+        return [np.abs(a) + np.asarray(1.25, a.dtype) for a in arrays]
     if dom == "gt_minus_one":
         return [np.abs(a) - np.asarray(0.75, a.dtype) for a in arrays]
     if dom == "nonzero_rhs":

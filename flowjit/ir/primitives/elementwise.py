@@ -20,7 +20,8 @@ from flowjit.ir.types import TensorType
 SCALAR_FUNCTIONS = (
     "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
     "floor", "ceil", "rint", "isnan", "isfinite", "floordiv", "mod", "pow", "maximum",
-    "minimum", "atan2", "cast",
+    "minimum", "atan2", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "trunc", "signbit",
 )
 
 
@@ -112,11 +113,23 @@ _unary("cos", np.cos, "cos(a)")
 _unary("tanh", np.tanh, "tanh(a)")
 _unary("logistic", _logistic, "1 / (1 + exp(-a))")
 _unary("erf", _erf, "erf(a)")
+# Outside its domain (|x| > 1 for asin, acos, atanh; x < 1 for acosh) the result is NaN,
+# as in NumPy and the array API; atanh(+-1) is +-inf.
+_unary("asin", np.arcsin, "asin(a)", domain="unit")
+_unary("acos", np.arccos, "acos(a)", domain="unit")
+_unary("atan", np.arctan, "atan(a)")
+_unary("sinh", np.sinh, "sinh(a)")
+_unary("cosh", np.cosh, "cosh(a)")
+_unary("asinh", np.arcsinh, "asinh(a)")
+_unary("acosh", np.arccosh, "acosh(a)", domain="ge_one")
+_unary("atanh", np.arctanh, "atanh(a)", domain="unit")
 _unary("floor", np.floor, "floor(a)", diff=False)
 _unary("ceil", np.ceil, "ceil(a)", diff=False)
 _unary("round", np.rint, "rint(a)", diff=False)  # half to even, as np.round
+_unary("trunc", np.trunc, "trunc(a)", diff=False)
 _unary("isnan", np.isnan, "isnan(a)", out=bool_, diff=False)
 _unary("isfinite", np.isfinite, "isfinite(a)", out=bool_, diff=False)
+_unary("signbit", np.signbit, "signbit(a)", out=bool_, diff=False)  # true for -0.0 and a negative NaN
 _unary("logical_not", np.logical_not, "not a", dtypes=(bool_,), out=bool_, diff=False,
        involution=True)
 
@@ -202,6 +215,25 @@ _unary_vjp("cos", lambda e, g, y, x: e.neg(e.mul(g, e.sin(x))))
 _unary_vjp("tanh", lambda e, g, y, x: e.mul(g, e.sub(e.const(1, y), e.mul(y, y))))
 _unary_vjp("logistic", lambda e, g, y, x: e.mul(g, e.mul(y, e.sub(e.const(1, y), y))))
 _unary_vjp("erf", lambda e, g, y, x: e.mul(g, e.mul(e.const(2 / math.sqrt(math.pi), x), e.exp(e.neg(e.mul(x, x))))))
+
+
+
+def _one_minus_square(e, x):
+    # (1 - x)(1 + x): exact where 1 - x*x loses the digits near |x| = 1.
+    one = e.const(1, x)
+    return e.mul(e.sub(one, x), e.add(one, x))
+
+
+# At the ends of their domains the derivatives are infinite (asin and acos at +-1, acosh at
+# 1, atanh at +-1), as in NumPy's formulas and JAX: the gradient there is +-inf, not NaN.
+_unary_vjp("asin", lambda e, g, y, x: e.div(g, e.sqrt(_one_minus_square(e, x))))
+_unary_vjp("acos", lambda e, g, y, x: e.neg(e.div(g, e.sqrt(_one_minus_square(e, x)))))
+_unary_vjp("atan", lambda e, g, y, x: e.div(g, e.add(e.const(1, x), e.mul(x, x))))
+_unary_vjp("sinh", lambda e, g, y, x: e.mul(g, e.cosh(x)))
+_unary_vjp("cosh", lambda e, g, y, x: e.mul(g, e.sinh(x)))
+_unary_vjp("asinh", lambda e, g, y, x: e.div(g, e.sqrt(e.add(e.mul(x, x), e.const(1, x)))))
+_unary_vjp("acosh", lambda e, g, y, x: e.div(g, e.sqrt(e.mul(e.sub(x, e.const(1, x)), e.add(x, e.const(1, x))))))
+_unary_vjp("atanh", lambda e, g, y, x: e.div(g, _one_minus_square(e, x)))
 
 
 def _binary_vjp(name: str, da, db) -> None:
