@@ -170,6 +170,16 @@ cos = _unary_float("cos")
 tanh = _unary_float("tanh")
 logistic = _unary_float("logistic")
 erf = _unary_float("erf")
+# The inverse trigonometric and hyperbolic functions under both the array API's names and
+# NumPy's (np.arcsin on a traced array finds ``arcsin`` here).
+asin = arcsin = _unary_float("asin")
+acos = arccos = _unary_float("acos")
+atan = arctan = _unary_float("atan")
+sinh = _unary_float("sinh")
+cosh = _unary_float("cosh")
+asinh = arcsinh = _unary_float("asinh")
+acosh = arccosh = _unary_float("acosh")
+atanh = arctanh = _unary_float("atanh")
 negative = _unary_same("neg")
 sign = _unary_same("sign")
 absolute = _unary_same("abs", bool_identity=True)
@@ -218,6 +228,18 @@ def _rounding(prim: str):
 
 floor = _rounding("floor")
 ceil = _rounding("ceil")
+trunc = _rounding("trunc")
+
+
+def signbit(x: ArrayLike) -> Any:
+    """Whether the sign bit is set, elementwise: true for -0.0, -inf and a NaN with its sign
+    bit set (as ``np.signbit``); for integers ``x < 0``, for bools false."""
+    o = _op(x)
+    if o.dtype.is_float:
+        return bind("signbit", [o])
+    if o.dtype.is_bool:
+        return full_like(_value(o), False, dtype=bool_)
+    return less(_value(o), 0)
 
 
 def rint(x: ArrayLike) -> Any:
@@ -330,11 +352,38 @@ def _shape_tuple(shape: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def asarray(x: ArrayLike, dtype: Any = None) -> Any:
-    """``x`` as an array (a Tracer stays one), optionally converted to ``dtype``."""
-    o = _op(x)
-    if dtype is not None:
-        o = _cast(o, as_dtype(dtype))
+def asarray(x: ArrayLike, dtype: Any = None, copy: bool | None = None) -> Any:
+    """``x`` as an array (a Tracer stays one), optionally converted to ``dtype``.
+
+    ``copy`` has the array API's meaning: True always returns a new array, False never
+    copies and raises ValueError where it would have to (a list, a Python or NumPy scalar,
+    another dtype), None copies only where it must. A traced value is immutable, so for it
+    only the dtype decides whether ``copy=False`` is possible.
+    """
+    if copy is not None and not isinstance(copy, (bool, np.bool_)):
+        raise FlowjitTypeError(f"asarray: copy={copy!r} at {user_location()}; copy must be True, False "
+                               "or None")
+    target = as_dtype(dtype) if dtype is not None else None
+    read = getattr(type(x), "__flowjit_value__", None)
+    value = read(x) if read is not None else x
+    if copy is False and not isinstance(value, Tracer):
+        try:  # NumPy decides whether the object's memory can be used as it is
+            if isinstance(value, (list, tuple)):  # a new array, whatever it holds (Tracers too)
+                raise ValueError
+            value = np.asarray(value, dtype=target.np if target is not None else None, copy=False)
+        except ValueError:
+            raise ValueError(
+                f"asarray(copy=False) at {user_location()}: a {type(value).__name__} cannot become an array "
+                f"{'of ' + target.name + ' ' if target is not None else ''}without a copy; pass copy=None "
+                "(copy only if needed) or copy=True") from None
+    o = _op(value)
+    if target is not None and target != o.dtype:
+        if copy is False:
+            raise ValueError(f"asarray(copy=False) at {user_location()}: converting {o.dtype.name} to "
+                             f"{target.name} needs a copy; pass copy=None or copy=True")
+        o = _cast(o, target)
+    elif copy and o.tracer is None and not isinstance(value, (bool, int, float, list, tuple)):
+        o = Operand(None, np.array(o.array, copy=True), o.weak)  # it may be x's own memory
     return _value(_strong(o))
 
 

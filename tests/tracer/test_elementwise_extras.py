@@ -1,0 +1,242 @@
+"""The inverse trigonometric and hyperbolic functions, sinh, cosh, trunc and signbit
+(issue 24), and ``asarray(copy=)``: against NumPy compiled (llvm and numba) and on the
+interpreter, with the array API's IEEE special cases, their dtypes, gradients against
+finite differences, NumPy's own functions on traced arrays, and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.errors import FlowjitTypeError
+from tests.finite_differences import central_differences
+
+# fj name -> NumPy function; the standard's names (asin) and NumPy's (arcsin) are one function.
+FUNCTIONS = {
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "trunc": np.trunc, "signbit": np.signbit,
+}
+NUMPY_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh",
+               "arctanh": "atanh"}
+# Ordinary values, the ends of each domain, past them, and IEEE's specials.
+VALUES = np.array([-800, -30, -2, -1.5, -1, -0.999, -0.5, -1e-8, -0.0, 0.0, 1e-8, 0.3, 0.5, 0.999, 1, 1.5,
+                   2, 7.25, 30, 800, np.inf, -np.inf, np.nan, -np.nan, 2.5e-310])
+
+
+def _all(x):
+    return tuple(getattr(fj, name)(x) for name in FUNCTIONS)
+
+
+def _compare(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want)
+        return
+    # Within the registry's kernel tolerance, with NaN where NumPy has NaN and signed zeros kept.
+    rtol = {np.float16: 1e-3, np.float32: 2e-6, np.float64: 1e-13}[dtype]
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0, equal_nan=True)
+    np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numba", "interpret"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_against_numpy_with_special_values(backend, dtype):
+    if backend == "numba" and dtype == np.float16:
+        pytest.skip("numba runs float16 kernels on the interpreter (covered by 'interpret')")
+    options = {"interpret": True} if backend == "interpret" else {"backend": backend}
+    f = fj.function(_all, **options)
+    x = VALUES.astype(dtype)
+    with np.errstate(all="ignore"):
+        want = [fn(x) for fn in FUNCTIONS.values()]
+    for name, g, w in zip(FUNCTIONS, f(x), want, strict=True):
+        try:
+            _compare(g, w, dtype)
+        except AssertionError as e:
+            raise AssertionError(f"{name} {np.dtype(dtype).name} on {backend}") from e
+
+
+def test_array_api_special_cases():
+    """The cases the standard lists for each function (outside a domain: NaN)."""
+    inf, nan = math.inf, math.nan
+    cases = {
+        "asin": [(2.0, nan), (-1.5, nan), (0.0, 0.0), (-0.0, -0.0), (1.0, math.pi / 2)],
+        "acos": [(2.0, nan), (-1.5, nan), (1.0, 0.0), (-1.0, math.pi)],
+        "atan": [(0.0, 0.0), (-0.0, -0.0), (inf, math.pi / 2), (-inf, -math.pi / 2)],
+        "sinh": [(0.0, 0.0), (-0.0, -0.0), (inf, inf), (-inf, -inf)],
+        "cosh": [(0.0, 1.0), (-0.0, 1.0), (inf, inf), (-inf, inf)],
+        "asinh": [(0.0, 0.0), (-0.0, -0.0), (inf, inf), (-inf, -inf)],
+        "acosh": [(0.5, nan), (-inf, nan), (1.0, 0.0), (inf, inf)],
+        "atanh": [(1.5, nan), (-2.0, nan), (1.0, inf), (-1.0, -inf), (0.0, 0.0), (-0.0, -0.0)],
+        "trunc": [(-0.5, -0.0), (2.7, 2.0), (-2.7, -2.0), (inf, inf), (-inf, -inf)],
+        "signbit": [(-0.0, True), (0.0, False), (-nan, True), (nan, False), (-inf, True), (3.0, False)],
+    }
+    # By bit pattern: a set would take -0.0 for 0.0, and NaN and -NaN for one another.
+    keys = list(dict.fromkeys(np.float64(x).tobytes() for pairs in cases.values() for x, _ in pairs))
+    xs = [np.frombuffer(k, np.float64)[0] for k in keys]
+    f = fj.function(_all)
+    for dtype in (np.float32, np.float64):
+        out = dict(zip(FUNCTIONS, f(np.array(xs, dtype))))
+        for name, pairs in cases.items():
+            for x, want in pairs:
+                got = out[name][keys.index(np.float64(x).tobytes())]
+                if isinstance(want, bool):
+                    assert bool(got) == want, (name, x, got)
+                elif math.isnan(want):
+                    assert np.isnan(got), (name, x, got)
+                else:
+                    assert got == np.asarray(want, dtype) and np.signbit(got) == np.signbit(want), (name, x, got)
+
+
+def test_dtypes_follow_numpy():
+    """Integers give float64 and bools float16 (as NumPy); trunc keeps integers; signbit of
+    an integer is x < 0."""
+    ints = np.array([-3, 0, 2], np.int32)
+    bools = np.array([True, False])
+
+    @fj.function
+    def f(i, b):
+        return fj.asinh(i), fj.cosh(b), fj.trunc(i), fj.trunc(b), fj.signbit(i), fj.signbit(b)
+
+    got = f(ints, bools)
+    want = (np.arcsinh(ints), np.cosh(bools), np.trunc(ints), np.trunc(bools), np.signbit(ints), np.signbit(bools))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=1e-3)
+
+
+def test_numpy_functions_trace_on_traced_arrays():
+    x = np.array([-0.75, -0.1, 0.2, 0.6], np.float32)
+    y = x * 4
+
+    @fj.function
+    def f(x, y):
+        return (np.arcsin(x), np.arccos(x), np.arctan(y), np.sinh(y), np.cosh(y), np.arcsinh(y),
+                np.arccosh(np.abs(y) + 1), np.arctanh(x), np.trunc(y), np.signbit(x))
+
+    want = (np.arcsin(x), np.arccos(x), np.arctan(y), np.sinh(y), np.cosh(y), np.arcsinh(y),
+            np.arccosh(np.abs(y) + 1), np.arctanh(x), np.trunc(y), np.signbit(x))
+    for g, w in zip(f(x, y), want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=2e-6)
+    for numpy_name, name in NUMPY_NAMES.items():
+        assert getattr(fj, numpy_name) is getattr(fj, name)
+
+
+# Inputs inside every function's domain (acosh's shifted past 1), away from its ends.
+_X = np.random.default_rng(0).uniform(-0.9, 0.9, (2, 3))
+_DIFFERENTIABLE = ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+
+
+def _input(name):
+    return _X * 3 + 4 if name == "acosh" else _X * 3 if name in ("atan", "sinh", "cosh", "asinh") else _X
+
+
+@pytest.mark.parametrize("name", _DIFFERENTIABLE)
+def test_gradient_matches_finite_differences(name):
+    fn = getattr(fj, name)
+    w = np.random.default_rng(1).standard_normal(_X.shape)
+
+    def loss(x):
+        return fj.sum(fn(x) * w)
+
+    x = _input(name)
+    got = fj.function(fj.grad(loss))(x)
+    fd = central_differences(lambda x: float(np.sum(FUNCTIONS[name](x) * w)), [x], 0)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+    # The derivative's derivative, compiled: d/dx of sum(f'(x))
+    second = fj.function(fj.grad(lambda x: fj.sum(fj.grad(lambda z: fj.sum(fn(z)))(x))))(x)
+    first = fj.grad(lambda z: fj.sum(fn(z)))
+    fd2 = central_differences(lambda x: float(np.sum(first(x))), [x], 0)
+    np.testing.assert_allclose(second, fd2, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_at_the_ends_of_the_domain_is_infinite():
+    """asin' and acos' at +-1, acosh' at 1 and atanh' at +-1 are infinite, as in NumPy's
+    formulas and JAX (not NaN); inside the domain near an end they stay finite and exact."""
+    ends = np.array([-1.0, 1.0])
+    g = fj.function(fj.grad(lambda x: fj.sum(fj.asin(x))))(ends)
+    np.testing.assert_array_equal(g, [np.inf, np.inf])
+    g = fj.function(fj.grad(lambda x: fj.sum(fj.acos(x))))(ends)
+    np.testing.assert_array_equal(g, [-np.inf, -np.inf])
+    g = fj.function(fj.grad(lambda x: fj.sum(fj.atanh(x))))(ends)
+    np.testing.assert_array_equal(g, [np.inf, np.inf])
+    g = fj.function(fj.grad(lambda x: fj.sum(fj.acosh(x))))(np.array([1.0]))
+    np.testing.assert_array_equal(g, [np.inf])
+    near = np.array([1 - 2.0 ** -40])  # 1 - x*x would lose most digits here
+    g = fj.function(fj.grad(lambda x: fj.sum(fj.atanh(x))))(near)
+    np.testing.assert_allclose(g, 1 / ((1 - near) * (1 + near)), rtol=1e-15)
+
+
+def test_trunc_and_signbit_have_zero_gradient():
+    x = np.array([-1.5, 0.25, 2.5])
+    g = fj.function(fj.grad(lambda x: fj.sum(fj.trunc(x) * x + fj.where(fj.signbit(x), x, 2 * x))))(x)
+    np.testing.assert_allclose(g, np.trunc(x) + np.where(np.signbit(x), 1, 2))
+
+
+def test_bad_input_names_the_argument():
+    with pytest.raises(FlowjitTypeError, match="str"):
+        fj.asin("0.5")
+    with pytest.raises(FlowjitTypeError, match="ragged"):
+        fj.atanh([[0.5], [0.1, 0.2]])
+
+
+# ---- asarray(copy=) --------------------------------------------------------------------
+
+
+def test_asarray_copy_none_copies_only_if_needed():
+    a = np.arange(6.0)
+    assert fj.asarray(a) is a
+    assert fj.asarray(a, dtype=np.float64) is a
+    b = fj.asarray(a, dtype="float32")
+    assert b.dtype == np.float32 and not np.shares_memory(a, b)
+    np.testing.assert_array_equal(fj.asarray([1, 2]), np.array([1, 2]))
+
+
+def test_asarray_copy_true_always_copies():
+    a = np.arange(6.0)
+    for b in (fj.asarray(a, copy=True), fj.asarray(a, dtype=fj.float64, copy=True), fj.asarray(a[::2], copy=True),
+              fj.asarray(a, dtype=fj.float32, copy=True)):
+        assert not np.shares_memory(a, b)
+    b = fj.asarray(a, copy=True)
+    a[0] = 7
+    assert b[0] == 0
+    assert fj.asarray(3.5, copy=True) == 3.5
+
+
+def test_asarray_copy_false_never_copies():
+    a = np.arange(6.0)
+    assert fj.asarray(a, copy=False) is a
+    view = fj.asarray(a[1:], dtype=np.float64, copy=False)
+    view[0] = -1
+    assert a[1] == -1
+    for x, kw in ((a, {"dtype": np.float32}), ([1.0, 2.0], {}), (2.0, {}), (np.float32(2), {})):
+        with pytest.raises(ValueError, match=r"asarray\(copy=False\) at .*test_elementwise_extras.py"):
+            fj.asarray(x, copy=False, **kw)
+
+
+def test_asarray_copy_of_a_traced_value():
+    """A traced value is immutable: any copy= keeps its values; copy=False with another
+    dtype cannot hold (a conversion is a copy), and says so at the user's line."""
+    @fj.function
+    def f(x):
+        return fj.asarray(x, copy=True) * 2, fj.asarray(x, copy=False) + 1, fj.asarray(x, dtype=fj.float32, copy=None)
+
+    x = np.arange(3.0)
+    y2, y1, y32 = f(x)
+    np.testing.assert_array_equal(y2, x * 2)
+    np.testing.assert_array_equal(y1, x + 1)
+    assert y32.dtype == np.float32 and not np.shares_memory(y2, x)
+
+    @fj.function
+    def g(x):
+        return fj.asarray(x, dtype=fj.float32, copy=False)
+
+    with pytest.raises(ValueError, match=r"float64 to float32 needs a copy.*copy=None"):
+        g(x)
+    with pytest.raises(ValueError, match=r"a list cannot become an array without a copy"):
+        fj.function(lambda x: fj.asarray([x, x], copy=False))(x)
+    with pytest.raises(FlowjitTypeError, match="copy must be True, False or None"):
+        fj.asarray(x, copy="yes")
