@@ -1,6 +1,6 @@
 """The Python array API standard's namespace functions about dtypes and the namespace:
 ``finfo``, ``iinfo``, ``can_cast``, ``result_type``, ``isdtype``, the constants,
-``__array_namespace_info__`` and ``from_dlpack``.
+``__array_namespace_info__`` and ``from_dlpack`` (DLPack: zero-copy exchange on the host).
 
 They answer for the dtypes flowjit has (bool, int32, int64, float16, float32, float64);
 promotion is flowjit's own (``flowjit.ir.dtypes.promote_types``: NumPy 2's table, which
@@ -24,7 +24,7 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.runtime.devices import Device, check_device, devices
 from flowjit.tracer.array_api import numpy_counterpart
-from flowjit.tracer.core import Tracer, current_device, operand, user_location
+from flowjit.tracer.core import Tracer, current_device, host_array_from_dlpack, operand, user_location
 
 __array_api_version__ = "2024.12"
 
@@ -227,6 +227,23 @@ def __array_namespace_info__() -> ArrayNamespaceInfo:
     return ArrayNamespaceInfo()
 
 
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """An array of another library (PyTorch, JAX, CuPy, NumPy... anything with
+    ``__dlpack__``) as a NumPy array sharing its memory, as flowjit's arrays are: on the
+    CPU no data is copied (``copy=True`` copies; ``copy=False`` refuses to). Memory on
+    another device (a CUDA tensor) raises: move it to the CPU first. ``device`` may only
+    name a CPU device. A traced array is already flowjit's and is returned as it is."""
+    if device is not None and check_device(device).kind != "cpu":
+        raise FlowjitTypeError(f"from_dlpack: device {device!r} is not allowed; flowjit's arrays live in host "
+                               f"memory: pass device=None or a CPU device{_where()}")
+    if isinstance(x, Tracer):
+        return x
+    if not hasattr(x, "__dlpack__"):
+        raise FlowjitTypeError(f"from_dlpack: argument 'x' has type {type(x).__name__}, which does not "
+                               f"implement DLPack (__dlpack__); use fj.asarray for sequences and scalars{_where()}")
+    return host_array_from_dlpack(x, "from_dlpack: argument 'x'", copy=copy)
+
+
 def _array_namespace(self: Tracer, /, *, api_version: str | None = None) -> Any:
     if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", __array_api_version__):
         raise FlowjitTypeError(f"__array_namespace__: api_version {api_version!r} is not supported; "
@@ -237,8 +254,8 @@ def _array_namespace(self: Tracer, /, *, api_version: str | None = None) -> Any:
 Tracer.__array_namespace__ = _array_namespace  # type: ignore[attr-defined]
 
 __all__: list[str] = [
-    "__array_api_version__", "__array_namespace_info__", "bool", "can_cast", "e", "finfo", "iinfo", "inf",
-    "isdtype", "nan", "newaxis", "pi", "result_type",
+    "__array_api_version__", "__array_namespace_info__", "bool", "can_cast", "e", "finfo", "from_dlpack",
+    "iinfo", "inf", "isdtype", "nan", "newaxis", "pi", "result_type",
 ]
 
 # The standard names the boolean dtype ``bool`` (``xp.bool``); defined last, as it shadows

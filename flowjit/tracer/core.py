@@ -369,6 +369,8 @@ def to_array(x: Any, name: str = "argument") -> tuple[np.ndarray, bool]:
                                    "same length (pad it, or pass a list of arrays as a pytree)") from None
     elif isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__"):
         arr = np.asarray(x)
+    elif hasattr(x, "__dlpack__"):
+        arr = host_array_from_dlpack(x, name)
     else:
         raise FlowjitTypeError(f"{name} has type {type(x).__name__}, which is not an array, number "
                                "or pytree of them")
@@ -380,6 +382,18 @@ def to_array(x: Any, name: str = "argument") -> tuple[np.ndarray, bool]:
     except FlowjitTypeError as e:
         raise FlowjitTypeError(f"{name}: {e}") from None
     return arr, False
+
+
+def host_array_from_dlpack(x: Any, name: str = "argument", copy: bool | None = None) -> np.ndarray:
+    """A DLPack producer's host memory as a NumPy array, shared (``copy=None``/False) or
+    copied (True); memory on another device raises FlowjitTypeError naming ``name``."""
+    try:
+        return np.from_dlpack(x, copy=copy)
+    except (BufferError, TypeError, ValueError, RuntimeError) as e:
+        where = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else "?"
+        raise FlowjitTypeError(f"{name} ({type(x).__name__}, DLPack device {where}) cannot be read as a "
+                               f"host array through DLPack: {e}. flowjit reads arguments from host memory: "
+                               "move it to the CPU first (tensor.cpu(), jax.device_get, cupy.asnumpy)") from None
 
 
 def _contains_tracer(x: Any) -> bool:
