@@ -155,3 +155,15 @@ def test_a_traced_array_names_flowjit_as_its_namespace():
     np.testing.assert_array_equal(f(np.array([-1.0, 2.0], np.float32)), [0.0, 64.0])
     with pytest.raises(TypeError, match="api_version '2099.12' is not supported"):
         fj.function(lambda x: x.__array_namespace__(api_version="2099.12"))(np.ones(1))
+
+
+def test_array_api_compat_finds_flowjit_for_a_traced_array():
+    compat = pytest.importorskip("array_api_compat")
+
+    @fj.function
+    def f(x):
+        xp = compat.array_namespace(x)
+        assert xp is fj
+        return xp.sum(x * xp.asarray(2.0, dtype=x.dtype)) / xp.finfo(x.dtype).bits
+
+    assert f(np.ones(4, np.float32)) == 0.25
