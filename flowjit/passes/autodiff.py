@@ -60,11 +60,9 @@ def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: S
             where = f" at {op.loc}" if op.loc else ""
             raise AutodiffError(f"no gradient for {p.name}{where}: its VJP rule is not written yet")
         builder.loc, builder.device = op.loc, op.device
-        if op.blocks:  # control flow: every result's cotangent (zeros where none), the blocks
+        if op.blocks or len(op.results) != 1:  # control flow, eigh, svd: every result's cotangent
             gs = [c if c is not None else e.zeros(r.type) for c, r in zip(cts, op.results)]
             grads = p.vjp(e, gs, op.results, *op.inputs, blocks=op.blocks, **op.attrs)
-        elif len(op.results) != 1:
-            raise AutodiffError(f"{p.name} has {len(op.results)} results; VJP rules take one")
         else:
             grads = p.vjp(e, cts[0], op.results[0], *op.inputs, **op.attrs)
         for x, gx in zip(op.inputs, grads):

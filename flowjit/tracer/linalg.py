@@ -1,7 +1,431 @@
 """``fj.linalg``: the array API's ``linalg`` extension and NumPy's ``numpy.linalg``
 (``norm``, ``inv``, ``solve``, ``cholesky``, ``det``, ``slogdet``, ``eigh``, ``svd``...),
-traced, compiled and differentiated."""
+traced, compiled and differentiated.
+
+The decompositions bind the opaque primitives of ``flowjit.ir.primitives.decompositions``
+(NumPy's LAPACK calls, batched over leading dimensions; JAX's gradients); everything else
+(norms, ``det``, ``pinv``, ``matrix_power``, ``matrix_rank``, ``trace``...) is a composite of
+registry primitives. Each function has NumPy's signature and is what ``np.linalg.<name>``
+traces as on traced arrays. Integer and bool matrices compute in float64, as NumPy's do;
+float16 is refused, as NumPy refuses it (LAPACK has no half precision).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from flowjit.ir.dtypes import float64
+from flowjit.ir.errors import FlowjitTypeError, ShapeError
+from flowjit.tracer import array_api as xp
+from flowjit.tracer.array_api import ArrayLike, Operand, _cast, _op, _value, numpy_counterpart
+from flowjit.tracer.core import bind, user_location
+
+__all__: list[str] = [
+    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "matrix_power", "matrix_rank", "matrix_transpose", "norm", "outer", "pinv", "slogdet", "solve",
+    "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+]
+
+
+class SlogdetResult(NamedTuple):
+    """``slogdet``'s result, as NumPy's: ``det == sign * exp(logabsdet)``."""
+
+    sign: Any
+    logabsdet: Any
+
+
+class EighResult(NamedTuple):
+    """``eigh``'s result, as NumPy's: eigenvalues ascending, eigenvectors as columns."""
+
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class SVDResult(NamedTuple):
+    """``svd``'s result, as NumPy's: ``a == U * S @ Vh`` (thin)."""
+
+    U: Any
+    S: Any
+    Vh: Any
+
+
+def _fail(fname: str, message: str) -> FlowjitTypeError:
+    return FlowjitTypeError(f"linalg.{fname}: {message} (at {user_location()})")
+
+
+def _float_matrix(x: ArrayLike, fname: str, arg: str = "a", square: bool = True) -> Operand:
+    """x as a stack of f32/f64 matrices, or an error naming the function and the argument."""
+    o = _op(x, arg)
+    if o.dtype.is_float and o.dtype.itemsize < 4:
+        raise _fail(fname, f"{arg} has dtype {o.dtype.name}, which linalg does not support (LAPACK has no "
+                           "half precision); allowed: float32, float64, or ints/bool (computed in float64). "
+                           "Cast with .astype(np.float32)")
+    if not (o.dtype.is_float or o.dtype.is_int or o.dtype.is_bool):
+        raise _fail(fname, f"{arg} has dtype {o.dtype.name}; allowed: float32, float64, ints, bool")
+    if len(o.shape) < 2:
+        raise ShapeError(f"{arg} must be a stack of matrices [..., M, N] (at least 2-D), got shape "
+                         f"{list(o.shape)}", op=f"linalg.{fname}", loc=user_location())
+    if square and o.shape[-1] != o.shape[-2]:
+        raise ShapeError(f"{arg} must be a stack of square matrices [..., N, N], got shape {list(o.shape)}",
+                         op=f"linalg.{fname}", loc=user_location())
+    return o if o.dtype.is_float else _cast(o, float64)
+
+
+def _bind(fname: str, prim: str, ops: Sequence[Operand], attrs: dict | None = None) -> Any:
+    try:
+        return bind(prim, list(ops), attrs or {})
+    except ShapeError as e:
+        raise ShapeError(e.reason, op=f"linalg.{fname}", loc=user_location()) from None
+
+
+def _mT(x: Any) -> Any:
+    return xp.swapaxes(x, -1, -2)
+
+
+# ---- decompositions ----------------------------------------------------------------------------
+
+
+def inv(a: ArrayLike) -> Any:
+    """The inverse of each matrix of ``a`` [..., N, N] (``np.linalg.inv``); a singular matrix
+    raises ``np.linalg.LinAlgError`` when the program runs, as in NumPy."""
+    return _bind("inv", "inv", [_float_matrix(a, "inv")])
+
+
+def solve(a: ArrayLike, b: ArrayLike) -> Any:
+    """x with ``a @ x == b`` (``np.linalg.solve``): a [..., N, N]; b [..., N, K], or [N] (one
+    vector, NumPy 2's rule); batch dimensions broadcast."""
+    ao = _float_matrix(a, "solve", "a")
+    bo = _op(b, "b")
+    if not (bo.dtype.is_float or bo.dtype.is_int or bo.dtype.is_bool) or len(bo.shape) == 0:
+        raise _fail("solve", f"b must be a non-empty-rank float, int or bool array, got {bo.aval}")
+    d = xp._promote(ao, bo)
+    d = d if d.is_float and d.itemsize >= 4 else float64
+    av, bv = _value(_cast(ao, d)), _value(_cast(bo, d))
+    n = ao.shape[-1]
+    vector = len(bo.shape) == 1
+    if vector:
+        bv = xp.expand_dims(bv, -1)
+    bshape = tuple(xp.shape(bv))
+    if bshape[-2] != n:
+        raise ShapeError(f"b must have {n} rows to match a {list(ao.shape)}, got shape {list(bo.shape)}",
+                         op="linalg.solve", loc=user_location())
+    try:
+        batch = np.broadcast_shapes(ao.shape[:-2], bshape[:-2])
+    except ValueError:
+        raise ShapeError(f"the batch dimensions of a {list(ao.shape)} and b {list(bo.shape)} do not broadcast",
+                         op="linalg.solve", loc=user_location()) from None
+    av = xp.broadcast_to(av, batch + (n, n))
+    bv = xp.broadcast_to(bv, batch + bshape[-2:])
+    x = _bind("solve", "solve", [_op(av), _op(bv)])
+    return xp.squeeze(x, -1) if vector else x
+
+
+def cholesky(a: ArrayLike, upper: bool = False) -> Any:
+    """The Cholesky factor of each symmetric positive-definite matrix of ``a``: lower L with
+    ``L @ L.T == a`` (or upper ``U == L.T`` with ``upper=True``). Reads a's lower triangle;
+    its gradient is symmetric (JAX's). Not positive-definite: LinAlgError at run time."""
+    lower = _bind("cholesky", "cholesky", [_float_matrix(a, "cholesky")])
+    return _mT(lower) if upper else lower
+
+
+def slogdet(a: ArrayLike) -> SlogdetResult:
+    """``(sign, logabsdet)`` of each matrix of ``a`` (``np.linalg.slogdet``); ``logabsdet`` is
+    -inf and sign 0 for a singular matrix. Differentiable through ``logabsdet``."""
+    sign, logdet = _bind("slogdet", "slogdet", [_float_matrix(a, "slogdet")])
+    return SlogdetResult(sign, logdet)
+
+
+def det(a: ArrayLike) -> Any:
+    """The determinant of each matrix of ``a``: ``sign * exp(logabsdet)`` of one LU factorisation."""
+    sign, logdet = _bind("det", "slogdet", [_float_matrix(a, "det")])
+    return xp.multiply(sign, xp.exp(logdet))
+
+
+def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
+    """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix of ``a``,
+    read from its lower (``UPLO='L'``) or upper (``'U'``) triangle. The gradient (JAX's)
+    assumes distinct eigenvalues and is symmetric."""
+    if UPLO not in ("L", "U"):
+        raise _fail("eigh", f"UPLO={UPLO!r}: allowed 'L' or 'U'")
+    w, v = _bind("eigh", "eigh", [_float_matrix(a, "eigh")], {"lower": UPLO == "L"})
+    return EighResult(w, v)
+
+
+def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Any:
+    """The eigenvalues (ascending) of each symmetric matrix of ``a`` (see ``eigh``)."""
+    return eigh(a, UPLO).eigenvalues
+
+
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> Any:
+    """``(U, S, Vh)`` with ``a == U[..., :K] * S @ Vh[..., :K, :]``, S descending, K = min(M, N)
+    (``np.linalg.svd``); ``compute_uv=False`` gives S alone. ``hermitian`` is accepted for
+    NumPy's signature and changes nothing but speed in NumPy; here it is the general SVD. The
+    gradient (JAX's) assumes distinct non-zero singular values, and needs ``full_matrices=False``
+    unless the matrices are square."""
+    for name, v in (("full_matrices", full_matrices), ("compute_uv", compute_uv), ("hermitian", hermitian)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise _fail("svd", f"{name}={v!r} must be True or False")
+    o = _float_matrix(a, "svd", square=False)
+    u, s, vh = _bind("svd", "svd", [o], {"full_matrices": bool(full_matrices) and bool(compute_uv)})
+    return SVDResult(u, s, vh) if compute_uv else s
+
+
+def svdvals(x: ArrayLike) -> Any:
+    """The singular values of each matrix of ``x``, descending (the array API's ``svdvals``)."""
+    return svd(x, full_matrices=False, compute_uv=False)
+
+
+# ---- composites ------------------------------------------------------------------------------
+
+
+def matrix_transpose(x: ArrayLike) -> Any:
+    """Each matrix of ``x`` [..., M, N] transposed to [..., N, M]."""
+    o = _op(x, "x")
+    if len(o.shape) < 2:
+        raise ShapeError(f"x must be at least 2-D, got shape {list(o.shape)}", op="linalg.matrix_transpose",
+                         loc=user_location())
+    return _mT(_value(o))
+
+
+def diagonal(x: ArrayLike, offset: int = 0) -> Any:
+    """The ``offset`` diagonal of each matrix of ``x`` [..., M, N] (the array API's: the last two
+    axes, unlike ``np.diagonal``'s first two)."""
+    o = _op(x, "x")
+    if len(o.shape) < 2:
+        raise ShapeError(f"x must be at least 2-D, got shape {list(o.shape)}", op="linalg.diagonal",
+                         loc=user_location())
+    if not isinstance(offset, (int, np.integer)) or isinstance(offset, bool):
+        raise _fail("diagonal", f"offset={offset!r} must be an int")
+    m, n = o.shape[-2:]
+    rows = builtins.max(0, builtins.min(m, n - offset) if offset >= 0 else builtins.min(m + offset, n))
+    batch = o.shape[:-2]
+    if rows == 0:
+        return xp.zeros(batch + (0,), o.dtype)
+    # Flattened, the k-th diagonal element sits at (r0 + k) * n + c0 + k: a stride of n + 1.
+    r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+    flat = xp.reshape(_value(o), batch + (m * n,))
+    idx = np.arange(rows, dtype=np.int64) * (n + 1) + r0 * n + c0
+    return xp.take(flat, idx, axis=len(batch))
+
+
+def trace(x: ArrayLike, offset: int = 0, dtype: Any = None) -> Any:
+    """The sum of the ``offset`` diagonal of each matrix of ``x`` [..., M, N] (the array API's:
+    the last two axes); ints sum in int64 as NumPy's does unless ``dtype`` is given."""
+    return xp.sum(diagonal(x, offset), axis=-1, dtype=dtype)
+
+
+def outer(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """The outer product of two 1-D arrays (the array API's ``linalg.outer``: 1-D only)."""
+    a, b = _op(x1, "x1"), _op(x2, "x2")
+    if len(a.shape) != 1 or len(b.shape) != 1:
+        raise ShapeError(f"x1 and x2 must be 1-D, got shapes {list(a.shape)} and {list(b.shape)}; "
+                         "np.outer flattens, this does not", op="linalg.outer", loc=user_location())
+    return xp.outer(_value(a), _value(b))
+
+
+def cross(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
+    """The cross product of 3-vectors along ``axis`` (other dimensions broadcast)."""
+    a, b = _op(x1, "x1"), _op(x2, "x2")
+    for name, o in (("x1", a), ("x2", b)):
+        if not o.shape or not -len(o.shape) <= axis < len(o.shape) or o.shape[axis] != 3:
+            raise ShapeError(f"{name} must have size 3 along axis {axis}, got shape {list(o.shape)}",
+                             op="linalg.cross", loc=user_location())
+    av, bv = xp.moveaxis(_value(a), axis, -1), xp.moveaxis(_value(b), axis, -1)
+
+    def part(v: Any, i: int) -> Any:
+        return xp.take(v, i, axis=-1)
+
+    comps = [xp.subtract(xp.multiply(part(av, j), part(bv, k)), xp.multiply(part(av, k), part(bv, j)))
+             for j, k in ((1, 2), (2, 0), (0, 1))]
+    return xp.moveaxis(xp.stack(comps, axis=-1), -1, axis)
+
+
+def matmul(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """``x1 @ x2`` (the array API's ``linalg.matmul``)."""
+    return xp.matmul(x1, x2)
+
+
+def tensordot(x1: ArrayLike, x2: ArrayLike, axes: Any = 2) -> Any:
+    """``np.tensordot`` (the array API's ``linalg.tensordot``)."""
+    return xp.tensordot(x1, x2, axes)
+
+
+def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
+    """The dot product of vectors along ``axis`` (other dimensions broadcast)."""
+    a, b = _op(x1, "x1"), _op(x2, "x2")
+    for name, o in (("x1", a), ("x2", b)):
+        if not o.shape or not -len(o.shape) <= axis < len(o.shape):
+            raise ShapeError(f"axis {axis} is out of range for {name} of shape {list(o.shape)}",
+                             op="linalg.vecdot", loc=user_location())
+    if a.shape[axis] != b.shape[axis]:
+        raise ShapeError(f"x1 {list(a.shape)} and x2 {list(b.shape)} differ in length along axis {axis}",
+                         op="linalg.vecdot", loc=user_location())
+    return xp.sum(xp.multiply(_value(a), _value(b)), axis=axis)
+
+
+def _float_array(x: ArrayLike, fname: str) -> Any:
+    o = _op(x, "x")
+    if not (o.dtype.is_float or o.dtype.is_int or o.dtype.is_bool):
+        raise _fail(fname, f"x has dtype {o.dtype.name}; allowed: floats, ints, bool")
+    return _value(o if o.dtype.is_float else _cast(o, float64))
+
+
+def _axis_tuple(axis: Any, ndim: int, fname: str) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if not builtins.all(isinstance(a, (int, np.integer)) and -ndim <= a < ndim for a in axes):
+        raise _fail(fname, f"axis={axis!r} must be ints in [-{ndim}, {ndim}) for a {ndim}-D x")
+    out = tuple(int(a) % ndim for a in axes)
+    if len(set(out)) != len(out):
+        raise _fail(fname, f"axis={axis!r} repeats an axis")
+    return out
+
+
+def vector_norm(x: ArrayLike, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:  # noqa: A002
+    """The ``ord``-norm of ``x`` over ``axis`` (all axes when None), as one vector: ``ord`` is any
+    real p (``sum(|x|**p)**(1/p)``), ``inf``, ``-inf`` or 0 (the count of non-zeros)."""
+    v = _float_array(x, "vector_norm")
+    nd = len(xp.shape(v))
+    axes = _axis_tuple(axis, nd, "vector_norm")
+    if isinstance(ord, (bool, np.bool_)) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise _fail("vector_norm", f"ord={ord!r} must be a number, inf or -inf")
+    a = xp.abs(v)
+    if ord == 2:
+        return xp.sqrt(xp.sum(xp.multiply(v, v), axis=axes, keepdims=keepdims))
+    if ord == np.inf:
+        return xp.max(a, axis=axes, keepdims=keepdims)
+    if ord == -np.inf:
+        return xp.min(a, axis=axes, keepdims=keepdims)
+    if ord == 0:
+        return xp.sum(xp.astype(xp.not_equal(a, 0), _op(v).dtype), axis=axes, keepdims=keepdims)
+    if ord == 1:
+        return xp.sum(a, axis=axes, keepdims=keepdims)
+    return xp.power(xp.sum(xp.power(a, float(ord)), axis=axes, keepdims=keepdims), 1.0 / float(ord))
+
+
+def matrix_norm(x: ArrayLike, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+    """The ``ord`` norm of each matrix of ``x`` [..., M, N]: ``'fro'``, ``'nuc'`` (sum of singular
+    values), 1 / -1 (max / min column sum of |x|), inf / -inf (rows), 2 / -2 (largest / smallest
+    singular value)."""
+    return _matrix_norm(x, (-2, -1), keepdims, ord, "matrix_norm")
+
+
+def _matrix_norm(x: ArrayLike, axes: tuple[int, int], keepdims: bool, ord: Any, fname: str) -> Any:
+    v = _float_array(x, fname)
+    nd = len(xp.shape(v))
+    if nd < 2:
+        raise ShapeError(f"x must be at least 2-D for a matrix norm, got shape {list(xp.shape(v))}",
+                         op=f"linalg.{fname}", loc=user_location())
+    r, c = (a % nd for a in axes)
+    if r == c:
+        raise _fail(fname, f"axis={axes} names one axis twice")
+    m = xp.moveaxis(v, (r, c), (-2, -1))
+    named = isinstance(ord, str) and ord in ("fro", "nuc")
+    numeric = (isinstance(ord, (int, float, np.integer, np.floating)) and not isinstance(ord, (bool, np.bool_))
+               and ord in (1, -1, 2, -2, np.inf, -np.inf))
+    if not (named or numeric):
+        raise _fail(fname, f"ord={ord!r}: allowed 'fro', 'nuc', 1, -1, 2, -2, inf, -inf")
+    if ord == "fro":
+        out = xp.sqrt(xp.sum(xp.multiply(m, m), axis=(-2, -1)))
+    elif ord == "nuc":
+        out = xp.sum(svdvals(m), axis=-1)
+    elif ord in (2, -2):
+        s = svdvals(m)
+        out = xp.max(s, axis=-1) if ord == 2 else xp.min(s, axis=-1)
+    else:
+        sums = xp.sum(xp.abs(m), axis=-2 if ord in (1, -1) else -1)
+        out = xp.max(sums, axis=-1) if ord > 0 else xp.min(sums, axis=-1)
+    if keepdims:
+        out = xp.expand_dims(out, tuple(sorted((r, c))))
+    return out
+
+
+def norm(x: ArrayLike, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002
+    """``np.linalg.norm``: with ``axis`` None, the 2-norm of x flattened (``ord`` None), or of x as
+    a vector (1-D) or matrix (2-D) for a given ``ord``; an int axis takes vector norms, a pair of
+    axes matrix norms (see ``vector_norm`` and ``matrix_norm`` for the ``ord`` each allows)."""
+    nd = len(_op(x, "x").shape)
+    if axis is None:
+        if ord is None:
+            out = vector_norm(x, None, False, 2)
+            return xp.reshape(out, (1,) * nd) if keepdims else out
+        if nd == 1:
+            return vector_norm(x, 0, keepdims, ord)
+        if nd == 2:
+            return _matrix_norm(x, (0, 1), keepdims, ord, "norm")
+        raise _fail("norm", f"ord={ord!r} with axis=None needs a 1-D or 2-D x, got {nd}-D; give axis")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if len(axes) == 1:
+        if isinstance(ord, str):
+            raise _fail("norm", f"ord={ord!r} is a matrix norm; a vector norm (one axis) takes a number")
+        return vector_norm(x, axes[0], keepdims, 2 if ord is None else ord)
+    if len(axes) == 2:
+        _axis_tuple(axes, nd, "norm")
+        return _matrix_norm(x, axes, keepdims, "fro" if ord is None else ord, "norm")
+    raise _fail("norm", f"axis={axis!r}: allowed an int (vector norm) or a pair of ints (matrix norm)")
+
+
+def matrix_power(a: ArrayLike, n: int) -> Any:
+    """``a`` [..., M, M] to the integer power ``n`` by repeated squaring (n < 0: of ``inv(a)``;
+    n == 0: the identity)."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise _fail("matrix_power", f"n={n!r} must be an int")
+    o = _op(a, "a")
+    if len(o.shape) < 2 or o.shape[-1] != o.shape[-2]:
+        raise ShapeError(f"a must be a stack of square matrices [..., M, M], got shape {list(o.shape)}",
+                         op="linalg.matrix_power", loc=user_location())
+    if n == 0:
+        return xp.broadcast_to(xp.eye(o.shape[-1], dtype=o.dtype), o.shape)
+    base = inv(a) if n < 0 else _value(o)
+    n = abs(int(n))
+    result = None
+    while n:
+        if n & 1:
+            result = base if result is None else xp.matmul(result, base)
+        n >>= 1
+        if n:
+            base = xp.matmul(base, base)
+    return result
+
+
+def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
+    """The Moore-Penrose pseudo-inverse of each matrix of ``a`` through its SVD: singular values
+    at or below ``rtol`` (or NumPy's ``rcond``) times the largest count as zero. The default
+    rtol is ``max(M, N) * eps``, the array API's."""
+    o = _float_matrix(a, "pinv", square=False)
+    m, n = o.shape[-2:]
+    cut = rtol if rtol is not None else rcond
+    if cut is None:
+        cut = builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
+    u, s, vh = svd(_value(o), full_matrices=False)
+    big = xp.greater(s, xp.multiply(xp.max(s, axis=-1, keepdims=True), cut))
+    s_inv = xp.where(big, xp.divide(1.0, xp.where(big, s, 1.0)), 0.0)
+    return xp.matmul(_mT(vh), xp.multiply(xp.expand_dims(s_inv, -1), _mT(u)))
+
+
+def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
+    """The number of singular values of each matrix of ``A`` above ``tol`` (absolute, NumPy's) or
+    ``rtol`` times the largest (default ``max(M, N) * eps``); int64. A 0-D or 1-D ``A`` is a
+    vector, rank 1 unless all zeros, as NumPy's."""
+    o = _op(A, "A")
+    if len(o.shape) < 2:
+        return xp.astype(xp.any(xp.not_equal(_value(o), 0)), np.int64)
+    o = _float_matrix(A, "matrix_rank", "A", square=False)
+    m, n = o.shape[-2:]
+    s = svdvals(_value(o))
+    if tol is not None:  # one tolerance per matrix, as NumPy's
+        limit = xp.expand_dims(tol, -1) if xp.ndim(tol) else tol
+    else:
+        r = rtol if rtol is not None else builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
+        limit = xp.multiply(xp.max(s, axis=-1, keepdims=True), r)
+    return xp.sum(xp.astype(xp.greater(s, limit), np.int64), axis=-1)
+
+
+for _name in __all__:
+    numpy_counterpart(globals()[_name], f"linalg.{_name}")

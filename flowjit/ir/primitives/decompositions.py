@@ -1,0 +1,243 @@
+"""Matrix decompositions and sorting: the ops whose reference is a LAPACK call or a sort.
+
+Each is ``opaque`` to fusion: a backend runs NumPy's own routine (LAPACK through
+``numpy.linalg``, ``np.argsort``) through its per-kernel driver, batched over the leading
+dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32 or f64 (LAPACK
+has no f16; the tracer casts). The VJP rules are JAX's: ``inv``, ``solve``, ``cholesky``,
+``slogdet``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
+values, where the derivative of the vectors exists. ``argsort`` has no gradient (an
+index); ``sort`` is a gather through it, so its gradient is the gather's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from flowjit.ir.dtypes import ALL_DTYPES, float32, float64, int64
+from flowjit.ir.errors import ShapeError
+from flowjit.ir.registry import Literal, attr, declare, defvjp, normalize_axis
+from flowjit.ir.types import TensorType
+
+LAPACK_DTYPES = (float32, float64)
+
+
+def _matrix(t: TensorType, square: bool = True) -> tuple[int, int]:
+    """The matrix dims of ``t`` (rank >= 2, square when asked), or ShapeError."""
+    if t.ndim < 2:
+        raise ShapeError(f"operand must be a stack of matrices [..., m, n] (rank >= 2), got {t}")
+    m, n = t.shape[-2:]
+    if square and m != n:
+        raise ShapeError(f"operand must be a stack of square matrices [..., n, n], got {t}")
+    return m, n
+
+
+# ---- inv, solve, cholesky, slogdet ------------------------------------------------------------
+def _square_rule(in_types: Sequence[TensorType]) -> TensorType:
+    _matrix(in_types[0])
+    return in_types[0]
+
+
+def _solve_rule(in_types: Sequence[TensorType]) -> TensorType:
+    a, b = in_types
+    n, _ = _matrix(a)
+    if b.dtype != a.dtype:
+        raise ShapeError(f"a {a} and b {b} must have one dtype; cast one with .astype()")
+    if b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != n:
+        raise ShapeError(f"b must be [..., {n}, k] with a's batch dimensions {list(a.shape[:-2])}, "
+                         f"got a {a} and b {b}")
+    return b
+
+
+def _slogdet_rule(in_types: Sequence[TensorType]) -> list[TensorType]:
+    a = in_types[0]
+    _matrix(a)
+    return [a.with_shape(a.shape[:-2]), a.with_shape(a.shape[:-2])]
+
+
+def _slogdet_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    sign, logdet = np.linalg.slogdet(a)
+    return np.asarray(sign, a.dtype), np.asarray(logdet, a.dtype)
+
+
+declare("inv", kind="opaque", rule=_square_rule, impl=lambda a: np.linalg.inv(a).astype(a.dtype, copy=False),
+        dtypes=LAPACK_DTYPES, doc="np.linalg.inv over [..., n, n] (LAPACK getrf/getri); singular: LinAlgError")
+declare("solve", kind="opaque", rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
+        impl=lambda a, b: np.linalg.solve(a, b).astype(a.dtype, copy=False),
+        doc="x with a @ x == b for a [..., n, n] and b [..., n, k] of the same batch dims (LAPACK gesv)")
+declare("cholesky", kind="opaque", rule=_square_rule, dtypes=LAPACK_DTYPES,
+        impl=lambda a: np.linalg.cholesky(a).astype(a.dtype, copy=False),
+        doc="lower-triangular L with L @ L.T == a, reading a's lower triangle (LAPACK potrf)")
+declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_slogdet_impl, dtypes=LAPACK_DTYPES,
+        doc="(sign, log|det|) of [..., n, n], two results of shape [...] (LAPACK getrf)")
+
+
+# ---- eigh, svd ----------------------------------------------------------------------------------
+def _eigh_rule(in_types: Sequence[TensorType], *, lower: bool) -> list[TensorType]:
+    a = in_types[0]
+    _matrix(a)
+    return [a.with_shape(a.shape[:-1]), a]
+
+
+def _eigh_impl(a: np.ndarray, *, lower: bool) -> tuple[np.ndarray, np.ndarray]:
+    w, v = np.linalg.eigh(a, UPLO="L" if lower else "U")
+    return w.astype(a.dtype, copy=False), v.astype(a.dtype, copy=False)
+
+
+def _svd_rule(in_types: Sequence[TensorType], *, full_matrices: bool) -> list[TensorType]:
+    a = in_types[0]
+    m, n = _matrix(a, square=False)
+    k = min(m, n)
+    batch = a.shape[:-2]
+    um, vn = (m, n) if full_matrices else (k, k)
+    return [a.with_shape(batch + (m, um)), a.with_shape(batch + (k,)), a.with_shape(batch + (vn, n))]
+
+
+def _svd_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, ...]:
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return tuple(r.astype(a.dtype, copy=False) for r in (u, s, vh))
+
+
+declare("eigh", kind="opaque", rule=_eigh_rule, impl=_eigh_impl, dtypes=LAPACK_DTYPES,
+        attrs={"lower": attr("bool", True)},
+        doc="(eigenvalues ascending [..., n], eigenvectors as columns [..., n, n]) of the symmetric "
+            "matrix whose lower (or upper) triangle is a's (LAPACK syevd)")
+declare("svd", kind="opaque", rule=_svd_rule, impl=_svd_impl, dtypes=LAPACK_DTYPES,
+        attrs={"full_matrices": attr("bool", False)},
+        doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k], k = min(m, n); "
+            "u is [..., m, k] and vh [..., k, n], or [..., m, m] and [..., n, n] with full_matrices "
+            "(LAPACK gesdd)")
+
+
+# ---- argsort ------------------------------------------------------------------------------------
+def _argsort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool) -> TensorType:
+    x = in_types[0]
+    if x.ndim == 0:
+        raise ShapeError(f"operand must have rank >= 1, got {x}")
+    normalize_axis(axis, x.ndim)
+    return TensorType(x.shape, int64)
+
+
+def _argsort_impl(x: np.ndarray, *, axis: int, descending: bool) -> np.ndarray:
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable").astype(np.int64, copy=False)
+    # Stable and descending: equal elements keep their order. Sorting the reversed array
+    # stably and reversing the result does that for every dtype (negation would not:
+    # unsigned ints, bools, -0.0).
+    n = x.shape[axis]
+    flipped = np.flip(x, axis=axis)
+    return (n - 1 - np.flip(np.argsort(flipped, axis=axis, kind="stable"), axis=axis)).astype(np.int64)
+
+
+declare("argsort", kind="opaque", rule=_argsort_rule, impl=_argsort_impl, dtypes=ALL_DTYPES,
+        attrs={"axis": attr("int", -1), "descending": attr("bool", False)}, differentiable=False,
+        doc="i64 indices that sort x stably along axis (NaN last ascending, first descending), as "
+            "np.argsort(kind='stable'); descending keeps equal elements in their order")
+
+
+# ---- VJP rules (JAX's; see Primitive) ----------------------------------------------------------
+def _mT(e, v):
+    n = v.type.ndim
+    return e.transpose(v, perm=tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _eye(e, like, n: int):
+    return e.builder.op("constant", value=Literal(np.eye(n, dtype=like.type.dtype.np)))
+
+
+def _col(e, v):
+    """[..., k] -> [..., 1, k]: a row vector that scales a matrix's columns when multiplied."""
+    return e.expand_dims(v, axes=(v.type.ndim - 1,))
+
+
+def _row(e, v):
+    """[..., k] -> [..., k, 1]: scales a matrix's rows."""
+    return e.expand_dims(v, axes=(v.type.ndim,))
+
+
+def _diag_part(e, x, eye):
+    return e.reduce_sum(e.mul(x, eye), axes=(x.type.ndim - 1,), keepdims=False)
+
+
+def _sym(e, x):
+    return e.mul(e.add(x, _mT(e, x)), e.const(0.5, x))
+
+
+def _inv_vjp(e, g, y, a):
+    yt = _mT(e, y)
+    return [e.neg(e.matmul(e.matmul(yt, g), yt))]
+
+
+def _solve_vjp(e, g, x, a, b):
+    gb = e.solve(_mT(e, a), g)
+    return [e.neg(e.matmul(gb, _mT(e, x))), gb]
+
+
+def _cholesky_vjp(e, g, lower, a):
+    # Murray (2016), as JAX: phi(L^T gL) keeps the lower triangle with its diagonal halved;
+    # gA = L^-T phi L^-1, symmetrized (the input is taken as symmetric).
+    n = a.type.shape[-1]
+    phi = (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(a.type.dtype.np)
+    phi_mask = e.builder.op("constant", value=Literal(phi))
+    p = e.mul(e.matmul(_mT(e, lower), g), phi_mask)
+    lt = _mT(e, lower)
+    x = e.solve(lt, p)                      # L^-T phi
+    s = _mT(e, e.solve(lt, _mT(e, x)))      # (L^-T phi) L^-1
+    return [_sym(e, s)]
+
+
+def _slogdet_vjp(e, gs, ys, a, blocks=()):
+    _, glog = gs
+    scale = _row(e, _row(e, glog))          # [...] -> [..., 1, 1]
+    return [e.mul(scale, _mT(e, e.inv(a)))]
+
+
+def _eigh_vjp(e, gs, ys, a, blocks=(), *, lower):
+    gw, gv = gs
+    w, v = ys
+    n = a.type.shape[-1]
+    eye = _eye(e, a, n)
+    one = e.const(1.0, a)
+    # F[i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it (eigenvalues assumed distinct).
+    diff = e.add(e.sub(_col(e, w), _row(e, w)), eye)
+    f = e.div(e.sub(one, eye), diff)
+    inner = e.add(e.mul(_col(e, gw), eye), e.mul(f, e.matmul(_mT(e, v), gv)))
+    return [_sym(e, e.matmul(e.matmul(v, inner), _mT(e, v)))]
+
+
+def _svd_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
+    m, n = a.type.shape[-2:]
+    if full_matrices and m != n:
+        raise ShapeError(f"the gradient of svd with full_matrices=True is defined only for square matrices "
+                         f"(the extra columns of u or vh are not unique), got {a.type}; pass "
+                         "full_matrices=False", op="svd")
+    gu, gsv, gvh = gs
+    u, s, vh = ys
+    k = min(m, n)
+    eye = _eye(e, a, k)
+    one = e.const(1.0, a)
+    v, gv = _mT(e, vh), _mT(e, gvh)
+    sc, sr = _col(e, s), _row(e, s)         # s_j across columns, s_i across rows
+    # F[i, j] = 1 / (s_j^2 - s_i^2) off the diagonal (singular values assumed distinct).
+    f = e.div(e.sub(one, eye), e.add(e.mul(e.add(sc, sr), e.sub(sc, sr)), eye))
+    j = e.mul(f, e.matmul(_mT(e, u), gu))
+    kk = e.mul(f, e.matmul(_mT(e, v), gv))
+    gds = e.add(e.add(e.mul(_col(e, gsv), eye), e.mul(e.add(j, _mT(e, j)), sc)),
+                e.mul(sr, e.add(kk, _mT(e, kk))))
+    ga = e.matmul(e.matmul(u, gds), vh)
+    if m > n:   # u's columns span only part of the space: the rest moves with a
+        proj = e.sub(gu, e.matmul(u, e.matmul(_mT(e, u), gu)))
+        ga = e.add(ga, e.matmul(e.div(proj, sc), vh))
+    if n > m:
+        proj = e.sub(gv, e.matmul(v, e.matmul(vh, gv)))
+        ga = e.add(ga, e.matmul(u, e.div(_mT(e, proj), sr)))
+    return [ga]
+
+
+defvjp("inv", _inv_vjp)
+defvjp("solve", _solve_vjp)
+defvjp("cholesky", _cholesky_vjp)
+defvjp("slogdet", _slogdet_vjp)
+defvjp("eigh", _eigh_vjp)
+defvjp("svd", _svd_vjp)

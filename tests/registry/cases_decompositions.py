@@ -1,0 +1,128 @@
+"""Cases for the decompositions and argsort (decompositions.py).
+
+Expectations check defining properties where they fix the result (a @ inv(a) == I,
+L @ L.T == a, ascending eigenvalues and a @ v == v * w, u * s @ vh == a) besides NumPy's
+own call, so a reference that merely echoed NumPy with a wrong batch or dtype would fail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tests.registry.case import Case
+
+
+def _well_conditioned(shape, dt):
+    def make(rng):
+        n = shape[-1]
+        return (rng.standard_normal(shape) + 3 * np.eye(n)).astype(dt)
+    return make
+
+
+def _spd(shape, dt):
+    def make(rng):
+        a = rng.standard_normal(shape)
+        return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dt)
+    return make
+
+
+def _checked(expect, check):
+    """expect, after asserting ``check`` holds for the inputs and NumPy's result."""
+    def run(*xs):
+        out = expect(*xs)
+        check(*xs, *(out if isinstance(out, tuple) else (out,)))
+        return out
+    return run
+
+
+def _close(x, y, dt):
+    tol = 1e-3 if np.dtype(dt) == np.float32 else 1e-9
+    np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+
+
+def _square_cases(dt, shape) -> list[Case]:
+    tag = f"{np.dtype(dt).name}-{'x'.join(map(str, shape))}"
+    eye = np.eye(shape[-1])
+
+    def rhs(rng):
+        return rng.standard_normal(shape[:-1] + (2,)).astype(dt)
+
+    return [
+        Case("inv", [_well_conditioned(shape, dt)], id=f"inv-{tag}",
+             expect=_checked(np.linalg.inv, lambda a, y: _close(a @ y, np.broadcast_to(eye, a.shape), dt))),
+        Case("solve", [_well_conditioned(shape, dt), rhs], id=f"solve-{tag}",
+             expect=_checked(np.linalg.solve, lambda a, b, x: _close(a @ x, b, dt))),
+        Case("cholesky", [_spd(shape, dt)], id=f"cholesky-{tag}",
+             expect=_checked(np.linalg.cholesky, lambda a, l_: _close(l_ @ np.swapaxes(l_, -1, -2), a, dt))),
+        Case("slogdet", [_well_conditioned(shape, dt)], id=f"slogdet-{tag}",
+             expect=_checked(lambda a: tuple(np.linalg.slogdet(a)),
+                             lambda a, s, ld: _close(s * np.exp(ld), np.linalg.det(a.astype(np.float64)), dt))),
+        Case("eigh", [_spd(shape, dt)], id=f"eigh-{tag}",
+             expect=_checked(lambda a: tuple(np.linalg.eigh(a)),
+                             lambda a, w, v: (_close(a @ v, v * w[..., None, :], dt),
+                                              np.testing.assert_array_less(w[..., :-1], w[..., 1:])))),
+        Case("eigh", [_spd(shape, dt)], {"lower": False}, id=f"eigh-upper-{tag}",
+             expect=lambda a: tuple(np.linalg.eigh(a, UPLO="U"))),
+    ]
+
+
+def _svd_case(dt, shape, full) -> Case:
+    def reconstructs(a, u, s, vh):
+        k = s.shape[-1]
+        _close((u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :], a, dt)
+
+    return Case("svd", [lambda rng: rng.standard_normal(shape).astype(dt)], {"full_matrices": full},
+                id=f"svd-{np.dtype(dt).name}-{'x'.join(map(str, shape))}-{'full' if full else 'thin'}",
+                expect=_checked(lambda a: tuple(np.linalg.svd(a, full_matrices=full)), reconstructs))
+
+
+CASES: list[Case] = [c for dt in (np.float32, np.float64) for shape in ((3, 3), (2, 4, 4))
+                     for c in _square_cases(dt, shape)]
+CASES += [_svd_case(dt, shape, full) for dt in (np.float32, np.float64) for shape in ((4, 3), (2, 3, 5))
+          for full in (False, True)]
+
+def _argsort_expect(axis, descending):
+    def expect(x):
+        # Independent of the reference: a stable sort of (key, position) pairs, row by row.
+        moved = np.moveaxis(x, axis, -1)
+        out = np.empty(moved.shape, np.int64)
+        for idx in np.ndindex(moved.shape[:-1]):
+            row = list(moved[idx])
+
+            def key(i, row=row):
+                v = row[i]
+                nan = isinstance(v, float | np.floating) and np.isnan(v)
+                return (nan, 0 if nan else v)
+            order = sorted(range(len(row)), key=key)
+            if descending:  # stable: equal keys keep their order, so sort groups by key
+                order = sorted(range(len(row)), key=key, reverse=True)
+                groups: dict = {}
+                for i in order:
+                    groups.setdefault(key(i), []).append(i)
+                order = [i for k in groups for i in sorted(groups[k])]
+            out[idx] = order
+        return np.moveaxis(out, -1, axis)
+    return expect
+
+
+def _with_ties(shape, dt):
+    return lambda rng: rng.integers(0, 4, size=shape).astype(dt)
+
+
+def _with_nan(shape):
+    def make(rng):
+        x = rng.standard_normal(shape)
+        x[..., 1] = np.nan
+        return x
+    return make
+
+
+CASES += [
+    Case("argsort", [_with_ties((3, 7), d)], {"axis": ax, "descending": desc}, expect=_argsort_expect(ax, desc),
+         id=f"argsort-{np.dtype(d).name}-{ax}-{'desc' if desc else 'asc'}")
+    for d in (np.int32, np.int64, np.float32, np.float64, np.bool_, np.float16)
+    for ax in (-1, 0) for desc in (False, True)
+] + [
+    Case("argsort", [_with_nan((2, 5))], {"descending": desc}, expect=_argsort_expect(-1, desc),
+         id=f"argsort-nan-{'desc' if desc else 'asc'}") for desc in (False, True)
+]
