@@ -388,7 +388,8 @@ def host_array_from_dlpack(x: Any, name: str = "argument", copy: bool | None = N
     """A DLPack producer's host memory as a NumPy array, shared (``copy=None``/False) or
     copied (True); memory on another device raises FlowjitTypeError naming ``name``."""
     try:
-        return np.from_dlpack(x, copy=copy)
+        # copy= only when asked: NumPy before 2.1 has no such keyword
+        return np.from_dlpack(x) if copy is None else np.from_dlpack(x, copy=copy)
     except (BufferError, TypeError, ValueError, RuntimeError) as e:
         where = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else "?"
         raise FlowjitTypeError(f"{name} ({type(x).__name__}, DLPack device {where}) cannot be read as a "
