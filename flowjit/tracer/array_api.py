@@ -30,7 +30,7 @@ from flowjit.ir.dtypes import (
 )
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
-from flowjit.tracer.core import Operand, Tracer, bind, operand, user_location
+from flowjit.tracer.core import Operand, Tracer, bind, host_array_from_dlpack, operand, user_location
 
 ArrayLike = Any
 
@@ -370,6 +370,8 @@ def asarray(x: ArrayLike, dtype: Any = None, copy: bool | None = None) -> Any:
         try:  # NumPy decides whether the object's memory can be used as it is
             if isinstance(value, (list, tuple)):  # a new array, whatever it holds (Tracers too)
                 raise ValueError
+            if hasattr(value, "__dlpack__") and not hasattr(value, "__array__"):
+                value = host_array_from_dlpack(value, "asarray", copy=False)
             value = np.asarray(value, dtype=target.np if target is not None else None, copy=False)
         except ValueError:
             raise ValueError(

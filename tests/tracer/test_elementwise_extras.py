@@ -217,6 +217,26 @@ def test_asarray_copy_false_never_copies():
             fj.asarray(x, copy=False, **kw)
 
 
+class _DLPackOnly:
+    """A producer that speaks DLPack but not NumPy's __array__ (as a JAX or cupy array may)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_asarray_of_a_dlpack_producer():
+    a = np.arange(4.0)
+    shared = fj.asarray(_DLPackOnly(a), copy=False)
+    assert np.shares_memory(shared, a)
+    assert not np.shares_memory(fj.asarray(_DLPackOnly(a), copy=True), a)
+
+
 def test_asarray_copy_of_a_traced_value():
     """A traced value is immutable: any copy= keeps its values; copy=False with another
     dtype cannot hold (a conversion is a copy), and says so at the user's line."""
