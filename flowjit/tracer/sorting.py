@@ -1,6 +1,195 @@
 """Sorting and searching: ``sort``, ``argsort``, ``searchsorted``, ``partition``, ``unique``
-(where shapes are static)."""
+(where shapes are static).
+
+``argsort`` binds the registry's ``argsort`` primitive (NumPy's stable sort, opaque); ``sort``
+gathers through it, so its gradient is the gather's (each element's cotangent goes back to
+where the element came from). Every sort is stable, whatever ``kind`` says: equal elements
+keep their order, ascending or descending, as the array API standard's ``stable=True``.
+The ``unique`` family's result sizes depend on the values, which a traced program does not
+know: on concrete arrays they are NumPy's, on traced ones an error says so.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from flowjit.ir.errors import FlowjitTypeError, ShapeError
+from flowjit.tracer import array_api as xp
+from flowjit.tracer.array_api import ArrayLike, Operand, _op, _value, numpy_counterpart
+from flowjit.tracer.core import bind, current_trace, user_location
+
+__all__: list[str] = [
+    "argpartition", "argsort", "partition", "searchsorted", "sort", "unique", "unique_all", "unique_counts",
+    "unique_inverse", "unique_values",
+]
+
+_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+def _sort_operand(fname: str, a: ArrayLike, axis: Any, kind: Any, order: Any, stable: Any,
+                  descending: Any) -> tuple[Operand, int]:
+    """The operand to sort and the normalized axis (axis None: a flattened), after checking
+    the keywords against what NumPy and the standard allow."""
+    if kind not in _KINDS:
+        raise FlowjitTypeError(f"{fname}: kind={kind!r}; allowed: {', '.join(map(repr, _KINDS))} "
+                               f"(flowjit's sort is always stable) (at {user_location()})")
+    if order is not None:
+        raise FlowjitTypeError(f"{fname}: order={order!r}: flowjit has no structured arrays; sort by a key "
+                               f"with argsort instead (at {user_location()})")
+    if stable not in (None, True, False) or not isinstance(descending, (bool, np.bool_)):
+        raise FlowjitTypeError(f"{fname}: stable and descending must be True or False, got stable={stable!r}, "
+                               f"descending={descending!r} (at {user_location()})")
+    o = _op(a, "a")
+    if axis is None:
+        return _op(xp.ravel(_value(o))), 0
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise FlowjitTypeError(f"{fname}: axis={axis!r} must be an int or None (at {user_location()})")
+    n = len(o.shape)
+    if not -n <= axis < n:
+        raise ShapeError(f"axis {axis} is out of range for an array of shape {list(o.shape)}"
+                         + (" (a 0-d array has nothing to sort; pass axis=None)" if n == 0 else ""),
+                         op=fname, loc=user_location())
+    return o, int(axis) % n
+
+
+def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+            stable: bool | None = None, descending: bool = False) -> Any:
+    """int64 indices that sort ``a`` along ``axis`` (flattened when None), stably: equal elements
+    keep their order, in ``descending`` order too. NaN sorts last (first when descending)."""
+    o, ax = _sort_operand("argsort", a, axis, kind, order, stable, descending)
+    return bind("argsort", [o], {"axis": ax, "descending": bool(descending)})
+
+
+def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+         stable: bool | None = None, descending: bool = False) -> Any:
+    """``a`` sorted along ``axis`` (flattened when None), ascending or ``descending``; the
+    gradient gathers the cotangent back through the sorting permutation."""
+    o, ax = _sort_operand("sort", a, axis, kind, order, stable, descending)
+    if o.shape[ax] <= 1:
+        return _value(o)
+    idx = bind("argsort", [o], {"axis": ax, "descending": bool(descending)})
+    return xp.take_along_axis(_value(o), idx, axis=ax)
+
+
+def _check_kth(fname: str, o: Operand, ax: int, kth: Any) -> None:
+    ks = [kth] if isinstance(kth, (int, np.integer)) else kth
+    n = o.shape[ax]
+    if (isinstance(kth, bool) or not isinstance(ks, Sequence | np.ndarray)
+            or not all(isinstance(k, (int, np.integer)) and -n <= k < n for k in ks)):
+        raise FlowjitTypeError(f"{fname}: kth={kth!r} must be an int or ints in [-{n}, {n}) for axis {ax} of "
+                               f"shape {list(o.shape)} (at {user_location()})")
+
+
+def partition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Any:
+    """``np.partition``: the element at each ``kth`` position is where a sort puts it, smaller
+    ones before, larger after. flowjit sorts fully, which meets that contract (NumPy leaves the
+    order within each side unspecified)."""
+    o, ax = _sort_operand("partition", a, axis, None, order, None, False)
+    _check_kth("partition", o, ax, kth)
+    return sort(_value(o), ax)
+
+
+def argpartition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "introselect",
+                 order: Any = None) -> Any:
+    """Indices that ``partition`` ``a`` (see ``partition``: a full stable argsort)."""
+    o, ax = _sort_operand("argpartition", a, axis, None, order, None, False)
+    _check_kth("argpartition", o, ax, kth)
+    return argsort(_value(o), ax)
+
+
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike = None) -> Any:
+    """Where each element of ``v`` would go in the sorted 1-D ``a`` to keep it sorted: the first
+    such index (``side='left'``) or the last (``'right'``); int64 of v's shape. NaN sorts last,
+    as in NumPy. Counts comparisons against every element of a (memory a.size * v.size)."""
+    if side not in ("left", "right"):
+        raise FlowjitTypeError(f"searchsorted: side={side!r}; allowed 'left' or 'right' (at {user_location()})")
+    ao, vo = _op(a, "a"), _op(v, "v")
+    if len(ao.shape) != 1:
+        raise ShapeError(f"a must be 1-D, got shape {list(ao.shape)}", op="searchsorted", loc=user_location())
+    av = _value(ao) if sorter is None else xp.take(_value(ao), sorter)
+    if ao.shape[0] == 0:
+        return xp.zeros(vo.shape, np.int64)
+    vv = xp.expand_dims(_value(vo), -1)
+    d = xp._promote(ao, vo)
+    before = xp.less(av, vv) if side == "left" else xp.less_equal(av, vv)
+    if d.is_float:  # NaN is larger than every number (and, on the right side, equal to NaN)
+        nan_v = xp.isnan(vv)
+        before = xp.logical_or(before, nan_v if side == "right" else xp.logical_and(nan_v, xp.logical_not(
+            xp.isnan(av))))
+    return xp.sum(xp.astype(before, np.int64), axis=-1)
+
+
+# ---- unique: sizes that depend on the data ------------------------------------------------------
+
+
+class UniqueAllResult(NamedTuple):
+    """The array API's ``unique_all`` result."""
+
+    values: Any
+    indices: Any
+    inverse_indices: Any
+    counts: Any
+
+
+class UniqueCountsResult(NamedTuple):
+    """The array API's ``unique_counts`` result."""
+
+    values: Any
+    counts: Any
+
+
+class UniqueInverseResult(NamedTuple):
+    """The array API's ``unique_inverse`` result."""
+
+    values: Any
+    inverse_indices: Any
+
+
+def _concrete(fname: str, x: ArrayLike) -> np.ndarray:
+    """x as a NumPy array, or the error of a traced x: the result's size depends on its values."""
+    o = _op(x, "x")
+    if o.tracer is not None or current_trace() is not None:
+        raise FlowjitTypeError(
+            f"{fname} on a traced array ({o.aval}) at {user_location()}: the number of distinct values depends "
+            "on the data, and flowjit's arrays have shapes fixed when tracing. Call it outside the traced "
+            "function, or keep the shape static: fj.sort(x) and x_sorted[1:] != x_sorted[:-1] mark the first "
+            "of each run of equal values")
+    return np.asarray(o.array)
+
+
+def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
+           axis: int | None = None, *, equal_nan: bool = True, sorted: bool = True) -> Any:  # noqa: A002
+    """``np.unique`` on a concrete array; on a traced one an error (its size depends on the data)."""
+    return np.unique(_concrete("unique", ar), return_index, return_inverse, return_counts, axis,
+                     equal_nan=equal_nan)
+
+
+def unique_values(x: ArrayLike) -> Any:
+    """The array API's ``unique_values`` on a concrete array (see ``unique``)."""
+    return np.unique(_concrete("unique_values", x))
+
+
+def unique_counts(x: ArrayLike) -> UniqueCountsResult:
+    """The array API's ``unique_counts`` on a concrete array (see ``unique``)."""
+    return UniqueCountsResult(*np.unique(_concrete("unique_counts", x), return_counts=True))
+
+
+def unique_inverse(x: ArrayLike) -> UniqueInverseResult:
+    """The array API's ``unique_inverse`` on a concrete array: inverse_indices has x's shape."""
+    arr = _concrete("unique_inverse", x)
+    values, inverse = np.unique(arr, return_inverse=True)
+    return UniqueInverseResult(values, inverse.reshape(arr.shape))
+
+
+def unique_all(x: ArrayLike) -> UniqueAllResult:
+    """The array API's ``unique_all`` on a concrete array (see ``unique``)."""
+    arr = _concrete("unique_all", x)
+    values, index, inverse, counts = np.unique(arr, return_index=True, return_inverse=True, return_counts=True)
+    return UniqueAllResult(values, index, inverse.reshape(arr.shape), counts)
+
+
+for _name in __all__:
+    numpy_counterpart(globals()[_name])

@@ -1,0 +1,106 @@
+"""Sorting and searching: values against NumPy (compiled and through the interpreter), the
+gradient of sort against finite differences, stability, NaN order, and the errors of bad input
+and of unique on traced arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.errors import FlowjitTypeError, ShapeError
+from tests.finite_differences import central_differences
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((3, 6))
+TIES = RNG.integers(0, 3, size=(4, 5)).astype(np.int32)
+NANS = np.array([3.0, np.nan, -1.0, 2.0, np.nan, -1.0, 0.0])
+SORTED = np.sort(RNG.integers(0, 6, size=9).astype(np.float64))
+QUERIES = np.array([[-1.0, 0.0, 2.5], [5.0, 9.0, np.nan]])
+
+
+def _stable_descending(x, axis=-1):
+    # NumPy has no descending sort: reverse a stable ascending sort of the reversed array.
+    n = x.shape[axis]
+    return n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+
+
+def _programs(mod):
+    return lambda x, ties, nans, srt, q: (
+        mod.sort(x), mod.sort(x, axis=0), mod.sort(x, axis=None), mod.argsort(x), mod.argsort(ties, kind="stable"),
+        mod.argsort(ties, axis=0, kind="stable"), mod.sort(nans), mod.argsort(nans, kind="stable"),
+        mod.searchsorted(srt, q), mod.searchsorted(srt, q, side="right"), mod.searchsorted(srt, 2.0),
+        mod.searchsorted(srt[::-1], q, sorter=np.arange(8, -1, -1)), mod.partition(x, 2)[:, 2],
+        mod.argpartition(ties, 1, axis=0)[1])
+
+
+ARGS = (X, TIES, NANS, SORTED, QUERIES)
+
+
+@pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
+def test_values_match_numpy(interpret):
+    got = fj.function(_programs(fj), interpret=interpret)(*ARGS)
+    want = _programs(np)(*ARGS)
+    want = want[:-1] + (np.sort(TIES, axis=0, kind="stable")[1],)  # argpartition's order is unspecified
+    got = got[:-1] + (TIES[got[-1], np.arange(5)],)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_array_equal(g, w, err_msg=f"result {k}")
+        assert g.dtype == np.asarray(w).dtype or g.dtype == np.int64, (k, g.dtype)
+
+
+def test_numpy_functions_on_traced_arrays_trace():
+    got = fj.function(lambda x, s, q: (np.sort(x), np.argsort(x, axis=0), np.searchsorted(s, q)))(X, SORTED, QUERIES)
+    for g, w in zip(got, (np.sort(X), np.argsort(X, axis=0), np.searchsorted(SORTED, QUERIES)), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("x", [TIES, NANS[None], X, (TIES > 1)], ids=["ties", "nans", "floats", "bool"])
+def test_descending_is_stable(x):
+    f = fj.function(lambda x: (fj.argsort(x, descending=True), fj.sort(x, descending=True)))
+    idx, values = f(x)
+    np.testing.assert_array_equal(idx, _stable_descending(x))
+    np.testing.assert_array_equal(values, np.take_along_axis(x, _stable_descending(x), -1))
+
+
+def test_sort_gradient_gathers_back_through_the_permutation():
+    w = RNG.standard_normal((3, 6))
+
+    def loss(x):
+        return (fj.sort(x, axis=1) * w).sum() + (fj.sort(x, axis=0, descending=True) ** 2 * w).sum()
+
+    g = fj.grad(loss)(X)
+    np.testing.assert_allclose(fj.function(fj.grad(loss))(X), g, rtol=1e-12)
+    np.testing.assert_allclose(g, central_differences(loss, [X.copy()], 0), rtol=1e-6, atol=1e-7)
+
+
+def test_unique_is_numpy_on_concrete_arrays_and_an_error_when_traced():
+    vals = np.array([[3, 1], [3, 2]])
+    np.testing.assert_array_equal(fj.unique_values(vals), [1, 2, 3])
+    assert fj.unique_inverse(vals).inverse_indices.shape == (2, 2)
+    np.testing.assert_array_equal(fj.unique_counts(vals).counts, [1, 1, 2])
+    np.testing.assert_array_equal(fj.unique_all(vals).indices, [1, 3, 0])
+    for call in (lambda x: fj.unique_values(x), lambda x: np.unique(x)):
+        with pytest.raises(FlowjitTypeError) as info:
+            fj.function(call)(vals)
+        assert "depends on the data" in str(info.value) and "test_sorting.py" in str(info.value)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: fj.sort(np.ones(3), kind="bogo"), FlowjitTypeError, ["sort", "kind", "'stable'"]),
+    (lambda: fj.argsort(np.ones((2, 2)), axis=2), ShapeError, ["argsort", "axis 2", "[2, 2]"]),
+    (lambda: fj.sort(np.float64(1.0)), ShapeError, ["sort", "0-d", "axis=None"]),
+    (lambda: fj.sort(np.ones(3), order="f"), FlowjitTypeError, ["sort", "order"]),
+    (lambda: fj.searchsorted(np.ones((2, 2)), 1.0), ShapeError, ["searchsorted", "1-D"]),
+    (lambda: fj.searchsorted(np.ones(2), 1.0, side="middle"), FlowjitTypeError, ["searchsorted", "side", "'left'"]),
+    (lambda: fj.partition(np.ones(3), 5), FlowjitTypeError, ["partition", "kth"]),
+])
+def test_bad_input_names_the_function_argument_and_line(call, error, words):
+    def traced(x):
+        call()
+        return x
+
+    with pytest.raises(error) as info:
+        fj.function(traced)(np.ones(1))
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    assert "test_sorting.py" in str(info.value)
