@@ -1,7 +1,959 @@
 """NumPy's everyday functions beyond the array API's core (``roll``, ``diag``, ``linspace``,
 ``hypot``...), written on the registry's primitives: traced, compiled and differentiated as
-the primitives they are made of, and what NumPy's own functions trace as on traced arrays."""
+the primitives they are made of, and what NumPy's own functions trace as on traced arrays.
+
+Signatures, dtypes and shapes are NumPy 2's. Shapes, axes, counts and shifts must be static
+(Python numbers), as the result's shape depends on them; array arguments may be traced.
+Where NumPy's function is not differentiable at a point, the gradient is the one JAX gives
+(``hypot`` at (0, 0) and ``sinc`` at 0: 0; ``logaddexp`` at a tie: half to each side).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.dtypes import DType, float16, float32, float64, int64
+from flowjit.ir.dtypes import dtype as as_dtype
+from flowjit.ir.errors import FlowjitTypeError, ShapeError
+from flowjit.tracer import array_api as fj
+from flowjit.tracer.array_api import _cast, _float_dtype, _op, _promote, _strong, _sum_dtype, _value, numpy_counterpart
+from flowjit.tracer.core import Operand, Tracer, user_location
+
+ArrayLike = Any
+
+__all__: list[str] = [
+    "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "average", "c_", "cbrt", "column_stack",
+    "copysign", "cross", "cumprod", "deg2rad", "degrees", "diag", "diagonal", "diff", "dsplit", "dstack", "exp2",
+    "flip", "fliplr", "flipud", "fmax", "fmin", "geomspace", "heaviside", "hsplit", "hstack", "hypot", "kron",
+    "linspace", "log10", "log2", "logaddexp", "logaddexp2", "logspace", "meshgrid", "nan_to_num", "ptp", "r_",
+    "rad2deg", "radians", "repeat", "roll", "rot90", "select", "sinc", "tile", "trace", "tril", "triu", "vsplit",
+    "vstack",
+]
+
+_NO_VALUE = np._NoValue  # NumPy's "argument not given" (np.diff's prepend=, np.average's keepdims=)
+
+
+def _fail(fn: str, message: str, exc: type[Exception] = FlowjitTypeError) -> Exception:
+    """The error for a bad argument of ``fn``: it names the function and the user's line."""
+    return exc(f"{fn}: {message} (at {user_location()})")
+
+
+def _static_int(fn: str, name: str, v: Any) -> int:
+    if isinstance(v, Tracer):
+        raise _fail(fn, f"{name} must be a static Python int (the result's shape depends on it), got traced {v.aval}")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise _fail(fn, f"{name} must be an integer, got {v!r}") from None
+
+
+def _axis(fn: str, axis: Any, ndim: int, name: str = "axis") -> int:
+    a = _static_int(fn, name, axis)
+    if not -ndim <= a < ndim:
+        raise _fail(fn, f"{name}={a} is out of bounds for an array of rank {ndim}", ShapeError)
+    return a % ndim
+
+
+def _index(x: Any, axis: int, key: Any) -> Any:
+    """``x[..., key, ...]`` with ``key`` on ``axis`` (a slice or an int)."""
+    idx = [builtins.slice(None)] * fj.ndim(x)
+    idx[axis] = key
+    return fj.getitem(x, tuple(idx))
+
+
+# ---- elementwise ---------------------------------------------------------------------------
+
+
+def _floats(*xs: ArrayLike) -> tuple[DType, list[Any]]:
+    """The inputs promoted together and to NumPy's float dtype for a transcendental function."""
+    ops = [_op(x, f"x{i + 1}") for i, x in enumerate(xs)]
+    d = _float_dtype(_promote(*ops))
+    return d, [_value(_cast(o, d)) for o in ops]
+
+
+def _in_double(fn: Any, d: DType, *xs: Any) -> Any:
+    # float16 and float32 compute in float64 and round once, which makes a composite of
+    # several roundings (log(x) / ln 2) as accurate as NumPy's single libm call.
+    if d in (float16, float32):
+        return fj.astype(fn(*[fj.astype(x, float64) for x in xs]), d)
+    return fn(*xs)
+
+
+def _ufunc(fn: Any) -> Any:
+    """Register ``fn`` as the counterpart of NumPy's ufunc of the same name."""
+    return numpy_counterpart(fn)
+
+
+@_ufunc
+def hypot(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """``sqrt(x1**2 + x2**2)`` elementwise without overflow, as ``np.hypot``; its gradient at
+    (0, 0) is 0 (JAX's choice), and +-inf in either input gives inf."""
+    d, (a, b) = _floats(x1, x2)
+
+    def scaled(a: Any, b: Any) -> Any:
+        a, b = fj.absolute(a), fj.absolute(b)
+        big, small = fj.maximum(a, b), fj.minimum(a, b)
+        ratio = fj.divide(small, fj.where(big == 0, 1, big))
+        r = fj.where(big == 0, big, fj.multiply(big, fj.sqrt(fj.add(1, fj.multiply(ratio, ratio)))))
+        return fj.where(fj.logical_or(fj.isinf(a), fj.isinf(b)), np.inf, r)
+
+    return _in_double(scaled, d, a, b)
+
+
+@_ufunc
+def logaddexp(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """``log(exp(x1) + exp(x2))`` elementwise without overflow, as ``np.logaddexp``; at a tie
+    the gradient is split half and half (the true derivative), infinities of one sign stay."""
+    _, (a, b) = _floats(x1, x2)
+    return _logaddexp(a, b, lambda t: fj.log1p(fj.exp(t)))
+
+
+@_ufunc
+def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """``log2(2**x1 + 2**x2)`` elementwise without overflow, as ``np.logaddexp2``."""
+    _, (a, b) = _floats(x1, x2)
+    return _logaddexp(a, b, lambda t: fj.multiply(fj.log1p(exp2(t)), 1 / math.log(2)))
+
+
+def _logaddexp(a: Any, b: Any, softplus: Any) -> Any:
+    same = fj.equal(a, b)
+    # At a tie (also inf == inf) the larger is both halves: its gradient goes half to each.
+    big = fj.where(same, fj.add(fj.multiply(a, 0.5), fj.multiply(b, 0.5)), fj.maximum(a, b))
+    gap = fj.where(same, 0, fj.subtract(a, b))
+    r = fj.add(big, softplus(fj.negative(fj.absolute(gap))))
+    return fj.where(fj.logical_or(fj.isnan(a), fj.isnan(b)), fj.add(a, b), r)
+
+
+def _nan_aware(pick: Any):
+    def fn(x1: ArrayLike, x2: ArrayLike) -> Any:
+        a, b = _op(x1, "x1"), _op(x2, "x2")
+        d = _promote(a, b)
+        av, bv = _value(_cast(a, d)), _value(_cast(b, d))
+        r = pick(av, bv)
+        if not d.is_float:
+            return r
+        return fj.where(fj.isnan(bv), av, fj.where(fj.isnan(av), bv, r))
+    return fn
+
+
+def fmax(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """Elementwise maximum that ignores a NaN (returns the other input), as ``np.fmax``."""
+    return _nan_aware(fj.maximum)(x1, x2)
+
+
+def fmin(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """Elementwise minimum that ignores a NaN (returns the other input), as ``np.fmin``."""
+    return _nan_aware(fj.minimum)(x1, x2)
+
+
+_ufunc(fmax)
+_ufunc(fmin)
+
+
+@_ufunc
+def exp2(x: ArrayLike) -> Any:
+    """``2**x`` elementwise, as ``np.exp2`` (ints give float64)."""
+    d, (a,) = _floats(x)
+    return _in_double(lambda v: fj.power(fj.astype(2, _op(v).dtype), v), d, a)
+
+
+@_ufunc
+def log2(x: ArrayLike) -> Any:
+    """Base-2 logarithm elementwise, as ``np.log2`` (float64 within an ulp or two of NumPy's;
+    float32 computed in float64 and rounded once)."""
+    d, (a,) = _floats(x)
+    return _in_double(lambda v: fj.divide(fj.log(v), math.log(2)), d, a)
+
+
+@_ufunc
+def log10(x: ArrayLike) -> Any:
+    """Base-10 logarithm elementwise, as ``np.log10`` (float64 within an ulp or two of NumPy's)."""
+    d, (a,) = _floats(x)
+    return _in_double(lambda v: fj.divide(fj.log(v), math.log(10)), d, a)
+
+
+def _scale(x: ArrayLike, num: float, den: float) -> Any:
+    d, (a,) = _floats(x)
+    # NumPy multiplies by the constant num / den rounded in the array's own dtype.
+    c = d.np.type(num) / d.np.type(den) if d != float16 else np.float32(num) / np.float32(den)
+    return fj.multiply(a, fj.astype(c, d))
+
+
+@_ufunc
+def degrees(x: ArrayLike) -> Any:
+    """Radians to degrees elementwise, as ``np.degrees``."""
+    return _scale(x, 180.0, np.pi)
+
+
+@_ufunc
+def radians(x: ArrayLike) -> Any:
+    """Degrees to radians elementwise, as ``np.radians``."""
+    return _scale(x, np.pi, 180.0)
+
+
+rad2deg = numpy_counterpart(degrees, "rad2deg")
+deg2rad = numpy_counterpart(radians, "deg2rad")
+
+
+@_ufunc
+def cbrt(x: ArrayLike) -> Any:
+    """Real cube root elementwise, ``sign(x) * |x|**(1/3)``; negative inputs give negative
+    roots (float32 is computed in float64 and rounded once). The gradient at 0 is NaN."""
+    d, (a,) = _floats(x)
+    return _in_double(lambda v: fj.multiply(fj.sign(v), fj.power(fj.absolute(v), 1.0 / 3.0)), d, a)
+
+
+@numpy_counterpart
+def sinc(x: ArrayLike) -> Any:
+    """``sin(pi x) / (pi x)`` elementwise, 1 at 0 (gradient 0 there), as ``np.sinc``."""
+    _, (a,) = _floats(x)
+    y = fj.multiply(np.pi, fj.where(fj.equal(a, 0), 1.0e-20, a))  # NumPy's own guard
+    return fj.divide(fj.sin(y), y)
+
+
+@_ufunc
+def heaviside(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """The Heaviside step: 0 for x1 < 0, x2 at 0, 1 for x1 > 0, NaN for NaN, as ``np.heaviside``."""
+    _, (a, b) = _floats(x1, x2)
+    step = fj.where(fj.less(a, 0), 0, fj.where(fj.greater(a, 0), 1, b))
+    return fj.where(fj.isnan(a), a, step)
+
+
+@_ufunc
+def copysign(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """``|x1|`` with the sign of x2 elementwise, as ``np.copysign``; -0.0 counts as negative.
+    The sign bit of a NaN in x2 cannot be read here: a NaN x2 counts as positive."""
+    _, (a, b) = _floats(x1, x2)
+    # atan2(-0.0, -1) is -pi and atan2(+0.0, -1) is +pi: the sign bit of a zero, with no warning.
+    negative = fj.where(fj.equal(b, 0), fj.less(fj.arctan2(b, -1), 0), fj.less(b, 0))
+    m = fj.absolute(a)
+    return fj.where(negative, fj.negative(m), m)
+
+
+@numpy_counterpart
+def nan_to_num(x: ArrayLike, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Any:
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (default: the dtype's
+    largest and smallest finite values), as ``np.nan_to_num``; integer arrays are returned as is."""
+    o = _op(x)
+    if not o.dtype.is_float:
+        return _value(o)
+    info = np.finfo(o.dtype.np)
+    v = _value(o)
+    r = fj.where(fj.isnan(v), nan, v)
+    r = fj.where(fj.equal(v, np.inf), info.max if posinf is None else posinf, r)
+    return fj.where(fj.equal(v, -np.inf), info.min if neginf is None else neginf, r)
+
+
+# ---- diagonals and triangles -----------------------------------------------------------------
+
+
+@numpy_counterpart
+def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """The ``offset``-th diagonal of the planes (axis1, axis2), appended as the last axis, as
+    ``np.diagonal`` (a strided slice of the flattened planes, so it fuses and its gradient is a pad)."""
+    o = _op(a, "a")
+    n = len(o.shape)
+    if n < 2:
+        raise _fail("diagonal", f"a must have at least two dimensions, got shape {list(o.shape)}", ShapeError)
+    offset = _static_int("diagonal", "offset", offset)
+    ax1, ax2 = _axis("diagonal", axis1, n, "axis1"), _axis("diagonal", axis2, n, "axis2")
+    if ax1 == ax2:
+        raise _fail("diagonal", f"axis1 and axis2 cannot be the same (both {ax1})", ShapeError)
+    x = fj.moveaxis(_value(o), (ax1, ax2), (-2, -1))
+    rows, cols = o.shape[ax1], o.shape[ax2]
+    size = builtins.max(0, builtins.min(rows, cols - offset) if offset >= 0 else builtins.min(rows + offset, cols))
+    flat = fj.reshape(x, fj.shape(x)[:-2] + (rows * cols,))
+    if size == 0:
+        return _index(flat, n - 2, builtins.slice(0, 0))
+    start = offset if offset >= 0 else -offset * cols
+    return _index(flat, n - 2, builtins.slice(start, start + (size - 1) * (cols + 1) + 1, cols + 1))
+
+
+@numpy_counterpart
+def diag(v: ArrayLike, k: int = 0) -> Any:
+    """The k-th diagonal of a 2-D array, or a 2-D array with a 1-D v on its k-th diagonal, as ``np.diag``."""
+    o = _op(v, "v")
+    k = _static_int("diag", "k", k)
+    if len(o.shape) == 2:
+        return diagonal(_value(o), k)
+    if len(o.shape) != 1:
+        raise _fail("diag", f"v must be 1-D or 2-D, got shape {list(o.shape)}", ShapeError)
+    n = o.shape[0] + builtins.abs(k)
+    padded = fj.pad(_value(o), (0, builtins.abs(k)))
+    # Row r holds v[r] at column r + k (k >= 0); column c holds v[c] at row c - k (k < 0).
+    spread = fj.expand_dims(padded, 1 if k >= 0 else 0)
+    return fj.where(fj.eye(n, n, k, dtype=bool), spread, fj.zeros((), o.dtype))
+
+
+@numpy_counterpart
+def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None) -> Any:
+    """Sum along a diagonal, as ``np.trace`` (ints and bools sum in int64)."""
+    d = diagonal(a, offset, axis1, axis2)
+    return fj.sum(d, axis=-1, dtype=dtype)
+
+
+def _triangle(fn: str, m: ArrayLike, k: Any, lower: bool) -> Any:
+    o = _op(m, "m")
+    if not o.shape:
+        raise _fail(fn, "m must be at least 1-D (a 1-D m is taken as the rows of a square matrix)", ShapeError)
+    k = _static_int(fn, "k", k)
+    rows, cols = (o.shape[-2], o.shape[-1]) if len(o.shape) >= 2 else (o.shape[0], o.shape[0])
+    r, c = fj.iota(int64, (rows, cols), 0), fj.iota(int64, (rows, cols), 1)
+    keep = fj.less_equal(c, fj.add(r, k)) if lower else fj.greater_equal(c, fj.add(r, k))
+    return fj.where(keep, _value(o), fj.zeros((), o.dtype))
+
+
+@numpy_counterpart
+def tril(m: ArrayLike, k: int = 0) -> Any:
+    """``m`` with the elements above the k-th diagonal zeroed (on the last two axes), as ``np.tril``."""
+    return _triangle("tril", m, k, True)
+
+
+@numpy_counterpart
+def triu(m: ArrayLike, k: int = 0) -> Any:
+    """``m`` with the elements below the k-th diagonal zeroed (on the last two axes), as ``np.triu``."""
+    return _triangle("triu", m, k, False)
+
+
+# ---- rearranging -----------------------------------------------------------------------------
+
+
+def _axes(fn: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
+    out = tuple(_axis(fn, a, ndim) for a in axes)
+    if len(set(out)) != len(out):
+        raise _fail(fn, f"repeated axis in axis={axis!r}", ShapeError)
+    return out
+
+
+@numpy_counterpart
+def flip(m: ArrayLike, axis: Any = None) -> Any:
+    """``m`` reversed along ``axis`` (every axis when None), as ``np.flip``."""
+    v = _value(_op(m, "m"))
+    idx = [builtins.slice(None)] * fj.ndim(v)
+    for a in _axes("flip", axis, fj.ndim(v)):
+        idx[a] = builtins.slice(None, None, -1)
+    return fj.getitem(v, tuple(idx)) if idx else v
+
+
+@numpy_counterpart
+def fliplr(m: ArrayLike) -> Any:
+    """``m`` reversed along axis 1 (left/right), as ``np.fliplr``; m must be at least 2-D."""
+    if fj.ndim(m) < 2:
+        raise _fail("fliplr", f"m must be at least 2-D, got shape {list(fj.shape(m))}", ShapeError)
+    return flip(m, 1)
+
+
+@numpy_counterpart
+def flipud(m: ArrayLike) -> Any:
+    """``m`` reversed along axis 0 (up/down), as ``np.flipud``; m must be at least 1-D."""
+    if fj.ndim(m) < 1:
+        raise _fail("flipud", "m must be at least 1-D, got a 0-d array", ShapeError)
+    return flip(m, 0)
+
+
+@numpy_counterpart
+def roll(a: ArrayLike, shift: Any, axis: Any = None) -> Any:
+    """``a`` with elements shifted cyclically by static ``shift`` along ``axis`` (of the
+    flattened array when None), as ``np.roll``; shift and axis may be matching sequences."""
+    v = _value(_op(a, "a"))
+    if axis is None:
+        return fj.reshape(roll(fj.ravel(v), shift, 0), fj.shape(v))
+    shifts = np.asarray(shift) if not isinstance(shift, Tracer) else shift
+    if isinstance(shifts, Tracer) or shifts.dtype.kind not in "iu":
+        raise _fail("roll", f"shift must be static integers, got {shift!r:.60}")
+    try:
+        pairs = np.broadcast(shifts, np.asarray(axis))
+    except ValueError:
+        raise _fail("roll", f"shift={shift!r} and axis={axis!r} do not match in length", ShapeError) from None
+    if pairs.nd > 1:
+        raise _fail("roll", "shift and axis must be ints or 1-D sequences", ShapeError)
+    total = [0] * fj.ndim(v)
+    for s, ax in pairs:
+        total[_axis("roll", ax, fj.ndim(v))] += int(s)
+    for ax, s in enumerate(total):
+        n = fj.shape(v)[ax]
+        if n and s % n:
+            s %= n
+            v = fj.concatenate([_index(v, ax, builtins.slice(n - s, None)), _index(v, ax, builtins.slice(0, n - s))],
+                               axis=ax)
+    return v
+
+
+@numpy_counterpart
+def rot90(m: ArrayLike, k: int = 1, axes: Sequence[int] = (0, 1)) -> Any:
+    """``m`` rotated by 90 degrees k times in the plane of ``axes`` (from the first axis
+    towards the second), as ``np.rot90``."""
+    v = _value(_op(m, "m"))
+    n = fj.ndim(v)
+    axes = tuple(axes)
+    if len(axes) != 2:
+        raise _fail("rot90", f"axes must be two axes, got {axes!r}", ShapeError)
+    a0, a1 = _axis("rot90", axes[0], n, "axes[0]"), _axis("rot90", axes[1], n, "axes[1]")
+    if a0 == a1:
+        raise _fail("rot90", f"axes must be different, got {axes!r}", ShapeError)
+    k = _static_int("rot90", "k", k) % 4
+    if k == 0:
+        return v
+    if k == 2:
+        return flip(flip(v, a0), a1)
+    perm = list(range(n))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    return fj.transpose(flip(v, a1), perm) if k == 1 else flip(fj.transpose(v, perm), a1)
+
+
+@numpy_counterpart
+def repeat(a: ArrayLike, repeats: Any, axis: int | None = None) -> Any:
+    """Each element of ``a`` repeated ``repeats`` times (static: an int, or one count per
+    element along ``axis``), as ``np.repeat``; the flattened array when axis is None."""
+    v = _value(_op(a, "a"))
+    if axis is None:
+        v, axis = fj.ravel(v), 0
+    ax = _axis("repeat", axis, fj.ndim(v))
+    if isinstance(repeats, Tracer):
+        raise _fail("repeat", "repeats must be static integers (the result's length depends on them)")
+    reps = np.asarray(repeats)
+    n = fj.shape(v)[ax]
+    if reps.dtype.kind not in "iu" or reps.ndim > 1 or (reps.ndim == 1 and len(reps) not in (1, n)):
+        raise _fail("repeat", f"repeats must be an int or {n} ints (one per element along axis {ax}), "
+                    f"got {repeats!r:.60}", ShapeError)
+    if (reps < 0).any():
+        raise _fail("repeat", f"repeats must be non-negative, got {repeats!r:.60}", ShapeError)
+    if reps.ndim == 0 or len(reps) == 1:
+        r = int(reps.reshape(-1)[0])
+        shp = fj.shape(v)
+        wide = fj.broadcast_to(fj.expand_dims(v, ax + 1), shp[:ax + 1] + (r,) + shp[ax + 1:])
+        return fj.reshape(wide, shp[:ax] + (n * r,) + shp[ax + 1:])
+    return fj.take(v, np.repeat(np.arange(n), reps), axis=ax)
+
+
+@numpy_counterpart
+def tile(A: ArrayLike, reps: Any) -> Any:
+    """``A`` repeated ``reps`` times along each axis, as ``np.tile`` (the result's rank is the
+    larger of A's and len(reps))."""
+    v = _value(_op(A, "A"))
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
+    reps = tuple(_static_int("tile", "reps", r) for r in reps)
+    if builtins.any(r < 0 for r in reps):
+        raise _fail("tile", f"reps must be non-negative, got {reps!r}", ShapeError)
+    shp = fj.shape(v)
+    nd = builtins.max(len(shp), len(reps))
+    shp = (1,) * (nd - len(shp)) + shp
+    reps = (1,) * (nd - len(reps)) + reps
+    interleaved = tuple(x for s in shp for x in (1, s))
+    wide = fj.broadcast_to(fj.reshape(v, interleaved), tuple(x for s, r in zip(shp, reps) for x in (r, s)))
+    return fj.reshape(wide, tuple(s * r for s, r in zip(shp, reps)))
+
+
+@numpy_counterpart
+def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Any:
+    """``values`` appended to ``arr`` along ``axis`` (both flattened when None), as ``np.append``."""
+    if axis is None:
+        return fj.concatenate([fj.ravel(arr), fj.ravel(values)], axis=0)
+    return fj.concatenate([arr, values], axis=axis)
+
+
+@numpy_counterpart
+def kron(a: ArrayLike, b: ArrayLike) -> Any:
+    """The Kronecker product: blocks of b scaled by each element of a, as ``np.kron``."""
+    x, y = _value(_op(a, "a")), _value(_op(b, "b"))
+    sa, sb = fj.shape(x), fj.shape(y)
+    if not sa or not sb:
+        return fj.multiply(x, y)
+    nd = builtins.max(len(sa), len(sb))
+    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
+    xa = fj.reshape(x, tuple(q for s in sa for q in (s, 1)))
+    yb = fj.reshape(y, tuple(q for s in sb for q in (1, s)))
+    return fj.reshape(fj.multiply(xa, yb), tuple(p * q for p, q in zip(sa, sb)))
+
+
+@numpy_counterpart
+def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: int = -1,
+          axis: int | None = None) -> Any:
+    """The cross product of vectors of 3 (or 2, taken with z = 0) components along ``axisa``
+    and ``axisb``, the result's vectors along ``axisc``, as ``np.cross``."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    x, y = _op(a, "a"), _op(b, "b")
+    if not x.shape or not y.shape:
+        raise _fail("cross", f"a and b must be at least 1-D, got shapes {list(x.shape)} and {list(y.shape)}",
+                    ShapeError)
+    d = _promote(x, y)
+    if d.is_bool:
+        raise _fail("cross", "bool vectors have no cross product (NumPy refuses boolean subtract); cast them first")
+    u = fj.moveaxis(_value(_cast(x, d)), _axis("cross", axisa, len(x.shape), "axisa"), -1)
+    w = fj.moveaxis(_value(_cast(y, d)), _axis("cross", axisb, len(y.shape), "axisb"), -1)
+    na, nb = fj.shape(u)[-1], fj.shape(w)[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise _fail("cross", f"vectors must have 2 or 3 components, got {na} and {nb}", ShapeError)
+    # A missing third component is zero: its products are left out (NumPy's own formulas).
+    ca = [u[..., i] if i < na else None for i in range(3)]
+    cb = [w[..., i] if i < nb else None for i in range(3)]
+
+    def minor(i: int, j: int) -> Any:
+        plus = fj.multiply(ca[i], cb[j]) if ca[i] is not None and cb[j] is not None else None
+        minus = fj.multiply(ca[j], cb[i]) if ca[j] is not None and cb[i] is not None else None
+        if minus is None:
+            return plus
+        return fj.negative(minus) if plus is None else fj.subtract(plus, minus)
+
+    if na == 2 and nb == 2:
+        return minor(0, 1)
+    c = fj.stack([minor(1, 2), minor(2, 0), minor(0, 1)], axis=-1)
+    return fj.moveaxis(c, -1, _axis("cross", axisc, fj.ndim(c), "axisc"))
+
+
+@numpy_counterpart
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple[Any, ...]:
+    """Coordinate arrays from 1-D coordinate vectors, as ``np.meshgrid`` (``indexing`` 'xy':
+    the first two outputs' axes swapped, as for images; 'ij': matrix indexing)."""
+    if indexing not in ("xy", "ij"):
+        raise _fail("meshgrid", f"indexing must be 'xy' or 'ij', got {indexing!r}", ShapeError)
+    nd = len(xi)
+    flat = [fj.ravel(x) for x in xi]
+    shapes = [[1] * nd for _ in xi]
+    for i, x in enumerate(flat):
+        shapes[i][i] = fj.shape(x)[0]
+    if indexing == "xy" and nd > 1:
+        shapes[0][:2], shapes[1][:2] = shapes[0][1::-1], shapes[1][1::-1]
+    out = [fj.reshape(x, tuple(s)) for x, s in zip(flat, shapes)]
+    if not sparse:
+        full = tuple(builtins.max(s[i] for s in shapes) for i in range(nd))
+        out = [fj.broadcast_to(x, full) for x in out]
+    return tuple(out)
+
+
+# ---- stacking and splitting ----------------------------------------------------------------------
+
+
+def _at_least(fn: str, arys: Sequence[ArrayLike], grow: Any) -> Any:
+    out = []
+    for i, a in enumerate(arys):
+        v = _value(_strong(_op(a, f"arys[{i}]")))
+        out.append(fj.reshape(v, grow(fj.shape(v))))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@numpy_counterpart
+def atleast_1d(*arys: ArrayLike) -> Any:
+    """Each input viewed with at least one dimension (a scalar becomes shape (1,)), as ``np.atleast_1d``."""
+    return _at_least("atleast_1d", arys, lambda s: s or (1,))
+
+
+@numpy_counterpart
+def atleast_2d(*arys: ArrayLike) -> Any:
+    """Each input with at least two dimensions ((N,) becomes (1, N)), as ``np.atleast_2d``."""
+    return _at_least("atleast_2d", arys, lambda s: (1,) * (2 - len(s)) + s if len(s) < 2 else s)
+
+
+@numpy_counterpart
+def atleast_3d(*arys: ArrayLike) -> Any:
+    """Each input with at least three dimensions ((N,) becomes (1, N, 1), (M, N) becomes
+    (M, N, 1)), as ``np.atleast_3d``."""
+    def grow(s: tuple[int, ...]) -> tuple[int, ...]:
+        return {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}.get(len(s), s)
+    return _at_least("atleast_3d", arys, grow)
+
+
+def _stacked(fn: str, tup: Sequence[ArrayLike], dtype: Any, arrays: list[Any], axis: int) -> Any:
+    if not arrays:
+        raise _fail(fn, "needs at least one array")
+    if dtype is not None:
+        arrays = [fj.astype(a, dtype) for a in arrays]
+    return fj.concatenate(arrays, axis=axis)
+
+
+def _as_list(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, tuple) else [x]
+
+
+@numpy_counterpart
+def vstack(tup: Sequence[ArrayLike], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """Arrays stacked as rows (1-D arrays become rows), as ``np.vstack``."""
+    return _stacked("vstack", tup, dtype, _as_list(atleast_2d(*tup)) if len(tup) else [], 0)
+
+
+@numpy_counterpart
+def hstack(tup: Sequence[ArrayLike], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """Arrays joined column-wise (1-D arrays end to end), as ``np.hstack``."""
+    arrs = _as_list(atleast_1d(*tup)) if len(tup) else []
+    return _stacked("hstack", tup, dtype, arrs, 0 if arrs and fj.ndim(arrs[0]) == 1 else 1)
+
+
+@numpy_counterpart
+def dstack(tup: Sequence[ArrayLike]) -> Any:
+    """Arrays stacked along a third axis, as ``np.dstack``."""
+    return _stacked("dstack", tup, None, _as_list(atleast_3d(*tup)) if len(tup) else [], 2)
+
+
+@numpy_counterpart
+def column_stack(tup: Sequence[ArrayLike]) -> Any:
+    """1-D arrays as the columns of a 2-D array (2-D arrays as they are), as ``np.column_stack``."""
+    cols = []
+    for i, a in enumerate(tup):
+        v = _value(_strong(_op(a, f"tup[{i}]")))
+        cols.append(fj.transpose(fj.reshape(v, (1,) * (2 - fj.ndim(v)) + fj.shape(v))) if fj.ndim(v) < 2 else v)
+    return _stacked("column_stack", tup, None, cols, 1)
+
+
+def _split_at(fn: str, ary: ArrayLike, points: Sequence[int], axis: int) -> list[Any]:
+    v = _value(_op(ary, "ary"))
+    return [_index(v, axis, builtins.slice(lo, hi)) for lo, hi in zip(points[:-1], points[1:])]
+
+
+def _division_points(fn: str, n: int, indices_or_sections: Any, equal: bool) -> list[int]:
+    if isinstance(indices_or_sections, Tracer):
+        raise _fail(fn, "indices_or_sections must be static (the pieces' shapes depend on it)")
+    if isinstance(indices_or_sections, (Sequence, np.ndarray)):
+        return [0, *(_static_int(fn, "indices_or_sections", i) for i in indices_or_sections), n]
+    k = _static_int(fn, "indices_or_sections", indices_or_sections)
+    if k <= 0:
+        raise _fail(fn, f"the number of sections must be larger than 0, got {k}", ShapeError)
+    if equal and n % k:
+        raise _fail(fn, f"an axis of size {n} does not split into {k} equal sections; use array_split",
+                    ShapeError)
+    each, extra = divmod(n, k)
+    return [0, *np.cumsum([each + 1] * extra + [each] * (k - extra)).tolist()]
+
+
+def _split(fn: str, ary: ArrayLike, indices_or_sections: Any, axis: int, equal: bool) -> list[Any]:
+    o = _op(ary, "ary")
+    ax = _axis(fn, axis, len(o.shape))
+    return _split_at(fn, _value(o), _division_points(fn, o.shape[ax], indices_or_sections, equal), ax)
+
+
+@numpy_counterpart
+def array_split(ary: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list[Any]:
+    """``ary`` split along ``axis`` into k nearly equal pieces (the first n % k one longer) or
+    at the given indices, as ``np.array_split``."""
+    return _split("array_split", ary, indices_or_sections, axis, equal=False)
+
+
+def _split_dims(fn: str, ary: ArrayLike, least: int) -> int:
+    n = fj.ndim(ary)
+    if n < least:
+        raise _fail(fn, f"ary must have at least {least} dimension{'s' if least > 1 else ''}, "
+                    f"got shape {list(fj.shape(ary))}", ShapeError)
+    return n
+
+
+@numpy_counterpart
+def hsplit(ary: ArrayLike, indices_or_sections: Any) -> list[Any]:
+    """``ary`` split column-wise (axis 1, or 0 for 1-D), into equal sections or at indices, as ``np.hsplit``."""
+    n = _split_dims("hsplit", ary, 1)
+    return _split("hsplit", ary, indices_or_sections, 1 if n > 1 else 0, equal=True)
+
+
+@numpy_counterpart
+def vsplit(ary: ArrayLike, indices_or_sections: Any) -> list[Any]:
+    """``ary`` split row-wise (axis 0; at least 2-D), as ``np.vsplit``."""
+    _split_dims("vsplit", ary, 2)
+    return _split("vsplit", ary, indices_or_sections, 0, equal=True)
+
+
+@numpy_counterpart
+def dsplit(ary: ArrayLike, indices_or_sections: Any) -> list[Any]:
+    """``ary`` split depth-wise (axis 2; at least 3-D), as ``np.dsplit``."""
+    _split_dims("dsplit", ary, 3)
+    return _split("dsplit", ary, indices_or_sections, 2, equal=True)
+
+
+# ---- sequences ---------------------------------------------------------------------------------
+
+
+@numpy_counterpart
+def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: Any = None, axis: int = 0) -> Any:
+    """``num`` evenly spaced values from start to stop (stop included when ``endpoint``), as
+    ``np.linspace``; start and stop may be (traced) arrays, giving one sequence per element
+    along ``axis``, and the gradient flows to both."""
+    num = _static_int("linspace", "num", num)
+    if num < 0:
+        raise _fail("linspace", f"num must be non-negative, got {num}", ShapeError)
+    a, b = _op(start, "start"), _op(stop, "stop")
+    d = _promote(a, b)
+    dt = d if d.is_float else float64
+    lo, hi = _value(_strong(_cast(a, dt))), _value(_strong(_cast(b, dt)))
+    delta = fj.subtract(hi, lo)
+    nd = fj.ndim(delta)
+    div = num - 1 if endpoint else num
+    y = fj.reshape(fj.iota(dt, (num,)), (num,) + (1,) * nd)
+    if div > 0:
+        step = fj.divide(delta, fj.astype(div, dt))
+        # NumPy's rule for a step that underflows to 0: scale by delta after dividing.
+        y = fj.where(fj.equal(step, 0), fj.multiply(fj.divide(y, fj.astype(div, dt)), delta), fj.multiply(y, step))
+    else:
+        step = fj.full(fj.shape(delta), np.nan, dt)
+        y = fj.multiply(y, delta)
+    y = fj.add(y, lo)
+    if endpoint and num > 1:
+        last = fj.expand_dims(fj.broadcast_to(hi, fj.shape(y)[1:]), 0)
+        y = fj.concatenate([y[:-1], last], axis=0)
+    if axis != 0:
+        y = fj.moveaxis(y, 0, _axis("linspace", axis, fj.ndim(y)))
+    if dtype is not None:
+        out = as_dtype(dtype)
+        y = fj.astype(fj.floor(y) if out.is_int else y, out)
+    return (y, step) if retstep else y
+
+
+@numpy_counterpart
+def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True, base: ArrayLike = 10.0,
+             dtype: Any = None, axis: int = 0) -> Any:
+    """``base ** linspace(start, stop)``, as ``np.logspace``: a Python number base keeps the
+    sequence's dtype; an array base broadcasts with start and stop (its axis goes at ``axis``)."""
+    if isinstance(base, (int, float)) or not fj.ndim(base):
+        return _power(base, linspace(start, stop, num=num, endpoint=endpoint, axis=axis), dtype)
+    shp = np.broadcast_shapes(fj.shape(start), fj.shape(stop), fj.shape(base))
+    start, stop, base = (fj.reshape(v, (1,) * (len(shp) - fj.ndim(v)) + fj.shape(v)) for v in (start, stop, base))
+    y = linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
+    return _power(fj.expand_dims(base, _axis("logspace", axis, fj.ndim(y))), y, dtype)
+
+
+def _power(base: ArrayLike, y: Any, dtype: Any) -> Any:
+    r = fj.power(base, y)
+    return r if dtype is None else fj.astype(r, dtype)
+
+
+@numpy_counterpart
+def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True, dtype: Any = None,
+              axis: int = 0) -> Any:
+    """``num`` values spaced evenly on a log scale from start to stop (both non-zero, of one
+    sign), as ``np.geomspace``: float64 unless ``dtype``; the ends are start and stop exactly."""
+    num = _static_int("geomspace", "num", num)
+    for name, v in (("start", start), ("stop", stop)):
+        o = _op(v, name)
+        if o.tracer is None and np.any(o.array == 0):
+            raise _fail("geomspace", f"{name} must be non-zero (a geometric sequence cannot include zero)",
+                        ShapeError)
+    lo = fj.astype(start, float64)
+    hi = fj.astype(stop, float64)
+    sign = fj.sign(lo)
+    lo, hi = fj.divide(lo, sign), fj.divide(hi, sign)
+    r = logspace(log10(lo), log10(hi), num=num, endpoint=endpoint, base=10.0)
+    if num > 0:
+        ends = [fj.expand_dims(fj.broadcast_to(lo, fj.shape(r)[1:]), 0)]
+        mid = r[1:]
+        if num > 1 and endpoint:
+            mid = r[1:-1]
+        parts = ends + [mid] + ([fj.expand_dims(fj.broadcast_to(hi, fj.shape(r)[1:]), 0)]
+                                if num > 1 and endpoint else [])
+        r = fj.concatenate(parts, axis=0)
+    r = fj.multiply(r, sign)
+    if axis != 0:
+        r = fj.moveaxis(r, 0, _axis("geomspace", axis, fj.ndim(r)))
+    return r if dtype is None else fj.astype(r, dtype)
+
+
+# ---- differences, selections, statistics -----------------------------------------------------
+
+
+@numpy_counterpart
+def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: ArrayLike = _NO_VALUE,
+         append: ArrayLike = _NO_VALUE) -> Any:
+    """The n-th discrete difference along ``axis`` (after joining ``prepend`` and ``append``;
+    a scalar there is broadcast to one slice), as ``np.diff``; bools give ``!=``."""
+    n = _static_int("diff", "n", n)
+    if n < 0:
+        raise _fail("diff", f"the order n must be non-negative, got {n}", ShapeError)
+    v = _value(_op(a, "a"))
+    if n == 0:
+        return v
+    if fj.ndim(v) == 0:
+        raise _fail("diff", "a must be at least 1-D, got a 0-d array", ShapeError)
+    ax = _axis("diff", axis, fj.ndim(v))
+    parts = []
+    for name, extra in (("prepend", prepend), ("append", append)):
+        if extra is _NO_VALUE:
+            continue
+        e = _value(_strong(_op(extra, name)))
+        if fj.ndim(e) == 0:
+            shp = list(fj.shape(v))
+            shp[ax] = 1
+            e = fj.broadcast_to(e, tuple(shp))
+        parts.append((name, e))
+    if parts:
+        v = fj.concatenate([e for k, e in parts if k == "prepend"] + [v] + [e for k, e in parts if k == "append"],
+                           axis=ax)
+    step = fj.not_equal if _op(v).dtype.is_bool else fj.subtract
+    for _ in range(n):
+        v = step(_index(v, ax, builtins.slice(1, None)), _index(v, ax, builtins.slice(None, -1)))
+    return v
+
+
+@numpy_counterpart
+def select(condlist: Sequence[ArrayLike], choicelist: Sequence[ArrayLike], default: ArrayLike = 0) -> Any:
+    """Elementwise, the choice of the first condition that holds (``default`` where none does),
+    as ``np.select``; conditions must be bool arrays; a Python number among the choices is
+    weak (it does not widen a float32 choice), as in NumPy 2."""
+    if len(condlist) != len(choicelist):
+        raise _fail("select", f"condlist ({len(condlist)}) and choicelist ({len(choicelist)}) must have "
+                    "the same length", ShapeError)
+    if not len(condlist):
+        raise _fail("select", "condlist must not be empty", ShapeError)
+    choices = [_op(c, f"choicelist[{i}]") for i, c in enumerate(choicelist)]
+    choices.append(_op(default, "default"))
+    d = _promote(*choices)
+    conds = []
+    for i, c in enumerate(condlist):
+        o = _op(c, f"condlist[{i}]")
+        if not o.dtype.is_bool:
+            raise _fail("select", f"condlist[{i}] must be a bool array, got {o.aval}")
+        conds.append(_value(o))
+    out = _value(_cast(choices[-1], d))
+    for c, v in zip(reversed(conds), reversed(choices[:-1])):
+        out = fj.where(c, _value(_cast(v, d)), out)
+    shp = np.broadcast_shapes(*(fj.shape(c) for c in conds), *(o.shape for o in choices))
+    return fj.broadcast_to(out, shp)
+
+
+@numpy_counterpart
+def average(a: ArrayLike, axis: Any = None, weights: ArrayLike = None, returned: bool = False, *,
+            keepdims: bool = False) -> Any:
+    """The weighted mean over ``axis`` (``mean`` without weights), as ``np.average``; 1-D
+    weights may give one weight per element along a single axis. ``returned=True`` also gives
+    the sum of the weights. Weights that sum to zero give NaN (NumPy raises; traced weights
+    cannot be checked while tracing)."""
+    o = _op(a, "a")
+    nd = len(o.shape)
+    axes = None if axis is None else _axes("average", axis, nd)
+    keepdims = False if keepdims is _NO_VALUE else bool(keepdims)
+    if weights is None:
+        avg = fj.mean(_value(o), axis=axes, keepdims=keepdims)
+        if not returned:
+            return avg
+        count = math.prod(o.shape) // builtins.max(1, math.prod(fj.shape(avg)))
+        return avg, fj.full(fj.shape(avg), count, _op(avg).dtype)
+    w = _strong(_op(weights, "weights"))
+    d = _promote(_strong(o), w)
+    if not o.dtype.is_float:
+        d = _promote(_strong(Operand(None, np.zeros((), d.np), False)), Operand(None, np.zeros(()), False))
+    wv = _value(_cast(w, d))
+    if w.shape != o.shape:
+        if axes is None:
+            raise _fail("average", f"weights of shape {list(w.shape)} differ from a's {list(o.shape)}: give axis",
+                        ShapeError)
+        if w.shape != tuple(o.shape[ax] for ax in axes):
+            raise _fail("average", f"weights of shape {list(w.shape)} must match a's shape {list(o.shape)} "
+                        f"along axis {axis}", ShapeError)
+        wv = fj.transpose(wv, np.argsort(axes))
+        wv = fj.reshape(wv, tuple(s if ax in axes else 1 for ax, s in enumerate(o.shape)))
+    scl = fj.sum(wv, axis=axes, dtype=d, keepdims=keepdims)
+    avg = fj.divide(fj.sum(fj.multiply(_value(_cast(o, d)), wv), axis=axes, keepdims=keepdims), scl)
+    if not returned:
+        return avg
+    return avg, fj.broadcast_to(scl, fj.shape(avg))
+
+
+@numpy_counterpart
+def ptp(a: ArrayLike, axis: Any = None, keepdims: bool = False) -> Any:
+    """The range (maximum - minimum) over ``axis``, as ``np.ptp``."""
+    o = _op(a, "a")
+    if o.dtype.is_bool:
+        raise _fail("ptp", "a bool array has no range (NumPy refuses boolean subtract); cast it first")
+    return fj.subtract(fj.max(_value(o), axis=axis, keepdims=keepdims), fj.min(_value(o), axis=axis,
+                                                                                keepdims=keepdims))
+
+
+@numpy_counterpart
+def cumprod(a: ArrayLike, axis: int | None = None, dtype: Any = None) -> Any:
+    """Cumulative product along ``axis`` (of the flattened array when None), as ``np.cumprod``
+    (ints and bools in int64). A prefix scan of log2(n) shifted products (exact for ints,
+    within rounding of NumPy's sequential products for floats); the gradient is exact where
+    no element is zero and well defined where some are."""
+    o = _op(a, "a")
+    v = _value(o)
+    if axis is None:
+        v, axis = fj.ravel(v), 0
+    ax = _axis("cumprod", axis, fj.ndim(v))
+    v = fj.astype(v, as_dtype(dtype) if dtype is not None else _sum_dtype(o.dtype))
+    n = fj.shape(v)[ax]
+    shift = 1
+    while shift < n:
+        ones = fj.ones(fj.shape(v)[:ax] + (shift,) + fj.shape(v)[ax + 1:], _op(v).dtype)
+        v = fj.multiply(v, fj.concatenate([ones, _index(v, ax, builtins.slice(0, n - shift))], axis=ax))
+        shift *= 2
+    return v
+
+
+# ---- r_ and c_ ---------------------------------------------------------------------------------
+
+
+class AxisConcatenator:
+    """``fj.r_[...]`` and ``fj.c_[...]``: slices, scalars and arrays (traced ones too) joined
+    along an axis, as NumPy's index objects; ``start:stop:step`` is an arange, ``start:stop:nj``
+    (a complex step) a linspace of n points, and a leading string ``'axis[,ndmin[,trans1d]]'``
+    sets the axis, the least rank and where a 1-D item's axis goes. Matrix directives ('r',
+    'c') are not supported."""
+
+    def __init__(self, axis: int = 0, ndmin: int = 1, trans1d: int = -1, name: str = "r_"):
+        self.axis, self.ndmin, self.trans1d, self.name = axis, ndmin, trans1d, name
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
+        if items and isinstance(items[0], str):
+            try:
+                vec = [int(x) for x in items[0].split(",")]
+            except ValueError:
+                raise _fail(self.name, f"directive {items[0]!r} is not supported: give 'axis[,ndmin[,trans1d]]' "
+                            "as integers (matrix directives 'r' and 'c' are NumPy's np.matrix)") from None
+            axis, ndmin, trans1d = (vec + [ndmin, trans1d][len(vec) - 1:])[:3]
+            items = items[1:]
+        objs: list[Operand] = []
+        for k, item in enumerate(items):
+            if isinstance(item, builtins.slice):
+                start = 0 if item.start is None else item.start
+                step = 1 if item.step is None else item.step
+                if isinstance(step, (complex, np.complexfloating)):
+                    seq = np.linspace(start, item.stop, num=int(builtins.abs(step)))
+                else:
+                    seq = np.arange(start, item.stop, step)
+                o = Operand(None, seq, False)
+                if ndmin > 1:
+                    o = _op(fj.reshape(seq, (1,) * (ndmin - 1) + seq.shape))
+                    if trans1d != -1:
+                        o = _op(fj.swapaxes(_value(o), -1, trans1d))
+            elif isinstance(item, str):
+                raise _fail(self.name, f"a string ({item!r}) may only come first, as the directive")
+            else:
+                o = _op(item, f"{self.name}[{k}]")
+                nd = len(o.shape)
+                if nd < ndmin:
+                    v = fj.reshape(_value(o), (1,) * (ndmin - nd) + o.shape)
+                    if trans1d != -1 and nd:
+                        # NumPy's rule: the item's own axes move to position trans1d.
+                        k2, k1 = ndmin - nd, trans1d + (ndmin - nd + 1 if trans1d < 0 else 0)
+                        order = list(range(ndmin))
+                        v = fj.transpose(v, order[:k1] + order[k2:] + order[k1:k2])
+                    o = _keep_weak(v, o.weak)
+            objs.append(o)
+        if not objs:
+            return np.array([])
+        d = _promote(*objs)
+        parts = [_value(_strong(_cast(o, d))) for o in objs]
+        return fj.concatenate(parts, axis=axis)
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _keep_weak(v: Any, weak: bool) -> Operand:
+    # A Python scalar stays weak through the reshape, so it promotes as NumPy's r_ lets it.
+    o = _op(v)
+    if o.tracer is not None:
+        return Operand(Tracer(o.tracer.value, o.tracer.trace, weak), None, weak)
+    return Operand(None, o.array, weak)
+
+
+r_ = AxisConcatenator(0, name="r_")
+c_ = AxisConcatenator(-1, ndmin=2, trans1d=0, name="c_")

@@ -1,0 +1,241 @@
+"""NumPy's everyday composites (flowjit.tracer.numpy_extras): each function against NumPy
+compiled and interpreted, NumPy's own spelling (``np.roll`` on a traced array) traced as
+flowjit's, gradients against central differences, and one bad argument per family.
+
+Functions are batched by family into one traced program each, so the suite compiles a few
+programs rather than one per function."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.errors import FlowjitError
+from tests.finite_differences import central_differences
+
+RNG = np.random.default_rng(0)
+A = RNG.normal(size=(3, 4))
+B = RNG.normal(size=(3, 4))
+V = RNG.normal(size=4)
+C = RNG.normal(size=(2, 3, 4))
+ARGS = (A, B, V, C)
+
+
+def _elementwise(m, a, b, v, c):
+    z = a * (a > 0.5)  # exact zeros for sinc, heaviside, copysign
+    return (m.hypot(a, b), m.hypot(a.astype(np.float32), 2), m.logaddexp(a, b), m.logaddexp2(a, b),
+            m.logaddexp(a, a), m.fmax(a, b), m.fmin(a, b), m.exp2(a), m.exp2(a.astype(np.float32)),
+            m.log2(m.abs(a)), m.log10(m.abs(b)), m.log2(m.abs(a).astype(np.float32)), m.degrees(a),
+            m.radians(b), m.rad2deg(a.astype(np.float32)), m.deg2rad(b), m.cbrt(a), m.cbrt(b.astype(np.float32)),
+            m.sinc(z), m.heaviside(z, b), m.copysign(a, b), m.copysign(3.0, -z), m.nan_to_num(a))
+
+
+def _nan_cases(m, a, b, v, c):
+    n = m.where(a > 0.5, np.nan, m.where(a < -0.8, np.inf, m.where(a < -0.5, -np.inf, a)))
+    return (m.fmax(n, b), m.fmin(b, n), m.fmax(n, n), m.fmax(m.astype(a > 0, np.int32), 1),
+            m.nan_to_num(n), m.nan_to_num(n, nan=-1.0, posinf=7.0, neginf=-7.0), m.nan_to_num(n.astype(np.float32)),
+            m.logaddexp(n, b), m.logaddexp(n, n), m.hypot(n, b), m.heaviside(n, b), m.exp2(n), m.sinc(n))
+
+
+def _diagonals(m, a, b, v, c):
+    return (m.diag(v), m.diag(v, 2), m.diag(v, -1), m.diag(a), m.diag(a, 2), m.diag(a, -2), m.diag(a, 9),
+            m.diagonal(c), m.diagonal(c, 1, 2, 1), m.diagonal(c, -1, -1, 0), m.trace(a), m.trace(c, 1, 1, 2),
+            m.trace(a > 0), m.tril(a), m.tril(c, -1), m.triu(a, 1), m.triu(c, -2), m.tril(v), m.triu(a > 0))
+
+
+def _rearranging(m, a, b, v, c):
+    return (m.roll(c, 5), m.roll(a, -1, 1), m.roll(c, (1, -2), (0, 2)), m.roll(c, 2, (0, 1)), m.rot90(a),
+            m.rot90(c, 2, (1, 2)), m.rot90(c, -1, (2, 0)), m.flip(c), m.flip(c, (0, 2)), m.flip(a, -1),
+            m.fliplr(a), m.flipud(v), m.repeat(a, 2), m.repeat(a, 3, 1), m.repeat(a, [1, 0, 2], 0), m.tile(v, 2),
+            m.tile(a, (2, 1, 3)), m.tile(c, (2, 2)), m.append(a, b), m.append(a, b[:1], 0), m.append(v, 1.5),
+            m.kron(a, v), m.kron(a[:2, :2], b[:2]), m.kron(2.0, v), m.cross(c[..., :3], c[..., 1:]),
+            m.cross(a[:, :3], v[:3]), m.cross(a[:3, :3], b[:3, 1:], axisa=0, axisb=0, axisc=0),
+            m.cross(a[:, 1:], a[:, :3]), m.cross(a[:, 2:], b[:, 2:]), *m.meshgrid(v, v[:3]),
+            *m.meshgrid(v, a[0], v[:2], indexing="ij"), *m.meshgrid(v, v[:2], sparse=True))
+
+
+def _stacking(m, a, b, v, c):
+    return (m.vstack([v, a, b]), m.vstack((c, c)), m.hstack([a, b]), m.hstack([v, v[:2]]), m.dstack([a, b]),
+            m.dstack([v, v]), m.column_stack([v[:3], a, b[:, 0]]), m.atleast_1d(a[0, 0]), m.atleast_2d(v),
+            *m.atleast_3d(v, a, c), m.atleast_3d(a[0, 0]), m.vstack([v, v], dtype=np.float32),
+            *m.array_split(c, 3, axis=2), *m.array_split(v, [1, 3, 9]), *m.hsplit(a, 2), *m.hsplit(v, [1]),
+            *m.vsplit(c, 2), *m.dsplit(c, [1, 3]), *m.array_split(a, 2, axis=-1))
+
+
+def _sequences(m, a, b, v, c):
+    return (m.linspace(0, 1, 7), m.linspace(-2.5, 3, 4, endpoint=False), *m.linspace(1.0, 2.0, 5, retstep=True),
+            m.linspace(v, 2 * v, 5), m.linspace(a[0, 0], b, 3, axis=-1), m.linspace(0, 10, 6, dtype=np.int32),
+            m.linspace(v[0], v[1], 1), m.linspace(0.0, 1.0, 0), m.linspace(v.astype(np.float32), 1, 3),
+            m.logspace(0, 2, 5), m.logspace(v, 1, 3, base=2.0), m.logspace(np.float32(0), np.float32(2), 4, base=2),
+            m.logspace(0, 1, 3, base=v[:2] + 3, axis=-1), m.geomspace(1, 1000, 4), m.geomspace(-1, -100, 5,
+                                                                                           endpoint=False),
+            m.geomspace(m.abs(v) + 1, 8.0, 3), m.geomspace(2, 3, 4, dtype=np.float32))
+
+
+def _statistics(m, a, b, v, c):
+    return (m.diff(a), m.diff(c, 2, 1), m.diff(v, prepend=0.0, append=v[:2]), m.diff(a, axis=0, prepend=b[:1]),
+            m.diff(a > 0), m.diff(v, 0), m.select([a > 0.5, a < -0.5], [a, b], default=-1.0),
+            m.select([a > 0], [v]), m.select([a > 0, b > 0], [1, a.astype(np.float32)]), m.average(a),
+            m.average(a, axis=1, weights=v), m.average(c, axis=(0, 2), weights=m.abs(c[:, 0]) + 1),
+            *m.average(c, weights=c + 3, returned=True), *m.average(a, axis=0, returned=True),
+            m.average(a, 1, b + 3, keepdims=True), m.ptp(a), m.ptp(c, axis=(0, 2), keepdims=True),
+            m.cumprod(a, axis=1), m.cumprod(c), m.cumprod(c, axis=0), m.cumprod(a.astype(np.int32) + 2, axis=1),
+            m.cumprod(v, dtype=np.float32))
+
+
+FAMILIES = {"elementwise": _elementwise, "nan_cases": _nan_cases, "diagonals": _diagonals,
+            "rearranging": _rearranging, "stacking": _stacking, "sequences": _sequences,
+            "statistics": _statistics}
+
+
+def _numpy(fn, *args):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # NumPy 2's 2-component cross products
+        return fn(np, *args)
+
+
+def _assert_same(got, want, rtol=1e-12):
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert (g.shape, g.dtype) == (w.shape, w.dtype), f"result {i}: {g.shape} {g.dtype}, NumPy {w.shape} {w.dtype}"
+        # NumPy's float32 functions are not all correctly rounded: an ulp either way.
+        tol = rtol if w.dtype != np.float32 else min(rtol * 1e6, 3e-7)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=1e-14, err_msg=f"result {i}")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_against_numpy_compiled_and_interpreted(family):
+    fn = FAMILIES[family]
+    want = _numpy(fn, *ARGS)
+    for interpret in (False, True):
+        got = fj.function(lambda *xs: fn(fj, *xs), interpret=interpret)(*ARGS)
+        _assert_same(got, want)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_numpy_spelling_traces_as_flowjit(family):
+    # np.roll(x, 1) on traced x runs fj.roll (registered with numpy_counterpart): the same program.
+    fn = FAMILIES[family]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        got = fj.function(lambda *xs: fn(np, *xs))(*ARGS)
+    # (a call with no traced argument, np.geomspace(1, 1000, 4), is NumPy's own: ulps apart)
+    _assert_same(got, fj.function(lambda *xs: fn(fj, *xs))(*ARGS), rtol=1e-15)
+
+
+def test_eager_calls_compute_at_once():
+    # Outside a trace the composites run on NumPy arrays through the same primitives.
+    for family in ("diagonals", "sequences"):
+        _assert_same(FAMILIES[family](fj, *ARGS), _numpy(FAMILIES[family], *ARGS))
+
+
+def test_r_and_c_index_objects():
+    x = np.arange(3.0)
+
+    def build(m, v, a):
+        return (m.r_[1:4, 0, v, 0:1:5j], m.r_[v, v * 2], m.c_[v, v], m.c_[a, a, a], m.r_["0,2,0", v, v],
+                m.r_["-1", a, a], m.r_["0,2", v, a[:1]], m.c_[0:2:3j, v], m.r_[v, 2], m.r_[np.float32(1), v])
+    a = np.ones((2, 3))
+    want = build(np, x, a)
+    _assert_same(build(fj, x, a), want)
+    for interpret in (False, True):
+        _assert_same(fj.function(lambda v, a: build(fj, v, a), interpret=interpret)(x, a), want)
+    assert fj.function(lambda v: fj.r_[v, 2])(x.astype(np.float32)).dtype == np.float32  # a Python scalar is weak
+
+
+# ---- gradients -------------------------------------------------------------------------------------
+
+
+def _differentiable(m, a, b, v, c):
+    # Away from kinks (ties, zeros): every float result of every differentiable family.
+    return (m.hypot(a, b), m.logaddexp(a, b), m.logaddexp2(a, b), m.fmax(a, b), m.fmin(a, b), m.exp2(a),
+            m.log2(m.abs(a)), m.log10(m.abs(b)), m.degrees(a), m.radians(b), m.cbrt(a), m.sinc(a),
+            m.copysign(a, b), m.nan_to_num(a), m.diag(v, 1), m.diag(a), m.trace(c, 1, 1, 2), m.tril(c, -1),
+            m.triu(a, 1), m.roll(c, (1, -2), (0, 2)), m.rot90(c, 1, (1, 2)), m.flip(a, 0), m.repeat(a, [1, 0, 2], 0),
+            m.repeat(v, 2), m.tile(a, (2, 1, 3)), m.append(a, b), m.kron(a[:2, :2], b[:2]),
+            m.cross(c[..., :3], c[..., 1:]), m.cross(a[:, 2:], b[:, 2:]), *m.meshgrid(v, a[0]),
+            m.vstack([v, a]), m.hstack([a, b]), m.column_stack([v[:3], a]), m.dstack([a, b]),
+            *m.array_split(c, 3, axis=2), m.linspace(v, b[0], 5), m.logspace(v, 1, 3, base=2.0),
+            m.geomspace(m.abs(v) + 1, 8.0, 4), m.diff(c, 2, 1), m.diff(v, prepend=0.0),
+            m.select([a > 0.5, a < -0.5], [a, b], default=v), m.average(a, axis=1, weights=m.abs(v) + 1),
+            m.average(c, weights=m.abs(c) + 1), m.ptp(c, axis=(0, 2)), m.cumprod(a, axis=1), m.cumprod(c))
+
+
+def test_gradients_against_finite_differences():
+    outs = _numpy(_differentiable, *ARGS)
+    weights = [RNG.normal(size=np.shape(o)) for o in outs]
+
+    def loss(m):
+        def f(*xs):
+            return sum((m.sum(o * w) for o, w in zip(_differentiable(m, *xs), weights)), start=0.0)
+        return f
+
+    grads = fj.grad(loss(fj), argnums=(0, 1, 2, 3))(*ARGS)
+    for i, g in enumerate(grads):
+        want = central_differences(lambda *xs: _numpy(lambda m, *ys: loss(m)(*ys), *xs), ARGS, i)
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6, err_msg=f"argument {i}")
+
+
+def test_gradients_stay_finite_where_the_function_is():
+    zero = np.zeros(3)
+    g = fj.grad(lambda x, y: fj.sum(fj.hypot(x, y)), argnums=(0, 1))(zero, zero)
+    np.testing.assert_array_equal(g, [zero, zero])  # JAX's choice at (0, 0)
+    np.testing.assert_array_equal(fj.grad(lambda x: fj.sum(fj.sinc(x)))(zero), zero)
+    x = np.array([0.5, -1.0, 3.0])
+    ga, gb = fj.grad(lambda a, b: fj.sum(fj.logaddexp(a, b)), argnums=(0, 1))(x, x)
+    np.testing.assert_allclose([ga, gb], [np.full(3, 0.5)] * 2)  # a tie splits the gradient
+    ga, gb = fj.grad(lambda a, b: fj.sum(fj.logaddexp2(a, b)), argnums=(0, 1))(x, x)
+    np.testing.assert_allclose([ga, gb], [np.full(3, 0.5)] * 2)
+    with_zero = np.array([2.0, 0.0, 3.0, 4.0])  # cumprod through a zero: the true derivative
+    g = fj.grad(lambda v: fj.sum(fj.cumprod(v)))(with_zero)
+    np.testing.assert_allclose(g, central_differences(lambda v: np.cumprod(v).sum(), [with_zero], 0), rtol=1e-6)
+
+
+# ---- bad arguments -------------------------------------------------------------------------------
+
+
+BAD = [
+    (lambda x: fj.diag(x[None]), "diag: v must be 1-D or 2-D"),
+    (lambda x: fj.diagonal(x, 0, 1, 1), "diagonal: axis1 and axis2 cannot be the same"),
+    (lambda x: fj.tril(x[0, 0]), "tril: m must be at least 1-D"),
+    (lambda x: fj.roll(x, x[0, 0]), "roll: shift must be static integers"),
+    (lambda x: fj.roll(x, (1, 2, 3), (0, 1)), "roll: shift=(1, 2, 3) and axis=(0, 1) do not match"),
+    (lambda x: fj.rot90(x, 1, (0, 0)), "rot90: axes must be different"),
+    (lambda x: fj.flip(x, 3), "flip: axis=3 is out of bounds for an array of rank 2"),
+    (lambda x: fj.repeat(x, [1, 2], axis=0), "repeat: repeats must be an int or 3 ints"),
+    (lambda x: fj.tile(x, (-1,)), "tile: reps must be non-negative"),
+    (lambda x: fj.cross(x, x), "cross: vectors must have 2 or 3 components, got 4 and 4"),
+    (lambda x: fj.cross(x > 0, x > 0), "cross: bool vectors have no cross product"),
+    (lambda x: fj.meshgrid(x, indexing="xx"), "meshgrid: indexing must be 'xy' or 'ij'"),
+    (lambda x: fj.vsplit(x[0], 2), "vsplit: ary must have at least 2 dimensions"),
+    (lambda x: fj.hsplit(x, 3), "hsplit: an axis of size 4 does not split into 3 equal sections"),
+    (lambda x: fj.array_split(x, 0), "array_split: the number of sections must be larger than 0"),
+    (lambda x: fj.linspace(0, x, -1), "linspace: num must be non-negative"),
+    (lambda x: fj.linspace(0, x, x[0, 0]), "linspace: num must be a static Python int"),
+    (lambda x: fj.geomspace(0, 1, 3), "geomspace: start must be non-zero"),
+    (lambda x: fj.diff(x, -1), "diff: the order n must be non-negative"),
+    (lambda x: fj.select([x], [x]), "select: condlist[0] must be a bool array"),
+    (lambda x: fj.select([x > 0], []), "select: condlist (1) and choicelist (0) must have the same length"),
+    (lambda x: fj.average(x, weights=x[0]), "average: weights of shape [4] differ from a's [3, 4]: give axis"),
+    (lambda x: fj.average(x, axis=0, weights=x[0]), "average: weights of shape [4] must match"),
+    (lambda x: fj.ptp(x > 0), "ptp: a bool array has no range"),
+    (lambda x: fj.r_["r", x], "r_: directive 'r' is not supported"),
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD, ids=[m.split(":")[0] + str(i) for i, (_, m) in enumerate(BAD)])
+def test_bad_arguments_name_the_function_argument_and_line(bad, message):
+    with pytest.raises(FlowjitError) as info:
+        fj.function(bad)(A)
+    text = str(info.value)
+    assert message in text
+    assert "test_numpy_extras.py" in text  # the user's line
+
+
+def test_bad_arguments_through_numpy_spelling():
+    with pytest.raises(FlowjitError, match=r"roll: shift must be static integers.*test_numpy_extras\.py"):
+        fj.function(lambda x: np.roll(x, x[0, 0]))(A)
