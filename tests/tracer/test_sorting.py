@@ -10,6 +10,7 @@ import pytest
 import flowjit as fj
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from tests.finite_differences import central_differences
+from tests.tracer.traced_errors import assert_traced_error
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((3, 6))
@@ -95,12 +96,4 @@ def test_unique_is_numpy_on_concrete_arrays_and_an_error_when_traced():
     (lambda: fj.partition(np.ones(3), 5), FlowjitTypeError, ["partition", "kth"]),
 ])
 def test_bad_input_names_the_function_argument_and_line(call, error, words):
-    def traced(x):
-        call()
-        return x
-
-    with pytest.raises(error) as info:
-        fj.function(traced)(np.ones(1))
-    for w in words:
-        assert w in str(info.value), (w, str(info.value))
-    assert "test_sorting.py" in str(info.value)
+    assert_traced_error(call, error, words, "test_sorting.py")
