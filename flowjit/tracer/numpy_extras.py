@@ -212,7 +212,9 @@ def cbrt(x: ArrayLike) -> Any:
 @numpy_counterpart
 def sinc(x: ArrayLike) -> Any:
     """``sin(pi x) / (pi x)`` elementwise, 1 at 0 (gradient 0 there), as ``np.sinc``."""
-    _, (a,) = _floats(x)
+    o = _op(x)
+    # NumPy's where(x == 0, 1e-20, x) makes bools float64, not float16 as a ufunc would.
+    a = _value(_cast(o, float64 if o.dtype.is_bool else _float_dtype(o.dtype)))
     y = fj.multiply(np.pi, fj.where(fj.equal(a, 0), 1.0e-20, a))  # NumPy's own guard
     return fj.divide(fj.sin(y), y)
 
@@ -457,6 +459,8 @@ def tile(A: ArrayLike, reps: Any) -> Any:
 @numpy_counterpart
 def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Any:
     """``values`` appended to ``arr`` along ``axis`` (both flattened when None), as ``np.append``."""
+    # NumPy makes both arrays first: a Python number appended is an int64 or float64 array.
+    arr, values = _value(_strong(_op(arr, "arr"))), _value(_strong(_op(values, "values")))
     if axis is None:
         return fj.concatenate([fj.ravel(arr), fj.ravel(values)], axis=0)
     return fj.concatenate([arr, values], axis=axis)

@@ -239,3 +239,44 @@ def test_bad_arguments_name_the_function_argument_and_line(bad, message):
 def test_bad_arguments_through_numpy_spelling():
     with pytest.raises(FlowjitError, match=r"roll: shift must be static integers.*test_numpy_extras\.py"):
         fj.function(lambda x: np.roll(x, x[0, 0]))(A)
+
+
+# ---- dtypes ------------------------------------------------------------------------------------
+
+DTYPE_CASES = {
+    **{n: (lambda n: lambda m, x: getattr(m, n)(x))(n)
+       for n in ("exp2", "log2", "log10", "degrees", "radians", "cbrt", "sinc", "nan_to_num")},
+    **{n: (lambda n: lambda m, x: (getattr(m, n)(x, x[::-1]), getattr(m, n)(x, 2)))(n)
+       for n in ("hypot", "logaddexp", "logaddexp2", "fmax", "fmin", "heaviside", "copysign")},
+    "diag": lambda m, x: m.diag(x), "trace": lambda m, x: m.trace(x), "tril": lambda m, x: m.tril(x),
+    "roll": lambda m, x: m.roll(x, 1), "repeat": lambda m, x: m.repeat(x, 2), "tile": lambda m, x: m.tile(x, 2),
+    "kron": lambda m, x: m.kron(x, x), "cross": lambda m, x: m.cross(x[:, :3], x[:, 1:]),
+    "diff": lambda m, x: m.diff(x), "ptp": lambda m, x: m.ptp(x), "cumprod": lambda m, x: m.cumprod(x),
+    "average": lambda m, x: m.average(x, axis=0, weights=x[:, 0]), "select": lambda m, x: m.select([x > 0], [x], 1),
+    "vstack": lambda m, x: m.vstack([x, x]), "r_": lambda m, x: m.r_[x[0], 1], "c_": lambda m, x: m.c_[x[0], x[1]],
+    "linspace": lambda m, x: m.linspace(x[0], x[1], 3), "logspace": lambda m, x: m.logspace(x[0], 2, 3),
+    "meshgrid": lambda m, x: m.meshgrid(x[0], x[1]), "append": lambda m, x: m.append(x, 1),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.bool_])
+def test_dtypes_follow_numpy(dtype):
+    # Ints and bools promote as NumPy's functions do (float64 mostly; float16 for a bool
+    # ufunc; int64 sums), float32 and float16 stay. Where NumPy refuses a dtype, so does fj.
+    x = (A * 3).astype(dtype)
+    names, want = [], []
+    for name, fn in DTYPE_CASES.items():
+        try:
+            want.append(_numpy(fn, x))
+            names.append(name)
+        except TypeError:
+            with pytest.raises(FlowjitError, match=name):
+                fj.function(lambda x: fn(fj, x))(x)
+    got = fj.function(lambda x: [DTYPE_CASES[n](fj, x) for n in names])(x)
+    for name, g, w in zip(names, got, want, strict=True):
+        g, w = (g, w) if isinstance(w, (tuple, list)) else ([g], [w])
+        for gi, wi in zip(g, w, strict=True):
+            gi, wi = np.asarray(gi), np.asarray(wi)
+            assert (gi.dtype, gi.shape) == (wi.dtype, wi.shape), name
+            tol = {np.float16: 2e-3, np.float32: 3e-7}.get(wi.dtype.type, 1e-12)
+            np.testing.assert_allclose(gi.astype(float), wi.astype(float), rtol=tol, atol=1e-12, err_msg=name)
