@@ -25,9 +25,9 @@ from flowjit.tracer.array_api import ArrayLike, Operand, _cast, _op, _value, num
 from flowjit.tracer.core import bind, user_location
 
 __all__: list[str] = [
-    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
-    "matrix_power", "matrix_rank", "matrix_transpose", "norm", "outer", "pinv", "slogdet", "solve",
-    "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+    "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet",
+    "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm",
 ]
 
 
@@ -178,6 +178,107 @@ def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
 def svdvals(x: ArrayLike) -> Any:
     """The singular values of each matrix of ``x``, descending (the array API's ``svdvals``)."""
     return svd(x, full_matrices=False, compute_uv=False)
+
+
+class QRResult(NamedTuple):
+    """``qr``'s result, as NumPy's: ``a == Q @ R``."""
+
+    Q: Any
+    R: Any
+
+
+def qr(a: ArrayLike, mode: str = "reduced") -> Any:
+    """``(Q, R)`` with ``a == Q @ R``, Q with orthonormal columns and R upper-triangular
+    (``np.linalg.qr``): ``mode='reduced'`` (K = min(M, N) columns), ``'complete'`` (Q square) or
+    ``'r'`` (R alone). The gradient (JAX's) needs M >= N and the reduced mode."""
+    if mode not in ("reduced", "complete", "r"):
+        raise _fail("qr", f"mode={mode!r}; allowed 'reduced', 'complete' or 'r' (flowjit has no 'raw')")
+    q, r = _bind("qr", "qr", [_float_matrix(a, "qr", square=False)], {"full_matrices": mode == "complete"})
+    return r if mode == "r" else QRResult(q, r)
+
+
+def multi_dot(arrays: Sequence[ArrayLike]) -> Any:
+    """The product of the matrices in ``arrays`` in the cheapest order of the dynamic program
+    NumPy's ``multi_dot`` uses; the first may be 1-D (a row) and the last 1-D (a column)."""
+    if len(arrays) < 2:
+        raise _fail("multi_dot", f"needs at least 2 arrays, got {len(arrays)}")
+    ops = [_op(x, f"arrays[{i}]") for i, x in enumerate(arrays)]
+    vals = [_value(o) for o in ops]
+    first_1d, last_1d = len(ops[0].shape) == 1, len(ops[-1].shape) == 1
+    if first_1d:
+        vals[0] = xp.expand_dims(vals[0], 0)
+    if last_1d:
+        vals[-1] = xp.expand_dims(vals[-1], -1)
+    shapes = [tuple(xp.shape(v)) for v in vals]
+    for i, s in enumerate(shapes):
+        if len(s) != 2:
+            raise ShapeError(f"arrays[{i}] must be 2-D (the first and last may be 1-D), got shape {list(s)}",
+                             op="linalg.multi_dot", loc=user_location())
+    dims = [shapes[0][0]] + [s[1] for s in shapes]
+    n = len(vals)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = builtins.min(
+                (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k) for k in range(i, j))
+
+    def product(i: int, j: int) -> Any:
+        if i == j:
+            return vals[i]
+        return xp.matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
+
+    out = product(0, n - 1)
+    if first_1d:
+        out = xp.squeeze(out, 0)
+    if last_1d:
+        out = xp.squeeze(out, -1)
+    return out
+
+
+def cond(x: ArrayLike, p: Any = None) -> Any:
+    """The condition number of each matrix of ``x`` in norm ``p`` (``np.linalg.cond``): the ratio of
+    the extreme singular values for None, 2 and -2, else ``norm(x, p) * norm(inv(x), p)``."""
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = svdvals(x)
+        big, small = xp.max(s, axis=-1), xp.min(s, axis=-1)
+        return xp.divide(small, big) if p == -2 else xp.divide(big, small)
+    _float_matrix(x, "cond")
+    return xp.multiply(matrix_norm(x, ord=p), matrix_norm(inv(x), ord=p))
+
+
+def tensorinv(a: ArrayLike, ind: int = 2) -> Any:
+    """The inverse of ``a`` as a tensor map of its first ``ind`` axes onto the rest
+    (``np.linalg.tensorinv``): the result has shape ``a.shape[ind:] + a.shape[:ind]``."""
+    o = _op(a, "a")
+    if not isinstance(ind, (int, np.integer)) or ind <= 0:
+        raise _fail("tensorinv", f"ind={ind!r} must be a positive int")
+    rows, cols = o.shape[:ind], o.shape[ind:]
+    if int(np.prod(rows)) != int(np.prod(cols)):
+        raise ShapeError(f"a of shape {list(o.shape)} must have prod(a.shape[:ind]) == prod(a.shape[ind:]) "
+                         f"(ind={ind})", op="linalg.tensorinv", loc=user_location())
+    n = int(np.prod(rows))
+    return xp.reshape(inv(xp.reshape(_value(o), (n, n))), cols + rows)
+
+
+def tensorsolve(a: ArrayLike, b: ArrayLike, axes: Any = None) -> Any:
+    """x with ``tensordot(a, x, x.ndim) == b`` (``np.linalg.tensorsolve``); ``axes`` moves those axes
+    of a to the end first."""
+    o, bo = _op(a, "a"), _op(b, "b")
+    av = _value(o)
+    nd = len(o.shape)
+    if axes is not None:
+        moved = [ax % nd for ax in axes]
+        av = xp.transpose(av, [i for i in range(nd) if i not in moved] + moved)
+    shape = tuple(xp.shape(av))
+    x_shape = shape[len(bo.shape):]
+    n = int(np.prod(x_shape))
+    if shape[:len(bo.shape)] != bo.shape or int(np.prod(bo.shape)) != n:
+        raise ShapeError(f"a of shape {list(o.shape)} must start with b's shape {list(bo.shape)} and square up "
+                         "(prod of the rest == b.size)", op="linalg.tensorsolve", loc=user_location())
+    x = solve(xp.reshape(av, (n, n)), xp.ravel(_value(bo)))
+    return xp.reshape(x, x_shape)
 
 
 # ---- composites ------------------------------------------------------------------------------

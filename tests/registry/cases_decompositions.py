@@ -76,9 +76,23 @@ def _svd_case(dt, shape, full) -> Case:
                 expect=_checked(lambda a: tuple(np.linalg.svd(a, full_matrices=full)), reconstructs))
 
 
+def _qr_case(dt, shape, full) -> Case:
+    def orthonormal_and_triangular(a, q, r):
+        _close(q @ r, a, dt)
+        _close(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] + (q.shape[-1],) * 2), dt)
+        np.testing.assert_array_equal(np.tril(r, -1), 0)
+
+    return Case("qr", [lambda rng: rng.standard_normal(shape).astype(dt)], {"full_matrices": full},
+                id=f"qr-{np.dtype(dt).name}-{'x'.join(map(str, shape))}-{'full' if full else 'reduced'}",
+                expect=_checked(lambda a: tuple(np.linalg.qr(a, mode="complete" if full else "reduced")),
+                                orthonormal_and_triangular))
+
+
 CASES: list[Case] = [c for dt in (np.float32, np.float64) for shape in ((3, 3), (2, 4, 4))
                      for c in _square_cases(dt, shape)]
 CASES += [_svd_case(dt, shape, full) for dt in (np.float32, np.float64) for shape in ((4, 3), (2, 3, 5))
+          for full in (False, True)]
+CASES += [_qr_case(dt, shape, full) for dt in (np.float32, np.float64) for shape in ((4, 3), (2, 3, 5))
           for full in (False, True)]
 
 def _argsort_expect(axis, descending):

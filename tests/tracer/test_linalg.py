@@ -39,7 +39,10 @@ def _programs(la):
         la.diagonal(a, offset=-1),
         la.diagonal(wide, offset=1), la.matrix_transpose(wide), la.outer(v[0], v[1]), la.cross(x3, x3[::-1]),
         la.cross(x3.T, x3.T[:, ::-1], axis=0), la.matmul(a, b), la.tensordot(a, b, axes=([0, 1], [0, 1])),
-        la.vecdot(v, v[::-1]))
+        la.vecdot(v, v[::-1]), tuple(la.qr(tall)), tuple(la.qr(wide)), la.qr(tall, mode="complete")[0],
+        la.qr(a, mode="r"), la.multi_dot([v[0, :5], tall, wide[0], v[1, :5]]), la.multi_dot([a[0], a[1]]),
+        la.cond(a), la.cond(tall), la.cond(a, "fro"), la.cond(a, -2), la.cond(a, np.inf),
+        la.tensorinv(a[0].reshape(2, 2, 4), ind=2), la.tensorsolve(a[0].reshape(2, 2, 2, 2), b[0, :, 0].reshape(2, 2)))
 
 
 ARGS = (A, SPD, B, TALL, WIDE, V, X3)
@@ -130,6 +133,10 @@ GRADIENT_CASES = {
     "pinv": (lambda m: (fj.linalg.pinv(m) * W43.T).sum(), [TALL[:4]]),
     "matrix_power": (lambda a: (fj.linalg.matrix_power(a, -2) * W44).sum()
                      + (fj.linalg.matrix_power(a, 3) * W44).sum() * 1e-3, [A[0]]),
+    "qr_tall": (lambda m: (fj.linalg.qr(m).Q * W53).sum() + (fj.linalg.qr(m).R * W44[:3, :3]).sum(), [TALL]),
+    "qr_square": (lambda a: (fj.linalg.qr(a, mode="r") ** 2 * W44).sum(), [A[0]]),
+    "multi_dot_cond": (lambda m: (fj.linalg.multi_dot([W53.T, m, m.T, W53[:, 0]]) ** 2).sum()
+                       + fj.linalg.cond(m) + fj.linalg.cond(m[:3], 1), [TALL]),
     "trace_cross_vecdot": (lambda x: fj.linalg.trace(x @ x.T) + (fj.linalg.cross(x, x[::-1]) * X3).sum()
                            + fj.linalg.vecdot(x, X3).sum(), [X3]),
 }
@@ -146,6 +153,11 @@ def test_gradient_of_svd_full_matrices_of_a_rectangle_is_refused():
         fj.grad(lambda m: fj.linalg.svd(m).U.sum())(TALL)
 
 
+def test_gradient_of_qr_of_a_wide_matrix_is_refused():
+    with pytest.raises(ShapeError, match="at least as many rows"):
+        fj.grad(lambda m: fj.linalg.qr(m).R.sum())(WIDE[0])
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, error, words", [
@@ -160,6 +172,9 @@ def test_gradient_of_svd_full_matrices_of_a_rectangle_is_refused():
     (lambda: fj.linalg.matrix_power(np.eye(2), 1.5), FlowjitTypeError, ["linalg.matrix_power", "int"]),
     (lambda: fj.linalg.cross(np.ones(2), np.ones(2)), ShapeError, ["linalg.cross", "size 3"]),
     (lambda: fj.linalg.outer(np.ones((2, 2)), np.ones(2)), ShapeError, ["linalg.outer", "1-D"]),
+    (lambda: fj.linalg.qr(np.ones((2, 2)), mode="raw"), FlowjitTypeError, ["linalg.qr", "mode", "'reduced'"]),
+    (lambda: fj.linalg.multi_dot([np.ones((2, 2, 2)), np.ones((2, 2))]), ShapeError, ["linalg.multi_dot", "arrays[0]"]),
+    (lambda: fj.linalg.tensorinv(np.ones((2, 3)), ind=1), ShapeError, ["linalg.tensorinv", "prod"]),
     (lambda: fj.linalg.svd(np.ones((2, 2)), full_matrices="no"), FlowjitTypeError, ["linalg.svd", "full_matrices"]),
 ])
 def test_bad_input_names_the_function_argument_and_line(call, error, words):

@@ -4,7 +4,7 @@ Each is ``opaque`` to fusion: a backend runs NumPy's own routine (LAPACK through
 ``numpy.linalg``, ``np.argsort``) through its per-kernel driver, batched over the leading
 dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32 or f64 (LAPACK
 has no f16; the tracer casts). The VJP rules are JAX's: ``inv``, ``solve``, ``cholesky``,
-``slogdet``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
+``slogdet``, ``qr`` (m >= n); ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
 values, where the derivative of the vectors exists. ``argsort`` has no gradient (an
 index); ``sort`` is a gather through it, so its gradient is the gather's.
 """
@@ -108,6 +108,24 @@ declare("svd", kind="opaque", rule=_svd_rule, impl=_svd_impl, dtypes=LAPACK_DTYP
         doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k], k = min(m, n); "
             "u is [..., m, k] and vh [..., k, n], or [..., m, m] and [..., n, n] with full_matrices "
             "(LAPACK gesdd)")
+
+
+def _qr_rule(in_types: Sequence[TensorType], *, full_matrices: bool) -> list[TensorType]:
+    a = in_types[0]
+    m, n = _matrix(a, square=False)
+    k = m if full_matrices else min(m, n)
+    return [a.with_shape(a.shape[:-2] + (m, k)), a.with_shape(a.shape[:-2] + (k, n))]
+
+
+def _qr_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, np.ndarray]:
+    q, r = np.linalg.qr(a, mode="complete" if full_matrices else "reduced")
+    return q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)
+
+
+declare("qr", kind="opaque", rule=_qr_rule, impl=_qr_impl, dtypes=LAPACK_DTYPES,
+        attrs={"full_matrices": attr("bool", False)},
+        doc="(q, r) with a == q @ r, q orthonormal columns [..., m, k], r upper-triangular [..., k, n], "
+            "k = min(m, n), or m with full_matrices (LAPACK geqrf/orgqr)")
 
 
 # ---- argsort ------------------------------------------------------------------------------------
@@ -241,3 +259,23 @@ defvjp("cholesky", _cholesky_vjp)
 defvjp("slogdet", _slogdet_vjp)
 defvjp("eigh", _eigh_vjp)
 defvjp("svd", _svd_vjp)
+
+
+def _qr_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
+    # The transpose of JAX's qr_jvp (defined for m >= n): with M = Q^T gQ - gR R^T,
+    # gA = (gQ + Q (tril(M - M^T, -1) - M)) R^-T.
+    m, n = a.type.shape[-2:]
+    if m < n or (full_matrices and m != n):
+        raise ShapeError(f"the gradient of qr is defined for matrices with at least as many rows as columns "
+                         f"and the reduced mode, got {a.type}{' with mode=complete' if full_matrices else ''}",
+                         op="qr")
+    gq, gr = gs
+    q, r = ys
+    m_ = e.sub(e.matmul(_mT(e, q), gq), e.matmul(gr, _mT(e, r)))
+    below = np.tril(np.ones((n, n)), -1).astype(a.type.dtype.np)
+    skew = e.mul(e.sub(m_, _mT(e, m_)), e.builder.op("constant", value=Literal(below)))
+    z = e.add(gq, e.matmul(q, e.sub(skew, m_)))
+    return [_mT(e, e.solve(r, _mT(e, z)))]
+
+
+defvjp("qr", _qr_vjp)
