@@ -204,9 +204,16 @@ deg2rad = numpy_counterpart(radians, "deg2rad")
 @_ufunc
 def cbrt(x: ArrayLike) -> Any:
     """Real cube root elementwise, ``sign(x) * |x|**(1/3)``; negative inputs give negative
-    roots (float32 is computed in float64 and rounded once). The gradient at 0 is NaN."""
+    roots, -0.0 gives -0.0 (float32 is computed in float64 and rounded once). At 0, where the
+    derivative is infinite (JAX gives inf), the gradient is 0, not the NaN of 0 * inf."""
     d, (a,) = _floats(x)
-    return _in_double(lambda v: fj.multiply(fj.sign(v), fj.power(fj.absolute(v), 1.0 / 3.0)), d, a)
+
+    def root(v: Any) -> Any:
+        zero = fj.equal(v, 0)
+        # The power never sees 0, so the branch where() discards has no infinite derivative.
+        r = fj.multiply(fj.sign(v), fj.power(fj.where(zero, 1, fj.absolute(v)), 1.0 / 3.0))
+        return fj.where(zero, fj.multiply(v, 0), r)  # v * 0 keeps the sign of a zero
+    return _in_double(root, d, a)
 
 
 @numpy_counterpart
