@@ -180,3 +180,10 @@ def test_gradient_of_qr_of_a_wide_matrix_is_refused():
 def test_bad_input_names_the_function_argument_and_line(call, error, words):
     assert_traced_error(call, error, words, "test_linalg.py")
 
+
+@pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
+def test_a_singular_matrix_raises_numpys_error_naming_the_op(interpret):
+    with pytest.raises(np.linalg.LinAlgError, match=r"inv: Singular matrix \(operands float64\[2, 2\]\)"):
+        fj.function(lambda a: fj.linalg.inv(a) * 2, interpret=interpret)(np.ones((2, 2)))
+    with pytest.raises(np.linalg.LinAlgError, match="cholesky: .*positive-definite"):
+        fj.function(lambda a: fj.linalg.cholesky(a) * 2, interpret=interpret)(-np.eye(2))

@@ -33,6 +33,21 @@ def _matrix(t: TensorType, square: bool = True) -> tuple[int, int]:
     return m, n
 
 
+def _lapack(name: str, fn, hint: str):
+    """``fn`` whose LinAlgError (a singular or indefinite matrix, found only when the program
+    runs) names the op, the operands and what to do, NumPy's error class kept."""
+    def impl(*arrays: np.ndarray, **attrs: object):
+        try:
+            return fn(*arrays, **attrs)
+        except np.linalg.LinAlgError as e:
+            shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
+            raise np.linalg.LinAlgError(f"{name}: {e} (operands {shapes}); {hint}") from None
+    return impl
+
+
+_SINGULAR = "NumPy raises the same; regularize (a + eps * I) or use pinv / lstsq-style solves"
+
+
 # ---- inv, solve, cholesky, slogdet ------------------------------------------------------------
 def _square_rule(in_types: Sequence[TensorType]) -> TensorType:
     _matrix(in_types[0])
@@ -61,13 +76,15 @@ def _slogdet_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(sign, a.dtype), np.asarray(logdet, a.dtype)
 
 
-declare("inv", kind="opaque", rule=_square_rule, impl=lambda a: np.linalg.inv(a).astype(a.dtype, copy=False),
+declare("inv", kind="opaque", rule=_square_rule,
+        impl=_lapack("inv", lambda a: np.linalg.inv(a).astype(a.dtype, copy=False), _SINGULAR),
         dtypes=LAPACK_DTYPES, doc="np.linalg.inv over [..., n, n] (LAPACK getrf/getri); singular: LinAlgError")
 declare("solve", kind="opaque", rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
-        impl=lambda a, b: np.linalg.solve(a, b).astype(a.dtype, copy=False),
+        impl=_lapack("solve", lambda a, b: np.linalg.solve(a, b).astype(a.dtype, copy=False), _SINGULAR),
         doc="x with a @ x == b for a [..., n, n] and b [..., n, k] of the same batch dims (LAPACK gesv)")
 declare("cholesky", kind="opaque", rule=_square_rule, dtypes=LAPACK_DTYPES,
-        impl=lambda a: np.linalg.cholesky(a).astype(a.dtype, copy=False),
+        impl=_lapack("cholesky", lambda a: np.linalg.cholesky(a).astype(a.dtype, copy=False),
+                     "the matrix must be symmetric positive-definite; add eps * I to a semi-definite one"),
         doc="lower-triangular L with L @ L.T == a, reading a's lower triangle (LAPACK potrf)")
 declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_slogdet_impl, dtypes=LAPACK_DTYPES,
         doc="(sign, log|det|) of [..., n, n], two results of shape [...] (LAPACK getrf)")
@@ -99,11 +116,13 @@ def _svd_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, ...]:
     return tuple(r.astype(a.dtype, copy=False) for r in (u, s, vh))
 
 
-declare("eigh", kind="opaque", rule=_eigh_rule, impl=_eigh_impl, dtypes=LAPACK_DTYPES,
+declare("eigh", kind="opaque", rule=_eigh_rule, impl=_lapack("eigh", _eigh_impl, "LAPACK did not converge"),
+        dtypes=LAPACK_DTYPES,
         attrs={"lower": attr("bool", True)},
         doc="(eigenvalues ascending [..., n], eigenvectors as columns [..., n, n]) of the symmetric "
             "matrix whose lower (or upper) triangle is a's (LAPACK syevd)")
-declare("svd", kind="opaque", rule=_svd_rule, impl=_svd_impl, dtypes=LAPACK_DTYPES,
+declare("svd", kind="opaque", rule=_svd_rule, impl=_lapack("svd", _svd_impl, "LAPACK did not converge"),
+        dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k], k = min(m, n); "
             "u is [..., m, k] and vh [..., k, n], or [..., m, m] and [..., n, n] with full_matrices "
