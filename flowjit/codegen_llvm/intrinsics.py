@@ -17,10 +17,12 @@ NumPy only, so a process that compiles kernels through it never imports numba.
 Ported: exp, expm1, log, tanh, erf in float32 and float64 (scalar_math's ``*32`` / ``*64``),
 and log1p, which scalar_math lacks: fdlibm's ``log1p`` scheme on scalar_math's log kernel
 (u = 1 + x, log(u) plus the correction c / u for the rounding error c of u). sqrt, floor,
-ceil, rint, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
+ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
 loops do. sin, cos, atan2 and pow have no vectorizable version in scalar_math and none
-here: the renderer calls libm for them. logistic is not a loop-IR intrinsic (its registry
+here: the renderer calls libm for them (and for asin, acos, atan). sinh, cosh, asinh, acosh
+and atanh are flowjit's own (fdlibm's formulas on the exp, expm1, log and log1p ports; see
+their section). logistic is not a loop-IR intrinsic (its registry
 template is ``1 / (1 + exp(-a))``).
 
 The coefficients are copies of scalar_math's (which cannot be imported without numba);
@@ -444,6 +446,94 @@ def erf64(f: Scalar, x: V) -> V:
     return f.sel(x == x, f.copysign(y, x), x)
 
 
+# ---- hyperbolic functions and their inverses ---------------------------------------------
+# fdlibm's formulas on the ports above, with selects for its branches (so they vectorize);
+# flowjit's own, with no scalar_math counterpart (numba calls libm for them). Against a
+# long double reference they stay within 2 ulp in float32 and float64
+# (tests/tracer/test_elementwise_extras.py).
+_LN2 = 0.6931471805599453
+# Past SMALL_EXP, exp(-|x|) no longer counts next to exp(|x|) (fdlibm: 22, and 9 in float32);
+# past LN_MAX, exp(|x|) overflows before sinh and cosh do; past BIG, x*x would overflow.
+_HYPER = {32: (f32(9.0), f32(88.0), f32(2.0 ** 14)), 64: (22.0, 709.0, 2.0 ** 28)}
+
+
+def _exps(f: Scalar) -> tuple[Callable[[Scalar, V], V], Callable[[Scalar, V], V]]:
+    return (exp32, expm1_32) if f.width == 32 else (exp64, expm1_64)
+
+
+def _sqrt(f: Scalar, x: Num) -> V:
+    return f._intrinsic("llvm.sqrt", x)
+
+
+def _half_exp(f: Scalar, a: V) -> V:
+    """exp(a) / 2 for a >= 0 up to where it overflows: exp(a/2)**2 / 2 past LN_MAX."""
+    ln_max = _HYPER[f.width][1]
+    far = a < ln_max
+    e = _exps(f)[0](f, f.sel(far, a, a * 0.5))
+    return f.sel(far, e * 0.5, (e * 0.5) * e)
+
+
+def sinh(f: Scalar, x: V) -> V:
+    """sinh: from t = expm1(|x|) below SMALL_EXP ((2t - t*t/(t+1)) / 2 below 1, (t + t/(t+1)) / 2
+    above), exp(|x|) / 2 beyond; the sign of x (so -0 stays -0)."""
+    small_exp = _HYPER[f.width][0]
+    a = f.fabs(x)
+    t = _exps(f)[1](f, f.sel(a < small_exp, a, small_exp))
+    u = t + 1.0
+    near = (2.0 * t - f.div(t * t, u)) * 0.5
+    mid = (t + f.div(t, u)) * 0.5
+    y = f.sel(a < 1.0, near, f.sel(a < small_exp, mid, _half_exp(f, a)))
+    return f.copysign(y, x)
+
+
+def cosh(f: Scalar, x: V) -> V:
+    """cosh: 1 + t*t / (2(1 + t)), t = expm1(|x|), below ln(2)/2; exp(|x|)/2 + 1/(2 exp(|x|))
+    below SMALL_EXP; exp(|x|) / 2 beyond."""
+    small_exp = _HYPER[f.width][0]
+    exp, expm1 = _exps(f)
+    a = f.fabs(x)
+    t = expm1(f, f.sel(a < 0.34657359027997264, a, 0.0))
+    near = 1.0 + f.div(t * t, (1.0 + t) * 2.0)
+    e = exp(f, f.sel(a < small_exp, a, 0.0))
+    mid = e * 0.5 + f.div(0.5, e)
+    return f.sel(a < 0.34657359027997264, near, f.sel(a < small_exp, mid, _half_exp(f, a)))
+
+
+def asinh(f: Scalar, x: V) -> V:
+    """asinh: log1p(a + a*a / (1 + sqrt(1 + a*a))) up to 2, log(2a + 1/(a + sqrt(a*a + 1)))
+    up to BIG, log(a) + ln 2 beyond (a = |x|); the sign of x."""
+    big = _HYPER[f.width][2]
+    a = f.fabs(x)
+    a2 = a * a
+    r = _sqrt(f, a2 + 1.0)
+    near = _log1p(f, a + f.div(a2, 1.0 + r))
+    mid = _log(f, 2.0 * a + f.div(1.0, a + r))
+    y = f.sel(a > big, _log(f, a) + _LN2, f.sel(a > 2.0, mid, near))
+    return f.copysign(y, x)
+
+
+def acosh(f: Scalar, x: V) -> V:
+    """acosh: log1p(t + sqrt(2t + t*t)), t = x - 1, up to 2; log(2x - 1/(x + sqrt(x*x - 1))) up
+    to BIG; log(x) + ln 2 beyond; NaN below 1."""
+    big = _HYPER[f.width][2]
+    t = x - 1.0
+    near = _log1p(f, t + _sqrt(f, 2.0 * t + t * t))
+    mid = _log(f, 2.0 * x - f.div(1.0, x + _sqrt(f, x * x - 1.0)))
+    y = f.sel(x > big, _log(f, x) + _LN2, f.sel(x > 2.0, mid, near))
+    return f.sel(x < 1.0, np.nan, y)
+
+
+def atanh(f: Scalar, x: V) -> V:
+    """atanh: log1p(2a + 2a*a / (1 - a)) / 2 below 1/2, log1p(2a / (1 - a)) / 2 above (a = |x|:
+    +inf at 1, NaN past it through log1p's domain); the sign of x."""
+    a = f.fabs(x)
+    d = 1.0 - a
+    near = _log1p(f, 2.0 * a + f.div((2.0 * a) * a, d))
+    far = _log1p(f, f.div(2.0 * a, d))
+    y = f.sel(a < 0.5, near, far) * 0.5
+    return f.copysign(y, x)
+
+
 # ---- the table --------------------------------------------------------------------------
 def _llvm(name: str) -> Callable[[Scalar, V], V]:
     return lambda f, x: f._intrinsic(name, x)
@@ -456,7 +546,10 @@ _UNARY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
     ("log1p", "f32"): _log1p, ("log1p", "f64"): _log1p,
     ("tanh", "f32"): tanh32, ("tanh", "f64"): tanh64,
     ("erf", "f32"): erf32, ("erf", "f64"): erf64,
-    **{(op, d): _llvm(f"llvm.{op}") for op in ("sqrt", "floor", "ceil", "rint", "fabs") for d in ("f32", "f64")},
+    **{(op, d): fn for op, fn in (("sinh", sinh), ("cosh", cosh), ("asinh", asinh), ("acosh", acosh),
+                                   ("atanh", atanh)) for d in ("f32", "f64")},
+    **{(op, d): _llvm(f"llvm.{op}") for op in ("sqrt", "floor", "ceil", "rint", "fabs", "trunc")
+       for d in ("f32", "f64")},
 }
 
 

@@ -58,6 +58,37 @@ def test_against_numpy_with_special_values(backend, dtype):
             raise AssertionError(f"{name} {np.dtype(dtype).name} on {backend}") from e
 
 
+def _accuracy_inputs(dtype) -> np.ndarray:
+    """Wide random ranges, and both sides of every switch of the llvm ports' formulas."""
+    rng = np.random.default_rng(5)
+    switches = np.array([0.5, 0.3466, 1, 2, 9, 22, 88, 88.72, 89.4, 709, 709.78, 710.4, 2.0 ** 14, 2.0 ** 28])
+    around = np.concatenate([switches * (1 + k * np.finfo(dtype).eps) for k in range(-3, 4)])
+    x = np.concatenate([rng.uniform(-1, 1, 4000), rng.uniform(-30, 30, 4000), rng.standard_normal(4000) * 1e-4,
+                        np.exp(rng.uniform(-80, 700 if dtype == np.float64 else 88, 4000)), around])
+    x = x.astype(dtype)
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_llvm_accuracy_within_two_ulp(dtype):
+    """The llvm backend's own sinh, cosh, asinh, acosh and atanh (and libm's asin, acos,
+    atan) against a wider reference: at most 2 ulp from the exact result, as NumPy's."""
+    wide = np.float64 if dtype == np.float32 else np.longdouble
+    if dtype == np.float64 and np.finfo(np.longdouble).nmant <= 52:
+        pytest.skip("long double is double here: no wider reference")
+    x = _accuracy_inputs(dtype)
+    f = fj.function(lambda x: tuple(getattr(fj, n)(x) for n in _DIFFERENTIABLE), backend="llvm")
+    with np.errstate(all="ignore"):
+        for name, got in zip(_DIFFERENTIABLE, f(x), strict=True):
+            exact = FUNCTIONS[name](x.astype(wide))
+            finite = np.isfinite(exact) & (np.abs(exact) <= np.finfo(dtype).max)
+            ulp = np.spacing(np.abs(exact[finite]).astype(dtype)).astype(wide)
+            err = np.abs(got[finite].astype(wide) - exact[finite]) / ulp
+            assert err.max() <= 2, (name, float(err.max()), x[finite][np.argmax(err)])
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(exact), err_msg=name)
+            np.testing.assert_array_equal(got[~finite & ~np.isnan(exact)], exact[~finite & ~np.isnan(exact)].astype(dtype))
+
+
 def test_array_api_special_cases():
     """The cases the standard lists for each function (outside a domain: NaN)."""
     inf, nan = math.inf, math.nan
