@@ -100,26 +100,44 @@ def argpartition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "int
     return argsort(_value(o), ax)
 
 
+# Past this many comparisons (a.size * v.size), a binary search (log2 a.size gathers of v's
+# size) costs less than comparing every v with every element of a (one fused kernel).
+_COMPARE_ALL_LIMIT = 1 << 16
+
+
+def _goes_before(a: Any, v: Any, side: str, floats: bool) -> Any:
+    """Whether element a sorts before a v inserted on ``side`` (NaN last, as NumPy sorts it)."""
+    before = xp.less(a, v) if side == "left" else xp.less_equal(a, v)
+    if not floats:
+        return before
+    nan_v = xp.isnan(v)
+    return xp.logical_or(before, nan_v if side == "right" else xp.logical_and(nan_v, xp.logical_not(xp.isnan(a))))
+
+
 def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike = None) -> Any:
     """Where each element of ``v`` would go in the sorted 1-D ``a`` to keep it sorted: the first
     such index (``side='left'``) or the last (``'right'``); int64 of v's shape. NaN sorts last,
-    as in NumPy. Counts comparisons against every element of a (memory a.size * v.size)."""
+    as in NumPy. Small inputs compare every pair in one kernel; large ones binary-search."""
     if side not in ("left", "right"):
         raise FlowjitTypeError(f"searchsorted: side={side!r}; allowed 'left' or 'right' (at {user_location()})")
     ao, vo = _op(a, "a"), _op(v, "v")
     if len(ao.shape) != 1:
         raise ShapeError(f"a must be 1-D, got shape {list(ao.shape)}", op="searchsorted", loc=user_location())
-    av = _value(ao) if sorter is None else xp.take(_value(ao), sorter)
-    if ao.shape[0] == 0:
+    n = ao.shape[0]
+    if n == 0:
         return xp.zeros(vo.shape, np.int64)
-    vv = xp.expand_dims(_value(vo), -1)
-    d = xp._promote(ao, vo)
-    before = xp.less(av, vv) if side == "left" else xp.less_equal(av, vv)
-    if d.is_float:  # NaN is larger than every number (and, on the right side, equal to NaN)
-        nan_v = xp.isnan(vv)
-        before = xp.logical_or(before, nan_v if side == "right" else xp.logical_and(nan_v, xp.logical_not(
-            xp.isnan(av))))
-    return xp.sum(xp.astype(before, np.int64), axis=-1)
+    av = _value(ao) if sorter is None else xp.take(_value(ao), sorter)
+    floats = xp._promote(ao, vo).is_float
+    if n * max(1, int(np.prod(vo.shape))) <= _COMPARE_ALL_LIMIT:
+        before = _goes_before(av, xp.expand_dims(_value(vo), -1), side, floats)
+        return xp.sum(xp.astype(before, np.int64), axis=-1)
+    lo, hi = xp.zeros(vo.shape, np.int64), xp.full(vo.shape, n, np.int64)
+    for _ in range(n.bit_length()):  # ceil(log2(n + 1)) halvings of [lo, hi)
+        mid = xp.floor_divide(xp.add(lo, hi), 2)
+        right = xp.logical_and(_goes_before(xp.take(av, xp.minimum(mid, n - 1)), _value(vo), side, floats),
+                               xp.less(mid, hi))
+        lo, hi = xp.where(right, xp.add(mid, 1), lo), xp.where(right, hi, mid)
+    return lo
 
 
 # ---- unique: sizes that depend on the data ------------------------------------------------------

@@ -55,6 +55,17 @@ def test_numpy_functions_on_traced_arrays_trace():
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_of_large_inputs_binary_searches(side):
+    a = np.sort(RNG.integers(0, 50, size=400).astype(np.float64))
+    v = np.concatenate([RNG.integers(-2, 53, size=297).astype(np.float64), [np.nan, np.inf, -np.inf]])
+    f = fj.function(lambda a, v: fj.searchsorted(a, v, side=side))
+    assert "gather" in str(f.ir(a, v))  # past the comparison limit: the binary search
+    np.testing.assert_array_equal(f(a, v), np.searchsorted(a, v, side=side))
+    a_nan = np.concatenate([a, [np.nan, np.nan]])
+    np.testing.assert_array_equal(f(a_nan, v), np.searchsorted(a_nan, v, side=side))
+
+
 @pytest.mark.parametrize("x", [TIES, NANS[None], X, (TIES > 1)], ids=["ties", "nans", "floats", "bool"])
 def test_descending_is_stable(x):
     f = fj.function(lambda x: (fj.argsort(x, descending=True), fj.sort(x, descending=True)))
