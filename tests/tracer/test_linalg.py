@@ -117,6 +117,8 @@ GRADIENT_CASES = {
     "solve": (lambda a, b: (fj.linalg.solve(a, b) * W43).sum(), [A[0], B[0]]),
     "solve_vector": (lambda a, b: (fj.linalg.solve(a, b) * W44[0]).sum(), [A[1], B[1, :, 0]]),
     "solve_batched": (lambda a, b: (fj.linalg.solve(a, b) ** 2).sum(), [A, B]),
+    "solve_broadcast": (lambda a, b: (fj.linalg.solve(a, b) * W43).sum(), [A[0], B]),
+    "grad_of_grad_logdet": (lambda a: (fj.grad(lambda x: fj.linalg.slogdet(x).logabsdet)(a) * W44).sum(), [A[1]]),
     "cholesky": (lambda x: (fj.linalg.cholesky(_gram(x)) * W44).sum(), [W44 + 0.3 * A[0]]),
     "det": (lambda a: fj.linalg.det(a).sum(), [A * 0.5]),
     "slogdet": (lambda a: fj.linalg.slogdet(a).logabsdet.sum(), [A]),
