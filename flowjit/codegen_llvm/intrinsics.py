@@ -20,9 +20,9 @@ and log1p, which scalar_math lacks: fdlibm's ``log1p`` scheme on scalar_math's l
 ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
 loops do. sin, cos, atan2 and pow have no vectorizable version in scalar_math and none
-here: the renderer calls libm for them (and for asin, acos, atan). sinh, cosh, asinh, acosh
-and atanh are flowjit's own (fdlibm's formulas on the exp, expm1, log and log1p ports; see
-their section). logistic is not a loop-IR intrinsic (its registry
+here: the renderer calls libm for them. sinh, cosh, asinh, acosh and atanh are flowjit's own
+(fdlibm's formulas on the exp, expm1, log and log1p ports), asin, acos and atan fdlibm's
+float64 algorithms (float32 through them); see their sections. logistic is not a loop-IR intrinsic (its registry
 template is ``1 / (1 + exp(-a))``).
 
 The coefficients are copies of scalar_math's (which cannot be imported without numba);
@@ -534,6 +534,83 @@ def atanh(f: Scalar, x: V) -> V:
     return f.copysign(y, x)
 
 
+# ---- inverse trigonometric functions ----------------------------------------------------
+# fdlibm's asin, acos and atan in float64 (FreeBSD msun, the SunPro notice above), its
+# branches as selects; float32 evaluates them in float64 and rounds once, so its results
+# are within 0.5 ulp and a bit (the float64 ones within 1 ulp, fdlibm's bound).
+_PIO2_HI, _PIO2_LO = 1.57079632679489655800e+00, 6.12323399573676603587e-17
+_PIO4_HI, _PI = 7.85398163397448278999e-01, 3.14159265358979311600e+00
+_AS_P = (1.66666666666666657415e-01, -3.25565818622400915405e-01, 2.01212532134862925881e-01,
+         -4.00555345006794114027e-02, 7.91534994289814532176e-04, 3.47933107596021167570e-05)
+_AS_Q = (1.0, -2.40339491173441421878e+00, 2.02094576023350569471e+00, -6.88283971605453293030e-01,
+         7.70381505559019352791e-02)
+_ATAN_HI = (4.63647609000806093515e-01, 7.85398163397448278999e-01, 9.82793723247329054082e-01,
+            1.57079632679489655800e+00)
+_ATAN_LO = (2.26987774529616870924e-17, 3.06161699786838301793e-17, 1.39033110312309984516e-17,
+            6.12323399573676603587e-17)
+_AT_ODD = (3.33333333333329318027e-01, 1.42857142725034663711e-01, 9.09088713343650656196e-02,
+           6.66107313738753120669e-02, 4.97687799461593236017e-02, 1.62858201153657823623e-02)
+_AT_EVEN = (-1.99999999998764832476e-01, -1.11111104054623557880e-01, -7.69187620504482999495e-02,
+            -5.83357013379057348645e-02, -3.65315727442169155270e-02)
+
+
+def _asin_r(f: Scalar, t: V) -> V:
+    """fdlibm's R(t) = t * P(t) / Q(t), asin(x) = x + x * R(x*x) near 0."""
+    return f.div(t * poly(f, t, _AS_P), poly(f, t, _AS_Q))
+
+
+def _asin64(f: Scalar, x: V) -> V:
+    a = f.fabs(x)
+    near = x + x * _asin_r(f, x * x)
+    t = (1.0 - a) * 0.5
+    s = _sqrt(f, t)
+    r = _asin_r(f, t)
+    top = _PIO2_HI - (2.0 * (s + s * r) - _PIO2_LO)  # 0.975 <= |x| <= 1
+    w = f.trunc_low(s)  # s = w + c with w*w exact
+    c = f.div(t - w * w, s + w)
+    mid = _PIO4_HI - ((2.0 * s * r - (_PIO2_LO - 2.0 * c)) - (_PIO4_HI - 2.0 * w))
+    return f.sel(a < 0.5, near, f.copysign(f.sel(a < 0.975, mid, top), x))
+
+
+def _acos64(f: Scalar, x: V) -> V:
+    near = _PIO2_HI - (x - (_PIO2_LO - x * _asin_r(f, x * x)))
+    z = (1.0 - f.fabs(x)) * 0.5
+    s = _sqrt(f, z)
+    r = _asin_r(f, z)
+    low = _PI - 2.0 * (s + (r * s - _PIO2_LO))  # x < -0.5
+    w = f.trunc_low(s)
+    c = f.div(z - w * w, s + w)
+    high = 2.0 * (w + (r * s + c))  # x > 0.5
+    high = f.sel(x == 1.0, 0.0, high)  # c is 0/0 there
+    return f.sel(x < -0.5, low, f.sel(x > 0.5, high, near))
+
+
+def _atan64(f: Scalar, x: V) -> V:
+    a = f.fabs(x)
+    # fdlibm's intervals: atan(a) = atan(hi) + atan((a - c) / (1 + c a)), c = 1/2, 1, 3/2, inf
+    i0, i1, i2, i3 = a < 0.6875, a < 1.1875, a < 2.4375, a < 0.4375
+    num = f.sel(i3, a, f.sel(i0, 2.0 * a - 1.0, f.sel(i1, a - 1.0, f.sel(i2, a - 1.5, -1.0))))
+    den = f.sel(i3, 1.0, f.sel(i0, 2.0 + a, f.sel(i1, a + 1.0, f.sel(i2, 1.0 + 1.5 * a, a))))
+    hi = f.sel(i3, 0.0, f.sel(i0, _ATAN_HI[0], f.sel(i1, _ATAN_HI[1], f.sel(i2, _ATAN_HI[2], _ATAN_HI[3]))))
+    lo = f.sel(i3, 0.0, f.sel(i0, _ATAN_LO[0], f.sel(i1, _ATAN_LO[1], f.sel(i2, _ATAN_LO[2], _ATAN_LO[3]))))
+    r = f.div(num, den)
+    z = r * r
+    w = z * z
+    tail = z * poly(f, w, _AT_ODD) + w * poly(f, w, _AT_EVEN)
+    y = hi - ((r * tail - lo) - r)
+    return f.copysign(y, x)
+
+
+def _via_f64(fn: Callable[[Scalar, V], V]) -> Callable[[Scalar, V], V]:
+    """fn, a float64 algorithm, for float32 too: widened, computed, rounded once."""
+    def run(f: Scalar, x: V) -> V:
+        if f.width == 64:
+            return fn(f, x)
+        g = Scalar(f.b, _F64)
+        return V(f, f.b.fptrunc(fn(g, V(g, f.b.fpext(x.v, _F64))).v, f.t))
+    return run
+
+
 # ---- the table --------------------------------------------------------------------------
 def _llvm(name: str) -> Callable[[Scalar, V], V]:
     return lambda f, x: f._intrinsic(name, x)
@@ -547,7 +624,8 @@ _UNARY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
     ("tanh", "f32"): tanh32, ("tanh", "f64"): tanh64,
     ("erf", "f32"): erf32, ("erf", "f64"): erf64,
     **{(op, d): fn for op, fn in (("sinh", sinh), ("cosh", cosh), ("asinh", asinh), ("acosh", acosh),
-                                   ("atanh", atanh)) for d in ("f32", "f64")},
+                                   ("atanh", atanh), ("asin", _via_f64(_asin64)), ("acos", _via_f64(_acos64)),
+                                   ("atan", _via_f64(_atan64))) for d in ("f32", "f64")},
     **{(op, d): _llvm(f"llvm.{op}") for op in ("sqrt", "floor", "ceil", "rint", "fabs", "trunc")
        for d in ("f32", "f64")},
 }
