@@ -126,8 +126,9 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
 
 def cholesky(a: ArrayLike, upper: bool = False) -> Any:
     """The Cholesky factor of each symmetric positive-definite matrix of ``a``: lower L with
-    ``L @ L.T == a`` (or upper ``U == L.T`` with ``upper=True``). Reads a's lower triangle;
-    its gradient is symmetric (JAX's). Not positive-definite: LinAlgError at run time."""
+    ``L @ L.T == a`` (or upper ``U == L.T`` with ``upper=True``). Reads a's lower triangle, and
+    its gradient is that of this function (zero above the diagonal); on a matrix built symmetric
+    the chain rule gives JAX's. Not positive-definite: LinAlgError at run time."""
     lower = _bind("cholesky", "cholesky", [_float_matrix(a, "cholesky")])
     return _mT(lower) if upper else lower
 
@@ -147,8 +148,8 @@ def det(a: ArrayLike) -> Any:
 
 def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
     """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix of ``a``,
-    read from its lower (``UPLO='L'``) or upper (``'U'``) triangle. The gradient (JAX's)
-    assumes distinct eigenvalues and is symmetric."""
+    read from its lower (``UPLO='L'``) or upper (``'U'``) triangle. The gradient (JAX's rule,
+    put in the triangle read) assumes distinct eigenvalues."""
     if UPLO not in ("L", "U"):
         raise _fail("eigh", f"UPLO={UPLO!r}: allowed 'L' or 'U'")
     w, v = _bind("eigh", "eigh", [_float_matrix(a, "eigh")], {"lower": UPLO == "L"})

@@ -88,13 +88,16 @@ GRADIENT_CASES = _gradient_cases()
 
 
 def _loss_function(prim, arrays, attrs, weights):
-    """IR for sum(prim(*arrays) * weights): a scalar whose gradient is the VJP of `weights`."""
+    """IR for the sum of prim(*arrays)[k] * weights[k] over its results: a scalar whose gradient
+    is the VJP of `weights` (one array per result: eigh, svd have several)."""
     types = [TensorType(a.shape, a.dtype) for a in arrays]
     fn, b = new_function("f", types)
-    (y,) = b.emit(prim, fn.args, attrs)
-    w = b.op("constant", value=fj.ir.registry.Literal(weights))
-    s = b.op("reduce_sum", b.op("mul", y, w), axes=tuple(range(y.type.ndim)), keepdims=False)
-    fn.body.set_returns([s])
+    total = None
+    for y, weight in zip(b.emit(prim, fn.args, attrs), weights, strict=True):
+        w = b.op("constant", value=fj.ir.registry.Literal(weight))
+        s = b.op("reduce_sum", b.op("mul", y, w), axes=tuple(range(y.type.ndim)), keepdims=False)
+        total = s if total is None else b.op("add", total, s)
+    fn.body.set_returns([total])
     return fn
 
 
@@ -119,8 +122,9 @@ def test_every_primitive_is_covered_by_the_gradient_check():
 @pytest.mark.parametrize("case", GRADIENT_CASES, ids=lambda c: c.id or c.prim)
 def test_vjp_matches_central_finite_differences(case):
     prim, arrays, attrs = _float64_case(case)
-    out_t = prim.infer([TensorType(a.shape, a.dtype) for a in arrays], prim.normalize_attrs(attrs))[0]
-    weights = np.random.default_rng(3).standard_normal(out_t.shape).astype(out_t.dtype.np)
+    rng = np.random.default_rng(3)
+    weights = [rng.standard_normal(t.shape).astype(t.dtype.np)
+               for t in prim.infer([TensorType(a.shape, a.dtype) for a in arrays], prim.normalize_attrs(attrs))]
     fn = _loss_function(prim, arrays, attrs, weights)
     wrt = [i for i, a in enumerate(arrays) if a.dtype == np.float64]
     g = grad_function(fn, wrt)

@@ -90,10 +90,12 @@ def _qr_case(dt, shape, full) -> Case:
 
 CASES: list[Case] = [c for dt in (np.float32, np.float64) for shape in ((3, 3), (2, 4, 4))
                      for c in _square_cases(dt, shape)]
-CASES += [_svd_case(dt, shape, full) for dt in (np.float32, np.float64) for shape in ((4, 3), (2, 3, 5))
-          for full in (False, True)]
-CASES += [_qr_case(dt, shape, full) for dt in (np.float32, np.float64) for shape in ((4, 3), (2, 3, 5))
-          for full in (False, True)]
+# full_matrices / complete of a tall matrix has columns with no derivative (not unique): the
+# gradient check of every case would fail there, so those shapes are checked in tests/tracer/test_linalg.
+CASES += [_svd_case(dt, shape, full) for dt in (np.float32, np.float64)
+          for shape, full in (((4, 3), False), ((2, 3, 5), False), ((3, 3), True))]
+CASES += [_qr_case(dt, shape, full) for dt in (np.float32, np.float64)
+          for shape, full in (((4, 3), False), ((2, 3, 5), False), ((3, 3), True), ((2, 3, 5), True))]
 
 def _argsort_expect(axis, descending):
     def expect(x):

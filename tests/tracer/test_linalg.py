@@ -27,7 +27,8 @@ def _programs(la):
     return lambda a, spd, b, tall, wide, v, x3: (
         la.inv(a), la.solve(a, b), la.solve(a[0], b[0, :, 0]), la.cholesky(spd), la.cholesky(spd, upper=True),
         la.det(a), tuple(la.slogdet(a)), tuple(la.eigh(spd)), tuple(la.eigh(spd, UPLO="U")), la.eigvalsh(spd),
-        tuple(la.svd(tall, full_matrices=False)), tuple(la.svd(wide, full_matrices=False)), la.svd(a)[1],
+        tuple(la.svd(tall, full_matrices=False)), tuple(la.svd(wide, full_matrices=False)), tuple(la.svd(a)),
+        tuple(la.svd(tall)), tuple(la.svd(wide)),
         la.svdvals(wide), la.norm(tall), la.norm(v, axis=1), la.norm(v, ord=np.inf, axis=-1),
         la.norm(v, ord=1, axis=1, keepdims=True), la.norm(v[0], ord=3), la.norm(v[0], ord=0),
         la.norm(v, ord=-np.inf, axis=1), la.norm(tall, "fro"), la.norm(tall, "nuc"), la.norm(tall, 2),
@@ -137,6 +138,11 @@ GRADIENT_CASES = {
                      + (fj.linalg.matrix_power(a, 3) * W44).sum() * 1e-3, [A[0]]),
     "qr_tall": (lambda m: (fj.linalg.qr(m).Q * W53).sum() + (fj.linalg.qr(m).R * W44[:3, :3]).sum(), [TALL]),
     "qr_square": (lambda a: (fj.linalg.qr(a, mode="r") ** 2 * W44).sum(), [A[0]]),
+    "qr_wide": (lambda m: (fj.linalg.qr(m).Q * W44[:3, :3]).sum() + (fj.linalg.qr(m).R * WIDE[1]).sum(),
+                [WIDE[0]]),
+    "cholesky_reads_the_lower_triangle": (lambda a: (fj.linalg.cholesky(a) * W44).sum(), [SPD[0]]),
+    "eigh_reads_one_triangle": (lambda a: (fj.linalg.eigh(a).eigenvectors ** 2 * W44).sum()
+                                + (fj.linalg.eigh(a, UPLO="U").eigenvalues * W44[1]).sum(), [SPD[1]]),
     "multi_dot_cond": (lambda m: (fj.linalg.multi_dot([W53.T, m, m.T, W53[:, 0]]) ** 2).sum()
                        + fj.linalg.cond(m) + fj.linalg.cond(m[:3], 1), [TALL]),
     "trace_cross_vecdot": (lambda x: fj.linalg.trace(x @ x.T) + (fj.linalg.cross(x, x[::-1]) * X3).sum()
@@ -155,9 +161,9 @@ def test_gradient_of_svd_full_matrices_of_a_rectangle_is_refused():
         fj.grad(lambda m: fj.linalg.svd(m).U.sum())(TALL)
 
 
-def test_gradient_of_qr_of_a_wide_matrix_is_refused():
-    with pytest.raises(ShapeError, match="at least as many rows"):
-        fj.grad(lambda m: fj.linalg.qr(m).R.sum())(WIDE[0])
+def test_gradient_of_complete_qr_of_a_tall_matrix_is_refused():
+    with pytest.raises(ShapeError, match="mode='reduced'"):
+        fj.grad(lambda m: fj.linalg.qr(m, mode="complete").Q.sum())(TALL)
 
 
 # ---- bad input ---------------------------------------------------------------------------------

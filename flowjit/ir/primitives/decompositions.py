@@ -4,7 +4,7 @@ Each is ``opaque`` to fusion: a backend runs NumPy's own routine (LAPACK through
 ``numpy.linalg``, ``np.argsort``) through its per-kernel driver, batched over the leading
 dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32 or f64 (LAPACK
 has no f16; the tracer casts). The VJP rules are JAX's: ``inv``, ``solve``, ``cholesky``,
-``slogdet``, ``qr`` (m >= n); ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
+``slogdet``, ``qr``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
 values, where the derivative of the vectors exists. ``argsort`` has no gradient (an
 index); ``sort`` is a gather through it, so its gradient is the gather's.
 """
@@ -197,8 +197,16 @@ def _diag_part(e, x, eye):
     return e.reduce_sum(e.mul(x, eye), axes=(x.type.ndim - 1,), keepdims=False)
 
 
-def _sym(e, x):
-    return e.mul(e.add(x, _mT(e, x)), e.const(0.5, x))
+def _read_triangle(e, x, lower: bool = True):
+    """The gradient of a function of the symmetric matrix built from one triangle of its input,
+    given ``x``, any matrix whose symmetric part is that gradient on symmetric matrices: the
+    symmetric part, counted twice off the diagonal of the triangle read and zero in the other
+    (where finite differences of NumPy's eigh and cholesky put it). On inputs built symmetric
+    (``x + x.T``, ``x @ x.T``), the chain rule gives the same as JAX's symmetrized rule."""
+    n = x.type.shape[-1]
+    mask = np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)
+    mask = (mask if lower else mask.T).astype(x.type.dtype.np)
+    return e.mul(e.add(x, _mT(e, x)), e.builder.op("constant", value=Literal(mask)))
 
 
 def _inv_vjp(e, g, y, a):
@@ -213,7 +221,7 @@ def _solve_vjp(e, g, x, a, b):
 
 def _cholesky_vjp(e, g, lower, a):
     # Murray (2016), as JAX: phi(L^T gL) keeps the lower triangle with its diagonal halved;
-    # gA = L^-T phi L^-1, symmetrized (the input is taken as symmetric).
+    # gA = L^-T phi L^-1, whose symmetric part is the gradient; a's lower triangle is read.
     n = a.type.shape[-1]
     phi = (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(a.type.dtype.np)
     phi_mask = e.builder.op("constant", value=Literal(phi))
@@ -221,7 +229,7 @@ def _cholesky_vjp(e, g, lower, a):
     lt = _mT(e, lower)
     x = e.solve(lt, p)                      # L^-T phi
     s = _mT(e, e.solve(lt, _mT(e, x)))      # (L^-T phi) L^-1
-    return [_sym(e, s)]
+    return [_read_triangle(e, s)]
 
 
 def _slogdet_vjp(e, gs, ys, a, blocks=()):
@@ -240,7 +248,7 @@ def _eigh_vjp(e, gs, ys, a, blocks=(), *, lower):
     diff = e.add(e.sub(_col(e, w), _row(e, w)), eye)
     f = e.div(e.sub(one, eye), diff)
     inner = e.add(e.mul(_col(e, gw), eye), e.mul(f, e.matmul(_mT(e, v), gv)))
-    return [_sym(e, e.matmul(e.matmul(v, inner), _mT(e, v)))]
+    return [_read_triangle(e, e.matmul(e.matmul(v, inner), _mT(e, v)), lower)]
 
 
 def _svd_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
@@ -281,20 +289,37 @@ defvjp("svd", _svd_vjp)
 
 
 def _qr_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
-    # The transpose of JAX's qr_jvp (defined for m >= n): with M = Q^T gQ - gR R^T,
-    # gA = (gQ + Q (tril(M - M^T, -1) - M)) R^-T.
     m, n = a.type.shape[-2:]
-    if m < n or (full_matrices and m != n):
-        raise ShapeError(f"the gradient of qr is defined for matrices with at least as many rows as columns "
-                         f"and the reduced mode, got {a.type}{' with mode=complete' if full_matrices else ''}",
+    if full_matrices and m > n:
+        raise ShapeError(f"the gradient of qr with mode='complete' is defined only when a has no more rows than "
+                         f"columns (the extra columns of q are not unique), got {a.type}; use mode='reduced'",
                          op="qr")
     gq, gr = gs
     q, r = ys
+    if m >= n:
+        return [_qr_tall_vjp(e, gq, gr, q, r)]
+    # Wide a = [x | y] with x square: q, r_x = qr(x) and r_y = q^T y.
+    nd = a.type.ndim
+    batch = a.type.shape[:-2]
+
+    def cols(v, start, size):
+        return e.slice(v, start=(0,) * (nd - 1) + (start,), size=batch + (v.type.shape[-2], size),
+                       step=(1,) * nd)
+
+    y, gr_x, gr_y = cols(a, m, n - m), cols(gr, 0, m), cols(gr, m, n - m)
+    gx = _qr_tall_vjp(e, e.add(gq, e.matmul(y, _mT(e, gr_y))), gr_x, q, cols(r, 0, m))
+    return [e.concatenate(gx, e.matmul(q, gr_y), axis=nd - 1)]
+
+
+def _qr_tall_vjp(e, gq, gr, q, r):
+    # The transpose of JAX's qr_jvp (m >= n): with M = Q^T gQ - gR R^T,
+    # gA = (gQ + Q (tril(M - M^T, -1) - M)) R^-T.
+    n = r.type.shape[-1]
     m_ = e.sub(e.matmul(_mT(e, q), gq), e.matmul(gr, _mT(e, r)))
-    below = np.tril(np.ones((n, n)), -1).astype(a.type.dtype.np)
+    below = np.tril(np.ones((n, n)), -1).astype(r.type.dtype.np)
     skew = e.mul(e.sub(m_, _mT(e, m_)), e.builder.op("constant", value=Literal(below)))
     z = e.add(gq, e.matmul(q, e.sub(skew, m_)))
-    return [_mT(e, e.solve(r, _mT(e, z)))]
+    return _mT(e, e.solve(r, _mT(e, z)))
 
 
 defvjp("qr", _qr_vjp)
