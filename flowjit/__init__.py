@@ -112,6 +112,7 @@ from flowjit.tracer.array_api import (
     multiply,
     ndim,
     negative,
+    nextafter,
     not_equal,
     ones,
     ones_like,

@@ -49,6 +49,7 @@ rint = np.rint
 floor = np.floor
 ceil = np.ceil
 trunc = np.trunc
+nextafter = np.nextafter
 isnan = np.isnan
 isfinite = np.isfinite
 

@@ -635,8 +635,22 @@ def _fmod(f: Scalar, a: V, b: V) -> V:
     return V(f, f.b.frem(a.v, b.v))  # C's fmod: exact, the sign of a
 
 
+def _nextafter(f: Scalar, a: V, b: V) -> V:
+    """C's nextafter: a's bits plus or minus one (toward b), the least subnormal with b's
+    sign from zero, b where a == b (so -0 toward +0 is +0), NaN from either NaN."""
+    ib = f.b
+    inc = ib.icmp_unsigned("==", (a < b).v, (a > 0.0).v)  # away from zero iff b is on a's far side
+    step = ib.select(inc, ir.Constant(f.ity, 1), ir.Constant(f.ity, -1))
+    y = f._float(ib.add(f._bits(a), step))
+    tiny = float(np.finfo(np.float32 if f.width == 32 else np.float64).smallest_subnormal)
+    y = f.sel(a == 0.0, f.copysign(tiny, b), y)
+    y = f.sel(a == b, b, y)
+    return f.sel(a == a, f.sel(b == b, y, b), a)
+
+
 _BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
-    (op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod)) for d in ("f32", "f64")
+    (op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod), ("nextafter", _nextafter))
+    for d in ("f32", "f64")
 }
 _FLOAT = {"f32": _F32, "f64": _F64}
 

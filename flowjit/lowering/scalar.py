@@ -52,13 +52,14 @@ OPS: dict[str, tuple[int, str, str]] = {
     "trunc": (1, "f", "same"), "asin": (1, "f", "same"), "acos": (1, "f", "same"),
     "atan": (1, "f", "same"), "sinh": (1, "f", "same"), "cosh": (1, "f", "same"),
     "asinh": (1, "f", "same"), "acosh": (1, "f", "same"), "atanh": (1, "f", "same"),
+    "nextafter": (2, "f", "same"),
     "fabs": (1, "f", "same"), "fmod": (2, "f", "same"), "copysign": (2, "f", "same"),
     "ipow": (2, "i", "same"),         # integer power; a negative exponent as C's 1 / a**-b
 }
 # The ops printed and rendered as calls with a dtype suffix (``tanh.f32``).
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                         "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
-                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"))
+                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter"))
 
 ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
@@ -177,7 +178,7 @@ _REFERENCE: dict[str, Callable] = {
     "pow": np.power, "floor": np.floor, "ceil": np.ceil, "rint": np.rint, "fabs": np.fabs,
     "fmod": np.fmod, "copysign": np.copysign, "ipow": _ipow, "trunc": np.trunc,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
-    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "nextafter": np.nextafter,
 }
 
 
@@ -303,7 +304,7 @@ FUNCTIONS: dict[str, Callable[..., Expr]] = {
     "mod": _mod, "pow": _pow, "maximum": maximum, "minimum": minimum, "signbit": _signbit,
     **{n: _intrinsic(n) for n in ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
                                    "floor", "ceil", "rint", "atan2", "trunc", "asin", "acos", "atan",
-                                   "sinh", "cosh", "asinh", "acosh", "atanh")},
+                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter")},
 }
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div"}

@@ -194,6 +194,17 @@ mod = remainder = _binary("mod")
 maximum = _binary("maximum", bool_prim="logical_or")
 minimum = _binary("minimum", bool_prim="logical_and")
 arctan2 = _binary("atan2", float_only=True)
+
+
+def nextafter(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """The next representable float after x1 toward x2, elementwise (integers promote to
+    float64, as in NumPy); float32 and float64 only."""
+    a, b = _op(x1, "x1"), _op(x2, "x2")
+    d = _float_dtype(_promote(a, b))
+    if d not in (float32, float64):
+        raise FlowjitTypeError(f"nextafter: x1 and x2 promote to {d.name} at {user_location()}; nextafter takes "
+                               "float32 or float64 (cast float16 and bool inputs with .astype(fj.float32))")
+    return _apply("nextafter", [_cast(a, d), _cast(b, d)])
 equal = _compare("eq")
 not_equal = _compare("ne")
 less = _compare("lt")

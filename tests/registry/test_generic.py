@@ -38,6 +38,7 @@ NUMPY_EQUIVALENT = {
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "select": np.where,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "trunc": np.trunc, "signbit": np.signbit,
+    "nextafter": np.nextafter,
 }
 
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((2, 1, 4), (3, 1)), ((), (5,)), ((4, 1), ()), ((0, 3), (3,))]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, DType, bool_
+from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, DType, bool_, float32, float64
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
@@ -21,7 +21,7 @@ SCALAR_FUNCTIONS = (
     "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
     "floor", "ceil", "rint", "isnan", "isfinite", "floordiv", "mod", "pow", "maximum",
     "minimum", "atan2", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-    "trunc", "signbit",
+    "trunc", "signbit", "nextafter",
 )
 
 
@@ -145,6 +145,9 @@ _binary("pow", _int_pow, "pow(a, b)", domain="pow", identity=1)
 _binary("maximum", np.maximum, "maximum(a, b)", commutative=True, idempotent=True)
 _binary("minimum", np.minimum, "minimum(a, b)", commutative=True, idempotent=True)
 _binary("atan2", np.arctan2, "atan2(a, b)", dtypes=FLOAT_DTYPES)
+# The next float after a toward b. Not float16: kernels compute float16 in float32, whose
+# neighbour rounds back to a.
+_binary("nextafter", np.nextafter, "nextafter(a, b)", dtypes=(float32, float64), diff=False)
 # The last field is ``x op x`` for ints and bools.
 for _name, _fn, _op, _commutative, _self in (
         ("eq", np.equal, "==", True, True), ("ne", np.not_equal, "!=", True, False),
