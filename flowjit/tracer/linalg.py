@@ -6,7 +6,9 @@ The decompositions bind the opaque primitives of ``flowjit.ir.primitives.decompo
 (NumPy's LAPACK calls, batched over leading dimensions; JAX's gradients); everything else
 (norms, ``det``, ``pinv``, ``matrix_power``, ``matrix_rank``, ``trace``...) is a composite of
 registry primitives. Each function has NumPy's signature and is what ``np.linalg.<name>``
-traces as on traced arrays. Integer and bool matrices compute in float64, as NumPy's do;
+traces as on traced arrays. Where LAPACK fails on a matrix (singular, not positive-definite,
+no convergence) its results are NaN, as in JAX, where NumPy raises LinAlgError.
+Integer and bool matrices compute in float64, as NumPy's do;
 float16 is refused, as NumPy refuses it (LAPACK has no half precision).
 """
 
@@ -91,7 +93,7 @@ def _mT(x: Any) -> Any:
 
 def inv(a: ArrayLike) -> Any:
     """The inverse of each matrix of ``a`` [..., N, N] (``np.linalg.inv``); a singular matrix
-    raises ``np.linalg.LinAlgError`` when the program runs, as in NumPy."""
+    gives NaN (JAX's answer: NumPy raises LinAlgError, which a compiled program cannot)."""
     return _bind("inv", "inv", [_float_matrix(a, "inv")])
 
 
@@ -128,7 +130,7 @@ def cholesky(a: ArrayLike, upper: bool = False) -> Any:
     """The Cholesky factor of each symmetric positive-definite matrix of ``a``: lower L with
     ``L @ L.T == a`` (or upper ``U == L.T`` with ``upper=True``). Reads a's lower triangle, and
     its gradient is that of this function (zero above the diagonal); on a matrix built symmetric
-    the chain rule gives JAX's. Not positive-definite: LinAlgError at run time."""
+    the chain rule gives JAX's. A matrix that is not positive-definite gives NaN (as in JAX)."""
     lower = _bind("cholesky", "cholesky", [_float_matrix(a, "cholesky")])
     return _mT(lower) if upper else lower
 

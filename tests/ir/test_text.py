@@ -600,6 +600,12 @@ def _matmul(c: Ctx, p: Primitive):
     return [a, bt], {}
 
 
+def _solve(c: Ctx, p: Primitive):
+    d = c.choose(list(p.dtypes))
+    batch, n = tuple(c.int(1, 2) for _ in range(c.int(0, 1))), c.int(1, 3)
+    return [c.const(d, batch + (n, n)), c.const(d, batch + (n, c.int(1, 2)))], {}
+
+
 def _conv2d(c: Ctx, p: Primitive):
     d = c.choose(list(FLOAT_DTYPES))
     n, h, w, ci, co = c.int(1, 2), c.int(1, 5), c.int(1, 5), c.int(1, 2), c.int(1, 2)
@@ -635,7 +641,7 @@ RECIPES: dict[str, Recipe] = {
     "reduce_any": _reduce, "reduce_all": _reduce, "argmax": _arg, "argmin": _arg, "cumsum": _cumsum,
     "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose, "squeeze": _squeeze,
     "expand_dims": _expand_dims, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
-    "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "conv2d": _conv2d,
+    "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
     "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
 }
 

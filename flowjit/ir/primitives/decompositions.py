@@ -33,19 +33,31 @@ def _matrix(t: TensorType, square: bool = True) -> tuple[int, int]:
     return m, n
 
 
-def _lapack(name: str, fn, hint: str):
-    """``fn`` whose LinAlgError (a singular or indefinite matrix, found only when the program
-    runs) names the op, the operands and what to do, NumPy's error class kept."""
-    def impl(*arrays: np.ndarray, **attrs: object):
+def _lapack(fn):
+    """``fn`` (a NumPy LAPACK call over a stack of matrices ``a`` and matching operands) with
+    JAX's answer where LAPACK fails on a matrix (singular for inv/solve, not positive-definite
+    for cholesky, no convergence on NaN for eigh/svd): NaN in every result of that matrix, the
+    rest of the batch computed. NumPy raises LinAlgError for the whole batch instead; a compiled
+    program, and the interpreter on arbitrary inputs, must not stop there."""
+    def impl(a: np.ndarray, *rest: np.ndarray, **attrs: object):
         try:
-            return fn(*arrays, **attrs)
-        except np.linalg.LinAlgError as e:
-            shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
-            raise np.linalg.LinAlgError(f"{name}: {e} (operands {shapes}); {hint}") from None
+            return fn(a, *rest, **attrs)
+        except np.linalg.LinAlgError:
+            pass
+        batch = a.shape[:-2]
+        failed = np.zeros(batch, bool)
+        usable = np.array(a, copy=True)
+        for idx in np.ndindex(batch):
+            try:
+                fn(a[idx], *(x[idx] for x in rest), **attrs)
+            except np.linalg.LinAlgError:
+                failed[idx] = True
+                usable[idx] = np.eye(*a.shape[-2:], dtype=a.dtype)  # any matrix LAPACK takes
+        out = fn(usable, *rest, **attrs)
+        for r in out if isinstance(out, tuple) else (out,):
+            r[failed] = np.nan
+        return out
     return impl
-
-
-_SINGULAR = "NumPy raises the same; regularize (a + eps * I) or use pinv / lstsq-style solves"
 
 
 # ---- inv, solve, cholesky, slogdet ------------------------------------------------------------
@@ -77,16 +89,15 @@ def _slogdet_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 declare("inv", kind="opaque", rule=_square_rule,
-        impl=_lapack("inv", lambda a: np.linalg.inv(a).astype(a.dtype, copy=False), _SINGULAR),
+        impl=_lapack(lambda a: np.linalg.inv(a).astype(a.dtype)),
         dtypes=LAPACK_DTYPES, doc="np.linalg.inv over [..., n, n] (LAPACK getrf/getri); singular: LinAlgError")
 declare("solve", kind="opaque", rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
-        impl=_lapack("solve", lambda a, b: np.linalg.solve(a, b).astype(a.dtype, copy=False), _SINGULAR),
+        impl=_lapack(lambda a, b: np.linalg.solve(a, b).astype(a.dtype)),
         doc="x with a @ x == b for a [..., n, n] and b [..., n, k] of the same batch dims (LAPACK gesv)")
 declare("cholesky", kind="opaque", rule=_square_rule, dtypes=LAPACK_DTYPES,
-        impl=_lapack("cholesky", lambda a: np.linalg.cholesky(a).astype(a.dtype, copy=False),
-                     "the matrix must be symmetric positive-definite; add eps * I to a semi-definite one"),
+        impl=_lapack(lambda a: np.linalg.cholesky(a).astype(a.dtype)),
         doc="lower-triangular L with L @ L.T == a, reading a's lower triangle (LAPACK potrf)")
-declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_slogdet_impl, dtypes=LAPACK_DTYPES,
+declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_lapack(_slogdet_impl), dtypes=LAPACK_DTYPES,
         doc="(sign, log|det|) of [..., n, n], two results of shape [...] (LAPACK getrf)")
 
 
@@ -116,12 +127,12 @@ def _svd_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, ...]:
     return tuple(r.astype(a.dtype, copy=False) for r in (u, s, vh))
 
 
-declare("eigh", kind="opaque", rule=_eigh_rule, impl=_lapack("eigh", _eigh_impl, "LAPACK did not converge"),
+declare("eigh", kind="opaque", rule=_eigh_rule, impl=_lapack(_eigh_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"lower": attr("bool", True)},
         doc="(eigenvalues ascending [..., n], eigenvectors as columns [..., n, n]) of the symmetric "
             "matrix whose lower (or upper) triangle is a's (LAPACK syevd)")
-declare("svd", kind="opaque", rule=_svd_rule, impl=_lapack("svd", _svd_impl, "LAPACK did not converge"),
+declare("svd", kind="opaque", rule=_svd_rule, impl=_lapack(_svd_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k], k = min(m, n); "
@@ -141,7 +152,7 @@ def _qr_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, np.ndar
     return q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)
 
 
-declare("qr", kind="opaque", rule=_qr_rule, impl=_qr_impl, dtypes=LAPACK_DTYPES,
+declare("qr", kind="opaque", rule=_qr_rule, impl=_lapack(_qr_impl), dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(q, r) with a == q @ r, q orthonormal columns [..., m, k], r upper-triangular [..., k, n], "
             "k = min(m, n), or m with full_matrices (LAPACK geqrf/orgqr)")
