@@ -1,10 +1,10 @@
 """Sorting and searching: ``sort``, ``argsort``, ``searchsorted``, ``partition``, ``unique``
 (where shapes are static).
 
-``argsort`` binds the registry's ``argsort`` primitive (NumPy's stable sort, opaque); ``sort``
-gathers through it, so its gradient is the gather's (each element's cotangent goes back to
-where the element came from). Every sort is stable, whatever ``kind`` says: equal elements
-keep their order, ascending or descending, as the array API standard's ``stable=True``.
+``argsort`` and ``sort`` bind the registry's primitives of those names (NumPy's sorts, opaque);
+sort's gradient scatters each element's cotangent back to where the element came from, through
+argsort. argsort is stable unless asked otherwise (the array API standard's ``stable=True``):
+equal elements keep their order, ascending or descending.
 The ``unique`` family's result sizes depend on the values, which a traced program does not
 know: on concrete arrays they are NumPy's, on traced ones an error says so.
 """
@@ -57,21 +57,22 @@ def _sort_operand(fname: str, a: ArrayLike, axis: Any, kind: Any, order: Any, st
 
 def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
             stable: bool | None = None, descending: bool = False) -> Any:
-    """int64 indices that sort ``a`` along ``axis`` (flattened when None), stably: equal elements
-    keep their order, in ``descending`` order too. NaN sorts last (first when descending)."""
+    """int64 indices that sort ``a`` along ``axis`` (flattened when None), stably unless
+    ``stable=False`` or ``kind='quicksort'``/``'heapsort'`` (then NumPy's faster default sort):
+    equal elements keep their order, in ``descending`` order too. NaN sorts last (first when
+    descending)."""
     o, ax = _sort_operand("argsort", a, axis, kind, order, stable, descending)
-    return bind("argsort", [o], {"axis": ax, "descending": bool(descending)})
+    # Stable unless asked otherwise (the array API's default; NumPy's is kind='quicksort').
+    unstable = stable is False or (stable is None and kind in ("quicksort", "heapsort"))
+    return bind("argsort", [o], {"axis": ax, "descending": bool(descending), "stable": not unstable})
 
 
 def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
          stable: bool | None = None, descending: bool = False) -> Any:
     """``a`` sorted along ``axis`` (flattened when None), ascending or ``descending``; the
-    gradient gathers the cotangent back through the sorting permutation."""
+    gradient sends each cotangent back through the sorting permutation."""
     o, ax = _sort_operand("sort", a, axis, kind, order, stable, descending)
-    if o.shape[ax] <= 1:
-        return _value(o)
-    idx = bind("argsort", [o], {"axis": ax, "descending": bool(descending)})
-    return xp.take_along_axis(_value(o), idx, axis=ax)
+    return bind("sort", [o], {"axis": ax, "descending": bool(descending)})
 
 
 def _check_kth(fname: str, o: Operand, ax: int, kth: Any) -> None:

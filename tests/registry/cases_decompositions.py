@@ -139,6 +139,27 @@ CASES += [
     for d in (np.int32, np.int64, np.float32, np.float64, np.bool_, np.float16)
     for ax in (-1, 0) for desc in (False, True)
 ] + [
+    # Not stable: NumPy's default sort; distinct values, so the order is still unique.
+    Case("argsort", [((4, 6), "f64")], {"axis": 0, "descending": desc, "stable": False},
+         expect=_argsort_expect(0, desc), id=f"argsort-unstable-{'desc' if desc else 'asc'}")
+    for desc in (False, True)
+] + [
     Case("argsort", [_with_nan((2, 5))], {"descending": desc}, expect=_argsort_expect(-1, desc),
          id=f"argsort-nan-{'desc' if desc else 'asc'}") for desc in (False, True)
+]
+
+
+def _sort_expect(axis, descending):
+    def expect(x):
+        order = _argsort_expect(axis, descending)(x)
+        return np.take_along_axis(x, order, axis)
+    return expect
+
+
+CASES += [
+    Case("sort", [spec], {"axis": ax, "descending": desc}, expect=_sort_expect(ax, desc),
+         id=f"sort-{name}-{ax}-{'desc' if desc else 'asc'}")
+    for name, spec in (("f64", ((3, 7), "f64")), ("f32", ((4, 5), "f32")), ("i32-ties", _with_ties((3, 7), np.int32)),
+                       ("bool", _with_ties((3, 7), np.bool_)), ("nan", _with_nan((2, 5))))
+    for ax in (-1, 0) for desc in (False, True)
 ]

@@ -49,6 +49,15 @@ def test_values_match_numpy(interpret):
         assert g.dtype == np.asarray(w).dtype or g.dtype == np.int64, (k, g.dtype)
 
 
+def test_argsort_is_stable_unless_asked_otherwise():
+    ties = np.repeat(np.arange(5.0), 40)[::-1].copy()  # long runs of ties: introsort reorders them
+    f = fj.function(lambda x: (fj.argsort(x), np.argsort(x, kind="quicksort"), fj.argsort(x, stable=False)))
+    stable, quick, unstable = f(ties)
+    np.testing.assert_array_equal(stable, np.argsort(ties, kind="stable"))
+    np.testing.assert_array_equal(quick, np.argsort(ties, kind="quicksort"))
+    np.testing.assert_array_equal(ties[unstable], np.sort(ties))
+
+
 def test_numpy_functions_on_traced_arrays_trace():
     got = fj.function(lambda x, s, q: (np.sort(x), np.argsort(x, axis=0), np.searchsorted(s, q)))(X, SORTED, QUERIES)
     for g, w in zip(got, (np.sort(X), np.argsort(X, axis=0), np.searchsorted(SORTED, QUERIES)), strict=True):

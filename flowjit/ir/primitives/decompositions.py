@@ -6,7 +6,7 @@ dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32 or 
 has no f16; the tracer casts). The VJP rules are JAX's: ``inv``, ``solve``, ``cholesky``,
 ``slogdet``, ``qr``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
 values, where the derivative of the vectors exists. ``argsort`` has no gradient (an
-index); ``sort`` is a gather through it, so its gradient is the gather's.
+index); ``sort``'s scatters the cotangent back through ``argsort``.
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ declare("qr", kind="opaque", rule=_qr_rule, impl=_lapack(_qr_impl), dtypes=LAPAC
 
 
 # ---- argsort ------------------------------------------------------------------------------------
-def _argsort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool) -> TensorType:
+def _argsort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool, stable: bool = True
+                  ) -> TensorType:
     x = in_types[0]
     if x.ndim == 0:
         raise ShapeError(f"operand must have rank >= 1, got {x}")
@@ -167,21 +168,42 @@ def _argsort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool
     return TensorType(x.shape, int64)
 
 
-def _argsort_impl(x: np.ndarray, *, axis: int, descending: bool) -> np.ndarray:
+def _argsort_impl(x: np.ndarray, *, axis: int, descending: bool, stable: bool) -> np.ndarray:
+    kind = "stable" if stable else None  # NumPy's default: introsort, several times faster
     if not descending:
-        return np.argsort(x, axis=axis, kind="stable").astype(np.int64, copy=False)
-    # Stable and descending: equal elements keep their order. Sorting the reversed array
-    # stably and reversing the result does that for every dtype (negation would not:
-    # unsigned ints, bools, -0.0).
+        return np.argsort(x, axis=axis, kind=kind).astype(np.int64, copy=False)
+    # Descending: equal elements keep their order (when stable). Sorting the reversed array
+    # and reversing the result does that for every dtype (negation would not: unsigned ints,
+    # bools, -0.0).
     n = x.shape[axis]
     flipped = np.flip(x, axis=axis)
-    return (n - 1 - np.flip(np.argsort(flipped, axis=axis, kind="stable"), axis=axis)).astype(np.int64)
+    return (n - 1 - np.flip(np.argsort(flipped, axis=axis, kind=kind), axis=axis)).astype(np.int64)
 
 
+def _sort_impl(x: np.ndarray, *, axis: int, descending: bool) -> np.ndarray:
+    out = np.sort(x, axis=axis)
+    return np.ascontiguousarray(np.flip(out, axis=axis)) if descending else out
+
+
+# sort is its own op, not a gather through argsort: NumPy's value sort is several times
+# faster than its stable argsort (about 0.4 against 7 ms for 100,000 float64).
+
+
+def _sort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool) -> TensorType:
+    _argsort_rule(in_types, axis=axis, descending=descending)
+    return in_types[0]
+
+
+declare("sort", kind="opaque", rule=_sort_rule, impl=_sort_impl, dtypes=ALL_DTYPES,
+        attrs={"axis": attr("int", -1), "descending": attr("bool", False)},
+        doc="x sorted along axis as np.sort (NaN last ascending, first descending); its gradient "
+            "scatters the cotangent back through argsort")
 declare("argsort", kind="opaque", rule=_argsort_rule, impl=_argsort_impl, dtypes=ALL_DTYPES,
-        attrs={"axis": attr("int", -1), "descending": attr("bool", False)}, differentiable=False,
-        doc="i64 indices that sort x stably along axis (NaN last ascending, first descending), as "
-            "np.argsort(kind='stable'); descending keeps equal elements in their order")
+        attrs={"axis": attr("int", -1), "descending": attr("bool", False), "stable": attr("bool", True)},
+        differentiable=False,
+        doc="i64 indices that sort x along axis (NaN last ascending, first descending), as "
+            "np.argsort(kind='stable'), or NumPy's default kind when not stable; a stable descending "
+            "sort keeps equal elements in their order")
 
 
 # ---- VJP rules (JAX's; see Primitive) ----------------------------------------------------------
@@ -334,3 +356,24 @@ def _qr_tall_vjp(e, gq, gr, q, r):
 
 
 defvjp("qr", _qr_vjp)
+
+
+def _sort_vjp(e, g, y, x, *, axis, descending):
+    # y[..., k, ...] = x[..., idx[k], ...] along axis: the cotangent goes back to position idx,
+    # one scatter over the flattened array (ties share a value, so any sorting permutation works).
+    shape = x.type.shape
+    ax = axis % len(shape)
+    idx = e.argsort(x, axis=ax, descending=descending, stable=False)
+    linear, stride = None, 1
+    for d in reversed(range(len(shape))):
+        part = idx if d == ax else e.iota(shape=shape, dimension=d, dtype=int64)
+        term = part if stride == 1 else e.mul(part, e.const(stride, part))
+        linear = term if linear is None else e.add(linear, term)
+        stride *= shape[d]
+    flat = (stride,)
+    gx = e.scatter_add(e.zeros(TensorType(flat, g.type.dtype)), e.reshape(linear, shape=flat),
+                       e.reshape(g, shape=flat), axis=0)
+    return [e.reshape(gx, shape=shape)]
+
+
+defvjp("sort", _sort_vjp)
