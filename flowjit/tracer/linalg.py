@@ -27,7 +27,7 @@ from flowjit.tracer.array_api import ArrayLike, Operand, _cast, _op, _value, num
 from flowjit.tracer.core import bind, user_location
 
 __all__: list[str] = [
-    "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
     "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet",
     "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm",
 ]
@@ -511,6 +511,41 @@ def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any 
     big = xp.greater(s, xp.multiply(xp.max(s, axis=-1, keepdims=True), cut))
     s_inv = xp.where(big, xp.divide(1.0, xp.where(big, s, 1.0)), 0.0)
     return xp.matmul(_mT(vh), xp.multiply(xp.expand_dims(s_inv, -1), _mT(u)))
+
+
+class LstsqResult(NamedTuple):
+    """``lstsq``'s result, NumPy's four values."""
+
+    x: Any
+    residuals: Any
+    rank: Any
+    s: Any
+
+
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None) -> LstsqResult:
+    """The least-squares solution x of ``a @ x ~= b`` (``np.linalg.lstsq``): the minimum-norm x
+    through the SVD of a [M, N], singular values at or below ``rcond`` (default ``eps * max(M, N)``)
+    times the largest counted as zero; ``(x, residuals, rank, s)``. residuals (the squared norm of
+    each column of ``b - a @ x``) has shape (K,) ((1,) for a 1-D b) when M > N, else (0,). Unlike
+    NumPy's, they are given for a rank-deficient a too: the size cannot depend on the rank."""
+    ao = _float_matrix(a, "lstsq", square=False)
+    bo = _op(b, "b")
+    if len(ao.shape) != 2 or len(bo.shape) not in (1, 2) or bo.shape[0] != ao.shape[0]:
+        raise ShapeError(f"a must be [M, N] and b [M] or [M, K] with the same M, got a {list(ao.shape)} and "
+                         f"b {list(bo.shape)}", op="linalg.lstsq", loc=user_location())
+    m, n = ao.shape
+    cut = float(np.finfo(ao.dtype.np).eps) * builtins.max(m, n) if rcond is None else rcond
+    av, bv = _value(ao), _value(bo)
+    x = xp.matmul(pinv(av, rcond=cut), bv)
+    s = svdvals(av)
+    rank = matrix_rank(av, rtol=cut)
+    if m > n:
+        r = xp.subtract(bv, xp.matmul(av, x))
+        residuals = xp.sum(xp.multiply(r, r), axis=0)
+        residuals = xp.reshape(residuals, (1,)) if len(bo.shape) == 1 else residuals
+    else:
+        residuals = xp.zeros((0,), _op(s).dtype)
+    return LstsqResult(x, residuals, rank, s)
 
 
 def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:

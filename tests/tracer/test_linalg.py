@@ -43,6 +43,8 @@ def _programs(la):
         la.vecdot(v, v[::-1]), tuple(la.qr(tall)), tuple(la.qr(wide)), la.qr(tall, mode="complete")[0],
         la.qr(a, mode="r"), la.multi_dot([v[0, :5], tall, wide[0], v[1, :5]]), la.multi_dot([a[0], a[1]]),
         la.cond(a), la.cond(tall), la.cond(a, "fro"), la.cond(a, -2), la.cond(a, np.inf),
+        tuple(la.lstsq(tall, wide[0].T[:, :2])),
+        tuple(la.lstsq(tall, tall[:, 0] + 1)), tuple(la.lstsq(wide[0], wide[1, :, 0])),
         la.tensorinv(a[0].reshape(2, 2, 4), ind=2), la.tensorsolve(a[0].reshape(2, 2, 2, 2), b[0, :, 0].reshape(2, 2)))
 
 
@@ -143,6 +145,8 @@ GRADIENT_CASES = {
     "cholesky_reads_the_lower_triangle": (lambda a: (fj.linalg.cholesky(a) * W44).sum(), [SPD[0]]),
     "eigh_reads_one_triangle": (lambda a: (fj.linalg.eigh(a).eigenvectors ** 2 * W44).sum()
                                 + (fj.linalg.eigh(a, UPLO="U").eigenvalues * W44[1]).sum(), [SPD[1]]),
+    "lstsq": (lambda m, b: (fj.linalg.lstsq(m, b).x * W43[:3, :1]).sum() + fj.linalg.lstsq(m, b).residuals.sum(),
+              [TALL, W53[:, :1]]),
     "multi_dot_cond": (lambda m: (fj.linalg.multi_dot([W53.T, m, m.T, W53[:, 0]]) ** 2).sum()
                        + fj.linalg.cond(m) + fj.linalg.cond(m[:3], 1), [TALL]),
     "trace_cross_vecdot": (lambda x: fj.linalg.trace(x @ x.T) + (fj.linalg.cross(x, x[::-1]) * X3).sum()
