@@ -6,7 +6,8 @@ sort's gradient scatters each element's cotangent back to where the element came
 argsort. argsort is stable unless asked otherwise (the array API standard's ``stable=True``):
 equal elements keep their order, ascending or descending.
 The ``unique`` family's result sizes depend on the values, which a traced program does not
-know: on concrete arrays they are NumPy's, on traced ones an error says so.
+know: on concrete arrays they are NumPy's; on traced ones they take JAX's ``size=K`` (the first
+K distinct values, padded with ``fill_value``), and without it an error says so.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
     return lo
 
 
-# ---- unique: sizes that depend on the data ------------------------------------------------------
+# ---- unique: sizes that depend on the data, static with size= ------------------------------------------------------
 
 
 class UniqueAllResult(NamedTuple):
@@ -167,47 +168,125 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Any
 
 
-def _concrete(fname: str, x: ArrayLike) -> np.ndarray:
-    """x as a NumPy array, or the error of a traced x: the result's size depends on its values."""
+def _concrete(fname: str, x: ArrayLike) -> np.ndarray | None:
+    """x as a NumPy array when it is concrete (no trace running); None when traced."""
     o = _op(x, "x")
     if o.tracer is not None or current_trace() is not None:
-        raise FlowjitTypeError(
-            f"{fname} on a traced array ({o.aval}) at {user_location()}: the number of distinct values depends "
-            "on the data, and flowjit's arrays have shapes fixed when tracing. Call it outside the traced "
-            "function, or keep the shape static: fj.sort(x) and x_sorted[1:] != x_sorted[:-1] mark the first "
-            "of each run of equal values")
+        return None
     return np.asarray(o.array)
 
 
+def _no_size(fname: str, x: ArrayLike) -> FlowjitTypeError:
+    return FlowjitTypeError(
+        f"{fname} on a traced array ({_op(x, 'x').aval}) at {user_location()}: the number of distinct values "
+        "depends on the data, and flowjit's arrays have shapes fixed when tracing. Pass size=K (as JAX's "
+        "unique): the first K distinct values, the rest filled with fill_value; or call it outside the traced "
+        "function")
+
+
+def _check_size(fname: str, size: Any) -> None:
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise FlowjitTypeError(f"{fname}: size={size!r} must be a positive int (at {user_location()})")
+
+
+class _Runs(NamedTuple):
+    values: Any   # [size]: the distinct values ascending, fill_value past the last
+    index: Any    # [size]: the first position of each in x flattened
+    inverse: Any  # x.shape: the slot of each element of x
+    counts: Any   # [size]: how many elements each has (0 past the last)
+
+
+def _runs(x: ArrayLike, size: int, fill_value: Any) -> _Runs:
+    """The first ``size`` distinct values of x (NaNs as one, as NumPy's equal_nan) with static
+    shapes: sort, mark where a run of equal values starts, and scatter each run to its slot
+    (slot ``size``, sliced off, takes those past the first ``size``)."""
+    o = _op(x, "x")
+    n = int(np.prod(o.shape))
+    if n == 0:
+        raise ShapeError(f"x of shape {list(o.shape)} is empty: there is no value to fill the {size} slots with",
+                         op="unique", loc=user_location())
+    flat = xp.ravel(_value(o))
+    perm = bind("argsort", [_op(flat)], {"axis": 0, "descending": False, "stable": True})
+    sv = xp.take(flat, perm)
+    differs = xp.not_equal(xp.take(sv, np.arange(1, n)), xp.take(sv, np.arange(n - 1)))
+    if o.dtype.is_float:
+        both_nan = xp.logical_and(xp.isnan(xp.take(sv, np.arange(1, n))), xp.isnan(xp.take(sv, np.arange(n - 1))))
+        differs = xp.logical_and(differs, xp.logical_not(both_nan))
+    first = xp.concatenate([np.ones(1, bool), differs])
+    run = xp.subtract(xp.cumsum(xp.astype(first, np.int64)), 1)
+    slot = xp.minimum(run, size)
+
+    def per_slot(updates: Any, at: Any) -> Any:
+        total = xp.scatter_add(xp.zeros(size + 1, np.int64), at, updates)
+        return xp.take(total, np.arange(size))
+
+    first_pos = per_slot(xp.where(first, np.arange(n), 0), xp.where(first, slot, size))
+    counts = per_slot(np.ones(n, np.int64), slot)
+    fill = xp.take(sv, 0) if fill_value is None else xp.astype(fill_value, o.dtype)
+    values = xp.where(xp.greater(counts, 0), xp.take(sv, first_pos), fill)
+    inverse = xp.reshape(xp.scatter_add(xp.zeros(n, np.int64), perm, run), o.shape)
+    return _Runs(values, xp.take(perm, first_pos), inverse, counts)
+
+
 def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
-           axis: int | None = None, *, equal_nan: bool = True, sorted: bool = True) -> Any:  # noqa: A002
-    """``np.unique`` on a concrete array; on a traced one an error (its size depends on the data)."""
-    return np.unique(_concrete("unique", ar), return_index, return_inverse, return_counts, axis,
-                     equal_nan=equal_nan)
+           axis: int | None = None, *, equal_nan: bool = True, sorted: bool = True,  # noqa: A002
+           size: int | None = None, fill_value: Any = None) -> Any:
+    """``np.unique`` (x flattened; ``axis`` and ``equal_nan=False`` only on concrete arrays). On a
+    traced array it needs ``size=K`` (JAX's): the first K distinct values ascending, slots past
+    the last distinct value filled with ``fill_value`` (default: the smallest value), count 0."""
+    arr = _concrete("unique", ar)
+    if size is None:
+        if arr is None:
+            raise _no_size("unique", ar)
+        return np.unique(arr, return_index, return_inverse, return_counts, axis, equal_nan=equal_nan)
+    _check_size("unique", size)
+    if axis is not None or not equal_nan:
+        raise FlowjitTypeError(f"unique(..., size=): axis={axis!r} and equal_nan={equal_nan!r} are not supported "
+                               f"with size; allowed axis=None, equal_nan=True (at {user_location()})")
+    r = _runs(ar, size, fill_value)
+    extra = [v for v, on in ((r.index, return_index), (r.inverse, return_inverse), (r.counts, return_counts)) if on]
+    return (r.values, *extra) if extra else r.values
 
 
-def unique_values(x: ArrayLike) -> Any:
-    """The array API's ``unique_values`` on a concrete array (see ``unique``)."""
-    return np.unique(_concrete("unique_values", x))
+def unique_values(x: ArrayLike, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """The array API's ``unique_values``; a traced x needs ``size=`` (see ``unique``)."""
+    return _unique_family("unique_values", x, size, fill_value, lambda r: r.values,
+                          lambda a: np.unique(a))
 
 
-def unique_counts(x: ArrayLike) -> UniqueCountsResult:
-    """The array API's ``unique_counts`` on a concrete array (see ``unique``)."""
-    return UniqueCountsResult(*np.unique(_concrete("unique_counts", x), return_counts=True))
+def unique_counts(x: ArrayLike, *, size: int | None = None, fill_value: Any = None) -> UniqueCountsResult:
+    """The array API's ``unique_counts``; a traced x needs ``size=`` (see ``unique``)."""
+    return _unique_family("unique_counts", x, size, fill_value, lambda r: UniqueCountsResult(r.values, r.counts),
+                          lambda a: UniqueCountsResult(*np.unique(a, return_counts=True)))
 
 
-def unique_inverse(x: ArrayLike) -> UniqueInverseResult:
-    """The array API's ``unique_inverse`` on a concrete array: inverse_indices has x's shape."""
-    arr = _concrete("unique_inverse", x)
-    values, inverse = np.unique(arr, return_inverse=True)
-    return UniqueInverseResult(values, inverse.reshape(arr.shape))
+def unique_inverse(x: ArrayLike, *, size: int | None = None, fill_value: Any = None) -> UniqueInverseResult:
+    """The array API's ``unique_inverse`` (inverse_indices has x's shape); a traced x needs
+    ``size=`` (see ``unique``)."""
+    def numpy(a: np.ndarray) -> UniqueInverseResult:
+        values, inverse = np.unique(a, return_inverse=True)
+        return UniqueInverseResult(values, inverse.reshape(a.shape))
+    return _unique_family("unique_inverse", x, size, fill_value,
+                          lambda r: UniqueInverseResult(r.values, r.inverse), numpy)
 
 
-def unique_all(x: ArrayLike) -> UniqueAllResult:
-    """The array API's ``unique_all`` on a concrete array (see ``unique``)."""
-    arr = _concrete("unique_all", x)
-    values, index, inverse, counts = np.unique(arr, return_index=True, return_inverse=True, return_counts=True)
-    return UniqueAllResult(values, index, inverse.reshape(arr.shape), counts)
+def unique_all(x: ArrayLike, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:
+    """The array API's ``unique_all``; a traced x needs ``size=`` (see ``unique``)."""
+    def numpy(a: np.ndarray) -> UniqueAllResult:
+        values, index, inverse, counts = np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+        return UniqueAllResult(values, index, inverse.reshape(a.shape), counts)
+    return _unique_family("unique_all", x, size, fill_value,
+                          lambda r: UniqueAllResult(r.values, r.index, r.inverse, r.counts), numpy)
+
+
+def _unique_family(fname: str, x: ArrayLike, size: Any, fill_value: Any, pick: Any, numpy: Any) -> Any:
+    arr = _concrete(fname, x)
+    if size is None:
+        if arr is None:
+            raise _no_size(fname, x)
+        return numpy(arr)
+    _check_size(fname, size)
+    return pick(_runs(x, size, fill_value))
 
 
 for _name in __all__:

@@ -94,6 +94,38 @@ def test_sort_gradient_gathers_back_through_the_permutation():
     np.testing.assert_allclose(g, central_differences(loss, [X.copy()], 0), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
+def test_unique_with_a_static_size_traces(interpret):
+    x = np.array([[3.0, np.nan, 1.0], [3.0, -2.0, np.nan], [1.0, 1.0, 7.0]])
+
+    @fj.function(interpret=interpret)
+    def f(x):
+        return (fj.unique_all(x, size=7), fj.unique_values(x, size=3), fj.unique_counts(x, size=5, fill_value=-9.0),
+                fj.unique(x, return_counts=True, size=5), fj.unique_inverse(x > 2, size=2))
+
+    everything, three, counts, np_style, bools = f(x)
+    values, index, inverse, n = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(everything.values, np.concatenate([values, np.full(2, -2.0)]))
+    np.testing.assert_array_equal(everything.indices[:5], index)
+    np.testing.assert_array_equal(everything.inverse_indices, inverse.reshape(x.shape))
+    np.testing.assert_array_equal(everything.counts, np.concatenate([n, [0, 0]]))
+    np.testing.assert_array_equal(three, values[:3])
+    np.testing.assert_array_equal(counts.values, values)  # exactly 5 distinct: no fill
+    np.testing.assert_array_equal(np_style[1], n)  # NumPy's spelling with JAX's size=
+    np.testing.assert_array_equal(bools.values, [False, True])
+    np.testing.assert_array_equal(bools.inverse_indices, (x > 2).astype(np.int64))
+
+
+def test_unique_values_with_size_is_differentiable():
+    w = np.array([1.0, 2.0, 3.0])
+
+    def loss(x):
+        return (fj.unique_values(x, size=3) * w).sum()
+
+    x = np.array([0.5, -1.0, 3.0, 2.0])  # ties would make finite differences jump between slots
+    np.testing.assert_allclose(fj.grad(loss)(x), central_differences(loss, [x], 0), atol=1e-7)
+
+
 def test_unique_is_numpy_on_concrete_arrays_and_an_error_when_traced():
     vals = np.array([[3, 1], [3, 2]])
     np.testing.assert_array_equal(fj.unique_values(vals), [1, 2, 3])
@@ -103,7 +135,8 @@ def test_unique_is_numpy_on_concrete_arrays_and_an_error_when_traced():
     for call in (lambda x: fj.unique_values(x), lambda x: np.unique(x)):
         with pytest.raises(FlowjitTypeError) as info:
             fj.function(call)(vals)
-        assert "depends on the data" in str(info.value) and "test_sorting.py" in str(info.value)
+        assert "depends on the data" in str(info.value) and "size=K" in str(info.value)
+        assert "test_sorting.py" in str(info.value)
 
 
 @pytest.mark.parametrize("call, error, words", [
@@ -114,6 +147,9 @@ def test_unique_is_numpy_on_concrete_arrays_and_an_error_when_traced():
     (lambda: fj.searchsorted(np.ones((2, 2)), 1.0), ShapeError, ["searchsorted", "1-D"]),
     (lambda: fj.searchsorted(np.ones(2), 1.0, side="middle"), FlowjitTypeError, ["searchsorted", "side", "'left'"]),
     (lambda: fj.partition(np.ones(3), 5), FlowjitTypeError, ["partition", "kth"]),
+    (lambda: fj.unique_values(np.ones(3), size=0), FlowjitTypeError, ["unique_values", "size=0", "positive"]),
+    (lambda: fj.unique(np.ones((2, 2)), axis=0, size=2), FlowjitTypeError, ["unique", "axis=0", "allowed"]),
+    (lambda: fj.unique_counts(np.ones((0, 2)), size=2), ShapeError, ["unique", "empty"]),
 ])
 def test_bad_input_names_the_function_argument_and_line(call, error, words):
     assert_traced_error(call, error, words, "test_sorting.py")
