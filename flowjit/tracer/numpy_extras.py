@@ -23,6 +23,7 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from flowjit.tracer import array_api as fj
 from flowjit.tracer.array_api import _cast, _float_dtype, _op, _promote, _strong, _sum_dtype, _value, numpy_counterpart
+from flowjit.tracer.control_flow import scan
 from flowjit.tracer.core import Operand, Tracer, user_location
 
 ArrayLike = Any
@@ -878,22 +879,22 @@ def ptp(a: ArrayLike, axis: Any = None, keepdims: bool = False) -> Any:
 @numpy_counterpart
 def cumprod(a: ArrayLike, axis: int | None = None, dtype: Any = None) -> Any:
     """Cumulative product along ``axis`` (of the flattened array when None), as ``np.cumprod``
-    (ints and bools in int64). A prefix scan of log2(n) shifted products (exact for ints,
-    within rounding of NumPy's sequential products for floats); the gradient is exact where
-    no element is zero and well defined where some are."""
+    (ints and bools in int64): a scan multiplying slice by slice in NumPy's order (so the
+    same bits), whose gradient is exact also through zeros."""
     o = _op(a, "a")
     v = _value(o)
     if axis is None:
         v, axis = fj.ravel(v), 0
     ax = _axis("cumprod", axis, fj.ndim(v))
     v = fj.astype(v, as_dtype(dtype) if dtype is not None else _sum_dtype(o.dtype))
-    n = fj.shape(v)[ax]
-    shift = 1
-    while shift < n:
-        ones = fj.ones(fj.shape(v)[:ax] + (shift,) + fj.shape(v)[ax + 1:], _op(v).dtype)
-        v = fj.multiply(v, fj.concatenate([ones, _index(v, ax, builtins.slice(0, n - shift))], axis=ax))
-        shift *= 2
-    return v
+    if fj.shape(v)[ax] <= 1:
+        return v
+    # A log-step prefix product of shifted copies fuses into one kernel that recomputes
+    # each step's producers at every shift (2**log2(n) times); the scan's loop does not.
+    rows = fj.moveaxis(v, ax, 0)
+    step = lambda c, r: (fj.multiply(c, r),) * 2  # noqa: E731
+    _, out = scan(step, rows[0], rows[1:])
+    return fj.moveaxis(fj.concatenate([rows[:1], out], axis=0), 0, ax)
 
 
 # ---- r_ and c_ ---------------------------------------------------------------------------------
