@@ -969,3 +969,69 @@ def _keep_weak(v: Any, weak: bool) -> Operand:
 
 r_ = AxisConcatenator(0, name="r_")
 c_ = AxisConcatenator(-1, ndmin=2, trans1d=0, name="c_")
+
+
+# ---- einsum's '...' and repeated indices -------------------------------------------------------
+
+
+def canonical_einsum(subscripts: str, operands: Sequence[ArrayLike]) -> tuple[str, list[Any]]:
+    """``(spec, operands)`` for ``fj.einsum`` with no ``...`` and no index repeated within an
+    operand, meaning what ``np.einsum(subscripts, *operands)`` means: ``...`` becomes letters
+    (the operands' ellipsis dimensions broadcast against each other, right-aligned, and lead
+    an implicit output), and an index repeated in one operand takes that operand's diagonal
+    (``'ii->'`` is a trace, ``'ii->i'`` a diagonal). The output is always explicit."""
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    in_specs = ins.split(",")
+    if len(in_specs) != len(operands):
+        raise _fail("einsum", f"{len(in_specs)} operand specs in {subscripts!r} for {len(operands)} operands")
+    vals = [_value(_op(x, f"operands[{i}]")) for i, x in enumerate(operands)]
+    used = set(spec) - set(",->.")
+    for s in in_specs + [out]:
+        if not builtins.all(c.isalpha() for c in s.replace("...", "", 1)):
+            raise _fail("einsum", f"subscripts {subscripts!r}: each operand is letters with at most one '...'")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used]
+    # The ellipsis dimensions: as many as the largest count, broadcast right-aligned.
+    counts = [fj.ndim(v) - len(s.replace("...", "")) if "..." in s else 0 for s, v in zip(in_specs, vals)]
+    for s, v, k in zip(in_specs, vals, counts):
+        if k < 0 or ("..." not in s and len(s) != fj.ndim(v)):
+            raise _fail("einsum", f"spec {s!r} does not fit an operand of shape {list(fj.shape(v))}", ShapeError)
+    nell = builtins.max(counts, default=0)
+    ell = "".join(free[:nell])
+    shapes = [fj.shape(v)[s.index("..."):s.index("...") + k] if "..." in s else () for s, v, k in
+              zip(in_specs, vals, counts)]
+    try:
+        ell_shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise _fail("einsum", f"the '...' dimensions {[list(s) for s in shapes]} do not broadcast together",
+                    ShapeError) from None
+    specs = []
+    for i, (s, v, k) in enumerate(zip(in_specs, vals, counts)):
+        if "..." in s:
+            p = s.index("...")
+            letters = ell[nell - k:]
+            if tuple(fj.shape(v)[p:p + k]) != tuple(ell_shape[nell - k:]):  # a size-1 dimension broadcasts
+                shp = fj.shape(v)
+                vals[i] = fj.broadcast_to(v, shp[:p] + tuple(ell_shape[nell - k:]) + shp[p + k:])
+            s = s[:p] + letters + s[p + 3:]
+        specs.append(s)
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        joined = "".join(s.replace("...", "") for s in in_specs)
+        out = ell + "".join(sorted(c for c in set(joined) if joined.count(c) == 1))
+    # An index repeated within one operand: that operand's diagonal over the two axes.
+    for i, s in enumerate(specs):
+        while len(set(s)) != len(s):
+            c = next(c for c in s if s.count(c) > 1)
+            p, q = s.index(c), s.index(c, s.index(c) + 1)
+            if fj.shape(vals[i])[p] != fj.shape(vals[i])[q]:
+                raise _fail("einsum", f"index {c!r} repeated in {s!r} has sizes {fj.shape(vals[i])[p]} and "
+                            f"{fj.shape(vals[i])[q]}", ShapeError)
+            vals[i] = diagonal(vals[i], 0, p, q)
+            s = s[:p] + s[p + 1:q] + s[q + 1:] + c
+        specs[i] = s
+    if len(set(out)) != len(out) or not set(out) <= set("".join(specs)):
+        raise _fail("einsum", f"output {out!r} of {subscripts!r} repeats an index or names one no operand has",
+                    ShapeError)
+    return ",".join(specs) + "->" + out, vals

@@ -306,3 +306,41 @@ def test_dtypes_follow_numpy(dtype):
             assert (gi.dtype, gi.shape) == (wi.dtype, wi.shape), name
             tol = {np.float16: 2e-3, np.float32: 3e-7}.get(wi.dtype.type, 1e-12)
             np.testing.assert_allclose(gi.astype(float), wi.astype(float), rtol=tol, atol=1e-12, err_msg=name)
+
+
+# ---- einsum's '...' and diagonals (canonical_einsum, the rewrite fj.einsum is to call first) ----
+
+EINSUMS = [("ii", "s"), ("ii->i", "s"), ("bii->b", "d"), ("iij->j", "t"), ("i...i", "u"), ("ij,jk", "s", "s"),
+           ("...ij,...jk->...ik", "b", "c"), ("...ij,...jk", "e", "c4"), ("ij...,jk...->ik...", "s", "w"),
+           ("i...->...", "b"), ("...i,...i", "b", "b"), ("...", "s"), ("ij,ij->", "s", "s"), ("ijk->kji", "b")]
+
+
+def test_einsum_ellipsis_and_repeated_indices_as_numpy():
+    from flowjit.tracer.numpy_extras import canonical_einsum
+    r = np.random.default_rng(3)
+    arrays = {"s": r.normal(size=(3, 3)), "d": r.normal(size=(4, 3, 3)), "t": r.normal(size=(3, 3, 2)),
+              "u": r.normal(size=(3, 4, 3)), "b": r.normal(size=(2, 3, 4)), "c": r.normal(size=(2, 4, 5)),
+              "e": r.normal(size=(1, 3, 4)), "c4": r.normal(size=(2, 4, 5)), "w": r.normal(size=(3, 2, 5))}
+    ops = [[arrays[k] for k in case[1:]] for case in EINSUMS]
+    flat = [a for o in ops for a in o]
+
+    def run(*xs):
+        out, i = [], 0
+        for (spec, *names) in EINSUMS:
+            s, vals = canonical_einsum(spec, xs[i:i + len(names)])
+            out.append(fj.einsum(s, *vals))
+            i += len(names)
+        return out
+    want = [np.einsum(case[0], *o) for case, o in zip(EINSUMS, ops)]
+    _assert_same(fj.function(run)(*flat), want)
+    _assert_same(run(*flat), want)  # eagerly
+    # The gradient of a trace through the diagonal: the identity.
+    def trace(x):
+        spec, vals = canonical_einsum("ii", [x])
+        return fj.einsum(spec, *vals)
+    g = fj.grad(trace)(arrays["s"])
+    np.testing.assert_array_equal(g, np.eye(3))
+    with pytest.raises(FlowjitError, match=r"einsum: the '\.\.\.' dimensions \[\[2\], \[3\]\] do not broadcast"):
+        canonical_einsum("...i,...i", [arrays["b"][:, 0], arrays["s"]])
+    with pytest.raises(FlowjitError, match="einsum: index 'i' repeated in 'ii' has sizes 3 and 4"):
+        canonical_einsum("ii", [arrays["b"][0]])
