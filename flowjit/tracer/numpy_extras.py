@@ -897,6 +897,12 @@ def cumprod(a: ArrayLike, axis: int | None = None, dtype: Any = None) -> Any:
     return fj.moveaxis(fj.concatenate([rows[:1], out], axis=0), 0, ax)
 
 
+# ndarray's methods of the same names (x.diagonal(), x.repeat(2), x.cumprod(1)); not
+# x.trace(), as a Tracer's ``trace`` is the trace it belongs to.
+for _method in (diagonal, repeat, cumprod):
+    setattr(Tracer, _method.__name__, _method)
+
+
 # ---- r_ and c_ ---------------------------------------------------------------------------------
 
 

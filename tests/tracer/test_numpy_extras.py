@@ -344,3 +344,10 @@ def test_einsum_ellipsis_and_repeated_indices_as_numpy():
         canonical_einsum("...i,...i", [arrays["b"][:, 0], arrays["s"]])
     with pytest.raises(FlowjitError, match="einsum: index 'i' repeated in 'ii' has sizes 3 and 4"):
         canonical_einsum("ii", [arrays["b"][0]])
+
+
+def test_ndarray_methods_on_traced_arrays():
+    def run(x):
+        return x.diagonal(), x.diagonal(1), x.repeat(2), x.repeat([1, 2, 0], axis=0), \
+            x.cumprod(), x.cumprod(1)
+    _assert_same(fj.function(run)(A), run(A))
