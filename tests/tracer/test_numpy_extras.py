@@ -187,7 +187,8 @@ def _differentiable(m, a, b, v, c):
             *m.array_split(c, 3, axis=2), m.linspace(v, b[0], 5), m.logspace(v, 1, 3, base=2.0),
             m.geomspace(m.abs(v) + 1, 8.0, 4), m.diff(c, 2, 1), m.diff(v, prepend=0.0),
             m.select([a > 0.5, a < -0.5], [a, b], default=v), m.average(a, axis=1, weights=m.abs(v) + 1),
-            m.average(c, weights=m.abs(c) + 1), m.ptp(c, axis=(0, 2)), m.cumprod(a, axis=1), m.cumprod(c))
+            m.average(c, weights=m.abs(c) + 1), m.ptp(c, axis=(0, 2)), m.cumprod(a, axis=1), m.cumprod(c),
+            m.r_[v, 0.5, a[0]], m.c_[v, a[1]], *m.atleast_3d(v, a))
 
 
 def test_gradients_against_finite_differences():
