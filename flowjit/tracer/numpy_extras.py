@@ -956,7 +956,7 @@ class AxisConcatenator:
                     o = _keep_weak(v, o.weak)
             objs.append(o)
         if not objs:
-            return np.array([])
+            raise _fail(self.name, "needs at least one slice, scalar or array to join", ShapeError)
         d = _promote(*objs)
         parts = [_value(_strong(_cast(o, d))) for o in objs]
         return fj.concatenate(parts, axis=axis)

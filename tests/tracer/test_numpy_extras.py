@@ -251,6 +251,7 @@ BAD = [
     (lambda x: fj.average(x, axis=0, weights=x[0]), "average: weights of shape [4] must match"),
     (lambda x: fj.ptp(x > 0), "ptp: a bool array has no range"),
     (lambda x: fj.r_["r", x], "r_: directive 'r' is not supported"),
+    (lambda x: fj.c_["0"], "c_: needs at least one slice, scalar or array"),
 ]
 
 
