@@ -161,7 +161,11 @@ _ufunc(fmin)
 def exp2(x: ArrayLike) -> Any:
     """``2**x`` elementwise, as ``np.exp2`` (ints give float64)."""
     d, (a,) = _floats(x)
-    return _in_double(lambda v: fj.power(fj.astype(2, _op(v).dtype), v), d, a)
+    if d in (float16, float32):
+        # exp(x ln 2) in float64 errs by |x| ulps of float64, far below float32's rounding,
+        # and exp is vectorized where pow is a libm call per element.
+        return fj.astype(fj.exp(fj.multiply(fj.astype(a, float64), math.log(2))), d)
+    return fj.power(fj.astype(2, d), a)
 
 
 @_ufunc
@@ -211,9 +215,15 @@ def cbrt(x: ArrayLike) -> Any:
 
     def root(v: Any) -> Any:
         zero = fj.equal(v, 0)
-        # The power never sees 0, so the branch where() discards has no infinite derivative.
-        r = fj.multiply(fj.sign(v), fj.power(fj.where(zero, 1, fj.absolute(v)), 1.0 / 3.0))
-        return fj.where(zero, fj.multiply(v, 0), r)  # v * 0 keeps the sign of a zero
+        # exp(log|v| / 3) (vectorized, where pow is a libm call per element) and one Newton
+        # step y - (y - |v| / y**2) / 3, which leaves an ulp of error and whose derivative in
+        # v is cbrt's own. Log never sees 0, so the branch where() discards has a finite
+        # derivative; v * 0 keeps the sign of a zero, and an infinity is its own root.
+        m = fj.where(zero, 1, fj.absolute(v))
+        y = fj.exp(fj.divide(fj.log(m), 3))
+        y = fj.subtract(y, fj.divide(fj.subtract(y, fj.divide(m, fj.multiply(y, y))), 3))
+        r = fj.where(fj.isinf(v), v, fj.multiply(fj.sign(v), y))
+        return fj.where(zero, fj.multiply(v, 0), r)
     return _in_double(root, d, a)
 
 
