@@ -808,16 +808,23 @@ def outer(a: ArrayLike, b: ArrayLike) -> Any:
     return multiply(expand_dims(ravel(a), 1), expand_dims(ravel(b), 0))
 
 
+def _repeats_an_index(subscripts: str) -> bool:
+    ins = subscripts.replace(" ", "").partition("->")[0]
+    return builtins.any(len(set(s)) != len(s) for s in ins.split(","))
+
+
 def einsum(subscripts: str, *operands: ArrayLike) -> Any:
     """Einstein summation over one or more operands, lowered to transposes, sums and matmuls.
 
     Supports explicit (``'ij,jk->ik'``) and implicit output, any number of operands
-    (contracted left to right); repeated indices within one operand (diagonals) and
-    ``...`` are not supported and raise a clear error.
+    (contracted left to right), ``...`` and indices repeated within one operand (its
+    diagonal: ``'ii->'`` is a trace), as NumPy's.
     """
+    if "..." in subscripts or _repeats_an_index(subscripts):
+        from flowjit.tracer.numpy_extras import canonical_einsum  # (it builds on this module)
+        subscripts, operands = canonical_einsum(subscripts, operands)
+        operands = tuple(operands)
     spec = subscripts.replace(" ", "")
-    if "..." in spec:
-        raise FlowjitTypeError("einsum: '...' is not supported; write the batch indices out")
     ins, _, out = spec.partition("->")
     in_specs = ins.split(",")
     if len(in_specs) != len(operands):
@@ -835,8 +842,6 @@ def einsum(subscripts: str, *operands: ArrayLike) -> Any:
         o = _cast(o, d)
         if len(s) != len(o.shape):
             raise FlowjitTypeError(f"einsum: spec {s!r} has {len(s)} indices for operand of shape {list(o.shape)}")
-        if len(set(s)) != len(s):
-            raise FlowjitTypeError(f"einsum: repeated index in {s!r} (diagonals) is not supported")
         ops.append((s, _value(o)))
     s0, acc = ops[0]
     for i, (s1, y) in enumerate(ops[1:], 1):

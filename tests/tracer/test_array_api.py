@@ -434,11 +434,14 @@ def test_einsum(sub, shapes, dtype) -> None:
     check(lambda *o: fj.einsum(sub, *o), lambda *o: np.einsum(sub, *o), *ops, atol=1e-6)
 
 
-def test_einsum_unsupported() -> None:
-    with pytest.raises(FlowjitTypeError, match="diagonal"):
-        fj.einsum("ii->i", np.ones((3, 3)))
-    with pytest.raises(FlowjitTypeError, match=r"\.\.\."):
-        fj.einsum("...ij->...ji", np.ones((2, 3, 3)))
+def test_einsum_diagonals_ellipses_and_bad_specs() -> None:
+    np.testing.assert_allclose(fj.einsum("ii->i", np.arange(9.0).reshape(3, 3)), [0.0, 4.0, 8.0])
+    x = np.arange(18.0).reshape(2, 3, 3)
+    np.testing.assert_allclose(fj.einsum("...ij->...ji", x), np.einsum("...ij->...ji", x))
+    with pytest.raises(Exception, match=r"einsum: 2 operand specs"):
+        fj.einsum("ij,jk->ik", np.ones((2, 2)))
+    with pytest.raises(Exception, match=r"einsum"):
+        fj.einsum("ijk->k", np.ones((2, 2)))
 
 
 # ---- layout ----------------------------------------------------------------------------------

@@ -370,3 +370,16 @@ def test_float32_composites_are_correctly_rounded():
     for name, g, w in zip(("cbrt", "exp2", "log2", "log10", "hypot"), got, want, strict=True):
         assert g.dtype == np.float32
         assert np.mean(g == w.astype(np.float32)) >= 0.9999, name
+
+
+def test_fj_einsum_takes_ellipses_and_repeated_indices_as_numpy_does():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(3, 4, 4)), rng.normal(size=(3, 4, 5))
+    cases = [("ii->", (a[0],)), ("ii->i", (a[0],)), ("...ij,...jk->...ik", (a, b)), ("bii->b", (a,)), ("...ii", (a,)),
+             ("i...,i...->...", (b, b))]
+    for spec, ops in cases:
+        got = fj.function(lambda *o, spec=spec: fj.einsum(spec, *o))(*ops)
+        np.testing.assert_allclose(got, np.einsum(spec, *ops), rtol=1e-12, err_msg=spec)
+        assert np.asarray(fj.function(lambda *o, spec=spec: np.einsum(spec, *o))(*ops)).shape == np.einsum(
+            spec, *ops).shape
+    np.testing.assert_allclose(fj.grad(lambda x: fj.einsum("ii->", x))(a[0]), np.eye(4))
