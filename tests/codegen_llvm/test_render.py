@@ -259,6 +259,8 @@ def _op_cases():
         for d in (*numbers, bool_):
             if scalar.kind_of(d) not in kinds:
                 continue
+            if op == "nextafter" and d == float16:
+                continue  # never built: kernels compute float16 in float32, so fj.nextafter refuses it
             if op == "cast":
                 for to in numbers:
                     if to != d and d != bool_:
