@@ -100,6 +100,7 @@ class PartitionHost:
             self._steps: dict[str, Rendezvous] = {}
             self._ended: collections.deque[str] = collections.deque(maxlen=4096)
             self._steps_lock = threading.Lock()
+            self._ran: set[str] = set()  # steps whose run here finished (values may wait to be pulled)
 
     def _step(self, step: str, timeout: float) -> Rendezvous | None:
         """The rendezvous of ``step`` (made on first use); None for a step already over."""
@@ -115,14 +116,16 @@ class PartitionHost:
     def _end_step(self, step: str) -> None:
         with self._steps_lock:
             self._steps.pop(step, None)
+            self._ran.discard(step)
             self._ended.append(step)
 
     def _maybe_end(self, step: str, r: Rendezvous) -> None:
         # A step is over here once its run has finished and the caller pulled every value
         # sent for it.
         with self._steps_lock:
-            if getattr(r, "ran", False) and not r.pending() and self._steps.get(step) is r:
+            if step in self._ran and not r.pending() and self._steps.get(step) is r:
                 del self._steps[step]
+                self._ran.discard(step)
                 self._ended.append(step)
 
     def prepare_partition(self, part_id: str, text: str, backend: str | None, fastmath: bool,
@@ -173,7 +176,8 @@ class PartitionHost:
                 e.add_note(f"flowjit: on task {self.name} (device {part.device}){describe_op(op)}")
             self._end_step(step)
             raise
-        r.ran = True
+        with self._steps_lock:
+            self._ran.add(step)
         self._maybe_end(step, r)
         results: list[Any] = []
         for k, x in enumerate(outs):
