@@ -219,10 +219,10 @@ class Primitive:
     ``vjp(e, g, y, *xs, **attrs)`` is the reverse-mode rule of a single-result op: given
     an ``Emitter`` ``e``, the cotangent ``g`` of the result ``y`` and the inputs ``xs``, it
     emits and returns one cotangent per input, with that input's type (None: no
-    gradient flows there). For an op with several results (``eigh``, ``svd``, ``qr``) the
-    rule is ``vjp(e, gs, ys, *xs, **attrs)`` with a cotangent for every result (zeros where
-    none flows), and for a primitive that owns blocks ``vjp(e, gs, ys, *xs, blocks,
-    **attrs)``; the latter differentiates a block with ``e.backward``, which the autodiff pass
+    gradient flows there). For a primitive that owns blocks, or an op with several results
+    (``eigh``, ``svd``, ``qr``), the rule is ``vjp(e, gs, ys, *xs, blocks, **attrs)`` with a
+    cotangent for every result (zeros where none flows; ``blocks`` empty for an op owning
+    none); a block-owning rule differentiates a block with ``e.backward``, which the autodiff pass
     hands down (this layer cannot import it). An op of a primitive with ``num_blocks`` owns
     that many blocks (``-1``: one or more), isolated from above (they see only their own
     arguments); its rule and impl then also receive ``blocks``.
