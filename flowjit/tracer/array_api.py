@@ -1195,9 +1195,17 @@ _METHODS = {
     "squeeze": squeeze, "ravel": ravel, "flatten": ravel, "clip": clip, "round": round, "dot": dot,
     "take": take, "swapaxes": swapaxes,
 }
+def _mT_error(x: Tracer) -> Any:
+    raise FlowjitTypeError(f"x.mT of a traced array of shape {list(x.shape)} at {user_location()}: mT transposes "
+                           "the last two axes, so the array needs at least 2 dimensions")
+
+
 for _name, _fn in _METHODS.items():
     setattr(Tracer, _name, _fn)
 Tracer.T = property(lambda self: transpose(self))  # type: ignore[attr-defined]
+# The array API's matrix transpose: the last two axes swapped (a stack of matrices).
+Tracer.mT = property(  # type: ignore[attr-defined]
+    lambda self: swapaxes(self, -1, -2) if self.ndim >= 2 else _mT_error(self))
 Tracer.__hash__ = None  # type: ignore[assignment]
 
 

@@ -920,3 +920,10 @@ def test_lists_and_scalars_as_operands() -> None:
     check(lambda: fj.sum([True, False, True]), lambda: np.sum([True, False, True]))
     with pytest.raises(FlowjitTypeError):
         fj.exp("abc")
+
+
+def test_mT_swaps_the_last_two_axes_of_a_traced_array() -> None:
+    x = np.arange(12.0).reshape(2, 2, 3)
+    np.testing.assert_array_equal(fj.function(lambda a: a.mT)(x), x.mT)
+    with pytest.raises(FlowjitTypeError, match=r"x\.mT of a traced array of shape \[3\] at test_array_api\.py:\d+"):
+        fj.function(lambda a: a.mT)(np.ones(3))
