@@ -87,6 +87,19 @@ def missing_dtypes(module: str) -> list[str]:
     return [n for n in out.stdout.strip().split(",") if n]
 
 
+STANDARD_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                   "uint64", "float32", "float64", "complex64", "complex128")
+
+
+def dtypes_present(module: str) -> list[str]:
+    """The standard's 13 dtypes that `module` has: the suite draws examples only from these, so a
+    module lacking dtypes passes tests it was never checked on."""
+    code = (f"import {module} as m; print(','.join(n for n in {STANDARD_DTYPES!r} "
+            "if hasattr(m, n)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return [n for n in out.stdout.strip().split(",") if n]
+
+
 def run_file(suite: Path, module: str, test_file: str, out_dir: Path, max_examples: int,
              timeout: int, file_timeout: int, extra: list[str]) -> dict:
     """Run one test file of the suite on `module`; returns the pytest-json-report document
@@ -117,6 +130,11 @@ def _cause(test: dict) -> str:
     that failures of the same origin group together."""
     phase = test.get("call") or test.get("setup") or {}
     crash = (phase.get("crash") or {}).get("message", "") or phase.get("longrepr", "")
+    if re.match(r"(\w+\.)*(ExceptionGroup|FlakyStrategyDefinition)", crash):
+        # Hypothesis wraps what the function raised: the first error under it is the cause.
+        inner = re.search(r"^[E|\s]+((\w+\.)*\w+(Error|Exception): (?!Inconsistent).*)$",
+                          phase.get("longrepr", ""), re.M)
+        crash = inner.group(1) if inner else crash
     msg = crash.strip().splitlines()[0] if crash.strip() else "?"
     nodeid = test["nodeid"]
     m = re.search(r"test_has_names\[(\w+)-", nodeid)
@@ -124,12 +142,21 @@ def _cause(test: dict) -> str:
         return f"missing name ({m.group(1)})"
     if "Timeout" in crash or "Timeout" in phase.get("longrepr", ""):
         return "per-test timeout"
-    m = re.search(r"has no attribute '(\w+)'", crash) or re.search(
-        r"(\w+) not found in array module", crash)
+    m = re.search(r"has no attribute '(\w+)'|(\w+) not found in array module|(\w+) is not "
+                  r"defined in", crash)
     if m:
-        return "missing function"
+        return f"missing function {next(g for g in m.groups() if g)}"
+    m = re.search(r"'NoneType' object is not callable.*?func_name='(\w+)'", crash, re.S)
+    if m:
+        return f"missing function {m.group(1)}"
+    if "no real float dtype to match None" in crash:
+        return "complex case: the module has no complex dtype"
     if "unexpected keyword" in crash or "positional argument" in crash:
         return "signature: " + re.sub(r"\w+\(\)", "f()", msg)[:90]
+    m = re.match(r"AssertionError: (Argument '\w+' missing from signature|Expected argument "
+                 r"'\w+' to be named '\w+'|\w+ is a pos-only argument.*)", msg)
+    if m:
+        return "signature: " + m.group(1)
     m = re.match(r"(\w+(?:\.\w+)*(?:Error|Exception|Warning)):?\s*(.*)", msg)
     kind, rest = (m.group(1).split(".")[-1], m.group(2)) if m else ("AssertionError", msg)
     rest = re.sub(r"0x[0-9a-f]+|[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", rest)
@@ -147,6 +174,13 @@ def summarize(doc: dict) -> tuple[Counter, dict[str, list[str]]]:
         counts[outcome] += 1
         if outcome in ("failed", "error"):
             causes[_cause(t)].append(t["nodeid"].split("::", 1)[1])
+        elif outcome == "skipped":
+            # A skip can hide a missing extension: list skips too, under their reason.
+            phase = t.get("setup", {}) if t.get("setup", {}).get("outcome") == "skipped" else (
+                t.get("call") or {})
+            reason = str(phase.get("longrepr", "?")).rsplit("Skipped: ", 1)[-1].rstrip("')")
+            reason = re.sub(r"[-+]?\d+(\.\d+)?", "N", reason)[:90]
+            causes[f"(skipped) {reason}"].append(t["nodeid"].split("::", 1)[1])
     if not doc.get("tests"):
         counts["error"] += 1
         causes["file did not run: " + doc.get("crash", "?")[-200:].replace("\n", " ")].append("*")
@@ -192,6 +226,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"# {module:8} {test_file:45} {dict(c)} {doc['wall_s']}s", file=sys.stderr)
     print(f"array-api-tests {commit[:12]}, --max-examples {args.max_examples}, "
           f"--derandomize, per-test timeout {args.timeout}s\n")
+    for m in args.modules:
+        have = dtypes_present(m)
+        lack = [n for n in STANDARD_DTYPES if n not in have]
+        print(f"- {m}: {len(have)} of the standard's 13 dtypes"
+              + (f" (lacks {', '.join(lack)}: never drawn)" if lack else ""))
+    print()
     cols = ["passed", "failed", "error", "skipped"]
     head = " | ".join(f"{m} {c}" for m in args.modules for c in ("pass", "fail", "err", "skip"))
     print(f"| file | {head} |")
@@ -211,8 +251,10 @@ def main(argv: list[str] | None = None) -> None:
         for test_file in args.files:
             for cause, ids in results[m][test_file][1].items():
                 grouped[cause] += ids
-        print(f"### {m}: failures by cause ({sum(map(len, grouped.values()))})\n")
-        for cause, ids in sorted(grouped.items(), key=lambda kv: -len(kv[1])):
+        n_fail = sum(len(v) for k, v in grouped.items() if not k.startswith("(skipped)"))
+        print(f"### {m}: failures by cause ({n_fail}), then skips by reason\n")
+        for cause, ids in sorted(grouped.items(),
+                                 key=lambda kv: (kv[0].startswith("(skipped)"), -len(kv[1]))):
             shown = ", ".join(ids[:args.show]) + (" …" if len(ids) > args.show else "")
             print(f"- **{len(ids)}** {cause}: {shown}")
         print()
