@@ -10,6 +10,7 @@ Usage::
     python -m bench.array_api_conformance --setup            # clone suite + spec into --suite
     python -m bench.array_api_conformance --modules flowjit numpy --max-examples 20 \\
         --files test_has_names.py test_signatures.py ...
+    python -m bench.array_api_conformance --no-run ...   # tabulate the JSON reports in --out
 
 The suite's dependencies (hypothesis, ndindex, pytest-json-report, pytest-timeout) must be
 installed (``pip install -r <suite>/requirements.txt pytest-timeout``).  The suite is run from
@@ -225,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
             c = results[module][test_file][0]
             print(f"# {module:8} {test_file:45} {dict(c)} {doc['wall_s']}s", file=sys.stderr)
     print(f"array-api-tests {commit[:12]}, --max-examples {args.max_examples}, "
-          f"--derandomize, per-test timeout {args.timeout}s\n")
+          f"--derandomize, per-test timeout {args.timeout}s"
+          + (f" (tabulated from the reports in {args.out})" if args.no_run else "") + "\n")
     for m in args.modules:
         have = dtypes_present(m)
         lack = [n for n in STANDARD_DTYPES if n not in have]
