@@ -10,6 +10,7 @@ Where NumPy widens a sum of int32 or bool to int64, so do these.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import inspect
 import math
@@ -31,6 +32,7 @@ from flowjit.ir.dtypes import (
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
 from flowjit.tracer.core import Operand, Tracer, bind, host_array_from_dlpack, operand, user_location
+from flowjit.tracer.core import device as device_block
 
 ArrayLike = Any
 
@@ -329,8 +331,12 @@ def tan(x: ArrayLike) -> Any:
     return astype(divide(sin(xf), cos(xf)), d)
 
 
-def clip(x: ArrayLike, a_min: ArrayLike = None, a_max: ArrayLike = None) -> Any:
-    """Limit x to [a_min, a_max] elementwise; either bound may be None."""
+def clip(x: ArrayLike, a_min: ArrayLike = None, a_max: ArrayLike = None, *, min: ArrayLike = None,  # noqa: A002
+         max: ArrayLike = None) -> Any:  # noqa: A002
+    """Limit x to [a_min, a_max] elementwise; either bound may be None (``min=``/``max=``:
+    the array API's and NumPy 2's names for them)."""
+    a_min = a_min if min is None else min
+    a_max = a_max if max is None else max
     if a_min is not None:
         x = maximum(x, a_min)
     if a_max is not None:
@@ -403,37 +409,54 @@ def asarray(x: ArrayLike, dtype: Any = None, copy: bool | None = None) -> Any:
 array = asarray
 
 
-def full(shape: Any, fill_value: ArrayLike, dtype: Any = None) -> Any:
-    """An array of ``shape`` filled with ``fill_value``."""
+def _on(device: Any) -> Any:
+    """The ``fj.device`` block of a creation function's ``device=`` (none for None)."""
+    return contextlib.nullcontext() if device is None else device_block(device)
+
+
+def full(shape: Any, fill_value: ArrayLike, dtype: Any = None, *, device: Any = None) -> Any:
+    """An array of ``shape`` filled with ``fill_value`` (on ``device``, as ``fj.device``)."""
     o = _op(fill_value, "fill_value")
     d = as_dtype(dtype) if dtype is not None else o.dtype
-    return broadcast_to(_value(_strong(_cast(o, d))), _shape_tuple(shape))
+    with _on(device):
+        return broadcast_to(_value(_strong(_cast(o, d))), _shape_tuple(shape))
 
 
-def zeros(shape: Any, dtype: Any = float64) -> Any:
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """An array of zeros (float64 by default, as NumPy)."""
-    return full(shape, 0, dtype)
+    return full(shape, 0, float64 if dtype is None else dtype, device=device)
 
 
-def ones(shape: Any, dtype: Any = float64) -> Any:
+def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """An array of ones (float64 by default, as NumPy)."""
-    return full(shape, 1, dtype)
+    return full(shape, 1, float64 if dtype is None else dtype, device=device)
 
 
-def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: Any = None) -> Any:
+def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    """An array of ``shape`` whose values do not matter (zeros: a traced program has no
+    uninitialized memory to hand out)."""
+    return zeros(shape, dtype, device=device)
+
+
+def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: Any = None, *, device: Any = None) -> Any:
     """An array shaped like ``x`` filled with ``fill_value`` (x's dtype unless given)."""
     o = _op(x)
-    return full(o.shape, fill_value, dtype if dtype is not None else o.dtype)
+    return full(o.shape, fill_value, dtype if dtype is not None else o.dtype, device=device)
 
 
-def zeros_like(x: ArrayLike, dtype: Any = None) -> Any:
+def zeros_like(x: ArrayLike, dtype: Any = None, *, device: Any = None) -> Any:
     """Zeros shaped like ``x``."""
-    return full_like(x, 0, dtype)
+    return full_like(x, 0, dtype, device=device)
 
 
-def ones_like(x: ArrayLike, dtype: Any = None) -> Any:
+def ones_like(x: ArrayLike, dtype: Any = None, *, device: Any = None) -> Any:
     """Ones shaped like ``x``."""
-    return full_like(x, 1, dtype)
+    return full_like(x, 1, dtype, device=device)
+
+
+def empty_like(x: ArrayLike, dtype: Any = None, *, device: Any = None) -> Any:
+    """An array like ``x`` whose values do not matter (zeros, as ``empty``)."""
+    return full_like(x, 0, dtype, device=device)
 
 
 def iota(dtype: Any, shape: Any, dimension: int = 0) -> Any:
@@ -441,8 +464,11 @@ def iota(dtype: Any, shape: Any, dimension: int = 0) -> Any:
     return bind("iota", [], {"shape": _shape_tuple(shape), "dimension": dimension, "dtype": as_dtype(dtype)})
 
 
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, *, device: Any = None) -> Any:
     """Evenly spaced values in [start, stop) for static Python numbers, as ``np.arange``."""
+    if device is not None:
+        with _on(device):
+            return arange(start, stop, step, dtype)
     if stop is None:
         start, stop = 0, start
     for name, v in (("start", start), ("stop", stop), ("step", step)):
@@ -461,12 +487,13 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> An
     return astype(add(multiply(iota(c, (n,)), delta), first), d)
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = float64) -> Any:
-    """A 2-D array with ones on the k-th diagonal."""
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:
+    """A 2-D array with ones on the k-th diagonal (float64 by default)."""
     M = N if M is None else M
-    rows = iota(int64, (N, M), 0)
-    cols = iota(int64, (N, M), 1)
-    return astype(equal(add(rows, k), cols), dtype)
+    with _on(device):
+        rows = iota(int64, (N, M), 0)
+        cols = iota(int64, (N, M), 1)
+        return astype(equal(add(rows, k), cols), float64 if dtype is None else dtype)
 
 
 # ---- layout --------------------------------------------------------------------------------
@@ -709,8 +736,11 @@ def mean(x: ArrayLike, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
     return astype(divide(total, as_dtype(acc).np.type(n)), out_d)
 
 
-def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-    """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
+def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        correction: float | None = None) -> Any:
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom (``correction``: the
+    array API's name for it)."""
+    ddof = ddof if correction is None else correction
     o = _op(x)
     out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_float else float64)
     xf = astype(_value(o), out_d)
@@ -719,9 +749,10 @@ def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdi
     return divide(sum(square(centered), axis=axis, keepdims=keepdims), out_d.np.type(n - ddof))
 
 
-def std(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-    """Standard deviation over ``axis``."""
-    return sqrt(var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+def std(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        correction: float | None = None) -> Any:
+    """Standard deviation over ``axis`` (``correction``: the array API's name for ``ddof``)."""
+    return sqrt(var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction))
 
 
 def _arg_reduce(prim: str, x: ArrayLike, axis: Any, keepdims: bool) -> Any:
@@ -741,6 +772,25 @@ def argmax(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Any
 def argmin(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Any:
     """Index of the minimum along ``axis`` (of the flattened array when None), as int64."""
     return _arg_reduce("argmin", x, axis, keepdims)
+
+
+def cumulative_sum(x: ArrayLike, /, *, axis: int | None = None, dtype: Any = None,
+                   include_initial: bool = False) -> Any:
+    """The array API's cumulative sum: ``cumsum`` along ``axis`` (which a 1-D array may
+    leave out), with a leading 0 when ``include_initial``."""
+    o = _op(x)
+    if axis is None:
+        if len(o.shape) != 1:
+            raise FlowjitTypeError(f"cumulative_sum: axis=None needs a 1-D array, got shape {list(o.shape)} at "
+                                   f"{user_location()}; give axis=")
+        axis = 0
+    out = cumsum(_value(o), axis=axis, dtype=dtype)
+    if include_initial:
+        axis = axis % len(o.shape)
+        shape = list(o.shape)
+        shape[axis] = 1
+        out = concatenate([zeros(tuple(shape), _op(out).dtype), out], axis=axis)
+    return out
 
 
 def cumsum(x: ArrayLike, axis: int | None = None, dtype: Any = None) -> Any:
@@ -1207,6 +1257,43 @@ Tracer.T = property(lambda self: transpose(self))  # type: ignore[attr-defined]
 Tracer.mT = property(  # type: ignore[attr-defined]
     lambda self: swapaxes(self, -1, -2) if self.ndim >= 2 else _mT_error(self))
 Tracer.__hash__ = None  # type: ignore[assignment]
+
+
+# ---- the array API's names for what NumPy calls otherwise --------------------------------
+
+
+def pow(x1: ArrayLike, x2: ArrayLike, /) -> Any:  # noqa: A001
+    """``x1 ** x2`` elementwise (the array API's name for ``power``)."""
+    return power(x1, x2)
+
+
+def atan2(x1: ArrayLike, x2: ArrayLike, /) -> Any:
+    """The angle of the point (x2, x1) (the array API's name for ``arctan2``)."""
+    return arctan2(x1, x2)
+
+
+def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Any:
+    """The arrays joined along ``axis`` (the array API's name for ``concatenate``)."""
+    return concatenate(arrays, axis=axis)
+
+
+def permute_dims(x: ArrayLike, /, axes: Sequence[int]) -> Any:
+    """``x`` with its axes in the order ``axes`` (the array API's name for ``transpose``)."""
+    return transpose(x, tuple(axes))
+
+
+def matrix_transpose(x: ArrayLike, /) -> Any:
+    """The last two axes of ``x`` swapped (a stack of matrices transposed)."""
+    o = _op(x)
+    if len(o.shape) < 2:
+        raise FlowjitTypeError(f"matrix_transpose: x has shape {list(o.shape)} at {user_location()}; it needs at "
+                               "least 2 dimensions")
+    return swapaxes(_value(o), -1, -2)
+
+
+def positive(x: ArrayLike, /) -> Any:
+    """``+x``: the value itself, as an array."""
+    return asarray(x)
 
 
 # ---- NumPy's own functions on traced arrays -------------------------------------------------
