@@ -355,9 +355,19 @@ def where(condition: ArrayLike, x: ArrayLike = None, y: ArrayLike = None) -> Any
     return bind("select", [c, _cast(a, d), _cast(b, d)])  # an array, as np.where gives
 
 
-def astype(x: ArrayLike, dtype: Any) -> Any:
-    """``x`` converted to ``dtype`` (truncating toward zero from float to int)."""
-    return _value(_strong(_cast(_op(x), as_dtype(dtype), check=False)))
+def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+    """``x`` converted to ``dtype`` (truncating toward zero from float to int). With
+    ``copy=False`` a concrete array already of ``dtype`` is returned as it is (the array
+    API's meaning); ``device`` places the conversion (``fj.device``)."""
+    o = _op(x)
+    d = as_dtype(dtype)
+    if not copy and o.tracer is None and o.dtype == d and isinstance(x, np.ndarray):
+        return x
+    with _on(device):
+        out = _value(_strong(_cast(o, d, check=False)))
+    if isinstance(out, np.ndarray) and isinstance(x, np.ndarray) and np.may_share_memory(out, x):
+        out = out.copy()  # copy=True: never x's own memory
+    return out
 
 
 # ---- creation ------------------------------------------------------------------------------
@@ -522,10 +532,14 @@ def _resolve_shape(old: tuple[int, ...], new: Any) -> tuple[int, ...]:
     return new
 
 
-def reshape(x: ArrayLike, newshape: Any, *more: int) -> Any:
-    """``x`` with a new shape of the same size; one dimension may be -1."""
+def reshape(x: ArrayLike, shape: Any, *more: int, copy: bool | None = None) -> Any:
+    """``x`` with a new shape of the same size; one dimension may be -1. ``copy`` is the
+    array API's: a traced value is immutable, so only ``copy=True`` on a concrete array
+    changes anything (the result is then never a view of x)."""
+    if copy and not isinstance(x, Tracer):
+        x = np.array(x, copy=True)
     o = _op(x)
-    target = (newshape,) + more if more else newshape
+    target = (shape,) + more if more else shape
     new = _resolve_shape(o.shape, target)
     if new == o.shape:
         return _value(o)
@@ -992,7 +1006,7 @@ def take(x: ArrayLike, indices: ArrayLike, axis: int | None = None) -> Any:
     return bind("gather", [o, _normalize_index(idx, o.shape[axis])], {"axis": axis})
 
 
-def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None) -> Any:
+def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> Any:
     """``np.take_along_axis``: pick along ``axis`` with indices broadcast against x's other axes.
 
     ``axis=None`` works on the flattened x with 1-D indices. Out-of-range indices clamp.

@@ -50,3 +50,15 @@ def test_their_gradients_and_errors():
         fj.matrix_transpose(np.ones(3))
     with pytest.raises(fj.DeviceError, match=r"no device cpu:7"):
         fj.zeros(2, device="cpu:7")
+
+
+def test_astype_copy_reshape_shape_and_take_along_axis_default_axis():
+    x = np.arange(6.0).reshape(2, 3)
+    assert fj.astype(x, fj.float64, copy=False) is x
+    assert not np.shares_memory(fj.astype(x, fj.float64), x)
+    assert fj.function(lambda a: fj.astype(a, fj.float32, copy=False))(x).dtype == np.float32
+    np.testing.assert_array_equal(fj.reshape(x, shape=(3, 2)), x.reshape(3, 2))
+    assert not np.shares_memory(fj.reshape(x, (6,), copy=True), x)
+    np.testing.assert_array_equal(fj.function(lambda a: np.reshape(a, shape=(3, 2)))(x), x.reshape(3, 2))
+    idx = np.array([[2, 0], [1, 1]])
+    np.testing.assert_array_equal(fj.take_along_axis(x, idx), np.take_along_axis(x, idx, axis=-1))
