@@ -23,6 +23,7 @@ from flowjit.explain import explain
 from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int32, int64
 from flowjit.ir.dtypes import dtype as dtype
 from flowjit.ir.errors import (
+    AxisError,
     FlowjitError,
     FlowjitTypeError,
     ParseError,

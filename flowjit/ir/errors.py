@@ -39,6 +39,11 @@ class ShapeError(FlowjitError, ValueError):
         return err
 
 
+class AxisError(ShapeError, IndexError):
+    """An axis out of range for an array's rank: a ShapeError, and an IndexError as NumPy's
+    ``AxisError`` and the array API's specification have it."""
+
+
 class FlowjitTypeError(FlowjitError, TypeError):
     """A value of an unsupported Python or NumPy type reached flowjit."""
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import ALL_DTYPES, DType, from_short
 from flowjit.ir.dtypes import dtype as as_dtype
-from flowjit.ir.errors import ShapeError
+from flowjit.ir.errors import AxisError, ShapeError
 from flowjit.ir.types import TensorType
 
 KINDS = ("elementwise", "reduction", "layout", "opaque", "random", "stateful", "control", "constant",
@@ -337,7 +337,7 @@ class Primitive:
             else:
                 out = self.rule(list(in_types), **attrs)
         except ShapeError as e:
-            raise ShapeError(e.reason, op=self.name) from None
+            raise type(e)(e.reason, op=self.name) from None  # an AxisError stays one
         if isinstance(out, TensorType):
             return [out]
         return list(out)
@@ -392,9 +392,10 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
-    """``axis`` in ``[0, ndim)`` (negative counts from the end), or ShapeError."""
+    """``axis`` in ``[0, ndim)`` (negative counts from the end), or AxisError (a ShapeError
+    and an IndexError)."""
     if not -ndim <= axis < ndim:
-        raise ShapeError(f"{what} {axis} is out of range for rank {ndim}")
+        raise AxisError(f"{what} {axis} is out of range for rank {ndim}")
     return axis % ndim
 
 

@@ -30,7 +30,7 @@ from flowjit.ir.dtypes import (
     promote_types,
 )
 from flowjit.ir.dtypes import dtype as as_dtype
-from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
+from flowjit.ir.errors import AxisError, FlowjitTypeError, ShapeError, TracerError
 from flowjit.tracer.core import Operand, Tracer, bind, host_array_from_dlpack, operand, user_location
 from flowjit.tracer.core import device as device_block
 
@@ -996,7 +996,7 @@ def take(x: ArrayLike, indices: ArrayLike, axis: int | None = None) -> Any:
         o, axis = _op(ravel(_value(o))), 0
     n = len(o.shape)
     if not -n <= axis < n:
-        raise ShapeError(f"axis {axis} is out of range for {o.aval}", op="take")
+        raise AxisError(f"axis {axis} is out of range for {o.aval}", op="take")
     axis = axis % n
     idx = _index_operand(indices, "indices")
     if o.shape[axis] == 0:

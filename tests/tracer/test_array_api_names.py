@@ -62,3 +62,12 @@ def test_astype_copy_reshape_shape_and_take_along_axis_default_axis():
     np.testing.assert_array_equal(fj.function(lambda a: np.reshape(a, shape=(3, 2)))(x), x.reshape(3, 2))
     idx = np.array([[2, 0], [1, 1]])
     np.testing.assert_array_equal(fj.take_along_axis(x, idx), np.take_along_axis(x, idx, axis=-1))
+
+
+def test_an_axis_out_of_range_is_an_axis_error_an_index_error_and_a_shape_error():
+    for f in (lambda: fj.expand_dims(np.ones(3), 5), lambda: fj.sum(np.ones(3), axis=2),
+              lambda: fj.function(lambda x: fj.sum(x, axis=-3))(np.ones((2, 2))),
+              lambda: fj.take(np.ones(3), np.array([0]), axis=3)):
+        with pytest.raises(fj.AxisError, match=r"out of range") as info:
+            f()
+        assert isinstance(info.value, IndexError) and isinstance(info.value, fj.ShapeError)

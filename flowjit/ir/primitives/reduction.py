@@ -26,14 +26,14 @@ def _axes_of(axes: Sequence[int], x: TensorType) -> tuple[int, ...]:
     try:
         return normalize_axes(axes, x.ndim)
     except ShapeError as e:
-        raise ShapeError(f"{e.reason} (axes={tuple(axes)}, input {x})") from None
+        raise type(e)(f"{e.reason} (axes={tuple(axes)}, input {x})") from None
 
 
 def _axis_of(axis: int, x: TensorType) -> int:
     try:
         return normalize_axis(axis, x.ndim)
     except ShapeError as e:
-        raise ShapeError(f"{e.reason} (input {x})") from None
+        raise type(e)(f"{e.reason} (input {x})") from None
 
 
 def _reduced_shape(x: TensorType, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
