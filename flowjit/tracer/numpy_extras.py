@@ -34,7 +34,7 @@ __all__: list[str] = [
     "flip", "fliplr", "flipud", "fmax", "fmin", "geomspace", "heaviside", "hsplit", "hstack", "hypot", "kron",
     "linspace", "log10", "log2", "logaddexp", "logaddexp2", "logspace", "meshgrid", "nan_to_num", "ptp", "r_",
     "rad2deg", "radians", "repeat", "roll", "rot90", "select", "sinc", "tile", "trace", "tril", "triu", "vsplit",
-    "vstack",
+    "vstack", "broadcast_arrays", "unstack", "cumulative_prod", "count_nonzero",
 ]
 
 _NO_VALUE = np._NoValue  # NumPy's "argument not given" (np.diff's prepend=, np.average's keepdims=)
@@ -1051,3 +1051,49 @@ def canonical_einsum(subscripts: str, operands: Sequence[ArrayLike]) -> tuple[st
         raise _fail("einsum", f"output {out!r} of {subscripts!r} repeats an index or names one no operand has",
                     ShapeError)
     return ",".join(specs) + "->" + out, vals
+
+
+# ---- the array API's names beyond NumPy's usual ones -------------------------------------
+
+
+@numpy_counterpart
+def broadcast_arrays(*arrays: ArrayLike) -> list[Any]:
+    """The arrays broadcast against each other, as a list (the array API's and NumPy 2's)."""
+    shape = np.broadcast_shapes(*[tuple(_op(a, f"arrays[{i}]").shape) for i, a in enumerate(arrays)])
+    return [fj.broadcast_to(a, shape) for a in arrays]
+
+
+@numpy_counterpart
+def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Any, ...]:
+    """The slices of ``x`` along ``axis``, as a tuple of arrays of one dimension fewer."""
+    o = _op(x, "x")
+    if not -len(o.shape) <= axis < len(o.shape):
+        raise fj.AxisError(f"unstack: axis {axis} is out of range for rank {len(o.shape)} (at {user_location()})")
+    v = fj.moveaxis(_value(o), axis, 0)
+    return tuple(v[i] for i in range(o.shape[axis]))
+
+
+@numpy_counterpart
+def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: Any = None,
+                    include_initial: bool = False) -> Any:
+    """The array API's cumulative product: ``cumprod`` along ``axis`` (which a 1-D array may
+    leave out), with a leading 1 when ``include_initial``."""
+    o = _op(x, "x")
+    if axis is None:
+        if len(o.shape) != 1:
+            raise _fail("cumulative_prod", f"axis=None needs a 1-D array, got shape {list(o.shape)}; give axis=")
+        axis = 0
+    out = cumprod(_value(o), axis=axis, dtype=dtype)
+    if include_initial:
+        axis = axis % len(o.shape)
+        shape = list(o.shape)
+        shape[axis] = 1
+        out = fj.concatenate([fj.ones(tuple(shape), _op(out).dtype), out], axis=axis)
+    return out
+
+
+@numpy_counterpart
+def count_nonzero(x: ArrayLike, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """How many elements of ``x`` are not zero, over ``axis`` (all when None), as int64."""
+    return fj.sum(fj.astype(fj.not_equal(x, 0), fj.int64), axis=axis, keepdims=keepdims)
+

@@ -71,3 +71,27 @@ def test_an_axis_out_of_range_is_an_axis_error_an_index_error_and_a_shape_error(
         with pytest.raises(fj.AxisError, match=r"out of range") as info:
             f()
         assert isinstance(info.value, IndexError) and isinstance(info.value, fj.ShapeError)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_broadcast_arrays_unstack_cumulative_prod_count_nonzero(compiled):
+    x = np.array([[1.0, 0.0, 3.0], [4.0, 5.0, 0.0]])
+
+    def run(f, *args):
+        return fj.function(f)(*args) if compiled else f(*args)
+
+    got = run(lambda a: fj.broadcast_arrays(a, a[0], 2.0), x)
+    want = np.broadcast_arrays(x, x[0], 2.0)
+    assert isinstance(got, list) and [np.shape(g) for g in got] == [w.shape for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(run(lambda a: fj.unstack(a, axis=1), x), np.unstack(x, axis=1)):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(run(lambda a: fj.cumulative_prod(a, axis=1, include_initial=True), x),
+                                  np.cumulative_prod(x, axis=1, include_initial=True))
+    np.testing.assert_array_equal(run(lambda a: fj.count_nonzero(a, axis=0), x), np.count_nonzero(x, axis=0))
+    assert int(run(fj.count_nonzero, x)) == 4
+    np.testing.assert_allclose(fj.grad(lambda a: fj.sum(fj.cumulative_prod(a)))(np.array([1.0, 2.0, 3.0])),
+                               [9.0, 4.0, 2.0])
+    with pytest.raises(fj.AxisError, match="unstack: axis 2"):
+        fj.unstack(x, axis=2)
