@@ -788,23 +788,31 @@ def argmin(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Any
     return _arg_reduce("argmin", x, axis, keepdims)
 
 
-def cumulative_sum(x: ArrayLike, /, *, axis: int | None = None, dtype: Any = None,
-                   include_initial: bool = False) -> Any:
-    """The array API's cumulative sum: ``cumsum`` along ``axis`` (which a 1-D array may
-    leave out), with a leading 0 when ``include_initial``."""
+def cumulative(name: str, scan_fn: Any, initial: int, x: ArrayLike, axis: int | None, dtype: Any,
+               include_initial: bool) -> Any:
+    """The array API's cumulative functions (``cumulative_sum``, ``cumulative_prod``):
+    ``scan_fn`` (cumsum, cumprod) along ``axis``, which a 1-D array may leave out, with a
+    leading ``initial`` when ``include_initial``."""
     o = _op(x)
     if axis is None:
         if len(o.shape) != 1:
-            raise FlowjitTypeError(f"cumulative_sum: axis=None needs a 1-D array, got shape {list(o.shape)} at "
+            raise FlowjitTypeError(f"{name}: axis=None needs a 1-D array, got shape {list(o.shape)} at "
                                    f"{user_location()}; give axis=")
         axis = 0
-    out = cumsum(_value(o), axis=axis, dtype=dtype)
+    out = scan_fn(_value(o), axis=axis, dtype=dtype)
     if include_initial:
         axis = axis % len(o.shape)
         shape = list(o.shape)
         shape[axis] = 1
-        out = concatenate([zeros(tuple(shape), _op(out).dtype), out], axis=axis)
+        out = concatenate([full(tuple(shape), initial, _op(out).dtype), out], axis=axis)
     return out
+
+
+def cumulative_sum(x: ArrayLike, /, *, axis: int | None = None, dtype: Any = None,
+                   include_initial: bool = False) -> Any:
+    """The array API's cumulative sum: ``cumsum`` along ``axis`` (which a 1-D array may
+    leave out), with a leading 0 when ``include_initial``."""
+    return cumulative("cumulative_sum", cumsum, 0, x, axis, dtype, include_initial)
 
 
 def cumsum(x: ArrayLike, axis: int | None = None, dtype: Any = None) -> Any:

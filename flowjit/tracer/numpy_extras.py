@@ -22,7 +22,17 @@ from flowjit.ir.dtypes import DType, float16, float32, float64, int64
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from flowjit.tracer import array_api as fj
-from flowjit.tracer.array_api import _cast, _float_dtype, _op, _promote, _strong, _sum_dtype, _value, numpy_counterpart
+from flowjit.tracer.array_api import (
+    _cast,
+    _float_dtype,
+    _op,
+    _promote,
+    _strong,
+    _sum_dtype,
+    _value,
+    cumulative,
+    numpy_counterpart,
+)
 from flowjit.tracer.control_flow import scan
 from flowjit.tracer.core import Operand, Tracer, user_location
 
@@ -1078,18 +1088,7 @@ def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: Any = No
                     include_initial: bool = False) -> Any:
     """The array API's cumulative product: ``cumprod`` along ``axis`` (which a 1-D array may
     leave out), with a leading 1 when ``include_initial``."""
-    o = _op(x, "x")
-    if axis is None:
-        if len(o.shape) != 1:
-            raise _fail("cumulative_prod", f"axis=None needs a 1-D array, got shape {list(o.shape)}; give axis=")
-        axis = 0
-    out = cumprod(_value(o), axis=axis, dtype=dtype)
-    if include_initial:
-        axis = axis % len(o.shape)
-        shape = list(o.shape)
-        shape[axis] = 1
-        out = fj.concatenate([fj.ones(tuple(shape), _op(out).dtype), out], axis=axis)
-    return out
+    return cumulative("cumulative_prod", cumprod, 1, x, axis, dtype, include_initial)
 
 
 @numpy_counterpart
