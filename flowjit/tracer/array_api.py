@@ -498,8 +498,15 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, *, de
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:
-    """A 2-D array with ones on the k-th diagonal (float64 by default)."""
+    """A 2-D array with ones on the k-th diagonal (float64 by default). ``k`` is any int: a
+    diagonal outside the array (even past int64) leaves it all zeros, as NumPy's."""
     M = N if M is None else M
+    if not isinstance(k, Tracer):
+        if not isinstance(k, (int, np.integer)):
+            raise FlowjitTypeError(f"eye: k={k!r} at {user_location()}; k (the diagonal's offset) must be an "
+                                   "int: 0 the main diagonal, > 0 above it, < 0 below")
+        if not -N < k < M:  # no element on that diagonal; int64 arithmetic could not hold k
+            return zeros((N, M), dtype, device=device)
     with _on(device):
         rows = iota(int64, (N, M), 0)
         cols = iota(int64, (N, M), 1)

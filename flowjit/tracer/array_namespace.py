@@ -165,11 +165,12 @@ def _kind_chars(kind: Any, fn: str) -> tuple[str, list[Any]]:
     return chars, named
 
 
-def isdtype(dtype: Any, kind: Any, /) -> bool:
+def isdtype(dtype: Any, kind: Any) -> bool:
     """Whether ``dtype`` is of ``kind``: one of the standard's kind names ('bool',
     'signed integer', 'unsigned integer', 'integral', 'real floating', 'complex floating',
     'numeric'), a dtype, or a tuple of them (any matches). ``dtype`` is a dtype (flowjit's
-    or NumPy's), not an array: pass ``x.dtype``."""
+    or NumPy's), not an array: pass ``x.dtype``. Both may be passed by keyword, as the
+    standard's signature has them."""
     if isinstance(dtype, Tracer) or hasattr(dtype, "__array__") and not isinstance(dtype, (DType, type)):
         raise FlowjitTypeError(f"isdtype: argument 'dtype' is an array ({type(dtype).__name__}); "
                                f"pass its dtype, x.dtype{_where()}")

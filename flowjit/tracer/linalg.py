@@ -504,6 +504,8 @@ def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any 
     rtol is ``max(M, N) * eps``, the array API's."""
     o = _float_matrix(a, "pinv", square=False)
     m, n = o.shape[-2:]
+    if m == 0 or n == 0:  # no singular value to take the largest of: the [..., N, M] zeros, as NumPy's
+        return xp.zeros((*o.shape[:-2], n, m), o.dtype)
     cut = rtol if rtol is not None else rcond
     if cut is None:
         cut = builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
@@ -557,6 +559,8 @@ def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol:
         return xp.astype(xp.any(xp.not_equal(_value(o), 0)), np.int64)
     o = _float_matrix(A, "matrix_rank", "A", square=False)
     m, n = o.shape[-2:]
+    if m == 0 or n == 0:  # no singular value to take the largest of: rank 0, as NumPy's
+        return xp.zeros(o.shape[:-2], np.int64)
     s = svdvals(_value(o))
     if tol is not None:  # one tolerance per matrix, as NumPy's
         limit = xp.expand_dims(tol, -1) if xp.ndim(tol) else tol

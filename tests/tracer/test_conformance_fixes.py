@@ -1,0 +1,126 @@
+"""Faults the array API standard's own test suite (bench/array_api_conformance.py) found, each
+at the smallest program that shows it, eager and inside fj.function: isdtype's keywords, an
+explicit dtype=None on the creation functions, matrix_rank/pinv of empty stacks, eye with a
+diagonal offset past int64, and expand_dims' axis error class."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.errors import FlowjitTypeError
+from tests.tracer.traced_errors import assert_traced_error
+
+COMPILED = pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
+
+
+def _same(got, want):
+    np.testing.assert_array_equal(got, want)
+    assert np.asarray(got).dtype == np.asarray(want).dtype, (np.asarray(got).dtype, np.asarray(want).dtype)
+    assert np.shape(got) == np.shape(want)
+
+
+# ---- isdtype(dtype, kind): both positional-or-keyword, as the standard's signature has them ---------------------
+
+
+def test_isdtype_takes_dtype_and_kind_by_keyword():
+    params = inspect.signature(fj.isdtype).parameters
+    assert [(p.name, p.kind) for p in params.values()] == [
+        ("dtype", inspect.Parameter.POSITIONAL_OR_KEYWORD), ("kind", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    assert fj.isdtype(dtype=fj.float32, kind="real floating")
+    assert not fj.isdtype(fj.int64, kind=("bool", fj.float64))
+
+    @fj.function
+    def f(x):
+        return x * 2 if fj.isdtype(dtype=x.dtype, kind="integral") else x / 2
+
+    _same(f(np.arange(3)), np.arange(3) * 2)
+    _same(f(np.ones(2)), np.full(2, 0.5))
+
+
+# ---- an explicit dtype=None is the default dtype, as leaving it out ---------------------------------------------
+
+I32 = np.arange(3, dtype=np.int32)
+CREATIONS = {
+    "ones": lambda m, **kw: m.ones((2, 3), **kw),
+    "zeros": lambda m, **kw: m.zeros(4, **kw),
+    "empty": lambda m, **kw: m.empty((0, 2), **kw).shape,  # values unspecified: dtype checked below
+    "full": lambda m, **kw: m.full((2,), 7, **kw),
+    "full_float": lambda m, **kw: m.full((2,), 7.5, **kw),
+    "eye": lambda m, **kw: m.eye(3, 2, k=-1, **kw),
+    "arange": lambda m, **kw: m.arange(5, **kw),
+    "linspace": lambda m, **kw: m.linspace(0, 1, 5, **kw),
+    "ones_like": lambda m, **kw: m.ones_like(I32, **kw),
+    "zeros_like": lambda m, **kw: m.zeros_like(I32, **kw),
+    "full_like": lambda m, **kw: m.full_like(I32, 3, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CREATIONS))
+def test_an_explicit_dtype_none_is_the_default(name):
+    make = CREATIONS[name]
+    want = make(np)
+    _same(make(fj, dtype=None), want)
+    _same(make(fj), want)
+    if name == "empty":
+        assert fj.empty((0, 2), dtype=None).dtype == np.float64
+        assert fj.empty_like(I32, dtype=None).dtype == np.int32
+    _same(fj.function(lambda: make(fj, dtype=None))(), want)
+
+
+# ---- matrix_rank and pinv of empty stacks: NumPy's results, not an error -----------------------------------------
+
+EMPTY_STACKS = [(0, 2, 0), (2, 0, 3), (0, 0), (0, 3), (3, 0), (2, 0, 0), (1, 2, 0), (0, 2, 2)]
+
+
+@pytest.mark.parametrize("shape", EMPTY_STACKS, ids=str)
+def test_matrix_rank_and_pinv_of_empty_stacks_are_numpys(shape):
+    a = np.zeros(shape)
+    want = (np.linalg.matrix_rank(a), np.linalg.pinv(a))
+    for got in ((fj.linalg.matrix_rank(a), fj.linalg.pinv(a)),
+                fj.function(lambda a: (fj.linalg.matrix_rank(a), fj.linalg.pinv(a)))(a),
+                fj.function(lambda a: (np.linalg.matrix_rank(a), np.linalg.pinv(a)))(a)):
+        _same(got[0], want[0])
+        _same(got[1], want[1])
+
+
+def test_matrix_rank_of_an_empty_stack_with_tolerances():
+    a = np.zeros((2, 0, 3), np.float32)
+    _same(fj.linalg.matrix_rank(a, rtol=0.5), np.linalg.matrix_rank(a, rtol=0.5))
+    _same(fj.linalg.matrix_rank(a, tol=0.5), np.linalg.matrix_rank(a, tol=0.5))
+    _same(fj.linalg.pinv(a, rtol=0.5), np.linalg.pinv(a, rtol=0.5))
+
+
+# ---- eye with a diagonal offset past the array (even past int64): all zeros ---------------------------------------
+
+EYES = [(0, None, 2**63), (3, None, 2**63), (2, 3, -2**70), (3, None, -3), (2, 4, 4), (2, 4, 3), (0, 0, 0)]
+
+
+@pytest.mark.parametrize("n, m, k", EYES, ids=str)
+def test_eye_with_any_offset_is_numpys(n, m, k):
+    want = np.eye(n, m, k=k)
+    _same(fj.eye(n, m, k=k), want)
+    _same(fj.eye(n, m, k=k, dtype=np.int32), np.eye(n, m, k=k, dtype=np.int32))
+    _same(fj.function(lambda: fj.eye(n, m, k=k))(), want)
+
+
+def test_eye_refuses_an_offset_that_is_not_an_int():
+    assert_traced_error(lambda: fj.eye(3, k=1.5), FlowjitTypeError, ["eye", "k=1.5", "int"],
+                        "test_conformance_fixes.py")
+
+
+# ---- expand_dims with an axis out of range: an IndexError (fj.AxisError), as NumPy's AxisError ---------------------
+
+
+def test_expand_dims_of_a_0d_array_with_an_axis_out_of_range_is_an_index_error():
+    with pytest.raises(IndexError):
+        fj.expand_dims(np.zeros(()), axis=-2)
+    with pytest.raises(fj.AxisError):
+        fj.expand_dims(np.zeros(()), axis=1)
+    assert_traced_error(lambda: fj.expand_dims(np.float64(1.0), axis=-2), IndexError, ["expand_dims", "-2"],
+                        "test_conformance_fixes.py")
+    _same(fj.expand_dims(np.zeros(()), axis=-1), np.zeros((1,)))
+
