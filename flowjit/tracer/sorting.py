@@ -1,5 +1,5 @@
 """Sorting and searching: ``sort``, ``argsort``, ``searchsorted``, ``partition``, ``unique``
-(where shapes are static).
+and ``nonzero`` (where shapes are static).
 
 ``argsort`` and ``sort`` bind the registry's primitives of those names (NumPy's sorts, opaque);
 sort's gradient scatters each element's cotangent back to where the element came from, through
@@ -7,7 +7,8 @@ argsort. argsort is stable unless asked otherwise (the array API standard's ``st
 equal elements keep their order, ascending or descending.
 The ``unique`` family's result sizes depend on the values, which a traced program does not
 know: on concrete arrays they are NumPy's; on traced ones they take JAX's ``size=K`` (the first
-K distinct values, padded with ``fill_value``), and without it an error says so.
+K distinct values, padded with ``fill_value``), and without it an error says so; ``nonzero``
+likewise (JAX's ``size=``: the first K indices).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from flowjit.tracer.array_api import ArrayLike, Operand, _op, _value, numpy_coun
 from flowjit.tracer.core import bind, current_trace, user_location
 
 __all__: list[str] = [
-    "argpartition", "argsort", "partition", "searchsorted", "sort", "unique", "unique_all", "unique_counts",
-    "unique_inverse", "unique_values",
+    "argpartition", "argsort", "nonzero", "partition", "searchsorted", "sort", "unique", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values",
 ]
 
 _KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
@@ -287,6 +288,49 @@ def _unique_family(fname: str, x: ArrayLike, size: Any, fill_value: Any, pick: A
         return numpy(arr)
     _check_size(fname, size)
     return pick(_runs(x, size, fill_value))
+
+
+# ---- nonzero: a size that depends on the data, static with size= ------------------------------------------------
+
+
+def nonzero(x: ArrayLike, /, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, ...]:
+    """The indices of x's non-zero elements, one int64 array per axis, in row-major order (the
+    standard's and NumPy's ``nonzero``; NaN is non-zero). On a concrete array it is NumPy's. How
+    many there are depends on the values, which a traced program does not know: traced, it
+    takes JAX's ``size=K`` (the first K indices, slots past the last filled with ``fill_value``,
+    one int or one per axis, default 0). A 0-d x raises, as in NumPy and the standard."""
+    o = _op(x, "x")
+    if not o.shape:
+        raise ShapeError(f"x is 0-d ({o.aval}): nonzero needs at least one axis; use fj.atleast_1d(x) first",
+                         op="nonzero", loc=user_location())
+    arr = _concrete("nonzero", x)
+    if size is None:
+        if arr is None:
+            raise FlowjitTypeError(
+                f"nonzero on a traced array ({o.aval}) at {user_location()}: how many elements are non-zero, and "
+                "so the output shape, depends on the values, and flowjit's arrays have shapes fixed when tracing. "
+                "Pass size=K (as JAX's nonzero): the first K indices, the rest filled with fill_value (default 0), "
+                "e.g. fj.nonzero(x, size=K, fill_value=-1); or call it outside the traced function")
+        return tuple(i.astype(np.int64) for i in np.nonzero(arr))
+    _check_size("nonzero", size)
+    fills = fill_value if isinstance(fill_value, (tuple, list)) else (0 if fill_value is None else fill_value,) * len(
+        o.shape)
+    if len(fills) != len(o.shape):
+        raise FlowjitTypeError(f"nonzero: fill_value={fill_value!r} has {len(fills)} values for a {len(o.shape)}-D "
+                               f"x; allowed: 1 value, or one per axis ({len(o.shape)}) (at {user_location()})")
+    n = int(np.prod(o.shape))
+    if n == 0:
+        return tuple(xp.full((size,), f, np.int64) for f in fills)
+    mask = xp.ravel(xp.not_equal(_value(o), False if o.dtype.is_bool else 0))
+    # Each non-zero element's place among them is the running count; slot `size` (sliced off)
+    # takes those past the first `size`, and the zeros.
+    place = xp.subtract(xp.cumsum(xp.astype(mask, np.int64)), 1)
+    slot = xp.where(mask, xp.minimum(place, size), size)
+    flat = xp.take(xp.scatter_add(xp.zeros(size + 1, np.int64), slot, np.arange(n)), np.arange(size))
+    found = xp.less(np.arange(size), xp.sum(xp.astype(mask, np.int64)))
+    strides = np.cumprod((1, *o.shape[:0:-1]))[::-1]
+    return tuple(xp.where(found, xp.remainder(xp.floor_divide(flat, int(st)), dim), xp.astype(f, np.int64))
+                 for st, dim, f in zip(strides, o.shape, fills, strict=True))
 
 
 for _name in __all__:

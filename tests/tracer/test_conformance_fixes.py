@@ -1,7 +1,7 @@
 """Faults the array API standard's own test suite (bench/array_api_conformance.py) found, each
 at the smallest program that shows it, eager and inside fj.function: isdtype's keywords, an
 explicit dtype=None on the creation functions, matrix_rank/pinv of empty stacks, eye with a
-diagonal offset past int64, and expand_dims' axis error class."""
+diagonal offset past int64, expand_dims' axis error class, and nonzero."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.ir.errors import FlowjitTypeError
+from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from tests.tracer.traced_errors import assert_traced_error
 
 COMPILED = pytest.mark.parametrize("interpret", [False, True], ids=["compiled", "interpreted"])
@@ -124,3 +124,71 @@ def test_expand_dims_of_a_0d_array_with_an_axis_out_of_range_is_an_index_error()
                         "test_conformance_fixes.py")
     _same(fj.expand_dims(np.zeros(()), axis=-1), np.zeros((1,)))
 
+
+# ---- nonzero: NumPy's on concrete arrays; traced, JAX's size= ----------------------------------------------------
+
+NONZERO_CASES = [
+    np.array([0, 3, 0, -1, 5]),
+    np.array([[0.0, np.nan, 1.0], [-0.0, 2.0, 0.0]]),
+    np.array([[[True, False], [False, True]], [[True, True], [False, False]]]),
+    np.zeros((2, 3), np.float32),
+    np.zeros((0, 2), np.int32),
+    np.array([7], np.int32),
+]
+
+
+@pytest.mark.parametrize("x", NONZERO_CASES, ids=lambda x: f"{x.dtype}{list(x.shape)}")
+def test_nonzero_is_numpys_on_concrete_arrays(x):
+    got, want = fj.nonzero(x), np.nonzero(x)
+    assert isinstance(got, tuple) and len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        _same(g, w.astype(np.int64))
+
+
+@COMPILED
+@pytest.mark.parametrize("x", NONZERO_CASES, ids=lambda x: f"{x.dtype}{list(x.shape)}")
+def test_nonzero_with_a_static_size_traces(x, interpret):
+    want = np.nonzero(x)
+    count = len(want[0])
+
+    def padded(size, fill):
+        fills = fill if isinstance(fill, tuple) else (fill,) * x.ndim
+        return tuple(np.concatenate([w[:size], np.full(max(0, size - count), f)]).astype(np.int64)
+                     for w, f in zip(want, fills, strict=True))
+
+    @fj.function(interpret=interpret)
+    def f(x):
+        return (fj.nonzero(x, size=count + 2), fj.nonzero(x, size=1, fill_value=-1),
+                fj.nonzero(x, size=3, fill_value=tuple(range(9, 9 + x.ndim))))
+
+    more, one, per_axis = f(x)
+    for got, want_ in ((more, padded(count + 2, 0)), (one, padded(1, -1)),
+                       (per_axis, padded(3, tuple(range(9, 9 + x.ndim))))):
+        assert isinstance(got, tuple) and len(got) == x.ndim
+        for g, w in zip(got, want_, strict=True):
+            _same(g, w)
+    for g, w in zip(fj.nonzero(x, size=count + 2), padded(count + 2, 0), strict=True):
+        _same(g, w)  # size= on a concrete array: the same padded result
+
+
+def test_nonzero_is_in_the_namespace_and_what_np_nonzero_traces_as():
+    assert "nonzero" in dir(fj)
+    x = np.array([[1.0, 0.0], [0.0, 2.0]])
+    for call in (fj.nonzero, np.nonzero):
+        with pytest.raises(FlowjitTypeError) as info:
+            fj.function(call)(x)
+        message = str(info.value)
+        for words in ("nonzero", "depends on the values", "size=K", "fill_value", "test_conformance_fixes.py"):
+            assert words in message, (words, message)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: fj.nonzero(np.float64(1.0)), ShapeError, ["nonzero", "0-d", "atleast_1d"]),
+    (lambda: fj.nonzero(np.ones(3), size=0), FlowjitTypeError, ["nonzero", "size=0", "positive"]),
+    (lambda: fj.nonzero(np.ones(3), size=2, fill_value=(1, 2)), FlowjitTypeError,
+     ["nonzero", "fill_value", "1 value"]),
+])
+def test_nonzero_bad_input_names_the_function_argument_and_line(call, error, words):
+    assert_traced_error(call, error, words, "test_conformance_fixes.py")
+    with pytest.raises(error):
+        call()
