@@ -498,6 +498,12 @@ def matrix_power(a: ArrayLike, n: int) -> Any:
     return result
 
 
+def _per_matrix(tolerance: Any) -> Any:
+    """A tolerance given per matrix (an array of the stack's batch shape, as NumPy and the
+    standard take ``rtol``/``tol``/``rcond``) against the [..., K] singular values: a trailing axis."""
+    return xp.expand_dims(tolerance, -1) if xp.ndim(tolerance) else tolerance
+
+
 def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
     """The Moore-Penrose pseudo-inverse of each matrix of ``a`` through its SVD: singular values
     at or below ``rtol`` (or NumPy's ``rcond``) times the largest count as zero. The default
@@ -510,7 +516,7 @@ def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any 
     if cut is None:
         cut = builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
     u, s, vh = svd(_value(o), full_matrices=False)
-    big = xp.greater(s, xp.multiply(xp.max(s, axis=-1, keepdims=True), cut))
+    big = xp.greater(s, xp.multiply(xp.max(s, axis=-1, keepdims=True), _per_matrix(cut)))
     s_inv = xp.where(big, xp.divide(1.0, xp.where(big, s, 1.0)), 0.0)
     return xp.matmul(_mT(vh), xp.multiply(xp.expand_dims(s_inv, -1), _mT(u)))
 
@@ -562,11 +568,11 @@ def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol:
     if m == 0 or n == 0:  # no singular value to take the largest of: rank 0, as NumPy's
         return xp.zeros(o.shape[:-2], np.int64)
     s = svdvals(_value(o))
-    if tol is not None:  # one tolerance per matrix, as NumPy's
-        limit = xp.expand_dims(tol, -1) if xp.ndim(tol) else tol
+    if tol is not None:
+        limit = _per_matrix(tol)
     else:
         r = rtol if rtol is not None else builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
-        limit = xp.multiply(xp.max(s, axis=-1, keepdims=True), r)
+        limit = xp.multiply(xp.max(s, axis=-1, keepdims=True), _per_matrix(r))
     return xp.sum(xp.astype(xp.greater(s, limit), np.int64), axis=-1)
 
 

@@ -192,3 +192,24 @@ def test_nonzero_bad_input_names_the_function_argument_and_line(call, error, wor
     assert_traced_error(call, error, words, "test_conformance_fixes.py")
     with pytest.raises(error):
         call()
+
+
+# ---- matrix_rank and pinv with an array rtol: one tolerance per matrix, as NumPy's ---------------------------------
+
+STACK = np.random.default_rng(3).standard_normal((3, 2, 4, 3))
+STACK[0, 1] = 0.0
+STACK[1, 0, :, 2] = STACK[1, 0, :, 1]
+
+
+@pytest.mark.parametrize("x, rtol", [(STACK, np.array([1e-3, 0.5])), (STACK, np.full((3, 2), 0.4)),
+                                     (STACK, np.array(0.5)), (np.ones((0, 3, 2)), np.zeros(0, np.float32))],
+                         ids=["per-column", "per-matrix", "0-d", "empty"])
+def test_matrix_rank_and_pinv_take_one_rtol_per_matrix(x, rtol):
+    want = (np.linalg.matrix_rank(x, rtol=rtol), np.linalg.pinv(x, rtol=rtol), np.linalg.pinv(x, rcond=rtol))
+    for got in ((fj.linalg.matrix_rank(x, rtol=rtol), fj.linalg.pinv(x, rtol=rtol), fj.linalg.pinv(x, rcond=rtol)),
+                fj.function(lambda x, r: (fj.linalg.matrix_rank(x, rtol=r), fj.linalg.pinv(x, rtol=r),
+                                          fj.linalg.pinv(x, rcond=r)))(x, rtol)):
+        _same(got[0], want[0])
+        for g, w in zip(got[1:], want[1:], strict=True):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, atol=1e-12)
