@@ -379,14 +379,18 @@ def _shape_tuple(shape: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def asarray(x: ArrayLike, dtype: Any = None, copy: bool | None = None) -> Any:
-    """``x`` as an array (a Tracer stays one), optionally converted to ``dtype``.
+def asarray(x: ArrayLike, dtype: Any = None, copy: bool | None = None, *, device: Any = None) -> Any:
+    """``x`` as an array (a Tracer stays one), optionally converted to ``dtype``, on ``device``
+    (as ``fj.device``, like the other creation functions).
 
     ``copy`` has the array API's meaning: True always returns a new array, False never
     copies and raises ValueError where it would have to (a list, a Python or NumPy scalar,
     another dtype), None copies only where it must. A traced value is immutable, so for it
     only the dtype decides whether ``copy=False`` is possible.
     """
+    if device is not None:
+        with _on(device):
+            return asarray(x, dtype, copy)
     if copy is not None and not isinstance(copy, (bool, np.bool_)):
         raise FlowjitTypeError(f"asarray: copy={copy!r} at {user_location()}; copy must be True, False "
                                "or None")

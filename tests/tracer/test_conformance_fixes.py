@@ -213,3 +213,15 @@ def test_matrix_rank_and_pinv_take_one_rtol_per_matrix(x, rtol):
         for g, w in zip(got[1:], want[1:], strict=True):
             assert g.shape == w.shape and g.dtype == w.dtype
             np.testing.assert_allclose(g, w, atol=1e-12)
+
+
+# ---- asarray(obj, dtype=None, copy=None, *, device=None), as the standard's signature ------------------------------
+
+
+def test_asarray_takes_device_as_the_other_creation_functions():
+    assert inspect.signature(fj.asarray).parameters["device"].kind == inspect.Parameter.KEYWORD_ONLY
+    _same(fj.asarray([1, 2], device="cpu:0"), np.array([1, 2]))
+    _same(fj.asarray(np.ones(2, np.float32), dtype=np.float64, device=None), np.ones(2))
+    _same(fj.function(lambda x: fj.asarray(x, device="cpu:0") + 1)(np.arange(3)), np.arange(1, 4))
+    with pytest.raises(fj.DeviceError, match="tpu:3"):
+        fj.asarray([1.0], device="tpu:3")
