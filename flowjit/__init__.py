@@ -20,7 +20,21 @@ from flowjit import (
 )
 from flowjit.aot import export, load_compiled
 from flowjit.explain import explain
-from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int32, int64
+from flowjit.ir.dtypes import (
+    DType,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from flowjit.ir.dtypes import dtype as dtype
 from flowjit.ir.errors import (
     AxisError,
@@ -66,6 +80,13 @@ from flowjit.tracer.array_api import (
     atan,
     atan2,
     atanh,
+    bitwise_and,
+    bitwise_invert,
+    bitwise_left_shift,
+    bitwise_not,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
     broadcast_to,
     ceil,
     clip,
@@ -94,10 +115,12 @@ from flowjit.tracer.array_api import (
     getitem,
     greater,
     greater_equal,
+    invert,
     iota,
     isfinite,
     isinf,
     isnan,
+    left_shift,
     less,
     less_equal,
     log,
@@ -134,6 +157,7 @@ from flowjit.tracer.array_api import (
     reciprocal,
     remainder,
     reshape,
+    right_shift,
     rint,
     round,
     rsqrt,

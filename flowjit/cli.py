@@ -121,9 +121,9 @@ def cmd_compile(ns: argparse.Namespace) -> int:
         try:
             t = parse_type(concrete)
         except ParseError as e:
-            ns.parser.error(f"bad --arg {text!r}: {e.message}; a type is a dtype (f16 f32 f64 i32 i64 "
-                            f"bool) and a shape, such as f32[8,64], f32[B,64] (B given at run time), i32[8] or "
-                            f"f32[]; expected: {usage}")
+            ns.parser.error(f"bad --arg {text!r}: {e.message}; a type is a dtype (f16 f32 f64 i8 i16 i32 "
+                            f"i64 u8 u16 u32 u64 bool) and a shape, such as f32[8,64], f32[B,64] (B given at run "
+                            f"time), i32[8] or f32[]; expected: {usage}")
         args.append(ShapeDtype([symbolic.get(i, d) for i, d in enumerate(t.shape)], t.dtype))
     if arity is not None and len(args) != arity:
         ns.parser.error(f"{func} takes {arity} argument(s) ({names}), got {len(args)} --arg; expected: {usage}")

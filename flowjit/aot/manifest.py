@@ -27,8 +27,8 @@ from flowjit.ir.errors import FlowjitError
 FORMAT = "flowjit-aot-1"
 
 # The C type of each dtype's elements in memory (bool is one byte).
-C_TYPES = {"float16": "uint16_t", "float32": "float", "float64": "double", "int32": "int32_t",
-           "int64": "int64_t", "bool": "uint8_t", "int8": "int8_t", "uint8": "uint8_t"}
+C_TYPES = {"float16": "uint16_t", "float32": "float", "float64": "double", "bool": "uint8_t",
+           **{f"{sign}int{bits}": f"{sign}int{bits}_t" for sign in ("", "u") for bits in (8, 16, 32, 64)}}
 
 # /proc/cpuinfo flags each x86-64 level needs (the psABI's micro-architecture levels).
 _X86_BASE = ["cmov", "cx8", "fpu", "fxsr", "mmx", "sse", "sse2"]

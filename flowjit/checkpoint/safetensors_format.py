@@ -29,14 +29,11 @@ from flowjit.ir.errors import FlowjitError
 MAX_HEADER_BYTES = 100_000_000
 METADATA_KEY = "__metadata__"
 
-# The six flowjit dtypes are what we write; reading also takes the other integer widths
-# so that ``load`` can inspect files written by other tools.
-_CODE_BY_NAME = {"float32": "F32", "float64": "F64", "float16": "F16", "int32": "I32", "int64": "I64",
-                 "bool": "BOOL"}
+# The safetensors code of each flowjit dtype (the spec's names: F32, I8, U64, BOOL...).
+_CODE_BY_NAME = {"float32": "F32", "float64": "F64", "float16": "F16", "bool": "BOOL",
+                 **{f"{sign}int{bits}": f"{sign.upper() or 'I'}{bits}"
+                    for sign in ("", "u") for bits in (8, 16, 32, 64)}}
 _DTYPE_BY_CODE = {code: np.dtype(name).newbyteorder("<") for name, code in _CODE_BY_NAME.items()}
-_DTYPE_BY_CODE.update({code: np.dtype(name).newbyteorder("<") for code, name in
-                       [("I8", "int8"), ("U8", "uint8"), ("I16", "int16"), ("U16", "uint16"),
-                        ("U32", "uint32"), ("U64", "uint64")]})
 
 
 class CheckpointError(FlowjitError):

@@ -44,7 +44,6 @@ from flowjit.codegen_cpu.scalar_math import (
 from flowjit.codegen_cpu.streaming import (
     prefetch_line, stack_chunk32, stack_chunk64, stream_chunk, stream_fence, stream_head)
 
-sign = np.sign
 rint = np.rint
 floor = np.floor
 ceil = np.ceil
@@ -52,6 +51,29 @@ trunc = np.trunc
 nextafter = np.nextafter
 isnan = np.isnan
 isfinite = np.isfinite
+
+
+@njit(inline="always")
+def sign(a):  # numba's np.sign gives -1 for unsigned ints; a - a is 0 (NaN for NaN)
+    if a > 0:
+        return a - a + 1
+    if a < 0:
+        return a - a - 1
+    return a - a
+
+
+@njit(inline="always")
+def lshift(a, b):  # NumPy: 0 past the width; the kernel's cast to a's dtype drops bits past it
+    if b < 0 or b >= 64:
+        return a - a
+    return a << b
+
+
+@njit(inline="always")
+def rshift(a, b):  # numba shifts narrow ints in int64, sign-extended: past their width -1 or 0
+    if b < 0 or b >= 64:
+        return ~(a - a) if a < 0 else a - a  # not a - a - 1: uint64 minus an int64 is float64
+    return a >> b
 
 
 @njit(inline="always")

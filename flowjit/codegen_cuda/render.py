@@ -54,7 +54,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from flowjit.ir.dtypes import DType
+from flowjit.ir.dtypes import DType, int32, int64
 from flowjit.ir.errors import FlowjitError
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
@@ -779,7 +779,9 @@ class _Writer:
         if op in _LOGIC:
             return f"{args[0]} {_LOGIC[op]} {args[1]}"
         if op == "not":
-            return f"not {args[0]}"
+            return f"not {args[0]}" if d.is_bool else _wrap(f"~{args[0]}", d)
+        if op in ("shl", "shr"):  # the shift is in range: the template's guard
+            return _wrap(f"{args[0]} {'<<' if op == 'shl' else '>>'} {args[1]}", d)
         if op == "select":
             return f"{args[1]} if {args[0]} else {args[2]}"
         if op == "cast":
@@ -796,14 +798,25 @@ class _Writer:
         if src.is_int:
             # Through int64: the simulator's Python ints do not wrap into a narrower type.
             return f"{_np(d)}(np.int64({a}))" if d.itemsize < src.itemsize else f"{_np(d)}({a})"
-        bits = d.itemsize * 8
+        # float -> int as NumPy's C casts on x86 (the GPU's cvt saturates): a narrow int
+        # through int32, uint32 through int64, keeping the low bits; uint64 of x - 2**63 above 2**63.
+        if d.is_unsigned and d.itemsize == 8:
+            top = literal(float(2 ** 63), src)
+            high = f"np.uint64({self.to_signed(f'({a} - {top})', src, 64)}) ^ np.uint64({2 ** 63})"
+            return f"np.uint64({self.to_signed(a, src, 64)}) if not {a} >= {top} else ({high})"
+        bits = 64 if d.is_unsigned and d.itemsize == 4 else max(32, d.itemsize * 8)
+        r = self.to_signed(a, src, bits)
+        return f"{_np(d)}({r})" if bits > d.itemsize * 8 else r
+
+    def to_signed(self, a: str, src: DType, bits: int) -> str:
+        """Float ``a`` truncated to a signed int of ``bits``; NaN and out of range give INT_MIN."""
+        t = int64 if bits == 64 else int32
         lo, hi = literal(-float(2 ** (bits - 1)), src), literal(float(2 ** (bits - 1)), src)
-        # NaN and out of range: INT_MIN, NumPy's result on x86 (the GPU's cvt saturates).
-        return f"{_np(d)}({a}) if ({a} >= {lo}) and ({a} < {hi}) else {literal(-(2 ** (bits - 1)), d)}"
+        return f"({_np(t)}({a}) if ({a} >= {lo}) and ({a} < {hi}) else {literal(-(2 ** (bits - 1)), t)})"
 
     def int_division(self, op: str, exprs: tuple, args: list, d: DType) -> str:
         a, b = args
-        if all(self.r.nonnegative(x) for x in exprs):
+        if d.is_unsigned or all(self.r.nonnegative(x) for x in exprs):
             return _wrap(f"{a} {'//' if op == 'idiv' else '%'} {b}", d)
         # Python's // floors; the vocabulary's idiv truncates (the divisor is never 0).
         q = self.fresh()
@@ -834,8 +847,11 @@ class _Writer:
                 self.emit(f"{n} = {_wrap(f'{n} // 2', d)}")
             self.block(f"while {n} > 0", step)
 
-        self.block(f"if {n} < 0", negative)
-        self.block("else", positive)
+        if d.is_unsigned:
+            positive()
+        else:
+            self.block(f"if {n} < 0", negative)
+            self.block("else", positive)
         return r
 
     # ---- statements, one thread -------------------------------------------------------------

@@ -5,6 +5,7 @@ from ``render`` so that loading cached kernels, which renders nothing, never imp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
@@ -42,9 +43,12 @@ from .render import (
     symbol,
 )
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
-_REG = {"bool": I1, "i32": I32, "i64": I64, "f16": F16, "f32": F32, "f64": F64}
+# LLVM integers carry no sign: an unsigned dtype shares its width's type, and the
+# instructions (icmp ult, udiv, zext, uitofp) say how the bits are read.
+_REG = {"bool": I1, "i8": I8, "i16": I16, "i32": I32, "i64": I64, "u8": I8, "u16": I16, "u32": I32, "u64": I64,
+        "f16": F16, "f32": F32, "f64": F64}
 _MEM = {**_REG, "bool": I8}
 _FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # Intrinsics that are LLVM intrinsics (exact, inlined or one instruction), and the libm
@@ -386,7 +390,9 @@ class _Renderer:
         if d.is_bool:
             return ir.Constant(I1, int(bool(value)))
         if d.is_int:
-            return ir.Constant(_reg(d), int(np.asarray(value).astype(d.np)))
+            # Unsigned values above the signed range are written as their two's complement.
+            bits = np.asarray(value).astype(d.np).astype(np.dtype(f"i{d.itemsize}"))
+            return ir.Constant(_reg(d), int(bits))
         return ir.Constant(_reg(d), float(np.asarray(value).astype(d.np)))
 
     def to_mem(self, v: ir.Value, d: DType) -> ir.Value:
@@ -409,7 +415,7 @@ class _Renderer:
             if src.is_float:
                 return (b.fcmp_unordered("!=", *args, flags=fm) if op == "ne"
                         else b.fcmp_ordered(_FCMP[op], *args, flags=fm))
-            return (b.icmp_unsigned if src.is_bool else b.icmp_signed)(_FCMP[op], *args)
+            return self.icmp(src)(_FCMP[op], *args)
         f = src.is_float
         if op in ("add", "sub", "mul"):
             return self._fast(getattr(b, "f" + op)(*args)) if f else getattr(b, op)(*args)
@@ -418,15 +424,19 @@ class _Renderer:
         if op == "div":
             return self._fast(b.fdiv(*args))
         if op == "idiv":
-            return b.sdiv(*args)
+            return (b.udiv if src.is_unsigned else b.sdiv)(*args)
         if op == "irem":
-            return b.srem(*args)
+            return (b.urem if src.is_unsigned else b.srem)(*args)
         if op in ("min", "max"):
-            return b.select(b.icmp_signed("<" if op == "min" else ">", *args), *args)
+            return b.select(self.icmp(src)("<" if op == "min" else ">", *args), *args)
         if op in ("and", "or", "xor"):
             return getattr(b, op + ("_" if op != "xor" else ""))(*args)
         if op == "not":
             return b.not_(args[0])
+        if op == "shl":
+            return b.shl(*args)
+        if op == "shr":
+            return (b.lshr if src.is_unsigned else b.ashr)(*args)
         if op == "fmod":
             return self._fast(b.frem(*args))
         if op == "ipow":
@@ -434,6 +444,10 @@ class _Renderer:
         if op in scalar.INTRINSICS:
             return b.call(self.intrinsic(op, d), args, fastmath=fm)
         raise KeyError(f"the LLVM renderer has no rendering of op {op!r}")
+
+    def icmp(self, d: DType) -> Callable[..., ir.Value]:
+        """The builder's integer compare that reads ``d``'s bits (bool and unsigned as unsigned)."""
+        return self.b.icmp_unsigned if d.is_bool or d.is_unsigned else self.b.icmp_signed
 
     def _fast(self, v: ir.Instruction) -> ir.Instruction:
         # llvmlite's fadd/fsub/fmul/fdiv/frem take no flags argument; their flags list does.
@@ -444,27 +458,41 @@ class _Renderer:
         b = self.b
         if src.is_int and d.is_int:
             if d.itemsize > src.itemsize:
-                return b.sext(v, _reg(d))
+                return (b.zext if src.is_unsigned else b.sext)(v, _reg(d))
             return b.trunc(v, _reg(d)) if d.itemsize < src.itemsize else v
         if src.is_int:  # int -> float
+            to_float = b.uitofp if src.is_unsigned else b.sitofp
             if d == float16:
-                return b.fptrunc(b.sitofp(v, F32), F16)
-            return b.sitofp(v, _reg(d))
+                return b.fptrunc(to_float(v, F32), F16)
+            return to_float(v, _reg(d))
         if d.is_float:
             if d.itemsize > src.itemsize:
                 return b.fpext(v, _reg(d))
             if src == float64 and d == float16:
                 return b.fptrunc(self.round_to_odd_f32(v), F16)
             return b.fptrunc(v, _reg(d))
-        # float -> int: in range, truncation; NaN and out of range give INT_MIN as NumPy's
-        # cvttsd2si does on x86 (fptosi alone would be poison there).
+        # float -> int, as NumPy's C casts compile on x86: a narrow int converts through
+        # int32 (uint32 through int64) and keeps the low bits; NaN and out of range give
+        # INT_MIN of the conversion's width (cvttsd2si); uint64 converts v - 2**63 above 2**63.
         if src == float16:
             v, src = b.fpext(v, F32), float32
-        bits = d.itemsize * 8
+        if d.is_unsigned and d.itemsize == 8:
+            top = ir.Constant(_reg(src), float(2 ** 63))
+            low = self.to_signed(v, src, 64)
+            high = b.xor(self.to_signed(b.fsub(v, top), src, 64), ir.Constant(I64, -(2 ** 63)))
+            return b.select(b.fcmp_unordered("<", v, top), low, high)
+        bits = 64 if d.is_unsigned and d.itemsize == 4 else max(32, d.itemsize * 8)
+        r = self.to_signed(v, src, bits)
+        return b.trunc(r, _reg(d)) if d.itemsize * 8 < bits else r
+
+    def to_signed(self, v: ir.Value, src: DType, bits: int) -> ir.Value:
+        """Float ``v`` truncated to a signed integer of ``bits``, INT_MIN when NaN or out of
+        range as cvttsd2si gives (fptosi alone would be poison there)."""
+        b, t = self.b, ir.IntType(bits)
         lo, hi = ir.Constant(_reg(src), -float(2 ** (bits - 1))), ir.Constant(_reg(src), float(2 ** (bits - 1)))
         ok = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
         safe = b.select(ok, v, ir.Constant(_reg(src), 0.0))
-        return b.select(ok, b.fptosi(safe, _reg(d)), ir.Constant(_reg(d), -(2 ** (bits - 1))))
+        return b.select(ok, b.fptosi(safe, t), ir.Constant(t, -(2 ** (bits - 1))))
 
     def round_to_odd_f32(self, v: ir.Value) -> ir.Value:
         """float64 -> float32 rounded to odd, so the float32 -> float16 rounding that follows
@@ -506,7 +534,8 @@ class _Renderer:
 
     def ipow(self, d: DType) -> ir.Function:
         """An internal function of integer power with the scalar reference's rules
-        (square and multiply; a negative exponent as C's 1 / a**-b)."""
+        (square and multiply; a negative exponent as C's 1 / a**-b; unsigned exponents are
+        never negative)."""
         name = f"flowjit.ipow.{d.short}"
         fn = self.helpers.get(name)
         if fn is not None:
@@ -519,7 +548,7 @@ class _Renderer:
         entry, neg, loop, done = (fn.append_basic_block(n) for n in ("entry", "neg", "loop", "done"))
         b = ir.IRBuilder(entry)
         zero, one, minus = ir.Constant(t, 0), ir.Constant(t, 1), ir.Constant(t, -1)
-        b.cbranch(b.icmp_signed("<", e, zero), neg, loop)
+        b.cbranch(b.icmp_signed("<", e, zero) if not d.is_unsigned else ir.Constant(I1, 0), neg, loop)
         b.position_at_end(neg)
         even = b.icmp_signed("==", b.and_(e, one), zero)
         b.ret(b.select(b.icmp_signed("==", a, one), one,
@@ -529,7 +558,7 @@ class _Renderer:
         for phi, v in ((base, a), (exp, e), (acc, one)):
             phi.add_incoming(v, entry)
         acc2 = b.select(b.icmp_signed("!=", b.and_(exp, one), zero), b.mul(acc, base), acc)
-        exp2 = b.ashr(exp, one)
+        exp2 = (b.lshr if d.is_unsigned else b.ashr)(exp, one)
         base2 = b.mul(base, base)
         for phi, v in ((base, base2), (exp, exp2), (acc, acc2)):
             phi.add_incoming(v, loop)

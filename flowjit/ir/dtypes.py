@@ -1,6 +1,7 @@
 """Element types and the rules that combine them.
 
-flowjit has six dtypes. Promotion follows NumPy 2 (NEP 50): two arrays promote as
+flowjit has the array API standard's real dtypes: bool, the signed and unsigned integers of 8
+to 64 bits, and float16/32/64. Promotion follows NumPy 2 (NEP 50): two arrays promote as
 ``np.result_type`` does, and a Python scalar is *weak*: it takes the dtype of the array
 it meets when their kinds allow (a float32 array times 2.0 stays float32, an int32 array
 plus 1 stays int32), as in JAX. A weak scalar meeting a lower kind (a float scalar and an
@@ -18,7 +19,7 @@ from flowjit.ir.errors import FlowjitTypeError
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """One element type: its IR short name (``f32``), NumPy name and kind (b, i, f).
+    """One element type: its IR short name (``f32``), NumPy name and NumPy kind (b, i, u, f).
 
     It compares equal to the same NumPy dtype in any spelling (``np.float32``,
     ``np.dtype("float32")``, ``"float32"``), and ``np.dtype(fj.float32)`` works; compared
@@ -60,7 +61,12 @@ class DType:
 
     @property
     def is_int(self) -> bool:
-        return self.kind == "i"
+        """Any integer, signed or unsigned: the kinds whose arithmetic wraps."""
+        return self.kind in "iu"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "u"
 
     @property
     def is_bool(self) -> bool:
@@ -74,15 +80,23 @@ class DType:
 
 
 bool_ = DType("bool", "bool", "b", 1)
+int8 = DType("i8", "int8", "i", 1)
+int16 = DType("i16", "int16", "i", 2)
 int32 = DType("i32", "int32", "i", 4)
 int64 = DType("i64", "int64", "i", 8)
+uint8 = DType("u8", "uint8", "u", 1)
+uint16 = DType("u16", "uint16", "u", 2)
+uint32 = DType("u32", "uint32", "u", 4)
+uint64 = DType("u64", "uint64", "u", 8)
 float16 = DType("f16", "float16", "f", 2)
 float32 = DType("f32", "float32", "f", 4)
 float64 = DType("f64", "float64", "f", 8)
 
-ALL_DTYPES: tuple[DType, ...] = (bool_, int32, int64, float16, float32, float64)
+SIGNED_DTYPES: tuple[DType, ...] = (int8, int16, int32, int64)
+UNSIGNED_DTYPES: tuple[DType, ...] = (uint8, uint16, uint32, uint64)
+INT_DTYPES: tuple[DType, ...] = SIGNED_DTYPES + UNSIGNED_DTYPES
 FLOAT_DTYPES: tuple[DType, ...] = (float16, float32, float64)
-INT_DTYPES: tuple[DType, ...] = (int32, int64)
+ALL_DTYPES: tuple[DType, ...] = (bool_,) + INT_DTYPES + FLOAT_DTYPES
 NUMERIC_DTYPES: tuple[DType, ...] = INT_DTYPES + FLOAT_DTYPES
 
 _BY_SHORT = {d.short: d for d in ALL_DTYPES}
@@ -92,8 +106,9 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NP = {np.dtype(d.name): d for d in ALL_DTYPES}
 
 # The dtype a weak Python scalar of each kind becomes when nothing else decides.
-DEFAULT_FOR_KIND = {"b": bool_, "i": int64, "f": float64}
-_KIND_ORDER = {"b": 0, "i": 1, "f": 2}
+DEFAULT_FOR_KIND = {"b": bool_, "i": int64, "u": int64, "f": float64}
+# A weak int scalar keeps an unsigned array unsigned (NEP 50: uint8 + 1 is uint8).
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2}
 
 
 def dtype(x: object) -> DType:
@@ -152,7 +167,8 @@ def promote_types(dtypes: list[DType], weak: list[bool]) -> DType:
 
 
 def default_float(d: DType) -> DType:
-    """The float dtype NumPy computes transcendental functions of ``d`` in."""
+    """The float dtype NumPy computes transcendental functions of ``d`` in: the smallest
+    float that holds every value of ``d`` (int8 and uint8 in float16, int16 in float32)."""
     if d.is_float:
         return d
-    return float64
+    return dtype(np.result_type(d.np, np.float16))

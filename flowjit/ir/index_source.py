@@ -19,13 +19,10 @@ from flowjit.ir.core import Op, Value
 from flowjit.ir.dtypes import DType
 from flowjit.ir.primitives.layout import pad_fill
 
-_NP_NAMES = {"bool": "np.bool_", "int32": "np.int32", "int64": "np.int64", "float16": "np.float16",
-             "float32": "np.float32", "float64": "np.float64"}
-
 
 def np_type(d: DType) -> str:
     """The NumPy scalar type of ``d`` as source (``np.float32``)."""
-    return _NP_NAMES[d.name]
+    return "np.bool_" if d.is_bool else f"np.{d.name}"
 
 
 def literal(value: object, d: DType) -> str:
@@ -123,6 +120,15 @@ def cast_expr(expr: str, src: DType | None, dst: DType) -> str:
     """``expr`` converted to ``dst`` as ``ndarray.astype`` does (``src``: its dtype when known)."""
     if dst.is_bool:
         return f"({expr} != 0)" if src is not None and not src.is_bool else f"bool({expr})"
+    if src is not None and src.is_float and dst.is_int and (dst.itemsize < 4 or dst.is_unsigned):
+        # NumPy's C casts on x86: a narrow int through int32, uint32 through int64 (low bits
+        # kept, so -1.0 is 2**32 - 1), uint64 through int64 below 2**63 and above it of x - 2**63.
+        if dst.is_unsigned and dst.itemsize == 8:
+            e = atom(expr)
+            return (f"(np.uint64(np.int64({e})) if not {e} >= 9.223372036854775808e18 else "
+                    f"(np.uint64(np.int64({e} - 9.223372036854775808e18)) ^ np.uint64(9223372036854775808)))")
+        via = "np.int64" if dst.itemsize == 4 else "np.int32"
+        return f"{np_type(dst)}({via}({expr}))"
     return f"{np_type(dst)}({expr})"
 
 

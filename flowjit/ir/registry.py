@@ -155,7 +155,7 @@ def coerce_attr(prim: str, name: str, kind: str, value: Any) -> Any:
             by_name = {d.name: d for d in ALL_DTYPES}
             if value in by_name:
                 return by_name[value]
-            raise bad("a dtype (bool, i32, i64, f16, f32, f64)")
+            raise bad(f"a dtype ({', '.join(d.short for d in ALL_DTYPES)})")
         if (isinstance(value, type) and issubclass(value, np.generic)) or isinstance(value, np.dtype):
             try:
                 d = as_dtype(value)
@@ -163,7 +163,7 @@ def coerce_attr(prim: str, name: str, kind: str, value: Any) -> Any:
                     return d
             except (TypeError, ValueError):
                 pass
-        raise bad("a dtype (bool, i32, i64, f16, f32, f64)")
+        raise bad(f"a dtype ({', '.join(d.short for d in ALL_DTYPES)})")
     if kind == "pairs":
         if not isinstance(value, (tuple, list)) or not all(
                 isinstance(p, (tuple, list)) and len(p) == 2 and all(_is_int(v) for v in p) for p in value):
@@ -266,7 +266,10 @@ class Primitive:
         self.impl = impl
         self.attrs = dict(attrs or {})
         self.arity = arity
-        self.template = template
+        # An unsigned int's scalar meaning is the signed one's unless declared apart: a
+        # renderer reads its compares, division and casts as unsigned.
+        self.template = {**template, "u": template["i"]} if isinstance(template, dict) and "i" in template \
+            and "u" not in template else template
         self.dtypes = tuple(dtypes)
         self.domain = domain
         self.commutative = commutative

@@ -26,7 +26,8 @@ import numpy as np
 from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int64
 from flowjit.lowering.loops import Const, Expr, Prim
 
-# Op name -> (arity, operand dtype kinds, result rule). Kinds: "f" float, "i" int, "b" bool.
+# Op name -> (arity, operand dtype kinds, result rule). Kinds: "f" float, "i" int (signed or
+# unsigned: a renderer reads an unsigned dtype's compares, division and casts as unsigned), "b" bool.
 # Result rule: "same" (the first operand's dtype), "bool", "cast" (the dtype given).
 _ARITH = ("f", "i")
 OPS: dict[str, tuple[int, str, str]] = {
@@ -39,7 +40,9 @@ OPS: dict[str, tuple[int, str, str]] = {
     "eq": (2, "fib", "bool"), "ne": (2, "fib", "bool"),  # ne is true for NaN operands
     "lt": (2, "fib", "bool"), "le": (2, "fib", "bool"),  # ordered: false for NaN
     "gt": (2, "fib", "bool"), "ge": (2, "fib", "bool"),
-    "and": (2, "b", "same"), "or": (2, "b", "same"), "xor": (2, "b", "same"), "not": (1, "b", "same"),
+    "and": (2, "ib", "same"), "or": (2, "ib", "same"), "xor": (2, "ib", "same"),  # bitwise on ints
+    "not": (1, "ib", "same"),
+    "shl": (2, "i", "same"), "shr": (2, "i", "same"),  # 0 <= b < width; shr is arithmetic for signed
     "select": (3, "fib", "same2"),    # (bool cond, a, b): a where cond, else b
     "cast": (1, "fi", "cast"),        # ndarray.astype between numbers: float->int truncates
                                       # (bool never: P writes x != 0 and select(x, 1, 0))
@@ -171,8 +174,8 @@ _REFERENCE: dict[str, Callable] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "neg": np.negative,
     "div": np.true_divide, "idiv": _trunc_div, "irem": _trunc_rem, "min": min, "max": max,
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
-    "not": np.logical_not, "select": lambda c, a, b: a if c else b,
+    "ge": np.greater_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "not": np.invert, "shl": np.left_shift, "shr": np.right_shift, "select": lambda c, a, b: a if c else b,
     "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
     "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "erf": _erf, "atan2": np.arctan2,
     "pow": np.power, "floor": np.floor, "ceil": np.ceil, "rint": np.rint, "fabs": np.fabs,
@@ -207,11 +210,15 @@ def _isnan(a: Expr) -> Expr:
 def _abs(a: Expr) -> Expr:
     if a.dtype.is_float:
         return P("fabs", a)
+    if a.dtype.is_unsigned:
+        return a
     return P("select", P("lt", a, _zero(a.dtype)), P("neg", a), a)
 
 
 def _sign(a: Expr) -> Expr:
     d = a.dtype
+    if d.is_unsigned:
+        return P("select", P("gt", a, _zero(d)), C(1, d), _zero(d))
     rest = P("select", P("eq", a, _zero(d)), _zero(d), a) if d.is_float else _zero(d)  # NaN stays NaN
     return P("select", P("gt", a, _zero(d)), C(1, d), P("select", P("lt", a, _zero(d)), C(-1, d), rest))
 
@@ -221,6 +228,10 @@ def _int_divmod(a: Expr, b: Expr) -> tuple[Expr, Expr]:
     apart so the truncating division never sees (MIN, -1)."""
     d = a.dtype
     zero, one = _zero(d), C(1, d)
+    if d.is_unsigned:  # truncation is floor, and there is no (MIN, -1)
+        safe = P("select", P("eq", b, zero), one, b)
+        by_zero = P("eq", b, zero)
+        return P("select", by_zero, zero, P("idiv", a, safe)), P("select", by_zero, zero, P("irem", a, safe))
     special = P("or", P("eq", b, zero), P("eq", b, C(-1, d)))
     safe = P("select", special, one, b)
     q, r = P("idiv", a, safe), P("irem", a, safe)
@@ -294,6 +305,26 @@ def _signbit(a: Expr) -> Expr:
     return P("lt", P("copysign", C(1, a.dtype), a), _zero(a.dtype))
 
 
+def _shift_ok(b: Expr) -> Expr:
+    width = b.dtype.itemsize * 8
+    in_range = P("lt", b, C(width, b.dtype))
+    return in_range if b.dtype.is_unsigned else P("and", P("ge", b, _zero(b.dtype)), in_range)
+
+
+def _lshift(a: Expr, b: Expr) -> Expr:
+    """np.left_shift: 0 for a shift by a negative amount or by the width or more."""
+    ok = _shift_ok(b)
+    return P("select", ok, P("shl", a, P("select", ok, b, _zero(b.dtype))), _zero(a.dtype))
+
+
+def _rshift(a: Expr, b: Expr) -> Expr:
+    """np.right_shift: past the width, -1 for a negative ``a`` and 0 otherwise."""
+    ok = _shift_ok(b)
+    fill = _zero(a.dtype) if a.dtype.is_unsigned else P("select", P("lt", a, _zero(a.dtype)), C(-1, a.dtype),
+                                                          _zero(a.dtype))
+    return P("select", ok, P("shr", a, P("select", ok, b, _zero(b.dtype))), fill)
+
+
 def _intrinsic(name: str) -> Callable[..., Expr]:
     return lambda *xs: P(name, *xs)
 
@@ -302,12 +333,14 @@ def _intrinsic(name: str) -> Callable[..., Expr]:
 FUNCTIONS: dict[str, Callable[..., Expr]] = {
     "abs": _abs, "sign": _sign, "isnan": _isnan, "isfinite": _isfinite, "floordiv": _floordiv,
     "mod": _mod, "pow": _pow, "maximum": maximum, "minimum": minimum, "signbit": _signbit,
+    "lshift": _lshift, "rshift": _rshift,
     **{n: _intrinsic(n) for n in ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
                                    "floor", "ceil", "rint", "atan2", "trunc", "asin", "acos", "atan",
                                    "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter")},
 }
 
-_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div"}
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and", ast.BitOr: "or",
+           ast.BitXor: "xor"}
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
 
@@ -329,7 +362,7 @@ def expand(template: str | dict, operands: Sequence[Expr], out: DType) -> Expr:
             return P(_BINOPS[type(node.op)], walk(node.left), walk(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return P("neg", walk(node.operand))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
             return P("not", walk(node.operand))
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
             return P(_CMPOPS[type(node.ops[0])], walk(node.left), walk(node.comparators[0]))

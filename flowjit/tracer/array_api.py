@@ -26,8 +26,10 @@ from flowjit.ir.dtypes import (
     float16,
     float32,
     float64,
+    int8,
     int64,
     promote_types,
+    uint64,
 )
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import AxisError, FlowjitTypeError, ShapeError, TracerError
@@ -122,11 +124,13 @@ def _binary(prim: str, float_only: bool = False, bool_prim: str | None = None):
         a, b = _op(x, "x"), _op(y, "y")
         d = _promote(a, b)
         if float_only:
-            # True division of bools and ints is float64 in NumPy (not float16 as exp of bool).
-            d = float64 if d.is_bool and prim == "div" else _float_dtype(d)
+            # True division of bools and ints is float64 in NumPy (exp of bool or int8 is float16).
+            d = float64 if (d.is_bool or d.is_int) and prim == "div" else _float_dtype(d)
         elif d.is_bool and bool_prim is not None:
             # NumPy's bool loops: + and maximum are logical or, * and minimum logical and.
             return _apply(bool_prim, [_cast(a, d), _cast(b, d)])
+        elif d.is_bool and prim in ("floor_div", "mod", "pow"):
+            d = int8  # NumPy has no bool loop for these: its first match is int8's
         return _apply(prim, [_cast(a, d), _cast(b, d)])
     fn.__name__ = prim
     fn.__doc__ = f"Elementwise ``{prim}`` with NumPy broadcasting and dtype promotion."
@@ -216,6 +220,47 @@ greater_equal = _compare("ge")
 logical_and = _logical("logical_and")
 logical_or = _logical("logical_or")
 logical_xor = _logical("logical_xor")
+
+
+def _bitwise(prim: str, name: str, bool_prim: str | None):
+    def fn(x1: ArrayLike, x2: ArrayLike) -> Any:
+        a, b = _op(x1, "x1"), _op(x2, "x2")
+        d = _promote(a, b)
+        if d.is_float:
+            raise FlowjitTypeError(
+                f"{name}: x1 ({a.dtype.name}) and x2 ({b.dtype.name}) promote to {d.name} at {user_location()}; "
+                f"{name} takes integer{' or bool' if bool_prim else ''} arrays (cast with .astype(fj.int64))")
+        if d.is_bool:
+            if bool_prim is not None:
+                return bind(bool_prim, [_cast(a, d), _cast(b, d)])
+            d = int8  # NumPy shifts bools as int8, its first integer loop
+        return _apply(prim, [_cast(a, d), _cast(b, d)])
+    fn.__name__ = name
+    fn.__doc__ = (f"Elementwise ``{name}`` of integers (NumPy's ``{name}``; the array API's "
+                  f"``bitwise_{name.removeprefix('bitwise_')}``) with NumPy's promotion.")
+    return fn
+
+
+bitwise_and = _bitwise("bitwise_and", "bitwise_and", "logical_and")
+bitwise_or = _bitwise("bitwise_or", "bitwise_or", "logical_or")
+bitwise_xor = _bitwise("bitwise_xor", "bitwise_xor", "logical_xor")
+# A shift by a negative amount or by the width or more gives 0 (-1 for a negative x1
+# shifted right), as NumPy does; the standard leaves it undefined.
+left_shift = bitwise_left_shift = _bitwise("left_shift", "left_shift", None)
+right_shift = bitwise_right_shift = _bitwise("right_shift", "right_shift", None)
+
+
+def invert(x: ArrayLike) -> Any:
+    """Elementwise bitwise not (``~x``): of a bool its logical not, of an int its bits
+    flipped (``~x == -x - 1`` for signed ints)."""
+    o = _op(x, "x")
+    if o.dtype.is_float:
+        raise FlowjitTypeError(f"invert: x is {o.dtype.name} at {user_location()}; invert (~) takes integer or "
+                               f"bool arrays")
+    return bind("logical_not" if o.dtype.is_bool else "bitwise_not", [o])
+
+
+bitwise_not = bitwise_invert = invert
 
 
 def power(x: ArrayLike, y: ArrayLike) -> Any:
@@ -308,7 +353,7 @@ def square(x: ArrayLike) -> Any:
     """``x * x`` elementwise."""
     o = _op(x)
     if o.dtype.is_bool:
-        raise FlowjitTypeError("square of a bool array is int8 in NumPy, a dtype flowjit lacks; cast it first")
+        o = _cast(o, int8)  # NumPy's square of a bool is int8
     return multiply(_value(o), _value(o))
 
 
@@ -317,7 +362,9 @@ def reciprocal(x: ArrayLike) -> Any:
     1 for 1, -1 for -1, 0 for larger magnitudes and for 0) and floats keep their dtype."""
     o = _op(x)
     if o.dtype.is_bool:
-        raise FlowjitTypeError("reciprocal of a bool array is int8 in NumPy, a dtype flowjit lacks; cast it first")
+        o = _cast(o, int8)  # NumPy's reciprocal of a bool is int8
+    if o.dtype.is_unsigned:
+        return astype(equal(_value(o), 1), o.dtype)  # 1 / x truncated: 1 only for 1
     if o.dtype.is_int:
         return power(_value(o), -1)
     return divide(1.0, _value(o))
@@ -704,7 +751,10 @@ def _axes(o: Operand, axis: Any) -> tuple[int, ...]:
 
 
 def _sum_dtype(d: DType) -> DType:
-    # NumPy accumulates bool and int32 in the platform integer (int64 here).
+    # NumPy accumulates bool and the narrower ints in the platform integer (int64 here),
+    # unsigned ints in the platform's unsigned one.
+    if d.is_unsigned:
+        return uint64
     return int64 if d.is_bool or d.is_int else d
 
 
@@ -1238,23 +1288,6 @@ def _reflect(fn):
     return lambda self, other: fn(other, self)
 
 
-def _invert(x: Tracer) -> Any:
-    if x.dtype != bool_:
-        raise FlowjitTypeError(f"~ on {x.aval}: bitwise operations on integers are not supported; "
-                               "~ works on bool arrays (logical not)")
-    return logical_not(x)
-
-
-def _bool_binary(fn, symbol: str):
-    def method(self: ArrayLike, other: ArrayLike) -> Any:
-        a, b = _op(self), _op(other)
-        if a.dtype != bool_ or b.dtype != bool_:
-            raise FlowjitTypeError(f"{symbol} on {a.aval} and {b.aval}: bitwise operations on integers "
-                                   f"are not supported; {symbol} works on bool arrays")
-        return fn(self, other)
-    return method
-
-
 _METHODS = {
     "__add__": add, "__radd__": _reflect(add),
     "__sub__": subtract, "__rsub__": _reflect(subtract),
@@ -1266,10 +1299,12 @@ _METHODS = {
     "__matmul__": matmul, "__rmatmul__": _reflect(matmul),
     "__lt__": less, "__le__": less_equal, "__gt__": greater, "__ge__": greater_equal,
     "__eq__": equal, "__ne__": not_equal,
-    "__and__": _bool_binary(logical_and, "&"), "__rand__": _reflect(_bool_binary(logical_and, "&")),
-    "__or__": _bool_binary(logical_or, "|"), "__ror__": _reflect(_bool_binary(logical_or, "|")),
-    "__xor__": _bool_binary(logical_xor, "^"), "__rxor__": _reflect(_bool_binary(logical_xor, "^")),
-    "__neg__": negative, "__pos__": lambda self: self, "__abs__": absolute, "__invert__": _invert,
+    "__and__": bitwise_and, "__rand__": _reflect(bitwise_and),
+    "__or__": bitwise_or, "__ror__": _reflect(bitwise_or),
+    "__xor__": bitwise_xor, "__rxor__": _reflect(bitwise_xor),
+    "__lshift__": left_shift, "__rlshift__": _reflect(left_shift),
+    "__rshift__": right_shift, "__rrshift__": _reflect(right_shift),
+    "__neg__": negative, "__pos__": lambda self: self, "__abs__": absolute, "__invert__": invert,
     "__getitem__": getitem,
     "reshape": reshape, "astype": astype, "transpose": lambda self, *axes: transpose(
         self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)),
@@ -1336,9 +1371,7 @@ def positive(x: ArrayLike, /) -> Any:
 # NumPy runs under fj.function unchanged wherever flowjit has the operation (torch.compile
 # traces NumPy code too). Names are NumPy's; where fj's differs, or the op is an operator:
 _NUMPY_NAMES = {
-    "amax": max, "amin": min, "around": round,
-    "bitwise_and": _bool_binary(logical_and, "&"), "bitwise_or": _bool_binary(logical_or, "|"),
-    "bitwise_xor": _bool_binary(logical_xor, "^"), "invert": _invert, "positive": lambda x: x,
+    "amax": max, "amin": min, "around": round, "positive": lambda x: x,
 }
 # ``ufunc.reduce``: the reduction each binary ufunc folds into.
 _UFUNC_REDUCTIONS = {"add": sum, "multiply": prod, "maximum": max, "minimum": min,

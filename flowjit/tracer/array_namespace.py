@@ -2,7 +2,7 @@
 ``finfo``, ``iinfo``, ``can_cast``, ``result_type``, ``isdtype``, the constants,
 ``__array_namespace_info__`` and ``from_dlpack`` (DLPack: zero-copy exchange on the host).
 
-They answer for the dtypes flowjit has (bool, int32, int64, float16, float32, float64);
+They answer for the dtypes flowjit has (bool, the signed and unsigned ints, float16/32/64);
 promotion is flowjit's own (``flowjit.ir.dtypes.promote_types``: NumPy 2's table, which
 contains the standard's, with Python scalars weak), so ``result_type`` says what an
 operation on those operands gives, traced or not. A traced array names this namespace

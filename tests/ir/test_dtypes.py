@@ -36,8 +36,9 @@ def test_examples_from_the_issue():
 
 def test_dtype_coercion_and_errors():
     assert dtype("f32") is float32 and dtype(np.float32) is float32 and dtype("int64") is int64
-    with pytest.raises(TypeError, match="uint8 is not supported"):
-        dtype(np.uint8)
+    assert dtype(np.uint8).short == "u8" and dtype("i16").name == "int16"
+    with pytest.raises(TypeError, match="complex64 is not supported"):
+        dtype(np.complex64)
     with pytest.raises(TypeError, match="not a dtype"):
         dtype(object())
 
@@ -48,3 +49,10 @@ def test_dtype_equals_numpy_spellings():
     assert fj.int64 != np.int32 and fj.bool_ != None  # noqa: E711
     assert np.dtype(fj.float16) == np.float16
     assert len({fj.float32, dtype("f32"), float32}) == 1
+
+
+def test_a_weak_int_keeps_an_unsigned_or_narrow_array_dtype():
+    from flowjit.ir.dtypes import int8, uint8, uint64
+    assert promote_types([uint8, int64], [False, True]) == uint8       # u8 array + 1 (NEP 50)
+    assert promote_types([int8, float64], [False, True]) == float64    # i8 array * 2.5
+    assert promote_types([uint64, int64], [False, False]) == float64   # NumPy: no integer holds both

@@ -17,18 +17,18 @@ import numpy as np
 
 from tests.registry.case import Case
 
-NUM = ("i32", "i64", "f16", "f32", "f64")
+NUM = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")
 ORD = NUM + ("bool",)
 FLOATS = ("f16", "f32", "f64")
 
 
 def _wrap(v: object, dt: np.dtype) -> object:
     # Integers wrap to the dtype's width, as the primitives define.
-    if dt.kind != "i":
+    if dt.kind not in "iu":
         return v
     bits = dt.itemsize * 8
     v = int(v) % (1 << bits)
-    return v - (1 << bits) if v >= 1 << (bits - 1) else v
+    return v - (1 << bits) if dt.kind == "i" and v >= 1 << (bits - 1) else v
 
 
 def _fold(fn: Callable[[list], object], axes: Sequence[int], keepdims: bool = False,

@@ -17,6 +17,8 @@ import pytest
 
 import tests.registry as cases_pkg
 from flowjit.ir import Builder, interpret, new_function, parse, print_function, verify
+from flowjit.ir.dtypes import ALL_DTYPES
+from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.registry import all_primitives, get
 from flowjit.ir.types import TensorType
 from flowjit.tracer.core import bind
@@ -38,7 +40,9 @@ NUMPY_EQUIVALENT = {
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "select": np.where,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "trunc": np.trunc, "signbit": np.signbit,
-    "nextafter": np.nextafter,
+    "nextafter": np.nextafter, "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor, "bitwise_not": np.invert, "left_shift": np.left_shift,
+    "right_shift": np.right_shift,
 }
 
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((2, 1, 4), (3, 1)), ((), (5,)), ((4, 1), ()), ((0, 3), (3,))]
@@ -85,12 +89,11 @@ def _elementwise_cases() -> list[Case]:
                     ins = [(s, d.short) for s in shp]
                 cases.append(Case(prim.name, ins, {}, NUMPY_EQUIVALENT[prim.name], (d.short,),
                                   f"{prim.name}-{d.short}-{'x'.join(map(str, shp))}"))
-    for src in ("bool", "i32", "i64", "f16", "f32", "f64"):
-        for dst in ("bool", "i32", "i64", "f16", "f32", "f64"):
+    shorts = [d.short for d in ALL_DTYPES]
+    for src in shorts:
+        for dst in shorts:
             cases.append(Case("cast", [((4, 3), src)], {"dtype": dst},
-                              lambda x, dst=dst: x.astype(np.dtype({"i32": "int32", "i64": "int64", "f16": "float16",
-                                                                    "f32": "float32", "f64": "float64"}.get(dst, dst))),
-                              (src,), f"cast-{src}-{dst}"))
+                              lambda x, dst=dst: x.astype(as_dtype(dst).np), (src,), f"cast-{src}-{dst}"))
     return cases
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, DType, bool_, float32, float64
+from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float32, float64
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
@@ -161,6 +161,19 @@ _binary("logical_or", np.logical_or, "a or b", dtypes=(bool_,), out=bool_, commu
         identity=False, idempotent=True)
 _binary("logical_xor", np.logical_xor, "a != b", dtypes=(bool_,), out=bool_, commutative=True, diff=False,
         identity=False, self_value=False)
+
+# Bitwise ops of ints (and of bools, where they are the logical ones). A shift by a
+# negative amount or by the width or more gives NumPy's answer: 0, or -1 for a negative
+# number shifted right.
+_BITWISE_DTYPES = (bool_,) + INT_DTYPES
+_binary("bitwise_and", np.bitwise_and, "a & b", dtypes=_BITWISE_DTYPES, commutative=True, diff=False,
+        idempotent=True)
+_binary("bitwise_or", np.bitwise_or, "a | b", dtypes=_BITWISE_DTYPES, commutative=True, diff=False,
+        idempotent=True)
+_binary("bitwise_xor", np.bitwise_xor, "a ^ b", dtypes=_BITWISE_DTYPES, commutative=True, diff=False)
+_unary("bitwise_not", np.invert, {"b": "not a", "i": "~a"}, dtypes=_BITWISE_DTYPES, diff=False, involution=True)
+_binary("left_shift", np.left_shift, "lshift(a, b)", dtypes=INT_DTYPES, diff=False)
+_binary("right_shift", np.right_shift, "rshift(a, b)", dtypes=INT_DTYPES, diff=False)
 
 
 # ---- select and cast ------------------------------------------------------------------
