@@ -209,6 +209,8 @@ def supported(block: Block) -> str | None:
     for v in list(block.args) + [r for op in block.ops for r in op.results]:
         if v.type.dtype.name == "float16":
             return "float16 arithmetic is not compiled by numba on the CPU"
+        if v.type.dtype.is_complex:
+            return "complex values are not compiled by numba on the CPU"
         if v.type.size == 0:
             return "an empty array"
     return None

@@ -1,7 +1,7 @@
 """Element types and the rules that combine them.
 
-flowjit has the array API standard's real dtypes: bool, the signed and unsigned integers of 8
-to 64 bits, and float16/32/64. Promotion follows NumPy 2 (NEP 50): two arrays promote as
+flowjit has the array API standard's dtypes: bool, the signed and unsigned integers of 8 to
+64 bits, float16/32/64 and complex64/128. Promotion follows NumPy 2 (NEP 50): two arrays promote as
 ``np.result_type`` does, and a Python scalar is *weak*: it takes the dtype of the array
 it meets when their kinds allow (a float32 array times 2.0 stays float32, an int32 array
 plus 1 stays int32), as in JAX. A weak scalar meeting a lower kind (a float scalar and an
@@ -19,7 +19,7 @@ from flowjit.ir.errors import FlowjitTypeError
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """One element type: its IR short name (``f32``), NumPy name and NumPy kind (b, i, u, f).
+    """One element type: its IR short name (``f32``), NumPy name and NumPy kind (b, i, u, f, c).
 
     It compares equal to the same NumPy dtype in any spelling (``np.float32``,
     ``np.dtype("float32")``, ``"float32"``), and ``np.dtype(fj.float32)`` works; compared
@@ -72,6 +72,26 @@ class DType:
     def is_bool(self) -> bool:
         return self.kind == "b"
 
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "c"
+
+    @property
+    def is_inexact(self) -> bool:
+        """Float or complex: the dtypes that carry gradients."""
+        return self.kind in "fc"
+
+    @property
+    def real_dtype(self) -> DType:
+        """The dtype of a complex dtype's parts (complex64: float32); itself otherwise."""
+        return dtype(np.finfo(self.np).dtype) if self.is_complex else self
+
+    @property
+    def complex_dtype(self) -> DType:
+        """The complex dtype of this float's precision (float16 and float32: complex64, as
+        NumPy has no complex32); itself for a complex dtype."""
+        return self if self.is_complex else dtype(np.result_type(self.np, np.complex64))
+
     def __str__(self) -> str:
         return self.short
 
@@ -91,12 +111,19 @@ uint64 = DType("u64", "uint64", "u", 8)
 float16 = DType("f16", "float16", "f", 2)
 float32 = DType("f32", "float32", "f", 4)
 float64 = DType("f64", "float64", "f", 8)
+complex64 = DType("c64", "complex64", "c", 8)
+complex128 = DType("c128", "complex128", "c", 16)
 
 SIGNED_DTYPES: tuple[DType, ...] = (int8, int16, int32, int64)
 UNSIGNED_DTYPES: tuple[DType, ...] = (uint8, uint16, uint32, uint64)
 INT_DTYPES: tuple[DType, ...] = SIGNED_DTYPES + UNSIGNED_DTYPES
 FLOAT_DTYPES: tuple[DType, ...] = (float16, float32, float64)
-ALL_DTYPES: tuple[DType, ...] = (bool_,) + INT_DTYPES + FLOAT_DTYPES
+COMPLEX_DTYPES: tuple[DType, ...] = (complex64, complex128)
+INEXACT_DTYPES: tuple[DType, ...] = FLOAT_DTYPES + COMPLEX_DTYPES
+# The real dtypes: what is ordered (compares, max, sort) and what most kernels compute.
+REAL_DTYPES: tuple[DType, ...] = (bool_,) + INT_DTYPES + FLOAT_DTYPES
+ALL_DTYPES: tuple[DType, ...] = REAL_DTYPES + COMPLEX_DTYPES
+# The real numbers; a primitive that also takes complex lists COMPLEX_DTYPES beside them.
 NUMERIC_DTYPES: tuple[DType, ...] = INT_DTYPES + FLOAT_DTYPES
 
 _BY_SHORT = {d.short: d for d in ALL_DTYPES}
@@ -106,9 +133,9 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NP = {np.dtype(d.name): d for d in ALL_DTYPES}
 
 # The dtype a weak Python scalar of each kind becomes when nothing else decides.
-DEFAULT_FOR_KIND = {"b": bool_, "i": int64, "u": int64, "f": float64}
+DEFAULT_FOR_KIND = {"b": bool_, "i": int64, "u": int64, "f": float64, "c": complex128}
 # A weak int scalar keeps an unsigned array unsigned (NEP 50: uint8 + 1 is uint8).
-_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2}
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
 def dtype(x: object) -> DType:
@@ -162,13 +189,14 @@ def promote_types(dtypes: list[DType], weak: list[bool]) -> DType:
         return DEFAULT_FOR_KIND[kind]
     for d, w in zip(dtypes, weak):
         if w and _KIND_ORDER[d.kind] > _KIND_ORDER[result.kind]:
-            result = DEFAULT_FOR_KIND[d.kind]
+            # A weak complex keeps a float array's precision (float32 + 1j is complex64).
+            result = result.complex_dtype if d.is_complex and result.is_float else DEFAULT_FOR_KIND[d.kind]
     return result
 
 
 def default_float(d: DType) -> DType:
     """The float dtype NumPy computes transcendental functions of ``d`` in: the smallest
     float that holds every value of ``d`` (int8 and uint8 in float16, int16 in float32)."""
-    if d.is_float:
+    if d.is_inexact:
         return d
     return dtype(np.result_type(d.np, np.float16))

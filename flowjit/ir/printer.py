@@ -91,6 +91,8 @@ def _inline_exact(a: np.ndarray) -> bool:
     if a.size == 0:
         # "[]" and "[[], []]" give the shape up to the first zero dimension only.
         return a.shape.index(0) == a.ndim - 1
+    if a.dtype.kind == "c":
+        return False  # complex literals are written as their bytes
     if a.dtype.kind == "f":
         nan = np.isnan(a)
         if nan.any():

@@ -228,7 +228,9 @@ class Primitive:
     arguments); its rule and impl then also receive ``blocks``.
 
     Algebraic facts, each exact for every input of every accepted dtype (floats compare by
-    value, sign of zero and NaN-ness), and each meaning "no such fact" when left out:
+    value, sign of zero and NaN-ness), and each meaning "no such fact" when left out; an
+    ``identity`` is promised for the real dtypes only (complex arithmetic turns -0j into
+    +0j and an infinite part into NaN where real arithmetic would not):
 
     ``identity``: a constant ``e`` with ``x op e == x`` (``e`` cast to x's dtype); for a
     ``commutative`` primitive also ``e op x == x``. For floats the sign of zero matters:

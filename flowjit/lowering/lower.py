@@ -544,5 +544,10 @@ def unit_axes_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
 
 def lower_block(block: Block, name: str = "kernel") -> Kernel:
     """The loop-IR kernel of a ``fusion`` op's ``block`` (inputs ``in0..``, outputs
-    ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower."""
+    ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower,
+    and for complex values: the loop IR's scalars are real, so a complex kernel runs its
+    ops' NumPy references until complex values are lowered as pairs of floats."""
+    for v in list(block.args) + [r for op in block.ops for r in op.results]:
+        if v.type.dtype.is_complex:
+            raise Unsupported(f"complex values ({v.type}) are not lowered to loops yet")
     return _Lowering(block, name).kernel()

@@ -25,7 +25,7 @@ __all__ = ["AutodiffError", "backward", "grad_function"]
 
 
 def _differentiable(v: Value) -> bool:
-    return v.type.dtype.is_float
+    return v.type.dtype.is_inexact
 
 
 def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: Sequence[Value],

@@ -169,7 +169,9 @@ class _Simplifier:
         """Try the rules that make ``op``'s result some other value; True if one did."""
         p = op.primitive
         ins = op.inputs
-        if len(ins) == 2 and p.identity is not None:
+        # Identities are facts of real arithmetic: (1+0j) * z is not z where z has an infinite
+        # part, nor is z + (-0-0j) when its imaginary part is -0.
+        if len(ins) == 2 and p.identity is not None and not ins[0].dtype.is_complex:
             e = p.identity
             if _is_splat(ins[1], e) and self.forward(op, ins[0]):
                 return True
@@ -178,7 +180,7 @@ class _Simplifier:
         if len(ins) == 2 and ins[0] is ins[1]:
             if p.idempotent and self.forward(op, ins[0]):
                 return True
-            if p.self_value is not None and not ins[0].dtype.is_float \
+            if p.self_value is not None and not ins[0].dtype.is_inexact \
                     and self.forward_constant(op, p.self_value):
                 return True
         if len(ins) == 1 and p.involution:

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import inspect
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -332,7 +333,7 @@ def round(x: ArrayLike, decimals: int = 0) -> Any:  # noqa: A001 - NumPy's name
 def _float_predicate(prim: str, default: bool):
     def fn(x: ArrayLike) -> Any:
         o = _op(x)
-        if not o.dtype.is_float:
+        if not o.dtype.is_inexact:
             return full_like(_value(o), default, dtype=bool_)
         return bind(prim, [o])
     fn.__name__ = prim
@@ -342,6 +343,36 @@ def _float_predicate(prim: str, default: bool):
 
 isnan = _float_predicate("isnan", False)
 isfinite = _float_predicate("isfinite", True)
+
+
+def real(x: ArrayLike) -> Any:
+    """The real part, elementwise: of a complex array its float part (complex64: float32),
+    of a real array the array itself."""
+    o = _op(x)
+    return bind("real", [o]) if o.dtype.is_complex else _value(o)
+
+
+def imag(x: ArrayLike) -> Any:
+    """The imaginary part, elementwise; zeros of the same dtype for a real array."""
+    o = _op(x)
+    return bind("imag", [o]) if o.dtype.is_complex else zeros_like(_value(o))
+
+
+def conj(x: ArrayLike) -> Any:
+    """The complex conjugate, elementwise; a real array is its own conjugate."""
+    o = _op(x)
+    return bind("conj", [o]) if o.dtype.is_complex else _value(o)
+
+
+conjugate = conj
+
+
+def angle(z: ArrayLike, deg: bool = False) -> Any:
+    """The argument of each complex number, ``atan2(imag, real)``, in radians (degrees
+    with ``deg=True``), as ``np.angle``: a float array."""
+    o = _op(z, "z")
+    a = arctan2(imag(_value(o)), real(_value(o)))
+    return multiply(a, 180 / math.pi) if deg else a
 
 
 def isinf(x: ArrayLike) -> Any:
@@ -410,6 +441,11 @@ def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None
     d = as_dtype(dtype)
     if not copy and o.tracer is None and o.dtype == d and isinstance(x, np.ndarray):
         return x
+    if o.dtype.is_complex and not d.is_complex and not d.is_bool:
+        # NumPy's warning, once at the user's line (the compiled cast then runs quietly).
+        warnings.warn(f"astype: casting {o.dtype.name} to {d.name} discards the imaginary part "
+                      f"(at {user_location()}); take fj.real(x) first to say so", np.exceptions.ComplexWarning,
+                      stacklevel=2)
     with _on(device):
         out = _value(_strong(_cast(o, d, check=False)))
     if isinstance(out, np.ndarray) and isinstance(x, np.ndarray) and np.may_share_memory(out, x):
@@ -804,7 +840,7 @@ def all(x: ArrayLike, axis: Any = None, keepdims: bool = False) -> Any:  # noqa:
 def mean(x: ArrayLike, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """Arithmetic mean over ``axis``; ints give float64, float16 accumulates in float32."""
     o = _op(x)
-    out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_float else float64)
+    out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_inexact else float64)
     acc = np.float32 if out_d == float16 else out_d
     n = math.prod(o.shape[a] for a in _axes(o, axis)) if o.shape else 1
     total = sum(astype(_value(o), acc), axis=axis, keepdims=keepdims)
@@ -817,11 +853,13 @@ def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdi
     array API's name for it)."""
     ddof = ddof if correction is None else correction
     o = _op(x)
-    out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_float else float64)
+    out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_inexact else float64)
     xf = astype(_value(o), out_d)
     centered = subtract(xf, mean(xf, axis=axis, keepdims=True))
     n = math.prod(o.shape[a] for a in _axes(o, axis)) if o.shape else 1
-    return divide(sum(square(centered), axis=axis, keepdims=keepdims), out_d.np.type(n - ddof))
+    # Of a complex array NumPy's variance is real: the mean of |x - mean|^2.
+    squares = square(absolute(centered)) if out_d.is_complex else square(centered)
+    return divide(sum(squares, axis=axis, keepdims=keepdims), out_d.real_dtype.np.type(n - ddof))
 
 
 def std(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False, *,
@@ -1311,8 +1349,10 @@ _METHODS = {
     "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod, "var": var, "std": std,
     "argmax": argmax, "argmin": argmin, "any": any, "all": all, "cumsum": cumsum,
     "squeeze": squeeze, "ravel": ravel, "flatten": ravel, "clip": clip, "round": round, "dot": dot,
-    "take": take, "swapaxes": swapaxes,
+    "take": take, "swapaxes": swapaxes, "conj": conj, "conjugate": conj,
 }
+
+
 def _mT_error(x: Tracer) -> Any:
     raise FlowjitTypeError(f"x.mT of a traced array of shape {list(x.shape)} at {user_location()}: mT transposes "
                            "the last two axes, so the array needs at least 2 dimensions")
@@ -1324,6 +1364,8 @@ Tracer.T = property(lambda self: transpose(self))  # type: ignore[attr-defined]
 # The array API's matrix transpose: the last two axes swapped (a stack of matrices).
 Tracer.mT = property(  # type: ignore[attr-defined]
     lambda self: swapaxes(self, -1, -2) if self.ndim >= 2 else _mT_error(self))
+Tracer.real = property(real)  # type: ignore[attr-defined]
+Tracer.imag = property(imag)  # type: ignore[attr-defined]
 Tracer.__hash__ = None  # type: ignore[assignment]
 
 

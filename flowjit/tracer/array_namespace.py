@@ -19,7 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, DType, bool_, float64, int64, promote_types
+from flowjit.ir.dtypes import (
+    ALL_DTYPES,
+    INEXACT_DTYPES,
+    INT_DTYPES,
+    DType,
+    bool_,
+    complex128,
+    float64,
+    int64,
+    promote_types,
+)
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.runtime.devices import Device, check_device, devices
@@ -96,9 +106,10 @@ class IInfo:
 
 def finfo(type: Any, /) -> FInfo:  # noqa: A002 - the standard's parameter name
     """Machine limits of a floating-point dtype, or of an array's (traced or not): bits,
-    eps, max, min, smallest_normal (Python numbers) and dtype. A dtype that is not
-    floating-point raises, naming the floating dtypes flowjit has (integers: ``iinfo``)."""
-    d = _dtype_arg(type, "finfo", "type", FLOAT_DTYPES)
+    eps, max, min, smallest_normal (Python numbers) and dtype; of a complex dtype those of
+    its parts (``finfo(complex64).dtype`` is float32, as the standard says). A dtype that
+    is not floating-point raises, naming the ones flowjit has (integers: ``iinfo``)."""
+    d = _dtype_arg(type, "finfo", "type", INEXACT_DTYPES).real_dtype
     info = np.finfo(d.np)
     return FInfo(int(info.bits), float(info.eps), float(info.max), float(info.min),
                  float(info.smallest_normal), d)
@@ -216,10 +227,9 @@ class ArrayNamespaceInfo:
         return {d.name: d for d in _STANDARD if isdtype(d, kind)}
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, DType | None]:
-        """NumPy's defaults: float64 and int64 (indices too); flowjit has no complex dtype,
-        so 'complex floating' is None."""
+        """NumPy's defaults: float64, complex128 and int64 (indices too)."""
         self._check(device)
-        return {"real floating": float64, "complex floating": None, "integral": int64, "indexing": int64}
+        return {"real floating": float64, "complex floating": complex128, "integral": int64, "indexing": int64}
 
 
 def __array_namespace_info__() -> ArrayNamespaceInfo:

@@ -44,8 +44,8 @@ def _own_value(x: Any, what: str) -> Tracer:
 
 def _fresh(x: Any) -> Tracer:
     t = _own_value(x, "a differentiated argument")
-    if not t.dtype.is_float:
-        raise FlowjitTypeError(f"can only differentiate with respect to float arguments, got {t.aval} "
+    if not t.dtype.is_inexact:
+        raise FlowjitTypeError(f"can only differentiate with respect to float or complex arguments, got {t.aval} "
                                f"at {user_location()}; cast it first, or leave it out of argnums")
     return t
 
@@ -105,6 +105,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
             raise FlowjitTypeError(f"{name} was differentiated with has_aux=True, so it must return "
                                    f"(value, aux); it returned {type(out).__name__}")
         v = value if isinstance(value, Tracer) else _own_value(value, "the differentiated output")
+        if v.shape == () and v.dtype.is_complex:
+            raise AutodiffError(f"grad of {name}: the function returns a complex scalar ({v.aval}); grad needs a "
+                                "real-valued result: take fj.real(), fj.imag() or fj.abs() of it (or use fj.vjp "
+                                "with a complex cotangent)")
         if v.shape != () or not v.dtype.is_float:
             raise AutodiffError(f"grad of {name}: the function must return a float scalar, got {v.aval}; "
                                 "for other results use fj.vjp with a cotangent of their shape")

@@ -357,6 +357,8 @@ def to_array(x: Any, name: str = "argument") -> tuple[np.ndarray, bool]:
         return np.asarray(x, dtype=np.int64), True
     if type(x) is float:
         return np.asarray(x, dtype=np.float64), True
+    if type(x) is complex:
+        return np.asarray(x, dtype=np.complex128), True
     if isinstance(x, (str, bytes)):
         raise FlowjitTypeError(f"{name} is a {type(x).__name__} ({x!r:.40}), where an array or number "
                                "is expected; pass it as a static argument (static_argnames=...) if it "

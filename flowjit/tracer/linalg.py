@@ -360,7 +360,8 @@ def tensordot(x1: ArrayLike, x2: ArrayLike, axes: Any = 2) -> Any:
 
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
-    """The dot product of vectors along ``axis`` (other dimensions broadcast)."""
+    """The dot product of vectors along ``axis`` (other dimensions broadcast); of complex
+    vectors ``sum(conj(x1) * x2)``, as the standard and NumPy define it."""
     a, b = _op(x1, "x1"), _op(x2, "x2")
     for name, o in (("x1", a), ("x2", b)):
         if not o.shape or not -len(o.shape) <= axis < len(o.shape):
@@ -369,7 +370,7 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
     if a.shape[axis] != b.shape[axis]:
         raise ShapeError(f"x1 {list(a.shape)} and x2 {list(b.shape)} differ in length along axis {axis}",
                          op="linalg.vecdot", loc=user_location())
-    return xp.sum(xp.multiply(_value(a), _value(b)), axis=axis)
+    return xp.sum(xp.multiply(xp.conj(_value(a)), _value(b)), axis=axis)
 
 
 def _float_array(x: ArrayLike, fname: str) -> Any:

@@ -166,14 +166,14 @@ def test_reductions_of_nothing(name):
 
 def test_every_fusible_primitive_of_the_registry():
     # One case per primitive, dtype and arity of the registry's generic tests, lowered to
-    # loop IR and rendered as a one-op kernel (float16 and empty arrays are not supported:
-    # `supported` says so), against the interpreter.
+    # loop IR and rendered as a one-op kernel (float16, complex values and empty arrays are
+    # not supported: `supported` says so), against the interpreter.
     checked, roles = 0, set()
     for case in one_case_per_primitive_and_dtype():
         body, fn, arrays = case_block(case)
         reason = supported(body)
         if reason is not None:
-            assert "float16" in reason or "empty" in reason, (case.id, reason)
+            assert "float16" in reason or "empty" in reason or "complex" in reason, (case.id, reason)
             continue
         kernel = compile_cuda_kernel(body, case.prim)
         got = [to_host(x) for x in kernel(*[to_device(a) for a in arrays])]

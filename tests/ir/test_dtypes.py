@@ -37,8 +37,9 @@ def test_examples_from_the_issue():
 def test_dtype_coercion_and_errors():
     assert dtype("f32") is float32 and dtype(np.float32) is float32 and dtype("int64") is int64
     assert dtype(np.uint8).short == "u8" and dtype("i16").name == "int16"
-    with pytest.raises(TypeError, match="complex64 is not supported"):
-        dtype(np.complex64)
+    assert dtype(np.complex64).short == "c64" and dtype("c128").name == "complex128"
+    with pytest.raises(TypeError, match="float128 is not supported"):
+        dtype(np.longdouble)
     with pytest.raises(TypeError, match="not a dtype"):
         dtype(object())
 

@@ -114,6 +114,8 @@ def random_args(fn: Function, seed: int) -> list[np.ndarray]:
             if a.size:
                 a.flat[rng.integers(0, a.size)] = rng.choice([np.nan, np.inf, -0.0, 0.0])
             out.append(a.astype(t.dtype.np))
+        elif t.dtype.is_complex:
+            out.append((rng.standard_normal(t.shape) + 1j * rng.standard_normal(t.shape)).astype(t.dtype.np))
         elif t.dtype.is_int:
             info = np.iinfo(t.dtype.np)
             a = rng.integers(-6, 7, size=t.shape).astype(t.dtype.np)
@@ -220,7 +222,9 @@ def _literal_cases() -> list[np.ndarray]:
             vals = INT_EXTREMES[d.short] if d.short in INT_EXTREMES else [0, 1]
         else:
             with np.errstate(over="ignore"):
-                vals = [float(np.asarray(v).astype(n)) for v in SPECIAL_FLOATS]
+                parts = [float(np.asarray(v).astype(d.real_dtype.np)) for v in SPECIAL_FLOATS]
+            # A complex literal pairs each special value with another (nan+infj, -0-0j...).
+            vals = [complex(x, y) for x, y in zip(parts, parts[::-1])] if d.is_complex else parts
         for v in vals:
             cases.append(np.array(v, dtype=n))                       # 0-d scalars
         every = np.array(vals, dtype=n)
@@ -691,10 +695,12 @@ def literal_arrays(draw, dtypes=None, shapes=None) -> np.ndarray:
         elems = st.one_of(st.integers(max(-9, int(info.min)), 9), st.integers(int(info.min), int(info.max)),
                           st.sampled_from([int(info.min), int(info.max)]))
     else:
-        elems = st.one_of(st.floats(width=8 * n.itemsize), st.sampled_from(SPECIAL_FLOATS))
+        part = st.one_of(st.floats(width=8 * d.real_dtype.itemsize), st.sampled_from(SPECIAL_FLOATS))
+        elems = st.builds(complex, part, part) if d.is_complex else part
     vals = draw(st.lists(elems, min_size=size, max_size=size))
     with np.errstate(over="ignore"):
-        return np.array(vals, dtype=np.float64 if d.is_float else n).astype(n).reshape(shape)
+        return np.array(vals, dtype=np.complex128 if d.is_complex else np.float64 if d.is_float else n
+                        ).astype(n).reshape(shape)
 
 
 @st.composite
@@ -818,7 +824,7 @@ ERRORS = [
     # (id, text, line, marker on that line (or a column), words the message must contain)
     ("missing colon", BASE.replace("%x: f32", "%x f32"), 1, "f32[2,3],", ["':'", "%x"]),
     ("bad dim", BASE.replace("%x: f32[2,3]", "%x: f32[2,-3]"), 1, "-3", ["dimension", "-3"]),
-    ("unknown dtype", BASE.replace("%k: i32", "%k: c64"), 1, "c64", ["type", "c64"]),
+    ("unknown dtype", BASE.replace("%k: i32", "%k: c32"), 1, "c32", ["type", "c32"]),
     ("missing arrow", BASE.replace(" -> ", " "), 1, "(f32[2,3]) {", ["'->'"]),
     ("missing equals", _line(2, "  %0 neg %x : f32[2,3]"), 2, "neg", ["'='"]),
     ("missing types", _line(2, "  %0 = neg %x"), 3, "%1", ["':'", "neg"]),

@@ -122,6 +122,18 @@ def test_an_op_the_loop_ir_cannot_express_is_named():
         lower_block(fn.body)
 
 
+def test_complex_values_are_not_lowered_yet_and_say_so():
+    from flowjit.ir import new_function
+    from flowjit.ir.registry import get
+    from flowjit.ir.types import TensorType
+    from flowjit.lowering import Unsupported
+
+    fn, b = new_function("f", [TensorType((3,), np.complex64)], ["z"])
+    fn.body.set_returns(b.emit(get("exp"), [fn.args[0]], {}))
+    with pytest.raises(Unsupported, match=r"complex values \(c64\[3\]\) are not lowered to loops yet"):
+        lower_block(fn.body)
+
+
 def test_a_renderer_finds_the_intrinsics_a_kernel_calls():
     from flowjit.lowering.loops import intrinsics
 

@@ -71,6 +71,8 @@ def random_array(rng: np.random.Generator, shape: tuple[int, ...], d: str) -> np
     dt = dtype(d)
     if dt.is_float:
         return rng.standard_normal(shape).astype(dt.np)
+    if dt.is_complex:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt.np)
     if dt.is_int:
         return rng.integers(-10, 11, size=shape).astype(dt.np)
     return rng.random(shape) < 0.5
@@ -82,7 +84,9 @@ def kernel_tolerance(dtype: np.dtype) -> dict:
     float32; transcendental functions within a few ulp of NumPy's, libdevice's on a GPU);
     float64 rtol 1e-12, atol 1e-13; float16 rtol and atol 2e-3 (the llvm backend computes
     float16 in float32 and rounds once, where the interpreter may round after each NumPy
-    step); ints and bools exact."""
+    step); a complex dtype as its parts' float; ints and bools exact."""
+    if np.dtype(dtype).kind == "c":
+        return kernel_tolerance(np.finfo(dtype).dtype)
     if dtype == np.float16:
         return {"rtol": 2e-3, "atol": 2e-3}
     if dtype == np.float32:

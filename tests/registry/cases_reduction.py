@@ -18,6 +18,7 @@ import numpy as np
 from tests.registry.case import Case
 
 NUM = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")
+NUMC = NUM + ("c64", "c128")  # what sums, products and matmul take
 ORD = NUM + ("bool",)
 FLOATS = ("f16", "f32", "f64")
 
@@ -63,6 +64,8 @@ def _min(r: list) -> object:
 
 
 def _sum(r: list) -> object:
+    if any(isinstance(v, complex) for v in r):
+        return complex(math.fsum(v.real for v in r), math.fsum(v.imag for v in r))
     return math.fsum(r) if any(isinstance(v, float) for v in r) else sum(r)
 
 
@@ -96,7 +99,7 @@ def _cumsum(axis: int, reverse: bool = False) -> Callable[[np.ndarray], np.ndarr
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    wide = np.float64 if a.dtype.kind == "f" else np.int64
+    wide = {"f": np.float64, "c": np.complex128}.get(a.dtype.kind, np.int64)
     return np.einsum("...mk,...kn->...mn", a.astype(wide), b.astype(wide)).astype(a.dtype)
 
 
@@ -140,16 +143,16 @@ CASES: list[Case] = []
 # ---- sum / prod ---------------------------------------------------------------------------
 for _prim, _fn in (("reduce_sum", _sum), ("reduce_prod", _prod)):
     CASES += [
-        Case(_prim, [((2, 3, 4), "T")], {"axes": (1,)}, _fold(_fn, (1,)), NUM, "axis1"),
+        Case(_prim, [((2, 3, 4), "T")], {"axes": (1,)}, _fold(_fn, (1,)), NUMC, "axis1"),
         Case(_prim, [((2, 3, 4), "T")], {"axes": (-1, 0), "keepdims": True},
-             _fold(_fn, (-1, 0), True), NUM, "neg-keepdims"),
-        Case(_prim, [((2, 3, 2), "T")], {"axes": (0, 1, 2)}, _fold(_fn, (0, 1, 2)), NUM, "all"),
-        Case(_prim, [((2, 3), "T")], {"axes": ()}, lambda x: x, NUM, "no-axes"),
-        Case(_prim, [((), "T")], {"axes": ()}, lambda x: x, NUM, "rank0"),
-        Case(_prim, [((2, 0, 3), "T")], {"axes": (1,)}, _fold(_fn, (1,)), NUM, "empty-axis"),
+             _fold(_fn, (-1, 0), True), NUMC, "neg-keepdims"),
+        Case(_prim, [((2, 3, 2), "T")], {"axes": (0, 1, 2)}, _fold(_fn, (0, 1, 2)), NUMC, "all"),
+        Case(_prim, [((2, 3), "T")], {"axes": ()}, lambda x: x, NUMC, "no-axes"),
+        Case(_prim, [((), "T")], {"axes": ()}, lambda x: x, NUMC, "rank0"),
+        Case(_prim, [((2, 0, 3), "T")], {"axes": (1,)}, _fold(_fn, (1,)), NUMC, "empty-axis"),
         Case(_prim, [((2, 0, 3), "T")], {"axes": (-3, 1), "keepdims": True},
-             _fold(_fn, (-3, 1), True), NUM, "empty-keepdims"),
-        Case(_prim, [((0, 3), "T")], {"axes": (1,)}, _fold(_fn, (1,)), NUM, "empty-rest"),
+             _fold(_fn, (-3, 1), True), NUMC, "empty-keepdims"),
+        Case(_prim, [((0, 3), "T")], {"axes": (1,)}, _fold(_fn, (1,)), NUMC, "empty-rest"),
     ]
 CASES += [
     # i32 sums wrap in 32 bits instead of widening as np.sum would.
@@ -203,25 +206,25 @@ for _prim, _fn in (("argmax", _argmax), ("argmin", _argmin)):
 
 # ---- cumsum ---------------------------------------------------------------------------------
 CASES += [
-    Case("cumsum", [((3, 4), "T")], {"axis": 1}, _cumsum(1), NUM, "axis1"),
-    Case("cumsum", [((3, 4), "T")], {"axis": 0, "reverse": True}, _cumsum(0, True), NUM, "reverse"),
-    Case("cumsum", [((2, 3, 4), "T")], {"axis": -2}, _cumsum(-2), NUM, "neg"),
-    Case("cumsum", [((2, 3, 4), "T")], {"axis": -1, "reverse": True}, _cumsum(-1, True), NUM,
+    Case("cumsum", [((3, 4), "T")], {"axis": 1}, _cumsum(1), NUMC, "axis1"),
+    Case("cumsum", [((3, 4), "T")], {"axis": 0, "reverse": True}, _cumsum(0, True), NUMC, "reverse"),
+    Case("cumsum", [((2, 3, 4), "T")], {"axis": -2}, _cumsum(-2), NUMC, "neg"),
+    Case("cumsum", [((2, 3, 4), "T")], {"axis": -1, "reverse": True}, _cumsum(-1, True), NUMC,
          "neg-reverse"),
-    Case("cumsum", [((2, 0), "T")], {"axis": 1}, _cumsum(1), NUM, "empty-axis"),
-    Case("cumsum", [((0, 3), "T")], {"axis": 1, "reverse": True}, _cumsum(1, True), NUM, "empty-rest"),
+    Case("cumsum", [((2, 0), "T")], {"axis": 1}, _cumsum(1), NUMC, "empty-axis"),
+    Case("cumsum", [((0, 3), "T")], {"axis": 1, "reverse": True}, _cumsum(1, True), NUMC, "empty-rest"),
     Case("cumsum", [np.full((3,), 2**30, np.int32)], {"axis": 0}, _cumsum(0), id="i32-wraps"),
 ]
 
 # ---- matmul ---------------------------------------------------------------------------------
 CASES += [
-    Case("matmul", [((2, 3), "T"), ((3, 4), "T")], {}, _matmul, NUM, "2d"),
-    Case("matmul", [((2, 1, 3, 4), "T"), ((5, 4, 2), "T")], {}, _matmul, NUM, "batch-broadcast"),
-    Case("matmul", [((3, 2, 5), "T"), ((5, 1), "T")], {}, _matmul, NUM, "batch-lhs-only"),
-    Case("matmul", [((3, 0), "T"), ((0, 2), "T")], {}, _matmul, NUM, "empty-k"),
-    Case("matmul", [((0, 3), "T"), ((3, 2), "T")], {}, _matmul, NUM, "empty-m"),
-    Case("matmul", [((2, 0, 3, 1), "T"), ((1, 4), "T")], {}, _matmul, NUM, "empty-batch"),
-    Case("matmul", [((1, 1), "T"), ((1, 1), "T")], {}, _matmul, NUM, "1x1"),
+    Case("matmul", [((2, 3), "T"), ((3, 4), "T")], {}, _matmul, NUMC, "2d"),
+    Case("matmul", [((2, 1, 3, 4), "T"), ((5, 4, 2), "T")], {}, _matmul, NUMC, "batch-broadcast"),
+    Case("matmul", [((3, 2, 5), "T"), ((5, 1), "T")], {}, _matmul, NUMC, "batch-lhs-only"),
+    Case("matmul", [((3, 0), "T"), ((0, 2), "T")], {}, _matmul, NUMC, "empty-k"),
+    Case("matmul", [((0, 3), "T"), ((3, 2), "T")], {}, _matmul, NUMC, "empty-m"),
+    Case("matmul", [((2, 0, 3, 1), "T"), ((1, 4), "T")], {}, _matmul, NUMC, "empty-batch"),
+    Case("matmul", [((1, 1), "T"), ((1, 1), "T")], {}, _matmul, NUMC, "1x1"),
 ]
 
 # ---- conv2d ---------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_case(case):
     assert got.dtype == out_type.dtype.np
     want = np.asarray(case.expect(*arrays))
     assert want.shape == got.shape
-    if got.dtype.kind == "f":
+    if got.dtype.kind in "fc":
         np.testing.assert_allclose(got, want.astype(got.dtype), equal_nan=True, **_tolerance(got.dtype))
     else:
         np.testing.assert_array_equal(got, want.astype(got.dtype))

@@ -17,6 +17,10 @@ PAIRS = list(itertools.product(ALL_DTYPES, ALL_DTYPES))
 SCALARS = [True, 1, 1.5]
 
 
+def test_finfo_of_a_complex_dtype_is_its_parts():
+    assert fj.finfo(fj.complex64).dtype is fj.float32 and fj.finfo(np.complex128).eps == np.finfo(np.float64).eps
+
+
 def test_finfo_is_numpys():
     for d in FLOAT_DTYPES:
         info, ref = fj.finfo(d), np.finfo(d.np)
@@ -45,12 +49,12 @@ def test_info_of_a_traced_array():
 
 def test_info_of_a_wrong_dtype_names_the_function_and_what_is_allowed():
     with pytest.raises(TypeError, match=r"finfo: argument 'type' has dtype int32; allowed: float16, float32, "
-                                        r"float64 \(at .*test_array_namespace.py"):
+                                        r"float64, complex64, complex128 \(at .*test_array_namespace.py"):
         fj.finfo(fj.int32)
     with pytest.raises(TypeError, match="iinfo: argument 'type' has dtype float32; allowed: int8, int16, int32"):
         fj.iinfo(np.zeros(1, np.float32))
-    with pytest.raises(TypeError, match="iinfo: argument 'type': dtype complex64 is not supported"):
-        fj.iinfo(np.complex64)
+    with pytest.raises(TypeError, match="iinfo: argument 'type': dtype float128 is not supported"):
+        fj.iinfo(np.longdouble)
 
 
 @pytest.mark.parametrize("a, b", PAIRS)
@@ -91,8 +95,8 @@ def test_result_type_of_traced_values_and_through_numpy():
 def test_result_type_errors():
     with pytest.raises(TypeError, match="result_type: at least one array or dtype is required"):
         fj.result_type()
-    with pytest.raises(TypeError, match=r"result_type: argument 'arrays_and_dtypes\[1\]': dtype complex64 is not"):
-        fj.result_type(fj.int32, np.complex64)
+    with pytest.raises(TypeError, match=r"result_type: argument 'arrays_and_dtypes\[1\]': dtype float128 is not"):
+        fj.result_type(fj.int32, np.longdouble)
     with pytest.raises(TypeError, match=r"arrays_and_dtypes\[0\] has type object"):
         fj.result_type(object())
 
@@ -102,9 +106,9 @@ def test_isdtype_kinds():
         "bool": {"bool"}, "signed integer": {"int8", "int16", "int32", "int64"},
         "unsigned integer": {"uint8", "uint16", "uint32", "uint64"},
         "integral": {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"},
-        "real floating": {"float16", "float32", "float64"}, "complex floating": set(),
+        "real floating": {"float16", "float32", "float64"}, "complex floating": {"complex64", "complex128"},
         "numeric": {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
-                    "float64"},
+                    "float64", "complex64", "complex128"},
     }
     for kind, names in expected.items():
         assert {d.name for d in ALL_DTYPES if fj.isdtype(d, kind)} == names
@@ -136,12 +140,13 @@ def test_namespace_info():
                                    "max dimensions": 64}
     assert info.default_device() == "cpu:0" and info.default_device() in info.devices()
     assert list(info.dtypes()) == ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                                   "float32", "float64"]
+                                   "float32", "float64", "complex64", "complex128"]
     assert info.dtypes(kind="real floating") == {"float32": fj.float32, "float64": fj.float64}
     assert info.dtypes(kind=("bool", "signed integer")) == {"bool": fj.bool_, "int8": fj.int8, "int16": fj.int16,
                                                             "int32": fj.int32, "int64": fj.int64}
-    assert info.dtypes(kind="complex floating", device="cpu:0") == {}
-    assert info.default_dtypes() == {"real floating": fj.float64, "complex floating": None,
+    assert info.dtypes(kind="complex floating", device="cpu:0") == {"complex64": fj.complex64,
+                                                                    "complex128": fj.complex128}
+    assert info.default_dtypes() == {"real floating": fj.float64, "complex floating": fj.complex128,
                                      "integral": fj.int64, "indexing": fj.int64}
     with fj.device("cpu:0"):
         assert info.default_device() == "cpu:0"

@@ -241,7 +241,7 @@ def test_broadcast_error_names_both_shapes():
 @pytest.mark.parametrize("bad, what", [
     ("hello", "str"),
     (np.array([1, "a"], dtype=object), "object array"),
-    (np.zeros(3, np.complex64), "complex64"),
+    (np.zeros(3, np.longdouble), "float128"),
     (object(), "object"),
 ])
 def test_unsupported_argument_types_name_the_argument(bad, what):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, float32, float64, int64
+from flowjit.ir.dtypes import REAL_DTYPES, float32, float64, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import Literal, attr, declare, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
@@ -194,11 +194,11 @@ def _sort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool) -
     return in_types[0]
 
 
-declare("sort", kind="opaque", rule=_sort_rule, impl=_sort_impl, dtypes=ALL_DTYPES,
+declare("sort", kind="opaque", rule=_sort_rule, impl=_sort_impl, dtypes=REAL_DTYPES,
         attrs={"axis": attr("int", -1), "descending": attr("bool", False)},
         doc="x sorted along axis as np.sort (NaN last ascending, first descending); its gradient "
             "scatters the cotangent back through argsort")
-declare("argsort", kind="opaque", rule=_argsort_rule, impl=_argsort_impl, dtypes=ALL_DTYPES,
+declare("argsort", kind="opaque", rule=_argsort_rule, impl=_argsort_impl, dtypes=REAL_DTYPES,
         attrs={"axis": attr("int", -1), "descending": attr("bool", False), "stable": attr("bool", True)},
         differentiable=False,
         doc="i64 indices that sort x along axis (NaN last ascending, first descending), as "

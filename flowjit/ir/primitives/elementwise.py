@@ -8,11 +8,25 @@ scalar Python expressions over ``a, b, c`` using the names in ``SCALAR_FUNCTIONS
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float32, float64
+from flowjit.ir.dtypes import (
+    ALL_DTYPES,
+    COMPLEX_DTYPES,
+    FLOAT_DTYPES,
+    INEXACT_DTYPES,
+    INT_DTYPES,
+    NUMERIC_DTYPES,
+    REAL_DTYPES,
+    DType,
+    bool_,
+    float32,
+    float64,
+)
+from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
@@ -21,16 +35,31 @@ SCALAR_FUNCTIONS = (
     "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
     "floor", "ceil", "rint", "isnan", "isfinite", "floordiv", "mod", "pow", "maximum",
     "minimum", "atan2", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-    "trunc", "signbit", "nextafter",
+    "trunc", "signbit", "nextafter", "lshift", "rshift", "real", "imag", "conj", "complex",
 )
+# The numbers, complex included: what arithmetic takes.
+_ARITHMETIC = NUMERIC_DTYPES + COMPLEX_DTYPES
 
 
-def _elementwise_rule(out_dtype: DType | None = None) -> Callable[..., TensorType]:
+def _real_part_dtype(d: DType) -> DType:
+    return d.real_dtype
+
+
+def _elementwise_rule(out_dtype: DType | Callable[[DType], DType] | None = None) -> Callable[..., TensorType]:
+    # out_dtype: a fixed dtype (comparisons: bool), a function of the input dtype (abs of a
+    # complex is its real dtype), or None for the input dtype.
     def rule(in_types: Sequence[TensorType], **attrs) -> TensorType:
         d = same_dtype(in_types)
         shape = broadcast_shapes(*(t.shape for t in in_types))
-        return TensorType(shape, out_dtype or d)
+        return TensorType(shape, out_dtype(d) if callable(out_dtype) else out_dtype or d)
     return rule
+
+
+def _of_dtype(fn: Callable[..., np.ndarray], out: Callable[[DType], DType]) -> Callable[..., np.ndarray]:
+    def impl(*xs):
+        with np.errstate(all="ignore"):
+            return np.asarray(fn(*xs)).astype(out(as_dtype(xs[0].dtype)).np, copy=False)
+    return impl
 
 
 def _quiet(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
@@ -52,16 +81,16 @@ def _same(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 def _unary(name: str, fn, template, dtypes=FLOAT_DTYPES, domain=None, out=None, diff=True,
            **facts):
-    declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=1,
-            impl=_quiet(fn) if out is not None else _same(fn), template=template,
+    impl = _of_dtype(fn, out) if callable(out) else _quiet(fn) if out is not None else _same(fn)
+    declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=1, impl=impl, template=template,
             dtypes=dtypes, domain=domain, differentiable=diff, **facts)
 
 
 def _binary(name: str, fn, template, dtypes=NUMERIC_DTYPES, domain=None, out=None,
             commutative=False, diff=True, **facts):
     # ``facts``: the algebraic facts of ``Primitive`` (identity, idempotent, self_value).
-    declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=2,
-            impl=_quiet(fn) if out is not None else _same(fn), template=template,
+    impl = _of_dtype(fn, out) if callable(out) else _quiet(fn) if out is not None else _same(fn)
+    declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=2, impl=impl, template=template,
             dtypes=dtypes, domain=domain, commutative=commutative, differentiable=diff, **facts)
 
 
@@ -81,8 +110,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
 def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # NumPy raises for an integer to a negative power; we define it as C does for
     # 1 / a**-b in integers: 1 for a == 1, +-1 for a == -1, else 0 (and 0 ** -n == 0).
-    if not np.issubdtype(a.dtype, np.integer):
-        return np.power(a, b)
+    if not np.issubdtype(a.dtype, np.signedinteger):
+        return np.power(a, b)  # floats, complex, and unsigned ints (never a negative power)
     a, b = np.broadcast_arrays(a, b)
     neg = b < 0
     safe = np.power(a, np.where(neg, 0, b))
@@ -99,49 +128,49 @@ def _int_safe(fn):
 
 
 # ---- unary --------------------------------------------------------------------------
-_unary("neg", np.negative, "-a", dtypes=NUMERIC_DTYPES, involution=True)
-_unary("abs", np.abs, "abs(a)", dtypes=NUMERIC_DTYPES)
-_unary("sign", np.sign, "sign(a)", dtypes=NUMERIC_DTYPES)
-_unary("exp", np.exp, "exp(a)")
-_unary("expm1", np.expm1, "expm1(a)")
-_unary("log", np.log, "log(a)", domain="positive")
-_unary("log1p", np.log1p, "log1p(a)", domain="gt_minus_one")
-_unary("sqrt", np.sqrt, "sqrt(a)", domain="positive")
+_unary("neg", np.negative, "-a", dtypes=_ARITHMETIC, involution=True)
+_unary("abs", np.abs, "abs(a)", dtypes=_ARITHMETIC, out=_real_part_dtype)  # |z| of a complex is real
+_unary("sign", np.sign, "sign(a)", dtypes=_ARITHMETIC)  # z / |z| of a complex (0 at 0)
+_unary("exp", np.exp, "exp(a)", dtypes=INEXACT_DTYPES)
+_unary("expm1", np.expm1, "expm1(a)", dtypes=INEXACT_DTYPES)
+_unary("log", np.log, "log(a)", domain="positive", dtypes=INEXACT_DTYPES)
+_unary("log1p", np.log1p, "log1p(a)", domain="gt_minus_one", dtypes=INEXACT_DTYPES)
+_unary("sqrt", np.sqrt, "sqrt(a)", domain="positive", dtypes=INEXACT_DTYPES)
 _unary("rsqrt", lambda x: 1 / np.sqrt(x), "1 / sqrt(a)", domain="positive")
-_unary("sin", np.sin, "sin(a)")
-_unary("cos", np.cos, "cos(a)")
-_unary("tanh", np.tanh, "tanh(a)")
+_unary("sin", np.sin, "sin(a)", dtypes=INEXACT_DTYPES)
+_unary("cos", np.cos, "cos(a)", dtypes=INEXACT_DTYPES)
+_unary("tanh", np.tanh, "tanh(a)", dtypes=INEXACT_DTYPES)
 _unary("logistic", _logistic, "1 / (1 + exp(-a))")
 _unary("erf", _erf, "erf(a)")
 # Outside its domain (|x| > 1 for asin, acos, atanh; x < 1 for acosh) the result is NaN,
 # as in NumPy and the array API; atanh(+-1) is +-inf.
-_unary("asin", np.arcsin, "asin(a)", domain="unit")
-_unary("acos", np.arccos, "acos(a)", domain="unit")
-_unary("atan", np.arctan, "atan(a)")
-_unary("sinh", np.sinh, "sinh(a)")
-_unary("cosh", np.cosh, "cosh(a)")
-_unary("asinh", np.arcsinh, "asinh(a)")
-_unary("acosh", np.arccosh, "acosh(a)", domain="ge_one")
-_unary("atanh", np.arctanh, "atanh(a)", domain="unit")
+_unary("asin", np.arcsin, "asin(a)", domain="unit", dtypes=INEXACT_DTYPES)
+_unary("acos", np.arccos, "acos(a)", domain="unit", dtypes=INEXACT_DTYPES)
+_unary("atan", np.arctan, "atan(a)", dtypes=INEXACT_DTYPES)
+_unary("sinh", np.sinh, "sinh(a)", dtypes=INEXACT_DTYPES)
+_unary("cosh", np.cosh, "cosh(a)", dtypes=INEXACT_DTYPES)
+_unary("asinh", np.arcsinh, "asinh(a)", dtypes=INEXACT_DTYPES)
+_unary("acosh", np.arccosh, "acosh(a)", domain="ge_one", dtypes=INEXACT_DTYPES)
+_unary("atanh", np.arctanh, "atanh(a)", domain="unit", dtypes=INEXACT_DTYPES)
 _unary("floor", np.floor, "floor(a)", diff=False)
 _unary("ceil", np.ceil, "ceil(a)", diff=False)
 _unary("round", np.rint, "rint(a)", diff=False)  # half to even, as np.round
 _unary("trunc", np.trunc, "trunc(a)", diff=False)
-_unary("isnan", np.isnan, "isnan(a)", out=bool_, diff=False)
-_unary("isfinite", np.isfinite, "isfinite(a)", out=bool_, diff=False)
+_unary("isnan", np.isnan, "isnan(a)", out=bool_, diff=False, dtypes=INEXACT_DTYPES)
+_unary("isfinite", np.isfinite, "isfinite(a)", out=bool_, diff=False, dtypes=INEXACT_DTYPES)
 _unary("signbit", np.signbit, "signbit(a)", out=bool_, diff=False)  # true for -0.0 and a negative NaN
 _unary("logical_not", np.logical_not, "not a", dtypes=(bool_,), out=bool_, diff=False,
        involution=True)
 
 # ---- binary -------------------------------------------------------------------------
 # x + 0.0 turns -0.0 into +0.0, x + -0.0 is exact; x - -0.0 turns -0.0 into +0.0, x - 0.0 is exact.
-_binary("add", np.add, "a + b", commutative=True, identity=-0.0)
-_binary("sub", np.subtract, "a - b", identity=0.0, self_value=0)
-_binary("mul", np.multiply, "a * b", commutative=True, identity=1)
-_binary("div", np.true_divide, "a / b", dtypes=FLOAT_DTYPES, domain="nonzero_rhs", identity=1)
+_binary("add", np.add, "a + b", dtypes=_ARITHMETIC, commutative=True, identity=-0.0)
+_binary("sub", np.subtract, "a - b", dtypes=_ARITHMETIC, identity=0.0, self_value=0)
+_binary("mul", np.multiply, "a * b", dtypes=_ARITHMETIC, commutative=True, identity=1)
+_binary("div", np.true_divide, "a / b", dtypes=INEXACT_DTYPES, domain="nonzero_rhs", identity=1)
 _binary("floor_div", _int_safe(np.floor_divide), "floordiv(a, b)", domain="nonzero_rhs", diff=False)
 _binary("mod", _int_safe(np.mod), "mod(a, b)", domain="nonzero_rhs")
-_binary("pow", _int_pow, "pow(a, b)", domain="pow", identity=1)
+_binary("pow", _int_pow, "pow(a, b)", dtypes=_ARITHMETIC, domain="pow", identity=1)
 _binary("maximum", np.maximum, "maximum(a, b)", commutative=True, idempotent=True)
 _binary("minimum", np.minimum, "minimum(a, b)", commutative=True, idempotent=True)
 _binary("atan2", np.arctan2, "atan2(a, b)", dtypes=FLOAT_DTYPES)
@@ -153,7 +182,8 @@ for _name, _fn, _op, _commutative, _self in (
         ("eq", np.equal, "==", True, True), ("ne", np.not_equal, "!=", True, False),
         ("lt", np.less, "<", False, False), ("le", np.less_equal, "<=", False, True),
         ("gt", np.greater, ">", False, False), ("ge", np.greater_equal, ">=", False, True)):
-    _binary(_name, _fn, f"a {_op} b", dtypes=ALL_DTYPES, out=bool_,
+    # Complex numbers are equal or not, but unordered (NumPy's lexicographic order is not the standard's).
+    _binary(_name, _fn, f"a {_op} b", dtypes=ALL_DTYPES if _name in ("eq", "ne") else REAL_DTYPES, out=bool_,
             commutative=_commutative, diff=False, self_value=_self)
 _binary("logical_and", np.logical_and, "a and b", dtypes=(bool_,), out=bool_, commutative=True, diff=False,
         identity=True, idempotent=True)
@@ -174,6 +204,21 @@ _binary("bitwise_xor", np.bitwise_xor, "a ^ b", dtypes=_BITWISE_DTYPES, commutat
 _unary("bitwise_not", np.invert, {"b": "not a", "i": "~a"}, dtypes=_BITWISE_DTYPES, diff=False, involution=True)
 _binary("left_shift", np.left_shift, "lshift(a, b)", dtypes=INT_DTYPES, diff=False)
 _binary("right_shift", np.right_shift, "rshift(a, b)", dtypes=INT_DTYPES, diff=False)
+
+
+# ---- complex parts ----------------------------------------------------------------------
+def _complex(re: np.ndarray, im: np.ndarray) -> np.ndarray:
+    # Not re + 1j * im: 1j * -0.0 has imaginary part +0.0, and 1j * inf is nan+infj.
+    re, im = np.broadcast_arrays(re, im)
+    out = np.empty(re.shape, as_dtype(re.dtype).complex_dtype.np)
+    out.real, out.imag = re, im
+    return out
+
+
+_unary("real", np.real, "real(a)", dtypes=COMPLEX_DTYPES, out=_real_part_dtype)
+_unary("imag", np.imag, "imag(a)", dtypes=COMPLEX_DTYPES, out=_real_part_dtype)
+_unary("conj", np.conj, "conj(a)", dtypes=COMPLEX_DTYPES, involution=True)
+_binary("complex", _complex, "complex(a, b)", dtypes=(float32, float64), out=lambda d: d.complex_dtype)
 
 
 # ---- select and cast ------------------------------------------------------------------
@@ -199,7 +244,10 @@ def _cast_rule(in_types: Sequence[TensorType], *, dtype: DType) -> TensorType:
 
 
 def _cast_impl(x: np.ndarray, *, dtype: DType) -> np.ndarray:
-    with np.errstate(all="ignore"):
+    # complex -> real drops the imaginary part, as astype does; the tracer's astype warns
+    # (once, at the user's line), the reference that runs every call does not.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
         return np.asarray(x).astype(dtype.np)
 
 
@@ -218,7 +266,14 @@ def _unary_vjp(name: str, rule) -> None:
 
 
 _unary_vjp("neg", lambda e, g, y, x: e.neg(g))
-_unary_vjp("abs", lambda e, g, y, x: e.mul(g, e.sign(x)))
+def _abs_vjp(e, g, y, x):
+    if not x.type.dtype.is_complex:
+        return e.mul(g, e.sign(x))
+    # JAX's convention (the transpose of the JVP): the gradient of |z| is conj(z) / |z|, 0 at 0.
+    return e.mul(e.cast(g, dtype=x.type.dtype), e.conj(e.sign(x)))
+
+
+_unary_vjp("abs", _abs_vjp)
 _unary_vjp("sign", lambda e, g, y, x: e.mul(g, e.const(0, x)))
 _unary_vjp("exp", lambda e, g, y, x: e.mul(g, y))
 _unary_vjp("expm1", lambda e, g, y, x: e.mul(g, e.add(y, e.const(1, y))))
@@ -285,4 +340,21 @@ def _select_vjp(e, g, y, pred, a, b):
 
 defvjp("select", _select_vjp)
 # A cast's cotangent casts back; none flows into an integer or bool input.
-defvjp("cast", lambda e, g, y, x, dtype: [e.cast(g, dtype=x.type.dtype) if x.type.dtype.is_float else None])
+# A cast's cotangent casts back; none flows into an integer or bool input. A real input
+# cast to complex takes the real part (JAX's convert_element_type transpose).
+def _cast_vjp(e, g, y, x, dtype):
+    d = x.type.dtype
+    if not d.is_inexact:
+        return [None]
+    if d.is_float and g.type.dtype.is_complex:
+        g = e.real(g)
+    return [e.cast(g, dtype=d)]
+
+
+defvjp("cast", _cast_vjp)
+# The parts: real and imag take a real cotangent back into the complex plane, conj is its
+# own transpose, complex(re, im) splits the cotangent as (real(g), -imag(g)) (JAX's).
+_unary_vjp("real", lambda e, g, y, x: e.cast(g, dtype=x.type.dtype))
+_unary_vjp("imag", lambda e, g, y, x: e.complex(e.const(0, g), e.neg(g)))
+_unary_vjp("conj", lambda e, g, y, x: e.conj(g))
+_binary_vjp("complex", lambda e, g, y, a, b: e.real(g), lambda e, g, y, a, b: e.neg(e.imag(g)))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, INT_DTYPES, NUMERIC_DTYPES
+from flowjit.ir.dtypes import ALL_DTYPES, COMPLEX_DTYPES, INT_DTYPES, NUMERIC_DTYPES
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, declare, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
@@ -81,7 +81,7 @@ def _scatter_add_impl(operand: np.ndarray, indices: np.ndarray, updates: np.ndar
 
 
 declare("scatter_add", kind="opaque", rule=_scatter_add_rule, impl=_scatter_add_impl, arity=3,
-        attrs={"axis": attr("int")}, dtypes=NUMERIC_DTYPES,
+        attrs={"axis": attr("int")}, dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES,
         doc="copy of operand with updates added at clip(indices, 0, n-1) along axis; repeated "
             "indices accumulate (np.add.at); the transpose of gather")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import FLOAT_DTYPES, NUMERIC_DTYPES, float16
+from flowjit.ir.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, float16
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
@@ -50,7 +50,7 @@ def _matmul_impl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 declare("matmul", kind="opaque", role="matrix_product", rule=_matmul_rule, impl=_matmul_impl, arity=2,
-        dtypes=NUMERIC_DTYPES, differentiable=True,
+        dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES, differentiable=True,
         doc="[..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast as np.matmul; "
             "ints wrap")
 

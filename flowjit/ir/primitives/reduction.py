@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float16, int64
+from flowjit.ir.dtypes import COMPLEX_DTYPES, INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float16, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, declare, defvjp, normalize_axes, normalize_axis
 from flowjit.ir.types import TensorType
@@ -84,12 +84,13 @@ _AXES_ATTRS = {"axes": attr("ints"), "keepdims": attr("bool", False)}
 # Over axes=() each reduction is its input, except a float sum: its reference starts from
 # +0.0, which turns -0.0 into +0.0.
 declare("reduce_sum", kind="reduction", reducer=("0", "acc + v"), rule=_reduce_rule(True), impl=_accumulating(np.sum),
-        attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES, differentiable=True,
+        attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES, differentiable=True,
         no_axes_identity=INT_DTYPES,
         doc="sum over axes in the input dtype (ints wrap); 0 over an empty axis")
 declare("reduce_prod", kind="reduction", reducer=("1", "acc * v"), rule=_reduce_rule(True), impl=_accumulating(np.prod),
-        attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES, differentiable=True,
-        no_axes_identity=NUMERIC_DTYPES, doc="product over axes in the input dtype (ints wrap); 1 over an empty axis")
+        attrs=_AXES_ATTRS, arity=1, dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES, differentiable=True,
+        no_axes_identity=NUMERIC_DTYPES,  # of a complex, NumPy's product with 1+0j turns -0j into +0j
+        doc="product over axes in the input dtype (ints wrap); 1 over an empty axis")
 declare("reduce_max", kind="reduction", reducer=("lowest", "maximum(acc, v)"),
         rule=_reduce_rule(False), impl=_selecting(np.max),
         attrs=_AXES_ATTRS, arity=1, dtypes=_ORDERED_DTYPES, differentiable=True,
@@ -154,7 +155,7 @@ def _cumsum_impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
 # A scan keeps the input's shape, so fusion treats it as opaque rather than as a reduction.
 declare("cumsum", kind="opaque", rule=_cumsum_rule, impl=_cumsum_impl,
         attrs={"axis": attr("int"), "reverse": attr("bool", False)}, arity=1,
-        dtypes=NUMERIC_DTYPES, differentiable=True,
+        dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES, differentiable=True,
         doc="running sum along axis in the input dtype; reverse=True sums from the end")
 
 
