@@ -14,7 +14,6 @@ from tests.registry.case import Case, kernel_tolerance
 from tests.registry.test_generic import ALL_CASES, FUSIBLE, _domain_inputs, _tolerance
 
 
-
 def _complex(case) -> bool:
     """Whether the case's op takes or makes a complex value (``complex(re, im)`` of floats does)."""
     prim = get(case.prim)
