@@ -30,7 +30,8 @@ MAX_HEADER_BYTES = 100_000_000
 METADATA_KEY = "__metadata__"
 
 # The safetensors code of each flowjit dtype (the spec's names: F32, I8, U64, BOOL...).
-_CODE_BY_NAME = {"float32": "F32", "float64": "F64", "float16": "F16", "bool": "BOOL",
+# The format has no code for complex128 (the safetensors library refuses it).
+_CODE_BY_NAME = {"float32": "F32", "float64": "F64", "float16": "F16", "bool": "BOOL", "complex64": "C64",
                  **{f"{sign}int{bits}": f"{sign.upper() or 'I'}{bits}"
                     for sign in ("", "u") for bits in (8, 16, 32, 64)}}
 _DTYPE_BY_CODE = {code: np.dtype(name).newbyteorder("<") for name, code in _CODE_BY_NAME.items()}
@@ -69,8 +70,10 @@ def dtype_code(dtype: np.dtype) -> str:
     try:
         return _CODE_BY_NAME[np.dtype(dtype).name]
     except KeyError:
+        hint = ("; safetensors has no complex128 code: keep a complex128 state as two float64 Variables "
+                "(real and imaginary parts) or as complex64") if np.dtype(dtype) == np.complex128 else ""
         raise CheckpointError(f"dtype {np.dtype(dtype).name} cannot be checkpointed; flowjit writes "
-                              f"{', '.join(_CODE_BY_NAME)}") from None
+                              f"{', '.join(_CODE_BY_NAME)}{hint}") from None
 
 
 def write_file(path: str | os.PathLike[str], tensors: dict[str, np.ndarray],

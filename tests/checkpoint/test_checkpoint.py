@@ -28,7 +28,8 @@ from flowjit.ir.errors import FlowjitError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_]
+DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+          np.uint32, np.uint64, np.bool_, np.complex64]
 SHAPES = [(), (0,), (5,), (2, 3, 4)]
 
 
@@ -39,6 +40,8 @@ def sample(dtype, shape, seed=0):
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    if np.issubdtype(dtype, np.complexfloating):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return (rng.standard_normal(shape) * 100).astype(dtype)
 
 
@@ -66,6 +69,12 @@ def test_round_trip_every_dtype_and_shape(tmp_path, dtype):
     for v in src:
         assert arrays[v.name].dtype == v.dtype.np and arrays[v.name].shape == v.shape
         np.testing.assert_array_equal(arrays[v.name], v.numpy())
+
+
+def test_complex128_state_is_refused_saying_what_to_do(tmp_path):
+    with pytest.raises(CheckpointError, match=r"complex128 cannot be checkpointed.*no complex128 code: keep"):
+        checkpoint.save(tmp_path / "c.safetensors", [fj.Variable(np.ones(2, np.complex128), name="z")])
+    assert not (tmp_path / "c.safetensors").exists()
 
 
 def test_file_layout_follows_the_spec(tmp_path):

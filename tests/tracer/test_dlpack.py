@@ -87,3 +87,24 @@ def test_torch_both_ways():
     assert back.data_ptr() == out.ctypes.data
     back[0, 0] = -1.0
     assert out[0, 0] == -1.0
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint16", "uint32", "uint64", "int16"])
+def test_jax_exchanges_every_dtype_without_a_copy(dtype):
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    wide = np.dtype(dtype).itemsize * (1 if np.dtype(dtype).kind != "c" else 0.5) == 8
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", wide or before)  # JAX's 64-bit types need it; put back below
+    try:
+        # 1 MiB: big enough that fj allocates the result 64-byte aligned, as JAX needs to share it
+        a = jnp.arange((1 << 20) // np.dtype(dtype).itemsize).astype(dtype)
+        view = fj.from_dlpack(a)
+        assert view.dtype == np.dtype(dtype) and view.ctypes.data == a.unsafe_buffer_pointer()
+        out = fj.function(lambda x: x + x)(a)
+        assert out.dtype == np.dtype(dtype)
+        back = jnp.from_dlpack(out, copy=False)
+        assert back.dtype == np.dtype(dtype) and back.unsafe_buffer_pointer() == out.ctypes.data
+        np.testing.assert_array_equal(np.asarray(back), np.asarray(a) + np.asarray(a))
+    finally:
+        jax.config.update("jax_enable_x64", before)
