@@ -479,6 +479,23 @@ def test_c_keywords_are_not_names_in_the_header(tmp_path):
         fj.export(scale, inputs(4, 0), inputs(4, 1), path=tmp_path / "other", name="double")
 
 
+def test_every_integer_dtype_crosses_the_c_interface(tmp_path):
+    def mix(a, b, c):
+        return (a >> 2) + b.astype(np.uint8), c * 3, a.astype(np.float32)
+    args = (np.array([200, 7, 9, 255], np.uint8), np.array([-3, 4, 300, -300], np.int16),
+            np.array([2 ** 63 + 1, 5, 0, 9], np.uint64))
+    fj.export(mix, *args, path=tmp_path)
+    header = (tmp_path / "mix.h").read_text()
+    assert "const uint8_t *a;" in header and "const int16_t *b;" in header and "const uint64_t *c;" in header
+    (tmp_path / "check.c").write_text('#include "mix.h"\nint main(void) { return 0; }\n')
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{tmp_path}", "-o", str(tmp_path / "check"),
+                    str(tmp_path / "check.c")], check=True)
+    got, want = fj.load_compiled(tmp_path / "mix.json")(*args), fj.function(mix)(*args)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
 def test_the_loader_knows_the_entrys_return_codes():
     from flowjit.aot.loader import _ERRORS
     from flowjit.codegen_llvm import program_emit as pe
