@@ -51,7 +51,7 @@ from flowjit.passes.placement import PlacementError
 from flowjit.runtime.devices import Device, DeviceError, devices
 from flowjit.runtime.profiler import profile
 from flowjit.tracer import array_namespace as _array_namespace
-from flowjit.tracer import linalg, random
+from flowjit.tracer import fft, linalg, random
 from flowjit.tracer import numpy_extras as _numpy_extras
 from flowjit.tracer import sorting as _sorting
 from flowjit.tracer.array_api import (

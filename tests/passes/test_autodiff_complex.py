@@ -12,7 +12,8 @@ import flowjit as fj
 from flowjit.ir.errors import AutodiffError
 from flowjit.tracer.core import bind
 
-COMPLEX_GRADIENTS_CHECKED = {"real", "imag", "conj", "complex"}
+# fft: against the same finite differences in tests/tracer/test_fft.py.
+COMPLEX_GRADIENTS_CHECKED = {"real", "imag", "conj", "complex", "fft"}
 
 Z = np.complex128(1 + 2j)
 

@@ -5,6 +5,7 @@ from flowjit.ir.primitives import (  # noqa: F401
     creation,
     decompositions,
     elementwise,
+    fft,
     fusion,
     indexing,
     layout,
