@@ -240,3 +240,5 @@ def __dir__() -> list[str]:
 for _module in (_array_namespace, _numpy_extras, _sorting):
     globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
 del _module
+# The standard's main namespace has vecdot beside matmul and tensordot.
+vecdot = linalg.vecdot

@@ -402,17 +402,24 @@ def reciprocal(x: ArrayLike) -> Any:
 
 
 def tan(x: ArrayLike) -> Any:
-    """Elementwise tangent, as sin / cos (computed in float32 for float16, then rounded)."""
+    """Elementwise tangent, as sin / cos (computed in float32 for float16, then rounded); of
+    a complex number -i tanh(iz)."""
     o = _op(x)
     d = _float_dtype(o.dtype)
+    if d.is_complex:
+        # tan(z) = -i tanh(iz), with the multiplications by i as exact swaps of the parts:
+        # sin(z) / cos(z) is inf / inf = NaN where tan(z) is +-i (a large imaginary part).
+        z = _value(o)
+        w = tanh(bind("complex", [negative(imag(z)), real(z)]))
+        return bind("complex", [imag(w), negative(real(w))])
     xf = _value(_cast(o, float32 if d == float16 else d))
     return astype(divide(sin(xf), cos(xf)), d)
 
 
-def clip(x: ArrayLike, a_min: ArrayLike = None, a_max: ArrayLike = None, *, min: ArrayLike = None,  # noqa: A002
-         max: ArrayLike = None) -> Any:  # noqa: A002
-    """Limit x to [a_min, a_max] elementwise; either bound may be None (``min=``/``max=``:
-    the array API's and NumPy 2's names for them)."""
+def clip(x: ArrayLike, /, min: ArrayLike = None, max: ArrayLike = None, *,  # noqa: A002
+         a_min: ArrayLike = None, a_max: ArrayLike = None) -> Any:
+    """Limit x to [min, max] elementwise; either bound may be None (``a_min=``/``a_max=``:
+    NumPy's older names for them)."""
     a_min = a_min if min is None else min
     a_max = a_max if max is None else max
     if a_min is not None:

@@ -545,9 +545,10 @@ def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: i
 
 
 @numpy_counterpart
-def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple[Any, ...]:
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list[Any]:
     """Coordinate arrays from 1-D coordinate vectors, as ``np.meshgrid`` (``indexing`` 'xy':
-    the first two outputs' axes swapped, as for images; 'ij': matrix indexing)."""
+    the first two outputs' axes swapped, as for images; 'ij': matrix indexing); a list, as
+    the array API standard and JAX give (NumPy gives a tuple)."""
     if indexing not in ("xy", "ij"):
         raise _fail("meshgrid", f"indexing must be 'xy' or 'ij', got {indexing!r}", ShapeError)
     nd = len(xi)
@@ -561,7 +562,7 @@ def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: 
     if not sparse:
         full = tuple(builtins.max(s[i] for s in shapes) for i in range(nd))
         out = [fj.broadcast_to(x, full) for x in out]
-    return tuple(out)
+    return out
 
 
 # ---- stacking and splitting ----------------------------------------------------------------------
@@ -704,16 +705,23 @@ def dsplit(ary: ArrayLike, indices_or_sections: Any) -> list[Any]:
 
 @numpy_counterpart
 def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True, retstep: bool = False,
-             dtype: Any = None, axis: int = 0) -> Any:
+             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
     """``num`` evenly spaced values from start to stop (stop included when ``endpoint``), as
-    ``np.linspace``; start and stop may be (traced) arrays, giving one sequence per element
-    along ``axis``, and the gradient flows to both."""
+    ``np.linspace``; start and stop may be (traced) arrays, or complex, giving one sequence
+    per element along ``axis``, and the gradient flows to both; ``device`` places it (the
+    array API's keyword, an ``fj.device`` block)."""
+    with fj._on(device):
+        return _linspace(start, stop, num, endpoint, retstep, dtype, axis)
+
+
+def _linspace(start: ArrayLike, stop: ArrayLike, num: int, endpoint: bool, retstep: bool, dtype: Any,
+              axis: int) -> Any:
     num = _static_int("linspace", "num", num)
     if num < 0:
         raise _fail("linspace", f"num must be non-negative, got {num}", ShapeError)
     a, b = _op(start, "start"), _op(stop, "stop")
     d = _promote(a, b)
-    dt = d if d.is_float else float64
+    dt = d if d.is_inexact else float64
     lo, hi = _value(_strong(_cast(a, dt))), _value(_strong(_cast(b, dt)))
     delta = fj.subtract(hi, lo)
     nd = fj.ndim(delta)

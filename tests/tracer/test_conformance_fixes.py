@@ -225,3 +225,40 @@ def test_asarray_takes_device_as_the_other_creation_functions():
     _same(fj.function(lambda x: fj.asarray(x, device="cpu:0") + 1)(np.arange(3)), np.arange(1, 4))
     with pytest.raises(fj.DeviceError, match="tpu:3"):
         fj.asarray([1.0], device="tpu:3")
+
+
+# ---- names and keywords the standard's signature tests check ----------------------------------------------------
+
+
+def test_clip_names_its_bounds_min_and_max_and_takes_numpys_a_min():
+    params = list(inspect.signature(fj.clip).parameters)
+    assert params[:3] == ["x", "min", "max"]
+    x = np.array([-2.0, 0.5, 3.0])
+    _same(fj.clip(x, -1, 1), np.clip(x, -1, 1))
+    _same(fj.clip(x, min=0.0), np.clip(x, 0.0, None))
+    _same(fj.function(lambda x: (np.clip(x, a_min=-1.0, a_max=2.0), fj.clip(x, None, 0.0)))(x)[0], np.clip(x, -1, 2))
+
+
+def test_meshgrid_is_a_list_and_linspace_takes_device_and_complex_ends():
+    out = fj.meshgrid(np.arange(3), np.arange(2))
+    assert isinstance(out, list) and len(out) == 2
+    assert inspect.signature(fj.linspace).parameters["device"].kind == inspect.Parameter.KEYWORD_ONLY
+    _same(fj.linspace(0.0, 1.0, 5, device="cpu:0"), np.linspace(0.0, 1.0, 5))
+    want = np.linspace(1 + 2j, -3j, 7)
+    for got in (fj.linspace(1 + 2j, -3j, 7), fj.function(lambda a, b: fj.linspace(a, b, 7))(1 + 2j, -3j)):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-15)
+
+
+def test_vecdot_is_in_the_main_namespace_and_conjugates_x1():
+    a = np.array([1 + 2j, 3 - 1j]), np.array([2 - 1j, 1j])
+    _same(fj.vecdot(*a), np.vecdot(*a))
+    _same(fj.function(fj.vecdot)(*a), np.vecdot(*a))
+
+
+def test_tan_of_a_large_imaginary_part_is_plus_or_minus_i():
+    z = np.array([1e-78 + 710j, 0.3 + 0.2j, -2 - 1e3j, 5 + 0j], np.complex128)
+    with np.errstate(all="ignore"):
+        want = np.tan(z)
+    for got in (fj.tan(z), fj.function(fj.tan)(z)):
+        np.testing.assert_allclose(got, want, rtol=1e-14)

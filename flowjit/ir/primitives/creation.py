@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import NUMERIC_DTYPES, DType
+from flowjit.ir.dtypes import COMPLEX_DTYPES, NUMERIC_DTYPES, DType
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from flowjit.ir.registry import Literal, attr, declare, normalize_axis
@@ -32,7 +32,7 @@ declare("constant", kind="constant", rule=_constant_rule, impl=_constant_impl, a
 
 def _iota_rule(in_types: Sequence[TensorType], *, shape: tuple[int, ...], dimension: int,
                dtype: DType) -> TensorType:
-    if dtype not in NUMERIC_DTYPES:
+    if dtype not in NUMERIC_DTYPES + COMPLEX_DTYPES:
         raise ShapeError(f"dtype must be numeric, got {dtype}")
     if not shape:
         raise ShapeError("shape must have at least one dimension")
