@@ -8,7 +8,9 @@ The decompositions bind the opaque primitives of ``flowjit.ir.primitives.decompo
 registry primitives. Each function has NumPy's signature and is what ``np.linalg.<name>``
 traces as on traced arrays. Where LAPACK fails on a matrix (singular, not positive-definite,
 no convergence) its results are NaN, as in JAX, where NumPy raises LinAlgError.
-Integer and bool matrices compute in float64, as NumPy's do;
+Complex matrices (complex64, complex128) are taken wherever NumPy takes them: Hermitian for
+``cholesky`` and ``eigh``, eigenvalues, singular values, norms and log|det| of the real dtype,
+gradients in JAX's convention. Integer and bool matrices compute in float64, as NumPy's do;
 float16 is refused, as NumPy refuses it (LAPACK has no half precision).
 """
 
@@ -59,22 +61,24 @@ def _fail(fname: str, message: str) -> FlowjitTypeError:
     return FlowjitTypeError(f"linalg.{fname}: {message} (at {user_location()})")
 
 
+_ALLOWED = "float32, float64, complex64, complex128, or ints/bool (computed in float64)"
+
+
 def _float_matrix(x: ArrayLike, fname: str, arg: str = "a", square: bool = True) -> Operand:
-    """x as a stack of f32/f64 matrices, or an error naming the function and the argument."""
+    """x as a stack of f32/f64/c64/c128 matrices, or an error naming the function and the argument."""
     o = _op(x, arg)
     if o.dtype.is_float and o.dtype.itemsize < 4:
         raise _fail(fname, f"{arg} has dtype {o.dtype.name}, which linalg does not support (LAPACK has no "
-                           "half precision); allowed: float32, float64, or ints/bool (computed in float64). "
-                           "Cast with .astype(np.float32)")
-    if not (o.dtype.is_float or o.dtype.is_int or o.dtype.is_bool):
-        raise _fail(fname, f"{arg} has dtype {o.dtype.name}; allowed: float32, float64, ints, bool")
+                           f"half precision); allowed: {_ALLOWED}. Cast with .astype(np.float32)")
+    if not (o.dtype.is_inexact or o.dtype.is_int or o.dtype.is_bool):
+        raise _fail(fname, f"{arg} has dtype {o.dtype.name}; allowed: {_ALLOWED}")
     if len(o.shape) < 2:
         raise ShapeError(f"{arg} must be a stack of matrices [..., M, N] (at least 2-D), got shape "
                          f"{list(o.shape)}", op=f"linalg.{fname}", loc=user_location())
     if square and o.shape[-1] != o.shape[-2]:
         raise ShapeError(f"{arg} must be a stack of square matrices [..., N, N], got shape {list(o.shape)}",
                          op=f"linalg.{fname}", loc=user_location())
-    return o if o.dtype.is_float else _cast(o, float64)
+    return o if o.dtype.is_inexact else _cast(o, float64)
 
 
 def _bind(fname: str, prim: str, ops: Sequence[Operand], attrs: dict | None = None) -> Any:
@@ -86,6 +90,20 @@ def _bind(fname: str, prim: str, ops: Sequence[Operand], attrs: dict | None = No
 
 def _mT(x: Any) -> Any:
     return xp.swapaxes(x, -1, -2)
+
+
+def _mH(x: Any) -> Any:
+    """The conjugate transpose of each matrix (the transpose of a real one)."""
+    t = _mT(x)
+    return xp.conj(t) if _op(t).dtype.is_complex else t
+
+
+def _abs2(x: Any) -> Any:
+    """|x|**2, real: x * x for a real x, re**2 + im**2 for a complex one (smooth at 0)."""
+    if not _op(x).dtype.is_complex:
+        return xp.multiply(x, x)
+    re, im = xp.real(x), xp.imag(x)
+    return xp.add(xp.multiply(re, re), xp.multiply(im, im))
 
 
 # ---- decompositions ----------------------------------------------------------------------------
@@ -102,10 +120,10 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
     vector, NumPy 2's rule); batch dimensions broadcast."""
     ao = _float_matrix(a, "solve", "a")
     bo = _op(b, "b")
-    if not (bo.dtype.is_float or bo.dtype.is_int or bo.dtype.is_bool) or len(bo.shape) == 0:
-        raise _fail("solve", f"b must be a non-empty-rank float, int or bool array, got {bo.aval}")
+    if not (bo.dtype.is_inexact or bo.dtype.is_int or bo.dtype.is_bool) or len(bo.shape) == 0:
+        raise _fail("solve", f"b must be a non-empty-rank float, complex, int or bool array, got {bo.aval}")
     d = xp._promote(ao, bo)
-    d = d if d.is_float and d.itemsize >= 4 else float64
+    d = d if d.is_inexact and d.itemsize >= 4 else float64
     av, bv = _value(_cast(ao, d)), _value(_cast(bo, d))
     n = ao.shape[-1]
     vector = len(bo.shape) == 1
@@ -127,17 +145,18 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
 
 
 def cholesky(a: ArrayLike, upper: bool = False) -> Any:
-    """The Cholesky factor of each symmetric positive-definite matrix of ``a``: lower L with
-    ``L @ L.T == a`` (or upper ``U == L.T`` with ``upper=True``). Reads a's lower triangle, and
+    """The Cholesky factor of each symmetric (Hermitian) positive-definite matrix of ``a``: lower
+    L with ``L @ L^H == a`` (or upper ``U == L^H`` with ``upper=True``). Reads a's lower triangle, and
     its gradient is that of this function (zero above the diagonal); on a matrix built symmetric
     the chain rule gives JAX's. A matrix that is not positive-definite gives NaN (as in JAX)."""
     lower = _bind("cholesky", "cholesky", [_float_matrix(a, "cholesky")])
-    return _mT(lower) if upper else lower
+    return _mH(lower) if upper else lower
 
 
 def slogdet(a: ArrayLike) -> SlogdetResult:
     """``(sign, logabsdet)`` of each matrix of ``a`` (``np.linalg.slogdet``); ``logabsdet`` is
-    -inf and sign 0 for a singular matrix. Differentiable through ``logabsdet``."""
+    -inf and sign 0 for a singular matrix; of a complex matrix, sign is complex with |sign| = 1
+    and logabsdet real. Differentiable through ``logabsdet`` (and a complex sign)."""
     sign, logdet = _bind("slogdet", "slogdet", [_float_matrix(a, "slogdet")])
     return SlogdetResult(sign, logdet)
 
@@ -149,8 +168,8 @@ def det(a: ArrayLike) -> Any:
 
 
 def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
-    """Eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix of ``a``,
-    read from its lower (``UPLO='L'``) or upper (``'U'``) triangle. The gradient (JAX's rule,
+    """Eigenvalues (ascending, real) and eigenvectors (columns) of each symmetric (Hermitian)
+    matrix of ``a``, read from its lower (``UPLO='L'``) or upper (``'U'``) triangle. The gradient (JAX's rule,
     put in the triangle read) assumes distinct eigenvalues."""
     if UPLO not in ("L", "U"):
         raise _fail("eigh", f"UPLO={UPLO!r}: allowed 'L' or 'U'")
@@ -375,9 +394,9 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
 
 def _float_array(x: ArrayLike, fname: str) -> Any:
     o = _op(x, "x")
-    if not (o.dtype.is_float or o.dtype.is_int or o.dtype.is_bool):
-        raise _fail(fname, f"x has dtype {o.dtype.name}; allowed: floats, ints, bool")
-    return _value(o if o.dtype.is_float else _cast(o, float64))
+    if not (o.dtype.is_inexact or o.dtype.is_int or o.dtype.is_bool):
+        raise _fail(fname, f"x has dtype {o.dtype.name}; allowed: floats, complex, ints, bool")
+    return _value(o if o.dtype.is_inexact else _cast(o, float64))
 
 
 def _axis_tuple(axis: Any, ndim: int, fname: str) -> tuple[int, ...]:
@@ -402,13 +421,13 @@ def vector_norm(x: ArrayLike, axis: Any = None, keepdims: bool = False, ord: Any
         raise _fail("vector_norm", f"ord={ord!r} must be a number, inf or -inf")
     a = xp.abs(v)
     if ord == 2:
-        return xp.sqrt(xp.sum(xp.multiply(v, v), axis=axes, keepdims=keepdims))
+        return xp.sqrt(xp.sum(_abs2(v), axis=axes, keepdims=keepdims))
     if ord == np.inf:
         return xp.max(a, axis=axes, keepdims=keepdims)
     if ord == -np.inf:
         return xp.min(a, axis=axes, keepdims=keepdims)
     if ord == 0:
-        return xp.sum(xp.astype(xp.not_equal(a, 0), _op(v).dtype), axis=axes, keepdims=keepdims)
+        return xp.sum(xp.astype(xp.not_equal(a, 0), _op(a).dtype), axis=axes, keepdims=keepdims)
     if ord == 1:
         return xp.sum(a, axis=axes, keepdims=keepdims)
     return xp.power(xp.sum(xp.power(a, float(ord)), axis=axes, keepdims=keepdims), 1.0 / float(ord))
@@ -437,7 +456,7 @@ def _matrix_norm(x: ArrayLike, axes: tuple[int, int], keepdims: bool, ord: Any, 
     if not (named or numeric):
         raise _fail(fname, f"ord={ord!r}: allowed 'fro', 'nuc', 1, -1, 2, -2, inf, -inf")
     if ord == "fro":
-        out = xp.sqrt(xp.sum(xp.multiply(m, m), axis=(-2, -1)))
+        out = xp.sqrt(xp.sum(_abs2(m), axis=(-2, -1)))
     elif ord == "nuc":
         out = xp.sum(svdvals(m), axis=-1)
     elif ord in (2, -2):
@@ -519,7 +538,7 @@ def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any 
     u, s, vh = svd(_value(o), full_matrices=False)
     big = xp.greater(s, xp.multiply(xp.max(s, axis=-1, keepdims=True), _per_matrix(cut)))
     s_inv = xp.where(big, xp.divide(1.0, xp.where(big, s, 1.0)), 0.0)
-    return xp.matmul(_mT(vh), xp.multiply(xp.expand_dims(s_inv, -1), _mT(u)))
+    return xp.matmul(_mH(vh), xp.multiply(xp.expand_dims(s_inv, -1), _mH(u)))
 
 
 class LstsqResult(NamedTuple):
@@ -550,7 +569,7 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None) -> LstsqResult:
     rank = matrix_rank(av, rtol=cut)
     if m > n:
         r = xp.subtract(bv, xp.matmul(av, x))
-        residuals = xp.sum(xp.multiply(r, r), axis=0)
+        residuals = xp.sum(_abs2(r), axis=0)
         residuals = xp.reshape(residuals, (1,)) if len(bo.shape) == 1 else residuals
     else:
         residuals = xp.zeros((0,), _op(s).dtype)

@@ -1,8 +1,10 @@
 """Cases for the decompositions and argsort (decompositions.py).
 
 Expectations check defining properties where they fix the result (a @ inv(a) == I,
-L @ L.T == a, ascending eigenvalues and a @ v == v * w, u * s @ vh == a) besides NumPy's
+L @ L^H == a, ascending eigenvalues and a @ v == v * w, u * s @ vh == a) besides NumPy's
 own call, so a reference that merely echoed NumPy with a wrong batch or dtype would fail.
+Each runs in float32, float64, complex64 and complex128 (Hermitian matrices for cholesky and
+eigh).
 """
 
 from __future__ import annotations
@@ -11,18 +13,32 @@ import numpy as np
 
 from tests.registry.case import Case
 
+DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def _normal(rng, shape, dt):
+    """Normal values of ``dt``: both parts drawn for a complex dtype."""
+    x = rng.standard_normal(shape)
+    return (x + 1j * rng.standard_normal(shape) if np.dtype(dt).kind == "c" else x).astype(dt)
+
+
+def _H(a):
+    return np.conj(np.swapaxes(a, -1, -2))
+
 
 def _well_conditioned(shape, dt):
     def make(rng):
         n = shape[-1]
-        return (rng.standard_normal(shape) + 3 * np.eye(n)).astype(dt)
+        return (_normal(rng, shape, np.complex128 if np.dtype(dt).kind == "c" else np.float64)
+                + 3 * np.eye(n)).astype(dt)
     return make
 
 
 def _spd(shape, dt):
+    """Symmetric (Hermitian for a complex dt) positive-definite matrices."""
     def make(rng):
-        a = rng.standard_normal(shape)
-        return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dt)
+        a = _normal(rng, shape, np.complex128 if np.dtype(dt).kind == "c" else np.float64)
+        return (a @ _H(a) + shape[-1] * np.eye(shape[-1])).astype(dt)
     return make
 
 
@@ -36,7 +52,7 @@ def _checked(expect, check):
 
 
 def _close(x, y, dt):
-    tol = 1e-3 if np.dtype(dt) == np.float32 else 1e-9
+    tol = 1e-3 if np.dtype(dt) in (np.float32, np.complex64) else 1e-9
     np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
 
 
@@ -45,7 +61,7 @@ def _square_cases(dt, shape) -> list[Case]:
     eye = np.eye(shape[-1])
 
     def rhs(rng):
-        return rng.standard_normal(shape[:-1] + (2,)).astype(dt)
+        return _normal(rng, shape[:-1] + (2,), dt)
 
     return [
         Case("inv", [_well_conditioned(shape, dt)], id=f"inv-{tag}",
@@ -53,10 +69,10 @@ def _square_cases(dt, shape) -> list[Case]:
         Case("solve", [_well_conditioned(shape, dt), rhs], id=f"solve-{tag}",
              expect=_checked(np.linalg.solve, lambda a, b, x: _close(a @ x, b, dt))),
         Case("cholesky", [_spd(shape, dt)], id=f"cholesky-{tag}",
-             expect=_checked(np.linalg.cholesky, lambda a, l_: _close(l_ @ np.swapaxes(l_, -1, -2), a, dt))),
+             expect=_checked(np.linalg.cholesky, lambda a, l_: _close(l_ @ _H(l_), a, dt))),
         Case("slogdet", [_well_conditioned(shape, dt)], id=f"slogdet-{tag}",
              expect=_checked(lambda a: tuple(np.linalg.slogdet(a)),
-                             lambda a, s, ld: _close(s * np.exp(ld), np.linalg.det(a.astype(np.float64)), dt))),
+                             lambda a, s, ld: _close(s * np.exp(ld), np.linalg.det(a.astype(np.complex128)), dt))),
         Case("eigh", [_spd(shape, dt)], id=f"eigh-{tag}",
              expect=_checked(lambda a: tuple(np.linalg.eigh(a)),
                              lambda a, w, v: (_close(a @ v, v * w[..., None, :], dt),
@@ -71,7 +87,7 @@ def _svd_case(dt, shape, full) -> Case:
         k = s.shape[-1]
         _close((u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :], a, dt)
 
-    return Case("svd", [lambda rng: rng.standard_normal(shape).astype(dt)], {"full_matrices": full},
+    return Case("svd", [lambda rng: _normal(rng, shape, dt)], {"full_matrices": full},
                 id=f"svd-{np.dtype(dt).name}-{'x'.join(map(str, shape))}-{'full' if full else 'thin'}",
                 expect=_checked(lambda a: tuple(np.linalg.svd(a, full_matrices=full)), reconstructs))
 
@@ -79,22 +95,21 @@ def _svd_case(dt, shape, full) -> Case:
 def _qr_case(dt, shape, full) -> Case:
     def orthonormal_and_triangular(a, q, r):
         _close(q @ r, a, dt)
-        _close(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] + (q.shape[-1],) * 2), dt)
+        _close(_H(q) @ q, np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] + (q.shape[-1],) * 2), dt)
         np.testing.assert_array_equal(np.tril(r, -1), 0)
 
-    return Case("qr", [lambda rng: rng.standard_normal(shape).astype(dt)], {"full_matrices": full},
+    return Case("qr", [lambda rng: _normal(rng, shape, dt)], {"full_matrices": full},
                 id=f"qr-{np.dtype(dt).name}-{'x'.join(map(str, shape))}-{'full' if full else 'reduced'}",
                 expect=_checked(lambda a: tuple(np.linalg.qr(a, mode="complete" if full else "reduced")),
                                 orthonormal_and_triangular))
 
 
-CASES: list[Case] = [c for dt in (np.float32, np.float64) for shape in ((3, 3), (2, 4, 4))
-                     for c in _square_cases(dt, shape)]
+CASES: list[Case] = [c for dt in DTYPES for shape in ((3, 3), (2, 4, 4)) for c in _square_cases(dt, shape)]
 # full_matrices / complete of a tall matrix has columns with no derivative (not unique): the
 # gradient check of every case would fail there, so those shapes are checked in tests/tracer/test_linalg.
-CASES += [_svd_case(dt, shape, full) for dt in (np.float32, np.float64)
+CASES += [_svd_case(dt, shape, full) for dt in DTYPES
           for shape, full in (((4, 3), False), ((2, 3, 5), False), ((3, 3), True))]
-CASES += [_qr_case(dt, shape, full) for dt in (np.float32, np.float64)
+CASES += [_qr_case(dt, shape, full) for dt in DTYPES
           for shape, full in (((4, 3), False), ((2, 3, 5), False), ((3, 3), True), ((2, 3, 5), True))]
 
 def _argsort_expect(axis, descending):

@@ -2,11 +2,13 @@
 
 Each is ``opaque`` to fusion: a backend runs NumPy's own routine (LAPACK through
 ``numpy.linalg``, ``np.argsort``) through its per-kernel driver, batched over the leading
-dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32 or f64 (LAPACK
-has no f16; the tracer casts). The VJP rules are JAX's: ``inv``, ``solve``, ``cholesky``,
-``slogdet``, ``qr``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct (non-zero) singular
-values, where the derivative of the vectors exists. ``argsort`` has no gradient (an
-index); ``sort``'s scatters the cotangent back through ``argsort``.
+dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32, f64, c64 or
+c128 (LAPACK has no f16; the tracer casts); a complex matrix's eigenvalues, singular values and
+log|det| are of its real dtype, as NumPy's. The VJP rules are JAX's: ``inv``, ``solve``,
+``cholesky``, ``slogdet``, ``qr``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct
+(non-zero) singular values, where the derivative of the vectors exists. Complex gradients follow
+JAX's convention (the transpose of the JVP: for a real loss, dL/dx - i dL/dy). ``argsort`` has no
+gradient (an index); ``sort``'s scatters the cotangent back through ``argsort``.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import REAL_DTYPES, float32, float64, int64
+from flowjit.ir.dtypes import REAL_DTYPES, complex64, complex128, float32, float64, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import Literal, attr, declare, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
 
-LAPACK_DTYPES = (float32, float64)
+LAPACK_DTYPES = (float32, float64, complex64, complex128)
 
 
 def _matrix(t: TensorType, square: bool = True) -> tuple[int, int]:
@@ -80,12 +82,17 @@ def _solve_rule(in_types: Sequence[TensorType]) -> TensorType:
 def _slogdet_rule(in_types: Sequence[TensorType]) -> list[TensorType]:
     a = in_types[0]
     _matrix(a)
-    return [a.with_shape(a.shape[:-2]), a.with_shape(a.shape[:-2])]
+    # A complex matrix's sign is complex (|sign| = 1); log|det| is real, as NumPy's.
+    return [a.with_shape(a.shape[:-2]), TensorType(a.shape[:-2], a.dtype.real_dtype)]
+
+
+def _real_dtype(a: np.ndarray) -> np.dtype:
+    return np.finfo(a.dtype).dtype
 
 
 def _slogdet_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sign, logdet = np.linalg.slogdet(a)
-    return np.asarray(sign, a.dtype), np.asarray(logdet, a.dtype)
+    return np.asarray(sign, a.dtype), np.asarray(logdet, _real_dtype(a))
 
 
 declare("inv", kind="opaque", rule=_square_rule,
@@ -96,7 +103,8 @@ declare("solve", kind="opaque", rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
         doc="x with a @ x == b for a [..., n, n] and b [..., n, k] of the same batch dims (LAPACK gesv)")
 declare("cholesky", kind="opaque", rule=_square_rule, dtypes=LAPACK_DTYPES,
         impl=_lapack(lambda a: np.linalg.cholesky(a).astype(a.dtype)),
-        doc="lower-triangular L with L @ L.T == a, reading a's lower triangle (LAPACK potrf)")
+        doc="lower-triangular L with L @ L^H == a, reading a's lower triangle (and the real part of its "
+            "diagonal) (LAPACK potrf)")
 declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_lapack(_slogdet_impl), dtypes=LAPACK_DTYPES,
         doc="(sign, log|det|) of [..., n, n], two results of shape [...] (LAPACK getrf)")
 
@@ -105,12 +113,12 @@ declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_lapack(_slogdet_impl
 def _eigh_rule(in_types: Sequence[TensorType], *, lower: bool) -> list[TensorType]:
     a = in_types[0]
     _matrix(a)
-    return [a.with_shape(a.shape[:-1]), a]
+    return [TensorType(a.shape[:-1], a.dtype.real_dtype), a]
 
 
 def _eigh_impl(a: np.ndarray, *, lower: bool) -> tuple[np.ndarray, np.ndarray]:
     w, v = np.linalg.eigh(a, UPLO="L" if lower else "U")
-    return w.astype(a.dtype, copy=False), v.astype(a.dtype, copy=False)
+    return w.astype(_real_dtype(a), copy=False), v.astype(a.dtype, copy=False)
 
 
 def _svd_rule(in_types: Sequence[TensorType], *, full_matrices: bool) -> list[TensorType]:
@@ -119,23 +127,25 @@ def _svd_rule(in_types: Sequence[TensorType], *, full_matrices: bool) -> list[Te
     k = min(m, n)
     batch = a.shape[:-2]
     um, vn = (m, n) if full_matrices else (k, k)
-    return [a.with_shape(batch + (m, um)), a.with_shape(batch + (k,)), a.with_shape(batch + (vn, n))]
+    return [a.with_shape(batch + (m, um)), TensorType(batch + (k,), a.dtype.real_dtype),
+            a.with_shape(batch + (vn, n))]
 
 
 def _svd_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, ...]:
     u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
-    return tuple(r.astype(a.dtype, copy=False) for r in (u, s, vh))
+    return u.astype(a.dtype, copy=False), s.astype(_real_dtype(a), copy=False), vh.astype(a.dtype, copy=False)
 
 
 declare("eigh", kind="opaque", rule=_eigh_rule, impl=_lapack(_eigh_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"lower": attr("bool", True)},
-        doc="(eigenvalues ascending [..., n], eigenvectors as columns [..., n, n]) of the symmetric "
-            "matrix whose lower (or upper) triangle is a's (LAPACK syevd)")
+        doc="(eigenvalues ascending [..., n] of the real dtype, eigenvectors as columns [..., n, n]) of "
+            "the symmetric (Hermitian) matrix whose lower (or upper) triangle is a's (LAPACK syevd/heevd)")
 declare("svd", kind="opaque", rule=_svd_rule, impl=_lapack(_svd_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
-        doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k], k = min(m, n); "
+        doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k] of the real "
+            "dtype, k = min(m, n); "
             "u is [..., m, k] and vh [..., k, n], or [..., m, m] and [..., n, n] with full_matrices "
             "(LAPACK gesdd)")
 
@@ -154,7 +164,7 @@ def _qr_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, np.ndar
 
 declare("qr", kind="opaque", rule=_qr_rule, impl=_lapack(_qr_impl), dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
-        doc="(q, r) with a == q @ r, q orthonormal columns [..., m, k], r upper-triangular [..., k, n], "
+        doc="(q, r) with a == q @ r, q orthonormal (unitary) columns [..., m, k], r upper-triangular [..., k, n], "
             "k = min(m, n), or m with full_matrices (LAPACK geqrf/orgqr)")
 
 
@@ -207,9 +217,47 @@ declare("argsort", kind="opaque", rule=_argsort_rule, impl=_argsort_impl, dtypes
 
 
 # ---- VJP rules (JAX's; see Primitive) ----------------------------------------------------------
+# Line numbers cite jax-ml/jax at cec06d1 (jax/_src/lax/linalg.py unless said otherwise).
+#
+# Complex matrices. JAX pairs a cotangent with a tangent as Re(sum(ct * t)), so its VJP is the
+# plain transpose of the JVP: for a holomorphic map (inv, solve) the real rules hold as written,
+# with plain transposes. cholesky, eigh, svd and qr have JVPs with conjugate transposes (JAX's
+# ``_H``) and parts (``.real``); their rules below are written as adjoints under the Hermitian
+# pairing Re(sum(conj(ct) * t)) instead, which is the real rule with every transpose made
+# conjugate (``_H``), and ``_jax_convention`` turns such an adjoint into JAX's VJP: the two
+# differ by conjugating the cotangents in and the gradient out.
 def _mT(e, v):
     n = v.type.ndim
     return e.transpose(v, perm=tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _conj(e, v):
+    return e.conj(v) if v.type.dtype.is_complex else v
+
+
+def _H(e, v):
+    """The conjugate transpose of each matrix of ``v`` (the transpose of a real one)."""
+    return _conj(e, _mT(e, v))
+
+
+def _as(e, v, like):
+    """``v`` (of a real dtype: eigenvalues, singular values) in ``like``'s dtype, to combine with it."""
+    return v if v.type.dtype == like.type.dtype else e.cast(v, dtype=like.type.dtype)
+
+
+def _imag_diagonal(e, x, eye):
+    """i Im(diag(x)) as a diagonal matrix: the part of the complex rules that a real x lacks."""
+    return e.mul(e.mul(e.sub(x, e.conj(x)), e.const(0.5, x)), eye)
+
+
+def _jax_convention(adjoint):
+    """A VJP rule in JAX's convention from ``adjoint``, the same rule written as the adjoint
+    of the JVP under the Hermitian pairing: ``conj(adjoint(conj(cotangents)))``; the same rule
+    on real dtypes."""
+    def vjp(e, g, y, *args, **attrs):
+        g = [_conj(e, c) for c in g] if isinstance(g, (list, tuple)) else _conj(e, g)
+        return [None if r is None else _conj(e, r) for r in adjoint(e, g, y, *args, **attrs)]
+    return vjp
 
 
 def _eye(e, like, n: int):
@@ -231,60 +279,77 @@ def _diag_part(e, x, eye):
 
 
 def _read_triangle(e, x, lower: bool = True):
-    """The gradient of a function of the symmetric matrix built from one triangle of its input,
-    given ``x``, any matrix whose symmetric part is that gradient on symmetric matrices: the
-    symmetric part, counted twice off the diagonal of the triangle read and zero in the other
-    (where finite differences of NumPy's eigh and cholesky put it). On inputs built symmetric
-    (``x + x.T``, ``x @ x.T``), the chain rule gives the same as JAX's symmetrized rule."""
+    """The gradient of a function of the symmetric (Hermitian) matrix built from one triangle of
+    its input, given ``x``, any matrix whose symmetric part is that gradient on symmetric
+    matrices: the (Hermitian) symmetric part, counted twice off the diagonal of the triangle read
+    and zero in the other (where finite differences of NumPy's eigh and cholesky put it); on the
+    diagonal the real part, as LAPACK reads only that of a Hermitian matrix's diagonal. On inputs
+    built symmetric (``x + x.T``, ``x @ x.T``), the chain rule gives the same as JAX's symmetrized
+    rule. The same in JAX's convention and the Hermitian adjoint's: it commutes with conj."""
     n = x.type.shape[-1]
     mask = np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)
     mask = (mask if lower else mask.T).astype(x.type.dtype.np)
-    return e.mul(e.add(x, _mT(e, x)), e.builder.op("constant", value=Literal(mask)))
+    return e.mul(e.add(x, _H(e, x)), e.builder.op("constant", value=Literal(mask)))
 
 
 def _inv_vjp(e, g, y, a):
+    # inv is holomorphic: JAX's transpose of dY = -Y dA Y has plain transposes, complex or not.
     yt = _mT(e, y)
     return [e.neg(e.matmul(e.matmul(yt, g), yt))]
 
 
 def _solve_vjp(e, g, x, a, b):
+    # Holomorphic too: JAX's _solve (3071) solves the transpose with trans=1, not conjugated.
     gb = e.solve(_mT(e, a), g)
     return [e.neg(e.matmul(gb, _mT(e, x))), gb]
 
 
-def _cholesky_vjp(e, g, lower, a):
-    # Murray (2016), as JAX: phi(L^T gL) keeps the lower triangle with its diagonal halved;
-    # gA = L^-T phi L^-1, whose symmetric part is the gradient; a's lower triangle is read.
+def _cholesky_adjoint(e, g, lower, a):
+    # Murray (2016), as JAX's _cholesky_jvp_rule (868): dL = L phi(L^-1 dA L^-H), phi keeping the
+    # lower triangle with its diagonal halved. Its adjoint: gA = L^-H phi(L^H gL) L^-1, whose
+    # Hermitian part is the gradient; a's lower triangle is read.
     n = a.type.shape[-1]
     phi = (np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)).astype(a.type.dtype.np)
     phi_mask = e.builder.op("constant", value=Literal(phi))
-    p = e.mul(e.matmul(_mT(e, lower), g), phi_mask)
-    lt = _mT(e, lower)
-    x = e.solve(lt, p)                      # L^-T phi
-    s = _mT(e, e.solve(lt, _mT(e, x)))      # (L^-T phi) L^-1
+    lh = _H(e, lower)
+    p = e.mul(e.matmul(lh, g), phi_mask)
+    x = e.solve(lh, p)                      # L^-H phi
+    s = _H(e, e.solve(lh, _H(e, x)))        # (L^-H phi) L^-1
     return [_read_triangle(e, s)]
 
 
 def _slogdet_vjp(e, gs, ys, a, blocks=()):
-    _, glog = gs
-    scale = _row(e, _row(e, glog))          # [...] -> [..., 1, 1]
-    return [e.mul(scale, _mT(e, e.inv(a)))]
+    # jax/_src/numpy/linalg.py _slogdet_jvp (624): with t = tr(A^-1 dA), d log|det| = Re(t) and,
+    # for a complex A, d sign = i Im(t) sign (a real sign is piecewise constant). Transposed: the
+    # cotangent of t is glog + i Im(gsign sign), and gA = that times A^-T.
+    gsign, glog = gs
+    sign, _ = ys
+    scale = _as(e, glog, a)
+    if a.type.dtype.is_complex:
+        gs_s = e.mul(gsign, sign)
+        scale = e.add(scale, e.mul(e.sub(gs_s, e.conj(gs_s)), e.const(0.5, gs_s)))
+    return [e.mul(_row(e, _row(e, scale)), _mT(e, e.inv(a)))]   # [...] -> [..., 1, 1]
 
 
-def _eigh_vjp(e, gs, ys, a, blocks=(), *, lower):
+def _eigh_adjoint(e, gs, ys, a, blocks=(), *, lower):
+    # JAX's _eigh_jvp_rule (1328): with P = V^H dA V, dw = Re diag(P) and dV = V (F * P). The
+    # adjoint: gA = V (diag(gw) + F * (V^H gV)) V^H.
     gw, gv = gs
     w, v = ys
     n = a.type.shape[-1]
-    eye = _eye(e, a, n)
-    one = e.const(1.0, a)
+    eye = _eye(e, w, n)
+    one = e.const(1.0, w)
     # F[i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it (eigenvalues assumed distinct).
     diff = e.add(e.sub(_col(e, w), _row(e, w)), eye)
-    f = e.div(e.sub(one, eye), diff)
-    inner = e.add(e.mul(_col(e, gw), eye), e.mul(f, e.matmul(_mT(e, v), gv)))
-    return [_read_triangle(e, e.matmul(e.matmul(v, inner), _mT(e, v)), lower)]
+    f = _as(e, e.div(e.sub(one, eye), diff), a)
+    inner = e.add(_as(e, e.mul(_col(e, gw), eye), a), e.mul(f, e.matmul(_H(e, v), gv)))
+    return [_read_triangle(e, e.matmul(e.matmul(v, inner), _H(e, v)), lower)]
 
 
-def _svd_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
+def _svd_adjoint(e, gs, ys, a, blocks=(), *, full_matrices):
+    # JAX's _svd_jvp_rule (2324), with dS = U^H dA V: ds = Re diag(dS), dU = U (F * (dS S + S dS^H)
+    # + D) and dV = V (F * (S dS + dS^H S)), D = i Im(diag(dS)) / s for a complex A (the relative
+    # phase of u_j and v_j); the extra columns' terms when a is not square. Here their adjoint.
     m, n = a.type.shape[-2:]
     if full_matrices and m != n:
         raise ShapeError(f"the gradient of svd with full_matrices=True is defined only for square matrices "
@@ -293,35 +358,42 @@ def _svd_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
     gu, gsv, gvh = gs
     u, s, vh = ys
     k = min(m, n)
-    eye = _eye(e, a, k)
-    one = e.const(1.0, a)
-    v, gv = _mT(e, vh), _mT(e, gvh)
+    eye = _eye(e, s, k)
+    one = e.const(1.0, s)
+    v, gv = _H(e, vh), _H(e, gvh)
     sc, sr = _col(e, s), _row(e, s)         # s_j across columns, s_i across rows
     # F[i, j] = 1 / (s_j^2 - s_i^2) off the diagonal (singular values assumed distinct).
-    f = e.div(e.sub(one, eye), e.add(e.mul(e.add(sc, sr), e.sub(sc, sr)), eye))
-    j = e.mul(f, e.matmul(_mT(e, u), gu))
-    kk = e.mul(f, e.matmul(_mT(e, v), gv))
-    gds = e.add(e.add(e.mul(_col(e, gsv), eye), e.mul(e.add(j, _mT(e, j)), sc)),
-                e.mul(sr, e.add(kk, _mT(e, kk))))
+    f = _as(e, e.div(e.sub(one, eye), e.add(e.mul(e.add(sc, sr), e.sub(sc, sr)), eye)), a)
+    sc, sr, eye_a = _as(e, sc, a), _as(e, sr, a), _as(e, eye, a)
+    uh_gu = e.matmul(_H(e, u), gu)
+    j = e.mul(f, uh_gu)
+    kk = e.mul(f, e.matmul(_H(e, v), gv))
+    gds = e.add(e.add(e.mul(_as(e, _col(e, gsv), a), eye_a), e.mul(e.add(j, _H(e, j)), sc)),
+                e.mul(sr, e.add(kk, _H(e, kk))))
+    if a.type.dtype.is_complex:
+        # D's adjoint, with JAX's 1/s := 0 where s == 0.
+        zero = e.const(0.0, s)
+        s_inv = e.select(e.eq(s, zero), zero, e.div(one, e.select(e.eq(s, zero), one, s)))
+        gds = e.add(gds, e.mul(_imag_diagonal(e, uh_gu, eye_a), _as(e, _col(e, s_inv), a)))
     ga = e.matmul(e.matmul(u, gds), vh)
     if m > n:   # u's columns span only part of the space: the rest moves with a
-        proj = e.sub(gu, e.matmul(u, e.matmul(_mT(e, u), gu)))
+        proj = e.sub(gu, e.matmul(u, uh_gu))
         ga = e.add(ga, e.matmul(e.div(proj, sc), vh))
     if n > m:
         proj = e.sub(gv, e.matmul(v, e.matmul(vh, gv)))
-        ga = e.add(ga, e.matmul(u, e.div(_mT(e, proj), sr)))
+        ga = e.add(ga, e.matmul(u, e.div(_H(e, proj), sr)))
     return [ga]
 
 
 defvjp("inv", _inv_vjp)
 defvjp("solve", _solve_vjp)
-defvjp("cholesky", _cholesky_vjp)
+defvjp("cholesky", _jax_convention(_cholesky_adjoint))
 defvjp("slogdet", _slogdet_vjp)
-defvjp("eigh", _eigh_vjp)
-defvjp("svd", _svd_vjp)
+defvjp("eigh", _jax_convention(_eigh_adjoint))
+defvjp("svd", _jax_convention(_svd_adjoint))
 
 
-def _qr_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
+def _qr_adjoint(e, gs, ys, a, blocks=(), *, full_matrices):
     m, n = a.type.shape[-2:]
     if full_matrices and m > n:
         raise ShapeError(f"the gradient of qr with mode='complete' is defined only when a has no more rows than "
@@ -330,8 +402,8 @@ def _qr_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
     gq, gr = gs
     q, r = ys
     if m >= n:
-        return [_qr_tall_vjp(e, gq, gr, q, r)]
-    # Wide a = [x | y] with x square: q, r_x = qr(x) and r_y = q^T y.
+        return [_qr_tall_adjoint(e, gq, gr, q, r)]
+    # Wide a = [x | y] with x square (JAX's qr_jvp_rule, 2087): q, r_x = qr(x) and r_y = q^H y.
     nd = a.type.ndim
     batch = a.type.shape[:-2]
 
@@ -340,22 +412,26 @@ def _qr_vjp(e, gs, ys, a, blocks=(), *, full_matrices):
                        step=(1,) * nd)
 
     y, gr_x, gr_y = cols(a, m, n - m), cols(gr, 0, m), cols(gr, m, n - m)
-    gx = _qr_tall_vjp(e, e.add(gq, e.matmul(y, _mT(e, gr_y))), gr_x, q, cols(r, 0, m))
+    gx = _qr_tall_adjoint(e, e.add(gq, e.matmul(y, _H(e, gr_y))), gr_x, q, cols(r, 0, m))
     return [e.concatenate(gx, e.matmul(q, gr_y), axis=nd - 1)]
 
 
-def _qr_tall_vjp(e, gq, gr, q, r):
-    # The transpose of JAX's qr_jvp (m >= n): with M = Q^T gQ - gR R^T,
-    # gA = (gQ + Q (tril(M - M^T, -1) - M)) R^-T.
+def _qr_tall_adjoint(e, gq, gr, q, r):
+    # The adjoint of JAX's _thin_qr_jvp (2070, m >= n): with M = Q^H gQ - gR R^H,
+    # gA = (gQ + Q (tril(M - M^H, -1) - M + i Im(diag M))) R^-H; the last term is the adjoint of
+    # JAX's "correction necessary for complex inputs" (the diagonal's imaginary part).
     n = r.type.shape[-1]
-    m_ = e.sub(e.matmul(_mT(e, q), gq), e.matmul(gr, _mT(e, r)))
+    m_ = e.sub(e.matmul(_H(e, q), gq), e.matmul(gr, _H(e, r)))
     below = np.tril(np.ones((n, n)), -1).astype(r.type.dtype.np)
-    skew = e.mul(e.sub(m_, _mT(e, m_)), e.builder.op("constant", value=Literal(below)))
-    z = e.add(gq, e.matmul(q, e.sub(skew, m_)))
-    return _mT(e, e.solve(r, _mT(e, z)))
+    skew = e.mul(e.sub(m_, _H(e, m_)), e.builder.op("constant", value=Literal(below)))
+    c = e.sub(skew, m_)
+    if r.type.dtype.is_complex:
+        c = e.add(c, _imag_diagonal(e, m_, _eye(e, r, n)))
+    z = e.add(gq, e.matmul(q, c))
+    return _H(e, e.solve(r, _H(e, z)))
 
 
-defvjp("qr", _qr_vjp)
+defvjp("qr", _jax_convention(_qr_adjoint))
 
 
 def _sort_vjp(e, g, y, x, *, axis, descending):
