@@ -12,7 +12,8 @@
 lengths the transform expects (the array API's functions in ``flowjit.tracer.fft`` pad,
 trim, move axes and normalize around this op). The reference is NumPy's pocketfft, which
 keeps the precision (complex64 stays complex64, rfft of float32 is complex64). The VJP rules
-are JAX's transpose rules (jax/_src/lax/fft.py), which follow JAX's complex convention.
+are JAX's transpose rules (jax/_src/lax/fft.py; the line numbers cited below are of jax-ml/jax
+at cec06d1), which follow JAX's complex convention.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ declare("fft", kind="opaque", rule=_fft_rule, impl=_fft_impl, dtypes=(float32, f
 def _hermitian_mask(e, like, n: int):
     """[m] weights of the rfft half-spectrum along the last axis (m = n//2 + 1): 1 for the DC
     term and, for even n, the Nyquist term, 2 for the others, whose conjugate twins the half
-    spectrum leaves out (jax/_src/lax/fft.py:187-197 and :212-221)."""
+    spectrum leaves out (jax/_src/lax/fft.py:190-197 and :214-221)."""
     m = n // 2 + 1
     mask = np.full(m, 2.0)
     mask[0] = 1.0
