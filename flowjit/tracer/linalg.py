@@ -553,9 +553,10 @@ class LstsqResult(NamedTuple):
 def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None) -> LstsqResult:
     """The least-squares solution x of ``a @ x ~= b`` (``np.linalg.lstsq``): the minimum-norm x
     through the SVD of a [M, N], singular values at or below ``rcond`` (default ``eps * max(M, N)``)
-    times the largest counted as zero; ``(x, residuals, rank, s)``. residuals (the squared norm of
-    each column of ``b - a @ x``) has shape (K,) ((1,) for a 1-D b) when M > N, else (0,). Unlike
-    NumPy's, they are given for a rank-deficient a too: the size cannot depend on the rank."""
+    times the largest counted as zero; ``(x, residuals, rank, s)``, rank an int32 as NumPy's.
+    residuals (the squared norm of each column of ``b - a @ x``, real for a complex b) has shape
+    (K,) ((1,) for a 1-D b) when M > N, else (0,). Unlike NumPy's, they are given for a
+    rank-deficient a too: the size cannot depend on the rank."""
     ao = _float_matrix(a, "lstsq", square=False)
     bo = _op(b, "b")
     if len(ao.shape) != 2 or len(bo.shape) not in (1, 2) or bo.shape[0] != ao.shape[0]:
@@ -566,7 +567,7 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None) -> LstsqResult:
     av, bv = _value(ao), _value(bo)
     x = xp.matmul(pinv(av, rcond=cut), bv)
     s = svdvals(av)
-    rank = matrix_rank(av, rtol=cut)
+    rank = xp.astype(matrix_rank(av, rtol=cut), np.int32)  # LAPACK's int, as NumPy's lstsq gives it
     if m > n:
         r = xp.subtract(bv, xp.matmul(av, x))
         residuals = xp.sum(_abs2(r), axis=0)
