@@ -56,7 +56,8 @@ class Device:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
-            return self.name == other
+            # A bare kind names index 0, as fj.device("cpu") does; NumPy's arrays say "cpu".
+            return self.name == other or (other == self.kind and self.index == 0 and self.task is None)
         return isinstance(other, Device) and (self.kind, self.index, self.task) == (other.kind, other.index, other.task)
 
     def __hash__(self) -> int:

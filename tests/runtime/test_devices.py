@@ -152,3 +152,11 @@ def test_listing_devices_without_cupy_imports_no_cuda_backend():
     env.update(NUMBA_ENABLE_CUDASIM="1", FLOWJIT_CUDA_SIMULATOR_DEVICES="2")
     out = subprocess.run([sys.executable, "-c", LIST_DEVICES], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split() == ["['cpu:0',", "'cuda:0',", "'cuda:1']", "True"]
+
+
+def test_a_device_equals_its_name_and_cpu_0_equals_numpys_cpu():
+    from flowjit.runtime.devices import Device
+    d = Device("cpu", 0)
+    assert d == "cpu:0" and d == "cpu" and "cpu" == d and np.zeros(2).device == d
+    assert Device("cpu", 1) != "cpu" and Device("cpu", 0, "/job:ps/task:0") != "cpu"
+    assert fj.__array_namespace_info__().default_device() == np.asarray(fj.from_dlpack(np.ones(2))).device
