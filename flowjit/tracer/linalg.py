@@ -389,7 +389,9 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
     if a.shape[axis] != b.shape[axis]:
         raise ShapeError(f"x1 {list(a.shape)} and x2 {list(b.shape)} differ in length along axis {axis}",
                          op="linalg.vecdot", loc=user_location())
-    return xp.sum(xp.multiply(xp.conj(_value(a)), _value(b)), axis=axis)
+    prod = xp.multiply(xp.conj(_value(a)), _value(b))
+    # In the inputs' promoted dtype, as np.vecdot and the standard: a sum alone widens small ints.
+    return xp.sum(prod, axis=axis, dtype=_op(prod).dtype)
 
 
 def _float_array(x: ArrayLike, fname: str) -> Any:

@@ -246,3 +246,14 @@ def test_a_bad_dtype_names_the_function_and_argument():
         fj.linalg.inv(np.eye(2, dtype=np.float16))
     with pytest.raises(FlowjitTypeError, match=r"linalg\.svd: a has dtype float16"):
         fj.function(fj.linalg.svd)(np.ones((2, 3), np.float16))
+
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int16, np.float32, np.complex64])
+def test_vecdot_keeps_the_promoted_dtype(dt):
+    # np.vecdot sums in the inputs' dtype: uint8 stays uint8 (a sum would give uint64).
+    x = np.arange(6, dtype=dt).reshape(2, 3)
+    for f in (fj.linalg.vecdot, fj.function(fj.linalg.vecdot)):
+        got = f(x, x[::-1])
+        want = np.vecdot(x, x[::-1])
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
