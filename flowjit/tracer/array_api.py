@@ -871,8 +871,12 @@ def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdi
 
 def std(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False, *,
         correction: float | None = None) -> Any:
-    """Standard deviation over ``axis`` (``correction``: the array API's name for ``ddof``)."""
-    return sqrt(var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction))
+    """Standard deviation over ``axis`` (``correction``: the array API's name for ``ddof``).
+    Where the variance is 0 (a single element, a constant row) the gradient is 0, not the
+    0 * inf of sqrt's derivative there."""
+    v = var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction)
+    nonzero = not_equal(v, 0)  # NaN too: its std stays NaN
+    return where(nonzero, sqrt(where(nonzero, v, 1)), 0)
 
 
 def _arg_reduce(prim: str, x: ArrayLike, axis: Any, keepdims: bool) -> Any:

@@ -930,3 +930,17 @@ def test_mT_swaps_the_last_two_axes_of_a_traced_array() -> None:
     np.testing.assert_array_equal(fj.function(lambda a: a.mT)(x), x.mT)
     with pytest.raises(FlowjitTypeError, match=r"x\.mT of a traced array of shape \[3\] at test_array_api\.py:\d+"):
         fj.function(lambda a: a.mT)(np.ones(3))
+
+
+def test_gradients_stay_finite_where_the_function_is():
+    # x ** 0.0 is the constant 1 (gradient 0 at x = 0, not 0 * inf); the std of one element
+    # or of a constant row is the constant 0 (gradient 0, not sqrt's 1 / 0 times 0).
+    assert fj.grad(lambda x: x ** 0.0)(np.float64(0.0)) == 0.0
+    np.testing.assert_array_equal(fj.grad(lambda x: fj.sum(x ** 2.0))(np.zeros(2)), [0.0, 0.0])
+    np.testing.assert_array_equal(fj.grad(fj.std)(np.array([3.0])), [0.0])
+    np.testing.assert_array_equal(fj.function(fj.grad(lambda x: fj.sum(fj.std(x, axis=1))))(np.ones((2, 3))),
+                                  np.zeros((2, 3)))
+    # Elsewhere the gradient is std's own: (x - mean) / (n std).
+    x = np.array([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(fj.grad(fj.std)(x), (x - x.mean()) / (3 * x.std()), rtol=1e-12)
+    assert np.isnan(fj.std(np.array([np.nan, 1.0])))

@@ -324,7 +324,14 @@ def _pow_db(e, g, y, a, b):
     return e.mul(g, e.select(zero, e.const(0, a), e.mul(e.log(e.select(zero, e.const(1, a), a)), y)))
 
 
-_binary_vjp("pow", lambda e, g, y, a, b: e.mul(g, e.mul(b, e.pow(a, e.sub(b, e.const(1, b))))), _pow_db)
+def _pow_da(e, g, y, a, b):
+    # d(a**b)/da = b * a**(b-1), taken as 0 where b == 0 (as JAX does): x ** 0.0 is the
+    # constant 1, whose gradient at x = 0 is 0, not 0 * inf.
+    zero = e.eq(b, e.const(0, b))
+    return e.mul(g, e.select(zero, e.const(0, b), e.mul(b, e.pow(a, e.sub(b, e.const(1, b))))))
+
+
+_binary_vjp("pow", _pow_da, _pow_db)
 _binary_vjp("maximum", lambda e, g, y, a, b: e.select(e.ge(a, b), g, e.const(0, g)),
             lambda e, g, y, a, b: e.select(e.ge(a, b), e.const(0, g), g))
 _binary_vjp("minimum", lambda e, g, y, a, b: e.select(e.le(a, b), g, e.const(0, g)),
