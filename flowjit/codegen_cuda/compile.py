@@ -42,6 +42,7 @@ from flowjit.ir.core import Block
 from flowjit.ir.errors import BUG_REPORT, FlowjitError
 from flowjit.ir.types import TensorType
 from flowjit.lowering import Kernel, Unsupported, lower_block
+from flowjit.lowering.loops import as_parts
 
 # Op kinds a kernel computes; anything else runs outside the kernels.
 KERNEL_KINDS = ("elementwise", "layout", "reduction", "constant")
@@ -216,14 +217,17 @@ class CudaKernel:
         """Launch the kernel functions on device arrays ``inputs`` on the current device;
         outputs come from ``alloc(shape, dtype)`` (default ``memory.empty``)."""
         alloc = alloc or memory.empty
-        # 0-d values travel as 1-element arrays: the generated code reads x[0].
-        args = [x.reshape(1) if not t.shape else x for x, t in zip(inputs, self.in_types)]
-        outs = [alloc(t.shape or (1,), t.dtype.np) for t in self.out_types]
+        # 0-d values travel as 1-element arrays: the generated code reads x[0]. A complex
+        # array travels as its parts (the kernel's buffer has one more dimension, of 2).
+        args = [as_parts(x) if t.dtype.is_complex else x.reshape(1) if not t.shape else x
+                for x, t in zip(inputs, self.in_types)]
+        made = [alloc(t.shape or (1,), t.dtype.np) for t in self.out_types]
+        outs = [as_parts(o.reshape(t.shape)) if t.dtype.is_complex else o for o, t in zip(made, self.out_types)]
         if self._warm:
             self._launch(args, outs)
         else:
             self._first_launch(args, outs)
-        return [o.reshape(()) if not t.shape else o for o, t in zip(outs, self.out_types)]
+        return [o.reshape(()) if not t.shape else o for o, t in zip(made, self.out_types)]
 
     def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
         """The device arrays of every buffer name (temps zeroed, scratch allocated) and the

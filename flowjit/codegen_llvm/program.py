@@ -546,7 +546,9 @@ class _Planner:
                     k = dataclasses.replace(k, name=f"{prefix}{k.name}")
                 vals = [*ins, *(r.id for r in op.results)]
                 shapes = [tuple(value_type[v].shape) for v in vals]
-                dims = tuple(d for s in shapes for d in s)
+                # A complex buffer is its parts to the kernel: one more dimension, of 2.
+                dims = tuple(d for v, s in zip(vals, shapes) for d in (*s, *((2,) if value_type[v].dtype.is_complex
+                                                                            else ())))
                 elements = max((math.prod(s) for s in shapes), default=1)
                 work += elements
                 split = None

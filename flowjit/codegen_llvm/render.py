@@ -61,6 +61,7 @@ from flowjit.lowering.loops import (
     Prim,
     Store,
     Var,
+    as_parts,
 )
 
 from . import jit, objcache, parallel
@@ -143,7 +144,8 @@ def _save(kernel: Kernel, ir_text: str | None) -> str:
 
 class CompiledKernel:
     """A kernel's machine code as a Python callable ``(inputs, outputs)`` of C-contiguous
-    NumPy arrays of the kernel's dtypes; ``address`` is the C entry point for a driver."""
+    NumPy arrays of the kernel's dtypes (a complex array of the IR is taken as its parts,
+    ``loops.as_parts``); ``address`` is the C entry point for a driver."""
 
     def __init__(self, kernel: Kernel, library: jit.Library):
         self.kernel = kernel
@@ -166,7 +168,7 @@ class CompiledKernel:
                 library.address(chunk_symbol(kernel)))
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        arrays = [*inputs, *outputs]
+        arrays = [a if a.dtype.kind != "c" else as_parts(a) for a in (*inputs, *outputs)]
         if len(arrays) != len(self._dtypes):
             raise TypeError(f"kernel {self.kernel.name} takes {len(self._dtypes)} arrays, got {len(arrays)}")
         for a, dt, r in zip(arrays, self._dtypes, self._ranks):

@@ -27,6 +27,7 @@ from flowjit.lowering.loops import (
     Store,
     Update,
     Var,
+    as_parts,
 )
 
 
@@ -39,13 +40,13 @@ class _Acc:
 
 
 def evaluate(k: Kernel, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-    """Run kernel ``k`` on ``inputs``, writing into ``outputs`` (arrays of the outputs'
-    dtypes and shapes, in the kernel's order)."""
+    """Run kernel ``k`` on ``inputs``, writing into ``outputs`` (arrays of the IR's dtypes
+    and shapes, in the kernel's order; a complex one is read and written as its parts)."""
     arrays = {}
     for b, a in zip(k.inputs, inputs):
-        arrays[b.name] = np.asarray(a)
+        arrays[b.name] = as_parts(np.asarray(a))
     for b, a in zip(k.outputs, outputs):
-        arrays[b.name] = a
+        arrays[b.name] = as_parts(a)
     env: dict = {s.name: np.int64(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
     for b in k.buffers:
         if b.role == "temp":

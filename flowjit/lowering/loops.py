@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
+import numpy as np
+
 from flowjit.ir.dtypes import DType, int64
 
 _T = TypeVar("_T", bound=type)
@@ -239,6 +241,15 @@ class Kernel(_Frozen):
 
 
 _compile_records()
+
+
+def as_parts(a: Any) -> Any:
+    """A complex array (NumPy's, or a device array with NumPy's ``view``) as the float array
+    a kernel reads: its parts along a new last axis of 2 (a view, so a kernel's writes land
+    in ``a``); any other array as it is. The lowering gives complex buffers this layout."""
+    if a.dtype.kind != "c":
+        return a
+    return a.reshape(*a.shape, 1).view(np.finfo(a.dtype).dtype)
 
 
 def children(e: Expr) -> tuple:

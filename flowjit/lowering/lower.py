@@ -9,6 +9,11 @@ axes around an accumulator. Each computed value is bound by a ``Let`` in the out
 loop whose variables it uses, so softmax's row maximum and row sum are computed once per
 row. Outputs of one shape share a loop nest; an output shaped like a nest's leading axes
 (a row's sum) is stored in that nest's row loop.
+
+A complex value is a pair of real expressions (``scalar.Pair``): a complex buffer of rank r
+is, in the kernel, a buffer of its real dtype and rank r + 1 whose last dimension (2, which
+the drivers pass) holds the parts, NumPy's ``z[..., None].view(real)``; a complex sum is two
+real accumulators. A kernel whose op has no complex definition raises ``Unsupported``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from flowjit.ir.core import Block, Op, Value
-from flowjit.ir.dtypes import float32
+from flowjit.ir.dtypes import DType, float32
 from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
@@ -38,16 +43,12 @@ from flowjit.lowering.loops import (
     children,
     free_names,
 )
-from flowjit.lowering.scalar import C, P
+from flowjit.lowering.scalar import C, P, Unsupported, is_pair
 
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
 SUM_BLOCK = 128
-
-
-class Unsupported(Exception):
-    """An op the loop IR has no lowering for (the runtime runs its kernel another way)."""
 
 
 @dataclass
@@ -71,6 +72,27 @@ class _StoreSlot:
 
 def _i(n: int) -> Const:
     return Const(int(n), INDEX)
+
+
+def load(buffer: str, idx: tuple, d: DType) -> Expr | tuple:
+    """Element ``idx`` of ``buffer`` of IR dtype ``d``: a complex element is the pair of
+    loads of its parts (the kernel's buffer has one more dimension, of the parts)."""
+    if d.is_complex:
+        return tuple(Load(buffer, (*idx, _i(part)), d.real_dtype) for part in (0, 1))
+    return Load(buffer, idx, d)
+
+
+def store(buffer: str, idx: tuple, value: Expr | tuple) -> list:
+    """The stores of ``value`` (a real expression or a complex pair) at ``idx`` of ``buffer``."""
+    if is_pair(value):
+        return [Store(buffer, (*idx, _i(part)), value[part]) for part in (0, 1)]
+    return [Store(buffer, idx, value)]
+
+
+def kernel_buffer(name: str, role: str, d: DType, rank: int) -> Buffer:
+    """The kernel's buffer for an IR array of dtype ``d`` and ``rank``: a complex one as its
+    parts (real dtype, a last dimension of 2)."""
+    return Buffer(name, role, d.real_dtype, rank + 1) if d.is_complex else Buffer(name, role, d, rank)
 
 
 class _Lowering:
@@ -117,9 +139,13 @@ class _Lowering:
                 depth = max(depth, k)
         return depth
 
-    def bind(self, expr: Expr, key: tuple, prefix: str = "t", innermost: bool = False) -> Expr:
+    def bind(self, expr: Expr | tuple, key: tuple, prefix: str = "t", innermost: bool = False) -> Expr | tuple:
         """``expr`` bound to a name in the outermost scope that has every variable it uses
-        (``innermost``: in the innermost scope, never hoisted)."""
+        (``innermost``: in the innermost scope, never hoisted); a complex pair part by part."""
+        if is_pair(expr):
+            pair = tuple(self.bind(e, (*key, part), prefix, innermost) for part, e in enumerate(expr))
+            self.scopes[len(self.scopes) - 1 if innermost else self.target_depth(pair)].memo[key] = pair
+            return pair
         if isinstance(expr, (Const, Var)):
             return expr
         depth = len(self.scopes) - 1 if innermost else self.target_depth([expr])
@@ -149,18 +175,18 @@ class _Lowering:
         self.scopes[-1].body.append(Loop(scope.var, _i(0), stop, 1, tuple(body), parallel))
 
     # ---- values ---------------------------------------------------------------------------
-    def value(self, v: Value, idx: tuple) -> Expr:
+    def value(self, v: Value, idx: tuple) -> Expr | tuple:
         key = (v.id, idx)
         for s in self.scopes:
             if key in s.memo:
                 return s.memo[key]
         if v.id in self.written:
-            return self.bind(Load(f"out{self.written[v.id]}", idx, v.type.dtype), key)
+            return self.bind(load(f"out{self.written[v.id]}", idx, v.type.dtype), key)
         if v.producer is None:
             self.reads.setdefault(v.id, set()).add(idx)
             # A read of an empty input only ever sits in a loop that runs no iteration:
             # hoisted out of it, it would run.
-            return self.bind(Load(self.arg_names[v.id], idx, v.type.dtype), key, innermost=v.type.size == 0)
+            return self.bind(load(self.arg_names[v.id], idx, v.type.dtype), key, innermost=v.type.size == 0)
         stored = self.read_stored(v, idx)
         if stored is not None:
             return self.bind(stored, key)
@@ -190,7 +216,12 @@ class _Lowering:
         operands: list = [None] * len(op.inputs)
         for k in order:
             operands[k] = self.value(op.inputs[k], indices[k])
-        return scalar.expand(op.primitive.template, operands, out.dtype)
+        try:
+            return scalar.expand(op.primitive.template, operands, out.dtype)
+        except Unsupported as e:
+            types = ", ".join(str(x.type) for x in op.inputs)
+            raise Unsupported(f"{op.name} of {types}: {e} has no loop lowering (the kernel runs its ops' NumPy "
+                              f"references)") from None
 
     def layout(self, op: Op, idx: tuple) -> Expr:
         role = op.primitive.role
@@ -227,7 +258,7 @@ class _Lowering:
                 # Clamped, so the read stays in bounds where the fill is taken.
                 src.append(self.clamp(j, size))
             inner = self.value(x, tuple(src))
-            return inner if cond is None else P("select", cond, inner, fill)
+            return inner if cond is None else scalar.choose(cond, inner, fill)
         if role == "join":
             axis = a["axis"] % out.ndim
             offset: Expr = _i(0)
@@ -242,7 +273,7 @@ class _Lowering:
                     pieces.append((offset, self.value(part, tuple(src))))
             expr = pieces[-1][1]
             for end, piece in reversed(pieces[:-1]):
-                expr = P("select", P("lt", idx[axis], end), piece, expr)
+                expr = scalar.choose(P("lt", idx[axis], end), piece, expr)
             return expr
         raise Unsupported(f"layout op {op.name} (role {role})")
 
@@ -276,17 +307,22 @@ class _Lowering:
                 e = P("add", e, P("mul", i, self.product(shape[k + 1:])))
         return e
 
-    def reduction(self, op: Op, idx: tuple) -> Expr:
+    def reduction(self, op: Op, idx: tuple) -> Expr | tuple:
         if op.primitive.reducer is None:
             raise Unsupported(f"reduction {op.name} declares no reducer")
         kind = scalar.reducer_kind(op.primitive.reducer)
+        # A complex sum is two real sums; a product's parts are not separate accumulations.
+        cx = op.results[0].type.dtype.is_complex
+        if cx and kind != "sum":
+            raise Unsupported(f"{op.name} of {op.inputs[0].type}: a {kind} of complex values has no loop lowering "
+                              f"(the kernel runs its ops' NumPy references)")
         is_arg = kind in ("argmax", "argmin")
         x = op.inputs[0]
         nd = x.type.ndim
         axes = sorted({ax % nd for ax in op.attrs["axes"]}) if "axes" in op.attrs else [op.attrs["axis"] % nd]
         keep = op.attrs.get("keepdims", False)
         d = op.results[0].type.dtype
-        if not is_arg and axes and axes == list(range(len(axes))) and len(axes) < nd:
+        if not is_arg and not cx and axes and axes == list(range(len(axes))) and len(axes) < nd:
             kept = idx[len(axes):] if keep else idx
             return P("cast", Load(*self.leading_reduction(op, kind, axes), kept, scalar.accumulator_dtype(kind, d)),
                      to=d)
@@ -305,9 +341,10 @@ class _Lowering:
         outer = self.scopes[depth]
         xd = x.type.dtype
         acc_d = xd if is_arg else scalar.accumulator_dtype(kind, d)
-        acc = self.fresh("acc")
-        outer.body.append(Accumulator(acc, kind, acc_d, scalar.start_value(kind, acc_d)))
-        self.depth_of[acc] = depth
+        accs = [self.fresh("acc") for _ in range(2 if cx else 1)]
+        for acc in accs:
+            outer.body.append(Accumulator(acc, kind, acc_d, scalar.start_value(kind, acc_d)))
+            self.depth_of[acc] = depth
         # A float32 (float16) sum adds blocks of SUM_BLOCK elements in float32, each block's
         # sum into the wider total: a wider addition in the loop would make the vectorizer
         # run the whole body at the wider width (half the float32 lanes).
@@ -356,6 +393,8 @@ class _Lowering:
                 pos = self.linear_index(tuple(Var(loop_vars[k], INDEX) for k in axes),
                                         tuple(x.type.shape[k] for k in axes))
                 self.scopes[-1].body.append(Update(acc, val, pos))
+            elif cx:
+                self.scopes[-1].body.extend(Update(acc, part) for acc, part in zip(accs, val))
             else:
                 self.slot(x, full, val, axes)
                 self.scopes[-1].body.append(Update(acc, val))
@@ -364,6 +403,8 @@ class _Lowering:
         self.scopes = saved
         if is_arg:
             return AccValue(acc, INDEX)
+        if cx:
+            return tuple(P("cast", AccValue(acc, acc_d), to=d.real_dtype) for acc in accs)
         return P("cast", AccValue(acc, acc_d), to=d)
 
     def leading_reduction(self, op: Op, kind: str, axes: list) -> tuple[str]:
@@ -472,15 +513,16 @@ class _Lowering:
                 idx = index[:depth] + tuple(_i(0) for _ in v.type.shape[depth:])
                 val = self.value(v, idx)
                 if depth < len(shape):  # a row's result, stored once per row
-                    self.scopes[depth].body.append(Store(f"out{k}", idx, val))
+                    self.scopes[depth].body.extend(store(f"out{k}", idx, val))
                 else:
-                    stores.append(Store(f"out{k}", idx, val))
+                    stores.extend(store(f"out{k}", idx, val))
             self.scopes[-1].body.extend(stores)
             while len(self.scopes) > 1:
                 self.close_loop()
             self.written.update((v.id, k) for k, v, _ in outputs)
-        buffers = [Buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
-        buffers += [Buffer(f"out{k}", "out", v.type.dtype, v.type.ndim) for k, v in enumerate(self.block.returns)]
+        buffers = [kernel_buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
+        buffers += [kernel_buffer(f"out{k}", "out", v.type.dtype, v.type.ndim)
+                    for k, v in enumerate(self.block.returns)]
         buffers += self.temps
         in_place: tuple = tuple(() for _ in self.block.returns)
         # A stored row is written ahead of the output loop, over inputs not yet read.
@@ -544,10 +586,6 @@ def unit_axes_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
 
 def lower_block(block: Block, name: str = "kernel") -> Kernel:
     """The loop-IR kernel of a ``fusion`` op's ``block`` (inputs ``in0..``, outputs
-    ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower,
-    and for complex values: the loop IR's scalars are real, so a complex kernel runs its
-    ops' NumPy references until complex values are lowered as pairs of floats."""
-    for v in list(block.args) + [r for op in block.ops for r in op.results]:
-        if v.type.dtype.is_complex:
-            raise Unsupported(f"complex values ({v.type}) are not lowered to loops yet")
+    ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower
+    (among complex values: a function with no definition over their parts, a product)."""
     return _Lowering(block, name).kernel()

@@ -12,6 +12,12 @@ expression over ``a, b, c``) into an expression over ``OPS``: the template's fun
 set, with NumPy's rules (integer division by zero gives 0, maximum propagates NaN, float
 floor division and modulo as ``npy_divmod``). ``combine`` and ``arg_wins`` give the step of
 each accumulator kind.
+
+The vocabulary is real: a complex value is a *pair* of expressions of its real dtype (re, im)
+inside the lowering (``expand`` takes and returns pairs for complex operands and results), so
+no renderer ever sees a complex scalar. Complex arithmetic is NumPy's loops written over the
+parts (``CFUNCTIONS``); a template function with no complex definition raises
+``Unsupported``, and its kernel runs its ops' NumPy references.
 """
 
 from __future__ import annotations
@@ -25,6 +31,13 @@ import numpy as np
 
 from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int64
 from flowjit.lowering.loops import Const, Expr, Prim
+
+# A complex value inside the lowering: its real and imaginary parts, each of the real dtype.
+Pair = tuple
+
+
+class Unsupported(Exception):
+    """An op the loop IR has no lowering for (the runtime runs its kernel another way)."""
 
 # Op name -> (arity, operand dtype kinds, result rule). Kinds: "f" float, "i" int (signed or
 # unsigned: a renderer reads an unsigned dtype's compares, division and casts as unsigned), "b" bool.
@@ -57,18 +70,23 @@ OPS: dict[str, tuple[int, str, str]] = {
     "asinh": (1, "f", "same"), "acosh": (1, "f", "same"), "atanh": (1, "f", "same"),
     "nextafter": (2, "f", "same"),
     "fabs": (1, "f", "same"), "fmod": (2, "f", "same"), "copysign": (2, "f", "same"),
+    "hypot": (2, "f", "same"),        # C's hypot: |a + ib| without overflow, inf if either is inf
     "ipow": (2, "i", "same"),         # integer power; a negative exponent as C's 1 / a**-b
 }
 # The ops printed and rendered as calls with a dtype suffix (``tanh.f32``).
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                         "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
-                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter"))
+                        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter",
+                        "hypot"))
 
 ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
 
 def kind_of(d: DType) -> str:
-    """``d``'s kind letter in ``OPS``: "f", "i" or "b"."""
+    """``d``'s kind letter in ``OPS``: "f", "i" or "b" (a complex dtype has none: its values
+    are pairs of floats before they reach an op)."""
+    if d.is_complex:
+        raise TypeError(f"a {d} scalar in the loop IR: complex values are lowered as pairs of {d.real_dtype}")
     return "f" if d.is_float else "i" if d.is_int else "b"
 
 
@@ -125,8 +143,11 @@ def P(op: str, *args: Expr, to: DType | None = None) -> Expr:
     return Prim(op, tuple(args), d)
 
 
-def C(value: object, d: DType) -> Const:
-    """A constant of dtype ``d``."""
+def C(value: object, d: DType) -> Const | Pair:
+    """A constant of dtype ``d`` (of a complex ``d``: the pair of its parts' constants)."""
+    if d.is_complex:
+        z = np_scalar(value, d)
+        return C(z.real, d.real_dtype), C(z.imag, d.real_dtype)
     return Const(to_python(np_scalar(value, d), d), d)
 
 
@@ -182,6 +203,7 @@ _REFERENCE: dict[str, Callable] = {
     "fmod": np.fmod, "copysign": np.copysign, "ipow": _ipow, "trunc": np.trunc,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "nextafter": np.nextafter,
+    "hypot": np.hypot,
 }
 
 
@@ -336,53 +358,186 @@ FUNCTIONS: dict[str, Callable[..., Expr]] = {
     "lshift": _lshift, "rshift": _rshift,
     **{n: _intrinsic(n) for n in ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
                                    "floor", "ceil", "rint", "atan2", "trunc", "asin", "acos", "atan",
-                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter")},
+                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter", "hypot")},
 }
+
+# ---- complex values as pairs of floats -----------------------------------------------------
+def is_pair(x: object) -> bool:
+    """Whether ``x`` is a complex value of the lowering (a pair of real expressions)."""
+    return isinstance(x, tuple)
+
+
+def pair_dtype(x: Pair) -> DType:
+    """The complex dtype of pair ``x``."""
+    return x[0].dtype.complex_dtype
+
+
+def as_pair(x: Expr | Pair) -> Pair:
+    """``x`` as a complex pair (a real ``x`` gets an imaginary part +0)."""
+    return x if is_pair(x) else (x, _zero(x.dtype))
+
+
+def choose(cond: Expr, a: Expr | Pair, b: Expr | Pair) -> Expr | Pair:
+    """``select(cond, a, b)`` of two reals or two complex pairs (part by part)."""
+    if is_pair(a) or is_pair(b):
+        a, b = as_pair(a), as_pair(b)
+        return P("select", cond, a[0], b[0]), P("select", cond, a[1], b[1])
+    return P("select", cond, a, b)
+
+
+def convert(x: Expr | Pair, to: DType) -> Expr | Pair:
+    """``x.astype(to)`` for real and complex ``x`` and ``to``, as NumPy casts: complex ->
+    real drops the imaginary part, complex -> bool is true unless both parts are 0."""
+    if is_pair(x):
+        if to.is_complex:
+            return P("cast", x[0], to=to.real_dtype), P("cast", x[1], to=to.real_dtype)
+        if to.is_bool:
+            return P("or", P("ne", x[0], _zero(x[0].dtype)), P("ne", x[1], _zero(x[1].dtype)))
+        return P("cast", x[0], to=to)
+    if to.is_complex:
+        return P("cast", x, to=to.real_dtype), _zero(to.real_dtype)
+    return P("cast", x, to=to)
+
+
+def _cadd(a: Pair, b: Pair) -> Pair:
+    return P("add", a[0], b[0]), P("add", a[1], b[1])
+
+
+def _csub(a: Pair, b: Pair) -> Pair:
+    return P("sub", a[0], b[0]), P("sub", a[1], b[1])
+
+
+def _cmul(a: Pair, b: Pair) -> Pair:
+    # NumPy's loop: the four products, no recovery of infinities from NaN (C99 Annex G's).
+    (ar, ai), (br, bi) = a, b
+    return P("sub", P("mul", ar, br), P("mul", ai, bi)), P("add", P("mul", ar, bi), P("mul", ai, br))
+
+
+def _cdiv(a: Pair, b: Pair) -> Pair:
+    """NumPy's complex division (Smith's algorithm, multiplying by the reciprocal ``scl``
+    as NumPy does, so the results are NumPy's bits); a zero divisor gives the parts
+    divided by +0 (inf or NaN), as NumPy."""
+    (ar, ai), (br, bi) = a, b
+    d = ar.dtype
+    zero, one = _zero(d), C(1, d)
+    abr, abi = P("fabs", br), P("fabs", bi)
+    rat1 = P("div", bi, br)
+    scl1 = P("div", one, P("add", br, P("mul", bi, rat1)))
+    rat2 = P("div", br, bi)
+    scl2 = P("div", one, P("add", bi, P("mul", br, rat2)))
+    by_zero = P("and", P("eq", abr, zero), P("eq", abi, zero))
+    re = P("select", by_zero, P("div", ar, abr), P("mul", P("add", ar, P("mul", ai, rat1)), scl1))
+    im = P("select", by_zero, P("div", ai, abi), P("mul", P("sub", ai, P("mul", ar, rat1)), scl1))
+    real_larger = P("ge", abr, abi)  # false when either is NaN: the second branch, as NumPy's
+    return (P("select", real_larger, re, P("mul", P("add", P("mul", ar, rat2), ai), scl2)),
+            P("select", real_larger, im, P("mul", P("sub", P("mul", ai, rat2), ar), scl2)))
+
+
+def _csign(a: Pair) -> Pair:
+    """NumPy's complex sign: z / |z|; 0 at 0 (+0 parts); NaN parts when |z| is NaN or both
+    parts are infinite; the unit toward an infinite part otherwise."""
+    re, im = a
+    d = re.dtype
+    zero, one, nan, inf = _zero(d), C(1, d), C(math.nan, d), C(math.inf, d)
+    h = P("hypot", re, im)
+    inf_re, inf_im = P("eq", P("fabs", re), inf), P("eq", P("fabs", im), inf)
+    unit_re = P("select", P("gt", re, zero), one, C(-1, d))
+    unit_im = P("select", P("gt", im, zero), one, C(-1, d))
+    at_inf = (P("select", inf_re, P("select", inf_im, nan, unit_re), zero),
+              P("select", inf_re, P("select", inf_im, nan, zero), unit_im))
+    parts = []
+    for k, x in enumerate((re, im)):
+        finite = P("select", P("eq", h, zero), zero, P("div", x, h))
+        parts.append(P("select", _isnan(h), nan, P("select", P("eq", h, inf), at_inf[k], finite)))
+    return parts[0], parts[1]
+
+
+# Template function name -> its definition over the parts of complex operands (a function
+# of complex values not named here has no loop lowering: Unsupported).
+CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
+    "abs": lambda a: P("hypot", a[0], a[1]),
+    "sign": _csign,
+    "isnan": lambda a: P("or", _isnan(a[0]), _isnan(a[1])),
+    "isfinite": lambda a: P("and", _isfinite(a[0]), _isfinite(a[1])),
+    "real": lambda a: a[0],
+    "imag": lambda a: a[1],
+    "conj": lambda a: (a[0], P("neg", a[1])),
+}
+_CBINOPS = {"add": _cadd, "sub": _csub, "mul": _cmul, "div": _cdiv}
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and", ast.BitOr: "or",
            ast.BitXor: "xor"}
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 
 
-def expand(template: str | dict, operands: Sequence[Expr], out: DType) -> Expr:
+def _binop(op: str, x: Expr | Pair, y: Expr | Pair) -> Expr | Pair:
+    if not (is_pair(x) or is_pair(y)):
+        return P(op, x, y)
+    x, y = as_pair(x), as_pair(y)
+    if op in _CBINOPS:
+        return _CBINOPS[op](x, y)
+    if op == "eq":
+        return P("and", P("eq", x[0], y[0]), P("eq", x[1], y[1]))
+    if op == "ne":
+        return P("or", P("ne", x[0], y[0]), P("ne", x[1], y[1]))
+    raise Unsupported(f"{op} of complex values")
+
+
+def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType) -> Expr | Pair:
     """An elementwise primitive's registry ``template`` over ``operands``, as an expression
-    over ``OPS`` with result dtype ``out``. Number literals take the operands' dtype; a
-    ``cast(a)`` converts to ``out``."""
-    d = operands[0].dtype
+    over ``OPS`` with result dtype ``out``. Number literals take the first operand's dtype;
+    a ``cast(a)`` converts to ``out``. A complex operand is a pair of real expressions, and
+    so is a complex result; raises ``Unsupported`` for a function of complex values with no
+    definition in ``CFUNCTIONS``."""
+    first = operands[0]
+    d = pair_dtype(first) if is_pair(first) else first.dtype
     if isinstance(template, dict):
         template = template[d.kind]
     names = dict(zip("abc", operands))
 
-    def walk(node: ast.AST) -> Expr:
+    def walk(node: ast.AST) -> Expr | Pair:
         if isinstance(node, ast.Name):
             return names[node.id]
         if isinstance(node, ast.Constant):
             return C(node.value, d)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return P(_BINOPS[type(node.op)], walk(node.left), walk(node.right))
+            return _binop(_BINOPS[type(node.op)], walk(node.left), walk(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return P("neg", walk(node.operand))
+            x = walk(node.operand)
+            return (P("neg", x[0]), P("neg", x[1])) if is_pair(x) else P("neg", x)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
-            return P("not", walk(node.operand))
+            x = walk(node.operand)
+            if is_pair(x):
+                raise Unsupported("not of a complex value")
+            return P("not", x)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
-            return P(_CMPOPS[type(node.ops[0])], walk(node.left), walk(node.comparators[0]))
+            return _binop(_CMPOPS[type(node.ops[0])], walk(node.left), walk(node.comparators[0]))
         if isinstance(node, ast.BoolOp):
             op = "and" if isinstance(node.op, ast.And) else "or"
             values = [walk(v) for v in node.values]
             e = values[0]
             for v in values[1:]:
-                e = P(op, e, v)
+                e = _binop(op, e, v)
             return e
         if isinstance(node, ast.IfExp):
-            return P("select", walk(node.test), walk(node.body), walk(node.orelse))
+            return choose(walk(node.test), walk(node.body), walk(node.orelse))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             args = [walk(a) for a in node.args]
-            if node.func.id == "cast":
-                return P("cast", args[0], to=out)
-            return FUNCTIONS[node.func.id](*args)
+            name = node.func.id
+            if name == "cast":
+                return convert(args[0], out)
+            if name == "complex":
+                return args[0], args[1]
+            if any(is_pair(a) for a in args):
+                if name not in CFUNCTIONS:
+                    raise Unsupported(f"{name} of complex values")
+                return CFUNCTIONS[name](*args)
+            if name in ("real", "conj"):  # of a real value: itself
+                return args[0]
+            return FUNCTIONS[name](*args)
         raise ValueError(f"scalar template {template!r}: cannot lower {ast.dump(node)}")
 
-    return P("cast", walk(_parse(template)), to=out)
+    return convert(walk(_parse(template)), out)
 
 
 @cache
@@ -395,7 +550,9 @@ def _parse(template: str) -> ast.expr:
 # ---- accumulators -------------------------------------------------------------------------
 def accumulator_dtype(kind: str, d: DType) -> DType:
     """The dtype a reduction of ``kind`` producing ``d`` accumulates in: float32 sums and
-    products in float64 (blocks of float32 partial sums flush into it), float16 in float32."""
+    products in float64 (blocks of float32 partial sums flush into it), float16 in float32;
+    a complex sum in two accumulators of its parts' (complex64: two float64)."""
+    d = d.real_dtype
     if kind in ("sum", "prod") and d == float32:
         return float64
     if kind in ("sum", "prod") and d == float16:
@@ -444,5 +601,6 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
     return REDUCER_KINDS[tuple(reducer)]
 
 
-__all__ = ["OPS", "INTRINSICS", "ACCUMULATOR_KINDS", "P", "C", "expand", "combine", "arg_wins",
+__all__ = ["OPS", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "P", "C", "Pair", "Unsupported", "as_pair",
+           "choose", "convert", "is_pair", "pair_dtype", "expand", "combine", "arg_wins",
            "accumulator_dtype", "start_value", "reducer_kind", "reference", "int64"]

@@ -444,7 +444,9 @@ class Executable:
                                 lines.append(f"    c{n} = contiguous({n}, *t{n})")
                             n = f"c{n}"
                         call_ins.append(n)
-                    shapes = [tuple(v.type.shape) for v in st.op.inputs] + [tuple(r.type.shape) for r in st.op.results]
+                    # A complex array is its parts to the kernel: one more dimension, of 2.
+                    shapes = [(*v.type.shape, *((2,) if v.type.dtype.is_complex else ()))
+                              for v in (*st.op.inputs, *st.op.results)]
                     entry = k.entry(shapes, self.parallel)
                     if entry is None:
                         ins_tuple = f"({', '.join(call_ins)},)" if call_ins else "()"

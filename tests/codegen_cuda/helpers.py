@@ -80,7 +80,7 @@ def assert_matches(got: list[np.ndarray], want: list[np.ndarray]) -> None:
     for g, w in zip(got, want):
         g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        if g.dtype.kind == "f":
+        if g.dtype.kind in "fc":
             np.testing.assert_allclose(g, w, equal_nan=True, **kernel_tolerance(g.dtype))
         else:
             np.testing.assert_array_equal(g, w)

@@ -39,7 +39,7 @@ LLVM_TYPES = {np.float16: ir.HalfType(), np.float32: ir.FloatType(), np.float64:
 SHORT = {np.float16: "f16", np.float32: "f32", np.float64: "f64"}
 PORTED = ("exp", "expm1", "log", "log1p", "tanh", "erf")
 # Float intrinsics of the loop IR left to libm: scalar_math has no vectorizable version.
-LIBM_ONLY = {"sin", "cos", "atan2", "pow"}
+LIBM_ONLY = {"sin", "cos", "atan2", "pow", "hypot"}  # hypot: libm's, as NumPy's complex abs
 
 
 @pytest.fixture(scope="module", autouse=True)

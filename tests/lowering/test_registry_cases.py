@@ -5,12 +5,14 @@ the loop IR computes what the registry declares before any renderer exists."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from flowjit.ir import interpret, new_function, verify
 from flowjit.ir.registry import get
 from flowjit.ir.types import TensorType
 from flowjit.lowering import evaluate, lower_block, print_kernel, verify_kernel
 from tests.registry.case import Case, kernel_tolerance
+from tests.registry.test_compiled import COMPLEX_REFUSED
 from tests.registry.test_generic import ALL_CASES, FUSIBLE, _domain_inputs, _tolerance
 
 
@@ -22,9 +24,9 @@ def _complex(case) -> bool:
     return any(t.dtype.is_complex for t in (*types, *outs))
 
 
-# Complex values are not lowered to loops yet (their kernels run NumPy's references: the
-# lowering raises Unsupported for them, test_lowering.py checks that).
-CASES = [c for c in ALL_CASES if get(c.prim).kind in FUSIBLE and not _complex(c)]
+# The ops whose complex form has no loop lowering (COMPLEX_REFUSED): their kernels run the
+# ops' NumPy references (NumPy's special cases), and the lowering says so (test below).
+CASES = [c for c in ALL_CASES if get(c.prim).kind in FUSIBLE and not (c.prim in COMPLEX_REFUSED and _complex(c))]
 
 
 def check_block_against_interpreter(fn, arrays: list[np.ndarray], name: str) -> str:
@@ -65,3 +67,16 @@ def test_every_fusible_registry_case_lowers_and_evaluates_as_the_interpreter():
         except Exception as e:  # collected, so one run names every failing case
             failures.append(f"{case.id or case.prim}: {str(e)[:2000]}")
     assert not failures, f"{len(failures)} of {len(CASES)} cases:\n" + "\n\n".join(failures[:5])
+
+
+def test_the_complex_ops_with_no_loop_lowering_are_refused_by_name():
+    from flowjit.lowering import Unsupported
+
+    refused = set()
+    for case in ALL_CASES:
+        if case.prim in COMPLEX_REFUSED and _complex(case):
+            fn, _ = case_function(case)
+            with pytest.raises(Unsupported, match=rf"{case.prim} of c(64|128)"):
+                lower_block(fn.body)
+            refused.add(case.prim)
+    assert refused == COMPLEX_REFUSED

@@ -1,0 +1,287 @@
+"""Complex values through the loop IR: each complex op lowered as pairs of floats, run by
+the evaluator and by the compiled kernel (llvm), against NumPy on random values and on
+every pairing of special parts (signed zeros, infinities, NaN, huge and tiny), 0-d and
+broadcast; fused chains and sums end to end; kernels that hold no complex scalar."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.codegen_llvm.render import compile_kernel
+from flowjit.ir import interpret, new_function, verify
+from flowjit.ir.registry import Literal, get
+from flowjit.ir.types import TensorType
+from flowjit.lowering import Unsupported, evaluate, lower_block, print_kernel, verify_kernel
+from flowjit.lowering.loops import expressions
+
+CDTYPES = (np.complex64, np.complex128)
+_PARTS = (0.0, -0.0, 1.0, -1.0, 2.5, -3.0, np.inf, -np.inf, np.nan, 1e-30, 1e30)
+
+
+def special(dtype) -> np.ndarray:
+    """Every complex number whose parts are two of ``_PARTS`` (121 values)."""
+    re, im = np.array(list(itertools.product(_PARTS, _PARTS)), np.finfo(dtype).dtype).T
+    z = np.empty(re.shape, dtype)
+    z.real, z.imag = re, im
+    return z
+
+
+def random(dtype, shape, seed) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=shape) * 3 + 1j * rng.normal(size=shape) * 3).astype(dtype)
+
+
+def pairs(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every pairing of two special values, and random values after them."""
+    s = special(dtype)
+    a, b = (x.reshape(-1) for x in np.meshgrid(s, s, indexing="ij"))
+    return np.concatenate([a, random(dtype, 200, 1)]), np.concatenate([b, random(dtype, 200, 2)])
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal values, the sign of a zero included; NaN where NaN (any sign)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
+    parts = (got.real, got.imag, want.real, want.imag) if got.dtype.kind == "c" else (got, None, want, None)
+    for g, w in ((parts[0], parts[2]), (parts[1], parts[3])):
+        if g is None:
+            continue
+        if g.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w)
+            continue
+        nan = np.isnan(w)
+        bad = (np.isnan(g) != nan) | (~nan & ((g != w) | (np.signbit(g) != np.signbit(w))))
+        assert not bad.any(), f"{bad.sum()} differ, e.g. {g[bad][:4]} for {w[bad][:4]}"
+
+
+def build(body: Callable, types: list[TensorType]):
+    """A function of ``types`` whose body ``body(builder, *args)`` returns its values."""
+    fn, b = new_function("f", types, [f"x{i}" for i in range(len(types))])
+    outs = body(b, *fn.args)
+    fn.body.set_returns(list(outs) if isinstance(outs, (list, tuple)) else [outs])
+    verify(fn)
+    return fn
+
+
+def op(name: str, **attrs) -> Callable:
+    return lambda b, *xs: b.emit(get(name), list(xs), attrs)[0]
+
+
+def run_both(fn, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray], str]:
+    """The kernel of ``fn``'s body evaluated and compiled on ``arrays``, and its listing."""
+    kernel = lower_block(fn.body, "cx")
+    verify_kernel(kernel)
+    for e in expressions(kernel.body):  # no complex scalar reaches a renderer
+        assert not e.dtype.is_complex, e
+    assert all(not b.dtype.is_complex for b in kernel.buffers)
+    outs = [[np.zeros(v.type.shape, v.type.dtype.np) for v in fn.body.returns] for _ in range(2)]
+    evaluate(kernel, arrays, outs[0])
+    compile_kernel(kernel)(arrays, outs[1])
+    return outs[0], outs[1], print_kernel(kernel)
+
+
+def check_exact(fn, arrays: list[np.ndarray], want: list[np.ndarray]) -> None:
+    evaluated, compiled, text = run_both(fn, arrays)
+    assert "c64" not in text and "c128" not in text, text
+    for e, c, w in zip(evaluated, compiled, want):
+        same_bits(e, w)
+        same_bits(c, w)
+
+
+def _np_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return a / b
+
+
+BINARY = {"add": np.add, "sub": np.subtract, "div": _np_div, "eq": np.equal, "ne": np.not_equal}
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_ops_are_numpys_bits(name, dtype):
+    # div: NumPy's Smith algorithm, reciprocal and all, so even inf/nan/zero divisors agree.
+    a, b = pairs(dtype)
+    t = TensorType(a.shape, dtype)
+    with np.errstate(all="ignore"):
+        check_exact(build(op(name), [t, t]), [a, b], [BINARY[name](a, b)])
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_mul_is_the_four_product_formula(dtype):
+    # NumPy's plain loop; its AVX-512 loop fuses the products (FMA), so it may differ from
+    # both in the last bit: checked against the formula exactly, against np.multiply closely.
+    a, b = pairs(dtype)
+    t = TensorType(a.shape, dtype)
+    with np.errstate(all="ignore"):
+        want = np.empty_like(a)
+        want.real = a.real * b.real - a.imag * b.imag
+        want.imag = a.real * b.imag + a.imag * b.real
+        check_exact(build(op("mul"), [t, t]), [a, b], [want])
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(want[finite], (a * b)[finite], rtol=4 * np.finfo(dtype).eps, atol=1e-300)
+
+
+UNARY = {"neg": np.negative, "conj": np.conj, "real": np.real, "imag": np.imag, "sign": np.sign,
+         "isnan": np.isnan, "isfinite": np.isfinite,
+         # NumPy's complex absolute is hypot (its AVX-512 loop rounds its own way: checked
+         # against libm's hypot, the C loop's).
+         "abs": lambda z: np.hypot(z.real, z.imag)}
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_ops_are_numpys_bits(name, dtype):
+    z = np.concatenate([special(dtype), random(dtype, 100, 3)])
+    with np.errstate(all="ignore"):
+        want = np.asarray(UNARY[name](z))
+        check_exact(build(op(name), [TensorType(z.shape, dtype)]), [z], [want])
+    if name == "abs":
+        np.testing.assert_allclose(want, np.abs(z), rtol=2 * np.finfo(dtype).eps)
+
+
+def test_sign_at_its_special_points_is_numpys():
+    z = np.array([0j, complex(-0.0, -0.0), complex(np.inf, 0), complex(-np.inf, 5), complex(3, -np.inf),
+                  complex(np.inf, np.inf), complex(np.nan, 1), complex(np.nan, np.inf), 3 - 4j])
+    got = fj.function(lambda z: fj.sign(z))(z)
+    same_bits(got, np.sign(z))
+    same_bits(got[:2], np.zeros(2, np.complex128))  # +0 parts, not 0 * z
+
+
+CASTS = [(np.complex64, np.complex128), (np.complex128, np.complex64), (np.float32, np.complex64),
+         (np.float64, np.complex64), (np.int32, np.complex128), (np.bool_, np.complex64),
+         (np.complex64, np.float32), (np.complex128, np.float32), (np.complex128, np.int64),
+         (np.complex64, np.bool_)]
+
+
+@pytest.mark.parametrize("src,dst", CASTS, ids=[f"{np.dtype(s).name}-{np.dtype(d).name}" for s, d in CASTS])
+def test_casts_are_astypes(src, dst):
+    z = np.concatenate([special(np.complex128), random(np.complex128, 50, 4)])
+    if np.dtype(src).kind == "c":
+        x = z.astype(src)
+    else:
+        x = np.nan_to_num(z.real) if np.dtype(src).kind in "iub" else z.real
+        with np.errstate(all="ignore"):
+            x = x.astype(src) if np.dtype(src).kind != "b" else x != 0
+    x = x[np.isfinite(x)] if np.dtype(dst).kind in "iu" else x  # NaN to int: each platform's own
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        want = x.astype(dst)
+    check_exact(build(op("cast", dtype=fj.dtype(dst)), [TensorType(x.shape, x.dtype)]), [x], [want])
+
+
+@pytest.mark.parametrize("dtype", (np.float32, np.float64))
+def test_complex_of_parts_keeps_signed_zeros_and_infinities(dtype):
+    s = special(np.complex128)
+    re, im = s.real.astype(dtype), s.imag.astype(dtype)
+    t = TensorType(re.shape, dtype)
+    want = np.empty(re.shape, np.result_type(dtype, np.complex64))
+    want.real, want.imag = re, im
+    check_exact(build(op("complex"), [t, t]), [re, im], [want])
+
+
+def test_select_chooses_both_parts():
+    a, b = random(np.complex64, 30, 5), random(np.complex64, 30, 6)
+    pred = a.real > 0
+    t = TensorType(a.shape, np.complex64)
+    check_exact(build(op("select"), [TensorType(a.shape, np.bool_), t, t]), [pred, a, b], [np.where(pred, a, b)])
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_zero_d_and_broadcast_operands(dtype):
+    z0 = np.array(1.5 - 2j, dtype)
+    col, row = random(dtype, (3, 1), 7), random(dtype, (4,), 8)
+    fn = build(lambda b, x, c, r: [op("mul")(b, x, x), op("div")(b, c, r), op("add")(b, c, x)],
+               [TensorType((), dtype), TensorType((3, 1), dtype), TensorType((4,), dtype)])
+    want = interpret(fn, [z0, col, row])
+    check_exact(fn, [z0, col, row], want)
+    same_bits(want[1], col / row)
+
+
+def test_a_constant_a_pad_and_a_join_of_complex_values():
+    z = random(np.complex128, (2, 3), 9)
+
+    def body(b, x):
+        c = b.emit(get("constant"), [], {"value": Literal(np.array(2 - 1j))})[0]
+        y = op("mul")(b, x, op("broadcast_to", shape=(2, 3))(b, c))
+        padded = op("pad", low=(1, 0), high=(0, 2), value=0.5)(b, y)
+        return op("concatenate", axis=0)(b, padded, op("pad", low=(0, 0), high=(0, 2), value=-1.0)(b, x))
+    fn = build(body, [TensorType((2, 3), np.complex128)])
+    want = interpret(fn, [z])
+    check_exact(fn, [z], want)
+    same_bits(want[0][0], np.full(5, 0.5 + 0j))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("axes,keepdims", [((0, 1), False), ((1,), False), ((0,), True), ((), False)])
+def test_a_complex_sum_is_two_float_sums(dtype, axes, keepdims):
+    z = random(dtype, (7, 130), 10)
+    fn = build(op("reduce_sum", axes=axes, keepdims=keepdims), [TensorType(z.shape, dtype)])
+    evaluated, compiled, text = run_both(fn, [z])
+    want = np.sum(z, axis=axes, keepdims=keepdims) if axes else z
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.complex64 else dict(rtol=1e-13, atol=1e-13)
+    for got in (evaluated, compiled):
+        np.testing.assert_allclose(got[0], want, **tol)
+        assert got[0].dtype == dtype
+    if axes:
+        assert text.count("acc") >= 2 and "c64" not in text and "c128" not in text, text
+
+
+def test_a_complex_product_and_exp_stay_refused_by_name():
+    t = TensorType((3, 4), np.complex64)
+    with pytest.raises(Unsupported, match=r"reduce_prod of c64\[3,4\]: a prod of complex values"):
+        lower_block(build(op("reduce_prod", axes=(1,)), [t]).body)
+    with pytest.raises(Unsupported, match=r"exp of c64\[3,4\]: exp of complex values has no loop lowering"):
+        lower_block(build(lambda b, x: op("mul")(b, op("exp")(b, x), x), [t]).body)
+
+
+def executable(f):
+    return f._cache[next(iter(f._cache))].executable
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_a_fused_chain_runs_natively_and_exp_falls_back(dtype):
+    z, w = random(dtype, (64, 33), 11), random(dtype, (64, 33), 12)
+
+    f = fj.function(lambda z, w: z * w + fj.conj(z))
+    got = f(z, w)
+    assert got.dtype == dtype
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.complex64 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, z * w + np.conj(z), **tol)
+    exe = executable(f)
+    assert exe.fallbacks == {} and exe._program is not None, (exe.fallbacks, exe.native_reason)
+
+    g = fj.function(lambda z, w: fj.exp(z) * w + fj.conj(z))
+    np.testing.assert_allclose(g(z, w), np.exp(z) * w + np.conj(z), **tol)
+    assert any("exp of c" in reason for reason in executable(g).fallbacks.values()), executable(g).fallbacks
+
+
+def test_kernels_beside_a_complex_matmul_run_on_the_python_driver():
+    # The native program has no complex matmul: the Python driver calls the kernels, passing
+    # each complex array's trailing dimension of parts.
+    a, b = random(np.complex128, (5, 4), 13), random(np.complex128, (4, 6), 14)
+    f = fj.function(lambda a, b: fj.conj(a @ b) * 2 + (a @ b).real)
+    np.testing.assert_allclose(f(a, b), np.conj(a @ b) * 2 + (a @ b).real, rtol=1e-13)
+    np.testing.assert_allclose(f(a, b), np.conj(a @ b) * 2 + (a @ b).real, rtol=1e-13)  # the built driver
+    exe = executable(f)
+    assert exe._program is None and exe.fallbacks == {} and exe.kernels, (exe.native_reason, exe.fallbacks)
+
+
+def test_a_large_elementwise_kernel_splits_over_threads_as_parts():
+    z, w = random(np.complex64, 1 << 19, 15), random(np.complex64, 1 << 19, 16)
+    f = fj.function(lambda z, w: z * w - z / w)
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(f(z, w), z * w - z / w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_complex_update_in_place_and_zero_d_result():
+    z = random(np.complex64, (), 17)
+    f = fj.function(lambda z: (z * z + 1j, fj.abs(z)))
+    got = f(z)
+    same_bits(got[1], np.hypot(z.real, z.imag))
+    np.testing.assert_allclose(got[0], z * z + 1j, rtol=1e-6)
+    assert got[0].shape == () and got[0].dtype == np.complex64
