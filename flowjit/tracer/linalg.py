@@ -29,9 +29,9 @@ from flowjit.tracer.array_api import ArrayLike, Operand, _cast, _op, _value, num
 from flowjit.tracer.core import bind, user_location
 
 __all__: list[str] = [
-    "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
-    "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet",
-    "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm",
+    "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "matmul",
+    "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer", "pinv", "qr",
+    "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm",
 ]
 
 
@@ -180,6 +180,28 @@ def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
 def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Any:
     """The eigenvalues (ascending) of each symmetric matrix of ``a`` (see ``eigh``)."""
     return eigh(a, UPLO).eigenvalues
+
+
+class EigResult(NamedTuple):
+    """``eig``'s result, as NumPy's: ``a @ eigenvectors == eigenvectors * eigenvalues``."""
+
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+def eig(a: ArrayLike) -> EigResult:
+    """Eigenvalues and right eigenvectors (columns, unit norm, largest component real) of each
+    general square matrix of ``a`` (``np.linalg.eig``), unordered. Both are complex even for a
+    real ``a`` whose eigenvalues are all real (NumPy then gives real arrays, a dtype that depends
+    on the values; JAX and the standard give complex). The gradient (JAX's) assumes distinct
+    eigenvalues and differentiates through LAPACK's normalisation of the vectors."""
+    w, v = _bind("eig", "eig", [_float_matrix(a, "eig")])
+    return EigResult(w, v)
+
+
+def eigvals(a: ArrayLike) -> Any:
+    """The eigenvalues of each general square matrix of ``a``, complex and unordered (see ``eig``)."""
+    return eig(a).eigenvalues
 
 
 def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,

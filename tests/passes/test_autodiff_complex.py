@@ -12,8 +12,9 @@ import flowjit as fj
 from flowjit.ir.errors import AutodiffError
 from flowjit.tracer.core import bind
 
-# fft: against the same finite differences in tests/tracer/test_fft.py.
-COMPLEX_GRADIENTS_CHECKED = {"real", "imag", "conj", "complex", "fft"}
+# fft: against the same finite differences in tests/tracer/test_fft.py; eig (complex results even
+# for a real matrix) in tests/tracer/test_linalg_complex.py.
+COMPLEX_GRADIENTS_CHECKED = {"real", "imag", "conj", "complex", "fft", "eig"}
 
 Z = np.complex128(1 + 2j)
 

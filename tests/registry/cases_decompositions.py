@@ -112,6 +112,22 @@ CASES += [_svd_case(dt, shape, full) for dt in DTYPES
 CASES += [_qr_case(dt, shape, full) for dt in DTYPES
           for shape, full in (((4, 3), False), ((2, 3, 5), False), ((3, 3), True), ((2, 3, 5), True))]
 
+def _eig_case(dt, shape) -> Case:
+    def eigenpairs(a, w, v):
+        _close(a @ v, v * w[..., None, :], dt)
+        _close(np.linalg.norm(v, axis=-2), np.ones(w.shape), dt)
+
+    def expect(a):
+        c = np.result_type(a.dtype, np.complex64)   # complex even where NumPy's are real
+        return tuple(r.astype(c) for r in np.linalg.eig(a))
+
+    return Case("eig", [_well_conditioned(shape, dt)], id=f"eig-{np.dtype(dt).name}-{'x'.join(map(str, shape))}",
+                expect=_checked(expect, eigenpairs))
+
+
+CASES += [_eig_case(dt, shape) for dt in DTYPES for shape in ((3, 3), (2, 4, 4))]
+
+
 def _argsort_expect(axis, descending):
     def expect(x):
         # Independent of the reference: a stable sort of (key, position) pairs, row by row.

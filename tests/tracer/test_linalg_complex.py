@@ -257,3 +257,41 @@ def test_vecdot_keeps_the_promoted_dtype(dt):
         want = np.vecdot(x, x[::-1])
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+# ---- eig, eigvals: general matrices, complex results ---------------------------------------------
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)
+def test_eig_matches_numpy_with_complex_results(dt):
+    rng = np.random.default_rng(8)
+    a = (_general(rng, 2, 4, 4) if np.dtype(dt).kind == "c" else rng.standard_normal((2, 4, 4))).astype(dt)
+    c = np.result_type(dt, np.complex64)
+    w, v = np.linalg.eig(a)
+    for f in (fj.linalg.eig, fj.function(fj.linalg.eig)):
+        got = f(a)
+        _assert_matches_numpy(tuple(got), (w.astype(c), v.astype(c)), c)
+    np.testing.assert_allclose(fj.linalg.eigvals(a), w, **_tol(c))
+
+
+def _eig_loss(m, eig, wrow, c):
+    # Invariant to the order of the eigenpairs (LAPACK's, unsorted): sums over pairs.
+    def f(a):
+        w, v = eig(a)
+        return m.sum(m.real(wrow * v * w ** 2)) + m.sum(m.real(c * w ** 3))
+    return f
+
+
+def test_gradient_of_eig_of_a_complex_matrix():
+    rng = np.random.default_rng(9)
+    a, wrow = _normal(rng, 4, 4), _normal(rng, 4, 1)
+    _check_grad(_eig_loss(fj, fj.linalg.eig, wrow, 0.3 - 0.7j), _eig_loss(np, np.linalg.eig, wrow, 0.3 - 0.7j), a)
+
+
+def test_gradient_of_eig_of_a_real_matrix_is_real():
+    from tests.finite_differences import central_differences
+    rng = np.random.default_rng(10)
+    a, wrow = rng.standard_normal((4, 4)), _normal(rng, 4, 1)
+    assert np.iscomplexobj(np.linalg.eigvals(a))   # a complex pair: the vectors' phase matters
+    got = fj.grad(_eig_loss(fj, fj.linalg.eig, wrow, 1.5j))(a)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, central_differences(_eig_loss(np, np.linalg.eig, wrow, 1.5j), [a], 0),
+                               rtol=1e-6, atol=1e-7)

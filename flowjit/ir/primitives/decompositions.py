@@ -150,6 +150,27 @@ declare("svd", kind="opaque", rule=_svd_rule, impl=_lapack(_svd_impl),
             "(LAPACK gesdd)")
 
 
+def _eig_rule(in_types: Sequence[TensorType]) -> list[TensorType]:
+    a = in_types[0]
+    _matrix(a)
+    c = a.dtype.complex_dtype
+    return [TensorType(a.shape[:-1], c), TensorType(a.shape, c)]
+
+
+def _eig_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # Complex even where every eigenvalue is real (NumPy then gives a real array: a dtype that
+    # depends on the values, which a traced program cannot have; JAX's and the standard's answer).
+    w, v = np.linalg.eig(a)
+    c = np.result_type(a.dtype, np.complex64)
+    return w.astype(c, copy=False), v.astype(c, copy=False)
+
+
+declare("eig", kind="opaque", rule=_eig_rule, impl=_lapack(_eig_impl), dtypes=LAPACK_DTYPES,
+        doc="(eigenvalues [..., n], right eigenvectors as columns [..., n, n]) of a general matrix, both "
+            "complex (of a's precision), unordered, each vector of unit norm with its largest component "
+            "real (LAPACK geev)")
+
+
 def _qr_rule(in_types: Sequence[TensorType], *, full_matrices: bool) -> list[TensorType]:
     a = in_types[0]
     m, n = _matrix(a, square=False)
@@ -391,6 +412,35 @@ defvjp("cholesky", _jax_convention(_cholesky_adjoint))
 defvjp("slogdet", _slogdet_vjp)
 defvjp("eigh", _jax_convention(_eigh_adjoint))
 defvjp("svd", _jax_convention(_svd_adjoint))
+
+
+def _eig_vjp(e, gs, ys, a, blocks=()):
+    # The transpose of JAX's eig_jvp_rule (1221) and _eig_vec_jvp (1197), distinct eigenvalues:
+    # P = V^-1 dA V, dw = diag(P), dV = U + V diag(c) with U = V (F * P), F[i, j] = 1 / (w_j - w_i),
+    # and c_j = -Re(v_j^H u_j) - i Im(u_kj) / Re(v_kj), k = argmax_i |v_ij|: the derivative of
+    # LAPACK's normalisation (unit norm, largest component real). Holomorphic apart from c, so
+    # plain transposes; a real a takes the real part (the transpose of its cast to complex).
+    gw, gv = gs
+    w, v = ys
+    n = a.type.shape[-1]
+    nd = v.type.ndim
+    eye = _eye(e, w, n)
+    one = e.const(1.0, w)
+    f = e.sub(e.div(one, e.add(e.sub(_col(e, w), _row(e, w)), eye)), eye)
+    absv = e.abs(v)
+    mask = e.cast(e.eq(absv, e.reduce_max(absv, axes=(nd - 2,), keepdims=True)), dtype=v.type.dtype)
+    gc = e.reduce_sum(e.mul(gv, v), axes=(nd - 2,), keepdims=True)          # [..., 1, n]
+    v_k = e.real(e.reduce_sum(e.mul(mask, v), axes=(nd - 2,), keepdims=True))
+    half = e.const(0.5, gc)
+    re_gc = e.mul(e.add(gc, e.conj(gc)), half)                             # Re(gc), complex
+    i_im_gc = e.mul(e.sub(gc, e.conj(gc)), half)                           # i Im(gc)
+    gu = e.sub(e.sub(gv, e.mul(e.conj(v), re_gc)), e.mul(mask, e.div(i_im_gc, e.cast(v_k, dtype=v.type.dtype))))
+    gp = e.add(e.mul(_col(e, gw), eye), e.mul(f, e.matmul(_mT(e, v), gu)))
+    ga = e.matmul(e.solve(_mT(e, v), gp), _mT(e, v))
+    return [ga if a.type.dtype.is_complex else e.real(ga)]
+
+
+defvjp("eig", _eig_vjp)
 
 
 def _qr_adjoint(e, gs, ys, a, blocks=(), *, full_matrices):
