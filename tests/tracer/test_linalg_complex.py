@@ -295,3 +295,16 @@ def test_gradient_of_eig_of_a_real_matrix_is_real():
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, central_differences(_eig_loss(np, np.linalg.eig, wrow, 1.5j), [a], 0),
                                rtol=1e-6, atol=1e-7)
+
+
+def test_numpy_linalg_traces_as_fj_linalg_on_complex():
+    a = _general(np.random.default_rng(11), 3, 3)
+
+    @fj.function
+    def f(a):
+        return np.linalg.eigvals(a), np.linalg.svd(a, compute_uv=False), np.linalg.slogdet(a).logabsdet
+
+    w, s, logdet = f(a)
+    np.testing.assert_allclose(np.sort_complex(w), np.sort_complex(np.linalg.eigvals(a)), rtol=1e-10)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), rtol=1e-10)
+    assert s.dtype == logdet.dtype == np.float64
