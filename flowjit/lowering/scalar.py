@@ -452,6 +452,46 @@ def _csign(a: Pair) -> Pair:
     return parts[0], parts[1]
 
 
+def _cexp(a: Pair) -> Pair:
+    """exp(a + ib) = exp(a)·(cos b + i sin b), then the standard's special cases (C99 Annex
+    G's cexp) where that formula's inf·0 or inf·NaN says otherwise. Unlike glibc's cexp it
+    does not rescale where exp(a) overflows but exp(a)·cos(b) would not (a just past the
+    largest exp argument): there it gives an infinity."""
+    re, im = a
+    d = re.dtype
+    zero, nan, inf = _zero(d), C(math.nan, d), C(math.inf, d)
+    e = P("exp", re)
+    out_re, out_im = P("mul", e, P("cos", im)), P("mul", e, P("sin", im))
+    a_nan, b_zero, b_finite = _isnan(re), P("eq", im, zero), _isfinite(im)
+    rules = [  # (condition, re, im): the first that holds wins
+        (P("and", b_zero, P("not", P("or", a_nan, P("eq", re, C(-math.inf, d))))), out_re, im),  # b = ±0: im is b
+        (P("and", _isfinite(re), P("not", b_finite)), nan, nan),
+        (P("and", P("eq", re, C(-math.inf, d)), P("not", b_finite)), zero, P("copysign", zero, im)),  # glibc's sign
+        (P("and", P("eq", re, inf), P("not", b_finite)), inf, nan),
+        (P("and", a_nan, b_zero), nan, im),
+        (a_nan, nan, nan),
+    ]
+    for cond, r, i in reversed(rules):
+        out_re, out_im = P("select", cond, r, out_re), P("select", cond, i, out_im)
+    return out_re, out_im
+
+
+def _clog(a: Pair) -> Pair:
+    """log(a + ib) = (log|z|, atan2(b, a)); near |z| = 1, where log(hypot) loses digits,
+    the real part is log1p((M - 1)(M + 1) + m²)/2 (M, m: the larger and smaller |part|).
+    hypot and atan2's IEEE rules give every special case of the standard."""
+    re, im = a
+    d = re.dtype
+    h = P("hypot", re, im)
+    ar, ai = P("fabs", re), P("fabs", im)
+    big, small = P("select", P("ge", ar, ai), ar, ai), P("select", P("ge", ar, ai), ai, ar)
+    one = C(1, d)
+    near = P("and", P("gt", h, C(0.7, d)), P("lt", h, C(1.4, d)))
+    close = P("mul", C(0.5, d), P("log1p", P("add", P("mul", P("sub", big, one), P("add", big, one)),
+                                                P("mul", small, small))))
+    return P("select", near, close, P("log", h)), P("atan2", im, re)
+
+
 # Template function name -> its definition over the parts of complex operands (a function
 # of complex values not named here has no loop lowering: Unsupported).
 CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
@@ -462,6 +502,8 @@ CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
     "real": lambda a: a[0],
     "imag": lambda a: a[1],
     "conj": lambda a: (a[0], P("neg", a[1])),
+    "exp": _cexp,
+    "log": _clog,
 }
 _CBINOPS = {"add": _cadd, "sub": _csub, "mul": _cmul, "div": _cdiv}
 
