@@ -89,7 +89,7 @@ def test_torch_both_ways():
     assert out[0, 0] == -1.0
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint16", "uint32", "uint64", "int16"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint16", "uint32", "uint64", "int16", "complex64", "complex128"])
 def test_jax_exchanges_every_dtype_without_a_copy(dtype):
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
