@@ -560,8 +560,11 @@ def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: 
         shapes[0][:2], shapes[1][:2] = shapes[0][1::-1], shapes[1][1::-1]
     out = [fj.reshape(x, tuple(s)) for x, s in zip(flat, shapes)]
     if not sparse:
-        full = tuple(builtins.max(s[i] for s in shapes) for i in range(nd))
-        out = [fj.broadcast_to(x, full) for x in out]
+        # Each axis's size is the one coordinate vector's that runs along it (0 included).
+        full = [fj.shape(x)[0] for x in flat]
+        if indexing == "xy" and nd > 1:
+            full[:2] = full[1::-1]
+        out = [fj.broadcast_to(x, tuple(full)) for x in out]
     return out
 
 
