@@ -108,3 +108,16 @@ def test_jax_exchanges_every_dtype_without_a_copy(dtype):
         np.testing.assert_array_equal(np.asarray(back), np.asarray(a) + np.asarray(a))
     finally:
         jax.config.update("jax_enable_x64", before)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "uint32", "uint64", "complex64", "complex128"])
+def test_torch_exchanges_every_dtype_without_a_copy(dtype):
+    torch = pytest.importorskip("torch")
+    a = np.arange(1 << 14).astype(dtype)
+    t = torch.from_numpy(a)
+    view = fj.from_dlpack(t)
+    assert view.dtype == np.dtype(dtype) and view.ctypes.data == t.data_ptr()
+    out = fj.function(lambda x: x + x)(t)
+    back = torch.from_dlpack(out)
+    assert back.data_ptr() == out.ctypes.data  # torch shares any alignment
+    np.testing.assert_array_equal(back.numpy(), a + a)
