@@ -36,7 +36,7 @@ from flowjit.tracer.numpy_extras import roll
 
 __all__: list[str] = [
     "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq",
-    "fftshift", "ifftshift",
+    "fftshift", "ifftshift", "fft2", "ifft2", "rfft2", "irfft2",
 ]
 
 NORMS = ("backward", "ortho", "forward")
@@ -349,6 +349,31 @@ def fftshift(x: ArrayLike, axes: int | Sequence[int] | None = None) -> Any:
 def ifftshift(x: ArrayLike, axes: int | Sequence[int] | None = None) -> Any:
     """The inverse of ``fftshift`` (they differ for odd lengths), as ``np.fft.ifftshift``."""
     return _shift("ifftshift", x, axes, -1)
+
+
+# NumPy's two-dimensional spellings: the n-dimensional transforms over the last two axes.
+def fft2(x: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+         norm: str | None = "backward") -> Any:
+    """The 2-D DFT over ``axes`` (the last two), as ``np.fft.fft2``."""
+    return fftn(x, s, axes, norm)
+
+
+def ifft2(x: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: str | None = "backward") -> Any:
+    """The 2-D inverse DFT over ``axes`` (the last two), as ``np.fft.ifft2``."""
+    return ifftn(x, s, axes, norm)
+
+
+def rfft2(x: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: str | None = "backward") -> Any:
+    """The 2-D DFT of real ``x`` over ``axes`` (the last two), as ``np.fft.rfft2``."""
+    return rfftn(x, s, axes, norm)
+
+
+def irfft2(x: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+           norm: str | None = "backward") -> Any:
+    """The inverse of ``rfft2``, as ``np.fft.irfft2``."""
+    return irfftn(x, s, axes, norm)
 
 
 for _name in __all__:

@@ -610,6 +610,16 @@ def _solve(c: Ctx, p: Primitive):
     return [c.const(d, batch + (n, n)), c.const(d, batch + (n, c.int(1, 2)))], {}
 
 
+def _fft(c: Ctx, p: Primitive):
+    kind = c.choose(["fft", "ifft", "rfft", "irfft"])
+    lengths = tuple(c.int(1, 4) for _ in range(c.int(1, 2)))
+    real = c.choose(list(FLOAT_DTYPES[1:]))
+    if kind == "rfft":
+        return [c.const(real, lengths)], {"fft_type": kind, "fft_lengths": lengths}
+    tail = lengths[:-1] + (lengths[-1] // 2 + 1,) if kind == "irfft" else lengths
+    return [c.const(real.complex_dtype, tail)], {"fft_type": kind, "fft_lengths": lengths}
+
+
 def _conv2d(c: Ctx, p: Primitive):
     d = c.choose(list(FLOAT_DTYPES))
     n, h, w, ci, co = c.int(1, 2), c.int(1, 5), c.int(1, 5), c.int(1, 2), c.int(1, 2)
@@ -646,6 +656,7 @@ RECIPES: dict[str, Recipe] = {
     "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose, "squeeze": _squeeze,
     "expand_dims": _expand_dims, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
+    "fft": _fft,
     "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
 }
 

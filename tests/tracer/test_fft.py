@@ -226,3 +226,16 @@ def test_the_primitive_checks_its_input():
         bind("fft", [np.ones((3, 5), np.complex128)], {"fft_type": "irfft", "fft_lengths": (3, 5)})
     with pytest.raises(ShapeError, match=r"fft: fft_type 'dct' must be one of fft, ifft, rfft, irfft"):
         bind("fft", [np.ones(4, np.complex64)], {"fft_type": "dct", "fft_lengths": (4,)})
+
+
+def test_numpys_two_dimensional_spellings():
+    x = np.random.default_rng(5).standard_normal((3, 4, 6))
+    z = x + 1j * x[::-1]
+    f = fj.function(lambda x, z: (np.fft.fft2(z), np.fft.ifft2(z, s=(5, 3)), np.fft.rfft2(x, axes=(0, 2)),
+                                  np.fft.irfft2(z, norm="ortho")))
+    want = (np.fft.fft2(z), np.fft.ifft2(z, s=(5, 3)), np.fft.rfft2(x, axes=(0, 2)), np.fft.irfft2(z, norm="ortho"))
+    for got in (f(x, z), (fj.fft.fft2(z), fj.fft.ifft2(z, s=(5, 3)), fj.fft.rfft2(x, axes=(0, 2)),
+                          fj.fft.irfft2(z, norm="ortho"))):
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

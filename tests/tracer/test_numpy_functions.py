@@ -158,8 +158,8 @@ def test_what_flowjit_lacks_names_the_numpy_function_and_the_line():
     with pytest.raises(FlowjitTypeError, match=r"np\.gcd on a traced array \(f64\[3,4\], int\) at "
                                                r"test_numpy_functions\.py:\d+"):
         fj.function(lambda x: np.gcd(x, 1))(X)
-    with pytest.raises(FlowjitTypeError, match=r"np\.linalg\.eigvals on a traced array at test_numpy_functions"):
-        fj.function(lambda x: np.linalg.eigvals(x[:, :3]))(X)
+    with pytest.raises(FlowjitTypeError, match=r"np\.interp on a traced array at test_numpy_functions"):
+        fj.function(lambda x: np.interp(x, x[0], x[1]))(X)
     with pytest.raises(FlowjitTypeError, match=r"np\.add\.accumulate"):
         fj.function(lambda x: np.add.accumulate(x))(X)
     with pytest.raises(FlowjitTypeError, match=r"np\.sum\(\.\.\., where=\).*takes x, axis, dtype, keepdims"):
