@@ -242,7 +242,8 @@ def test_clip_names_its_bounds_min_and_max_and_takes_numpys_a_min():
 def test_meshgrid_is_a_list_and_linspace_takes_device_and_complex_ends():
     out = fj.meshgrid(np.arange(3), np.arange(2))
     assert isinstance(out, list) and len(out) == 2
-    for xs in ((np.zeros(0, np.uint8), np.zeros(0, np.uint8)), (np.arange(3), np.arange(0)), (np.arange(0), np.ones(2))):
+    empty = np.zeros(0, np.uint8)
+    for xs in ((empty, empty), (np.arange(3), np.arange(0)), (np.arange(0), np.ones(2))):
         for indexing in ("xy", "ij"):
             for got, want in zip(fj.meshgrid(*xs, indexing=indexing), np.meshgrid(*xs, indexing=indexing), strict=True):
                 _same(got, want)
