@@ -71,6 +71,12 @@ class AutodiffError(FlowjitError):
     to have one, such as a while loop without ``maximum_iterations``)."""
 
 
+class BatchingError(FlowjitError):
+    """An op cannot be batched (``fj.vmap``): its primitive has no batching rule, or its rule
+    does not accept the operands that carry the batch (a random draw from a batched key).
+    The message names the primitive, the operand types, which are batched, and how to fix it."""
+
+
 # What a backend adds to the error of a kernel it generated that fails to compile: that
 # is always flowjit's bug, never the user's, and the interpreter runs the program meanwhile.
 class KernelCompileError(FlowjitError):

@@ -247,6 +247,11 @@ class Primitive:
     element that wins comparison ``cmp`` (NaN wins, as in NumPy). ``loop`` (a ``Loop``,
     primitives whose blocks run repeatedly): which inputs are carried, scanned and constant,
     for passes that treat every loop alike (hoisting invariants, running a loop natively).
+    ``batch(e, xs, batched, **attrs) -> (outs, out_batched)`` (set by ``defbatch``) is the
+    vmap rule: ``xs`` are the operands, ``batched[i]`` says whether ``xs[i]`` carries the batch
+    at axis 0 (the batch size is that axis's length); it emits the batched op(s) with ``e`` and
+    returns every result with a flag saying whether it carries the batch at axis 0. Left None,
+    ``flowjit.ir.batching`` derives a rule from the declared kind, role and attrs.
     """
 
     def __init__(self, name: str, *, kind: str, rule: RuleFn, impl: Callable[..., Any],
@@ -258,7 +263,7 @@ class Primitive:
                  self_value: Any = None, involution: bool = False,
                  no_axes_identity: Sequence[DType] = (), role: str | None = None,
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
-                 loop: Loop | None = None, doc: str = ""):
+                 loop: Loop | None = None, batch: Callable[..., Any] | None = None, doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
         assert loop is None or num_blocks != 0, f"{name}: a loop owns blocks"
@@ -286,6 +291,7 @@ class Primitive:
         self.reducer = reducer
         self.vjp = vjp
         self.loop = loop
+        self.batch = batch
         self.doc = doc
 
     @property
@@ -428,3 +434,9 @@ def defvjp(name: str, rule: Callable[..., Any]) -> None:
     if not p.differentiable:
         raise ValueError(f"{name} is declared non-differentiable")
     p.vjp = rule
+
+
+def defbatch(name: str, rule: Callable[..., Any]) -> None:
+    """Give the already declared primitive ``name`` its batching (vmap) rule (see ``Primitive``),
+    used where no rule can be derived from its declared properties (``flowjit.ir.batching``)."""
+    PRIMITIVES[name].batch = rule

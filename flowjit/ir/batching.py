@@ -1,0 +1,303 @@
+"""Batching (vmap) rules: how an op runs on operands that carry an extra leading batch axis.
+
+A rule is ``rule(e, xs, batched, **attrs) -> (outs, out_batched)`` (see ``Primitive``): the
+batch axis is always axis 0 of a batched operand, and a rule emits ordinary ops with the
+Emitter ``e``, so a batched program is plain IR that fuses and differentiates as any other.
+Most rules are derived here from what the registry declares (kind, role, attrs); a primitive
+declares its own with ``defbatch`` only where no property says enough. ``batch_op`` is what
+the batching pass calls for one op; an op none of this covers raises ``BatchingError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.builder import Emitter
+from flowjit.ir.core import Value
+from flowjit.ir.errors import BatchingError
+from flowjit.ir.registry import Literal, Primitive, all_primitives, defbatch, normalize_axes, normalize_axis
+
+BatchRule = Callable[..., tuple[list[Value], list[bool]]]
+
+# Kinds whose ops cannot be batched by a rule of this layer, and why (the error's advice).
+UNBATCHABLE_KINDS = {
+    "random": "draws from a key, and one key gives one draw: split the key outside fj.vmap and map over "
+              "the keys' leading axis once keys shaped [..., 2] are accepted, or pass the key unbatched "
+              "(in_axes=None) so every example shares the draw",
+    "stateful": "updates a Variable, which is state shared by every example: assign outside fj.vmap",
+    "transfer": "is created by placement after tracing and cannot be batched; batch the program before "
+                "placing it",
+    "control": "owns blocks, which the batching pass (issue 25 step 4) does not batch yet: move the "
+               "control flow outside fj.vmap or write it with elementwise select",
+}
+
+
+def _size(xs: Sequence[Value], batched: Sequence[bool]) -> int:
+    return next(x.type.shape[0] for x, b in zip(xs, batched) if b)
+
+
+def _rank(x: Value, b: bool) -> int:
+    """The per-example rank of ``x``."""
+    return x.type.ndim - (1 if b else 0)
+
+
+def _lift(e: Emitter, x: Value, b: bool, size: int) -> Value:
+    """``x`` with the batch at axis 0: an unbatched operand broadcast to ``size`` copies."""
+    return x if b else e.broadcast_to(x, shape=(size, *x.type.shape))
+
+
+def _emit(e: Emitter, p: Primitive, xs: Sequence[Value], attrs: dict[str, Any]) -> list[Value]:
+    return e.builder.emit(p, xs, attrs)
+
+
+def _rule_unbatched(p: Primitive) -> BatchRule:
+    # An op without operands (constant, iota) is the same for every example.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+        outs = _emit(e, p, xs, attrs)
+        return outs, [False] * len(outs)
+    return rule
+
+
+def _rule_elementwise(p: Primitive) -> BatchRule:
+    # A batched operand of lower per-example rank gets unit axes after its batch axis, so
+    # NumPy's right-aligned broadcast lines its own axes up; unbatched operands broadcast as they are.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+        r = max(_rank(x, b) for x, b in zip(xs, batched))
+        ins = [e.expand_dims(x, axes=tuple(range(1, 1 + r - _rank(x, b))))
+               if b and _rank(x, b) < r else x for x, b in zip(xs, batched)]
+        return _emit(e, p, ins, attrs), [True]
+    return rule
+
+
+def _rule_axes(p: Primitive) -> BatchRule:
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axes: Sequence[int], **attrs: Any):
+        (x,) = xs
+        shifted = tuple(a + 1 for a in normalize_axes(axes, _rank(x, True)))
+        return _emit(e, p, [x], {**attrs, "axes": shifted}), [True]
+    return rule
+
+
+def _rule_axis(p: Primitive) -> BatchRule:
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axis: int, **attrs: Any):
+        (x,) = xs
+        outs = _emit(e, p, [x], {**attrs, "axis": normalize_axis(axis, max(_rank(x, True), 1)) + 1})
+        return outs, [True] * len(outs)
+    return rule
+
+
+def _rule_leading(p: Primitive) -> BatchRule:
+    # Ops that already map over their operands' leading dimensions (NumPy's linalg batching,
+    # fft over trailing axes): operands without the batch get it by broadcasting, since these
+    # ops need equal batch dimensions.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+        size = _size(xs, batched)
+        outs = _emit(e, p, [_lift(e, x, b, size) for x, b in zip(xs, batched)], attrs)
+        return outs, [True] * len(outs)
+    return rule
+
+
+def _rule_matrix_product(p: Primitive) -> BatchRule:
+    # matmul broadcasts batch dimensions, so an unbatched matrix is not copied; a batched vector
+    # becomes a one-row (lhs) or one-column (rhs) matrix, squeezed again afterwards, since
+    # matmul would otherwise read its batch axis as a matrix axis.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+        (a, b), (ba, bb) = xs, batched
+        va, vb = ba and a.type.ndim == 2, bb and b.type.ndim == 2
+        a = e.expand_dims(a, axes=(1,)) if va else a
+        b = e.expand_dims(b, axes=(2,)) if vb else b
+
+        def nbatch(x: Value, f: bool) -> int:  # per-example batch dimensions (-1: an unbatched vector)
+            return x.type.ndim - (3 if f else 2)
+        nb = max(nbatch(a, ba), nbatch(b, bb))
+        a, b = (e.expand_dims(x, axes=tuple(range(1, 1 + nb - nbatch(x, f)))) if f and nbatch(x, f) < nb else x
+                for x, f in ((a, ba), (b, bb)))
+        (y,) = _emit(e, p, [a, b], attrs)
+        squeeze = (-2,) * va + (-1,) * vb
+        return [e.squeeze(y, axes=squeeze) if squeeze else y], [True]
+    return rule
+
+
+def _role_rule(p: Primitive) -> BatchRule | None:
+    role = p.role
+
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+        size = _size(xs, batched)
+        if role == "join":
+            axis = normalize_axis(attrs["axis"], _rank(xs[0], batched[0])) + 1
+            ins = [_lift(e, x, b, size) for x, b in zip(xs, batched)]
+            return _emit(e, p, ins, {**attrs, "axis": axis}), [True]
+        (x,) = xs
+        if role == "broadcast":
+            shape = attrs["shape"]
+            missing = len(shape) - _rank(x, True)
+            if missing:
+                x = e.expand_dims(x, axes=tuple(range(1, 1 + missing)))
+            new = {"shape": (size, *shape)}
+        elif role == "row_major_reshape":
+            new = {"shape": (size, *attrs["shape"])}
+        elif role == "permute_axes":
+            r = _rank(x, True)
+            new = {"perm": (0, *(normalize_axis(a, r) + 1 for a in attrs["perm"]))}
+        elif role == "unit_axes_reshape":
+            # A negative axis counts from the end, which the batch axis does not move.
+            new = {"axes": tuple(a + 1 if a >= 0 else a for a in attrs["axes"])}
+        elif role == "strided_window":
+            new = {"start": (0, *attrs["start"]), "size": (size, *attrs["size"]), "step": (1, *attrs["step"])}
+        elif role == "constant_pad":
+            new = {"low": (0, *attrs["low"]), "high": (0, *attrs["high"])}
+        else:
+            raise AssertionError(role)
+        return _emit(e, p, [x], {**attrs, **new}), [True]
+
+    known = ("join", "broadcast", "row_major_reshape", "permute_axes", "unit_axes_reshape", "strided_window",
+             "constant_pad")
+    return rule if role in known else None
+
+
+def generic_rule(p: Primitive) -> BatchRule | None:
+    """The batching rule derived from ``p``'s declared properties, or None when they say too
+    little (the primitive then needs ``defbatch``, or cannot be batched)."""
+    if p.kind in UNBATCHABLE_KINDS:
+        return None
+    if p.arity == 0:
+        return _rule_unbatched(p)
+    if p.kind == "elementwise":
+        return _rule_elementwise(p)
+    if p.role == "matrix_product":
+        return _rule_matrix_product(p)
+    if p.role is not None:
+        return _role_rule(p)
+    if p.arity == 1 and p.attrs.get("axes") is not None and p.attrs["axes"].kind == "ints":
+        return _rule_axes(p)
+    if p.arity == 1 and p.attrs.get("axis") is not None and p.attrs["axis"].kind == "int":
+        return _rule_axis(p)
+    return None
+
+
+def batch_rule(p: Primitive) -> BatchRule | None:
+    """``p``'s batching rule: its declared one (``defbatch``), else the generic one, else None."""
+    return p.batch or generic_rule(p)
+
+
+def batch_op(e: Emitter, p: Primitive, xs: Sequence[Value], batched: Sequence[bool], attrs: dict[str, Any],
+             loc: object = None) -> tuple[list[Value], list[bool]]:
+    """Emit ``p(xs) {attrs}`` batched (at least one of ``xs`` batched at axis 0) and return its
+    results, each with whether it carries the batch; BatchingError if ``p`` has no rule."""
+    rule = batch_rule(p)
+    if rule is None:
+        raise _no_rule(p, xs, batched, loc)
+    return rule(e, list(xs), list(batched), **p.normalize_attrs(attrs))
+
+
+def _describe(xs: Sequence[Value], batched: Sequence[bool]) -> str:
+    return ", ".join(f"{x.type} ({'batched' if b else 'unbatched'})" for x, b in zip(xs, batched)) or "none"
+
+
+def _no_rule(p: Primitive, xs: Sequence[Value], batched: Sequence[bool], loc: object) -> BatchingError:
+    why = UNBATCHABLE_KINDS.get(p.kind, "has no batching rule: declare one next to the primitive with "
+                                        "flowjit.ir.registry.defbatch, or compute it outside fj.vmap")
+    at = f"\n  at {loc}" if loc is not None else ""
+    return BatchingError(f"{p.name}: not supported under fj.vmap: it {why} (operands: "
+                         f"{_describe(xs, batched)}){at}")
+
+
+# ---- rules declared by hand ----------------------------------------------------------
+
+def _flatten_axis(e: Emitter, x: Value, axis: int) -> Value:
+    """Batched ``x`` (B, pre..., n, post...) as (B*n, pre..., post...): the batch folded into ``axis``."""
+    r = x.type.ndim
+    perm = (0, axis + 1, *(i for i in range(1, r) if i != axis + 1))
+    x = e.transpose(x, perm=perm) if perm != tuple(range(r)) else x
+    s = x.type.shape
+    return e.reshape(x, shape=(s[0] * s[1], *s[2:]))
+
+
+def _offset_indices(e: Emitter, indices: Value, n: int) -> Value:
+    """Batched ``indices`` clamped to [0, n) as gather does, plus ``b * n`` for example b, in i64."""
+    idx = e.cast(indices, dtype="i64")
+    lo = e.constant(value=Literal(np.asarray(0, np.int64)))
+    hi = e.constant(value=Literal(np.asarray(max(n - 1, 0), np.int64)))
+    idx = e.minimum(e.maximum(idx, lo), hi)
+    b = e.iota(shape=idx.type.shape, dimension=0, dtype="i64")
+    return e.add(idx, e.mul(b, e.constant(value=Literal(np.asarray(n, np.int64)))))
+
+
+def _gather_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axis: int):
+    (x, indices), (bx, bi) = xs, batched
+    rx = _rank(x, bx)
+    axis = normalize_axis(axis, rx)
+    if not bi:
+        return [e.gather(x, indices, axis=axis + 1)], [True]
+    ni = indices.type.ndim - 1
+    if not bx:
+        # The batch lands where the gathered axis was; move it to the front.
+        y = e.gather(x, indices, axis=axis)
+        r = y.type.ndim
+        perm = (axis, *range(axis), *range(axis + 1, r))
+        return [e.transpose(y, perm=perm) if perm != tuple(range(r)) else y], [True]
+    n = x.type.shape[axis + 1]
+    y = e.gather(_flatten_axis(e, x, axis), _offset_indices(e, indices, n), axis=0)
+    # y is (B, *ishape, pre..., post...); the op's layout is (B, pre..., *ishape, post...).
+    pre = tuple(range(1 + ni, 1 + ni + axis))
+    perm = (0, *pre, *range(1, 1 + ni), *range(1 + ni + axis, y.type.ndim))
+    return [e.transpose(y, perm=perm) if perm != tuple(range(y.type.ndim)) else y], [True]
+
+
+def _scatter_add_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axis: int):
+    (operand, indices, updates), (bo, bi, bu) = xs, batched
+    axis = normalize_axis(axis, _rank(operand, bo))
+    size = _size(xs, batched)
+    if not bi:
+        operand = _lift(e, operand, bo, size)
+        updates = _lift(e, updates, bu, size)
+        return [e.scatter_add(operand, indices, updates, axis=axis + 1)], [True]
+    operand, updates = _lift(e, operand, bo, size), _lift(e, updates, bu, size)
+    ni = indices.type.ndim - 1
+    n = operand.type.shape[axis + 1]
+    flat = _flatten_axis(e, operand, axis)
+    # updates (B, pre..., *ishape, post...) -> (B, *ishape, pre..., post...) to match a gather on axis 0.
+    ru = updates.type.ndim
+    perm = (0, *range(1 + axis, 1 + axis + ni), *range(1, 1 + axis), *range(1 + axis + ni, ru))
+    u = e.transpose(updates, perm=perm) if perm != tuple(range(ru)) else updates
+    u = e.reshape(u, shape=(size * u.type.shape[1], *u.type.shape[2:])) if ni else u
+    idx = _offset_indices(e, indices, n)
+    idx = e.reshape(idx, shape=(idx.type.shape[0] * idx.type.shape[1], *idx.type.shape[2:])) if ni else idx
+    if not ni:  # one index per example: the updates lose the gathered axis
+        u = e.reshape(u, shape=(size, *u.type.shape[1:]))
+    y = e.scatter_add(flat, idx, u, axis=0)
+    # Undo _flatten_axis: (B*n, pre..., post...) -> (B, pre..., n, post...).
+    y = e.reshape(y, shape=(size, n, *y.type.shape[1:]))
+    r = y.type.ndim
+    perm = (0, *range(2, 2 + axis), 1, *range(2 + axis, r))
+    return [e.transpose(y, perm=perm) if perm != tuple(range(r)) else y], [True]
+
+
+def _conv2d_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+    (x, w), bw = xs, batched[1]
+    if bw:
+        raise BatchingError(f"conv2d: a batched filter (operands: {_describe(xs, batched)}) needs grouped "
+                            "convolution, which conv2d lacks; compute per-example filter gradients outside "
+                            "fj.vmap (the follow-up is a groups attribute on conv2d)")
+    s = x.type.shape  # (B, N, H, W, C): the batch folds into N
+    y = e.conv2d(e.reshape(x, shape=(s[0] * s[1], *s[2:])), w, **attrs)
+    return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
+
+
+# Primitives that map over the leading dimensions of their operands (decompositions.py,
+# fft.py), declared here until the registry has a property that says so.
+LEADING_DIMS = ("inv", "solve", "cholesky", "slogdet", "eigh", "svd", "eig", "qr", "fft")
+
+
+def _declare() -> None:
+    by_name = {p.name: p for p in all_primitives()}
+    for name in LEADING_DIMS:
+        defbatch(name, _rule_leading(by_name[name]))
+    defbatch("gather", _gather_rule)
+    defbatch("scatter_add", _scatter_add_rule)
+    defbatch("conv2d", _conv2d_rule)
+
+
+_declare()

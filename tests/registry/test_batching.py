@@ -1,0 +1,108 @@
+"""Every batching rule (flowjit/ir/batching.py) against running the op once per example.
+
+For each registry case whose primitive has a rule, each operand batched alone and all of
+them batched together (B=3, the batch being 3 random draws of the operand stacked): the
+rule's IR, run by the interpreter, must equal the 3 unbatched runs stacked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flowjit.ir import interpret, new_function, verify
+from flowjit.ir.batching import UNBATCHABLE_KINDS, batch_op, batch_rule
+from flowjit.ir.builder import Emitter
+from flowjit.ir.errors import BatchingError
+from flowjit.ir.registry import all_primitives, get
+from flowjit.ir.types import TensorType
+from tests.registry.test_generic import ALL_CASES, _domain_inputs, _tolerance
+
+B = 3
+# Operands a rule refuses to batch, raising BatchingError: a batched conv2d filter needs
+# grouped convolution, which conv2d lacks.
+REFUSED_OPERAND = {"conv2d": 1}
+
+
+def _batchable(case) -> bool:
+    return bool(case.inputs) and batch_rule(get(case.prim)) is not None
+
+
+def _subsets(n: int) -> list[tuple[bool, ...]]:
+    alone = [tuple(i == j for j in range(n)) for i in range(n)]
+    return alone + ([(True,) * n] if n > 1 else [])
+
+
+def _draw(case, rng):
+    arrays = case.make_inputs(rng)
+    return _domain_inputs(get(case.prim), arrays) if get(case.prim).kind == "elementwise" else arrays
+
+
+def _run(prim, arrays, attrs):
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    fn, b = new_function(prim.name, types, [f"x{i}" for i in range(len(types))])
+    fn.body.set_returns(b.emit(prim, fn.args, attrs))
+    return interpret(fn, arrays)
+
+
+def _run_batched(prim, arrays, batched, attrs):
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    fn, b = new_function(prim.name + "_batched", types, [f"x{i}" for i in range(len(types))])
+    outs, out_batched = batch_op(Emitter(b), prim, fn.args, batched, attrs)
+    fn.body.set_returns(outs)
+    verify(fn)
+    return interpret(fn, arrays), out_batched
+
+
+CASES = [c for c in ALL_CASES if _batchable(c)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id or c.prim)
+def test_rule_equals_stacked_runs(case):
+    prim = get(case.prim)
+    rng = np.random.default_rng(case.seed)
+    draws = [_draw(case, rng) for _ in range(B)]
+    with np.errstate(all="ignore"):
+        for batched in _subsets(len(case.inputs)):
+            per_example = [[d[i] if batched[i] else draws[0][i] for i in range(len(batched))] for d in draws]
+            expected = [np.stack(ys) for ys in zip(*(_run(prim, xs, case.attrs) for xs in per_example))]
+            ins = [np.stack([d[i] for d in draws]) if f else draws[0][i] for i, f in enumerate(batched)]
+            if case.prim in REFUSED_OPERAND and batched[REFUSED_OPERAND[case.prim]]:
+                with pytest.raises(BatchingError, match=case.prim):
+                    _run_batched(prim, ins, batched, case.attrs)
+                continue
+            got, out_batched = _run_batched(prim, ins, batched, case.attrs)
+            for g, ob, want in zip(got, out_batched, expected):
+                g = g if ob else np.broadcast_to(g, (B, *g.shape))
+                assert g.shape == want.shape and g.dtype == want.dtype, (batched, g.shape, want.shape)
+                if g.dtype.kind in "fc":
+                    np.testing.assert_allclose(g, want, equal_nan=True, err_msg=str(batched),
+                                               **_tolerance(g.dtype))
+                else:
+                    np.testing.assert_array_equal(g, want, err_msg=str(batched))
+
+
+def test_every_primitive_has_a_rule_or_a_declared_error():
+    # A primitive without a rule must be one of the kinds the batching layer declares
+    # unbatchable (each with its advice); anything else is a rule forgotten.
+    missing = [p.name for p in all_primitives() if batch_rule(p) is None and p.kind not in UNBATCHABLE_KINDS]
+    assert not missing, f"primitives with neither a batching rule nor a declared error: {missing}"
+
+
+@pytest.mark.parametrize("name", [p.name for p in all_primitives() if p.kind in UNBATCHABLE_KINDS
+                                  and not p.num_blocks and p.arity])
+def test_unbatchable_ops_raise_naming_the_op(name):
+    prim = get(name)
+    case = next(c for c in ALL_CASES if c.prim == name) if any(c.prim == name for c in ALL_CASES) else None
+    types = ([TensorType((B, *np.shape(a)), np.asarray(a).dtype) for a in case.make_inputs(np.random.default_rng(0))]
+             if case else [TensorType((B, 4), np.float32)])
+    fn, b = new_function(name, types, [f"x{i}" for i in range(len(types))])
+    with pytest.raises(BatchingError, match=rf"^{name}: not supported under fj.vmap.*batched"):
+        batch_op(Emitter(b), prim, fn.args, [True] * len(types), case.attrs if case else {})
+
+
+def test_conv2d_with_a_batched_filter_says_grouped_convolution():
+    types = [TensorType((1, 5, 5, 2), np.float32), TensorType((B, 3, 3, 2, 4), np.float32)]
+    fn, b = new_function("conv", types, ["x", "w"])
+    with pytest.raises(BatchingError, match="conv2d: a batched filter.*grouped"):
+        batch_op(Emitter(b), get("conv2d"), fn.args, [False, True], {})
