@@ -100,23 +100,16 @@ def _rule_leading(p: Primitive) -> BatchRule:
 
 
 def _rule_matrix_product(p: Primitive) -> BatchRule:
-    # matmul broadcasts batch dimensions, so an unbatched matrix is not copied; a batched vector
-    # becomes a one-row (lhs) or one-column (rhs) matrix, squeezed again afterwards, since
-    # matmul would otherwise read its batch axis as a matrix axis.
+    # matmul broadcasts batch dimensions (its operands are matrices, rank >= 2), so an
+    # unbatched operand is not copied: a batched one only needs unit axes after the batch
+    # axis until both have as many per-example batch dimensions.
     def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
-        (a, b), (ba, bb) = xs, batched
-        va, vb = ba and a.type.ndim == 2, bb and b.type.ndim == 2
-        a = e.expand_dims(a, axes=(1,)) if va else a
-        b = e.expand_dims(b, axes=(2,)) if vb else b
-
-        def nbatch(x: Value, f: bool) -> int:  # per-example batch dimensions (-1: an unbatched vector)
+        def nbatch(x: Value, f: bool) -> int:
             return x.type.ndim - (3 if f else 2)
-        nb = max(nbatch(a, ba), nbatch(b, bb))
-        a, b = (e.expand_dims(x, axes=tuple(range(1, 1 + nb - nbatch(x, f)))) if f and nbatch(x, f) < nb else x
-                for x, f in ((a, ba), (b, bb)))
-        (y,) = _emit(e, p, [a, b], attrs)
-        squeeze = (-2,) * va + (-1,) * vb
-        return [e.squeeze(y, axes=squeeze) if squeeze else y], [True]
+        nb = max(nbatch(x, f) for x, f in zip(xs, batched))
+        ins = [e.expand_dims(x, axes=tuple(range(1, 1 + nb - nbatch(x, f)))) if f and nbatch(x, f) < nb else x
+               for x, f in zip(xs, batched)]
+        return _emit(e, p, ins, attrs), [True]
     return rule
 
 

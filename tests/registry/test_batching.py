@@ -106,3 +106,14 @@ def test_conv2d_with_a_batched_filter_says_grouped_convolution():
     fn, b = new_function("conv", types, ["x", "w"])
     with pytest.raises(BatchingError, match="conv2d: a batched filter.*grouped"):
         batch_op(Emitter(b), get("conv2d"), fn.args, [False, True], {})
+
+
+@pytest.mark.parametrize("name,attrs", [("constant", {"value": np.arange(3.0)}),
+                                        ("iota", {"shape": (2, 3), "dimension": 1, "dtype": "i32"})])
+def test_ops_without_operands_stay_unbatched(name, attrs):
+    fn, b = new_function(name, [], [])
+    outs, out_batched = batch_op(Emitter(b), get(name), [], [], attrs)
+    fn.body.set_returns(outs)
+    (y,) = interpret(fn, [])
+    assert out_batched == [False]
+    np.testing.assert_array_equal(y, _run(get(name), [], attrs)[0])
