@@ -83,7 +83,7 @@ def _rule_axes(p: Primitive) -> BatchRule:
 def _rule_axis(p: Primitive) -> BatchRule:
     def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axis: int, **attrs: Any):
         (x,) = xs
-        outs = _emit(e, p, [x], {**attrs, "axis": normalize_axis(axis, max(_rank(x, True), 1)) + 1})
+        outs = _emit(e, p, [x], {**attrs, "axis": normalize_axis(axis, _rank(x, True)) + 1})
         return outs, [True] * len(outs)
     return rule
 

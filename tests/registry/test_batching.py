@@ -117,3 +117,13 @@ def test_ops_without_operands_stay_unbatched(name, attrs):
     (y,) = interpret(fn, [])
     assert out_batched == [False]
     np.testing.assert_array_equal(y, _run(get(name), [], attrs)[0])
+
+
+def test_missing_rule_error_names_the_op_operands_and_line():
+    fn, b = new_function("f", [TensorType((B, 2), np.uint32)], ["key"])
+    with pytest.raises(BatchingError) as info:
+        batch_op(Emitter(b), get("random_normal"), fn.args, [True], {"shape": (4,), "dtype": "f32"},
+                 loc="model.py:12")
+    text = str(info.value)
+    assert text.startswith("random_normal: not supported under fj.vmap")
+    assert "u32[3,2] (batched)" in text and "split the key" in text and "at model.py:12" in text
