@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -206,6 +206,33 @@ def _clone_block(block: Block, mapping: dict[int, Value]) -> Block:
     new = Block([Value(a.type, name=a.name) for a in block.args])
     new.set_returns(clone_ops_into(block, new, new.args, mapping))
     return new
+
+
+def free_values(ops: Sequence[Op], returns: Sequence[Value] = ()) -> list[Value]:
+    """The Values that ``ops`` (and the blocks nested in them) read, or ``returns`` names,
+    without defining them, in first-use order: what a region built apart needs from
+    outside it before it can be moved into another block (as captures)."""
+    defined: set[int] = set()
+    free: dict[int, Value] = {}
+
+    def visit(ops: Sequence[Op]) -> None:
+        for op in ops:
+            for v in op.inputs:
+                if v.id not in defined:
+                    free.setdefault(v.id, v)
+            for b in op.blocks:
+                defined.update(a.id for a in b.args)
+                visit(b.ops)
+                for v in b.returns:
+                    if v.id not in defined:
+                        free.setdefault(v.id, v)
+            defined.update(r.id for r in op.results)
+
+    visit(ops)
+    for v in returns:
+        if v.id not in defined:
+            free.setdefault(v.id, v)
+    return list(free.values())
 
 
 def clone_ops_into(block: Block, dest: Block, args: list[Value], mapping: dict[int, Value] | None = None

@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.errors import FlowjitTypeError
+from flowjit.ir.core import Block, Op, Value, free_values
+from flowjit.ir.errors import FlowjitTypeError, TracerError
 from flowjit.ir.registry import Literal
 from flowjit.passes.autodiff import AutodiffError, backward
 from flowjit.tracer import pytree
-from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
+from flowjit.tracer.core import Trace, Tracer, bind, current_trace, operand, user_location
 
 
 def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
@@ -76,11 +77,44 @@ def _forward(fun: Callable[..., Any], args: tuple, kwargs: dict, nums: tuple[int
 
 
 def _grads(trace, ops, outputs: list[Tracer], seeds: list[Tracer], wrt_trees) -> list[Any]:
-    """The gradients (one pytree per entry of ``wrt_trees``) through ``ops``, the forward region."""
+    """The gradients (one pytree per entry of ``wrt_trees``) through ``ops``, the forward
+    region recorded in ``trace``, emitted into the current trace (where ``seeds`` live)."""
     wrt = [t.value for _, fresh in wrt_trees for t in fresh]
-    values = backward(trace.block, ops, [o.value for o in outputs], [s.value for s in seeds], wrt)
-    it = iter(Tracer(v, trace) for v in values)
+    here = current_trace()
+    outs, cts = [o.value for o in outputs], [s.value for s in seeds]
+    if here is trace:
+        values = backward(trace.block, ops, outs, cts, wrt)
+    else:
+        values = _backward_nested(here, trace, ops, outs, cts, wrt)
+    it = iter(Tracer(v, here) for v in values)
     return [pytree.unflatten(tree, [next(it) for _ in fresh]) for tree, fresh in wrt_trees]
+
+
+def _backward_nested(here: Trace, trace: Trace, ops: Sequence[Op], outputs: list[Value], seeds: list[Value],
+                     wrt: list[Value]) -> list[Value]:
+    """``backward`` for a pullback called in ``here``, a branch or loop body nested in
+    ``trace``, where the forward region was recorded. Nested blocks are isolated, so the
+    gradient ops are built apart and the forward values they read become captures of
+    ``here`` (block arguments fed by the enclosing ops), as closures of a body do."""
+    if not trace.active or not here.encloses(trace):
+        raise TracerError(f"a vjp pullback was called at {user_location()} in trace {here.name}, outside the "
+                          f"trace where fj.vjp was taken ({trace.name}, "
+                          f"{'finished' if not trace.active else 'not enclosing it'}): call the pullback in "
+                          "that function or in a branch or loop body nested in it, or take fj.vjp again there")
+    scratch = Block()
+    values = backward(scratch, ops, outputs, seeds, wrt)
+    local = {v.id for v in seeds}
+    mapping = {v.id: here.capture(Tracer(v, trace)).value
+               for v in free_values(scratch.ops, values) if v.id not in local}
+    for op in scratch.walk():
+        for i, v in enumerate(op.inputs):
+            if v.id in mapping:
+                op.set_input(i, mapping[v.id])
+        for b in op.blocks:
+            b.set_returns([mapping.get(v.id, v) for v in b.returns])
+    for op in scratch.ops:
+        here.block.append(op)
+    return [mapping.get(v.id, v) for v in values]
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None,
@@ -141,8 +175,10 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None, ha
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
     """``(fun(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal
     (a tuple), for a cotangent with the structure of ``fun``'s output. Inside a trace the
-    gradient ops differentiate the recorded forward ops; outside one, each ``vjp_fn`` call
-    runs a compiled program that recomputes the forward pass."""
+    gradient ops differentiate the recorded forward ops (``vjp_fn`` may be called there or
+    in a branch or loop body nested there, which reads the forward values it needs as
+    captures); outside one, each ``vjp_fn`` call runs a compiled program that recomputes
+    the forward pass."""
     if current_trace() is None:
         from flowjit.tracer.function import function
         out = function(fun)(*primals)
