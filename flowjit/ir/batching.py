@@ -18,7 +18,7 @@ import numpy as np
 from flowjit.ir.builder import Emitter
 from flowjit.ir.core import Value
 from flowjit.ir.errors import BatchingError
-from flowjit.ir.registry import Literal, Primitive, all_primitives, defbatch, normalize_axes, normalize_axis
+from flowjit.ir.registry import Literal, Primitive, defbatch, normalize_axes, normalize_axis
 
 BatchRule = Callable[..., tuple[list[Value], list[bool]]]
 
@@ -161,6 +161,8 @@ def generic_rule(p: Primitive) -> BatchRule | None:
         return _rule_elementwise(p)
     if p.role == "matrix_product":
         return _rule_matrix_product(p)
+    if p.maps_leading_dims:
+        return _rule_leading(p)
     if p.role is not None:
         return _role_rule(p)
     if p.arity == 1 and p.attrs.get("axes") is not None and p.attrs["axes"].kind == "ints":
@@ -279,15 +281,7 @@ def _conv2d_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **att
     return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
 
 
-# Primitives that map over the leading dimensions of their operands (decompositions.py,
-# fft.py), declared here until the registry has a property that says so.
-LEADING_DIMS = ("inv", "solve", "cholesky", "slogdet", "eigh", "svd", "eig", "qr", "fft")
-
-
 def _declare() -> None:
-    by_name = {p.name: p for p in all_primitives()}
-    for name in LEADING_DIMS:
-        defbatch(name, _rule_leading(by_name[name]))
     defbatch("gather", _gather_rule)
     defbatch("scatter_add", _scatter_add_rule)
     defbatch("conv2d", _conv2d_rule)

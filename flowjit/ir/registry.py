@@ -252,6 +252,9 @@ class Primitive:
     at axis 0 (the batch size is that axis's length); it emits the batched op(s) with ``e`` and
     returns every result with a flag saying whether it carries the batch at axis 0. Left None,
     ``flowjit.ir.batching`` derives a rule from the declared kind, role and attrs.
+    ``maps_leading_dims``: the op maps over its operands' leading dimensions, which must be
+    equal (NumPy's linalg over stacks of matrices, an FFT over its trailing axes), so a batch
+    is one more leading dimension.
     """
 
     def __init__(self, name: str, *, kind: str, rule: RuleFn, impl: Callable[..., Any],
@@ -263,7 +266,8 @@ class Primitive:
                  self_value: Any = None, involution: bool = False,
                  no_axes_identity: Sequence[DType] = (), role: str | None = None,
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
-                 loop: Loop | None = None, batch: Callable[..., Any] | None = None, doc: str = ""):
+                 loop: Loop | None = None, batch: Callable[..., Any] | None = None,
+                 maps_leading_dims: bool = False, doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
         assert loop is None or num_blocks != 0, f"{name}: a loop owns blocks"
@@ -292,6 +296,7 @@ class Primitive:
         self.vjp = vjp
         self.loop = loop
         self.batch = batch
+        self.maps_leading_dims = maps_leading_dims
         self.doc = doc
 
     @property

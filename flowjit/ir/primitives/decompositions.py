@@ -95,17 +95,18 @@ def _slogdet_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(sign, a.dtype), np.asarray(logdet, _real_dtype(a))
 
 
-declare("inv", kind="opaque", rule=_square_rule,
+declare("inv", kind="opaque", maps_leading_dims=True, rule=_square_rule,
         impl=_lapack(lambda a: np.linalg.inv(a).astype(a.dtype)),
         dtypes=LAPACK_DTYPES, doc="np.linalg.inv over [..., n, n] (LAPACK getrf/getri); singular: LinAlgError")
-declare("solve", kind="opaque", rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
+declare("solve", kind="opaque", maps_leading_dims=True, rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
         impl=_lapack(lambda a, b: np.linalg.solve(a, b).astype(a.dtype)),
         doc="x with a @ x == b for a [..., n, n] and b [..., n, k] of the same batch dims (LAPACK gesv)")
-declare("cholesky", kind="opaque", rule=_square_rule, dtypes=LAPACK_DTYPES,
+declare("cholesky", kind="opaque", maps_leading_dims=True, rule=_square_rule, dtypes=LAPACK_DTYPES,
         impl=_lapack(lambda a: np.linalg.cholesky(a).astype(a.dtype)),
         doc="lower-triangular L with L @ L^H == a, reading a's lower triangle (and the real part of its "
             "diagonal) (LAPACK potrf)")
-declare("slogdet", kind="opaque", rule=_slogdet_rule, impl=_lapack(_slogdet_impl), dtypes=LAPACK_DTYPES,
+declare("slogdet", kind="opaque", maps_leading_dims=True, rule=_slogdet_rule, impl=_lapack(_slogdet_impl),
+        dtypes=LAPACK_DTYPES,
         doc="(sign, log|det|) of [..., n, n], two results of shape [...] (LAPACK getrf)")
 
 
@@ -136,12 +137,12 @@ def _svd_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, ...]:
     return u.astype(a.dtype, copy=False), s.astype(_real_dtype(a), copy=False), vh.astype(a.dtype, copy=False)
 
 
-declare("eigh", kind="opaque", rule=_eigh_rule, impl=_lapack(_eigh_impl),
+declare("eigh", kind="opaque", maps_leading_dims=True, rule=_eigh_rule, impl=_lapack(_eigh_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"lower": attr("bool", True)},
         doc="(eigenvalues ascending [..., n] of the real dtype, eigenvectors as columns [..., n, n]) of "
             "the symmetric (Hermitian) matrix whose lower (or upper) triangle is a's (LAPACK syevd/heevd)")
-declare("svd", kind="opaque", rule=_svd_rule, impl=_lapack(_svd_impl),
+declare("svd", kind="opaque", maps_leading_dims=True, rule=_svd_rule, impl=_lapack(_svd_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k] of the real "
@@ -165,7 +166,7 @@ def _eig_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w.astype(c, copy=False), v.astype(c, copy=False)
 
 
-declare("eig", kind="opaque", rule=_eig_rule, impl=_lapack(_eig_impl), dtypes=LAPACK_DTYPES,
+declare("eig", kind="opaque", maps_leading_dims=True, rule=_eig_rule, impl=_lapack(_eig_impl), dtypes=LAPACK_DTYPES,
         doc="(eigenvalues [..., n], right eigenvectors as columns [..., n, n]) of a general matrix, both "
             "complex (of a's precision), unordered, each vector of unit norm with its largest component "
             "real (LAPACK geev)")
@@ -183,7 +184,7 @@ def _qr_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, np.ndar
     return q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)
 
 
-declare("qr", kind="opaque", rule=_qr_rule, impl=_lapack(_qr_impl), dtypes=LAPACK_DTYPES,
+declare("qr", kind="opaque", maps_leading_dims=True, rule=_qr_rule, impl=_lapack(_qr_impl), dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(q, r) with a == q @ r, q orthonormal (unitary) columns [..., m, k], r upper-triangular [..., k, n], "
             "k = min(m, n), or m with full_matrices (LAPACK geqrf/orgqr)")

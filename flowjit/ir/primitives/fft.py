@@ -81,7 +81,8 @@ def _fft_impl(x: np.ndarray, *, fft_type: str, fft_lengths: tuple[int, ...]) -> 
     return out.astype(out_type.dtype.np, copy=False)
 
 
-declare("fft", kind="opaque", rule=_fft_rule, impl=_fft_impl, dtypes=(float32, float64, complex64, complex128),
+declare("fft", kind="opaque", maps_leading_dims=True, rule=_fft_rule, impl=_fft_impl,
+        dtypes=(float32, float64, complex64, complex128),
         attrs={"fft_type": attr("str"), "fft_lengths": attr("ints")},
         doc="the DFT of the trailing len(fft_lengths) axes, as XLA's Fft: fft (complex, unnormalized), ifft "
             "(complex, 1/N), rfft (real -> complex, last axis n//2 + 1), irfft (complex -> real, 1/N); "
