@@ -1,0 +1,44 @@
+"""The batching pass (``fj.vmap``): a block rewritten to run on a batch of its arguments.
+
+``batch_block`` walks a block's ops in order, mapping each of its Values to a Value of the
+enclosing block and whether that Value carries the batch (always at axis 0). An op none of
+whose inputs is batched is re-emitted as it is, so what does not depend on the example
+(constants, iota, a draw from an unbatched key, work on closed-over weights) is computed
+once; an op with a batched input goes through its batching rule (``flowjit.ir.batching``),
+which emits ordinary ops. The result is plain IR: it fuses, differentiates and batches
+again (nested vmap) like any other. Ops owning blocks (cond, while, scan) with a batched
+input raise ``BatchingError`` until their rules land (issue 25 step 4, plan section 2.3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from flowjit.ir.batching import batch_op
+from flowjit.ir.builder import Builder, Emitter
+from flowjit.ir.core import Block, Value
+
+
+def batch_block(block: Block, outer: Block, inputs: Sequence[Value],
+                batched: Sequence[bool]) -> tuple[list[Value], list[bool]]:
+    """Append to ``outer`` the ops of ``block`` batched, given ``inputs`` (one Value of
+    ``outer`` per argument of ``block``, those with ``batched`` set carrying the batch at
+    axis 0) and return the values ``block`` returns with whether each is batched. Ops are
+    stamped with their own source line and device, so a rule's ops and its errors point at
+    the user's code."""
+    if len(inputs) != len(block.args) or len(batched) != len(block.args):
+        raise ValueError(f"batch_block: the block has {len(block.args)} arguments, got {len(inputs)} inputs "
+                         f"and {len(batched)} batched flags")
+    env: dict[int, tuple[Value, bool]] = {a.id: (v, bool(b)) for a, v, b in zip(block.args, inputs, batched)}
+    for op in block.ops:
+        xs, flags = zip(*(env[v.id] for v in op.inputs)) if op.inputs else ((), ())
+        b = Builder(outer, loc=op.loc, device=op.device)
+        if any(flags):
+            outs, out_batched = batch_op(Emitter(b), op.primitive, xs, flags, op.attrs, op.loc)
+        else:
+            # The op's blocks move to the new op: the traced block is consumed by this pass.
+            outs, out_batched = b.emit(op.primitive, xs, op.attrs, blocks=op.blocks), [False] * len(op.results)
+        for r, v, f in zip(op.results, outs, out_batched):
+            env[r.id] = (v, f)
+    pairs = [env[v.id] for v in block.returns]
+    return [v for v, _ in pairs], [f for _, f in pairs]
