@@ -200,6 +200,7 @@ from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop
 from flowjit.tracer.core import device
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
+from flowjit.tracer.transforms import vmap
 from flowjit.tracer.variables import Variable
 from flowjit.version import __version__
 
