@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.builder import Emitter
-from flowjit.ir.core import Value
+from flowjit.ir.builder import Builder, Emitter
+from flowjit.ir.core import Block, Value
 from flowjit.ir.errors import BatchingError
 from flowjit.ir.registry import Literal, Primitive, defbatch, normalize_axes, normalize_axis
 
@@ -30,8 +30,8 @@ UNBATCHABLE_KINDS = {
     "stateful": "updates a Variable, which is state shared by every example: assign outside fj.vmap",
     "transfer": "is created by placement after tracing and cannot be batched; batch the program before "
                 "placing it",
-    "control": "owns blocks, which the batching pass (issue 25 step 4) does not batch yet: move the "
-               "control flow outside fj.vmap or write it with elementwise select",
+    "control": "is a loop, whose carries the batching pass does not batch yet (cond is batched; while and "
+               "scan are a later step of issue 25): move the loop outside fj.vmap, or map inside its body",
 }
 
 
@@ -153,6 +153,8 @@ def _role_rule(p: Primitive) -> BatchRule | None:
 def generic_rule(p: Primitive) -> BatchRule | None:
     """The batching rule derived from ``p``'s declared properties, or None when they say too
     little (the primitive then needs ``defbatch``, or cannot be batched)."""
+    if p.role == "branch":
+        return _rule_branch(p)
     if p.kind in UNBATCHABLE_KINDS:
         return None
     if p.arity == 0:
@@ -178,13 +180,16 @@ def batch_rule(p: Primitive) -> BatchRule | None:
 
 
 def batch_op(e: Emitter, p: Primitive, xs: Sequence[Value], batched: Sequence[bool], attrs: dict[str, Any],
-             loc: object = None) -> tuple[list[Value], list[bool]]:
+             loc: object = None, blocks: Sequence[Block] = ()) -> tuple[list[Value], list[bool]]:
     """Emit ``p(xs) {attrs}`` batched (at least one of ``xs`` batched at axis 0) and return its
-    results, each with whether it carries the batch; BatchingError if ``p`` has no rule."""
+    results, each with whether it carries the batch; BatchingError if ``p`` has no rule. An op
+    owning ``blocks`` passes them on to its rule, which batches them through ``e``'s hooks
+    (``e.batch_block``, ``e.batch_inline``: the batching pass's Emitter has them)."""
     rule = batch_rule(p)
     if rule is None:
         raise _no_rule(p, xs, batched, loc)
-    return rule(e, list(xs), list(batched), **p.normalize_attrs(attrs))
+    extra = {"blocks": list(blocks)} if blocks else {}
+    return rule(e, list(xs), list(batched), **p.normalize_attrs(attrs), **extra)
 
 
 def _describe(xs: Sequence[Value], batched: Sequence[bool]) -> str:
@@ -268,6 +273,34 @@ def _scatter_add_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], 
     r = y.type.ndim
     perm = (0, *range(2, 2 + axis), 1, *range(2 + axis, r))
     return [e.transpose(y, perm=perm) if perm != tuple(range(r)) else y], [True]
+
+
+def _rule_branch(p: Primitive) -> BatchRule:
+    # An unbatched index runs one branch for the whole batch: each branch is batched on its
+    # own, and a result batched in any branch is broadcast in the others. A batched index
+    # picks a branch per example, so every branch runs (inlined) and selects choose per
+    # example, with the index clamped to the branches as the op does.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, blocks: Sequence[Block]):
+        (index, *ops), (bi, *bops) = xs, batched
+        size = _size(xs, batched)
+        if not bi:
+            new = [e.batch_block(b, [x.type for x in ops], bops) for b in blocks]
+            out_b = [any(fs) for fs in zip(*(f for _, f in new))]
+            for block, flags in new:
+                bb = Builder(block)
+                block.set_returns([bb.op("broadcast_to", v, shape=(size, *v.type.shape)) if want and not f else v
+                                   for v, f, want in zip(block.returns, flags, out_b)])
+            return e.builder.emit(p, [index, *ops], {}, blocks=[b for b, _ in new]), out_b
+        runs = [e.batch_inline(b, ops, bops) for b in blocks]
+        outs, out_b = list(runs[0][0]), list(runs[0][1])
+        for k, (vals, flags) in enumerate(runs[1:], start=1):
+            take = e.ge(index, e.constant(value=Literal(np.asarray(k, index.type.dtype.np))))
+            for j, (v, f) in enumerate(zip(vals, flags)):
+                a, b = _lift(e, v, f, size), _lift(e, outs[j], out_b[j], size)
+                pred = e.reshape(take, shape=(size, *(1,) * (a.type.ndim - 1)))
+                outs[j], out_b[j] = e.select(pred, a, b), True
+        return [_lift(e, v, f, size) for v, f in zip(outs, out_b)], [True] * len(outs)
+    return rule
 
 
 def _conv2d_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):

@@ -6,8 +6,9 @@ whose inputs is batched is re-emitted as it is, so what does not depend on the e
 (constants, iota, a draw from an unbatched key, work on closed-over weights) is computed
 once; an op with a batched input goes through its batching rule (``flowjit.ir.batching``),
 which emits ordinary ops. The result is plain IR: it fuses, differentiates and batches
-again (nested vmap) like any other. Ops owning blocks (cond, while, scan) with a batched
-input raise ``BatchingError`` until their rules land (issue 25 step 4, plan section 2.3).
+again (nested vmap) like any other. A rule for an op owning blocks (cond) batches them
+through the hooks of ``_BatchEmitter``; while and scan with a batched input raise
+``BatchingError`` until their rules land (issue 25 plan, section 2.3).
 """
 
 from __future__ import annotations
@@ -17,6 +18,26 @@ from collections.abc import Sequence
 from flowjit.ir.batching import batch_op
 from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Value
+from flowjit.ir.types import TensorType
+
+
+class _BatchEmitter(Emitter):
+    """The Emitter batching rules get here: with the hooks a rule of an op owning blocks
+    needs to batch them (this layer's ``batch_block``, which the ir layer cannot import)."""
+
+    def batch_block(self, block: Block, arg_types: Sequence[TensorType],
+                    batched: Sequence[bool]) -> tuple[Block, list[bool]]:
+        """A new block, with arguments of ``arg_types``, computing ``block`` batched; and
+        which of its returns carry the batch."""
+        new = Block([Value(t, name=a.name) for t, a in zip(arg_types, block.args)])
+        outs, flags = batch_block(block, new, new.args, batched)
+        new.set_returns(outs)
+        return new, flags
+
+    def batch_inline(self, block: Block, inputs: Sequence[Value],
+                     batched: Sequence[bool]) -> tuple[list[Value], list[bool]]:
+        """``block`` batched on ``inputs``, its ops appended where this Emitter emits."""
+        return batch_block(block, self.builder.block, inputs, batched)
 
 
 def batch_block(block: Block, outer: Block, inputs: Sequence[Value],
@@ -34,7 +55,7 @@ def batch_block(block: Block, outer: Block, inputs: Sequence[Value],
         xs, flags = zip(*(env[v.id] for v in op.inputs)) if op.inputs else ((), ())
         b = Builder(outer, loc=op.loc, device=op.device)
         if any(flags):
-            outs, out_batched = batch_op(Emitter(b), op.primitive, xs, flags, op.attrs, op.loc)
+            outs, out_batched = batch_op(_BatchEmitter(b), op.primitive, xs, flags, op.attrs, op.loc, op.blocks)
         else:
             # The op's blocks move to the new op: the traced block is consumed by this pass.
             outs, out_batched = b.emit(op.primitive, xs, op.attrs, blocks=op.blocks), [False] * len(op.results)

@@ -203,11 +203,55 @@ def test_error_in_axes_not_matching_the_arguments():
 
 def test_error_primitive_without_a_rule_names_it_and_the_line():
     def f(x):
-        return fj.cond(fj.sum(x) > 0, lambda v: v * 2, lambda v: -v, x)  # the line named
+        return fj.fori_loop(0, 3, lambda i, v: v * 2, x)  # the line named
 
     line = f.__code__.co_firstlineno + 1
-    with pytest.raises(BatchingError, match=rf"(?s)cond: not supported under fj.vmap.*test_vmap.py:{line}"):
+    with pytest.raises(BatchingError, match=rf"(?s)while: not supported under fj.vmap.*test_vmap.py:{line}"):
         fj.vmap(f)(_r(4, 3))
+
+
+def _branches(x, flag):
+    return fj.cond(flag, lambda v: fj.sin(v) * 2, lambda v: -v, x)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["function", "eager"])
+def test_cond_with_a_batched_predicate_selects_per_example(compiled):
+    def f(x):
+        return _branches(x, fj.sum(x) > 0)
+
+    x = _r(8, 3)
+    v = fj.vmap(f)
+    got = (fj.function(v) if compiled else v)(x)
+    np.testing.assert_allclose(got, _loop(f, (x,), 0), rtol=1e-6)
+    assert {np.sum(r) > 0 for r in x} == {True, False}  # both branches taken
+
+
+def test_cond_with_a_shared_predicate_runs_one_branch_for_the_batch():
+    x, c = _r(B, 3), np.float32(1.0)
+    f = fj.function(fj.vmap(lambda x, c: fj.cond(c > 0, lambda v: v * c, lambda v: fj.ones((3,), fj.float32), x),
+                            in_axes=(0, None)))
+    np.testing.assert_allclose(f(x, c), x, rtol=1e-6)  # the taken branch is batched
+    np.testing.assert_allclose(f(x, -c), np.ones((B, 3), np.float32))  # the other: its result broadcast
+    assert "cond" in str(f.ir(x, c))
+
+
+def test_gradients_through_a_batched_cond():
+    def f(v):
+        return fj.cond(fj.sum(v) > 0, lambda a: fj.sum(fj.sin(a)), lambda a: fj.sum(a * a), v)
+
+    x = _r(6, 3)
+    want = np.stack([np.cos(r) if r.sum() > 0 else 2 * r for r in x])
+    np.testing.assert_allclose(fj.grad(lambda x: fj.sum(fj.vmap(f)(x)))(x), want, rtol=1e-6)
+    np.testing.assert_allclose(fj.vmap(fj.grad(f))(x), want, rtol=1e-6)
+
+
+def test_switch_with_a_batched_index_clamps_as_the_op():
+    def f(i, x):
+        return fj.switch(i, [lambda v: v + 1, lambda v: v * 10, lambda v: -v], x)
+
+    idx = np.array([-2, 0, 1, 2, 7], np.int32)
+    x = _r(5, 2)
+    np.testing.assert_allclose(fj.vmap(f)(idx, x), _loop(f, (idx, x), 0), rtol=1e-6)
 
 
 def test_error_out_axes_none_for_a_batched_output():
