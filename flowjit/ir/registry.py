@@ -48,6 +48,8 @@ ROLES = {
                   "cond(carry, consts) holds, at most maximum_iterations times (-1: no bound)",
     "scan_loop": "one block, attrs num_carry/num_xs/length/reverse: carry, y = body(carry, xs[t], consts) for t "
                  "in 0..length-1 (or back); each y stacked along a new leading axis",
+    "custom_vjp": "one block (bwd), attrs num_out/num_res: the results are the first num_out inputs; the VJP "
+                  "inlines bwd(residuals, output cotangents, captures) for the arguments that follow the residuals",
 }
 # Roles whose every result element is a copy of one element of their one input.
 COPYING_ROLES = frozenset({"permute_axes", "row_major_reshape", "unit_axes_reshape", "broadcast",

@@ -24,6 +24,7 @@ from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
+from flowjit.passes.inline import inline_calls
 from flowjit.passes.partition import partition
 from flowjit.passes.placement import DeviceTarget, placement
 from flowjit.passes.prune import prune
@@ -133,6 +134,7 @@ class Pipeline:
 TARGETED_PASSES = frozenset({"placement"})
 
 DEFAULT_PIPELINE = Pipeline([
+    ("inline_calls", inline_calls),
     ("simplify", simplify),
     ("cse", cse),
     ("constant_fold", constant_fold),

@@ -18,8 +18,8 @@ def dup(x):
 
 
 def test_pipeline_prints_its_order_and_stages_exist():
-    assert str(DEFAULT_PIPELINE) == ("simplify -> cse -> constant_fold -> prune -> hoist_invariants -> placement -> "
-                                     "partition -> fusion")
+    assert str(DEFAULT_PIPELINE) == ("inline_calls -> simplify -> cse -> constant_fold -> prune -> hoist_invariants "
+                                     "-> placement -> partition -> fusion")
     assert STAGES[0] == "traced" and STAGES[-1] == "fused"
 
 
@@ -112,13 +112,13 @@ def test_a_broken_pass_is_named_when_a_later_pass_crashes_on_its_output():
             seen.update(r.id for r in op.results)
         return fn
     with pytest.raises(VerifyError, match="after pass 'bad'"):
-        Pipeline([("simplify", DEFAULT_PIPELINE.passes[0][1]), ("bad", breaks_ir),
+        Pipeline([("simplify", dict(DEFAULT_PIPELINE.passes)["simplify"]), ("bad", breaks_ir),
                   ("trusting", needs_valid_ir)]).run(traced)
 
     def fails(fn):
         raise RuntimeError("a bug of its own")
     with pytest.raises(RuntimeError, match="a bug of its own"):  # nothing broke before it: its error stands
-        Pipeline([("simplify", DEFAULT_PIPELINE.passes[0][1]), ("fails", fails)]).run(traced)
+        Pipeline([("simplify", dict(DEFAULT_PIPELINE.passes)["simplify"]), ("fails", fails)]).run(traced)
 
 
 def test_interpret_mode_runs_the_traced_program():

@@ -3,6 +3,7 @@
 from flowjit.ir.primitives import (  # noqa: F401
     control,
     creation,
+    custom,
     decompositions,
     elementwise,
     fft,
