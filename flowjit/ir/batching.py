@@ -19,6 +19,7 @@ from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Value
 from flowjit.ir.errors import BatchingError
 from flowjit.ir.registry import Literal, Primitive, defbatch, normalize_axes, normalize_axis
+from flowjit.ir.types import TensorType
 
 BatchRule = Callable[..., tuple[list[Value], list[bool]]]
 
@@ -30,8 +31,8 @@ UNBATCHABLE_KINDS = {
     "stateful": "updates a Variable, which is state shared by every example: assign outside fj.vmap",
     "transfer": "is created by placement after tracing and cannot be batched; batch the program before "
                 "placing it",
-    "control": "is a loop, whose carries the batching pass does not batch yet (cond is batched; while and "
-               "scan are a later step of issue 25): move the loop outside fj.vmap, or map inside its body",
+    "control": "is a while loop, which the batching pass does not batch yet (cond and scan are batched; "
+               "while is a later step of issue 25): move the loop outside fj.vmap, or map inside its body",
 }
 
 
@@ -155,6 +156,8 @@ def generic_rule(p: Primitive) -> BatchRule | None:
     little (the primitive then needs ``defbatch``, or cannot be batched)."""
     if p.role == "branch":
         return _rule_branch(p)
+    if p.role == "scan_loop":
+        return _rule_scan(p)
     if p.kind in UNBATCHABLE_KINDS:
         return None
     if p.arity == 0:
@@ -300,6 +303,42 @@ def _rule_branch(p: Primitive) -> BatchRule:
                 pred = e.reshape(take, shape=(size, *(1,) * (a.type.ndim - 1)))
                 outs[j], out_b[j] = e.select(pred, a, b), True
         return [_lift(e, v, f, size) for v, f in zip(outs, out_b)], [True] * len(outs)
+    return rule
+
+
+def _swap01(e: Emitter, x: Value) -> Value:
+    return e.transpose(x, perm=(1, 0, *range(2, x.type.ndim)))
+
+
+def _rule_scan(p: Primitive) -> BatchRule:
+    # Which carries are batched is a fixpoint: a carry the body makes batched must enter
+    # batched, which may batch others, so the body is batched again until nothing widens
+    # (at most once per carry). Scanned inputs keep the scanned axis first (the batch moves
+    # to axis 1, so each slice has it at 0), and batched ys come out (L, B, ...) and move back.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, blocks: Sequence[Block],
+             num_carry: int, num_xs: int, **attrs: Any):
+        (body,), nc, nx = blocks, num_carry, num_xs
+        size = _size(xs, batched)
+        seq = [_swap01(e, x) if b else x for x, b in zip(xs[nc:nc + nx], batched[nc:nc + nx])]
+        rest = [x.type for x in seq] + [x.type for x in xs[nc + nx:]]
+        rest = [TensorType(t.shape[1:], t.dtype) for t in rest[:nx]] + rest[nx:]
+        carry_b = list(batched[:nc])
+        for _ in range(nc + 1):
+            types = [TensorType((size, *x.type.shape), x.type.dtype) if cb and not b else x.type
+                     for x, b, cb in zip(xs[:nc], batched[:nc], carry_b)]
+            new, out_b = e.batch_block(body, types + rest, carry_b + list(batched[nc:]))
+            widened = [cb or ob for cb, ob in zip(carry_b, out_b[:nc])]
+            if widened == carry_b:
+                break
+            carry_b = widened
+        bb = Builder(new)
+        new.set_returns([bb.op("broadcast_to", v, shape=(size, *v.type.shape)) if k < nc and carry_b[k] and not f
+                         else v for k, (v, f) in enumerate(zip(new.returns, out_b))])
+        init = [_lift(e, x, b, size) if cb else x for x, b, cb in zip(xs[:nc], batched[:nc], carry_b)]
+        outs = e.builder.emit(p, [*init, *seq, *xs[nc + nx:]], {"num_carry": nc, "num_xs": nx, **attrs},
+                              blocks=[new])
+        ys = [_swap01(e, y) if f else y for y, f in zip(outs[nc:], out_b[nc:])]
+        return [*outs[:nc], *ys], [*carry_b, *out_b[nc:]]
     return rule
 
 

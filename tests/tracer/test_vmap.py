@@ -245,6 +245,40 @@ def test_gradients_through_a_batched_cond():
     np.testing.assert_allclose(fj.vmap(fj.grad(f))(x), want, rtol=1e-6)
 
 
+W3 = _r(3, 3)
+
+
+def _rnn(x, h0):
+    def body(h, xt):
+        h2 = fj.tanh(h @ W3 + xt)
+        return h2, fj.sum(h2)
+    return fj.scan(body, h0, x)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["function", "eager"])
+def test_scan_over_batched_sequences(compiled):
+    xs, h0 = _r(B, 5, 3), np.zeros(3, np.float32)
+    v = fj.vmap(_rnn, in_axes=(0, None))
+    h, ys = (fj.function(v) if compiled else v)(xs, h0)
+    loop = [_rnn(x, h0) for x in xs]
+    np.testing.assert_allclose(h, np.stack([a for a, _ in loop]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ys, np.stack([b for _, b in loop]), rtol=1e-5, atol=1e-6)
+    g = fj.vmap(fj.grad(lambda x: fj.sum(_rnn(x, h0)[1])))(xs)
+    np.testing.assert_allclose(g, np.stack([fj.grad(lambda x: fj.sum(_rnn(x, h0)[1]))(x) for x in xs]),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_scan_carry_batched_by_the_body_only():
+    # the init is shared, but the body adds a batched closure: the carry must enter batched
+    def g(c):
+        return fj.scan(lambda h, _: (h + c, h * 2), np.zeros(3, np.float32), None, length=4)
+
+    cs = _r(5, 3)
+    h, ys = fj.function(fj.vmap(g))(cs)
+    np.testing.assert_allclose(h, 4 * cs, rtol=1e-6)
+    np.testing.assert_allclose(ys, np.stack([2 * k * cs for k in range(4)], axis=1), rtol=1e-6)
+
+
 def test_switch_with_a_batched_index_clamps_as_the_op():
     def f(i, x):
         return fj.switch(i, [lambda v: v + 1, lambda v: v * 10, lambda v: -v], x)
