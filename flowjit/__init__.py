@@ -199,7 +199,7 @@ from flowjit.tracer.array_api import (
 from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop
 from flowjit.tracer.core import device
-from flowjit.tracer.custom_gradients import custom_vjp, stop_gradient
+from flowjit.tracer.custom_gradients import custom_jvp, custom_vjp, stop_gradient
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.tracer.transforms import vmap
 from flowjit.tracer.variables import Variable

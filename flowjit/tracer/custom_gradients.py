@@ -50,7 +50,7 @@ class custom_vjp:
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
         self._compiled: Any = None
-        self._in_fwd = False
+        self._in_rule = False
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> custom_vjp:
         """Set the forward rule ``fwd(*args) -> (out, residuals)`` and the backward rule
@@ -69,8 +69,9 @@ class custom_vjp:
         if self.fwd is None or self.bwd is None:
             raise FlowjitTypeError(f"custom_vjp function {self._name} was called at {user_location()} before "
                                    f"{self._name}.defvjp(fwd, bwd) gave it its rules")
-        if self._in_fwd:
-            # fwd calling f (``return f(x), res``) means the primal: that call is not differentiated.
+        if self._in_rule:
+            # A rule calling f (``return f(x), res``) means the primal: this rule does not
+            # differentiate that call (it would trace itself without end).
             return self.fun(*args)
         if current_trace() is None:
             if self._compiled is None:
@@ -85,11 +86,7 @@ class custom_vjp:
         arg_leaves, arg_tree = _leaves_in(trace, tuple(args), f"the arguments of {name}")
         args = pytree.unflatten(arg_tree, arg_leaves)
         out_leaves, out_tree = _leaves_in(trace, self.fun(*args), f"the result of {name}")
-        self._in_fwd = True
-        try:
-            pair = self.fwd(*args)
-        finally:
-            self._in_fwd = False
+        pair = self._rule(self.fwd, *args)
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise FlowjitTypeError(f"the fwd rule of custom_vjp function {name} must return a pair (out, residuals); "
                                    f"it returned {type(pair).__name__} (called at {user_location()})")
@@ -102,7 +99,7 @@ class custom_vjp:
         n_res = len(res_leaves)
 
         def bwd_flat(res: Any, g: Any) -> list[Any]:
-            cts = self.bwd(res, g)
+            cts = self._rule(self.bwd, res, g)
             return self._checked_cotangents(cts, args, arg_leaves, arg_tree)
 
         bwd_in = (pytree.unflatten(res_tree, res_leaves), pytree.unflatten(out_tree, out_leaves))
@@ -114,6 +111,13 @@ class custom_vjp:
                                      {"num_out": len(out_leaves), "num_res": n_res, "name": name},
                                      loc=user_location(), blocks=[sub.block])
         return pytree.unflatten(out_tree, [Tracer(v, trace, o.weak) for v, o in zip(results, out_leaves)])
+
+    def _rule(self, rule: Callable[..., Any], *args: Any) -> Any:
+        self._in_rule = True
+        try:
+            return rule(*args)
+        finally:
+            self._in_rule = False
 
     def _checked_cotangents(self, cts: Any, args: tuple, arg_leaves: list[Tracer],
                             arg_tree: pytree.TreeDef) -> list[Any]:
@@ -147,3 +151,44 @@ class custom_vjp:
                                        "with the argument's structure, shape and dtype")
             out.extend(zeros(t.shape, dtype=t.dtype) if g is None else g for g, t in zip(got_leaves, mine))
         return out
+
+
+class custom_jvp:
+    """A function with a forward-mode derivative rule of the user's own, as ``jax.custom_jvp``:
+    decorate ``f``, then ``f.defjvp(jvp)`` with ``jvp(primals, tangents) -> (out, tangent_out)``
+    (``primals`` and ``tangents`` are tuples of the positional arguments; ``tangent_out`` is
+    linear in ``tangents``). Reverse mode (``grad``, ``vjp``) uses the rule's transpose,
+    JAX's convention too: the cotangent of the arguments is the VJP of ``tangent_out`` as a
+    function of ``tangents``. Arguments are float arrays or pytrees of them. Until flowjit
+    has forward mode, that transpose is all the rule serves: the op in the IR is a
+    ``custom_vjp_call``."""
+
+    def __init__(self, fun: Callable[..., Any]):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.jvp: Callable[..., Any] | None = None
+        self._as_vjp = custom_vjp(fun)
+        self._as_vjp.defvjp(self._fwd, self._bwd)
+
+    def defjvp(self, jvp: Callable[..., Any]) -> custom_jvp:
+        """Set the rule ``jvp(primals, tangents) -> (out, tangent_out)``; returns ``self``."""
+        self.jvp = jvp
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.jvp is None:
+            name = getattr(self.fun, "__name__", "function")
+            raise FlowjitTypeError(f"custom_jvp function {name} was called at {user_location()} before "
+                                   f"{name}.defjvp(jvp) gave it its rule")
+        return self._as_vjp(*args, **kwargs)
+
+    def _fwd(self, *args: Any) -> tuple[Any, Any]:
+        return self.fun(*args), args
+
+    def _bwd(self, primals: tuple, g: Any) -> tuple:
+        # The rule is linear in the tangents, so its VJP at zero tangents is its transpose.
+        from flowjit.tracer.array_api import zeros
+        from flowjit.tracer.autodiff import vjp
+        zero = pytree.tree_map(lambda x: zeros(x.shape, dtype=x.dtype), primals)
+        _, pullback = vjp(lambda *ts: self.jvp(primals, ts)[1], *zero)
+        return tuple(pullback(g))

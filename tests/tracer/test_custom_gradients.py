@@ -239,3 +239,56 @@ def test_stop_gradient_inside_scan():
     # c = ((0*1+1)*2+2)*3+3 = 15; d/dx treating the multipliers as constants: [6, 3, 1]
     np.testing.assert_allclose(f(xs), 15.0)
     np.testing.assert_allclose(fj.grad(f)(xs), [6.0, 3.0, 1.0])
+
+
+@fj.custom_jvp
+def log1pexp(x):
+    return fj.log(1.0 + fj.exp(x))
+
+
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return log1pexp(x), t * (1.0 - 1.0 / (1.0 + fj.exp(x)))
+
+
+log1pexp.defjvp(_log1pexp_jvp)
+
+
+def test_custom_jvp_rule_is_used_by_reverse_mode_through_its_transpose():
+    x = np.array([0.0, 2.0, 100.0, 1000.0])
+    naive = fj.grad(lambda x: fj.sum(fj.log(1.0 + fj.exp(x))))(x)
+    assert np.isnan(naive[-1])
+    np.testing.assert_allclose(fj.grad(lambda x: fj.sum(log1pexp(x)))(x), 1 / (1 + np.exp(-x)))
+    np.testing.assert_allclose(fj.function(log1pexp)(x[:2]), np.log1p(np.exp(x[:2])))
+    v = x[:3]
+    s = 1 / (1 + np.exp(-v))
+    second = fj.grad(lambda x: fj.sum(fj.grad(lambda u: fj.sum(log1pexp(u)))(x)))(v)
+    np.testing.assert_allclose(second, s * (1 - s), atol=1e-15)
+
+
+def test_custom_jvp_with_two_arguments_against_finite_differences():
+    @fj.custom_jvp
+    def f(x, y):
+        return fj.sin(x) * y
+
+    f.defjvp(lambda p, t: (f(*p), fj.cos(p[0]) * p[1] * t[0] + fj.sin(p[0]) * t[1]))
+    x, y = np.array([0.3, 1.0]), np.array([2.0, -1.0])
+    gx, gy = fj.grad(lambda x, y: fj.sum(f(x, y) ** 2), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, _fd(lambda v: ((np.sin(v) * y) ** 2).sum(), x), rtol=1e-6)
+    np.testing.assert_allclose(gy, _fd(lambda v: ((np.sin(x) * v) ** 2).sum(), y), rtol=1e-6)
+
+
+def test_custom_jvp_needs_its_rule():
+    @fj.custom_jvp
+    def f(x):
+        return x
+
+    with pytest.raises(FlowjitTypeError, match=r"before f.defjvp\(jvp\)"):
+        f(np.ones(2))
+
+
+def test_interpreter_backend_runs_the_custom_call():
+    f = fj.function(lambda x: fj.grad(logsumexp)(x) + logsumexp(x), backend="interpreter")
+    x = np.array([0.5, 1.5])
+    e = np.exp(x)
+    np.testing.assert_allclose(f(x), e / e.sum() + np.log(e.sum()))
