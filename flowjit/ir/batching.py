@@ -31,8 +31,7 @@ UNBATCHABLE_KINDS = {
     "stateful": "updates a Variable, which is state shared by every example: assign outside fj.vmap",
     "transfer": "is created by placement after tracing and cannot be batched; batch the program before "
                 "placing it",
-    "control": "is a while loop, which the batching pass does not batch yet (cond and scan are batched; "
-               "while is a later step of issue 25): move the loop outside fj.vmap, or map inside its body",
+    "control": "owns blocks in a way no batching rule covers: move it outside fj.vmap",
 }
 
 
@@ -158,6 +157,8 @@ def generic_rule(p: Primitive) -> BatchRule | None:
         return _rule_branch(p)
     if p.role == "scan_loop":
         return _rule_scan(p)
+    if p.role == "while_loop":
+        return _rule_while(p)
     if p.kind in UNBATCHABLE_KINDS:
         return None
     if p.arity == 0:
@@ -339,6 +340,46 @@ def _rule_scan(p: Primitive) -> BatchRule:
                               blocks=[new])
         ys = [_swap01(e, y) if f else y for y, f in zip(outs[nc:], out_b[nc:])]
         return [*outs[:nc], *ys], [*carry_b, *out_b[nc:]]
+    return rule
+
+
+def _rule_while(p: Primitive) -> BatchRule:
+    # The carries' batching is a fixpoint as for scan. A shared predicate runs one loop; a
+    # batched one runs while any example's holds, and an example whose predicate is false
+    # keeps its carry (a select per carry), so every carry is batched.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, blocks: Sequence[Block],
+             num_carry: int, maximum_iterations: int):
+        (cond, body), nc = blocks, num_carry
+        size = _size(xs, batched)
+        carry_b, consts_b = list(batched[:nc]), list(batched[nc:])
+
+        def types() -> list[TensorType]:
+            return [TensorType((size, *x.type.shape), x.type.dtype) if cb and not b else x.type
+                    for x, b, cb in zip(xs[:nc], batched[:nc], carry_b)] + [x.type for x in xs[nc:]]
+        for _ in range(nc + 2):
+            new_body, out_b = e.batch_block(body, types(), carry_b + consts_b)
+            new_cond, (pred_b,) = e.batch_block(cond, types(), carry_b + consts_b)
+            widened = [True] * nc if pred_b else [cb or ob for cb, ob in zip(carry_b, out_b)]
+            if widened == carry_b:
+                break
+            carry_b = widened
+        init = [_lift(e, x, b, size) if cb else x for x, b, cb in zip(xs[:nc], batched[:nc], carry_b)]
+        attrs = {"num_carry": nc, "maximum_iterations": maximum_iterations}
+        if pred_b:
+            new_cond.set_returns([Builder(new_cond).op("reduce_any", new_cond.returns[0], axes=(0,))])
+            new_body = Block([Value(t, name=a.name) for t, a in zip(types(), body.args)])
+            inner = type(e)(Builder(new_body))
+            (pred,), _ = inner.batch_inline(cond, new_body.args, carry_b + consts_b)
+            stepped, flags = inner.batch_inline(body, new_body.args, carry_b + consts_b)
+            keep = [inner.reshape(pred, shape=(size, *(1,) * (old.type.ndim - 1))) for old in new_body.args[:nc]]
+            new_body.set_returns([inner.select(k, _lift(inner, v, f, size), old)
+                                  for k, v, f, old in zip(keep, stepped, flags, new_body.args)])
+        else:
+            bb = Builder(new_body)
+            new_body.set_returns([bb.op("broadcast_to", v, shape=(size, *v.type.shape)) if cb and not f else v
+                                  for v, f, cb in zip(new_body.returns, out_b, carry_b)])
+        outs = e.builder.emit(p, [*init, *xs[nc:]], attrs, blocks=[new_cond, new_body])
+        return outs, carry_b
     return rule
 
 

@@ -6,9 +6,8 @@ whose inputs is batched is re-emitted as it is, so what does not depend on the e
 (constants, iota, a draw from an unbatched key, work on closed-over weights) is computed
 once; an op with a batched input goes through its batching rule (``flowjit.ir.batching``),
 which emits ordinary ops. The result is plain IR: it fuses, differentiates and batches
-again (nested vmap) like any other. A rule for an op owning blocks (cond, scan) batches
-them through the hooks of ``_BatchEmitter``; while with a batched input raises
-``BatchingError`` until its rule lands (issue 25 plan, section 2.3).
+again (nested vmap) like any other. A rule for an op owning blocks (cond, while, scan)
+batches them through the hooks of ``_BatchEmitter`` (issue 25 plan, section 2.3).
 """
 
 from __future__ import annotations

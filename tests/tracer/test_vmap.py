@@ -202,12 +202,42 @@ def test_error_in_axes_not_matching_the_arguments():
 
 
 def test_error_primitive_without_a_rule_names_it_and_the_line():
-    def f(x):
-        return fj.fori_loop(0, 3, lambda i, v: v * 2, x)  # the line named
+    def f(k):
+        return fj.random.uniform(k, (3,))  # the line named
 
     line = f.__code__.co_firstlineno + 1
-    with pytest.raises(BatchingError, match=rf"(?s)while: not supported under fj.vmap.*test_vmap.py:{line}"):
-        fj.vmap(f)(_r(4, 3))
+    keys = np.stack([fj.random.key(s) for s in range(4)])
+    with pytest.raises(BatchingError, match=rf"(?s)random_uniform: not supported under fj.vmap.*split the key.*"
+                                            rf"test_vmap.py:{line}"):
+        fj.vmap(f)(keys)
+    # an unbatched key: one draw shared by every example, as in JAX
+    out = fj.vmap(lambda x, k: x + fj.random.uniform(k, (3,)), in_axes=(0, None))(_r(4, 3) * 0, keys[0])
+    np.testing.assert_array_equal(out, np.broadcast_to(out[0], (4, 3)))
+
+
+def _collatz(n):
+    def body(c):
+        n, k = c
+        return fj.where(n % 2 == 0, n // 2, 3 * n + 1), k + 1
+    return fj.while_loop(lambda c: c[0] > 1, body, (n, fj.asarray(0, fj.int32)))
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["function", "eager"])
+def test_while_with_a_batched_predicate_stops_each_example_on_its_own(compiled):
+    ns = np.array([1, 2, 3, 6, 7, 27], np.int32)
+    v = fj.vmap(_collatz)
+    n, k = (fj.function(v) if compiled else v)(ns)
+    np.testing.assert_array_equal(n, np.ones(6, np.int32))
+    np.testing.assert_array_equal(k, [0, 1, 7, 8, 16, 111])
+
+
+def test_while_with_a_shared_predicate_and_a_bound():
+    def f(x, m):
+        return fj.while_loop(lambda c: c[1] < m, lambda c: (c[0] * 2 + x, c[1] + 1), (x, 0))[0]
+
+    xs = _r(B, 3)
+    got = fj.function(fj.vmap(f, in_axes=(0, None)))(xs, np.int32(3))
+    np.testing.assert_allclose(got, np.stack([f(x, np.int32(3)) for x in xs]), rtol=1e-6)
 
 
 def _branches(x, flag):
