@@ -295,15 +295,25 @@ def _rule_branch(p: Primitive) -> BatchRule:
                 block.set_returns([bb.op("broadcast_to", v, shape=(size, *v.type.shape)) if want and not f else v
                                    for v, f, want in zip(block.returns, flags, out_b)])
             return e.builder.emit(p, [index, *ops], {}, blocks=[b for b, _ in new]), out_b
-        runs = [e.batch_inline(b, ops, bops) for b in blocks]
-        outs, out_b = list(runs[0][0]), list(runs[0][1])
-        for k, (vals, flags) in enumerate(runs[1:], start=1):
-            take = e.ge(index, e.constant(value=Literal(np.asarray(k, index.type.dtype.np))))
-            for j, (v, f) in enumerate(zip(vals, flags)):
-                a, b = _lift(e, v, f, size), _lift(e, outs[j], out_b[j], size)
-                pred = e.reshape(take, shape=(size, *(1,) * (a.type.ndim - 1)))
-                outs[j], out_b[j] = e.select(pred, a, b), True
-        return [_lift(e, v, f, size) for v, f in zip(outs, out_b)], [True] * len(outs)
+        def const(k: int) -> Value:
+            return e.constant(value=Literal(np.asarray(k, index.type.dtype.np)))
+
+        def where(take: Value, a: Value, b: Value) -> Value:
+            return e.select(e.reshape(take, shape=(size, *(1,) * (a.type.ndim - 1))), a, b)
+
+        clamped = e.minimum(e.maximum(index, const(0)), const(len(blocks) - 1))
+        outs: list[Value] = []
+        for k, block in enumerate(blocks):
+            take = e.eq(clamped, const(k))
+            # Every branch runs, so where it is not taken its float inputs are stop_gradient
+            # copies: a branch whose derivative is infinite there (sqrt at 0) puts no NaN
+            # into the gradient (0 * inf), as JAX does (jax issue 1052).
+            ins = [where(take, _lift(e, x, b, size), e.stop_gradient(_lift(e, x, b, size)))
+                   if x.type.dtype.is_inexact else x for x, b in zip(ops, bops)]
+            vals, flags = e.batch_inline(block, ins, [b or x.type.dtype.is_inexact for x, b in zip(ops, bops)])
+            vals = [_lift(e, v, f, size) for v, f in zip(vals, flags)]
+            outs = vals if k == 0 else [where(take, v, o) for v, o in zip(vals, outs)]
+        return outs, [True] * len(outs)
     return rule
 
 

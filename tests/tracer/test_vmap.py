@@ -309,6 +309,22 @@ def test_scan_carry_batched_by_the_body_only():
     np.testing.assert_allclose(ys, np.stack([2 * k * cs for k in range(4)], axis=1), rtol=1e-6)
 
 
+def test_an_untaken_branch_puts_no_nan_in_the_gradient():
+    # the false branch is harmless but the true one's derivative is infinite at -1: every
+    # branch runs under a batched predicate, so its inputs must not carry gradient where
+    # it is not taken (JAX's select with stop_gradient, jax issue 1052)
+    w = np.float32(2.0)
+
+    def f(v, w):
+        return fj.cond(v > 0, lambda a: fj.sqrt(a * w), lambda a: a * 0, v)
+
+    x = np.array([4.0, -1.0, 9.0], np.float32)
+    gx, gw = fj.grad(lambda x, w: fj.sum(fj.vmap(f, in_axes=(0, None))(x, w)), argnums=(0, 1))(x, w)
+    loop = [fj.grad(f, argnums=(0, 1))(xi, w) for xi in x]
+    np.testing.assert_allclose(gx, [g for g, _ in loop], rtol=1e-6)
+    np.testing.assert_allclose(gw, sum(g for _, g in loop), rtol=1e-6)
+
+
 def test_switch_with_a_batched_index_clamps_as_the_op():
     def f(i, x):
         return fj.switch(i, [lambda v: v + 1, lambda v: v * 10, lambda v: -v], x)
