@@ -337,3 +337,14 @@ def test_switch_with_a_batched_index_clamps_as_the_op():
 def test_error_out_axes_none_for_a_batched_output():
     with pytest.raises(FlowjitTypeError, match=r"out_axes is None for out.*depends on the mapped"):
         fj.vmap(lambda x: x * 2, out_axes=None)(_r(4, 3))
+
+
+def test_error_assigning_a_variable_inside_vmap():
+    v = fj.Variable(np.zeros(3, np.float32), name="W")
+
+    def f(x):
+        v.assign(x)
+        return x
+
+    with pytest.raises(fj.TracerError, match="assigning Variable W inside fj.vmap is not supported"):
+        fj.vmap(f)(_r(2, 3))
