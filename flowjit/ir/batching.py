@@ -159,6 +159,8 @@ def generic_rule(p: Primitive) -> BatchRule | None:
         return _rule_scan(p)
     if p.role == "while_loop":
         return _rule_while(p)
+    if p.role == "custom_vjp":
+        return _rule_custom_vjp(p)
     if p.kind in UNBATCHABLE_KINDS:
         return None
     if p.arity == 0:
@@ -390,6 +392,26 @@ def _rule_while(p: Primitive) -> BatchRule:
                                   for v, f, cb in zip(new_body.returns, out_b, carry_b)])
         outs = e.builder.emit(p, [*init, *xs[nc:]], attrs, blocks=[new_cond, new_body])
         return outs, carry_b
+    return rule
+
+
+def _rule_custom_vjp(p: Primitive) -> BatchRule:
+    # The user's bwd is batched like any block, on batched residuals, output cotangents and
+    # captures. The arguments enter batched (broadcast where shared), so bwd's cotangents
+    # are too: the broadcast's own VJP then sums a shared argument's over the examples.
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, blocks: Sequence[Block],
+             num_out: int, num_res: int, **attrs: Any):
+        (bwd,), k, r = blocks, num_out, num_res
+        n, size = len(bwd.returns), _size(xs, batched)
+        ins = [_lift(e, x, b, size) if k + r <= i < k + r + n else x for i, (x, b) in enumerate(zip(xs, batched))]
+        flags = [b or k + r <= i < k + r + n for i, b in enumerate(batched)]
+        order = [*range(k, k + r), *range(k), *range(k + r + n, len(ins))]  # bwd's (res, cts, captures)
+        new, out_b = e.batch_block(bwd, [ins[i].type for i in order], [flags[i] for i in order])
+        bb = Builder(new)
+        new.set_returns([v if f else bb.op("broadcast_to", v, shape=(size, *v.type.shape))
+                         for v, f in zip(new.returns, out_b)])
+        outs = e.builder.emit(p, ins, {"num_out": k, "num_res": r, **attrs}, blocks=[new])
+        return outs, list(flags[:k])
     return rule
 
 

@@ -348,3 +348,23 @@ def test_error_assigning_a_variable_inside_vmap():
 
     with pytest.raises(fj.TracerError, match="assigning Variable W inside fj.vmap is not supported"):
         fj.vmap(f)(_r(2, 3))
+
+
+@fj.custom_vjp
+def _scaled_sin(x, w):
+    return fj.sin(x) * w
+
+
+# a rule that differs from the true derivative (3 times it for x), so its use is visible
+_scaled_sin.defvjp(lambda x, w: (fj.sin(x) * w, (x, w)),
+                   lambda res, g: (3 * g * fj.cos(res[0]) * res[1], fj.sum(g * fj.sin(res[0]))))
+
+
+def test_custom_vjp_under_vmap_keeps_the_users_rule():
+    x, w = _r(B, 2), np.float32(2.0)
+    np.testing.assert_allclose(fj.vmap(_scaled_sin, in_axes=(0, None))(x, w), np.sin(x) * w, rtol=1e-6)
+    gx, gw = fj.grad(lambda x, w: fj.sum(fj.vmap(_scaled_sin, in_axes=(0, None))(x, w)), argnums=(0, 1))(x, w)
+    np.testing.assert_allclose(gx, 3 * np.cos(x) * w, rtol=1e-5)
+    np.testing.assert_allclose(gw, np.sin(x).sum(), rtol=1e-5)  # a shared argument: summed over examples
+    per = fj.vmap(fj.grad(lambda x, w: fj.sum(_scaled_sin(x, w))), in_axes=(0, None))(x, w)
+    np.testing.assert_allclose(per, 3 * np.cos(x) * w, rtol=1e-5)
