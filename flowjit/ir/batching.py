@@ -106,9 +106,20 @@ def _rule_matrix_product(p: Primitive) -> BatchRule:
     def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
         def nbatch(x: Value, f: bool) -> int:
             return x.type.ndim - (3 if f else 2)
+        (a, b), (fa, fb) = xs, batched
+        if fa and not fb and b.type.ndim == 2:
+            # A batch of rows times one matrix is one 2-D product over all the rows: no batched
+            # gemm, so the program keeps to the native 2-D matmul (per-example forward passes).
+            s = a.type.shape
+            y = e.matmul(e.reshape(a, shape=(int(np.prod(s[:-1])), s[-1])), b)
+            return [e.reshape(y, shape=(*s[:-1], b.type.shape[-1]))], [True]
         nb = max(nbatch(x, f) for x, f in zip(xs, batched))
         ins = [e.expand_dims(x, axes=tuple(range(1, 1 + nb - nbatch(x, f)))) if f and nbatch(x, f) < nb else x
                for x, f in zip(xs, batched)]
+        if a.type.shape[-1] == 1 and a.type.dtype == b.type.dtype:
+            # A contraction over one element is a broadcast product (the per-example outer
+            # products x_i^T g_i of weight gradients), which fuses instead of a batched gemm.
+            return [e.mul(*ins)], [True]
         return _emit(e, p, ins, attrs), [True]
     return rule
 

@@ -52,6 +52,10 @@ CASES = [
     ("matmul_lhs", lambda a, b: a @ b, (_r(B, 2, 3), _r(3, 4)), (0, None)),
     ("matmul_rhs", lambda a, b: a @ b, (_r(2, 3), _r(B, 3, 4)), (None, 0)),
     ("matvec", lambda w, x: w @ x, (_r(3, 4), _r(B, 4)), (None, 0)),
+    ("matmul_lhs_stacked", lambda a, b: a @ b, (_r(B, 2, 2, 3), _r(3, 4)), (0, None)),
+    ("outer_both", lambda a, b: a @ b, (_r(B, 3, 1), _r(B, 1, 4)), 0),
+    ("outer_rhs", lambda a, b: a @ b, (_r(2, 3, 1), _r(B, 1, 4)), (None, 0)),
+    ("outer_vectors", lambda a, b: fj.outer(a, b), (_r(B, 3), _r(B, 4)), 0),
     ("reshape_transpose", lambda x: fj.transpose(fj.reshape(x, (3, 2)), (1, 0)), (_r(B, 6),), 0),
     ("concat_slice", lambda x, y: fj.concatenate([x[1:], y], axis=0), (_r(B, 3), _r(2)), (0, None)),
     ("expand_squeeze", lambda x: fj.squeeze(fj.expand_dims(x, 0), 0), (_r(B, 3),), 0),
@@ -368,3 +372,15 @@ def test_custom_vjp_under_vmap_keeps_the_users_rule():
     np.testing.assert_allclose(gw, np.sin(x).sum(), rtol=1e-5)  # a shared argument: summed over examples
     per = fj.vmap(fj.grad(lambda x, w: fj.sum(_scaled_sin(x, w))), in_axes=(0, None))(x, w)
     np.testing.assert_allclose(per, 3 * np.cos(x) * w, rtol=1e-5)
+
+
+def test_per_example_gradients_compile_to_one_native_program():
+    # the batched products fold to 2-D matmuls and broadcast products (no batched gemm), so
+    # the llvm backend keeps the whole program native
+    f = fj.function(fj.vmap(fj.grad(_mlp_loss), in_axes=(None, 0, 0)), backend="llvm")
+    params, x, y = _mlp(B)
+    got = f(params, x, y)
+    (entry,) = f._cache.values()
+    assert entry.executable._program is not None, entry.executable.native_reason
+    np.testing.assert_allclose(got[2], np.stack([fj.grad(_mlp_loss)(params, x[i], y[i])[2] for i in range(B)]),
+                               rtol=1e-4, atol=1e-5)
