@@ -40,7 +40,10 @@ def _axes_per_leaf(axes: Any, tree: Any, path: str, what: str, whole: tuple[Any,
         return [pa for i, (a, t) in enumerate(zip(axes, tree))
                 for pa in _axes_per_leaf(a, t, f"{path}[{i}]", what, whole)]
     if isinstance(axes, dict) and isinstance(tree, dict) and set(axes) == set(tree):
-        keys = sorted(tree) if all(isinstance(k, str) for k in tree) else list(tree)
+        try:  # the leaf order of pytree.flatten
+            keys = sorted(tree)
+        except TypeError:
+            keys = list(tree)
         return [pa for k in keys for pa in _axes_per_leaf(axes[k], tree[k], f"{path}[{k!r}]", what, whole)]
     tree_str = str(pytree.flatten(whole[1])[1])
     raise FlowjitTypeError(f"vmap: {what} must be an int, None, or a prefix of the structure it maps; "

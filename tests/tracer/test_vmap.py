@@ -96,6 +96,12 @@ def test_in_axes_pytree_and_out_axes():
     np.testing.assert_array_equal(out["w"], p.w)  # unmapped output, out axis None
 
 
+def test_in_axes_dict_with_int_keys_follows_the_leaf_order():
+    d = {10: _r(B, 2), 2: _r(3)}
+    out = fj.vmap(lambda d: d[10][:, None] * d[2], in_axes=({10: 0, 2: None},))(d)
+    np.testing.assert_allclose(out, d[10][:, :, None] * d[2], rtol=1e-6)
+
+
 def test_out_axes_broadcasts_an_output_that_does_not_depend_on_the_example():
     out = fj.vmap(lambda x, c: (x * 2, c + 1), in_axes=(0, None))(_r(B, 3), np.float32(1.0))
     assert out[1].shape == (B,) and np.all(out[1] == 2.0)
