@@ -201,6 +201,7 @@ from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loo
 from flowjit.tracer.core import device
 from flowjit.tracer.custom_gradients import custom_jvp, custom_vjp, stop_gradient
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
+from flowjit.tracer.jacobians import hessian, jacrev
 from flowjit.tracer.transforms import vmap
 from flowjit.tracer.variables import Variable
 from flowjit.version import __version__

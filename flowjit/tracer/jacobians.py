@@ -1,0 +1,104 @@
+"""``fj.jacrev`` and ``fj.hessian``: whole Jacobians and Hessians from reverse mode.
+
+``jacrev`` is ``fj.vmap`` of the ``fj.vjp`` pullback over the standard basis of the
+output's cotangent space (JAX's ``jacrev``, api.py): one batched backward pass computes
+every row at once, so the compiled program has no per-row loop and the forward pass runs
+once. The basis is an ``eye`` built from ``iota``, a traced value that fuses, not a
+constant of ``Y*Y`` elements stored in the program.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flowjit.ir.errors import FlowjitTypeError
+from flowjit.tracer import pytree
+from flowjit.tracer.array_api import eye, reshape
+from flowjit.tracer.autodiff import _argnums, _compiled_outside_traces, vjp
+from flowjit.tracer.core import Tracer, user_location
+from flowjit.tracer.transforms import vmap
+
+
+def _std_basis(outs: list[Tracer]) -> tuple[list[Any], list[tuple[int, int]]]:
+    """One cotangent leaf per output leaf, each with a leading axis of size Y (all output
+    elements together): row r is one at element r of the flattened outputs. Also each
+    leaf's (start, stop) in that axis."""
+    total = sum(math.prod(o.shape) for o in outs)
+    ones = eye(total, dtype=outs[0].dtype)
+    leaves, spans, start = [], [], 0
+    for o in outs:
+        stop = start + math.prod(o.shape)
+        cols = ones if len(outs) == 1 else ones[:, start:stop]
+        leaves.append(reshape(cols, (total, *o.shape)))
+        spans.append((start, stop))
+        start = stop
+    return leaves, spans
+
+
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Jacobian of ``fun`` with respect to its positional arguments ``argnums`` by
+    reverse mode, as ``jax.jacrev``: for an output leaf of shape S and an argument leaf of
+    shape T the block has shape ``S + T``; the result nests the output's structure outside
+    the argument's (a tuple of argument pytrees per output leaf when ``argnums`` is a
+    tuple). With ``has_aux``, ``fun`` returns ``(output, aux)`` and the result is
+    ``(jacobian, aux)``. Arguments and outputs must be real floats. All rows come from one
+    vmapped pullback (no loop), so it composes with ``fj.function``, ``fj.grad`` and itself."""
+    name = getattr(fun, "__name__", "function")
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        nums = _argnums(argnums, len(args), f"jacrev({name})")
+
+        def partial(*wrt: Any) -> Any:
+            full = list(args)
+            for i, w in zip(nums, wrt):
+                full[i] = w
+            return fun(*full, **kwargs)
+
+        primals = [args[i] for i in nums]
+        if has_aux:
+            out = vjp(partial, *primals, has_aux=True)
+            if len(out) != 3:
+                raise FlowjitTypeError(f"jacrev({name}) with has_aux=True: the function must return "
+                                       f"(output, aux) at {user_location()}")
+            y, pullback, aux = out
+        else:
+            (y, pullback), aux = vjp(partial, *primals), None
+        outs, out_tree = pytree.flatten(y)
+        for k, o in enumerate(outs):
+            if not o.dtype.is_float:
+                raise FlowjitTypeError(f"jacrev({name}): output leaf {k} is {o.aval} at {user_location()}; jacrev "
+                                       "needs real float outputs (cast integer outputs to float; complex outputs "
+                                       "are not supported: take fj.real and fj.imag separately)")
+        for i, p in zip(nums, primals):
+            for leaf in pytree.flatten(p)[0]:
+                if getattr(leaf, "dtype", None) is not None and getattr(leaf.dtype, "is_complex", False):
+                    raise FlowjitTypeError(f"jacrev({name}): argument {i} has a complex leaf at {user_location()};"
+                                           " only real float arguments are supported")
+        basis, spans = _std_basis(outs)
+        rows = vmap(pullback)(pytree.unflatten(out_tree, basis))  # a tuple over argnums, leaves (Y, *T)
+        arg_trees = [pytree.flatten(r) for r in rows]
+        blocks = []
+        for o, (start, stop) in zip(outs, spans):
+            per_arg = []
+            for leaves, tree in arg_trees:
+                cut = [leaf if len(outs) == 1 else leaf[start:stop] for leaf in leaves]
+                per_arg.append(pytree.unflatten(tree, [reshape(c, (*o.shape, *c.shape[1:])) for c in cut]))
+            blocks.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+        jac = pytree.unflatten(out_tree, blocks)
+        return (jac, aux) if has_aux else jac
+
+    return _compiled_outside_traces(traced, fun)
+
+
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Hessian of ``fun`` (a real float scalar, or any float output: then one Hessian
+    per output element) with respect to ``argnums``, as ``jax.hessian``: for a scalar
+    output and an argument leaf of shape T it has shape ``T + T``, nested as
+    ``jacrev(jacrev(fun))``'s result (a tuple of tuples for a tuple of ``argnums``). With
+    ``has_aux``, returns ``(hessian, aux)``."""
+    # Reverse over reverse for now: the plan (docs/plans/function-transforms.md section 4)
+    # has jacfwd(jacrev(fun)), forward over reverse, which needs one forward pass per input
+    # element instead of a second batched backward; switch once fj.jvp/jacfwd land.
+    return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
