@@ -171,3 +171,26 @@ def test_errors_name_the_problem():
         fj.jacrev(lambda v: v, argnums=2)(x)
     with pytest.raises(fj.FlowjitTypeError, match="float or complex"):
         fj.jacrev(lambda v: v * 1.0)(np.arange(3))
+
+
+def test_composes_with_vmap_grad_and_control_flow():
+    xs = RNG.standard_normal((4, 3))
+
+    def f(x):
+        return fj.tanh(A[:2] @ x)
+    batched = fj.vmap(fj.jacrev(f))(xs)
+    np.testing.assert_allclose(batched, np.stack([fj.jacrev(f)(x) for x in xs]), rtol=1e-12)
+
+    def frob(x):
+        return fj.sum(fj.jacrev(f)(x) ** 2)
+    np.testing.assert_allclose(fj.grad(frob)(xs[0]), _fd_jacobian(lambda v: np.asarray(fj.function(frob)(v)), xs[0]),
+                               rtol=1e-6, atol=1e-8)
+
+    def scanned(x):  # carry c <- c * x_i + 1 from c = x_0
+        return fj.scan(lambda c, xi: (c * xi + 1.0, c), x[0], x)[0]
+    np.testing.assert_allclose(fj.jacrev(scanned)(xs[0]),
+                               _fd_jacobian(lambda v: np.asarray(fj.function(scanned)(v)), xs[0]), rtol=1e-6)
+
+    def power(x):  # x ** 4 by a bounded while_loop
+        return fj.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * x, c[1] + 1), (x, 0), maximum_iterations=5)[0]
+    np.testing.assert_allclose(fj.jacrev(power)(xs[0]), np.diag(4 * xs[0] ** 3), rtol=1e-12)
