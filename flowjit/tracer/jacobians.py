@@ -1,10 +1,12 @@
-"""``fj.jacrev`` and ``fj.hessian``: whole Jacobians and Hessians from reverse mode.
+"""``fj.jacrev``, ``fj.jacfwd`` and ``fj.hessian``: whole Jacobians and Hessians.
 
 ``jacrev`` is ``fj.vmap`` of the ``fj.vjp`` pullback over the standard basis of the
 output's cotangent space (JAX's ``jacrev``, api.py): one batched backward pass computes
 every row at once, so the compiled program has no per-row loop and the forward pass runs
 once. The basis is an ``eye`` built from ``iota``, a traced value that fuses, not a
-constant of ``Y*Y`` elements stored in the program.
+constant of ``Y*Y`` elements stored in the program. ``jacfwd`` is the forward-mode
+dual: ``fj.vmap`` of ``fj.jvp`` over the standard basis of the inputs, one batched
+tangent pass (the primal ops do not depend on the tangent, so they run once).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import pytree
-from flowjit.tracer.array_api import eye, reshape
+from flowjit.tracer.array_api import eye, moveaxis, reshape
 from flowjit.tracer.autodiff import _argnums, _compiled_outside_traces, vjp
-from flowjit.tracer.core import Tracer, user_location
+from flowjit.tracer.core import Tracer, operand, user_location
+from flowjit.tracer.forward import jvp
 from flowjit.tracer.transforms import vmap
 
 
@@ -85,6 +88,67 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
             for leaves, tree in arg_trees:
                 cut = [leaf if len(outs) == 1 else leaf[start:stop] for leaf in leaves]
                 per_arg.append(pytree.unflatten(tree, [reshape(c, (*o.shape, *c.shape[1:])) for c in cut]))
+            blocks.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+        jac = pytree.unflatten(out_tree, blocks)
+        return (jac, aux) if has_aux else jac
+
+    return _compiled_outside_traces(traced, fun)
+
+
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Jacobian of ``fun`` with respect to its positional arguments ``argnums`` by
+    forward mode, as ``jax.jacfwd``: the same blocks and nesting as ``jacrev`` (``S + T``
+    per output leaf of shape S and argument leaf of shape T, outputs outside arguments),
+    cheaper when the arguments have fewer elements than the outputs. All columns come
+    from one vmapped ``fj.jvp`` (no loop). With ``has_aux``, ``fun`` returns ``(output,
+    aux)`` and the result is ``(jacobian, aux)``. Arguments and outputs must be real floats."""
+    name = getattr(fun, "__name__", "function")
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        nums = _argnums(argnums, len(args), f"jacfwd({name})")
+        aux = None
+        if has_aux:  # the aux is computed apart; CSE merges its ops with the jvp's primal ones
+            out = fun(*args, **kwargs)
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise FlowjitTypeError(f"jacfwd({name}) with has_aux=True: the function must return "
+                                       f"(output, aux) at {user_location()}")
+            aux = out[1]
+
+        def partial(*wrt: Any) -> Any:
+            full = list(args)
+            for i, w in zip(nums, wrt):
+                full[i] = w
+            out = fun(*full, **kwargs)
+            return out[0] if has_aux else out
+
+        primals = [args[i] for i in nums]
+        in_trees = [pytree.flatten(p) for p in primals]
+        ins = [operand(x, f"argument of jacfwd({name})") for leaves, _ in in_trees for x in leaves]
+        for k, x in enumerate(ins):
+            if not x.dtype.is_float:
+                raise FlowjitTypeError(f"jacfwd({name}): argument leaf {k} is {x.aval} at {user_location()}; "
+                                       "jacfwd needs real float arguments (cast integers to float; complex "
+                                       "arguments are not supported)")
+        basis, spans = _std_basis(ins)  # leaves (X, *T)
+        it = iter(basis)
+        tangents = [pytree.unflatten(tree, [next(it) for _ in leaves]) for leaves, tree in in_trees]
+        cols = vmap(lambda *ts: jvp(partial, primals, ts)[1])(*tangents)  # the output tree, leaves (X, *S)
+        outs, out_tree = pytree.flatten(cols)
+        blocks = []
+        for o in outs:
+            if not o.dtype.is_float:
+                raise FlowjitTypeError(f"jacfwd({name}): an output leaf is {o.aval} at {user_location()}; jacfwd "
+                                       "needs real float outputs")
+            last = moveaxis(o, 0, -1)  # (*S, X)
+            shape = o.shape[1:]
+            leaves_it = iter(zip(ins, spans))
+            per_arg = []
+            for leaves, tree in in_trees:
+                cut = []
+                for x, (start, stop) in (next(leaves_it) for _ in leaves):
+                    c = last if len(ins) == 1 else last[..., start:stop]
+                    cut.append(reshape(c, (*shape, *x.shape)))
+                per_arg.append(pytree.unflatten(tree, cut))
             blocks.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
         jac = pytree.unflatten(out_tree, blocks)
         return (jac, aux) if has_aux else jac

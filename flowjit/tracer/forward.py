@@ -1,0 +1,100 @@
+"""``fj.jvp``: forward-mode derivatives of traced code (Jacobian-vector products).
+
+Inside a trace the function is called on the current trace, so its ops are recorded
+there; ``flowjit.passes.forward.jvp`` then appends the tangent ops for exactly that
+region. The tangent is ordinary IR in the caller's program: it is optimized, fused and
+compiled with the rest, ``jvp(grad(f))`` is a Hessian-vector product, and ``vmap`` of a
+``jvp`` batches only the tangent ops (the primal ops do not depend on the tangent, so
+they run once). Values the function closes over are constants for the derivative, as
+in JAX. Called outside a trace, ``jvp`` runs an ``fj.function`` of itself, traced once
+per argument signature and compiled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from flowjit.ir.errors import FlowjitTypeError
+from flowjit.passes.forward import jvp as forward_jvp
+from flowjit.tracer import pytree
+from flowjit.tracer.autodiff import _compiled_outside_traces, _own_value
+from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
+
+__all__ = ["jvp"]
+
+# Outside a trace, one compiled jvp per function (traced once per signature), so calling
+# fj.jvp(f, ...) again does not trace f again.
+_compiled: WeakKeyDictionary[Any, Callable[..., Any]] = WeakKeyDictionary()
+
+
+def _tangent(name: str, i: int, path: str, primal: Tracer, tangent: Any) -> Tracer:
+    """``tangent`` as a value of the trace, checked against its primal's shape and dtype
+    (a Python scalar takes the primal's dtype, as weak scalars do elsewhere)."""
+    t = operand(tangent, f"tangent {i}{path}")
+    if t.weak and t.shape == () and primal.shape == ():
+        return bind("cast", [t], {"dtype": primal.dtype})
+    if t.shape != primal.shape or t.dtype != primal.dtype:
+        raise FlowjitTypeError(f"jvp({name}): the tangent of argument {i}{path} is {t.aval} but the primal is "
+                               f"{primal.aval} at {user_location(3)}; a tangent must have its primal's shape and "
+                               "dtype (cast it, e.g. t.astype(x.dtype))")
+    return _own_value(tangent, f"tangent {i}{path}")
+
+
+def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """``(fun(*primals), tangent_out)``, as ``jax.jvp``: the derivative of ``fun`` at
+    ``primals`` along ``tangents`` (a sequence with one pytree per positional argument,
+    each of its primal's structure, shapes and dtypes), by forward mode. ``tangent_out``
+    has the structure of the output; integer and bool leaves carry zero tangents.
+    Composes with ``fj.grad`` (``jvp(grad(f), (x,), (v,))`` is a Hessian-vector product),
+    ``fj.vmap`` and ``fj.function``. Functions with ``cond``, ``while_loop``, ``scan`` or a
+    ``custom_vjp`` are not supported yet (an error names the op)."""
+    name = getattr(fun, "__name__", "function")
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise FlowjitTypeError(f"jvp({name}): primals and tangents must be tuples or lists (one entry per "
+                               f"positional argument), got {type(primals).__name__} and {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise FlowjitTypeError(f"jvp({name}): {len(primals)} primal(s) but {len(tangents)} tangent(s); give one "
+                               "tangent per primal")
+
+    def traced(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        trace = current_trace()
+        assert trace is not None
+        args, wrt, seeds = [], [], []
+        for i, (p, t) in enumerate(zip(primals, tangents)):
+            p_leaves, p_tree = pytree.flatten_with_paths(p)
+            t_leaves, t_tree = pytree.flatten_with_paths(t)
+            if p_tree != t_tree:
+                raise FlowjitTypeError(f"jvp({name}): the tangent of argument {i} has structure {t_tree} but the "
+                                       f"primal has {p_tree} at {user_location(2)}; give tangents of the primals' "
+                                       "structure")
+            fresh = []
+            for (path, x), (_, tx) in zip(p_leaves, t_leaves):
+                px = _own_value(x, f"primal {i}{path}")
+                wrt.append(px)
+                seeds.append(_tangent(name, i, path, px, tx))
+                fresh.append(px)
+            args.append(pytree.unflatten(p_tree, fresh))
+        start = len(trace.block.ops)
+        out = fun(*args)
+        end = len(trace.block.ops)
+        leaves, tree = pytree.flatten(out)
+        outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in leaves]
+        tans = forward_jvp(trace.block, trace.block.ops[start:end], [w.value for w in wrt],
+                           [s.value for s in seeds], [o.value for o in outs])
+        return pytree.unflatten(tree, outs), pytree.unflatten(tree, [Tracer(v, trace) for v in tans])
+
+    if current_trace() is not None:
+        return traced(tuple(primals), tuple(tangents))
+    try:
+        compiled = _compiled.get(fun)
+    except TypeError:  # not weakly referenceable: compile for this call only
+        compiled = None
+    if compiled is None:
+        compiled = _compiled_outside_traces(traced, fun)
+        try:
+            _compiled[fun] = compiled
+        except TypeError:
+            pass
+    return compiled(tuple(primals), tuple(tangents))
