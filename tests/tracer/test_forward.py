@@ -209,3 +209,69 @@ def test_control_flow_raises_naming_the_op():
 
     with pytest.raises(AutodiffError, match=r"through cond at .*test_forward\.py.*not supported yet"):
         fj.jvp(f, (np.ones(3),), (np.ones(3),))
+
+
+M = RNG.standard_normal((4, 4))
+SPD = M @ M.T + 4 * np.eye(4)
+SYM = M + M.T
+IDX = np.array([2, 0, 3])
+OPAQUE_CASES = {  # (function of the array namespace, primal, tangent)
+    "inv": (lambda np_: lambda a: np_.linalg.inv(a), SPD, M),
+    "solve": (lambda np_: lambda a: np_.linalg.solve(a, np.ones(4)), SPD, M),
+    "cholesky": (lambda np_: lambda a: np_.linalg.cholesky(a), SPD, SYM),
+    "slogdet": (lambda np_: lambda a: np_.linalg.slogdet(a)[1], SPD, M),
+    "eigh": (lambda np_: lambda a: np_.linalg.eigh(a)[0], SPD, SYM),
+    "svd": (lambda np_: lambda a: np_.linalg.svd(a)[1], M, SYM),
+    "fft": (lambda np_: lambda a: np_.abs(np_.fft.fft(a)), M, SYM),
+    "sort_cumsum": (lambda np_: lambda a: np_.cumsum(np_.sort(a, axis=1), axis=0), M, SYM),
+    "gather_take": (lambda np_: lambda a: a[IDX] * np_.take(a, IDX, axis=1).T, M, SYM),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPAQUE_CASES))
+def test_opaque_ops_agree_with_jax(name):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    make, x, t = OPAQUE_CASES[name]
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        _, ty_j = jax.jvp(make(jnp), (x,), (t,))
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    _, ty = fj.jvp(make(fj), (x,), (t,))
+    np.testing.assert_allclose(ty, np.asarray(ty_j), rtol=1e-9, atol=1e-12)
+
+
+COMPLEX_CASES = {  # JAX's convention: the JVP is R-linear in the tangent
+    "abs_real_imag_conj": lambda np_: lambda z: np_.abs(z) + np_.real(z) * np_.imag(np_.conj(z) * z),
+    "holomorphic": lambda np_: lambda z: np_.sin(z) / z * np_.exp(z),
+    "real_to_complex": lambda np_: lambda z: np_.exp(1j * np_.real(z)) * (np_.imag(z) + 2j),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_CASES))
+def test_complex_agrees_with_jax(name):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    z = RNG.standard_normal(4) + 1j * RNG.standard_normal(4)
+    t = RNG.standard_normal(4) + 1j * RNG.standard_normal(4)
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        _, ty_j = jax.jvp(COMPLEX_CASES[name](jnp), (z,), (t,))
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    _, ty = fj.jvp(COMPLEX_CASES[name](fj), (z,), (t,))
+    np.testing.assert_allclose(ty, np.asarray(ty_j), rtol=1e-10, atol=1e-12)
+
+
+def test_conv2d_equals_finite_differences():
+    w = RNG.standard_normal((3, 3, 2, 4))
+
+    def f(x, w):
+        return fj.nn.relu(fj.nn.conv2d(x, w, 1, "SAME")) ** 2
+
+    x, tx, tw = RNG.standard_normal((2, 5, 5, 2)), RNG.standard_normal((2, 5, 5, 2)), RNG.standard_normal(w.shape)
+    _, ty = fj.jvp(f, (x, w), (tx, tw))
+    np.testing.assert_allclose(ty, _fd_jvp(fj.function(f), (x, w), (tx, tw)), rtol=1e-6, atol=1e-6)
