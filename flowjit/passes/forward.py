@@ -13,9 +13,14 @@ docs/plans/function-transforms.md, section 3.1).
 Guarantees: the region's ops are not changed; the appended ops are ordinary primitives,
 so the result can be verified, optimized, fused, compiled and differentiated again (jvp
 of grad is a Hessian-vector product); a non-differentiable primitive, and an integer or
-bool value, carry no tangent (zero). An op that owns blocks (cond, while, scan,
-custom_vjp_call) raises AutodiffError naming it and the user's line: forward mode
-through control flow needs per-op rules that are not written yet.
+bool value, carry no tangent (zero). Ops that own blocks go the same way, which is
+correct but not yet cheap: the JVP of a cond is a second cond that runs its branch's
+forward again, of a scan a forward scan that saves the carries and two reverse scans (a
+rule per op, one cond or scan over primals and tangents, is the follow-up); a while
+needs ``maximum_iterations`` as in reverse mode (the error says so); a custom_vjp
+function's tangent is the transpose of the user's bwd, and a custom_jvp function's
+tangent is the user's jvp rule (its reverse mode is that rule transposed, so
+transposing again gives it back).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def _op_jvp(block: Block, e: Emitter, op: Op, ts: list[Value | None]) -> list[Va
     p = op.primitive
     us = [e.zeros(r.type) for r in op.results]
     start = len(block.ops)
-    if len(op.results) != 1:
+    if op.blocks or len(op.results) != 1:
         gxs = p.vjp(e, us, op.results, *op.inputs, blocks=op.blocks, **op.attrs)
     else:
         gxs = p.vjp(e, us[0], op.results[0], *op.inputs, **op.attrs)
@@ -79,15 +84,18 @@ def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequenc
         if not p.differentiable or all(t is None for t in ts):
             continue
         where = f" at {op.loc}" if op.loc else ""
-        if op.blocks:
-            raise AutodiffError(f"fj.jvp (forward mode) through {p.name}{where} is not supported yet: it owns "
-                                "blocks and has no forward-mode rule; use reverse mode (fj.grad, fj.vjp, "
-                                "fj.jacrev) for this function")
         if p.vjp is None:
             raise AutodiffError(f"no forward-mode derivative for {p.name}{where}: it is derived from the VJP "
                                 "rule, which is not written yet")
         builder.loc, builder.device = op.loc, op.device
-        for r, t in zip(op.results, _op_jvp(block, e, op, ts)):
+        try:
+            tys = _op_jvp(block, e, op, ts)
+        except AutodiffError as err:
+            if not op.blocks:
+                raise
+            raise AutodiffError(f"fj.jvp (forward mode) through {p.name}{where}: its forward-mode derivative is "
+                                f"derived from its reverse-mode one for now, which failed: {err}") from None
+        for r, t in zip(op.results, tys):
             if t is not None:
                 tan[r.id] = t
     builder.loc = None

@@ -48,8 +48,9 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     each of its primal's structure, shapes and dtypes), by forward mode. ``tangent_out``
     has the structure of the output; integer and bool leaves carry zero tangents.
     Composes with ``fj.grad`` (``jvp(grad(f), (x,), (v,))`` is a Hessian-vector product),
-    ``fj.vmap`` and ``fj.function``. Functions with ``cond``, ``while_loop``, ``scan`` or a
-    ``custom_vjp`` are not supported yet (an error names the op)."""
+    ``fj.vmap`` and ``fj.function``, and goes through ``cond``, ``scan``, ``fori_loop``,
+    ``while_loop`` with ``maximum_iterations`` and custom derivatives (``custom_jvp``'s rule
+    is used; a ``custom_vjp`` function's tangent is its bwd transposed)."""
     name = getattr(fun, "__name__", "function")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise FlowjitTypeError(f"jvp({name}): primals and tangents must be tuples or lists (one entry per "
