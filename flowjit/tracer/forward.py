@@ -14,19 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, ref
 
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.passes.forward import jvp as forward_jvp
 from flowjit.tracer import pytree
-from flowjit.tracer.autodiff import _compiled_outside_traces, _own_value
+from flowjit.tracer.autodiff import _own_value
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
+from flowjit.tracer.function import TracedFunction
 
 __all__ = ["jvp"]
 
-# Outside a trace, one compiled jvp per function (traced once per signature), so calling
-# fj.jvp(f, ...) again does not trace f again.
-_compiled: WeakKeyDictionary[Any, Callable[..., Any]] = WeakKeyDictionary()
+# Outside a trace, one compiled jvp per function and has_aux (traced once per signature),
+# so calling fj.jvp(f, ...) again does not trace f again. The compiled function reaches f
+# through a weak reference, or the entry would keep its own key alive.
+_compiled: WeakKeyDictionary[Any, dict[bool, Any]] = WeakKeyDictionary()
 
 
 def _tangent(name: str, i: int, path: str, primal: Tracer, tangent: Any) -> Tracer:
@@ -42,8 +44,10 @@ def _tangent(name: str, i: int, path: str, primal: Tracer, tangent: Any) -> Trac
     return _own_value(tangent, f"tangent {i}{path}")
 
 
-def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
-    """``(fun(*primals), tangent_out)``, as ``jax.jvp``: the derivative of ``fun`` at
+def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool = False) -> tuple[Any, ...]:
+    """``(fun(*primals), tangent_out)``, as ``jax.jvp`` (``(out, tangent_out, aux)`` with
+    ``has_aux``, ``fun`` then returning ``(out, aux)``): the derivative of ``fun`` at
     ``primals`` along ``tangents`` (a sequence with one pytree per positional argument,
     each of its primal's structure, shapes and dtypes), by forward mode. ``tangent_out``
     has the structure of the output; integer and bool leaves carry zero tangents.
@@ -59,7 +63,8 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         raise FlowjitTypeError(f"jvp({name}): {len(primals)} primal(s) but {len(tangents)} tangent(s); give one "
                                "tangent per primal")
 
-    def traced(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    def traced(primals: tuple, tangents: tuple, fun_ref: Callable[[], Any]) -> tuple[Any, ...]:
+        fun = fun_ref()
         trace = current_trace()
         assert trace is not None
         args, wrt, seeds = [], [], []
@@ -80,22 +85,27 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         start = len(trace.block.ops)
         out = fun(*args)
         end = len(trace.block.ops)
-        leaves, tree = pytree.flatten(out)
+        if has_aux and not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise FlowjitTypeError(f"jvp({name}) with has_aux=True: the function must return (output, aux), it "
+                                   f"returned {type(out).__name__} at {user_location(2)}")
+        value, aux = out if has_aux else (out, None)
+        leaves, tree = pytree.flatten(value)
         outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in leaves]
         tans = forward_jvp(trace.block, trace.block.ops[start:end], [w.value for w in wrt],
                            [s.value for s in seeds], [o.value for o in outs])
-        return pytree.unflatten(tree, outs), pytree.unflatten(tree, [Tracer(v, trace) for v in tans])
+        result = pytree.unflatten(tree, outs), pytree.unflatten(tree, [Tracer(v, trace) for v in tans])
+        return (*result, aux) if has_aux else result
 
     if current_trace() is not None:
-        return traced(tuple(primals), tuple(tangents))
+        return traced(tuple(primals), tuple(tangents), lambda: fun)
     try:
-        compiled = _compiled.get(fun)
+        per_fun, weak = _compiled.setdefault(fun, {}), ref(fun)
     except TypeError:  # not weakly referenceable: compile for this call only
-        compiled = None
+        per_fun, weak = {}, lambda: fun
+    compiled = per_fun.get(has_aux)
     if compiled is None:
-        compiled = _compiled_outside_traces(traced, fun)
-        try:
-            _compiled[fun] = compiled
-        except TypeError:
-            pass
+        def run(primals: tuple, tangents: tuple) -> tuple[Any, ...]:
+            return traced(primals, tangents, weak)
+        run.__name__ = run.__qualname__ = f"jvp_of_{name}"
+        compiled = per_fun[has_aux] = TracedFunction(run)
     return compiled(tuple(primals), tuple(tangents))

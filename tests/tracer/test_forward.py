@@ -328,3 +328,27 @@ def test_conv2d_equals_finite_differences():
     x, tx, tw = RNG.standard_normal((2, 5, 5, 2)), RNG.standard_normal((2, 5, 5, 2)), RNG.standard_normal(w.shape)
     _, ty = fj.jvp(f, (x, w), (tx, tw))
     np.testing.assert_allclose(ty, _fd_jvp(fj.function(f), (x, w), (tx, tw)), rtol=1e-6, atol=1e-6)
+
+
+def test_has_aux_and_the_compiled_entry_does_not_keep_the_function_alive():
+    import gc
+    import weakref
+
+    from flowjit.tracer import forward
+
+    def f(x):
+        return fj.sin(x) * 2.0, {"mean": fj.mean(x)}
+
+    x, t = RNG.standard_normal(3), RNG.standard_normal(3)
+    y, ty, aux = fj.jvp(f, (x,), (t,), has_aux=True)
+    np.testing.assert_allclose(ty, 2.0 * np.cos(x) * t, rtol=1e-12)
+    np.testing.assert_allclose(aux["mean"], x.mean(), rtol=1e-12)
+    y2, ty2, _ = fj.jvp(f, (x,), (t,), has_aux=True)  # the cached entry
+    np.testing.assert_allclose(ty2, ty, rtol=0)
+    alive = weakref.ref(f)
+    assert f in forward._compiled
+    del f
+    gc.collect()
+    assert alive() is None
+    with pytest.raises(fj.FlowjitTypeError, match="has_aux=True: the function must return"):
+        fj.jvp(fj.sin, (x,), (t,), has_aux=True)
