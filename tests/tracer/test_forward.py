@@ -352,3 +352,20 @@ def test_has_aux_and_the_compiled_entry_does_not_keep_the_function_alive():
     assert alive() is None
     with pytest.raises(fj.FlowjitTypeError, match="has_aux=True: the function must return"):
         fj.jvp(fj.sin, (x,), (t,), has_aux=True)
+
+
+def test_jacfwd_is_one_batched_pass_without_a_loop():
+    def f(x):
+        return fj.tanh(fj.sin(x) * fj.sum(x))
+
+    counts = []
+    for n in (3, 7):
+        step = fj.function(fj.jacfwd(f))
+        x = RNG.standard_normal(n)
+        s, c = np.sin(x), np.sum(x)
+        want = (1 - np.tanh(s * c) ** 2)[:, None] * (np.diag(np.cos(x)) * c + s[:, None])
+        np.testing.assert_allclose(step(x), want, rtol=1e-12, atol=1e-14)
+        ops = [op.primitive.name for op in step.ir(x).body.ops]
+        assert not {"while", "scan", "cond"} & set(ops)
+        counts.append(len(ops))
+    assert counts[0] == counts[1]
