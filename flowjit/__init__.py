@@ -39,7 +39,9 @@ from flowjit.ir.dtypes import (
 )
 from flowjit.ir.dtypes import dtype as dtype
 from flowjit.ir.errors import (
+    AutodiffError,
     AxisError,
+    BatchingError,
     FlowjitError,
     FlowjitTypeError,
     ParseError,

@@ -217,7 +217,8 @@ def test_error_primitive_without_a_rule_names_it_and_the_line():
 
     line = f.__code__.co_firstlineno + 1
     keys = np.stack([fj.random.key(s) for s in range(4)])
-    with pytest.raises(BatchingError, match=rf"(?s)random_uniform: not supported under fj.vmap.*split the key.*"
+    assert fj.BatchingError is BatchingError  # users catch it as fj.BatchingError
+    with pytest.raises(fj.BatchingError, match=rf"(?s)random_uniform: not supported under fj.vmap.*split the key.*"
                                             rf"test_vmap.py:{line}"):
         fj.vmap(f)(keys)
     # an unbatched key: one draw shared by every example, as in JAX
