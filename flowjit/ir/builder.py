@@ -65,11 +65,14 @@ class Emitter:
     ``unbroadcast`` cover what almost every rule needs. Every op goes through
     ``Builder.emit``, so a gradient is ordinary, checked IR (and can be differentiated
     again). ``backward`` differentiates a nested block (the rules of ``cond``, ``while``
-    and ``scan`` need it); the autodiff pass, which sits above this layer, passes it in."""
+    and ``scan`` need it); the autodiff pass, which sits above this layer, passes it in, as the
+    forward pass passes ``jvp`` for the forward-mode rules of the same ops."""
 
-    def __init__(self, builder: Builder, backward: Callable[..., list[Value]] | None = None):
+    def __init__(self, builder: Builder, backward: Callable[..., list[Value]] | None = None,
+                 jvp: Callable[..., list[Value]] | None = None):
         self.builder = builder
         self._backward = backward
+        self._jvp = jvp
 
     def backward(self, block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: Sequence[Value],
                  wrt: Sequence[Value]) -> list[Value]:
@@ -79,6 +82,16 @@ class Emitter:
             raise AutodiffError("internal: a VJP rule differentiates a block, but its Emitter was made "
                                 "without the autodiff pass's backward (Emitter(builder, backward=...))")
         return self._backward(block, ops, outputs, seeds, wrt)
+
+    def jvp(self, block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequence[Value],
+            outputs: Sequence[Value]) -> list[Value]:
+        """Append to ``block`` the ops computing the tangents of ``outputs`` given ``tangents``
+        of ``wrt``, through ``ops`` (``flowjit.passes.forward.jvp``; JVP rules of ops owning
+        blocks need it, and the forward pass hands it down)."""
+        if self._jvp is None:
+            raise AutodiffError("internal: a JVP rule differentiates a block, but its Emitter was made "
+                                "without the forward pass's jvp (Emitter(builder, jvp=...))")
+        return self._jvp(block, ops, wrt, tangents, outputs)
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -50,6 +50,9 @@ ROLES = {
                  "in 0..length-1 (or back); each y stacked along a new leading axis",
     "custom_vjp": "one block (bwd), attrs num_out/num_res: the results are the first num_out inputs; the VJP "
                   "inlines bwd(residuals, output cotangents, captures) for the arguments that follow the residuals",
+    "call": "one block, attrs num_out/prevent_cse/recompute: the results are the block run on the inputs (the "
+            "outputs, then the values the remat policy saved); inlined by the pipeline (fj.remat)",
+    "name_tag": "one input, attr name: the input itself, named for the remat policies (fj.checkpoint_name)",
 }
 # Roles whose every result element is a copy of one element of their one input.
 COPYING_ROLES = frozenset({"permute_axes", "row_major_reshape", "unit_axes_reshape", "broadcast",
@@ -257,6 +260,12 @@ class Primitive:
     ``maps_leading_dims``: the op maps over its operands' leading dimensions, which must be
     equal (NumPy's linalg over stacks of matrices, an FFT over its trailing axes), so a batch
     is one more leading dimension.
+    ``jvp(e, ts, ys, *xs, blocks, **attrs) -> (outs, tangents)`` (set by ``defjvp``) is the
+    forward-mode rule: ``ts`` holds a tangent or None per input; it returns the tangent (or
+    None) of every result and, in ``outs``, either None or values that compute the results
+    ``ys`` again alongside their tangents (one loop over primals and tangents): the forward
+    pass then replaces the op with them, so its work is done once. Left None, the JVP is
+    derived by transposing ``vjp`` (``flowjit.passes.forward``).
     """
 
     def __init__(self, name: str, *, kind: str, rule: RuleFn, impl: Callable[..., Any],
@@ -269,7 +278,7 @@ class Primitive:
                  no_axes_identity: Sequence[DType] = (), role: str | None = None,
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
                  loop: Loop | None = None, batch: Callable[..., Any] | None = None,
-                 maps_leading_dims: bool = False, doc: str = ""):
+                 maps_leading_dims: bool = False, jvp: Callable[..., Any] | None = None, doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
         assert loop is None or num_blocks != 0, f"{name}: a loop owns blocks"
@@ -298,6 +307,7 @@ class Primitive:
         self.vjp = vjp
         self.loop = loop
         self.batch = batch
+        self.jvp = jvp
         self.maps_leading_dims = maps_leading_dims
         self.doc = doc
 
@@ -441,6 +451,15 @@ def defvjp(name: str, rule: Callable[..., Any]) -> None:
     if not p.differentiable:
         raise ValueError(f"{name} is declared non-differentiable")
     p.vjp = rule
+
+
+def defjvp(name: str, rule: Callable[..., Any]) -> None:
+    """Give the already declared primitive ``name`` its forward-mode (JVP) rule (see
+    ``Primitive``), where the one derived from its VJP would do the op's work twice."""
+    p = PRIMITIVES[name]
+    if not p.differentiable:
+        raise ValueError(f"{name} is declared non-differentiable")
+    p.jvp = rule
 
 
 def defbatch(name: str, rule: Callable[..., Any]) -> None:

@@ -13,14 +13,13 @@ docs/plans/function-transforms.md, section 3.1).
 Guarantees: the region's ops are not changed; the appended ops are ordinary primitives,
 so the result can be verified, optimized, fused, compiled and differentiated again (jvp
 of grad is a Hessian-vector product); a non-differentiable primitive, and an integer or
-bool value, carry no tangent (zero). Ops that own blocks go the same way, which is
-correct but not yet cheap: the JVP of a cond is a second cond that runs its branch's
-forward again, of a scan a forward scan that saves the carries and two reverse scans (a
-rule per op, one cond or scan over primals and tangents, is the follow-up); a while
-needs ``maximum_iterations`` as in reverse mode (the error says so); a custom_vjp
-function's tangent is the transpose of the user's bwd, and a custom_jvp function's
-tangent is the user's jvp rule (its reverse mode is that rule transposed, so
-transposing again gives it back).
+bool value, carry no tangent (zero). A primitive may declare its own forward rule
+(``defjvp``): ``cond``, ``scan`` and ``while`` do, each becoming one op over primals and
+tangents that replaces the original (its results are the same Values, so nothing that
+read them changes), so the work is done once and a while needs no bound, as in JAX. Other
+ops owning blocks go through the transposition; a custom_vjp function's tangent is the
+transpose of the user's bwd, and a custom_jvp function's tangent is the user's jvp rule
+(its reverse mode is that rule transposed, so transposing again gives it back).
 """
 
 from __future__ import annotations
@@ -65,11 +64,28 @@ def _op_jvp(block: Block, e: Emitter, op: Op, ts: list[Value | None]) -> list[Va
     return [ty if _inexact(r) else None for ty, r in zip(tys, op.results)]
 
 
+def _take_over(op: Op, outs: Sequence[Value]) -> None:
+    """Make the op producing ``outs`` (a JVP rule's loop over primals and tangents) produce
+    ``op``'s result Values in their place, and unlink ``op``: every use of its results,
+    including the tracer's handles on them, now reads the one loop."""
+    for r, o in zip(op.results, outs):
+        new = o.producer
+        if new is None or o.type != r.type:
+            raise AutodiffError(f"internal: the JVP rule of {op.name} returned {o} for its result {r}")
+        o.replace_all_uses_with(r)
+        new.results[o.index] = r
+        r.producer, r.index = new, o.index
+    op.drop_inputs()
+    op.parent = None
+
+
 def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequence[Value],
         outputs: Sequence[Value]) -> list[Value]:
     """Append to ``block`` the ops computing the tangents of ``outputs`` given tangents
     ``tangents`` of ``wrt``, through ``ops`` (the region, in program order); an output
-    nothing in the region connects to ``wrt`` gets zeros of its type."""
+    nothing in the region connects to ``wrt`` gets zeros of its type. Each op's tangent ops
+    are placed right after it, and an op whose JVP rule computes its results again with
+    their tangents (``cond``, ``scan``, ``while``) is replaced by that rule's op."""
     tan: dict[int, Value] = {}
     for v, t in zip(wrt, tangents):
         if t.type != v.type:
@@ -77,26 +93,50 @@ def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequenc
         if _inexact(v):
             tan[v.id] = t
     builder = Builder(block)
-    e = Emitter(builder, backward=backward)
+    e = Emitter(builder, backward=backward, jvp=jvp)
+    before = list(block.ops)
+    groups: dict[int, list[Op]] = {}
+    dropped: set[int] = set()
     for op in list(ops):
         ts = [tan.get(x.id) for x in op.inputs]  # only inexact values carry one
         p = op.primitive
         if not p.differentiable or all(t is None for t in ts):
             continue
         where = f" at {op.loc}" if op.loc else ""
-        if p.vjp is None:
+        if p.vjp is None and p.jvp is None:
             raise AutodiffError(f"no forward-mode derivative for {p.name}{where}: it is derived from the VJP "
                                 "rule, which is not written yet")
         builder.loc, builder.device = op.loc, op.device
-        try:
-            tys = _op_jvp(block, e, op, ts)
-        except AutodiffError as err:
-            if not op.blocks:
-                raise
-            raise AutodiffError(f"fj.jvp (forward mode) through {p.name}{where}: its forward-mode derivative is "
-                                f"derived from its reverse-mode one for now, which failed: {err}") from None
+        mark = len(block.ops)
+        if p.jvp is not None:
+            outs, tys = p.jvp(e, ts, op.results, *op.inputs, blocks=op.blocks, **op.attrs)
+            if outs is not None:
+                _take_over(op, outs)
+                dropped.add(op.id)
+        else:
+            try:
+                tys = _op_jvp(block, e, op, ts)
+            except AutodiffError as err:
+                if not op.blocks:
+                    raise
+                raise AutodiffError(f"fj.jvp (forward mode) through {p.name}{where}: its forward-mode derivative "
+                                    f"is derived from its reverse-mode one for now, which failed: {err}") from None
+        groups[op.id] = block.ops[mark:]
         for r, t in zip(op.results, tys):
             if t is not None:
                 tan[r.id] = t
     builder.loc = None
-    return [tan[v.id] if v.id in tan else e.zeros(v.type) for v in outputs]
+    result = [tan[v.id] if v.id in tan else e.zeros(v.type) for v in outputs]
+    # Tangent ops were appended at the end; each group moves right after its op, where
+    # everything it reads is defined, so an op that took over another's results (a rule's
+    # loop) defines them before the region's later ops read them.
+    grouped = {o.id for g in groups.values() for o in g}
+    known = {o.id for o in before}
+    order: list[Op] = []
+    for o in before:
+        if o.id not in dropped:
+            order.append(o)
+        order.extend(groups.get(o.id, ()))
+    order.extend(o for o in block.ops if o.id not in grouped and o.id not in known)
+    block.ops[:] = order
+    return result

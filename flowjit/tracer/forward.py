@@ -53,7 +53,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
     has the structure of the output; integer and bool leaves carry zero tangents.
     Composes with ``fj.grad`` (``jvp(grad(f), (x,), (v,))`` is a Hessian-vector product),
     ``fj.vmap`` and ``fj.function``, and goes through ``cond``, ``scan``, ``fori_loop``,
-    ``while_loop`` with ``maximum_iterations`` and custom derivatives (``custom_jvp``'s rule
+    ``while_loop`` (no bound needed, as in JAX) and custom derivatives (``custom_jvp``'s rule
     is used; a ``custom_vjp`` function's tangent is its bwd transposed)."""
     name = getattr(fun, "__name__", "function")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):

@@ -228,13 +228,56 @@ def test_control_flow_equals_finite_differences(name):
         np.testing.assert_allclose(g, (up - down) / (2 * eps), rtol=1e-6, atol=1e-7)
 
 
-def test_while_without_bound_raises_naming_the_op():
-    def f(x):
-        return fj.while_loop(lambda c: fj.sum(c) < 100.0, lambda c: c * c + 1.0, x)
+def test_while_without_bound_as_in_jax():
+    # Forward mode needs no bound (one loop carries primals and tangents); JAX's values.
+    def f(x, s):
+        return fj.while_loop(lambda c: fj.sum(c[0]) < 100.0, lambda c: (c[0] * c[0] * s + 1.0, c[1] + 1), (x, 0))
 
-    with pytest.raises(AutodiffError, match=r"fj.jvp \(forward mode\) through while at .*test_forward\.py.*"
-                                            "maximum_iterations"):
-        fj.jvp(f, (np.ones(3),), (np.ones(3),))
+    x, s, tx, ts = np.array([1.0, 1.5, 0.5]), 1.1, np.array([0.3, -0.2, 1.0]), 0.7
+    (y, n), (ty, tn) = fj.jvp(f, (x, s), (tx, ts))
+    c, k = x.copy(), 0
+    while c.sum() < 100.0:
+        c, k = c * c * s + 1.0, k + 1
+    np.testing.assert_allclose(y, c, rtol=1e-13)
+    assert int(n) == k and int(tn) == 0
+    # The loop runs the same number of steps at x +- eps t: central differences apply.
+    eps = 1e-7
+    up = fj.function(f)(x + eps * tx, s + eps * ts)[0]
+    down = fj.function(f)(x - eps * tx, s - eps * ts)[0]
+    np.testing.assert_allclose(ty, (up - down) / (2 * eps), rtol=1e-6)
+    with pytest.raises(AutodiffError, match="maximum_iterations"):  # reverse mode still needs the bound
+        fj.grad(lambda x: fj.sum(f(x, s)[0]))(x)
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_CASES))
+def test_control_flow_runs_once(name):
+    # The JVP of a loop or branch is one op over primals and tangents: the op is not
+    # kept beside it (its work would be done twice).
+    f = CONTROL_CASES[name]
+    x = RNG.uniform(-1, 1, 4)
+    fun = fj.function(lambda x, t: fj.jvp(f, (x,), (t,)))
+    ir = fun.ir(x, x, stage="traced")
+    owners = [op for op in ir.body.ops if op.blocks]
+    assert len(owners) == 1, ir
+
+
+def test_while_jvp_agrees_with_jax():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+
+    def make(np_, loop):
+        return lambda x: loop(lambda c: np_.sum(c) < 30.0, lambda c: np_.sin(c) + c * 1.5, x)
+
+    x, t = np.array([0.5, 1.0, 0.25]), np.array([1.0, -1.0, 0.5])
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yj, tj = jax.jvp(make(jnp, jax.lax.while_loop), (x,), (t,))
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    y, ty = fj.jvp(make(fj, fj.while_loop), (x,), (t,))
+    np.testing.assert_allclose(y, np.asarray(yj), rtol=1e-13)
+    np.testing.assert_allclose(ty, np.asarray(tj), rtol=1e-12)
 
 
 def test_custom_jvp_rule_is_used_and_custom_vjp_is_transposed():
@@ -369,3 +412,23 @@ def test_jacfwd_is_one_batched_pass_without_a_loop():
         assert not {"while", "scan", "cond"} & set(ops)
         counts.append(len(ops))
     assert counts[0] == counts[1]
+
+
+def test_second_order_and_vmap_through_loops():
+    # jvp of jvp through a scan (the rule's block is differentiated again), and vmap of a
+    # jvp through an unbounded while (a batched predicate): against closed forms.
+    def cube_scan(x):
+        return fj.scan(lambda c, _: (c * x, None), fj.ones_like(x), None, length=3)[0]
+
+    x = np.array([0.5, -1.25, 2.0])
+    d2 = fj.jvp(lambda x: fj.jvp(cube_scan, (x,), (fj.ones_like(x),))[1], (x,), (np.ones(3),))[1]
+    np.testing.assert_allclose(d2, 6 * x, rtol=1e-13)
+
+    def doubled_until(x):
+        return fj.while_loop(lambda c: c < 10.0, lambda c: c * 2.0, x)
+
+    xs = np.array([1.0, 3.0, 0.7])
+    ys, ts = fj.vmap(lambda x: fj.jvp(doubled_until, (x,), (1.0,)))(xs)
+    steps = np.array([4, 2, 4])
+    np.testing.assert_allclose(ys, xs * 2.0 ** steps, rtol=1e-13)
+    np.testing.assert_allclose(ts, 2.0 ** steps, rtol=1e-13)

@@ -26,7 +26,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import bool_, int32
 from flowjit.ir.errors import AutodiffError, ShapeError
-from flowjit.ir.registry import Loop, attr, declare, defvjp
+from flowjit.ir.registry import Loop, attr, declare, defjvp, defvjp
 from flowjit.ir.types import TensorType
 
 
@@ -256,6 +256,100 @@ def _while_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, block
     grads = _scan_vjp(e, gs_ext, ys, *carry, true, *consts, blocks=[step], num_carry=k + 1, num_xs=0,
                       length=maximum_iterations, reverse=False)
     return [*grads[:k], *grads[k + 1:]]
+
+
+def _with_tangents(e: Any, block: Any, mask: Sequence[bool]) -> tuple[Any, list, list]:
+    """A copy of ``block`` that also computes the tangents of its results: returns the copy
+    (its ``args`` and ``returns`` still the primal ones, for the caller to lay out), a new
+    tangent argument per argument where ``mask`` says so (None elsewhere) and the tangent of
+    each inexact result (None for the others), derived with ``e.jvp`` (the forward pass's)."""
+    from flowjit.ir.core import Value, _clone_block
+    new = _clone_block(block, {})
+    targs = [Value(a.type, name="t") if m else None for a, m in zip(new.args, mask)]
+    wrt = [a for a, t in zip(new.args, targs) if t is not None]
+    tans = e.jvp(new, list(new.ops), wrt, [t for t in targs if t is not None], list(new.returns))
+    touts = [t if r.type.dtype.is_inexact else None for t, r in zip(tans, new.returns)]
+    return new, targs, touts
+
+
+def _present(values: Sequence[Any]) -> list:
+    return [v for v in values if v is not None]
+
+
+def _tangent_operands(e: Any, ts: Sequence[Any], inputs: Sequence[Any], mask: Sequence[bool]) -> list:
+    return [t if t is not None else e.zeros(x.type) for t, x, m in zip(ts, inputs, mask) if m]
+
+
+def _spread(values: Sequence[Any], mask: Sequence[bool]) -> list:
+    """``values`` (one per set flag of ``mask``) back at their flags' positions, None elsewhere."""
+    it = iter(values)
+    return [next(it) if m else None for m in mask]
+
+
+def _cond_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], index: Any, *xs: Any,
+              blocks: Sequence[Any]) -> tuple[list, list]:
+    # One cond over primals and tangents: each branch returns its results and their tangents.
+    mask = [t is not None for t in ts[1:]]
+    branches = []
+    for b in blocks:
+        new, targs, touts = _with_tangents(e, b, mask)
+        new.args = [*new.args, *_present(targs)]
+        new.set_returns([*new.returns, *_present(touts)])
+        branches.append(new)
+    res = e.builder.emit("cond", [index, *xs, *_present(ts[1:])], {}, blocks=branches)
+    n = len(ys)
+    return res[:n], _spread(res[n:], [y.type.dtype.is_inexact for y in ys])
+
+
+def _scan_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
+              num_xs: int, length: int, reverse: bool) -> tuple[list, list]:
+    """Forward mode through a scan: one scan whose carry holds the tangents of the carry
+    (every inexact carry: a tangent can enter it from a scanned input or a constant), whose
+    scanned inputs and constants include the tangents given, and which stacks the tangents
+    of its outputs."""
+    (body,) = blocks
+    k, n = num_carry, num_xs
+    mask = [x.type.dtype.is_inexact if i < k else t is not None for i, (x, t) in enumerate(zip(inputs, ts))]
+    new, targs, touts = _with_tangents(e, body, mask)
+    a = new.args
+    new.args = [*a[:k], *_present(targs[:k]), *a[k:k + n], *_present(targs[k:k + n]), *a[k + n:],
+                *_present(targs[k + n:])]
+    r = new.returns
+    new.set_returns([*r[:k], *_present(touts[:k]), *r[k:], *_present(touts[k:])])
+    tc = _tangent_operands(e, ts[:k], inputs[:k], mask[:k])
+    tx = [t for t in ts[k:k + n] if t is not None]
+    kk, ny = k + len(tc), len(r) - k
+    attrs = {"num_carry": kk, "num_xs": n + len(tx), "length": length, "reverse": reverse}
+    res = e.builder.emit("scan", [*inputs[:k], *tc, *inputs[k:k + n], *tx, *inputs[k + n:], *_present(ts[k + n:])],
+                         attrs, blocks=[new])
+    inexact = [y.type.dtype.is_inexact for y in ys]
+    return [*res[:k], *res[kk:kk + ny]], [*_spread(res[k:kk], inexact[:k]), *_spread(res[kk + ny:], inexact[k:])]
+
+
+def _while_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
+               maximum_iterations: int) -> tuple[list, list]:
+    """Forward mode through a while loop, bounded or not (as in JAX): one loop carrying the
+    tangents of the inexact carries beside them; the condition reads only the primals."""
+    from flowjit.ir.core import Value, _clone_block
+    cond, body = blocks
+    k = num_carry
+    mask = [x.type.dtype.is_inexact if i < k else t is not None for i, (x, t) in enumerate(zip(inputs, ts))]
+    new, targs, touts = _with_tangents(e, body, mask)
+    a = new.args
+    new.args = [*a[:k], *_present(targs[:k]), *a[k:], *_present(targs[k:])]
+    new.set_returns([*new.returns, *_present(touts)])
+    test = _clone_block(cond, {})
+    unused = [Value(x.type, name="t") if m else None for x, m in zip(inputs, mask)]
+    test.args = [*test.args[:k], *_present(unused[:k]), *test.args[k:], *_present(unused[k:])]
+    tc = _tangent_operands(e, ts[:k], inputs[:k], mask[:k])
+    res = e.builder.emit("while", [*inputs[:k], *tc, *inputs[k:], *_present(ts[k:])],
+                         {"num_carry": k + len(tc), "maximum_iterations": maximum_iterations}, blocks=[test, new])
+    return res[:k], _spread(res[k:], mask[:k])
+
+
+defjvp("cond", _cond_jvp)
+defjvp("scan", _scan_jvp)
+defjvp("while", _while_jvp)
 
 
 def _literal(value: Any) -> Any:
