@@ -202,9 +202,9 @@ from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop
 from flowjit.tracer.core import device
 from flowjit.tracer.custom_gradients import custom_jvp, custom_vjp, stop_gradient
-from flowjit.tracer.forward import jvp
+from flowjit.tracer.forward import jvp, linearize
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
-from flowjit.tracer.jacobians import hessian, jacfwd, jacrev
+from flowjit.tracer.jacobians import hessian, hvp, jacfwd, jacrev
 from flowjit.tracer.transforms import vmap
 from flowjit.tracer.variables import Variable
 from flowjit.version import __version__

@@ -80,12 +80,16 @@ def _take_over(op: Op, outs: Sequence[Value]) -> None:
 
 
 def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequence[Value],
-        outputs: Sequence[Value]) -> list[Value]:
+        outputs: Sequence[Value], replace: bool = True) -> list[Value]:
     """Append to ``block`` the ops computing the tangents of ``outputs`` given tangents
     ``tangents`` of ``wrt``, through ``ops`` (the region, in program order); an output
     nothing in the region connects to ``wrt`` gets zeros of its type. Each op's tangent ops
     are placed right after it, and an op whose JVP rule computes its results again with
-    their tangents (``cond``, ``scan``, ``while``) is replaced by that rule's op."""
+    their tangents (``cond``, ``scan``, ``while``) is replaced by that rule's op. With
+    ``replace=False`` (the region lies before other ops, or in another block: a tangent
+    given later, as ``fj.linearize`` does) the region is left as it is and the tangent ops
+    stay appended at the end, a rule's op computing its primal results again.
+    """
     tan: dict[int, Value] = {}
     for v, t in zip(wrt, tangents):
         if t.type != v.type:
@@ -110,7 +114,7 @@ def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequenc
         mark = len(block.ops)
         if p.jvp is not None:
             outs, tys = p.jvp(e, ts, op.results, *op.inputs, blocks=op.blocks, **op.attrs)
-            if outs is not None:
+            if outs is not None and replace:
                 _take_over(op, outs)
                 dropped.add(op.id)
         else:
@@ -127,6 +131,8 @@ def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequenc
                 tan[r.id] = t
     builder.loc = None
     result = [tan[v.id] if v.id in tan else e.zeros(v.type) for v in outputs]
+    if not replace:
+        return result
     # Tangent ops were appended at the end; each group moves right after its op, where
     # everything it reads is defined, so an op that took over another's results (a rule's
     # loop) defines them before the region's later ops read them.

@@ -93,19 +93,27 @@ def _grads(trace, ops, outputs: list[Tracer], seeds: list[Tracer], wrt_trees) ->
 def _backward_nested(here: Trace, trace: Trace, ops: Sequence[Op], outputs: list[Value], seeds: list[Value],
                      wrt: list[Value]) -> list[Value]:
     """``backward`` for a pullback called in ``here``, a branch or loop body nested in
-    ``trace``, where the forward region was recorded. Nested blocks are isolated, so the
-    gradient ops are built apart and the forward values they read become captures of
-    ``here`` (block arguments fed by the enclosing ops), as closures of a body do."""
+    ``trace``, where the forward region was recorded."""
+    return derive_nested(here, trace, lambda block: backward(block, ops, outputs, seeds, wrt), seeds)
+
+
+def derive_nested(here: Trace, trace: Trace, build: Callable[[Block], list[Value]],
+                  local: Sequence[Value], what: str = "a vjp pullback", origin: str = "fj.vjp") -> list[Value]:
+    """The values ``build`` appends to a scratch block (derivatives of a region recorded in
+    ``trace``, from ``local`` values of ``here``), emitted into ``here``, a branch or loop
+    body nested in ``trace``. Nested blocks are isolated, so the derivative ops are built
+    apart and the region's values they read become captures of ``here`` (block arguments
+    fed by the enclosing ops), as closures of a body do."""
     if not trace.active or not here.encloses(trace):
-        raise TracerError(f"a vjp pullback was called at {user_location()} in trace {here.name}, outside the "
-                          f"trace where fj.vjp was taken ({trace.name}, "
-                          f"{'finished' if not trace.active else 'not enclosing it'}): call the pullback in "
-                          "that function or in a branch or loop body nested in it, or take fj.vjp again there")
+        raise TracerError(f"{what} was called at {user_location()} in trace {here.name}, outside the trace where "
+                          f"{origin} was taken ({trace.name}, {'finished' if not trace.active else 'not enclosing it'})"
+                          f": call it in that function or in a branch or loop body nested in it, or take {origin} "
+                          "again there")
     scratch = Block()
-    values = backward(scratch, ops, outputs, seeds, wrt)
-    local = {v.id for v in seeds}
+    values = build(scratch)
+    own = {v.id for v in local}
     mapping = {v.id: here.capture(Tracer(v, trace)).value
-               for v in free_values(scratch.ops, values) if v.id not in local}
+               for v in free_values(scratch.ops, values) if v.id not in own}
     for op in scratch.walk():
         for i, v in enumerate(op.inputs):
             if v.id in mapping:

@@ -19,11 +19,11 @@ from weakref import WeakKeyDictionary, ref
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.passes.forward import jvp as forward_jvp
 from flowjit.tracer import pytree
-from flowjit.tracer.autodiff import _own_value
+from flowjit.tracer.autodiff import _own_value, derive_nested
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
 from flowjit.tracer.function import TracedFunction
 
-__all__ = ["jvp"]
+__all__ = ["jvp", "linearize"]
 
 # Outside a trace, one compiled jvp per function and has_aux (traced once per signature),
 # so calling fj.jvp(f, ...) again does not trace f again. The compiled function reaches f
@@ -109,3 +109,56 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
         run.__name__ = run.__qualname__ = f"jvp_of_{name}"
         compiled = per_fun[has_aux] = TracedFunction(run)
     return compiled(tuple(primals), tuple(tangents))
+
+
+def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """``(fun(*primals), f_jvp)`` as ``jax.linearize``: ``f_jvp(*tangents)`` (one tangent
+    pytree per primal, of its structure, shapes and dtypes) is the tangent of the output,
+    ``jvp(fun, primals, tangents)[1]``, as a function to call once per tangent. Inside a
+    trace the forward ops run once and each ``f_jvp`` call adds only the tangent ops, which
+    read the recorded forward values (it may be called in a branch or loop body nested
+    there, and under ``fj.vmap``: a batch of tangents); outside one, ``fun`` runs compiled
+    and each ``f_jvp`` call runs the compiled ``fj.jvp``, which computes the forward again."""
+    name = getattr(fun, "__name__", "function")
+    trace = current_trace()
+    if trace is None:
+        from flowjit.tracer.function import function
+        out = function(fun)(*primals)
+
+        def f_jvp_outside(*tangents: Any) -> Any:
+            return jvp(fun, primals, tangents)[1]
+        return out, f_jvp_outside
+    p_trees, wrt, args = [], [], []
+    for i, p in enumerate(primals):
+        leaves, tree = pytree.flatten_with_paths(p)
+        fresh = [_own_value(x, f"primal {i}{path}") for path, x in leaves]
+        p_trees.append((tree, [path for path, _ in leaves]))
+        wrt.extend(fresh)
+        args.append(pytree.unflatten(tree, fresh))
+    start = len(trace.block.ops)
+    out = fun(*args)
+    ops = trace.block.ops[start:]
+    leaves, out_tree = pytree.flatten(out)
+    outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in leaves]
+
+    def f_jvp(*tangents: Any) -> Any:
+        if len(tangents) != len(primals):
+            raise FlowjitTypeError(f"linearize({name}): the jvp function got {len(tangents)} tangent(s) for "
+                                   f"{len(primals)} primal(s) at {user_location()}; give one per primal")
+        seeds, it = [], iter(wrt)
+        for i, (t, (tree, paths)) in enumerate(zip(tangents, p_trees)):
+            t_leaves, t_tree = pytree.flatten(t)
+            if t_tree != tree:
+                raise FlowjitTypeError(f"linearize({name}): the tangent of argument {i} has structure {t_tree} but "
+                                       f"the primal has {tree} at {user_location()}")
+            seeds.extend(_tangent(name, i, path, next(it), x).value for path, x in zip(paths, t_leaves))
+        here = current_trace()
+        wrt_v, outs_v = [w.value for w in wrt], [o.value for o in outs]
+
+        def build(block: Any) -> list[Any]:
+            return forward_jvp(block, ops, wrt_v, seeds, outs_v, replace=False)
+        values = build(trace.block) if here is trace else derive_nested(
+            here, trace, build, seeds, what=f"linearize({name})'s jvp function", origin="fj.linearize")
+        return pytree.unflatten(out_tree, [Tracer(v, here) for v in values])
+
+    return pytree.unflatten(out_tree, outs), f_jvp

@@ -1,4 +1,4 @@
-"""``fj.jacrev``, ``fj.jacfwd`` and ``fj.hessian``: whole Jacobians and Hessians.
+"""``fj.jacrev``, ``fj.jacfwd``, ``fj.hessian`` and ``fj.hvp``: Jacobians and Hessians.
 
 ``jacrev`` is ``fj.vmap`` of the ``fj.vjp`` pullback over the standard basis of the
 output's cotangent space (JAX's ``jacrev``, api.py): one batched backward pass computes
@@ -18,7 +18,7 @@ from typing import Any
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import pytree
 from flowjit.tracer.array_api import eye, moveaxis, reshape
-from flowjit.tracer.autodiff import _argnums, _compiled_outside_traces, vjp
+from flowjit.tracer.autodiff import _argnums, _compiled_outside_traces, grad, vjp
 from flowjit.tracer.core import Tracer, operand, user_location
 from flowjit.tracer.forward import jvp
 from flowjit.tracer.transforms import vmap
@@ -160,9 +160,22 @@ def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: 
     """The Hessian of ``fun`` (a real float scalar, or any float output: then one Hessian
     per output element) with respect to ``argnums``, as ``jax.hessian``: for a scalar
     output and an argument leaf of shape T it has shape ``T + T``, nested as
-    ``jacrev(jacrev(fun))``'s result (a tuple of tuples for a tuple of ``argnums``). With
-    ``has_aux``, returns ``(hessian, aux)``."""
-    # Reverse over reverse for now: the plan (docs/plans/function-transforms.md section 4)
-    # has jacfwd(jacrev(fun)), forward over reverse, which needs one forward pass per input
-    # element instead of a second batched backward; switch once fj.jvp/jacfwd land.
-    return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    ``jacfwd(jacrev(fun))``'s result (a tuple of tuples for a tuple of ``argnums``). With
+    ``has_aux``, returns ``(hessian, aux)``. Forward over reverse, as JAX: one batched
+    tangent pass through the gradient program (the gradient's forward ops run once)."""
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+def hvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+    """The Hessian-vector product of ``fun`` (a real float scalar function of the
+    positional arguments ``primals``) along ``tangents`` (one pytree per primal, of its
+    structure), without building the Hessian: forward over reverse,
+    ``fj.jvp(fj.grad(fun, argnums=all), primals, tangents)[1]`` as in JAX's autodiff
+    cookbook (``torch.func``'s ``jvp(grad(f))``); it has the structure of the primals (the
+    single argument's own when there is one). Costs about one gradient."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise FlowjitTypeError(f"hvp({getattr(fun, '__name__', 'function')}): primals and tangents must be tuples "
+                               f"or lists (one entry per positional argument), got {type(primals).__name__} and "
+                               f"{type(tangents).__name__}")
+    nums = 0 if len(primals) == 1 else tuple(range(len(primals)))
+    return jvp(grad(fun, argnums=nums), tuple(primals), tuple(tangents))[1]

@@ -432,3 +432,46 @@ def test_second_order_and_vmap_through_loops():
     steps = np.array([4, 2, 4])
     np.testing.assert_allclose(ys, xs * 2.0 ** steps, rtol=1e-13)
     np.testing.assert_allclose(ts, 2.0 ** steps, rtol=1e-13)
+
+
+def test_linearize_as_in_jax():
+    def f(x, p):
+        return {"y": fj.sin(x) * p["w"], "s": fj.sum(x ** 3)}
+
+    x, p = RNG.standard_normal(3), {"w": RNG.standard_normal(3)}
+    tx, tp = RNG.standard_normal(3), {"w": RNG.standard_normal(3)}
+    out, f_jvp = fj.linearize(f, x, p)
+    np.testing.assert_allclose(out["y"], np.sin(x) * p["w"], rtol=1e-14)
+    t = f_jvp(tx, tp)
+    _, want = fj.jvp(f, (x, p), (tx, tp))
+    for k in ("y", "s"):
+        np.testing.assert_allclose(t[k], want[k], rtol=1e-13)
+    with pytest.raises(fj.FlowjitTypeError, match="structure"):
+        f_jvp(tx, {"v": tx})
+
+    # Traced: the forward ops run once, each f_jvp call adds tangent ops only, in the same
+    # block or in a body nested there (reading the forward values as captures), and vmap of
+    # f_jvp maps a batch of tangents.
+    def g(x, ts):
+        y, lin = fj.linearize(fj.sin, x)
+        in_scan = fj.scan(lambda c, t: (c + lin(t), None), fj.zeros_like(x), ts)[0]
+        return y, lin(ts[0]), in_scan, fj.vmap(lin)(ts)
+
+    ts = RNG.standard_normal((4, 3))
+    y, t0, summed, batch = fj.function(g)(x, ts)
+    np.testing.assert_allclose(t0, np.cos(x) * ts[0], rtol=1e-14)
+    np.testing.assert_allclose(summed, np.cos(x) * ts.sum(0), rtol=1e-13)
+    np.testing.assert_allclose(batch, np.cos(x) * ts, rtol=1e-14)
+    traced = fj.function(g).ir(x, ts, stage="traced")
+    assert sum(op.name == "sin" for op in traced.walk()) == 1, traced
+
+
+def test_linearize_through_an_unbounded_while():
+    def f(x):
+        return fj.while_loop(lambda c: fj.sum(c) < 10.0, lambda c: c * 1.5, x)
+
+    x = np.array([1.0, 2.0])
+    out, lin = fj.linearize(f, x)
+    _, want = fj.jvp(f, (x,), (np.array([1.0, -1.0]),))
+    np.testing.assert_allclose(lin(np.array([1.0, -1.0])), want, rtol=1e-14)
+    np.testing.assert_allclose(out, fj.function(f)(x), rtol=1e-14)

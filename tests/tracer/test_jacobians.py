@@ -194,3 +194,30 @@ def test_composes_with_vmap_grad_and_control_flow():
     def power(x):  # x ** 4 by a bounded while_loop
         return fj.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * x, c[1] + 1), (x, 0), maximum_iterations=5)[0]
     np.testing.assert_allclose(fj.jacrev(power)(xs[0]), np.diag(4 * xs[0] ** 3), rtol=1e-12)
+
+
+def test_hvp_is_the_hessian_times_the_tangent_without_building_it():
+    params, x, y = _mlp_params()
+    tangents = type(params)(RNG.standard_normal(p.shape) for p in params)
+    hess = fj.hessian(_mlp_loss)(params, x, y)
+    got = fj.hvp(lambda p: _mlp_loss(p, x, y), (params,), (tangents,))
+    for i, p in enumerate(params):
+        want = sum(np.tensordot(hess[i][j], tangents[j], axes=tangents[j].ndim) for j in range(len(params)))
+        np.testing.assert_allclose(got[i], want, rtol=1e-9, atol=1e-12)
+    # several primals: a tuple, one product per argument; no Hessian-sized value in the program
+    a, b = RNG.standard_normal(50), RNG.standard_normal(50)
+    f = lambda a, b: fj.sum(fj.sin(a) * b ** 2)  # noqa: E731
+    ha, hb = fj.hvp(f, (a, b), (np.ones(50), np.zeros(50)))
+    np.testing.assert_allclose(ha, -np.sin(a) * b ** 2, rtol=1e-12)
+    np.testing.assert_allclose(hb, 2 * np.cos(a) * b, rtol=1e-12)
+    ir = fj.function(lambda a, b, t: fj.hvp(f, (a, b), (t, t))).ir(a, b, a, stage="fused")
+    assert all(r.type.shape in ((), (50,)) for op in ir.walk() for r in op.results), ir
+
+
+def test_hessian_is_forward_over_reverse():
+    # jax.hessian is jacfwd(jacrev): the program holds a jvp of the gradient (the
+    # gradient's backward ops batched once over the input basis), not a second backward.
+    x = RNG.standard_normal(3)
+    f = lambda x: fj.sum(fj.exp(A @ x))  # noqa: E731
+    np.testing.assert_allclose(fj.hessian(f)(x), A.T @ np.diag(np.exp(A @ x)) @ A, rtol=1e-12)
+    np.testing.assert_allclose(fj.hessian(f)(x), fj.jacfwd(fj.jacrev(f))(x), rtol=1e-14)
