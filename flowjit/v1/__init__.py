@@ -20,7 +20,14 @@ from flowjit.v1 import errors, layers, losses, nn, summary, train
 from flowjit.v1.control_flow import case, cond, group, no_op, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
 from flowjit.v1.device_spec import DeviceSpec
-from flowjit.v1.gradients import gradients
+from flowjit.v1.gradients import (
+    NoGradient,
+    NotDifferentiable,
+    RegisterGradient,
+    custom_gradient,
+    gradients,
+    no_gradient,
+)
 from flowjit.v1.graph import (
     Graph,
     GraphKeys,

@@ -6,18 +6,36 @@ function of fresh values of ``xs`` under ``fj.vjp``, so the derivative is the VJ
 ordinary IR in the same compiled program (CSE merges the repeated forward ops with the
 originals). An ``x`` that no ``y`` depends on gets None, as in TensorFlow;
 ``stop_gradient`` blocks the path through it.
+
+User gradients map onto ``fj.custom_vjp``. ``tf.custom_gradient(f)`` calls ``f`` when the
+graph is built, then its ``grad_fn`` on stand-in tensors for the incoming gradients, and
+adds one ``CustomGradient`` op whose outputs are ``f``'s: when it runs, a custom_vjp
+evaluates ``f``'s ops as the forward and ``grad_fn``'s ops as the backward, so the user's
+gradient is used wherever flowjit differentiates the op (``tf.gradients``, a ``tf.cond``
+branch, a ``tf.while_loop`` body, a gradient of a gradient). ``tf.RegisterGradient``
+stores ``fn(op, *grads)`` under a name; ``Graph.gradient_override_map`` marks ops with
+such a name, and ``tf.gradients`` gives each marked op it differentiates the same
+custom_vjp built from ``fn``. Names are looked up when ``tf.gradients`` runs, as in
+TensorFlow: an override naming nothing registered is a LookupError there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import array_api as fnp
+from flowjit.tracer import pytree
 from flowjit.tracer.autodiff import vjp
+from flowjit.tracer.core import user_location
+from flowjit.tracer.custom_gradients import custom_vjp
+from flowjit.tracer.custom_gradients import stop_gradient as fj_stop_gradient
 from flowjit.v1 import ops
-from flowjit.v1.graph import Operation, Tensor
+from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph
 
 
 def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation], set[Tensor]]:
@@ -29,7 +47,7 @@ def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation]
         if op in upstream:
             continue
         upstream.add(op)
-        if op.type != "StopGradient":
+        if not _blocks_gradient(op):
             stack.extend(t.op for t in op.inputs)
     x_set = set(xs)
     between: set[Operation] = set()
@@ -38,7 +56,7 @@ def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation]
     depends: set[Tensor] = set(xs)
     ops_sorted = sorted(upstream, key=lambda o: o.id)
     for op in ops_sorted:
-        if op.type == "StopGradient":
+        if _blocks_gradient(op):
             continue
         if any(t in depends for t in op.inputs):
             if set(op.outputs) & x_set:
@@ -72,6 +90,7 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
         raise FlowjitTypeError("tf.gradients(stop_gradients=...) is not supported: wrap the tensors in "
                                "tf.stop_gradient instead")
     between, reached = _between(xs_l, ys_l)
+    _apply_registered_gradients(between)
     live = [x for x in xs_l if x in reached]
     if not live:
         return [None] * len(xs_l)
@@ -95,3 +114,269 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
                          outputs=[(x._shape, x.dtype) for x in live])
     by_x = dict(zip(live, op.outputs))
     return [by_x.get(x) for x in xs_l]
+
+
+# ---- registered gradients ------------------------------------------------------------------------------------
+
+# Gradient name -> (fn(op, *grads) or None for "not differentiable", where it was registered).
+_registry: dict[str, tuple[Callable[..., Any] | None, str]] = {}
+
+
+def _register(name: str, fn: Callable[..., Any] | None, where: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"op_type must be a string, got {name!r}")
+    if name in _registry:
+        raise KeyError(f"Registering two gradient with name '{name}'! (Previous registration was in "
+                       f"{_registry[name][1]}); each name takes one gradient function")
+    _registry[name] = (fn, where)
+
+
+class RegisterGradient:
+    """``@tf.RegisterGradient("Name")``: store ``fn(op, *grads)`` (one incoming gradient per
+    output of ``op``; returns one gradient per input, None for none) as the gradient named
+    ``Name``, used for ops that ``Graph.gradient_override_map`` maps to it. A name
+    registered twice is a KeyError, as in TensorFlow."""
+
+    def __init__(self, op_type: str):
+        if not isinstance(op_type, str):
+            raise TypeError(f"op_type must be a string, got {op_type!r}")
+        self._op_type = op_type
+
+    def __call__(self, f: Callable[..., Any]) -> Callable[..., Any]:
+        code = getattr(f, "__code__", None)
+        where = f"{f.__name__} {code.co_filename}:{code.co_firstlineno}" if code else repr(f)
+        _register(self._op_type, f, where)
+        return f
+
+
+def no_gradient(op_type: str) -> None:
+    """``tf.no_gradient("OpType")`` (``tf.NotDifferentiable``): ops of this type, or mapped
+    to this name, pass no gradient, so ``tf.gradients`` gives None for what only they reach."""
+    _register(op_type, None, f"no_gradient at {user_location()}")
+
+
+NotDifferentiable = NoGradient = no_gradient
+
+
+def _gradient_key(op: Operation) -> str:
+    return op.gradient_override or op.type
+
+
+def _blocks_gradient(op: Operation) -> bool:
+    if op.type == "StopGradient":
+        return True
+    entry = _registry.get(_gradient_key(op))
+    return entry is not None and entry[0] is None
+
+
+def _held_ops(between: set[Operation]) -> list[Operation]:
+    """``between`` and the ops of the cond branches and loop bodies inside it, recursively:
+    the ops that differentiating ``between`` differentiates."""
+    out: list[Operation] = []
+    seen: set[Operation] = set()
+    stack = sorted(between, key=lambda o: o.id)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        out.append(op)
+        for frame in op.attrs.get("frames", ()):
+            stack.extend(frame.ops)
+    return out
+
+
+def _apply_registered_gradients(between: set[Operation]) -> None:
+    """Give each op ``tf.gradients`` differentiates whose gradient was registered (through
+    ``gradient_override_map`` or its own type) that gradient, once: its ``compute``
+    becomes a custom_vjp whose backward is the registered function's ops."""
+    for op in _held_ops(between):
+        if op.gradient_wrapped or not op.inputs:
+            continue
+        key = _gradient_key(op)
+        if key not in _registry:
+            if op.gradient_override is not None:
+                raise LookupError(
+                    f"No gradient defined for operation '{op.name}' (op type: {op.type}): "
+                    f"gradient_override_map maps {op.type} to {key!r}, which no tf.RegisterGradient registered "
+                    f"({op.where()}); register it with @tf.RegisterGradient({key!r}) before calling tf.gradients")
+            continue
+        fn = _registry[key][0]
+        op.gradient_wrapped = True
+        forward = op.compute
+        if fn is None:
+            op.compute = _without_gradient(forward)
+            continue
+        graph = op.graph
+        dys = _upstream_tensors(graph, op.outputs, op.name)
+        start = len(graph._ops)
+        with graph.as_default(), graph.name_scope(f"gradients/{op.name}_grad"):
+            got = fn(op, *dys)
+        grads = _gradient_list(got, op.inputs, f"the gradient {key!r} registered for {op.where()}")
+        op.compute = _custom_compute(_sanitized(key), list(op.inputs), _run_op(forward),
+                                     _Backward(dys, grads, graph._ops[start:]))
+
+
+def _without_gradient(forward: Any) -> Any:
+    def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
+        return [fj_stop_gradient(v) for v in forward(ev, op, vals)]
+    return compute
+
+
+def _run_op(forward: Any) -> Callable[[Any, list[Any]], tuple[Any, list[Any]]]:
+    """The forward of an op with a registered gradient: its own compute; what the
+    gradient's ops read of the op's inputs and outputs comes from that run."""
+    def run(ev: Any, op: Operation, vals: list[Any]) -> tuple[Any, list[Any]]:
+        outs = list(forward(ev, op, vals))
+        return ev.child({**dict(zip(op.inputs, vals)), **dict(zip(op.outputs, outs))}, frozenset()), outs
+    return run
+
+
+# ---- the custom_vjp that runs a graph gradient -----------------------------------------------------------------
+
+
+class _Backward:
+    """A gradient built as graph ops: the stand-ins ``dys`` for the incoming gradients,
+    the gradient tensors (None: zero), the ops built for them, and the tensors those ops
+    read from outside (residuals: the forward's values they need)."""
+
+    def __init__(self, dys: list[Tensor], grads: list[Tensor | None], built: list[Operation]):
+        self.dys = dys
+        self.grads = grads
+        self.local = frozenset(built)
+        skip = set(dys)
+        reads = [t for op in built for t in op.inputs] + [g for g in grads if g is not None]
+        self.residuals = list(dict.fromkeys(t for t in reads if t.op not in self.local and t not in skip))
+
+
+def _custom_compute(name: str, inputs: list[Tensor], forward: Any, bwd: _Backward) -> Any:
+    """A ``compute`` that runs ``forward(ev, op, values) -> (evaluator, outputs)`` as an
+    ``fj.custom_vjp`` whose backward evaluates ``bwd``'s ops on the residuals (read
+    through that evaluator) and the incoming gradients."""
+
+    def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
+        def fun(*xs: Any) -> list[Any]:
+            return forward(ev, op, list(xs))[1]
+
+        def fwd(*xs: Any) -> tuple[list[Any], list[Any]]:
+            child, outs = forward(ev, op, list(xs))
+            return outs, [child.value(r) for r in bwd.residuals]
+
+        def back(res: list[Any], gs: list[Any]) -> tuple:
+            child = ev.child({**dict(zip(bwd.residuals, res)), **dict(zip(bwd.dys, gs))}, bwd.local)
+            return tuple(None if g is None else fnp.astype(child.value(g), x.dtype)
+                         for g, x in zip(bwd.grads, inputs))
+
+        fun.__name__ = name
+        rule = custom_vjp(fun).defvjp(fwd, back)
+        return list(rule(*vals))
+    return compute
+
+
+def _sanitized(name: str) -> str:
+    return re.sub(r"\W", "_", name) or "custom_gradient"
+
+
+def _upstream_tensors(graph: Graph, ys: Sequence[Tensor], name: str) -> list[Tensor]:
+    """Stand-ins for the gradients flowing into ``ys``: tensors the custom_vjp's backward
+    gives values to (they never run on their own)."""
+    with graph.as_default(), graph.name_scope(f"gradients/{name}_grad"):
+        return [graph.create_op("UpstreamGradient", [], _given_by_gradient, name="upstream",
+                                outputs=[(y._shape, y.dtype)]).outputs[0] for y in ys]
+
+
+def _given_by_gradient(ev: Any, op: Operation, xs: list[Any]) -> list[Any]:
+    raise AssertionError("an upstream gradient is given by the gradient that reads it")
+
+
+def _gradient_list(got: Any, wrt: Sequence[Tensor], what: str) -> list[Tensor | None]:
+    """A gradient function's result as one tensor (or None) per tensor of ``wrt``."""
+    leaves = [got] if got is None or not isinstance(got, (list, tuple)) else list(got)
+    if len(leaves) != len(wrt):
+        raise ValueError(f"Num gradients {len(leaves)} generated by {what} do not match num inputs {len(wrt)}: "
+                         f"return one gradient (or None) for each of {[t.name for t in wrt]}")
+    return [None if g is None else ops.convert_to_tensor(g, dtype_hint=x.dtype) for g, x in zip(leaves, wrt)]
+
+
+# ---- tf.custom_gradient -----------------------------------------------------------------------------------------
+
+
+def custom_gradient(f: Callable[..., Any] | None = None) -> Any:
+    """``@tf.custom_gradient``: ``f(*xs)`` returns ``(y, grad_fn)`` and ``grad_fn(*dys)``
+    returns one gradient per ``x`` (None for none); if ``f`` reads Variables that are not
+    among ``xs``, ``grad_fn(*dys, variables=...)`` gets them (sorted by name) and returns
+    ``(x gradients, variable gradients)``. ``tf.gradients`` then uses ``grad_fn``'s ops,
+    also inside ``tf.cond``, ``tf.while_loop`` and higher-order gradients."""
+    if f is None:
+        return custom_gradient
+
+    @functools.wraps(f)
+    def decorated(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise ValueError(f"The custom_gradient decorator currently supports keywords arguments only when eager "
+                             f"execution is enabled: {f.__name__} got {sorted(kwargs)} at {user_location()}; pass "
+                             "them by position")
+        return _custom_gradient_call(f, args)
+    return decorated
+
+
+def _custom_gradient_call(f: Callable[..., Any], args: tuple) -> Any:
+    graph = get_default_graph()
+    name = getattr(f, "__name__", "custom_gradient")
+    xs = [ops.convert_to_tensor(a) for a in args]
+    start = len(graph._ops)
+    pair = f(*xs)
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and callable(pair[1])):
+        raise TypeError(f"a @tf.custom_gradient function returns (y, grad_fn); {name} returned "
+                        f"{type(pair).__name__} (called at {user_location()})")
+    result, grad_fn = pair
+    leaves, tree = pytree.flatten(result, is_leaf=lambda x: not isinstance(x, (list, tuple, dict)))
+    ys = [ops.convert_to_tensor(y) for y in leaves]
+    fwd_ops = graph._ops[start:]
+    variables = _variables_read(fwd_ops, xs)
+    spec = inspect.getfullargspec(grad_fn)
+    takes_variables = "variables" in spec.args or "variables" in spec.kwonlyargs or spec.varkw is not None
+    if variables and not takes_variables:
+        raise TypeError(f"If using @custom_gradient with a function that uses variables, then grad_fn must accept "
+                        f"a keyword argument 'variables': {name} (called at {user_location()}) reads "
+                        f"{[v.name for v in variables]}")
+    dys = _upstream_tensors(graph, ys, name)
+    grad_start = len(graph._ops)
+    with graph.name_scope(f"gradients/{name}_grad"):
+        if variables:
+            got = grad_fn(*dys, variables=variables)
+            if not (isinstance(got, (tuple, list)) and len(got) == 2):
+                raise TypeError(f"grad_fn of {name} (called at {user_location()}) takes variables=, so it returns "
+                                "(gradients of the inputs, gradients of the variables)")
+            x_grads, var_grads = got
+            if len(var_grads) != len(variables):
+                raise ValueError(f"Must return gradient for each variable from @custom_gradient grad_fn: {name}'s "
+                                 f"returned {len(var_grads)} for {[v.name for v in variables]}")
+        else:
+            x_grads, var_grads = grad_fn(*dys), []
+    refs = [v._ref for v in variables]
+    what = f"grad_fn of {name} (called at {user_location()})"
+    grads = _gradient_list(x_grads, xs, what) + _gradient_list(list(var_grads), refs, what)
+    bwd = _Backward(dys, grads, graph._ops[grad_start:])
+    inputs = [*xs, *refs]
+    local = frozenset(fwd_ops)
+
+    def forward(ev: Any, op: Operation, vals: list[Any]) -> tuple[Any, list[Any]]:
+        child = ev.child(dict(zip(inputs, vals)), local)
+        return child, [child.value(y) for y in ys]
+
+    op = graph.create_op("CustomGradient", inputs, _custom_compute(_sanitized(name), inputs, forward, bwd),
+                         name=f"CustomGradient_{name}", outputs=[(y._shape, y.dtype) for y in ys])
+    return pytree.unflatten(tree, op.outputs)
+
+
+def _variables_read(fwd_ops: Sequence[Operation], xs: Sequence[Tensor]) -> list[Any]:
+    """The Variables whose value the ops ``f`` built read (or that ``f`` created), other
+    than those passed in, sorted by name as TensorFlow passes them to ``grad_fn``."""
+    found: dict[Any, None] = {}
+    for op in fwd_ops:
+        for t in [*op.inputs, *op.outputs]:
+            var = t.op.attrs.get("variable") if t.op.type == "VariableV2" else None
+            if var is not None and t not in xs:
+                found[var] = None
+    return sorted(found, key=lambda v: v.name)

@@ -219,8 +219,16 @@ class Operation:
         self.location = user_location()
         self.id = len(graph._ops)
         self.frame: Any = None  # the cond branch or loop body this op was built in
+        # The gradient function name ``Graph.gradient_override_map`` gave this op (TF's
+        # ``_gradient_op_type`` attr); kept apart from ``attrs``, which ops pass to ``compute``.
+        self.gradient_override: str | None = graph._gradient_override_map.get(type)
+        self.gradient_wrapped = False  # tf.gradients gave ``compute`` its registered gradient
 
     def get_attr(self, name: str) -> Any:
+        if name == "_gradient_op_type":
+            if self.gradient_override is None:
+                raise ValueError(f"Operation {self.name!r} has no attr named '_gradient_op_type'")
+            return self.gradient_override.encode()
         return self.attrs[name]
 
     def run(self, feed_dict: dict | None = None, session: Any = None) -> None:
@@ -255,6 +263,7 @@ class Graph:
         self.finalized = False
         # The nested-graph frames (cond branches, loop bodies) being built, innermost last.
         self.frames: list[Any] = []
+        self._gradient_override_map: dict[str, str] = {}
 
     # ---- defaults --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -355,6 +364,23 @@ class Graph:
             yield
         finally:
             self._control.pop()
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict[str, str]) -> Iterator[None]:
+        """Ops of a type in ``op_type_map`` created inside take their gradient from the
+        function ``tf.RegisterGradient`` registered under the mapped name (looked up when
+        ``tf.gradients`` differentiates them), as in TensorFlow; nested blocks restore the
+        outer mapping on exit."""
+        if not isinstance(op_type_map, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()):
+            raise TypeError(f"gradient_override_map takes a dictionary mapping op types to gradient names "
+                            f"(strings to strings), got {op_type_map!r}")
+        saved = dict(self._gradient_override_map)
+        self._gradient_override_map.update(op_type_map)
+        try:
+            yield
+        finally:
+            self._gradient_override_map = saved
 
     def current_control_inputs(self) -> list[Operation]:
         return [op for group in self._control for op in group]
