@@ -205,6 +205,7 @@ from flowjit.tracer.custom_gradients import custom_jvp, custom_vjp, stop_gradien
 from flowjit.tracer.forward import jvp, linearize
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.tracer.jacobians import hessian, hvp, jacfwd, jacrev
+from flowjit.tracer.remat import checkpoint_name, remat, remat_policies
 from flowjit.tracer.transforms import vmap
 from flowjit.tracer.variables import Variable
 from flowjit.version import __version__

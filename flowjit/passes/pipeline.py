@@ -24,7 +24,7 @@ from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
-from flowjit.passes.inline import inline_calls
+from flowjit.passes.inline import inline_calls, inline_remat
 from flowjit.passes.partition import partition
 from flowjit.passes.placement import DeviceTarget, placement
 from flowjit.passes.prune import prune
@@ -139,6 +139,8 @@ DEFAULT_PIPELINE = Pipeline([
     ("cse", cse),
     ("constant_fold", constant_fold),
     ("prune", prune),
+    # After the last CSE, so a remat's recomputation is not merged back into its forward.
+    ("inline_remat", inline_remat),
     ("hoist_invariants", hoist_invariants),
     ("placement", placement),
     ("partition", partition),

@@ -44,7 +44,7 @@ NUMPY_EQUIVALENT = {
     "bitwise_xor": np.bitwise_xor, "bitwise_not": np.invert, "left_shift": np.left_shift,
     "right_shift": np.right_shift, "real": np.real, "imag": np.imag, "conj": np.conjugate,
     "complex": lambda a, b: (a + 1j * b).astype(np.result_type(a.dtype, np.complex64)),
-    "stop_gradient": np.copy,
+    "stop_gradient": np.copy, "name_tag": np.copy,
 }
 
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((2, 1, 4), (3, 1)), ((), (5,)), ((4, 1), ()), ((0, 3), (3,))]

@@ -1,4 +1,5 @@
-"""User-defined derivatives: ``stop_gradient`` and ``custom_vjp_call``.
+"""User-defined derivatives and rematerialization: ``stop_gradient``, ``custom_vjp_call``,
+``name_tag`` and ``call``.
 
 - ``%y = stop_gradient %x``: ``x`` itself, through which no cotangent flows (an
   elementwise copy, declared non-differentiable, so ``backward`` passes it nothing).
@@ -11,6 +12,13 @@
   user calls the function (``flowjit/tracer/custom_gradients.py``), so the IR stays
   printable, parseable and cacheable; the ``inline_calls`` pass replaces the op by its
   inputs before the pipeline's first pass, so fusion never sees it.
+- ``%y = name_tag %x {name=s}``: ``x``, named for the remat policies
+  (``fj.checkpoint_name``); ``inline_calls`` removes it.
+- ``%out..., %saved... = call %in... {num_out=k, prevent_cse, recompute, policy, name} { block }``:
+  the block run on the inputs (``fj.remat``, ``flowjit/tracer/remat.py``): ``k`` outputs,
+  then the values the policy saved. Its VJP emits another ``call`` (recompute=true) whose
+  block runs the forward again from the inputs and the saved values, then its backward;
+  ``inline_calls`` inlines the forward ones, ``inline_remat`` the recomputations after CSE.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import ALL_DTYPES
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, declare, defvjp, same_dtype
+from flowjit.ir.registry import attr, declare, defbatch, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
 
@@ -95,3 +103,96 @@ def _custom_vjp_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, 
 
 
 defvjp("custom_vjp_call", _custom_vjp_vjp)
+
+
+# ---- rematerialization: name_tag and call (fj.remat) -----------------------------------
+
+declare("name_tag", kind="elementwise", role="name_tag", rule=lambda in_types, name: _stop_gradient_rule(in_types),
+        arity=1,
+        impl=lambda x, name: np.array(x, copy=True), template="a", dtypes=ALL_DTYPES,
+        attrs={"name": attr("str", "")},
+        doc="name_tag(x) {name}: x, named for the remat policies (fj.checkpoint_name); inlined away")
+defvjp("name_tag", lambda e, g, y, x, name: [g])
+
+
+def _call_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any], num_out: int, prevent_cse: bool,
+               recompute: bool, policy: str, name: str) -> list[TensorType]:
+    (block,) = blocks
+    if [a.type for a in block.args] != list(in_types):
+        raise ShapeError(f"call of {name}: the block takes {_types(block.args)}, but the op passes "
+                         f"{_types(in_types)}")
+    if not 0 <= num_out <= len(block.returns):
+        raise ShapeError(f"call of {name}: num_out={num_out} but the block returns {len(block.returns)} values")
+    return [v.type for v in block.returns]
+
+
+def _call_impl(*inputs: np.ndarray, blocks: Sequence[Any], **attrs: Any) -> tuple[np.ndarray, ...]:
+    from flowjit.ir.primitives.control import _run
+    return tuple(_run(blocks[0], inputs))
+
+
+declare("call", kind="control", role="call", rule=_call_rule, impl=_call_impl, arity=None, num_blocks=1,
+        attrs={"num_out": attr("int"), "prevent_cse": attr("bool", True), "recompute": attr("bool", False),
+               "policy": attr("str", ""), "name": attr("str", "")},
+        doc="call(inputs...): the block run on the inputs: num_out outputs, then the values the remat policy "
+            "saved for the backward pass (recompute: the block recomputes a forward and runs its backward)")
+
+
+def _call_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Sequence[Any], num_out: int,
+              prevent_cse: bool, recompute: bool, policy: str, name: str) -> list:
+    """The block's forward run again from the inputs and the saved values, then its VJP,
+    inside a new ``call`` (recompute=true), so the forward's values live only while this
+    backward step runs. The saved results' cotangents join the seeds: they are zeros unless
+    a second derivative differentiates a backward that read them (the late inline pass
+    simplifies the zeros away)."""
+    from flowjit.ir.core import Block, Value, clone_ops_into
+    (block,) = blocks
+    saved = list(ys[num_out:])
+    r = Block([Value(a.type, name=a.name) for a in block.args]
+              + [Value(s.type, name="saved") for s in saved]
+              + [Value(g.type, name="ct") for g in gs])
+    n = len(xs)
+    saved_args, ct_args = r.args[n:n + len(saved)], r.args[n + len(saved):]
+    rets = clone_ops_into(block, r, r.args[:n])
+    wrt = [k for k, x in enumerate(xs) if x.type.dtype.is_inexact]
+    grads = e.backward(r, list(r.ops), rets, ct_args, [r.args[k] for k in wrt])
+    # Now that every rule has read what it needs, the saved values replace their recomputation:
+    # the ops that only fed them go dead and are dropped.
+    for old, new in zip(rets[num_out:], saved_args):
+        if old.producer is not None:
+            old.replace_all_uses_with(new)
+    swap = {old.id: new for old, new in zip(rets[num_out:], saved_args)}
+    r.set_returns([swap.get(g.id, g) for g in grads])
+    _drop_dead(r)
+    out = e.builder.emit("call", [*xs, *saved, *gs],
+                         {"num_out": len(grads), "prevent_cse": prevent_cse, "recompute": True,
+                          "policy": policy, "name": name}, blocks=[r])
+    cts: list[Any] = [None] * n
+    for k, g in zip(wrt, out):
+        cts[k] = g
+    return cts
+
+
+def _drop_dead(block: Any) -> None:
+    """Erase the ops of ``block`` whose results nothing uses nor returns (pure ones only)."""
+    returned = {v.id for v in block.returns}
+    for op in reversed(list(block.ops)):
+        if op.primitive.has_side_effects or any(r.uses or r.id in returned for r in op.results):
+            continue
+        if any(inner.primitive.has_side_effects for b in op.blocks for inner in b.walk()):
+            continue
+        block.erase(op)
+
+
+defvjp("call", _call_vjp)
+
+
+def _call_batch(e: Any, xs: Sequence[Any], batched: Sequence[bool], *, blocks: Sequence[Any],
+                **attrs: Any) -> tuple[list, list[bool]]:
+    # The block batched as any block; the outputs and the saved values keep the batching
+    # the block gives them, so the VJP of the batched call recomputes batched.
+    new, flags = e.batch_block(blocks[0], [x.type for x in xs], batched)
+    return e.builder.emit("call", list(xs), attrs, blocks=[new]), flags
+
+
+defbatch("call", _call_batch)
