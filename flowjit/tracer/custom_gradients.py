@@ -30,6 +30,50 @@ def stop_gradient(x: Any) -> Any:
     return pytree.tree_map(lambda leaf: bind("stop_gradient", [operand(leaf, "stop_gradient's argument")]), x)
 
 
+def _nondiff(nums: tuple[int, ...], nargs: int, what: str) -> tuple[int, ...]:
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise FlowjitTypeError(f"{what}: nondiff_argnums={nums} but it was called with {nargs} positional "
+                                   f"argument(s) at {user_location(3)}")
+    return tuple(sorted({i % nargs for i in nums}))
+
+
+def _named(fun: Callable[..., Any], name: str) -> Callable[..., Any]:
+    fun.__name__ = fun.__qualname__ = name  # errors about the rules name the user's function
+    return fun
+
+
+def _split(nums: tuple[int, ...], args: tuple, what: str) -> tuple[tuple, list, Callable[[tuple], list]]:
+    """The arguments at ``nums`` (in order), the others, and the function putting a tuple
+    of the others back among the fixed ones."""
+    nd = _nondiff(nums, len(args), what)
+    fixed = tuple(args[i] for i in nd)
+    diff = [a for i, a in enumerate(args) if i not in nd]
+
+    def merge(d: tuple) -> list:
+        it, fx = iter(d), iter(fixed)
+        return [next(fx) if i in nd else next(it) for i in range(len(args))]
+    return fixed, diff, merge
+
+
+def _compiled_with_fixed(owner: Any, traced: Callable[..., Any], args: tuple, what: str) -> Any:
+    """Outside a trace: ``traced`` compiled over the differentiable arguments, the
+    nondiff ones fixed, one compiled function per distinct (hashable) set of them."""
+    from flowjit.tracer.function import TracedFunction
+    fixed, diff, merge = _split(owner.nondiff_argnums, args, what)
+    cache = owner.__dict__.setdefault("_compiled_fixed", {})
+    try:
+        key = (len(args), fixed)
+        compiled = cache.get(key)
+    except TypeError:  # an array among them: compiled for this call only
+        key, compiled = None, None
+    if compiled is None:
+        compiled = TracedFunction(lambda *d: traced(*merge(d)))
+        if key is not None:
+            cache[key] = compiled
+    return compiled(*diff)
+
+
 def _describe(leaves: list[Any], tree: pytree.TreeDef) -> str:
     shapes = ", ".join(str(t.aval) if isinstance(t, Tracer) else type(t).__name__ for t in leaves)
     return f"{tree} with leaves ({shapes})"
@@ -42,11 +86,17 @@ class custom_vjp:
     returns a tuple with one cotangent pytree per positional argument, each shaped like
     that argument (or None for zeros). ``grad``, ``value_and_grad`` and ``vjp`` use ``bwd``
     (nested too: ``grad(grad(f))`` differentiates ``bwd``'s ops), in ``fj.function`` bodies,
-    branches and loop bodies; arguments are positional arrays or pytrees of them."""
+    branches and loop bodies; arguments are positional arrays or pytrees of them.
+    ``nondiff_argnums`` (as in JAX, e.g. ``functools.partial(fj.custom_vjp,
+    nondiff_argnums=(0,))``) names positional arguments that get no cotangent: Python
+    values such as a function or a config (hashable, static outside a trace) or arrays;
+    ``bwd`` is then called as ``bwd(*nondiff_args, residuals, g)`` and returns cotangents
+    for the other arguments only."""
 
-    def __init__(self, fun: Callable[..., Any]):
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
         self._compiled: Any = None
@@ -74,13 +124,24 @@ class custom_vjp:
             # differentiate that call (it would trace itself without end).
             return self.fun(*args)
         if current_trace() is None:
+            if self.nondiff_argnums:
+                return _compiled_with_fixed(self, self._traced, args, f"custom_vjp function {self._name}")
             if self._compiled is None:
                 from flowjit.tracer.function import TracedFunction
                 self._compiled = TracedFunction(self._traced)
             return self._compiled(*args)
         return self._traced(*args)
 
+    def _with_nondiff(self, args: tuple) -> Any:
+        # f of the differentiable arguments alone, the others fixed: bwd gets them first.
+        fixed, diff, merge = _split(self.nondiff_argnums, args, f"custom_vjp function {self._name}")
+        inner = custom_vjp(_named(lambda *d: self.fun(*merge(d)), self._name))
+        inner.defvjp(lambda *d: self._rule(self.fwd, *merge(d)), lambda res, g: self._rule(self.bwd, *fixed, res, g))
+        return inner._traced(*diff)
+
     def _traced(self, *args: Any) -> Any:
+        if self.nondiff_argnums:
+            return self._with_nondiff(args)
         trace = current_trace()
         name = self._name
         arg_leaves, arg_tree = _leaves_in(trace, tuple(args), f"the arguments of {name}")
@@ -159,16 +220,19 @@ class custom_jvp:
     (``primals`` and ``tangents`` are tuples of the positional arguments; ``tangent_out`` is
     linear in ``tangents``). Reverse mode (``grad``, ``vjp``) uses the rule's transpose,
     JAX's convention too: the cotangent of the arguments is the VJP of ``tangent_out`` as a
-    function of ``tangents``. Arguments are float arrays or pytrees of them. Until flowjit
-    has forward mode, that transpose is all the rule serves: the op in the IR is a
-    ``custom_vjp_call``."""
+    function of ``tangents``. Arguments are float arrays or pytrees of them. The op in the
+    IR is a ``custom_vjp_call`` whose bwd is that transpose; forward mode (``fj.jvp``)
+    transposes it back, so it computes the user's rule. ``nondiff_argnums`` as in JAX: the
+    rule is then ``jvp(*nondiff_args, primals, tangents)`` over the other arguments."""
 
-    def __init__(self, fun: Callable[..., Any]):
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp: Callable[..., Any] | None = None
         self._as_vjp = custom_vjp(fun)
         self._as_vjp.defvjp(self._fwd, self._bwd)
+        self._in_rule = False
 
     def defjvp(self, jvp: Callable[..., Any]) -> custom_jvp:
         """Set the rule ``jvp(primals, tangents) -> (out, tangent_out)``; returns ``self``."""
@@ -180,7 +244,27 @@ class custom_jvp:
             name = getattr(self.fun, "__name__", "function")
             raise FlowjitTypeError(f"custom_jvp function {name} was called at {user_location()} before "
                                    f"{name}.defjvp(jvp) gave it its rule")
-        return self._as_vjp(*args, **kwargs)
+        if not self.nondiff_argnums or self._in_rule:
+            return self.fun(*args, **kwargs) if self._in_rule else self._as_vjp(*args, **kwargs)
+        if kwargs:
+            raise FlowjitTypeError(f"custom_jvp function {self.__name__} takes positional arguments only (as in "
+                                   f"JAX), got keywords {sorted(kwargs)} at {user_location()}")
+        if current_trace() is None:
+            return _compiled_with_fixed(self, self._with_nondiff, args, f"custom_jvp function {self.__name__}")
+        return self._with_nondiff(*args)
+
+    def _with_nondiff(self, *args: Any) -> Any:
+        fixed, diff, merge = _split(self.nondiff_argnums, args, f"custom_jvp function {self.__name__}")
+        inner = custom_jvp(_named(lambda *d: self.fun(*merge(d)), self.__name__))
+
+        def rule(primals: tuple, tangents: tuple) -> Any:
+            self._in_rule = True  # the rule calling f means the primal, as in custom_vjp
+            try:
+                return self.jvp(*fixed, primals, tangents)
+            finally:
+                self._in_rule = False
+        inner.defjvp(rule)
+        return inner(*diff)
 
     def _fwd(self, *args: Any) -> tuple[Any, Any]:
         return self.fun(*args), args

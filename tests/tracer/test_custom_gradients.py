@@ -1,5 +1,7 @@
 """fj.custom_vjp and fj.stop_gradient: user-written and removed derivatives."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -296,3 +298,34 @@ def test_interpreter_backend_runs_the_custom_call():
     x = np.array([0.5, 1.5])
     e = np.exp(x)
     np.testing.assert_allclose(f(x), e / e.sum() + np.log(e.sum()))
+
+
+def test_nondiff_argnums_as_in_jax():
+    # A function argument (JAX's own example shape): bwd gets it first and returns
+    # cotangents for the other arguments only; outside a trace it is fixed per compile.
+    @functools.partial(fj.custom_vjp, nondiff_argnums=(0,))
+    def apply(f, x):
+        return f(x)
+
+    apply.defvjp(lambda f, x: (f(x), x), lambda f, x, g: (3.0 * g * f(x),))
+    x = np.array([0.5, 2.0])
+    np.testing.assert_allclose(fj.grad(lambda x: fj.sum(apply(fj.exp, x)))(x), 3.0 * np.exp(x), rtol=1e-14)
+    np.testing.assert_allclose(apply(fj.sin, x), np.sin(x), rtol=1e-14)
+    np.testing.assert_allclose(apply(fj.cos, x), np.cos(x), rtol=1e-14)  # another f: its own compile
+    with pytest.raises(fj.FlowjitTypeError, match="custom_vjp function apply.*1 cotangent"):
+        apply.defvjp(lambda f, x: (f(x), x), lambda f, x, g: (g, g))
+        fj.grad(lambda x: fj.sum(apply(fj.exp, x)))(x)
+
+    @functools.partial(fj.custom_jvp, nondiff_argnums=(1,))
+    def scaled(x, c):
+        return x * c
+
+    @scaled.defjvp
+    def scaled_jvp(c, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return scaled(x, c), 2.0 * c * t  # twice the true derivative: shows the rule runs
+
+    t = np.array([1.0, -0.25])
+    np.testing.assert_allclose(fj.jvp(lambda x: scaled(x, 0.5), (x,), (t,))[1], t, rtol=1e-14)
+    np.testing.assert_allclose(fj.grad(lambda x: fj.sum(scaled(x, 1.5)))(x), [3.0, 3.0], rtol=1e-14)
+    np.testing.assert_allclose(scaled(x, 4.0), 4.0 * x, rtol=1e-14)
