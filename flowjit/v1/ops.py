@@ -24,6 +24,7 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random as fjrandom
+from flowjit.tracer.custom_gradients import stop_gradient as fj_stop_gradient
 from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph, shape_from
 
 # ---- conversion ------------------------------------------------------------------------------------------
@@ -222,7 +223,9 @@ is_nan = _unary("IsNan", fnp.isnan, "x is nan.")
 is_finite = _unary("IsFinite", fnp.isfinite, "x is finite.")
 is_inf = _unary("IsInf", fnp.isinf, "x is +-inf.")
 identity = _unary("Identity", lambda x: x, "x itself (a new name; after its control dependencies).")
-stop_gradient = _unary("StopGradient", lambda x: x, "x, through which tf.gradients passes nothing.")
+# fj's stop_gradient, not an identity: tf.gradients leaves the op out of what it
+# differentiates, but a cond branch or loop body holding it is differentiated by fj.
+stop_gradient = _unary("StopGradient", fj_stop_gradient, "x, through which tf.gradients passes nothing.")
 
 
 def softplus(features: Any, name: str | None = None) -> Tensor:

@@ -298,6 +298,20 @@ def test_no_gradient_stops_the_path():
     assert tf.NotDifferentiable is tf.no_gradient
 
 
+def test_stop_gradient_stops_inside_cond_branches_and_loop_bodies():
+    # It stopped only at the top level: in a branch or a body it passed gradients through.
+    x = tf.placeholder(tf.float32, [])
+    p = tf.placeholder(tf.bool, [])
+    yc = tf.cond(p, lambda: tf.stop_gradient(x * x) + x, lambda: x)
+    dc = tf.gradients(yc, x)[0]
+    _, yw = tf.while_loop(lambda i, v: i < 2, lambda i, v: (i + 1, tf.stop_gradient(v) * v),
+                          [tf.constant(0), x], maximum_iterations=2)
+    dw = tf.gradients(yw, x)[0]
+    assert run(dc, {x: 3.0, p: True}) == 1.0
+    # v1 = sg(x) x, v2 = sg(v1) v1: dv2/dx = v1 * sg(x) = 9 * 3.
+    assert run([yw, dw], {x: 3.0}) == [81.0, 27.0]
+
+
 # ---- errors -----------------------------------------------------------------------------------------------------
 
 
