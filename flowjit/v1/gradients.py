@@ -58,7 +58,7 @@ def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation]
     for op in ops_sorted:
         if _blocks_gradient(op):
             continue
-        if any(t in depends for t in op.inputs):
+        if any(t in depends for t in _differentiated_inputs(op)):
             if set(op.outputs) & x_set:
                 continue
             between.add(op)
@@ -67,8 +67,12 @@ def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation]
         if y in x_set:
             reached.add(y)
     for op in between:
-        reached.update(t for t in op.inputs if t in x_set)
+        reached.update(t for t in _differentiated_inputs(op) if t in x_set)
     return between, reached
+
+
+def _differentiated_inputs(op: Operation) -> list[Tensor]:
+    return [t for k, t in enumerate(op.inputs) if k not in op.gradient_free_inputs]
 
 
 def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", colocate_gradients_with_ops: bool = False,
@@ -90,7 +94,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
         raise FlowjitTypeError("tf.gradients(stop_gradients=...) is not supported: wrap the tensors in "
                                "tf.stop_gradient instead")
     between, reached = _between(xs_l, ys_l)
-    _apply_registered_gradients(between)
+    if _apply_registered_gradients(between):  # a registered gradient gave some input None
+        between, reached = _between(xs_l, ys_l)
     live = [x for x in xs_l if x in reached]
     if not live:
         return [None] * len(xs_l)
@@ -186,10 +191,12 @@ def _held_ops(between: set[Operation]) -> list[Operation]:
     return out
 
 
-def _apply_registered_gradients(between: set[Operation]) -> None:
+def _apply_registered_gradients(between: set[Operation]) -> bool:
     """Give each op ``tf.gradients`` differentiates whose gradient was registered (through
     ``gradient_override_map`` or its own type) that gradient, once: its ``compute``
-    becomes a custom_vjp whose backward is the registered function's ops."""
+    becomes a custom_vjp whose backward is the registered function's ops. Whether one
+    gave an input None (which changes what ``tf.gradients`` reaches)."""
+    freed = False
     for op in _held_ops(between):
         if op.gradient_wrapped or not op.inputs:
             continue
@@ -202,10 +209,9 @@ def _apply_registered_gradients(between: set[Operation]) -> None:
                     f"({op.where()}); register it with @tf.RegisterGradient({key!r}) before calling tf.gradients")
             continue
         fn = _registry[key][0]
-        op.gradient_wrapped = True
         forward = op.compute
         if fn is None:
-            op.compute = _without_gradient(forward)
+            op.compute, op.gradient_wrapped = _without_gradient(forward), True
             continue
         graph = op.graph
         dys = _upstream_tensors(graph, op.outputs, op.name)
@@ -215,6 +221,14 @@ def _apply_registered_gradients(between: set[Operation]) -> None:
         grads = _gradient_list(got, op.inputs, f"the gradient {key!r} registered for {op.where()}")
         op.compute = _custom_compute(_sanitized(key), list(op.inputs), _run_op(forward),
                                      _Backward(dys, grads, graph._ops[start:]))
+        op.gradient_wrapped = True
+        op.gradient_free_inputs = _none_at(grads)
+        freed = freed or bool(op.gradient_free_inputs)
+    return freed
+
+
+def _none_at(grads: Sequence[Tensor | None]) -> frozenset[int]:
+    return frozenset(k for k, g in enumerate(grads) if g is None)
 
 
 def _without_gradient(forward: Any) -> Any:
@@ -367,6 +381,7 @@ def _custom_gradient_call(f: Callable[..., Any], args: tuple) -> Any:
 
     op = graph.create_op("CustomGradient", inputs, _custom_compute(_sanitized(name), inputs, forward, bwd),
                          name=f"CustomGradient_{name}", outputs=[(y._shape, y.dtype) for y in ys])
+    op.gradient_free_inputs = _none_at(grads)
     return pytree.unflatten(tree, op.outputs)
 
 

@@ -223,6 +223,8 @@ class Operation:
         # ``_gradient_op_type`` attr); kept apart from ``attrs``, which ops pass to ``compute``.
         self.gradient_override: str | None = graph._gradient_override_map.get(type)
         self.gradient_wrapped = False  # tf.gradients gave ``compute`` its registered gradient
+        # Inputs its user gradient gives None: tf.gradients does not reach an x through them.
+        self.gradient_free_inputs: frozenset[int] = frozenset()
 
     def get_attr(self, name: str) -> Any:
         if name == "_gradient_op_type":

@@ -132,17 +132,30 @@ def test_several_inputs_and_outputs_and_grad_ys():
     np.testing.assert_allclose(got_w, [1.0 + 3.0 * bv[0], 2.0 + 4.0 * bv[1]])
 
 
-def test_none_gradient_for_an_input_is_zero():
+def test_a_none_gradient_leaves_the_input_unreached_as_tensorflow():
+    # TF's tf.gradients gives None for an x reached only through None gradients (an
+    # optimizer then skips its variable); another path gives it its gradient.
     @tf.custom_gradient
     def first(a, b):
         return a * b, lambda dy: (dy * b, None)
 
+    name = unique("SecondOnly")
+    tf.RegisterGradient(name)(lambda op, grad: (None, grad * 7.0))
     a = tf.placeholder(tf.float32, [2])
     b = tf.placeholder(tf.float32, [2])
-    ga, gb = tf.gradients(tf.reduce_sum(first(a, b)), [a, b])
-    got_a, got_b = run([ga, gb], {a: np.ones(2, np.float32), b: np.array([3.0, 4.0], np.float32)})
+    y = tf.reduce_sum(first(a, b))
+    ga, gb = tf.gradients(y, [a, b])
+    assert gb is None
+    gb2 = tf.gradients(y + tf.reduce_sum(b * b), b)[0]
+    with tf.get_default_graph().gradient_override_map({"Mul": name}):
+        z = tf.reduce_sum(tf.multiply(a, b))
+    za, zb = tf.gradients(z, [a, b])
+    assert za is None
+    feed = {a: np.ones(2, np.float32), b: np.array([3.0, 4.0], np.float32)}
+    got_a, got_b2, got_zb = run([ga, gb2, zb], feed)
     np.testing.assert_array_equal(got_a, [3.0, 4.0])
-    np.testing.assert_array_equal(got_b, [0.0, 0.0])
+    np.testing.assert_array_equal(got_b2, [6.0, 8.0])
+    np.testing.assert_array_equal(got_zb, [7.0, 7.0])
 
 
 def test_grad_fn_with_variables_returns_their_gradients():
