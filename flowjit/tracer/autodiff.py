@@ -126,14 +126,16 @@ def derive_nested(here: Trace, trace: Trace, build: Callable[[Block], list[Value
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None,
-                   has_aux: bool = False, variables: Sequence[Any] | None = None) -> Callable[..., Any]:
+                   has_aux: bool = False, variables: Sequence[Any] | None = None,
+                   holomorphic: bool = False) -> Callable[..., Any]:
     """A function returning ``(fun(*args), gradient)``, the gradient of ``fun``'s float scalar
     result with respect to the positional arguments ``argnums`` (default 0; each a pytree
     of float arrays; a tuple of gradients when ``argnums`` is a sequence). With
     ``variables`` (``fj.Variable`` objects ``fun`` reads), the gradient is the list of
     theirs, or ``(argument gradients, variable gradients)`` when ``argnums`` is given too.
     With ``has_aux``, ``fun`` returns ``(value, aux)`` and the result is ``((value, aux),
-    gradient)``."""
+    gradient)``. With ``holomorphic=True`` (as in JAX) ``fun`` maps complex arguments to a
+    complex scalar and the gradient is its complex derivative ``f'(z)``."""
     name = getattr(fun, "__name__", "function")
     if argnums is None:
         argnums = () if variables else 0
@@ -147,11 +149,14 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
             raise FlowjitTypeError(f"{name} was differentiated with has_aux=True, so it must return "
                                    f"(value, aux); it returned {type(out).__name__}")
         v = value if isinstance(value, Tracer) else _own_value(value, "the differentiated output")
-        if v.shape == () and v.dtype.is_complex:
+        if holomorphic:
+            _check_holomorphic(f"grad of {name}", [t for _, fresh in wrt_trees for t in fresh], [v])
+        elif v.shape == () and v.dtype.is_complex:
             raise AutodiffError(f"grad of {name}: the function returns a complex scalar ({v.aval}); grad needs a "
-                                "real-valued result: take fj.real(), fj.imag() or fj.abs() of it (or use fj.vjp "
-                                "with a complex cotangent)")
-        if v.shape != () or not v.dtype.is_float:
+                                "real-valued result: take fj.real(), fj.imag() or fj.abs() of it, pass "
+                                "holomorphic=True for a holomorphic function (or use fj.vjp with a complex "
+                                "cotangent)")
+        if v.shape != () or not v.dtype.is_inexact:
             raise AutodiffError(f"grad of {name}: the function must return a float scalar, got {v.aval}; "
                                 "for other results use fj.vjp with a cotangent of their shape")
         seed = bind("constant", [], {"value": Literal(np.ones((), v.dtype.np))})
@@ -166,18 +171,29 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None, has_aux: bool = False,
-         variables: Sequence[Any] | None = None) -> Callable[..., Any]:
+         variables: Sequence[Any] | None = None, holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of ``fun`` (which returns a float scalar) with respect to its positional
     arguments ``argnums`` (default 0) and/or the ``variables`` it reads (see
     ``value_and_grad``); ``grad(f)(x)`` has the structure of ``x``. With ``has_aux``,
-    returns ``(gradient, aux)``. Nests: ``grad(grad(f))``."""
-    vg = value_and_grad(fun, argnums, has_aux, variables)
+    returns ``(gradient, aux)``; with ``holomorphic=True``, the complex derivative of a
+    holomorphic complex scalar function. Nests: ``grad(grad(f))``."""
+    vg = value_and_grad(fun, argnums, has_aux, variables, holomorphic)
 
     def traced(*args: Any, **kwargs: Any) -> Any:
         (value, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
         return (g, aux) if has_aux else g
 
     return _compiled_outside_traces(traced, fun)
+
+
+def _check_holomorphic(what: str, ins: Sequence[Tracer], outs: Sequence[Tracer]) -> None:
+    """JAX's rule for ``holomorphic=True``: complex arguments and complex outputs."""
+    for kind, values in (("argument", ins), ("output", outs)):
+        for t in values:
+            if not t.dtype.is_complex:
+                raise FlowjitTypeError(f"{what} with holomorphic=True: an {kind} is {t.aval} at {user_location()}; "
+                                       f"holomorphic differentiation needs complex {kind}s (cast with "
+                                       ".astype(fj.complex128))")
 
 
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:

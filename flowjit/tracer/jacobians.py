@@ -18,7 +18,7 @@ from typing import Any
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import pytree
 from flowjit.tracer.array_api import eye, moveaxis, reshape
-from flowjit.tracer.autodiff import _argnums, _compiled_outside_traces, grad, vjp
+from flowjit.tracer.autodiff import _argnums, _check_holomorphic, _compiled_outside_traces, grad, vjp
 from flowjit.tracer.core import Tracer, operand, user_location
 from flowjit.tracer.forward import jvp
 from flowjit.tracer.transforms import vmap
@@ -40,14 +40,17 @@ def _std_basis(outs: list[Tracer]) -> tuple[list[Any], list[tuple[int, int]]]:
     return leaves, spans
 
 
-def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``fun`` with respect to its positional arguments ``argnums`` by
     reverse mode, as ``jax.jacrev``: for an output leaf of shape S and an argument leaf of
     shape T the block has shape ``S + T``; the result nests the output's structure outside
     the argument's (a tuple of argument pytrees per output leaf when ``argnums`` is a
     tuple). With ``has_aux``, ``fun`` returns ``(output, aux)`` and the result is
-    ``(jacobian, aux)``. Arguments and outputs must be real floats. All rows come from one
-    vmapped pullback (no loop), so it composes with ``fj.function``, ``fj.grad`` and itself."""
+    ``(jacobian, aux)``. Arguments and outputs must be real floats, or, with
+    ``holomorphic=True`` (as in JAX), complex (the Jacobian of complex derivatives). All rows
+    come from one vmapped pullback (no loop), so it composes with ``fj.function``,
+    ``fj.grad`` and itself."""
     name = getattr(fun, "__name__", "function")
 
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -69,13 +72,20 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         else:
             (y, pullback), aux = vjp(partial, *primals), None
         outs, out_tree = pytree.flatten(y)
+        if holomorphic:
+            _check_holomorphic(f"jacrev({name})", [operand(x, "an argument") for p in primals
+                                                   for x in pytree.flatten(p)[0]], outs)
         for k, o in enumerate(outs):
+            if holomorphic:
+                continue
             if not o.dtype.is_float:
                 raise FlowjitTypeError(f"jacrev({name}): output leaf {k} is {o.aval} at {user_location()}; jacrev "
                                        "needs real float outputs (cast integer outputs to float; complex outputs "
                                        "are not supported: take fj.real and fj.imag separately)")
         for i, p in zip(nums, primals):
             for leaf in pytree.flatten(p)[0]:
+                if holomorphic:
+                    break
                 if getattr(leaf, "dtype", None) is not None and getattr(leaf.dtype, "is_complex", False):
                     raise FlowjitTypeError(f"jacrev({name}): argument {i} has a complex leaf at {user_location()};"
                                            " only real float arguments are supported")
@@ -95,13 +105,15 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
     return _compiled_outside_traces(traced, fun)
 
 
-def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``fun`` with respect to its positional arguments ``argnums`` by
     forward mode, as ``jax.jacfwd``: the same blocks and nesting as ``jacrev`` (``S + T``
     per output leaf of shape S and argument leaf of shape T, outputs outside arguments),
     cheaper when the arguments have fewer elements than the outputs. All columns come
     from one vmapped ``fj.jvp`` (no loop). With ``has_aux``, ``fun`` returns ``(output,
-    aux)`` and the result is ``(jacobian, aux)``. Arguments and outputs must be real floats."""
+    aux)`` and the result is ``(jacobian, aux)``. Arguments and outputs must be real floats,
+    or complex with ``holomorphic=True``."""
     name = getattr(fun, "__name__", "function")
 
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -124,8 +136,10 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         primals = [args[i] for i in nums]
         in_trees = [pytree.flatten(p) for p in primals]
         ins = [operand(x, f"argument of jacfwd({name})") for leaves, _ in in_trees for x in leaves]
+        if holomorphic:
+            _check_holomorphic(f"jacfwd({name})", ins, [])
         for k, x in enumerate(ins):
-            if not x.dtype.is_float:
+            if not x.dtype.is_float and not holomorphic:
                 raise FlowjitTypeError(f"jacfwd({name}): argument leaf {k} is {x.aval} at {user_location()}; "
                                        "jacfwd needs real float arguments (cast integers to float; complex "
                                        "arguments are not supported)")
@@ -136,7 +150,9 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         outs, out_tree = pytree.flatten(cols)
         blocks = []
         for o in outs:
-            if not o.dtype.is_float:
+            if holomorphic:
+                _check_holomorphic(f"jacfwd({name})", [], [o])
+            elif not o.dtype.is_float:
                 raise FlowjitTypeError(f"jacfwd({name}): an output leaf is {o.aval} at {user_location()}; jacfwd "
                                        "needs real float outputs")
             last = moveaxis(o, 0, -1)  # (*S, X)
@@ -156,14 +172,15 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
     return _compiled_outside_traces(traced, fun)
 
 
-def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable[..., Any]:
     """The Hessian of ``fun`` (a real float scalar, or any float output: then one Hessian
     per output element) with respect to ``argnums``, as ``jax.hessian``: for a scalar
     output and an argument leaf of shape T it has shape ``T + T``, nested as
     ``jacfwd(jacrev(fun))``'s result (a tuple of tuples for a tuple of ``argnums``). With
     ``has_aux``, returns ``(hessian, aux)``. Forward over reverse, as JAX: one batched
     tangent pass through the gradient program (the gradient's forward ops run once)."""
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 
 def hvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> Any:

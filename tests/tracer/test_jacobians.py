@@ -221,3 +221,19 @@ def test_hessian_is_forward_over_reverse():
     f = lambda x: fj.sum(fj.exp(A @ x))  # noqa: E731
     np.testing.assert_allclose(fj.hessian(f)(x), A.T @ np.diag(np.exp(A @ x)) @ A, rtol=1e-12)
     np.testing.assert_allclose(fj.hessian(f)(x), fj.jacfwd(fj.jacrev(f))(x), rtol=1e-14)
+
+
+def test_holomorphic_as_in_jax():
+    # f'(z) for a holomorphic f (JAX's values); real arguments or outputs are refused as JAX does.
+    f = lambda z: fj.sin(z) * z  # noqa: E731
+    z = np.array([1.0 + 2.0j, 0.5j])
+    want = np.cos(z) * z + np.sin(z)
+    np.testing.assert_allclose(fj.grad(f, holomorphic=True)(z[0]), want[0], rtol=1e-13)
+    np.testing.assert_allclose(fj.jacrev(f, holomorphic=True)(z), np.diag(want), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fj.jacfwd(f, holomorphic=True)(z), np.diag(want), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(fj.hessian(lambda z: fj.sum(f(z)), holomorphic=True)(z),
+                               np.diag(2 * np.cos(z) - z * np.sin(z)), rtol=1e-13, atol=1e-15)
+    with pytest.raises(fj.FlowjitTypeError, match="holomorphic=True: an argument is f64"):
+        fj.grad(f, holomorphic=True)(1.0)
+    with pytest.raises(fj.AutodiffError, match="holomorphic=True"):
+        fj.grad(f)(z[0])
