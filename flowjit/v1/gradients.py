@@ -103,8 +103,9 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
     ny, nx = len(ys_l), len(live)
 
     def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
-        # vals[:ny] are the ys: inputs so they (and what they need) run first.
-        x_vals, seeds = vals[ny:ny + nx], vals[ny + nx:]
+        # vals[:ny] are the ys: inputs so they (and what they need) run first; so are the
+        # results of the host ops differentiated, read where the host op would run.
+        x_vals, seeds = vals[ny:ny + nx], vals[ny + nx:ny + nx + len(gys)]
 
         def forward(*fresh: Any) -> list[Any]:
             child = ev.child(dict(zip(live, fresh)), local)
@@ -115,7 +116,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
         return list(pullback(cts))
 
     graph = ys_l[0].graph
-    op = graph.create_op("Gradients", [*ys_l, *live, *gys], compute, name=name,
+    host_results = [t for o in sorted(between, key=lambda o: o.id) if o.host for t in o.outputs]
+    op = graph.create_op("Gradients", [*ys_l, *live, *gys, *host_results], compute, name=name,
                          outputs=[(x._shape, x.dtype) for x in live])
     by_x = dict(zip(live, op.outputs))
     return [by_x.get(x) for x in xs_l]
@@ -171,7 +173,10 @@ def _blocks_gradient(op: Operation) -> bool:
     if op.type == "StopGradient":
         return True
     entry = _registry.get(_gradient_key(op))
-    return entry is not None and entry[0] is None
+    if entry is None:
+        # A host op (py_func) has no derivative of its own: TF's PyFunc is NotDifferentiable.
+        return op.host and op.gradient_override is None
+    return entry[0] is None
 
 
 def _held_ops(between: set[Operation]) -> list[Operation]:
@@ -219,8 +224,12 @@ def _apply_registered_gradients(between: set[Operation]) -> bool:
         with graph.as_default(), graph.name_scope(f"gradients/{op.name}_grad"):
             got = fn(op, *dys)
         grads = _gradient_list(got, op.inputs, f"the gradient {key!r} registered for {op.where()}")
-        op.compute = _custom_compute(_sanitized(key), list(op.inputs), _run_op(forward),
-                                     _Backward(dys, grads, graph._ops[start:]))
+        custom = _custom_compute(_sanitized(key), list(op.inputs), _host_results if op.host else _run_op(forward),
+                                 _Backward(dys, grads, graph._ops[start:]))
+        if op.host:  # it runs on the host still; a gradient's forward takes its results
+            op.traced_compute = custom
+        else:
+            op.compute = custom
         op.gradient_wrapped = True
         op.gradient_free_inputs = _none_at(grads)
         freed = freed or bool(op.gradient_free_inputs)
@@ -244,6 +253,13 @@ def _run_op(forward: Any) -> Callable[[Any, list[Any]], tuple[Any, list[Any]]]:
         outs = list(forward(ev, op, vals))
         return ev.child({**dict(zip(op.inputs, vals)), **dict(zip(op.outputs, outs))}, frozenset()), outs
     return run
+
+
+def _host_results(ev: Any, op: Operation, vals: list[Any]) -> tuple[Any, list[Any]]:
+    """The forward of a host op inside a gradient: the results its host run gave (inputs
+    of the compiled segment, which ``tf.gradients`` made need them)."""
+    outs = [ev.root.value(t) for t in op.outputs]
+    return ev.child({**dict(zip(op.inputs, vals)), **dict(zip(op.outputs, outs))}, frozenset()), outs
 
 
 # ---- the custom_vjp that runs a graph gradient -----------------------------------------------------------------

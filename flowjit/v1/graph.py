@@ -225,6 +225,9 @@ class Operation:
         self.gradient_wrapped = False  # tf.gradients gave ``compute`` its registered gradient
         # Inputs its user gradient gives None: tf.gradients does not reach an x through them.
         self.gradient_free_inputs: frozenset[int] = frozenset()
+        # A host op with a registered gradient, inside a gradient's compiled forward: its
+        # results (computed on the host) under the custom_vjp of that gradient.
+        self.traced_compute: Compute | None = None
 
     def get_attr(self, name: str) -> Any:
         if name == "_gradient_op_type":

@@ -87,15 +87,18 @@ class Evaluator:
         for c in op.control_inputs:
             self.run_op(c)
         inputs = [self.value(t) for t in op.inputs]
+        compute = op.compute
         if op.host:
-            raise errors.UnimplementedError(None, op, f"{op.where()} runs on the host (a queue or py_func) and "
-                                            "cannot run inside a cond branch, a loop body or a gradient")
+            if op.traced_compute is None or self.parent is None:
+                raise errors.UnimplementedError(None, op, f"{op.where()} runs on the host (a queue or py_func) and "
+                                                "cannot run inside a cond branch, a loop body or a gradient")
+            compute = op.traced_compute  # a gradient through it: its host results, the registered gradient
         # Ops inside a cond branch, a loop body or a gradient's forward pass run where the
         # op that holds them runs (a structured op runs on one device).
         placed = placement(op, self.root.session) if self.parent is None else contextlib.nullcontext()
         with at_location(op.location), placed:
             try:
-                outs = op.compute(self, op, inputs)
+                outs = compute(self, op, inputs)
             except errors.OpError:
                 raise
             except FlowjitError as e:

@@ -311,6 +311,34 @@ def test_no_gradient_stops_the_path():
     assert tf.NotDifferentiable is tf.no_gradient
 
 
+def test_py_func_with_an_overridden_gradient():
+    # TF1's recipe for a differentiable py_func: the forward runs in Python, the gradient
+    # is the registered one, chained with the graph ops before and after it.
+    name = unique("PyCube")
+
+    @tf.RegisterGradient(name)
+    def _cube_grad(op, dy):
+        return dy * 3.0 * tf.square(op.inputs[0])
+
+    x = tf.placeholder(tf.float32, [3])
+    with tf.get_default_graph().gradient_override_map({"PyFunc": name}):
+        h = tf.py_func(lambda v: v ** 3, [x * 2.0], tf.float32)
+    y = tf.reduce_sum(tf.sin(h))
+    dx = tf.gradients(y, x)[0]
+    xs = np.array([0.1, -0.3, 0.5], np.float32)
+    got_y, got_dx = run([y, dx], {x: xs})
+    np.testing.assert_allclose(got_y, np.sum(np.sin((2 * xs) ** 3)), rtol=1e-6)
+    np.testing.assert_allclose(got_dx, np.cos((2 * xs) ** 3) * 3 * (2 * xs) ** 2 * 2, rtol=1e-5)
+
+
+def test_py_func_without_a_gradient_is_not_differentiable_as_in_tensorflow():
+    x = tf.placeholder(tf.float32, [3])
+    h = tf.py_func(lambda v: v ** 3, [x], tf.float32)
+    assert tf.gradients(tf.reduce_sum(h), x) == [None]
+    both = tf.gradients(tf.reduce_sum(h) + tf.reduce_sum(x), x)[0]
+    np.testing.assert_array_equal(run(both, {x: np.ones(3, np.float32)}), [1.0, 1.0, 1.0])
+
+
 def test_stop_gradient_stops_inside_cond_branches_and_loop_bodies():
     # It stopped only at the top level: in a branch or a body it passed gradients through.
     x = tf.placeholder(tf.float32, [])
