@@ -132,9 +132,10 @@ _registry: dict[str, tuple[Callable[..., Any] | None, str]] = {}
 def _register(name: str, fn: Callable[..., Any] | None, where: str) -> None:
     if not isinstance(name, str):
         raise TypeError(f"op_type must be a string, got {name!r}")
-    if name in _registry:
-        raise KeyError(f"Registering two gradient with name '{name}'! (Previous registration was in "
-                       f"{_registry[name][1]}); each name takes one gradient function")
+    if name in _registry or name in ops.builtin_gradients:
+        where = _registry[name][1] if name in _registry else f"flowjit's built-in {name} op"
+        raise KeyError(f"Registering two gradient with name '{name}'! (Previous registration was in {where}); "
+                       "each name takes one gradient function")
     _registry[name] = (fn, where)
 
 
@@ -170,7 +171,7 @@ def _gradient_key(op: Operation) -> str:
 
 
 def _blocks_gradient(op: Operation) -> bool:
-    if op.type == "StopGradient":
+    if _gradient_key(op) == "StopGradient":
         return True
     entry = _registry.get(_gradient_key(op))
     if entry is None:
@@ -206,6 +207,9 @@ def _apply_registered_gradients(between: set[Operation]) -> bool:
         if op.gradient_wrapped or not op.inputs:
             continue
         key = _gradient_key(op)
+        if key not in _registry and op.gradient_override in ops.builtin_gradients:
+            op.compute, op.gradient_wrapped = _borrowed_gradient(op, key), True
+            continue
         if key not in _registry:
             if op.gradient_override is not None:
                 raise LookupError(
@@ -238,6 +242,28 @@ def _apply_registered_gradients(between: set[Operation]) -> bool:
 
 def _none_at(grads: Sequence[Tensor | None]) -> frozenset[int]:
     return frozenset(k for k, g in enumerate(grads) if g is None)
+
+
+def _borrowed_gradient(op: Operation, key: str) -> Any:
+    """``op``'s compute with the built-in gradient of op type ``key``: the VJP of the fj
+    function that type computes, at ``op``'s inputs."""
+    fn, arity = ops.builtin_gradients[key]
+    if arity != len(op.inputs):
+        n = len(op.inputs)
+        raise ValueError(f"gradient_override_map maps {op.type} ({n} input{'s' if n != 1 else ''}) to the built-in "
+                         f"gradient of {key}, which takes {arity} ({op.where()}); map it to a gradient of as many "
+                         "inputs, or register one with tf.RegisterGradient")
+    forward = op.compute
+
+    def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
+        def fun(*xs: Any) -> list[Any]:
+            return list(forward(ev, op, list(xs)))
+
+        def back(xs: list[Any], gs: list[Any]) -> tuple:
+            _, pullback = vjp(lambda *a: [fn(*a)], *xs)
+            return tuple(pullback(list(gs)))
+        return _call_custom(_sanitized(key), fun, lambda *xs: (fun(*xs), list(xs)), back, vals)
+    return compute
 
 
 def _without_gradient(forward: Any) -> Any:
@@ -297,10 +323,14 @@ def _custom_compute(name: str, inputs: list[Tensor], forward: Any, bwd: _Backwar
             return tuple(None if g is None else fnp.astype(child.value(g), x.dtype)
                          for g, x in zip(bwd.grads, inputs))
 
-        fun.__name__ = name
-        rule = custom_vjp(fun).defvjp(fwd, back)
-        return list(rule(*vals))
+        return _call_custom(name, fun, fwd, back, vals)
     return compute
+
+
+def _call_custom(name: str, fun: Callable[..., Any], fwd: Callable[..., Any], back: Callable[..., Any],
+                 vals: list[Any]) -> list[Any]:
+    fun.__name__ = name
+    return list(custom_vjp(fun).defvjp(fwd, back)(*vals))
 
 
 def _sanitized(name: str) -> str:

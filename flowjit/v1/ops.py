@@ -140,7 +140,14 @@ def apply(type: str, fn: Callable[..., Any], inputs: Sequence[Any], name: str | 
     return op.outputs if num_outputs != 1 else op.outputs[0]
 
 
+# Op types of one fj function of their inputs alone, with it and its arity: TensorFlow's
+# built-in gradient names, which ``gradient_override_map`` may give another op ({"Sign": "Identity"}).
+builtin_gradients: dict[str, tuple[Callable[..., Any], int]] = {}
+
+
 def _unary(type: str, fn: Callable[[Any], Any], doc: str) -> Callable[..., Tensor]:
+    builtin_gradients.setdefault(type, (fn, 1))
+
     def op(x: Any, name: str | None = None) -> Tensor:
         return apply(type, fn, [x], name=name)
     op.__name__ = type
@@ -149,6 +156,8 @@ def _unary(type: str, fn: Callable[[Any], Any], doc: str) -> Callable[..., Tenso
 
 
 def _binary(type: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[..., Tensor]:
+    builtin_gradients.setdefault(type, (fn, 2))
+
     def op(x: Any, y: Any, name: str | None = None) -> Tensor:
         return apply(type, fn, [x, y], name=name)
     op.__name__ = type

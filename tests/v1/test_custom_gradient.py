@@ -299,6 +299,33 @@ def test_override_inside_cond_and_while_bodies():
     assert got_y == 81.0 and got_dw == 100.0
 
 
+def test_override_to_a_built_in_gradient_straight_through_sign_and_round():
+    # TF1's straight-through estimator: {"Sign": "Identity"} borrows Identity's gradient.
+    g = tf.get_default_graph()
+    x = tf.placeholder(tf.float32, [3])
+    with g.gradient_override_map({"Sign": "Identity", "Round": "Identity", "Exp": "Sin"}):
+        b = tf.sign(x)
+        r = tf.round(x * 4.0)
+        e = tf.exp(x)
+    db, dr, de = (tf.gradients(tf.reduce_sum(t * tf.constant([1.0, 2.0, 3.0])), x)[0] for t in (b, r, e))
+    xs = np.array([0.3, -1.2, 2.0], np.float32)
+    got = run([b, db, dr, de], {x: xs})
+    np.testing.assert_array_equal(got[0], [1.0, -1.0, 1.0])
+    np.testing.assert_array_equal(got[1], [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(got[2], [4.0, 8.0, 12.0])
+    np.testing.assert_allclose(got[3], np.cos(xs) * [1, 2, 3], rtol=1e-6)
+
+
+def test_built_in_names_are_taken_and_arity_must_match():
+    with pytest.raises(KeyError, match="Registering two gradient with name 'Square'"):
+        tf.RegisterGradient("Square")(lambda op, grad: grad)
+    x = tf.placeholder(tf.float32, [3])
+    with tf.get_default_graph().gradient_override_map({"Square": "Add"}):
+        y = tf.square(x)
+    with pytest.raises(ValueError, match=r"maps Square \(1 input\) to the built-in gradient of Add, which takes 2"):
+        tf.gradients(y, x)
+
+
 def test_no_gradient_stops_the_path():
     name = unique("NoGradSquare")
     tf.no_gradient(name)
@@ -306,6 +333,8 @@ def test_no_gradient_stops_the_path():
     with tf.get_default_graph().gradient_override_map({"Square": name}):
         y = tf.square(x)
     assert tf.gradients(tf.reduce_sum(y), x) == [None]
+    with tf.get_default_graph().gradient_override_map({"Square": "StopGradient"}):
+        assert tf.gradients(tf.square(x), x) == [None]
     both = tf.gradients(tf.reduce_sum(y + 3.0 * x), x)[0]
     np.testing.assert_array_equal(run(both, {x: np.array([1.0, 2.0], np.float32)}), [3.0, 3.0])
     assert tf.NotDifferentiable is tf.no_gradient
