@@ -208,7 +208,7 @@ def _apply_registered_gradients(between: set[Operation]) -> bool:
             continue
         key = _gradient_key(op)
         if key not in _registry and op.gradient_override in ops.builtin_gradients:
-            op.compute, op.gradient_wrapped = _borrowed_gradient(op, key), True
+            _install(op, _borrowed_gradient(op, key))
             continue
         if key not in _registry:
             if op.gradient_override is not None:
@@ -218,9 +218,8 @@ def _apply_registered_gradients(between: set[Operation]) -> bool:
                     f"({op.where()}); register it with @tf.RegisterGradient({key!r}) before calling tf.gradients")
             continue
         fn = _registry[key][0]
-        forward = op.compute
         if fn is None:
-            op.compute, op.gradient_wrapped = _without_gradient(forward), True
+            _install(op, _without_gradient(_forward_of(op)))
             continue
         graph = op.graph
         dys = _upstream_tensors(graph, op.outputs, op.name)
@@ -228,13 +227,8 @@ def _apply_registered_gradients(between: set[Operation]) -> bool:
         with graph.as_default(), graph.name_scope(f"gradients/{op.name}_grad"):
             got = fn(op, *dys)
         grads = _gradient_list(got, op.inputs, f"the gradient {key!r} registered for {op.where()}")
-        custom = _custom_compute(_sanitized(key), list(op.inputs), _host_results if op.host else _run_op(forward),
-                                 _Backward(dys, grads, graph._ops[start:]))
-        if op.host:  # it runs on the host still; a gradient's forward takes its results
-            op.traced_compute = custom
-        else:
-            op.compute = custom
-        op.gradient_wrapped = True
+        _install(op, _custom_compute(_sanitized(key), list(op.inputs), _run_op(_forward_of(op)),
+                                     _Backward(dys, grads, graph._ops[start:])))
         op.gradient_free_inputs = _none_at(grads)
         freed = freed or bool(op.gradient_free_inputs)
     return freed
@@ -253,7 +247,7 @@ def _borrowed_gradient(op: Operation, key: str) -> Any:
         raise ValueError(f"gradient_override_map maps {op.type} ({n} input{'s' if n != 1 else ''}) to the built-in "
                          f"gradient of {key}, which takes {arity} ({op.where()}); map it to a gradient of as many "
                          "inputs, or register one with tf.RegisterGradient")
-    forward = op.compute
+    forward = _forward_of(op)
 
     def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
         def fun(*xs: Any) -> list[Any]:
@@ -281,11 +275,22 @@ def _run_op(forward: Any) -> Callable[[Any, list[Any]], tuple[Any, list[Any]]]:
     return run
 
 
-def _host_results(ev: Any, op: Operation, vals: list[Any]) -> tuple[Any, list[Any]]:
-    """The forward of a host op inside a gradient: the results its host run gave (inputs
-    of the compiled segment, which ``tf.gradients`` made need them)."""
-    outs = [ev.root.value(t) for t in op.outputs]
-    return ev.child({**dict(zip(op.inputs, vals)), **dict(zip(op.outputs, outs))}, frozenset()), outs
+def _forward_of(op: Operation) -> Any:
+    """How ``op`` computes its outputs inside a gradient: its compute, or for a host op the
+    results its host run gave (inputs of the compiled segment: ``tf.gradients`` made the
+    Gradients op need them)."""
+    if op.host:
+        return lambda ev, op, vals: [ev.root.value(t) for t in op.outputs]
+    return op.compute
+
+
+def _install(op: Operation, compute: Any) -> None:
+    # A host op keeps running on the host; a gradient's forward uses its traced_compute.
+    if op.host:
+        op.traced_compute = compute
+    else:
+        op.compute = compute
+    op.gradient_wrapped = True
 
 
 # ---- the custom_vjp that runs a graph gradient -----------------------------------------------------------------

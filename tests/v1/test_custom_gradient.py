@@ -360,6 +360,18 @@ def test_py_func_with_an_overridden_gradient():
     np.testing.assert_allclose(got_dx, np.cos((2 * xs) ** 3) * 3 * (2 * xs) ** 2 * 2, rtol=1e-5)
 
 
+def test_py_func_mapped_to_identity_is_a_straight_through_estimator():
+    x = tf.placeholder(tf.float32, [3])
+    with tf.get_default_graph().gradient_override_map({"PyFunc": "Identity"}):
+        q = tf.py_func(lambda v: np.round(v * 4) / 4, [x], tf.float32)
+    dx = tf.gradients(tf.reduce_sum(q * x), x)[0]
+    xs = np.array([0.3, -0.6, 0.9], np.float32)
+    qs = np.round(xs * 4) / 4
+    got_q, got_dx = run([q, dx], {x: xs})
+    np.testing.assert_array_equal(got_q, qs)
+    np.testing.assert_allclose(got_dx, qs + xs, rtol=1e-6)
+
+
 def test_py_func_without_a_gradient_is_not_differentiable_as_in_tensorflow():
     x = tf.placeholder(tf.float32, [3])
     h = tf.py_func(lambda v: v ** 3, [x], tf.float32)
