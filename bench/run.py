@@ -15,7 +15,9 @@ against the JIT's and JAX's first calls, and its steady state against the JIT's;
 distributed (``fj.distributed.train`` on a local Ray runtime: steps/s and samples/s for 1, 2
 and 4 workers, sync and async, and sync with a slowed worker; skipped without Ray), sendrecv
 (a 4 KB and a 4 MB array to a worker task and back: flowjit's placed call against Ray's
-put/get and an actor's round trip; skipped without Ray).
+put/get and an actor's round trip; skipped without Ray), remat_memory (the measured peak memory
+and steps/s of one deep-MLP training step with and without ``fj.remat``, each row a new
+process, against ``jax.checkpoint``).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); the ratios are flowjit's median on each backend (numba, the default; llvm, the
 opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
@@ -206,7 +208,7 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 # Workloads whose columns are not the peers': their module's render(ctx, rows) draws their tables.
-OWN_TABLES = ("aot", "distributed", "sendrecv")
+OWN_TABLES = ("aot", "distributed", "sendrecv", "remat_memory")
 
 
 def render(ctx, rows) -> list[str]:

@@ -197,3 +197,28 @@ def test_quick_sendrecv_rows_time_flowjit_placed_against_ray(tmp_path):
         assert ratio and float(ratio[1]) > 0, cells
         assert float(ratio[1]) == pytest.approx(
             seconds["flowjit, placed on the task"] / seconds["Ray actor round trip"], rel=0.02, abs=0.006), cells
+
+
+def test_quick_remat_memory_rows_measure_less_memory_with_remat(tmp_path):
+    """The remat_memory workload runs each row in a new process and measures the peak of one
+    deep-MLP training step: RSS high-water mark on the llvm native program, tracemalloc on
+    the numba driver. Each child checks its loss against the plain row's (an ERROR cell and
+    the errors section otherwise), and remat with nothing saved measures less than plain."""
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "remat_memory", "--repeat", "1",
+                        "--peers", "llvm,fj"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "### Errors" not in p.stdout, p.stdout[-3000:]
+    rows = _table(p.stdout, "Rematerialization: measured peak memory of one deep-MLP training step "
+                            "(each row a new process)")
+    for backend, how in (("llvm", "RSS HWM"), ("numba", "tracemalloc")):
+        mib = {}
+        for mode in ("plain (activations kept)", "fj.remat per layer, nothing saved",
+                     "fj.remat per layer, dots_saveable"):
+            cells = rows[f"flowjit ({backend}), {mode}"]
+            m = re.fullmatch(r"([0-9.]+) MiB", cells["measured peak of the step"])
+            assert m, cells
+            mib[mode] = float(m[1])
+            assert cells["measured by"].startswith(how), cells
+            assert float(cells["steps/s"]) > 0, cells
+        assert mib["fj.remat per layer, nothing saved"] < mib["plain (activations kept)"], (backend, mib)
