@@ -230,10 +230,16 @@ class Operation:
         self.traced_compute: Compute | None = None
 
     def get_attr(self, name: str) -> Any:
-        if name == "_gradient_op_type":
-            if self.gradient_override is None:
-                raise ValueError(f"Operation {self.name!r} has no attr named '_gradient_op_type'")
+        """An attr as TensorFlow names it: ``T`` (the element type, which gradient functions
+        read), ``_gradient_op_type`` (from ``gradient_override_map``, bytes), or one of the
+        op's own; a missing one is a ValueError, as in TensorFlow."""
+        if name == "_gradient_op_type" and self.gradient_override is not None:
             return self.gradient_override.encode()
+        if name == "T" and "T" not in self.attrs and (self.inputs or self.outputs):
+            return (self.inputs or self.outputs)[0].dtype
+        if name not in self.attrs:
+            raise ValueError(f"Operation {self.name!r} ({self.type}) has no attr named {name!r}; it has "
+                             f"{sorted(self.attrs) or 'none'}")
         return self.attrs[name]
 
     def run(self, feed_dict: dict | None = None, session: Any = None) -> None:

@@ -233,6 +233,7 @@ def test_override_of_square_uses_the_registered_gradient():
 
     @tf.RegisterGradient(name)
     def _square_3x(op, grad):
+        assert op.get_attr("T") == tf.float32  # what TF's gradient functions read
         return grad * 3.0 * op.inputs[0]
 
     g = tf.get_default_graph()
