@@ -38,8 +38,9 @@ from flowjit.v1 import ops
 from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph
 
 
-def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation], set[Tensor]]:
-    """The ops on a path from some x to some y (not through stop_gradient), and the xs reached."""
+def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation], set[Tensor], set[Tensor]]:
+    """The ops on a path from some x to some y (not through stop_gradient), the xs reached,
+    and the tensors that depend on an x."""
     upstream: set[Operation] = set()
     stack = [y.op for y in ys]
     while stack:
@@ -68,7 +69,7 @@ def _between(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[set[Operation]
             reached.add(y)
     for op in between:
         reached.update(t for t in _differentiated_inputs(op) if t in x_set)
-    return between, reached
+    return between, reached, depends
 
 
 def _differentiated_inputs(op: Operation) -> list[Tensor]:
@@ -93,9 +94,9 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
     if stop_gradients is not None:
         raise FlowjitTypeError("tf.gradients(stop_gradients=...) is not supported: wrap the tensors in "
                                "tf.stop_gradient instead")
-    between, reached = _between(xs_l, ys_l)
-    if _apply_registered_gradients(between):  # a registered gradient gave some input None
-        between, reached = _between(xs_l, ys_l)
+    between, reached, depends = _between(xs_l, ys_l)
+    if _apply_registered_gradients(between, depends):  # a registered gradient gave some input None
+        between, reached, _ = _between(xs_l, ys_l)
     live = [x for x in xs_l if x in reached]
     if not live:
         return [None] * len(xs_l)
@@ -180,30 +181,32 @@ def _blocks_gradient(op: Operation) -> bool:
     return entry[0] is None
 
 
-def _held_ops(between: set[Operation]) -> list[Operation]:
-    """``between`` and the ops of the cond branches and loop bodies inside it, recursively:
-    the ops that differentiating ``between`` differentiates."""
+def _held_ops(ops_: Sequence[Operation], depends: set[Tensor]) -> list[Operation]:
+    """``ops_`` and the ops of their cond branches and loop bodies, recursively, that
+    depend on an x (on ``depends``, or on a loop variable): the ops whose gradients
+    differentiating ``ops_`` uses, as TensorFlow looks up gradients only on the path."""
     out: list[Operation] = []
-    seen: set[Operation] = set()
-    stack = sorted(between, key=lambda o: o.id)
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
+    for op in ops_:
         out.append(op)
         for frame in op.attrs.get("frames", ()):
-            stack.extend(frame.ops)
+            inner = set(depends)
+            on_path = []
+            for o in frame.ops:  # creation order is a topological order
+                if o.type == "LoopVar" or (not _blocks_gradient(o) and
+                                           any(t in inner for t in _differentiated_inputs(o))):
+                    inner.update(o.outputs)
+                    on_path.append(o)
+            out.extend(_held_ops(on_path, inner))
     return out
 
 
-def _apply_registered_gradients(between: set[Operation]) -> bool:
+def _apply_registered_gradients(between: set[Operation], depends: set[Tensor]) -> bool:
     """Give each op ``tf.gradients`` differentiates whose gradient was registered (through
     ``gradient_override_map`` or its own type) that gradient, once: its ``compute``
     becomes a custom_vjp whose backward is the registered function's ops. Whether one
     gave an input None (which changes what ``tf.gradients`` reaches)."""
     freed = False
-    for op in _held_ops(between):
+    for op in _held_ops(sorted(between, key=lambda o: o.id), depends):
         if op.gradient_wrapped or not op.inputs:
             continue
         key = _gradient_key(op)

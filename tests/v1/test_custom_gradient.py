@@ -421,6 +421,22 @@ def test_an_override_to_an_unregistered_name_is_a_lookup_error_in_tf_gradients()
             pass
 
 
+def test_an_unregistered_override_off_the_path_is_not_looked_up():
+    # As in TF, only ops between xs and ys need a gradient: here the branch's Square reads w.
+    x = tf.placeholder(tf.float32, [])
+    w = tf.placeholder(tf.float32, [])
+    p = tf.placeholder(tf.bool, [])
+
+    def branch():
+        with tf.get_default_graph().gradient_override_map({"Square": "NeverRegistered"}):
+            return tf.square(w) * x
+    y = tf.cond(p, branch, lambda: x)
+    dx = tf.gradients(y, x)[0]
+    assert run(dx, {x: 2.0, w: 3.0, p: True}) == 9.0
+    with pytest.raises(LookupError, match="NeverRegistered"):
+        tf.gradients(y, w)
+
+
 def test_registered_gradient_with_the_wrong_count_names_the_gradient():
     name = unique("TwoForOne")
     tf.RegisterGradient(name)(lambda op, grad: [grad, grad])
