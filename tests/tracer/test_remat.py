@@ -86,6 +86,17 @@ def test_jvp_and_hessian_vector_product_through_remat(policy):
     _close(hvp, fj.jvp(lambda p: fj.grad(_loss())(p, X), (params,), (t,))[1], tol=1e-9)
 
 
+def test_jvp_is_one_call_over_primals_and_tangents():
+    # The call's JVP rule: each layer's call computes its tangents too, no backward (no
+    # recomputing call) is built and transposed.
+    params = _params(3, 5)
+    t = [(np.ones_like(W), np.ones_like(b)) for W, b in params]
+    traced = fj.function(lambda p, t: fj.jvp(lambda p: _loss(True)(p, X), (p,), (t,))).ir(params, t)
+    calls = [op for op in traced.walk() if op.name == "call"]
+    assert len(calls) == 3 and not any(op.attrs["recompute"] for op in calls)
+    assert all(op.attrs["num_out"] == 2 for op in calls)  # the output and its tangent
+
+
 def test_vmap_of_grad_through_remat_equals_a_loop():
     params = _params(3, 5)
     xs = np.random.default_rng(3).standard_normal((4, 2, 5))

@@ -17,7 +17,8 @@
 - ``%out..., %saved... = call %in... {num_out=k, prevent_cse, recompute, policy, name} { block }``:
   the block run on the inputs (``fj.remat``, ``flowjit/tracer/remat.py``): ``k`` outputs,
   then the values the policy saved. Its VJP emits another ``call`` (recompute=true) whose
-  block runs the forward again from the inputs and the saved values, then its backward;
+  block runs the forward again from the inputs and the saved values, then its backward; its
+  JVP is one ``call`` over primals and tangents;
   ``inline_calls`` inlines the forward ones, ``inline_remat`` the recomputations after CSE.
 """
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import ALL_DTYPES
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, declare, defbatch, defvjp, same_dtype
+from flowjit.ir.registry import attr, declare, defbatch, defjvp, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
 
@@ -185,6 +186,26 @@ def _drop_dead(block: Any) -> None:
 
 
 defvjp("call", _call_vjp)
+
+
+def _call_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Sequence[Any], num_out: int,
+              **attrs: Any) -> tuple[list, list]:
+    # One call over primals and tangents, as cond's rule: the block returns its outputs with
+    # their tangents, then the saved values with theirs (saved too: a backward that reads a
+    # saved value needs its tangent).
+    from flowjit.ir.primitives.control import _present, _spread, _with_tangents
+    new, targs, touts = _with_tangents(e, blocks[0], [t is not None for t in ts])
+    rets, k = list(new.returns), num_out
+    t_out, t_saved = _present(touts[:k]), _present(touts[k:])
+    new.args = [*new.args, *_present(targs)]
+    new.set_returns([*rets[:k], *t_out, *rets[k:], *t_saved])
+    res = e.builder.emit("call", [*xs, *_present(ts)], {"num_out": k + len(t_out), **attrs}, blocks=[new])
+    outs = [*res[:k], *res[k + len(t_out):len(rets) + len(t_out)]]
+    tangents = [*res[k:k + len(t_out)], *res[len(rets) + len(t_out):]]
+    return outs, _spread(tangents, [t is not None for t in touts])
+
+
+defjvp("call", _call_jvp)
 
 
 def _call_batch(e: Any, xs: Sequence[Any], batched: Sequence[bool], *, blocks: Sequence[Any],
