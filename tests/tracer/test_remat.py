@@ -105,6 +105,25 @@ def test_vmap_of_grad_through_remat_equals_a_loop():
         _close([(gw[i], gb[i]) for gw, gb in got], fj.grad(_loss())(params, xs[i]))
 
 
+def test_vmap_of_a_remat_function_and_its_gradient():
+    W = _params(1, 4, seed=6)[0][0]
+    f = fj.remat(lambda x: fj.tanh(x @ W) ** 2)
+    xs = np.random.default_rng(7).standard_normal((3, 4))
+    np.testing.assert_allclose(fj.vmap(f)(xs), np.tanh(xs @ W) ** 2, rtol=1e-12)
+    got = fj.grad(lambda xs: fj.sum(fj.vmap(f)(xs)))(xs)
+    want = fj.grad(lambda xs: fj.sum(fj.tanh(xs @ W) ** 2))(xs)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_linearize_through_remat():
+    params = _params(2, 5)
+    t = [(np.ones_like(W), np.ones_like(b)) for W, b in params]
+    y, f_jvp = fj.linearize(lambda p: _loss(True, P.dots_saveable)(p, X), params)
+    want = fj.jvp(lambda p: _loss()(p, X), (params,), (t,))
+    np.testing.assert_allclose(y, want[0], rtol=1e-12)
+    np.testing.assert_allclose(f_jvp(t), want[1], rtol=1e-10)
+
+
 def test_remat_inside_scan_and_cond_bodies():
     W = _params(1, 4, seed=4)[0][0]
     step = fj.remat(lambda c, W: fj.tanh(c @ W) + c)
@@ -208,8 +227,11 @@ def test_named_values_are_what_the_name_policies_save():
     assert forward[0].blocks[0].returns[1].producer.name == "name_tag"
     assert all(len(op.results) == op.attrs["num_out"] for op in other.body.ops if op.name == "call"
                and not op.attrs["recompute"])
-    # The tags are gone once the pipeline ran.
+    # The tags are gone once the pipeline ran, with remat or without.
     assert _count(fj.function(fj.grad(_loss(True))).ir(params, X, stage="fused"), "name_tag") == 0
+    f = fj.function(fj.grad(_loss()))
+    assert _count(f.ir(params, X, stage="fused"), "name_tag") == 0
+    _close(f(params, X), fj.grad(_loss(True))(params, X))
 
 
 def test_the_ir_prints_and_parses_back_and_interprets():
