@@ -12,9 +12,9 @@ Once tracing is over, every derivative has been emitted as ordinary ops, so:
 that recompute a forward inside a backward with ``prevent_cse`` set: those stay opaque
 through CSE, which would otherwise merge the recomputation with the forward ops it
 repeats (and keep the forward's values alive until the backward, the memory remat is
-there to save). ``inline_remat`` inlines them after the pipeline's last CSE, then
-simplifies (the zero cotangents of saved values) and prunes (what a recompute computed
-that nothing reads). Either way the Function computes the same results.
+there to save). ``inline_remat`` inlines them after the pipeline's last CSE, then prunes
+what a recomputation computed that nothing reads (the cotangent of an input nothing
+differentiates). Either way the Function computes the same results.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Callable
 
 from flowjit.ir.core import Block, Function, Op, Value, clone_ops_into
 from flowjit.passes.prune import prune
-from flowjit.passes.simplify import simplify
 
 
 def _replace(block: Block, op: Op, values: list[Value]) -> None:
@@ -78,7 +77,7 @@ def inline_calls(fn: Function) -> Function:
 
 def inline_remat(fn: Function) -> Function:
     """``fn`` with the remaining ``call`` ops (recomputations with ``prevent_cse``) replaced by
-    their blocks, at any depth, then simplified and pruned; unchanged when there are none."""
+    their blocks, at any depth, then pruned; unchanged when there are none."""
     if not _inline_block(fn.body, _late):
         return fn
-    return prune(simplify(fn))
+    return prune(fn)

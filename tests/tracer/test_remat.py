@@ -165,6 +165,11 @@ def test_the_recomputation_survives_cse():
     traced = fj.function(fj.grad(_loss(True))).ir(params, X)
     recompute = [op for op in traced.walk() if op.name == "call" and op.attrs["recompute"]]
     assert len(recompute) == 4 and all(op.attrs["prevent_cse"] for op in recompute)
+    # With dots saved: (h, W, b), the saved product, the output's cotangent; the saved
+    # value's cotangent is zero in a first derivative and not passed.
+    traced = fj.function(fj.grad(_loss(True, P.dots_saveable))).ir(params, X)
+    recompute = [op for op in traced.walk() if op.name == "call" and op.attrs["recompute"]]
+    assert [len(op.inputs) for op in recompute] == [5] * 4
 
 
 def _step(depth, remat):

@@ -144,19 +144,22 @@ def _call_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Se
     """The block's forward run again from the inputs and the saved values, then its VJP,
     inside a new ``call`` (recompute=true), so the forward's values live only while this
     backward step runs. The saved results' cotangents join the seeds: they are zeros unless
-    a second derivative differentiates a backward that read them (the late inline pass
-    simplifies the zeros away)."""
+    a second derivative differentiates a backward that read them."""
     from flowjit.ir.core import Block, Value, clone_ops_into
     (block,) = blocks
     saved = list(ys[num_out:])
+    # A saved value's cotangent that is a literal zero (the first derivative's case) seeds
+    # nothing. Exact, and safe because forward mode uses the call's own JVP rule, never
+    # this rule transposed on placeholder zeros.
+    seeded = [k for k, g in enumerate(gs) if k < num_out or not _is_zero(g)]
     r = Block([Value(a.type, name=a.name) for a in block.args]
               + [Value(s.type, name="saved") for s in saved]
-              + [Value(g.type, name="ct") for g in gs])
+              + [Value(gs[k].type, name="ct") for k in seeded])
     n = len(xs)
     saved_args, ct_args = r.args[n:n + len(saved)], r.args[n + len(saved):]
     rets = clone_ops_into(block, r, r.args[:n])
     wrt = [k for k, x in enumerate(xs) if x.type.dtype.is_inexact]
-    grads = e.backward(r, list(r.ops), rets, ct_args, [r.args[k] for k in wrt])
+    grads = e.backward(r, list(r.ops), [rets[k] for k in seeded], ct_args, [r.args[k] for k in wrt])
     # Now that every rule has read what it needs, the saved values replace their recomputation:
     # the ops that only fed them go dead and are dropped.
     for old, new in zip(rets[num_out:], saved_args):
@@ -165,13 +168,22 @@ def _call_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Se
     swap = {old.id: new for old, new in zip(rets[num_out:], saved_args)}
     r.set_returns([swap.get(g.id, g) for g in grads])
     _drop_dead(r)
-    out = e.builder.emit("call", [*xs, *saved, *gs],
+    out = e.builder.emit("call", [*xs, *saved, *(gs[k] for k in seeded)],
                          {"num_out": len(grads), "prevent_cse": prevent_cse, "recompute": True,
                           "policy": policy, "name": name}, blocks=[r])
     cts: list[Any] = [None] * n
     for k, g in zip(wrt, out):
         cts[k] = g
     return cts
+
+
+def _is_zero(v: Any) -> bool:
+    """Whether ``v`` is a literal zero: a constant 0, or one broadcast (``Emitter.zeros``)."""
+    op = v.producer
+    while op is not None and op.primitive.role == "broadcast":
+        op = op.inputs[0].producer
+    return (op is not None and op.primitive.kind == "constant" and "value" in op.attrs
+            and not np.any(op.attrs["value"].array))
 
 
 def _drop_dead(block: Any) -> None:
