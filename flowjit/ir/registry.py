@@ -43,6 +43,8 @@ ROLES = {
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",
     "recv": "attrs key/src/shape/dtype: the value the send of the same key handed over",
     "matrix_product": "inputs (a, b): np.matmul(a, b), batch dimensions broadcast",
+    "convolution": "inputs (x, filters): a sliding-window product (a contraction per output element, like a "
+                   "matrix product's)",
     "branch": "inputs (index, operands...): runs block `index` (an i32[], clamped to the blocks) on the operands",
     "while_loop": "blocks (cond, body), attrs num_carry/maximum_iterations: carry = body(carry, consts) while "
                   "cond(carry, consts) holds, at most maximum_iterations times (-1: no bound)",

@@ -55,7 +55,7 @@ def nothing_saveable(prim: Primitive, *in_types: TensorType, **attrs: Any) -> bo
 def dots_saveable(prim: Primitive, *in_types: TensorType, **attrs: Any) -> bool:
     """Save the results of matrix products and convolutions, the costly ops; recompute the
     elementwise work around them."""
-    return prim.role == "matrix_product" or prim.name.startswith("conv")
+    return prim.role in ("matrix_product", "convolution")
 
 
 def dots_with_no_batch_dims_saveable(prim: Primitive, *in_types: TensorType, **attrs: Any) -> bool:

@@ -139,7 +139,7 @@ def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
         return np.ascontiguousarray(r.astype(x.dtype, copy=False))
 
 
-declare("conv2d", kind="opaque", rule=_conv2d_rule, impl=_conv2d_impl, arity=2,
+declare("conv2d", kind="opaque", role="convolution", rule=_conv2d_rule, impl=_conv2d_impl, arity=2,
         attrs={"strides": attr("ints", (1, 1)), "padding": attr("padding", "VALID"),
                "dilation": attr("ints", (1, 1))},
         dtypes=FLOAT_DTYPES, differentiable=True,
