@@ -258,7 +258,7 @@ def _while_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, block
     return [*grads[:k], *grads[k + 1:]]
 
 
-def _with_tangents(e: Any, block: Any, mask: Sequence[bool]) -> tuple[Any, list, list]:
+def block_with_tangents(e: Any, block: Any, mask: Sequence[bool]) -> tuple[Any, list, list]:
     """A copy of ``block`` that also computes the tangents of its results: returns the copy
     (its ``args`` and ``returns`` still the primal ones, for the caller to lay out), a new
     tangent argument per argument where ``mask`` says so (None elsewhere) and the tangent of
@@ -272,7 +272,8 @@ def _with_tangents(e: Any, block: Any, mask: Sequence[bool]) -> tuple[Any, list,
     return new, targs, touts
 
 
-def _present(values: Sequence[Any]) -> list:
+def present(values: Sequence[Any]) -> list:
+    """The entries of ``values`` that are not None, in order."""
     return [v for v in values if v is not None]
 
 
@@ -280,7 +281,7 @@ def _tangent_operands(e: Any, ts: Sequence[Any], inputs: Sequence[Any], mask: Se
     return [t if t is not None else e.zeros(x.type) for t, x, m in zip(ts, inputs, mask) if m]
 
 
-def _spread(values: Sequence[Any], mask: Sequence[bool]) -> list:
+def spread(values: Sequence[Any], mask: Sequence[bool]) -> list:
     """``values`` (one per set flag of ``mask``) back at their flags' positions, None elsewhere."""
     it = iter(values)
     return [next(it) if m else None for m in mask]
@@ -292,13 +293,13 @@ def _cond_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], index: Any, *xs: Any
     mask = [t is not None for t in ts[1:]]
     branches = []
     for b in blocks:
-        new, targs, touts = _with_tangents(e, b, mask)
-        new.args = [*new.args, *_present(targs)]
-        new.set_returns([*new.returns, *_present(touts)])
+        new, targs, touts = block_with_tangents(e, b, mask)
+        new.args = [*new.args, *present(targs)]
+        new.set_returns([*new.returns, *present(touts)])
         branches.append(new)
-    res = e.builder.emit("cond", [index, *xs, *_present(ts[1:])], {}, blocks=branches)
+    res = e.builder.emit("cond", [index, *xs, *present(ts[1:])], {}, blocks=branches)
     n = len(ys)
-    return res[:n], _spread(res[n:], [y.type.dtype.is_inexact for y in ys])
+    return res[:n], spread(res[n:], [y.type.dtype.is_inexact for y in ys])
 
 
 def _scan_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
@@ -310,20 +311,20 @@ def _scan_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     (body,) = blocks
     k, n = num_carry, num_xs
     mask = [x.type.dtype.is_inexact if i < k else t is not None for i, (x, t) in enumerate(zip(inputs, ts))]
-    new, targs, touts = _with_tangents(e, body, mask)
+    new, targs, touts = block_with_tangents(e, body, mask)
     a = new.args
-    new.args = [*a[:k], *_present(targs[:k]), *a[k:k + n], *_present(targs[k:k + n]), *a[k + n:],
-                *_present(targs[k + n:])]
+    new.args = [*a[:k], *present(targs[:k]), *a[k:k + n], *present(targs[k:k + n]), *a[k + n:],
+                *present(targs[k + n:])]
     r = new.returns
-    new.set_returns([*r[:k], *_present(touts[:k]), *r[k:], *_present(touts[k:])])
+    new.set_returns([*r[:k], *present(touts[:k]), *r[k:], *present(touts[k:])])
     tc = _tangent_operands(e, ts[:k], inputs[:k], mask[:k])
     tx = [t for t in ts[k:k + n] if t is not None]
     kk, ny = k + len(tc), len(r) - k
     attrs = {"num_carry": kk, "num_xs": n + len(tx), "length": length, "reverse": reverse}
-    res = e.builder.emit("scan", [*inputs[:k], *tc, *inputs[k:k + n], *tx, *inputs[k + n:], *_present(ts[k + n:])],
+    res = e.builder.emit("scan", [*inputs[:k], *tc, *inputs[k:k + n], *tx, *inputs[k + n:], *present(ts[k + n:])],
                          attrs, blocks=[new])
     inexact = [y.type.dtype.is_inexact for y in ys]
-    return [*res[:k], *res[kk:kk + ny]], [*_spread(res[k:kk], inexact[:k]), *_spread(res[kk + ny:], inexact[k:])]
+    return [*res[:k], *res[kk:kk + ny]], [*spread(res[k:kk], inexact[:k]), *spread(res[kk + ny:], inexact[k:])]
 
 
 def _while_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
@@ -334,17 +335,17 @@ def _while_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, block
     cond, body = blocks
     k = num_carry
     mask = [x.type.dtype.is_inexact if i < k else t is not None for i, (x, t) in enumerate(zip(inputs, ts))]
-    new, targs, touts = _with_tangents(e, body, mask)
+    new, targs, touts = block_with_tangents(e, body, mask)
     a = new.args
-    new.args = [*a[:k], *_present(targs[:k]), *a[k:], *_present(targs[k:])]
-    new.set_returns([*new.returns, *_present(touts)])
+    new.args = [*a[:k], *present(targs[:k]), *a[k:], *present(targs[k:])]
+    new.set_returns([*new.returns, *present(touts)])
     test = _clone_block(cond, {})
     unused = [Value(x.type, name="t") if m else None for x, m in zip(inputs, mask)]
-    test.args = [*test.args[:k], *_present(unused[:k]), *test.args[k:], *_present(unused[k:])]
+    test.args = [*test.args[:k], *present(unused[:k]), *test.args[k:], *present(unused[k:])]
     tc = _tangent_operands(e, ts[:k], inputs[:k], mask[:k])
-    res = e.builder.emit("while", [*inputs[:k], *tc, *inputs[k:], *_present(ts[k:])],
+    res = e.builder.emit("while", [*inputs[:k], *tc, *inputs[k:], *present(ts[k:])],
                          {"num_carry": k + len(tc), "maximum_iterations": maximum_iterations}, blocks=[test, new])
-    return res[:k], _spread(res[k:], mask[:k])
+    return res[:k], spread(res[k:], mask[:k])
 
 
 defjvp("cond", _cond_jvp)

@@ -205,16 +205,16 @@ def _call_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Se
     # One call over primals and tangents, as cond's rule: the block returns its outputs with
     # their tangents, then the saved values with theirs (saved too: a backward that reads a
     # saved value needs its tangent).
-    from flowjit.ir.primitives.control import _present, _spread, _with_tangents
-    new, targs, touts = _with_tangents(e, blocks[0], [t is not None for t in ts])
+    from flowjit.ir.primitives.control import block_with_tangents, present, spread
+    new, targs, touts = block_with_tangents(e, blocks[0], [t is not None for t in ts])
     rets, k = list(new.returns), num_out
-    t_out, t_saved = _present(touts[:k]), _present(touts[k:])
-    new.args = [*new.args, *_present(targs)]
+    t_out, t_saved = present(touts[:k]), present(touts[k:])
+    new.args = [*new.args, *present(targs)]
     new.set_returns([*rets[:k], *t_out, *rets[k:], *t_saved])
-    res = e.builder.emit("call", [*xs, *_present(ts)], {"num_out": k + len(t_out), **attrs}, blocks=[new])
+    res = e.builder.emit("call", [*xs, *present(ts)], {"num_out": k + len(t_out), **attrs}, blocks=[new])
     outs = [*res[:k], *res[k + len(t_out):len(rets) + len(t_out)]]
     tangents = [*res[k:k + len(t_out)], *res[len(rets) + len(t_out):]]
-    return outs, _spread(tangents, [t is not None for t in touts])
+    return outs, spread(tangents, [t is not None for t in touts])
 
 
 defjvp("call", _call_jvp)
