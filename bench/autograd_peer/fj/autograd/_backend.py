@@ -1,0 +1,24 @@
+"""What of flowjit the autograd shim uses: the transforms (fj.grad, fj.vjp, fj.jvp, fj.jacrev,
+fj.hessian, fj.remat once it exists), its NumPy namespace, and the scipy functions it has under
+another name. Sections absent here (scipy.stats, scipy.linalg, scipy.signal, scipy.integrate)
+have nothing in flowjit yet, and their tests fail on the missing name."""
+import flowjit
+import flowjit.nn.functional
+from flowjit.tracer.core import Tracer  # noqa: F401  (autograd.tracer.isbox)
+
+NAME = "flowjit"
+transforms = flowjit
+numpy = flowjit
+
+SECTIONS = {
+    "numpy": flowjit,
+    "numpy.linalg": flowjit.linalg,
+    "numpy.fft": flowjit.fft,
+    "scipy.special": {"erf": flowjit.erf, "expit": flowjit.logistic,
+                      "logsumexp": flowjit.nn.functional.logsumexp},
+    "scipy.stats": {},
+    "scipy.stats.multivariate_normal": {},
+    "scipy.linalg": {},
+    "scipy.signal": {},
+    "scipy.integrate": {},
+}

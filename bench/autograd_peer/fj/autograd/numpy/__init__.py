@@ -1,0 +1,6 @@
+"""autograd.numpy: flowjit's NumPy namespace (a missing name raises AttributeError)."""
+from agpeer import forwarding
+
+from . import fft, linalg, random  # noqa: F401
+
+__getattr__ = forwarding("numpy")

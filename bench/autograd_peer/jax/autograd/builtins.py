@@ -1,0 +1,1 @@
+from agpeer.builtins import dict, isinstance, list, tuple, type  # noqa: F401

@@ -1,0 +1,1 @@
+from agpeer.extend import const_graph, flatten  # noqa: F401

@@ -1,0 +1,3 @@
+from agpeer import forwarding
+
+__getattr__ = forwarding("scipy.special")

@@ -1,0 +1,1 @@
+from agpeer.test_util import *  # noqa: F403

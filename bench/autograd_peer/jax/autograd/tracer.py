@@ -1,0 +1,1 @@
+from agpeer.tracer import isbox, notrace_primitive, primitive  # noqa: F401

@@ -1,0 +1,29 @@
+"""autograd.extend: ``primitive`` and ``defvjp``/``defjvp`` give a NumPy function hand-written
+derivatives. The libraries under test trace their own array functions and cannot run NumPy code
+on traced values, so these are unsupported: each raises when called (importing them works, so
+a test file that imports them still runs its other tests)."""
+from agpeer.test_util import VSpace, vspace  # noqa: F401
+
+_NUMPY_CODE = "it wraps NumPy code, which the library under test cannot trace"
+
+
+def _unsupported(name: str, why: str = _NUMPY_CODE):
+    def raise_unsupported(*args, **kwargs):
+        raise NotImplementedError(f"autograd's {name} is not supported by the peer shim: {why}")
+
+    raise_unsupported.__name__ = name
+    return raise_unsupported
+
+
+primitive = _unsupported("primitive")
+notrace_primitive = _unsupported("notrace_primitive")
+defvjp = _unsupported("defvjp")
+defjvp = _unsupported("defjvp")
+defvjp_argnum = _unsupported("defvjp_argnum")
+defjvp_argnum = _unsupported("defjvp_argnum")
+
+# autograd's table of hand-written VJPs: the shim has none (its derivatives are the library's).
+primitive_vjps: dict = {}
+# autograd.misc: const_graph caches autograd's own trace; flatten is autograd's vspace flattening.
+const_graph = _unsupported("misc.const_graph", "it caches autograd's own trace")
+flatten = _unsupported("misc.flatten", "not mapped yet (autograd's vspace flattening)")

@@ -1,0 +1,66 @@
+"""The autograd peer-suite runner (bench/autograd_peer.py): a smoke run of two small files of
+HIPS/autograd's tests through the flowjit shim, read back from JUnit XML; and a test file whose
+shim lookup fails, which must be counted as a failure under its cause, not hidden."""
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from bench import autograd_peer
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(autograd_peer.MIRROR),
+                                reason="no local mirror of HIPS/autograd")
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("autograd-suite")
+    autograd_peer.setup_suite(path)
+    return path
+
+
+def test_smoke_two_files_counts_from_junit(suite, tmp_path, capsys):
+    out = tmp_path / "out"
+    autograd_peer.main(["--suite", str(suite), "--out", str(out), "--modules", "fj", "--tiers", "core",
+                        "--files", "test_direct.py", "test_jacobian.py"])
+    report = capsys.readouterr().out
+    counts = {}
+    for name in ("direct", "jacobian"):
+        xml = out / f"fj-test_{name}.xml"
+        cases = list(ET.parse(xml).getroot().iter("testcase"))
+        assert len(cases) == 4  # each file has 4 tests at the pinned commit
+        counts[name], _ = autograd_peer.summarize(xml)
+        assert counts[name]["collected"] == 4
+        assert sum(counts[name][k] for k in ("passed", "failed", "error", "skipped")) == 4
+    passed = counts["direct"]["passed"] + counts["jacobian"]["passed"]
+    assert f"| core | fj | 8 | {passed} |" in report
+    # two files of core's eight: fewer tests than pinned, so the runner warns
+    assert "**warning** | core collected 8 tests for fj, pinned 128" in report
+
+
+def test_a_shim_failure_is_counted_as_a_failure(suite, tmp_path, capsys):
+    (suite / "tests" / "test_peer_shim_probe.py").write_text(
+        "import autograd.numpy as np\n"
+        "from autograd import grad\n\n"
+        "def test_missing_name():\n"
+        "    np.no_such_function_in_flowjit(1.0)\n\n"
+        "def test_grad():\n"
+        "    assert abs(grad(lambda x: x * x)(3.0) - 6.0) < 1e-12\n")
+    out = tmp_path / "out"
+    autograd_peer.main(["--suite", str(suite), "--out", str(out), "--modules", "fj", "--tiers", "rest",
+                        "--files", "test_peer_shim_probe.py"])
+    report = capsys.readouterr().out
+    counts, causes = autograd_peer.summarize(out / "fj-test_peer_shim_probe.xml")
+    assert (counts["collected"], counts["passed"], counts["failed"]) == (2, 1, 1)
+    assert causes == {"missing function numpy.no_such_function_in_flowjit":
+                      ["test_peer_shim_probe::test_missing_name"]}
+    assert "- **1** missing function numpy.no_such_function_in_flowjit" in report
+
+
+def test_a_file_that_cannot_run_is_an_error(suite, tmp_path):
+    (suite / "tests" / "test_peer_broken.py").write_text("import autograd.no_such_module\n")
+    xml = autograd_peer.run_file(suite, "fj", "test_peer_broken.py", tmp_path, 60, 600, False, [])
+    counts, causes = autograd_peer.summarize(xml)
+    assert counts["error"] == 1 and counts["passed"] == 0
+    assert len(causes) == 1
