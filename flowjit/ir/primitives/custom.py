@@ -108,12 +108,12 @@ defvjp("custom_vjp_call", _custom_vjp_vjp)
 
 # ---- rematerialization: name_tag and call (fj.remat) -----------------------------------
 
-declare("name_tag", kind="elementwise", role="name_tag", rule=lambda in_types, name: _stop_gradient_rule(in_types),
+declare("name_tag", kind="elementwise", role="name_tag", rule=lambda in_types, name="": _stop_gradient_rule(in_types),
         arity=1,
-        impl=lambda x, name: np.array(x, copy=True), template="a", dtypes=ALL_DTYPES,
+        impl=lambda x, name="": np.array(x, copy=True), template="a", dtypes=ALL_DTYPES,
         attrs={"name": attr("str", "")},
         doc="name_tag(x) {name}: x, named for the remat policies (fj.checkpoint_name); inlined away")
-defvjp("name_tag", lambda e, g, y, x, name: [g])
+defvjp("name_tag", lambda e, g, y, x, name="": [g])
 
 
 def _call_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any], num_out: int, prevent_cse: bool,
