@@ -137,6 +137,10 @@ def cause(message: str) -> str:
         return "numerical mismatch: value (JVP against finite differences, or check_equivalent)"
     if msg.startswith("AssertionError: VSpace mismatch"):
         return "result structure, shape or dtype differs (check_equivalent / check_vjp)"
+    m = re.search(r"'([\w.]+)' object (?:has no attribute '(\w+)'|is not callable)", msg)
+    if m:  # the type and the attribute say where: keep them
+        what = f"has no attribute {m.group(2)}" if m.group(2) else "is not callable"
+        return f"{msg.partition(':')[0].split('.')[-1]}: {m.group(1)} object {what}"
     if "Timeout" in msg:
         return "per-test timeout"
     head, _, rest = msg.partition(":")

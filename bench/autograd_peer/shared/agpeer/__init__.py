@@ -36,7 +36,8 @@ def forwarding(section: str):
 
         source = _backend.SECTIONS[section]
         found = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
-        if found is None or name.startswith("__"):
+        # __path__ would make a module look like a package to the import system
+        if found is None or name == "__path__":
             raise AttributeError(f"{_backend.NAME} has no attribute {name!r} (autograd.{section}.{name})")
         return found
 

@@ -9,21 +9,21 @@ _NUMPY_CODE = "it wraps NumPy code, which the library under test cannot trace"
 
 def _unsupported(name: str, why: str = _NUMPY_CODE):
     def raise_unsupported(*args, **kwargs):
-        raise NotImplementedError(f"autograd's {name} is not supported by the peer shim: {why}")
+        raise NotImplementedError(f"autograd.{name} is not supported by the peer shim: {why}")
 
     raise_unsupported.__name__ = name
     return raise_unsupported
 
 
-primitive = _unsupported("primitive")
-notrace_primitive = _unsupported("notrace_primitive")
-defvjp = _unsupported("defvjp")
-defjvp = _unsupported("defjvp")
-defvjp_argnum = _unsupported("defvjp_argnum")
-defjvp_argnum = _unsupported("defjvp_argnum")
+primitive = _unsupported("extend.primitive")
+notrace_primitive = _unsupported("extend.notrace_primitive")
+defvjp = _unsupported("extend.defvjp")
+defjvp = _unsupported("extend.defjvp")
+defvjp_argnum = _unsupported("extend.defvjp_argnum")
+defjvp_argnum = _unsupported("extend.defjvp_argnum")
 
 # autograd's table of hand-written VJPs: the shim has none (its derivatives are the library's).
 primitive_vjps: dict = {}
 # autograd.misc: const_graph caches autograd's own trace; flatten is autograd's vspace flattening.
-const_graph = _unsupported("misc.const_graph", "it caches autograd's own trace")
-flatten = _unsupported("misc.flatten", "not mapped yet (autograd's vspace flattening)")
+const_graph = _unsupported("misc.const_graph", "it caches the trace of autograd itself")
+flatten = _unsupported("misc.flatten", "not mapped yet (the vspace flattening of autograd)")
