@@ -172,12 +172,32 @@ def summarize(xml: Path) -> tuple[Counter, dict[str, list[str]]]:
     return counts, causes
 
 
+def _versions() -> str:
+    """What was measured: flowjit's commit (and whether its checkout had uncommitted changes),
+    and the versions of JAX and NumPy."""
+    from importlib import metadata
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "absent"
+
+    root = Path(__file__).resolve().parent.parent
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "?"
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (f"flowjit {head}{' with uncommitted changes' if dirty else ''}, jax {version('jax')}, "
+            f"numpy {version('numpy')}, scipy {version('scipy')}")
+
+
 def tabulate(results: dict, walls: dict, modules: list[str], tiers: list[str], commit: str, interpret: bool,
              show: int) -> str:
     """The report: a table per tier (one row per module, one per file), a warning for collected
     counts that differ from the pinned ones, and each module's failures grouped by cause."""
     lines = [f"HIPS/autograd {commit[:12]} tests through bench/autograd_peer shims, "
-             f"{'FLOWJIT_INTERPRET=1' if interpret else 'compiled (default backend)'}.", ""]
+             f"{'FLOWJIT_INTERPRET=1' if interpret else 'compiled (default backend)'}; {_versions()}.", ""]
     cols = ("collected", "passed", "failed", "error", "skipped")
     lines += ["| tier | module | " + " | ".join(cols) + " | wall s |", "|---" * (3 + len(cols)) + "|"]
     for tier in tiers:

@@ -64,3 +64,17 @@ def test_a_file_that_cannot_run_is_an_error(suite, tmp_path):
     counts, causes = autograd_peer.summarize(xml)
     assert counts["error"] == 1 and counts["passed"] == 0
     assert len(causes) == 1
+
+
+def test_causes_group_by_origin_and_keep_what_tells_them_apart():
+    cause = autograd_peer.cause
+    assert cause("AttributeError: flowjit has no attribute 'inner' (autograd.numpy.inner)") == \
+        "missing function numpy.inner"
+    assert cause("AttributeError: 'numpy.ndarray' object has no attribute 'replace'") == \
+        "AttributeError: numpy.ndarray object has no attribute replace"
+    assert cause("TypeError: 'DType' object is not callable") == "TypeError: DType object is not callable"
+    # numbers and shapes differ between tests of one cause
+    assert cause("flowjit.ir.errors.AutodiffError: grad of f: got f64[1]") == \
+        cause("flowjit.ir.errors.AutodiffError: grad of f: got f64[1,1]")
+    assert cause("AssertionError: Derivative (VJP) check of vjp_fun failed with arg 2.0:\nanalytic: 1") == \
+        "numerical mismatch: VJP against finite differences"
