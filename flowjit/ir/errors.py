@@ -71,6 +71,12 @@ class AutodiffError(FlowjitError):
     to have one, such as a while loop without ``maximum_iterations``)."""
 
 
+class OutputTypeError(AutodiffError, TypeError):
+    """``grad`` of a function whose output is not a real float scalar (a complex or an
+    integer result, an array of more than one element): an AutodiffError, and a TypeError as
+    ``jax.grad`` raises for it."""
+
+
 class BatchingError(FlowjitError):
     """An op cannot be batched (``fj.vmap``): its primitive has no batching rule, or its rule
     does not accept the operands that carry the batch (a random draw from a batched key).

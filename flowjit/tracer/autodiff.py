@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.core import Block, Op, Value, free_values
-from flowjit.ir.errors import FlowjitTypeError, TracerError
+from flowjit.ir.errors import FlowjitTypeError, OutputTypeError, TracerError
 from flowjit.ir.registry import Literal
-from flowjit.passes.autodiff import AutodiffError, backward
+from flowjit.passes.autodiff import backward
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Trace, Tracer, bind, current_trace, operand, user_location
 
@@ -151,15 +151,18 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
         v = value if isinstance(value, Tracer) else _own_value(value, "the differentiated output")
         if holomorphic:
             _check_holomorphic(f"grad of {name}", [t for _, fresh in wrt_trees for t in fresh], [v])
-        elif v.shape == () and v.dtype.is_complex:
-            raise AutodiffError(f"grad of {name}: the function returns a complex scalar ({v.aval}); grad needs a "
-                                "real-valued result: take fj.real(), fj.imag() or fj.abs() of it, pass "
-                                "holomorphic=True for a holomorphic function (or use fj.vjp with a complex "
-                                "cotangent)")
-        if v.shape != () or not v.dtype.is_inexact:
-            raise AutodiffError(f"grad of {name}: the function must return a float scalar, got {v.aval}; "
-                                "for other results use fj.vjp with a cotangent of their shape")
+        elif v.size == 1 and v.dtype.is_complex:
+            raise OutputTypeError(f"grad of {name}: the function returns a complex scalar ({v.aval}); grad needs a "
+                                  "real-valued result: take fj.real(), fj.imag() or fj.abs() of it, pass "
+                                  "holomorphic=True for a holomorphic function (or use fj.vjp with a complex "
+                                  "cotangent)")
+        # One element of any shape is a scalar here, as PyTorch's backward() and autograd take it.
+        if v.size != 1 or not v.dtype.is_inexact:
+            raise OutputTypeError(f"grad of {name}: the function must return a float scalar, got {v.aval}; "
+                                  "for other results use fj.vjp with a cotangent of their shape (or fj.jacrev)")
         seed = bind("constant", [], {"value": Literal(np.ones((), v.dtype.np))})
+        if v.shape != ():
+            seed = bind("broadcast_to", [seed], {"shape": v.shape})
         grads = _grads(trace, trace.block.ops[start:], [v], [seed], wrt_trees)
         var_grads = list(grads.pop()) if variables else None
         g = grads[0] if isinstance(argnums, int) else tuple(grads)

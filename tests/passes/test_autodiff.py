@@ -224,6 +224,16 @@ def test_bad_uses_say_what_to_do():
         fj.grad(lambda x: x * 2)(np.ones(3))
     with pytest.raises(fj.FlowjitTypeError, match="float or complex arguments"):
         fj.grad(lambda n: (n * 2.0).sum())(np.arange(3))
+    # A complex or non-scalar output is a TypeError too, as jax.grad raises.
+    with pytest.raises(TypeError, match="complex scalar.*holomorphic=True"):
+        fj.grad(lambda x: x * (1.0 + 0.2j))(1.0)
+
+
+def test_an_output_of_one_element_is_a_scalar():
+    # As PyTorch's backward() and autograd take it: shape (1,) or (1, 1) seeds with ones.
+    x = np.array([[1.0, 2.0, 3.0]])
+    np.testing.assert_allclose(fj.grad(lambda x: fj.sum(x * x, axis=1, keepdims=True))(x), 2 * x)
+    np.testing.assert_allclose(fj.grad(lambda x: (x * x)[:, :1])(x), [[2.0, 0.0, 0.0]])
 
 
 def test_grad_function_is_a_pass_from_ir_to_ir():

@@ -936,6 +936,7 @@ def test_gradients_stay_finite_where_the_function_is():
     # x ** 0.0 is the constant 1 (gradient 0 at x = 0, not 0 * inf); the std of one element
     # or of a constant row is the constant 0 (gradient 0, not sqrt's 1 / 0 times 0).
     assert fj.grad(lambda x: x ** 0.0)(np.float64(0.0)) == 0.0
+    assert fj.grad(fj.grad(lambda x: x ** 0.0))(np.float64(0.0)) == 0.0  # and again (it was NaN)
     np.testing.assert_array_equal(fj.grad(lambda x: fj.sum(x ** 2.0))(np.zeros(2)), [0.0, 0.0])
     np.testing.assert_array_equal(fj.grad(fj.std)(np.array([3.0])), [0.0])
     np.testing.assert_array_equal(fj.function(fj.grad(lambda x: fj.sum(fj.std(x, axis=1))))(np.ones((2, 3))),

@@ -326,9 +326,11 @@ def _pow_db(e, g, y, a, b):
 
 def _pow_da(e, g, y, a, b):
     # d(a**b)/da = b * a**(b-1), taken as 0 where b == 0 (as JAX does): x ** 0.0 is the
-    # constant 1, whose gradient at x = 0 is 0, not 0 * inf.
+    # constant 1, whose gradient at x = 0 is 0, not 0 * inf. The untaken branch's exponent
+    # is 1 there too, so differentiating this again gives 0 * finite, not NaN.
     zero = e.eq(b, e.const(0, b))
-    return e.mul(g, e.select(zero, e.const(0, b), e.mul(b, e.pow(a, e.sub(b, e.const(1, b))))))
+    exponent = e.select(zero, e.const(1, b), e.sub(b, e.const(1, b)))
+    return e.mul(g, e.select(zero, e.const(0, b), e.mul(b, e.pow(a, exponent))))
 
 
 _binary_vjp("pow", _pow_da, _pow_db)
@@ -346,7 +348,6 @@ def _select_vjp(e, g, y, pred, a, b):
 
 
 defvjp("select", _select_vjp)
-# A cast's cotangent casts back; none flows into an integer or bool input.
 # A cast's cotangent casts back; none flows into an integer or bool input. A real input
 # cast to complex takes the real part (JAX's convert_element_type transpose).
 def _cast_vjp(e, g, y, x, dtype):
