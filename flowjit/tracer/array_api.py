@@ -430,10 +430,14 @@ def clip(x: ArrayLike, /, min: ArrayLike = None, max: ArrayLike = None, *,  # no
 
 
 def where(condition: ArrayLike, x: ArrayLike = None, y: ArrayLike = None) -> Any:
-    """``x`` where ``condition`` holds, else ``y`` (broadcast); both x and y are required."""
+    """``x`` where ``condition`` holds, else ``y`` (broadcast); with neither, the indices
+    where ``condition`` holds, ``fj.nonzero(condition)`` (as NumPy; a traced condition then
+    needs ``fj.nonzero``'s ``size=``, the number of indices being data-dependent)."""
+    if x is None and y is None:
+        from flowjit.tracer.sorting import nonzero
+        return nonzero(condition)
     if x is None or y is None:
-        raise FlowjitTypeError("fj.where(condition) with one argument has a data-dependent shape; "
-                               "pass both x and y")
+        raise FlowjitTypeError("fj.where: give both x and y, or neither (then it is fj.nonzero(condition))")
     c = _to_bool(_op(condition, "condition"))
     a, b = _op(x, "x"), _op(y, "y")
     d = _promote(a, b)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.dtypes import DType, float16, float32, float64, int64
+from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int64
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from flowjit.tracer import array_api as fj
@@ -44,7 +44,9 @@ __all__: list[str] = [
     "flip", "fliplr", "flipud", "fmax", "fmin", "geomspace", "heaviside", "hsplit", "hstack", "hypot", "kron",
     "linspace", "log10", "log2", "logaddexp", "logaddexp2", "logspace", "meshgrid", "nan_to_num", "ptp", "r_",
     "rad2deg", "radians", "repeat", "roll", "rot90", "select", "sinc", "tile", "trace", "tril", "triu", "vsplit",
-    "vstack", "broadcast_arrays", "unstack", "cumulative_prod", "count_nonzero",
+    "vstack", "broadcast_arrays", "unstack", "cumulative_prod", "count_nonzero", "isclose", "allclose",
+    "iscomplexobj", "isrealobj", "iscomplex", "isreal", "real_if_close", "fabs", "inner", "rollaxis", "row_stack",
+    "gradient",
 ]
 
 _NO_VALUE = np._NoValue  # NumPy's "argument not given" (np.diff's prepend=, np.average's keepdims=)
@@ -1107,3 +1109,181 @@ def count_nonzero(x: ArrayLike, axis: Any = None, *, keepdims: bool = False) -> 
     """How many elements of ``x`` are not zero, over ``axis`` (all when None), as int64."""
     return fj.sum(fj.astype(fj.not_equal(x, 0), fj.int64), axis=axis, keepdims=keepdims)
 
+
+
+@numpy_counterpart
+def isclose(a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities close only to themselves,
+    NaN close to NaN only with ``equal_nan``), as ``np.isclose``: a bool array."""
+    x, y = _value(_op(a, "a")), _value(_op(b, "b"))
+    if not _op(x).dtype.is_inexact:
+        x = fj.astype(x, float64)
+    close = fj.less_equal(fj.abs(fj.subtract(x, y)), fj.add(atol, fj.multiply(rtol, fj.abs(y))))
+    both_finite = fj.logical_and(fj.isfinite(x), fj.isfinite(y))
+    close = fj.logical_or(fj.logical_and(close, both_finite), fj.logical_and(fj.logical_not(both_finite),
+                                                                               fj.equal(x, y)))
+    if equal_nan:
+        close = fj.logical_or(close, fj.logical_and(fj.isnan(x), fj.isnan(y)))
+    return close
+
+
+@numpy_counterpart
+def allclose(a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Any:
+    """Whether every element of ``a`` is close to ``b`` (``isclose``), as ``np.allclose``: a
+    0-d bool array (traced inside a function; ``bool()`` of it outside one)."""
+    return fj.all(isclose(a, b, rtol, atol, equal_nan))
+
+
+@numpy_counterpart
+def iscomplexobj(x: ArrayLike) -> bool:
+    """Whether ``x`` has a complex dtype, as ``np.iscomplexobj`` (a Python bool: dtypes are static)."""
+    return _op(x, "x").dtype.is_complex
+
+
+@numpy_counterpart
+def isrealobj(x: ArrayLike) -> bool:
+    """Whether ``x`` does not have a complex dtype, as ``np.isrealobj``."""
+    return not iscomplexobj(x)
+
+
+@numpy_counterpart
+def iscomplex(x: ArrayLike) -> Any:
+    """Elementwise, whether the imaginary part is nonzero, as ``np.iscomplex`` (all False
+    for a real array)."""
+    v = _value(_op(x, "x"))
+    return fj.not_equal(fj.imag(v), 0) if _op(v).dtype.is_complex else fj.zeros(fj.shape(v), dtype=bool_)
+
+
+@numpy_counterpart
+def isreal(x: ArrayLike) -> Any:
+    """Elementwise, whether the imaginary part is zero, as ``np.isreal``."""
+    return fj.logical_not(iscomplex(x))
+
+
+@numpy_counterpart
+def real_if_close(a: ArrayLike, tol: float = 100) -> Any:
+    """``a``'s real part when every imaginary part is within ``tol`` machine epsilons of
+    zero, else ``a``, as ``np.real_if_close``. The result's dtype depends on the values, so
+    a traced complex array is refused (take ``fj.real`` of it)."""
+    o = _op(a, "a")
+    if not o.dtype.is_complex:
+        return _value(o)
+    if o.tracer is not None:
+        raise _fail("real_if_close", f"the result's dtype depends on the values of the traced {o.tracer.aval}; "
+                    f"take fj.real(a) instead (at {user_location()})")
+    arr = np.asarray(_value(o))
+    if tol > 1:
+        tol = np.finfo(arr.real.dtype).eps * tol
+    return arr.real if bool(np.all(np.abs(arr.imag) < tol)) else arr
+
+
+@numpy_counterpart
+def fabs(x: ArrayLike) -> Any:
+    """Elementwise absolute value of real numbers, as ``np.fabs`` (a float result; complex
+    input is refused, as NumPy's is)."""
+    o = _op(x, "x")
+    if o.dtype.is_complex:
+        raise _fail("fabs", "complex input is not supported (NumPy's fabs refuses it); use fj.abs")
+    return fj.abs(_value(o) if o.dtype.is_inexact else fj.astype(_value(o), _float_dtype(o.dtype)))
+
+
+@numpy_counterpart
+def inner(a: ArrayLike, b: ArrayLike) -> Any:
+    """The inner product over the last axes, as ``np.inner`` (a product for a 0-d operand)."""
+    x, y = _value(_op(a, "a")), _value(_op(b, "b"))
+    if fj.ndim(x) == 0 or fj.ndim(y) == 0:
+        return fj.multiply(x, y)
+    return fj.tensordot(x, y, axes=([-1], [-1]))
+
+
+@numpy_counterpart
+def rollaxis(a: ArrayLike, axis: int, start: int = 0) -> Any:
+    """``axis`` moved to lie before position ``start``, as ``np.rollaxis``."""
+    v = _value(_op(a, "a"))
+    n = fj.ndim(v)
+    ax = _axis("rollaxis", axis, n)
+    st = _static_int("rollaxis", "start", start)
+    if not -n <= st <= n:
+        raise _fail("rollaxis", f"start={st} is out of bounds for an array of rank {n}", ShapeError)
+    st %= n + 1
+    if ax < st:
+        st -= 1
+    return v if ax == st else fj.moveaxis(v, ax, st)
+
+
+@numpy_counterpart
+def row_stack(tup: Sequence[ArrayLike], *, dtype: Any = None, casting: str = "same_kind") -> Any:
+    """``vstack`` under NumPy's older name."""
+    return vstack(tup, dtype=dtype, casting=casting)
+
+
+@numpy_counterpart
+def gradient(f: ArrayLike, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
+    """The gradient of ``f`` sampled on a grid, as ``np.gradient``: second-order central
+    differences inside, first- or second-order (``edge_order``) one-sided ones at the
+    edges; ``varargs`` gives the spacing, one scalar for every axis or one per axis (scalars
+    or coordinate arrays of the axis's length). One array per axis, a tuple when there are
+    several (NumPy 2)."""
+    v = _value(_op(f, "f"))
+    if not _op(v).dtype.is_inexact:
+        v = fj.astype(v, float64)
+    n = fj.ndim(v)
+    axes = tuple(range(n)) if axis is None else (
+        (_axis("gradient", axis, n),) if not isinstance(axis, (tuple, list)) else
+        tuple(_axis("gradient", a, n) for a in axis))
+    if len(varargs) == 0:
+        spacing: list[Any] = [1.0] * len(axes)
+    elif len(varargs) == 1 and fj.ndim(_value(_op(varargs[0]))) == 0:
+        spacing = [varargs[0]] * len(axes)
+    elif len(varargs) == len(axes):
+        spacing = list(varargs)
+    else:
+        raise _fail("gradient", f"{len(varargs)} spacings for {len(axes)} axes: give one scalar, or one per axis")
+    if edge_order not in (1, 2):
+        raise _fail("gradient", f"edge_order must be 1 or 2, got {edge_order}", ShapeError)
+    out = []
+    for ax, h in zip(axes, spacing):
+        size = fj.shape(v)[ax]
+        if size < edge_order + 1:
+            raise _fail("gradient", f"axis {ax} has {size} samples; at least edge_order + 1 = {edge_order + 1} are "
+                        "needed", ShapeError)
+
+        def at(key: Any) -> Any:
+            return _index(v, ax, key)
+        shape = [1] * n
+        shape[ax] = -1
+        hv = _value(_op(h, "spacing"))
+        if fj.ndim(hv) == 0:
+            inner_d = fj.divide(fj.subtract(at(builtins.slice(2, None)), at(builtins.slice(None, -2))),
+                                fj.multiply(2.0, hv))
+            if edge_order == 1:
+                first = fj.divide(fj.subtract(at(builtins.slice(1, 2)), at(builtins.slice(0, 1))), hv)
+                last = fj.divide(fj.subtract(at(builtins.slice(-1, None)), at(builtins.slice(-2, -1))), hv)
+            else:
+                first = fj.divide(fj.add(fj.add(fj.multiply(-1.5, at(builtins.slice(0, 1))),
+                                                fj.multiply(2.0, at(builtins.slice(1, 2)))),
+                                         fj.multiply(-0.5, at(builtins.slice(2, 3)))), hv)
+                last = fj.divide(fj.add(fj.add(fj.multiply(0.5, at(builtins.slice(-3, -2))),
+                                               fj.multiply(-2.0, at(builtins.slice(-2, -1)))),
+                                        fj.multiply(1.5, at(builtins.slice(-1, None)))), hv)
+        else:  # coordinates: NumPy's non-uniform second-order formula inside
+            if fj.shape(hv) != (size,):
+                raise _fail("gradient", f"the coordinates of axis {ax} have shape {fj.shape(hv)}, not ({size},)",
+                            ShapeError)
+            dx = fj.reshape(diff(hv), tuple(shape))
+            d1, d2 = dx[tuple(builtins.slice(None, -1) if i == ax else builtins.slice(None) for i in range(n))], \
+                dx[tuple(builtins.slice(1, None) if i == ax else builtins.slice(None) for i in range(n))]
+            a_ = fj.negative(fj.divide(d2, fj.multiply(d1, fj.add(d1, d2))))
+            b_ = fj.divide(fj.subtract(d2, d1), fj.multiply(d1, d2))
+            c_ = fj.divide(d1, fj.multiply(d2, fj.add(d1, d2)))
+            inner_d = fj.add(fj.add(fj.multiply(a_, at(builtins.slice(None, -2))),
+                                    fj.multiply(b_, at(builtins.slice(1, -1)))),
+                             fj.multiply(c_, at(builtins.slice(2, None))))
+            if edge_order != 1:
+                raise _fail("gradient", "edge_order=2 with coordinate arrays is not supported; use edge_order=1")
+            first = fj.divide(fj.subtract(at(builtins.slice(1, 2)), at(builtins.slice(0, 1))),
+                              _index(dx, ax, builtins.slice(0, 1)))
+            last = fj.divide(fj.subtract(at(builtins.slice(-1, None)), at(builtins.slice(-2, -1))),
+                             _index(dx, ax, builtins.slice(-1, None)))
+        out.append(fj.concatenate([first, inner_d, last], axis=ax))
+    return out[0] if len(out) == 1 else tuple(out)

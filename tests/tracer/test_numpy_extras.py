@@ -86,7 +86,18 @@ def _statistics(m, a, b, v, c):
             m.cumprod(v, dtype=np.float32))
 
 
-FAMILIES = {"elementwise": _elementwise, "nan_cases": _nan_cases, "diagonals": _diagonals,
+def _calculus_and_comparisons(m, a, b, v, c):
+    n = m.where(a > 0.5, np.nan, m.where(a < -0.8, np.inf, a))
+    return (m.gradient(v), m.gradient(v, 0.5), *m.gradient(c), *m.gradient(a, 2.0, axis=(1, 0)),
+            m.gradient(a, axis=-1, edge_order=2), *m.gradient(a, m.cumsum(m.abs(v[:3])) + v[3], m.abs(v) + 1.0),
+            m.isclose(a, a + 1e-9), m.isclose(n, n), m.isclose(n, n, equal_nan=True), m.isclose(a, b, atol=1.0),
+            m.allclose(a, a * (1 + 1e-7)), m.allclose(a, b), m.iscomplex(a), m.isreal(a), m.fabs(a),
+            m.fabs(a > 0), m.inner(a, b), m.inner(v, 2.0), m.inner(c, a), m.rollaxis(c, 2), m.rollaxis(c, 0, 3),
+            m.rollaxis(c, -1, 1), m.row_stack([v, a]))
+
+
+FAMILIES = {"calculus_and_comparisons": _calculus_and_comparisons,
+            "elementwise": _elementwise, "nan_cases": _nan_cases, "diagonals": _diagonals,
             "rearranging": _rearranging, "stacking": _stacking, "sequences": _sequences,
             "statistics": _statistics}
 
@@ -125,6 +136,22 @@ def test_numpy_spelling_traces_as_flowjit(family):
         got = fj.function(lambda *xs: fn(np, *xs))(*ARGS)
     # (a call with no traced argument, np.geomspace(1, 1000, 4), is NumPy's own: ulps apart)
     _assert_same(got, fj.function(lambda *xs: fn(fj, *xs))(*ARGS), rtol=1e-15)
+
+
+def test_value_dependent_and_static_answers_as_numpy():
+    z = np.array([1 + 1e-20j, 2 - 0j])
+    assert fj.real_if_close(z).dtype == np.float64 and fj.real_if_close(z + 1e-3j).dtype == np.complex128
+    assert fj.iscomplexobj(z) and fj.isrealobj(A) and not fj.iscomplexobj(A)
+    np.testing.assert_array_equal(fj.iscomplex(np.array([1 + 0j, 2 + 1j])), [False, True])
+    np.testing.assert_array_equal(fj.where([True, False, True])[0], [0, 2])  # one argument: nonzero
+    with pytest.raises(FlowjitError, match="real_if_close.*fj.real"):
+        fj.function(fj.real_if_close)(z)
+    with pytest.raises(FlowjitError, match="fabs.*complex"):
+        fj.fabs(z)
+    # np.gradient is differentiable: its gradient against finite differences.
+    g = fj.grad(lambda x: fj.sum(fj.gradient(x, 0.3) ** 2))(V)
+    np.testing.assert_allclose(g, central_differences(lambda x: np.sum(np.gradient(x, 0.3) ** 2), [V], 0, 1e-6),
+                               rtol=1e-6)
 
 
 def test_eager_calls_compute_at_once():
