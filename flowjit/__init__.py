@@ -16,6 +16,7 @@ from flowjit import (
     ir,
     nn,
     optim,  # noqa: E402  (after Variable, which it builds on)
+    scipy,
     summary,
 )
 from flowjit.aot import export, load_compiled

@@ -36,6 +36,7 @@ ALLOWED = {
     "checkpoint": {"ir", "tracer", "optim", "version"},  # it saves optimizers' slots
     "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
     "explain": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer"},
+    "scipy": {"ir", "tracer", "nn"},  # fj.scipy: SciPy's names composed over the tracer (and nn's sigmoid)
     "summary": {"ir", "tracer"},  # TensorBoard files of a traced program (tensorboardX, imported on use)
     # Ray, imported only here (an optional extra); its tasks host partitions of placed programs
     # (runtime) and checkpoint the parameter servers.

@@ -13,6 +13,7 @@ from flowjit.ir.primitives import (  # noqa: F401
     linalg,
     random,
     reduction,
+    special,
     state,
     transfer,
 )

@@ -1,0 +1,185 @@
+"""Special functions (``fj.scipy.special``): the gamma and error function families and Bessel
+functions, as opaque primitives whose reference is ``scipy.special``.
+
+No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
+the reference. Each VJP is written with primitives of this module and ``elementwise``, so a
+gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
+``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
+order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
+real dtype (integer orders stay integers); their derivative with respect to an order has no
+closed form, and, as JAX's, it is refused: the VJP raises unless no gradient can reach the order
+(a constant, an integer, ``stop_gradient``). They broadcast as elementwise ops do and batch with
+the elementwise rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.batching import _rule_elementwise
+from flowjit.ir.dtypes import INT_DTYPES, float32, float64
+from flowjit.ir.errors import AutodiffError, ShapeError
+from flowjit.ir.registry import COPYING_ROLES, attr, broadcast_shapes, declare, defbatch, defvjp, get
+from flowjit.ir.types import TensorType
+
+SPECIAL_DTYPES = (float32, float64)
+# Order parameters (gammainc's a, a Bessel function's v) may also be integers.
+_ORDER_DTYPES = INT_DTYPES + SPECIAL_DTYPES
+
+
+def _rule(in_types: Sequence[TensorType], **attrs: Any) -> TensorType:
+    # The last input is the argument x, whose dtype is the result's; orders before it
+    # broadcast with it and, when float, share its dtype.
+    x = in_types[-1]
+    if not x.dtype.is_float:
+        raise ShapeError(f"the argument must be float32 or float64, got {x}; cast it with .astype()")
+    for t in in_types[:-1]:
+        if t.dtype.is_float and t.dtype != x.dtype:
+            raise ShapeError(f"a float order must have the argument's dtype, got {t} and {x}; cast one with .astype()")
+    return TensorType(broadcast_shapes(*(t.shape for t in in_types)), x.dtype)
+
+
+def _reference(name: str, fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def impl(*xs: np.ndarray, **attrs: Any) -> np.ndarray:
+        import scipy.special  # noqa: F401  (imported on first use: numba pulls it in anyway)
+        with np.errstate(all="ignore"):
+            out = fn(*[x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs], **attrs)
+        return np.asarray(out).astype(xs[-1].dtype, copy=False)
+    impl.__name__ = f"_{name}_impl"
+    return impl
+
+
+def _declare(name: str, fn: Callable[..., np.ndarray], arity: int, doc: str, **attrs: Any) -> None:
+    declare(name, kind="opaque", rule=_rule, impl=_reference(name, fn), arity=arity,
+            dtypes=SPECIAL_DTYPES if arity == 1 else _ORDER_DTYPES, attrs=attrs, doc=doc)
+    p = get(name)
+    defbatch(name, _rule_elementwise(p))
+
+
+def _sp(name: str) -> Callable[..., np.ndarray]:
+    def fn(*xs: np.ndarray) -> np.ndarray:
+        import scipy.special
+        return getattr(scipy.special, name)(*xs)
+    return fn
+
+
+def _polygamma(x: np.ndarray, *, n: int) -> np.ndarray:
+    import scipy.special
+    return scipy.special.psi(x) if n == 0 else scipy.special.polygamma(n, x)
+
+
+_declare("lgamma", _sp("gammaln"), 1, "log|Gamma(x)| (scipy.special.gammaln)")
+_declare("polygamma", _polygamma, 1, "the n-th derivative of digamma (n = 0: digamma itself)",
+         n=attr("int", 0))
+_declare("erfc", _sp("erfc"), 1, "1 - erf(x), accurate where erf(x) is near 1")
+_declare("erfinv", _sp("erfinv"), 1, "the inverse of erf on (-1, 1)")
+_declare("ndtri", _sp("ndtri"), 1, "the inverse of the standard normal CDF on (0, 1)")
+_declare("log_ndtr", _sp("log_ndtr"), 1, "log of the standard normal CDF, accurate in both tails")
+_declare("gammainc", _sp("gammainc"), 2, "the regularized lower incomplete gamma function P(a, x)")
+_declare("gammaincc", _sp("gammaincc"), 2, "the regularized upper incomplete gamma function Q(a, x)")
+_declare("betainc", _sp("betainc"), 3, "the regularized incomplete beta function I_x(a, b)")
+_declare("bessel_jv", _sp("jv"), 2, "the Bessel function of the first kind J_v(x)")
+_declare("bessel_yv", _sp("yv"), 2, "the Bessel function of the second kind Y_v(x)")
+_declare("bessel_iv", _sp("iv"), 2, "the modified Bessel function of the first kind I_v(x)")
+_declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overflow")
+
+
+# ---- VJP rules -------------------------------------------------------------------------------
+def _unreachable(v: Any) -> bool:
+    """Whether no gradient can reach ``v``: an integer, or a value built (through copies and
+    conversions) from a constant or a stop_gradient."""
+    while True:
+        if not v.type.dtype.is_inexact:
+            return True
+        op = v.producer
+        if op is None:
+            return False
+        p = op.primitive
+        if not p.differentiable:
+            return True
+        if p.role not in COPYING_ROLES and p.role != "convert":
+            return False
+        v = op.inputs[0]
+
+
+def _no_order_gradient(fn: str, param: str, v: Any) -> None:
+    """None (no cotangent) for an order parameter no gradient reaches; else the error JAX gives."""
+    if _unreachable(v):
+        return None
+    raise AutodiffError(f"{fn} has no derivative with respect to its order parameter {param} (no closed "
+                        f"form; JAX refuses it too); differentiate only with respect to x, and pass {param} "
+                        f"as a constant or through fj.stop_gradient({param}) when it is traced")
+
+
+def _order_as(e: Any, v: Any, like: Any) -> Any:
+    return v if v.type.dtype == like.type.dtype else e.cast(v, dtype=like.type.dtype)
+
+
+def _unary_vjp(name: str, derivative: Callable[..., Any]) -> None:
+    # derivative(e, y, x, **attrs): dy/dx elementwise.
+    defvjp(name, lambda e, g, y, x, **attrs: [e.mul(g, derivative(e, y, x, **attrs))])
+
+
+_unary_vjp("lgamma", lambda e, y, x: e.polygamma(x, n=0))
+_unary_vjp("polygamma", lambda e, y, x, *, n: e.polygamma(x, n=n + 1))
+_unary_vjp("erfc", lambda e, y, x: e.mul(e.const(-2 / math.sqrt(math.pi), x), e.exp(e.neg(e.mul(x, x)))))
+_unary_vjp("erfinv", lambda e, y, x: e.mul(e.const(math.sqrt(math.pi) / 2, x), e.exp(e.mul(y, y))))
+_unary_vjp("ndtri", lambda e, y, x: e.mul(e.const(math.sqrt(2 * math.pi), x),
+                                          e.exp(e.mul(e.const(0.5, y), e.mul(y, y)))))
+# d/dx log Phi(x) = phi(x) / Phi(x) = exp(-x^2/2 - log Phi(x)) / sqrt(2 pi): stable in both tails.
+_unary_vjp("log_ndtr", lambda e, y, x: e.mul(e.const(1 / math.sqrt(2 * math.pi), x),
+                                             e.exp(e.sub(e.mul(e.const(-0.5, x), e.mul(x, x)), y))))
+
+
+def _gammainc_density(e: Any, a: Any, x: Any) -> Any:
+    # d/dx P(a, x) = x^(a-1) e^(-x) / Gamma(a), in logs so it neither overflows nor underflows early.
+    a = _order_as(e, a, x)
+    one = e.const(1, x)
+    return e.exp(e.sub(e.sub(e.mul(e.sub(a, one), e.log(x)), x), e.lgamma(a)))
+
+
+def _gammainc_vjp(e, g, y, a, x):
+    return [_no_order_gradient("gammainc", "a", a), e.unbroadcast(e.mul(g, _gammainc_density(e, a, x)), x.type)]
+
+
+def _gammaincc_vjp(e, g, y, a, x):
+    return [_no_order_gradient("gammaincc", "a", a),
+            e.unbroadcast(e.neg(e.mul(g, _gammainc_density(e, a, x))), x.type)]
+
+
+def _betainc_vjp(e, g, y, a, b, x):
+    # d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b).
+    na, nb = _no_order_gradient("betainc", "a", a), _no_order_gradient("betainc", "b", b)
+    a, b = _order_as(e, a, x), _order_as(e, b, x)
+    one = e.const(1, x)
+    log_beta = e.sub(e.add(e.lgamma(a), e.lgamma(b)), e.lgamma(e.add(a, b)))
+    log_d = e.sub(e.add(e.mul(e.sub(a, one), e.log(x)), e.mul(e.sub(b, one), e.log1p(e.neg(x)))), log_beta)
+    return [na, nb, e.unbroadcast(e.mul(g, e.exp(log_d)), x.type)]
+
+
+def _bessel_vjp(name: str, fn: str, sign: float, scaled: bool = False) -> None:
+    # The recurrences: C_v'(x) = (C_{v-1}(x) + sign * C_{v+1}(x)) / 2 (J, Y: sign -1; I: +1);
+    # ``scaled``: the function is I_v(x) * exp(-|x|).
+    def rule(e, g, y, v, x):
+        nv = _no_order_gradient(fn, "v", v)
+        one = e.const(1, v)
+        below, above = getattr(e, name)(e.sub(v, one), x), getattr(e, name)(e.add(v, one), x)
+        d = e.mul(e.const(0.5, x), e.add(below, e.mul(e.const(sign, x), above)))
+        if scaled:
+            # ive = iv * exp(-|x|): the scale's own derivative, -sign(x) * ive.
+            d = e.sub(d, e.mul(e.sign(x), y))
+        return [nv, e.unbroadcast(e.mul(g, d), x.type)]
+    defvjp(name, rule)
+
+
+defvjp("gammainc", _gammainc_vjp)
+defvjp("gammaincc", _gammaincc_vjp)
+defvjp("betainc", _betainc_vjp)
+_bessel_vjp("bessel_jv", "jv", -1.0)
+_bessel_vjp("bessel_yv", "yv", -1.0)
+_bessel_vjp("bessel_iv", "iv", 1.0)
+_bessel_vjp("bessel_ive", "ive", 1.0, scaled=True)

@@ -1,0 +1,283 @@
+"""``fj.scipy.special``: scipy.special's functions (as ``jax.scipy.special``) over traced arrays.
+
+The gamma, error-function and Bessel families are primitives (``flowjit/ir/primitives/special.py``)
+whose reference is scipy.special; the rest is composed here from them and ``fj.*`` where the
+composition is exact (``beta = exp(betaln)``, ``logsumexp`` from max/exp/log/sum). Every
+function differentiates to any order with respect to its argument ``x``; the derivative with
+respect to an order parameter (``gammainc``'s ``a``, ``betainc``'s ``a`` and ``b``, a Bessel
+function's ``v``) has no closed form and is refused with an error, as in JAX. Inputs follow
+NumPy's promotion: integers become float64; float16 is computed in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from flowjit.ir.dtypes import float16, float32
+from flowjit.nn.functional import sigmoid
+from flowjit.tracer import array_api as fnp
+from flowjit.tracer.array_api import _apply, _cast, _float_dtype, _op, _promote
+from flowjit.tracer.core import Tracer
+from flowjit.tracer.custom_gradients import stop_gradient
+
+ArrayLike = Any
+
+__all__ = [
+    "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "expit", "gamma",
+    "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i1", "iv", "ive", "j0", "j1", "jn", "jv",
+    "log_ndtr", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma",
+    "xlog1py", "xlogy", "y0", "y1", "yn", "yv",
+]
+
+
+def _special(prim: str, orders: tuple[ArrayLike, ...], x: ArrayLike, **attrs: Any) -> Any:
+    """``prim(*orders, x)`` in x's float dtype (after promotion with float orders); integer
+    orders stay integers, float16 is computed in float32 and rounded back."""
+    ops = [_op(v, "order") for v in orders]
+    ox = _op(x, "x")
+    floats = [o for o in ops if not (o.dtype.is_int or o.dtype.is_bool)]
+    d = _float_dtype(_promote(*floats, ox))
+    work = float32 if d == float16 else d
+    ins = [o if o.dtype.is_int else _cast(o, work) for o in ops] + [_cast(ox, work)]
+    y = _apply(prim, ins, attrs)
+    return y if work == d else fnp.astype(y, d)
+
+
+# ---- the gamma family ----------------------------------------------------------------------
+def gammaln(x: ArrayLike) -> Any:
+    """``log|Gamma(x)|`` elementwise, as ``scipy.special.gammaln``; its derivative is digamma."""
+    return _special("lgamma", (), x)
+
+
+def polygamma(n: int, x: ArrayLike) -> Any:
+    """The ``n``-th derivative of digamma at ``x`` (``n = 0``: digamma), as
+    ``scipy.special.polygamma``; ``n`` must be a concrete non-negative integer (an attribute of
+    the op), and the derivative in ``x`` is ``polygamma(n + 1, x)``."""
+    if isinstance(n, Tracer):
+        raise TypeError("fj.scipy.special.polygamma: n must be a concrete integer (a Python int or a NumPy "
+                        "integer), not a traced value; the order selects the function")
+    arr = np.asarray(n)
+    if arr.size != 1 or not np.all(arr == np.floor(arr)) or arr.reshape(-1)[0] < 0:
+        raise ValueError(f"fj.scipy.special.polygamma: n must be one non-negative integer, got {n!r}")
+    return _special("polygamma", (), x, n=int(arr.reshape(-1)[0]))
+
+
+def digamma(x: ArrayLike) -> Any:
+    """The logarithmic derivative of Gamma, ``Gamma'(x) / Gamma(x)``, as ``scipy.special.digamma``."""
+    return polygamma(0, x)
+
+
+psi = digamma
+
+
+def gammasgn(x: ArrayLike) -> Any:
+    """The sign of ``Gamma(x)`` (NaN at the poles -1, -2, ...; 1 at 0), as ``scipy.special.gammasgn``."""
+    x = _op(x, "x")
+    x = _cast(x, _float_dtype(x.dtype))
+    xv = x.tracer if x.tracer is not None else x.array
+    fl = fnp.floor(xv)
+    negative_sign = fnp.where(fnp.equal(fnp.mod(fl, 2), 0), 1.0, -1.0)
+    inner = fnp.where(fnp.equal(fl, xv), math.nan, negative_sign)
+    return fnp.astype(fnp.where(fnp.greater_equal(xv, 0), 1.0, inner), x.dtype)
+
+
+def gamma(x: ArrayLike) -> Any:
+    """The gamma function, ``gammasgn(x) * exp(gammaln(x))``, as ``scipy.special.gamma``."""
+    return gammasgn(x) * fnp.exp(gammaln(x))
+
+
+def rgamma(x: ArrayLike) -> Any:
+    """``1 / Gamma(x)``, zero at the poles, as ``scipy.special.rgamma``."""
+    s = gammasgn(x)
+    return fnp.where(fnp.isnan(s), 0.0, s * fnp.exp(-gammaln(x)))
+
+
+def multigammaln(a: ArrayLike, d: int) -> Any:
+    """The log of the multivariate gamma function of dimension ``d`` (a concrete int), as
+    ``scipy.special.multigammaln``: ``d(d-1)/4 log(pi) + sum_j gammaln(a - j/2)``, j < d."""
+    if isinstance(d, Tracer) or int(d) != d or d < 1:
+        raise ValueError(f"fj.scipy.special.multigammaln: d must be a concrete positive integer, got {d!r}")
+    d = int(d)
+    total = gammaln(a)
+    for j in range(1, d):
+        total = total + gammaln(fnp.subtract(a, j / 2))
+    return total + d * (d - 1) / 4 * math.log(math.pi)
+
+
+def betaln(a: ArrayLike, b: ArrayLike) -> Any:
+    """``log|B(a, b)|``, ``gammaln(a) + gammaln(b) - gammaln(a + b)``, as ``scipy.special.betaln``."""
+    return gammaln(a) + gammaln(b) - gammaln(fnp.add(a, b))
+
+
+def beta(a: ArrayLike, b: ArrayLike) -> Any:
+    """The beta function ``Gamma(a) Gamma(b) / Gamma(a + b)``, as ``scipy.special.beta``."""
+    s = gammasgn(a) * gammasgn(b) * gammasgn(fnp.add(a, b))
+    return s * fnp.exp(betaln(a, b))
+
+
+def gammainc(a: ArrayLike, x: ArrayLike) -> Any:
+    """The regularized lower incomplete gamma function ``P(a, x)``, as ``scipy.special.gammainc``;
+    differentiable in ``x`` only (a traced ``a`` must go through ``fj.stop_gradient``)."""
+    return _special("gammainc", (a,), x)
+
+
+def gammaincc(a: ArrayLike, x: ArrayLike) -> Any:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, as
+    ``scipy.special.gammaincc``; differentiable in ``x`` only."""
+    return _special("gammaincc", (a,), x)
+
+
+def betainc(a: ArrayLike, b: ArrayLike, x: ArrayLike) -> Any:
+    """The regularized incomplete beta function ``I_x(a, b)``, as ``scipy.special.betainc``;
+    differentiable in ``x`` only."""
+    return _special("betainc", (a, b), x)
+
+
+# ---- error functions and the normal distribution -------------------------------------------
+def erf(x: ArrayLike) -> Any:
+    """The error function, as ``scipy.special.erf`` (``fj.erf``)."""
+    return fnp.erf(x)
+
+
+def erfc(x: ArrayLike) -> Any:
+    """``1 - erf(x)``, accurate where ``erf(x)`` is near 1, as ``scipy.special.erfc``."""
+    return _special("erfc", (), x)
+
+
+def erfinv(x: ArrayLike) -> Any:
+    """The inverse of erf on ``(-1, 1)``, as ``scipy.special.erfinv``."""
+    return _special("erfinv", (), x)
+
+
+def ndtri(p: ArrayLike) -> Any:
+    """The inverse of the standard normal CDF on ``(0, 1)``, as ``scipy.special.ndtri``."""
+    return _special("ndtri", (), p)
+
+
+def erfcinv(x: ArrayLike) -> Any:
+    """The inverse of erfc on ``(0, 2)``, ``-ndtri(x / 2) / sqrt(2)``, as ``scipy.special.erfcinv``."""
+    return ndtri(fnp.multiply(x, 0.5)) * (-1 / math.sqrt(2))
+
+
+def ndtr(x: ArrayLike) -> Any:
+    """The standard normal CDF, ``erfc(-x / sqrt(2)) / 2``, as ``scipy.special.ndtr``."""
+    return erfc(fnp.multiply(x, -1 / math.sqrt(2))) * 0.5
+
+
+def log_ndtr(x: ArrayLike) -> Any:
+    """The log of the standard normal CDF, accurate in both tails, as ``scipy.special.log_ndtr``."""
+    return _special("log_ndtr", (), x)
+
+
+# ---- logistic, entropy, logsumexp ----------------------------------------------------------
+def expit(x: ArrayLike) -> Any:
+    """The logistic sigmoid ``1 / (1 + exp(-x))``, as ``scipy.special.expit``."""
+    return sigmoid(x)
+
+
+def logit(p: ArrayLike) -> Any:
+    """The inverse of expit, ``log(p / (1 - p))``, as ``scipy.special.logit``."""
+    return fnp.log(p) - fnp.log1p(fnp.negative(p))
+
+
+def xlogy(x: ArrayLike, y: ArrayLike) -> Any:
+    """``x * log(y)``, 0 where ``x == 0`` (whatever y), as ``scipy.special.xlogy``."""
+    prod = fnp.multiply(x, fnp.log(y))
+    return fnp.where(fnp.equal(x, 0), fnp.zeros_like(prod), prod)
+
+
+def xlog1py(x: ArrayLike, y: ArrayLike) -> Any:
+    """``x * log1p(y)``, 0 where ``x == 0``, as ``scipy.special.xlog1py``."""
+    prod = fnp.multiply(x, fnp.log1p(y))
+    return fnp.where(fnp.equal(x, 0), fnp.zeros_like(prod), prod)
+
+
+def entr(x: ArrayLike) -> Any:
+    """The elementwise entropy ``-x log(x)`` (0 at 0, -inf below), as ``scipy.special.entr``."""
+    neg = fnp.negative(xlogy(x, x))
+    return fnp.where(fnp.less(x, 0), fnp.full_like(neg, -math.inf), neg)
+
+
+def logsumexp(a: ArrayLike, axis: Any = None, b: ArrayLike | None = None, keepdims: bool = False,
+              return_sign: bool = False) -> Any:
+    """``log(sum(b * exp(a), axis))`` without overflow, as ``scipy.special.logsumexp``: the
+    maximum is taken out first (its gradient stopped: the result does not depend on it). With
+    ``return_sign`` it returns ``(log|s|, sign(s))``; otherwise a negative sum gives NaN."""
+    o = _op(a, "a")
+    a = fnp.astype(a, _float_dtype(o.dtype)) if not o.dtype.is_inexact else a
+    m = stop_gradient(fnp.max(a, axis=axis, keepdims=True))
+    m = fnp.where(fnp.isfinite(m), m, fnp.zeros_like(m))
+    terms = fnp.exp(a - m)
+    if b is not None:
+        terms = terms * b
+    s = fnp.sum(terms, axis=axis, keepdims=True)
+    sign = fnp.sign(s)
+    out = (fnp.log(fnp.abs(s)) if return_sign else fnp.log(s)) + m
+    if not keepdims:
+        axes = tuple(range(fnp.ndim(a))) if axis is None else axis
+        out, sign = fnp.squeeze(out, axis=axes), fnp.squeeze(sign, axis=axes)
+    return (out, sign) if return_sign else out
+
+
+# ---- Bessel functions ----------------------------------------------------------------------
+def jv(v: ArrayLike, x: ArrayLike) -> Any:
+    """The Bessel function of the first kind ``J_v(x)``, as ``scipy.special.jv``."""
+    return _special("bessel_jv", (v,), x)
+
+
+def yv(v: ArrayLike, x: ArrayLike) -> Any:
+    """The Bessel function of the second kind ``Y_v(x)``, as ``scipy.special.yv``."""
+    return _special("bessel_yv", (v,), x)
+
+
+def iv(v: ArrayLike, x: ArrayLike) -> Any:
+    """The modified Bessel function of the first kind ``I_v(x)``, as ``scipy.special.iv``."""
+    return _special("bessel_iv", (v,), x)
+
+
+def ive(v: ArrayLike, x: ArrayLike) -> Any:
+    """``I_v(x) * exp(-|x|)``, which does not overflow, as ``scipy.special.ive``."""
+    return _special("bessel_ive", (v,), x)
+
+
+def jn(n: ArrayLike, x: ArrayLike) -> Any:
+    """``J_n(x)`` of integer order ``n``, as ``scipy.special.jn``."""
+    return jv(n, x)
+
+
+def yn(n: ArrayLike, x: ArrayLike) -> Any:
+    """``Y_n(x)`` of integer order ``n``, as ``scipy.special.yn``."""
+    return yv(n, x)
+
+
+def j0(x: ArrayLike) -> Any:
+    """``J_0(x)``, as ``scipy.special.j0``; its derivative is ``-j1(x)``."""
+    return jv(0, x)
+
+
+def j1(x: ArrayLike) -> Any:
+    """``J_1(x)``, as ``scipy.special.j1``."""
+    return jv(1, x)
+
+
+def y0(x: ArrayLike) -> Any:
+    """``Y_0(x)``, as ``scipy.special.y0``; its derivative is ``-y1(x)``."""
+    return yv(0, x)
+
+
+def y1(x: ArrayLike) -> Any:
+    """``Y_1(x)``, as ``scipy.special.y1``."""
+    return yv(1, x)
+
+
+def i0(x: ArrayLike) -> Any:
+    """``I_0(x)``, as ``scipy.special.i0``; its derivative is ``i1(x)``."""
+    return iv(0, x)
+
+
+def i1(x: ArrayLike) -> Any:
+    """``I_1(x)``, as ``scipy.special.i1``."""
+    return iv(1, x)
