@@ -111,7 +111,10 @@ def hypot(x1: ArrayLike, x2: ArrayLike) -> Any:
 
     def scaled(a: Any, b: Any) -> Any:
         a, b = fj.absolute(a), fj.absolute(b)
-        big, small = fj.maximum(a, b), fj.minimum(a, b)
+        # One select for both, not maximum and minimum: at a tie those both send their
+        # gradient to a, and b's derivative (b / hypot) would be lost.
+        first = fj.logical_or(fj.greater_equal(a, b), fj.isnan(a))  # a NaN is the big one: it propagates
+        big, small = fj.where(first, a, b), fj.where(first, b, a)
         ratio = fj.divide(small, fj.where(big == 0, 1, big))
         r = fj.where(big == 0, big, fj.multiply(big, fj.sqrt(fj.add(1, fj.multiply(ratio, ratio)))))
         return fj.where(fj.logical_or(fj.isinf(a), fj.isinf(b)), np.inf, r)

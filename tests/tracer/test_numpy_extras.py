@@ -138,6 +138,12 @@ def test_numpy_spelling_traces_as_flowjit(family):
     _assert_same(got, fj.function(lambda *xs: fn(fj, *xs))(*ARGS), rtol=1e-15)
 
 
+def test_hypot_gradient_at_a_tie():
+    # x / hypot and y / hypot, each (both went to x before: the autograd suite's hypot(a, a)).
+    np.testing.assert_allclose(fj.grad(fj.hypot, argnums=(0, 1))(2.0, 2.0), [2 ** -0.5, 2 ** -0.5], rtol=1e-15)
+    np.testing.assert_allclose(fj.grad(lambda a: fj.sum(fj.hypot(a, a)))(V), np.sqrt(2) * np.sign(V), rtol=1e-15)
+
+
 def test_value_dependent_and_static_answers_as_numpy():
     z = np.array([1 + 1e-20j, 2 - 0j])
     assert fj.real_if_close(z).dtype == np.float64 and fj.real_if_close(z + 1e-3j).dtype == np.complex128
