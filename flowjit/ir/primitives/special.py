@@ -23,7 +23,7 @@ import numpy as np
 from flowjit.ir.batching import _rule_elementwise
 from flowjit.ir.dtypes import INT_DTYPES, float32, float64
 from flowjit.ir.errors import AutodiffError, ShapeError
-from flowjit.ir.registry import COPYING_ROLES, attr, broadcast_shapes, declare, defbatch, defvjp, get
+from flowjit.ir.registry import attr, broadcast_shapes, declare, defbatch, defvjp, get
 from flowjit.ir.types import TensorType
 
 SPECIAL_DTYPES = (float32, float64)
@@ -90,27 +90,29 @@ _declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overfl
 
 # ---- VJP rules -------------------------------------------------------------------------------
 def _unreachable(v: Any) -> bool:
-    """Whether no gradient can reach ``v``: an integer, or a value built (through copies and
-    conversions) from a constant or a stop_gradient."""
-    while True:
-        if not v.type.dtype.is_inexact:
-            return True
-        op = v.producer
-        if op is None:
-            return False
-        p = op.primitive
-        if not p.differentiable:
-            return True
-        if p.role not in COPYING_ROLES and p.role != "convert":
-            return False
-        v = op.inputs[0]
+    """Whether no gradient can reach ``v``: an integer, or a value computed only from constants,
+    integers and stop_gradient (a VJP's own ``v - 1`` included, which a second derivative sees)."""
+    seen: set[int] = set()
+    todo = [v]
+    while todo:
+        u = todo.pop()
+        if u.id in seen or not u.type.dtype.is_inexact:
+            continue
+        seen.add(u.id)
+        op = u.producer
+        if op is None or op.blocks:
+            return False  # an argument (or a block's result): a gradient may reach it
+        if op.primitive.differentiable:
+            todo.extend(op.inputs)
+    return True
 
 
-def _no_order_gradient(fn: str, param: str, v: Any) -> None:
+def _no_order_gradient(e: Any, fn: str, param: str, v: Any) -> None:
     """None (no cotangent) for an order parameter no gradient reaches; else the error JAX gives."""
     if _unreachable(v):
         return None
-    raise AutodiffError(f"{fn} has no derivative with respect to its order parameter {param} (no closed "
+    where = f" at {e.builder.loc}" if e.builder.loc else ""
+    raise AutodiffError(f"{fn}{where} has no derivative with respect to its order parameter {param} (no closed "
                         f"form; JAX refuses it too); differentiate only with respect to x, and pass {param} "
                         f"as a constant or through fj.stop_gradient({param}) when it is traced")
 
@@ -143,17 +145,17 @@ def _gammainc_density(e: Any, a: Any, x: Any) -> Any:
 
 
 def _gammainc_vjp(e, g, y, a, x):
-    return [_no_order_gradient("gammainc", "a", a), e.unbroadcast(e.mul(g, _gammainc_density(e, a, x)), x.type)]
+    return [_no_order_gradient(e, "gammainc", "a", a), e.unbroadcast(e.mul(g, _gammainc_density(e, a, x)), x.type)]
 
 
 def _gammaincc_vjp(e, g, y, a, x):
-    return [_no_order_gradient("gammaincc", "a", a),
+    return [_no_order_gradient(e, "gammaincc", "a", a),
             e.unbroadcast(e.neg(e.mul(g, _gammainc_density(e, a, x))), x.type)]
 
 
 def _betainc_vjp(e, g, y, a, b, x):
     # d/dx I_x(a, b) = x^(a-1) (1-x)^(b-1) / B(a, b).
-    na, nb = _no_order_gradient("betainc", "a", a), _no_order_gradient("betainc", "b", b)
+    na, nb = _no_order_gradient(e, "betainc", "a", a), _no_order_gradient(e, "betainc", "b", b)
     a, b = _order_as(e, a, x), _order_as(e, b, x)
     one = e.const(1, x)
     log_beta = e.sub(e.add(e.lgamma(a), e.lgamma(b)), e.lgamma(e.add(a, b)))
@@ -165,7 +167,7 @@ def _bessel_vjp(name: str, fn: str, sign: float, scaled: bool = False) -> None:
     # The recurrences: C_v'(x) = (C_{v-1}(x) + sign * C_{v+1}(x)) / 2 (J, Y: sign -1; I: +1);
     # ``scaled``: the function is I_v(x) * exp(-|x|).
     def rule(e, g, y, v, x):
-        nv = _no_order_gradient(fn, "v", v)
+        nv = _no_order_gradient(e, fn, "v", v)
         one = e.const(1, v)
         below, above = getattr(e, name)(e.sub(v, one), x), getattr(e, name)(e.add(v, one), x)
         d = e.mul(e.const(0.5, x), e.add(below, e.mul(e.const(sign, x), above)))

@@ -1,0 +1,202 @@
+"""fj.scipy.special against scipy.special (values, eager and compiled), its first and second
+derivatives against central finite differences, jax.scipy.special where JAX has the function,
+and the refused derivative with respect to an order parameter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as ss
+
+import flowjit as fj
+from flowjit.ir.errors import AutodiffError
+
+S = fj.scipy.special
+EPS = 1e-6
+X = np.linspace(0.35, 3.7, 7)  # inside every unary function's domain below, after the maps
+UNIT = np.linspace(-0.9, 0.9, 7)
+
+# name -> (fj function, scipy function, argument)
+UNARY = {
+    "gammaln": (S.gammaln, ss.gammaln, X),
+    "digamma": (S.digamma, ss.digamma, X),
+    "psi": (S.psi, ss.psi, X),
+    "gamma": (S.gamma, ss.gamma, X),
+    "rgamma": (S.rgamma, ss.rgamma, X),
+    "erf": (S.erf, ss.erf, UNIT * 3),
+    "erfc": (S.erfc, ss.erfc, UNIT * 3),
+    "erfinv": (S.erfinv, ss.erfinv, UNIT),
+    "erfcinv": (S.erfcinv, ss.erfcinv, UNIT + 1),
+    "ndtr": (S.ndtr, ss.ndtr, UNIT * 4),
+    "ndtri": (S.ndtri, ss.ndtri, (UNIT + 1) / 2),
+    "log_ndtr": (S.log_ndtr, ss.log_ndtr, np.linspace(-9, 5, 7)),
+    "logit": (S.logit, ss.logit, (UNIT + 1) / 2),
+    "expit": (S.expit, ss.expit, UNIT * 5),
+    "entr": (S.entr, ss.entr, X),
+    "j0": (S.j0, ss.j0, X * 5),
+    "j1": (S.j1, ss.j1, X * 5),
+    "y0": (S.y0, ss.y0, X * 5),
+    "y1": (S.y1, ss.y1, X * 5),
+    "i0": (S.i0, ss.i0, X * 5),
+    "i1": (S.i1, ss.i1, X * 5),
+}
+# Functions with orders, differentiated in x (the last argument): (fj, scipy, orders, x).
+ORDERED = {
+    "gammainc": (S.gammainc, ss.gammainc, (1.7,), X),
+    "gammaincc": (S.gammaincc, ss.gammaincc, (3,), X),
+    "betainc": (S.betainc, ss.betainc, (1.3, 2.6), (UNIT + 1) / 2),
+    "polygamma": (S.polygamma, ss.polygamma, (2,), X),
+    "jn": (S.jn, ss.jn, (2,), X * 5),
+    "yn": (S.yn, ss.yn, (3,), X * 5),
+    "jv": (S.jv, ss.jv, (1.5,), X * 5),
+    "yv": (S.yv, ss.yv, (0.5,), X * 5),
+    "iv": (S.iv, ss.iv, (2.5,), X * 5),
+    "ive": (S.ive, ss.ive, (4.0,), np.linspace(-6, 6, 6)),
+}
+
+
+def _fd(f, x):
+    return (f(x + EPS) - f(x - EPS)) / (2 * EPS)
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_values_and_two_derivatives(name):
+    f, ref, x = UNARY[name]
+    np.testing.assert_allclose(f(x), ref(x), rtol=1e-12, atol=1e-14)
+    d1 = fj.grad(lambda x: f(x).sum())
+    np.testing.assert_allclose(d1(x), _fd(ref, x), rtol=1e-6, atol=1e-7)
+    d2 = fj.grad(lambda x: d1(x).sum())
+    np.testing.assert_allclose(d2(x), _fd(d1, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ORDERED)
+def test_ordered_values_and_two_derivatives_in_x(name):
+    f, ref, orders, x = ORDERED[name]
+    np.testing.assert_allclose(f(*orders, x), ref(*orders, x), rtol=1e-12, atol=1e-14)
+    d1 = fj.grad(lambda x: f(*orders, x).sum())
+    np.testing.assert_allclose(d1(x), _fd(lambda x: ref(*orders, x), x), rtol=1e-6, atol=1e-7)
+    d2 = fj.grad(lambda x: d1(x).sum())
+    np.testing.assert_allclose(d2(x), _fd(d1, x), rtol=1e-5, atol=1e-6)
+
+
+def test_composed_functions_of_two_arguments():
+    a, b = np.array([1.2, 2.5, 4.0]), np.array([[0.7], [3.1]])
+    for f, ref in ((S.beta, ss.beta), (S.betaln, ss.betaln)):
+        np.testing.assert_allclose(f(a, b), ref(a, b), rtol=1e-12)
+        for i in (0, 1):
+            got = fj.grad(lambda a, b: f(a, b).sum(), argnums=i)(a, b)
+            fd = _fd(lambda t: ref(t, b).sum(axis=0), a) if i == 0 else _fd(lambda t: ref(a, t).sum(axis=1,
+                                                                                                    keepdims=True), b)
+            np.testing.assert_allclose(got, fd, rtol=1e-6)
+    x, y = np.array([0.0, 0.5, 2.0]), np.array([0.0, 3.0, 0.25])
+    np.testing.assert_allclose(S.xlogy(x, y), ss.xlogy(x, y))
+    np.testing.assert_allclose(S.xlog1py(x, y - 1), ss.xlog1py(x, y - 1))
+    for d in (1, 2, 3):
+        np.testing.assert_allclose(S.multigammaln(np.array([4.2, 5.5]), d), ss.multigammaln(np.array([4.2, 5.5]), d),
+                                   rtol=1e-12)
+
+
+def test_gammasgn_and_rgamma_at_negative_arguments_and_poles():
+    x = np.array([-2.5, -1.5, -0.5, -2.0, -1.0, 0.0, 0.5, 7.0])
+    np.testing.assert_array_equal(S.gammasgn(x), ss.gammasgn(x))
+    np.testing.assert_allclose(S.rgamma(x), ss.rgamma(x), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(S.gamma(x[:3]), ss.gamma(x[:3]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_logsumexp_matches_scipy(axis, keepdims):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)) * 30, rng.standard_normal((3, 4))
+    np.testing.assert_allclose(S.logsumexp(a, axis=axis, keepdims=keepdims),
+                               ss.logsumexp(a, axis=axis, keepdims=keepdims), rtol=1e-12)
+    got, sign = S.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)
+    want, want_sign = ss.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_array_equal(sign, want_sign)
+    g = fj.grad(lambda a: S.logsumexp(a, axis=axis, b=np.abs(b), keepdims=keepdims).sum())(a)
+    np.testing.assert_allclose(g, _fd_array(lambda a: ss.logsumexp(a, axis=axis, b=np.abs(b)).sum(), a), rtol=1e-5,
+                               atol=1e-8)
+
+
+def _fd_array(f, a):
+    out = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        d = np.zeros_like(a)
+        d[i] = EPS
+        out[i] = (f(a + d) - f(a - d)) / (2 * EPS)
+    return out
+
+
+def test_logsumexp_of_all_minus_infinity_and_ints():
+    a = np.full((2, 3), -np.inf)
+    np.testing.assert_array_equal(S.logsumexp(a, axis=1), ss.logsumexp(a, axis=1))
+    np.testing.assert_allclose(S.logsumexp(np.arange(5)), ss.logsumexp(np.arange(5)), rtol=1e-12)
+
+
+def test_compiled_matches_eager_and_keeps_float32():
+    x = np.linspace(0.4, 3.0, 8).astype(np.float32)
+
+    @fj.function
+    def f(x):
+        return (S.gammaln(x) + S.digamma(x) + S.erfc(x) + S.gammainc(2, x) + S.j0(x) + S.ive(1, x)
+                + S.log_ndtr(x) + S.betainc(2.0, 3.0, x / 4) + S.logsumexp(x))
+
+    got = f(x)
+    assert got.dtype == np.float32
+    want = (ss.gammaln(x) + ss.digamma(x) + ss.erfc(x) + ss.gammainc(2, x) + ss.j0(x) + ss.ive(1, x)
+            + ss.log_ndtr(x) + ss.betainc(2.0, 3.0, x / 4) + ss.logsumexp(x))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
+    g = fj.function(fj.grad(lambda x: (S.gammaln(x) * S.i1(x)).sum()))(x.astype(np.float64))
+    np.testing.assert_allclose(g, _fd(lambda x: ss.gammaln(x) * ss.i1(x), x.astype(np.float64)), rtol=1e-6)
+
+
+def test_vmap_over_the_argument_and_the_order():
+    x = np.linspace(0.5, 4.0, 6).reshape(2, 3)
+    n = np.array([1, 3])
+    got = fj.vmap(lambda n, x: S.jn(n, x))(n, x)
+    np.testing.assert_allclose(got, ss.jn(n[:, None], x), rtol=1e-12)
+
+
+def test_integer_order_traced_in_a_compiled_function():
+    f = fj.function(lambda a, x: fj.grad(lambda x: S.gammaincc(a, x).sum())(x))
+    x = np.array([0.5, 1.5, 4.0])
+    np.testing.assert_allclose(f(np.array([2, 3, 1]), x), _fd(lambda x: ss.gammaincc([2, 3, 1], x), x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn, args, fname, param", [
+    (lambda a, x: S.gammainc(a, x), (1.5, 2.0), "gammainc", "a"),
+    (lambda a, x: S.betainc(a, 2.0, x), (1.5, 0.3), "betainc", "a"),
+    (lambda v, x: S.iv(v, x), (1.5, 2.0), "iv", "v"),
+])
+def test_the_derivative_in_an_order_is_refused_with_the_function_named(fn, args, fname, param):
+    with pytest.raises(AutodiffError, match=rf"^{fname} at test_special.py:\d+ .*order parameter {param} .*"
+                                            rf"stop_gradient\({param}\)"):
+        fj.grad(fn)(*args)
+    # What the message advises works: the order behind stop_gradient contributes no gradient.
+    assert fj.grad(lambda a, x: fn(fj.stop_gradient(a), x) + a)(*args) == 1.0
+
+
+def test_polygamma_needs_a_concrete_order():
+    with pytest.raises(TypeError, match="polygamma: n must be a concrete integer"):
+        fj.function(lambda n, x: S.polygamma(n, x))(np.array(1), np.array(2.0))
+    with pytest.raises(ValueError, match="non-negative integer"):
+        S.polygamma(1.5, 2.0)
+
+
+JAX_NAMES = ["gammaln", "digamma", "gamma", "erf", "erfc", "erfinv", "ndtr", "ndtri", "log_ndtr", "logit",
+             "expit", "entr", "i0", "i1", "rgamma"]
+
+
+@pytest.mark.parametrize("name", JAX_NAMES)
+def test_against_jax_scipy_special(name):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jsp = pytest.importorskip("jax.scipy.special")
+    jf = getattr(jsp, name, None)
+    if jf is None:
+        pytest.skip(f"jax.scipy.special has no {name}")
+    f, _, x = UNARY[name]
+    np.testing.assert_allclose(f(x), np.asarray(jf(x)), rtol=1e-10, atol=1e-12)
+    jg = jax.vmap(jax.grad(jf))(x)
+    np.testing.assert_allclose(fj.grad(lambda x: f(x).sum())(x), np.asarray(jg), rtol=1e-9, atol=1e-12)
