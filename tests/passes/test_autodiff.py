@@ -229,6 +229,14 @@ def test_bad_uses_say_what_to_do():
         fj.grad(lambda x: x * (1.0 + 0.2j))(1.0)
 
 
+def test_maximum_and_minimum_split_a_tie():
+    # As JAX and PyTorch: half to each side (all went to the first operand before).
+    for f in (fj.maximum, fj.minimum):
+        np.testing.assert_array_equal(fj.grad(f, argnums=(0, 1))(1.0, 1.0), [0.5, 0.5])
+    np.testing.assert_array_equal(fj.grad(lambda x: fj.sum(fj.maximum(x, 0.0)))(np.array([-1.0, 0.0, 2.0])),
+                                  [0.0, 0.5, 1.0])
+
+
 def test_an_output_of_one_element_is_a_scalar():
     # As PyTorch's backward() and autograd take it: shape (1,) or (1, 1) seeds with ones.
     x = np.array([[1.0, 2.0, 3.0]])

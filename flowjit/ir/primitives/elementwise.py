@@ -334,10 +334,17 @@ def _pow_da(e, g, y, a, b):
 
 
 _binary_vjp("pow", _pow_da, _pow_db)
-_binary_vjp("maximum", lambda e, g, y, a, b: e.select(e.ge(a, b), g, e.const(0, g)),
-            lambda e, g, y, a, b: e.select(e.ge(a, b), e.const(0, g), g))
-_binary_vjp("minimum", lambda e, g, y, a, b: e.select(e.le(a, b), g, e.const(0, g)),
-            lambda e, g, y, a, b: e.select(e.le(a, b), e.const(0, g), g))
+def _winner_share(e, g, wins, tie):
+    # The gradient where this input wins, half of it at a tie (as JAX and PyTorch split it),
+    # none where it loses: so maximum(x, x) gives each side half, and hypot-like compositions
+    # keep both derivatives.
+    return e.select(wins, g, e.select(tie, e.mul(g, e.const(0.5, g)), e.const(0, g)))
+
+
+_binary_vjp("maximum", lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.eq(a, b)),
+            lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)))
+_binary_vjp("minimum", lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)),
+            lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.eq(a, b)))
 _binary_vjp("atan2", lambda e, g, y, a, b: e.mul(g, e.div(b, e.add(e.mul(a, a), e.mul(b, b)))),
             lambda e, g, y, a, b: e.neg(e.mul(g, e.div(a, e.add(e.mul(a, a), e.mul(b, b))))))
 
