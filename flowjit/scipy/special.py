@@ -138,12 +138,14 @@ def betainc(a: ArrayLike, b: ArrayLike, x: ArrayLike) -> Any:
 
 # ---- error functions and the normal distribution -------------------------------------------
 def erf(x: ArrayLike) -> Any:
-    """The error function, as ``scipy.special.erf`` (``fj.erf``)."""
+    """The error function, as ``scipy.special.erf`` (``fj.erf``); of a complex ``z``, ``1 - erfc(z)``."""
+    if _op(x, "x").dtype.is_complex:
+        return 1 - erfc(x)
     return fnp.erf(x)
 
 
 def erfc(x: ArrayLike) -> Any:
-    """``1 - erf(x)``, accurate where ``erf(x)`` is near 1, as ``scipy.special.erfc``."""
+    """``1 - erf(x)``, accurate where ``erf(x)`` is near 1, as ``scipy.special.erfc``; also of complex ``z``."""
     return _special("erfc", (), x)
 
 

@@ -86,3 +86,8 @@ for d in FLOATS:
                           expect=_of(ref), dtypes=(d,), id=f"{prim}-{d}"))
     CASES.append(Case("bessel_ive", [_orders((3,), 0, 3), lambda rng, d=d: rng.uniform(-8, 8, (2, 3)).astype(_NP[d])],
                       expect=_of(lambda v, x: ss.iv(v, x) * np.exp(-np.abs(x))), dtypes=(d,), id=f"bessel_ive-{d}"))
+for d, t in (("c64", np.complex64), ("c128", np.complex128)):
+    CASES.append(Case("erfc", [lambda rng, t=t: (rng.uniform(-2, 2, (2, 3))
+                                                 + 1j * rng.uniform(-1, 1, (2, 3))).astype(t)],
+                      expect=lambda z: (1 - ss.erf(z.astype(np.complex128))).astype(z.dtype), dtypes=(d,),
+                      id=f"erfc-{d}"))

@@ -96,6 +96,19 @@ def test_composed_functions_of_two_arguments():
                                    rtol=1e-12)
 
 
+def test_erf_and_erfc_of_complex_arguments_and_their_holomorphic_vjp():
+    z = np.array([0.3 + 0.1j, -1.2 + 0.5j, 2.0 - 0.3j])
+    np.testing.assert_allclose(S.erfc(z), ss.erfc(z), rtol=1e-13)
+    np.testing.assert_allclose(S.erf(z), ss.erf(z), rtol=1e-13, atol=1e-15)
+    assert S.erfc(z.astype(np.complex64)).dtype == np.complex64
+    # JAX's convention for a holomorphic f, as fj.exp's: the VJP of g is g * f'(z).
+    g = np.array([1.0, 0.5 - 2j, 1j])
+    _, back = fj.vjp(S.erfc, z)
+    (got,) = back(g)
+    h = 1e-6
+    np.testing.assert_allclose(got, g * (ss.erfc(z + h) - ss.erfc(z - h)) / (2 * h), rtol=1e-7)
+
+
 def test_gammasgn_and_rgamma_at_negative_arguments_and_poles():
     x = np.array([-2.5, -1.5, -0.5, -2.0, -1.0, 0.0, 0.5, 7.0])
     np.testing.assert_array_equal(S.gammasgn(x), ss.gammasgn(x))

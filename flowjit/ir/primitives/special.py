@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.batching import _rule_elementwise
-from flowjit.ir.dtypes import INT_DTYPES, float32, float64
+from flowjit.ir.dtypes import INT_DTYPES, complex64, complex128, float32, float64
 from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defbatch, defvjp, get
 from flowjit.ir.types import TensorType
@@ -35,7 +35,7 @@ def _rule(in_types: Sequence[TensorType], **attrs: Any) -> TensorType:
     # The last input is the argument x, whose dtype is the result's; orders before it
     # broadcast with it and, when float, share its dtype.
     x = in_types[-1]
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         raise ShapeError(f"the argument must be float32 or float64, got {x}; cast it with .astype()")
     for t in in_types[:-1]:
         if t.dtype.is_float and t.dtype != x.dtype:
@@ -53,9 +53,13 @@ def _reference(name: str, fn: Callable[..., np.ndarray]) -> Callable[..., np.nda
     return impl
 
 
-def _declare(name: str, fn: Callable[..., np.ndarray], arity: int, doc: str, **attrs: Any) -> None:
+def _declare(name: str, fn: Callable[..., np.ndarray], arity: int, doc: str, complex_too: bool = False,
+             **attrs: Any) -> None:
+    # complex_too: the reference (and the VJP, a holomorphic function's g * f'(z), JAX's
+    # convention) also take complex arguments.
+    dtypes = SPECIAL_DTYPES if arity == 1 else _ORDER_DTYPES
     declare(name, kind="opaque", rule=_rule, impl=_reference(name, fn), arity=arity,
-            dtypes=SPECIAL_DTYPES if arity == 1 else _ORDER_DTYPES, attrs=attrs, doc=doc)
+            dtypes=dtypes + ((complex64, complex128) if complex_too else ()), attrs=attrs, doc=doc)
     p = get(name)
     defbatch(name, _rule_elementwise(p))
 
@@ -75,7 +79,8 @@ def _polygamma(x: np.ndarray, *, n: int) -> np.ndarray:
 _declare("lgamma", _sp("gammaln"), 1, "log|Gamma(x)| (scipy.special.gammaln)")
 _declare("polygamma", _polygamma, 1, "the n-th derivative of digamma (n = 0: digamma itself)",
          n=attr("int", 0))
-_declare("erfc", _sp("erfc"), 1, "1 - erf(x), accurate where erf(x) is near 1")
+_declare("erfc", _sp("erfc"), 1, "1 - erf(x), accurate where erf(x) is near 1; also of complex z",
+         complex_too=True)
 _declare("erfinv", _sp("erfinv"), 1, "the inverse of erf on (-1, 1)")
 _declare("ndtri", _sp("ndtri"), 1, "the inverse of the standard normal CDF on (0, 1)")
 _declare("log_ndtr", _sp("log_ndtr"), 1, "log of the standard normal CDF, accurate in both tails")
