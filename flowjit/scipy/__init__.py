@@ -6,3 +6,6 @@ Each submodule is imported here, one line each, so ``fj.scipy.<module>`` works a
 """
 
 from flowjit.scipy import special  # noqa: F401
+
+# isort: split
+from flowjit.scipy import linalg, signal, stats  # noqa: E402, F401
