@@ -270,7 +270,9 @@ def _abs_vjp(e, g, y, x):
     if not x.type.dtype.is_complex:
         return e.mul(g, e.sign(x))
     # JAX's convention (the transpose of the JVP): the gradient of |z| is conj(z) / |z|, 0 at 0.
-    return e.mul(e.cast(g, dtype=x.type.dtype), e.conj(e.sign(x)))
+    # Written as a division, not sign(z) (whose derivative is declared 0), so it differentiates again.
+    safe = e.cast(e.select(e.eq(y, e.const(0, y)), e.const(1, y), y), dtype=x.type.dtype)
+    return e.mul(e.cast(g, dtype=x.type.dtype), e.conj(e.div(x, safe)))
 
 
 _unary_vjp("abs", _abs_vjp)
