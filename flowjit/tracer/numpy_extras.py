@@ -35,6 +35,7 @@ from flowjit.tracer.array_api import (
 )
 from flowjit.tracer.control_flow import scan
 from flowjit.tracer.core import Operand, Tracer, user_location
+from flowjit.tracer.custom_gradients import custom_jvp
 
 ArrayLike = Any
 
@@ -127,23 +128,47 @@ def logaddexp(x1: ArrayLike, x2: ArrayLike) -> Any:
     """``log(exp(x1) + exp(x2))`` elementwise without overflow, as ``np.logaddexp``; at a tie
     the gradient is split half and half (the true derivative), infinities of one sign stay."""
     _, (a, b) = _floats(x1, x2)
-    return _logaddexp(a, b, lambda t: fj.log1p(fj.exp(t)))
+    return _logaddexp_e(a, b)
 
 
 @_ufunc
 def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Any:
     """``log2(2**x1 + 2**x2)`` elementwise without overflow, as ``np.logaddexp2``."""
     _, (a, b) = _floats(x1, x2)
-    return _logaddexp(a, b, lambda t: fj.multiply(fj.log1p(exp2(t)), 1 / math.log(2)))
+    return _logaddexp_2(a, b)
 
 
 def _logaddexp(a: Any, b: Any, softplus: Any) -> Any:
     same = fj.equal(a, b)
-    # At a tie (also inf == inf) the larger is both halves: its gradient goes half to each.
+    # At a tie (also inf == inf) the larger is both halves.
     big = fj.where(same, fj.add(fj.multiply(a, 0.5), fj.multiply(b, 0.5)), fj.maximum(a, b))
     gap = fj.where(same, 0, fj.subtract(a, b))
     r = fj.add(big, softplus(fj.negative(fj.absolute(gap))))
     return fj.where(fj.logical_or(fj.isnan(a), fj.isnan(b)), fj.add(a, b), r)
+
+
+def _with_smooth_derivative(value: Any, weight: Any) -> Any:
+    """``value(a, b)`` (the overflow-safe form, whose max and |a - b| have kinks at a tie)
+    with the derivative ``ta * w + tb * (1 - w)``, ``w = weight(a - out)`` the share of
+    ``a``: smooth everywhere, so second derivatives at a tie are right (JAX does the same)."""
+
+    @custom_jvp
+    def f(a: Any, b: Any) -> Any:
+        return value(a, b)
+
+    @f.defjvp
+    def f_jvp(primals: tuple, tangents: tuple) -> tuple:
+        (a, b), (ta, tb) = primals, tangents
+        out = f(a, b)
+        # weight(a - out) is 1/2 at a tie too, and smooth there; only inf == inf needs it given
+        w = fj.where(fj.logical_and(fj.equal(a, b), fj.isinf(a)), 0.5, weight(fj.subtract(a, out)))
+        return out, fj.add(fj.multiply(ta, w), fj.multiply(tb, fj.subtract(1.0, w)))
+    return f
+
+
+_logaddexp_e = _with_smooth_derivative(lambda a, b: _logaddexp(a, b, lambda t: fj.log1p(fj.exp(t))), fj.exp)
+_logaddexp_2 = _with_smooth_derivative(
+    lambda a, b: _logaddexp(a, b, lambda t: fj.multiply(fj.log1p(exp2(t)), 1 / math.log(2))), lambda t: exp2(t))
 
 
 def _nan_aware(pick: Any):

@@ -7,6 +7,7 @@ programs rather than one per function."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -136,6 +137,16 @@ def test_numpy_spelling_traces_as_flowjit(family):
         got = fj.function(lambda *xs: fn(np, *xs))(*ARGS)
     # (a call with no traced argument, np.geomspace(1, 1000, 4), is NumPy's own: ulps apart)
     _assert_same(got, fj.function(lambda *xs: fn(fj, *xs))(*ARGS), rtol=1e-15)
+
+
+def test_logaddexp_second_derivative_at_a_tie():
+    # d2/da2 logaddexp(a, b) = w (1 - w), w = sigmoid(a - b): 1/4 at a tie (the overflow-safe
+    # form's max and |a - b| have kinks there, so the derivative is declared on its own).
+    for f, scale in ((fj.logaddexp, 1.0), (fj.logaddexp2, math.log(2))):
+        d2 = fj.grad(fj.grad(f))(0.4, 0.4)
+        np.testing.assert_allclose(d2, 0.25 * scale, rtol=1e-12)
+        np.testing.assert_allclose(fj.grad(fj.grad(f), argnums=1)(0.4, 0.4), -0.25 * scale, rtol=1e-12)
+    np.testing.assert_array_equal(fj.grad(fj.logaddexp, argnums=(0, 1))(np.inf, np.inf), [0.5, 0.5])
 
 
 def test_hypot_gradient_at_a_tie():
