@@ -69,10 +69,18 @@ class Emitter:
     forward pass passes ``jvp`` for the forward-mode rules of the same ops."""
 
     def __init__(self, builder: Builder, backward: Callable[..., list[Value]] | None = None,
-                 jvp: Callable[..., list[Value]] | None = None):
+                 jvp: Callable[..., list[Value]] | None = None, active: set[int] | None = None):
         self.builder = builder
         self._backward = backward
         self._jvp = jvp
+        # The ids of the values a differentiated value reaches, when the pass knows them.
+        self.active = active
+
+    def wants(self, v: Value) -> bool:
+        """Whether the pass running a rule needs the derivative through ``v``: False for a value
+        no differentiated value reaches. A rule with no derivative for an input (gammainc's order
+        ``a``) refuses it only where it is wanted, as JAX, whose zero tangents are symbolic."""
+        return self.active is None or v.id in self.active
 
     def backward(self, block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: Sequence[Value],
                  wrt: Sequence[Value]) -> list[Value]:

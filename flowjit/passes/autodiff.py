@@ -28,6 +28,15 @@ def _differentiable(v: Value) -> bool:
     return v.type.dtype.is_inexact
 
 
+def _active(ops: Sequence[Op], wrt: Sequence[Value]) -> set[int]:
+    """The ids of ``wrt`` and of every value of ``ops`` computed from them through differentiable ops."""
+    active = {v.id for v in wrt}
+    for op in ops:
+        if op.primitive.differentiable and any(x.id in active for x in op.inputs):
+            active.update(r.id for r in op.results)
+    return active
+
+
 def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: Sequence[Value],
              wrt: Sequence[Value]) -> list[Value]:
     """Append to ``block`` the ops computing the cotangents of ``wrt`` given cotangents
@@ -37,7 +46,7 @@ def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: S
     builder = Builder(block)
     # Rules of ops that own blocks differentiate those blocks through e.backward: the ir
     # layer cannot import this pass, so the pass hands itself down.
-    e = Emitter(builder, backward=backward)
+    e = Emitter(builder, backward=backward, active=_active(ops, wrt))
 
     def add(v: Value, g: Value | None) -> None:
         if g is None or not _differentiable(v):

@@ -52,6 +52,7 @@ def _elementwise_jvp(e: Emitter, op: Op, ts: list[Value | None]) -> Value | None
     def wide(v: Value) -> Value:
         return v if v.type.shape == y.type.shape else e.broadcast_to(v, shape=y.type.shape)
     xs = [wide(x) for x in op.inputs]
+    e.active = (e.active or set()) | {x.id for x, t in zip(xs, ts) if t is not None}
     total = None
     for i, t in enumerate(ts):
         if t is None:
@@ -68,7 +69,16 @@ def _elementwise_jvp(e: Emitter, op: Op, ts: list[Value | None]) -> Value | None
 def _op_jvp(block: Block, e: Emitter, op: Op, ts: list[Value | None]) -> list[Value | None]:
     """The tangents of ``op``'s results given ``ts`` (one tangent or None per input): the
     transpose of the op's VJP rule, run on placeholder cotangents (real elementwise ops
-    take the shortcut of ``_elementwise_jvp``)."""
+    take the shortcut of ``_elementwise_jvp``). The rule is told which inputs carry a
+    tangent (``Emitter.wants``)."""
+    prev, e.active = e.active, {x.id for x, t in zip(op.inputs, ts) if t is not None}
+    try:
+        return _transposed_vjp(block, e, op, ts)
+    finally:
+        e.active = prev
+
+
+def _transposed_vjp(block: Block, e: Emitter, op: Op, ts: list[Value | None]) -> list[Value | None]:
     p = op.primitive
     if p.kind == "elementwise" and not op.blocks and len(op.results) == 1:
         t = _elementwise_jvp(e, op, ts)

@@ -171,6 +171,20 @@ def test_vmap_over_the_argument_and_the_order():
     np.testing.assert_allclose(got, ss.jn(n[:, None], x), rtol=1e-12)
 
 
+def test_a_float_order_traced_but_not_differentiated_gives_the_derivative_in_x():
+    # The order is an argument of the traced program, as a fitted distribution's shape; no
+    # derivative flows to it, so none is refused (JAX's symbolic zero tangents).
+    x, a = np.array([0.5, 1.5, 4.0]), np.array([1.5, 2.5, 0.7])
+    want = _fd(lambda x: ss.gammainc(a, x), x)
+    f = fj.function(lambda a, x: fj.grad(lambda x: S.gammainc(a, x).sum())(x))
+    np.testing.assert_allclose(f(a, x), want, rtol=1e-6)
+    np.testing.assert_allclose(fj.function(fj.grad(lambda x, a: S.gammainc(a, x).sum()))(x, a), want, rtol=1e-6)
+    _, tangent = fj.jvp(lambda x: S.gammainc(a, x), (x,), (np.ones(3),))
+    np.testing.assert_allclose(tangent, want, rtol=1e-6)
+    with pytest.raises(AutodiffError, match="gammainc at .* order parameter a"):
+        fj.jvp(lambda a: S.gammainc(a, x), (a,), (np.ones(3),))
+
+
 def test_integer_order_traced_in_a_compiled_function():
     f = fj.function(lambda a, x: fj.grad(lambda x: S.gammaincc(a, x).sum())(x))
     x = np.array([0.5, 1.5, 4.0])

@@ -7,9 +7,9 @@ gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = pol
 ``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
 real dtype (integer orders stay integers); their derivative with respect to an order has no
-closed form, and, as JAX's, it is refused: the VJP raises unless no gradient can reach the order
-(a constant, an integer, ``stop_gradient``). They broadcast as elementwise ops do and batch with
-the elementwise rule.
+closed form, and, as JAX's, it is refused: the VJP raises where the pass wants that derivative
+(the order depends on a differentiated value), and gives none otherwise. They broadcast as
+elementwise ops do and batch with the elementwise rule.
 """
 
 from __future__ import annotations
@@ -94,32 +94,15 @@ _declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overfl
 
 
 # ---- VJP rules -------------------------------------------------------------------------------
-def _unreachable(v: Any) -> bool:
-    """Whether no gradient can reach ``v``: an integer, or a value computed only from constants,
-    integers and stop_gradient (a VJP's own ``v - 1`` included, which a second derivative sees)."""
-    seen: set[int] = set()
-    todo = [v]
-    while todo:
-        u = todo.pop()
-        if u.id in seen or not u.type.dtype.is_inexact:
-            continue
-        seen.add(u.id)
-        op = u.producer
-        if op is None or op.blocks:
-            return False  # an argument (or a block's result): a gradient may reach it
-        if op.primitive.differentiable:
-            todo.extend(op.inputs)
-    return True
-
-
 def _no_order_gradient(e: Any, fn: str, param: str, v: Any) -> None:
-    """None (no cotangent) for an order parameter no gradient reaches; else the error JAX gives."""
-    if _unreachable(v):
+    """None (no cotangent) for an order parameter no differentiated value reaches (the pass says
+    which, ``Emitter.wants``); else the error JAX gives."""
+    if not v.type.dtype.is_inexact or not e.wants(v):
         return None
     where = f" at {e.builder.loc}" if e.builder.loc else ""
     raise AutodiffError(f"{fn}{where} has no derivative with respect to its order parameter {param} (no closed "
-                        f"form; JAX refuses it too); differentiate only with respect to x, and pass {param} "
-                        f"as a constant or through fj.stop_gradient({param}) when it is traced")
+                        f"form; JAX refuses it too); differentiate only with respect to x, or pass "
+                        f"fj.stop_gradient({param})")
 
 
 def _order_as(e: Any, v: Any, like: Any) -> Any:
