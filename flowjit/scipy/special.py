@@ -26,10 +26,10 @@ from flowjit.tracer.custom_gradients import stop_gradient
 ArrayLike = Any
 
 __all__ = [
-    "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "expit", "gamma",
-    "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i1", "iv", "ive", "j0", "j1", "jn", "jv",
-    "log_ndtr", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma",
-    "xlog1py", "xlogy", "y0", "y1", "yn", "yv",
+    "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "expit", "factorial",
+    "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1", "i1e", "iv", "ive", "j0", "j1",
+    "jn", "jv", "kl_div", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+    "polygamma", "psi", "rel_entr", "rgamma", "softmax", "xlog1py", "xlogy", "y0", "y1", "yn", "yv",
 ]
 
 
@@ -93,6 +93,12 @@ def rgamma(x: ArrayLike) -> Any:
     """``1 / Gamma(x)``, zero at the poles, as ``scipy.special.rgamma``."""
     s = gammasgn(x)
     return fnp.where(fnp.isnan(s), 0.0, s * fnp.exp(-gammaln(x)))
+
+
+def factorial(n: ArrayLike) -> Any:
+    """``n!`` as ``Gamma(n + 1)`` (0 for negative n), as ``scipy.special.factorial(n, exact=False)``."""
+    g = gamma(fnp.add(n, 1))
+    return fnp.where(fnp.less(n, 0), fnp.zeros_like(g), g)
 
 
 def multigammaln(a: ArrayLike, d: int) -> Any:
@@ -203,6 +209,32 @@ def entr(x: ArrayLike) -> Any:
     return fnp.where(fnp.less(x, 0), fnp.full_like(neg, -math.inf), neg)
 
 
+def rel_entr(x: ArrayLike, y: ArrayLike) -> Any:
+    """``x log(x / y)`` for positive x and y, 0 where ``x == 0 <= y``, inf elsewhere, as
+    ``scipy.special.rel_entr``."""
+    terms = fnp.multiply(x, fnp.log(fnp.divide(x, y)))
+    inside = fnp.logical_and(fnp.greater(x, 0), fnp.greater(y, 0))
+    at_zero = fnp.logical_and(fnp.equal(x, 0), fnp.greater_equal(y, 0))
+    return fnp.where(inside, terms, fnp.where(at_zero, fnp.zeros_like(terms), fnp.full_like(terms, math.inf)))
+
+
+def kl_div(x: ArrayLike, y: ArrayLike) -> Any:
+    """``x log(x / y) - x + y`` for positive x and y, y where ``x == 0 <= y``, inf elsewhere, as
+    ``scipy.special.kl_div``."""
+    r = rel_entr(x, y)
+    return r - fnp.where(fnp.isinf(r), fnp.zeros_like(r), fnp.subtract(x, y))
+
+
+def softmax(x: ArrayLike, axis: Any = None) -> Any:
+    """``exp(x) / sum(exp(x), axis)`` without overflow, as ``scipy.special.softmax``."""
+    return fnp.exp(log_softmax(x, axis=axis))
+
+
+def log_softmax(x: ArrayLike, axis: Any = None) -> Any:
+    """``x - logsumexp(x, axis)``, as ``scipy.special.log_softmax``."""
+    return fnp.subtract(x, logsumexp(x, axis=axis, keepdims=True))
+
+
 def logsumexp(a: ArrayLike, axis: Any = None, b: ArrayLike | None = None, keepdims: bool = False,
               return_sign: bool = False) -> Any:
     """``log(sum(b * exp(a), axis))`` without overflow, as ``scipy.special.logsumexp``: the
@@ -283,3 +315,13 @@ def i0(x: ArrayLike) -> Any:
 def i1(x: ArrayLike) -> Any:
     """``I_1(x)``, as ``scipy.special.i1``."""
     return iv(1, x)
+
+
+def i0e(x: ArrayLike) -> Any:
+    """``I_0(x) exp(-|x|)``, as ``scipy.special.i0e``."""
+    return ive(0, x)
+
+
+def i1e(x: ArrayLike) -> Any:
+    """``I_1(x) exp(-|x|)``, as ``scipy.special.i1e``."""
+    return ive(1, x)

@@ -39,6 +39,9 @@ UNARY = {
     "y1": (S.y1, ss.y1, X * 5),
     "i0": (S.i0, ss.i0, X * 5),
     "i1": (S.i1, ss.i1, X * 5),
+    "i0e": (S.i0e, ss.i0e, UNIT * 8 + 0.3),  # away from the kink of exp(-|x|) at 0
+    "i1e": (S.i1e, ss.i1e, X * 5),
+    "factorial": (S.factorial, lambda n: ss.factorial(n, exact=False), X),
 }
 # Functions with orders, differentiated in x (the last argument): (fj, scipy, orders, x).
 ORDERED = {
@@ -91,6 +94,16 @@ def test_composed_functions_of_two_arguments():
     x, y = np.array([0.0, 0.5, 2.0]), np.array([0.0, 3.0, 0.25])
     np.testing.assert_allclose(S.xlogy(x, y), ss.xlogy(x, y))
     np.testing.assert_allclose(S.xlog1py(x, y - 1), ss.xlog1py(x, y - 1))
+    for f, ref in ((S.rel_entr, ss.rel_entr), (S.kl_div, ss.kl_div)):
+        u, w = np.array([0.0, 0.0, 0.5, 2.0, -1.0, 1.0]), np.array([0.0, 3.0, 0.25, 1.0, 1.0, -1.0])
+        np.testing.assert_allclose(f(u, w), ref(u, w), rtol=1e-13)
+        got = fj.grad(lambda u: f(u, w[2:4]).sum())(u[2:4])
+        np.testing.assert_allclose(got, _fd(lambda u: ref(u, w[2:4]), u[2:4]), rtol=1e-6)
+    m = np.array([[1.0, -2.0, 30.0], [0.5, 0.25, -4.0]])
+    for axis in (None, 0, 1):
+        np.testing.assert_allclose(S.softmax(m, axis=axis), ss.softmax(m, axis=axis), rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(S.log_softmax(m, axis=axis), ss.log_softmax(m, axis=axis), rtol=1e-12,
+                                   atol=1e-14)
     for d in (1, 2, 3):
         np.testing.assert_allclose(S.multigammaln(np.array([4.2, 5.5]), d), ss.multigammaln(np.array([4.2, 5.5]), d),
                                    rtol=1e-12)
@@ -212,7 +225,7 @@ def test_polygamma_needs_a_concrete_order():
 
 
 JAX_NAMES = ["gammaln", "digamma", "gamma", "erf", "erfc", "erfinv", "ndtr", "ndtri", "log_ndtr", "logit",
-             "expit", "entr", "i0", "i1", "rgamma"]
+             "expit", "entr", "i0", "i1", "i0e", "i1e", "factorial", "rgamma"]
 
 
 @pytest.mark.parametrize("name", JAX_NAMES)
