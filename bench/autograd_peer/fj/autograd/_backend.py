@@ -15,9 +15,9 @@ SECTIONS = {
     "numpy.linalg": flowjit.linalg,
     "numpy.fft": flowjit.fft,
     "scipy.special": flowjit.scipy.special,
-    "scipy.stats": {},
-    "scipy.stats.multivariate_normal": {},
-    "scipy.linalg": {},
-    "scipy.signal": {},
+    "scipy.stats": flowjit.scipy.stats,
+    "scipy.stats.multivariate_normal": flowjit.scipy.stats.multivariate_normal,
+    "scipy.linalg": flowjit.scipy.linalg,
+    "scipy.signal": flowjit.scipy.signal,
     "scipy.integrate": {},
 }
