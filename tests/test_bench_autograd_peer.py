@@ -9,7 +9,7 @@ import pytest
 
 from bench import autograd_peer
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(autograd_peer.MIRROR),
+needs_mirror = pytest.mark.skipif(not os.path.isdir(autograd_peer.MIRROR),
                                 reason="no local mirror of HIPS/autograd")
 
 
@@ -20,6 +20,7 @@ def suite(tmp_path_factory) -> Path:
     return path
 
 
+@needs_mirror
 def test_smoke_two_files_counts_from_junit(suite, tmp_path, capsys):
     out = tmp_path / "out"
     autograd_peer.main(["--suite", str(suite), "--out", str(out), "--modules", "fj", "--tiers", "core",
@@ -39,6 +40,7 @@ def test_smoke_two_files_counts_from_junit(suite, tmp_path, capsys):
     assert "**warning** | core collected 8 tests for fj, pinned 128" in report
 
 
+@needs_mirror
 def test_a_shim_failure_is_counted_as_a_failure(suite, tmp_path, capsys):
     (suite / "tests" / "test_peer_shim_probe.py").write_text(
         "import autograd.numpy as np\n"
@@ -58,6 +60,7 @@ def test_a_shim_failure_is_counted_as_a_failure(suite, tmp_path, capsys):
     assert "- **1** missing function numpy.no_such_function_in_flowjit" in report
 
 
+@needs_mirror
 def test_a_file_that_cannot_run_is_an_error(suite, tmp_path):
     (suite / "tests" / "test_peer_broken.py").write_text("import autograd.no_such_module\n")
     xml = autograd_peer.run_file(suite, "fj", "test_peer_broken.py", tmp_path, 60, 600, False, [])
@@ -78,3 +81,56 @@ def test_causes_group_by_origin_and_keep_what_tells_them_apart():
         cause("flowjit.ir.errors.AutodiffError: grad of f: got f64[1,1]")
     assert cause("AssertionError: Derivative (VJP) check of vjp_fun failed with arg 2.0:\nanalytic: 1") == \
         "numerical mismatch: VJP against finite differences"
+
+
+_SHIM_PROBE = '''
+import warnings
+import numpy as onp
+import autograd.numpy as np
+from autograd import grad, deriv
+from autograd.core import primitive
+from autograd.extend import defjvp, defvjp, primitive as extend_primitive
+
+@extend_primitive
+def scaled(x, k):                 # k (an int) is static
+    return x * k
+defvjp(scaled, lambda ans, x, k: lambda g: 10.0 * g)   # deliberately not the true derivative
+assert grad(lambda x: np.sum(scaled(x, 3)))(onp.ones(2)).tolist() == [10.0, 10.0]
+
+@extend_primitive
+def cube(x):
+    return x ** 3
+defjvp(cube, lambda g, ans, x: 7.0 * g)
+assert float(deriv(cube)(2.0)) == 7.0
+
+@primitive
+def mul(x, y):
+    return x * y
+with warnings.catch_warnings(record=True):
+    mul.defgrad(lambda ans, x, y: lambda g: y * g)
+    mul.defvjp(lambda g, ans, vs, gvs, x, y: x * g + 1.0, argnum=1)
+gx = grad(lambda x, y: np.sum(mul(x, y)), 0)(onp.full(2, 2.0), onp.full(2, 5.0))
+gy = grad(lambda x, y: np.sum(mul(x, y)), 1)(onp.full(2, 2.0), onp.full(2, 5.0))
+assert gx.tolist() == [5.0, 5.0] and gy.tolist() == [3.0, 3.0]
+
+plain = extend_primitive(lambda x: 2.0 * x)   # no rule: the library differentiates it
+assert float(grad(plain)(1.0)) == 2.0
+
+assert type(np.where(True, 1, 2)) is int and np.where(False, 1, 2.0) == 2.0
+assert np.where(True, [1, 2], [3, 4]) == [1, 2]
+assert not isinstance(np.where(True, onp.ones(1), onp.zeros(1)), list)
+print("probe ok")
+'''
+
+
+def test_shim_maps_autograd_primitives_onto_custom_rules_and_keeps_autograds_where():
+    # autograd.extend.primitive with defvjp is fj.custom_vjp, with only defjvp fj.custom_jvp
+    # (the rules above are deliberately wrong, so a pass shows they were used and not the
+    # library's own derivative); autograd's where returns Python values for Python inputs.
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(autograd_peer.SHIMS / "fj"), str(autograd_peer.SHIMS / "shared")]))
+    run = subprocess.run([sys.executable, "-c", _SHIM_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "probe ok" in run.stdout

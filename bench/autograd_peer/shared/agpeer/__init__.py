@@ -76,3 +76,31 @@ def stats_getattr(name: str):
     if not name.startswith("_") and hasattr(getattr(scipy.stats, name, None), "rvs"):
         return _Distribution(name)
     return forwarding("scipy.stats")(name)
+
+
+def custom_where(condition, *args, **kwargs):
+    """autograd.numpy.where (autograd/numpy/__init__.py at bff107b): the library's ``where``,
+    except that without any array among its arguments (Python scalars and lists) the result is
+    a Python value again, as autograd returns it."""
+    from autograd import _backend
+
+    where = _backend.SECTIONS["numpy"].where
+    if not args and not kwargs:
+        return where(condition)
+    if len(args) + len(kwargs) != 2:
+        raise ValueError("either both or neither of x and y should be given")
+    x = args[0] if len(args) > 0 else kwargs.get("x")
+    y = args[1] if len(args) > 1 else kwargs.get("y")
+    res = where(condition, x, y)
+    if any(_is_array(v) for v in (condition, x, y)):
+        return res
+    return res.tolist()
+
+
+def _is_array(x) -> bool:
+    """Whether ``x`` is (or a list or tuple holds) an array or a traced value."""
+    from autograd import _backend
+
+    if isinstance(x, (list, tuple)):
+        return any(_is_array(v) for v in x)
+    return isinstance(x, _backend.Tracer) or hasattr(x, "shape") and hasattr(x, "dtype")

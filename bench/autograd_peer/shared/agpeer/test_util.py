@@ -86,6 +86,8 @@ def _tree(x):
         return (type(x).__name__, tuple(_tree(v) for v in x))
     if isinstance(x, dict):
         return ("dict", tuple((k, _tree(v)) for k, v in x.items()))
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # an array, or the library's traced value
+        return ("leaf", tuple(x.shape), onp.dtype(x.dtype))
     a = onp.asarray(x)
     return ("leaf", a.shape, a.dtype)
 

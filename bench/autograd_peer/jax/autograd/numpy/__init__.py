@@ -1,4 +1,5 @@
 """autograd.numpy: JAX's NumPy namespace (a missing name raises AttributeError)."""
+from agpeer import custom_where as where  # noqa: F401  (autograd's own where)
 from agpeer import forwarding
 
 from . import fft, linalg, random  # noqa: F401
