@@ -8,4 +8,4 @@ Each submodule is imported here, one line each, so ``fj.scipy.<module>`` works a
 from flowjit.scipy import special  # noqa: F401
 
 # isort: split
-from flowjit.scipy import linalg, signal, stats  # noqa: E402, F401
+from flowjit.scipy import integrate, linalg, signal, stats  # noqa: E402, F401

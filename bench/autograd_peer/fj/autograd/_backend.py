@@ -1,7 +1,8 @@
 """What of flowjit the autograd shim uses: the transforms (fj.grad, fj.vjp, fj.jvp, fj.jacrev,
-fj.hessian, fj.remat once it exists), its NumPy namespace, and the scipy functions it has under
-another name. Sections absent here (scipy.stats, scipy.linalg, scipy.signal, scipy.integrate)
-have nothing in flowjit yet, and their tests fail on the missing name."""
+fj.hessian, fj.remat), its NumPy namespace, and fj.scipy (special, stats, linalg, signal,
+integrate); a name flowjit lacks fails its tests on the missing name."""
+from agpeer import scipy_odeint
+
 import flowjit
 import flowjit.nn.functional
 from flowjit.tracer.core import Tracer  # noqa: F401  (autograd.tracer.isbox)
@@ -19,5 +20,5 @@ SECTIONS = {
     "scipy.stats.multivariate_normal": flowjit.scipy.stats.multivariate_normal,
     "scipy.linalg": flowjit.scipy.linalg,
     "scipy.signal": flowjit.scipy.signal,
-    "scipy.integrate": {},
+    "scipy.integrate": {"odeint": scipy_odeint(flowjit.scipy.integrate.odeint)},
 }

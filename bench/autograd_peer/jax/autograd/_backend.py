@@ -7,20 +7,15 @@ import jax.scipy.linalg
 import jax.scipy.signal
 import jax.scipy.special
 import jax.scipy.stats
+from agpeer import scipy_odeint
 from jax.core import Tracer  # noqa: F401  (autograd.tracer.isbox)
-from jax.experimental.ode import odeint as _odeint
+from jax.experimental.ode import odeint
 
 jax.config.update("jax_enable_x64", True)
 
 NAME = "jax"
 transforms = jax
 numpy = jax.numpy
-
-
-def odeint(func, y0, t, args=(), **kwargs):
-    """scipy's (and autograd's) odeint signature, extra arguments as a tuple ``args``, onto
-    jax.experimental.ode.odeint, which takes them as positional arguments."""
-    return _odeint(func, y0, t, *args, **kwargs)
 
 
 SECTIONS = {
@@ -32,5 +27,5 @@ SECTIONS = {
     "scipy.stats.multivariate_normal": jax.scipy.stats.multivariate_normal,
     "scipy.linalg": jax.scipy.linalg,
     "scipy.signal": jax.scipy.signal,
-    "scipy.integrate": {"odeint": odeint},
+    "scipy.integrate": {"odeint": scipy_odeint(odeint)},
 }

@@ -104,3 +104,13 @@ def _is_array(x) -> bool:
     if isinstance(x, (list, tuple)):
         return any(_is_array(v) for v in x)
     return isinstance(x, _backend.Tracer) or hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def scipy_odeint(odeint):
+    """scipy's (and autograd's) ``odeint(func, y0, t, args=(), ...)`` onto a library odeint that
+    takes the extra arguments positionally (jax.experimental.ode.odeint, fj.scipy.integrate)."""
+
+    def scipy_signature(func, y0, t, args=(), **kwargs):
+        return odeint(func, y0, t, *args, **kwargs)
+
+    return scipy_signature
