@@ -10,11 +10,24 @@ int array) gives NumPy's default dtype of the scalar's kind (float64).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from flowjit.ir.errors import FlowjitTypeError
+
+# How ``fj.float32(x)`` converts ``x``: the tracer's astype (it lives above this layer and
+# registers itself when imported); None until then.
+_constructor: Callable[[Any, DType], Any] | None = None
+
+
+def register_constructor(fn: Callable[[Any, DType], Any]) -> None:
+    """Set how calling a dtype converts a value (``fn(x, dtype)``); the tracer registers its
+    ``astype`` so that ``fj.int64(traced)`` is a traced conversion."""
+    global _constructor
+    _constructor = fn
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +67,14 @@ class DType:
 
     def __hash__(self) -> int:
         return hash(self.short)
+
+    def __call__(self, x: Any) -> Any:
+        """``x`` (a Python number, a list, an array or a traced value) converted to this dtype,
+        as ``np.float32(x)`` and ``jnp.float32(x)``: through the tracer's ``astype``, which
+        registers itself (``register_constructor``), so a traced value stays traced."""
+        if _constructor is None:
+            return np.asarray(x).astype(self.np)
+        return _constructor(x, self)
 
     @property
     def is_float(self) -> bool:

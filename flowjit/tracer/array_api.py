@@ -30,6 +30,7 @@ from flowjit.ir.dtypes import (
     int8,
     int64,
     promote_types,
+    register_constructor,
     uint64,
 )
 from flowjit.ir.dtypes import dtype as as_dtype
@@ -1546,3 +1547,11 @@ def _array_function(self: Tracer, func: Any, types: Any, args: Sequence[Any], kw
 
 Tracer.__array_ufunc__ = _array_ufunc  # type: ignore[assignment]
 Tracer.__array_function__ = _array_function  # type: ignore[attr-defined]
+
+
+def _construct(x: Any, d: DType) -> Any:
+    # fj.float32(x): as np.float32(x), any array-like converted; a traced value stays traced.
+    return astype(asarray(x), d)
+
+
+register_constructor(_construct)

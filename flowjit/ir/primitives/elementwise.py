@@ -51,8 +51,13 @@ def _elementwise_rule(out_dtype: DType | Callable[[DType], DType] | None = None)
     def rule(in_types: Sequence[TensorType], **attrs) -> TensorType:
         d = same_dtype(in_types)
         shape = broadcast_shapes(*(t.shape for t in in_types))
-        return TensorType(shape, out_dtype(d) if callable(out_dtype) else out_dtype or d)
+        return TensorType(shape, out_dtype(d) if _is_dtype_rule(out_dtype) else out_dtype or d)
     return rule
+
+
+def _is_dtype_rule(out: object) -> bool:
+    # A function of the input dtype, not a fixed dtype (a DType is callable too: fj.int64(x)).
+    return callable(out) and not isinstance(out, DType)
 
 
 def _of_dtype(fn: Callable[..., np.ndarray], out: Callable[[DType], DType]) -> Callable[..., np.ndarray]:
@@ -81,7 +86,7 @@ def _same(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 def _unary(name: str, fn, template, dtypes=FLOAT_DTYPES, domain=None, out=None, diff=True,
            **facts):
-    impl = _of_dtype(fn, out) if callable(out) else _quiet(fn) if out is not None else _same(fn)
+    impl = _of_dtype(fn, out) if _is_dtype_rule(out) else _quiet(fn) if out is not None else _same(fn)
     declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=1, impl=impl, template=template,
             dtypes=dtypes, domain=domain, differentiable=diff, **facts)
 
@@ -89,7 +94,7 @@ def _unary(name: str, fn, template, dtypes=FLOAT_DTYPES, domain=None, out=None, 
 def _binary(name: str, fn, template, dtypes=NUMERIC_DTYPES, domain=None, out=None,
             commutative=False, diff=True, **facts):
     # ``facts``: the algebraic facts of ``Primitive`` (identity, idempotent, self_value).
-    impl = _of_dtype(fn, out) if callable(out) else _quiet(fn) if out is not None else _same(fn)
+    impl = _of_dtype(fn, out) if _is_dtype_rule(out) else _quiet(fn) if out is not None else _same(fn)
     declare(name, kind="elementwise", rule=_elementwise_rule(out), arity=2, impl=impl, template=template,
             dtypes=dtypes, domain=domain, commutative=commutative, differentiable=diff, **facts)
 
