@@ -19,6 +19,13 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
   same input shape (the group's loop shape) and
   the same axes, so "reduce, broadcast back, elementwise" chains such as softmax and
   layer norm become one kernel, and every op's result is no larger than that shape;
+- a kernel computes each op's value at most MAX_RECOMPUTE times per element: the loop
+  lowering computes an op once for each distinct position it is read at, and layout ops
+  (slices, concatenations, pads, transposes) read their input at positions of their own, so
+  an op read through several of them is computed again for each, and chains of such reads
+  multiply (a step that slices and concatenates the result of the step before: 2**k
+  expansions after k steps); an op whose count would pass the bound starts a kernel of its
+  own, whose result the others read from memory;
 - a group never spans two devices; the fusion op keeps its ops' device;
 - transfers between devices (``send``/``recv``) keep their relative order and each recv
   stays after its send: those order edges count as dependencies, so no group or
@@ -51,6 +58,9 @@ VIEW_ROLES = ("permute_axes", "unit_axes_reshape", "row_major_reshape")
 MAX_NAME_PARTS = 6
 # A merged kernel's size is bounded: numba's compile time grows with the function.
 MAX_MERGED_OPS = 96
+# How many times a kernel may compute one op's value per element (see the docstring): a few
+# recomputations of a cheap op (x[1:] - x[:-1] of exp(x)) beat a round trip through memory.
+MAX_RECOMPUTE = 8
 
 
 def _is_scalar_constant(op: Op) -> bool:
@@ -94,11 +104,14 @@ REASONS = {
     "other_consumer": "the producer joined the kernel of another of its consumers",
     "loop_mismatch": "two kernels merge only when they loop over the same shape with the same reduction",
     "size_limit": "a merged kernel holds at most MAX_MERGED_OPS ops",
+    "recompute": "in the kernel the producer would be computed once for each position its layout readers read "
+                 "it at, more than MAX_RECOMPUTE times",
 }
 
 
 class _Group:
-    """Ops being fused, with the loop shape and reduction axes every member must fit."""
+    """Ops being fused, with the loop shape and reduction axes every member must fit, and how
+    many times the kernel would compute each member's value per element (``computed``)."""
 
     def __init__(self, root: Op):
         self.ops: list[Op] = []
@@ -106,10 +119,24 @@ class _Group:
         self.reduce_shape: tuple[int, ...] | None = None
         self.reduce_axes: tuple[int, ...] | None = None
         self.device = root.device
-        self.add(root)
+        self.computed: dict[int, int] = {}
+        self.add(root, 1)
 
-    def refusal(self, op: Op) -> tuple[str, str] | None:
+    def times_computed(self, op: Op, users: list[Op]) -> int:
+        """How many times ``op`` would be computed per element if it joined: its users in the
+        group that read it where they stand (elementwise ops, reductions) share one
+        computation, each layout user reads it at positions of its own."""
+        inside = [u for u in users if id(u) in self.computed]
+        same = max((self.computed[id(u)] for u in inside if u.primitive.kind != "layout"), default=0)
+        return same + sum(self.computed[id(u)] for u in inside if u.primitive.kind == "layout")
+
+    def refusal(self, op: Op, users: list[Op] = ()) -> tuple[str, str] | None:
         """Why ``op`` cannot join this group (a code of ``REASONS`` and words), or None."""
+        times = self.times_computed(op, users)
+        if times > MAX_RECOMPUTE:
+            readers = _names([u for u in users if id(u) in self.computed])
+            return "recompute", f"{op.name} is read by {readers}, layout ops reading it at positions of their " \
+                                f"own: fused, it would be computed {times} times per element"
         if op.device != self.device:
             return "device_change", f"{op.name} runs on {op.device or 'the default device'}, the kernel on " \
                                     f"{self.device or 'the default device'}"
@@ -131,8 +158,9 @@ class _Group:
             return None
         return "larger_loop", f"{op.name} loops over {size} elements, the consumer's kernel over {self.loop_size}"
 
-    def add(self, op: Op) -> None:
+    def add(self, op: Op, times: int) -> None:
         self.ops.append(op)
+        self.computed[id(op)] = max(1, times)
         if op.primitive.kind == "reduction":
             self.reduce_shape = op.inputs[0].type.shape
             self.reduce_axes = _axes_of(op)
@@ -278,12 +306,12 @@ def fusion(fn: Function, record: bool = True) -> Function:
             # Users outside the group read the value as an extra output of the kernel;
             # joining is only sound when none of them leads back into the group.
             outside = [u for u in users if group_of.get(id(u)) is not g]
-            refused = g.refusal(op)
+            refused = g.refusal(op, users)
             if refused is None and _reaches(outside, g, group_of, top):
                 refused = ("cycle", f"a path from {op.name}'s other user {_names(outside)} leads back into "
                                     f"the kernel: joining it would make the kernel wait for itself")
             if refused is None:
-                g.add(op)
+                g.add(op, g.times_computed(op, users))
                 group_of[id(op)] = g
                 break
             for u in users:

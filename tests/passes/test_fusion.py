@@ -181,3 +181,46 @@ def test_joining_a_kernel_never_closes_a_cycle_through_a_library_call():
     verify(fn)
     x, w = X[:, :8], X[:8, :8]
     np.testing.assert_allclose(fj.function(f)(x, w), np.exp(x) * 2 + np.exp(x) @ w, rtol=1e-5)
+
+
+def _slice_and_join_chain(steps):
+    def f(v):
+        for _ in range(steps):
+            v = fj.concatenate([v[:3] * 2.0 + v[3:], v[3:] - v[:3]])
+        return v
+    return f
+
+
+def _lowered_size(fn) -> int:
+    from flowjit.lowering import lower_block
+    from flowjit.lowering.loops import expressions
+    return sum(sum(1 for _ in expressions(lower_block(k.blocks[0]).body)) for k in _kernels(fn))
+
+
+def test_an_op_read_through_several_layout_ops_is_not_recomputed_without_bound():
+    # Each step reads the last one at two shifted positions: fused whole, the loop lowering
+    # computes step 1 2**k times per element (compiling 8 steps took 55 s). The kernel is cut
+    # where an op would be computed more than MAX_RECOMPUTE times, so the lowered code grows
+    # linearly with the steps.
+    from flowjit.passes.fusion import boundaries_of
+    x = np.arange(6.0)
+    small = fj.function(_slice_and_join_chain(8)).ir(x, stage="fused")
+    large = fj.function(_slice_and_join_chain(16)).ir(x, stage="fused")
+    assert _lowered_size(large) <= 3 * _lowered_size(small)
+    assert any(b.code == "recompute" for b in boundaries_of(large))
+    want = x
+    for _ in range(16):
+        want = np.concatenate([want[:3] * 2 + want[3:], want[3:] - want[:3]])
+    np.testing.assert_allclose(fj.function(_slice_and_join_chain(16))(x), want)
+
+
+def test_a_few_shifted_reads_of_a_cheap_op_still_fuse():
+    # A periodic second difference of exp(x): exp is computed five times per element in one
+    # kernel rather than stored and read back.
+    def f(x):
+        e = fj.exp(x)
+        return fj.concatenate([e[1:], e[:1]]) + fj.concatenate([e[-1:], e[:-1]]) - 2 * e
+    x = np.linspace(0.0, 1.0, 8)
+    assert len(_kernels(fj.function(f).ir(x, stage="fused"))) == 1
+    e = np.exp(x)
+    np.testing.assert_allclose(fj.function(f)(x), np.roll(e, -1) + np.roll(e, 1) - 2 * e)
