@@ -193,11 +193,13 @@ def _versions() -> str:
 
 
 def tabulate(results: dict, walls: dict, modules: list[str], tiers: list[str], commit: str, interpret: bool,
-             show: int) -> str:
+             show: int, measured: str | None = None) -> str:
     """The report: a table per tier (one row per module, one per file), a warning for collected
-    counts that differ from the pinned ones, and each module's failures grouped by cause."""
+    counts that differ from the pinned ones, and each module's failures grouped by cause;
+    ``measured`` names what ran (``_versions()`` taken when the run started; now if None)."""
     lines = [f"HIPS/autograd {commit[:12]} tests through bench/autograd_peer shims, "
-             f"{'FLOWJIT_INTERPRET=1' if interpret else 'compiled (default backend)'}; {_versions()}.", ""]
+             f"{'FLOWJIT_INTERPRET=1' if interpret else 'compiled (default backend)'}; "
+             f"{measured or _versions()}.", ""]
     cols = ("collected", "passed", "failed", "error", "skipped")
     lines += ["| tier | module | " + " | ".join(cols) + " | wall s |", "|---" * (3 + len(cols)) + "|"]
     for tier in tiers:
@@ -255,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"HIPS/autograd {commit} unpacked in {args.suite}")
         return
     args.out.mkdir(parents=True, exist_ok=True)
+    measured = _versions()  # before the run: a checkout edited while it runs is not what ran
     results: dict = defaultdict(dict)
     walls: dict = defaultdict(dict)
     results["_files"] = {t: [f for f in tier_files(args.suite, t) if not args.files or f in args.files]
@@ -273,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
                     ET.parse(xml).getroot().iter("testsuite").__next__().get("time", 0) or 0)
                 results[m][f] = summarize(xml)
                 print(f"# {m:4} {tier:9} {f:24} {dict(results[m][f][0])} {walls[m][f]:.0f}s", file=sys.stderr)
-    report = tabulate(results, walls, args.modules, args.tiers, commit, args.interpret, args.show)
+    report = tabulate(results, walls, args.modules, args.tiers, commit, args.interpret, args.show,
+                      measured if not args.no_run else _versions())
     print(report)
     if args.record:
         path = Path(__file__).resolve().parent / "results" / f"autograd-peer-{datetime.date.today()}.md"

@@ -134,3 +134,23 @@ def test_shim_maps_autograd_primitives_onto_custom_rules_and_keeps_autograds_whe
     run = subprocess.run([sys.executable, "-c", _SHIM_PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "probe ok" in run.stdout
+
+
+def test_the_report_names_the_checkout_as_it_was_when_the_run_started(tmp_path, monkeypatch, capsys):
+    # The checkout may change while the suite runs (20 minutes): the report names what ran.
+    edited = []
+    monkeypatch.setattr(autograd_peer, "_versions", lambda: "flowjit bbbb with uncommitted changes" if edited
+                        else "flowjit aaaa, at the start")
+
+    def fake_run(suite, module, test_file, out, *rest):
+        edited.append(test_file)  # the checkout is edited while this file's tests run
+        xml = out / f"{module}-{test_file.removesuffix('.py')}.xml"
+        xml.write_text('<testsuites><testsuite name="s" time="1"><testcase classname="test_direct" name="t"/>'
+                       '</testsuite></testsuites>')
+        return xml
+
+    monkeypatch.setattr(autograd_peer, "run_file", fake_run)
+    autograd_peer.main(["--suite", str(tmp_path / "suite"), "--out", str(tmp_path / "out"), "--modules", "fj",
+                        "--tiers", "core", "--files", "test_direct.py"])
+    report = capsys.readouterr().out
+    assert "flowjit aaaa, at the start" in report and "bbbb" not in report
