@@ -119,7 +119,10 @@ def _sqrtm(a: Any) -> Any:
         # first steps converge as fast as the last; it tends to 1 as Y Z tends to I.
         mu = fnp.abs(la.det(y) * la.det(z)) ** (-0.5 / n)
         y, z = 0.5 * (mu * y + la.inv(z) / mu), 0.5 * (mu * z + la.inv(y) / mu)
-    return y
+    # Without a real principal root (an eigenvalue on the negative real axis) the iteration
+    # does not converge: NaN then, as np.sqrt(-1.0), not a matrix whose square is not A.
+    residual = la.norm(y @ y - a) / fnp.maximum(la.norm(a), np.finfo(a.dtype.np).tiny)
+    return fnp.where(residual <= float(np.sqrt(np.finfo(a.dtype.np).eps)), y, np.nan)
 
 
 @_sqrtm.defjvp
@@ -132,7 +135,8 @@ def sqrtm(A: ArrayLike, disp: bool = True, blocksize: int = 64) -> Any:
     """The principal square root X of the square matrix ``A`` (X @ X = A), as
     ``scipy.linalg.sqrtm`` for a real A whose root is real (no eigenvalue on the closed negative
     real axis): scaled Denman-Beavers iterations, and the derivative dX that solves
-    ``X dX + dX X = dA`` (forward, reverse, any order). ``disp`` and ``blocksize`` are accepted."""
+    ``X dX + dX X = dA`` (forward, reverse, any order). A matrix without a real root (scipy
+    returns a complex one) gives NaN. ``disp`` and ``blocksize`` are accepted."""
     return _sqrtm(_square(A, "sqrtm", "A"))
 
 

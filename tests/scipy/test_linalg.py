@@ -100,3 +100,13 @@ def test_bad_input():
         L.solve_sylvester(np.eye(3), np.eye(2), np.ones((2, 3)))
     with pytest.raises(fj.ShapeError, match="ab must have shape"):
         L.solve_banded((1, 1), np.ones((2, 5)), np.ones(5))
+
+
+def test_sqrtm_of_a_matrix_without_a_real_root_is_nan_not_a_wrong_matrix():
+    # Eigenvalues -1.6, -0.34, 0.86: scipy's root is complex; the real iteration does not
+    # converge, and returned a matrix whose square was 2.2 away from A (autograd's test_sqrtm).
+    r = np.random.default_rng(0).standard_normal((3, 3))
+    a = 0.5 * (r + r.T)
+    assert np.isnan(np.asarray(L.sqrtm(a))).all()
+    assert np.isnan(np.asarray(fj.function(L.sqrtm)(a))).all()
+    assert np.isnan(np.asarray(fj.grad(lambda a: fj.sum(L.sqrtm(a)))(a))).all()
