@@ -218,7 +218,8 @@ def odeint(func: Callable[..., Any], y0: Any, t: ArrayLike, *args: Any, rtol: fl
     ``hmax``. Differentiable in reverse mode to second order by the adjoint method (the
     adjoint integrated by ``odeint`` itself) in ``y0``, ``t`` and ``args`` (arrays or pytrees
     of them); values that ``func`` closes over are constants to the derivative: pass them in
-    ``args``. Forward mode and vmap go through the loops themselves."""
+    ``args``. ``fj.vmap`` batches it; forward mode (``fj.jvp``) raises, as JAX's does (the
+    adjoint is a reverse-mode rule)."""
     t = fnp.asarray(t)
     leaves = pytree.flatten(y0)[0]
     if not leaves:

@@ -86,3 +86,13 @@ def test_gradient_compiled_matches_eager_and_jax():
 def test_bad_times_name_the_problem():
     with pytest.raises(ShapeError, match="t must be a 1-d array"):
         odeint(_func, Y0, np.ones((2, 2)), A1, A2)
+
+
+def test_vmap_batches_initial_states_and_forward_mode_is_refused_as_in_jax():
+    ts = np.array([0.0, 0.5, 1.0])
+    y0s = np.array([[1.0, 2.0], [3.0, -1.0]])
+    k = np.array([0.5, 1.5])
+    got = fj.vmap(lambda y0: odeint(lambda y, t, k: -k * y, y0, ts, k))(y0s)
+    np.testing.assert_allclose(got, y0s[:, None, :] * np.exp(-k * ts[:, None]), rtol=1e-7)
+    with pytest.raises(fj.AutodiffError, match="forward mode"):
+        fj.jvp(lambda k: odeint(lambda y, t, k: -k * y, y0s[0], ts, k), (k,), (np.ones(2),))
