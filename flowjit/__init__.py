@@ -200,6 +200,7 @@ from flowjit.tracer.array_api import (
     zeros_like,
 )
 from flowjit.tracer.autodiff import grad, value_and_grad, vjp
+from flowjit.tracer.callback import pure_callback
 from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop
 from flowjit.tracer.core import device
 from flowjit.tracer.custom_gradients import custom_jvp, custom_vjp, stop_gradient

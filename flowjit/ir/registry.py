@@ -259,6 +259,9 @@ class Primitive:
     at axis 0 (the batch size is that axis's length); it emits the batched op(s) with ``e`` and
     returns every result with a flag saying whether it carries the batch at axis 0. Left None,
     ``flowjit.ir.batching`` derives a rule from the declared kind, role and attrs.
+    ``no_derivative``: why the primitive has no derivative though values flow through it (a
+    host callback); reverse and forward mode raise with these words where a derivative
+    through one of its ops is wanted (a non-differentiable primitive would give zero instead).
     ``maps_leading_dims``: the op maps over its operands' leading dimensions, which must be
     equal (NumPy's linalg over stacks of matrices, an FFT over its trailing axes), so a batch
     is one more leading dimension.
@@ -280,7 +283,8 @@ class Primitive:
                  no_axes_identity: Sequence[DType] = (), role: str | None = None,
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
                  loop: Loop | None = None, batch: Callable[..., Any] | None = None,
-                 maps_leading_dims: bool = False, jvp: Callable[..., Any] | None = None, doc: str = ""):
+                 maps_leading_dims: bool = False, jvp: Callable[..., Any] | None = None, no_derivative: str = "",
+                 doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
         assert loop is None or num_blocks != 0, f"{name}: a loop owns blocks"
@@ -311,6 +315,7 @@ class Primitive:
         self.batch = batch
         self.jvp = jvp
         self.maps_leading_dims = maps_leading_dims
+        self.no_derivative = no_derivative
         self.doc = doc
 
     @property

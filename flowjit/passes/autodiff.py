@@ -67,7 +67,8 @@ def backward(block: Block, ops: Sequence[Op], outputs: Sequence[Value], seeds: S
             continue
         if p.vjp is None:
             where = f" at {op.loc}" if op.loc else ""
-            raise AutodiffError(f"no gradient for {p.name}{where}: its VJP rule is not written yet")
+            why = p.no_derivative or "its VJP rule is not written yet"
+            raise AutodiffError(f"no gradient for {p.name}{where}: {why}")
         builder.loc, builder.device = op.loc, op.device
         if op.blocks or len(op.results) != 1:  # control flow, eigh, svd: every result's cotangent
             gs = [c if c is not None else e.zeros(r.type) for c, r in zip(cts, op.results)]

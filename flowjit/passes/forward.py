@@ -150,8 +150,8 @@ def jvp(block: Block, ops: Sequence[Op], wrt: Sequence[Value], tangents: Sequenc
             continue
         where = f" at {op.loc}" if op.loc else ""
         if p.vjp is None and p.jvp is None:
-            raise AutodiffError(f"no forward-mode derivative for {p.name}{where}: it is derived from the VJP "
-                                "rule, which is not written yet")
+            raise AutodiffError(f"no forward-mode derivative for {p.name}{where}: " + (
+                p.no_derivative or "it is derived from the VJP rule, which is not written yet"))
         builder.loc, builder.device = op.loc, op.device
         mark = len(block.ops)
         if p.jvp is not None:

@@ -37,6 +37,7 @@ from flowjit.ir import (
 )
 from flowjit.ir.dtypes import ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, DType, bool_, int32, int64
 from flowjit.ir.parser import parse_type
+from flowjit.ir.primitives.callback import register_callback
 from flowjit.ir.printer import format_literal
 from flowjit.ir.registry import PRIMITIVES, Literal, Primitive, all_primitives, attr, broadcast_shapes, declare
 
@@ -649,6 +650,20 @@ def _recv(c: Ctx, p: Primitive):
     return [], {"key": key, "src": "cpu:0", "shape": v.type.shape, "dtype": v.type.dtype}
 
 
+def _reverse_elements(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x.reshape(-1)[::-1].reshape(x.shape))
+
+
+_REVERSE = register_callback(_reverse_elements)
+
+
+def _pure_callback(c: Ctx, p: Primitive):
+    # A registered NumPy function of one value of any dtype and shape, returning its type.
+    x = c.value(ALL_DTYPES)
+    return [x], {"callback": _REVERSE, "results": str(x.type),
+                 "vmap_method": c.choose(["", "sequential", "expand_dims", "broadcast_all"])}
+
+
 RECIPES: dict[str, Recipe] = {
     "select": _select, "cast": _cast, "constant": _constant, "iota": _iota,
     "reduce_sum": _reduce, "reduce_prod": _reduce, "reduce_max": _reduce, "reduce_min": _reduce,
@@ -658,6 +673,7 @@ RECIPES: dict[str, Recipe] = {
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
     "fft": _fft,
     "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
+    "pure_callback": _pure_callback,
 }
 
 

@@ -1,6 +1,7 @@
 """Importing this package declares every primitive in the registry, one module per family."""
 
 from flowjit.ir.primitives import (  # noqa: F401
+    callback,
     control,
     creation,
     custom,
