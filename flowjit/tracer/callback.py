@@ -10,10 +10,10 @@ import numpy as np
 
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.ir.primitives.callback import VMAP_METHODS, format_results, register_callback
+from flowjit.ir.primitives.callback import VMAP_METHODS, format_results, register_callback, run_callback
 from flowjit.ir.types import TensorType
 from flowjit.tracer import pytree
-from flowjit.tracer.core import bind, user_location
+from flowjit.tracer.core import Tracer, bind, current_trace, user_location
 
 
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
@@ -48,6 +48,10 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         got = pytree.flatten(out)[0]
         return tuple(got) if len(types) > 1 else got[0]
     flat.__qualname__ = getattr(callback, "__qualname__", type(callback).__name__)
+    if current_trace() is None and not any(isinstance(x, Tracer) for x in leaves):
+        # Eagerly: called at once, and kept in no table (a loop of eager calls would fill it).
+        outs = run_callback(flat, flat.__qualname__, [np.asarray(x) for x in leaves], types)
+        return pytree.unflatten(out_tree, list(outs))
     attrs = {"callback": register_callback(flat), "results": format_results(types),
              "vmap_method": vmap_method or ""}
     outs = bind("pure_callback", leaves, attrs)

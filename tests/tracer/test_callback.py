@@ -93,3 +93,13 @@ def test_a_result_of_another_shape_names_the_callback_and_the_declared_type():
         f(X)
     with pytest.raises(fj.FlowjitTypeError, match="vmap_method"):
         fj.pure_callback(_gamma, SD, X, vmap_method="loop")
+
+
+def test_eager_calls_register_nothing():
+    # Outside a trace the function runs at once: a loop of eager calls must not fill the table
+    # that keeps the functions traced programs name.
+    from flowjit.ir.primitives import callback
+    before = len(callback._CALLBACKS)
+    for k in range(5):
+        np.testing.assert_allclose(fj.pure_callback(_gamma, SD, X + k), scipy.special.gamma(X + k))
+    assert len(callback._CALLBACKS) == before

@@ -18,6 +18,7 @@ unknown and running the op raises, naming it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Sequence
@@ -61,11 +62,13 @@ def format_results(types: Sequence[TensorType]) -> str:
     return ";".join(str(t) for t in types)
 
 
-def parse_results(text: str) -> list[TensorType]:
-    """The types a ``results`` attribute declares."""
+@functools.cache
+def parse_results(text: str) -> tuple[TensorType, ...]:
+    """The types a ``results`` attribute declares (parsed once per text: every run of the op
+    reads them)."""
     from flowjit.ir.parser import ParseError, parse_type
     try:
-        return [parse_type(part) for part in text.split(";")] if text else []
+        return tuple(parse_type(part) for part in text.split(";")) if text else ()
     except ParseError as e:
         raise ShapeError(f"results={text!r} is not a list of IR types separated by ';' ({e})") from None
 
@@ -78,25 +81,30 @@ def _rule(in_types: Sequence[TensorType], *, callback: str, results: str, vmap_m
     out = parse_results(results)
     if not out:
         raise ShapeError("a pure_callback returns at least one array")
-    return out
+    return list(out)
 
 
-def _impl(*xs: np.ndarray, callback: str, results: str, vmap_method: str) -> tuple[np.ndarray, ...]:
-    fn = callback_of(callback)
-    want = parse_results(results)
+def run_callback(fn: Callable[..., Any], name: str, xs: Sequence[np.ndarray],
+                 want: Sequence[TensorType]) -> tuple[np.ndarray, ...]:
+    """``fn(*xs)`` as arrays of the types ``want``, or an error naming the callback ``name`` and
+    what it returned against what was declared."""
     got = fn(*xs)
     outs = list(got) if isinstance(got, (tuple, list)) and len(want) > 1 else [got]
     if len(outs) != len(want):
-        raise FlowjitTypeError(f"pure_callback {callback}: the function returned {len(outs)} value(s), the call "
+        raise FlowjitTypeError(f"pure_callback {name}: the function returned {len(outs)} value(s), the call "
                                f"declared {len(want)} ({format_results(want)})")
     arrays = []
     for k, (o, t) in enumerate(zip(outs, want)):
         a = np.asarray(o)
         if a.shape != t.shape:
-            raise FlowjitTypeError(f"pure_callback {callback}: result {k} has shape {a.shape}, the call declared "
+            raise FlowjitTypeError(f"pure_callback {name}: result {k} has shape {a.shape}, the call declared "
                                    f"{t}; return what result_shape_dtypes says")
         arrays.append(a.astype(t.dtype.np, copy=False))
     return tuple(arrays)
+
+
+def _impl(*xs: np.ndarray, callback: str, results: str, vmap_method: str) -> tuple[np.ndarray, ...]:
+    return run_callback(callback_of(callback), callback, xs, parse_results(results))
 
 
 declare("pure_callback", kind="opaque", rule=_rule, impl=_impl, arity=None, dtypes=ALL_DTYPES,
@@ -105,8 +113,6 @@ declare("pure_callback", kind="opaque", rule=_rule, impl=_impl, arity=None, dtyp
                       "fj.custom_vjp (or fj.custom_jvp) around the call, as with jax.pure_callback",
         doc="pure_callback(x...) {callback, results, vmap_method}: a registered Python function on the "
             "inputs' values, returning arrays of the declared types (jax.pure_callback)")
-
-
 
 
 def _sequential(fn: Callable[..., Any], batched: Sequence[bool], size: int, n_out: int) -> Callable[..., Any]:

@@ -92,17 +92,17 @@ def custom_where(condition, *args, **kwargs):
     x = args[0] if len(args) > 0 else kwargs.get("x")
     y = args[1] if len(args) > 1 else kwargs.get("y")
     res = where(condition, x, y)
-    if any(_is_array(v) for v in (condition, x, y)):
+    if any(is_array(v) for v in (condition, x, y)):
         return res
     return res.tolist()
 
 
-def _is_array(x) -> bool:
+def is_array(x) -> bool:
     """Whether ``x`` is (or a list or tuple holds) an array or a traced value."""
     from autograd import _backend
 
     if isinstance(x, (list, tuple)):
-        return any(_is_array(v) for v in x)
+        return any(is_array(v) for v in x)
     return isinstance(x, _backend.Tracer) or hasattr(x, "shape") and hasattr(x, "dtype")
 
 

@@ -11,6 +11,7 @@ differentiates it); autograd would raise instead.
 import warnings
 from itertools import count
 
+from agpeer import is_array
 from agpeer.test_util import VSpace, vspace  # noqa: F401
 
 _NUMPY_CODE = "it wraps NumPy code, which the library under test cannot trace"
@@ -27,9 +28,7 @@ def _unsupported(name: str, why: str = _NUMPY_CODE):
 def _is_array_like(x) -> bool:
     # What the library differentiates: arrays, traced values and Python floats; ints, strings,
     # functions and other objects are static (nondiff_argnums).
-    from autograd._backend import Tracer
-
-    return isinstance(x, (float, complex, Tracer)) or hasattr(x, "shape") and hasattr(x, "dtype")
+    return isinstance(x, (float, complex)) or not isinstance(x, (list, tuple)) and is_array(x)
 
 
 class Primitive:
