@@ -651,7 +651,8 @@ def _recv(c: Ctx, p: Primitive):
 
 
 def _reverse_elements(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x.reshape(-1)[::-1].reshape(x.shape))
+    # (np.ascontiguousarray would make a 0-d array 1-d)
+    return x.reshape(-1)[::-1].reshape(x.shape).copy()
 
 
 _REVERSE = register_callback(_reverse_elements)
