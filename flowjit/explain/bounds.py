@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flowjit.codegen_cpu import objcache
+from flowjit.tracer.function import function
+
 # Large enough to stream from memory past the last-level cache, short enough to take ~10 ms.
 STREAM_ELEMENTS = 16 * 1024 * 1024
 GEMM_N = 1024
@@ -65,7 +68,6 @@ def _cpu_model() -> str:
 
 def bounds_path() -> str:
     """Where this machine's bounds are kept (see the module docstring)."""
-    from flowjit.codegen_llvm import objcache
     identity = f"{FORMAT}|{platform.machine()}|{_cpu_model()}|{os.cpu_count()}|numpy{np.__version__}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return os.path.join(os.path.dirname(objcache.directory()), "machine", f"bounds-{key}.json")
@@ -83,7 +85,6 @@ def _best(run: Callable[[], object]) -> float:
 
 def measure() -> MachineBounds:
     """Time the streaming kernel and the matmul now (see the module docstring)."""
-    from flowjit.tracer.function import function
     measurements[0] += 1
     x = np.ones(STREAM_ELEMENTS, np.float32)
     stream = function(lambda x: x + 1)

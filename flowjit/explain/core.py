@@ -18,7 +18,7 @@ the machine's limits from ``flowjit.explain.bounds``; and the time that bound pr
 ``run=True`` also measures. Each value of the program is computed once by the NumPy
 reference interpreter (on the arrays given, or on random ones for ``ShapeDtype``
 arguments). Each kernel is then compiled alone from its loop IR
-(``codegen_llvm.render.compile_kernel``) and timed on those values, called through its C
+(``codegen_cpu.render.compile_kernel``) and timed on those values, called through its C
 entry as the native driver calls it (through the Python driver's chunk pool where it
 splits a large loop; a call from Python costs about a microsecond more than the
 driver's); each matmul is timed as NumPy's matmul (the OpenBLAS the program calls) on its
@@ -33,82 +33,30 @@ branch a cond takes); a block that never runs is not timed.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from flowjit.codegen_cpu import parallel
+from flowjit.explain.bounds import machine_bounds
+from flowjit.explain.report import BoundaryReport, Explanation, KernelReport
 from flowjit.ir.core import Function, Op
-from flowjit.passes.fusion import FusionBoundary, boundaries_of
+from flowjit.ir.interpreter import run_block, run_op
+from flowjit.lowering import Unsupported, lower_block
+from flowjit.passes.fusion import boundaries_of
+from flowjit.runtime.executable import STAGES, lower
+from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 
 # A kernel is timed until this much time has passed (at least MIN_RUNS, at most MAX_RUNS).
 TIME_BUDGET_S = 0.2
 MIN_RUNS, MAX_RUNS = 5, 200
 # Kinds of top-level op that do no work of their own in the compiled program.
 _NO_WORK = ("constant", "layout", "stateful")
-
-
-@dataclass
-class KernelReport:
-    """One step of the program (see the module docstring): ``kind`` is ``kernel``,
-    ``blas``, ``library``, ``random``, ``transfer``, ``control`` or ``op``; ``block``
-    names the control op's block it runs in ("" at the top); times are seconds."""
-
-    index: int
-    name: str
-    kind: str
-    ops: list[str]
-    lines: str
-    device: str
-    outputs: list[str]
-    bytes_read: int
-    bytes_written: int
-    flops: int
-    bound: str
-    predicted_s: float | None
-    measured_s: float | None = None
-    fraction_of_bound: float | None = None
-    block: str = ""
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class BoundaryReport(FusionBoundary):
-    """A fusion boundary as the fusion pass recorded it, in ``block`` ("" at the top)."""
-
-    block: str = ""
-
-
-@dataclass
-class Explanation:
-    """What ``fj.explain`` returns: the kernels in execution order, the fusion
-    boundaries with their reasons, the machine's bounds, and the totals; ``str()`` is the
-    table ``flowjit explain`` prints and ``to_json()`` a JSON-ready dict."""
-
-    function: str
-    arguments: list[str]
-    stage: str
-    driver: str
-    kernels: list[KernelReport]
-    boundaries: list[BoundaryReport]
-    machine: dict[str, Any]
-    bytes_moved: int = 0
-    flops: int = 0
-    predicted_s: float = 0.0
-    measured_s: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """The explanation as plain data (``json.dumps`` takes it as it is)."""
-        return dataclasses.asdict(self)
-
-    def __str__(self) -> str:
-        from flowjit.explain.text import render_text
-        return render_text(self)
 
 
 def explain(f: Callable[..., Any], *args: Any, run: bool = False, stage: str = "fused",
@@ -120,9 +68,6 @@ def explain(f: Callable[..., Any], *args: Any, run: bool = False, stage: str = "
     ``run=True`` also times each kernel and the whole program (see the module docstring).
     ``stage``: a pipeline stage before ``fused`` lists each op as a step of its own (what
     the program would move unfused; nothing is timed then)."""
-    from flowjit.explain.bounds import machine_bounds
-    from flowjit.runtime.executable import STAGES
-    from flowjit.tracer.function import ShapeDtype, TracedFunction, function
     if stage not in STAGES:
         raise ValueError(f"fj.explain: unknown stage {stage!r}; available: {', '.join(STAGES)}")
     traced = f if isinstance(f, TracedFunction) else function(f)
@@ -188,7 +133,6 @@ def _describe(program: Function, report: Explanation, block: str, fused: bool, b
 
 def _fused_blocks(program: Function, op: Op) -> list[Function]:
     """The blocks of control op ``op`` fused as the runtime fuses them (each a program)."""
-    from flowjit.runtime.executable import lower
     out = []
     for k, block in enumerate(op.blocks):
         sub = Function(f"{program.name}.{op.name}{k}", block).clone()
@@ -276,7 +220,6 @@ def _measure(program: Function, report: Explanation, args: Sequence[np.ndarray],
     of its steps in ``report`` on its values (see the module docstring), and return its
     results. A control op runs its reference with a ``_FirstRun`` per block, so the
     kernels of a block are timed on the values of its first run."""
-    from flowjit.ir.interpreter import run_op
     env: dict[int, np.ndarray] = {a.id: np.asarray(x, a.type.dtype.np) for a, x in zip(program.args, args)}
     sent: dict[Any, np.ndarray] = {}
     steps = iter([k for k in report.kernels if k.block == block])
@@ -318,7 +261,6 @@ class _FirstRun:
         self.runs = 0
 
     def __call__(self, args: list[np.ndarray]) -> list[np.ndarray]:
-        from flowjit.ir.interpreter import run_block
         self.runs += 1
         if self.runs == 1:
             return _measure(self.function, self.report, args, self.blocks, self.name)
@@ -329,10 +271,9 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     """The kernel of fusion op ``op`` compiled alone and called on ``ins``: through its C
     entry with the pointers and dimensions bound once (as the native driver calls it) when
     it runs on one thread at these sizes, else through the chunk pool."""
-    import ctypes
-
-    from flowjit.codegen_llvm import parallel, render
-    from flowjit.lowering import Unsupported, lower_block
+    # render imports llvmlite: it loads on the first timed kernel, as on the first compile
+    # (``import flowjit``, which imports this module, loads no compiler).
+    from flowjit.codegen_cpu import render
     try:
         kernel = lower_block(op.blocks[0], "explain_kernel")
     except Unsupported:
@@ -362,5 +303,4 @@ def _timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
         return lambda: np.matmul(ins[0], ins[1], out=out)
     if kind in ("control", "transfer"):
         return None
-    from flowjit.ir.interpreter import run_op
     return lambda: run_op(op, ins)

@@ -1,11 +1,13 @@
-"""An ``Explanation`` as the table ``flowjit explain`` prints."""
+"""An ``Explanation`` as the table ``flowjit explain`` prints.
+
+It reads the fields of ``flowjit.explain.report``'s dataclasses and imports none of
+explain's modules: ``str()`` of an ``Explanation`` is ``render_text`` of it, so the report
+types import this module, not the other way round.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from flowjit.explain.core import Explanation, KernelReport
+from typing import Any
 
 NAME_WIDTH = 34
 MAX_OPS_SHOWN = 8
@@ -37,7 +39,8 @@ def duration(s: float | None) -> str:
     return f"{s * 1e6:.1f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
 
-def _row(k: KernelReport) -> str:
+def _row(k: Any) -> str:
+    """One ``KernelReport`` as a row of the table."""
     name = (k.block + k.name) if len(k.block + k.name) <= NAME_WIDTH else (k.block + k.name)[:NAME_WIDTH - 1] + "~"
     fraction = f"{k.fraction_of_bound:.0%}" if k.fraction_of_bound is not None else "-"
     return (f"{k.index:>3} {name:<{NAME_WIDTH}} {k.kind:<8} {size(k.bytes_read):>10} {size(k.bytes_written):>10} "
@@ -45,8 +48,8 @@ def _row(k: KernelReport) -> str:
             f"{fraction:>6}  {k.lines}")
 
 
-def render_text(e: Explanation) -> str:
-    """The explanation as a readable table: the kernels, then the fusion boundaries."""
+def render_text(e: Any) -> str:
+    """An ``Explanation`` as a readable table: the kernels, then the fusion boundaries."""
     m = e.machine
     plain = [a for a in e.arguments if not a.endswith(" var")]
     variables = len(e.arguments) - len(plain)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowjit.ir.core import Block, Function, Op, Value
-from flowjit.summary.writer import require_tensorboardx
+from flowjit.summary._tensorboardx import require_tensorboardx
 
 # TensorFlow's DataType numbers (types.proto) for the dtypes flowjit has.
 _DATA_TYPES = {"float32": 1, "float64": 2, "int32": 3, "int64": 9, "bool": 10, "float16": 19}

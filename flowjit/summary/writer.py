@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import functools
 import os
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from flowjit.ir.core import Function
-
-INSTALL_HINT = "pip install 'flowjit[viz]' (or: pip install tensorboardX)"
-
-
-def require_tensorboardx(what: str) -> ModuleType:
-    """tensorboardX, imported now; an ImportError naming ``what`` and the extra to install
-    when it is missing."""
-    try:
-        import tensorboardX
-    except ImportError as e:
-        raise ImportError(f"{what} writes TensorBoard event files through tensorboardX, which is not "
-                          f"installed: {INSTALL_HINT}") from e
-    return tensorboardX
+from flowjit.summary._tensorboardx import INSTALL_HINT as INSTALL_HINT  # re-exported: the writer defined it before
+from flowjit.summary._tensorboardx import require_tensorboardx
+from flowjit.summary.graph import function_graph_def
+from flowjit.tracer.function import TracedFunction
 
 
 def _scalar_value(name: str, value: Any) -> float:
@@ -123,8 +113,6 @@ class SummaryWriter:
         TensorBoard graph: ``f`` an ``fj.function`` (or a plain function, traced here), or a
         ``Function`` as is. ``stage`` as in ``f.ir``: ``fused`` (default) draws each kernel
         as a name scope holding its ops; ``traced`` the program before any pass."""
-        from flowjit.summary.graph import function_graph_def
-        from flowjit.tracer.function import TracedFunction
         if isinstance(f, Function):
             function = f
         else:

@@ -36,6 +36,7 @@ from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 from flowjit.ir.types import TensorType
 from flowjit.tracer import array_api as fnp
 from flowjit.tracer.core import Trace, Tracer, trace_context, user_location
+from flowjit.v1.default_session import get_default_session_or_raise
 from flowjit.v1.device_spec import merge_device, normalize_device
 
 # An unknown dimension is traced as this size; a result dimension of this size is unknown.
@@ -137,7 +138,8 @@ class TensorShape:
 
 
 class Tensor:
-    """One output of an Operation: ``<op name>:<index>``, with a static shape and dtype."""
+    """One output of an Operation: ``<op name>:<index>``, with a static shape and dtype.
+    Its operators, indexing and iteration build ops: ``flowjit.v1.ops`` installs them."""
 
     __array_priority__ = 100  # NumPy defers to our operators
 
@@ -175,7 +177,6 @@ class Tensor:
 
     def eval(self, feed_dict: dict | None = None, session: Any = None) -> np.ndarray:
         """This tensor's value in ``session`` (default: the default session)."""
-        from flowjit.v1.session import get_default_session_or_raise
         return (session or get_default_session_or_raise(f"Tensor {self.name}.eval()")).run(self, feed_dict)
 
     def __repr__(self) -> str:
@@ -188,12 +189,6 @@ class Tensor:
     def __bool__(self) -> bool:
         raise FlowjitTypeError(f"using a graph tensor ({self.name}) as a Python bool is not allowed: its value "
                                "exists only when a Session runs it; use tf.cond or tf.where")
-
-    def __iter__(self):
-        if self._shape is None or not self._shape or self._shape[0] is None:
-            raise FlowjitTypeError(f"cannot iterate over {self.name} of shape {shape_str(self._shape)}")
-        from flowjit.v1 import ops
-        return iter(ops.unstack(self))
 
     def __len__(self) -> int:
         if self._shape is None or not self._shape or self._shape[0] is None:
@@ -244,7 +239,6 @@ class Operation:
 
     def run(self, feed_dict: dict | None = None, session: Any = None) -> None:
         """Run this op (and what it needs) in ``session`` (default: the default session)."""
-        from flowjit.v1.session import get_default_session_or_raise
         (session or get_default_session_or_raise(f"Operation {self.name}.run()")).run(self, feed_dict)
 
     def where(self) -> str:

@@ -9,12 +9,14 @@ same name and ``reuse=True`` shares them.
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from flowjit.v1 import nn, ops
+from flowjit.v1.control_flow import cond
 from flowjit.v1.graph import GraphKeys, Tensor, get_default_graph
 from flowjit.v1.variables import Variable, get_variable, variable_scope, zeros_initializer
 
@@ -76,7 +78,6 @@ class Layer(abc.ABC):
             return self.call(x, *args, **kwargs)
 
     def _default_name(self) -> str:
-        import re
         return re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
 
     apply = __call__
@@ -226,7 +227,6 @@ class Dropout(Layer):
     def call(self, inputs: Tensor, training: Any = False) -> Tensor:
         if isinstance(training, bool):
             return nn.dropout(inputs, 1.0 - self.rate, self.noise_shape, self.seed) if training else inputs
-        from flowjit.v1.control_flow import cond
         return cond(training, lambda: nn.dropout(inputs, 1.0 - self.rate, self.noise_shape, self.seed),
                     lambda: ops.identity(inputs))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,10 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random as fjrandom
+from flowjit.tracer.control_flow import while_loop
 from flowjit.tracer.custom_gradients import stop_gradient as fj_stop_gradient
-from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph, shape_from
+from flowjit.v1 import errors
+from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph, shape_from, shape_str
 
 # ---- conversion ------------------------------------------------------------------------------------------
 
@@ -672,7 +674,6 @@ def random_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "
 def _truncated_standard_normal(k: Any, shp: tuple, d: DType) -> Any:
     # Redraw the values outside two standard deviations until none is left: exactly
     # the normal distribution conditioned on |z| < 2, as TensorFlow's TruncatedNormal.
-    from flowjit.tracer.control_flow import while_loop
     k0, k1 = fjrandom.split(k)
     z = fjrandom.normal(k0, shp, d)
 
@@ -713,6 +714,12 @@ def _getitem(x: Any, key: Any) -> Tensor:
     return apply("StridedSlice", lambda v, key: fnp.getitem(v, key), [x], name="strided_slice", key=key)
 
 
+def _iter(x: Tensor) -> Iterator[Tensor]:
+    if x._shape is None or not x._shape or x._shape[0] is None:
+        raise FlowjitTypeError(f"cannot iterate over {x.name} of shape {shape_str(x._shape)}")
+    return iter(unstack(x))
+
+
 def _install_operators() -> None:
     def r(fn: Callable[[Any, Any], Tensor]) -> Callable[[Any, Any], Tensor]:
         return lambda self, other: fn(other, self)
@@ -731,6 +738,7 @@ def _install_operators() -> None:
     Tensor.__abs__ = lambda self: abs(self)  # type: ignore[attr-defined]
     Tensor.__invert__ = lambda self: logical_not(self)  # type: ignore[attr-defined]
     Tensor.__getitem__ = _getitem  # type: ignore[attr-defined]
+    Tensor.__iter__ = _iter  # type: ignore[attr-defined]
 
 
 _install_operators()
@@ -744,7 +752,6 @@ def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any, stateful: b
     """Run ``func`` on the NumPy values of ``inp`` between compiled segments; its results
     are converted to ``Tout`` (a dtype, or a list of them). Their shapes are unknown to
     the graph until it runs. An exception in ``func`` becomes ``tf.errors.UnknownError``."""
-    from flowjit.v1 import errors
     tensors = [convert_to_tensor(x) for x in inp]
     single = not isinstance(Tout, (list, tuple))
     touts = [as_dtype(Tout)] if single else [as_dtype(t) for t in Tout]

@@ -51,6 +51,7 @@ from flowjit.v1.graph import (
     shape_from,
     shape_str,
 )
+from flowjit.v1.ops import convert_to_tensor
 
 __all__ = ["QueueBase", "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "host_rng"]
 
@@ -333,7 +334,6 @@ class QueueBase:
         return vals
 
     def _convert(self, vals: list[Any], many: bool, what: str) -> list[Tensor]:
-        from flowjit.v1.ops import convert_to_tensor
         tensors = []
         for i, (v, d) in enumerate(zip(vals, self._dtypes)):
             if isinstance(v, Tensor) and v.dtype != d:
@@ -434,7 +434,6 @@ class QueueBase:
         return self._outputs(op.outputs)
 
     def _dequeue_n(self, n: Any, name: str | None, default: str, type: str, up_to: bool) -> Any:
-        from flowjit.v1.ops import convert_to_tensor
         with self._graph.as_default(), self._scope(name, default) as scope:
             if isinstance(n, (int, np.integer)) and not isinstance(n, bool):
                 if n < 0:

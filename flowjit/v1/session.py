@@ -36,6 +36,9 @@ from flowjit.tracer.core import device as fj_device
 from flowjit.tracer.function import TracedFunction
 from flowjit.tracer.variables import Variable as FjVariable
 from flowjit.v1 import errors
+from flowjit.v1.default_session import get_default_session as get_default_session
+from flowjit.v1.default_session import get_default_session_or_raise as get_default_session_or_raise
+from flowjit.v1.default_session import session_stack
 from flowjit.v1.device_spec import flowjit_device
 from flowjit.v1.graph import Graph, Operation, Tensor, compatible, get_default_graph, op_seed, shape_str
 
@@ -348,26 +351,7 @@ def make_plan(targets: Sequence[Operation | Tensor], fetched: Sequence[Tensor], 
 
 # ---- the session ----------------------------------------------------------------------------------------------
 
-_sessions = threading.local()
-
-
-def _session_stack() -> list[Session]:
-    if not hasattr(_sessions, "stack"):
-        _sessions.stack = []
-    return _sessions.stack
-
-
-def get_default_session() -> Session | None:
-    """The innermost session entered with ``with`` (or an InteractiveSession), or None."""
-    s = _session_stack()
-    return s[-1] if s else None
-
-
-def get_default_session_or_raise(what: str) -> Session:
-    s = get_default_session()
-    if s is None:
-        raise ValueError(f"{what} needs a session: pass session=..., or call it inside `with tf.Session() as sess:`")
-    return s
+# The default session (``with sess:``) is kept in flowjit.v1.default_session, below the graph.
 
 
 # The targets of the servers this process runs (tf.train.Server.target -> the server).
@@ -423,11 +407,11 @@ class Session:
         cm = self.graph.as_default()
         cm.__enter__()
         self._entered.append(cm)
-        _session_stack().append(self)
+        session_stack().append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _session_stack().remove(self)
+        session_stack().remove(self)
         self._entered.pop().__exit__(*exc)
         self.close()
 
@@ -608,11 +592,11 @@ class _AsDefault:
         self.session = session
 
     def __enter__(self) -> Session:
-        _session_stack().append(self.session)
+        session_stack().append(self.session)
         return self.session
 
     def __exit__(self, *exc: object) -> None:
-        _session_stack().remove(self.session)
+        session_stack().remove(self.session)
 
 
 class InteractiveSession(Session):
@@ -620,9 +604,9 @@ class InteractiveSession(Session):
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None):
         super().__init__(target, graph, config)
-        _session_stack().append(self)
+        session_stack().append(self)
 
     def close(self) -> None:
-        if self in _session_stack():
-            _session_stack().remove(self)
+        if self in session_stack():
+            session_stack().remove(self)
         super().close()

@@ -28,6 +28,8 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import array_api as fnp
 from flowjit.v1 import ops
+from flowjit.v1.control_flow import group
+from flowjit.v1.default_session import get_default_session_or_raise
 from flowjit.v1.graph import GraphKeys, Operation, Tensor, TensorShape, get_default_graph, shape_from
 
 # ---- Variable -----------------------------------------------------------------------------------------------
@@ -128,7 +130,6 @@ class Variable:
 
     def load(self, value: Any, session: Any = None) -> None:
         """Set the value in ``session`` (default: the default session) without an op."""
-        from flowjit.v1.session import get_default_session_or_raise
         (session or get_default_session_or_raise(f"{self.name}.load()")).load_variable(self, value)
 
 
@@ -193,7 +194,6 @@ def local_variables(scope: str | None = None) -> list[Variable]:
 
 def variables_initializer(var_list: Sequence[Variable], name: str = "init") -> Operation:
     """One op that runs the initializers of ``var_list``."""
-    from flowjit.v1.control_flow import group
     return group(*[v.initializer for v in var_list], name=name)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from flowjit.v1 import errors
 from flowjit.v1.graph import Operation, Shape, Tensor, get_default_graph, shape_from, shape_str
+from flowjit.v1.ops import constant, convert_to_tensor, gather
 from flowjit.v1.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue, host_rng
 from flowjit.v1.train.queue_runner import QueueRunner, add_queue_runner
 
@@ -35,7 +36,6 @@ __all__ = ["limit_epochs", "random_shuffle", "input_producer", "range_input_prod
 
 
 def _convert(value: Any, name: str) -> Tensor:
-    from flowjit.v1.ops import convert_to_tensor
     return convert_to_tensor(value, name=name)
 
 
@@ -143,7 +143,6 @@ def range_input_producer(limit: Any, num_epochs: int | None = None, shuffle: boo
                          capacity: int = 32, shared_name: str | None = None, name: str | None = None) -> FIFOQueue:
     """A queue of the integers 0 .. limit-1 (int32), each epoch in a new random order if
     ``shuffle``, ``num_epochs`` times (None: forever). ``limit`` is an int or a scalar tensor."""
-    from flowjit.v1.ops import constant
     g = get_default_graph()
     with g.name_scope(name or "input_producer"):
         if isinstance(limit, (int, np.integer)) and not isinstance(limit, bool):
@@ -165,7 +164,6 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: int | None = No
     """One slice (row) of each tensor in ``tensor_list`` per run, the same row of each: a
     queue of row indices (shuffled per epoch if ``shuffle``, ``num_epochs`` times) gathers
     them. The tensors must agree on dimension 0."""
-    from flowjit.v1.ops import gather
     g = get_default_graph()
     with g.name_scope(name or "input_producer"):
         tensors = [_convert(t, "input") for t in tensor_list]

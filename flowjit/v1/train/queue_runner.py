@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flowjit.v1 import errors
+from flowjit.v1.default_session import get_default_session
 from flowjit.v1.graph import GraphKeys, Operation, get_default_graph
 
 __all__ = ["QueueRunner", "add_queue_runner", "start_queue_runners"]
@@ -172,7 +173,6 @@ def start_queue_runners(sess: Any = None, coord: Any = None, daemon: bool = True
     ``collection`` for ``sess`` (default: the default session); returns them all, for
     ``coord.join(threads)``."""
     if sess is None:
-        from flowjit.v1.session import get_default_session
         sess = get_default_session()
         if sess is None:
             raise ValueError("Cannot start queue runners: no default session is registered; call it inside "
