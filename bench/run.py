@@ -5,6 +5,8 @@
     python -m bench --only gelu,softmax --repeat 20
     python -m bench --peers fj,numpy,jax   # leave columns out (torch.compile is slow to compile)
     python -m bench --record               # also write bench/results/<host>-<date>.md
+    python -m bench.compare BASE [HEAD]    # flowjit at two commits, timed side by side
+
 
 Workloads: bandwidth (the machine's copy and triad GB/s, the limit for elementwise work),
 gelu, softmax, layernorm, dispatch, matmul, compile (first-call latency, cold and warm),
@@ -19,18 +21,18 @@ put/get and an actor's round trip; skipped without Ray), remat_memory (the measu
 and steps/s of one deep-MLP training step with and without ``fj.remat``, each row a new
 process, against ``jax.checkpoint``).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
-range); the ratios are flowjit's median on each backend (numba, the default; llvm, the
-opt-in loop IR -> llvmlite one) over the fastest peer's (above 1: flowjit is slower), and
-llvm's over numba's; ``%BW`` is bytes read+written per second as a fraction of the bandwidth
-of a copy timed in the same rounds as the row (the machine's bandwidth swings while the run
-goes on); that copy streams its stores (non-temporal, as flowjit's large outputs and glibc's
-memcpy do: bench/streaming.py), so %BW is a fraction of what the machine's memory can take.
-Threads: 2 everywhere (NUMBA_NUM_THREADS, FLOWJIT_NUM_THREADS for the llvm backend's pool,
-OMP/MKL/OpenBLAS, TensorFlow's intra- and inter-op pools, torch.set_num_threads); change with
-``--threads``. This module imports only the standard library at the top, so the thread
-settings are in the environment before NumPy, numba, JAX or torch load. A peer (JAX,
-TensorFlow as ``tf.function(jit_compile=True)``, torch) is imported only when its column
-runs, and its cells say "skipped" when it is not installed (``pip install -e .[bench]``).
+range); the ratio is flowjit's median (compiled for the CPU: loop IR -> llvmlite) over the
+fastest peer's (above 1: flowjit is slower); ``%BW`` is bytes read+written per second as a
+fraction of the bandwidth of a copy timed in the same rounds as the row (the machine's
+bandwidth swings while the run goes on); that copy streams its stores (non-temporal, as
+flowjit's large outputs and glibc's memcpy do: bench/streaming.py), so %BW is a fraction of
+what the machine's memory can take.
+Threads: 2 everywhere (FLOWJIT_NUM_THREADS for flowjit's pool, OMP/MKL/OpenBLAS, TensorFlow's
+intra- and inter-op pools, torch.set_num_threads); change with ``--threads``. This module
+imports only the standard library at the top, so the thread settings are in the environment
+before NumPy, JAX or torch load. A peer (JAX, TensorFlow as ``tf.function(jit_compile=True)``,
+torch) is imported only when its column runs, and its cells say "skipped" when it is not
+installed (``pip install -e .[bench]``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ if __package__ in (None, ""):          # run as a script: make ``bench`` importa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
-THREAD_VARS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "FLOWJIT_NUM_THREADS")
 
 
@@ -66,7 +68,8 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--record", action="store_true", help="write the table to bench/results/<host>-<date>.md")
     p.add_argument("--peers", default="",
-                   help="comma-separated columns to run: fj,llvm,interp,numpy,jax,tf,torch,compile")
+                   help="comma-separated columns to run: fj,interp,numpy,jax,tf,torch,compile "
+                        "(fj: flowjit compiled, interp: its interpreter)")
     p.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
     args = p.parse_args(argv)
     only = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -91,11 +94,11 @@ def parse_args(argv: list[str] | None):
 def set_threads(n: int) -> None:
     for var in THREAD_VARS:
         os.environ[var] = str(n)
-    # Idle OpenMP threads (numba's omp layer, torch) sleep instead of spinning: on a shared
+    # Idle OpenMP threads (torch's, OpenBLAS's) sleep instead of spinning: on a shared
     # 2-core machine a spinning pool starves whatever runs next (seen: 8 ms per parallel region).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if "numpy" in sys.modules or "numba" in sys.modules:
-        print("bench: NumPy/numba were imported before the thread settings; they may use more threads",
+    if "numpy" in sys.modules:
+        print("bench: NumPy was imported before the thread settings; they may use more threads",
               file=sys.stderr)
 
 
@@ -165,16 +168,6 @@ def git_commit() -> str:
         return "unknown"
 
 
-def numba_layer() -> str:
-    try:
-        import numba
-        from numba.np.ufunc.parallel import _launch_threads
-        _launch_threads()
-        return numba.threading_layer()
-    except Exception as e:
-        return f"unknown ({type(e).__name__})"
-
-
 def machine(ctx) -> list[str]:
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -185,14 +178,14 @@ def machine(ctx) -> list[str]:
             mem = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
     except (OSError, ValueError, IndexError):
         mem = "unknown"
-    versions = ", ".join(f"{m} {ctx.version(m)}" for m in ("flowjit", "numpy", "numba", "llvmlite", "jax", "torch",
+    versions = ", ".join(f"{m} {ctx.version(m)}" for m in ("flowjit", "numpy", "llvmlite", "jax", "torch",
                                                            "tensorflow"))
     return [f"- CPU: {cpu_model()}; {os.cpu_count()} logical cores ({affinity} usable); memory {mem}",
             f"- OS: {platform.platform()}; Python {platform.python_version()}",
             f"- Versions: {versions}",
             f"- flowjit commit: {git_commit()}",
-            f"- Threads: {ctx.threads} ({', '.join(THREAD_VARS[:4])}, FLOWJIT_NUM_THREADS, torch.set_num_threads); "
-            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}; numba threading layer {numba_layer()}; "
+            f"- Threads: {ctx.threads} ({', '.join(THREAD_VARS[:3])}, FLOWJIT_NUM_THREADS, torch.set_num_threads); "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}; "
             "JAX/XLA uses its default pool (all usable cores)"
             + (f"; TensorFlow: {ctx.threads} intra-op and {ctx.threads} inter-op threads" if "tf" in ctx.columns
                else "")]
@@ -231,13 +224,11 @@ def render(ctx, rows) -> list[str]:
                   "copy timed in that row's rounds (column \"copy, same rounds\").", ""]
     if main_rows:
         cols = [(k, h) for k, h in COLUMNS if k in ctx.columns]
-        heads = ["workload"] + [h for _, h in cols] + ["numba/best peer", "llvm/best peer", "llvm/numba",
-                                                        "%BW numba", "%BW llvm", "%BW best peer",
+        heads = ["workload"] + [h for _, h in cols] + ["flowjit/best peer", "%BW flowjit", "%BW best peer",
                                                         "copy, same rounds"]
         lines += ["### flowjit against its peers (median per call)", ""]
         lines += table(heads, [[r.label] + [r.cells[k].text if k in r.cells else "—" for k, _ in cols]
-                               + [r.ratio or "—", r.ratio_llvm or "—", r.llvm_vs_numba or "—", r.bw_fj or "—",
-                                  r.bw_llvm or "—", r.bw_best or "—",
+                               + [r.ratio or "—", r.bw_fj or "—", r.bw_best or "—",
                                   f"{r.copy_gbps:.1f} GB/s" if r.copy_gbps else "—"] for r in main_rows])
         lines.append("")
     for name, mine in own.items():
@@ -302,9 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = header + machine(ctx) + load_line + [""] + render(ctx, rows)
     explain = ["Cells: median time per call over the timed samples, after warm-up (the first call compiles "
                "and is checked against a float64 NumPy reference); ± is the interquartile range over the median. "
-               "numba/best peer and llvm/best peer: flowjit's median on that backend over the fastest of NumPy, "
-               "JAX jit, TensorFlow (XLA), torch eager and torch.compile (above 1: flowjit is slower); llvm/numba: "
-               "the llvm backend's median over the numba backend's (above 1: llvm is slower). %BW: bytes read + "
+               "flowjit/best peer: flowjit's median over the fastest of NumPy, JAX jit, TensorFlow (XLA), torch "
+               "eager and torch.compile (above 1: flowjit is slower). %BW: bytes read + "
                "written per second over the bandwidth of the streaming copy (non-temporal stores, "
                "bench/streaming.py) timed in the same rounds as the row's columns.", ""]
     text = "\n".join(lines + explain + render_errors(ctx))

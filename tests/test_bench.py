@@ -1,6 +1,6 @@
-"""The bench runs: a quick dispatch row with flowjit's numba and llvm columns and NumPy, in a
-new process (the bench sets thread variables in its environment), fills every cell and the
-ratios that compare the backends."""
+"""The bench runs: a quick dispatch row with flowjit's column and NumPy, in a new process (the
+bench sets thread variables in its environment), fills every cell and the ratio; the other
+workloads' quick runs fill their tables; ``bench.compare`` times two trees side by side."""
 
 import importlib.util
 import os
@@ -14,22 +14,36 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_quick_dispatch_row_has_numba_llvm_and_their_ratios(tmp_path):
+def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "dispatch", "--repeat", "1",
-                        "--peers", "fj,llvm,numpy"], cwd=ROOT, env=env, capture_output=True, text=True,
+                        "--peers", "fj,numpy"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     lines = p.stdout.splitlines()
     head = next(ln for ln in lines if ln.startswith("| workload |"))
     row = next(ln for ln in lines if ln.startswith("| dispatch x+1"))
     cells = dict(zip([c.strip() for c in head.split("|")[1:-1]], [c.strip() for c in row.split("|")[1:-1]]))
-    for column in ("flowjit (numba)", "flowjit (llvm)", "NumPy"):
-        assert cells[column].endswith("µs"), (column, cells[column])
-    assert cells["numba/best peer"].endswith("x vs NumPy"), cells
-    assert cells["llvm/best peer"].endswith("x vs NumPy"), cells
-    assert cells["llvm/numba"].endswith("x") and float(cells["llvm/numba"][:-1]) > 0, cells
+    assert list(cells) == ["workload", "flowjit", "NumPy", "flowjit/best peer", "%BW flowjit", "%BW best peer",
+                           "copy, same rounds"], cells
+    seconds = {}
+    for column in ("flowjit", "NumPy"):
+        m = re.fullmatch(r"([0-9.]+) µs", cells[column])
+        assert m and float(m[1]) > 0, (column, cells[column])
+        seconds[column] = float(m[1])
+    m = re.fullmatch(r"([0-9.]+)x vs NumPy", cells["flowjit/best peer"])
+    assert m, cells
+    assert float(m[1]) == pytest.approx(seconds["flowjit"] / seconds["NumPy"], rel=0.05, abs=0.006), cells
     assert "### Errors" not in p.stdout
+    assert "numba" not in p.stdout.lower(), "the bench still speaks of numba"
+
+
+def test_bench_refuses_the_columns_it_no_longer_has():
+    """One flowjit CPU column (``fj``): ``llvm`` and ``numba`` are not columns any more."""
+    for column in ("llvm", "numba"):
+        p = subprocess.run([sys.executable, "-m", "bench", "--peers", f"fj,{column}"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and f"unknown column(s) {column}" in p.stderr, p.stderr
 
 
 def test_first_call_children_write_and_use_bytecode(monkeypatch):
@@ -103,7 +117,7 @@ def test_quick_bench_has_a_checked_tensorflow_column(tmp_path):
     for label in ("gelu f32[65536]", "dispatch x+1 f32[8]", "fori_loop 1,000 trivial iterations, f64"):
         cell = main[label]["TensorFlow (XLA)"]
         assert re.match(r"[0-9.]+ (µs|ms) ", cell + " "), (label, cell)
-        assert main[label]["numba/best peer"].endswith("x vs TensorFlow (XLA)"), main[label]
+        assert main[label]["flowjit/best peer"].endswith("x vs TensorFlow (XLA)"), main[label]
     for label in ("first call gelu f32[65536], cold", "first call gelu f32[65536], warm disk cache"):
         assert re.match(r"[0-9.]+ (ms|s) \(2nd [0-9.]+ (µs|ms)\)$", main[label]["TensorFlow (XLA)"]), main[label]
     assert re.match(r"[0-9.]+ (ms|s) \(", main["import, new process"]["TensorFlow (XLA)"]), main
@@ -122,7 +136,7 @@ def test_quick_aot_rows_time_a_c_program_load_compiled_and_the_jit(tmp_path):
     with the JIT and with the C program's own loop."""
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "aot", "--repeat", "1",
-                        "--peers", "llvm,jax"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                        "--peers", "fj,jax"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "### Errors" not in p.stdout, p.stdout[-3000:]
     has_jax = importlib.util.find_spec("jax") is not None
@@ -176,7 +190,7 @@ def test_quick_sendrecv_rows_time_flowjit_placed_against_ray(tmp_path):
     ratio derived from them. Only structure and sign: a shared machine orders nothing."""
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "sendrecv", "--repeat", "1",
-                        "--peers", "llvm"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                        "--peers", "fj"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "### Errors" not in p.stdout, p.stdout[-3000:]
     rows = _table(p.stdout, "Cross-process Send/Recv on Ray (x + 1 on a worker task and back, median per call)")
@@ -201,24 +215,93 @@ def test_quick_sendrecv_rows_time_flowjit_placed_against_ray(tmp_path):
 
 def test_quick_remat_memory_rows_measure_less_memory_with_remat(tmp_path):
     """The remat_memory workload runs each row in a new process and measures the peak of one
-    deep-MLP training step: RSS high-water mark on the llvm native program, tracemalloc on
-    the numba driver. Each child checks its loss against the plain row's (an ERROR cell and
-    the errors section otherwise), and remat with nothing saved measures less than plain."""
+    deep-MLP training step: the RSS high-water mark around flowjit's native program. Each child
+    checks its loss against the plain row's (an ERROR cell and the errors section otherwise),
+    and remat with nothing saved measures less than plain."""
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "remat_memory", "--repeat", "1",
-                        "--peers", "llvm,fj"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                        "--peers", "fj"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "### Errors" not in p.stdout, p.stdout[-3000:]
     rows = _table(p.stdout, "Rematerialization: measured peak memory of one deep-MLP training step "
                             "(each row a new process)")
-    for backend, how in (("llvm", "RSS HWM"), ("numba", "tracemalloc")):
-        mib = {}
-        for mode in ("plain (activations kept)", "fj.remat per layer, nothing saved",
-                     "fj.remat per layer, dots_saveable"):
-            cells = rows[f"flowjit ({backend}), {mode}"]
-            m = re.fullmatch(r"([0-9.]+) MiB", cells["measured peak of the step"])
-            assert m, cells
-            mib[mode] = float(m[1])
-            assert cells["measured by"].startswith(how), cells
-            assert float(cells["steps/s"]) > 0, cells
-        assert mib["fj.remat per layer, nothing saved"] < mib["plain (activations kept)"], (backend, mib)
+    assert [label for label in rows if label.startswith("flowjit")] == [
+        "flowjit, plain (activations kept)", "flowjit, fj.remat per layer, nothing saved",
+        "flowjit, fj.remat per layer, dots_saveable"], rows
+    mib = {}
+    for label, cells in ((label, c) for label, c in rows.items() if label.startswith("flowjit")):
+        m = re.fullmatch(r"([0-9.]+) MiB", cells["measured peak of the step"])
+        assert m, cells
+        mib[label] = float(m[1])
+        assert cells["measured by"].startswith("RSS HWM"), cells
+        assert float(cells["steps/s"]) > 0, cells
+    assert mib["flowjit, fj.remat per layer, nothing saved"] < mib["flowjit, plain (activations kept)"], mib
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None or not os.path.isdir(os.path.join(ROOT, ".git")),
+                               reason="needs git and the repository's checkout")
+
+
+@needs_git
+def test_compare_times_two_trees_side_by_side(tmp_path):
+    """``python -m bench.compare . .`` times the working tree against itself (each side a copy
+    of its flowjit/, taken at the start; the child says where it imported flowjit from) in
+    interleaved blocks: the table has a row per workload with both medians and their ratio
+    (near 1: the same code), the import and first-call rows, and the report is recorded."""
+    record = tmp_path / "compare.md"
+    p = subprocess.run([sys.executable, "-m", "bench.compare", ".", ".", "--quick", "--only",
+                        "dispatch,gelu,fori_loop", "--record", str(record)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    head = next(ln for ln in lines if ln.startswith("| workload |"))
+    heads = [c.strip() for c in head.split("|")[1:-1]]
+    commit = _git("rev-parse", "--short", "HEAD") + ("+edits" if _git("status", "--porcelain", "--", "flowjit") else "")
+    assert heads == ["workload", f"base {commit}", f"head {commit}", "head/base", "per round",
+                     "samples (base/head)", "flag"], heads
+    body = [ln for ln in lines[lines.index(head) + 2:] if ln.startswith("|")]
+    rows = {r[0]: dict(zip(heads, r)) for r in ([c.strip() for c in ln.split("|")[1:-1]] for ln in body)}
+    assert list(rows) == ["gelu f32[65536]", "dispatch x+1 f32[8]", "fori_loop 1,000 trivial iterations, f64",
+                          "import flowjit (new process)", "first call, cold cache: gelu f32[65536]"], list(rows)
+    units = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}
+    for label, cells in rows.items():
+        assert not cells["flag"].startswith("ERROR"), cells
+        seconds = []
+        for column in heads[1:3]:
+            m = re.fullmatch(r"([0-9.]+) (µs|ms|s)", cells[column])
+            assert m and float(m[1]) > 0, (label, column, cells[column])
+            seconds.append(float(m[1]) * units[m[2]])
+        ratio = float(cells["head/base"])
+        # the same code on both sides: a sensible ratio, equal to the medians' (as printed)
+        assert 0.2 < ratio < 5, cells
+        assert ratio == pytest.approx(seconds[1] / seconds[0], rel=0.02), cells
+        lo, hi = (float(x) for x in cells["per round"].split("–"))
+        assert 0 < lo <= hi, cells
+        assert (cells["flag"] == "") == (ratio <= 1.05), cells
+        n = 2 if label.startswith(("import", "first")) else 8     # quick: 2 rounds x 4 samples
+        assert cells["samples (base/head)"] == f"{n}/{n}", cells
+    where = re.search(r"flowjit imported from: base (\S+), head (\S+)", p.stdout)
+    assert where and all("bench_compare_" in w and w.endswith("working-tree/flowjit") for w in where.groups()), \
+        p.stdout
+    assert record.read_text().strip() == p.stdout.strip()
+
+
+@needs_git
+def test_compare_checks_a_revision_out_into_a_worktree_and_removes_it(tmp_path):
+    """A revision is timed from its own checkout: ``git worktree add --detach`` of that commit
+    (its files as committed, whatever the working tree holds), removed afterwards."""
+    from bench.compare import Tree
+    tree = Tree("HEAD", str(tmp_path), "base")
+    try:
+        assert tree.commit == _git("rev-parse", "--short", "HEAD")
+        assert tree.path in _git("worktree", "list")
+        with open(os.path.join(tree.path, "flowjit", "__init__.py")) as f:
+            assert f.read().strip() == _git("show", "HEAD:flowjit/__init__.py")
+    finally:
+        tree.remove()
+    assert not os.path.exists(tree.path)
+    assert tree.path not in _git("worktree", "list")

@@ -324,7 +324,7 @@ def first_result_rows(ctx: Ctx, builds: list[Built], root: str) -> list[Row]:
     most 5); then the floor row."""
     from bench.workloads.compile import child_env
     keys = ["c", "aot"]
-    if "llvm" in ctx.columns:
+    if "fj" in ctx.columns:
         keys += ["llvm_cold", "llvm_warm"]
     has_jax = "jax" in ctx.columns and importlib.util.find_spec("jax") is not None
     if has_jax:
@@ -332,7 +332,6 @@ def first_result_rows(ctx: Ctx, builds: list[Built], root: str) -> list[Row]:
     skipped = {"jax_cold", "jax_warm"} if "jax" in ctx.columns and not has_jax else set()
     base = child_env()
     base["BENCH_THREADS"] = str(ctx.threads)
-    base.pop("NUMBA_CACHE_DIR", None)
     processes = max(1, min(ctx.repeat, MAX_PROCESSES))
     headers = dict(FIRST_COLUMNS)
     rows = []
@@ -438,7 +437,7 @@ def steady_row(ctx: Ctx, built: Built) -> Row:
         return lambda: g(xd).block_until_ready()
 
     builders: dict[str, Any] = {"aot": aot}
-    if "llvm" in ctx.columns:
+    if "fj" in ctx.columns:
         builders["llvm"] = jit
     if "jax" in ctx.columns:
         builders["jax"] = jax_call

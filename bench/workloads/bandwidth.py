@@ -4,9 +4,10 @@ triad; write-allocate traffic is not counted).
 
 The reference (first column; the copy every %BW divides by) streams its stores: LLVM IR
 with ``!nontemporal`` vector stores, compiled with llvmlite and split over the run's threads
-(``bench/streaming.py``). A loop with plain stores, as the numba prange column beside it,
-reads each output line before writing it: a third stream that flowjit's large elementwise
-kernels (streamed stores) do not pay, so %BW over such a copy read up to 172% for gelu.
+(``bench/streaming.py``). A loop with plain stores reads each output line before writing
+it: a third stream that flowjit's large elementwise kernels (streamed stores) do not pay, so
+%BW over such a copy (the numba prange loop this column once had beside it) read up to 172%
+for gelu.
 
 The peers show what the same operation costs each library: NumPy into the buffer (one
 thread; ``np.copyto`` is glibc's ``memcpy``; the triad is two passes), torch into the
@@ -19,34 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from bench.workloads import defs
-from bench.workloads.common import Case, Ctx, Row, run_case
+from bench.workloads.common import BACKENDS, Case, Ctx, Row, run_case
 
-COLUMNS = (("stream", "streaming stores (llvmlite), into buffer"), ("numba", "numba prange, plain stores, into buffer"),
-           ("numpy", "NumPy out= (1 thread)"),
-           ("torch", "torch out="), ("tf", "TensorFlow (XLA), new array"), ("fj", "flowjit (numba), new array"),
-           ("llvm", "flowjit (llvm), new array"))
+COLUMNS = (("stream", "streaming stores (llvmlite), into buffer"), ("numpy", "NumPy out= (1 thread)"),
+           ("torch", "torch out="), ("tf", "TensorFlow (XLA), new array"), ("fj", "flowjit, new array"))
 SCALE = np.float32(3.0)
-
-_kernels: dict[str, object] = {}
-
-
-def kernels() -> dict[str, object]:
-    if not _kernels:
-        import numba
-        from numba import njit, prange
-
-        @njit(parallel=True, cache=False)
-        def copy(dst, src):
-            for i in prange(src.shape[0]):
-                dst[i] = src[i]
-
-        @njit(parallel=True, cache=False)
-        def triad(a, b, c, s):
-            for i in prange(a.shape[0]):
-                a[i] = b[i] + s * c[i]
-
-        _kernels.update(copy=copy, triad=triad, numba=numba)
-    return _kernels
 
 
 def _arrays(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,20 +39,6 @@ def _stream(ctx: Ctx, op: str, a, *inputs):
         from bench.streaming import Streamer
         k = Streamer(op, ctx.threads)
         return lambda: k(a, *inputs, s=float(SCALE))
-    return build
-
-
-def _numba_copy(a, b):
-    def build():
-        k = kernels()["copy"]
-        return lambda: (k(a, b), a)[1]
-    return build
-
-
-def _numba_triad(a, b, c):
-    def build():
-        k = kernels()["triad"]
-        return lambda: (k(a, b, c, SCALE), a)[1]
     return build
 
 
@@ -118,9 +82,9 @@ def _tf_triad(ctx: Ctx, b, c):
 
 
 def columns(ctx: Ctx) -> tuple[tuple[str, str], ...]:
-    """The two into-buffer loops always; the peers' and flowjit's columns as ``--peers`` says
-    (a peer left out is never imported)."""
-    return tuple((k, h) for k, h in COLUMNS if k in ("stream", "numba") or k in ctx.columns)
+    """The streaming copy always; the peers' and flowjit's columns as ``--peers`` says (a peer
+    left out is never imported)."""
+    return tuple((k, h) for k, h in COLUMNS if k == "stream" or k in ctx.columns)
 
 
 def size(ctx: Ctx) -> int:
@@ -131,7 +95,7 @@ def copy_case(ctx: Ctx, a, b, only_stream: bool = False) -> Case:
     n = a.shape[0]
     builders = {"stream": _stream(ctx, "copy", a, b)}
     if not only_stream:
-        builders.update(numba=_numba_copy(a, b), numpy=lambda: (lambda: (np.copyto(a, b), a)[1]),
+        builders.update(numpy=lambda: (lambda: (np.copyto(a, b), a)[1]),
                         torch=_torch(ctx, a, b, b, "copy"))
     return Case("bandwidth", f"copy f32[{n}]", builders, reference=b, tol=0.0, bytes_moved=8 * n,
                 note="flowjit has no copy op (returning its argument copies it in NumPy)")
@@ -154,19 +118,15 @@ def measure_copy(ctx: Ctx) -> Row:
 
 
 def run(ctx: Ctx) -> list[Row]:
-    try:
-        kernels()["numba"].set_num_threads(ctx.threads)
-    except Exception as e:
-        ctx.log(f"  bandwidth: numba.set_num_threads({ctx.threads}) failed: {e}")
     n = size(ctx)
     a, b, c = _arrays(n)
     copy_row = run_case(copy_case(ctx, a, b), ctx, columns=columns(ctx))
     _keep_copy(ctx, a, b, copy_row)
     triad_ref = (b.astype(np.float64) + float(SCALE) * c.astype(np.float64)).astype(np.float32)
     triad = Case("bandwidth", f"triad f32[{n}]",
-                 {"stream": _stream(ctx, "triad", a, b, c), "numba": _numba_triad(a, b, c),
-                  "numpy": _numpy_triad(a, b, c), "torch": _torch(ctx, a, b, c, "triad"), "tf": _tf_triad(ctx, b, c),
-                  "fj": _fj_triad(b, c, "numba"), "llvm": _fj_triad(b, c, "llvm")},
+                 {"stream": _stream(ctx, "triad", a, b, c), "numpy": _numpy_triad(a, b, c),
+                  "torch": _torch(ctx, a, b, c, "triad"), "tf": _tf_triad(ctx, b, c),
+                  "fj": _fj_triad(b, c, BACKENDS["fj"])},
                  reference=triad_ref, tol=1e-6, bytes_moved=12 * n,
                  note="NumPy's triad is two passes (multiply, then add) over the buffer")
     return [copy_row, run_case(triad, ctx, columns=columns(ctx))]

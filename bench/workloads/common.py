@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-# (key, header). ``fj`` is flowjit's numba backend (``FLOWJIT_BACKEND=numba``, the default
-# before issue 20) and ``llvm`` the default one (loop IR -> llvmlite, one native function per
-# program); the ratios compare each with the peers, and llvm with numba.
-COLUMNS = (("fj", "flowjit (numba)"), ("llvm", "flowjit (llvm)"), ("interp", "flowjit (interp)"),
+# (key, header). ``fj`` is flowjit compiled for the CPU (its one CPU backend, ``llvm``: loop IR
+# -> llvmlite, one native function per program), ``interp`` its NumPy interpreter; the ratio
+# compares ``fj`` with the fastest peer.
+COLUMNS = (("fj", "flowjit"), ("interp", "flowjit (interp)"),
            ("numpy", "NumPy"), ("jax", "JAX jit"), ("tf", "TensorFlow (XLA)"), ("torch", "torch eager"),
            ("compile", "torch.compile"))
-BACKENDS = {"fj": "numba", "llvm": "llvm", "interp": "interpreter"}   # flowjit's columns
+BACKENDS = {"fj": "llvm", "interp": "interpreter"}   # flowjit's columns: key -> fj.function(backend=)
 HEADERS = dict(COLUMNS)
 PEERS = ("numpy", "jax", "tf", "torch", "compile")
 # The module each peer's column needs (imported only when that column runs).
@@ -71,11 +71,8 @@ class Row:
     workload: str
     label: str
     cells: dict[str, Cell] = field(default_factory=dict)
-    ratio: str = ""                   # flowjit (numba) over the best peer
-    ratio_llvm: str = ""              # flowjit (llvm) over the best peer
-    llvm_vs_numba: str = ""           # flowjit (llvm) over flowjit (numba)
+    ratio: str = ""                   # flowjit over the best peer
     bw_fj: str = ""
-    bw_llvm: str = ""
     bw_best: str = ""
     note: str = ""
     copy_gbps: float | None = None    # the copy timed in this row's rounds, for its %BW
@@ -347,32 +344,26 @@ def _error(ctx: Ctx, row: Row, header: str, short: str, full: str) -> Cell:
 
 
 def fill_ratios(row: Row, ctx: Ctx, bytes_moved: int | None = None) -> None:
-    """flowjit (numba) and flowjit (llvm) over the best peer, llvm over numba, and the
-    fractions of copy bandwidth."""
+    """flowjit over the best peer, and the fractions of copy bandwidth."""
     peers = [(row.cells[k].seconds, k) for k in PEERS if k in row.cells and row.cells[k].ok]
     best = min(peers) if peers else None
-    fj, llvm = row.cells.get("fj"), row.cells.get("llvm")
-    row.ratio = _ratio(fj, best, "numba")
-    row.ratio_llvm = _ratio(llvm, best, "llvm")
-    if fj is not None and fj.ok and llvm is not None and llvm.ok:
-        row.llvm_vs_numba = f"{llvm.seconds / fj.seconds:.2f}x"
+    fj = row.cells.get("fj")
+    row.ratio = _ratio(fj, best)
     copy_gbps = row.copy_gbps or ctx.copy_gbps
     if bytes_moved and copy_gbps:
         def share(seconds: float) -> str:
             return f"{100 * bytes_moved / seconds / 1e9 / copy_gbps:.0f}%"
         if fj is not None and fj.ok:
             row.bw_fj = share(fj.seconds)
-        if llvm is not None and llvm.ok:
-            row.bw_llvm = share(llvm.seconds)
         if best is not None:
             row.bw_best = f"{share(best[0])} ({HEADERS[best[1]]})"
 
 
-def _ratio(cell: Cell | None, best: tuple[float, str] | None, backend: str) -> str:
+def _ratio(cell: Cell | None, best: tuple[float, str] | None) -> str:
     if best is None:
         return "— (no peer ran)"
     if cell is None or cell.skipped:
         return "—"
     if not cell.ok:
-        return f"— ({backend} failed)"
+        return "— (flowjit failed)"
     return f"{cell.seconds / best[0]:.2f}x vs {HEADERS[best[1]]}"

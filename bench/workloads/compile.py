@@ -31,8 +31,8 @@ import tempfile
 from bench.workloads.common import COLUMNS, HEADERS, Cell, Ctx, Row, Skip, fill_ratios, fmt_time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-IMPLS = ("fj", "llvm", "interp", "jax", "tf", "compile")
-PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "jax": "jax", "tf": "tensorflow",
+IMPLS = ("fj", "interp", "jax", "tf", "compile")
+PACKAGE = {"fj": "flowjit", "interp": "flowjit", "jax": "jax", "tf": "tensorflow",
            "compile": "torch"}
 TIMEOUT_S = 600
 
@@ -80,7 +80,6 @@ def child(ctx: Ctx, impl: str, workload: str, size: tuple[int, ...], cache: str)
     env["TF_XLA_FLAGS"] = " ".join(filter(None, [env.get("TF_XLA_FLAGS", ""),
                                                  f"--tf_xla_persistent_cache_directory={os.path.join(cache, 'tf')}"]))
     env["BENCH_THREADS"] = str(ctx.threads)
-    env.pop("NUMBA_CACHE_DIR", None)   # numba caches beside flowjit's kernel files
     cmd = [sys.executable, "-m", "bench.workloads.first_call", impl, workload, ",".join(map(str, size))]
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -158,8 +157,8 @@ def run(ctx: Ctx) -> list[Row]:
     return rows + [import_row(ctx)]
 
 
-# The import each column's first call pays in a new process (flowjit's is the same for both
-# backends: ``import flowjit`` loads no compiler).
+# The import each column's first call pays in a new process (``import flowjit`` loads no
+# compiler: llvmlite comes with the first compile).
 IMPORTS = {"fj": "flowjit", "jax": "jax", "tf": "tensorflow", "torch": "torch"}
 IMPORT_SRC = ("import sys, time; t0 = time.perf_counter(); import {0}; t = time.perf_counter() - t0; "
               "print(t, int('numba' in sys.modules))")
@@ -204,6 +203,6 @@ def import_row(ctx: Ctx) -> Row:
     fill_ratios(row, ctx)
     if "fj" in samples:
         row.note = (f"median of {len(samples['fj'])} new processes (range in parentheses), modules alternated; "
-                    f"`import flowjit` is the same for both backends and {'imports' if numba_seen else 'loads no'} "
-                    "numba; torch's cell is `import torch` (torch.compile's too)")
+                    f"`import flowjit` {'imports' if numba_seen else 'loads no'} numba; torch's cell is "
+                    "`import torch` (torch.compile's too)")
     return row

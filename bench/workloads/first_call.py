@@ -2,9 +2,10 @@
 
 ``python -m bench.workloads.first_call IMPL WORKLOAD SIZE`` prints one JSON line:
 ``{"import_s", "first_s", "second_s", "note"}`` or ``{"error"}``. IMPL is one of ``fj``
-(flowjit, numba backend), ``llvm`` (flowjit, llvm backend), ``interp`` (flowjit interpreter),
+(flowjit, compiled), ``interp`` (flowjit interpreter),
 ``jax`` (jax.jit), ``tf`` (tf.function(jit_compile=True)) or ``compile`` (torch.compile).
-flowjit's note gives ``fj.cache_stats()`` and whether the process imported numba;
+flowjit's note gives ``fj.cache_stats()`` and whether the process imported numba (a CPU
+program imports none);
 TensorFlow's, the entries of its persistent XLA cache. The caches it uses come from the
 environment the parent sets up (``FLOWJIT_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``,
 ``BENCH_JAX_CACHE_DIR``, ``TF_XLA_FLAGS``).
@@ -108,7 +109,7 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         call()
         second_s = time.perf_counter() - t0
-        if impl in ("fj", "llvm"):
+        if impl == "fj":
             import flowjit as fj
             st = fj.cache_stats()
             note = (f"kernels compiled {st['compiled']}, loaded from disk {st['loaded']}, "

@@ -1,9 +1,8 @@
 """A loop of 100,000 trivial iterations (``v = v * 0.5 + 1``, float64): what each system
 pays per iteration when the loop lives inside the compiled program.
 
-- flowjit: ``fj.fori_loop`` in an ``@fj.function``; its body is one kernel, so the loop
-  runs as one native function (numba backend), steps its body's native call in Python
-  (llvm backend, which has no loops yet), or steps the interpreter (interp).
+- flowjit: ``fj.fori_loop`` in an ``@fj.function``: the loop runs inside the native program
+  (fj), or the interpreter steps it (interp).
 - NumPy: the same loop in Python over a NumPy float64 scalar.
 - JAX: ``jax.lax.fori_loop`` under ``jax.jit`` (an XLA while loop).
 - TensorFlow: ``tf.while_loop`` over a counter in ``tf.function(jit_compile=True)`` (the
@@ -16,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.workloads.common import Case, Ctx, Row, run_case
+from bench.workloads.common import BACKENDS, Case, Ctx, Row, run_case
 
 STEPS = 100_000
 
@@ -75,7 +74,7 @@ def run(ctx: Ctx) -> list[Row]:
             return v
         return loop
 
-    builders = {"fj": fj_build("numba"), "llvm": fj_build("llvm"), "interp": fj_build("interpreter"), "numpy": np_build,
+    builders = {**{key: fj_build(backend) for key, backend in BACKENDS.items()}, "numpy": np_build,
                 "jax": jax_build, "tf": tf_build, "torch": torch_build}
     case = Case("loop", f"fori_loop {steps:,} trivial iterations, f64", builders, reference=_reference(steps),
                 tol=1e-12, unit="ms", note="per call: the whole loop; torch.compile left out (a Python loop)")

@@ -9,7 +9,7 @@ loss is checked against the reference (1e-4). The timed calls go on training on 
 batch, so the parameters keep changing; the cells add steps/s and matmul GFLOP/s.
 
 - flowjit: ``fj.nn.Dense`` layers (Variables), ``fj.optim.SGD(0.01)``, the step one
-  ``@fj.function`` around ``opt.minimize`` (numba backend; also llvm and the interpreter).
+  ``@fj.function`` around ``opt.minimize`` (compiled; also the interpreter).
 - NumPy: hand-written backprop with preallocated buffers (``out=``, in-place updates):
   the bar flowjit must reach.
 - JAX: ``jax.jit`` of a pure step (params in, new params and loss out), params donated.
@@ -40,8 +40,8 @@ LR = 0.01
 # No ReLU input within 1e-5 of zero at either size with this seed, so float32 rounding flips
 # no ReLU mask against the float64 reference (seed 0 has one at 1.4e-7: its W1 differs by 5e-3).
 SEED = 3
-IMPLS = ("fj", "llvm", "interp", "jax", "tf", "compile")          # columns of the first-step rows
-PACKAGE = {"fj": "flowjit", "llvm": "flowjit", "interp": "flowjit", "numpy": "numpy", "jax": "jax", "tf": "tensorflow",
+IMPLS = ("fj", "interp", "jax", "tf", "compile")          # columns of the first-step rows
+PACKAGE = {"fj": "flowjit", "interp": "flowjit", "numpy": "numpy", "jax": "jax", "tf": "tensorflow",
            "torch": "torch", "compile": "torch"}
 WARMUP_STEPS, WARMUP_S = 30, 1.0   # steps after the checked one, before timing (at most that long)
 UPDATE_TOL = 1e-3    # the update (init - new) / lr against the float64 gradient, relative to max |g|
@@ -110,7 +110,7 @@ def reference(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple[n
 Setup = tuple[Callable[[], Any], Callable[[], list[np.ndarray]], Callable[[], None]]
 
 
-def fj_setup(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, backend: str = "numba") -> Setup:
+def fj_setup(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, backend: str = "llvm") -> Setup:
     import flowjit as fj
     dims = [params[0].shape[0]] + [w.shape[1] for w in params[0::2]]
     n = len(dims) - 1

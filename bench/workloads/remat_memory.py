@@ -12,17 +12,12 @@ backward (the pre-activation, its cube and tanh, the output), so remat has somet
 Every cell comes from a fresh child process (``python -m bench.workloads.remat_memory IMPL
 MODE SIZE``), so no allocator or buffer pool state of one row reaches the next:
 
-- flowjit (llvm), the native program: its intermediates live in one scratch block that
+- flowjit, the native program: its intermediates live in one scratch block that
   ``aligned_alloc`` makes on the first call and keeps, which tracemalloc does not see. The
   child compiles the program without running it, writes ``5`` to ``/proc/self/clear_refs``
   (resets VmHWM to the current RSS), reads ``VmRSS``, runs the first step and reads
   ``VmHWM``: the step's peak is HWM − RSS. Beside it, the plan's own figure
   (``scratch_bytes`` of the native program).
-- flowjit (numba), the Python driver: its buffers are NumPy arrays, which report to
-  tracemalloc; the kernels are compiled (or loaded) before ``tracemalloc.start()``, and the
-  peak of the first step is what the step allocated at once (the buffer pool starts empty
-  in a new process). Beside it, HWM − RSS measured as above and the memory plan's estimate
-  (``memory_plan.peak_bytes``, kernel buffers only).
 - JAX (when importable): ``jax.jit`` of the same step as a pure function, with each layer
   in ``jax.checkpoint`` (same policies, ``jax.checkpoint_policies``) or not:
   ``memory_analysis().temp_size_in_bytes`` of the compiled step, and HWM − RSS of its first
@@ -50,7 +45,7 @@ TITLE = "Rematerialization: measured peak memory of one deep-MLP training step (
 LR = 0.01
 MODES = (("plain", "plain (activations kept)"), ("remat", "{remat} per layer, nothing saved"),
          ("dots", "{remat} per layer, dots_saveable"))
-IMPLS = ("llvm", "fj", "jax")
+IMPLS = ("fj", "jax")
 COLUMNS = (("measured", "measured peak of the step"), ("how", "measured by"), ("plan", "planner's estimate"),
            ("steps", "steps/s"), ("vs_plain", "measured / plain"))
 TIMEOUT_S = 900
@@ -98,13 +93,8 @@ def _rss_peak(run: Any) -> tuple[Any, int | None]:
     return out, (_status("VmHWM") - rss if ok else None)
 
 
-def _fj_child(impl: str, mode: str, params: list[np.ndarray], x: np.ndarray, repeat: int) -> dict:
-    import gc
-    import tracemalloc
-
+def _fj_child(mode: str, params: list[np.ndarray], x: np.ndarray, repeat: int) -> dict:
     import flowjit as fj
-    from flowjit.runtime import buffers
-    backend = {"llvm": "llvm", "fj": "numba"}[impl]
     policy = fj.remat_policies.dots_saveable if mode == "dots" else None
     variables = [fj.Variable(p, name=f"p{i}") for i, p in enumerate(params)]
     opt = fj.optim.SGD(LR)
@@ -119,27 +109,15 @@ def _fj_child(impl: str, mode: str, params: list[np.ndarray], x: np.ndarray, rep
             h = block(h, W, b)
         return fj.mean(h * h)
 
-    step = fj.function(lambda x: opt.minimize(lambda: loss(x), variables), backend=backend)
+    step = fj.function(lambda x: opt.minimize(lambda: loss(x), variables), backend="llvm")
     entry, _ = step._lookup((x,), {})        # traced, kernels compiled or loaded; nothing run
     ex = entry.executable
     out: dict[str, Any] = {}
-    if impl == "llvm":
-        ex._compile_llvm()                    # the native program, built before the measured step
-        if ex._program is None:
-            raise RuntimeError(f"the step is not one native program: {ex.native_reason}")
-        first, out["rss"] = _rss_peak(lambda: step(x))
-        out["plan"] = ex._program.plan.scratch_bytes
-    else:
-        # Every buffer from NumPy's allocator, which reports to tracemalloc (the pool's mmap
-        # blocks do not); the first step compiles numba's kernels and is not measured.
-        buffers.POOL_MIN_BYTES = 1 << 62
-        first = step(x)
-        gc.collect()
-        tracemalloc.start()
-        _, out["rss"] = _rss_peak(lambda: step(x))
-        out["traced"] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        out["plan"] = ex.memory_plan.peak_bytes
+    ex._compile_llvm()                        # the native program, built before the measured step
+    if ex._program is None:
+        raise RuntimeError(f"the step is not one native program: {ex.native_reason}")
+    first, out["rss"] = _rss_peak(lambda: step(x))
+    out["plan"] = ex._program.plan.scratch_bytes
     out["loss"] = float(first)
     out["steps_s"] = _rate(lambda: step(x), repeat)
     return out
@@ -197,7 +175,7 @@ def child_main(argv: list[str]) -> int:
     try:
         params, x = problem(depth, width, batch)
         out = (_jax_child(mode, params, x, repeat) if impl == "jax"
-               else _fj_child(impl, mode, params, x, repeat))
+               else _fj_child(mode, params, x, repeat))
         print(json.dumps(out))
         return 0
     except Exception as e:
@@ -235,20 +213,13 @@ def _row(ctx: Ctx, impl: str, mode: str, label: str, got: dict, plain: dict | No
         ctx.errors.append((label, impl, msg))
         row.cells["measured"] = Cell(text=msg, error=msg)
         return row
-    if impl == "fj":
-        measured, how = got["traced"], "tracemalloc (2nd step, buffer pool off)"
-        plan = f"{_mib(got['plan'])} (memory_plan.peak_bytes, kernel buffers)"
-    elif impl == "llvm":
-        measured, how = got["rss"], "RSS HWM − RSS (/proc/self/clear_refs)"
-        plan = f"{_mib(got['plan'])} (native scratch_bytes)"
-    else:
-        measured, how = got["rss"], "RSS HWM − RSS (/proc/self/clear_refs)"
-        plan = f"{_mib(got['plan'])} (memory_analysis temp_size_in_bytes)"
+    measured, how = got["rss"], "RSS HWM − RSS (/proc/self/clear_refs)"
+    plan = f"{_mib(got['plan'])} ({'native scratch_bytes' if impl == 'fj' else 'memory_analysis temp_size_in_bytes'})"
     row.cells["measured"] = Cell(text=_mib(measured))
     row.cells["how"] = Cell(text=how)
     row.cells["plan"] = Cell(text=plan)
     row.cells["steps"] = Cell(text=f"{got['steps_s']:.2f}")
-    base = None if plain is None or "error" in plain else (plain["traced"] if impl == "fj" else plain["rss"])
+    base = None if plain is None or "error" in plain else plain["rss"]
     if base and measured is not None:
         row.cells["vs_plain"] = Cell(text=f"{measured / base:.2f}x")
     return row
@@ -256,7 +227,7 @@ def _row(ctx: Ctx, impl: str, mode: str, label: str, got: dict, plain: dict | No
 
 def run(ctx: Ctx) -> list[Row]:
     depth, width, batch = size = sizes(ctx)
-    names = {"llvm": "flowjit (llvm)", "fj": "flowjit (numba)", "jax": "JAX jit"}
+    names = {"fj": "flowjit", "jax": "JAX jit"}
     impls = [i for i in IMPLS if i in ctx.columns]
     rows: list[Row] = []
     want_loss = None
