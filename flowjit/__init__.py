@@ -2,9 +2,8 @@
 
 ``import flowjit as fj``; decorate with ``@fj.function``; use ``fj.*`` with NumPy's names.
 This module only re-exports the public API. The backends (``codegen_cpu``, ``codegen_cuda``)
-load on first use: numba (and the SciPy it pulls in) is imported by the first compile, or by
-the first ``fj.codegen_cpu`` access, not by ``import flowjit``; ``backend="llvm"`` imports
-llvmlite alone.
+load on first use: llvmlite is imported by the first compile, or by the first
+``fj.codegen_cpu`` access, not by ``import flowjit``; numba only by the CUDA backend.
 """
 
 import importlib
@@ -228,12 +227,12 @@ def __getattr__(name: str) -> Any:
 
 def _cache_stats() -> dict[str, int]:
     """Kernels this process compiled, took from the disk cache (``loaded``) and reused from
-    memory, summed over the backends that ran: numba's kernels and the llvm backend's
-    object modules. A backend this process never loaded counts nothing (and is not
-    imported: a process running cached llvm kernels loads no numba)."""
+    memory, summed over the backends that ran: the CPU backend's object modules and the
+    CUDA backend's kernels. A backend this process never loaded counts nothing (and is not
+    imported)."""
     import sys
     total = {"compiled": 0, "loaded": 0, "reused": 0}
-    for module, stats in (("flowjit.codegen_cpu.compile", "kernel_stats"), ("flowjit.codegen_llvm.objcache", "stats")):
+    for module, stats in (("flowjit.codegen_cpu.objcache", "stats"), ("flowjit.codegen_cuda.compile", "kernel_stats")):
         if module in sys.modules:
             counts = getattr(sys.modules[module], stats)()
             for key in total:

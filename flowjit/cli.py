@@ -4,8 +4,8 @@
 
 ``ir`` traces a function of a Python file for abstract arguments and prints its IR as
 text (parseable back) or JSON, at any pipeline stage; ``--stage loops`` prints every
-kernel of the fused program as loop IR (flowjit.lowering), ``--stage kernels`` the
-generated numba kernels and the driver. ``compile`` builds the function ahead of time
+kernel of the fused program as loop IR (flowjit.lowering), ``--stage kernels`` every
+kernel's loop IR and the driver (the native program's plan). ``compile`` builds the function ahead of time
 into a C shared library with its header and manifest (``flowjit.aot``). ``explain``
 prints the program's kernels, what each moves and how long the machine's bounds say it
 takes, and why fusion stopped where it did (``flowjit.explain``).
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="an argument type such as f32[2,3] or i32[] (repeat per argument)")
     p_ir.add_argument("--stage", default="traced", choices=(*IR_STAGES, "kernels"),
                       help="pipeline stage to show; 'loops': each kernel as loop IR; "
-                           "'kernels': the generated numba source and driver")
+                           "'kernels': each kernel's loop IR and the driver (the native program's plan)")
     p_ir.add_argument("--format", default="text", choices=("text", "json", "dot", "svg"),
                       help="text or JSON IR, or the graph as Graphviz DOT or SVG (fusions and control "
                            "blocks as clusters, devices as colours; svg needs Graphviz's dot)")

@@ -12,11 +12,10 @@ import pytest
 
 def trace_and_precompile(calls: Iterable[tuple[Any, Sequence[Any]]]) -> int:
     """Trace each ``fj.function`` for its arguments (building its executable, running
-    nothing) and, on the numba backend, compile every cold kernel of them all on two cores
-    (``precompile``), so a test's first call only loads its kernels (the llvm backend
-    compiles a program in milliseconds at its first call); returns how many kernel steps
-    there were. A program that fails to trace is left for its test to report."""
-    steps, pending = 0, []
+    nothing; the CPU backend compiles a program in milliseconds at its first call); returns
+    how many kernel steps there were. A program that fails to trace is left for its test to
+    report."""
+    steps = 0
     for f, args in calls:
         try:
             entry, _ = f._lookup(tuple(args), {})
@@ -24,12 +23,6 @@ def trace_and_precompile(calls: Iterable[tuple[Any, Sequence[Any]]]) -> int:
             continue
         kernels = [st for st in entry.executable._steps if st.kernel is not None]
         steps += len(kernels)
-        if entry.executable.backend == "numba":
-            from flowjit.runtime.executable import _signature
-            pending += [(st.kernel, _signature(st)) for st in kernels]
-    if pending:
-        from flowjit.codegen_cpu.compile import precompile
-        precompile(pending)
     return steps
 
 

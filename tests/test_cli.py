@@ -67,11 +67,16 @@ def test_ir_stage_kernels_prints_the_generated_source(tmp_path, capsys, monkeypa
     assert "# kernel " in out and "prog.py:4" in out and "loop IR" in out and "tanh.f32(" in out
     # The whole program as one native function: the matmul a BLAS gemm inside it.
     assert "# driver" in out and "native driver f(" in out and "float32 gemm" in out
+    assert "numba" not in out
+
+
+def test_the_numba_backend_is_refused_saying_what_replaced_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "prog.py"
+    src.write_text("import flowjit as fj\n\ndef f(x):\n    return fj.tanh(x)\n")
     monkeypatch.setenv("FLOWJIT_BACKEND", "numba")
-    assert main(args) == 0
-    out = capsys.readouterr().out
-    assert "def k_" in out and "tanh32(" in out and "for i" in out
-    assert "# driver" in out and "run_op(op0" in out  # the matmul runs on NumPy's BLAS
+    with pytest.raises(ValueError, match="llvmlite"):
+        main(["ir", f"{src}:f", "--arg", "f32[4]", "--stage", "kernels"])
 
 
 def test_ir_stage_loops_prints_every_kernel_as_loop_ir(tmp_path, capsys):

@@ -5,9 +5,8 @@ against central differences in float64.
 
 The seeds are fixed: the default suite runs ``SEEDS`` (sized to take about a minute on
 a cold kernel cache, two cores), ``-m slow`` the longer ``SLOW_SEEDS``. The first program
-of each chunk of seeds traces the chunk's programs (on the numba backend it also compiles
-their kernels on two cores at once). A failure prints the program as source (it runs as is, with ``m`` bound to
-flowjit or NumPy), its fused IR and the command that runs that one program again.
+of each chunk of seeds traces the chunk's programs. A failure prints the program as source
+(it runs as is, with ``m`` bound to flowjit or NumPy), its fused IR and the command that runs that one program again.
 """
 
 from __future__ import annotations

@@ -27,15 +27,14 @@ ALLOWED = {
     "lowering": {"ir"},
     "codegen_cpu": {"ir", "lowering"},
     "codegen_cuda": {"ir", "lowering"},
-    "codegen_llvm": {"ir", "lowering"},
-    "runtime": {"ir", "passes", "lowering", "codegen_cpu", "codegen_cuda", "codegen_llvm"},
+    "runtime": {"ir", "passes", "lowering", "codegen_cpu", "codegen_cuda"},
     "tracer": {"ir", "passes", "runtime", "debug"},
     "debug": {"ir", "runtime"},  # numerics checks send calls down the slow path (runtime.hooks)
     "nn": {"ir", "tracer"},
     "optim": {"ir", "tracer", "nn"},
     "checkpoint": {"ir", "tracer", "optim", "version"},  # it saves optimizers' slots
-    "aot": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer", "version"},
-    "explain": {"ir", "passes", "lowering", "codegen_llvm", "runtime", "tracer"},
+    "aot": {"ir", "passes", "lowering", "codegen_cpu", "runtime", "tracer", "version"},
+    "explain": {"ir", "passes", "lowering", "codegen_cpu", "runtime", "tracer"},
     "scipy": {"ir", "tracer", "nn"},  # fj.scipy: SciPy's names composed over the tracer (and nn's sigmoid)
     "summary": {"ir", "tracer"},  # TensorBoard files of a traced program (tensorboardX, imported on use)
     # Ray, imported only here (an optional extra); its tasks host partitions of placed programs
@@ -130,7 +129,7 @@ def test_the_tracer_never_imports_the_flowjit_package():
 
 
 def test_import_flowjit_loads_no_compiler():
-    # numba (with llvmlite and the SciPy it pulls in) loads on the first compile.
+    # llvmlite loads on the first compile; numba never does on the CPU.
     prog = ("import sys, flowjit\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite', 'scipy')))")
     out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
@@ -138,19 +137,19 @@ def test_import_flowjit_loads_no_compiler():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("backend", ["llvm", "numba"])
-def test_the_backend_loads_on_first_use(tmp_path, backend):
+def test_the_backend_loads_on_first_use(tmp_path):
     # fj.cache_stats and fj.codegen_cpu import the backend when first used, and a first
-    # compile works without anyone importing it beforehand; the default (llvm) backend
-    # never imports numba.
+    # compile works without anyone importing it beforehand; the CPU backend never imports
+    # numba.
     prog = ("import sys, numpy as np, flowjit as fj\n"
             "y = fj.function(lambda x: fj.tanh(x) + 1)(np.zeros(4, np.float32))\n"
             "assert (y == 1).all(), y\n"
             "s = fj.cache_stats()\n"
             "print(s['compiled'], s['loaded'], 'numba' in sys.modules)")
-    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path), FLOWJIT_BACKEND=backend)
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    env.pop("FLOWJIT_BACKEND", None)
     out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True, env=env)
-    assert out.stdout.split() == ["1", "0", str(backend == "numba")]
+    assert out.stdout.split() == ["1", "0", "False"]
 
 
 def _primitive_names(expr: ast.expr, tables: dict[str, set[str]], names: set[str]) -> set[str]:

@@ -2,7 +2,7 @@
 and its variables' values.
 
 The program is traced as ``fj.function`` traces it, run through the pass pipeline,
-planned as the llvm backend's one native function (``codegen_llvm.program``) on one
+planned as the llvm backend's one native function (``codegen_cpu.program``) on one
 thread, and rendered with a C entry instead of the CPython ones
 (``program_emit.render_c_library``): arguments and results are caller-owned C-contiguous
 arrays, constants are read-only data of the library, matmuls call the CBLAS library the
@@ -95,7 +95,7 @@ def _not_native(function: Any, message: str, name: str) -> AOTError:
 
 
 def _target(cpu: str) -> tuple[Any, dict[str, Any]]:
-    from flowjit.codegen_llvm import jit
+    from flowjit.codegen_cpu import jit
     machine = platform.machine()
     choices = ["native", *(mf.X86_LEVELS if machine in ("x86_64", "AMD64") else [])]
     if cpu not in choices:
@@ -124,7 +124,7 @@ def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[
 
 
 def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tuple[Any, Any, list[np.ndarray]]:
-    from flowjit.codegen_llvm.program import NotNative, plan_program
+    from flowjit.codegen_cpu.program_plan import NotNative, plan_program
     from flowjit.runtime.executable import Executable, compile_function
     exe = compile_function(entry.function, backend="llvm", parallel=False)
     if not isinstance(exe, Executable):
@@ -170,7 +170,7 @@ def _symbolic_plan(f: Callable[..., Any], example_args: tuple, static: dict[str,
     ``SYMBOLIC_SAMPLES`` (intermediates laid out one after another, no thread pool), and
     the plans unified (``program.unify_plans``); an AOTError names what changes with it
     otherwise."""
-    from flowjit.codegen_llvm.program import NotNative, unify_plans
+    from flowjit.codegen_cpu.program_plan import NotNative, unify_plans
     planned = []
     for size in SYMBOLIC_SAMPLES:
         _, entry, _, _ = _trace(f, _at(example_args, size), static)
@@ -190,7 +190,7 @@ def _symbolic_plan(f: Callable[..., Any], example_args: tuple, static: dict[str,
 
 def _shape(shape: tuple, symbol: str | None, label: str) -> list:
     """A buffer's shape for the manifest: the symbolic dimension by its name."""
-    from flowjit.codegen_llvm.program import Affine
+    from flowjit.codegen_cpu.program_plan import Affine
     out: list = []
     for d in shape:
         if isinstance(d, Affine):
@@ -204,8 +204,8 @@ def _shape(shape: tuple, symbol: str | None, label: str) -> list:
 
 
 def _blas(plan: Any) -> tuple[dict[str, str], int, str | None]:
-    from flowjit.codegen_llvm.blas import blas_functions
-    from flowjit.codegen_llvm.program import Gemm, walk_steps
+    from flowjit.codegen_cpu.blas import blas_functions
+    from flowjit.codegen_cpu.program_plan import Gemm, walk_steps
     if not any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
         return {}, 64, None
     found = blas_functions()
@@ -244,9 +244,9 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     with no native form raises AOTError naming the op and line before any file is written;
     with no C compiler the object, header and manifest are written and AOTError says what
     to install."""
-    from flowjit.codegen_llvm import jit
-    from flowjit.codegen_llvm.program import Affine, KernelCall, walk_steps
-    from flowjit.codegen_llvm.program_emit import render_c_library
+    from flowjit.codegen_cpu import jit
+    from flowjit.codegen_cpu.program_emit import render_c_library
+    from flowjit.codegen_cpu.program_plan import Affine, KernelCall, walk_steps
     target, cpu_entry = _target(cpu)
     tf, entry, structure, statics = _trace(f, _at(example_args, SYMBOLIC_SAMPLES[0]), dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)
@@ -356,7 +356,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
 
 def render_header(manifest: dict[str, Any]) -> str:
     """The C header of an exported program (see the module docstring of flowjit.aot)."""
-    from flowjit.codegen_llvm.program_emit import C_ERR_ALIGN, C_ERR_NOMEM, C_ERR_NULL, C_ERR_SIZE, C_OK
+    from flowjit.codegen_cpu.program_emit import C_ERR_ALIGN, C_ERR_NOMEM, C_ERR_NULL, C_ERR_SIZE, C_OK
     name = manifest["name"]
     up = name.upper()
     symbol = manifest.get("symbolic")

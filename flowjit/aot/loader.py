@@ -20,7 +20,7 @@ from flowjit.version import __version__
 from . import manifest as mf
 from .manifest import AOTError
 
-# The entry's return codes (codegen_llvm.program_emit's C_ERR_*, which this module may
+# The entry's return codes (codegen_cpu.program_emit's C_ERR_*, which this module may
 # not import: it loads LLVM's IR builder).
 _ERRORS = {1: (MemoryError, "out of memory for its scratch or a kernel's temporary memory"),
            2: (ValueError, "its scratch block is misaligned"),

@@ -1,6 +1,8 @@
 """The IR: dtypes, types, SSA values and ops, the primitive registry, text form, verifier
 and the NumPy reference interpreter. Nothing here imports the rest of flowjit."""
 
+# The primitives' declarations register themselves on import: every user of the IR has them.
+from flowjit.ir import primitives  # noqa: E402, F401  (last: they build on everything above)
 from flowjit.ir.builder import Builder, new_function
 from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
 from flowjit.ir.dtypes import DType

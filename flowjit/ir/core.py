@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flowjit.ir.printer import print_function
 from flowjit.ir.types import TensorType
 
 if TYPE_CHECKING:
@@ -193,7 +194,6 @@ class Function:
         return Function(self.name, _clone_block(self.body, mapping), list(self.is_var), list(self.arg_devices))
 
     def __str__(self) -> str:
-        from flowjit.ir.printer import print_function
         return print_function(self)
 
     def __repr__(self) -> str:

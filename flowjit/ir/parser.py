@@ -34,7 +34,7 @@ import numpy as np
 from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
 from flowjit.ir.dtypes import from_short
 from flowjit.ir.errors import ParseError, ShapeError
-from flowjit.ir.registry import PRIMITIVES, AttrSpec, Literal, Primitive, _load, coerce_attr
+from flowjit.ir.registry import PRIMITIVES, AttrSpec, Literal, Primitive, coerce_attr
 from flowjit.ir.types import TensorType
 
 _STRING = r'"(?:[^"\\\n]|\\.)*"'
@@ -349,7 +349,6 @@ class _Parser:
             raise self.error(f"expected a primitive name, found {_found(name_tok)}", name_tok)
         if not result_toks and self.peek().text in ("=", ","):
             raise self.error(f"expected a result name such as %0, found {_found(name_tok)}", name_tok)
-        _load()
         prim = PRIMITIVES.get(name_tok.text)
         if prim is None:
             raise self.error(f"unknown primitive {_short(name_tok.text)}", name_tok)

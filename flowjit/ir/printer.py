@@ -22,13 +22,15 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
 from flowjit.ir.dtypes import DType
 from flowjit.ir.registry import Literal
+
+if TYPE_CHECKING:  # the printer reads Values and Ops; core prints itself through it
+    from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
 
 INLINE_LITERAL_ELEMENTS = 16
 LOC_COLUMN = 58

@@ -395,19 +395,13 @@ def declare(name: str, **kwargs: Any) -> Primitive:
 
 def get(name: str) -> Primitive:
     """The primitive called ``name``; KeyError if there is none."""
-    _load()
     return PRIMITIVES[name]
 
 
 def all_primitives() -> list[Primitive]:
-    """Every declared primitive, in declaration order."""
-    _load()
+    """Every declared primitive, in declaration order (the package ``flowjit.ir`` imports
+    ``flowjit.ir.primitives``, whose modules declare them, before anything can ask)."""
     return list(PRIMITIVES.values())
-
-
-def _load() -> None:
-    # The declarations live in flowjit.ir.primitives; importing it registers them.
-    import flowjit.ir.primitives  # noqa: F401
 
 
 # ---- helpers shared by shape rules ------------------------------------------------

@@ -124,8 +124,8 @@ Expr = Const | Var | Prim | Load | AccValue
 class Loop(_Frozen):
     """``for var in range(start, stop, step): body``; ``parallel``: iterations are
     independent and the renderer may split them across threads. ``stream``: a hint that
-    the loop's one store may bypass the cache when the output is large (flowjit.codegen_cpu
-    .streaming): the body reads inputs only at ``[var]`` and ends storing a float at ``[var]``."""
+    the loop's one store may bypass the cache when the output is large (the CPU renderer's
+    non-temporal stores): the body reads inputs only at ``[var]`` and ends storing a float at ``[var]``."""
 
     var: str
     start: Expr
@@ -297,8 +297,3 @@ def expressions(body: tuple):
             if s.position is not None:
                 yield from exprs_of(s.position)
 
-
-def intrinsics(k: Kernel) -> set:
-    """The (intrinsic, dtype short name) pairs kernel ``k`` calls, e.g. ``("tanh", "f32")``."""
-    from flowjit.lowering.scalar import INTRINSICS
-    return {(e.op, e.dtype.short) for e in expressions(k.body) if isinstance(e, Prim) and e.op in INTRINSICS}

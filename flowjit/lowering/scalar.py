@@ -59,7 +59,7 @@ OPS: dict[str, tuple[int, str, str]] = {
     "select": (3, "fib", "same2"),    # (bool cond, a, b): a where cond, else b
     "cast": (1, "fi", "cast"),        # ndarray.astype between numbers: float->int truncates
                                       # (bool never: P writes x != 0 and select(x, 1, 0))
-    # Math intrinsics, one per float width (the LLVM renderer ports scalar_math's algorithms).
+    # Math intrinsics, one per float width (the CPU renderer's are codegen_cpu.intrinsics).
     "exp": (1, "f", "same"), "expm1": (1, "f", "same"), "log": (1, "f", "same"),
     "log1p": (1, "f", "same"), "sqrt": (1, "f", "same"), "sin": (1, "f", "same"),
     "cos": (1, "f", "same"), "tanh": (1, "f", "same"), "erf": (1, "f", "same"),

@@ -56,7 +56,7 @@ from flowjit.ir.core import Block, Function, Op, Value
 FUSIBLE_KINDS = ("elementwise", "layout", "reduction")
 VIEW_ROLES = ("permute_axes", "unit_axes_reshape", "row_major_reshape")
 MAX_NAME_PARTS = 6
-# A merged kernel's size is bounded: numba's compile time grows with the function.
+# A merged kernel's size is bounded: LLVM's compile time grows with the function.
 MAX_MERGED_OPS = 96
 # How many times a kernel may compute one op's value per element (see the docstring): a few
 # recomputations of a cheap op (x[1:] - x[:-1] of exp(x)) beat a round trip through memory.

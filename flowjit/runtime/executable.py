@@ -3,10 +3,9 @@
 ``compile_function`` runs the pass pipeline (unless asked to interpret the traced program
 as it is) and prepares the result. By default (backend ``llvm``) every fusion op is
 lowered to loop IR (``flowjit.lowering``) and, on the first call, the whole program is
-compiled by ``flowjit.codegen_llvm`` into one native function (``program.py``: kernels,
+compiled by ``flowjit.codegen_cpu`` into one native function (``program.py``: kernels,
 BLAS calls and loops), or, when some op has no native form, each kernel is compiled and a
-Python driver calls them; with backend ``numba`` each fusion op is a numba kernel
-(``flowjit.codegen_cpu``). The Python driver follows a memory plan (``memory_plan.py``)
+Python driver calls them. The Python driver follows a memory plan (``memory_plan.py``)
 and a flat list of steps. Results never alias the caller's arguments or the program's constants, so a
 caller may mutate what it gets back.
 """
@@ -31,7 +30,6 @@ from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
 from flowjit.passes.placement import DeviceTarget
 from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.memory_plan import plan_memory
-from flowjit.runtime.native_loop import native_loop
 from flowjit.runtime.profiler import PROFILER, Profile
 from flowjit.runtime.progress import compiling
 
@@ -45,11 +43,21 @@ STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
 IR_STAGES = (*STAGES, "loops")
 
 
-BACKENDS = ("interpreter", "numba", "llvm")
-# Compiles in milliseconds, starts warm without numba, runs a program as one native call.
+BACKENDS = ("interpreter", "llvm")
+# Compiles in milliseconds, runs a program as one native call.
 DEFAULT_BACKEND = "llvm"
 # The backends that compile fused kernels (the others interpret the program).
-COMPILED_BACKENDS = ("numba", "llvm")
+COMPILED_BACKENDS = ("llvm",)
+
+
+def check_backend(backend: str) -> None:
+    """Raise ValueError for a backend name this build has not got; ``numba`` (the CPU
+    backend flowjit once had) is answered with what replaced it."""
+    if backend == "numba":
+        raise ValueError("backend 'numba' is gone: the CPU backend is llvmlite's ('llvm', the default; "
+                         "flowjit.codegen_cpu); drop backend= or FLOWJIT_BACKEND=numba")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
 
 
 @dataclass
@@ -59,7 +67,7 @@ class LLVMKernel:
     0-d array); ``in_place`` the input positions its one output may be written into."""
 
     kernel: Any            # flowjit.lowering.Kernel
-    compiled: Any          # flowjit.codegen_llvm.render.CompiledKernel
+    compiled: Any          # flowjit.codegen_cpu.render.CompiledKernel
     in_place: tuple[int, ...]
     out_specs: list[tuple[tuple[int, ...], np.dtype]]
 
@@ -70,8 +78,8 @@ class LLVMKernel:
         sizes (or none wanted: ``parallel`` False). None: call ``compiled``."""
         import ctypes
 
-        from flowjit.codegen_llvm import render
-        from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
+        from flowjit.codegen_cpu import render
+        from flowjit.codegen_cpu.parallel import PARALLEL_MIN_ELEMENTS
         if (parallel and render.chunk_loop(self.kernel) is not None
                 and max(math.prod(s) for s in shapes) >= PARALLEL_MIN_ELEMENTS):
             return None
@@ -118,8 +126,7 @@ class Executable:
 
     With the ``llvm`` backend (the default) the program runs as one native function when
     it has one (``native_reason`` says why not), else each fusion op as a loop-IR kernel
-    compiled through llvmlite (both on the first call; never importing numba); with
-    ``numba`` each fusion op runs as a numba kernel (compiled on the first call). In the
+    compiled through llvmlite (both on the first call). In the
     Python driver a kernel the generator cannot compile (``fallbacks`` says why) and every
     other op run their NumPy reference, so matmul goes to NumPy's BLAS; ``memory_plan``
     says which of its buffers are released early and which kernels write in place. The
@@ -128,8 +135,7 @@ class Executable:
 
     def __init__(self, function: Function, backend: str = "llvm", device: str = "cpu:0",
                  pipeline: PipelineResult | None = None, fastmath: bool = False, parallel: bool = True):
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        check_backend(backend)
         self.fastmath = fastmath
         # False: kernels run on the calling thread only (a virtual CPU device is one core).
         self.parallel = parallel
@@ -170,21 +176,7 @@ class Executable:
         self._check_alias = [v.id not in made_by_kernel for v in function.returns]
 
     def _compile_kernels(self) -> None:
-        if self.backend == "llvm":
-            self._lower_llvm_kernels()  # compiled on the first call (or by the program around it)
-            return
-        from flowjit.codegen_cpu import compile_kernel
-        from flowjit.codegen_cpu.kernel_source import UnsupportedOp
-        for op in self.function.body.ops:
-            if op.primitive.role == "kernel":
-                try:
-                    self.kernels[op.id] = compile_kernel(op.blocks[0], op.attrs.get("name", op.name),
-                                                         parallel=self.parallel, fastmath=self.fastmath)
-                except UnsupportedOp as e:
-                    self.fallbacks[op.attrs.get("name", op.name)] = str(e)
-
-    def _lower_llvm_kernels(self) -> None:
-        # Imported here so that `import flowjit` (and the numba backend) load no llvmlite.
+        # Lowered now, compiled on the first call (or by the program around them).
         from flowjit.lowering import Unsupported, lower_block
         names: set[str] = set()
         for op in self.function.body.ops:
@@ -212,12 +204,12 @@ class Executable:
 
     def _block_source(self) -> Any:
         """This block's lowered program, for the native program around it (llvm)."""
-        from flowjit.codegen_llvm.program import BlockSource
+        from flowjit.codegen_cpu.program_plan import BlockSource
         return BlockSource(self.function, {i: k.kernel for i, k in self.kernels.items()},
                            {i: [r._block_source() for r in rs] for i, rs in self.control_blocks.items()})
 
     def _compile_llvm(self) -> None:
-        """Compile the whole program as one native function (codegen_llvm.program) when
+        """Compile the whole program as one native function (codegen_cpu.program) when
         every op has a native form; otherwise ``native_reason`` says why not and each
         kernel is compiled for the Python driver (its blocks compile on their first run)."""
         if self._compiled:
@@ -226,9 +218,10 @@ class Executable:
             self._compile_llvm_now()
 
     def _compile_llvm_now(self) -> None:
-        from flowjit.codegen_llvm.parallel import default_threads
-        from flowjit.codegen_llvm.program import NotNative, compile_program, plan_program
-        from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
+        from flowjit.codegen_cpu.parallel import default_threads
+        from flowjit.codegen_cpu.program import compile_program
+        from flowjit.codegen_cpu.program_plan import NotNative, plan_program
+        from flowjit.codegen_cpu.render import KernelRenderError, compile_kernel
         try:
             source = self._block_source()
             plan, constants = plan_program(self.function, source.kernels, self.parallel,
@@ -265,29 +258,8 @@ class Executable:
                 runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath,
                                                 parallel=self.parallel))
             self.control_blocks[op.id] = runners
-            # Native loops are numba functions; the llvm backend runs its loops inside the
-            # native program, or steps them in Python when the program has no native form.
-            native = native_loop(op, runners) if self.backend == "numba" else None
-            self.control[op.id] = native or functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
-
-    def _warm(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        # The first call compiles each kernel (or loads it from the disk cache) with its
-        # real argument types, turning numba's errors into KernelCompileError.
-        from flowjit.codegen_cpu.compile import precompile, warm
-        precompile([(st.kernel, _signature(st)) for st in self._steps if st.kernel is not None])
-        regs: list[Any] = [None] * self._n_slots
-        regs[:len(arrays)] = arrays
-        for st in self._steps:
-            ins = [regs[s] for s in st.ins]
-            if st.op.id in self.control:
-                outs = self.control[st.op.id](*ins)
-            elif st.kernel is None:
-                outs = run_op(st.op, ins)
-            else:
-                outs = warm(st.kernel, ins, f"{st.op.attrs['name']} from {st.op.attrs['lines']}")
-            for s, x in zip(st.outs, outs):
-                regs[s] = x
-        return [self._own(regs[s], arrays) for s in self._returns]
+            # Loops run inside the native program, or step in Python when it has no native form.
+            self.control[op.id] = functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run on arrays that already have the argument dtypes (the dispatch fast path)."""
@@ -302,7 +274,7 @@ class Executable:
             return [self._own(x, arrays) for x in out]
         if self._driver is None:
             with self._first_call:
-                if self._driver is None and self.backend == "llvm":
+                if self._driver is None:
                     self._compile_llvm()
                     if self._program is not None:
                         if len(self._returns) == 1:
@@ -310,17 +282,13 @@ class Executable:
                         self._driver = self._program.call_list
                     else:
                         self._driver = self._make_driver()
-                elif self._driver is None:
-                    out = self._warm(list(arrays))
-                    self._driver = self._make_driver()
-                    return out
         return self._driver(*arrays)
 
     def _run_profiled(self, prof: Profile, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         # The compile, the call, and each top-level step of a native program (its profiling
         # build, compiled on the first profiled call) on this executable's device.
         name, device = self.function.name, self.device
-        if self.backend == "llvm" and not self._compiled:
+        if not self._compiled:
             start = time.monotonic_ns()
             with self._first_call:
                 self._compile_llvm()
@@ -333,7 +301,7 @@ class Executable:
             return out
         with self._profile_lock:
             if self._profiled is None:
-                from flowjit.codegen_llvm.program import compile_program
+                from flowjit.codegen_cpu.program import compile_program
                 start = time.monotonic_ns()
                 self._profiled = compile_program(self._program.plan, self._program._constants, POOL.empty,
                                                  POOL_MIN_BYTES, fastmath=self.fastmath, profile=True)
@@ -357,7 +325,7 @@ class Executable:
     def _describe_step(step: Any) -> tuple[str, dict[str, Any]]:
         """A native step's category and details for the profiler (its name is its op's, as
         ``flowjit explain`` names it)."""
-        from flowjit.codegen_llvm.program import ControlCall, Gemm, KernelCall
+        from flowjit.codegen_cpu.program_plan import ControlCall, Gemm, KernelCall
         if isinstance(step, KernelCall):
             return "kernel", {"threads": step.split[1]} if step.split else {}
         if isinstance(step, Gemm):
@@ -378,12 +346,9 @@ class Executable:
             if k is None:
                 why = self.fallbacks.get(name, f"the {self.backend} backend")
                 parts.append(f"# kernel {name} ({lines}): runs on the interpreter: {why}\n")
-            elif isinstance(k, LLVMKernel):
+            else:
                 from flowjit.lowering import print_kernel
                 parts.append(f"# kernel {name} ({lines}), loop IR\n{print_kernel(k.kernel).strip()}\n")
-            else:
-                from flowjit.codegen_cpu.compile import PRELUDE
-                parts.append(f"# kernel {name} ({lines}), {k.path}\n{k.source[len(PRELUDE):].strip()}\n")
         if self.backend in COMPILED_BACKENDS:
             parts.append("# driver: one call of the program\n" + self.driver_source())
         return "\n".join(parts)
@@ -391,7 +356,7 @@ class Executable:
     def driver_source(self) -> str:
         """The driver a call runs: the native program's plan (llvm), or the Python source
         of the driver, one line per step of the memory plan."""
-        if self.backend == "llvm":
+        if self.backend in COMPILED_BACKENDS:
             with self._first_call:
                 self._compile_llvm()
         if self._program is not None:
@@ -399,7 +364,7 @@ class Executable:
         return self._driver_source()[0]
 
     def _driver_source(self) -> tuple[str, dict[str, Any]]:
-        # Straight-line code: each kernel's numba function called directly on arrays from
+        # Straight-line code: each kernel's entry called directly on arrays from
         # the buffer pool, NumPy references for the other ops, and `del` where the memory
         # plan releases a buffer. A call costs the kernels' dispatches and little else.
         env: dict[str, Any] = {"empty": POOL.empty, "np_empty": np.empty, "run_op": run_op, "own": self._own,
@@ -429,51 +394,43 @@ class Executable:
                 call = f"run_op(op{i}, [{', '.join(ins)}])"
                 lines.append(f"    {', '.join(outs)}, = {call}" if outs else f"    {call}")
             else:
-                llvm = isinstance(k, LLVMKernel)
-                env[f"k{i}"] = k.compiled if llvm else k.fn
+                env[f"k{i}"] = k.compiled
                 pointer = ""  # what the call takes of each output: the array, or its data pointer
-                if llvm:
-                    # An llvm kernel takes the op's exact shapes (0-d stays 0-d); a value no
-                    # kernel made may be strided and is made contiguous (bound to a name, so
-                    # it lives through the call).
-                    call_ins = []
-                    for n, v in zip(ins, st.op.inputs):
-                        if v.id not in made_by_kernel:
-                            if f"c{n}" not in call_ins:  # an op may read one value twice
-                                env[f"t{n}"] = (v.type.dtype.np, tuple(v.type.shape))
-                                lines.append(f"    c{n} = contiguous({n}, *t{n})")
-                            n = f"c{n}"
-                        call_ins.append(n)
-                    # A complex array is its parts to the kernel: one more dimension, of 2.
-                    shapes = [(*v.type.shape, *((2,) if v.type.dtype.is_complex else ()))
-                              for v in (*st.op.inputs, *st.op.results)]
-                    entry = k.entry(shapes, self.parallel)
-                    if entry is None:
-                        ins_tuple = f"({', '.join(call_ins)},)" if call_ins else "()"
-                        template = f"    k{i}({ins_tuple}, ({{}},))"
-                    else:
-                        # Shapes are fixed per trace: the dimensions are constants of the line.
-                        env[f"k{i}"] = entry
-                        pointer = ".ctypes.data"
-                        dims = "".join(f", {d}" for shape in shapes for d in shape)
-                        template = f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims})"
-                        if any(b.role == "temp" for b in k.kernel.buffers):
-                            template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.kernel.name!r})"
+                # An llvm kernel takes the op's exact shapes (0-d stays 0-d); a value no
+                # kernel made may be strided and is made contiguous (bound to a name, so
+                # it lives through the call).
+                call_ins = []
+                for n, v in zip(ins, st.op.inputs):
+                    if v.id not in made_by_kernel:
+                        if f"c{n}" not in call_ins:  # an op may read one value twice
+                            env[f"t{n}"] = (v.type.dtype.np, tuple(v.type.shape))
+                            lines.append(f"    c{n} = contiguous({n}, *t{n})")
+                        n = f"c{n}"
+                    call_ins.append(n)
+                # A complex array is its parts to the kernel: one more dimension, of 2.
+                shapes = [(*v.type.shape, *((2,) if v.type.dtype.is_complex else ()))
+                          for v in (*st.op.inputs, *st.op.results)]
+                entry = k.entry(shapes, self.parallel)
+                if entry is None:
+                    ins_tuple = f"({', '.join(call_ins)},)" if call_ins else "()"
+                    template = f"    k{i}({ins_tuple}, ({{}},))"
                 else:
-                    call_ins = [f"{n}.reshape(1)" if not v.type.shape else n for n, v in zip(ins, st.op.inputs)]
-                    template = f"    k{i}({', '.join([*call_ins, '{}'])})"
+                    # Shapes are fixed per trace: the dimensions are constants of the line.
+                    env[f"k{i}"] = entry
+                    pointer = ".ctypes.data"
+                    dims = "".join(f", {d}" for shape in shapes for d in shape)
+                    template = f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims})"
+                    if any(b.role == "temp" for b in k.kernel.buffers):
+                        template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.kernel.name!r})"
                 if st.into is not None:
                     lines.append(template.format(ins[st.into] + pointer))
                     lines.append(f"    {outs[0]} = {ins[st.into]}")
                 else:
-                    lines.extend(self._allocations(i, ins, outs, st, k.out_specs if llvm else k._out_specs, env))
+                    lines.extend(self._allocations(i, ins, outs, st, k.out_specs, env))
                     lines.append(template.format(", ".join(n + pointer for n in outs)))
-                    for n, r in zip(outs, st.op.results):
-                        if not r.type.shape and not llvm:
-                            lines.append(f"    {n} = {n}.reshape(())")
             line_ops.update((n, st.op) for n in range(first + 1, len(lines) + 1))
             dead = [names[s] for s in st.free if names[s] not in args]  # the caller holds the arguments
-            dead += list(dict.fromkeys(n for n in call_ins if n.startswith("cv"))) if isinstance(k, LLVMKernel) else []
+            dead += list(dict.fromkeys(n for n in call_ins if n.startswith("cv"))) if k is not None else []
             if dead:
                 lines.append(f"    del {', '.join(dead)}")
         rets = [f"own({names[s]}, ({', '.join(args)}{',' if len(args) == 1 else ''}))" if check else names[s]
@@ -528,8 +485,6 @@ class Executable:
             code = tb.tb_frame.f_code
             if code.co_filename == f"<flowjit driver {self.function.name}>":
                 op = getattr(self, "_line_ops", {}).get(tb.tb_lineno, op)
-            elif code is Executable._warm.__code__ and "st" in tb.tb_frame.f_locals:
-                op = tb.tb_frame.f_locals["st"].op
             tb = tb.tb_next
         return op
 
@@ -585,18 +540,6 @@ def _target(device: str | None, soft: bool) -> DeviceTarget:
     return dataclasses.replace(target, soft=True) if soft else target
 
 
-def _signature(st: Step) -> tuple:
-    """The numba argument types a kernel step is expected to be called with: C-contiguous
-    arrays of its inputs' and outputs' types, a 0-d value as a 1-element array, read-only
-    where a constant op makes the input."""
-    from numba import types
-    from numba.np.numpy_support import from_dtype
-    specs = [(v.type.dtype.np, max(len(v.type.shape), 1), v.producer is not None and v.producer.primitive.kind
-              == "constant") for v in st.op.inputs]
-    specs += [(np.dtype(d), len(shape), False) for shape, d in st.kernel._out_specs]
-    return tuple(types.Array(from_dtype(d), n, "C", readonly=ro) for d, n, ro in specs)
-
-
 def _as_view(op: Op) -> Callable[[np.ndarray], np.ndarray] | None:
     """A transpose or reshape left outside the kernels (fusion does so when only library
     calls read it) runs as a NumPy view: its reference copies, but the memory plan never
@@ -617,10 +560,8 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
                      fastmath: bool = False, parallel: bool = True, soft: bool = False) -> Any:
     """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
     unfused debug mode), else the output of the pass pipeline on ``backend`` (default
-    ``FLOWJIT_BACKEND`` or ``llvm``; ``numba`` compiles the fused kernels with LLVM's
-    fast-math flags when ``fastmath``; ``llvm`` lowers them to loop IR and compiles them
-    through llvmlite, never importing numba, with LLVM's ``fast`` flags on float ops when
-    ``fastmath``;
+    ``FLOWJIT_BACKEND`` or ``llvm``: lower the fused kernels to loop IR and compile them
+    through llvmlite, with LLVM's ``fast`` flags on float ops when ``fastmath``;
     ``interpreter`` runs the optimized program on the NumPy interpreter). ``device`` is the
     default device (``cpu:0``): where arguments live and unplaced ops go. A program placed
     on other devices than ``cpu:0`` becomes a ``MultiDeviceExecutable``: one partition per
@@ -632,6 +573,7 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
     target = _target(device, soft)
     result = pipeline.run(function, disable=disabled_passes(passes, pipeline), target=target)
     chosen = backend or os.environ.get("FLOWJIT_BACKEND") or DEFAULT_BACKEND
+    check_backend(chosen)
     placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
     if placed - {None, "cpu:0"}:
         from flowjit.runtime.multi_device import MultiDeviceExecutable

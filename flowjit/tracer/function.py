@@ -404,8 +404,8 @@ def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[
     runs the traced program on the NumPy reference interpreter, unoptimized; ``passes``
     switches passes off (``{"cse": False}``) or names the passes to run; the default
     ``backend="llvm"`` lowers fused kernels to loop IR and compiles the whole program to
-    one native function through llvmlite, ``"numba"`` (or ``FLOWJIT_BACKEND=numba``) runs
-    them as numba code, ``"interpreter"`` the optimized program on NumPy; ``fastmath=True``
+    one native function through llvmlite (``flowjit.codegen_cpu``), ``"interpreter"`` (or
+    ``FLOWJIT_BACKEND=interpreter``) runs the optimized program on NumPy; ``fastmath=True``
     compiles kernels with LLVM's fast-math flags (float arithmetic reassociated, nan and
     inf assumed absent: faster reductions, results that may differ in the last bits);
     ``device`` (``"cpu:1"``, ``"cuda:0"``) is where the arguments live and where ops not

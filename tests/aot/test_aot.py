@@ -498,7 +498,7 @@ def test_every_integer_dtype_crosses_the_c_interface(tmp_path):
 
 def test_the_loader_knows_the_entrys_return_codes():
     from flowjit.aot.loader import _ERRORS
-    from flowjit.codegen_llvm import program_emit as pe
+    from flowjit.codegen_cpu import program_emit as pe
     assert sorted(_ERRORS) == sorted([pe.C_ERR_NOMEM, pe.C_ERR_ALIGN, pe.C_ERR_NULL, pe.C_ERR_SIZE]) and pe.C_OK == 0
     assert _ERRORS[pe.C_ERR_NOMEM][0] is MemoryError
 

@@ -9,7 +9,7 @@ import pytest
 import flowjit as fj
 from flowjit.aot import AOTError
 from flowjit.cli import main
-from flowjit.codegen_llvm.program import Affine, unify_plans
+from flowjit.codegen_cpu.program_plan import Affine, unify_plans
 from tests.aot.test_aot import build_c, needs_cc, run_c
 
 MODULE = '''
@@ -66,7 +66,7 @@ def built(tmp_path_factory):
 
 
 def test_unified_sizes_are_lines_through_the_samples():
-    from flowjit.codegen_llvm.program import NotNative
+    from flowjit.codegen_cpu.program_plan import NotNative
     b = Affine(3, 1)
     assert unify_plans([(7, 31, "k"), (7, 61, "k"), (7, 91, "k")], [10, 20, 30]) == (7, b, "k")
     assert (b * 4 + 1).at(5) == 65 and (Affine(0, 7) + Affine(2, 0)).at(3) == 13

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_llvm.render import compile_kernel
+from flowjit.codegen_cpu.render import compile_kernel
 from flowjit.ir import interpret, new_function, verify
 from flowjit.ir.registry import Literal, get
 from flowjit.ir.types import TensorType

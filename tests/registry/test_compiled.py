@@ -1,12 +1,11 @@
 """Every registry case compiled, as a user runs it: ``fj.function`` of the one primitive on
-the default backend (llvm; ``FLOWJIT_BACKEND=numba`` runs it on numba), against the
+the default backend (llvm), against the
 interpreter and the case's NumPy expectation.
 
 A case whose fused program has a kernel runs that kernel, as one native program when it
 has a native form (a matmul is a BLAS call in it); every other case (random draws, a
 cumsum) runs the executable's NumPy reference for its op, which is what the backend does
-with it. The module's first test traces every case (on numba it also compiles every cold
-kernel at once on two cores: ``precompile``); each case then compiles or loads and runs.
+with it. The module's first test traces every case; each case then compiles or loads and runs.
 """
 
 from __future__ import annotations
@@ -95,11 +94,10 @@ def test_case_compiled_matches_interpreter_and_numpy(compiled, k):
             np.testing.assert_array_equal(g, w)
     exe = f._cache[next(iter(f._cache))].executable
     for name, reason in exe.fallbacks.items():  # what may run on the interpreter instead
-        # numba compiles no complex kernel; the loop IR lowers complex values as pairs of
-        # floats, but for the functions whose complex form it leaves to NumPy's references.
+        # The loop IR lowers complex values as pairs of floats, but for the functions whose
+        # complex form it leaves to NumPy's references.
         refused = any(f"{p} of c" in reason and "has no loop lowering" in reason for p in COMPLEX_REFUSED)
-        assert refused or exe.backend == "numba" and any(w in reason for w in ("float16", "empty", "complex")), \
-            (name, reason)
+        assert refused, (name, reason)
     assert_matches_again = f(*arrays)  # the second call runs the driver the first built
     for g, again in zip(got, assert_matches_again if isinstance(assert_matches_again, tuple) else
                         (assert_matches_again,)):

@@ -1,6 +1,6 @@
 """The ``llvm`` backend end to end: ``fj.function(..., backend="llvm")`` lowers every fused
 kernel to loop IR (``flowjit.lowering``) and compiles it through llvmlite
-(``flowjit.codegen_llvm``); each program here is checked against the interpreter.
+(``flowjit.codegen_cpu``); each program here is checked against the interpreter.
 
 Every test runs on a kernel cache of its own module (a temporary ``FLOWJIT_CACHE_DIR``),
 so a run is cold, as on CI's clean clone.
@@ -109,8 +109,8 @@ def test_a_kernel_writes_into_a_dead_input():
 
 
 def test_large_kernels_split_over_threads_small_ones_call_the_entry():
-    from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS, default_threads
-    from flowjit.codegen_llvm.pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
+    from flowjit.codegen_cpu.parallel import PARALLEL_MIN_ELEMENTS, default_threads
+    from flowjit.codegen_cpu.pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
 
     # The native driver: a large kernel's rows split over the native pool.
     f = fj.function(lambda x: fj.tanh(x) * 2, backend="llvm")
@@ -136,7 +136,7 @@ def test_large_kernels_split_over_threads_small_ones_call_the_entry():
 
 
 def test_a_program_on_virtual_cpus_runs_its_partitions_on_llvm_serially(monkeypatch):
-    from flowjit.codegen_llvm.parallel import PARALLEL_MIN_ELEMENTS
+    from flowjit.codegen_cpu.parallel import PARALLEL_MIN_ELEMENTS
     from flowjit.runtime.multi_device import MultiDeviceExecutable
 
     monkeypatch.setenv("FLOWJIT_CPU_DEVICES", "2")
@@ -159,7 +159,7 @@ def test_a_program_on_virtual_cpus_runs_its_partitions_on_llvm_serially(monkeypa
 
 
 def test_a_kernel_llvm_rejects_names_the_users_line(monkeypatch, tmp_path):
-    from flowjit.codegen_llvm import jit, render
+    from flowjit.codegen_cpu import jit, render
 
     # A cold process: a warm one loads the kernel without rendering it.
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
@@ -281,14 +281,12 @@ def test_adam_trains_a_digits_mlp_on_llvm():
     np.testing.assert_allclose(losses, want, rtol=2e-3, atol=1e-5)
 
 
-def test_cache_stats_sum_both_backends():
-    from flowjit.codegen_cpu import kernel_stats
-    from flowjit.codegen_llvm import cache_stats as llvm_stats
+def test_cache_stats_count_the_cpu_backends_objects():
+    from flowjit.codegen_cpu import cache_stats as cpu_stats
 
-    parts = kernel_stats(), llvm_stats()
     total = fj.cache_stats()
     assert set(total) == {"compiled", "loaded", "reused"}
-    assert all(total[k] == parts[0][k] + parts[1][k] for k in total)
+    assert all(total[k] >= cpu_stats()[k] for k in total)
     before = fj.cache_stats()["compiled"]
     fj.function(lambda x: fj.sin(x) * 7.25 - 1, backend="llvm")(np.ones(3, np.float32))
     assert fj.cache_stats()["compiled"] == before + 1

@@ -22,11 +22,10 @@ from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer.core import Tracer
 
 
-@pytest.fixture(autouse=True, params=["interpreter", pytest.param("numba", marks=pytest.mark.slow)])
+@pytest.fixture(autouse=True, params=["interpreter", "llvm"])
 def backend(request, monkeypatch, tmp_path_factory) -> str:
-    """Every test here runs the traced program on the interpreter; the same tests compiled
-    (a kernel per distinct program, minutes of numba compiles) are ``-m slow``. The default
-    suite checks compiled kernels against the interpreter in tests/codegen_cpu."""
+    """Every test here runs the traced program on the interpreter and compiled (the
+    default backend), as users run it."""
     monkeypatch.setenv("FLOWJIT_BACKEND", request.param)
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "flowjit-cache"))
     return request.param
@@ -344,7 +343,12 @@ def reduction_case(draw):
 def test_reductions_random_shapes(case) -> None:
     shape, name, dtype, axis, keepdims, seed = case
     x = sample(np.random.default_rng(seed), shape, dtype, -2, 2)
-    check(_reduce_call(fj, name, axis, keepdims), _reduce_call(np, name, axis, keepdims), x, atol=1e-12)
+    atol = 1e-12
+    if x.dtype.kind == "f":
+        # A compiled sum adds in another order than NumPy's pairwise sum: its error is bounded
+        # by n eps sum|x| (a cancelling float32 sum of 8 values differed by 5e-7 of 0.1).
+        atol = max(atol, 2 * x.size * float(np.finfo(x.dtype).eps) * float(np.abs(x).astype(np.float64).sum()))
+    check(_reduce_call(fj, name, axis, keepdims), _reduce_call(np, name, axis, keepdims), x, atol=atol)
 
 
 def test_reductions_of_empty_axes() -> None:

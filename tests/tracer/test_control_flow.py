@@ -137,7 +137,7 @@ def test_loops_of_kernels_run_natively_without_python_per_iteration():
     for _ in range(1000):
         ref = ref * 0.5 + 1.0
     assert float(v) == ref
-    # A 2-D matmul in the body runs natively too (numba's np.dot).
+    # A 2-D matmul in the body runs natively too (a BLAS gemm).
     w = RNG.standard_normal((4, 4))
     rnn = fj.function(lambda xs: fj.scan(lambda c, x: (fj.tanh(c @ w + x), None), fj.zeros((1, 4)), xs)[0])
     rnn(xs[:, None])

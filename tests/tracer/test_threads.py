@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_cpu.compile import import_source, write_source
 from tests.concurrency import THREADS, fresh_constant, hammer
 
 
@@ -129,7 +128,7 @@ def test_grad_inside_a_function_from_threads():
 
 
 def test_loop_compiled_into_one_kernel_from_threads():
-    # fori_loop bodies become a native loop module, written and imported like a kernel.
+    # fori_loop bodies run inside the native program, compiled (or loaded) once.
     salt = fresh_constant()
 
     @fj.function
@@ -171,12 +170,6 @@ def test_program_on_two_devices_from_threads(monkeypatch):
     assert f.trace_count == 2
 
 
-def _cpu_module(source: str) -> Any:
-    path, text = write_source(source)
-    assert open(path).read() == text
-    return import_source(path)
-
-
 def _cuda_module(source: str) -> Any:
     from flowjit.codegen_cuda import compile as cuda_compile
     path = cuda_compile.write_source(source)
@@ -184,8 +177,7 @@ def _cuda_module(source: str) -> Any:
     return cuda_compile.import_source(path)
 
 
-@pytest.mark.parametrize("load", [_cpu_module, _cuda_module], ids=["cpu", "cuda"])
-def test_threads_writing_and_importing_one_new_module_get_the_same_complete_module(cold_cache, load):
+def test_threads_writing_and_importing_one_new_module_get_the_same_complete_module(cold_cache, load=_cuda_module):
     # The module takes a while to run: a thread that saw it registered before it finished
     # would find VALUE missing.
     source = f"import time\ntime.sleep(0.2)\nSALT = {fresh_constant()!r}\nVALUE = 42\n"

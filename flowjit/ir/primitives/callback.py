@@ -28,6 +28,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import ALL_DTYPES
 from flowjit.ir.errors import BatchingError, FlowjitTypeError, ShapeError
+from flowjit.ir.parser import ParseError, parse_type
 from flowjit.ir.registry import attr, declare, defbatch
 from flowjit.ir.types import TensorType
 
@@ -66,7 +67,6 @@ def format_results(types: Sequence[TensorType]) -> str:
 def parse_results(text: str) -> tuple[TensorType, ...]:
     """The types a ``results`` attribute declares (parsed once per text: every run of the op
     reads them)."""
-    from flowjit.ir.parser import ParseError, parse_type
     try:
         return tuple(parse_type(part) for part in text.split(";")) if text else ()
     except ParseError as e:

@@ -24,9 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.ir.builder import Builder
+from flowjit.ir.core import Block, Value, _clone_block, clone_ops_into
 from flowjit.ir.dtypes import bool_, int32
 from flowjit.ir.errors import AutodiffError, ShapeError
-from flowjit.ir.registry import Loop, attr, declare, defjvp, defvjp
+from flowjit.ir.interpreter import run_block
+from flowjit.ir.registry import Literal, Loop, attr, declare, defjvp, defvjp
 from flowjit.ir.types import TensorType
 
 
@@ -51,7 +54,6 @@ def _run(block: Any, args: Sequence[Any]) -> list[np.ndarray]:
     PYTHON_BLOCK_RUNS["blocks"] += 1
     if callable(block):
         return list(block(list(args)))
-    from flowjit.ir.interpreter import run_block
     return run_block(block, args)
 
 
@@ -81,7 +83,6 @@ def _differentiated(e: Any, block: Any, n_inputs: int) -> Any:
     """A copy of ``block`` that also takes the cotangents of its results and returns the
     cotangents of its first ``n_inputs`` arguments: its ops run again, then their VJPs
     (through ``e.backward``, the autodiff pass's, handed down with the Emitter)."""
-    from flowjit.ir.core import Value, _clone_block
     new = _clone_block(block, {})
     outputs = list(new.returns)
     seeds = [Value(v.type, name="ct") for v in outputs]
@@ -186,7 +187,6 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     """Reverse-mode through a scan: a forward scan again that saves the carry entering each
     step, then a scan the other way that runs each step's body and its VJP, carrying the
     carry's cotangent and summing the cotangents of the loop constants."""
-    from flowjit.ir.core import Block, Value, clone_ops_into
     (body,) = blocks
     k, n = num_carry, num_xs
     carry, xs, consts = inputs[:k], inputs[k:k + n], inputs[k + n:]
@@ -209,7 +209,6 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     cs = [Value(c.type, name=c.name) for c in consts]
     back = Block([*ct_c, *acc, *c_t, *x_t, *gy_t, *cs])
     grads = clone_ops_into(diff, back, [*c_t, *x_t, *cs, *ct_c, *gy_t])
-    from flowjit.ir.builder import Builder
     b = Builder(back)
     sums = [b.op("add", a, g) if a.type.dtype.is_float else a for a, g in zip(acc, grads[k + n:])]
     back.set_returns([*grads[:k], *sums, *grads[k:k + n]])
@@ -227,9 +226,6 @@ def _while_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, block
     """Reverse-mode through a while loop with ``maximum_iterations`` (TensorFlow's rule): the
     loop is a scan of that many steps, each running the body while the condition still
     holds, and the scan's VJP gives the gradient. Without the bound it is an error."""
-    from flowjit.ir.builder import Builder
-    from flowjit.ir.core import Block, Value, clone_ops_into
-    from flowjit.ir.dtypes import bool_
     if maximum_iterations < 0:
         raise AutodiffError("differentiating a while_loop needs maximum_iterations=..., as in TensorFlow (the "
                             "number of steps to save); or use fj.fori_loop with Python int bounds, or fj.scan")
@@ -263,7 +259,6 @@ def block_with_tangents(e: Any, block: Any, mask: Sequence[bool]) -> tuple[Any, 
     (its ``args`` and ``returns`` still the primal ones, for the caller to lay out), a new
     tangent argument per argument where ``mask`` says so (None elsewhere) and the tangent of
     each inexact result (None for the others), derived with ``e.jvp`` (the forward pass's)."""
-    from flowjit.ir.core import Value, _clone_block
     new = _clone_block(block, {})
     targs = [Value(a.type, name="t") if m else None for a, m in zip(new.args, mask)]
     wrt = [a for a, t in zip(new.args, targs) if t is not None]
@@ -331,7 +326,6 @@ def _while_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *inputs: Any, block
                maximum_iterations: int) -> tuple[list, list]:
     """Forward mode through a while loop, bounded or not (as in JAX): one loop carrying the
     tangents of the inexact carries beside them; the condition reads only the primals."""
-    from flowjit.ir.core import Value, _clone_block
     cond, body = blocks
     k = num_carry
     mask = [x.type.dtype.is_inexact if i < k else t is not None for i, (x, t) in enumerate(zip(inputs, ts))]
@@ -354,7 +348,6 @@ defjvp("while", _while_jvp)
 
 
 def _literal(value: Any) -> Any:
-    from flowjit.ir.registry import Literal
     return Literal(np.asarray(value))
 
 

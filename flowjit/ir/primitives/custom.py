@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.ir.core import Block, Value, clone_ops_into
 from flowjit.ir.dtypes import ALL_DTYPES
 from flowjit.ir.errors import ShapeError
+from flowjit.ir.primitives.control import _run, block_with_tangents, present, spread
 from flowjit.ir.registry import attr, declare, defbatch, defjvp, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
@@ -84,7 +86,6 @@ declare("custom_vjp_call", kind="control", role="custom_vjp", rule=_custom_vjp_r
 
 def _custom_vjp_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any],
                     num_out: int, num_res: int, name: str) -> list:
-    from flowjit.ir.core import Block, clone_ops_into
     (bwd,) = blocks
     n_args = len(bwd.returns)
     res = list(inputs[num_out:num_out + num_res])
@@ -128,7 +129,6 @@ def _call_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any], num_out
 
 
 def _call_impl(*inputs: np.ndarray, blocks: Sequence[Any], **attrs: Any) -> tuple[np.ndarray, ...]:
-    from flowjit.ir.primitives.control import _run
     return tuple(_run(blocks[0], inputs))
 
 
@@ -145,7 +145,6 @@ def _call_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Se
     inside a new ``call`` (recompute=true), so the forward's values live only while this
     backward step runs. The saved results' cotangents join the seeds: they are zeros unless
     a second derivative differentiates a backward that read them."""
-    from flowjit.ir.core import Block, Value, clone_ops_into
     (block,) = blocks
     saved = list(ys[num_out:])
     # A saved value's cotangent that is a literal zero (the first derivative's case) seeds
@@ -205,7 +204,6 @@ def _call_jvp(e: Any, ts: Sequence[Any], ys: Sequence[Any], *xs: Any, blocks: Se
     # One call over primals and tangents, as cond's rule: the block returns its outputs with
     # their tangents, then the saved values with theirs (saved too: a backward that reads a
     # saved value needs its tangent).
-    from flowjit.ir.primitives.control import block_with_tangents, present, spread
     new, targs, touts = block_with_tangents(e, blocks[0], [t is not None for t in ts])
     rets, k = list(new.returns), num_out
     t_out, t_saved = present(touts[:k]), present(touts[k:])

@@ -27,6 +27,7 @@ from flowjit.ir.dtypes import (
     float64,
 )
 from flowjit.ir.dtypes import dtype as as_dtype
+from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
@@ -228,7 +229,6 @@ _binary("complex", _complex, "complex(a, b)", dtypes=(float32, float64), out=lam
 
 # ---- select and cast ------------------------------------------------------------------
 def _select_rule(in_types: Sequence[TensorType]) -> TensorType:
-    from flowjit.ir.errors import ShapeError
     pred, a, b = in_types
     if pred.dtype != bool_:
         raise ShapeError(f"predicate must be bool, got {pred}")

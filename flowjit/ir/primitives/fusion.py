@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import ShapeError
+from flowjit.ir.interpreter import run_block
 from flowjit.ir.registry import attr, declare
 from flowjit.ir.types import TensorType
 
@@ -27,7 +28,6 @@ def _fusion_rule(in_types: Sequence[TensorType], *, blocks: Sequence[Any], name:
 
 
 def _fusion_impl(*arrays: np.ndarray, blocks: Sequence[Any], name: str, lines: str) -> tuple[np.ndarray, ...]:
-    from flowjit.ir.interpreter import run_block
     return tuple(run_block(blocks[0], arrays))
 
 

@@ -45,7 +45,7 @@ def _rule(in_types: Sequence[TensorType], **attrs: Any) -> TensorType:
 
 def _reference(name: str, fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     def impl(*xs: np.ndarray, **attrs: Any) -> np.ndarray:
-        import scipy.special  # noqa: F401  (imported on first use: numba pulls it in anyway)
+        import scipy.special  # noqa: F401  (imported on first use: it costs 0.1 s)
         with np.errstate(all="ignore"):
             out = fn(*[x.astype(np.float64) if x.dtype.kind == "f" else x for x in xs], **attrs)
         return np.asarray(out).astype(xs[-1].dtype, copy=False)

@@ -95,3 +95,6 @@ def blas_functions() -> dict[str, BlasFunction]:
                           for r, a in funcs.items()}
                 break
     return _found
+
+
+jit.provide_libraries(blas_functions)

@@ -1,4 +1,4 @@
-"""flowjit's own ELF loader (``codegen_llvm.elfload``): objects link and run as under MCJIT
+"""flowjit's own ELF loader (``codegen_cpu.elfload``): objects link and run as under MCJIT
 (libm calls through stubs, constants, external data through the GOT, absolute pointers in
 data), what it cannot link goes to MCJIT, and the host's fingerprint is remembered so
 that a warm process needs no ``llvmlite.binding``."""
@@ -13,7 +13,7 @@ import uuid
 import numpy as np
 import pytest
 
-from flowjit.codegen_llvm import compile_object, elfload, host_target, jit, load, objcache
+from flowjit.codegen_cpu import compile_object, elfload, host_target, jit, load, objcache
 
 from . import modules
 from .test_llvm_jit import cache_dir, fresh  # noqa: F401  (the autouse fixture: a cache of each test's own)

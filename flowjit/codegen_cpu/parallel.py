@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-# Measured on the 2-core project machine (python -m tests.codegen_llvm.bench_parallel: float32
+# Measured on the 2-core project machine (python -m tests.codegen_cpu.bench_parallel: float32
 # y += x + 1, 2 threads, every call split): the hand-off costs 28-46 us a call; one thread
 # takes 10 us for 1e5 elements, 47 us for 3e5 (pool 63-73 us), 128 us for 5e5 (pool 95-118),
 # 265 us for 1e6 (pool 165), 2.84 ms for 1e7 (pool 1.43). Two threads first win between 3e5

@@ -16,8 +16,8 @@ import numpy as np
 from flowjit.ir.errors import BUG_REPORT
 from flowjit.lowering.verify import verify_kernel
 
-from . import jit, render
-from .program import (
+from . import jit, kernel_abi, render
+from .program_plan import (
     ARRAY_DATA,
     ARRAY_DESCR,
     ARRAY_DIMS,
@@ -50,6 +50,7 @@ from .program import (
     ProgramPlan,
     walk_steps,
 )
+from .pthread_pool import build_module
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -425,7 +426,7 @@ class _Driver:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [self.value(b, d) for d in step.dims]
         if step.split is None:
-            entry = self.extern(render.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
+            entry = self.extern(kernel_abi.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
             rc = b.call(entry, ptrs + dims)
             if any(buf.role == "temp" for buf in step.kernel.buffers):
                 self.check(b, fn, rc, status, done)
@@ -433,7 +434,8 @@ class _Driver:
         # Split over the native pool: a context of the buffers' addresses, and a wrapper
         # that runs the chunk entry over the rows [lo, hi) the pool hands it.
         trips, parts = step.split
-        chunk = self.extern(render.chunk_symbol(step.kernel), VOID, [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
+        chunk = self.extern(kernel_abi.chunk_symbol(step.kernel), VOID,
+                            [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
         wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), self.fresh("fj_split_"))
         wrap.linkage = "internal"
         lo, hi, ctx = wrap.args
@@ -570,7 +572,7 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False) -> str:
                     f"{'' if isinstance(e, jit.LLVMCompileError) else '. ' + BUG_REPORT}")
                 error.kernel = step.kernel.name
                 raise error from e
-            own = {render.symbol(step.kernel), render.chunk_symbol(step.kernel)}
+            own = {kernel_abi.symbol(step.kernel), kernel_abi.chunk_symbol(step.kernel)}
             entries |= own
             for g in [*kmod.functions, *kmod.global_variables]:
                 if not g.is_declaration and g.name not in own:
@@ -803,7 +805,6 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
         return text
     import llvmlite.binding as llvm
 
-    from .pthread_pool import build_module
     with jit._llvm_lock:
         module = llvm.parse_assembly(text)
         module.link_in(llvm.parse_assembly(build_module()))

@@ -1,4 +1,4 @@
-"""Small LLVM modules built with llvmlite.ir for the codegen_llvm tests and benches: the
+"""Small LLVM modules built with llvmlite.ir for the codegen_cpu tests and benches: the
 kind of loop the renderer will emit (a pointer per array, an i64 length, noalias)."""
 
 from __future__ import annotations

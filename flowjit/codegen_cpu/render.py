@@ -19,7 +19,7 @@ exports ``void fj_chunk_NAME(i64 lo, i64 hi, <the same arguments>)``, which runs
 [lo, hi) of that loop (its entry calls it over the whole range): ``CompiledKernel`` splits
 large calls over ``parallel.pool()``; other parallel loops run serially. A loop the
 lowering marks ``stream`` whose output is at least ``STREAM_MIN_BYTES`` stores whole cache
-lines non-temporally (codegen_cpu.streaming's scheme).
+lines non-temporally (bench/run.py's streaming copy measures the bandwidth they reach).
 
 Semantics are ``flowjit.lowering.scalar``'s, op by op: bool is ``i8`` in memory and ``i1``
 in registers; float16 is ``half`` in registers and every op on it computes in float32 and
@@ -28,7 +28,7 @@ x86 result (INT_MIN for NaN and out-of-range values, never poison). Inputs and o
 ``noalias`` unless the kernel declares an output may overwrite an input. The only
 fast-math flag is ``reassoc`` on float sum and product accumulator updates, so LLVM
 vectorizes reductions without changing any NaN or infinity; unless the kernel is rendered
-with ``fastmath=True`` (as numba's ``fastmath=True``): then every float arithmetic op,
+with ``fastmath=True``: then every float arithmetic op,
 comparison and math call of the kernel's own expressions carries ``fast``, and LLVM may
 assume no NaN, infinity or signed zero and reassociate (the math ports' insides stay exact). Math intrinsics come from
 ``intrinsics.function`` (vectorizable ports) when it has the name, else from LLVM's
@@ -50,27 +50,16 @@ import numpy as np
 
 from flowjit.ir.dtypes import DType
 from flowjit.ir.errors import BUG_REPORT, KernelCompileError
-from flowjit.lowering import scalar
+from flowjit.lowering import print_kernel, scalar
 from flowjit.lowering.loops import (
-    INDEX,
-    Const,
-    Expr,
     Kernel,
-    Let,
-    Loop,
-    Prim,
-    Store,
     Var,
     as_parts,
 )
+from flowjit.lowering.verify import verify_kernel
 
 from . import jit, objcache, parallel
-
-# Streaming stores (as codegen_cpu.streaming, whose measurements chose these): outputs from
-# 32 MiB, one 64-byte line per store, inputs prefetched 16 KiB ahead.
-STREAM_MIN_BYTES = 32 << 20
-CHUNK_BYTES = 64
-PREFETCH_BYTES = 4 * 4096
+from .kernel_abi import chunk_loop, chunk_symbol, symbol
 
 
 class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
@@ -78,63 +67,16 @@ class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
     the files its loop IR and LLVM IR were saved to."""
 
 
-def _disjuncts(e: Expr) -> list:
-    """The terms of ``e`` = ``a or b or ...``."""
-    if isinstance(e, Prim) and e.op == "or":
-        return _disjuncts(e.args[0]) + _disjuncts(e.args[1])
-    return [e]
-
-
-def streamable(k: Kernel, s: Loop) -> bool:
-    """Whether ``stream`` loop ``s`` can stream: it ends storing a float32 or float64 into a
-    1-D output at its own index (the lowering's hint promises the rest)."""
-    store = s.body[-1] if s.body else None
-    return (isinstance(store, Store) and store.index == (Var(s.var, INDEX),) and s.step == 1
-            and k.buffer(store.buffer).role == "out" and k.buffer(store.buffer).rank == 1
-            and store.value.dtype.itemsize in (4, 8) and store.value.dtype.is_float)
-
-
-def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:
-    """The position and the loop of ``k``'s one parallel loop when the kernel can run as
-    chunks of it: the loop is at the top level from 0 in steps of 1 to a size variable or
-    a constant, everything else at the top level is a ``Let`` (recomputed per chunk), and
-    the kernel has no temps (each chunk would fill its own)."""
-    if any(b.role == "temp" for b in k.buffers):
-        return None
-    loops = [(n, s) for n, s in enumerate(k.body) if not isinstance(s, Let)]
-    if len(loops) != 1:
-        return None
-    n, loop = loops[0]
-    if (not isinstance(loop, Loop) or not loop.parallel or loop.step != 1 or loop.start != Const(0, INDEX)
-            or not isinstance(loop.stop, (Var, Const))):
-        return None
-    if isinstance(loop.stop, Var) and loop.stop.name not in {s.name for s in k.sizes}:
-        return None
-    return n, loop
-
-
-def chunk_symbol(kernel: Kernel) -> str:
-    """The name of ``kernel``'s chunk entry (``chunk_loop``): ``fj_chunk_NAME(i64 lo, i64 hi,
-    then the kernel's own arguments)`` runs iterations [lo, hi) of its parallel loop."""
-    return f"fj_chunk_{kernel.name}"
-
-
-def symbol(kernel: Kernel) -> str:
-    """The name of ``kernel``'s function in its module (and its object code)."""
-    return f"fj_kernel_{kernel.name}"
-
-
 def render_kernel(kernel: Kernel, fastmath: bool = False) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
     by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
-    flags on the kernel's float ops, as numba's ``fastmath=True``."""
+    flags on the kernel's float ops."""
     from .emit import _Renderer  # llvmlite's IR builder: only a process that renders loads it
     return _Renderer(kernel, fastmath).render()
 
 
 def _save(kernel: Kernel, ir_text: str | None) -> str:
-    from flowjit.lowering import print_kernel
     paths = [objcache.save_failed(f"; loop IR of kernel {kernel.name}\n" + "".join(
         f"; {line}\n" for line in print_kernel(kernel).splitlines()))]
     if ir_text is not None:
@@ -196,7 +138,8 @@ class CompiledKernel:
 # The sources whose text decides the LLVM IR a kernel renders to (this renderer, its math
 # ports, the scalar semantics, the loop IR and dtypes): their digest is part of a kernel's
 # cache identity, so editing any of them makes old entries stale without a version to bump.
-_RENDER_SOURCES = (__file__, *(os.path.join(os.path.dirname(__file__), f) for f in ("emit.py", "intrinsics.py")),
+_RENDER_SOURCES = (__file__, *(os.path.join(os.path.dirname(__file__), f)
+                               for f in ("emit.py", "intrinsics.py", "kernel_abi.py")),
                    scalar.__file__,
                    sys.modules[Kernel.__module__].__file__, sys.modules[DType.__module__].__file__)
 
@@ -230,12 +173,10 @@ def _ident(kernel: Kernel) -> str:
 def kernel_identity(kernel: Kernel, fastmath: bool = False) -> str:
     """Text that identifies ``render_kernel(kernel, fastmath)`` without rendering it: the
     kernel's loop IR in full (floats by their bits), whether it is fast-math, and the digest
-    of the sources the rendering depends on, including whether ``intrinsics`` may be
-    imported (a test may hide it)."""
-    ports = "ports" if sys.modules.get(f"{__package__}.intrinsics", True) is not None else "no-ports"
+    of the sources the rendering depends on."""
     fast = " fastmath" if fastmath else ""
     # NumPy casts the constants (const()), so its version is part of the identity too.
-    return f"; flowjit kernel {_sources_digest()} {ports} numpy{np.__version__}{fast}\n{_ident(kernel)}"
+    return f"; flowjit kernel {_sources_digest()} numpy{np.__version__}{fast}\n{_ident(kernel)}"
 
 
 def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None, fastmath: bool = False) -> CompiledKernel:
@@ -247,7 +188,6 @@ def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None, fastmat
     rendered: list[str] = []
 
     def render() -> str:
-        from flowjit.lowering.verify import verify_kernel
         verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
         rendered.append(render_kernel(kernel, fastmath))
         return rendered[0]

@@ -1,7 +1,6 @@
-"""flowjit.codegen_llvm.intrinsics: the loop IR's math intrinsics in LLVM IR, compiled
-through codegen_llvm.jit in the loop the renderer emits (``out[i] = f(x[i])``), against
-scalar_math (the same algorithms: bit for bit on the same CPU), against the correctly
-rounded results and NumPy with test_scalar_math's bounds, on special values, and for
+"""flowjit.codegen_cpu.intrinsics: the loop IR's math intrinsics in LLVM IR, compiled
+through codegen_cpu.jit in the loop the renderer emits (``out[i] = f(x[i])``), against
+the correctly rounded results and NumPy at ulp_references' bounds, on special values, and for
 vector code without libm calls in the optimized loop."""
 
 from __future__ import annotations
@@ -16,12 +15,11 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from flowjit.codegen_llvm import intrinsics, jit
+from flowjit.codegen_cpu import intrinsics, jit
 from flowjit.lowering.scalar import INTRINSICS, OPS
 
-from ..codegen_cpu.test_scalar_math import (
-    F32_NAMES,
-    F64_NAMES,
+from . import modules
+from .ulp_references import (
     MAX_ULP_EXACT,
     MAX_ULP_EXACT64,
     MAX_ULP_NUMPY32,
@@ -31,14 +29,12 @@ from ..codegen_cpu.test_scalar_math import (
     reference,
     ulp_distance,
 )
-from ..codegen_cpu.test_scalar_math import apply as apply_numba
-from . import modules
 
 I64 = ir.IntType(64)
 LLVM_TYPES = {np.float16: ir.HalfType(), np.float32: ir.FloatType(), np.float64: ir.DoubleType()}
 SHORT = {np.float16: "f16", np.float32: "f32", np.float64: "f64"}
 PORTED = ("exp", "expm1", "log", "log1p", "tanh", "erf")
-# Float intrinsics of the loop IR left to libm: scalar_math has no vectorizable version.
+# Float intrinsics of the loop IR left to libm: no vectorizable version is written.
 LIBM_ONLY = {"sin", "cos", "atan2", "pow", "hypot"}  # hypot: libm's, as NumPy's complex abs
 
 
@@ -94,7 +90,7 @@ def domain(op: str, x: np.ndarray) -> np.ndarray:
 
 
 def exact(op: str, x: np.ndarray) -> np.ndarray:
-    """Correctly rounded references (but for rare double roundings), as test_scalar_math's."""
+    """Correctly rounded references (but for rare double roundings)."""
     if op != "log1p":
         return reference(op, x)
     with np.errstate(all="ignore"):
@@ -103,7 +99,7 @@ def exact(op: str, x: np.ndarray) -> np.ndarray:
 
 
 def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """test_scalar_math's ulp distance, and float16's on the same integer views."""
+    """ulp_references' ulp distance, and float16's on the same integer views."""
     if a.dtype != np.float16:
         return ulp_distance(a, b)
     ia, ib = (np.where(v < 0, -(v & 0x7FFF), v) for v in (x.view(np.int16).astype(np.int64) for x in (a, b)))
@@ -117,20 +113,7 @@ def worst(got: np.ndarray, want: np.ndarray, x: np.ndarray) -> tuple[int, str]:
     return int(d[i]), f"at x={x[i]!r}: got {got[i]!r}, want {want[i]!r}"
 
 
-@pytest.mark.parametrize("op", [op for op in PORTED if op != "log1p"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_same_results_as_scalar_math(op, dtype, x32, x64):
-    """Same algorithm, same operations, same fusing: the same bits on every input
-    (special values included: the grids hold nan, +-inf, +-0, subnormals, thresholds)."""
-    x = domain(op, x32 if dtype == np.float32 else x64)
-    got = run(op, x)
-    want = apply_numba((F32_NAMES if dtype == np.float32 else F64_NAMES)[op], x)
-    d, where = worst(got, want, x)
-    assert d == 0, f"{op}.{SHORT[dtype]} differs from scalar_math by {d} ulp {where}"
-    assert np.array_equal(np.signbit(got), np.signbit(want)), op
-
-
-# Bounds: test_scalar_math's (scalar_math's measured maxima); log1p's measured here.
+# Bounds: ulp_references' (the ports' measured maxima); log1p's measured here.
 BOUND32 = {"tanh": (TANH32_ULP, TANH32_ULP + 1), "log1p": (1, 2)}  # (vs exact, vs NumPy float32)
 
 
@@ -245,7 +228,7 @@ def test_loops_vectorize_without_libm(name):
 @pytest.mark.parametrize("op", ["exp", "tanh"])
 def test_without_fma_the_multiply_adds_split_and_bounds_hold(op, x32):
     """On a CPU without FMA (sandybridge), ``llvm.fmuladd`` becomes a multiply and an add,
-    not a libm ``fmaf`` call per element, and scalar_math's unfused bounds hold: exp32's 1
+    not a libm ``fmaf`` call per element, and the unfused bounds hold: exp32's 1
     ulp, tanh32's 6 (7 from NumPy)."""
     target = jit.host_target("sandybridge")
     text = loop_module(f"{op}.f32", np.float32)
@@ -291,7 +274,7 @@ def test_every_float_intrinsic_is_ported_or_left_to_libm():
 
 
 def test_importing_it_imports_neither_numba_nor_scipy():
-    code = "import sys, flowjit.codegen_llvm.intrinsics; print(sorted({'numba', 'scipy'} & set(sys.modules)))"
+    code = "import sys, flowjit.codegen_cpu.intrinsics; print(sorted({'numba', 'scipy'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -32,13 +32,14 @@ from flowjit.lowering.loops import (
     expressions,
 )
 
-from .render import (
+from . import intrinsics
+from .kernel_abi import (
     CHUNK_BYTES,
     PREFETCH_BYTES,
     STREAM_MIN_BYTES,
-    _disjuncts,
     chunk_loop,
     chunk_symbol,
+    disjuncts,
     streamable,
     symbol,
 )
@@ -89,7 +90,7 @@ class _Renderer:
                               name=name)
         self.fn.attributes.add("nounwind")
         # LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels bound by arithmetic (gelu's
-        # tanh) run 1.15-1.4x faster at 512 (codegen_cpu.scalar_math.wide_vectors). Elsewhere
+        # tanh) run 1.15-1.4x faster at 512 (measured on the AVX-512 machines). Elsewhere
         # (AVX2, AArch64) it changes nothing. A string attribute llvmlite does not validate.
         set.add(self.fn.attributes, '"prefer-vector-width"="512"')
         env = {}
@@ -324,7 +325,7 @@ class _Renderer:
             where = self.expr(s.position, env)
             then = self.fn.append_basic_block(f"{s.name}.wins")
             after = self.fn.append_basic_block(f"{s.name}.next")
-            tests = _disjuncts(scalar.arg_wins(decl.kind, current, Var("$v", decl.dtype)))
+            tests = disjuncts(scalar.arg_wins(decl.kind, current, Var("$v", decl.dtype)))
             if found is not None:
                 tests.insert(0, scalar.P("not", Var("$found", fj_bool)))
             inner = {**env, "$v": v, "$found": self.b.load(found) if found is not None else None}
@@ -518,11 +519,7 @@ class _Renderer:
         fn = self.helpers.get(name)
         if fn is not None:
             return fn
-        try:
-            from . import intrinsics
-        except ImportError:
-            intrinsics = None
-        fn = intrinsics.function(self.module, name) if intrinsics is not None else None
+        fn = intrinsics.function(self.module, name)
         if fn is None:
             t = _reg(d)
             arity = scalar.OPS[op][0]

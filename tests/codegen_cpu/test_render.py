@@ -1,4 +1,4 @@
-"""The LLVM renderer (flowjit.codegen_llvm.render): every fusible registry case, random
+"""The LLVM renderer (flowjit.codegen_cpu.render): every fusible registry case, random
 fused programs and the 0-d reductions rendered, compiled and run against the reference
 interpreter, plus the NaN, infinity and integer edges of max, min, floor_div, mod and cast."""
 
@@ -24,7 +24,7 @@ def _own_cache(tmp_path_factory, monkeypatch):
 
 def run_kernel(kernel, inputs, outputs_like):
     """Compile ``kernel`` and run it on ``inputs`` into fresh outputs shaped like ``outputs_like``."""
-    from flowjit.codegen_llvm.render import compile_kernel
+    from flowjit.codegen_cpu.render import compile_kernel
     got = [np.full(np.shape(w), 7, np.asarray(w).dtype) for w in outputs_like]
     compile_kernel(kernel)([np.asarray(x, order="C") for x in inputs], got)
     return got
@@ -141,7 +141,7 @@ def test_reductions_of_nan_and_inf(dtype):
 def test_a_large_parallel_loop_runs_in_chunks_as_one_call():
     """Past PARALLEL_MIN_ELEMENTS a kernel with one top-level parallel loop runs as chunks
     on the pool (the chunk entry): rows of a softmax and elements of a gelu, every one written."""
-    from flowjit.codegen_llvm.render import chunk_loop
+    from flowjit.codegen_cpu.kernel_abi import chunk_loop
     rng = np.random.default_rng(1)
     x = rng.standard_normal(1 << 20).astype(np.float32)
     rows = rng.standard_normal((1 << 11, 300)).astype(np.float64)
@@ -173,9 +173,8 @@ def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and
     the LLVM IR, when there is some) saved for a report."""
     import re
 
-    import flowjit.lowering.verify as verify
-    from flowjit.codegen_llvm.jit import LLVMCompileError
-    from flowjit.codegen_llvm.render import KernelRenderError, compile_kernel
+    from flowjit.codegen_cpu.jit import LLVMCompileError
+    from flowjit.codegen_cpu.render import KernelRenderError, compile_kernel
     from flowjit.ir.dtypes import float32
     from flowjit.ir.errors import BUG_REPORT
     from flowjit.lowering.loops import Prim
@@ -184,7 +183,8 @@ def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and
     else:  # integer division of floats: the loop-IR verifier refuses it; past it, LLVM does
         kernel = _bad_kernel(lambda i: Prim("idiv", (Const(1.0, float32), Const(2.0, float32)), float32))
     if what == "llvm rejects":
-        monkeypatch.setattr(verify, "verify_kernel", lambda k: None)
+        import flowjit.codegen_cpu.render as render
+        monkeypatch.setattr(render, "verify_kernel", lambda k: None)
     with pytest.raises(KernelRenderError) as info:
         compile_kernel(kernel)
     assert isinstance(info.value, LLVMCompileError)
@@ -202,7 +202,7 @@ def test_a_kernel_llvm_cannot_compile_is_an_error_naming_it_with_its_loop_ir_and
 def test_an_in_place_output_may_be_its_input():
     """An output the kernel may write over an input (Kernel.in_place) gets no noalias: the
     kernel called with one array as both computes what it computes into a fresh one."""
-    from flowjit.codegen_llvm.render import compile_kernel, render_kernel
+    from flowjit.codegen_cpu.render import compile_kernel, render_kernel
     x = np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32)
     (op,) = fj.function(lambda v: fj.tanh(v) * 2 + v).ir(x, stage="fused").body.ops
     kernel = lower_block(op.blocks[0], "inplace")
@@ -214,7 +214,7 @@ def test_an_in_place_output_may_be_its_input():
 
 
 def test_arrays_of_another_dtype_or_layout_are_refused_before_the_call():
-    from flowjit.codegen_llvm.render import compile_kernel
+    from flowjit.codegen_cpu.render import compile_kernel
     x = np.zeros((4, 6), np.float32)
     (op,) = fj.function(lambda v: v * 2).ir(x, stage="fused").body.ops
     compiled = compile_kernel(lower_block(op.blocks[0], "twice"))
@@ -228,7 +228,8 @@ def test_a_large_elementwise_output_is_streamed_line_by_line_from_any_offset(off
     """From STREAM_MIN_BYTES a ``stream`` loop stores whole 64-byte lines non-temporally:
     the elements before the first line of the output (``offset`` elements into one), the
     lines, and the rest are each written once, also when the pool splits the loop."""
-    from flowjit.codegen_llvm.render import STREAM_MIN_BYTES, compile_kernel, render_kernel
+    from flowjit.codegen_cpu.kernel_abi import STREAM_MIN_BYTES
+    from flowjit.codegen_cpu.render import compile_kernel, render_kernel
     n = STREAM_MIN_BYTES // 4 + 21
     x = np.random.default_rng(4).standard_normal(n).astype(np.float32)
     (op,) = fj.function(lambda v: fj.maximum(v * 3 + 1, v)).ir(x, stage="fused").body.ops
@@ -363,7 +364,7 @@ def test_arg_accumulators_from_any_start_as_the_evaluator(kind, start):
 
 
 def test_a_temp_buffer_that_cannot_be_allocated_is_a_memory_error_and_nothing_runs():
-    from flowjit.codegen_llvm.render import compile_kernel
+    from flowjit.codegen_cpu.render import compile_kernel
     from flowjit.ir.dtypes import float32, int64
     from flowjit.lowering.loops import Buffer, Kernel, Load, Prim, SizeVar, Store, Var
     temp = Buffer("t", "temp", float32, 1, (Const(2**60, int64),))
@@ -381,16 +382,14 @@ def test_a_temp_buffer_that_cannot_be_allocated_is_a_memory_error_and_nothing_ru
 
 @pytest.mark.parametrize("op", sorted({"exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
                                        "atan2", "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign"}))
-def test_math_without_the_intrinsics_module_falls_back_to_llvm_and_libm(op, monkeypatch):
-    """Without codegen_llvm.intrinsics (or for a name it has no port of) a math op is LLVM's
-    intrinsic or libm's function, with the same results."""
-    import sys
-
-    import flowjit.codegen_llvm
-    from flowjit.codegen_llvm.emit import _Renderer
+def test_math_without_a_port_falls_back_to_llvm_and_libm(op, monkeypatch, tmp_path):
+    """For a name codegen_cpu.intrinsics has no port of, a math op is LLVM's intrinsic or
+    libm's function, with the same results (here: as if it had none)."""
+    from flowjit.codegen_cpu import intrinsics
+    from flowjit.codegen_cpu.emit import _Renderer
     from flowjit.ir.dtypes import float16, float32, float64
-    monkeypatch.setitem(sys.modules, "flowjit.codegen_llvm.intrinsics", None)
-    monkeypatch.delattr(flowjit.codegen_llvm, "intrinsics", raising=False)  # else `from . import` finds it
+    monkeypatch.setattr(intrinsics, "function", lambda module, name: None)
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))  # compiled here, not the ports' cached objects
     if op != "fmod":  # LLVM's frem instruction, never a call
         fn = _Renderer(_bad_kernel(lambda i: Const(1.0, float32))).intrinsic(op, float32)
         assert fn.name in (f"llvm.{op}.f32", f"{op}f"), fn.name
@@ -408,7 +407,7 @@ def test_hypothesis_programs_compile_and_run_as_the_interpreter(monkeypatch):
 def test_fastmath_puts_fast_flags_on_float_ops_and_stays_close_to_the_exact_kernel():
     import re
 
-    from flowjit.codegen_llvm.render import compile_kernel, kernel_identity, render_kernel
+    from flowjit.codegen_cpu.render import compile_kernel, kernel_identity, render_kernel
 
     def f(x, y):
         e = fj.exp(x - x.max(axis=-1, keepdims=True))

@@ -21,7 +21,7 @@ import uuid
 import numpy as np
 import pytest
 
-from flowjit.codegen_llvm import (
+from flowjit.codegen_cpu import (
     LLVMCompileError,
     blas_functions,
     cache_stats,
@@ -33,7 +33,7 @@ from flowjit.codegen_llvm import (
     optimize,
     run_chunked,
 )
-from flowjit.codegen_llvm.parallel import ChunkPool
+from flowjit.codegen_cpu.parallel import ChunkPool
 
 from . import modules
 
@@ -103,7 +103,7 @@ def test_ir_llvm_rejects_is_an_error_that_saves_the_ir(cache_dir):
 
 _WARM = r"""
 import ctypes, json, sys, numpy as np
-from flowjit.codegen_llvm import load, cache_stats, timings
+from flowjit.codegen_cpu import load, cache_stats, timings
 text = open(sys.argv[1]).read()
 lib = load(text)
 x = np.arange(1000, dtype=np.float32); y = np.zeros_like(x)
@@ -260,7 +260,7 @@ def test_jit_code_calls_gemm_by_symbol(blas):
 
 
 def test_numpys_openblas_is_found_without_searching_the_system(monkeypatch):
-    from flowjit.codegen_llvm import blas as blas_module
+    from flowjit.codegen_cpu import blas as blas_module
     if not any(glob.glob(os.path.join(d, "lib*openblas*")) for d in blas_module._numpy_lib_dirs()):
         pytest.skip("this NumPy bundles no OpenBLAS")
 
@@ -312,8 +312,8 @@ def test_threads_starting_native_loops_at_once_each_get_their_whole_range():
 
 _MANY = r"""
 import ctypes, sys, numpy as np
-from flowjit.codegen_llvm import load, native_pool
-from tests.codegen_llvm import modules
+from flowjit.codegen_cpu import load, native_pool
+from tests.codegen_cpu import modules
 for parts in (1, 2, 4, 64):
     f = load(modules.parallel_driver("many%d" % parts, parts)).function(
         "driver", None, [ctypes.c_void_p] * 2 + [ctypes.c_int64])
@@ -414,7 +414,7 @@ def _scale_kernel(name, c):
 def test_a_warm_kernel_load_renders_nothing(monkeypatch):
     """The object cache keys a kernel by its loop IR and the renderer's sources: a process
     that has the entry on disk loads it without rendering the LLVM IR."""
-    from flowjit.codegen_llvm import render
+    from flowjit.codegen_cpu import render
     kernel = _scale_kernel(f"k{uuid.uuid4().hex[:12]}", 2.5)
     render.compile_kernel(kernel)
     jit._libraries.clear()  # as a new process: only the disk entry is left
@@ -434,7 +434,7 @@ def test_a_warm_kernel_load_renders_nothing(monkeypatch):
 _WARM_KERNEL = r"""
 import json, sys
 import numpy as np
-from flowjit.codegen_llvm import cache_stats, render
+from flowjit.codegen_cpu import cache_stats, render
 exec(sys.argv[2])  # _scale_kernel's source: this test module imports llvmlite.ir itself
 compiled = render.compile_kernel(_scale_kernel(sys.argv[1], 2.5))
 x = np.arange(10, dtype=np.float32); y = np.empty_like(x)
@@ -446,7 +446,7 @@ print(json.dumps({"ok": bool((y == x * np.float32(2.5)).all()), "stats": cache_s
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="flowjit's ELF loader")
 def test_a_warm_process_loads_a_kernel_without_llvmlites_ir_builder_or_binding(cache_dir):
-    from flowjit.codegen_llvm import render
+    from flowjit.codegen_cpu import render
     name = f"k{uuid.uuid4().hex[:12]}"
     render.compile_kernel(_scale_kernel(name, 2.5))  # fills the cache, and the host's note
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
@@ -460,7 +460,7 @@ def test_a_warm_process_loads_a_kernel_without_llvmlites_ir_builder_or_binding(c
 
 _WARM_POOL = r"""
 import json, sys
-from flowjit.codegen_llvm import cache_stats, native_pool
+from flowjit.codegen_cpu import cache_stats, native_pool
 native_pool()
 print(json.dumps({"stats": cache_stats(), "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite."))}))
 """
@@ -478,7 +478,7 @@ def test_a_warm_process_starts_the_native_pool_without_building_its_ir(cache_dir
 
 
 def test_kernels_differing_in_a_nans_sign_or_a_zeros_sign_have_distinct_identities():
-    from flowjit.codegen_llvm.render import kernel_identity
+    from flowjit.codegen_cpu.render import kernel_identity
     nan = float("nan")
     idents = {kernel_identity(_scale_kernel("k", c)) for c in (nan, -nan, 0.0, -0.0)}
     assert len(idents) == 4

@@ -44,6 +44,26 @@ OPT_LEVEL = 3
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
+
+# Who defines what generated code may call, registered by the modules that make those calls
+# possible (this module links; it never knows the pool or BLAS): a symbol's starter runs
+# before a module declaring the symbol is linked, and the library loaders run when a
+# module calls a function no loaded library defines yet.
+_SYMBOL_STARTERS: dict[str, Callable[[], object]] = {}
+_LIBRARY_LOADERS: list[Callable[[], object]] = []
+
+
+def provide_symbol(symbol: str, start: Callable[[], object]) -> None:
+    """Register ``start``, which defines ``symbol`` (``register_symbol``), to run before any
+    module that declares ``symbol`` is linked."""
+    _SYMBOL_STARTERS[symbol] = start
+
+
+def provide_libraries(load: Callable[[], object]) -> None:
+    """Register ``load``, which adds libraries to the symbol search (``add_library``), to
+    run when a module calls a function nothing loaded defines."""
+    if load not in _LIBRARY_LOADERS:
+        _LIBRARY_LOADERS.append(load)
 _DECLARED = r'^declare [^\n]*?@"?([\w.$]+)"?\('
 
 
@@ -238,8 +258,8 @@ def _check_externals(declared: Sequence[str], name: str) -> None:
     declared = [s for s in declared if not s.startswith("llvm.")]
     missing = [s for s in declared if not _defined(s)]
     if missing:
-        from .blas import blas_functions
-        blas_functions()  # loads the CBLAS library into LLVM's search, if it is one of those
+        for load in _LIBRARY_LOADERS:  # the CBLAS library, if it is one of those
+            load()
         missing = [s for s in missing if not _defined(s)]
     if missing:
         raise LLVMCompileError(
@@ -338,15 +358,16 @@ def _unpack(payload: bytes) -> tuple[list[str], bytes] | None:
     return (names.split("\n") if names else []), payload[_META.size + n:]
 
 
-def _start_pool(declared: Sequence[str]) -> None:
-    if PARALLEL_FOR_SYMBOL in declared:
-        # The pool's symbol must be registered before a caller of it is linked.
-        from .pthread_pool import native_pool
-        native_pool()
+def _start_providers(declared: Sequence[str]) -> None:
+    # A symbol (the native pool's) must be registered before a caller of it is linked.
+    for symbol in declared:
+        start = _SYMBOL_STARTERS.get(symbol)
+        if start is not None:
+            start()
 
 
 def _link(obj: bytes, declared: Sequence[str], target: HostTarget | None, key: str, name: str) -> Library:
-    _start_pool(declared)
+    _start_providers(declared)
     return Library(obj, target, key, declared, name)
 
 
@@ -433,7 +454,7 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
         else:
             ir_text = render()
             declared = _declared(ir_text)
-            _start_pool(declared)
+            _start_providers(declared)
             _check_externals(declared, name)
             target = target or host_target()
             obj = compile_object(ir_text, target, name)

@@ -1,5 +1,5 @@
 """Times the JIT's steps in fresh processes (not collected by pytest): run
-``python -m tests.codegen_llvm.bench_jit``. A cold process (empty cache) and a warm one
+``python -m tests.codegen_cpu.bench_jit``. A cold process (empty cache) and a warm one
 (the same module cached) each print import, target init, optimize, codegen and load
 times in milliseconds for the small y = x*2 + 1 module."""
 
@@ -14,9 +14,9 @@ import tempfile
 _CHILD = r"""
 import json, time
 t0 = time.perf_counter()
-import flowjit.codegen_llvm as c
+import flowjit.codegen_cpu as c
 t1 = time.perf_counter()
-from tests.codegen_llvm import modules
+from tests.codegen_cpu import modules
 text = modules.axpb("bench_jit")
 c.host_target()
 t2 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The native program driver (flowjit/codegen_llvm/program.py): a whole program as one
+"""The native program driver (flowjit/codegen_cpu/program.py): a whole program as one
 CPython builtin, checked against NumPy and the interpreter."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_llvm import program
+from flowjit.codegen_cpu import program_plan
 
 
 def _exe(f):
@@ -35,19 +35,19 @@ def test_numpy_abi_offsets_the_driver_reads():
     def word(offset, ctype=ctypes.c_int64):
         return ctype.from_address(base + offset).value
 
-    assert word(program.OB_TYPE) == id(np.ndarray)
-    assert word(program.ARRAY_DATA) == x.ctypes.data
-    assert word(program.ARRAY_ND, ctypes.c_int32) == 2
-    dims = word(program.ARRAY_DIMS)
+    assert word(program_plan.OB_TYPE) == id(np.ndarray)
+    assert word(program_plan.ARRAY_DATA) == x.ctypes.data
+    assert word(program_plan.ARRAY_ND, ctypes.c_int32) == 2
+    dims = word(program_plan.ARRAY_DIMS)
     assert [ctypes.c_int64.from_address(dims + 8 * i).value for i in range(2)] == [2, 4]
-    assert word(program.ARRAY_DESCR) == id(x.dtype)
-    flags = word(program.ARRAY_FLAGS, ctypes.c_int32)
-    assert flags & program.NPY_C_CONTIGUOUS and flags & program.NPY_ALIGNED
-    assert not ctypes.c_int32.from_address(id(x.T) + program.ARRAY_FLAGS).value & program.NPY_C_CONTIGUOUS
+    assert word(program_plan.ARRAY_DESCR) == id(x.dtype)
+    flags = word(program_plan.ARRAY_FLAGS, ctypes.c_int32)
+    assert flags & program_plan.NPY_C_CONTIGUOUS and flags & program_plan.NPY_ALIGNED
+    assert not ctypes.c_int32.from_address(id(x.T) + program_plan.ARRAY_FLAGS).value & program_plan.NPY_C_CONTIGUOUS
     for dt in (np.float32, np.dtype(">f8"), np.int64, np.bool_):
         d = np.dtype(dt)
-        assert ctypes.c_int32.from_address(id(d) + program.DESCR_TYPE_NUM).value == d.num
-        assert chr(ctypes.c_char.from_address(id(d) + program.DESCR_BYTEORDER).value[0]) == d.byteorder
+        assert ctypes.c_int32.from_address(id(d) + program_plan.DESCR_TYPE_NUM).value == d.num
+        assert chr(ctypes.c_char.from_address(id(d) + program_plan.DESCR_BYTEORDER).value[0]) == d.byteorder
 
 
 def test_pyarray_empty_is_where_numpys_header_says():
@@ -56,7 +56,7 @@ def test_pyarray_empty_is_where_numpys_header_says():
         pytest.skip("NumPy's headers are not installed")
     text = open(header).read()
     m = re.search(r"#define PyArray_Empty \\\s*\n.*?PyArray_API\[(\d+)\]", text, re.S)
-    assert m and int(m.group(1)) == program.PYARRAY_EMPTY
+    assert m and int(m.group(1)) == program_plan.PYARRAY_EMPTY
 
 
 def test_assigned_offsets_never_overlap_buffers_alive_together():
@@ -66,9 +66,9 @@ def test_assigned_offsets_never_overlap_buffers_alive_together():
         sizes = [int(s) for s in rng.integers(1, 5000, n)]
         starts = rng.integers(0, 10, n)
         lives = [(int(s), int(s + rng.integers(0, 5))) for s in starts]
-        offsets, total = program._assign_offsets(sizes, lives)
+        offsets, total = program_plan._assign_offsets(sizes, lives)
         for i in range(n):
-            assert offsets[i] % program.SCRATCH_ALIGN == 0 and offsets[i] + sizes[i] <= total
+            assert offsets[i] % program_plan.SCRATCH_ALIGN == 0 and offsets[i] + sizes[i] <= total
             for j in range(i):
                 if not (lives[i][1] < lives[j][0] or lives[j][1] < lives[i][0]):
                     assert offsets[i] + sizes[i] <= offsets[j] or offsets[j] + sizes[j] <= offsets[i]
@@ -184,7 +184,7 @@ def test_gil_released_only_for_large_work():
     small = fj.function(lambda x: x + 1, backend="llvm")
     large = fj.function(lambda x: x + 1, backend="llvm")
     _native(small, np.ones(8, np.float32))
-    _native(large, np.ones(program.GIL_MIN_ELEMENTS, np.float32))
+    _native(large, np.ones(program_plan.GIL_MIN_ELEMENTS, np.float32))
     assert "GIL held" in _exe(small).driver_source()
     assert "GIL released" in _exe(large).driver_source()
 
@@ -282,7 +282,7 @@ def test_a_kernel_whose_loop_ir_does_not_verify_is_a_kernel_compile_error(monkey
 
 
 def test_fastmath_reaches_every_kernel_of_the_program():
-    from flowjit.codegen_llvm.program_emit import render_program
+    from flowjit.codegen_cpu.program_emit import render_program
 
     def f(x, w):
         return fj.nn.softmax(fj.tanh(x @ w) * 2, axis=-1).sum(axis=0)

@@ -27,7 +27,7 @@ SYMBOL = jit.PARALLEL_FOR_SYMBOL
 # all): a worker stays awake this long after a loop, for the program's next loop.
 SPIN = 1 << 15
 
-# Measured on the 2-core project machine (python -m tests.codegen_llvm.bench_parallel,
+# Measured on the 2-core project machine (python -m tests.codegen_cpu.bench_parallel,
 # float32 y += x + 1, 1 worker + the caller; best of many calls): with the worker still
 # polling after the previous loop, a split call costs 0.5 us more than one thread (1.0 us
 # against 0.5 at n=1e3) and wins from about 5e4 elements (1e5: 5.6 us against 9.8; 3e5:
@@ -287,3 +287,6 @@ def native_pool() -> NativePool:
             if _pool is None:
                 _pool = NativePool(default_threads() - 1)
     return _pool
+
+
+jit.provide_symbol(SYMBOL, native_pool)

@@ -1,37 +1,34 @@
-"""The loop IR's math intrinsics as LLVM functions: scalar_math's algorithms, without numba.
+"""The loop IR's math intrinsics as LLVM functions: flowjit's one copy of its polynomial math.
 
 ``function(module, "tanh.f32")`` defines (once per module) an internal, ``alwaysinline``
 function ``fj.tanh.f32`` taking and returning the scalar type, and returns it; the
 renderer calls it where the loop IR says ``tanh.f32``. ``None`` means there is no port
 of that name here (the renderer then calls libm). ``NAMES`` is the set implemented.
 
-The bodies are flowjit.codegen_cpu.scalar_math's functions, operation for operation: the
-same range reductions, coefficients and order of evaluation, selects instead of branches,
-``llvm.fmuladd`` exactly where scalar_math fuses (``_fma``) and plain IEEE multiplies and
-adds elsewhere (no fast-math flag is set here), exponent bits set with integer ops and
-bitcasts. So on a given CPU the results are bit-for-bit scalar_math's (the tests compare
-them), the accuracy its docstring states holds unchanged, and a loop over them vectorizes:
-nothing in them branches, touches memory or calls libm. This module imports llvmlite and
-NumPy only, so a process that compiles kernels through it never imports numba.
+Each body is range reduction, a polynomial and reconstruction, written with selects instead
+of branches, ``llvm.fmuladd`` where the algorithm fuses and plain IEEE multiplies and adds
+elsewhere (no fast-math flag is set here), exponent bits set with integer ops and bitcasts:
+nothing in them branches, touches memory or calls libm, so a loop over them vectorizes. The
+tests hold each against NumPy (and mpmath where NumPy's own libm is not exact) at a stated
+ulp bound. This module imports llvmlite and NumPy only. (CUDA kernels use libdevice.)
 
-Ported: exp, expm1, log, tanh, erf in float32 and float64 (scalar_math's ``*32`` / ``*64``),
-and log1p, which scalar_math lacks: fdlibm's ``log1p`` scheme on scalar_math's log kernel
-(u = 1 + x, log(u) plus the correction c / u for the rounding error c of u). sqrt, floor,
+Here: exp, expm1, log, tanh, erf in float32 and float64, and log1p: fdlibm's ``log1p``
+scheme on the log kernel (u = 1 + x, log(u) plus the correction c / u for the rounding
+error c of u). sqrt, floor,
 ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
-loops do. sin, cos, atan2 and pow have no vectorizable version in scalar_math and none
-here: the renderer calls libm for them. sinh, cosh, asinh, acosh and atanh are flowjit's own
+loops do. sin, cos, atan2 and pow have no vectorizable version here: the renderer calls libm
+for them. sinh, cosh, asinh, acosh and atanh are flowjit's own
 (fdlibm's formulas on the exp, expm1, log and log1p ports), asin, acos and atan fdlibm's
 float64 algorithms (float32 through them); see their sections. logistic is not a loop-IR intrinsic (its registry
 template is ``1 / (1 + exp(-a))``).
 
-The coefficients are copies of scalar_math's (which cannot be imported without numba);
-their provenance and licences are stated there: erf64 and log from FreeBSD msun
+Provenance and licences of the coefficients: erf64 and log from FreeBSD msun
 (Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at SunPro, a
 Sun Microsystems, Inc. business. Permission to use, copy, modify, and distribute this
 software is freely granted, provided that this notice is preserved), erf32's exp from
-Cephes, the exp32, tanh32 and erf32 polynomials fitted for flowjit. ``VERSION`` follows
-scalar_math's: bump both with any numerical change (it belongs in kernel cache keys).
+Cephes, the exp32, tanh32 and erf32 polynomials fitted for flowjit. Bump ``VERSION`` with any
+numerical change (it belongs in kernel cache keys).
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ from typing import TypeAlias
 import numpy as np
 from llvmlite import ir
 
-# scalar_math.VERSION of the algorithms ported here.
+# The version of the algorithms here (in kernel cache keys).
 VERSION = 3
 
 PREFIX = "fj."
@@ -448,7 +445,7 @@ def erf64(f: Scalar, x: V) -> V:
 
 # ---- hyperbolic functions and their inverses ---------------------------------------------
 # fdlibm's formulas on the ports above, with selects for its branches (so they vectorize);
-# flowjit's own, with no scalar_math counterpart (numba calls libm for them). Against a
+# flowjit's own. Against a
 # long double reference they stay within 2 ulp in float32 and float64
 # (tests/tracer/test_elementwise_extras.py).
 _LN2 = 0.6931471805599453

@@ -1,8 +1,8 @@
 """Measures the chunk pools against one thread (not collected by pytest): run
-``python -m tests.codegen_llvm.bench_parallel``. It prints the time of y += x + 1 over n
+``python -m tests.codegen_cpu.bench_parallel``. It prints the time of y += x + 1 over n
 float32 on the caller's thread, on the Python pool (every call split), and through a
 generated driver calling the native pool in one piece and split, for the figures behind
-PARALLEL_MIN_ELEMENTS in flowjit/codegen_llvm/parallel.py."""
+PARALLEL_MIN_ELEMENTS in flowjit/codegen_cpu/parallel.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from flowjit.codegen_llvm import ChunkPool, default_threads, load
+from flowjit.codegen_cpu import ChunkPool, default_threads, load
 
 from . import modules
 

@@ -1,0 +1,61 @@
+"""A CPU kernel's calling convention and streaming scheme, shared by the renderer that
+emits kernels (``emit``), the code that loads and calls them (``render``) and the native
+program that calls them from its driver (``program``, ``program_emit``): the symbols of a
+kernel's entry and chunk entry, which of its loops runs as chunks over threads, and which
+loops store whole cache lines non-temporally."""
+
+from __future__ import annotations
+
+from flowjit.lowering.loops import INDEX, Const, Expr, Kernel, Let, Loop, Prim, Store, Var
+
+# Streaming stores (measured when they were chosen: bench/results/cpu2-2026-11-24.md): outputs from
+# 32 MiB, one 64-byte line per store, inputs prefetched 16 KiB ahead.
+STREAM_MIN_BYTES = 32 << 20
+CHUNK_BYTES = 64
+PREFETCH_BYTES = 4 * 4096
+
+
+def disjuncts(e: Expr) -> list:
+    """The terms of ``e`` = ``a or b or ...``."""
+    if isinstance(e, Prim) and e.op == "or":
+        return disjuncts(e.args[0]) + disjuncts(e.args[1])
+    return [e]
+
+
+def streamable(k: Kernel, s: Loop) -> bool:
+    """Whether ``stream`` loop ``s`` can stream: it ends storing a float32 or float64 into a
+    1-D output at its own index (the lowering's hint promises the rest)."""
+    store = s.body[-1] if s.body else None
+    return (isinstance(store, Store) and store.index == (Var(s.var, INDEX),) and s.step == 1
+            and k.buffer(store.buffer).role == "out" and k.buffer(store.buffer).rank == 1
+            and store.value.dtype.itemsize in (4, 8) and store.value.dtype.is_float)
+
+
+def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:
+    """The position and the loop of ``k``'s one parallel loop when the kernel can run as
+    chunks of it: the loop is at the top level from 0 in steps of 1 to a size variable or
+    a constant, everything else at the top level is a ``Let`` (recomputed per chunk), and
+    the kernel has no temps (each chunk would fill its own)."""
+    if any(b.role == "temp" for b in k.buffers):
+        return None
+    loops = [(n, s) for n, s in enumerate(k.body) if not isinstance(s, Let)]
+    if len(loops) != 1:
+        return None
+    n, loop = loops[0]
+    if (not isinstance(loop, Loop) or not loop.parallel or loop.step != 1 or loop.start != Const(0, INDEX)
+            or not isinstance(loop.stop, (Var, Const))):
+        return None
+    if isinstance(loop.stop, Var) and loop.stop.name not in {s.name for s in k.sizes}:
+        return None
+    return n, loop
+
+
+def chunk_symbol(kernel: Kernel) -> str:
+    """The name of ``kernel``'s chunk entry (``chunk_loop``): ``fj_chunk_NAME(i64 lo, i64 hi,
+    then the kernel's own arguments)`` runs iterations [lo, hi) of its parallel loop."""
+    return f"fj_chunk_{kernel.name}"
+
+
+def symbol(kernel: Kernel) -> str:
+    """The name of ``kernel``'s function in its module (and its object code)."""
+    return f"fj_kernel_{kernel.name}"

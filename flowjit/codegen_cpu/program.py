@@ -1,0 +1,212 @@
+"""A whole program as one native function: the driver of the llvm backend.
+
+``plan_program`` turns a fused program (its top-level ops, with every kernel op already
+lowered to loop IR) into a ``ProgramPlan``: the program's values as buffers (arguments,
+results, constants, and intermediates at fixed offsets of one scratch block), and its
+steps as kernel calls and BLAS ``gemm`` calls, with transposes and reshapes folded into
+the calls that read them. ``compile_program`` renders the plan and every kernel into one
+LLVM module (the kernels internal, so LLVM may inline them into the driver), compiles it
+or loads it from the object cache, and returns a ``NativeProgram`` whose ``call_list``
+and ``call_one`` are CPython builtins: a call checks its arguments in native code,
+allocates its results with NumPy's own ``PyArray_Empty`` (large ones from the runtime's
+buffer pool), runs every step with the GIL released when the work is large enough to
+matter, and returns the result list or the one result. Nothing in a call goes through
+Python unless an argument is not what the program was traced for (strided, another
+dtype, a subclass): the builtin then hands the call to ``NativeProgram.convert``, which
+makes the arguments contiguous (or raises the shape error) and calls it again.
+
+A program has a plan when each top-level op is a kernel, a 2-D float32/float64 matmul, a
+constant, a variable's update, or a transpose/reshape that only those read, and each
+result is made by a kernel or a matmul; any other program (a random draw, a sort, control flow, a result that
+is an argument) keeps the per-kernel Python driver.
+
+The native code reads NumPy arrays through the ABI NumPy keeps for compiled extensions
+(``PyArrayObject_fields`` and ``PyArray_Descr``'s leading fields, the C-API table's
+``PyArray_Empty``); ``tests/codegen_cpu/test_program.py`` checks those offsets against
+NumPy itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    from numpy._core import _multiarray_umath
+except ImportError:  # NumPy 1.x
+    from numpy.core import _multiarray_umath  # type: ignore[no-redef]
+
+from flowjit.ir.errors import BUG_REPORT
+
+from . import jit, render
+from .blas import blas_functions
+from .program_emit import render_program
+from .program_plan import (
+    METH_FASTCALL,
+    PYARRAY_EMPTY,
+    T_DGEMM,
+    T_EMPTY,
+    T_FALLBACK_LIST,
+    T_FALLBACK_ONE,
+    T_FIXED,
+    T_NDARRAY,
+    T_PROFILE,
+    T_SGEMM,
+    Affine,
+    Buffer,
+    Gemm,
+    KernelCall,
+    NotNative,
+    ProgramPlan,
+    plan_program,
+    unify_plans,
+    walk_steps,
+)
+from .pthread_pool import native_pool  # noqa: F401  (registers the pool's symbol for linking)
+
+# ---- loading ---------------------------------------------------------------------------------
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p)]
+
+
+_new_builtin = ctypes.pythonapi.PyCFunction_NewEx
+_new_builtin.restype = ctypes.py_object
+_new_builtin.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+
+
+@functools.cache
+def _array_api() -> int:
+    """The address of NumPy's C-API function table (what ``import_array`` reads)."""
+    m = _multiarray_umath
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(m._ARRAY_API, None)
+
+
+def _pyarray_empty() -> int:
+    return ctypes.c_void_p.from_address(_array_api() + PYARRAY_EMPTY * ctypes.sizeof(ctypes.c_void_p)).value
+
+
+@functools.cache
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    for name in ("program.py", "program_plan.py", "program_emit.py"):
+        with open(os.path.join(os.path.dirname(__file__), name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+class NativeProgram:
+    """A compiled program: ``call_list(*arrays)`` returns the result list and
+    ``call_one(*arrays)`` the one result (CPython builtins); ``plan`` is what they run."""
+
+    def __init__(self, plan: ProgramPlan, constants: list[np.ndarray], library: jit.Library,
+                 pool_empty: Callable[..., np.ndarray] | None, pool_min_bytes: int, profile: bool = False):
+        self.plan = plan
+        # A profiling build writes CLOCK_MONOTONIC nanoseconds before and after each
+        # top-level step here (runtime.profiler reads them after the call).
+        self.stamps = np.zeros(2 * len(plan.steps) if profile else 0, np.int64)
+        self.library = library        # the machine code lives as long as this object
+        self._constants = constants
+        self._args = [plan.buffer(n) for n in plan.args]
+        blas = {}
+        if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+            blas = blas_functions()
+        results = [b for b in plan.buffers if b.kind == "result" and not b.shares]
+        self._keep: list[Any] = []    # objects whose addresses the table holds
+        table = np.zeros(T_FIXED + 2 * len(results) + len(constants), np.int64)
+        table[T_FALLBACK_LIST] = self._ref(self.convert_list)
+        table[T_FALLBACK_ONE] = self._ref(self.convert_one)
+        table[T_EMPTY] = _pyarray_empty()
+        table[T_NDARRAY] = id(np.ndarray)
+        for name, slot in (("sgemm", T_SGEMM), ("dgemm", T_DGEMM)):
+            if name in blas:
+                table[slot] = blas[name].address
+        for b in results:
+            table[T_FIXED + 2 * b.slot] = self._ref(np.dtype(b.dtype))
+            if pool_empty is not None and b.nbytes >= pool_min_bytes:
+                table[T_FIXED + 2 * b.slot + 1] = self._ref(functools.partial(pool_empty, b.shape, np.dtype(b.dtype)))
+        for k, c in enumerate(constants):
+            table[T_FIXED + 2 * len(results) + k] = c.ctypes.data
+        if profile:
+            table[T_PROFILE] = self.stamps.ctypes.data
+        self._table = table
+        self._defs = []
+        for which in ("list", "one"):
+            d = _MethodDef(f"{plan.name}_{which}".encode(), library.address(f"fj_call_{which}"), METH_FASTCALL, None)
+            self._defs.append(d)
+            setattr(self, f"call_{which}", _new_builtin(ctypes.addressof(d), table, None))
+
+    def _ref(self, obj: object) -> int:
+        self._keep.append(obj)
+        return id(obj)
+
+    def _converted(self, arrays: Sequence[Any]) -> list[np.ndarray]:
+        if len(arrays) != len(self._args):
+            raise TypeError(f"program {self.plan.name} takes {len(self._args)} arrays, got {len(arrays)}")
+        out = []
+        for x, b in zip(arrays, self._args):
+            y = np.ascontiguousarray(x, dtype=b.dtype)
+            y = y if type(y) is np.ndarray else np.array(y)
+            if y.shape != b.shape:
+                raise ValueError(f"program {self.plan.name}, compiled for an array of shape {b.shape} got one of "
+                                 f"shape {y.shape}: call the function with the shapes it was traced for")
+            out.append(y)
+        if all(x is y for x, y in zip(arrays, out)):
+            raise TypeError(f"program {self.plan.name}: its native driver refused arrays it was traced for "
+                            f"({[(y.dtype, y.shape, y.flags.c_contiguous) for y in out]}); {BUG_REPORT}")
+        return out
+
+    def convert_list(self, *arrays: Any) -> list[np.ndarray]:
+        """The call with arguments made what the program takes (contiguous, its dtypes)."""
+        return self.call_list(*self._converted(arrays))
+
+    def convert_one(self, *arrays: Any) -> np.ndarray:
+        """As ``convert_list``, for ``call_one``."""
+        return self.call_one(*self._converted(arrays))
+
+
+def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
+                    pool_empty: Callable[..., np.ndarray] | None = None, pool_min_bytes: int = 1 << 20,
+                    target: jit.HostTarget | None = None, fastmath: bool = False,
+                    profile: bool = False) -> NativeProgram:
+    """``plan`` compiled (its driver and kernels in one module) or loaded from the object
+    cache, keyed by the driver's IR and every kernel's identity, so a warm load renders
+    no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
+    ``pool_min_bytes``), the others from ``PyArray_Empty``. ``profile``: a build that
+    times each top-level step into ``NativeProgram.stamps`` (``runtime.profiler``)."""
+    int_bits = 64
+    if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+        found = blas_functions()
+        if not found:
+            raise NotNative("no CBLAS library found for matmul")
+        int_bits = found["sgemm"].int_bits
+    kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}
+    # What decides the module: the plan (kernels by name), the sources that render it, the
+    # BLAS integer width, the byte order and NumPy (its type numbers), then each kernel.
+    head = (f"; flowjit program {_sources_digest()} blas{int_bits} {sys.byteorder} numpy{np.__version__}"
+            f"{' profile' if profile else ''}")
+    identity = "\n".join([head, repr(plan), *(render.kernel_identity(k, fastmath) for k in kernels.values())])
+
+    def render_module() -> str:
+        return render_program(plan, int_bits, fastmath, profile)
+    try:
+        lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
+    except render.KernelRenderError:
+        raise
+    except jit.LLVMCompileError as e:
+        raise render.KernelRenderError(f"the native driver of program {plan.name!r} failed: {e}") from e
+    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes, profile)
+
+
+__all__ = ["Affine", "Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",
+           "plan_program", "unify_plans"]
