@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from flowjit.ir.errors import ShapeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer.core import user_location
+from flowjit.tracer.numpy import namespace as fnp
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random
+from flowjit.tracer.numpy import namespace as fnp
 
 
 def relu(x: Any) -> Any:

@@ -18,8 +18,8 @@ import numpy as np
 from flowjit.ir.dtypes import float32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn import initializers
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.tracer.variables import Variable
 
 Initializer = Callable[[Any, tuple[int, ...], Any], np.ndarray]

@@ -13,7 +13,7 @@ import numpy as np
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn.functional import log_softmax
-from flowjit.tracer import array_api as fnp
+from flowjit.tracer.numpy import namespace as fnp
 
 
 def _reduce(loss: Any, reduction: str, name: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer import array_api as fnp
+from flowjit.tracer.numpy import namespace as fnp
 
 
 def _pair(v: Any, what: str) -> tuple[int, int]:

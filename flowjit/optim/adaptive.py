@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowjit.optim.optimizer import LearningRate, Optimizer
-from flowjit.tracer import array_api as fj
+from flowjit.tracer.numpy import namespace as fj
 from flowjit.tracer.variables import Variable
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.tracer import array_api as fj
 from flowjit.tracer.autodiff import value_and_grad
 from flowjit.tracer.core import device
+from flowjit.tracer.numpy import namespace as fj
 from flowjit.tracer.variables import Variable
 
 LearningRate = float | Callable[[Any], Any]

@@ -19,13 +19,15 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import ShapeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import pytree
-from flowjit.tracer.array_api import ArrayLike, _float_dtype, _op
 from flowjit.tracer.autodiff import vjp
 from flowjit.tracer.control_flow import scan, while_loop
 from flowjit.tracer.core import user_location
 from flowjit.tracer.custom_gradients import custom_vjp
+from flowjit.tracer.numpy import namespace as fnp
+from flowjit.tracer.numpy.operands import ArrayLike
+from flowjit.tracer.numpy.operands import as_operand as _op
+from flowjit.tracer.numpy.operands import float_dtype as _float_dtype
 
 __all__ = ["odeint"]
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import ShapeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import linalg as la
-from flowjit.tracer import numpy_extras as npx
-from flowjit.tracer.array_api import ArrayLike
 from flowjit.tracer.core import user_location
 from flowjit.tracer.custom_gradients import custom_jvp
+from flowjit.tracer.numpy import namespace as fnp
+from flowjit.tracer.numpy import namespace as npx
+from flowjit.tracer.numpy.operands import ArrayLike
 
 __all__ = ["cho_factor", "cho_solve", "cholesky", "det", "inv", "solve", "solve_banded", "solve_sylvester",
            "solve_triangular", "sqrtm"]

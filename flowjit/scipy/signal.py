@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import ShapeError
-from flowjit.tracer import array_api as fnp
-from flowjit.tracer import numpy_extras as npx
-from flowjit.tracer.array_api import ArrayLike
 from flowjit.tracer.core import user_location
+from flowjit.tracer.numpy import namespace as fnp
+from flowjit.tracer.numpy import namespace as npx
+from flowjit.tracer.numpy.operands import ArrayLike
 
 __all__ = ["convolve"]
 

@@ -18,10 +18,14 @@ import numpy as np
 
 from flowjit.ir.dtypes import float16, float32
 from flowjit.nn.functional import sigmoid
-from flowjit.tracer import array_api as fnp
-from flowjit.tracer.array_api import _apply, _cast, _float_dtype, _op, _promote
 from flowjit.tracer.core import Tracer
 from flowjit.tracer.custom_gradients import stop_gradient
+from flowjit.tracer.numpy import namespace as fnp
+from flowjit.tracer.numpy.operands import apply as _apply
+from flowjit.tracer.numpy.operands import as_operand as _op
+from flowjit.tracer.numpy.operands import cast as _cast
+from flowjit.tracer.numpy.operands import float_dtype as _float_dtype
+from flowjit.tracer.numpy.operands import promote as _promote
 
 ArrayLike = Any
 

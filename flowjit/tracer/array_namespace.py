@@ -33,8 +33,8 @@ from flowjit.ir.dtypes import (
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.runtime.devices import Device, check_device, devices
-from flowjit.tracer.array_api import numpy_counterpart
 from flowjit.tracer.core import Tracer, current_device, host_array_from_dlpack, operand, user_location
+from flowjit.tracer.numpy.counterparts import numpy_counterpart
 
 __array_api_version__ = "2024.12"
 

@@ -24,9 +24,10 @@ from flowjit.ir.registry import Literal
 from flowjit.passes.autodiff import backward
 from flowjit.tracer import pytree
 from flowjit.tracer.core import Trace, Tracer, bind, current_trace, operand, user_location
+from flowjit.tracer.function import TracedFunction, function
 
 
-def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
+def normalize_argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
@@ -35,7 +36,7 @@ def _argnums(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, 
     return tuple(i % nargs for i in nums)
 
 
-def _own_value(x: Any, what: str) -> Tracer:
+def own_value(x: Any, what: str) -> Tracer:
     # A value of its own in the trace (a reshape to its own shape: gone once simplified),
     # so two arguments passed the same array get separate gradients, and an output that
     # is a plain array still has a Value to seed.
@@ -44,7 +45,7 @@ def _own_value(x: Any, what: str) -> Tracer:
 
 
 def _fresh(x: Any) -> Tracer:
-    t = _own_value(x, "a differentiated argument")
+    t = own_value(x, "a differentiated argument")
     if not t.dtype.is_inexact:
         raise FlowjitTypeError(f"can only differentiate with respect to float or complex arguments, got {t.aval} "
                                f"at {user_location()}; cast it first, or leave it out of argnums")
@@ -142,15 +143,15 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
     variables = list(variables or ())
 
     def traced(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums(argnums, len(args), f"value_and_grad({name})")
+        nums = normalize_argnums(argnums, len(args), f"value_and_grad({name})")
         trace, start, out, wrt_trees = _forward(fun, args, kwargs, nums, variables)
         value, aux = out if has_aux else (out, None)
         if has_aux and not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise FlowjitTypeError(f"{name} was differentiated with has_aux=True, so it must return "
                                    f"(value, aux); it returned {type(out).__name__}")
-        v = value if isinstance(value, Tracer) else _own_value(value, "the differentiated output")
+        v = value if isinstance(value, Tracer) else own_value(value, "the differentiated output")
         if holomorphic:
-            _check_holomorphic(f"grad of {name}", [t for _, fresh in wrt_trees for t in fresh], [v])
+            check_holomorphic(f"grad of {name}", [t for _, fresh in wrt_trees for t in fresh], [v])
         elif v.size == 1 and v.dtype.is_complex:
             raise OutputTypeError(f"grad of {name}: the function returns a complex scalar ({v.aval}); grad needs a "
                                   "real-valued result: take fj.real(), fj.imag() or fj.abs() of it, pass "
@@ -170,7 +171,7 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None 
             g = var_grads if argnums == () else (g, var_grads)
         return ((value, aux) if has_aux else value), g
 
-    return _compiled_outside_traces(traced, fun)
+    return compiled_outside_traces(traced, fun)
 
 
 def grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None, has_aux: bool = False,
@@ -186,10 +187,10 @@ def grad(fun: Callable[..., Any], argnums: int | Sequence[int] | None = None, ha
         (value, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
         return (g, aux) if has_aux else g
 
-    return _compiled_outside_traces(traced, fun)
+    return compiled_outside_traces(traced, fun)
 
 
-def _check_holomorphic(what: str, ins: Sequence[Tracer], outs: Sequence[Tracer]) -> None:
+def check_holomorphic(what: str, ins: Sequence[Tracer], outs: Sequence[Tracer]) -> None:
     """JAX's rule for ``holomorphic=True``: complex arguments and complex outputs."""
     for kind, values in (("argument", ins), ("output", outs)):
         for t in values:
@@ -207,7 +208,6 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
     captures); outside one, each ``vjp_fn`` call runs a compiled program that recomputes
     the forward pass."""
     if current_trace() is None:
-        from flowjit.tracer.function import function
         out = function(fun)(*primals)
         value = out[0] if has_aux else out
 
@@ -221,7 +221,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
     end = len(trace.block.ops)
     value, aux = out if has_aux else (out, None)
     out_leaves, out_tree = pytree.flatten(value)
-    outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in out_leaves]
+    outs = [x if isinstance(x, Tracer) else own_value(x, "an output") for x in out_leaves]
 
     def vjp_fn(cotangent: Any) -> tuple:
         ct_leaves, ct_tree = pytree.flatten(cotangent)
@@ -239,10 +239,9 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
     return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
 
 
-def _compiled_outside_traces(traced: Callable[..., Any], fun: Callable[..., Any]) -> Callable[..., Any]:
+def compiled_outside_traces(traced: Callable[..., Any], fun: Callable[..., Any]) -> Callable[..., Any]:
     # Inside a trace, run on it (the gradient joins the caller's program); outside, an
     # fj.function of it, traced once per signature and compiled.
-    from flowjit.tracer.function import TracedFunction
     compiled = TracedFunction(traced)
 
     @functools.wraps(fun)

@@ -13,58 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flowjit.ir.core import Block, Value
+from flowjit.ir.core import Value
 from flowjit.ir.dtypes import bool_, int32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.types import TensorType
 from flowjit.tracer import pytree
-from flowjit.tracer.core import Trace, Tracer, _materialize, current_trace, operand, trace_context, user_location
+from flowjit.tracer.blocks import leaves_in, share_captures, trace_block
+from flowjit.tracer.core import Trace, Tracer, current_trace, user_location
+from flowjit.tracer.function import TracedFunction
+from flowjit.tracer.numpy.conversion import astype
+from flowjit.tracer.numpy.ufuncs import add, less
 
 
 def _eagerly(fn: Callable[..., Any], *args: Any) -> Any:
-    from flowjit.tracer.function import TracedFunction
     return TracedFunction(fn, backend="interpreter")(*args)
-
-
-def _leaves_in(trace: Trace, tree: Any, what: str) -> tuple[list[Tracer], pytree.TreeDef]:
-    """The leaves of ``tree`` as tracers of ``trace`` (arrays become constants)."""
-    leaves, treedef = pytree.flatten(tree)
-    out = []
-    for k, x in enumerate(leaves):
-        o = operand(x, f"{what} leaf {k}")
-        out.append(Tracer(_materialize(o, trace), trace, o.weak))
-    return out, treedef
-
-
-def _trace_block(fn: Callable[..., Any], arg_tree: pytree.TreeDef, arg_leaves: Sequence[Tracer],
-                 name: str) -> tuple[Trace, list[Tracer], pytree.TreeDef]:
-    """Trace ``fn`` on fresh arguments typed like ``arg_leaves`` into a block nested in the
-    current trace; returns the sub-trace, its result leaves and their structure."""
-    parent = current_trace()
-    sub = Trace(Block(), name=name, parent=parent)
-    args = [sub.new_arg(t.aval, t.value.name or f"a{k}", t.weak) for k, t in enumerate(arg_leaves)]
-    with trace_context(sub):
-        out = fn(*pytree.unflatten(arg_tree, args))
-        leaves, out_tree = _leaves_in(sub, out, f"the result of {name}")
-    sub.block.set_returns([t.value for t in leaves])
-    return sub, leaves, out_tree
-
-
-def _share_captures(subs: Sequence[Trace], explicit: int) -> list[Tracer]:
-    """Give every block the same trailing arguments: the union of what each captured, in
-    first-capture order (a block that does not read one gets an unused argument)."""
-    outer: list[Tracer] = []
-    seen: dict[int, int] = {}
-    for sub in subs:
-        for o, _ in sub.captures:
-            if id(o.value) not in seen:
-                seen[id(o.value)] = len(outer)
-                outer.append(o)
-    for sub in subs:
-        mine = {id(o.value): inner for o, inner in sub.captures}
-        extra = [mine.get(id(o.value)) or Value(o.aval, name=o.value.name) for o in outer]
-        sub.block.args = sub.block.args[:explicit] + extra
-    return outer
 
 
 def _emit(prim: str, inputs: Sequence[Tracer], attrs: dict[str, Any], subs: Sequence[Trace]) -> list[Tracer]:
@@ -81,11 +43,10 @@ def _describe(leaves: Sequence[Tracer], tree: pytree.TreeDef) -> str:
 
 def _scalar_index(x: Any, what: str, dtype_ok: Callable[[Any], bool], need: str) -> Tracer:
     trace = current_trace()
-    (t,), _ = _leaves_in(trace, x, what)
+    (t,), _ = leaves_in(trace, x, what)
     if t.aval.shape != () or not dtype_ok(t.aval.dtype):
         raise FlowjitTypeError(f"{what} must be {need}, got {t.aval}")
     if t.aval.dtype != int32:
-        from flowjit.tracer.array_api import astype
         t = astype(t, int32)
     return t
 
@@ -115,15 +76,15 @@ def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], *
 
 def _branch(idx: Tracer, branches: list[Callable[..., Any]], names: list[str], operands: Sequence[Any]) -> Any:
     trace = current_trace()
-    leaves, tree = _leaves_in(trace, tuple(operands), "an operand of cond")
-    traced = [_trace_block(b, tree, leaves, name) for b, name in zip(branches, names)]
+    leaves, tree = leaves_in(trace, tuple(operands), "an operand of cond")
+    traced = [trace_block(b, tree, leaves, name) for b, name in zip(branches, names)]
     first_sub, first_out, first_tree = traced[0]
     for (sub, out, out_tree), name in zip(traced[1:], names[1:]):
         if out_tree != first_tree or [t.aval for t in out] != [t.aval for t in first_out]:
             raise FlowjitTypeError(f"the branches return different types: {names[0]} returns "
                                    f"{_describe(first_out, first_tree)}, {name} returns {_describe(out, out_tree)}")
     subs = [s for s, _, _ in traced]
-    captured = _share_captures(subs, len(leaves))
+    captured = share_captures(subs, len(leaves))
     results = _emit("cond", [idx, *leaves, *captured], {}, subs)
     return pytree.unflatten(first_tree, results)
 
@@ -136,15 +97,15 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     if current_trace() is None:
         return _eagerly(lambda c: while_loop(cond_fun, body_fun, c, maximum_iterations), init)
     trace = current_trace()
-    leaves, tree = _leaves_in(trace, init, "the initial carry")
+    leaves, tree = leaves_in(trace, init, "the initial carry")
     leaves = [Tracer(t.value, trace, False) for t in leaves]  # the carry's types are fixed
     one_arg = pytree.flatten((pytree.unflatten(tree, leaves),))[1]  # called as fn(carry)
-    csub, cout, ctree = _trace_block(cond_fun, one_arg, leaves, "cond_fun")
+    csub, cout, ctree = trace_block(cond_fun, one_arg, leaves, "cond_fun")
     if len(cout) != 1 or cout[0].aval != TensorType((), bool_):
         raise FlowjitTypeError(f"cond_fun must return a scalar bool (bool[]), got {_describe(cout, ctree)}")
-    bsub, bout, btree = _trace_block(body_fun, one_arg, leaves, "body_fun")
+    bsub, bout, btree = trace_block(body_fun, one_arg, leaves, "body_fun")
     _check_carry(leaves, tree, bout, btree, "body_fun")
-    captured = _share_captures([csub, bsub], len(leaves))
+    captured = share_captures([csub, bsub], len(leaves))
     attrs = {"num_carry": len(leaves),
              "maximum_iterations": -1 if maximum_iterations is None else int(maximum_iterations)}
     results = _emit("while", [*leaves, *captured], attrs, [csub, bsub])
@@ -167,7 +128,6 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init:
     static = isinstance(lower, int) and isinstance(upper, int)
 
     def loop(lo: Any, hi: Any, val: Any) -> Any:
-        from flowjit.tracer.array_api import add, astype, less
         i0 = astype(lo, int32)
         _, out = while_loop(lambda c: less(c[0], astype(hi, int32)),
                             lambda c: (add(c[0], astype(1, int32)), body_fun(c[0], c[1])),
@@ -186,9 +146,9 @@ def scan(f: Callable[[Any, Any], Any], init: Any, xs: Any = None, length: int | 
     if current_trace() is None:
         return _eagerly(lambda c, x: scan(f, c, x, length, reverse), init, xs)
     trace = current_trace()
-    carry, ctree = _leaves_in(trace, init, "the initial carry")
+    carry, ctree = leaves_in(trace, init, "the initial carry")
     carry = [Tracer(t.value, trace, False) for t in carry]
-    xleaves, xtree = _leaves_in(trace, xs, "xs")
+    xleaves, xtree = leaves_in(trace, xs, "xs")
     lengths = {t.aval.shape[0] if t.aval.shape else None for t in xleaves}
     if None in lengths:
         raise FlowjitTypeError("scan: every leaf of xs needs a leading axis to scan over")
@@ -207,12 +167,12 @@ def scan(f: Callable[[Any, Any], Any], init: Any, xs: Any = None, length: int | 
         return out
 
     arg_tree = pytree.flatten((pytree.unflatten(ctree, carry), pytree.unflatten(xtree, slices)))[1]
-    sub, out, out_tree = _trace_block(body, arg_tree, [*carry, *slices], "scan body")
+    sub, out, out_tree = trace_block(body, arg_tree, [*carry, *slices], "scan body")
     new_carry, ys = pytree.unflatten(out_tree, out)
     new_leaves, new_tree = pytree.flatten(new_carry)
     _check_carry(carry, ctree, new_leaves, new_tree, "the scan body")
     y_leaves, y_tree = pytree.flatten(ys)
-    captured = _share_captures([sub], len(carry) + len(slices))
+    captured = share_captures([sub], len(carry) + len(slices))
     attrs = {"num_carry": len(carry), "num_xs": len(xleaves), "length": n, "reverse": bool(reverse)}
     results = _emit("scan", [*carry, *xleaves, *captured], attrs, [sub])
     return pytree.unflatten(ctree, results[:len(carry)]), pytree.unflatten(y_tree, results[len(carry):])

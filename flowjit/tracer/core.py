@@ -27,6 +27,7 @@ from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
 from flowjit.ir.registry import Literal
 from flowjit.ir.types import TensorType
 from flowjit.runtime import hooks
+from flowjit.runtime.devices import check_device
 
 # The package's own directory (this file is flowjit/tracer/core.py): frames inside it are not the user's.
 _FLOWJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -175,7 +176,6 @@ class device:
     policy says where each new Variable lives and where the ops go."""
 
     def __init__(self, name: Any):
-        from flowjit.runtime.devices import check_device
         self.policy = name if hasattr(name, "variable_device") else None
         if self.policy is not None:
             op_device = self.policy.op_device
@@ -207,7 +207,6 @@ def variable_device(name: str, shape: tuple[int, ...], dtype: Any) -> str | None
     policy = getattr(_state, "policy", None)
     if policy is None:
         return current_device()
-    from flowjit.runtime.devices import check_device
     return check_device(policy.variable_device(name, shape, dtype)).name
 
 
@@ -239,12 +238,12 @@ class trace_context:
 
 
 class Tracer:
-    """A traced array: an IR Value in a Trace, with a NumPy-like surface (see ``array_api``)."""
+    """A traced array: an IR Value in a Trace, with a NumPy-like surface (see ``flowjit.tracer.numpy``)."""
 
     __slots__ = ("value", "trace", "weak")
     __array_priority__ = 1000
     # __array_ufunc__ and __array_function__ (NumPy's functions on traced arrays) are set by
-    # flowjit.tracer.array_api, with the fj functions they trace as.
+    # flowjit.tracer.numpy.protocols, with the fj functions they trace as.
 
     def __init__(self, value: Value, trace: Trace, weak: bool = False):
         self.value = value
@@ -434,7 +433,7 @@ def operand(x: Any, name: str = "argument") -> Operand:
     return Operand(None, arr, weak)
 
 
-def _materialize(op: Operand, trace: Trace) -> Value:
+def materialize(op: Operand, trace: Trace) -> Value:
     if op.tracer is not None:
         t = op.tracer
         if not t.trace.active:
@@ -471,9 +470,9 @@ def bind(prim: str, args: Sequence[Any], attrs: dict[str, Any] | None = None,
         if isinstance(out, (tuple, list)):
             return tuple(np.asarray(x) for x in out)
         return np.asarray(out)
-    # An escaped tracer (its trace finished) is reported by _materialize.
+    # An escaped tracer (its trace finished) is reported by materialize.
     trace = current_trace() or tracers[0].trace
-    values = [_materialize(o, trace) for o in ops]
+    values = [materialize(o, trace) for o in ops]
     results = trace.builder.emit(prim, values, attrs or {}, loc=user_location())
     outs = [Tracer(v, trace, weak) for v in results]
     return outs[0] if len(outs) == 1 else tuple(outs)

@@ -20,8 +20,11 @@ from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import pytree
-from flowjit.tracer.control_flow import _leaves_in, _share_captures, _trace_block
+from flowjit.tracer.autodiff import vjp
+from flowjit.tracer.blocks import leaves_in, share_captures, trace_block
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
+from flowjit.tracer.function import TracedFunction
+from flowjit.tracer.numpy.creation import zeros
 
 
 def stop_gradient(x: Any) -> Any:
@@ -59,7 +62,6 @@ def _split(nums: tuple[int, ...], args: tuple, what: str) -> tuple[tuple, list, 
 def _compiled_with_fixed(owner: Any, traced: Callable[..., Any], args: tuple, what: str) -> Any:
     """Outside a trace: ``traced`` compiled over the differentiable arguments, the
     nondiff ones fixed, one compiled function per distinct (hashable) set of them."""
-    from flowjit.tracer.function import TracedFunction
     fixed, diff, merge = _split(owner.nondiff_argnums, args, what)
     cache = owner.__dict__.setdefault("_compiled_fixed", {})
     try:
@@ -127,7 +129,6 @@ class custom_vjp:
             if self.nondiff_argnums:
                 return _compiled_with_fixed(self, self._traced, args, f"custom_vjp function {self._name}")
             if self._compiled is None:
-                from flowjit.tracer.function import TracedFunction
                 self._compiled = TracedFunction(self._traced)
             return self._compiled(*args)
         return self._traced(*args)
@@ -144,19 +145,19 @@ class custom_vjp:
             return self._with_nondiff(args)
         trace = current_trace()
         name = self._name
-        arg_leaves, arg_tree = _leaves_in(trace, tuple(args), f"the arguments of {name}")
+        arg_leaves, arg_tree = leaves_in(trace, tuple(args), f"the arguments of {name}")
         args = pytree.unflatten(arg_tree, arg_leaves)
-        out_leaves, out_tree = _leaves_in(trace, self.fun(*args), f"the result of {name}")
+        out_leaves, out_tree = leaves_in(trace, self.fun(*args), f"the result of {name}")
         pair = self._rule(self.fwd, *args)
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise FlowjitTypeError(f"the fwd rule of custom_vjp function {name} must return a pair (out, residuals); "
                                    f"it returned {type(pair).__name__} (called at {user_location()})")
-        fwd_leaves, fwd_tree = _leaves_in(trace, pair[0], f"the out of {name}'s fwd rule")
+        fwd_leaves, fwd_tree = leaves_in(trace, pair[0], f"the out of {name}'s fwd rule")
         if fwd_tree != out_tree or [t.aval for t in fwd_leaves] != [t.aval for t in out_leaves]:
             raise FlowjitTypeError(f"the fwd rule of custom_vjp function {name} returns out = "
                                    f"{_describe(fwd_leaves, fwd_tree)}, but {name} returns "
                                    f"{_describe(out_leaves, out_tree)} (called at {user_location()}); they must match")
-        res_leaves, res_tree = _leaves_in(trace, pair[1], f"the residuals of {name}'s fwd rule")
+        res_leaves, res_tree = leaves_in(trace, pair[1], f"the residuals of {name}'s fwd rule")
         n_res = len(res_leaves)
 
         def bwd_flat(res: Any, g: Any) -> list[Any]:
@@ -165,8 +166,8 @@ class custom_vjp:
 
         bwd_in = (pytree.unflatten(res_tree, res_leaves), pytree.unflatten(out_tree, out_leaves))
         _, bwd_in_tree = pytree.flatten(bwd_in)
-        sub, _, _ = _trace_block(bwd_flat, bwd_in_tree, res_leaves + out_leaves, f"{name}.bwd")
-        captures = _share_captures([sub], n_res + len(out_leaves))
+        sub, _, _ = trace_block(bwd_flat, bwd_in_tree, res_leaves + out_leaves, f"{name}.bwd")
+        captures = share_captures([sub], n_res + len(out_leaves))
         inputs = [*out_leaves, *res_leaves, *arg_leaves, *captures]
         results = trace.builder.emit("custom_vjp_call", [t.value for t in inputs],
                                      {"num_out": len(out_leaves), "num_res": n_res, "name": name},
@@ -184,7 +185,6 @@ class custom_vjp:
                             arg_tree: pytree.TreeDef) -> list[Any]:
         # One cotangent per argument leaf, of its type (None: zeros), or an error naming
         # the function and what was expected.
-        from flowjit.tracer.array_api import zeros
         name = self._name
         expected = f"a tuple of {len(args)} cotangent(s) shaped like the arguments, {_describe(arg_leaves, arg_tree)}"
         where = f"(differentiated at {user_location()})"
@@ -271,8 +271,6 @@ class custom_jvp:
 
     def _bwd(self, primals: tuple, g: Any) -> tuple:
         # The rule is linear in the tangents, so its VJP at zero tangents is its transpose.
-        from flowjit.tracer.array_api import zeros
-        from flowjit.tracer.autodiff import vjp
         zero = pytree.tree_map(lambda x: zeros(x.shape, dtype=x.dtype), primals)
         _, pullback = vjp(lambda *ts: self.jvp(primals, ts)[1], *zero)
         return tuple(pullback(g))

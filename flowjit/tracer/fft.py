@@ -29,10 +29,11 @@ import numpy as np
 from flowjit.ir.dtypes import DType, complex128, float16, float32, float64
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import AxisError, FlowjitTypeError, ShapeError
-from flowjit.tracer import array_api as xp
-from flowjit.tracer.array_api import ArrayLike, Operand, _cast, _on, _op, _value, numpy_counterpart
-from flowjit.tracer.core import Tracer, bind, user_location
-from flowjit.tracer.numpy_extras import roll
+from flowjit.tracer.core import Operand, Tracer, bind, user_location
+from flowjit.tracer.numpy import conversion, indexing, layout, manipulation, ufuncs
+from flowjit.tracer.numpy.counterparts import numpy_counterpart
+from flowjit.tracer.numpy.manipulation import roll
+from flowjit.tracer.numpy.operands import ArrayLike, as_operand, cast, on_device, operand_value
 
 __all__: list[str] = [
     "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq",
@@ -119,64 +120,64 @@ def _sizes(fn: str, s: Any, axes: tuple[int, ...], shape: tuple[int, ...], last:
 
 def _resize(v: Any, axis: int, n: int) -> Any:
     """``v`` trimmed or zero-padded to length ``n`` along ``axis``."""
-    m = xp.shape(v)[axis]
+    m = layout.shape(v)[axis]
     if n < m:
-        idx = [builtins.slice(None)] * xp.ndim(v)
+        idx = [builtins.slice(None)] * layout.ndim(v)
         idx[axis] = builtins.slice(0, n)
-        return xp.getitem(v, tuple(idx))
+        return indexing.getitem(v, tuple(idx))
     if n > m:
-        width = [(0, 0)] * xp.ndim(v)
+        width = [(0, 0)] * layout.ndim(v)
         width[axis] = (0, n - m)
-        return xp.pad(v, width)
+        return manipulation.pad(v, width)
     return v
 
 
 def _complex_input(fn: str, x: ArrayLike) -> tuple[Operand, DType]:
     """x as a complex array, and the dtype it came in (NumPy casts real input to the complex
     dtype of its precision, ints and bool to complex128)."""
-    o = _op(x, "x")
+    o = as_operand(x, "x")
     d = o.dtype
     if d.is_complex:
         return o, d
-    return _cast(o, d.complex_dtype if d.is_float else complex128), d
+    return cast(o, d.complex_dtype if d.is_float else complex128), d
 
 
 def _real_input(fn: str, x: ArrayLike) -> Operand:
     """x as a float32/float64 array (float16 computes in float32, ints and bool in float64), or
     an error for complex input."""
-    o = _op(x, "x")
+    o = as_operand(x, "x")
     d = o.dtype
     if d.is_complex:
         raise _fail(fn, f"x has dtype {d.name}; allowed: a real-valued floating-point array (float32, float64; "
                         "ints and bool compute in float64). Take fj.real(x), or use fft.fft")
-    return _cast(o, float32 if d == float16 else d if d.is_float else float64)
+    return cast(o, float32 if d == float16 else d if d.is_float else float64)
 
 
 def _transform(fn: str, o: Operand, fft_type: str, axes: tuple[int, ...], lengths: tuple[int, ...],
                norm: str) -> Any:
     """The primitive over ``axes`` of ``o`` with logical ``lengths``, normalized for ``norm``."""
-    v = _value(o)
+    v = operand_value(o)
     ins = lengths[:-1] + (lengths[-1] // 2 + 1,) if fft_type == "irfft" else lengths
     for a, n in zip(axes, ins):
         v = _resize(v, a, n)
-    nd = xp.ndim(v)
+    nd = layout.ndim(v)
     perm = [i for i in range(nd) if i not in axes] + list(axes)
-    v = xp.transpose(v, perm)
+    v = layout.transpose(v, perm)
     try:
-        v = bind("fft", [_op(v)], {"fft_type": fft_type, "fft_lengths": lengths})
+        v = bind("fft", [as_operand(v)], {"fft_type": fft_type, "fft_lengths": lengths})
     except ShapeError as e:
         raise ShapeError(e.reason, op=f"fft.{fn}", loc=user_location()) from None
-    v = xp.transpose(v, list(np.argsort(perm)))
+    v = layout.transpose(v, list(np.argsort(perm)))
     total = math.prod(lengths)
     inverse = fft_type in ("ifft", "irfft")  # the primitive already divides these by N
     scale = {"backward": 1.0, "ortho": math.sqrt(total) if inverse else 1 / math.sqrt(total),
              "forward": float(total) if inverse else 1.0 / total}[norm]
-    return v if scale == 1.0 else xp.multiply(v, scale)
+    return v if scale == 1.0 else ufuncs.multiply(v, scale)
 
 
 def _real_output(v: Any, came_in: DType) -> Any:
     # NumPy's irfft and hfft of a float16 array are float16 (computed in complex64).
-    return xp.astype(v, float16) if came_in == float16 else v
+    return conversion.astype(v, float16) if came_in == float16 else v
 
 
 # ---- one-dimensional -----------------------------------------------------------------------------
@@ -231,7 +232,7 @@ def hfft(x: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
     normalization direction swapped)."""
     norm = _norm("hfft", norm)
     o, came_in = _complex_input("hfft", x)
-    conj = _op(xp.conj(_value(o)))
+    conj = as_operand(ufuncs.conj(operand_value(o)))
     return _real_output(_along("hfft", "irfft", conj, n, axis, _SWAPPED[norm]), came_in)
 
 
@@ -239,7 +240,7 @@ def ihfft(x: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None =
     """The inverse of ``hfft`` for real ``x``: the ``n//2 + 1`` terms of its Hermitian spectrum
     (``conj(rfft(x))`` scaled by 1/n by default), as ``np.fft.ihfft``."""
     norm = _norm("ihfft", norm)
-    return xp.conj(_along("ihfft", "rfft", _real_input("ihfft", x), n, axis, _SWAPPED[norm]))
+    return ufuncs.conj(_along("ihfft", "rfft", _real_input("ihfft", x), n, axis, _SWAPPED[norm]))
 
 
 # ---- n-dimensional -------------------------------------------------------------------------------
@@ -250,7 +251,7 @@ def _complex_n(fn: str, fft_type: str, x: ArrayLike, s: Any, axes: Any, norm: An
     o, _ = _complex_input(fn, x)
     ax = _axes(fn, s, axes, len(o.shape))
     if not ax:  # nothing to transform: x itself, as NumPy's (in the complex dtype)
-        return xp.astype(_value(o), o.dtype)
+        return conversion.astype(operand_value(o), o.dtype)
     return _transform(fn, o, fft_type, ax, _sizes(fn, s, ax, o.shape), norm)
 
 
@@ -303,10 +304,10 @@ def _frequencies(fn: str, k: np.ndarray, n: int, d: Any, dtype: Any, device: Any
     if not out_dtype.is_float:
         raise _fail(fn, f"dtype={out_dtype.name} is not allowed; allowed: a real floating-point dtype (float32, "
                         "float64, float16), or None for float64")
-    with _on(device):
+    with on_device(device):
         # NumPy's arithmetic: integer frequencies times 1 / (n * d), in float64.
-        val = xp.divide(1.0, xp.multiply(float(n), d))
-        return xp.astype(xp.multiply(xp.asarray(k.astype(np.float64)), val), out_dtype)
+        val = ufuncs.divide(1.0, ufuncs.multiply(float(n), d))
+        return conversion.astype(ufuncs.multiply(conversion.asarray(k.astype(np.float64)), val), out_dtype)
 
 
 def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
@@ -326,8 +327,8 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None) -
 
 
 def _shift(fn: str, x: ArrayLike, axes: Any, sign: int) -> Any:
-    v = _value(_op(x, "x"))
-    nd = xp.ndim(v)
+    v = operand_value(as_operand(x, "x"))
+    nd = layout.ndim(v)
     if axes is None:
         ax = tuple(range(nd))
     elif isinstance(axes, (int, np.integer)):
@@ -336,7 +337,7 @@ def _shift(fn: str, x: ArrayLike, axes: Any, sign: int) -> Any:
         ax = tuple(_axis(fn, "axes", a, nd) for a in axes)
     if not ax:
         return v
-    shape = xp.shape(v)
+    shape = layout.shape(v)
     return roll(v, [sign * (shape[a] // 2) for a in ax], list(ax))
 
 

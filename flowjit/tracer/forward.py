@@ -19,9 +19,9 @@ from weakref import WeakKeyDictionary, ref
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.passes.forward import jvp as forward_jvp
 from flowjit.tracer import pytree
-from flowjit.tracer.autodiff import _own_value, derive_nested
+from flowjit.tracer.autodiff import derive_nested, own_value
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
-from flowjit.tracer.function import TracedFunction
+from flowjit.tracer.function import TracedFunction, function
 
 __all__ = ["jvp", "linearize"]
 
@@ -41,7 +41,7 @@ def _tangent(name: str, i: int, path: str, primal: Tracer, tangent: Any) -> Trac
         raise FlowjitTypeError(f"jvp({name}): the tangent of argument {i}{path} is {t.aval} but the primal is "
                                f"{primal.aval} at {user_location(3)}; a tangent must have its primal's shape and "
                                "dtype (cast it, e.g. t.astype(x.dtype))")
-    return _own_value(tangent, f"tangent {i}{path}")
+    return own_value(tangent, f"tangent {i}{path}")
 
 
 def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any],
@@ -77,7 +77,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
                                        "structure")
             fresh = []
             for (path, x), (_, tx) in zip(p_leaves, t_leaves):
-                px = _own_value(x, f"primal {i}{path}")
+                px = own_value(x, f"primal {i}{path}")
                 wrt.append(px)
                 seeds.append(_tangent(name, i, path, px, tx))
                 fresh.append(px)
@@ -90,7 +90,7 @@ def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]
                                    f"returned {type(out).__name__} at {user_location(2)}")
         value, aux = out if has_aux else (out, None)
         leaves, tree = pytree.flatten(value)
-        outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in leaves]
+        outs = [x if isinstance(x, Tracer) else own_value(x, "an output") for x in leaves]
         tans = forward_jvp(trace.block, trace.block.ops[start:end], [w.value for w in wrt],
                            [s.value for s in seeds], [o.value for o in outs])
         result = pytree.unflatten(tree, outs), pytree.unflatten(tree, [Tracer(v, trace) for v in tans])
@@ -122,7 +122,6 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     name = getattr(fun, "__name__", "function")
     trace = current_trace()
     if trace is None:
-        from flowjit.tracer.function import function
         out = function(fun)(*primals)
 
         def f_jvp_outside(*tangents: Any) -> Any:
@@ -131,7 +130,7 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     p_trees, wrt, args = [], [], []
     for i, p in enumerate(primals):
         leaves, tree = pytree.flatten_with_paths(p)
-        fresh = [_own_value(x, f"primal {i}{path}") for path, x in leaves]
+        fresh = [own_value(x, f"primal {i}{path}") for path, x in leaves]
         p_trees.append((tree, [path for path, _ in leaves]))
         wrt.extend(fresh)
         args.append(pytree.unflatten(tree, fresh))
@@ -139,7 +138,7 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     out = fun(*args)
     ops = trace.block.ops[start:]
     leaves, out_tree = pytree.flatten(out)
-    outs = [x if isinstance(x, Tracer) else _own_value(x, "an output") for x in leaves]
+    outs = [x if isinstance(x, Tracer) else own_value(x, "an output") for x in leaves]
 
     def f_jvp(*tangents: Any) -> Any:
         if len(tangents) != len(primals):

@@ -17,10 +17,11 @@ from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer import pytree
-from flowjit.tracer.array_api import eye, moveaxis, reshape
-from flowjit.tracer.autodiff import _argnums, _check_holomorphic, _compiled_outside_traces, grad, vjp
+from flowjit.tracer.autodiff import check_holomorphic, compiled_outside_traces, grad, normalize_argnums, vjp
 from flowjit.tracer.core import Tracer, operand, user_location
 from flowjit.tracer.forward import jvp
+from flowjit.tracer.numpy.layout import moveaxis, reshape
+from flowjit.tracer.numpy.matrices import eye
 from flowjit.tracer.transforms import vmap
 
 
@@ -54,7 +55,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
     name = getattr(fun, "__name__", "function")
 
     def traced(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums(argnums, len(args), f"jacrev({name})")
+        nums = normalize_argnums(argnums, len(args), f"jacrev({name})")
 
         def partial(*wrt: Any) -> Any:
             full = list(args)
@@ -73,8 +74,8 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
             (y, pullback), aux = vjp(partial, *primals), None
         outs, out_tree = pytree.flatten(y)
         if holomorphic:
-            _check_holomorphic(f"jacrev({name})", [operand(x, "an argument") for p in primals
-                                                   for x in pytree.flatten(p)[0]], outs)
+            check_holomorphic(f"jacrev({name})", [operand(x, "an argument") for p in primals
+                                                  for x in pytree.flatten(p)[0]], outs)
         for k, o in enumerate(outs):
             if holomorphic:
                 continue
@@ -102,7 +103,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         jac = pytree.unflatten(out_tree, blocks)
         return (jac, aux) if has_aux else jac
 
-    return _compiled_outside_traces(traced, fun)
+    return compiled_outside_traces(traced, fun)
 
 
 def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -117,7 +118,7 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
     name = getattr(fun, "__name__", "function")
 
     def traced(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums(argnums, len(args), f"jacfwd({name})")
+        nums = normalize_argnums(argnums, len(args), f"jacfwd({name})")
         aux = None
         if has_aux:  # the aux is computed apart; CSE merges its ops with the jvp's primal ones
             out = fun(*args, **kwargs)
@@ -137,7 +138,7 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         in_trees = [pytree.flatten(p) for p in primals]
         ins = [operand(x, f"argument of jacfwd({name})") for leaves, _ in in_trees for x in leaves]
         if holomorphic:
-            _check_holomorphic(f"jacfwd({name})", ins, [])
+            check_holomorphic(f"jacfwd({name})", ins, [])
         for k, x in enumerate(ins):
             if not x.dtype.is_float and not holomorphic:
                 raise FlowjitTypeError(f"jacfwd({name}): argument leaf {k} is {x.aval} at {user_location()}; "
@@ -151,7 +152,7 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         blocks = []
         for o in outs:
             if holomorphic:
-                _check_holomorphic(f"jacfwd({name})", [], [o])
+                check_holomorphic(f"jacfwd({name})", [], [o])
             elif not o.dtype.is_float:
                 raise FlowjitTypeError(f"jacfwd({name}): an output leaf is {o.aval} at {user_location()}; jacfwd "
                                        "needs real float outputs")
@@ -169,7 +170,7 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         jac = pytree.unflatten(out_tree, blocks)
         return (jac, aux) if has_aux else jac
 
-    return _compiled_outside_traces(traced, fun)
+    return compiled_outside_traces(traced, fun)
 
 
 def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,

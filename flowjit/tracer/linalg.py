@@ -24,9 +24,20 @@ import numpy as np
 
 from flowjit.ir.dtypes import float64
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
-from flowjit.tracer import array_api as xp
-from flowjit.tracer.array_api import ArrayLike, Operand, _cast, _op, _value, numpy_counterpart
-from flowjit.tracer.core import bind, user_location
+from flowjit.tracer.core import Operand, bind, user_location
+from flowjit.tracer.numpy import (
+    conversion,
+    creation,
+    indexing,
+    layout,
+    manipulation,
+    matrices,
+    products,
+    reductions,
+    ufuncs,
+)
+from flowjit.tracer.numpy.counterparts import numpy_counterpart
+from flowjit.tracer.numpy.operands import ArrayLike, as_operand, cast, operand_value, promote
 
 __all__: list[str] = [
     "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "matmul",
@@ -66,7 +77,7 @@ _ALLOWED = "float32, float64, complex64, complex128, or ints/bool (computed in f
 
 def _float_matrix(x: ArrayLike, fname: str, arg: str = "a", square: bool = True) -> Operand:
     """x as a stack of f32/f64/c64/c128 matrices, or an error naming the function and the argument."""
-    o = _op(x, arg)
+    o = as_operand(x, arg)
     if o.dtype.is_float and o.dtype.itemsize < 4:
         raise _fail(fname, f"{arg} has dtype {o.dtype.name}, which linalg does not support (LAPACK has no "
                            f"half precision); allowed: {_ALLOWED}. Cast with .astype(np.float32)")
@@ -78,7 +89,7 @@ def _float_matrix(x: ArrayLike, fname: str, arg: str = "a", square: bool = True)
     if square and o.shape[-1] != o.shape[-2]:
         raise ShapeError(f"{arg} must be a stack of square matrices [..., N, N], got shape {list(o.shape)}",
                          op=f"linalg.{fname}", loc=user_location())
-    return o if o.dtype.is_inexact else _cast(o, float64)
+    return o if o.dtype.is_inexact else cast(o, float64)
 
 
 def _bind(fname: str, prim: str, ops: Sequence[Operand], attrs: dict | None = None) -> Any:
@@ -89,21 +100,21 @@ def _bind(fname: str, prim: str, ops: Sequence[Operand], attrs: dict | None = No
 
 
 def _mT(x: Any) -> Any:
-    return xp.swapaxes(x, -1, -2)
+    return layout.swapaxes(x, -1, -2)
 
 
 def _mH(x: Any) -> Any:
     """The conjugate transpose of each matrix (the transpose of a real one)."""
     t = _mT(x)
-    return xp.conj(t) if _op(t).dtype.is_complex else t
+    return ufuncs.conj(t) if as_operand(t).dtype.is_complex else t
 
 
 def _abs2(x: Any) -> Any:
     """|x|**2, real: x * x for a real x, re**2 + im**2 for a complex one (smooth at 0)."""
-    if not _op(x).dtype.is_complex:
-        return xp.multiply(x, x)
-    re, im = xp.real(x), xp.imag(x)
-    return xp.add(xp.multiply(re, re), xp.multiply(im, im))
+    if not as_operand(x).dtype.is_complex:
+        return ufuncs.multiply(x, x)
+    re, im = ufuncs.real(x), ufuncs.imag(x)
+    return ufuncs.add(ufuncs.multiply(re, re), ufuncs.multiply(im, im))
 
 
 # ---- decompositions ----------------------------------------------------------------------------
@@ -119,17 +130,17 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
     """x with ``a @ x == b`` (``np.linalg.solve``): a [..., N, N]; b [..., N, K], or [N] (one
     vector, NumPy 2's rule); batch dimensions broadcast."""
     ao = _float_matrix(a, "solve", "a")
-    bo = _op(b, "b")
+    bo = as_operand(b, "b")
     if not (bo.dtype.is_inexact or bo.dtype.is_int or bo.dtype.is_bool) or len(bo.shape) == 0:
         raise _fail("solve", f"b must be a non-empty-rank float, complex, int or bool array, got {bo.aval}")
-    d = xp._promote(ao, bo)
+    d = promote(ao, bo)
     d = d if d.is_inexact and d.itemsize >= 4 else float64
-    av, bv = _value(_cast(ao, d)), _value(_cast(bo, d))
+    av, bv = operand_value(cast(ao, d)), operand_value(cast(bo, d))
     n = ao.shape[-1]
     vector = len(bo.shape) == 1
     if vector:
-        bv = xp.expand_dims(bv, -1)
-    bshape = tuple(xp.shape(bv))
+        bv = layout.expand_dims(bv, -1)
+    bshape = tuple(layout.shape(bv))
     if bshape[-2] != n:
         raise ShapeError(f"b must have {n} rows to match a {list(ao.shape)}, got shape {list(bo.shape)}",
                          op="linalg.solve", loc=user_location())
@@ -138,10 +149,10 @@ def solve(a: ArrayLike, b: ArrayLike) -> Any:
     except ValueError:
         raise ShapeError(f"the batch dimensions of a {list(ao.shape)} and b {list(bo.shape)} do not broadcast",
                          op="linalg.solve", loc=user_location()) from None
-    av = xp.broadcast_to(av, batch + (n, n))
-    bv = xp.broadcast_to(bv, batch + bshape[-2:])
-    x = _bind("solve", "solve", [_op(av), _op(bv)])
-    return xp.squeeze(x, -1) if vector else x
+    av = layout.broadcast_to(av, batch + (n, n))
+    bv = layout.broadcast_to(bv, batch + bshape[-2:])
+    x = _bind("solve", "solve", [as_operand(av), as_operand(bv)])
+    return layout.squeeze(x, -1) if vector else x
 
 
 def cholesky(a: ArrayLike, upper: bool = False) -> Any:
@@ -164,7 +175,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
 def det(a: ArrayLike) -> Any:
     """The determinant of each matrix of ``a``: ``sign * exp(logabsdet)`` of one LU factorisation."""
     sign, logdet = _bind("det", "slogdet", [_float_matrix(a, "det")])
-    return xp.multiply(sign, xp.exp(logdet))
+    return ufuncs.multiply(sign, ufuncs.exp(logdet))
 
 
 def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
@@ -246,14 +257,14 @@ def multi_dot(arrays: Sequence[ArrayLike]) -> Any:
     NumPy's ``multi_dot`` uses; the first may be 1-D (a row) and the last 1-D (a column)."""
     if len(arrays) < 2:
         raise _fail("multi_dot", f"needs at least 2 arrays, got {len(arrays)}")
-    ops = [_op(x, f"arrays[{i}]") for i, x in enumerate(arrays)]
-    vals = [_value(o) for o in ops]
+    ops = [as_operand(x, f"arrays[{i}]") for i, x in enumerate(arrays)]
+    vals = [operand_value(o) for o in ops]
     first_1d, last_1d = len(ops[0].shape) == 1, len(ops[-1].shape) == 1
     if first_1d:
-        vals[0] = xp.expand_dims(vals[0], 0)
+        vals[0] = layout.expand_dims(vals[0], 0)
     if last_1d:
-        vals[-1] = xp.expand_dims(vals[-1], -1)
-    shapes = [tuple(xp.shape(v)) for v in vals]
+        vals[-1] = layout.expand_dims(vals[-1], -1)
+    shapes = [tuple(layout.shape(v)) for v in vals]
     for i, s in enumerate(shapes):
         if len(s) != 2:
             raise ShapeError(f"arrays[{i}] must be 2-D (the first and last may be 1-D), got shape {list(s)}",
@@ -271,13 +282,13 @@ def multi_dot(arrays: Sequence[ArrayLike]) -> Any:
     def product(i: int, j: int) -> Any:
         if i == j:
             return vals[i]
-        return xp.matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
+        return products.matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
 
     out = product(0, n - 1)
     if first_1d:
-        out = xp.squeeze(out, 0)
+        out = layout.squeeze(out, 0)
     if last_1d:
-        out = xp.squeeze(out, -1)
+        out = layout.squeeze(out, -1)
     return out
 
 
@@ -286,16 +297,16 @@ def cond(x: ArrayLike, p: Any = None) -> Any:
     the extreme singular values for None, 2 and -2, else ``norm(x, p) * norm(inv(x), p)``."""
     if p is None or (not isinstance(p, str) and p in (2, -2)):
         s = svdvals(x)
-        big, small = xp.max(s, axis=-1), xp.min(s, axis=-1)
-        return xp.divide(small, big) if p == -2 else xp.divide(big, small)
+        big, small = reductions.max(s, axis=-1), reductions.min(s, axis=-1)
+        return ufuncs.divide(small, big) if p == -2 else ufuncs.divide(big, small)
     _float_matrix(x, "cond")
-    return xp.multiply(matrix_norm(x, ord=p), matrix_norm(inv(x), ord=p))
+    return ufuncs.multiply(matrix_norm(x, ord=p), matrix_norm(inv(x), ord=p))
 
 
 def tensorinv(a: ArrayLike, ind: int = 2) -> Any:
     """The inverse of ``a`` as a tensor map of its first ``ind`` axes onto the rest
     (``np.linalg.tensorinv``): the result has shape ``a.shape[ind:] + a.shape[:ind]``."""
-    o = _op(a, "a")
+    o = as_operand(a, "a")
     if not isinstance(ind, (int, np.integer)) or ind <= 0:
         raise _fail("tensorinv", f"ind={ind!r} must be a positive int")
     rows, cols = o.shape[:ind], o.shape[ind:]
@@ -303,26 +314,26 @@ def tensorinv(a: ArrayLike, ind: int = 2) -> Any:
         raise ShapeError(f"a of shape {list(o.shape)} must have prod(a.shape[:ind]) == prod(a.shape[ind:]) "
                          f"(ind={ind})", op="linalg.tensorinv", loc=user_location())
     n = int(np.prod(rows))
-    return xp.reshape(inv(xp.reshape(_value(o), (n, n))), cols + rows)
+    return layout.reshape(inv(layout.reshape(operand_value(o), (n, n))), cols + rows)
 
 
 def tensorsolve(a: ArrayLike, b: ArrayLike, axes: Any = None) -> Any:
     """x with ``tensordot(a, x, x.ndim) == b`` (``np.linalg.tensorsolve``); ``axes`` moves those axes
     of a to the end first."""
-    o, bo = _op(a, "a"), _op(b, "b")
-    av = _value(o)
+    o, bo = as_operand(a, "a"), as_operand(b, "b")
+    av = operand_value(o)
     nd = len(o.shape)
     if axes is not None:
         moved = [ax % nd for ax in axes]
-        av = xp.transpose(av, [i for i in range(nd) if i not in moved] + moved)
-    shape = tuple(xp.shape(av))
+        av = layout.transpose(av, [i for i in range(nd) if i not in moved] + moved)
+    shape = tuple(layout.shape(av))
     x_shape = shape[len(bo.shape):]
     n = int(np.prod(x_shape))
     if shape[:len(bo.shape)] != bo.shape or int(np.prod(bo.shape)) != n:
         raise ShapeError(f"a of shape {list(o.shape)} must start with b's shape {list(bo.shape)} and square up "
                          "(prod of the rest == b.size)", op="linalg.tensorsolve", loc=user_location())
-    x = solve(xp.reshape(av, (n, n)), xp.ravel(_value(bo)))
-    return xp.reshape(x, x_shape)
+    x = solve(layout.reshape(av, (n, n)), layout.ravel(operand_value(bo)))
+    return layout.reshape(x, x_shape)
 
 
 # ---- composites ------------------------------------------------------------------------------
@@ -330,17 +341,17 @@ def tensorsolve(a: ArrayLike, b: ArrayLike, axes: Any = None) -> Any:
 
 def matrix_transpose(x: ArrayLike) -> Any:
     """Each matrix of ``x`` [..., M, N] transposed to [..., N, M]."""
-    o = _op(x, "x")
+    o = as_operand(x, "x")
     if len(o.shape) < 2:
         raise ShapeError(f"x must be at least 2-D, got shape {list(o.shape)}", op="linalg.matrix_transpose",
                          loc=user_location())
-    return _mT(_value(o))
+    return _mT(operand_value(o))
 
 
 def diagonal(x: ArrayLike, offset: int = 0) -> Any:
     """The ``offset`` diagonal of each matrix of ``x`` [..., M, N] (the array API's: the last two
     axes, unlike ``np.diagonal``'s first two)."""
-    o = _op(x, "x")
+    o = as_operand(x, "x")
     if len(o.shape) < 2:
         raise ShapeError(f"x must be at least 2-D, got shape {list(o.shape)}", op="linalg.diagonal",
                          loc=user_location())
@@ -350,60 +361,60 @@ def diagonal(x: ArrayLike, offset: int = 0) -> Any:
     rows = builtins.max(0, builtins.min(m, n - offset) if offset >= 0 else builtins.min(m + offset, n))
     batch = o.shape[:-2]
     if rows == 0:
-        return xp.zeros(batch + (0,), o.dtype)
+        return creation.zeros(batch + (0,), o.dtype)
     # Flattened, the k-th diagonal element sits at (r0 + k) * n + c0 + k: a stride of n + 1.
     r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
-    flat = xp.reshape(_value(o), batch + (m * n,))
+    flat = layout.reshape(operand_value(o), batch + (m * n,))
     idx = np.arange(rows, dtype=np.int64) * (n + 1) + r0 * n + c0
-    return xp.take(flat, idx, axis=len(batch))
+    return indexing.take(flat, idx, axis=len(batch))
 
 
 def trace(x: ArrayLike, offset: int = 0, dtype: Any = None) -> Any:
     """The sum of the ``offset`` diagonal of each matrix of ``x`` [..., M, N] (the array API's:
     the last two axes); ints sum in int64 as NumPy's does unless ``dtype`` is given."""
-    return xp.sum(diagonal(x, offset), axis=-1, dtype=dtype)
+    return reductions.sum(diagonal(x, offset), axis=-1, dtype=dtype)
 
 
 def outer(x1: ArrayLike, x2: ArrayLike) -> Any:
     """The outer product of two 1-D arrays (the array API's ``linalg.outer``: 1-D only)."""
-    a, b = _op(x1, "x1"), _op(x2, "x2")
+    a, b = as_operand(x1, "x1"), as_operand(x2, "x2")
     if len(a.shape) != 1 or len(b.shape) != 1:
         raise ShapeError(f"x1 and x2 must be 1-D, got shapes {list(a.shape)} and {list(b.shape)}; "
                          "np.outer flattens, this does not", op="linalg.outer", loc=user_location())
-    return xp.outer(_value(a), _value(b))
+    return products.outer(operand_value(a), operand_value(b))
 
 
 def cross(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
     """The cross product of 3-vectors along ``axis`` (other dimensions broadcast)."""
-    a, b = _op(x1, "x1"), _op(x2, "x2")
+    a, b = as_operand(x1, "x1"), as_operand(x2, "x2")
     for name, o in (("x1", a), ("x2", b)):
         if not o.shape or not -len(o.shape) <= axis < len(o.shape) or o.shape[axis] != 3:
             raise ShapeError(f"{name} must have size 3 along axis {axis}, got shape {list(o.shape)}",
                              op="linalg.cross", loc=user_location())
-    av, bv = xp.moveaxis(_value(a), axis, -1), xp.moveaxis(_value(b), axis, -1)
+    av, bv = layout.moveaxis(operand_value(a), axis, -1), layout.moveaxis(operand_value(b), axis, -1)
 
     def part(v: Any, i: int) -> Any:
-        return xp.take(v, i, axis=-1)
+        return indexing.take(v, i, axis=-1)
 
-    comps = [xp.subtract(xp.multiply(part(av, j), part(bv, k)), xp.multiply(part(av, k), part(bv, j)))
+    comps = [ufuncs.subtract(ufuncs.multiply(part(av, j), part(bv, k)), ufuncs.multiply(part(av, k), part(bv, j)))
              for j, k in ((1, 2), (2, 0), (0, 1))]
-    return xp.moveaxis(xp.stack(comps, axis=-1), -1, axis)
+    return layout.moveaxis(manipulation.stack(comps, axis=-1), -1, axis)
 
 
 def matmul(x1: ArrayLike, x2: ArrayLike) -> Any:
     """``x1 @ x2`` (the array API's ``linalg.matmul``)."""
-    return xp.matmul(x1, x2)
+    return products.matmul(x1, x2)
 
 
 def tensordot(x1: ArrayLike, x2: ArrayLike, axes: Any = 2) -> Any:
     """``np.tensordot`` (the array API's ``linalg.tensordot``)."""
-    return xp.tensordot(x1, x2, axes)
+    return products.tensordot(x1, x2, axes)
 
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
     """The dot product of vectors along ``axis`` (other dimensions broadcast); of complex
     vectors ``sum(conj(x1) * x2)``, as the standard and NumPy define it."""
-    a, b = _op(x1, "x1"), _op(x2, "x2")
+    a, b = as_operand(x1, "x1"), as_operand(x2, "x2")
     for name, o in (("x1", a), ("x2", b)):
         if not o.shape or not -len(o.shape) <= axis < len(o.shape):
             raise ShapeError(f"axis {axis} is out of range for {name} of shape {list(o.shape)}",
@@ -411,16 +422,16 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, axis: int = -1) -> Any:
     if a.shape[axis] != b.shape[axis]:
         raise ShapeError(f"x1 {list(a.shape)} and x2 {list(b.shape)} differ in length along axis {axis}",
                          op="linalg.vecdot", loc=user_location())
-    prod = xp.multiply(xp.conj(_value(a)), _value(b))
+    prod = ufuncs.multiply(ufuncs.conj(operand_value(a)), operand_value(b))
     # In the inputs' promoted dtype, as np.vecdot and the standard: a sum alone widens small ints.
-    return xp.sum(prod, axis=axis, dtype=_op(prod).dtype)
+    return reductions.sum(prod, axis=axis, dtype=as_operand(prod).dtype)
 
 
 def _float_array(x: ArrayLike, fname: str) -> Any:
-    o = _op(x, "x")
+    o = as_operand(x, "x")
     if not (o.dtype.is_inexact or o.dtype.is_int or o.dtype.is_bool):
         raise _fail(fname, f"x has dtype {o.dtype.name}; allowed: floats, complex, ints, bool")
-    return _value(o if o.dtype.is_inexact else _cast(o, float64))
+    return operand_value(o if o.dtype.is_inexact else cast(o, float64))
 
 
 def _axis_tuple(axis: Any, ndim: int, fname: str) -> tuple[int, ...]:
@@ -439,22 +450,23 @@ def vector_norm(x: ArrayLike, axis: Any = None, keepdims: bool = False, ord: Any
     """The ``ord``-norm of ``x`` over ``axis`` (all axes when None), as one vector: ``ord`` is any
     real p (``sum(|x|**p)**(1/p)``), ``inf``, ``-inf`` or 0 (the count of non-zeros)."""
     v = _float_array(x, "vector_norm")
-    nd = len(xp.shape(v))
+    nd = len(layout.shape(v))
     axes = _axis_tuple(axis, nd, "vector_norm")
     if isinstance(ord, (bool, np.bool_)) or not isinstance(ord, (int, float, np.integer, np.floating)):
         raise _fail("vector_norm", f"ord={ord!r} must be a number, inf or -inf")
-    a = xp.abs(v)
+    a = ufuncs.abs(v)
     if ord == 2:
-        return xp.sqrt(xp.sum(_abs2(v), axis=axes, keepdims=keepdims))
+        return ufuncs.sqrt(reductions.sum(_abs2(v), axis=axes, keepdims=keepdims))
     if ord == np.inf:
-        return xp.max(a, axis=axes, keepdims=keepdims)
+        return reductions.max(a, axis=axes, keepdims=keepdims)
     if ord == -np.inf:
-        return xp.min(a, axis=axes, keepdims=keepdims)
+        return reductions.min(a, axis=axes, keepdims=keepdims)
     if ord == 0:
-        return xp.sum(xp.astype(xp.not_equal(a, 0), _op(a).dtype), axis=axes, keepdims=keepdims)
+        return reductions.sum(conversion.astype(ufuncs.not_equal(a, 0), as_operand(a).dtype), axis=axes,
+                              keepdims=keepdims)
     if ord == 1:
-        return xp.sum(a, axis=axes, keepdims=keepdims)
-    return xp.power(xp.sum(xp.power(a, float(ord)), axis=axes, keepdims=keepdims), 1.0 / float(ord))
+        return reductions.sum(a, axis=axes, keepdims=keepdims)
+    return ufuncs.power(reductions.sum(ufuncs.power(a, float(ord)), axis=axes, keepdims=keepdims), 1.0 / float(ord))
 
 
 def matrix_norm(x: ArrayLike, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
@@ -466,31 +478,31 @@ def matrix_norm(x: ArrayLike, keepdims: bool = False, ord: Any = "fro") -> Any: 
 
 def _matrix_norm(x: ArrayLike, axes: tuple[int, int], keepdims: bool, ord: Any, fname: str) -> Any:
     v = _float_array(x, fname)
-    nd = len(xp.shape(v))
+    nd = len(layout.shape(v))
     if nd < 2:
-        raise ShapeError(f"x must be at least 2-D for a matrix norm, got shape {list(xp.shape(v))}",
+        raise ShapeError(f"x must be at least 2-D for a matrix norm, got shape {list(layout.shape(v))}",
                          op=f"linalg.{fname}", loc=user_location())
     r, c = (a % nd for a in axes)
     if r == c:
         raise _fail(fname, f"axis={axes} names one axis twice")
-    m = xp.moveaxis(v, (r, c), (-2, -1))
+    m = layout.moveaxis(v, (r, c), (-2, -1))
     named = isinstance(ord, str) and ord in ("fro", "nuc")
     numeric = (isinstance(ord, (int, float, np.integer, np.floating)) and not isinstance(ord, (bool, np.bool_))
                and ord in (1, -1, 2, -2, np.inf, -np.inf))
     if not (named or numeric):
         raise _fail(fname, f"ord={ord!r}: allowed 'fro', 'nuc', 1, -1, 2, -2, inf, -inf")
     if ord == "fro":
-        out = xp.sqrt(xp.sum(_abs2(m), axis=(-2, -1)))
+        out = ufuncs.sqrt(reductions.sum(_abs2(m), axis=(-2, -1)))
     elif ord == "nuc":
-        out = xp.sum(svdvals(m), axis=-1)
+        out = reductions.sum(svdvals(m), axis=-1)
     elif ord in (2, -2):
         s = svdvals(m)
-        out = xp.max(s, axis=-1) if ord == 2 else xp.min(s, axis=-1)
+        out = reductions.max(s, axis=-1) if ord == 2 else reductions.min(s, axis=-1)
     else:
-        sums = xp.sum(xp.abs(m), axis=-2 if ord in (1, -1) else -1)
-        out = xp.max(sums, axis=-1) if ord > 0 else xp.min(sums, axis=-1)
+        sums = reductions.sum(ufuncs.abs(m), axis=-2 if ord in (1, -1) else -1)
+        out = reductions.max(sums, axis=-1) if ord > 0 else reductions.min(sums, axis=-1)
     if keepdims:
-        out = xp.expand_dims(out, tuple(sorted((r, c))))
+        out = layout.expand_dims(out, tuple(sorted((r, c))))
     return out
 
 
@@ -498,11 +510,11 @@ def norm(x: ArrayLike, ord: Any = None, axis: Any = None, keepdims: bool = False
     """``np.linalg.norm``: with ``axis`` None, the 2-norm of x flattened (``ord`` None), or of x as
     a vector (1-D) or matrix (2-D) for a given ``ord``; an int axis takes vector norms, a pair of
     axes matrix norms (see ``vector_norm`` and ``matrix_norm`` for the ``ord`` each allows)."""
-    nd = len(_op(x, "x").shape)
+    nd = len(as_operand(x, "x").shape)
     if axis is None:
         if ord is None:
             out = vector_norm(x, None, False, 2)
-            return xp.reshape(out, (1,) * nd) if keepdims else out
+            return layout.reshape(out, (1,) * nd) if keepdims else out
         if nd == 1:
             return vector_norm(x, 0, keepdims, ord)
         if nd == 2:
@@ -524,28 +536,28 @@ def matrix_power(a: ArrayLike, n: int) -> Any:
     n == 0: the identity)."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise _fail("matrix_power", f"n={n!r} must be an int")
-    o = _op(a, "a")
+    o = as_operand(a, "a")
     if len(o.shape) < 2 or o.shape[-1] != o.shape[-2]:
         raise ShapeError(f"a must be a stack of square matrices [..., M, M], got shape {list(o.shape)}",
                          op="linalg.matrix_power", loc=user_location())
     if n == 0:
-        return xp.broadcast_to(xp.eye(o.shape[-1], dtype=o.dtype), o.shape)
-    base = inv(a) if n < 0 else _value(o)
+        return layout.broadcast_to(matrices.eye(o.shape[-1], dtype=o.dtype), o.shape)
+    base = inv(a) if n < 0 else operand_value(o)
     n = abs(int(n))
     result = None
     while n:
         if n & 1:
-            result = base if result is None else xp.matmul(result, base)
+            result = base if result is None else products.matmul(result, base)
         n >>= 1
         if n:
-            base = xp.matmul(base, base)
+            base = products.matmul(base, base)
     return result
 
 
 def _per_matrix(tolerance: Any) -> Any:
     """A tolerance given per matrix (an array of the stack's batch shape, as NumPy and the
     standard take ``rtol``/``tol``/``rcond``) against the [..., K] singular values: a trailing axis."""
-    return xp.expand_dims(tolerance, -1) if xp.ndim(tolerance) else tolerance
+    return layout.expand_dims(tolerance, -1) if layout.ndim(tolerance) else tolerance
 
 
 def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
@@ -555,14 +567,14 @@ def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any 
     o = _float_matrix(a, "pinv", square=False)
     m, n = o.shape[-2:]
     if m == 0 or n == 0:  # no singular value to take the largest of: the [..., N, M] zeros, as NumPy's
-        return xp.zeros((*o.shape[:-2], n, m), o.dtype)
+        return creation.zeros((*o.shape[:-2], n, m), o.dtype)
     cut = rtol if rtol is not None else rcond
     if cut is None:
         cut = builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
-    u, s, vh = svd(_value(o), full_matrices=False)
-    big = xp.greater(s, xp.multiply(xp.max(s, axis=-1, keepdims=True), _per_matrix(cut)))
-    s_inv = xp.where(big, xp.divide(1.0, xp.where(big, s, 1.0)), 0.0)
-    return xp.matmul(_mH(vh), xp.multiply(xp.expand_dims(s_inv, -1), _mH(u)))
+    u, s, vh = svd(operand_value(o), full_matrices=False)
+    big = ufuncs.greater(s, ufuncs.multiply(reductions.max(s, axis=-1, keepdims=True), _per_matrix(cut)))
+    s_inv = ufuncs.where(big, ufuncs.divide(1.0, ufuncs.where(big, s, 1.0)), 0.0)
+    return products.matmul(_mH(vh), ufuncs.multiply(layout.expand_dims(s_inv, -1), _mH(u)))
 
 
 class LstsqResult(NamedTuple):
@@ -582,22 +594,22 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None) -> LstsqResult:
     (K,) ((1,) for a 1-D b) when M > N, else (0,). Unlike NumPy's, they are given for a
     rank-deficient a too: the size cannot depend on the rank."""
     ao = _float_matrix(a, "lstsq", square=False)
-    bo = _op(b, "b")
+    bo = as_operand(b, "b")
     if len(ao.shape) != 2 or len(bo.shape) not in (1, 2) or bo.shape[0] != ao.shape[0]:
         raise ShapeError(f"a must be [M, N] and b [M] or [M, K] with the same M, got a {list(ao.shape)} and "
                          f"b {list(bo.shape)}", op="linalg.lstsq", loc=user_location())
     m, n = ao.shape
     cut = float(np.finfo(ao.dtype.np).eps) * builtins.max(m, n) if rcond is None else rcond
-    av, bv = _value(ao), _value(bo)
-    x = xp.matmul(pinv(av, rcond=cut), bv)
+    av, bv = operand_value(ao), operand_value(bo)
+    x = products.matmul(pinv(av, rcond=cut), bv)
     s = svdvals(av)
-    rank = xp.astype(matrix_rank(av, rtol=cut), np.int32)  # LAPACK's int, as NumPy's lstsq gives it
+    rank = conversion.astype(matrix_rank(av, rtol=cut), np.int32)  # LAPACK's int, as NumPy's lstsq gives it
     if m > n:
-        r = xp.subtract(bv, xp.matmul(av, x))
-        residuals = xp.sum(_abs2(r), axis=0)
-        residuals = xp.reshape(residuals, (1,)) if len(bo.shape) == 1 else residuals
+        r = ufuncs.subtract(bv, products.matmul(av, x))
+        residuals = reductions.sum(_abs2(r), axis=0)
+        residuals = layout.reshape(residuals, (1,)) if len(bo.shape) == 1 else residuals
     else:
-        residuals = xp.zeros((0,), _op(s).dtype)
+        residuals = creation.zeros((0,), as_operand(s).dtype)
     return LstsqResult(x, residuals, rank, s)
 
 
@@ -605,20 +617,20 @@ def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol:
     """The number of singular values of each matrix of ``A`` above ``tol`` (absolute, NumPy's) or
     ``rtol`` times the largest (default ``max(M, N) * eps``); int64. A 0-D or 1-D ``A`` is a
     vector, rank 1 unless all zeros, as NumPy's."""
-    o = _op(A, "A")
+    o = as_operand(A, "A")
     if len(o.shape) < 2:
-        return xp.astype(xp.any(xp.not_equal(_value(o), 0)), np.int64)
+        return conversion.astype(reductions.any(ufuncs.not_equal(operand_value(o), 0)), np.int64)
     o = _float_matrix(A, "matrix_rank", "A", square=False)
     m, n = o.shape[-2:]
     if m == 0 or n == 0:  # no singular value to take the largest of: rank 0, as NumPy's
-        return xp.zeros(o.shape[:-2], np.int64)
-    s = svdvals(_value(o))
+        return creation.zeros(o.shape[:-2], np.int64)
+    s = svdvals(operand_value(o))
     if tol is not None:
         limit = _per_matrix(tol)
     else:
         r = rtol if rtol is not None else builtins.max(m, n) * float(np.finfo(o.dtype.np).eps)
-        limit = xp.multiply(xp.max(s, axis=-1, keepdims=True), _per_matrix(r))
-    return xp.sum(xp.astype(xp.greater(s, limit), np.int64), axis=-1)
+        limit = ufuncs.multiply(reductions.max(s, axis=-1, keepdims=True), _per_matrix(r))
+    return reductions.sum(conversion.astype(ufuncs.greater(s, limit), np.int64), axis=-1)
 
 
 for _name in __all__:

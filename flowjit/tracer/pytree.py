@@ -43,7 +43,7 @@ class TreeDef:
 LEAF = TreeDef("leaf")
 
 
-def _is_namedtuple(x: Any) -> bool:
+def is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
@@ -68,7 +68,7 @@ def _flatten(x: Any, out: list, path: str, with_paths: bool | None, is_leaf) -> 
         return LEAF
     if x is None:
         return TreeDef("none")
-    if _is_namedtuple(x):
+    if is_namedtuple(x):
         kids = tuple(_flatten(v, out, f"{path}.{f}", with_paths, is_leaf) for f, v in zip(x._fields, x))
         return TreeDef("namedtuple", type(x), kids)
     if isinstance(x, (tuple, list)):

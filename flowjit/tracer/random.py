@@ -14,8 +14,8 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float32, float64, int32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.primitives.random import key_from_seed
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer.core import Tracer, bind
+from flowjit.tracer.numpy import conversion, layout, ufuncs
 
 
 def key(seed: int) -> np.ndarray:
@@ -30,11 +30,11 @@ PRNGKey = key
 
 
 def _check_key(k: Any) -> Any:
-    shape = fnp.shape(k)
+    shape = layout.shape(k)
     if shape != (2,):
         raise FlowjitTypeError(f"a random key must have shape (2,), got {list(shape)}; make one with "
                                "fj.random.key(seed)")
-    return fnp.astype(k, int32)
+    return conversion.astype(k, int32)
 
 
 def split(k: Any, num: int = 2) -> Any:
@@ -54,7 +54,7 @@ def uniform(k: Any, shape: Any = (), dtype: Any = float32, minval: Any = 0.0, ma
     u = bind("random_uniform", [_check_key(k)], {"shape": _shape(shape), "dtype": d})
     if minval == 0.0 and maxval == 1.0:
         return u
-    return fnp.astype(fnp.add(fnp.multiply(u, fnp.subtract(maxval, minval)), minval), d)
+    return conversion.astype(ufuncs.add(ufuncs.multiply(u, ufuncs.subtract(maxval, minval)), minval), d)
 
 
 def normal(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
@@ -67,13 +67,13 @@ def normal(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
 
 def bernoulli(k: Any, p: Any = 0.5, shape: Any = None) -> Any:
     """Booleans that are true with probability ``p`` (broadcast to ``shape``)."""
-    shp = fnp.shape(p) if shape is None else _shape(shape)
-    return fnp.less(uniform(k, shp, float32), p)
+    shp = layout.shape(p) if shape is None else _shape(shape)
+    return ufuncs.less(uniform(k, shp, float32), p)
 
 
 def randint(k: Any, shape: Any, minval: int, maxval: int, dtype: Any = int32) -> Any:
     """Uniform integers in [minval, maxval)."""
     u = uniform(k, shape, float64)
-    span = fnp.subtract(maxval, minval)
-    r = fnp.add(fnp.floor(fnp.multiply(u, span)), minval)
-    return fnp.astype(fnp.minimum(r, fnp.subtract(maxval, 1)), dtype)
+    span = ufuncs.subtract(maxval, minval)
+    r = ufuncs.add(ufuncs.floor(ufuncs.multiply(u, span)), minval)
+    return conversion.astype(ufuncs.minimum(r, ufuncs.subtract(maxval, 1)), dtype)

@@ -26,8 +26,9 @@ from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.registry import Primitive
 from flowjit.ir.types import TensorType
 from flowjit.tracer import pytree
-from flowjit.tracer.control_flow import _leaves_in, _share_captures, _trace_block
+from flowjit.tracer.blocks import leaves_in, share_captures, trace_block
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, user_location
+from flowjit.tracer.function import TracedFunction
 
 Policy = Callable[..., bool]
 
@@ -129,7 +130,6 @@ def remat(fun: Callable[..., Any] | None = None, policy: Policy | None = None, p
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if current_trace() is None:
             if not compiled:
-                from flowjit.tracer.function import TracedFunction
                 compiled.append(TracedFunction(wrapper, static_argnums=statics))
             return compiled[0](*args, **kwargs)
         return _traced(fun, name, policy, bool(prevent_cse), statics, args, kwargs)
@@ -146,14 +146,14 @@ def _traced(fun: Callable[..., Any], name: str, policy: Policy | None, prevent_c
                                    f"{len(args)} positional argument(s) at {user_location()}")
     static = {i % len(args) for i in statics}
     dynamic = tuple(a for i, a in enumerate(args) if i not in static)
-    leaves, tree = _leaves_in(trace, (dynamic, kwargs), f"the arguments of {name}")
+    leaves, tree = leaves_in(trace, (dynamic, kwargs), f"the arguments of {name}")
 
     def flat(dyn: tuple, kw: dict) -> Any:
         it = iter(dyn)
         return fun(*(args[i] if i in static else next(it) for i in range(len(args))), **kw)
 
-    sub, outs, out_tree = _trace_block(flat, tree, leaves, name)
-    captures = _share_captures([sub], len(leaves))
+    sub, outs, out_tree = trace_block(flat, tree, leaves, name)
+    captures = share_captures([sub], len(leaves))
     block = sub.block
     saved = []
     if policy is not None:

@@ -19,10 +19,10 @@ from flowjit.ir.errors import FlowjitTypeError, TracerError
 from flowjit.ir.types import TensorType
 from flowjit.passes.batching import batch_block
 from flowjit.tracer import pytree
-from flowjit.tracer.array_api import broadcast_to, moveaxis
-from flowjit.tracer.autodiff import _compiled_outside_traces
-from flowjit.tracer.control_flow import _leaves_in
+from flowjit.tracer.autodiff import compiled_outside_traces
+from flowjit.tracer.blocks import leaves_in
 from flowjit.tracer.core import Trace, Tracer, current_trace, trace_context, user_location
+from flowjit.tracer.numpy.layout import broadcast_to, moveaxis
 
 Axis = int | None
 
@@ -36,7 +36,7 @@ def _axes_per_leaf(axes: Any, tree: Any, path: str, what: str, whole: tuple[Any,
         leaves, _ = pytree.flatten_with_paths(tree, path)
         return [(p, axes) for p, _ in leaves]
     if isinstance(axes, (list, tuple)) and isinstance(tree, (list, tuple)) and len(axes) == len(tree) \
-            and not (pytree._is_namedtuple(axes) and type(axes) is not type(tree)):
+            and not (pytree.is_namedtuple(axes) and type(axes) is not type(tree)):
         return [pa for i, (a, t) in enumerate(zip(axes, tree))
                 for pa in _axes_per_leaf(a, t, f"{path}[{i}]", what, whole)]
     if isinstance(axes, dict) and isinstance(tree, dict) and set(axes) == set(tree):
@@ -92,7 +92,7 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callab
                                    f"got {len(args)} positional argument(s) at {user_location()}; give one axis "
                                    "per argument, or a single int or None for all")
         paths = _axes_per_leaf(axes, args, "args", "in_axes", (in_axes, args))
-        leaves, tree = _leaves_in(trace, args, "an argument of vmap")
+        leaves, tree = leaves_in(trace, args, "an argument of vmap")
         named = [(p, t, a) for (p, a), t in zip(paths, leaves)]
         size = _mapped_size(named, name)
         inputs = [t if a is None else (moveaxis(t, a, 0) if a % t.ndim else t) for _, t, a in named]
@@ -104,7 +104,7 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callab
         try:
             with trace_context(sub):
                 out = fun(*pytree.unflatten(tree, per_example), **kwargs)
-                out_leaves, out_tree = _leaves_in(sub, out, f"the result of {name}")
+                out_leaves, out_tree = leaves_in(sub, out, f"the result of {name}")
         except TracerError as e:
             if str(e).startswith("assigning Variable"):
                 raise TracerError(f"vmap({name}): {str(e).split(' inside ')[0]} inside fj.vmap is not supported "
@@ -136,4 +136,4 @@ def vmap(fun: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callab
             results.append(moveaxis(t, 0, axis) if axis % t.ndim else t)
         return pytree.unflatten(out_tree, results)
 
-    return _compiled_outside_traces(traced, fun)
+    return compiled_outside_traces(traced, fun)

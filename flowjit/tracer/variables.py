@@ -20,6 +20,7 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.types import TensorType
 from flowjit.tracer.core import Tracer, bind, current_trace, operand, to_array, variable_device
+from flowjit.tracer.numpy.methods import METHODS
 
 _names = itertools.count()
 
@@ -116,9 +117,7 @@ class Variable:
 def _install_array_methods() -> None:
     # The fj surface's operators and methods, applied to the current value, so a Variable
     # reads the same in traced and eager code.
-    from flowjit.tracer.array_api import _METHODS
-
-    for name, fn in _METHODS.items():
+    for name, fn in METHODS.items():
         setattr(Variable, name, lambda self, *args, _fn=fn, **kwargs: _fn(self.value, *args, **kwargs))
     Variable.T = property(lambda self: self.value.T)  # type: ignore[attr-defined]
     # NumPy's functions see the current value too: an ndarray outside a trace, a Tracer

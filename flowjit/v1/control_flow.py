@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import control_flow as fjcf
 from flowjit.tracer import pytree
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import ops
 from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph
 

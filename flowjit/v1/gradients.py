@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import pytree
 from flowjit.tracer.autodiff import vjp
 from flowjit.tracer.core import user_location
 from flowjit.tracer.custom_gradients import custom_vjp
 from flowjit.tracer.custom_gradients import stop_gradient as fj_stop_gradient
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import ops
 from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph
 

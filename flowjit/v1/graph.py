@@ -34,8 +34,8 @@ from flowjit.ir.dtypes import DType
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 from flowjit.ir.types import TensorType
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer.core import Trace, Tracer, trace_context, user_location
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1.default_session import get_default_session_or_raise
 from flowjit.v1.device_spec import merge_device, normalize_device
 

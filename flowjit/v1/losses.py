@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.tracer import array_api as fnp
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import nn, ops
 from flowjit.v1.graph import GraphKeys, Tensor, get_default_graph
 

@@ -13,8 +13,8 @@ from typing import Any
 import flowjit.nn as fjnn
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn.conv import conv2d_arguments
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random as fjrandom
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import ops
 from flowjit.v1.graph import Operation, Tensor
 from flowjit.v1.ops import apply, convert_to_tensor, sigmoid, tanh  # noqa: F401  (tf.nn.sigmoid, tf.nn.tanh)

@@ -22,10 +22,10 @@ import flowjit.nn as fjnn
 from flowjit.ir.dtypes import DType
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import random as fjrandom
 from flowjit.tracer.control_flow import while_loop
 from flowjit.tracer.custom_gradients import stop_gradient as fj_stop_gradient
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import errors
 from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph, shape_from, shape_str
 

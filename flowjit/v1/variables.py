@@ -26,7 +26,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer import array_api as fnp
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import ops
 from flowjit.v1.control_flow import group
 from flowjit.v1.default_session import get_default_session_or_raise

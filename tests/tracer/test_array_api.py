@@ -1,4 +1,4 @@
-"""The NumPy-like surface (``flowjit/tracer/array_api.py``) checked against NumPy itself.
+"""The NumPy-like surface (``flowjit/tracer/numpy/``) checked against NumPy itself.
 
 Every check runs each function two ways, eagerly on NumPy arrays (``fj.sum(x)``) and traced
 (``fj.function(lambda x: fj.sum(x))(x)``), and asks for NumPy's values, dtype and shape.

@@ -1,4 +1,4 @@
-"""NumPy's everyday composites (flowjit.tracer.numpy_extras): each function against NumPy
+"""NumPy's everyday composites (roll, diag, linspace... in flowjit.tracer.numpy): each function against NumPy
 compiled and interpreted, NumPy's own spelling (``np.roll`` on a traced array) traced as
 flowjit's, gradients against central differences, and one bad argument per family.
 
@@ -362,7 +362,7 @@ EINSUMS = [("ii", "s"), ("ii->i", "s"), ("bii->b", "d"), ("iij->j", "t"), ("i...
 
 
 def test_einsum_ellipsis_and_repeated_indices_as_numpy():
-    from flowjit.tracer.numpy_extras import canonical_einsum
+    from flowjit.tracer.numpy.products import canonical_einsum
     r = np.random.default_rng(3)
     arrays = {"s": r.normal(size=(3, 3)), "d": r.normal(size=(4, 3, 3)), "t": r.normal(size=(3, 3, 2)),
               "u": r.normal(size=(3, 4, 3)), "b": r.normal(size=(2, 3, 4)), "c": r.normal(size=(2, 4, 5)),

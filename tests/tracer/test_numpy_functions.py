@@ -1,4 +1,4 @@
-"""NumPy's own functions on traced arrays (flowjit.tracer.array_api: ``__array_ufunc__``
+"""NumPy's own functions on traced arrays (flowjit.tracer.numpy.protocols: ``__array_ufunc__``
 and ``__array_function__``): ``np.tanh(x)``, ``np.sum(x, axis=1)``, ``ndarray + x``...
 inside ``fj.function`` trace as the fj function of the same name, so they must give
 exactly what the fj spelling gives; what flowjit lacks fails with an error naming the

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from flowjit.scipy import special
-from flowjit.tracer import array_api as fnp
-from flowjit.tracer.array_api import _float_dtype, _op, _promote
+from flowjit.tracer.numpy import namespace as fnp
+from flowjit.tracer.numpy.operands import as_operand as _op
+from flowjit.tracer.numpy.operands import float_dtype as _float_dtype
+from flowjit.tracer.numpy.operands import promote as _promote
 
 ArrayLike = Any
 

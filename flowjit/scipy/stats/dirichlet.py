@@ -7,8 +7,8 @@ from typing import Any
 from flowjit.ir.errors import ShapeError
 from flowjit.scipy import special
 from flowjit.scipy.stats._common import ArrayLike, promote, xlogy
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer.core import user_location
+from flowjit.tracer.numpy import namespace as fnp
 
 __all__ = ["logpdf", "pdf"]
 

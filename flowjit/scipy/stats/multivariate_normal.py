@@ -13,10 +13,10 @@ import numpy as np
 
 from flowjit.ir.errors import ShapeError
 from flowjit.scipy.stats._common import ArrayLike, promote
-from flowjit.tracer import array_api as fnp
 from flowjit.tracer import linalg as la
 from flowjit.tracer.array_namespace import finfo
 from flowjit.tracer.core import user_location
+from flowjit.tracer.numpy import namespace as fnp
 
 __all__ = ["entropy", "logpdf", "pdf"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from flowjit.scipy import special
 from flowjit.scipy.stats._common import ArrayLike, inside, on_support, promote
-from flowjit.tracer import array_api as fnp
+from flowjit.tracer.numpy import namespace as fnp
 
 __all__ = ["cdf", "logpmf", "pmf"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.tracer import array_api as fnp
+from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import ops
 from flowjit.v1.control_flow import group
 from flowjit.v1.device_spec import names_task
