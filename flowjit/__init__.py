@@ -7,6 +7,7 @@ load on first use: llvmlite is imported by the first compile, or by the first
 """
 
 import importlib
+import sys
 from typing import Any
 
 from flowjit import (
@@ -87,7 +88,6 @@ def _cache_stats() -> dict[str, int]:
     memory, summed over the backends that ran: the CPU backend's object modules and the
     CUDA backend's kernels. A backend this process never loaded counts nothing (and is not
     imported)."""
-    import sys
     total = {"compiled": 0, "loaded": 0, "reused": 0}
     for module, stats in (("flowjit.codegen_cpu.objcache", "stats"), ("flowjit.codegen_cuda.compile", "kernel_stats")):
         if module in sys.modules:

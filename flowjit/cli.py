@@ -21,10 +21,15 @@ import os
 import sys
 from collections.abc import Sequence
 
+from flowjit.aot import AOTError, export
+from flowjit.explain import explain
+from flowjit.explain.core import _concrete
+from flowjit.ir.dot import GraphvizMissing, to_dot, to_svg
 from flowjit.ir.errors import FlowjitError, ParseError
 from flowjit.ir.json_form import function_to_json
 from flowjit.ir.parser import parse_type
 from flowjit.runtime.executable import STAGES
+from flowjit.runtime.profiler import profile
 from flowjit.tracer.function import IR_STAGES, ShapeDtype, TracedFunction, function
 
 
@@ -77,7 +82,6 @@ def cmd_ir(ns: argparse.Namespace) -> int:
     if ns.format == "json":
         print(json.dumps(function_to_json(ir), indent=2))
     elif ns.format in ("dot", "svg"):
-        from flowjit.ir.dot import GraphvizMissing, to_dot, to_svg
         try:
             sys.stdout.write(to_dot(ir) if ns.format == "dot" else to_svg(ir))
         except GraphvizMissing as e:
@@ -89,7 +93,6 @@ def cmd_ir(ns: argparse.Namespace) -> int:
 
 
 def cmd_compile(ns: argparse.Namespace) -> int:
-    from flowjit.aot import AOTError, export
     fn = load_function(ns.target)
     func = ns.target.rpartition(":")[2]
     static = {}
@@ -140,7 +143,6 @@ def cmd_compile(ns: argparse.Namespace) -> int:
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
-    from flowjit.explain import explain
     try:
         fn = load_function(ns.target)
     except FlowjitError as e:  # the name is not a function
@@ -155,7 +157,6 @@ def cmd_explain(ns: argparse.Namespace) -> int:
         ns.parser.error(f"{ns.target.rpartition(':')[2]} takes {arity} argument(s), got {len(args)} --arg; "
                         f"expected: {usage}")
     if ns.format == "svg":  # the program at that stage as a picture
-        from flowjit.ir.dot import GraphvizMissing, to_svg
         try:
             sys.stdout.write(to_svg(fn.ir(*args, stage=ns.stage)))
         except (GraphvizMissing, FlowjitError) as e:
@@ -181,8 +182,6 @@ def _trace_runs(fn: TracedFunction, args: list[ShapeDtype], path: str, calls: in
     """Run ``fn`` ``calls`` times on arrays of ``args``' types (as ``explain --run`` makes
     them) under ``fj.profile(path)``, after a call that compiles the program and its
     profiling build: the trace shows the steady state."""
-    from flowjit.explain.core import _concrete
-    from flowjit.runtime.profiler import profile
     arrays = [_concrete(a) for a in args]
     with profile():
         fn(*arrays)

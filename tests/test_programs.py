@@ -210,7 +210,7 @@ def test_random_programs_placed_randomly_on_four_devices_match_unpartitioned(pro
     # computes exactly what the unpartitioned one does, and its text round-trips.
     import os
 
-    from flowjit.runtime.executable import compile_function
+    from flowjit.runtime.dispatch import compile_function
     from flowjit.runtime.multi_device import MultiDeviceExecutable
 
     short, in_shapes, steps, n_out = program

@@ -31,7 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors.numpy
 
+from flowjit.runtime.dispatch import compile_function
+from flowjit.runtime.executable import Executable
+from flowjit.tracer.function import ShapeDtype, TracedFunction, function
 from flowjit.version import __version__
 
 from . import manifest as mf
@@ -106,7 +110,6 @@ def _target(cpu: str) -> tuple[Any, dict[str, Any]]:
 
 
 def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[Any, Any, list, dict[str, Any]]:
-    from flowjit.tracer.function import TracedFunction, function
     tf = f if isinstance(f, TracedFunction) else function(f)
     if static and not set(static) <= tf.static_names:
         tf = function(tf.fun, static_argnames=sorted(tf.static_names | set(static)))
@@ -125,7 +128,6 @@ def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[
 
 def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tuple[Any, Any, list[np.ndarray]]:
     from flowjit.codegen_cpu.program_plan import NotNative, plan_program
-    from flowjit.runtime.executable import Executable, compile_function
     exe = compile_function(entry.function, backend="llvm", parallel=False)
     if not isinstance(exe, Executable):
         raise AOTError(f"cannot compile {name} ahead of time: it is placed on several devices "
@@ -135,9 +137,9 @@ def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tupl
         raise AOTError(f"cannot compile {name} ahead of time: kernel {kernel}"
                        f"{_where(op) if op is not None else ''} has no native form ({why})")
     try:
-        source = exe._block_source()
         parts = threads or ALL_CPUS
-        plan, constants = plan_program(exe.function, source.kernels, parts > 1, parts, source.blocks, sequential)
+        plan, constants = plan_program(exe.function, exe.lowered.kernels, parts > 1, parts, exe.lowered.blocks,
+                                       sequential)
     except NotNative as e:
         raise _not_native(exe.function, str(e), name) from None
     return exe, plan, constants
@@ -150,7 +152,6 @@ SYMBOLIC_SAMPLES = (64, 128, 192)
 
 def _symbol(example_args: tuple) -> str | None:
     """The one symbolic dimension's name among the example arguments' shapes, or None."""
-    from flowjit.tracer.function import ShapeDtype
     names = {d for a in example_args if isinstance(a, ShapeDtype) for d in a.shape if isinstance(d, str)}
     if len(names) > 1:
         raise AOTError(f"one symbolic dimension at a time: the arguments name {', '.join(sorted(names))}")
@@ -159,7 +160,6 @@ def _symbol(example_args: tuple) -> str | None:
 
 def _at(example_args: tuple, size: int) -> tuple:
     """The example arguments with every symbolic dimension ``size``."""
-    from flowjit.tracer.function import ShapeDtype
     return tuple(ShapeDtype([size if isinstance(d, str) else d for d in a.shape], a.dtype)
                  if isinstance(a, ShapeDtype) else a for a in example_args)
 
@@ -326,7 +326,6 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     header.write_text(render_header(manifest))
     weights = None
     if manifest["variables"]:
-        import safetensors.numpy
         weights = out / f"{name}.safetensors"
         safetensors.numpy.save_file({v.name: np.ascontiguousarray(v._value) for v in entry.variables},
                                     str(weights), metadata={"digest": manifest["digest"]})

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors.numpy
 
 from flowjit.version import __version__
 
@@ -96,7 +97,6 @@ class CompiledFunction:
         self.variables: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()   # variables change as one: a call reads or writes them all
         if manifest.get("variables"):
-            import safetensors.numpy
             file = directory / manifest["variables"]["file"]
             try:
                 saved = safetensors.numpy.load_file(str(file))

@@ -261,8 +261,9 @@ class _Renderer:
         inner = {**env, **bounds}
         v = {n: Var(n, INDEX) for n in (*bounds, "$line", "$base", "$j")}
         c = Const
-        element = (Let(s.var, scalar.P("add", v["$base"], v["$j"])), *work, Store("$chunk", (v["$j"],), store.value))
-        line = (Let("$base", scalar.P("add", v["$head"], scalar.P("mul", v["$line"], c(width, INDEX)))),
+        element = (Let(s.var, scalar.apply("add", v["$base"], v["$j"])), *work,
+                   Store("$chunk", (v["$j"],), store.value))
+        line = (Let("$base", scalar.apply("add", v["$head"], scalar.apply("mul", v["$line"], c(width, INDEX)))),
                 Loop("$j", c(0, INDEX), c(width, INDEX), 1, element),
                 _StreamLine(store.buffer, v["$base"], width,
                             tuple(sorted({e.buffer for e in expressions(s.body) if isinstance(e, Load)}))))
@@ -327,7 +328,7 @@ class _Renderer:
             after = self.fn.append_basic_block(f"{s.name}.next")
             tests = disjuncts(scalar.arg_wins(decl.kind, current, Var("$v", decl.dtype)))
             if found is not None:
-                tests.insert(0, scalar.P("not", Var("$found", fj_bool)))
+                tests.insert(0, scalar.apply("not", Var("$found", fj_bool)))
             inner = {**env, "$v": v, "$found": self.b.load(found) if found is not None else None}
             for k, test in enumerate(tests):
                 nxt = after if k == len(tests) - 1 else self.fn.append_basic_block(f"{s.name}.test{k + 1}")
@@ -401,51 +402,31 @@ class _Renderer:
         return self.b.zext(v, I8) if d.is_bool else v
 
     def prim(self, op: str, args: list, types: list, d: DType) -> ir.Value:
-        b = self.b
+        """Scalar op ``op`` of the vocabulary on ``args`` (of dtypes ``types``) giving ``d``:
+        its row of ``CODE_FOR_OP``, float16 widened to float32 around it."""
         src = types[-1] if op == "select" else types[0]
         if src == float16 and op not in ("cast", "select"):
             # float16 computes in float32 and rounds after every op (NumPy's half loops).
+            b = self.b
             wide = [b.fpext(a, F32) if t == float16 else a for a, t in zip(args, types)]
             r = self.prim(op, wide, [float32 if t == float16 else t for t in types], float32 if d == float16 else d)
             return b.fptrunc(r, F16) if d == float16 else r
-        if op == "cast":
-            return self.cast(args[0], src, d)
-        if op == "select":
-            return b.select(*args)
-        fm = self.fastmath
-        if op in _FCMP:
-            if src.is_float:
-                return (b.fcmp_unordered("!=", *args, flags=fm) if op == "ne"
-                        else b.fcmp_ordered(_FCMP[op], *args, flags=fm))
-            return self.icmp(src)(_FCMP[op], *args)
-        f = src.is_float
-        if op in ("add", "sub", "mul"):
-            return self._fast(getattr(b, "f" + op)(*args)) if f else getattr(b, op)(*args)
-        if op == "neg":
-            return b.fneg(args[0], flags=fm) if f else b.neg(args[0])
-        if op == "div":
-            return self._fast(b.fdiv(*args))
-        if op == "idiv":
-            return (b.udiv if src.is_unsigned else b.sdiv)(*args)
-        if op == "irem":
-            return (b.urem if src.is_unsigned else b.srem)(*args)
-        if op in ("min", "max"):
-            return b.select(self.icmp(src)("<" if op == "min" else ">", *args), *args)
-        if op in ("and", "or", "xor"):
-            return getattr(b, op + ("_" if op != "xor" else ""))(*args)
-        if op == "not":
-            return b.not_(args[0])
-        if op == "shl":
-            return b.shl(*args)
-        if op == "shr":
-            return (b.lshr if src.is_unsigned else b.ashr)(*args)
-        if op == "fmod":
-            return self._fast(b.frem(*args))
-        if op == "ipow":
-            return b.call(self.ipow(d), args)
-        if op in scalar.INTRINSICS:
-            return b.call(self.intrinsic(op, d), args, fastmath=fm)
-        raise KeyError(f"the LLVM renderer has no rendering of op {op!r}")
+        render = CODE_FOR_OP.get(op)
+        if render is None:
+            raise KeyError(f"the LLVM renderer has no rendering of op {op!r}")
+        return render(self, args, src, d)
+
+    def fcmp(self, op: str, args: list, src: DType) -> ir.Value:
+        """A comparison: ordered for floats (false for NaN) but ``ne`` (true for NaN)."""
+        b, fm = self.b, self.fastmath
+        if src.is_float:
+            return (b.fcmp_unordered("!=", *args, flags=fm) if op == "ne"
+                    else b.fcmp_ordered(_FCMP[op], *args, flags=fm))
+        return self.icmp(src)(_FCMP[op], *args)
+
+    def arith(self, op: str, args: list, src: DType) -> ir.Value:
+        """add, sub or mul: ``f``-prefixed (with the fast-math flags) for floats."""
+        return self._fast(getattr(self.b, "f" + op)(*args)) if src.is_float else getattr(self.b, op)(*args)
 
     def icmp(self, d: DType) -> Callable[..., ir.Value]:
         """The builder's integer compare that reads ``d``'s bits (bool and unsigned as unsigned)."""
@@ -584,3 +565,39 @@ class _WholeRange:
     """The renderer's own statement: call the chunk entry over [0, ``stop``)."""
 
     stop: Expr
+
+
+def _by_signedness(signed: str, unsigned: str) -> Callable[[_Renderer, list, DType, DType], ir.Value]:
+    return lambda r, a, src, d: getattr(r.b, unsigned if src.is_unsigned else signed)(*a)
+
+
+def _math(op: str) -> Callable[[_Renderer, list, DType, DType], ir.Value]:
+    return lambda r, a, src, d: r.b.call(r.intrinsic(op, d), a, fastmath=r.fastmath)
+
+
+# The scalar vocabulary (flowjit.lowering.scalar.OPS) in LLVM IR: one row per op, a function
+# of (renderer, operands, operand dtype, result dtype). The math intrinsics are one row each
+# too: the vectorizable ports of ``intrinsics`` where there is one, else LLVM's or libm's.
+CODE_FOR_OP: dict[str, Callable[[_Renderer, list, DType, DType], ir.Value]] = {
+    "add": lambda r, a, src, d: r.arith("add", a, src),
+    "sub": lambda r, a, src, d: r.arith("sub", a, src),
+    "mul": lambda r, a, src, d: r.arith("mul", a, src),
+    "neg": lambda r, a, src, d: r.b.fneg(a[0], flags=r.fastmath) if src.is_float else r.b.neg(a[0]),
+    "div": lambda r, a, src, d: r._fast(r.b.fdiv(*a)),
+    "idiv": _by_signedness("sdiv", "udiv"),
+    "irem": _by_signedness("srem", "urem"),
+    "min": lambda r, a, src, d: r.b.select(r.icmp(src)("<", *a), *a),
+    "max": lambda r, a, src, d: r.b.select(r.icmp(src)(">", *a), *a),
+    **{op: (lambda op: lambda r, a, src, d: r.fcmp(op, a, src))(op) for op in _FCMP},
+    "and": lambda r, a, src, d: r.b.and_(*a),
+    "or": lambda r, a, src, d: r.b.or_(*a),
+    "xor": lambda r, a, src, d: r.b.xor(*a),
+    "not": lambda r, a, src, d: r.b.not_(a[0]),
+    "shl": lambda r, a, src, d: r.b.shl(*a),
+    "shr": _by_signedness("ashr", "lshr"),
+    "select": lambda r, a, src, d: r.b.select(*a),
+    "cast": lambda r, a, src, d: r.cast(a[0], src, d),
+    "fmod": lambda r, a, src, d: r._fast(r.b.frem(*a)),
+    "ipow": lambda r, a, src, d: r.b.call(r.ipow(d), a),
+    **{op: _math(op) for op in sorted(scalar.INTRINSICS - {"fmod", "ipow"})},
+}

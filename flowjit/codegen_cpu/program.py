@@ -61,6 +61,7 @@ from .program_plan import (
     T_SGEMM,
     Affine,
     Buffer,
+    ControlCall,
     Gemm,
     KernelCall,
     NotNative,
@@ -173,6 +174,28 @@ class NativeProgram:
     def convert_one(self, *arrays: Any) -> np.ndarray:
         """As ``convert_list``, for ``call_one``."""
         return self.call_one(*self._converted(arrays))
+
+    def describe(self) -> str:
+        """The plan as text: what ``flowjit ir --stage kernels`` prints as the driver."""
+        return self.plan.describe()
+
+    def profiled_steps(self) -> list[tuple[str, dict[str, Any], int, int]]:
+        """After a call of a profiling build, each top-level step as (category, details,
+        start ns, end ns): kernels with their thread split, gemms with their flops, loops."""
+        stamps = self.stamps.tolist()
+        return [(*describe_step(step), stamps[2 * i], stamps[2 * i + 1]) for i, step in enumerate(self.plan.steps)]
+
+
+def describe_step(step: Any) -> tuple[str, dict[str, Any]]:
+    """A plan step's category and details for the profiler (its name is its op's, as
+    ``flowjit explain`` names it)."""
+    if isinstance(step, KernelCall):
+        return "kernel", {"threads": step.split[1]} if step.split else {}
+    if isinstance(step, Gemm):
+        return "gemm", {"flops": 2 * step.m * step.n * step.k, "m": step.m, "n": step.n, "k": step.k}
+    if isinstance(step, ControlCall):
+        return "loop", {"blocks": len(step.blocks)}
+    return "step", {}
 
 
 def compile_program(plan: ProgramPlan, constants: list[np.ndarray],

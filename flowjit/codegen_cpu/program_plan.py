@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.lowering.backend import LoweredProgram, NoProgram
 from flowjit.lowering.loops import Const, Kernel, Var
 
 from . import kernel_abi
@@ -189,7 +190,7 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
     return lines
 
 
-class NotNative(Exception):
+class NotNative(NoProgram):
     """The program has a step with no native form here (the message says which)."""
 
 
@@ -292,19 +293,8 @@ def _assign_offsets(sizes: list[int], lives: list[tuple[int, int]]) -> tuple[lis
     return offsets, max((e for _, e, _ in placed), default=0)
 
 
-@dataclass(frozen=True)
-class BlockSource:
-    """A control op's block as its Executable prepared it: the fused block ``function``,
-    its lowered ``kernels`` (op id -> Kernel) and, for control ops inside it, their own
-    blocks (op id -> BlockSources)."""
-
-    function: Any
-    kernels: dict[int, Kernel]
-    blocks: dict[int, list[BlockSource]]
-
-
 def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = True, threads: int = 1,
-                 blocks: dict[int, list[BlockSource]] | None = None, sequential: bool = False
+                 blocks: dict[int, list[LoweredProgram]] | None = None, sequential: bool = False
                  ) -> tuple[ProgramPlan, list[np.ndarray]]:
     """The native plan of ``function`` (a fused flowjit Function) whose kernel ops are
     lowered in ``kernels`` (op id -> Kernel) and whose control ops' blocks are ``blocks``,
@@ -328,7 +318,7 @@ class _Planner:
         self.constants: list[np.ndarray] = []
         self.n_blocks = 0
 
-    def plan(self, function: Any, kernels: dict[int, Kernel], blocks: dict[int, list[BlockSource]], top: bool,
+    def plan(self, function: Any, kernels: dict[int, Kernel], blocks: dict[int, list[LoweredProgram]], top: bool,
              prefix: str) -> BlockPlan:
         """``function`` as buffers and steps. At the top its results are new arrays (kind
         ``result``, one per distinct value); in a block each result position is an ``out``

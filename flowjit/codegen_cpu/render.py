@@ -41,10 +41,11 @@ import ctypes
 import dataclasses
 import functools
 import hashlib
+import math
 import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -60,6 +61,7 @@ from flowjit.lowering.verify import verify_kernel
 
 from . import jit, objcache, parallel
 from .kernel_abi import chunk_loop, chunk_symbol, symbol
+from .parallel import PARALLEL_MIN_ELEMENTS
 
 
 class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
@@ -108,6 +110,18 @@ class CompiledKernel:
             self._trips = size if size is not None else stop.value
             self._chunk = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *ctypes_args)(
                 library.address(chunk_symbol(kernel)))
+
+    def entry(self, shapes: Sequence[tuple[int, ...]], parallel: bool = True) -> Callable[..., int] | None:
+        """The kernel's C entry as a ctypes function of (data pointers, then every
+        dimension), returning 1 when its temps could not be allocated, for a call on arrays
+        of ``shapes`` (a complex array's with its parts' axis of 2) that needs none of this
+        object's chunking: no parallel split at these sizes (or none wanted: ``parallel``
+        False). None: call the object itself."""
+        if (parallel and self._chunk is not None
+                and max(math.prod(s) for s in shapes) >= PARALLEL_MIN_ELEMENTS):
+            return None
+        arity = len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
+        return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.address)
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
         arrays = [a if a.dtype.kind != "c" else as_parts(a) for a in (*inputs, *outputs)]

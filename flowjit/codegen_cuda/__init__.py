@@ -1,4 +1,4 @@
-"""The CUDA backend: each fusion block's loop IR (``flowjit.lowering``) is rendered to
+"""The CUDA backend: each fusion block's loop IR (lowered once by the runtime) is rendered to
 numba.cuda kernels (grid-stride loops, shared-memory block reductions; ``render``), matmul
 goes to cuBLAS through cupy (or a tiled numba.cuda kernel without cupy), and
 ``CudaExecutable`` runs a fused Function on one ``cuda:K`` device. Everything runs under
@@ -11,12 +11,11 @@ Importing this package imports neither numba.cuda nor cupy: they load on first u
 from flowjit.codegen_cuda.compile import (
     CudaKernel,
     CudaKernelCompileError,
-    compile_cuda_kernel,
-    cuda_kernel_source,
+    compile_kernel,
     kernel_stats,
     launch_config,
-    plan_block,
-    supported,
+    plan_kernel,
+    static_reason,
 )
 from flowjit.codegen_cuda.executable import (
     LIBRARY_CALLS,
@@ -47,9 +46,8 @@ from flowjit.codegen_cuda.render import (
 )
 
 __all__ = [
-    "LIBRARY_CALLS", "CudaDeviceError", "CudaExecutable", "CudaKernel", "CudaKernelCompileError",
-    "CudaKernelPlan", "CudaUnsupportedError", "Launch", "UnsupportedOp", "compile_cuda_kernel", "copy",
-    "cuda_devices", "cuda_kernel_plan", "cuda_kernel_source", "device_index", "empty", "feasible",
-    "is_device_array", "kernel_stats", "launch_config", "matmul", "on_device", "plan_block", "simulator", "supported",
-    "to_device", "to_host", "uses_cupy", "why_not",
+    "LIBRARY_CALLS", "CudaDeviceError", "CudaExecutable", "CudaKernel", "CudaKernelCompileError", "CudaKernelPlan",
+    "CudaUnsupportedError", "Launch", "UnsupportedOp", "compile_kernel", "copy", "cuda_devices", "cuda_kernel_plan",
+    "device_index", "empty", "feasible", "is_device_array", "kernel_stats", "launch_config", "matmul", "on_device",
+    "plan_kernel", "simulator", "static_reason", "to_device", "to_host", "uses_cupy", "why_not",
 ]

@@ -1,7 +1,7 @@
 """Compile a fusion block to numba.cuda kernels through its loop IR, and launch them.
 
-The block is lowered to a loop-IR kernel (``flowjit.lowering``) and rendered
-(``render.cuda_kernel_plan``) into a module written to
+The runtime lowers each fusion block to a loop-IR kernel once (``flowjit.lowering.backend``);
+it is rendered here (``render.cuda_kernel_plan``) into a module written to
 ``FLOWJIT_CACHE_DIR/cuda_kernels/fjc_<hash of its source>.py`` and imported from there,
 so a traceback or an error names a file the user can open, and numba's disk cache
 (``cuda.jit(cache=True)``) keeps the compiled kernels next to it for the next process. Modules are kept by that
@@ -41,7 +41,7 @@ from flowjit.codegen_cuda.render import (
 from flowjit.ir.core import Block
 from flowjit.ir.errors import BUG_REPORT, FlowjitError
 from flowjit.ir.types import TensorType
-from flowjit.lowering import Kernel, Unsupported, lower_block
+from flowjit.lowering import Kernel
 from flowjit.lowering.loops import as_parts
 
 # Op kinds a kernel computes; anything else runs outside the kernels.
@@ -320,52 +320,28 @@ def static_reason(block: Block) -> str | None:
     return None
 
 
-def plan_block(block: Block, name: str, lines: str = "") -> CudaKernelPlan:
-    """The loop IR of a fusion block named ``name`` (from the user's ``lines``) rendered
-    for CUDA. UnsupportedOp when the block has a ``static_reason``, the lowering cannot
-    express it or the renderer cannot launch it; CudaKernelCompileError when the lowering
-    or the renderer fails (flowjit's bug)."""
-    reason = static_reason(block)
-    if reason:
-        raise UnsupportedOp(reason)
+def plan_kernel(kernel: Kernel, name: str, lines: str = "") -> CudaKernelPlan:
+    """``kernel`` (the loop IR the runtime lowered a fusion op named ``name`` to, from the
+    user's ``lines``) rendered for CUDA. UnsupportedOp when the renderer cannot launch it
+    (more parameters than CUDA allows); CudaKernelCompileError when the renderer fails
+    (flowjit's bug)."""
     try:
-        kernel = lower_block(block, "".join(ch if ch.isalnum() else "_" for ch in name)[:48])
         return cuda_kernel_plan(kernel, kernel_name(name))
-    except Unsupported as e:
-        raise UnsupportedOp(str(e)) from None
     except UnsupportedOp:
         raise
     except Exception as e:
-        ops = ", ".join(op.name for op in block.ops)
         where = f" from {lines}" if lines else ""
-        raise CudaKernelCompileError(f"CUDA kernel {name}{where} (ops {ops}) failed to lower or render: "
+        raise CudaKernelCompileError(f"CUDA kernel {name}{where} failed to render: "
                                      f"{type(e).__name__}: {e}; {BUG_REPORT}") from e
 
 
-def supported(block: Block) -> str | None:
-    """Why the CUDA backend cannot compile this fusion block (None when it can): a reason
-    of ``static_reason``, an op the loop IR cannot express, or a kernel whose launches
-    would take more parameters than CUDA allows."""
-    try:
-        plan_block(block, "check")
-    except (UnsupportedOp, CudaKernelCompileError) as e:
-        return str(e)
-    return None
-
-
-def cuda_kernel_source(block: Block, name: str) -> str:
-    """The complete numba.cuda module source for one fusion block (``PRELUDE`` and one
-    ``cuda.jit`` function per launch)."""
-    return module_source(plan_block(block, name))
-
-
-def compile_cuda_kernel(block: Block, name: str, lines: str = "") -> CudaKernel:
-    """Lower, render, write and import the CUDA kernel of a fusion block named ``name``
-    (the fusion op's name; ``lines``: the user lines it came from). numba compiles it at
-    its first call. Raises UnsupportedOp when the block cannot be compiled (see
-    ``supported``), CudaKernelCompileError when the source fails to load."""
-    plan = plan_block(block, name, lines)
-    return load_plan(plan, name, lines, [a.type for a in block.args], [v.type for v in block.returns])
+def compile_kernel(kernel: Kernel, name: str, in_types: list[TensorType], out_types: list[TensorType],
+                   lines: str = "") -> CudaKernel:
+    """Render, write and import the CUDA kernel of loop-IR ``kernel`` (a fusion op named
+    ``name``, from the user's ``lines``, taking arrays of ``in_types`` and returning arrays
+    of ``out_types``). numba compiles it at its first call. Raises UnsupportedOp when it
+    cannot be launched as one kernel, CudaKernelCompileError when the source fails to load."""
+    return load_plan(plan_kernel(kernel, name, lines), name, lines, in_types, out_types)
 
 
 def load_plan(plan: CudaKernelPlan, name: str, lines: str, in_types: list[TensorType],

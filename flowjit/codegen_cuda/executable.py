@@ -1,14 +1,15 @@
-"""``CudaExecutable``: a fused Function run on one CUDA device, and what a CUDA device can run.
+"""``CudaExecutable``: a lowered program run on one CUDA device, and what a CUDA device can run.
 
 The placement pass asks ``feasible(op)`` (or ``why_not(op)`` for the reason) whether an
-op may be placed on a CUDA device; a partition placed there, once fused, becomes a
-``CudaExecutable`` that runs its top-level ops in order: fusion ops as generated kernels
-(``compile.py``), library calls (``LIBRARY_CALLS``, by role: matmul) through ``memory``, constants
-uploaded once, and any single elementwise/layout/reduction op left outside a fusion (a
-transpose that feeds a matmul) as a one-op kernel, and the partition pass's ``send`` and
-``recv`` through the step's rendezvous (a received value is copied to this device). Inputs
-may be NumPy arrays (copied to the device explicitly) or device arrays; outputs stay on
-the device.
+op may be placed on a CUDA device; a partition placed there, once fused and lowered by the
+runtime (``flowjit.lowering.backend.lower_program``, fusible ops outside fusions as
+kernels of their own), becomes a ``CudaExecutable`` that runs its top-level ops in order:
+fusion ops as kernels rendered from their loop IR (``compile.py``), library calls
+(``LIBRARY_CALLS``, by role: matmul) through ``memory``, constants uploaded once, any
+single elementwise/layout/reduction op left outside a fusion (a transpose that feeds a
+matmul) as a one-op kernel, and the partition pass's ``send`` and ``recv`` through the
+step's rendezvous (a received value is copied to this device). Inputs may be NumPy arrays
+(copied to the device explicitly) or device arrays; outputs stay on the device.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from flowjit.codegen_cuda import memory
-from flowjit.codegen_cuda.compile import CudaKernel, compile_cuda_kernel, supported
-from flowjit.codegen_cuda.render import LAYOUT_ROLES, PRELUDE
-from flowjit.ir.core import Block, Function, Op, Value
+from flowjit.codegen_cuda.compile import CudaKernel, compile_kernel, static_reason
+from flowjit.codegen_cuda.render import LAYOUT_ROLES, PRELUDE, UnsupportedOp
+from flowjit.ir.core import Op
 from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 from flowjit.lowering import print_kernel
+from flowjit.lowering.backend import LoweredProgram
 
 # The roles of opaque primitives this backend has an implementation of: a library call
 # (cuBLAS through cupy) or a hand-written kernel. Opaque means "no scalar template", so
@@ -55,8 +57,9 @@ def why_not(op: Op) -> str | None:
     if any(v.type.dtype.name == "float16" for v in values):
         return "float16 is not compiled by the CUDA backend"
     if prim.role == "kernel":
-        # A block the generator cannot fuse still runs, op by op (see CudaExecutable).
-        reason = supported(op.blocks[0])
+        # A block the generator cannot launch as one kernel still runs, op by op (see
+        # CudaExecutable): it can run when each of its ops can.
+        reason = static_reason(op.blocks[0])
         if reason is None:
             return None
         inner = next((r for r in map(why_not, op.blocks[0].ops) if r is not None), None)
@@ -83,16 +86,6 @@ def feasible(op: Op) -> bool:
     return why_not(op) is None
 
 
-def single_op_block(op: Op) -> Block:
-    """A block holding a copy of ``op`` alone, its inputs the block's arguments: how a
-    fusible op outside any fusion runs as a kernel."""
-    block = Block([Value(v.type, name=v.name) for v in op.inputs])
-    copy = Op(op.primitive, list(block.args), op.attrs, [r.type for r in op.results], op.device, op.loc)
-    block.append(copy)
-    block.set_returns(list(copy.results))
-    return block
-
-
 def _describe(op: Op) -> str:
     types = ", ".join(str(v.type) for v in op.inputs)
     where = f" at {op.loc}" if op.loc is not None else ""
@@ -109,7 +102,8 @@ class CudaExecutable:
     device arrays.
     """
 
-    def __init__(self, function: Function, device: str):
+    def __init__(self, program: LoweredProgram, device: str):
+        function = program.function
         self.function = function
         self.device = device
         self.index = memory.device_index(device)
@@ -120,20 +114,24 @@ class CudaExecutable:
             reason = why_not(op)
             if reason is not None:
                 raise CudaUnsupportedError(f"{_describe(op)} cannot run on {device}: {reason}")
+            kernel = program.kernels.get(op.id)
+            in_types, out_types = [v.type for v in op.inputs], [r.type for r in op.results]
             if op.primitive.role == "kernel":
-                name = op.attrs.get("name", op.name)
-                reason = supported(op.blocks[0])
+                name, lines = op.attrs.get("name", op.name), op.attrs.get("lines", "")
+                reason = static_reason(op.blocks[0]) or program.refused.get(name)
                 if reason is None:
-                    self.kernels[op.id] = compile_cuda_kernel(op.blocks[0], name, op.attrs.get("lines", ""))
-                else:
+                    try:
+                        self.kernels[op.id] = compile_kernel(kernel, name, in_types, out_types, lines)
+                    except UnsupportedOp as e:
+                        reason = str(e)
+                if reason is not None:
                     # The renderer cannot launch this block as one kernel (e.g. more
                     # parameters than CUDA allows): its ops run one kernel each.
                     self.unfused[name] = reason
-                    self.kernels[op.id] = CudaExecutable(Function(f"{function.name}.{name}", op.blocks[0]).clone(),
-                                                         device)
-            elif op.primitive.kind in ("elementwise", "layout", "reduction"):
-                self.kernels[op.id] = compile_cuda_kernel(single_op_block(op), op.name,
-                                                          str(op.loc) if op.loc is not None else "")
+                    self.kernels[op.id] = CudaExecutable(program.unfused[op.id], device)
+            elif kernel is not None:
+                self.kernels[op.id] = compile_kernel(kernel, op.name, in_types, out_types,
+                                                     str(op.loc) if op.loc is not None else "")
 
     def _inputs(self, arrays: Sequence[Any]) -> list[Any]:
         args = self.function.args
@@ -218,3 +216,16 @@ class CudaExecutable:
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         """``run`` on a sequence of arguments (the CPU ``Executable``'s calling form)."""
         return self.run(*args)
+
+    # The runtime's calling form of a compiled program (flowjit.lowering.backend.Program).
+    def call_list(self, *arrays: Any) -> list[Any]:
+        """``run``: the results as device arrays, in order."""
+        return self.run(*arrays)
+
+    def call_one(self, *arrays: Any) -> Any:
+        """The one result of a one-result program."""
+        return self.run(*arrays)[0]
+
+    def describe(self) -> str:
+        """Every kernel's loop IR and generated source (``kernel_listing``)."""
+        return self.kernel_listing()

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from flowjit.ir.dtypes import DType, int32, int64
@@ -75,7 +75,7 @@ from flowjit.lowering.loops import (
     children,
     free_names,
 )
-from flowjit.lowering.scalar import P
+from flowjit.lowering.scalar import apply
 
 # The most threads of a cooperative (rows or single) launch: the size of its shared arrays.
 SHARED = 256
@@ -371,13 +371,13 @@ def _work(body: tuple, bound: set) -> Expr | None:
             inner = _work(s.body, bound)
             if inner is None or not _rectangular(s, bound):
                 return None
-            trips = P("max", _trip_expr(s), Const(0, INDEX))
-            total = P("add", total, P("mul", trips, P("max", inner, Const(1, INDEX))))
+            trips = apply("max", _trip_expr(s), Const(0, INDEX))
+            total = apply("add", total, apply("mul", trips, apply("max", inner, Const(1, INDEX))))
         elif isinstance(s, If):
             a, b = _work(s.then, bound), _work(s.orelse, bound)
             if a is None or b is None:
                 return None
-            total = P("add", total, P("max", a, b))
+            total = apply("add", total, apply("max", a, b))
     return total
 
 
@@ -761,36 +761,12 @@ class _Writer:
         return self.index(e.buffer, e.index)
 
     def prim(self, e: Prim) -> str:
-        op, d = e.op, e.dtype
-        args = [self.atom(a) for a in e.args]
-        src = e.args[-1].dtype if op == "select" else e.args[0].dtype
-        if op in _ARITH:
-            return _wrap(f"{args[0]} {_ARITH[op]} {args[1]}", d)
-        if op == "neg":
-            return _wrap(f"-{args[0]}", d)
-        if op == "div":
-            return f"{args[0]} / {args[1]}"
-        if op in ("idiv", "irem"):
-            return self.int_division(op, e.args, args, d)
-        if op in ("min", "max"):
-            return f"{args[0]} if {args[0]} {'<' if op == 'min' else '>'} {args[1]} else {args[1]}"
-        if op in _CMP:
-            return f"{args[0]} {_CMP[op]} {args[1]}"
-        if op in _LOGIC:
-            return f"{args[0]} {_LOGIC[op]} {args[1]}"
-        if op == "not":
-            return f"not {args[0]}" if d.is_bool else _wrap(f"~{args[0]}", d)
-        if op in ("shl", "shr"):  # the shift is in range: the template's guard
-            return _wrap(f"{args[0]} {'<<' if op == 'shl' else '>>'} {args[1]}", d)
-        if op == "select":
-            return f"{args[1]} if {args[0]} else {args[2]}"
-        if op == "cast":
-            return self.cast(args[0], src, d)
-        if op == "ipow":
-            return self.ipow(args, d)
-        if op in scalar.INTRINSICS:
-            return f"{op}_{d.short}({', '.join(args)})"
-        raise UnsupportedOp(f"the CUDA renderer has no rendering of scalar op {op!r}")
+        """Scalar op ``e`` of the vocabulary as Python source: its row of ``CODE_FOR_OP``."""
+        render = CODE_FOR_OP.get(e.op)
+        if render is None:
+            raise UnsupportedOp(f"the CUDA renderer has no rendering of scalar op {e.op!r}")
+        src = e.args[-1].dtype if e.op == "select" else e.args[0].dtype
+        return render(self, [self.atom(a) for a in e.args], e, src, e.dtype)
 
     def cast(self, a: str, src: DType, d: DType) -> str:
         if d.is_float:
@@ -1088,7 +1064,7 @@ class _Writer:
         # Each iteration has loops of its own (a row of a sum over two axes): with enough
         # work in them for the block, split those instead (its threads then read adjacent
         # elements); else give each thread whole iterations.
-        enough = self.atom(P("ge", P("mul", work, Const(SPLIT_INNER, INDEX)), Var("_nt", INDEX)))
+        enough = self.atom(apply("ge", apply("mul", work, Const(SPLIT_INNER, INDEX)), Var("_nt", INDEX)))
         written, read = self.written, self.read
         self.block(f"if {enough}", lambda: self.serial(s, fx, outer_updated))
         self.written, written = written, self.written
@@ -1197,7 +1173,7 @@ class _Writer:
         else:
             # As a split loop's (Writer.loop): iterations with enough inner work for a block
             # are a block's each, else a thread's.
-            enough = self.atom(P("ge", P("mul", work, Const(SPLIT_INNER, INDEX)), Var("_nt", INDEX)))
+            enough = self.atom(apply("ge", apply("mul", work, Const(SPLIT_INNER, INDEX)), Var("_nt", INDEX)))
             self.block(f"if {enough}", together)
             self.block("else", alone)
         self.combine(names)
@@ -1257,8 +1233,9 @@ def scratch_name(name: str) -> str:
 
 def _trip_expr(lp: Loop) -> Expr:
     if lp.step == 1:
-        return P("sub", lp.stop, lp.start)
-    return P("idiv", P("add", P("sub", lp.stop, lp.start), Const(lp.step - 1, INDEX)), Const(lp.step, INDEX))
+        return apply("sub", lp.stop, lp.start)
+    span = apply("add", apply("sub", lp.stop, lp.start), Const(lp.step - 1, INDEX))
+    return apply("idiv", span, Const(lp.step, INDEX))
 
 
 def _arg_better(kind: str, v1: Expr, p1: Expr, v2: Expr, p2: Expr) -> Expr:
@@ -1266,14 +1243,14 @@ def _arg_better(kind: str, v1: Expr, p1: Expr, v2: Expr, p2: Expr) -> Expr:
     element (position >= 0) beats none, then ``scalar.arg_wins`` (a NaN wins), then on a
     tie of values (or of two NaNs) the smaller position: the first winner, as NumPy."""
     zero = Const(0, INDEX)
-    found2, none1 = P("ge", p2, zero), P("lt", p1, zero)
+    found2, none1 = apply("ge", p2, zero), apply("lt", p1, zero)
     wins = scalar.arg_wins(kind, v1, v2)
     if v1.dtype.is_float:
-        tie = P("or", P("eq", v2, v1), P("and", P("ne", v1, v1), P("ne", v2, v2)))
+        tie = apply("or", apply("eq", v2, v1), apply("and", apply("ne", v1, v1), apply("ne", v2, v2)))
     else:
-        tie = P("eq", v2, v1)
-    earlier = P("and", tie, P("lt", p2, p1))
-    return P("and", found2, P("or", none1, P("or", wins, earlier)))
+        tie = apply("eq", v2, v1)
+    earlier = apply("and", tie, apply("lt", p2, p1))
+    return apply("and", found2, apply("or", none1, apply("or", wins, earlier)))
 
 
 # ---- the renderer ---------------------------------------------------------------------------------
@@ -1350,9 +1327,9 @@ class _Renderer:
             # Few columns: a block per column, its threads splitting the column's loop.
             alt, count = columns
             (alt_source, alt_launch), = self.render_phase(alt, needs, floating, owner, i)
-            many = P("ge", count, Const(COLUMN_THREADS, INDEX))
+            many = apply("ge", count, Const(COLUMN_THREADS, INDEX))
             return [(source, dataclasses.replace(launch, only_if=many)),
-                    (alt_source, dataclasses.replace(alt_launch, only_if=P("not", many)))]
+                    (alt_source, dataclasses.replace(alt_launch, only_if=apply("not", many)))]
         halves = _split_phase(ph) if ph.kind == "elements" else None
         if halves is None:
             raise UnsupportedOp(f"kernel {self.k.name}: launch {launch.fname} takes {size} bytes of parameters, "
@@ -1372,7 +1349,7 @@ class _Renderer:
         count: Expr = Const(1, INDEX)
         for lp in nest.loops:
             if lp.var in chosen:
-                count = P("mul", count, P("max", _trip_expr(lp), Const(0, INDEX)))
+                count = apply("mul", count, apply("max", _trip_expr(lp), Const(0, INDEX)))
         if not any(isinstance(s, Accumulator) for s in program) or host_value(
                 count, {s.name: 1 for s in self.k.sizes}) is None:
             return None
@@ -1536,6 +1513,36 @@ class _Renderer:
             w.uniform(loops[-1].body)
         w.block(f"for _row in range(cuda.blockIdx.x, {total}, cuda.gridDim.x)", body)
         return tuple(_trip_expr(lp) for lp in loops)
+
+
+def _binary(symbol: str, wrap: bool = True) -> Callable[[_Writer, list[str], Prim, DType, DType], str]:
+    def render(w: _Writer, a: list[str], e: Prim, src: DType, d: DType) -> str:
+        return _wrap(f"{a[0]} {symbol} {a[1]}", d) if wrap else f"{a[0]} {symbol} {a[1]}"
+    return render
+
+
+# The scalar vocabulary (flowjit.lowering.scalar.OPS) as numba.cuda Python source: one row per
+# op, a function of (writer, operand sources, the expression, operand dtype, result dtype).
+# Math intrinsics call ``NAME_f32``/``NAME_f64``, which ``PRELUDE`` binds to libdevice on a
+# GPU and to NumPy's scalar functions under the simulator.
+CODE_FOR_OP: dict[str, Callable[[_Writer, list[str], Prim, DType, DType], str]] = {
+    "add": _binary("+"), "sub": _binary("-"), "mul": _binary("*"),
+    "neg": lambda w, a, e, src, d: _wrap(f"-{a[0]}", d),
+    "div": _binary("/", wrap=False),
+    "idiv": lambda w, a, e, src, d: w.int_division("idiv", e.args, a, d),
+    "irem": lambda w, a, e, src, d: w.int_division("irem", e.args, a, d),
+    "min": lambda w, a, e, src, d: f"{a[0]} if {a[0]} < {a[1]} else {a[1]}",
+    "max": lambda w, a, e, src, d: f"{a[0]} if {a[0]} > {a[1]} else {a[1]}",
+    **{op: _binary(symbol, wrap=False) for op, symbol in _CMP.items()},
+    **{op: _binary(symbol, wrap=False) for op, symbol in _LOGIC.items()},
+    "not": lambda w, a, e, src, d: f"not {a[0]}" if d.is_bool else _wrap(f"~{a[0]}", d),
+    "shl": _binary("<<"),   # the shift is in range: the template's guard
+    "shr": _binary(">>"),
+    "select": lambda w, a, e, src, d: f"{a[1]} if {a[0]} else {a[2]}",
+    "cast": lambda w, a, e, src, d: w.cast(a[0], src, d),
+    "ipow": lambda w, a, e, src, d: w.ipow(a, d),
+    **{op: (lambda op: lambda w, a, e, src, d: f"{op}_{d.short}({', '.join(a)})")(op) for op in _MATH},
+}
 
 
 def cuda_kernel_plan(kernel: Kernel, name: str | None = None) -> CudaKernelPlan:

@@ -7,23 +7,12 @@ vocabulary (``scalar``). Renderers (LLVM, CUDA) turn a Kernel into code; ``evalu
 one in NumPy as the oracle that tests the lowering before any renderer exists.
 """
 
-from typing import Any
-
 from flowjit.lowering.evaluate import evaluate
+from flowjit.lowering.listing import LoopProgram, loop_program
 from flowjit.lowering.loops import Kernel
 from flowjit.lowering.lower import Unsupported, lower_block
 from flowjit.lowering.printer import print_kernel
 from flowjit.lowering.verify import LoopIRError, verify_kernel
-
-
-def __getattr__(name: str) -> Any:
-    # The listing (``flowjit ir --stage loops``) is for inspection: not imported by a
-    # process that only compiles or loads kernels.
-    if name in ("LoopProgram", "loop_program"):
-        from flowjit.lowering import listing
-        return getattr(listing, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = ["Kernel", "LoopIRError", "LoopProgram", "Unsupported", "evaluate", "loop_program", "lower_block",
            "print_kernel", "verify_kernel"]

@@ -43,7 +43,7 @@ from flowjit.lowering.loops import (
     children,
     free_names,
 )
-from flowjit.lowering.scalar import C, P, Unsupported, is_pair
+from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
@@ -160,7 +160,7 @@ class _Lowering:
         return var
 
     def clamp(self, index: Expr, n: Expr) -> Expr:
-        e = P("min", P("max", index, _i(0)), P("sub", n, _i(1)))
+        e = apply("min", apply("max", index, _i(0)), apply("sub", n, _i(1)))
         return self.bind(e, ("clamp", index, n), prefix="j")
 
     def open_loop(self, var: str, stop: Expr, parallel: bool = False) -> _Scope:
@@ -196,7 +196,7 @@ class _Lowering:
             arr = op.attrs["value"].array
             if arr.size != 1:
                 raise Unsupported(f"{op.name}: a constant of {arr.size} elements inside a kernel")
-            return C(arr.reshape(-1)[0], v.type.dtype)
+            return constant(arr.reshape(-1)[0], v.type.dtype)
         if kind == "elementwise":
             expr = self.elementwise(op, idx)
         elif kind == "layout":
@@ -241,20 +241,20 @@ class _Lowering:
         if role == "row_major_reshape":
             return self.value(x, self.reshape_index(idx, out.shape, x.type.shape))
         if role == "strided_window":
-            return self.value(x, tuple(P("add", _i(s), P("mul", _i(st), i))
+            return self.value(x, tuple(apply("add", _i(s), apply("mul", _i(st), i))
                                        for s, st, i in zip(a["start"], a["step"], idx)))
         if role == "axis_index":
-            return P("cast", idx[a["dimension"] % out.ndim], to=out.dtype)
+            return apply("cast", idx[a["dimension"] % out.ndim], to=out.dtype)
         if role == "constant_pad":
-            fill = C(pad_fill(a["value"], out.dtype)[()], out.dtype)
+            fill = constant(pad_fill(a["value"], out.dtype)[()], out.dtype)
             if x.type.size == 0:
                 return fill
             cond, src = None, []
             for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
-                j = P("sub", idx[k], _i(lo))
+                j = apply("sub", idx[k], _i(lo))
                 size = self.dim(n)
-                inside = P("and", P("ge", j, _i(0)), P("lt", j, size))
-                cond = inside if cond is None else P("and", cond, inside)
+                inside = apply("and", apply("ge", j, _i(0)), apply("lt", j, size))
+                cond = inside if cond is None else apply("and", cond, inside)
                 # Clamped, so the read stays in bounds where the fill is taken.
                 src.append(self.clamp(j, size))
             inner = self.value(x, tuple(src))
@@ -268,12 +268,12 @@ class _Lowering:
                 if n:
                     src = list(idx)
                     size = self.dim(n)
-                    src[axis] = self.clamp(P("sub", idx[axis], offset), size)
-                    offset = P("add", offset, size)
+                    src[axis] = self.clamp(apply("sub", idx[axis], offset), size)
+                    offset = apply("add", offset, size)
                     pieces.append((offset, self.value(part, tuple(src))))
             expr = pieces[-1][1]
             for end, piece in reversed(pieces[:-1]):
-                expr = scalar.choose(P("lt", idx[axis], end), piece, expr)
+                expr = scalar.choose(apply("lt", idx[axis], end), piece, expr)
             return expr
         raise Unsupported(f"layout op {op.name} (role {role})")
 
@@ -288,8 +288,8 @@ class _Lowering:
                 src.append(_i(0))
                 continue
             rest = self.product([m for m in in_shape[k + 1:] if m != 1])
-            part = P("idiv", lin, rest)
-            src.append(part if leading else P("irem", part, self.dim(n)))
+            part = apply("idiv", lin, rest)
+            src.append(part if leading else apply("irem", part, self.dim(n)))
             leading = False
         return tuple(src)
 
@@ -297,14 +297,14 @@ class _Lowering:
         e: Expr = _i(1)
         for n in sizes:
             if n != 1:
-                e = P("mul", e, self.dim(n))
+                e = apply("mul", e, self.dim(n))
         return e
 
     def linear_index(self, idx, shape) -> Expr:
         e: Expr = _i(0)
         for k, (i, n) in enumerate(zip(idx, shape)):
             if n != 1:
-                e = P("add", e, P("mul", i, self.product(shape[k + 1:])))
+                e = apply("add", e, apply("mul", i, self.product(shape[k + 1:])))
         return e
 
     def reduction(self, op: Op, idx: tuple) -> Expr | tuple:
@@ -324,7 +324,7 @@ class _Lowering:
         d = op.results[0].type.dtype
         if not is_arg and not cx and axes and axes == list(range(len(axes))) and len(axes) < nd:
             kept = idx[len(axes):] if keep else idx
-            return P("cast", Load(*self.leading_reduction(op, kind, axes), kept, scalar.accumulator_dtype(kind, d)),
+            return apply("cast", Load(*self.leading_reduction(op, kind, axes), kept, scalar.accumulator_dtype(kind, d)),
                      to=d)
         it = iter(idx)
         loop_vars: dict[int, str] = {}
@@ -361,19 +361,20 @@ class _Lowering:
             n = self.dim(x.type.shape[last])
             var = loop_vars[last]
             part = self.fresh("part")
-            blocks = P("idiv", n, _i(SUM_BLOCK))
+            blocks = apply("idiv", n, _i(SUM_BLOCK))
             b, j = self.fresh("rb"), self.fresh("rj")
             # for b in range(n // SUM_BLOCK): part = 0; for j in range(SUM_BLOCK): r = b*S+j ...
             self.open_loop(b, blocks)
             self.scopes[-1].body.append(Accumulator(part, "sum", d, scalar.start_value("sum", d)))
             self.open_loop(j, _i(SUM_BLOCK))
-            self.scopes[-1].body.append(Let(var, P("add", P("mul", Var(b, INDEX), _i(SUM_BLOCK)), Var(j, INDEX))))
+            index = apply("add", apply("mul", Var(b, INDEX), _i(SUM_BLOCK)), Var(j, INDEX))
+            self.scopes[-1].body.append(Let(var, index))
             self.depth_of[var] = len(self.scopes) - 1
             val = self.value(x, tuple(full))
             self.slot(x, full, val, axes)
             self.scopes[-1].body.append(Update(part, val))
             self.close_loop()
-            self.scopes[-1].body.append(Update(acc, P("cast", AccValue(part, d), to=acc_d)))
+            self.scopes[-1].body.append(Update(acc, apply("cast", AccValue(part, d), to=acc_d)))
             self.close_loop()
             # The rest: a loop over the last partial block, from n // S * S to n.
             rest = self.fresh("rest")
@@ -385,8 +386,8 @@ class _Lowering:
             self.slot(x, full, val, axes)
             body = tuple(scope.body) + (Update(rest, val),)
             self.scopes.pop()
-            self.scopes[-1].body.append(Loop(var, P("mul", blocks, _i(SUM_BLOCK)), n, 1, body))
-            self.scopes[-1].body.append(Update(acc, P("cast", AccValue(rest, d), to=acc_d)))
+            self.scopes[-1].body.append(Loop(var, apply("mul", blocks, _i(SUM_BLOCK)), n, 1, body))
+            self.scopes[-1].body.append(Update(acc, apply("cast", AccValue(rest, d), to=acc_d)))
         else:
             val = self.value(x, tuple(full))
             if is_arg:
@@ -404,8 +405,8 @@ class _Lowering:
         if is_arg:
             return AccValue(acc, INDEX)
         if cx:
-            return tuple(P("cast", AccValue(acc, acc_d), to=d.real_dtype) for acc in accs)
-        return P("cast", AccValue(acc, acc_d), to=d)
+            return tuple(apply("cast", AccValue(acc, acc_d), to=d.real_dtype) for acc in accs)
+        return apply("cast", AccValue(acc, acc_d), to=d)
 
     def leading_reduction(self, op: Op, kind: str, axes: list) -> tuple[str]:
         """A temp buffer of the results of a reduction over leading axes (a bias gradient's

@@ -29,7 +29,7 @@ from functools import cache
 
 import numpy as np
 
-from flowjit.ir.dtypes import DType, bool_, float16, float32, float64, int64
+from flowjit.ir.dtypes import DType, bool_, dtype, float16, float32, float64, int64
 from flowjit.lowering.loops import Const, Expr, Prim
 
 # A complex value inside the lowering: its real and imaginary parts, each of the real dtype.
@@ -58,7 +58,7 @@ OPS: dict[str, tuple[int, str, str]] = {
     "shl": (2, "i", "same"), "shr": (2, "i", "same"),  # 0 <= b < width; shr is arithmetic for signed
     "select": (3, "fib", "same2"),    # (bool cond, a, b): a where cond, else b
     "cast": (1, "fi", "cast"),        # ndarray.astype between numbers: float->int truncates
-                                      # (bool never: P writes x != 0 and select(x, 1, 0))
+                                      # (bool never: apply writes x != 0 and select(x, 1, 0))
     # Math intrinsics, one per float width (the CPU renderer's are codegen_cpu.intrinsics).
     "exp": (1, "f", "same"), "expm1": (1, "f", "same"), "log": (1, "f", "same"),
     "log1p": (1, "f", "same"), "sqrt": (1, "f", "same"), "sin": (1, "f", "same"),
@@ -107,7 +107,7 @@ def _const_value(e: Expr) -> object | None:
     return e.value if isinstance(e, Const) else None
 
 
-def P(op: str, *args: Expr, to: DType | None = None) -> Expr:
+def apply(op: str, *args: Expr, to: DType | None = None) -> Expr:
     """``op(*args)`` as an expression, folding constants and no-op arithmetic."""
     d = result_dtype(op, args, to)
     if op == "cast":
@@ -117,9 +117,9 @@ def P(op: str, *args: Expr, to: DType | None = None) -> Expr:
         # Conversions to and from bool are comparisons and selects, so a renderer's cast
         # is only ever between numbers.
         if d.is_bool:
-            return P("ne", args[0], C(0, src))
+            return apply("ne", args[0], constant(0, src))
         if src.is_bool:
-            return P("select", args[0], C(1, d), C(0, d))
+            return apply("select", args[0], constant(1, d), constant(0, d))
     if all(isinstance(a, Const) for a in args) and op not in INTRINSICS:
         return Const(to_python(reference(op, d)(*[np_scalar(a.value, a.dtype) for a in args]), d), d)
     if d.is_int and op in ("add", "sub", "mul") and len(args) == 2:
@@ -143,11 +143,11 @@ def P(op: str, *args: Expr, to: DType | None = None) -> Expr:
     return Prim(op, tuple(args), d)
 
 
-def C(value: object, d: DType) -> Const | Pair:
+def constant(value: object, d: DType) -> Const | Pair:
     """A constant of dtype ``d`` (of a complex ``d``: the pair of its parts' constants)."""
     if d.is_complex:
         z = np_scalar(value, d)
-        return C(z.real, d.real_dtype), C(z.imag, d.real_dtype)
+        return constant(z.real, d.real_dtype), constant(z.imag, d.real_dtype)
     return Const(to_python(np_scalar(value, d), d), d)
 
 
@@ -187,7 +187,6 @@ def _trunc_rem(a: np.generic, b: np.generic) -> np.generic:
 
 
 def _dtype_of(x: np.generic) -> DType:
-    from flowjit.ir.dtypes import dtype
     return dtype(x.dtype)
 
 
@@ -222,62 +221,66 @@ def reference(op: str, d: DType) -> Callable[..., np.generic]:
 
 # ---- the template functions, defined over OPS ------------------------------------------------
 def _zero(d: DType) -> Const:
-    return C(0, d)
+    return constant(0, d)
 
 
 def _isnan(a: Expr) -> Expr:
-    return P("ne", a, a)
+    return apply("ne", a, a)
 
 
 def _abs(a: Expr) -> Expr:
     if a.dtype.is_float:
-        return P("fabs", a)
+        return apply("fabs", a)
     if a.dtype.is_unsigned:
         return a
-    return P("select", P("lt", a, _zero(a.dtype)), P("neg", a), a)
+    return apply("select", apply("lt", a, _zero(a.dtype)), apply("neg", a), a)
 
 
 def _sign(a: Expr) -> Expr:
     d = a.dtype
     if d.is_unsigned:
-        return P("select", P("gt", a, _zero(d)), C(1, d), _zero(d))
-    rest = P("select", P("eq", a, _zero(d)), _zero(d), a) if d.is_float else _zero(d)  # NaN stays NaN
-    return P("select", P("gt", a, _zero(d)), C(1, d), P("select", P("lt", a, _zero(d)), C(-1, d), rest))
+        return apply("select", apply("gt", a, _zero(d)), constant(1, d), _zero(d))
+    rest = apply("select", apply("eq", a, _zero(d)), _zero(d), a) if d.is_float else _zero(d)  # NaN stays NaN
+    return apply("select", apply("gt", a, _zero(d)), constant(1, d), apply("select", apply("lt", a, _zero(d)),
+                                                                           constant(-1, d), rest))
 
 
 def _int_divmod(a: Expr, b: Expr) -> tuple[Expr, Expr]:
     """NumPy's integer floor division and modulo: 0 for a zero divisor; b == -1 handled
     apart so the truncating division never sees (MIN, -1)."""
     d = a.dtype
-    zero, one = _zero(d), C(1, d)
+    zero, one = _zero(d), constant(1, d)
     if d.is_unsigned:  # truncation is floor, and there is no (MIN, -1)
-        safe = P("select", P("eq", b, zero), one, b)
-        by_zero = P("eq", b, zero)
-        return P("select", by_zero, zero, P("idiv", a, safe)), P("select", by_zero, zero, P("irem", a, safe))
-    special = P("or", P("eq", b, zero), P("eq", b, C(-1, d)))
-    safe = P("select", special, one, b)
-    q, r = P("idiv", a, safe), P("irem", a, safe)
-    fix = P("and", P("ne", r, zero), P("ne", P("lt", r, zero), P("lt", safe, zero)))
-    q = P("sub", q, P("select", fix, one, zero))
-    r = P("add", r, P("select", fix, safe, zero))
-    q = P("select", P("eq", b, zero), zero, P("select", P("eq", b, C(-1, d)), P("neg", a), q))
-    return q, P("select", special, zero, r)
+        safe = apply("select", apply("eq", b, zero), one, b)
+        by_zero = apply("eq", b, zero)
+        return (apply("select", by_zero, zero, apply("idiv", a, safe)),
+                apply("select", by_zero, zero, apply("irem", a, safe)))
+    special = apply("or", apply("eq", b, zero), apply("eq", b, constant(-1, d)))
+    safe = apply("select", special, one, b)
+    q, r = apply("idiv", a, safe), apply("irem", a, safe)
+    fix = apply("and", apply("ne", r, zero), apply("ne", apply("lt", r, zero), apply("lt", safe, zero)))
+    q = apply("sub", q, apply("select", fix, one, zero))
+    r = apply("add", r, apply("select", fix, safe, zero))
+    q = apply("select", apply("eq", b, zero), zero,
+              apply("select", apply("eq", b, constant(-1, d)), apply("neg", a), q))
+    return q, apply("select", special, zero, r)
 
 
 def _float_divmod(a: Expr, b: Expr) -> tuple[Expr, Expr]:
     """NumPy's ``npy_divmod`` for floats (division by zero gives a / b and fmod's NaN)."""
     d = a.dtype
-    zero, one, half = _zero(d), C(1, d), C(0.5, d)
-    mod = P("fmod", a, b)
-    div = P("div", P("sub", a, mod), b)
-    fix = P("and", P("ne", mod, zero), P("ne", P("lt", b, zero), P("lt", mod, zero)))
-    mod2 = P("select", fix, P("add", mod, b), P("select", P("ne", mod, zero), mod, P("copysign", zero, b)))
-    div = P("select", fix, P("sub", div, one), div)
-    fl = P("floor", div)
-    fl = P("select", P("gt", P("sub", div, fl), half), P("add", fl, one), fl)
-    q = P("select", P("ne", div, zero), fl, P("copysign", zero, P("div", a, b)))
-    by_zero = P("eq", b, zero)
-    return P("select", by_zero, P("div", a, b), q), P("select", by_zero, P("fmod", a, b), mod2)
+    zero, one, half = _zero(d), constant(1, d), constant(0.5, d)
+    mod = apply("fmod", a, b)
+    div = apply("div", apply("sub", a, mod), b)
+    fix = apply("and", apply("ne", mod, zero), apply("ne", apply("lt", b, zero), apply("lt", mod, zero)))
+    mod2 = apply("select", fix, apply("add", mod, b), apply("select", apply("ne", mod, zero), mod,
+                                                            apply("copysign", zero, b)))
+    div = apply("select", fix, apply("sub", div, one), div)
+    fl = apply("floor", div)
+    fl = apply("select", apply("gt", apply("sub", div, fl), half), apply("add", fl, one), fl)
+    q = apply("select", apply("ne", div, zero), fl, apply("copysign", zero, apply("div", a, b)))
+    by_zero = apply("eq", b, zero)
+    return apply("select", by_zero, apply("div", a, b), q), apply("select", by_zero, apply("fmod", a, b), mod2)
 
 
 def _floordiv(a: Expr, b: Expr) -> Expr:
@@ -290,65 +293,65 @@ def _mod(a: Expr, b: Expr) -> Expr:
 
 def _pow(a: Expr, b: Expr) -> Expr:
     if not a.dtype.is_float:
-        return P("ipow", a, b)
+        return apply("ipow", a, b)
     # x**2..x**4 as multiplies (gelu's x**3): pow is a call that keeps a loop scalar.
     n = _const_value(b)
     if n in (2.0, 3.0, 4.0):
-        sq = P("mul", a, a)
-        return sq if n == 2 else P("mul", sq, a) if n == 3 else P("mul", sq, sq)
-    return P("pow", a, b)
+        sq = apply("mul", a, a)
+        return sq if n == 2 else apply("mul", sq, a) if n == 3 else apply("mul", sq, sq)
+    return apply("pow", a, b)
 
 
 def maximum(a: Expr, b: Expr) -> Expr:
     """np.maximum: NaN propagates (a NaN ``a`` wins, else ``b``'s NaN loses every compare);
     of equal operands ``b`` (``maximum(0.0, -0.0)`` is -0.0, as NumPy)."""
     if a.dtype.is_bool:
-        return P("or", a, b)
-    win = P("gt", a, b)
-    return P("select", P("or", win, _isnan(a)) if a.dtype.is_float else win, a, b)
+        return apply("or", a, b)
+    win = apply("gt", a, b)
+    return apply("select", apply("or", win, _isnan(a)) if a.dtype.is_float else win, a, b)
 
 
 def minimum(a: Expr, b: Expr) -> Expr:
     """np.minimum, NaN-propagating as ``maximum``."""
     if a.dtype.is_bool:
-        return P("and", a, b)
-    win = P("lt", a, b)
-    return P("select", P("or", win, _isnan(a)) if a.dtype.is_float else win, a, b)
+        return apply("and", a, b)
+    win = apply("lt", a, b)
+    return apply("select", apply("or", win, _isnan(a)) if a.dtype.is_float else win, a, b)
 
 
 def _isfinite(a: Expr) -> Expr:
     if not a.dtype.is_float:
-        return C(True, bool_)
-    return P("lt", P("fabs", a), C(math.inf, a.dtype))
+        return constant(True, bool_)
+    return apply("lt", apply("fabs", a), constant(math.inf, a.dtype))
 
 
 def _signbit(a: Expr) -> Expr:
     # copysign carries the sign bit of -0.0 and of a negative NaN, which a compare misses.
-    return P("lt", P("copysign", C(1, a.dtype), a), _zero(a.dtype))
+    return apply("lt", apply("copysign", constant(1, a.dtype), a), _zero(a.dtype))
 
 
 def _shift_ok(b: Expr) -> Expr:
     width = b.dtype.itemsize * 8
-    in_range = P("lt", b, C(width, b.dtype))
-    return in_range if b.dtype.is_unsigned else P("and", P("ge", b, _zero(b.dtype)), in_range)
+    in_range = apply("lt", b, constant(width, b.dtype))
+    return in_range if b.dtype.is_unsigned else apply("and", apply("ge", b, _zero(b.dtype)), in_range)
 
 
 def _lshift(a: Expr, b: Expr) -> Expr:
     """np.left_shift: 0 for a shift by a negative amount or by the width or more."""
     ok = _shift_ok(b)
-    return P("select", ok, P("shl", a, P("select", ok, b, _zero(b.dtype))), _zero(a.dtype))
+    return apply("select", ok, apply("shl", a, apply("select", ok, b, _zero(b.dtype))), _zero(a.dtype))
 
 
 def _rshift(a: Expr, b: Expr) -> Expr:
     """np.right_shift: past the width, -1 for a negative ``a`` and 0 otherwise."""
     ok = _shift_ok(b)
-    fill = _zero(a.dtype) if a.dtype.is_unsigned else P("select", P("lt", a, _zero(a.dtype)), C(-1, a.dtype),
-                                                          _zero(a.dtype))
-    return P("select", ok, P("shr", a, P("select", ok, b, _zero(b.dtype))), fill)
+    negative = apply("lt", a, _zero(a.dtype))
+    fill = _zero(a.dtype) if a.dtype.is_unsigned else apply("select", negative, constant(-1, a.dtype), _zero(a.dtype))
+    return apply("select", ok, apply("shr", a, apply("select", ok, b, _zero(b.dtype))), fill)
 
 
 def _intrinsic(name: str) -> Callable[..., Expr]:
-    return lambda *xs: P(name, *xs)
+    return lambda *xs: apply(name, *xs)
 
 
 # Template function name -> its definition over OPS (arguments already typed expressions).
@@ -381,8 +384,8 @@ def choose(cond: Expr, a: Expr | Pair, b: Expr | Pair) -> Expr | Pair:
     """``select(cond, a, b)`` of two reals or two complex pairs (part by part)."""
     if is_pair(a) or is_pair(b):
         a, b = as_pair(a), as_pair(b)
-        return P("select", cond, a[0], b[0]), P("select", cond, a[1], b[1])
-    return P("select", cond, a, b)
+        return apply("select", cond, a[0], b[0]), apply("select", cond, a[1], b[1])
+    return apply("select", cond, a, b)
 
 
 def convert(x: Expr | Pair, to: DType) -> Expr | Pair:
@@ -390,27 +393,28 @@ def convert(x: Expr | Pair, to: DType) -> Expr | Pair:
     real drops the imaginary part, complex -> bool is true unless both parts are 0."""
     if is_pair(x):
         if to.is_complex:
-            return P("cast", x[0], to=to.real_dtype), P("cast", x[1], to=to.real_dtype)
+            return apply("cast", x[0], to=to.real_dtype), apply("cast", x[1], to=to.real_dtype)
         if to.is_bool:
-            return P("or", P("ne", x[0], _zero(x[0].dtype)), P("ne", x[1], _zero(x[1].dtype)))
-        return P("cast", x[0], to=to)
+            return apply("or", apply("ne", x[0], _zero(x[0].dtype)), apply("ne", x[1], _zero(x[1].dtype)))
+        return apply("cast", x[0], to=to)
     if to.is_complex:
-        return P("cast", x, to=to.real_dtype), _zero(to.real_dtype)
-    return P("cast", x, to=to)
+        return apply("cast", x, to=to.real_dtype), _zero(to.real_dtype)
+    return apply("cast", x, to=to)
 
 
 def _cadd(a: Pair, b: Pair) -> Pair:
-    return P("add", a[0], b[0]), P("add", a[1], b[1])
+    return apply("add", a[0], b[0]), apply("add", a[1], b[1])
 
 
 def _csub(a: Pair, b: Pair) -> Pair:
-    return P("sub", a[0], b[0]), P("sub", a[1], b[1])
+    return apply("sub", a[0], b[0]), apply("sub", a[1], b[1])
 
 
 def _cmul(a: Pair, b: Pair) -> Pair:
     # NumPy's loop: the four products, no recovery of infinities from NaN (C99 Annex G's).
     (ar, ai), (br, bi) = a, b
-    return P("sub", P("mul", ar, br), P("mul", ai, bi)), P("add", P("mul", ar, bi), P("mul", ai, br))
+    return apply("sub", apply("mul", ar, br), apply("mul", ai, bi)), apply("add", apply("mul", ar, bi),
+                                                                           apply("mul", ai, br))
 
 
 def _cdiv(a: Pair, b: Pair) -> Pair:
@@ -419,18 +423,18 @@ def _cdiv(a: Pair, b: Pair) -> Pair:
     divided by +0 (inf or NaN), as NumPy."""
     (ar, ai), (br, bi) = a, b
     d = ar.dtype
-    zero, one = _zero(d), C(1, d)
-    abr, abi = P("fabs", br), P("fabs", bi)
-    rat1 = P("div", bi, br)
-    scl1 = P("div", one, P("add", br, P("mul", bi, rat1)))
-    rat2 = P("div", br, bi)
-    scl2 = P("div", one, P("add", bi, P("mul", br, rat2)))
-    by_zero = P("and", P("eq", abr, zero), P("eq", abi, zero))
-    re = P("select", by_zero, P("div", ar, abr), P("mul", P("add", ar, P("mul", ai, rat1)), scl1))
-    im = P("select", by_zero, P("div", ai, abi), P("mul", P("sub", ai, P("mul", ar, rat1)), scl1))
-    real_larger = P("ge", abr, abi)  # false when either is NaN: the second branch, as NumPy's
-    return (P("select", real_larger, re, P("mul", P("add", P("mul", ar, rat2), ai), scl2)),
-            P("select", real_larger, im, P("mul", P("sub", P("mul", ai, rat2), ar), scl2)))
+    zero, one = _zero(d), constant(1, d)
+    abr, abi = apply("fabs", br), apply("fabs", bi)
+    rat1 = apply("div", bi, br)
+    scl1 = apply("div", one, apply("add", br, apply("mul", bi, rat1)))
+    rat2 = apply("div", br, bi)
+    scl2 = apply("div", one, apply("add", bi, apply("mul", br, rat2)))
+    by_zero = apply("and", apply("eq", abr, zero), apply("eq", abi, zero))
+    re = apply("select", by_zero, apply("div", ar, abr), apply("mul", apply("add", ar, apply("mul", ai, rat1)), scl1))
+    im = apply("select", by_zero, apply("div", ai, abi), apply("mul", apply("sub", ai, apply("mul", ar, rat1)), scl1))
+    real_larger = apply("ge", abr, abi)  # false when either is NaN: the second branch, as NumPy's
+    return (apply("select", real_larger, re, apply("mul", apply("add", apply("mul", ar, rat2), ai), scl2)),
+            apply("select", real_larger, im, apply("mul", apply("sub", apply("mul", ai, rat2), ar), scl2)))
 
 
 def _csign(a: Pair) -> Pair:
@@ -438,17 +442,17 @@ def _csign(a: Pair) -> Pair:
     parts are infinite; the unit toward an infinite part otherwise."""
     re, im = a
     d = re.dtype
-    zero, one, nan, inf = _zero(d), C(1, d), C(math.nan, d), C(math.inf, d)
-    h = P("hypot", re, im)
-    inf_re, inf_im = P("eq", P("fabs", re), inf), P("eq", P("fabs", im), inf)
-    unit_re = P("select", P("gt", re, zero), one, C(-1, d))
-    unit_im = P("select", P("gt", im, zero), one, C(-1, d))
-    at_inf = (P("select", inf_re, P("select", inf_im, nan, unit_re), zero),
-              P("select", inf_re, P("select", inf_im, nan, zero), unit_im))
+    zero, one, nan, inf = _zero(d), constant(1, d), constant(math.nan, d), constant(math.inf, d)
+    h = apply("hypot", re, im)
+    inf_re, inf_im = apply("eq", apply("fabs", re), inf), apply("eq", apply("fabs", im), inf)
+    unit_re = apply("select", apply("gt", re, zero), one, constant(-1, d))
+    unit_im = apply("select", apply("gt", im, zero), one, constant(-1, d))
+    at_inf = (apply("select", inf_re, apply("select", inf_im, nan, unit_re), zero),
+              apply("select", inf_re, apply("select", inf_im, nan, zero), unit_im))
     parts = []
     for k, x in enumerate((re, im)):
-        finite = P("select", P("eq", h, zero), zero, P("div", x, h))
-        parts.append(P("select", _isnan(h), nan, P("select", P("eq", h, inf), at_inf[k], finite)))
+        finite = apply("select", apply("eq", h, zero), zero, apply("div", x, h))
+        parts.append(apply("select", _isnan(h), nan, apply("select", apply("eq", h, inf), at_inf[k], finite)))
     return parts[0], parts[1]
 
 
@@ -459,20 +463,23 @@ def _cexp(a: Pair) -> Pair:
     largest exp argument): there it gives an infinity."""
     re, im = a
     d = re.dtype
-    zero, nan, inf = _zero(d), C(math.nan, d), C(math.inf, d)
-    e = P("exp", re)
-    out_re, out_im = P("mul", e, P("cos", im)), P("mul", e, P("sin", im))
-    a_nan, b_zero, b_finite = _isnan(re), P("eq", im, zero), _isfinite(im)
+    zero, nan, inf = _zero(d), constant(math.nan, d), constant(math.inf, d)
+    e = apply("exp", re)
+    out_re, out_im = apply("mul", e, apply("cos", im)), apply("mul", e, apply("sin", im))
+    a_nan, b_zero, b_finite = _isnan(re), apply("eq", im, zero), _isfinite(im)
     rules = [  # (condition, re, im): the first that holds wins
-        (P("and", b_zero, P("not", P("or", a_nan, P("eq", re, C(-math.inf, d))))), out_re, im),  # b = ±0: im is b
-        (P("and", _isfinite(re), P("not", b_finite)), nan, nan),
-        (P("and", P("eq", re, C(-math.inf, d)), P("not", b_finite)), zero, P("copysign", zero, im)),  # glibc's sign
-        (P("and", P("eq", re, inf), P("not", b_finite)), inf, nan),
-        (P("and", a_nan, b_zero), nan, im),
+        # b = ±0: im is b
+        (apply("and", b_zero, apply("not", apply("or", a_nan, apply("eq", re, constant(-math.inf, d))))), out_re, im),
+        (apply("and", _isfinite(re), apply("not", b_finite)), nan, nan),
+        # glibc's sign
+        (apply("and", apply("eq", re, constant(-math.inf, d)), apply("not", b_finite)), zero,
+         apply("copysign", zero, im)),
+        (apply("and", apply("eq", re, inf), apply("not", b_finite)), inf, nan),
+        (apply("and", a_nan, b_zero), nan, im),
         (a_nan, nan, nan),
     ]
     for cond, r, i in reversed(rules):
-        out_re, out_im = P("select", cond, r, out_re), P("select", cond, i, out_im)
+        out_re, out_im = apply("select", cond, r, out_re), apply("select", cond, i, out_im)
     return out_re, out_im
 
 
@@ -482,26 +489,27 @@ def _clog(a: Pair) -> Pair:
     hypot and atan2's IEEE rules give every special case of the standard."""
     re, im = a
     d = re.dtype
-    h = P("hypot", re, im)
-    ar, ai = P("fabs", re), P("fabs", im)
-    big, small = P("select", P("ge", ar, ai), ar, ai), P("select", P("ge", ar, ai), ai, ar)
-    one = C(1, d)
-    near = P("and", P("gt", h, C(0.7, d)), P("lt", h, C(1.4, d)))
-    close = P("mul", C(0.5, d), P("log1p", P("add", P("mul", P("sub", big, one), P("add", big, one)),
-                                                P("mul", small, small))))
-    return P("select", near, close, P("log", h)), P("atan2", im, re)
+    h = apply("hypot", re, im)
+    ar, ai = apply("fabs", re), apply("fabs", im)
+    big, small = apply("select", apply("ge", ar, ai), ar, ai), apply("select", apply("ge", ar, ai), ai, ar)
+    one = constant(1, d)
+    near = apply("and", apply("gt", h, constant(0.7, d)), apply("lt", h, constant(1.4, d)))
+    close = apply("mul", constant(0.5, d), apply("log1p", apply("add", apply("mul", apply("sub", big, one),
+                                                                             apply("add", big, one)),
+                                                apply("mul", small, small))))
+    return apply("select", near, close, apply("log", h)), apply("atan2", im, re)
 
 
 # Template function name -> its definition over the parts of complex operands (a function
 # of complex values not named here has no loop lowering: Unsupported).
 CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
-    "abs": lambda a: P("hypot", a[0], a[1]),
+    "abs": lambda a: apply("hypot", a[0], a[1]),
     "sign": _csign,
-    "isnan": lambda a: P("or", _isnan(a[0]), _isnan(a[1])),
-    "isfinite": lambda a: P("and", _isfinite(a[0]), _isfinite(a[1])),
+    "isnan": lambda a: apply("or", _isnan(a[0]), _isnan(a[1])),
+    "isfinite": lambda a: apply("and", _isfinite(a[0]), _isfinite(a[1])),
     "real": lambda a: a[0],
     "imag": lambda a: a[1],
-    "conj": lambda a: (a[0], P("neg", a[1])),
+    "conj": lambda a: (a[0], apply("neg", a[1])),
     "exp": _cexp,
     "log": _clog,
 }
@@ -514,14 +522,14 @@ _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "
 
 def _binop(op: str, x: Expr | Pair, y: Expr | Pair) -> Expr | Pair:
     if not (is_pair(x) or is_pair(y)):
-        return P(op, x, y)
+        return apply(op, x, y)
     x, y = as_pair(x), as_pair(y)
     if op in _CBINOPS:
         return _CBINOPS[op](x, y)
     if op == "eq":
-        return P("and", P("eq", x[0], y[0]), P("eq", x[1], y[1]))
+        return apply("and", apply("eq", x[0], y[0]), apply("eq", x[1], y[1]))
     if op == "ne":
-        return P("or", P("ne", x[0], y[0]), P("ne", x[1], y[1]))
+        return apply("or", apply("ne", x[0], y[0]), apply("ne", x[1], y[1]))
     raise Unsupported(f"{op} of complex values")
 
 
@@ -541,17 +549,17 @@ def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType) ->
         if isinstance(node, ast.Name):
             return names[node.id]
         if isinstance(node, ast.Constant):
-            return C(node.value, d)
+            return constant(node.value, d)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             return _binop(_BINOPS[type(node.op)], walk(node.left), walk(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             x = walk(node.operand)
-            return (P("neg", x[0]), P("neg", x[1])) if is_pair(x) else P("neg", x)
+            return (apply("neg", x[0]), apply("neg", x[1])) if is_pair(x) else apply("neg", x)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
             x = walk(node.operand)
             if is_pair(x):
                 raise Unsupported("not of a complex value")
-            return P("not", x)
+            return apply("not", x)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPOPS:
             return _binop(_CMPOPS[type(node.ops[0])], walk(node.left), walk(node.comparators[0]))
         if isinstance(node, ast.BoolOp):
@@ -605,31 +613,31 @@ def accumulator_dtype(kind: str, d: DType) -> DType:
 def start_value(kind: str, d: DType) -> Const:
     """The start of an accumulator of ``kind`` over dtype ``d``."""
     if kind == "sum":
-        return C(0, d)
+        return constant(0, d)
     if kind == "prod":
-        return C(1, d)
+        return constant(1, d)
     if kind in ("max", "argmax"):
-        return C(-math.inf if d.is_float else (False if d.is_bool else np.iinfo(d.np).min), d)
+        return constant(-math.inf if d.is_float else (False if d.is_bool else np.iinfo(d.np).min), d)
     if kind in ("min", "argmin"):
-        return C(math.inf if d.is_float else (True if d.is_bool else np.iinfo(d.np).max), d)
-    return C(kind == "all", bool_)
+        return constant(math.inf if d.is_float else (True if d.is_bool else np.iinfo(d.np).max), d)
+    return constant(kind == "all", bool_)
 
 
 def combine(kind: str, acc: Expr, v: Expr) -> Expr:
     """One step of an accumulator of ``kind`` that is not an arg kind: its new value.
     Float sums and products may be reassociated by a renderer (partial sums per lane)."""
-    v = P("cast", v, to=acc.dtype)
-    return {"sum": lambda: P("add", acc, v), "prod": lambda: P("mul", acc, v),
+    v = apply("cast", v, to=acc.dtype)
+    return {"sum": lambda: apply("add", acc, v), "prod": lambda: apply("mul", acc, v),
             "max": lambda: maximum(acc, v), "min": lambda: minimum(acc, v),
-            "any": lambda: P("or", acc, v), "all": lambda: P("and", acc, v)}[kind]()
+            "any": lambda: apply("or", acc, v), "all": lambda: apply("and", acc, v)}[kind]()
 
 
 def arg_wins(kind: str, best: Expr, v: Expr) -> Expr:
     """Whether ``v`` replaces ``best`` in an argmax/argmin (after the first element, which
     always does): it compares better, or it is the first NaN (NumPy: a NaN wins)."""
-    better = P("gt" if kind == "argmax" else "lt", v, best)
+    better = apply("gt" if kind == "argmax" else "lt", v, best)
     if v.dtype.is_float:
-        better = P("or", better, P("and", _isnan(v), P("not", _isnan(best))))
+        better = apply("or", better, apply("and", _isnan(v), apply("not", _isnan(best))))
     return better
 
 
@@ -643,6 +651,7 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
     return REDUCER_KINDS[tuple(reducer)]
 
 
-__all__ = ["OPS", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "P", "C", "Pair", "Unsupported", "as_pair",
+__all__ = ["OPS", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant", "Pair", "Unsupported",
+           "as_pair",
            "choose", "convert", "is_pair", "pair_dtype", "expand", "combine", "arg_wins",
            "accumulator_dtype", "start_value", "reducer_kind", "reference", "int64"]

@@ -1,13 +1,17 @@
-"""``Executable``: a Function prepared to run, and the one place that runs programs.
+"""``Executable``: a Function prepared to run on one device, the one path below fusion.
 
-``compile_function`` runs the pass pipeline (unless asked to interpret the traced program
-as it is) and prepares the result. By default (backend ``llvm``) every fusion op is
-lowered to loop IR (``flowjit.lowering``) and, on the first call, the whole program is
-compiled by ``flowjit.codegen_cpu`` into one native function (``program.py``: kernels,
-BLAS calls and loops), or, when some op has no native form, each kernel is compiled and a
-Python driver calls them. The Python driver follows a memory plan (``memory_plan.py``)
-and a flat list of steps. Results never alias the caller's arguments or the program's constants, so a
-caller may mutate what it gets back.
+Every fusion op is lowered to loop IR once (``flowjit.lowering.backend.lower_program``,
+control ops' blocks as programs of their own) and the result is handed to the code
+generator of the device's kind (``code_generators``) through one interface: the whole
+program compiled by ``compile_program`` (the CPU's one native function: kernels, BLAS
+calls and loops; CUDA's launches), or, when the backend says it has no whole-program form
+(``NoProgram``) and its kernels can be called from the host, each kernel compiled by
+``compile_kernel`` and called by a Python driver that follows a memory plan
+(``memory_plan.py``) and a flat list of steps. Results never alias the caller's arguments
+or the program's constants, so a caller may mutate what it gets back.
+
+``compile_single_device`` runs the pass pipeline and makes the Executable; placed programs
+spanning devices go through ``dispatch.compile_function``.
 """
 
 from __future__ import annotations
@@ -20,21 +24,25 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from flowjit.ir.core import Function, Op
+from flowjit.ir.errors import KernelCompileError
 from flowjit.ir.interpreter import run_block, run_op
+from flowjit.lowering import print_kernel
+from flowjit.lowering.backend import LoweredProgram, NoProgram, lower_program
+from flowjit.lowering.listing import LoopProgram, loop_program
+from flowjit.lowering.loops import Kernel
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
 from flowjit.passes.placement import DeviceTarget
 from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
+from flowjit.runtime.code_generators import code_generator
+from flowjit.runtime.devices import device_target
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.profiler import PROFILER, Profile
 from flowjit.runtime.progress import compiling
-
-if TYPE_CHECKING:
-    from flowjit.lowering import LoopProgram
 
 # The pipeline's stages, ``.ir(stage=...)`` shows each as a Function.
 STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
@@ -60,31 +68,13 @@ def check_backend(backend: str) -> None:
         raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
 
 
-@dataclass
-class LLVMKernel:
-    """A fusion op's kernel through the loop IR and LLVM: ``compiled`` is called as
-    ``compiled(inputs, outputs)`` with arrays of the op's exact shapes (a 0-d value as a
-    0-d array); ``in_place`` the input positions its one output may be written into."""
-
-    kernel: Any            # flowjit.lowering.Kernel
-    compiled: Any          # flowjit.codegen_cpu.render.CompiledKernel
-    in_place: tuple[int, ...]
-    out_specs: list[tuple[tuple[int, ...], np.dtype]]
-
-    def entry(self, shapes: Sequence[tuple[int, ...]], parallel: bool = True) -> Callable[..., int] | None:
-        """The kernel's C entry as a ctypes function of (data pointers, then every
-        dimension), returning 1 when its temps could not be allocated, for a call on arrays
-        of ``shapes`` that needs none of ``compiled``'s chunking: no parallel split at these
-        sizes (or none wanted: ``parallel`` False). None: call ``compiled``."""
-        import ctypes
-
-        from flowjit.codegen_cpu import render
-        from flowjit.codegen_cpu.parallel import PARALLEL_MIN_ELEMENTS
-        if (parallel and render.chunk_loop(self.kernel) is not None
-                and max(math.prod(s) for s in shapes) >= PARALLEL_MIN_ELEMENTS):
-            return None
-        arity = len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
-        return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.compiled.address)
+def kernel_in_place(kernel: Kernel) -> tuple[int, ...]:
+    """The input positions the one output of ``kernel`` may be written into (the Python
+    driver writes only a kernel's one output into an input)."""
+    positions = {b.name: j for j, b in enumerate(kernel.inputs)}
+    if len(kernel.outputs) != 1 or not kernel.in_place:
+        return ()
+    return tuple(sorted(positions[n] for n in kernel.in_place[0]))
 
 
 def _out_of_memory(kernel: str) -> None:
@@ -109,7 +99,7 @@ class Step:
     """One top-level op as the runtime runs it: a compiled kernel or the op's NumPy reference."""
 
     op: Op
-    kernel: Any            # CompiledKernel or None
+    kernel: Kernel | None  # its loop IR, when it is a lowered kernel
     ins: list[int]         # input slots
     outs: list[int]        # result slots
     free: list[int]        # slots released after it (the memory plan)
@@ -124,13 +114,14 @@ class Step:
 class Executable:
     """A program ready to run on ``device`` with ``backend``; call it with a list of arrays.
 
-    With the ``llvm`` backend (the default) the program runs as one native function when
-    it has one (``native_reason`` says why not), else each fusion op as a loop-IR kernel
-    compiled through llvmlite (both on the first call). In the
-    Python driver a kernel the generator cannot compile (``fallbacks`` says why) and every
-    other op run their NumPy reference, so matmul goes to NumPy's BLAS; ``memory_plan``
-    says which of its buffers are released early and which kernels write in place. The
-    ``interpreter`` backend runs the program on the NumPy interpreter.
+    With the ``llvm`` backend (the default) the program is lowered once and compiled by the
+    device's code generator: as one whole program when it has one (``native_reason`` says
+    why not), else, on the CPU, each fusion op as a kernel the Python driver calls (on the
+    first call; a CUDA program compiles at once). In the Python driver a fusion the
+    lowering cannot express (``fallbacks`` says why) and every other op run their NumPy
+    reference, so matmul goes to NumPy's BLAS; ``memory_plan`` says which of its buffers
+    are released early and which kernels write in place. The ``interpreter`` backend runs
+    the program on the NumPy interpreter.
     """
 
     def __init__(self, function: Function, backend: str = "llvm", device: str = "cpu:0",
@@ -144,11 +135,17 @@ class Executable:
         self.device = device
         self.pipeline = pipeline
         self._dtypes = [a.type.dtype.np for a in function.args]
-        self.kernels: dict[int, Any] = {}
+        # The device's code generator (none for the interpreter), the program lowered for
+        # it, each kernel's loop IR (op id -> Kernel) and, for the Python driver, each
+        # kernel as the code generator compiled it.
+        self.codegen = code_generator(device) if backend in COMPILED_BACKENDS else None
+        self.lowered: LoweredProgram | None = None
+        self.kernels: dict[int, Kernel] = {}
+        self._compiled_kernels: dict[int, Any] = {}
         self.fallbacks: dict[str, str] = {}
         self._driver: Any = None
         self._driver_one: Any = None  # the driver returning its one result bare (no list)
-        self._program: Any = None     # llvm: the whole program as one native function, if it has one
+        self._program: Any = None     # llvm: the whole program as the code generator compiled it, if it has one
         self._compiled = False        # llvm: kernels or the program compiled
         self._profiled: Any = None    # llvm: the native program's profiling build (runtime.profiler)
         self._profile_lock = threading.Lock()  # one profiled call at a time writes its stamps
@@ -161,9 +158,9 @@ class Executable:
         self.control: dict[int, Callable[..., Any]] = {}
         self.control_blocks: dict[int, list[Executable]] = {}  # the compiled blocks of each
         if backend in COMPILED_BACKENDS:
-            self._compile_kernels()
             self._compile_blocks()
-        self.memory_plan = plan_memory(function, {i: k.in_place for i, k in self.kernels.items()})
+            self._lower()
+        self.memory_plan = plan_memory(function, {i: kernel_in_place(k) for i, k in self.kernels.items()})
         plan = self.memory_plan
         self._n_slots = len(plan.slots)
         self._steps = [Step(op, self.kernels.get(op.id), [plan.slots[v.id] for v in op.inputs],
@@ -175,38 +172,16 @@ class Executable:
         made_by_kernel = {r.id for op in function.body.ops if op.id in self.kernels for r in op.results}
         self._check_alias = [v.id not in made_by_kernel for v in function.returns]
 
-    def _compile_kernels(self) -> None:
-        # Lowered now, compiled on the first call (or by the program around them).
-        from flowjit.lowering import Unsupported, lower_block
-        names: set[str] = set()
-        for op in self.function.body.ops:
-            if op.primitive.role != "kernel":
-                continue
-            name = op.attrs.get("name", op.name)
-            symbol = "".join(c if c.isalnum() else "_" for c in name)[:48]
-            # Kernel symbols are unique within a program: its kernels link into one module.
-            unique, n = symbol, 1
-            while unique in names:
-                n += 1
-                unique = f"{symbol}_{n}"
-            names.add(unique)
-            try:
-                kernel = lower_block(op.blocks[0], unique)
-            except Unsupported as e:
-                self.fallbacks[name] = str(e)
-                continue
-            positions = {b.name: j for j, b in enumerate(kernel.inputs)}
-            # The Python driver writes only a kernel's one output into an input.
-            in_place = (tuple(sorted(positions[n] for n in kernel.in_place[0]))
-                        if len(kernel.outputs) == 1 and kernel.in_place else ())
-            self.kernels[op.id] = LLVMKernel(kernel, None, in_place,
-                                             [(tuple(r.type.shape), r.type.dtype.np) for r in op.results])
-
-    def _block_source(self) -> Any:
-        """This block's lowered program, for the native program around it (llvm)."""
-        from flowjit.codegen_cpu.program_plan import BlockSource
-        return BlockSource(self.function, {i: k.kernel for i, k in self.kernels.items()},
-                           {i: [r._block_source() for r in rs] for i, rs in self.control_blocks.items()})
+    def _lower(self) -> None:
+        # Lowered now, compiled on the first call (or by the program around them); a
+        # backend whose kernels the host cannot call compiles its program at once, so an op
+        # its device cannot run fails here, when the program is made.
+        self.lowered = lower_program(self.function, single_ops=self.codegen.single_ops)
+        self.lowered.blocks = {i: [r.lowered for r in rs] for i, rs in self.control_blocks.items()}
+        self.kernels = self.lowered.kernels
+        self.fallbacks = self.lowered.refused
+        if not self.codegen.host_driver:
+            self._compile_llvm()
 
     def _compile_llvm(self) -> None:
         """Compile the whole program as one native function (codegen_cpu.program) when
@@ -218,32 +193,30 @@ class Executable:
             self._compile_llvm_now()
 
     def _compile_llvm_now(self) -> None:
-        from flowjit.codegen_cpu.parallel import default_threads
-        from flowjit.codegen_cpu.program import compile_program
-        from flowjit.codegen_cpu.program_plan import NotNative, plan_program
-        from flowjit.codegen_cpu.render import KernelRenderError, compile_kernel
         try:
-            source = self._block_source()
-            plan, constants = plan_program(self.function, source.kernels, self.parallel,
-                                           default_threads() if self.parallel else 1, source.blocks)
-            self._program = compile_program(plan, constants, POOL.empty, POOL_MIN_BYTES, fastmath=self.fastmath)
-        except NotNative as e:
+            self._program = self.codegen.compile_program(self.lowered, self.device, fastmath=self.fastmath,
+                                                         parallel=self.parallel, pool_empty=POOL.empty,
+                                                         pool_min_bytes=POOL_MIN_BYTES)
+        except NoProgram as e:
+            if not self.codegen.host_driver:
+                raise
             self.native_reason = str(e)
-        except KernelRenderError as e:
+        except KernelCompileError as e:
             op = next((op for op in self.function.walk() if op.id in self.kernels
-                       and getattr(e, "kernel", None) in (self.kernels[op.id].kernel.name,)), None)
-            raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from {op.attrs.get('lines', '?')}: "
-                                    f"{e}" if op is not None else str(e)) from e
+                       and getattr(e, "kernel", None) == self.kernels[op.id].name), None)
+            raise type(e)(f"kernel {op.attrs.get('name', op.name)} from {op.attrs.get('lines', '?')}: "
+                          f"{e}" if op is not None else str(e)) from e
         if self._program is None:
             for op in self.function.body.ops:
                 k = self.kernels.get(op.id)
                 if k is None:
                     continue
                 try:
-                    k.compiled = compile_kernel(k.kernel, fastmath=self.fastmath)
-                except KernelRenderError as e:
-                    raise KernelRenderError(f"kernel {op.attrs.get('name', op.name)} from "
-                                            f"{op.attrs.get('lines', '?')}: {e}") from e
+                    self._compiled_kernels[op.id] = self.codegen.compile_kernel(
+                        k, [v.type for v in op.inputs], [r.type for r in op.results], fastmath=self.fastmath)
+                except KernelCompileError as e:
+                    raise type(e)(f"kernel {op.attrs.get('name', op.name)} from "
+                                  f"{op.attrs.get('lines', '?')}: {e}") from e
         self._compiled = True
 
     def _compile_blocks(self) -> None:
@@ -255,8 +228,8 @@ class Executable:
                 sub = Function(f"{self.function.name}.{op.name}{k}", block).clone()
                 for inner in sub.walk():  # a block runs on the thread (device) of its owner
                     inner.device = None
-                runners.append(compile_function(sub, backend=self.backend, fastmath=self.fastmath,
-                                                parallel=self.parallel))
+                runners.append(compile_single_device(sub, backend=self.backend, fastmath=self.fastmath,
+                                                     parallel=self.parallel))
             self.control_blocks[op.id] = runners
             # Loops run inside the native program, or step in Python when it has no native form.
             self.control[op.id] = functools.partial(op.primitive.impl, blocks=runners, **op.attrs)
@@ -301,42 +274,30 @@ class Executable:
             return out
         with self._profile_lock:
             if self._profiled is None:
-                from flowjit.codegen_cpu.program import compile_program
                 start = time.monotonic_ns()
-                self._profiled = compile_program(self._program.plan, self._program._constants, POOL.empty,
-                                                 POOL_MIN_BYTES, fastmath=self.fastmath, profile=True)
+                self._profiled = self.codegen.compile_program(
+                    self.lowered, self.device, fastmath=self.fastmath, parallel=self.parallel,
+                    pool_empty=POOL.empty, pool_min_bytes=POOL_MIN_BYTES, profile=True)
                 prof.record(f"compile {name} (profiling build)", "compile", start, time.monotonic_ns(), device)
             start = time.monotonic_ns()
             out = self._profiled.call_list(*arrays)
             end = time.monotonic_ns()
-            stamps = self._profiled.stamps.tolist()
+            steps = self._profiled.profiled_steps()
         prof.record(f"call {name}", "call", start, end, device)
-        # The plan's top-level steps are its kernel, matmul and control ops, in order.
+        # The program's timed steps are its kernel, matmul and control ops, in order.
         stepping = [op for op in self.function.body.ops if op.id in self.kernels or op.primitive.role ==
                     "matrix_product" or (op.blocks and op.primitive.kind == "control")]
-        for i, (step, op) in enumerate(zip(self._profiled.plan.steps, stepping)):
-            cat, args = self._describe_step(step)
+        for (cat, args, begin, finish), op in zip(steps, stepping):
             lines = op.attrs.get("lines") or (str(op.loc) if op.loc is not None else "")
-            prof.record(op.attrs.get("name", op.name), cat, stamps[2 * i], stamps[2 * i + 1], device,
-                        {"lines": lines, **args})
+            prof.record(op.attrs.get("name", op.name), cat, begin, finish, device, {"lines": lines, **args})
         return out
 
-    @staticmethod
-    def _describe_step(step: Any) -> tuple[str, dict[str, Any]]:
-        """A native step's category and details for the profiler (its name is its op's, as
-        ``flowjit explain`` names it)."""
-        from flowjit.codegen_cpu.program_plan import ControlCall, Gemm, KernelCall
-        if isinstance(step, KernelCall):
-            return "kernel", {"threads": step.split[1]} if step.split else {}
-        if isinstance(step, Gemm):
-            return "gemm", {"flops": 2 * step.m * step.n * step.k, "m": step.m, "n": step.n, "k": step.k}
-        if isinstance(step, ControlCall):
-            return "loop", {"blocks": len(step.blocks)}
-        return "step", {}
-
     def kernel_listing(self) -> str:
-        """The generated source of every kernel (prelude left out; the loop IR of an llvm
-        kernel) and of the driver, as ``flowjit ir --stage kernels`` prints it."""
+        """The loop IR of every kernel and the driver (the whole program's plan, or the
+        Python driver), as ``flowjit ir --stage kernels`` prints it; a program whose kernels
+        the host does not call (CUDA) as its code generator describes it."""
+        if self.codegen is not None and not self.codegen.host_driver:
+            return self._program.describe()
         parts = []
         for op in self.function.body.ops:
             if op.primitive.role != "kernel":
@@ -347,8 +308,7 @@ class Executable:
                 why = self.fallbacks.get(name, f"the {self.backend} backend")
                 parts.append(f"# kernel {name} ({lines}): runs on the interpreter: {why}\n")
             else:
-                from flowjit.lowering import print_kernel
-                parts.append(f"# kernel {name} ({lines}), loop IR\n{print_kernel(k.kernel).strip()}\n")
+                parts.append(f"# kernel {name} ({lines}), loop IR\n{print_kernel(k).strip()}\n")
         if self.backend in COMPILED_BACKENDS:
             parts.append("# driver: one call of the program\n" + self.driver_source())
         return "\n".join(parts)
@@ -360,7 +320,7 @@ class Executable:
             with self._first_call:
                 self._compile_llvm()
         if self._program is not None:
-            return self._program.plan.describe() + "\n"
+            return self._program.describe() + "\n"
         return self._driver_source()[0]
 
     def _driver_source(self) -> tuple[str, dict[str, Any]]:
@@ -394,7 +354,8 @@ class Executable:
                 call = f"run_op(op{i}, [{', '.join(ins)}])"
                 lines.append(f"    {', '.join(outs)}, = {call}" if outs else f"    {call}")
             else:
-                env[f"k{i}"] = k.compiled
+                compiled = self._compiled_kernels[st.op.id]
+                env[f"k{i}"] = compiled
                 pointer = ""  # what the call takes of each output: the array, or its data pointer
                 # An llvm kernel takes the op's exact shapes (0-d stays 0-d); a value no
                 # kernel made may be strided and is made contiguous (bound to a name, so
@@ -410,7 +371,7 @@ class Executable:
                 # A complex array is its parts to the kernel: one more dimension, of 2.
                 shapes = [(*v.type.shape, *((2,) if v.type.dtype.is_complex else ()))
                           for v in (*st.op.inputs, *st.op.results)]
-                entry = k.entry(shapes, self.parallel)
+                entry = compiled.entry(shapes, self.parallel)
                 if entry is None:
                     ins_tuple = f"({', '.join(call_ins)},)" if call_ins else "()"
                     template = f"    k{i}({ins_tuple}, ({{}},))"
@@ -420,13 +381,14 @@ class Executable:
                     pointer = ".ctypes.data"
                     dims = "".join(f", {d}" for shape in shapes for d in shape)
                     template = f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims})"
-                    if any(b.role == "temp" for b in k.kernel.buffers):
-                        template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.kernel.name!r})"
+                    if any(b.role == "temp" for b in k.buffers):
+                        template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.name!r})"
                 if st.into is not None:
                     lines.append(template.format(ins[st.into] + pointer))
                     lines.append(f"    {outs[0]} = {ins[st.into]}")
                 else:
-                    lines.extend(self._allocations(i, ins, outs, st, k.out_specs, env))
+                    specs = [(tuple(r.type.shape), r.type.dtype.np) for r in st.op.results]
+                    lines.extend(self._allocations(i, ins, outs, st, specs, env))
                     lines.append(template.format(", ".join(n + pointer for n in outs)))
             line_ops.update((n, st.op) for n in range(first + 1, len(lines) + 1))
             dead = [names[s] for s in st.free if names[s] not in args]  # the caller holds the arguments
@@ -479,6 +441,9 @@ class Executable:
 
     def failing_op(self, error: BaseException) -> Op | None:
         """The op of this program that raised ``error`` (from its traceback), if any."""
+        program_op = getattr(self._program, "failing_op", None)
+        if program_op is not None and program_op(error) is not None:
+            return program_op(error)
         op = None
         tb = error.__traceback__
         while tb is not None:
@@ -523,11 +488,10 @@ def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[
           pipeline: Pipeline = DEFAULT_PIPELINE, device: str | None = None, soft: bool = False
           ) -> Function | LoopProgram:
     """``function`` after pipeline ``stage`` (a pass name, or ``traced``/``fused``), placed
-    as ``compile_function`` places it; for ``loops`` the fused program's kernels as loop IR."""
+    as ``dispatch.compile_function`` places it; for ``loops`` the fused program's kernels as loop IR."""
     if stage == "traced":
         return function
     if stage == "loops":
-        from flowjit.lowering import loop_program  # only for inspection: not on import's path
         return loop_program(lower(function, "fused", passes, pipeline, device, soft))
     stop = "fusion" if stage == "fused" else stage
     return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop,
@@ -535,7 +499,6 @@ def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[
 
 
 def _target(device: str | None, soft: bool) -> DeviceTarget:
-    from flowjit.runtime.devices import device_target
     target = device_target(device)
     return dataclasses.replace(target, soft=True) if soft else target
 
@@ -554,28 +517,28 @@ def _as_view(op: Op) -> Callable[[np.ndarray], np.ndarray] | None:
     return None
 
 
-def compile_function(function: Function, interpret: bool = False, device: str | None = None,
-                     passes: Mapping[str, bool] | Iterable[str] | None = None,
-                     pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None,
-                     fastmath: bool = False, parallel: bool = True, soft: bool = False) -> Any:
-    """Prepare ``function`` to run: the traced program as it is when ``interpret`` (the
-    unfused debug mode), else the output of the pass pipeline on ``backend`` (default
-    ``FLOWJIT_BACKEND`` or ``llvm``: lower the fused kernels to loop IR and compile them
-    through llvmlite, with LLVM's ``fast`` flags on float ops when ``fastmath``;
-    ``interpreter`` runs the optimized program on the NumPy interpreter). ``device`` is the
-    default device (``cpu:0``): where arguments live and unplaced ops go. A program placed
-    on other devices than ``cpu:0`` becomes a ``MultiDeviceExecutable``: one partition per
-    device, run concurrently. ``soft`` (TensorFlow's soft placement): an op whose
-    ``fj.device`` cannot run it runs on the cheapest device that can, instead of raising
-    PlacementError."""
-    if interpret:
-        return Executable(function, "interpreter", device or "cpu:0")
+def optimize(function: Function, device: str | None = None,
+             passes: Mapping[str, bool] | Iterable[str] | None = None, pipeline: Pipeline = DEFAULT_PIPELINE,
+             soft: bool = False) -> tuple[PipelineResult, DeviceTarget]:
+    """``function`` through the pass pipeline for ``device`` (the default device), with the
+    target it was placed for."""
     target = _target(device, soft)
-    result = pipeline.run(function, disable=disabled_passes(passes, pipeline), target=target)
+    return pipeline.run(function, disable=disabled_passes(passes, pipeline), target=target), target
+
+
+def chosen_backend(backend: str | None) -> str:
+    """``backend``, else ``FLOWJIT_BACKEND``, else the default; ValueError if unknown."""
     chosen = backend or os.environ.get("FLOWJIT_BACKEND") or DEFAULT_BACKEND
     check_backend(chosen)
-    placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
-    if placed - {None, "cpu:0"}:
-        from flowjit.runtime.multi_device import MultiDeviceExecutable
-        return MultiDeviceExecutable(result.function, chosen, target.default, result, fastmath=fastmath)
-    return Executable(result.function, chosen, target.default, result, fastmath=fastmath, parallel=parallel)
+    return chosen
+
+
+def compile_single_device(function: Function, device: str | None = None,
+                          passes: Mapping[str, bool] | Iterable[str] | None = None,
+                          pipeline: Pipeline = DEFAULT_PIPELINE, backend: str | None = None,
+                          fastmath: bool = False, parallel: bool = True) -> Executable:
+    """``function`` optimized and prepared as one Executable on ``device`` (a control op's
+    block, which runs on the device of the op that owns it)."""
+    result, target = optimize(function, device, passes, pipeline)
+    return Executable(result.function, chosen_backend(backend), target.default, result, fastmath=fastmath,
+                      parallel=parallel)

@@ -1,9 +1,9 @@
 """``MultiDeviceExecutable``: a placed, partitioned program run on several devices at once.
 
 The program (after placement, partition and fusion) is split into one subfunction per
-device (``split_by_device``); each is compiled for its device (CPU: an ``Executable``
-whose kernels run single-threaded, one core per virtual device; CUDA: a
-``CudaExecutable``). One call is one step: each partition runs on its device's worker
+device (``split_by_device``); each is compiled for its device as an ``Executable``, through
+that device kind's code generator (a CPU partition's kernels run single-threaded, one core
+per virtual device). One call is one step: each partition runs on its device's worker
 thread, values cross devices through the step's ``Rendezvous``, and the call returns
 when every partition has finished. When one partition fails, the step is cancelled on
 every device (their waiting ``recv``s raise ``StepCancelled``), every thread finishes,
@@ -128,9 +128,7 @@ class MultiDeviceExecutable:
         host = remote_host(part.device)
         if host is not None:
             return _RemotePartition(host, host.compile(part.function))
-        if part.device.startswith("cuda:"):
-            from flowjit.codegen_cuda import CudaExecutable
-            return CudaExecutable(part.function, part.device)
+        # A CPU partition's kernels run on its one worker thread (a virtual CPU is one core).
         return Executable(part.function, backend, part.device, fastmath=fastmath, parallel=False)
 
     @property

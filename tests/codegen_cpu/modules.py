@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+# Modules here call the native pool by its symbol: as generated code does, they rely on the
+# pool module, which registers that symbol with the JIT for linking.
+import flowjit.codegen_cpu.pthread_pool  # noqa: F401
+
 F32, F64, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(64)
 
 

@@ -257,7 +257,7 @@ def _break_lowering(monkeypatch, tmp_path):
     for the loop-IR verifier to catch before LLVM sees it), on a cold cache."""
     import dataclasses
 
-    import flowjit.lowering as lowering
+    import flowjit.lowering.backend as lowering  # where the runtime lowers each fusion
     from flowjit.lowering.loops import INDEX, Const, Store, Var
 
     lower = lowering.lower_block

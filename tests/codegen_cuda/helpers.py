@@ -35,7 +35,7 @@ from flowjit.lowering.loops import (
     Update,
     Var,
 )
-from flowjit.lowering.scalar import P
+from flowjit.lowering.scalar import apply
 from tests.registry.case import kernel_tolerance
 from tests.registry.test_generic import _domain_inputs
 
@@ -100,24 +100,24 @@ def hand_built_kernel() -> Kernel:
             Accumulator("best", "argmin", f32, Const(np.inf, f32)),
             Loop("j", Const(1, INDEX), n1, 2, (
                 Let("t", Load("in0", (i, j), f32)),
-                If(P("gt", t, Const(-1.0, f32)), (Update("best", t, j),)),
+                If(apply("gt", t, Const(-1.0, f32)), (Update("best", t, j),)),
             )),
             Store("out1", (i,), AccValue("best", INDEX)),
-            If(P("lt", Load("in0", (i, Const(0, INDEX)), f32), Const(-0.5, f32)),
+            If(apply("lt", Load("in0", (i, Const(0, INDEX)), f32), Const(-0.5, f32)),
                (Store("out1", (i,), Const(-1, INDEX)),)),
         )),
         Loop("i2", Const(0, INDEX), n0, 1, (Loop("j2", Const(0, INDEX), n1, 1, (
             Let("u", Load("in0", (i2, j2), f32)),
-            If(P("gt", u, Const(0.0, f32)), (Store("out0", (i2, j2), P("mul", u, Const(2.0, f32))),),
-               (Store("out0", (i2, j2), P("neg", u)),)),
+            If(apply("gt", u, Const(0.0, f32)), (Store("out0", (i2, j2), apply("mul", u, Const(2.0, f32))),),
+               (Store("out0", (i2, j2), apply("neg", u)),)),
         )),)),
         Accumulator("total", "sum", f64, Const(0.0, f64)),
         Loop("k", Const(0, INDEX), n0, 1, (Loop("m", Const(0, INDEX), n1, 1, (
-            Update("total", P("cast", Load("in0", (k, m), f32), to=f64)),)),)),
-        Let("s", P("cast", AccValue("total", f64), to=f32)),
+            Update("total", apply("cast", Load("in0", (k, m), f32), to=f64)),)),)),
+        Let("s", apply("cast", AccValue("total", f64), to=f32)),
         Store("out2", (), Var("s", f32)),
         Loop("i3", Const(0, INDEX), n0, 1, (
-            Store("out3", (i3,), P("add", Var("s", f32), Load("in0", (i3, Const(0, INDEX)), f32))),)),
+            Store("out3", (i3,), apply("add", Var("s", f32), Load("in0", (i3, Const(0, INDEX)), f32))),)),
     )
     kernel = Kernel("by_hand", (Buffer("in0", "in", f32, 2), Buffer("out0", "out", f32, 2),
                                 Buffer("out1", "out", INDEX, 1), Buffer("out2", "out", f32, 0),

@@ -23,12 +23,12 @@ except Exception as e:  # no CUDA toolkit: nothing to compile with
                 f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}", allow_module_level=True)
 
 import flowjit as fj  # noqa: E402
-from flowjit.codegen_cuda import compile_cuda_kernel, supported  # noqa: E402
 from flowjit.codegen_cuda.compile import load_plan  # noqa: E402
 from flowjit.codegen_cuda.matmul_kernel import matmul_kernel  # noqa: E402
 from flowjit.codegen_cuda.render import cuda_kernel_plan  # noqa: E402
 from flowjit.ir.core import Block, Value, clone_ops_into  # noqa: E402
 from flowjit.ir.types import TensorType  # noqa: E402
+from tests.codegen_cuda.blocks import compile_block, supported  # noqa: E402
 from tests.codegen_cuda.helpers import (  # noqa: E402
     case_block,
     fused,
@@ -52,7 +52,7 @@ def ptx_of(f, *args) -> list[str]:
     out = []
     for op in fusion_ops(fused(f, *args)):
         assert supported(op.blocks[0]) is None
-        kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"], op.attrs["lines"])
+        kernel = compile_block(op.blocks[0], op.attrs["name"], op.attrs["lines"])
         out += kernel.ptx(CC).values()
     return out
 
@@ -95,7 +95,7 @@ def test_every_elementwise_and_layout_primitive_compiles_to_ptx():
     args = iter(block.args)
     block.set_returns([r for body in cases for r in clone_ops_into(body, block, [next(args) for _ in body.args])])
     assert supported(block) is None and len(cases) > 80
-    kernel = compile_cuda_kernel(block, "registry")
+    kernel = compile_block(block, "registry")
     assert len(kernel.ptx(CC)) == len(kernel.launches) > 1
 
 

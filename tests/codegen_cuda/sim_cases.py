@@ -32,27 +32,24 @@ except ImportError as e:
 import flowjit as fj  # noqa: E402
 from flowjit.codegen_cuda import (  # noqa: E402
     CudaDeviceError,
-    CudaExecutable,
-    CudaKernelCompileError,
     CudaUnsupportedError,
-    compile_cuda_kernel,
     cuda_devices,
-    cuda_kernel_source,
     feasible,
     is_device_array,
     kernel_stats,
     matmul,
-    supported,
     to_device,
     to_host,
     why_not,
 )
 from flowjit.codegen_cuda.compile import load_plan  # noqa: E402
 from flowjit.codegen_cuda.render import cuda_kernel_plan  # noqa: E402
+from flowjit.ir.errors import KernelCompileError  # noqa: E402
 from flowjit.ir.interpreter import interpret, run_block  # noqa: E402
 from flowjit.ir.registry import Primitive  # noqa: E402
 from flowjit.ir.types import TensorType  # noqa: E402
 from flowjit.lowering import evaluate  # noqa: E402
+from tests.codegen_cuda.blocks import block_source, compile_block, cuda_executable, supported  # noqa: E402
 from tests.codegen_cuda.helpers import (  # noqa: E402
     assert_matches,
     case_block,
@@ -81,7 +78,7 @@ def _f32(*shape: int) -> np.ndarray:
 
 def run_fusion(op, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """The fusion op's kernel on ``arrays`` (copied to the device), results on the host."""
-    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"], op.attrs["lines"])
+    kernel = compile_block(op.blocks[0], op.attrs["name"], op.attrs["lines"])
     return [to_host(x) for x in kernel(*[to_device(a) for a in arrays])]
 
 
@@ -178,7 +175,7 @@ def test_every_fusible_primitive_of_the_registry():
             refused = any(f"{p} of c" in reason and "has no loop lowering" in reason for p in COMPLEX_REFUSED)
             assert "float16" in reason or "empty" in reason or refused, (case.id, reason)
             continue
-        kernel = compile_cuda_kernel(body, case.prim)
+        kernel = compile_block(body, case.prim)
         got = [to_host(x) for x in kernel(*[to_device(a) for a in arrays])]
         try:
             assert_matches(got, interpret(fn, arrays))
@@ -263,7 +260,7 @@ def test_reductions_over_everything_one_after_another():
     x = _f32(1000)
     check_function(lambda x: (fj.nn.softmax(x), ((x - x.mean()) ** 2).mean()), x)
     (op,) = fusion_ops(fused(lambda x: fj.nn.softmax(x), x))
-    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"])
+    kernel = compile_block(op.blocks[0], op.attrs["name"])
     assert [launch.kind for launch in kernel.launches] == ["grid", "single", "grid", "single", "elements"]
 
 
@@ -310,7 +307,7 @@ def test_new_batch_size_reuses_the_compiled_kernel():
         return fj.nn.softmax(x * 2.0)
     (a,) = fusion_ops(fused(f, _f32(4, 24)))
     (b,) = fusion_ops(fused(f, _f32(6, 24)))
-    assert cuda_kernel_source(a.blocks[0], a.attrs["name"]) == cuda_kernel_source(b.blocks[0], b.attrs["name"])
+    assert block_source(a.blocks[0], a.attrs["name"]) == block_source(b.blocks[0], b.attrs["name"])
     before = kernel_stats()
     for op, batch in ((a, 4), (b, 6)):
         x = _f32(batch, 24)
@@ -327,8 +324,8 @@ def test_compile_error_names_the_ops_and_lines():
     p = tanh.primitive
     # A primitive whose template calls a function the scalar vocabulary does not define.
     tanh.primitive = Primitive("broken_tanh", kind="elementwise", rule=p.rule, impl=p.impl, template="no_such_fn(a)")
-    with pytest.raises(CudaKernelCompileError) as info:
-        compile_cuda_kernel(op.blocks[0], op.attrs["name"], op.attrs["lines"])
+    with pytest.raises(KernelCompileError) as info:  # the runtime's lowering names it, before CUDA
+        compile_block(op.blocks[0], op.attrs["name"], op.attrs["lines"])
     message = str(info.value)
     assert op.attrs["name"] in message and "sim_cases.py:" in message and "no_such_fn" in message
     assert "broken_tanh" in message
@@ -346,7 +343,7 @@ def test_an_elements_launch_past_the_parameter_limit_splits_by_outputs():
     # are more parameter bytes than one launch may take, so the outputs go in halves.
     xs = [_f32(3, 4) for _ in range(40)]
     (op,) = fusion_ops(fused(lambda *xs: tuple(x * 2.0 - 1.0 for x in xs), *xs))
-    kernel = compile_cuda_kernel(op.blocks[0], op.attrs["name"])
+    kernel = compile_block(op.blocks[0], op.attrs["name"])
     assert len(kernel.launches) > 1 and {launch.kind for launch in kernel.launches} == {"elements"}
     assert_matches([to_host(y) for y in kernel(*[to_device(x) for x in xs])], run_block(op.blocks[0], xs))
 
@@ -364,7 +361,7 @@ def test_blocks_past_the_parameter_limit_run_op_by_op():
     fn = fused(f, *xs)
     (op,) = fusion_ops(fn)
     assert "parameters" in supported(op.blocks[0]) and feasible(op)
-    exe = CudaExecutable(fn, "cuda:0")
+    exe = cuda_executable(fn, "cuda:0")
     assert "parameters" in exe.unfused[op.attrs["name"]]
     np.testing.assert_allclose(to_host(exe.run(*xs)[0]), sum(xs), rtol=2e-5, atol=1e-5)
     x16 = np.zeros((4, 4), np.float16)
@@ -409,7 +406,7 @@ def mlp(x, w, b, w2):
 def test_executable_runs_a_fused_mlp():
     x, w, b, w2 = _f32(6, 20), _f32(20, 12) * 0.3, _f32(12), _f32(12, 5)
     fn = fused(mlp, x, w, b, w2)
-    exe = CudaExecutable(fn, "cuda:1")
+    exe = cuda_executable(fn, "cuda:1")
     outs = exe.run(x, to_device(w, 1), b, w2)  # host and device arrays mixed
     assert all(is_device_array(o) for o in outs)
     want = interpret(fj.function(mlp).ir(x, w, b, w2), [x, w, b, w2])
@@ -427,7 +424,7 @@ def test_executable_copies_returned_arguments_and_runs_lone_layout_ops():
     fn = fused(lambda x, w: (x, x @ w.T), x, w)  # the transpose stays outside: a one-op kernel
     assert any(op.primitive.kind == "layout" for op in fn.body.ops)
     dx = to_device(x)
-    out = CudaExecutable(fn, "cuda:0").run(dx, w)
+    out = cuda_executable(fn, "cuda:0").run(dx, w)
     assert out[0] is not dx
     np.testing.assert_array_equal(to_host(out[0]), x)
     np.testing.assert_allclose(to_host(out[1]), x @ w.T, rtol=2e-5, atol=1e-5)
@@ -438,11 +435,11 @@ def test_executable_rejects_what_it_cannot_run():
     cumsum = next(op for op in fn.body.ops if op.name == "cumsum")
     assert not feasible(cumsum) and "cumsum" in why_not(cumsum)
     with pytest.raises(CudaUnsupportedError) as info:
-        CudaExecutable(fn, "cuda:1")
+        cuda_executable(fn, "cuda:1")
     assert "cumsum" in str(info.value) and "cuda:1" in str(info.value) and "opaque" in str(info.value)
     assert all(feasible(op) for op in fn.body.ops if op is not cumsum)
     with pytest.raises(fj.FlowjitTypeError, match="must be f32"):
-        CudaExecutable(fused(lambda x: x + 1.0, _f32(2)), "cuda:0").run(_f32(3))
+        cuda_executable(fused(lambda x: x + 1.0, _f32(2)), "cuda:0").run(_f32(3))
 
 
 def test_placed_program_runs_its_cuda_partition_here(monkeypatch):

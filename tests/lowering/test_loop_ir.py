@@ -26,7 +26,7 @@ from flowjit.lowering.loops import (
     Update,
     Var,
 )
-from flowjit.lowering.scalar import C, P, expand
+from flowjit.lowering.scalar import apply, constant, expand
 
 I = int64  # noqa: E741
 
@@ -34,11 +34,12 @@ I = int64  # noqa: E741
 def row_sum_kernel(body_override=None) -> Kernel:
     """out0[i] = sum_j in0[i, j] * 2."""
     i, j, n0, n1 = Var("i", I), Var("j", I), Var("n0", I), Var("n1", I)
-    inner = (Let("t", P("mul", Load("in0", (i, j), float32), C(2, float32))), Update("acc", Var("t", float32)))
-    body = (Loop("i", C(0, I), n0, 1, (
-        Accumulator("acc", "sum", float64, C(0, float64)),
-        Loop("j", C(0, I), n1, 1, inner),
-        Store("out0", (i,), P("cast", AccValue("acc", float64), to=float32)),
+    inner = (Let("t", apply("mul", Load("in0", (i, j), float32), constant(2, float32))),
+             Update("acc", Var("t", float32)))
+    body = (Loop("i", constant(0, I), n0, 1, (
+        Accumulator("acc", "sum", float64, constant(0, float64)),
+        Loop("j", constant(0, I), n1, 1, inner),
+        Store("out0", (i,), apply("cast", AccValue("acc", float64), to=float32)),
     ), parallel=True),)
     return Kernel("row_sum", (Buffer("in0", "in", float32, 2), Buffer("out0", "out", float32, 1)),
                   (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1)), body_override or body)
@@ -69,19 +70,19 @@ def test_a_valid_kernel_verifies_and_evaluates():
 
 def _broken(stmt) -> Kernel:
     n0 = Var("n0", I)
-    return row_sum_kernel((Loop("i", C(0, I), n0, 1, (stmt,)),))
+    return row_sum_kernel((Loop("i", constant(0, I), n0, 1, (stmt,)),))
 
 
 @pytest.mark.parametrize("stmt, message", [
-    (Store("out0", (Var("k", I),), C(1.0, float32)), "k is used before it is defined"),
-    (Store("in0", (Var("i", I), Var("i", I)), C(1.0, float32)), "a store to in0, not an output or temp"),
-    (Store("out0", (Var("i", I), Var("i", I)), C(1.0, float32)), "out0 has rank 1, indexed with 2"),
-    (Store("out0", (Var("i", I),), C(1.0, float64)), "a f64 value stored into f32 out0"),
-    (Update("acc", C(1.0, float32)), "update of accumulator acc before its declaration"),
-    (Let("x", Prim("add", (C(1.0, float32), C(1, I)), float32)), "add of mixed dtypes f32, i64"),
-    (Let("x", Load("in0", (Var("i", I), C(0.5, float32)), float32)), "an index of in0 is not int64"),
-    (Let("i", C(1, I)), "i is defined twice in one scope"),
-    (Let("x", Prim("cast", (C(1.0, float32),), bool_)), "a cast to bool"),
+    (Store("out0", (Var("k", I),), constant(1.0, float32)), "k is used before it is defined"),
+    (Store("in0", (Var("i", I), Var("i", I)), constant(1.0, float32)), "a store to in0, not an output or temp"),
+    (Store("out0", (Var("i", I), Var("i", I)), constant(1.0, float32)), "out0 has rank 1, indexed with 2"),
+    (Store("out0", (Var("i", I),), constant(1.0, float64)), "a f64 value stored into f32 out0"),
+    (Update("acc", constant(1.0, float32)), "update of accumulator acc before its declaration"),
+    (Let("x", Prim("add", (constant(1.0, float32), constant(1, I)), float32)), "add of mixed dtypes f32, i64"),
+    (Let("x", Load("in0", (Var("i", I), constant(0.5, float32)), float32)), "an index of in0 is not int64"),
+    (Let("i", constant(1, I)), "i is defined twice in one scope"),
+    (Let("x", Prim("cast", (constant(1.0, float32),), bool_)), "a cast to bool"),
     (Let("x", AccValue("acc", float64)), "accumulator acc read before its declaration"),
 ])
 def test_the_verifier_names_the_kernel_and_the_fault(stmt, message):
@@ -111,7 +112,7 @@ def test_binary_vocabulary_matches_numpy_on_edge_values(name, short):
     for a, b in itertools.product(values, values):
         if name == "pow" and d.is_int and b < 0:
             continue  # the registry defines it apart (C's 1 / a**-b), checked by the registry cases
-        got = _eval(expand(prim.template, [C(a, d), C(b, d)], out))
+        got = _eval(expand(prim.template, [constant(a, d), constant(b, d)], out))
         want = prim.impl(np.asarray(a, d.np), np.asarray(b, d.np))[()]
         assert got.dtype == want.dtype, (a, b)
         same = (np.isnan(want) and np.isnan(got)) if d.is_float and np.isnan(want) else got == want
@@ -128,7 +129,7 @@ def test_unary_vocabulary_matches_numpy_on_edge_values(name):
             continue
         out = bool_ if name in ("isnan", "isfinite") else d
         for a in (FLOAT_VALUES + [0.5, 1.5, -0.5, 2.5] if d.is_float else INT_VALUES):
-            got = _eval(expand(prim.template, [C(a, d)], out))
+            got = _eval(expand(prim.template, [constant(a, d)], out))
             want = prim.impl(np.asarray(a, d.np))[()]
             ok = (np.isnan(got) and np.isnan(want)) if d.is_float and out == d and np.isnan(want) else got == want
             if ok and out == d and d.is_float and want == 0:
@@ -141,7 +142,7 @@ def test_transcendental_functions_are_named_calls_with_a_dtype():
     assert print_kernel(Kernel("k", (), (), (Let("y", expand(get("tanh").template, [x], float32)),))).splitlines()[1] \
         == "  y: f32 = tanh.f32(x)"
     # gelu's x**3: multiplies, not a pow call.
-    assert expand(get("pow").template, [x, C(3.0, float32)], float32) == P("mul", P("mul", x, x), x)
+    assert expand(get("pow").template, [x, constant(3.0, float32)], float32) == apply("mul", apply("mul", x, x), x)
 
 
 def test_the_verifier_checks_in_place_names():

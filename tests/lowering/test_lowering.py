@@ -132,13 +132,3 @@ def test_a_complex_function_with_no_loop_lowering_is_named():
     fn.body.set_returns(b.emit(get("sqrt"), [fn.args[0]], {}))
     with pytest.raises(Unsupported, match=r"sqrt of c64\[3\]: sqrt of complex values has no loop lowering"):
         lower_block(fn.body)
-
-
-def test_a_renderer_finds_the_intrinsics_a_kernel_calls():
-    from flowjit.lowering.loops import intrinsics
-
-    def gelu(x):
-        return 0.5 * x * (1.0 + fj.tanh(0.7978845608 * (x + 0.044715 * x**3)))
-    assert intrinsics(kernel_of(gelu, np.ones(8, np.float32))) == {("tanh", "f32")}
-    assert intrinsics(kernel_of(lambda a: fj.exp(a) // 2.0, np.ones(8))) == {
-        ("exp", "f64"), ("fmod", "f64"), ("floor", "f64"), ("copysign", "f64")}

@@ -11,7 +11,7 @@ import pytest
 from flowjit.ir import get, interpret, new_function, verify
 from flowjit.ir.types import TensorType
 from flowjit.passes.forward import jvp
-from flowjit.runtime.executable import compile_function
+from flowjit.runtime.dispatch import compile_function
 from tests.passes.test_autodiff import EPS, GRADIENT_CASES, _float64_case
 
 

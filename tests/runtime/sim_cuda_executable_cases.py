@@ -24,6 +24,7 @@ from flowjit.ir.dtypes import dtype  # noqa: E402
 from flowjit.ir.errors import FlowjitError  # noqa: E402
 from flowjit.ir.types import TensorType  # noqa: E402
 from flowjit.runtime import rendezvous  # noqa: E402
+from tests.codegen_cuda.blocks import cuda_executable  # noqa: E402
 
 F32x4 = TensorType((4,), dtype("float32"))
 
@@ -34,7 +35,7 @@ def _exp_plus_received() -> tuple[CudaExecutable, list]:
     (e,) = b.emit("exp", fn.args)
     (r,) = b.emit("recv", [], {"key": "k", "src": "cpu:0", "shape": (4,), "dtype": F32x4.dtype})
     fn.body.set_returns(b.emit("add", [e, r]))
-    return CudaExecutable(fn, "cuda:0"), fn.body.ops
+    return cuda_executable(fn, "cuda:0"), fn.body.ops
 
 
 def _run(exe: CudaExecutable, x: np.ndarray, sent: np.ndarray | None) -> np.ndarray:

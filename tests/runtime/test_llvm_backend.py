@@ -18,7 +18,7 @@ import pytest
 
 import flowjit as fj
 from flowjit import optim
-from flowjit.runtime.executable import LLVMKernel
+from flowjit.lowering.loops import Kernel
 from tests.registry.case import kernel_tolerance
 from tests.registry.test_compiled import COMPLEX_REFUSED, case_function, case_inputs
 from tests.registry.test_generic import ALL_CASES
@@ -231,7 +231,7 @@ def test_fori_loop_on_llvm():
     exe = executable(f)
     blocks = [b for runners in exe.control_blocks.values() for b in runners]
     assert blocks and all(b.backend == "llvm" for b in blocks)
-    assert any(isinstance(k, LLVMKernel) for b in blocks for k in b.kernels.values())
+    assert any(isinstance(k, Kernel) for b in blocks for k in b.kernels.values())
 
 
 def test_scan_and_cond_on_llvm():
