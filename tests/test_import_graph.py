@@ -32,7 +32,8 @@ LAZY = {
     "graphviz": "the `viz` extra (flowjit ir --format svg)",
     "tensorboardX": "the `viz` extra (summaries)",
     "tqdm": "the `examples` extra (progress bars)",
-    # Costly and rarely needed.
+    # Costly at import and needed only by the first compile or when asked for.
+    "flowjit.lowering": "the loop IR (10 ms of import): loaded by the first compile, not by `import flowjit`",
     "scipy": "0.1-0.3 s to import; only special functions and LAPACK references need it",
 }
 

@@ -24,6 +24,7 @@ from flowjit.codegen_cuda.executable import (
     feasible,
     why_not,
 )
+from flowjit.codegen_cuda.launch_plan import CudaKernelPlan, Launch, UnsupportedOp
 from flowjit.codegen_cuda.memory import (
     CudaDeviceError,
     copy,
@@ -38,12 +39,7 @@ from flowjit.codegen_cuda.memory import (
     to_host,
     uses_cupy,
 )
-from flowjit.codegen_cuda.render import (
-    CudaKernelPlan,
-    Launch,
-    UnsupportedOp,
-    cuda_kernel_plan,
-)
+from flowjit.codegen_cuda.render import cuda_kernel_plan
 
 __all__ = [
     "LIBRARY_CALLS", "CudaDeviceError", "CudaExecutable", "CudaKernel", "CudaKernelCompileError", "CudaKernelPlan",

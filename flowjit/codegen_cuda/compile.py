@@ -26,18 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowjit.codegen_cuda import memory
-from flowjit.codegen_cuda.render import (
-    GRID_BLOCKS_ARG,
-    SHARED,
-    CudaKernelPlan,
-    Launch,
-    UnsupportedOp,
-    cuda_kernel_plan,
-    host_value,
-    kernel_name,
-    module_source,
-    scratch_name,
-)
+from flowjit.codegen_cuda.launch_plan import GRID_BLOCKS_ARG, SHARED, CudaKernelPlan, Launch, UnsupportedOp, host_value
+from flowjit.codegen_cuda.render import cuda_kernel_plan, kernel_name, module_source
+from flowjit.codegen_cuda.writer import scratch_name
 from flowjit.ir.core import Block
 from flowjit.ir.errors import BUG_REPORT, FlowjitError
 from flowjit.ir.types import TensorType

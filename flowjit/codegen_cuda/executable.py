@@ -21,7 +21,8 @@ import numpy as np
 
 from flowjit.codegen_cuda import memory
 from flowjit.codegen_cuda.compile import CudaKernel, compile_kernel, static_reason
-from flowjit.codegen_cuda.render import LAYOUT_ROLES, PRELUDE, UnsupportedOp
+from flowjit.codegen_cuda.launch_plan import LAYOUT_ROLES, UnsupportedOp
+from flowjit.codegen_cuda.writer import PRELUDE
 from flowjit.ir.core import Op
 from flowjit.ir.errors import FlowjitError, FlowjitTypeError
 from flowjit.lowering import print_kernel

@@ -47,7 +47,6 @@ from flowjit.explain.bounds import machine_bounds
 from flowjit.explain.report import BoundaryReport, Explanation, KernelReport
 from flowjit.ir.core import Function, Op
 from flowjit.ir.interpreter import run_block, run_op
-from flowjit.lowering import Unsupported, lower_block
 from flowjit.passes.fusion import boundaries_of
 from flowjit.runtime.executable import STAGES, lower
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
@@ -271,9 +270,10 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     """The kernel of fusion op ``op`` compiled alone and called on ``ins``: through its C
     entry with the pointers and dimensions bound once (as the native driver calls it) when
     it runs on one thread at these sizes, else through the chunk pool."""
-    # render imports llvmlite: it loads on the first timed kernel, as on the first compile
-    # (``import flowjit``, which imports this module, loads no compiler).
+    # The loop IR and render (llvmlite) load on the first timed kernel, as on the first
+    # compile (``import flowjit``, which imports this module, loads neither).
     from flowjit.codegen_cpu import render
+    from flowjit.lowering import Unsupported, lower_block
     try:
         kernel = lower_block(op.blocks[0], "explain_kernel")
     except Unsupported:

@@ -9,9 +9,12 @@ Adding a backend is one module and one row here.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from flowjit.ir.errors import FlowjitError
-from flowjit.lowering.backend import Backend
+
+if TYPE_CHECKING:  # the interface's module loads with the loop IR, by the first compile
+    from flowjit.lowering.backend import Backend
 
 # Device kind -> the module whose ``BACKEND`` compiles for it.
 CODE_GENERATORS = {

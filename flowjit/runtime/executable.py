@@ -24,17 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flowjit.ir.core import Function, Op
 from flowjit.ir.errors import KernelCompileError
 from flowjit.ir.interpreter import run_block, run_op
-from flowjit.lowering import print_kernel
-from flowjit.lowering.backend import LoweredProgram, NoProgram, lower_program
-from flowjit.lowering.listing import LoopProgram, loop_program
-from flowjit.lowering.loops import Kernel
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
 from flowjit.passes.placement import DeviceTarget
 from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
@@ -43,6 +39,11 @@ from flowjit.runtime.devices import device_target
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.profiler import PROFILER, Profile
 from flowjit.runtime.progress import compiling
+
+if TYPE_CHECKING:  # the loop IR loads with the first compile, not with `import flowjit`
+    from flowjit.lowering.backend import LoweredProgram
+    from flowjit.lowering.listing import LoopProgram
+    from flowjit.lowering.loops import Kernel
 
 # The pipeline's stages, ``.ir(stage=...)`` shows each as a Function.
 STAGES = ("traced", *DEFAULT_PIPELINE.names, "fused")
@@ -176,6 +177,7 @@ class Executable:
         # Lowered now, compiled on the first call (or by the program around them); a
         # backend whose kernels the host cannot call compiles its program at once, so an op
         # its device cannot run fails here, when the program is made.
+        from flowjit.lowering.backend import lower_program
         self.lowered = lower_program(self.function, single_ops=self.codegen.single_ops)
         self.lowered.blocks = {i: [r.lowered for r in rs] for i, rs in self.control_blocks.items()}
         self.kernels = self.lowered.kernels
@@ -193,6 +195,7 @@ class Executable:
             self._compile_llvm_now()
 
     def _compile_llvm_now(self) -> None:
+        from flowjit.lowering.backend import NoProgram
         try:
             self._program = self.codegen.compile_program(self.lowered, self.device, fastmath=self.fastmath,
                                                          parallel=self.parallel, pool_empty=POOL.empty,
@@ -308,6 +311,7 @@ class Executable:
                 why = self.fallbacks.get(name, f"the {self.backend} backend")
                 parts.append(f"# kernel {name} ({lines}): runs on the interpreter: {why}\n")
             else:
+                from flowjit.lowering import print_kernel
                 parts.append(f"# kernel {name} ({lines}), loop IR\n{print_kernel(k).strip()}\n")
         if self.backend in COMPILED_BACKENDS:
             parts.append("# driver: one call of the program\n" + self.driver_source())
@@ -492,6 +496,7 @@ def lower(function: Function, stage: str, passes: Mapping[str, bool] | Iterable[
     if stage == "traced":
         return function
     if stage == "loops":
+        from flowjit.lowering import loop_program
         return loop_program(lower(function, "fused", passes, pipeline, device, soft))
     stop = "fusion" if stage == "fused" else stage
     return pipeline.run(function, disable=disabled_passes(passes, pipeline), stop_after=stop,

@@ -20,7 +20,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cuda import cuda_devices, feasible, launch_config, why_not
-from flowjit.codegen_cuda.render import COLUMN_THREADS, host_value
+from flowjit.codegen_cuda.launch_plan import COLUMN_THREADS, host_value
 from tests.codegen_cuda.blocks import plan_block, supported
 from tests.codegen_cuda.helpers import fused, fusion_ops
 from tests.test_programs import nested_pads

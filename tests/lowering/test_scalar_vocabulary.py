@@ -15,7 +15,7 @@ from flowjit.lowering import scalar
 
 ROOT = Path(scalar.__file__).resolve().parents[1]
 # Each renderer's module with its table; the CUDA one imports numba.cuda (the test extra).
-RENDERERS = {"cpu": "flowjit.codegen_cpu.emit", "cuda": "flowjit.codegen_cuda.render"}
+RENDERERS = {"cpu": "flowjit.codegen_cpu.emit", "cuda": "flowjit.codegen_cuda.writer"}
 
 
 def _table(module: str) -> dict:
