@@ -47,7 +47,6 @@ from flowjit.ir.errors import BUG_REPORT
 
 from . import jit, render
 from .blas import blas_functions
-from .program_emit import render_program
 from .program_plan import (
     METH_FASTCALL,
     PYARRAY_EMPTY,
@@ -221,6 +220,9 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     identity = "\n".join([head, repr(plan), *(render.kernel_identity(k, fastmath) for k in kernels.values())])
 
     def render_module() -> str:
+        # llvmlite's IR builder loads only when a program is rendered: a process that loads
+        # its programs from the object cache never imports it.
+        from .program_emit import render_program
         return render_program(plan, int_bits, fastmath, profile)
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")

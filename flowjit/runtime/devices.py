@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from flowjit.ir.core import Function, Op
 from flowjit.ir.errors import FlowjitError
 from flowjit.passes.placement import DeviceTarget
+from flowjit.runtime.code_generators import code_generator
 
 _NAME = re.compile(r"(cpu|cuda):(\d+)")
 # /job:<job>[/replica:<r>]/task:<t>[/<device>]: TensorFlow's full device names.
@@ -153,15 +154,16 @@ def check_device(name: object) -> Device:
 
 
 def feasible(op: Op, device: str) -> bool:
-    """Whether ``device`` has a kernel for ``op``: a CPU runs every op (compiled kernels
-    or the NumPy reference); a CUDA device what the CUDA backend can compile."""
-    if device.startswith("cpu:") or device in _remote_hosts:
+    """Whether ``device`` can run ``op``, as the code generator of its kind says
+    (``Backend.why_not``): a CPU runs every op (compiled kernels or the NumPy reference), a
+    CUDA device what the CUDA backend can compile; a remote task's device is a CPU's."""
+    if device in _remote_hosts:
         return True
     try:
-        from flowjit.codegen_cuda import feasible as cuda_feasible
-    except ImportError:
+        generator = code_generator(device)
+    except ImportError:  # the device kind's backend is not installed (numba-cuda, the cuda extra)
         return False
-    return bool(cuda_feasible(op))
+    return generator.why_not(op) is None
 
 
 def device_target(default: str | None = None) -> DeviceTarget:
