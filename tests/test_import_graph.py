@@ -40,6 +40,8 @@ LAZY = {
     "tqdm": "the `examples` extra (progress bars)",
     # Costly at import and needed only by the first compile or when asked for.
     "flowjit.lowering": "the loop IR (10 ms of import): loaded by the first compile, not by `import flowjit`",
+    "flowjit.runtime.multi_device": "device threads, queues and step ids: loaded by the first placed program",
+    "flowjit.explain.core": "fj.explain's machinery (5 ms of import): loaded by its first call",
     "scipy": "0.1-0.3 s to import; only special functions and LAPACK references need it",
 }
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowjit.codegen_cpu import objcache
 from flowjit.tracer.function import function
 
 # Large enough to stream from memory past the last-level cache, short enough to take ~10 ms.
@@ -70,6 +69,7 @@ def bounds_path() -> str:
     """Where this machine's bounds are kept (see the module docstring)."""
     identity = f"{FORMAT}|{platform.machine()}|{_cpu_model()}|{os.cpu_count()}|numpy{np.__version__}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    from flowjit.codegen_cpu import objcache  # the CPU backend's cache directory, loaded when first timed
     return os.path.join(os.path.dirname(objcache.directory()), "machine", f"bounds-{key}.json")
 
 

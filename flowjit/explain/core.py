@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.codegen_cpu import parallel
 from flowjit.explain.bounds import machine_bounds
 from flowjit.explain.report import BoundaryReport, Explanation, KernelReport
 from flowjit.ir.core import Function, Op
@@ -272,7 +271,7 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     it runs on one thread at these sizes, else through the chunk pool."""
     # The loop IR and render (llvmlite) load on the first timed kernel, as on the first
     # compile (``import flowjit``, which imports this module, loads neither).
-    from flowjit.codegen_cpu import render
+    from flowjit.codegen_cpu import parallel, render
     from flowjit.lowering import Unsupported, lower_block
     try:
         kernel = lower_block(op.blocks[0], "explain_kernel")

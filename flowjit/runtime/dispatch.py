@@ -10,11 +10,14 @@ path below fusion: lowered once, compiled by that device kind's code generator.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from flowjit.ir.core import Function
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline
 from flowjit.runtime.executable import Executable, chosen_backend, optimize
-from flowjit.runtime.multi_device import MultiDeviceExecutable
+
+if TYPE_CHECKING:
+    from flowjit.runtime.multi_device import MultiDeviceExecutable
 
 
 def compile_function(function: Function, interpret: bool = False, device: str | None = None,
@@ -38,5 +41,7 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
     chosen = chosen_backend(backend)
     placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
     if placed - {None, "cpu:0"}:
+        # Its device threads, queues and step ids load with the first placed program.
+        from flowjit.runtime.multi_device import MultiDeviceExecutable
         return MultiDeviceExecutable(result.function, chosen, target.default, result, fastmath=fastmath)
     return Executable(result.function, chosen, target.default, result, fastmath=fastmath, parallel=parallel)
