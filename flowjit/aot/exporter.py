@@ -231,7 +231,8 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     """Compile ``f`` (an ``fj.function`` or a plain function) for arguments like
     ``example_args`` (arrays, or ``fj.ShapeDtype`` for shapes alone) into ``path``:
     ``libNAME.so`` (C entry ``int32_t NAME(const NAME_args*, NAME_results*, void *scratch)``),
-    ``NAME.h``, ``NAME.json`` (the manifest ``fj.load_compiled`` reads), ``NAME.o`` and,
+    ``NAME.h``, ``NAME.json`` (the manifest ``fj.load_compiled`` reads), ``NAME.o``, ``NAME.ir``
+    (the traced program's IR text, which ``flowjit validate model`` interprets) and,
     when ``f`` reads Variables, ``NAME.safetensors``. ``cpu``: ``x86-64-v3`` (the default:
     portable to any x86-64 CPU with AVX2), another x86-64 level, or ``native``. ``static``:
     values of ``f``'s static parameters by name (compiled in; the library does not take
@@ -314,6 +315,12 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         "blas": {"library": blas_library, "symbols": blas, "int_bits": int_bits} if blas else None,
     }
     manifest["digest"] = mf.digest(manifest)
+    # The traced program's IR, kept beside the library so `flowjit validate model` can run
+    # flowjit's interpreter on it (outside the digest, as the library's own hash is).
+    ir_text = str(entry.function)
+    manifest["ir"] = {"file": f"{name}.ir", "sha256": hashlib.sha256(ir_text.encode()).hexdigest(),
+                      "batch": SYMBOLIC_SAMPLES[0] if symbol else None,
+                      "frozen_values": f"{name}.ir.safetensors" if frozen else None}
     text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"], frozen,
                             symbolic=symbol is not None)
     obj = jit.compile_object(text, target, name)
@@ -324,6 +331,10 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     obj_path, header, man_path = out / f"{name}.o", out / f"{name}.h", out / f"{name}.json"
     obj_path.write_bytes(obj)
     header.write_text(render_header(manifest))
+    (out / manifest["ir"]["file"]).write_text(ir_text)
+    if frozen:  # the interpreter needs the values the library has compiled in
+        safetensors.numpy.save_file({n: v for n, v in zip(var_names, frozen.values())},
+                                    str(out / manifest["ir"]["frozen_values"]))
     weights = None
     if manifest["variables"]:
         weights = out / f"{name}.safetensors"

@@ -2,8 +2,9 @@
 ``export`` (which writes it) and ``load_compiled`` (which reads it with the standard
 library and NumPy only: no tracer, no compiler).
 
-The manifest's ``digest`` is the SHA-256 of its content (every key but ``digest`` and
-``library_sha256``, as canonical JSON); the library exports the same string as
+The manifest's ``digest`` is the SHA-256 of its content (every key but ``digest``,
+``library_sha256`` and ``ir`` (the IR text file beside the library and its hash), as
+canonical JSON); the library exports the same string as
 ``NAME_digest``, so a manifest edited after the build (a shape, a dtype, the CPU) no
 longer matches the library it describes. Pytrees are stored as JSON nodes
 (``{"kind": "leaf"}``, ``{"kind": "tuple"|"list", "children": [...]}``, ``{"kind":
@@ -46,8 +47,8 @@ class AOTError(FlowjitError):
 
 
 def digest(manifest: dict[str, Any]) -> str:
-    """The SHA-256 of ``manifest``'s content (all but ``digest`` and ``library_sha256``)."""
-    content = {k: v for k, v in manifest.items() if k not in ("digest", "library_sha256")}
+    """The SHA-256 of ``manifest``'s content (all but ``digest``, ``library_sha256`` and ``ir``)."""
+    content = {k: v for k, v in manifest.items() if k not in ("digest", "library_sha256", "ir")}
     return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -77,7 +77,7 @@ def test_load_compiled_matches_the_jit(built):
 def test_the_files_and_the_manifest(built):
     root, _ = built
     names = sorted(p.name for p in (root / "mlp").iterdir())
-    assert names == ["libmlp.so", "mlp.h", "mlp.json", "mlp.o", "mlp.safetensors"]
+    assert names == ["libmlp.so", "mlp.h", "mlp.ir", "mlp.json", "mlp.o", "mlp.safetensors"]
     m = json.loads((root / "mlp" / "mlp.json").read_text())
     assert m["flowjit_version"] == fj.__version__ and m["cpu"]["name"] == "x86-64-v3"
     assert [(a["name"], a["dtype"], a["shape"], a["kind"]) for a in m["args"]] == [
@@ -341,7 +341,7 @@ def test_no_c_compiler_still_writes_the_object_and_header(tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", "")
     with pytest.raises(AOTError, match="install one"):
         fj.export(lambda x: x * 2, inputs(4, 0), path=tmp_path, name="twice")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["twice.h", "twice.json", "twice.o"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["twice.h", "twice.ir", "twice.json", "twice.o"]
 
 
 
