@@ -83,6 +83,25 @@ def test_replica_device_setter_places_variables_round_robin_and_ops_on_the_worke
     assert tf.train.replica_device_setter(cluster={"worker": ["w:1"]}) is None
 
 
+def test_replica_device_setter_puts_other_ops_on_the_worker_job_by_default():
+    """TensorFlow's worker_device defaults to "/job:worker": without it, the ops that are not
+    variables go there (the exact strings of TF 1.15), an inner tf.device merging field by field."""
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(tf.train.replica_device_setter(cluster=SPEC)):
+            v1 = tf.Variable(1.0, name="v1")
+            v2 = tf.Variable(2.0, name="v2")
+            y = v1 + v2
+            with tf.device("/task:1"):
+                z = y * 2.0
+            with tf.device("/cpu:0"):
+                w = y - 1.0
+        with tf.device(tf.train.replica_device_setter(ps_tasks=1, worker_device="")):
+            u = tf.Variable(0.0, name="u") + 1.0  # an empty worker_device: no worker job
+    assert (v1.device, v2.device) == ("/job:ps/task:0", "/job:ps/task:1")
+    assert (y.device, z.device, w.device, u.device) == ("/job:worker", "/job:worker/task:1", "/job:worker/cpu:0", "")
+
+
 def test_tensorflow_local_device_names_run_in_this_process():
     g = tf.Graph()
     with g.as_default():

@@ -300,19 +300,20 @@ class _ReplicaDeviceChooser:
             if ps_device.job and (not current.job or current.job == ps_device.job):
                 ps_device = ps_device.replace(task=int(self._ps_strategy(op)))
             return ps_device.make_merged_spec(current).to_string()
-        return DeviceSpec.from_string(self._worker_device).make_merged_spec(current).to_string()
+        return DeviceSpec.from_string(self._worker_device or "").make_merged_spec(current).to_string()
 
 
-def replica_device_setter(ps_tasks: int = 0, ps_device: str = "/job:ps", worker_device: str | None = None,
+def replica_device_setter(ps_tasks: int = 0, ps_device: str = "/job:ps", worker_device: str | None = "/job:worker",
                           merge_devices: bool = True, cluster: Any = None, ps_ops: Sequence[str] | None = None,
                           ps_strategy: Callable[[Operation], int] | None = None
                           ) -> Callable[[Operation], str] | None:
     """A device function for ``with tf.device(...)``, as TensorFlow's: each Variable op goes
     to a task of ``ps_device``'s job, chosen by ``ps_strategy`` (round robin by default, or
     ``GreedyLoadBalancingStrategy(n, byte_size_load_fn)``), every other op to
-    ``worker_device``; a device set by an inner ``tf.device`` wins field by field. The ps
-    tasks are ``cluster``'s (a ClusterSpec or dict) or ``ps_tasks``; with none, None (no
-    placement)."""
+    ``worker_device`` (``"/job:worker"`` by default, as TensorFlow's, so ``v1 + v2`` has
+    device ``"/job:worker"``; ``""`` or None: no worker job); a device set by an inner
+    ``tf.device`` wins field by field. The ps tasks are ``cluster``'s (a ClusterSpec or
+    dict) or ``ps_tasks``; with none, None (no placement)."""
     if cluster is not None:
         spec = cluster.as_dict() if isinstance(cluster, ClusterSpec) else ClusterSpec(cluster).as_dict()
         ps_job = DeviceSpec.from_string(ps_device).job
