@@ -30,6 +30,24 @@ _BUNDLED = [
     ("libopenblas*.so*", "cblas_", "", 32),  # NumPy 1.x wheels
 ]
 _SYSTEM = ["openblas", "cblas", "blas"]
+# The thread-count setter and getter of each library kind, tried in order in the library that
+# holds the gemm: NumPy's bundled OpenBLAS (ILP64 and LP64) and a plain OpenBLAS.
+_THREAD_CONTROLS = [("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+                    ("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
+                    ("openblas_set_num_threads", "openblas_get_num_threads")]
+
+
+@dataclass(frozen=True)
+class BlasThreads:
+    """The BLAS library's thread control: ``set_address`` of ``void set(int)`` (how many
+    threads its next calls may use) and ``get_address`` of ``int get()``."""
+
+    set_address: int
+    get_address: int
+
+    def get(self) -> int:
+        """The thread count the library's calls use now."""
+        return int(ctypes.CFUNCTYPE(ctypes.c_int)(self.get_address)())
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,7 @@ class BlasFunction:
 
 
 _found: dict[str, BlasFunction] | None = None
+_threads: BlasThreads | None = None
 _lock = threading.Lock()
 
 
@@ -77,7 +96,7 @@ def blas_functions() -> dict[str, BlasFunction]:
     """``{"sgemm": ..., "dgemm": ...}`` from the first library that has both (the
     ``FLOWJIT_BLAS`` file if set, then NumPy's bundled OpenBLAS, then the system's); an
     empty dict when none is found, and the caller falls back to its own loops."""
-    global _found
+    global _found, _threads
     if _found is not None:
         return _found
     with _lock:
@@ -93,8 +112,22 @@ def blas_functions() -> dict[str, BlasFunction]:
                 jit.add_library(path, lib)
                 _found = {r: BlasFunction(f"{prefix}{r}{suffix}", a, bits, path)
                           for r, a in funcs.items()}
+                for setter, getter in _THREAD_CONTROLS:
+                    try:
+                        _threads = BlasThreads(ctypes.cast(getattr(lib, setter), ctypes.c_void_p).value,
+                                               ctypes.cast(getattr(lib, getter), ctypes.c_void_p).value)
+                        break
+                    except AttributeError:
+                        continue
                 break
     return _found
+
+
+def blas_threads() -> BlasThreads | None:
+    """The thread control of the library ``blas_functions`` found (None: it has none this
+    module knows, and its calls keep the library's own threading)."""
+    blas_functions()
+    return _threads
 
 
 jit.provide_libraries(blas_functions)

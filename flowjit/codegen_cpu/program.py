@@ -46,10 +46,12 @@ except ImportError:  # NumPy 1.x
 from flowjit.ir.errors import BUG_REPORT
 
 from . import jit, render
-from .blas import blas_functions
+from .blas import blas_functions, blas_threads
 from .program_plan import (
     METH_FASTCALL,
     PYARRAY_EMPTY,
+    T_BLAS_SET,
+    T_BLAS_THREADS,
     T_DGEMM,
     T_EMPTY,
     T_FALLBACK_LIST,
@@ -131,6 +133,9 @@ class NativeProgram:
         for name, slot in (("sgemm", T_SGEMM), ("dgemm", T_DGEMM)):
             if name in blas:
                 table[slot] = blas[name].address
+        threads = blas_threads() if blas else None
+        if threads is not None:  # small products run on one BLAS thread (program_emit.blas_one_thread)
+            table[T_BLAS_SET], table[T_BLAS_THREADS] = threads.set_address, threads.get()
         for b in results:
             table[T_FIXED + 2 * b.slot] = self._ref(np.dtype(b.dtype))
             if pool_empty is not None and b.nbytes >= pool_min_bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import llvmlite.ir as ir
@@ -23,6 +23,7 @@ from .program_plan import (
     ARRAY_DIMS,
     ARRAY_FLAGS,
     ARRAY_ND,
+    BLAS_PARALLEL_MIN_WORK,
     DESCR_BYTEORDER,
     DESCR_TYPE_NUM,
     NO_TRANS,
@@ -31,6 +32,8 @@ from .program_plan import (
     OB_TYPE,
     ROW_MAJOR,
     SCRATCH_ALIGN,
+    T_BLAS_SET,
+    T_BLAS_THREADS,
     T_DGEMM,
     T_EMPTY,
     T_FALLBACK_LIST,
@@ -492,12 +495,36 @@ class _Driver:
         lda = m if g.trans_a else k
         ldb = k if g.trans_b else n
         trans = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
+        one_thread = self.blas_one_thread(b, tab, b.mul(b.mul(m, n), k))
         b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), ir.Constant(fl, 1.0),
                     bufs[g.a], at_least_one(lda), bufs[g.b], at_least_one(ldb), ir.Constant(fl, 0.0), bufs[g.c],
                     at_least_one(n)])
+        one_thread()
         if after is not None:
             b.branch(after)
             b.position_at_end(after)
+
+    def blas_one_thread(self, b: ir.IRBuilder, tab: ir.Value, work: ir.Value) -> Callable[[], None]:
+        """Before a gemm of ``work`` multiply-adds: when it is below BLAS_PARALLEL_MIN_WORK
+        and the table holds the BLAS's thread setter, set the BLAS to one thread. Returns
+        what to emit after the gemm: the thread count back to the one the table holds (the
+        library's count when the program was loaded)."""
+        setter = self.table(b, tab, T_BLAS_SET)
+        small = b.and_(b.icmp_signed("<", work, ir.Constant(I64, BLAS_PARALLEL_MIN_WORK)),
+                       b.icmp_unsigned("!=", setter, ir.Constant(I64, 0)))
+        fnty = ir.FunctionType(VOID, [I32])
+
+        def set_threads(count: Callable[[], ir.Value]) -> None:
+            fn_ = b.function
+            go, end = fn_.append_basic_block(self.fresh("blas_threads")), fn_.append_basic_block(self.fresh("blas_end"))
+            b.cbranch(small, go, end)
+            b.position_at_end(go)
+            b.call(b.inttoptr(setter, fnty.as_pointer()), [count()])
+            b.branch(end)
+            b.position_at_end(end)
+
+        set_threads(lambda: ir.Constant(I32, 1))
+        return lambda: set_threads(lambda: b.trunc(self.table(b, tab, T_BLAS_THREADS), I32))
 
     # The CPython entry points (METH_FASTCALL): fj_call_list returns the result list,
     # fj_call_one the one result.
@@ -613,6 +640,8 @@ class _CDriver(_Driver):
             self.slots[const_base + k] = self.data(f"fj_const_{k}", c).ptrtoint(I64)
         self.frozen = {arg: self.data(f"fj_frozen_{arg}", value) for arg, value in frozen.items()}
         it = ir.IntType(blas_int_bits)
+        # A library keeps its BLAS's own threading (its caller may set it: OPENBLAS_NUM_THREADS).
+        self.slots[T_BLAS_SET] = self.slots[T_BLAS_THREADS] = ir.Constant(I64, 0)
         for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64)):
             if routine in blas:
                 fn = self.extern(blas[routine], VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])

@@ -34,11 +34,19 @@ GIL_MIN_ELEMENTS = 1 << 15
 SCRATCH_ALIGN = 64
 # CBLAS enums.
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+# A product of fewer multiply-adds than this runs on one BLAS thread: below it, waking the
+# BLAS's other threads costs more than they save, and on a machine whose cores are busy with
+# other work they may not run for a time slice (a 64x128x64 product of the digits MLP took
+# 100x longer with OpenBLAS's 2 threads beside two busy processes). Above it the BLAS keeps
+# its own threading.
+BLAS_PARALLEL_MIN_WORK = 1 << 23
 
 # The table a program's builtin gets as ``self`` (an int64 NumPy array): fixed slots, then
 # each result's dtype and allocator, then each constant's data.
-T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_PROFILE = range(8)
-T_FIXED = 8
+# T_BLAS_SET: the BLAS's thread-count setter (0: none); T_BLAS_THREADS: its count when loaded.
+(T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_PROFILE, T_BLAS_SET,
+ T_BLAS_THREADS) = range(10)
+T_FIXED = 10
 
 
 @dataclass(frozen=True)

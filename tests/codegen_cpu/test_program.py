@@ -323,3 +323,56 @@ def test_the_python_drivers_kernels_verify_their_loop_ir_too(monkeypatch, tmp_pa
     with pytest.raises(KernelCompileError, match=r"kernel sin_mul from .*test_program.py:\d+.*nowhere is used "
                                                  r"before it is defined"):
         f(np.ones(3, np.float32))
+
+
+def _blas_setter():
+    from flowjit.codegen_cpu.blas import blas_threads
+    threads = blas_threads()
+    if threads is None:
+        pytest.skip("this BLAS has no thread control flowjit knows")
+    return threads, ctypes.CFUNCTYPE(None, ctypes.c_int)(threads.set_address)
+
+
+def test_a_small_product_runs_on_one_blas_thread_and_leaves_the_blas_as_it_was():
+    # Waking the BLAS's other threads for a small product costs more than they save, and on a
+    # busy machine they may not run for a time slice: the digits MLP trained 8x slower beside
+    # two busy processes until its 64x128x64 products ran on one thread.
+    threads, set_threads = _blas_setter()
+    before = threads.get()
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32)
+    large = rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 128)).astype(np.float32)
+    assert 64 * 128 * 64 < program_plan.BLAS_PARALLEL_MIN_WORK <= 256 * 256 * 128
+    calls: list[int] = []
+    recorder = ctypes.CFUNCTYPE(None, ctypes.c_int)(calls.append)  # stands in for the BLAS's setter
+    try:
+        set_threads(2)
+        for (a, b), want in ((small, [1, 2]), (large, [])):
+            f = fj.function(lambda a, b: a @ b)
+            out, exe = _native(f, a, b)
+            np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+            assert threads.get() == 2  # as the program found it
+            table = exe._program._table
+            assert table[program_plan.T_BLAS_SET] == threads.set_address and table[program_plan.T_BLAS_THREADS] == 2
+            table[program_plan.T_BLAS_SET] = ctypes.cast(recorder, ctypes.c_void_p).value
+            calls.clear()
+            np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-4)
+            table[program_plan.T_BLAS_SET] = threads.set_address
+            assert calls == want, (a.shape, b.shape, calls)
+    finally:
+        set_threads(before)
+
+
+def test_a_program_loaded_with_one_blas_thread_keeps_it(tmp_path, monkeypatch):
+    # A user who set OPENBLAS_NUM_THREADS=1 (or threadpoolctl) keeps one thread after a call.
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    threads, set_threads = _blas_setter()
+    before = threads.get()
+    try:
+        set_threads(1)
+        a = np.ones((32, 48), np.float64)
+        out, _ = _native(fj.function(lambda a: a @ a.T), a)
+        np.testing.assert_allclose(out, a @ a.T)
+        assert threads.get() == 1
+    finally:
+        set_threads(before)
