@@ -5,8 +5,9 @@ The data are scikit-learn's bundled 8x8 digits (no download; MNIST's little sibl
 The model is 64-128-128-10 with ReLU, trained with Adam on the softmax cross-entropy;
 the whole step (forward, gradients, update of every parameter and slot) is one
 ``@fj.function``, traced once and compiled to fused native kernels. Each epoch ends
-with a checkpoint (``fj.checkpoint``, safetensors, atomic, the last three kept);
-``--resume`` continues from the latest one. Prints test accuracy and samples/s;
+with a checkpoint (``fj.checkpoint``, safetensors, atomic, checksummed, the last three
+kept); ``--resume`` continues from the latest one that verifies (a damaged newer one is
+skipped with a warning). Prints test accuracy and samples/s;
 ``--logdir DIR`` also writes TensorBoard summaries (loss, test accuracy, step time, the
 training step's fused graph) for ``tensorboard --logdir DIR``.
 
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             print(f"no checkpoint in {args.checkpoint_dir}: starting from scratch")
         else:
             first_epoch = meta["step"] + 1
-            print(f"resumed from {manager.latest} (epoch {meta['step']}, step {int(opt.iterations.numpy())})")
+            print(f"resumed from {meta['path']} (epoch {meta['step']}, step {int(opt.iterations.numpy())})")
 
     train_step, evaluate = classifier_steps(model, opt)
     rng = np.random.default_rng(args.seed + first_epoch)

@@ -24,11 +24,16 @@ traversal order. Two different Variables under one name are an error that names 
 An optimizer that has not taken a step yet has no slots; ``restore`` creates the slots a
 file holds for trainable Variables of the same state, so a script can restore before
 training. Everything raised on purpose is a ``CheckpointError`` (a ``FlowjitError``);
-a missing file is the usual ``FileNotFoundError``.
+a damaged file (truncated, not safetensors, a tensor failing its CRC-32, which each file
+stores per tensor in its metadata under ``"flowjit.checksums"``) is its subclass
+``CorruptCheckpointError``, which ``CheckpointManager.restore`` skips for the newest older
+checkpoint that verifies, with a ``CheckpointWarning``; a missing file is the usual
+``FileNotFoundError``.
 """
 
 from flowjit.checkpoint.manager import CheckpointManager
-from flowjit.checkpoint.safetensors_format import CheckpointError
+from flowjit.checkpoint.safetensors_format import CheckpointError, CheckpointWarning, CorruptCheckpointError
 from flowjit.checkpoint.saving import load, restore, save
 
-__all__ = ["CheckpointError", "CheckpointManager", "load", "restore", "save"]
+__all__ = ["CheckpointError", "CheckpointManager", "CheckpointWarning", "CorruptCheckpointError", "load", "restore",
+           "save"]

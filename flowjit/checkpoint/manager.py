@@ -6,9 +6,11 @@ import contextlib
 import operator
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
+from flowjit.checkpoint.safetensors_format import CheckpointError, CheckpointWarning, CorruptCheckpointError
 from flowjit.checkpoint.saving import remove_temporary, restore, save, stale_temporaries
 
 SUFFIX = ".safetensors"
@@ -68,11 +70,47 @@ class CheckpointManager:
         return path
 
     def restore(self, state: Any, path: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
-        """Restore ``state`` from ``path``, or from the latest checkpoint when ``path`` is
-        None; returns the checkpoint's metadata (as ``fj.checkpoint.restore``), or None and
-        leaves ``state`` untouched when there is no checkpoint yet."""
-        if path is None:
-            path = self.latest
-            if path is None:
-                return None
-        return restore(path, state)
+        """Restore ``state`` from the newest checkpoint that verifies, or from ``path`` when
+        given (that file or an error). Returns the checkpoint's metadata (as
+        ``fj.checkpoint.restore``) with ``"path"``, the file restored; or None, ``state``
+        untouched, when there is no checkpoint yet.
+
+        A damaged checkpoint (``CorruptCheckpointError``: truncated, not safetensors, a
+        tensor failing its checksum) or one that cannot be read (an ``OSError``) is skipped
+        for the next older one, with a ``CheckpointWarning`` naming it and why; when none
+        verifies, a ``CorruptCheckpointError`` lists them all and nothing is restored. A
+        sound checkpoint that does not match ``state`` stops the search (a
+        ``CheckpointError``): the program changed, and an older file would not fit either."""
+        if path is not None:
+            return {**restore(path, state), "path": Path(path)}
+        candidates = self.checkpoints[::-1]
+        if not candidates:
+            return None
+        skipped: list[tuple[Path, str]] = []
+        for candidate in candidates:
+            try:
+                metadata = restore(candidate, state)
+            except CorruptCheckpointError as e:
+                skipped.append((candidate, str(e)))
+            except FileNotFoundError:
+                skipped.append((candidate, "it was deleted while being restored (a save of another process "
+                                           "pruned it)"))
+            except OSError as e:
+                skipped.append((candidate, f"it cannot be read ({e})"))
+            except CheckpointError:
+                _warn_skipped(skipped, f"and stopped at {candidate}, which does not match the state")
+                raise
+            else:
+                _warn_skipped(skipped, f"restoring {candidate}, the newest checkpoint that verifies")
+                return {**metadata, "path": candidate}
+        raise CorruptCheckpointError(
+            f"none of the {len(candidates)} checkpoint{'s' if len(candidates) > 1 else ''} in {self.directory} "
+            "verifies; nothing was restored:\n  " + "\n  ".join(f"{p}: {why}" for p, why in skipped)
+            + "\nrestore one of them by path (CheckpointManager.restore(state, path)) to see its error alone, "
+              "or start from scratch")
+
+
+def _warn_skipped(skipped: list[tuple[Path, str]], then: str) -> None:
+    """One ``CheckpointWarning`` per checkpoint ``CheckpointManager.restore`` skipped."""
+    for path, why in skipped:
+        warnings.warn(CheckpointWarning(f"skipped {path}: {why}; {then}"), stacklevel=3)

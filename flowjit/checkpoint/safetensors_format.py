@@ -7,8 +7,19 @@ end]}`` (offsets into the buffer) and may hold ``"__metadata__"``, a str->str ma
 reads the data, memory-mapped. Before it is given a file to read, ``read_header``
 checks everything a truncated or corrupted file could break (header length, JSON,
 dtypes, shapes, offsets against the file's size), reading only the header, and raises
-``CheckpointError`` naming the file and the problem: the library's own errors say less
-("incomplete metadata, file not fully covered") and do not name the file.
+``CorruptCheckpointError`` naming the file and the problem: the library's own errors say
+less ("incomplete metadata, file not fully covered") and do not name the file.
+
+Checksums. Safetensors carries none, so a flipped byte in the data would restore as a
+wrong value. ``write_file`` stores a CRC-32 of each tensor's bytes (as laid out in the
+file: C order, little-endian) in the metadata, under ``"flowjit.checksums"`` as
+``{"algorithm": "crc32", "tensors": {name: "8 hex digits"}}``: other readers ignore
+metadata they do not know, so the file stays plain safetensors. ``read_tensors`` checks
+every array it reads against it (a mismatch is a ``CorruptCheckpointError`` naming the
+file and the tensor) and warns (``CheckpointWarning``) for a file that has none, written
+before checksums or by another program. The CRC is zlib's (``zlib.crc32``, the standard
+library's, the CRC-32 of zip and PNG): like TensorFlow's CRC32C it catches every error
+burst of up to 32 bits, so every flipped byte, and it needs no new dependency.
 """
 
 from __future__ import annotations
@@ -16,6 +27,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import warnings
+import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -28,6 +42,10 @@ from flowjit.ir.errors import FlowjitError
 # The spec's own limit: a larger length is a corrupt file, not a header to allocate.
 MAX_HEADER_BYTES = 100_000_000
 METADATA_KEY = "__metadata__"
+# The metadata key holding the per-tensor checksums, and the one algorithm they use.
+CHECKSUMS_KEY = "flowjit.checksums"
+CHECKSUM_ALGORITHM = "crc32"
+_HEX8 = re.compile(r"^[0-9a-f]{8}$")
 
 # The safetensors code of each flowjit dtype (the spec's names: F32, I8, U64, BOOL...).
 # The format has no code for complex128 (the safetensors library refuses it).
@@ -40,6 +58,18 @@ _DTYPE_BY_CODE = {code: np.dtype(name).newbyteorder("<") for name, code in _CODE
 class CheckpointError(FlowjitError):
     """A checkpoint could not be written or read: a corrupt or truncated file, a file that
     does not match the state it is restored into, or a state that cannot be saved."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file is damaged: truncated, not valid safetensors, or a tensor's data
+    fails its checksum. ``CheckpointManager.restore`` skips such a file for an older one;
+    a file that is sound but does not match the state is a plain ``CheckpointError``."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was read with less assurance than usual: it has no checksums (written
+    before flowjit stored them, or by another program), or ``CheckpointManager.restore``
+    skipped a damaged newer checkpoint for it."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +93,8 @@ class Header:
     tensors: dict[str, TensorEntry]
     metadata: dict[str, str]
     data_start: int
+    # Each tensor's CRC-32, or None for a file without checksums.
+    checksums: dict[str, int] | None = None
 
 
 def dtype_code(dtype: np.dtype) -> str:
@@ -76,11 +108,20 @@ def dtype_code(dtype: np.dtype) -> str:
                               f"{', '.join(_CODE_BY_NAME)}{hint}") from None
 
 
+def tensor_checksum(arr: np.ndarray) -> int:
+    """The CRC-32 (``zlib.crc32``) of ``arr``'s bytes as a safetensors file holds them: C
+    order, little-endian."""
+    arr = np.asarray(arr)
+    # Not ascontiguousarray: it turns 0-d arrays into shape (1,).
+    return zlib.crc32(np.asarray(arr, dtype=arr.dtype.newbyteorder("<"), order="C"))
+
+
 def write_file(path: str | os.PathLike[str], tensors: dict[str, np.ndarray],
                metadata: dict[str, str] | None = None) -> None:
     """Write ``tensors`` (name -> array of a flowjit dtype) and the str->str ``metadata``
     to the safetensors file ``path`` with the ``safetensors`` library, which lays the
-    arrays out and pads the header so the data starts 8-byte aligned. Every array is made
+    arrays out and pads the header so the data starts 8-byte aligned, adding each
+    tensor's checksum to the metadata (``CHECKSUMS_KEY``). Every array is made
     C-contiguous first: the library copies ``nbytes`` from an array's data pointer, so a
     strided view (a transpose, a step slice) would be written as the wrong elements."""
     contiguous = {}
@@ -89,15 +130,20 @@ def write_file(path: str | os.PathLike[str], tensors: dict[str, np.ndarray],
         dtype_code(arr.dtype)
         # Not ascontiguousarray: it turns 0-d arrays into shape (1,).
         contiguous[name] = np.asarray(arr, order="C")
-    safetensors.numpy.save_file(contiguous, os.fspath(path), metadata=dict(metadata) if metadata else None)
+    if metadata and CHECKSUMS_KEY in metadata:
+        raise CheckpointError(f"the metadata key {CHECKSUMS_KEY!r} is the checksums' own; use another key")
+    sums = {name: f"{tensor_checksum(contiguous[name]):08x}" for name in sorted(contiguous)}
+    metadata = {**(metadata or {}),
+                CHECKSUMS_KEY: json.dumps({"algorithm": CHECKSUM_ALGORITHM, "tensors": sums})}
+    safetensors.numpy.save_file(contiguous, os.fspath(path), metadata=metadata)
 
 
 def read_header(f: BinaryIO, size: int, source: str) -> Header:
     """Read and validate the header of the ``size``-byte file ``f`` (named ``source`` in
     errors): every entry well formed, the byte ranges tiling the buffer without holes or
     overlaps, and the file exactly as long as the header says (shorter means truncated)."""
-    def corrupt(problem: str) -> CheckpointError:
-        return CheckpointError(f"{source} is not a valid safetensors checkpoint: {problem}")
+    def corrupt(problem: str) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{source} is not a valid safetensors checkpoint: {problem}")
 
     if size < 8:
         raise corrupt(f"the file has {size} bytes, fewer than the 8 of the header length (truncated?)")
@@ -135,7 +181,35 @@ def read_header(f: BinaryIO, size: int, source: str) -> Header:
         raise corrupt(f"the data ends at byte {expected} but the file has only {size} bytes (truncated)")
     if size > expected:
         raise corrupt(f"{size - expected} unexpected bytes after the data")
-    return Header(tensors, dict(metadata), 8 + n)
+    checksums = _checksums(metadata.get(CHECKSUMS_KEY), tensors, corrupt)
+    return Header(tensors, dict(metadata), 8 + n, checksums)
+
+
+def _checksums(raw: str | None, tensors: dict[str, TensorEntry], corrupt: Any) -> dict[str, int] | None:
+    """The checksums ``raw`` (the value of ``CHECKSUMS_KEY``) records for ``tensors``, or
+    None when the file has none; anything malformed is damage to the header."""
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as e:
+        raise corrupt(f"the checksums in {CHECKSUMS_KEY} are not valid JSON ({e})") from None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("tensors"), dict):
+        raise corrupt(f"the checksums in {CHECKSUMS_KEY} are not an object with a \"tensors\" map")
+    if parsed.get("algorithm") != CHECKSUM_ALGORITHM:
+        raise corrupt(f"the checksums use algorithm {parsed.get('algorithm')!r}, which this flowjit cannot check "
+                      f"(it knows {CHECKSUM_ALGORITHM!r}); read the file with the flowjit that wrote it")
+    sums = parsed["tensors"]
+    for name in sorted(tensors):
+        if name not in sums:
+            raise corrupt(f"no checksum for tensor {name!r} in {CHECKSUMS_KEY}")
+    for name in sorted(sums):
+        if name not in tensors:
+            raise corrupt(f"{CHECKSUMS_KEY} has a checksum for {name!r}, which is not a tensor of the file")
+    for name in sorted(sums):
+        if not isinstance(sums[name], str) or not _HEX8.match(sums[name]):
+            raise corrupt(f"the checksum of {name!r} is {sums[name]!r}, not 8 lowercase hex digits")
+    return {name: int(value, 16) for name, value in sums.items()}
 
 
 def read_tensors(path: str | os.PathLike[str], header: Header, names: list[str], source: str) -> dict[str, np.ndarray]:
@@ -143,20 +217,35 @@ def read_tensors(path: str | os.PathLike[str], header: Header, names: list[str],
     the ``safetensors`` library (it memory-maps the file and copies each array out). The
     library parses the header again; if that disagrees with ``header`` (tensors, dtypes,
     shapes, metadata), the file was replaced between the two reads, and the arrays would
-    not belong to the metadata already returned: a ``CheckpointError``, nothing mixed."""
+    not belong to the metadata already returned: a ``CheckpointError``, nothing mixed.
+    Each array is then checked against its checksum (``CorruptCheckpointError`` naming
+    the file and the tensor); a file without checksums is read with a
+    ``CheckpointWarning``."""
     try:
         with safetensors.safe_open(os.fspath(path), framework="np") as f:
             same = sorted(f.keys()) == sorted(header.tensors) and (f.metadata() or {}) == header.metadata
             out = {name: f.get_tensor(name) for name in names} if same else {}
     except safetensors.SafetensorError as e:
         # Our validation passed, so the library saw another file or a case we do not check.
-        raise CheckpointError(f"{source} is not a valid safetensors checkpoint: {e}") from None
+        raise CorruptCheckpointError(f"{source} is not a valid safetensors checkpoint: {e}") from None
     # Dtypes and shapes are compared on the arrays: PySafeSlice.get_dtype is missing from
     # older releases of the library.
     if not same or any((arr.dtype.name, arr.shape) != (header.tensors[name].numpy_dtype.name,
                                                         header.tensors[name].shape) for name, arr in out.items()):
         raise CheckpointError(f"{source} changed while it was being read (another process replaced it); "
                               "read it again")
+    if header.checksums is None:
+        warnings.warn(CheckpointWarning(
+            f"{source} has no checksums (written before flowjit stored them, or by another program): a "
+            "damaged byte in its data cannot be checked; save it again to add them"), stacklevel=3)
+        return out
+    for name in sorted(out):
+        got, want = tensor_checksum(out[name]), header.checksums[name]
+        if got != want:
+            raise CorruptCheckpointError(
+                f"{source}: tensor {name!r} is corrupt: its data's CRC-32 is {got:08x}, the header records "
+                f"{want:08x} (the file was damaged after it was written); restore an earlier checkpoint "
+                "(CheckpointManager.restore() falls back to the newest one that verifies)")
     return out
 
 

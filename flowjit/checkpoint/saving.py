@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.checkpoint import safetensors_format as fmt
-from flowjit.checkpoint.safetensors_format import CheckpointError
+from flowjit.checkpoint.safetensors_format import CheckpointError, CorruptCheckpointError
 from flowjit.checkpoint.state import flatten
 from flowjit.tracer.core import current_trace
 from flowjit.version import __version__
@@ -64,8 +64,11 @@ def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
     """Assign every Variable of ``state`` its value from the checkpoint ``path``. Names,
     shapes and dtypes are checked first, and a ``CheckpointError`` lists every mismatch
     (missing in file, extra in file, shape, dtype) with nothing assigned; optimizer slots
-    not created yet are created when the file has them. Returns the metadata:
-    ``{"step", "flowjit_version", "metadata"}`` (the user's dict)."""
+    not created yet are created when the file has them. Every tensor's data is checked
+    against its checksum before anything is assigned: a damaged file is a
+    ``CorruptCheckpointError`` naming it and the tensor (a file without checksums, written
+    before flowjit stored them, restores with a ``CheckpointWarning``). Returns the
+    metadata: ``{"step", "flowjit_version", "metadata"}`` (the user's dict)."""
     _require_eager("restore")
     path = Path(path)
     flat = flatten(state)
@@ -110,12 +113,14 @@ def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
 def load(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read a checkpoint (or any safetensors file) for inspection, without a state:
     returns its arrays by name, in name order, and its metadata as ``restore`` does (for
-    a file flowjit did not write, ``"metadata"`` holds the raw string map)."""
+    a file flowjit did not write, ``"metadata"`` holds the raw string map). The arrays are
+    checked against their checksums as in ``restore``."""
     path = Path(path)
     with open(path, "rb") as f:
         header = fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
+    metadata = _metadata(header, str(path))
     arrays = fmt.read_tensors(path, header, list(header.tensors), str(path))
-    return dict(sorted(arrays.items())), _metadata(header, str(path))
+    return dict(sorted(arrays.items())), metadata
 
 
 def temporary_name(target: str) -> str:
@@ -206,7 +211,7 @@ def _metadata(header: fmt.Header, source: str) -> dict[str, Any]:
         info = json.loads(raw)
         return {"step": info["step"], "flowjit_version": info["version"], "metadata": info["metadata"]}
     except (ValueError, TypeError, KeyError) as e:
-        raise CheckpointError(f"{source}: the flowjit metadata in the header is corrupt ({e!r})") from None
+        raise CorruptCheckpointError(f"{source}: the flowjit metadata in the header is corrupt ({e!r})") from None
 
 
 def _require_eager(what: str) -> None:

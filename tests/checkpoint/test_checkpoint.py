@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import signal
 import socket
@@ -109,10 +110,12 @@ def test_interoperates_with_the_safetensors_package(tmp_path):
 
     theirs = tmp_path / "theirs.safetensors"
     st.save_file({v.name: v.numpy() for v in src}, str(theirs), metadata={"origin": "safetensors"})
-    arrays, meta = checkpoint.load(theirs)
+    with pytest.warns(checkpoint.CheckpointWarning, match="no checksums"):
+        arrays, meta = checkpoint.load(theirs)
     assert meta == {"step": None, "flowjit_version": None, "metadata": {"origin": "safetensors"}}
     dst = zeros_like_vars(src)
-    checkpoint.restore(theirs, dst)
+    with pytest.warns(checkpoint.CheckpointWarning, match="no checksums"):
+        checkpoint.restore(theirs, dst)
     for a, b in zip(src, dst, strict=True):
         np.testing.assert_array_equal(b.numpy(), a.numpy())
         np.testing.assert_array_equal(arrays[a.name], a.numpy())
@@ -345,13 +348,103 @@ CORRUPTIONS = {
 def test_damaged_files_are_checkpoint_errors(tmp_path, damage, expect):
     path = good_file(tmp_path)
     path.write_bytes(damage(path.read_bytes()))
-    with pytest.raises(CheckpointError, match=expect):
+    with pytest.raises(checkpoint.CorruptCheckpointError, match=expect):
         checkpoint.load(path)
     state = [fj.Variable(np.full(4, -1.0, np.float32), name="a"), fj.Variable(np.int64(-1), name="b")]
-    with pytest.raises(CheckpointError, match=expect):
+    with pytest.raises(checkpoint.CorruptCheckpointError, match=expect):
         checkpoint.restore(path, state)
     np.testing.assert_array_equal(state[0].numpy(), np.full(4, -1.0, np.float32))
     assert int(state[1].numpy()) == -1
+
+
+# ---- checksums ----------------------------------------------------------------------------
+
+def checksummed_state(seed=0):
+    """Variables of several dtypes and shapes (a scalar, a bool, an empty one among them)."""
+    return [fj.Variable(sample(np.float32, (2, 3), seed), name="model/W"),
+            fj.Variable(sample(np.int64, (), seed), name="step"),
+            fj.Variable(sample(np.bool_, (5,), seed), name="mask"),
+            fj.Variable(np.zeros(0, np.float16), name="empty"),
+            fj.Variable(sample(np.complex64, (2,), seed), name="z")]
+
+
+def test_each_tensor_has_a_crc32_of_its_bytes_in_the_metadata(tmp_path):
+    import zlib
+    src = checksummed_state()
+    path = checkpoint.save(tmp_path / "c.safetensors", src, step=1)
+    header, _ = header_of(path.read_bytes())
+    sums = json.loads(header["__metadata__"]["flowjit.checksums"])
+    assert sums == {"algorithm": "crc32", "tensors": {
+        v.name: f"{zlib.crc32(np.asarray(v.numpy(), order='C').tobytes()):08x}" for v in src}}
+    assert sorted(st.load_file(str(path))) == sorted(v.name for v in src)  # other readers still read it
+
+
+def test_a_flipped_byte_anywhere_in_the_data_is_caught_naming_the_tensor(tmp_path):
+    src = checksummed_state()
+    path = checkpoint.save(tmp_path / "c.safetensors", src, step=1)
+    raw = path.read_bytes()
+    header, data = header_of(raw)
+    start = len(raw) - len(data)
+    owner = {}  # byte of the data -> the tensor it belongs to
+    for name, info in header.items():
+        if name != "__metadata__":
+            owner.update((i, name) for i in range(*info["data_offsets"]))
+    assert sorted(owner) == list(range(len(data)))
+    for i, name in owner.items():
+        damaged = bytearray(raw)
+        damaged[start + i] ^= 0xFF
+        path.write_bytes(bytes(damaged))
+        state = zeros_like_vars(src)
+        expect = rf"{re.escape(str(path))}: tensor '{name}' is corrupt: its data's CRC-32 is [0-9a-f]{{8}}, "
+        with pytest.raises(checkpoint.CorruptCheckpointError, match=expect + "the header records [0-9a-f]{8}"):
+            checkpoint.restore(path, state)
+        assert all(not v.numpy().any() for v in state), f"byte {i}: assigned before the check"
+        with pytest.raises(checkpoint.CorruptCheckpointError, match=f"tensor '{name}'"):
+            checkpoint.load(path)
+    path.write_bytes(raw)
+    state = zeros_like_vars(src)
+    checkpoint.restore(path, state)
+    for a, b in zip(src, state, strict=True):
+        np.testing.assert_array_equal(b.numpy(), a.numpy())
+
+
+def test_a_file_written_before_checksums_restores_with_a_warning(tmp_path):
+    src = checksummed_state()
+    old = tmp_path / "old.safetensors"
+    # What save wrote before checksums: the same library call, only the flowjit key.
+    st.save_file({v.name: v.numpy() for v in src}, str(old),
+                 metadata={"flowjit": json.dumps({"version": "0.1.0", "step": 4, "metadata": {}})})
+    state = zeros_like_vars(src)
+    expect = rf"{re.escape(str(old))} has no checksums .*cannot be checked"
+    with pytest.warns(checkpoint.CheckpointWarning, match=expect):
+        assert checkpoint.restore(old, state)["step"] == 4
+    for a, b in zip(src, state, strict=True):
+        np.testing.assert_array_equal(b.numpy(), a.numpy())
+    with pytest.warns(checkpoint.CheckpointWarning, match="no checksums"):
+        arrays, _ = checkpoint.load(old)
+    assert sorted(arrays) == sorted(v.name for v in src)
+
+
+CHECKSUM_DAMAGE = {
+    "not JSON": ("{", "checksums .* not valid JSON"),
+    "another algorithm": (json.dumps({"algorithm": "sha1", "tensors": {}}), "algorithm 'sha1'"),
+    "a tensor without one": (json.dumps({"algorithm": "crc32", "tensors": {"a": "00000000"}}),
+                             "no checksum for tensor 'b'"),
+    "one for no tensor": (json.dumps({"algorithm": "crc32", "tensors": {"a": "0", "b": "0", "c": "0"}}),
+                          "checksum for 'c', which is not a tensor"),
+    "not hex": (json.dumps({"algorithm": "crc32", "tensors": {"a": "xyz", "b": "0"}}), "checksum of 'a'"),
+}
+
+
+@pytest.mark.parametrize("value,expect", CHECKSUM_DAMAGE.values(), ids=CHECKSUM_DAMAGE.keys())
+def test_damaged_checksums_are_corrupt_files(tmp_path, value, expect):
+    path = good_file(tmp_path)
+    path.write_bytes(edit_header(lambda h: h["__metadata__"].update({"flowjit.checksums": value}))(
+        path.read_bytes()))
+    for read in (checkpoint.load, lambda p: checkpoint.restore(p, [fj.Variable(np.zeros(4, np.float32), name="a"),
+                                                                   fj.Variable(np.int64(0), name="b")])):
+        with pytest.raises(checkpoint.CorruptCheckpointError, match=expect):
+            read(path)
 
 
 def test_a_failed_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
@@ -420,7 +513,8 @@ def test_manager_keeps_the_last_n_by_step_and_restores_the_latest(tmp_path):
 
     v.assign(np.zeros(4, np.float32))
     meta = CheckpointManager(tmp_path / "run", max_to_keep=3).restore(v)
-    assert meta == {"step": 11, "flowjit_version": fj.__version__, "metadata": {"loss": 1.0 / 11}}
+    assert meta == {"step": 11, "flowjit_version": fj.__version__, "metadata": {"loss": 1.0 / 11},
+                    "path": manager.path_for(11)}
     np.testing.assert_array_equal(v.numpy(), np.full(4, 11, np.float32))
     assert manager.restore(v, manager.checkpoints[0])["step"] == 9
     np.testing.assert_array_equal(v.numpy(), np.full(4, 9, np.float32))
@@ -461,6 +555,91 @@ def test_manager_with_optimizer_resumes_before_the_first_step(tmp_path):
     assert manager.restore({"model": [W2, b2], "opt": opt2})["step"] == 1
     np.testing.assert_array_equal(b2.numpy(), b.numpy())
     assert sorted(opt2.slots()) == ["b/m", "b/v"]  # W never had a gradient, so no slots
+
+
+def damaged_run(tmp_path):
+    """A manager with the checkpoints of steps 1, 2 and 3 of one Variable (value: the step)."""
+    v = fj.Variable(np.zeros(4, np.float32), name="v")
+    manager = CheckpointManager(tmp_path, max_to_keep=5)
+    for step in (1, 2, 3):
+        v.assign(np.full(4, step, np.float32))
+        manager.save(v, step)
+    v.assign(np.zeros(4, np.float32))
+    return manager, v
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[:-5])
+
+
+def flip_last_byte(path):
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_manager_restores_the_newest_checkpoint_that_verifies_warning_for_each_skipped(tmp_path):
+    manager, v = damaged_run(tmp_path)
+    truncate(manager.path_for(3))
+    with pytest.warns(checkpoint.CheckpointWarning) as warned:
+        meta = manager.restore(v)
+    assert meta["step"] == 2 and meta["path"] == manager.path_for(2)
+    np.testing.assert_array_equal(v.numpy(), np.full(4, 2, np.float32))
+    assert len(warned) == 1
+    assert re.search(rf"skipped {re.escape(str(manager.path_for(3)))}: .*truncated.*; restoring "
+                     rf"{re.escape(str(manager.path_for(2)))}", str(warned[0].message))
+
+    flip_last_byte(manager.path_for(2))
+    with pytest.warns(checkpoint.CheckpointWarning) as warned:
+        assert manager.restore(v)["step"] == 1
+    assert [str(w.message).split(":")[0] for w in warned] == [
+        f"skipped {manager.path_for(3)}", f"skipped {manager.path_for(2)}"]
+    assert "tensor 'v' is corrupt" in str(warned[1].message)
+    np.testing.assert_array_equal(v.numpy(), np.full(4, 1, np.float32))
+
+
+def test_manager_raises_only_when_no_checkpoint_verifies_listing_them(tmp_path):
+    manager, v = damaged_run(tmp_path)
+    truncate(manager.path_for(3))
+    flip_last_byte(manager.path_for(2))
+    manager.path_for(1).write_bytes(b"")
+    with pytest.raises(checkpoint.CorruptCheckpointError) as err:
+        manager.restore(v)
+    msg = str(err.value)
+    assert msg.startswith(f"none of the 3 checkpoints in {tmp_path} verifies; nothing was restored:")
+    lines = msg.splitlines()[1:-1]
+    assert "start from scratch" in msg.splitlines()[-1]
+    assert [line.split(": ")[0].strip() for line in lines] == [str(manager.path_for(s)) for s in (3, 2, 1)]
+    assert "truncated" in lines[0] and "tensor 'v' is corrupt" in lines[1] and "fewer than the 8" in lines[2]
+    np.testing.assert_array_equal(v.numpy(), np.zeros(4, np.float32))
+
+
+def test_manager_does_not_fall_back_past_a_state_mismatch_or_an_explicit_path(tmp_path):
+    manager, v = damaged_run(tmp_path)
+    # The newest file is sound but does not match the state: the program's problem, not damage.
+    with pytest.raises(CheckpointError, match="does not match the state") as err:
+        manager.restore(fj.Variable(np.zeros(3, np.float32), name="v"))
+    assert not isinstance(err.value, checkpoint.CorruptCheckpointError)
+    truncate(manager.path_for(3))
+    with pytest.raises(checkpoint.CorruptCheckpointError, match="truncated"):
+        manager.restore(v, manager.path_for(3))  # the file asked for, or an error
+
+
+def test_mnist_example_resumes_from_the_previous_checkpoint_when_the_newest_is_truncated(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    examples = str(REPO_ROOT / "examples")
+    if examples not in sys.path:
+        sys.path.insert(0, examples)  # as when run as a script: digits.py sits beside it
+    import mnist_mlp
+    ckpt = tmp_path / "ckpt"
+    mnist_mlp.main(["--epochs", "2", "--checkpoint-dir", str(ckpt), "--quiet"])
+    truncate(ckpt / "ckpt-2.safetensors")
+    capsys.readouterr()
+    with pytest.warns(checkpoint.CheckpointWarning, match=r"skipped .*ckpt-2.safetensors: .*truncated"):
+        mnist_mlp.main(["--epochs", "2", "--checkpoint-dir", str(ckpt), "--quiet", "--resume"])
+    out = capsys.readouterr().out
+    assert f"resumed from {ckpt / 'ckpt-1.safetensors'} (epoch 1, step 22)" in out
+    assert "epoch   2" in out and "epoch   1 " not in out
 
 
 # ---- killed saves ------------------------------------------------------------------------
