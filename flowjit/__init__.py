@@ -69,7 +69,8 @@ from flowjit.tracer.transforms import vmap
 from flowjit.tracer.variables import Variable
 from flowjit.version import __version__
 
-_LAZY_MODULES = ("codegen_cpu", "codegen_cuda", "distributed")  # distributed: Ray, an optional extra
+# distributed: Ray, an optional extra; validate: statistics and model validation, loaded by fj.validate
+_LAZY_MODULES = ("codegen_cpu", "codegen_cuda", "distributed", "validate")
 
 
 def __getattr__(name: str) -> Any:

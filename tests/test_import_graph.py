@@ -38,6 +38,7 @@ LAZY = {
     "graphviz": "the `viz` extra (flowjit ir --format svg)",
     "tensorboardX": "the `viz` extra (summaries)",
     "tqdm": "the `examples` extra (progress bars)",
+    "pyarrow": "the `validate` extra (Parquet and CSV datasets for flowjit validate)",
     # Costly at import and needed only by the first compile or when asked for.
     "flowjit.lowering": "the loop IR (10 ms of import): loaded by the first compile, not by `import flowjit`",
     "flowjit.runtime.multi_device": "device threads, queues and step ids: loaded by the first placed program",

@@ -40,6 +40,8 @@ ALLOWED = {
     # Ray, imported only here (an optional extra); its tasks host partitions of placed programs
     # (runtime) and checkpoint the parameter servers.
     "distributed": {"ir", "runtime", "tracer", "optim", "checkpoint"},
+    # flowjit validate: compiled artifacts (aot's loader and manifest) checked against the IR's interpreter.
+    "validate": {"ir", "aot", "version"},
 }
 
 

@@ -1,0 +1,161 @@
+"""Anomalies of a dataset against a schema, and drift or skew against baseline statistics.
+
+Each anomaly names the feature, its kind, what the schema expected, what the data shows,
+and the schema change that would accept it. Kinds: ``missing_feature``, ``new_feature``,
+``type``, ``shape``, ``nan``, ``inf``, ``out_of_range``, ``new_value``, ``empty``,
+``drift``. Drift (between two spans of data) and skew (between training and serving data)
+are the same comparison of this dataset's statistics with the baseline's: the L-infinity
+distance between the two categorical distributions, or the Jensen-Shannon divergence
+(SciPy, base 2: 0 for the same distribution, 1 for disjoint ones) between the two
+histograms of a numeric feature on the baseline's bins (values beyond them in bins of
+their own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .data import DEFAULT_CHUNK_BYTES
+from .schema import check_schema, type_of
+from .stats import statistics
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """One way the data departs from the schema or the baseline."""
+
+    feature: str
+    kind: str
+    expected: str
+    seen: str
+    fix: str
+
+
+@dataclass
+class DataReport:
+    """The anomalies of one dataset, and the statistics they were found in."""
+
+    source: str
+    anomalies: list[Anomaly]
+    stats: dict[str, Any]
+    drift: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "anomalous": not self.ok, "anomalies": [asdict(a) for a in self.anomalies],
+                "drift": self.drift}
+
+    def table(self) -> str:
+        """The anomalies as a table for people."""
+        if self.ok:
+            return f"{self.source}: no anomalies ({self.stats['examples']} examples, {len(self.stats['features'])} " \
+                   "features)\n"
+        rows = [("feature", "kind", "expected", "seen", "schema change that accepts it")]
+        rows += [(a.feature, a.kind, a.expected, a.seen, a.fix) for a in self.anomalies]
+        widths = [min(max(len(r[i]) for r in rows), 40) for i in range(4)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+        return f"{self.source}: {len(self.anomalies)} anomalies\n" + "\n".join(lines) + "\n"
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """The Jensen-Shannon divergence (base 2) of two histograms' counts (SciPy's distance squared)."""
+    from scipy.spatial.distance import jensenshannon
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    if p.sum() == 0 or q.sum() == 0:
+        return 0.0
+    return float(jensenshannon(p, q, base=2) ** 2)
+
+
+def linf_distance(p: dict[Any, int], q: dict[Any, int]) -> float:
+    """The L-infinity distance between two categorical distributions given as value counts."""
+    tp, tq = sum(p.values()) or 1, sum(q.values()) or 1
+    return max((abs(p.get(k, 0) / tp - q.get(k, 0) / tq) for k in set(p) | set(q)), default=0.0)
+
+
+def _f(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _check_feature(f: dict[str, Any], s: dict[str, Any], base: dict[str, Any] | None,
+                   found: list[Anomaly], drift: dict[str, float]) -> None:
+    name = f["name"]
+    seen_type = s["kind"]
+    if seen_type != f["type"]:
+        found.append(Anomaly(name, "type", f["type"], seen_type, f'set "type": "{seen_type}"'))
+        return
+    if s["shape"] != f["shape"]:
+        found.append(Anomaly(name, "shape", f"per-example shape {f['shape']}", f"{s['shape']}",
+                             f'set "shape": {s["shape"]}'))
+        return
+    if s["examples"] == 0:
+        found.append(Anomaly(name, "empty", "values", "no examples", 'set "required": false'))
+        return
+    if s["kind"] != "string":
+        if s["missing"] and not f.get("nan", False):
+            found.append(Anomaly(name, "nan", "no NaN", f"{s['missing']} NaN ({s['missing'] / s['values']:.1%})",
+                                 'set "nan": true'))
+        if s.get("inf") and not f.get("inf", False):
+            found.append(Anomaly(name, "inf", "no Inf", f"{s['inf']} Inf", 'set "inf": true'))
+    domain = f.get("domain") or {}
+    if "values" in domain and "value_counts" in s:
+        allowed = {json.dumps(v) for v in domain["values"]}
+        new = [v for v, _ in s["value_counts"] if json.dumps(v) not in allowed]
+        if new:
+            shown = ", ".join(map(json.dumps, new[:5])) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+            found.append(Anomaly(name, "new_value", f"one of {len(domain['values'])} values", shown,
+                                 f"add {shown} to domain.values"))
+    elif "min" in domain and "min" in s and (s["min"] < domain["min"] or s["max"] > domain["max"]):
+        found.append(Anomaly(name, "out_of_range", f"[{_f(domain['min'])}, {_f(domain['max'])}]",
+                             f"[{_f(s['min'])}, {_f(s['max'])}]",
+                             f'set domain to {{"min": {_f(min(s["min"], domain["min"]))}, '
+                             f'"max": {_f(max(s["max"], domain["max"]))}}}'))
+    limits = f.get("drift") or {}
+    if base is None or not limits:
+        return
+    if "linf" in limits and "value_counts" in s and "value_counts" in base:
+        d = linf_distance({json.dumps(v): c for v, c in base["value_counts"]},
+                          {json.dumps(v): c for v, c in s["value_counts"]})
+        drift[name] = d
+        if d > limits["linf"]:
+            found.append(Anomaly(name, "drift", f"L-infinity distance <= {_f(limits['linf'])}", _f(d),
+                                 f'set "drift": {{"linf": {_f(d * 1.1)}}}'))
+    elif "js_divergence" in limits and "histogram" in s and "histogram" in base:
+        b, h = base["histogram"], s["histogram"]
+        d = js_divergence([0, *b["counts"], 0], [h["below"], *h["counts"], h["above"]])
+        drift[name] = d
+        if d > limits["js_divergence"]:
+            found.append(Anomaly(name, "drift", f"Jensen-Shannon divergence <= {_f(limits['js_divergence'])}",
+                                 f"{_f(d)} (mean {_f(base['mean'])} -> {_f(s['mean'])})",
+                                 f'set "drift": {{"js_divergence": {_f(d * 1.1)}}}'))
+
+
+def validate_data(data: str | os.PathLike[str], schema: dict[str, Any], baseline: dict[str, Any] | None = None,
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> DataReport:
+    """The anomalies of the dataset ``data`` against ``schema`` (a dict, see
+    ``flowjit.validate.schema``) and, with ``baseline`` statistics, its drift from them."""
+    check_schema(schema, "the schema")
+    stats = statistics(data, reference=baseline, chunk_bytes=chunk_bytes)
+    found: list[Anomaly] = []
+    drift: dict[str, float] = {}
+    features = stats["features"]
+    known = {f["name"] for f in schema["features"]}
+    for f in schema["features"]:
+        s = features.get(f["name"])
+        if s is None:
+            if f.get("required", True):
+                found.append(Anomaly(f["name"], "missing_feature", "present", "absent", 'set "required": false'))
+            continue
+        _check_feature(f, s, (baseline or {}).get("features", {}).get(f["name"]), found, drift)
+    for name, s in features.items():
+        if name not in known:
+            found.append(Anomaly(name, "new_feature", "not in the schema", f"{type_of(s['dtype'])}{s['shape']}",
+                                 f'add {{"name": "{name}", "type": "{s["kind"]}", "shape": {s["shape"]}}}'))
+    return DataReport(str(data), found, stats, drift)
