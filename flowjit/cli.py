@@ -30,6 +30,7 @@ from flowjit.ir.json_form import function_to_json
 from flowjit.ir.parser import parse_type
 from flowjit.runtime.executable import STAGES
 from flowjit.runtime.profiler import profile
+from flowjit.serving.cli import add_commands as add_serving_commands
 from flowjit.tracer.function import IR_STAGES, ShapeDtype, TracedFunction, function
 from flowjit.validate.cli import add_commands as add_validate_commands
 
@@ -265,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_e.add_argument("--stage", default="fused", choices=STAGES,
                      help="the pipeline stage to explain (default: fused; earlier stages list each op alone)")
     p_e.set_defaults(func=cmd_explain, parser=p_e)
+    add_serving_commands(sub)
     add_validate_commands(sub)
     ns = parser.parse_args(argv)
     return ns.func(ns)

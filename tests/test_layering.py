@@ -42,6 +42,8 @@ ALLOWED = {
     "distributed": {"ir", "runtime", "tracer", "optim", "checkpoint"},
     # flowjit validate: compiled artifacts (aot's loader and manifest) checked against the IR's interpreter.
     "validate": {"ir", "aot", "version"},
+    # flowjit serve: compiled artifacts (aot's loader and manifest) behind Starlette, uvicorn, prometheus-client.
+    "serving": {"ir", "aot", "version"},
 }
 
 

@@ -1,0 +1,255 @@
+"""Adaptive batching of one served version's requests along its batch dimension.
+
+Requests queue; one worker thread per version takes as many as fit the current batch size
+cap, waits for more at most the batch timeout, concatenates them along the batch dimension,
+runs the library once (a symbolic batch dimension runs any size with no padding), and splits
+the outputs back.
+
+With a latency objective (``slo_s``) the rule is a fitted cost model (as BentoML's) with
+Clipper's multiplicative decrease on a miss: the batch time is modelled as ``a * rows + b``,
+fitted by least squares on the warm-up runs at several batch sizes (calibrated at load on
+this machine, so it starts right) and refitted on the batches served. The cap is the
+largest batch whose predicted time is at most half the objective (a request may wait for
+one batch and run in the next), lowered by 10% when a batch's oldest request missed the
+objective and raised by one after each full batch that met it. The wait for more requests
+ends when the oldest request's deadline less the predicted batch time comes. A request
+whose predicted completion (the queue ahead of it in batches of the cap) is past its
+deadline is refused at once with 503 and a Retry-After; a request that is already late when
+its batch forms is answered 503 rather than late (Clipper: a late answer is worse than
+none). A full queue answers 429 with a Retry-After.
+
+Why the cost model rather than AIMD alone: flowjit runs every batch size with the same
+compiled library, so the time of a batch size is measured at load before any request; AIMD
+would have to discover it by missing the objective under live traffic.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .model import LoadedVersion, fit_cost
+
+
+class Overloaded(Exception):
+    """The server refuses a request now: ``status`` 503 (it would miss its deadline) or 429
+    (the queue is full), with ``retry_after`` seconds."""
+
+    def __init__(self, status: int, message: str, retry_after: float):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
+@dataclass
+class _Item:
+    arrays: list[np.ndarray]
+    rows: int
+    future: Future
+    arrival: float
+    deadline: float | None
+    queued_s: float = 0.0
+
+
+@dataclass
+class BatchStats:
+    """What one batch did, for metrics: rows, seconds of compute, and each request's seconds
+    in the queue."""
+
+    rows: int
+    compute_s: float
+    queue_s: list[float] = field(default_factory=list)
+
+
+class Batcher:
+    """The queue and worker thread of one served version. ``submit`` returns a Future of
+    the request's outputs (a list of arrays, one per output) or raises Overloaded."""
+
+    def __init__(self, version: LoadedVersion, *, max_batch_size: int = 64, batch_timeout_s: float = 0.002,
+                 slo_s: float | None = None, max_queue_rows: int | None = None, batching: bool = True,
+                 on_batch: Callable[[BatchStats], None] | None = None,
+                 on_depth: Callable[[int], None] | None = None):
+        self.version = version
+        self.batching = batching and version.signature.batchable
+        self.limit = max(1, max_batch_size if self.batching else 1)
+        if version.signature.fixed is not None:
+            self.limit = min(self.limit, version.signature.fixed)
+        self.timeout_s = batch_timeout_s if self.batching else 0.0
+        self.slo_s = slo_s
+        self.max_queue_rows = max_queue_rows or max(8 * self.limit, 256)
+        self.cost = version.cost
+        self.cap = self._model_cap()
+        self._on_batch = on_batch or (lambda s: None)
+        self._on_depth = on_depth or (lambda n: None)
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._rows = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._busy_until = 0.0
+        self._seen: collections.deque[tuple[int, float]] = collections.deque(maxlen=64)
+        self._batches = 0
+        self._thread = threading.Thread(target=self._work, name=f"flowjit-batcher-{version.model}-{version.version}",
+                                        daemon=True)
+        self._thread.start()
+
+    # ---- the model of batch time --------------------------------------------------------
+
+    def predict(self, rows: int) -> float:
+        """Predicted seconds of one batch of ``rows``."""
+        a, b = self.cost
+        return a * rows + b
+
+    def _model_cap(self) -> int:
+        if not self.batching:
+            return 1
+        if self.slo_s is None:
+            return self.limit
+        a, b = self.cost
+        budget = self.slo_s / 2 - b
+        if budget <= 0:
+            return 1
+        return int(max(1, min(self.limit, budget / a if a > 0 else self.limit)))
+
+    def _learn(self, rows: int, seconds: float, oldest_latency: float) -> None:
+        self._seen.append((rows, seconds))
+        self._batches += 1
+        if self._batches % 32 == 0:
+            distinct = {r for r, _ in self._seen}
+            if len(distinct) >= 2:
+                self.cost = fit_cost(list(self._seen))
+            else:
+                a, _ = self.cost
+                self.cost = (a, max(0.0, float(np.mean([s - a * r for r, s in self._seen]))))
+        if self.slo_s is None or not self.batching:
+            return
+        if oldest_latency > self.slo_s:
+            self.cap = max(1, int(self.cap * 0.9))   # Clipper's multiplicative decrease on a miss
+        elif rows >= self.cap:
+            self.cap = min(self._model_cap(), self.cap + 1)
+
+    # ---- requests -----------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Rows waiting in the queue."""
+        return self._rows
+
+    def submit(self, arrays: list[np.ndarray], rows: int) -> Future:
+        """Queue a request of ``rows`` rows; its Future gets the outputs. Raises Overloaded
+        (429) when the queue is full, or (503) when it is predicted to miss the objective."""
+        now = time.perf_counter()
+        fut: Future = Future()
+        with self._cond:
+            if self._closing:
+                raise Overloaded(503, f"version {self.version.version} of {self.version.model} is unloading", 1)
+            if self._rows + rows > self.max_queue_rows and self._queue:
+                wait = math.ceil(self._rows / max(self.cap, 1)) * self.predict(self.cap)
+                raise Overloaded(429, f"the queue of {self.version.model} is full ({self._rows} rows waiting, at "
+                                      f"most {self.max_queue_rows}): retry later", wait)
+            deadline = None
+            if self.slo_s is not None:
+                deadline = now + self.slo_s
+                ahead = math.ceil((self._rows + rows) / max(self.cap, 1))
+                finish = max(now, self._busy_until) + ahead * self.predict(self.cap)
+                if finish > deadline:
+                    raise Overloaded(503, f"{self.version.model} cannot answer within its latency objective of "
+                                          f"{self.slo_s * 1e3:g} ms now ({self._rows} rows waiting): retry later",
+                                     finish - deadline)
+            self._queue.append(_Item(arrays, rows, fut, now, deadline))
+            self._rows += rows
+            depth = self._rows
+            self._cond.notify()
+        self._on_depth(depth)
+        return fut
+
+    def _take(self) -> list[_Item] | None:
+        """The next batch: waits for a first request, then for more up to the cap or the
+        wait's end. None when closing with nothing queued."""
+        with self._cond:
+            while not self._queue:
+                if self._closing:
+                    return None
+                self._cond.wait()
+            first = self._queue[0]
+            end = first.arrival + self.timeout_s
+            if first.deadline is not None:
+                end = min(end, first.deadline - self.predict(self.cap))
+            while self._rows < self.cap and not self._closing:
+                left = end - time.perf_counter()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            batch, rows = [], 0
+            while self._queue and (not batch or rows + self._queue[0].rows <= self.cap):
+                item = self._queue.popleft()
+                batch.append(item)
+                rows += item.rows
+            self._rows -= rows
+            depth = self._rows
+            self._busy_until = time.perf_counter() + self.predict(rows)
+        self._on_depth(depth)
+        return batch
+
+    def _work(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            now = time.perf_counter()
+            live = []
+            for item in batch:
+                if item.deadline is not None and now + self.predict(item.rows) > item.deadline:
+                    item.future.set_exception(Overloaded(
+                        503, f"the request waited {(now - item.arrival) * 1e3:.1f} ms and would answer after its "
+                             f"latency objective of {self.slo_s * 1e3:g} ms: retry later", 1))
+                else:
+                    item.queued_s = now - item.arrival
+                    live.append(item)
+            if not live:
+                continue
+            self._run(live)
+
+    def _run(self, batch: list[_Item]) -> None:
+        n_in = len(batch[0].arrays)
+        arrays = batch[0].arrays if len(batch) == 1 else [
+            np.concatenate([item.arrays[i] for item in batch]) for i in range(n_in)]
+        rows = sum(item.rows for item in batch)
+        t0 = time.perf_counter()
+        try:
+            outputs = self.version.run(arrays)
+        except Exception as e:  # the library failed: every request of the batch gets the error
+            for item in batch:
+                item.future.set_exception(e)
+            return
+        t1 = time.perf_counter()
+        if len(batch) == 1 or not self.version.signature.batchable:
+            batch[0].future.set_result(outputs)
+        else:
+            start = 0
+            for item in batch:
+                item.future.set_result([o[start:start + item.rows] for o in outputs])
+                start += item.rows
+        self._learn(rows, t1 - t0, t1 - batch[0].arrival)
+        self._on_batch(BatchStats(rows, t1 - t0, [item.queued_s for item in batch]))
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop taking requests; the worker answers those queued, then ends."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def describe(self) -> dict[str, Any]:
+        """The batcher's state: cap, limit, wait, objective and cost model."""
+        return {"batching": self.batching, "cap": self.cap, "max_batch_size": self.limit,
+                "batch_timeout_ms": self.timeout_s * 1e3,
+                "latency_slo_ms": None if self.slo_s is None else self.slo_s * 1e3,
+                "cost_us": {"per_row": self.cost[0] * 1e6, "per_batch": self.cost[1] * 1e6}}

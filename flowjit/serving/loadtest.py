@@ -1,0 +1,148 @@
+"""``flowjit loadtest``: a closed-loop load generator (perf_analyzer's method): at each
+concurrency level that many clients each keep one request outstanding for the given
+seconds; throughput and the latency percentiles of each level."""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _connection(url: str) -> http.client.HTTPConnection:
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=60)
+    conn.connect()
+    # Headers and body may leave in two segments: without NODELAY, Nagle's algorithm holds the
+    # second until the server's delayed ACK (40 ms on Linux).
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def example_body(url: str, model: str, rows: int = 1, seed: int = 0) -> bytes:
+    """A JSON predict body of ``rows`` random instances built from the model's metadata."""
+    with urllib_get(f"{url}/v1/models/{model}/metadata") as meta:
+        inputs = meta["metadata"]["signature_def"]["inputs"]
+    rng = np.random.default_rng(seed)
+
+    def row(t: dict[str, Any]) -> Any:
+        shape = [d for d in t["shape"][1:]]
+        value = rng.random(shape) if np.dtype(t["dtype"]).kind == "f" else rng.integers(0, 2, shape)
+        return value.astype(t["dtype"]).tolist()
+    if len(inputs) == 1:
+        (t,) = inputs.values()
+        return json.dumps({"instances": [row(t) for _ in range(rows)]}).encode()
+    return json.dumps({"instances": [{n: row(t) for n, t in inputs.items()} for _ in range(rows)]}).encode()
+
+
+class urllib_get:
+    """``with urllib_get(url) as body``: GET a JSON document (a small helper, no
+    dependency)."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def __enter__(self) -> Any:
+        parts = urllib.parse.urlsplit(self.url)
+        conn = _connection(self.url)
+        conn.request("GET", parts.path)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {self.url} answered {resp.status}: {data[:200]!r}")
+        return json.loads(data)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def run_level(url: str, model: str, concurrency: int, seconds: float, body: bytes, *,
+              version: int | None = None, content_type: str = "application/json",
+              on_response: Callable[[int, str | None, bytes], None] | None = None) -> dict[str, Any]:
+    """Keep ``concurrency`` requests outstanding for ``seconds``; the level's numbers:
+    requests, ok, failed, codes, throughput (answers with 200 a second), p50/p90/p99 (ms,
+    of the answers with 200) and the versions that answered."""
+    path = f"/v1/models/{model}" + (f"/versions/{version}" if version is not None else "") + ":predict"
+    latencies: list[float] = []
+    codes: collections.Counter[int] = collections.Counter()
+    versions: collections.Counter[str] = collections.Counter()
+    lock = threading.Lock()
+    start = time.perf_counter()
+    end = start + seconds
+    headers = {"Content-Type": content_type}
+
+    def client() -> None:
+        conn = _connection(url)
+        mine: list[float] = []
+        my_codes: collections.Counter[int] = collections.Counter()
+        my_versions: collections.Counter[str] = collections.Counter()
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException):
+                my_codes[0] += 1             # a failed connection: counted as code 0
+                conn.close()
+                conn = _connection(url)
+                continue
+            t1 = time.perf_counter()
+            my_codes[resp.status] += 1
+            answered = resp.getheader("X-Model-Version")
+            if resp.status == 200:
+                mine.append(t1 - t0)
+                my_versions[answered or "?"] += 1
+            if on_response is not None:
+                on_response(resp.status, answered, data)
+            if resp.status in (429, 503):    # a refusal says when to come back: a short back-off
+                time.sleep(0.001)
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+            codes.update(my_codes)
+            versions.update(my_versions)
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    lat = np.array(latencies) * 1e3
+    pct = {f"p{q}": float(np.percentile(lat, q)) if lat.size else float("nan") for q in (50, 90, 99)}
+    return {"concurrency": concurrency, "seconds": elapsed, "requests": sum(codes.values()), "ok": codes[200],
+            "failed": sum(n for c, n in codes.items() if c != 200), "codes": dict(codes),
+            "throughput": codes[200] / elapsed, **pct, "versions": dict(versions)}
+
+
+def loadtest(url: str, model: str, concurrency: Sequence[int] = (1, 4, 16, 64), seconds: float = 10.0, *,
+             version: int | None = None, rows: int = 1, body: bytes | None = None,
+             content_type: str = "application/json",
+             on_response: Callable[[int, str | None, bytes], None] | None = None) -> list[dict[str, Any]]:
+    """Closed-loop load on ``url``'s ``model`` at each concurrency level for ``seconds``:
+    one dict of numbers per level (``run_level``'s). The body defaults to ``rows`` random
+    instances built from the model's metadata."""
+    url = url.rstrip("/")
+    if body is None:
+        body = example_body(url, model, rows)
+    return [run_level(url, model, c, seconds, body, version=version, content_type=content_type,
+                      on_response=on_response) for c in concurrency]
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    """The levels as a text table."""
+    lines = [f"{'concurrency':>11} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'ok':>8} {'failed':>7}"]
+    for r in results:
+        lines.append(f"{r['concurrency']:>11} {r['throughput']:>9.1f} {r['p50']:>8.2f} {r['p90']:>8.2f} "
+                     f"{r['p99']:>8.2f} {r['ok']:>8} {r['failed']:>7}")
+    return "\n".join(lines)

@@ -1,0 +1,449 @@
+"""``flowjit serve``: a model repository served over HTTP in TensorFlow Serving's REST form,
+an ASGI application on Starlette run by uvicorn.
+
+A poller scans the repository (every ``poll_seconds``); a version directory complete with
+its readiness marker is loaded, checked and warmed up off the request path, and only then
+does traffic switch to it, in one assignment. Requests already holding the old version
+finish on it; it is then unloaded (its library closed). A version that fails to load or to
+warm up is refused with a log line and a metric, and the old one keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import prometheus_client as prom
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from flowjit.version import __version__
+
+from . import repository
+from .batching import Batcher, BatchStats, Overloaded
+from .model import NPY, NPZ, BadRequest, LoadedVersion, VersionRefused
+
+log = logging.getLogger("flowjit.serving")
+
+_LATENCY_BUCKETS = (.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass
+class Config:
+    """How the server batches, polls and bounds requests (the ``flowjit serve`` options)."""
+
+    max_batch_size: int = 64
+    batch_timeout_ms: float = 2.0
+    latency_slo_ms: float | None = None
+    batching: bool = True
+    max_queue_rows: int | None = None
+    poll_seconds: float = 1.0
+    max_body_mb: float = 64.0
+    version_policy: str = "latest"          # latest | all | specific
+    versions: tuple[int, ...] = ()           # for "specific"
+    warmup_sizes: tuple[int, ...] = (1, 8, 32)
+
+
+class Metrics:
+    """The server's Prometheus metrics, in a registry of its own (several servers may run
+    in one process)."""
+
+    def __init__(self) -> None:
+        r = self.registry = prom.CollectorRegistry()
+        self.requests = prom.Counter("flowjit_serving_requests", "Predict requests by model, version and HTTP code",
+                                     ["model", "version", "code"], registry=r)
+        self.latency = prom.Histogram("flowjit_serving_request_seconds", "Predict latency in the server",
+                                      ["model"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.queue = prom.Histogram("flowjit_serving_queue_seconds", "Time a request waited for its batch",
+                                    ["model"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.compute = prom.Histogram("flowjit_serving_compute_seconds", "Time of one batch in the library",
+                                      ["model"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.batch = prom.Histogram("flowjit_serving_batch_size", "Rows per batch", ["model"],
+                                    buckets=_BATCH_BUCKETS, registry=r)
+        self.depth = prom.Gauge("flowjit_serving_queue_depth", "Rows waiting", ["model"], registry=r)
+        self.loaded = prom.Gauge("flowjit_serving_versions_loaded", "Versions loaded and serving", ["model"],
+                                 registry=r)
+        self.version = prom.Gauge("flowjit_serving_version", "The version serving by default", ["model"],
+                                  registry=r)
+        self.reloads = prom.Counter("flowjit_serving_reloads", "Versions loaded and switched to", ["model"],
+                                    registry=r)
+        self.refusals = prom.Counter("flowjit_serving_version_refusals", "Versions refused (load or warm-up failed)",
+                                     ["model"], registry=r)
+        self.rejected = prom.Counter("flowjit_serving_rejected", "Requests refused at once (429 queue full, 503 "
+                                     "deadline)", ["model", "code"], registry=r)
+
+
+class ModelState:
+    """The versions of one model being served, switched atomically: ``served`` is replaced
+    as a whole, never changed in place."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.served: dict[int, tuple[LoadedVersion, Batcher]] = {}
+        self.default: int | None = None
+        self.refused: dict[int, str] = {}      # version -> READY digest it was refused at
+
+    def pick(self, version: int | None) -> tuple[LoadedVersion, Batcher] | None:
+        """The version a request gets (the default when ``version`` is None), acquired."""
+        served, default = self.served, self.default
+        found = served.get(default if version is None else version)
+        if found is not None:
+            found[0].acquire()
+        return found
+
+
+class Repository:
+    """The models of a repository directory, polled for new versions."""
+
+    def __init__(self, root: str | Path, config: Config, metrics: Metrics):
+        self.root = Path(root)
+        self.config = config
+        self.metrics = metrics
+        self.models: dict[str, ModelState] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unloaded = 0
+
+    def _wanted(self, complete: list[int]) -> list[int]:
+        policy = self.config.version_policy
+        if not complete:
+            return []
+        if policy == "all":
+            return complete
+        if policy == "specific":
+            return [v for v in complete if v in self.config.versions]
+        return [complete[-1]]
+
+    def poll(self) -> None:
+        """Scan the repository once: load, check and warm up each wanted version not yet
+        served, switch to it, unload versions no longer wanted."""
+        with self._lock:
+            for name in repository.models(self.root):
+                state = self.models.setdefault(name, ModelState(name))
+                model_dir = self.root / name
+                complete = repository.complete_versions(model_dir)
+                wanted = self._wanted([v for v in complete if v not in state.refused
+                                       or state.refused[v] != repository.ready_digest(model_dir / str(v))])
+                if set(wanted) == set(state.served):
+                    continue
+                added = {}
+                for v in wanted:
+                    if v not in state.served:
+                        loaded = self._load(name, v, model_dir / str(v), state)
+                        if loaded is not None:
+                            added[v] = loaded
+                served = {v: state.served.get(v) or added[v] for v in wanted if v in state.served or v in added}
+                if not served:      # nothing wanted could load: what serves keeps serving
+                    continue
+                dropped = [s for v, s in state.served.items() if v not in served]
+                state.served = served                       # the switch: one assignment
+                state.default = max(served)
+                self.metrics.loaded.labels(name).set(len(served))
+                self.metrics.version.labels(name).set(state.default)
+                for v in added:
+                    self.metrics.reloads.labels(name).inc()
+                    log.info("flowjit serve: %s version %d is serving", name, v)
+                for version, batcher in dropped:
+                    threading.Thread(target=self._unload, args=(version, batcher), daemon=True).start()
+
+    def _load(self, name: str, v: int, directory: Path, state: ModelState) -> tuple[LoadedVersion, Batcher] | None:
+        try:
+            loaded = LoadedVersion(name, v, directory)
+            sizes = sorted({min(s, self.config.max_batch_size) for s in self.config.warmup_sizes}
+                           | {self.config.max_batch_size})
+            loaded.warm_up(sizes)
+        except VersionRefused as e:
+            state.refused[v] = repository.ready_digest(directory) or ""
+            self.metrics.refusals.labels(name).inc()
+            log.warning("flowjit serve: refused %s version %d: %s", name, v, e)
+            return None
+        c = self.config
+        m = self.metrics
+
+        def on_batch(stats: BatchStats) -> None:
+            m.batch.labels(name).observe(stats.rows)
+            m.compute.labels(name).observe(stats.compute_s)
+            for q in stats.queue_s:
+                m.queue.labels(name).observe(q)
+
+        batcher = Batcher(loaded, max_batch_size=c.max_batch_size, batch_timeout_s=c.batch_timeout_ms / 1e3,
+                          slo_s=None if c.latency_slo_ms is None else c.latency_slo_ms / 1e3,
+                          max_queue_rows=c.max_queue_rows, batching=c.batching, on_batch=on_batch,
+                          on_depth=lambda n: m.depth.labels(name).set(n))
+        return loaded, batcher
+
+    def _unload(self, version: LoadedVersion, batcher: Batcher) -> None:
+        # Requests hold the version from the moment they pick it until they answer: once none
+        # does, nothing more reaches its queue.
+        version.wait_idle()
+        batcher.close()
+        closed = version.unload()
+        self._unloaded += closed
+        log.info("flowjit serve: %s version %d unloaded%s", version.model, version.version,
+                 "" if closed else " (its library stays mapped)")
+
+    def start(self) -> None:
+        """Poll once now, then every ``poll_seconds`` on a thread."""
+        self.poll()
+
+        def loop() -> None:
+            while not self._stop.wait(self.config.poll_seconds):
+                try:
+                    self.poll()
+                except Exception:  # a poll must never end the poller
+                    log.exception("flowjit serve: polling %s failed", self.root)
+        self._thread = threading.Thread(target=loop, name="flowjit-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling; close every batcher and unload every version."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            for state in self.models.values():
+                served, state.served = state.served, {}
+                for version, batcher in served.values():
+                    self._unload(version, batcher)
+
+    def ready(self) -> bool:
+        """Every model of the repository has a version serving (and there is one model)."""
+        return bool(self.models) and all(s.served for s in self.models.values())
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _parse_path(rest: str) -> tuple[str, int | None, str]:
+    """``NAME``, ``NAME/metadata``, ``NAME:predict``, ``NAME/versions/N[...]`` -> (name,
+    version, action)."""
+    action = "status"
+    if rest.endswith(":predict"):
+        rest, action = rest[:-len(":predict")], "predict"
+    elif rest.endswith("/metadata"):
+        rest, action = rest[:-len("/metadata")], "metadata"
+    parts = rest.split("/")
+    version = None
+    if len(parts) == 3 and parts[1] == "versions":
+        if not parts[2].isdigit():
+            raise BadRequest(f"version {parts[2]!r} is not a number: use /v1/models/NAME/versions/N", 400)
+        version = int(parts[2])
+    elif len(parts) != 1:
+        raise BadRequest(f"no such path /v1/models/{rest}: use /v1/models/NAME[/versions/N][:predict|/metadata]",
+                         404)
+    return parts[0], version, action
+
+
+def build_app(repo: Repository) -> Starlette:
+    """The ASGI application serving ``repo``."""
+    metrics = repo.metrics
+    max_body = int(repo.config.max_body_mb * (1 << 20))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "alive", "flowjit_version": __version__})
+
+    async def readyz(request: Request) -> Response:
+        missing = [n for n, s in repo.models.items() if not s.served]
+        if repo.ready():
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not ready", "without_a_version": missing}, status_code=503)
+
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(prom.generate_latest(metrics.registry), media_type=prom.CONTENT_TYPE_LATEST)
+
+    async def models(request: Request) -> Response:
+        try:
+            name, version, action = _parse_path(request.path_params["rest"])
+        except BadRequest as e:
+            return _error(e.status, str(e))
+        state = repo.models.get(name)
+        if state is None:
+            known = ", ".join(sorted(repo.models)) or "none"
+            return _error(404, f"no model {name!r} in {repo.root} (models: {known})")
+        if action == "predict":
+            if request.method != "POST":
+                return _error(405, "predict takes POST with a JSON or binary body")
+            return await predict(request, state, version)
+        if request.method != "GET":
+            return _error(405, f"{action} takes GET")
+        if action == "status":
+            served = state.served
+            vs = [v for v in served if version is None or v == version]
+            if version is not None and not vs:
+                return _error(404, f"model {name!r} has no version {version} loaded (loaded: {sorted(served)})")
+            return JSONResponse({"model_version_status": [
+                {"version": str(v), "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+                for v in sorted(vs, reverse=True)]})
+        picked = state.pick(version)
+        if picked is None:
+            return _error(404, f"model {name!r} has no version {version if version is not None else ''} loaded "
+                               f"(loaded: {sorted(state.served)})")
+        loaded, batcher = picked
+        try:
+            body = {"model_spec": {"name": name, "version": str(loaded.version)},
+                    "metadata": {"signature_def": loaded.signature.to_json(), "digest": loaded.digest,
+                                 "batcher": batcher.describe()}}
+        finally:
+            loaded.release()
+        return JSONResponse(body, headers={"X-Model-Version": str(loaded.version)})
+
+    async def read_body(request: Request) -> bytes:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_body:
+            raise BadRequest(f"the body has {int(length)} bytes, more than --max-body-mb "
+                             f"{repo.config.max_body_mb:g} MiB: send fewer rows per request", 413)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                raise BadRequest(f"the body is larger than --max-body-mb {repo.config.max_body_mb:g} MiB: send "
+                                 "fewer rows per request", 413)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def predict(request: Request, state: ModelState, version: int | None) -> Response:
+        t0 = time.perf_counter()
+        picked = state.pick(version)
+        if picked is None:
+            metrics.requests.labels(state.name, "", "404").inc()
+            which = f"version {version}" if version is not None else "a version"
+            return _error(404, f"model {state.name!r} has no {which} loaded (loaded: {sorted(state.served)})")
+        loaded, batcher = picked
+        code, headers = 200, {"X-Model-Version": str(loaded.version)}
+        try:
+            ctype = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+            body = await read_body(request)
+            sig = loaded.signature
+            if ctype in (NPY, NPZ):
+                arrays, rows, form = sig.decode_binary(body, ctype)
+            elif ctype in ("application/json", "text/json", ""):
+                try:
+                    parsed = json.loads(body)
+                except ValueError as e:
+                    raise BadRequest(f"the body is not valid JSON ({e}); send "
+                                     '{"instances": [...]} or {"inputs": ...}') from None
+                arrays, rows, form = sig.decode_json(parsed)
+            else:
+                raise BadRequest(f"content type {ctype!r} is not served: send application/json, {NPY} (one "
+                                 f"input) or {NPZ}", 415)
+            future = batcher.submit(arrays, rows)
+            outputs = await asyncio.wrap_future(future)
+            encoded = sig.encode(outputs, form)
+            if isinstance(encoded, dict):
+                response: Response = JSONResponse(encoded, headers=headers)
+            else:
+                response = Response(encoded[0], media_type=encoded[1], headers=headers)
+        except BadRequest as e:
+            code, response = e.status, _error(e.status, str(e), headers)
+        except Overloaded as e:
+            code = e.status
+            metrics.rejected.labels(state.name, str(code)).inc()
+            response = _error(code, str(e), {**headers, "Retry-After": str(e.retry_after)})
+        except ClientDisconnect:
+            code, response = 499, _error(400, "the client disconnected")
+        except Exception as e:  # the library failed on a checked input: the server's fault
+            log.exception("flowjit serve: %s version %d failed", state.name, loaded.version)
+            code, response = 500, _error(500, f"{type(e).__name__}: {e}", headers)
+        finally:
+            loaded.release()
+        metrics.requests.labels(state.name, str(loaded.version), str(code)).inc()
+        metrics.latency.labels(state.name).observe(time.perf_counter() - t0)
+        return response
+
+    routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_endpoint),
+              Route("/v1/models/{rest:path}", models, methods=["GET", "POST"])]
+    return Starlette(routes=routes)
+
+
+class Server:
+    """A model repository served over HTTP on a thread of this process: ``start()`` loads
+    every model's versions and returns once the server listens (``url`` says where),
+    ``stop()`` shuts it down and unloads every version. Also a context manager.
+
+    ``models`` is the repository directory (``MODELS/NAME/VERSION/``); ``port=0`` takes a
+    free port. The keyword options are ``Config``'s: ``max_batch_size``,
+    ``batch_timeout_ms``, ``latency_slo_ms``, ``batching``, ``max_queue_rows``,
+    ``poll_seconds``, ``max_body_mb``, ``version_policy``, ``versions``."""
+
+    def __init__(self, models: str | Path, host: str = "127.0.0.1", port: int = 0, **options: Any):
+        self.config = Config(**options)
+        self.metrics = Metrics()
+        self.repository = Repository(models, self.config, self.metrics)
+        self.app = build_app(self.repository)
+        self.host, self.port = host, port
+        self._uvicorn: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` of the running server."""
+        return f"http://{self.host}:{self.port}"
+
+    def _socket(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit NODELAY: uvicorn writes a response's head and body
+        # apart, and Nagle's algorithm would hold the body for the client's delayed ACK
+        # (40 ms on Linux) on every kept-alive connection.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        return sock
+
+    def start(self) -> Server:
+        """Load the repository and listen; returns when requests are answered."""
+        self.repository.start()
+        sock = self._socket()
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_keep_alive=30)
+        self._uvicorn = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [sock]},
+                                        name="flowjit-serve", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._uvicorn.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"flowjit serve did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def serve_forever(self) -> None:
+        """Load the repository and serve on this thread until interrupted (SIGINT, SIGTERM)."""
+        self.repository.start()
+        sock = self._socket()
+        log.warning("flowjit serve: serving %s on %s", self.repository.root, self.url)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._uvicorn = uvicorn.Server(config)
+        try:
+            self._uvicorn.run(sockets=[sock])
+        finally:
+            self.repository.stop()
+
+    def stop(self) -> None:
+        """Stop listening, then unload every version."""
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+        self.repository.stop()
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+

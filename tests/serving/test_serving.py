@@ -1,0 +1,344 @@
+"""flowjit serve against real compiled MLPs on loopback: the repository and push, the REST
+forms, every bad input's 4xx, versions switched under load, refused versions, batching,
+overload answers, metrics, unloading."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.cli import main
+from flowjit.serving import READY, PushError, Server, complete_versions, push
+from flowjit.serving.loadtest import loadtest, run_level
+from tests.serving.helpers import (
+    ROOT,
+    bless,
+    export_mlp,
+    get,
+    npy,
+    post,
+    serve_process,
+    wait_for_version,
+)
+
+X = np.random.default_rng(7).random((5, 64)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """Two versions of the MLP (different weights), the first blessed."""
+    root = tmp_path_factory.mktemp("serving-artifacts")
+    v1, v2 = export_mlp(root / "v1", 1), export_mlp(root / "v2", 2)
+    bless(v1)
+    bless(v2)
+    answers = {1: fj.load_compiled(v1)(X), 2: fj.load_compiled(v2)(X)}
+    return {"v1": v1, "v2": v2, "answers": answers, "root": root}
+
+
+@pytest.fixture
+def models(tmp_path, artifacts):
+    """A repository with version 1 of ``mlp``."""
+    push(artifacts["v1"], tmp_path / "models" / "mlp", log=lambda s: None)
+    return tmp_path / "models"
+
+
+@pytest.fixture
+def server(models):
+    with Server(models, poll_seconds=0.1) as s:
+        yield s
+
+
+# ---- push and the repository -----------------------------------------------------------------
+
+def test_push_writes_the_marker_last_and_refuses_unblessed(tmp_path, artifacts, capsys):
+    unblessed = tmp_path / "unblessed"
+    shutil.copytree(artifacts["v2"], unblessed)
+    (unblessed / "BLESSING.json").unlink()
+    target = tmp_path / "models" / "mlp"
+    # No blessing, a NOT_BLESSED one, one of another build: exit 2, one line; nothing written.
+    assert main(["push", str(unblessed), str(target)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    bless(unblessed, "NOT_BLESSED")
+    with pytest.raises(PushError, match="NOT_BLESSED"):
+        push(unblessed, target)
+    bless(unblessed, digest="0" * 64)
+    with pytest.raises(PushError, match="validate this build again"):
+        push(unblessed, target)
+    assert complete_versions(target) == []
+    # --force pushes, and says so.
+    assert main(["push", "--force", str(unblessed), str(target)]) == 0
+    assert "--force" in capsys.readouterr().out
+    assert main(["push", str(artifacts["v1"]), str(target)]) == 0
+    assert complete_versions(target) == [1, 2]
+    digest = json.loads((artifacts["v1"] / "mlp.json").read_text())["digest"]
+    assert (target / "2" / READY).read_text().strip() == digest
+    assert sorted(p.name for p in target.iterdir()) == ["1", "2"]   # no temporary directory left
+
+
+# ---- the REST API -------------------------------------------------------------------------------
+
+def test_predict_in_each_form(server, artifacts):
+    want = artifacts["answers"][1]
+    url = f"{server.url}/v1/models/mlp:predict"
+    status, headers, body = post(url, {"instances": X.tolist()})
+    assert status == 200 and headers["X-Model-Version"] == "1"
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=1e-6)
+    status, _, body = post(url, {"inputs": X.tolist()})
+    np.testing.assert_allclose(json.loads(body)["outputs"], want, rtol=1e-6)
+    status, _, body = post(url, {"inputs": {"x": X.tolist()}})
+    np.testing.assert_allclose(json.loads(body)["outputs"], want, rtol=1e-6)
+    status, _, body = post(url, {"instances": [{"x": row} for row in X.tolist()]})
+    np.testing.assert_allclose(json.loads(body)["predictions"], want, rtol=1e-6)
+    status, headers, body = post(url, npy(X), "application/x-npy")
+    assert status == 200 and headers["Content-Type"] == "application/x-npy"
+    np.testing.assert_array_equal(np.load(__import__("io").BytesIO(body)), want)
+    buf = __import__("io").BytesIO()
+    np.savez(buf, x=X)
+    status, headers, body = post(url, buf.getvalue(), "application/x-npz")
+    assert status == 200
+    np.testing.assert_array_equal(np.load(__import__("io").BytesIO(body))["output"], want)
+    status, headers, _ = post(f"{server.url}/v1/models/mlp/versions/1:predict", {"instances": X[:1].tolist()})
+    assert status == 200 and headers["X-Model-Version"] == "1"
+    # metadata, status, health
+    status, body = get(f"{server.url}/v1/models/mlp/metadata")
+    sig = json.loads(body)["metadata"]["signature_def"]
+    assert sig["inputs"]["x"] == {"name": "x", "dtype": "float32", "shape": [-1, 64]}
+    assert sig["outputs"]["output"]["shape"] == [-1, 10]
+    status, body = get(f"{server.url}/v1/models/mlp")
+    assert json.loads(body)["model_version_status"][0] == {
+        "version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+    assert get(f"{server.url}/healthz")[0] == 200
+    assert get(f"{server.url}/readyz")[0] == 200
+
+
+def test_every_bad_input_gets_its_4xx_and_the_server_keeps_serving(models):
+    with Server(models, max_body_mb=0.01) as server:
+        url = f"{server.url}/v1/models/mlp:predict"
+        cases = {
+            "malformed JSON": (url, b"{not json", "application/json", 400, "not valid JSON"),
+            "no instances/inputs": (url, {"rows": [[0] * 64]}, "application/json", 400, '"instances"'),
+            "both instances and inputs": (url, {"instances": [[0] * 64], "inputs": [[0] * 64]},
+                                          "application/json", 400, "not both"),
+            "wrong shape": (url, {"instances": [[0.0] * 63]}, "application/json", 400, "shape (N, 64)"),
+            "ragged rows": (url, {"instances": [[0.0] * 64, [0.0] * 3]}, "application/json", 400, "ragged"),
+            "strings": (url, {"instances": [["a"] * 64]}, "application/json", 400, "numbers"),
+            "wrong dtype (npy)": (url, npy(X.astype(np.float64)), "application/x-npy", 400, "float32"),
+            "not an npy file": (url, b"garbage", "application/x-npy", 400, "np.save"),
+            "npz without the input": (url, npy(X), "application/x-npz", 400, ""),
+            "unknown model": (f"{server.url}/v1/models/nope:predict", {"instances": X.tolist()},
+                              "application/json", 404, "no model 'nope'"),
+            "unknown version": (f"{server.url}/v1/models/mlp/versions/9:predict", {"instances": X.tolist()},
+                                "application/json", 404, "no version 9"),
+            "version not a number": (f"{server.url}/v1/models/mlp/versions/x:predict", {"instances": X.tolist()},
+                                     "application/json", 400, "not a number"),
+            "body over --max-body-mb": (url, {"instances": np.zeros((200, 64)).tolist()}, "application/json",
+                                        413, "max-body-mb"),
+            "unsupported content type": (url, b"x", "text/csv", 415, "application/json"),
+        }
+        for what, (where, body, ctype, code, words) in cases.items():
+            status, _, answer = post(where, body, ctype)
+            error = json.loads(answer)["error"]
+            assert status == code, (what, status, error)
+            assert words in error, (what, error)
+        status, _, _ = post(url, {"instances": X.tolist()})
+        assert status == 200
+
+
+# ---- versions --------------------------------------------------------------------------------------
+
+def _check_answer(answers: dict[int, np.ndarray], rows: int):
+    bad: list[str] = []
+
+    def check(status: int, version: str | None, body: bytes) -> None:
+        if status != 200:
+            bad.append(f"status {status}: {body[:200]!r}")
+            return
+        got = np.array(json.loads(body)["predictions"], np.float32)
+        if not np.allclose(got, answers[int(version)][:rows], rtol=1e-5, atol=1e-7):
+            bad.append(f"version {version} answered another version's predictions")
+    return check, bad
+
+
+def test_a_push_under_load_loses_no_request(models, artifacts):
+    # Fast form of the acceptance test (the slow one: 32 clients for 20 s): every answer is a
+    # 200 from exactly one version, equal to that version's own answer.
+    with Server(models, poll_seconds=0.05) as server:
+        check, bad = _check_answer(artifacts["answers"], 2)
+        body = json.dumps({"instances": X[:2].tolist()}).encode()
+        pusher = threading.Timer(1.0, push, args=(artifacts["v2"], models / "mlp"), kwargs={"log": lambda s: None})
+        pusher.start()
+        result = run_level(server.url, "mlp", 8, 3.0, body, on_response=check)
+        pusher.join()
+    assert bad == [] and result["failed"] == 0
+    assert set(result["versions"]) == {"1", "2"}, result["versions"]
+
+
+def test_a_corrupt_partial_or_tampered_version_is_refused_and_the_old_one_serves(models, artifacts):
+    with Server(models, poll_seconds=0.05) as server:
+        mlp = models / "mlp"
+        # Partial: a version directory without its readiness marker is not looked at.
+        shutil.copytree(artifacts["v2"], mlp / "2")
+        # Tampered: the library changed after the push (its SHA-256 no longer matches).
+        push(artifacts["v2"], mlp, log=lambda s: None)
+        lib = mlp / "3" / "libmlp.so"
+        data = bytearray(lib.read_bytes())
+        data[-1] ^= 0xFF
+        lib.write_bytes(bytes(data))
+        # A marker naming another manifest.
+        push(artifacts["v2"], mlp, log=lambda s: None)
+        (mlp / "4" / READY).write_text("0" * 64)
+        time.sleep(0.5)
+        status, headers, _ = post(f"{server.url}/v1/models/mlp:predict", {"instances": X.tolist()})
+        assert status == 200 and headers["X-Model-Version"] == "1"
+        metrics = get(f"{server.url}/metrics")[1].decode()
+        assert 'flowjit_serving_version_refusals_total{model="mlp"} 2.0' in metrics
+        # A good version after them is taken.
+        push(artifacts["v2"], mlp, log=lambda s: None)
+        wait_for_version(server.url, "mlp", 5)
+
+
+def test_kill_9_during_a_push_then_restart_serves_the_last_complete_version(models, artifacts):
+    mlp = models / "mlp"
+    proc, url = serve_process(models, "--poll-seconds", "0.05")
+    try:
+        pusher = subprocess.Popen([sys.executable, "-m", "flowjit.cli", "push", "--force", str(artifacts["v2"]),
+                                   str(mlp)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        pusher.wait(60)
+    finally:
+        proc.kill()
+        proc.wait()
+    # What a push killed mid-copy leaves: its temporary directory; a hand copy without a marker.
+    (mlp / ".push-3-999999999").mkdir()
+    shutil.copy(artifacts["v2"] / "mlp.json", mlp / ".push-3-999999999")
+    (mlp / "4").mkdir()
+    shutil.copy(artifacts["v2"] / "mlp.json", mlp / "4")
+    last = max(complete_versions(mlp))
+    proc, url = serve_process(models)
+    try:
+        status, headers, _ = post(f"{url}/v1/models/mlp:predict", {"instances": X.tolist()})
+        assert status == 200 and headers["X-Model-Version"] == str(last)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def _mapped(path: Path) -> int:
+    maps = Path(f"/proc/{os.getpid()}/maps").read_text()
+    return sum(str(path) in line for line in maps.splitlines())
+
+
+def test_old_versions_are_unloaded(models, artifacts):
+    with Server(models, poll_seconds=0.05) as server:
+        for v in range(2, 6):
+            push(artifacts["v2" if v % 2 else "v1"], models / "mlp", log=lambda s: None)
+            wait_for_version(server.url, "mlp", v)
+        time.sleep(0.3)
+        assert [_mapped(models / "mlp" / str(v) / "libmlp.so") > 0 for v in range(1, 6)] == [False] * 4 + [True]
+        metrics = get(f"{server.url}/metrics")[1].decode()
+        assert 'flowjit_serving_versions_loaded{model="mlp"} 1.0' in metrics
+        assert 'flowjit_serving_reloads_total{model="mlp"} 5.0' in metrics
+
+
+# ---- batching and overload ------------------------------------------------------------------------
+
+def test_concurrent_requests_are_batched_and_answered_right(models, artifacts):
+    with Server(models, max_batch_size=32, batch_timeout_ms=5) as server:
+        check, bad = _check_answer(artifacts["answers"], 1)
+        body = json.dumps({"instances": X[:1].tolist()}).encode()
+        run_level(server.url, "mlp", 16, 1.0, body, on_response=check)
+        metrics = get(f"{server.url}/metrics")[1].decode()
+    assert bad == []
+    count = float(metrics.split('flowjit_serving_batch_size_count{model="mlp"} ')[1].split()[0])
+    rows = float(metrics.split('flowjit_serving_batch_size_sum{model="mlp"} ')[1].split()[0])
+    assert rows / count > 2, (rows, count)
+    for family in ("flowjit_serving_requests_total", "flowjit_serving_request_seconds_bucket",
+                   "flowjit_serving_queue_seconds_bucket", "flowjit_serving_compute_seconds_bucket",
+                   "flowjit_serving_queue_depth", "flowjit_serving_versions_loaded"):
+        assert family in metrics
+
+
+def test_a_full_queue_answers_429_and_a_missed_deadline_503_with_retry_after(models):
+    # 429: a batch waits 300 ms for more rows and the queue holds 2.
+    with Server(models, batch_timeout_ms=300, max_queue_rows=2) as server:
+        url = f"{server.url}/v1/models/mlp:predict"
+        answers: list[tuple[int, dict]] = []
+        threads = [threading.Thread(target=lambda: answers.append(post(url, {"instances": X[:1].tolist()})[:2]))
+                   for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        codes = sorted(code for code, _ in answers)
+        assert 429 in codes and 200 in codes, codes
+        assert all(int(h["Retry-After"]) >= 1 for code, h in answers if code == 429)
+    # 503: an objective no batch can meet.
+    with Server(models, latency_slo_ms=0.001) as server:
+        status, headers, body = post(f"{server.url}/v1/models/mlp:predict", {"instances": X.tolist()})
+        assert status == 503 and int(headers["Retry-After"]) >= 1
+        assert "latency objective" in json.loads(body)["error"]
+        metrics = get(f"{server.url}/metrics")[1].decode()
+        assert 'flowjit_serving_rejected_total{code="503",model="mlp"} 1.0' in metrics
+
+
+def test_the_batch_size_adapts_to_the_objective(models):
+    # A 50 ms objective allows the whole batch; the cost model fitted at warm-up says so.
+    with Server(models, max_batch_size=64, latency_slo_ms=50) as server:
+        meta = json.loads(get(f"{server.url}/v1/models/mlp/metadata")[1])["metadata"]["batcher"]
+        assert meta["cap"] == 64 and meta["cost_us"]["per_row"] >= 0
+        result = loadtest(server.url, "mlp", [8], 1.0)[0]
+        assert result["failed"] == 0 and result["p99"] < 50
+
+
+# ---- acceptance measurements (slow) ---------------------------------------------------------------
+
+@pytest.mark.slow
+def test_push_under_32_clients_for_20_s(models, artifacts):
+    proc, url = serve_process(models, "--poll-seconds", "0.2")
+    try:
+        check, bad = _check_answer(artifacts["answers"], 2)
+        body = json.dumps({"instances": X[:2].tolist()}).encode()
+        steady = run_level(url, "mlp", 32, 5.0, body, on_response=check)
+        pusher = threading.Timer(8.0, push, args=(artifacts["v2"], models / "mlp"), kwargs={"log": lambda s: None})
+        pusher.start()
+        during = run_level(url, "mlp", 32, 20.0, body, on_response=check)
+        pusher.join()
+    finally:
+        proc.kill()
+        proc.wait()
+    print(f"steady p99 {steady['p99']:.2f} ms; during the push p99 {during['p99']:.2f} ms; {during['ok']} answers")
+    assert bad == [] and during["failed"] == 0 and set(during["versions"]) == {"1", "2"}
+    assert during["p99"] <= 2 * steady["p99"]
+
+
+@pytest.mark.slow
+def test_100_pushes_keep_memory_flat(models, artifacts):
+    def rss() -> int:
+        return int(Path(f"/proc/{os.getpid()}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    with Server(models, poll_seconds=0.02) as server:
+        for v in range(2, 102):
+            push(artifacts["v2" if v % 2 else "v1"], models / "mlp", log=lambda s: None)
+            wait_for_version(server.url, "mlp", v)
+            status, _, _ = post(f"{server.url}/v1/models/mlp:predict", {"instances": X.tolist()})
+            assert status == 200
+            if v == 11:
+                base = rss()
+        time.sleep(0.5)
+        end = rss()
+        mapped = sum(_mapped(models / "mlp" / str(v) / "libmlp.so") for v in range(1, 101))
+    print(f"RSS after 10 pushes {base / 2**20:.1f} MiB, after 100 {end / 2**20:.1f} MiB")
+    assert mapped == 0
+    assert end <= base * 1.10
