@@ -1,12 +1,18 @@
 """A Function as a picture: Graphviz DOT text, and SVG through Graphviz's ``dot``.
 
-``to_dot(function)`` draws the dataflow graph: the arguments and results as ellipses, each
-op as a box labelled with its primitive, result types and the user's line; a fusion op as
-a cluster holding the ops of its kernel; a ``cond``/``while``/``scan`` as a cluster with one
-nested cluster per block; each device in its own colour (named in a legend); a send/recv
-pair as a dashed red edge labelled with its key. Edges run from the op that makes a value
-to each op that reads it (through fusion and control blocks, from the value outside to the
-op inside that reads the block's argument). ``to_svg`` renders it with ``dot`` from the
+``to_dot(function)`` draws the dataflow graph and says what the text form
+(``print_function``) says: the arguments and results as ellipses, each op as a box
+labelled with its results' names as the text form gives them (``%3 = mul``), its
+primitive, result types and the user's line, a constant with its value (elided past a few
+elements); a fusion op as a cluster holding the ops of its kernel; a
+``cond``/``while``/``scan`` as a cluster with one nested cluster per block, labelled by
+the block's role as its primitive declares it (``branch 0 (false)``, ``branch 1 (true)``,
+``cond``, ``body``: ``Primitive.block_labels``); each device in its own colour (named in a
+legend); a send/recv pair as a dashed red edge labelled with its key. Edges run from the
+op that makes a value to each op that reads it (through fusion and control blocks, from
+the value outside to the op inside that reads the block's argument); an op reading from
+one node several times gets one edge, labelled with the count (``×2``). ``to_svg``
+renders it with ``dot`` from the
 system's Graphviz (the ``graphviz`` Python package builds the DOT text; both come with the
 ``viz`` extra and ``apt-get install graphviz``); the DOT text itself needs neither.
 """
@@ -15,12 +21,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import FlowjitError
-from flowjit.ir.printer import format_loc
+from flowjit.ir.printer import format_literal, format_loc, format_scalar, value_names
+from flowjit.ir.registry import Literal
 
 # Fill colours of devices, in the order devices first appear.
 PALETTE = ("#dbe9f6", "#fde2c8", "#d9f2d9", "#f2d9f2", "#fff3b0", "#e0e0e0")
+# A constant is shown whole up to this many elements and characters, else its first
+# CONSTANT_HEAD elements and "...".
+CONSTANT_ELEMENTS = 8
+CONSTANT_CHARS = 40
+CONSTANT_HEAD = 4
 
 
 class GraphvizMissing(FlowjitError):
@@ -38,6 +52,20 @@ def _graphviz() -> Any:
 
 def _types(values: list[Value]) -> str:
     return ", ".join(str(v.type) for v in values)
+
+
+def constant_text(a: np.ndarray) -> str:
+    """A constant's value for its node: the text form's literal when short (``2.5``,
+    ``[1.0, -3.0]``), else its first elements in row-major order and ``...``."""
+    a = np.asarray(a)
+    if a.size <= CONSTANT_ELEMENTS:
+        text = format_literal(a)
+        if not text.startswith('b64"') and len(text) <= CONSTANT_CHARS:
+            return text
+    if a.size == 0:
+        return "[]"
+    head = ", ".join(format_scalar(x) for x in a.reshape(-1)[:CONSTANT_HEAD])
+    return f"[{head}, ...]"
 
 
 def _quote(text: str) -> str:
@@ -82,7 +110,9 @@ class _Drawing:
         graph = {"rankdir": "TB", "fontname": "Helvetica", "label": "@" + fn.name, "labelloc": "t"}
         self.g.lines += [f"graph{_attrs(graph)}", f"node{_attrs({'fontname': 'Helvetica', 'fontsize': '10'})}",
                          f"edge{_attrs({'fontname': 'Helvetica', 'fontsize': '9'})}"]
+        self.names = value_names(fn)        # value id -> its name in the text form
         self.node_of: dict[int, str] = {}   # value id -> the node that makes it
+        self.edges: dict[tuple[str, str], int] = {}  # (tail, head) -> how many reads it draws
         self.colours: dict[str, str] = {}
         self.sends: dict[str, str] = {}     # send key -> its node
         self.recvs: dict[str, str] = {}
@@ -91,6 +121,20 @@ class _Drawing:
     def fresh(self, base: str) -> str:
         self.count += 1
         return f"{base}{self.count}"
+
+    def ref(self, v: Value) -> str:
+        """``v``'s name as the text form writes it (``%3``, ``%x``)."""
+        return "%" + self.names.get(v.id, "?")
+
+    def defines(self, op: Op) -> str:
+        """``%3 = `` (``%3, %4 = ``): the start of ``op``'s line in the text form."""
+        return ", ".join(self.ref(r) for r in op.results) + " = " if op.results else ""
+
+    def connect(self, ins: list[str | None], node: str) -> None:
+        """An edge from each node of ``ins`` to ``node``, one per pair however many reads."""
+        for tail in ins:
+            if tail is not None:
+                self.edges[tail, node] = self.edges.get((tail, node), 0) + 1
 
     def colour(self, device: str | None) -> str:
         device = device or "default device"
@@ -115,8 +159,8 @@ class _Drawing:
         sub = g.subgraph(self.fresh("cluster_"))
         where = format_loc(op.loc) if op.loc is not None else ""
         kernel = op.primitive.role == "kernel"
-        title = (f"{op.name}: {op.attrs.get('name', op.name)}\\n{op.attrs.get('lines', where)}" if kernel
-                 else f"{op.name} {where}")
+        title = (f"{self.defines(op)}{op.name}: {op.attrs.get('name', op.name)}\\n{op.attrs.get('lines', where)}"
+                 if kernel else f"{op.name} {where}")
         sub.attr(label=title, style="rounded,filled", fillcolor=self.colour(device), color="#555555")
         if kernel:
             outs = self.block(sub, op.blocks[0], ins, device, in_kernel=True)
@@ -125,16 +169,15 @@ class _Drawing:
                     self.node_of[r.id] = node
             return
         head = self.fresh("n")
-        sub.node(head, f"{op.name}\\n{_types(op.results)}", shape="box3d", style="filled", fillcolor="white")
-        for v in ins:
-            if v is not None:
-                self.g.edge(v, head)
-        for k, block in enumerate(op.blocks):
+        sub.node(head, f"{self.defines(op)}{op.name}\\n{_types(op.results)}", shape="box3d", style="filled",
+                 fillcolor="white")
+        self.connect(ins, head)
+        for label, block in zip(op.primitive.block_labels(len(op.blocks)), op.blocks):
             inner = sub.subgraph(self.fresh("cluster_"))
-            inner.attr(label=f"block {k}", style="dashed", color="#888888")
+            inner.attr(label=label, style="dashed", color="#888888")
             args = [self.fresh("n") for _ in block.args]
             for a, node in zip(block.args, args):
-                inner.node(node, str(a.type), shape="ellipse", fontsize="8")
+                inner.node(node, f"{self.ref(a)}: {a.type}", shape="ellipse", fontsize="8")
             self.block(inner, block, args, device)
         for r in op.results:
             self.node_of[r.id] = head
@@ -148,16 +191,16 @@ class _Drawing:
         where = format_loc(op.loc) if op.loc is not None else ""
         attrs = {"shape": "box", "style": "filled", "fillcolor": "white" if in_kernel else self.colour(device)}
         role = op.primitive.role
-        label = f"{op.name}\\n{_types(op.results)}" + (f"\\n{where}" if where else "")
+        literal = op.attrs.get("value") if op.primitive.kind == "constant" else None
+        value = f" {constant_text(literal.array)}" if isinstance(literal, Literal) else ""
+        label = f"{self.defines(op)}{op.name}{value}\\n{_types(op.results)}" + (f"\\n{where}" if where else "")
         if role in ("send", "recv"):
             attrs.update(shape="cds", color="#c0392b")
             (self.sends if role == "send" else self.recvs)[str(op.attrs.get("key"))] = node
         elif op.primitive.kind == "constant":
             attrs.update(shape="note")
         g.node(node, label, **attrs)
-        for v in ins:
-            if v is not None:
-                self.g.edge(v, node)
+        self.connect(ins, node)
         for r in op.results:
             self.node_of[r.id] = node
 
@@ -166,15 +209,17 @@ class _Drawing:
         for i, a in enumerate(fn.args):
             node = self.fresh("arg")
             var = " var" if fn.is_var[i] else ""
-            self.g.node(node, f"%{a.name or i}: {a.type}{var}", shape="ellipse", style="filled",
+            self.g.node(node, f"{self.ref(a)}: {a.type}{var}", shape="ellipse", style="filled",
                         fillcolor=self.colour(fn.arg_devices[i]))
             args.append(node)
         outs = self.block(self.g, fn.body, args, None)
         for j, node in enumerate(outs):
             result = self.fresh("result")
-            self.g.node(result, f"result {j}: {fn.body.returns[j].type}", shape="ellipse", style="bold")
-            if node is not None:
-                self.g.edge(node, result)
+            returned = fn.body.returns[j]
+            self.g.node(result, f"result {j}: {self.ref(returned)}\\n{returned.type}", shape="ellipse", style="bold")
+            self.connect([node], result)
+        for (tail, head), reads in self.edges.items():
+            self.g.edge(tail, head, **({"label": f"\u00d7{reads}"} if reads > 1 else {}))
         for key, send in self.sends.items():
             if key in self.recvs:
                 self.g.edge(send, self.recvs[key], label=f"send/recv {key}", style="dashed", color="#c0392b",

@@ -217,6 +217,17 @@ def op_lines(fn: Function) -> Iterator[tuple[Op, str]]:
         yield op, format_op(op, namer, "")[0]
 
 
+def value_names(fn: Function) -> dict[int, str]:
+    """The name ``print_function`` gives each value of ``fn`` (arguments, op results, block
+    arguments), without the ``%``, by ``Value.id``: for pictures and tools that show a
+    program beside its text form."""
+    namer = _Namer()
+    for a in fn.args:
+        namer.arg(a)
+    format_block(fn.body, namer, "")
+    return dict(namer.names)
+
+
 def print_function(fn: Function) -> str:
     """The text form of ``fn`` (see the module docstring)."""
     namer = _Namer()

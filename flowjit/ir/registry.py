@@ -232,7 +232,10 @@ class Primitive:
     none); a block-owning rule differentiates a block with ``e.backward``, which the autodiff pass
     hands down (this layer cannot import it). An op of a primitive with ``num_blocks`` owns
     that many blocks (``-1``: one or more), isolated from above (they see only their own
-    arguments); its rule and impl then also receive ``blocks``.
+    arguments); its rule and impl then also receive ``blocks``. ``block_names`` says what
+    each block is, for pictures and messages: a name per block (``("cond", "body")``), or
+    for a variable number of blocks a function of the count returning them (cond's
+    ``branch 0 (false)``, ``branch 1 (true)``); read them with ``block_labels``.
 
     Algebraic facts, each exact for every input of every accepted dtype (floats compare by
     value, sign of zero and NaN-ness), and each meaning "no such fact" when left out; an
@@ -284,10 +287,12 @@ class Primitive:
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
                  loop: Loop | None = None, batch: Callable[..., Any] | None = None,
                  maps_leading_dims: bool = False, jvp: Callable[..., Any] | None = None, no_derivative: str = "",
-                 doc: str = ""):
+                 block_names: Sequence[str] | Callable[[int], Sequence[str]] = (), doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
         assert loop is None or num_blocks != 0, f"{name}: a loop owns blocks"
+        assert callable(block_names) or not block_names or len(block_names) == num_blocks, \
+            f"{name}: {len(block_names)} block names for {num_blocks} blocks"
         self.name = name
         self.kind = kind
         self.rule = rule
@@ -316,7 +321,14 @@ class Primitive:
         self.jvp = jvp
         self.maps_leading_dims = maps_leading_dims
         self.no_derivative = no_derivative
+        self.block_names = block_names if callable(block_names) else tuple(block_names)
         self.doc = doc
+
+    def block_labels(self, count: int) -> list[str]:
+        """The name of each of the ``count`` blocks an op of this primitive owns, by role
+        (``block_names``); ``block k`` where the primitive declares none."""
+        names = list(self.block_names(count) if callable(self.block_names) else self.block_names)
+        return names if len(names) == count else [f"block {k}" for k in range(count)]
 
     @property
     def pure(self) -> bool:

@@ -75,7 +75,15 @@ def _cond_impl(index: np.ndarray, *inputs: np.ndarray, blocks: Sequence[Any]) ->
     return tuple(_run(blocks[k], inputs))
 
 
+def _branch_names(count: int) -> list[str]:
+    """``branch k``; with two, fj.cond's: the false branch (index 0) first, then the true."""
+    if count == 2:
+        return ["branch 0 (false)", "branch 1 (true)"]
+    return [f"branch {k}" for k in range(count)]
+
+
 declare("cond", kind="control", role="branch", rule=_cond_rule, impl=_cond_impl, arity=None, num_blocks=-1,
+        block_names=_branch_names,
         doc="cond(index, inputs...): runs branch `index` (clamped) on the inputs")
 
 
@@ -133,7 +141,7 @@ def _while_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_carry: int,
 
 
 declare("while", kind="control", role="while_loop", loop=Loop("num_carry"), rule=_while_rule, impl=_while_impl,
-        arity=None, num_blocks=2,
+        arity=None, num_blocks=2, block_names=("cond", "body"),
         attrs={"num_carry": attr("int"), "maximum_iterations": attr("int", -1)},
         doc="while(carry..., consts...): repeat the body on the carry while the condition holds")
 
@@ -176,7 +184,7 @@ def _scan_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_carry: int, num_x
 
 
 declare("scan", kind="control", role="scan_loop", loop=Loop("num_carry", "num_xs"), rule=_scan_rule,
-        impl=_scan_impl, arity=None, num_blocks=1,
+        impl=_scan_impl, arity=None, num_blocks=1, block_names=("body",),
         attrs={"num_carry": attr("int"), "num_xs": attr("int"), "length": attr("int"),
                "reverse": attr("bool", False)},
         doc="scan(carry..., xs..., consts...): the body over the leading axis of xs, carrying state")

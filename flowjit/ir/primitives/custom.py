@@ -78,7 +78,7 @@ def _custom_vjp_impl(*inputs: np.ndarray, blocks: Sequence[Any], num_out: int, n
 
 
 declare("custom_vjp_call", kind="control", role="custom_vjp", rule=_custom_vjp_rule, impl=_custom_vjp_impl,
-        arity=None, num_blocks=1,
+        arity=None, num_blocks=1, block_names=("bwd",),
         attrs={"num_out": attr("int"), "num_res": attr("int"), "name": attr("str", "")},
         doc="custom_vjp_call(outs..., residuals..., args..., captures...): the outputs, differentiated by "
             "the bwd block")
@@ -133,6 +133,7 @@ def _call_impl(*inputs: np.ndarray, blocks: Sequence[Any], **attrs: Any) -> tupl
 
 
 declare("call", kind="control", role="call", rule=_call_rule, impl=_call_impl, arity=None, num_blocks=1,
+        block_names=("body",),
         attrs={"num_out": attr("int"), "prevent_cse": attr("bool", True), "recompute": attr("bool", False),
                "policy": attr("str", ""), "name": attr("str", "")},
         doc="call(inputs...): the block run on the inputs: num_out outputs, then the values the remat policy "

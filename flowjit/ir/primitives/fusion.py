@@ -32,5 +32,6 @@ def _fusion_impl(*arrays: np.ndarray, blocks: Sequence[Any], name: str, lines: s
 
 
 declare("fusion", kind="control", role="kernel", rule=_fusion_rule, impl=_fusion_impl, arity=None, num_blocks=1,
+        block_names=("kernel",),
         attrs={"name": attr("str"), "lines": attr("str", "")}, differentiable=False,
         doc="ops grouped into one kernel; runs its block")
