@@ -148,6 +148,10 @@ def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tupl
 # The sizes a symbolic dimension is traced at: multiples of 64, so every size and offset of
 # the three plans is a multiple of the scratch alignment and lines fit them exactly.
 SYMBOLIC_SAMPLES = (64, 128, 192)
+# The sizes tried when those meet a dimension of the program itself: an MLP 64-128-10 traced
+# at B = 128 has one size variable for B and its hidden width (equal there), so its kernel
+# differs from the one traced at 64 although nothing in it depends on B.
+SYMBOLIC_SAMPLES_AGAIN = (320, 448, 576)
 
 
 def _symbol(example_args: tuple) -> str | None:
@@ -171,14 +175,19 @@ def _symbolic_plan(f: Callable[..., Any], example_args: tuple, static: dict[str,
     the plans unified (``program.unify_plans``); an AOTError names what changes with it
     otherwise."""
     from flowjit.codegen_cpu.program_plan import NotNative, unify_plans
-    planned = []
-    for size in SYMBOLIC_SAMPLES:
-        _, entry, _, _ = _trace(f, _at(example_args, size), static)
-        planned.append(_plan(entry, name, 1, sequential=True))
-    try:
-        plan = unify_plans([p for _, p, _ in planned], SYMBOLIC_SAMPLES)
-    except NotNative as e:
-        raise AOTError(f"cannot compile {name} for any {symbol}: {e}") from None
+    first: NotNative | None = None
+    for samples in (SYMBOLIC_SAMPLES, SYMBOLIC_SAMPLES_AGAIN):
+        planned = []
+        for size in samples:
+            _, entry, _, _ = _trace(f, _at(example_args, size), static)
+            planned.append(_plan(entry, name, 1, sequential=True))
+        try:
+            plan = unify_plans([p for _, p, _ in planned], samples)
+            break
+        except NotNative as e:
+            first = first or e
+    else:
+        raise AOTError(f"cannot compile {name} for any {symbol}: {first}") from None
     constants = planned[0][2]
     for _, _, other in planned[1:]:
         if len(other) != len(constants) or any(a.shape != b.shape or not np.array_equal(a, b)

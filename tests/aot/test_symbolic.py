@@ -115,3 +115,20 @@ def test_a_constant_made_from_the_batch_size_is_refused(built, tmp_path, capsys)
     with pytest.raises(AOTError, match="one symbolic dimension at a time"):
         fj.export(lambda x, y: x + y.sum(), fj.ShapeDtype(("B", 2), "f32"), fj.ShapeDtype(("N",), "f32"),
                   path=tmp_path / "d")
+
+
+def test_a_hidden_width_equal_to_a_sampled_batch_size_still_compiles(tmp_path):
+    # 64-128-128-10 with biases (the digits MLP): traced at B = 128, B and the hidden width
+    # share a size variable, so the exporter samples B again at sizes no dimension has.
+    rng = np.random.default_rng(3)
+    w1 = fj.Variable(rng.standard_normal((64, 128)).astype(np.float32), name="w1")
+    b1 = fj.Variable(rng.standard_normal(128).astype(np.float32), name="b1")
+    w2 = fj.Variable(rng.standard_normal((128, 10)).astype(np.float32), name="w2")
+
+    def predict(x):
+        return fj.nn.relu(x @ w1 + b1) @ w2
+    fj.export(predict, fj.ShapeDtype(("B", 64), "f32"), path=tmp_path, name="mlp")
+    run = fj.load_compiled(tmp_path)
+    for batch in (1, 7, 128, 300):
+        x = rng.standard_normal((batch, 64)).astype(np.float32)
+        np.testing.assert_allclose(run(x), fj.function(predict)(x), rtol=1e-4, atol=1e-4)
