@@ -25,9 +25,11 @@ NUMPY = types.SimpleNamespace(**{n: getattr(np, n) for n in dir(np) if not n.sta
 NUMPY.logistic = lambda x: 1 / (1 + np.exp(-x))
 
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
-# Small shapes, 0-d, unit axes, and rows past a float32 sum's block of 128 elements.
-SHAPES = [(), (4,), (3, 4), (2, 3), (2, 3, 4), (4, 4), (1, 4), (3, 1), (2, 150), (300,)]
-# Outputs past flowjit.codegen_cpu.kernel_source.PARALLEL_MIN_ELEMENTS.
+# Small shapes, 0-d, unit axes, zero-size axes, and rows past a float32 sum's block of 128
+# elements.
+SHAPES = [(), (4,), (3, 4), (2, 3), (2, 3, 4), (4, 4), (1, 4), (3, 1), (1, 2), (2, 150), (300,), (0,), (2, 0),
+          (0, 3)]
+# Outputs past flowjit.codegen_cpu.parallel.PARALLEL_MIN_ELEMENTS.
 LARGE_SHAPES = [(512, 520), (270_000,)]
 
 
@@ -117,7 +119,7 @@ class _Writer:
         else:
             ops = ["-{a}", "m.abs({a})", "m.tanh({a})", "m.exp({a})", "m.log(m.abs({a}) + 1.0)",
                    "m.sqrt(m.abs({a}))", "m.floor({a})", "m.sign({a})", "m.sin({a})", "m.logistic({a})",
-                   "{a} * {a}", "{a} / 3.0", "m.cos({a})"]
+                   "{a} * {a}", "{a} / 3.0", "m.cos({a})", "m.log1p(m.abs({a}))", "m.abs({a}) ** 1.5"]
         self.add(self.pick(ops).format(a=a), self.shapes[k])
 
     def binary(self) -> None:
@@ -134,7 +136,7 @@ class _Writer:
         else:
             ops = ["{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} / (m.abs({b}) + 0.5)", "m.maximum({a}, {b})",
                    "m.minimum({a}, {b})", "m.where({a} > {b}, {a}, {b} * 2.0)",
-                   "m.where({a} <= {b}, {a} - {b}, {b})"]
+                   "m.where({a} <= {b}, {a} - {b}, {b})", "(m.abs({a}) + 0.5) ** m.tanh({b})"]
         self.add(self.pick(ops).format(a=a, b=b), np.broadcast_shapes(self.shapes[i], self.shapes[j]))
 
     def reduce(self) -> None:
@@ -151,6 +153,8 @@ class _Writer:
         axes = self.pick(choices)
         keep = bool(self.rng.integers(2))
         names = ["sum", "mean"] if self.smooth else ["sum", "max", "min"] + ([] if self.is_int else ["mean"])
+        if math.prod(s) == 0:  # NumPy's max and min of nothing raise (no identity); a mean is NaN
+            names = ["sum"]
         op = self.pick(names)
         extra = ", dtype={a}.dtype" if op == "sum" and self.is_int else ""
         shape = _reduced(s, axes if axes is None or isinstance(axes, tuple) else (axes,), keep)
@@ -160,7 +164,7 @@ class _Writer:
         """A row statistic broadcast back over its row (softmax, layer norm): the reduction
         and the elementwise work of one row in one kernel, where the CPU writer stores a
         row's elements in the output and divides them in place."""
-        k = self.value(lambda s: len(s) >= 1)
+        k = self.value(lambda s: len(s) >= 1 and math.prod(s) > 0)
         if k is None or self.is_int:
             return self.reduce()
         s, a = self.shapes[k], self.names[k]
@@ -184,7 +188,7 @@ class _Writer:
         if self.smooth:  # a float32 rounding in the middle leaves central differences noise
             return self.unary()
         forms = [f"({a} > 0).astype({d})", f"{a}.astype({other}).astype({d})"]
-        if s and self.rng.integers(2):
+        if s and math.prod(s) and self.rng.integers(2):  # an argmax of nothing raises
             ax = int(self.rng.integers(len(s)))
             arg = self.pick(["argmax", "argmin"])
             self.add(f"m.{arg}({a}, axis={ax}).astype({d})", s[:ax] + s[ax + 1:])
@@ -214,17 +218,23 @@ class _Writer:
                 self.add(f"{a}.reshape(2, -1)", (2, n // 2))
             else:
                 self.add(f"{a}.reshape(-1)", (n,))
-        elif kind == "slice":
+        elif kind == "slice":  # any bounds, past either end too, any step but 0: maybe empty
             ax = int(self.rng.integers(nd))
-            start = int(self.rng.integers(0, max(s[ax] - 1, 0) + 1))
-            step = self.pick([1, 2])
-            index = ", ".join([":"] * ax + [f"{start}::{step}"])
-            self.add(f"{a}[{index}]", s[:ax] + (len(range(start, s[ax], step)),) + s[ax + 1:])
+            n = s[ax]
+            bound = [None, *range(-n - 1, n + 2)]
+            start, stop = self.pick(bound), self.pick(bound)
+            step = self.pick([1, 1, 2, -1, -2, 3])
+            part = f"{'' if start is None else start}:{'' if stop is None else stop}:{step}"
+            index = ", ".join([":"] * ax + [part])
+            self.add(f"{a}[{index}]", s[:ax] + (len(range(n)[start:stop:step]),) + s[ax + 1:])
         elif kind == "flip":
             ax = int(self.rng.integers(nd))
             self.add(f"{a}[{', '.join([':'] * ax + ['::-1'])}]", s)
         elif kind == "index":
-            self.add(f"{a}[{int(self.rng.integers(s[0]))}]", s[1:])
+            if s[0] == 0:  # nothing to index: an empty slice of it instead
+                self.add(f"{a}[1:]", s)
+            else:
+                self.add(f"{a}[{int(self.rng.integers(s[0]))}]", s[1:])
         elif kind == "pad":
             widths = [(int(self.rng.integers(2)), int(self.rng.integers(2))) for _ in s]
             self.add(f"m.pad({a}, {tuple(widths)!r})", tuple(n + lo + hi for n, (lo, hi) in zip(s, widths)))

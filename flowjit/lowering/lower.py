@@ -139,16 +139,16 @@ class _Lowering:
                 depth = max(depth, k)
         return depth
 
-    def bind(self, expr: Expr | tuple, key: tuple, prefix: str = "t", innermost: bool = False) -> Expr | tuple:
-        """``expr`` bound to a name in the outermost scope that has every variable it uses
-        (``innermost``: in the innermost scope, never hoisted); a complex pair part by part."""
+    def bind(self, expr: Expr | tuple, key: tuple, prefix: str = "t", at_least: int = 0) -> Expr | tuple:
+        """``expr`` bound to a name in the outermost scope that has every variable it uses,
+        and no outer than scope ``at_least``; a complex pair part by part."""
         if is_pair(expr):
-            pair = tuple(self.bind(e, (*key, part), prefix, innermost) for part, e in enumerate(expr))
-            self.scopes[len(self.scopes) - 1 if innermost else self.target_depth(pair)].memo[key] = pair
+            pair = tuple(self.bind(e, (*key, part), prefix, at_least) for part, e in enumerate(expr))
+            self.scopes[max(self.target_depth(pair), at_least)].memo[key] = pair
             return pair
         if isinstance(expr, (Const, Var)):
             return expr
-        depth = len(self.scopes) - 1 if innermost else self.target_depth([expr])
+        depth = max(self.target_depth([expr]), at_least)
         for s in self.scopes[:depth + 1]:
             if key in s.memo:
                 return s.memo[key]
@@ -158,6 +158,14 @@ class _Lowering:
         self.scopes[depth].memo[key] = var
         self.depth_of[name] = depth
         return var
+
+    def empty_loop_depth(self) -> int:
+        """The scope of the outermost open loop that runs no iteration (its stop is 0); the
+        innermost scope when none is (the read is then under a branch that never runs)."""
+        for k, scope in enumerate(self.scopes):
+            if scope.var is not None and scope.body and scope.body[0][1] == _i(0):
+                return k
+        return len(self.scopes) - 1
 
     def clamp(self, index: Expr, n: Expr) -> Expr:
         e = apply("min", apply("max", index, _i(0)), apply("sub", n, _i(1)))
@@ -185,8 +193,10 @@ class _Lowering:
         if v.producer is None:
             self.reads.setdefault(v.id, set()).add(idx)
             # A read of an empty input only ever sits in a loop that runs no iteration:
-            # hoisted out of it, it would run.
-            return self.bind(load(self.arg_names[v.id], idx, v.type.dtype), key, innermost=v.type.size == 0)
+            # hoisted out of it, it would run (no deeper: a row's value stored outside the
+            # nest's inner loops may read it).
+            at_least = self.empty_loop_depth() if v.type.size == 0 else 0
+            return self.bind(load(self.arg_names[v.id], idx, v.type.dtype), key, at_least=at_least)
         stored = self.read_stored(v, idx)
         if stored is not None:
             return self.bind(stored, key)
@@ -271,6 +281,8 @@ class _Lowering:
                     src[axis] = self.clamp(apply("sub", idx[axis], offset), size)
                     offset = apply("add", offset, size)
                     pieces.append((offset, self.value(part, tuple(src))))
+            if not pieces:  # every part is empty along the axis: so is the result, never read
+                return constant(0, out.dtype)
             expr = pieces[-1][1]
             for end, piece in reversed(pieces[:-1]):
                 expr = scalar.choose(apply("lt", idx[axis], end), piece, expr)

@@ -80,3 +80,35 @@ def test_hypothesis_programs_lower_and_evaluate_as_the_interpreter(program, seed
     short, in_shapes, steps, n_out = program
     inputs = program_inputs(short, in_shapes, seed)
     check_fused(lambda *xs: run_program(steps, xs, n_out, traced=True), *inputs)
+
+
+def _compiled_matches_interpreted(f, *args):
+    got = fj.function(f)(*args)
+    want = fj.function(f, interpret=True)(*args)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
+        np.testing.assert_array_equal(g, w)
+
+
+def test_a_join_of_parts_all_empty_along_its_axis():
+    # Every part of the concatenation is empty along the axis: the lowering took the last
+    # part's piece of an empty list (IndexError); the result is empty and never read.
+    def f(a):
+        v = fj.broadcast_to(a, (1, 3))[2::2]  # shape (0, 3)
+        return fj.log1p(v + v), fj.concatenate([v, v], axis=0)
+    _compiled_matches_interpreted(f, np.ones(3, np.float32))
+
+
+def test_a_row_value_of_an_empty_input_is_bound_where_its_store_is():
+    # Two outputs in one nest, (0,) stored per row of (0, 6): the empty input's read was
+    # bound in the innermost loop, after the row's store that used it (the loop-IR verifier
+    # refused the kernel: "t9 is used before it is defined").
+    def f(x1, x2):
+        return x1 - x1, fj.concatenate([x2, x2], axis=1)
+    _compiled_matches_interpreted(f, np.zeros(0, np.float32), np.zeros((0, 3), np.float32))
+
+    def g(x):
+        v = fj.matmul(fj.tanh(x), fj.swapaxes(fj.tanh(x), -1, -2))  # (0, 0)
+        w = v * fj.tanh(v)
+        return fj.matmul(fj.tanh(w), fj.tanh(x)), w, w.reshape(-1)
+    _compiled_matches_interpreted(g, np.zeros((0, 3)))
