@@ -12,8 +12,12 @@ from __future__ import annotations
 from .anomalies import Anomaly, DataReport, js_divergence, linf_distance, validate_data
 from .data import Dataset, open_dataset
 from .errors import ValidateError
+from .metrics import Metric, get_metric
+from .model import BLESSING, Artifact, Check, ModelReport, find_artifact, validate_model
 from .schema import check_schema, infer_schema, load_schema
 from .stats import load_statistics, statistics
 
-__all__ = ["Anomaly", "DataReport", "Dataset", "ValidateError", "check_schema", "infer_schema", "js_divergence",
-           "linf_distance", "load_schema", "load_statistics", "open_dataset", "statistics", "validate_data"]
+__all__ = ["BLESSING", "Anomaly", "Artifact", "Check", "DataReport", "Dataset", "Metric", "ModelReport",
+           "ValidateError", "check_schema", "find_artifact", "get_metric", "infer_schema", "js_divergence",
+           "linf_distance", "load_schema", "load_statistics", "open_dataset", "statistics", "validate_data",
+           "validate_model"]

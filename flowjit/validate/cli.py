@@ -15,6 +15,7 @@ from typing import Any
 
 from .anomalies import validate_data
 from .errors import ValidateError
+from .model import validate_model
 from .schema import infer_schema, load_schema
 from .stats import load_statistics, statistics
 
@@ -62,6 +63,19 @@ def cmd_data(ns: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_model(ns: argparse.Namespace) -> int:
+    report = validate_model(ns.candidate, ns.data, baseline=ns.baseline, metric=ns.metric, minimum=ns.min,
+                            maximum=ns.max, max_drop=ns.max_drop, slice_feature=ns.slice, label=ns.label,
+                            higher_is_better=not ns.lower_is_better, rtol=ns.rtol, atol=ns.atol,
+                            max_latency_ratio=ns.max_latency_ratio, timeout=ns.timeout)
+    if ns.json:
+        print(json.dumps(report.blessing(), indent=2))
+    else:
+        sys.stdout.write(report.table())
+        print(f"wrote {report.candidate.directory / 'BLESSING.json'}")
+    return 0 if report.blessed else 1
+
+
 def _run(ns: argparse.Namespace) -> int:
     try:
         return ns.validate_func(ns)
@@ -97,3 +111,27 @@ def add_commands(subparsers: Any) -> None:
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     d.add_argument("--chunk-mb", type=int, default=32, help=chunk_help)
     d.set_defaults(func=_run, validate_func=cmd_data)
+    m = sub.add_parser("model", help="validate a compiled model (canary, quality, equivalence) and write its blessing",
+                       description="Run CANDIDATE (a `flowjit compile` directory or MODELS/NAME/VERSION) on HELDOUT "
+                                   "in a separate process, check its metric against --min/--max and the baseline, "
+                                   "its outputs against flowjit's interpreter running its IR, and write "
+                                   "CANDIDATE/BLESSING.json (BLESSED or NOT_BLESSED with every failed check).")
+    m.add_argument("candidate", help="the compiled model to validate")
+    m.add_argument("--data", required=True, help="held-out data: features named after the model's arguments, "
+                                                 "and the label")
+    m.add_argument("--baseline", help="the model being served (a compiled model, MODELS/NAME/VERSION or MODELS/NAME)")
+    m.add_argument("--metric", default="accuracy",
+                   help="accuracy (default), log_loss, auc, mse, mae, or FILE.py:FUNC (func(outputs, labels) -> float)")
+    m.add_argument("--min", type=float, help="the lowest value accepted (metrics where higher is better)")
+    m.add_argument("--max", type=float, help="the highest value accepted (metrics where lower is better)")
+    m.add_argument("--max-drop", type=float, help="how much worse than the baseline is accepted (default 0)")
+    m.add_argument("--slice", help="also check the metric for each value of this feature")
+    m.add_argument("--label", default="label", help="the feature holding the labels (default: label)")
+    m.add_argument("--lower-is-better", action="store_true", help="for a FILE.py:FUNC metric: lower values are better")
+    m.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance against the interpreter (1e-4)")
+    m.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance against the interpreter (1e-5)")
+    m.add_argument("--max-latency-ratio", type=float, default=3.0,
+                   help="the candidate's p99 latency may be at most this times the baseline's, plus 5 ms (3)")
+    m.add_argument("--timeout", type=float, default=300.0, help="seconds the canary process may run (300)")
+    m.add_argument("--json", action="store_true", help="print the blessing as JSON")
+    m.set_defaults(func=_run, validate_func=cmd_model)
