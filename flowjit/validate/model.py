@@ -48,6 +48,8 @@ from .errors import ValidateError
 from .metrics import Metric, get_metric
 
 BLESSING = "BLESSING.json"
+# The readiness marker of a model repository version (the serving issue's contract).
+READY = "READY"
 # Examples a call of a library with a symbolic batch dimension gets.
 BATCH = 256
 
@@ -79,7 +81,8 @@ class Artifact:
 
 def find_artifact(path: str | os.PathLike[str], role: str = "candidate") -> Artifact:
     """The compiled model at ``path``: a ``flowjit compile`` directory, a model repository
-    version ``MODELS/NAME/VERSION``, or ``MODELS/NAME`` (its highest version)."""
+    version ``MODELS/NAME/VERSION``, or ``MODELS/NAME`` (its highest complete version: the
+    one ``flowjit serve`` would serve)."""
     p = Path(path)
     if not p.is_dir():
         raise ValidateError(f"the {role} {p} is not a directory: give a `flowjit compile` directory or a model "
@@ -88,8 +91,12 @@ def find_artifact(path: str | os.PathLike[str], role: str = "candidate") -> Arti
     if not found:
         versions = sorted((int(d.name), d) for d in p.iterdir() if d.is_dir() and d.name.isdigit()
                           and any(_manifest(m) is not None for m in d.glob("*.json")))
-        if versions:
-            return find_artifact(versions[-1][1], role)
+        # A repository's complete versions are those whose readiness marker names their
+        # manifest's digest (what `flowjit push` writes last); a folder of versions copied by
+        # hand, with no marker anywhere, counts every version.
+        ready = [(v, d) for v, d in versions if _ready(d)]
+        if ready or versions:
+            return find_artifact((ready or versions)[-1][1], role)
         raise ValidateError(f"the {role} {p} is not a compiled model: it holds no flowjit manifest (NAME.json of "
                             "`flowjit compile`) and no model versions (MODELS/NAME/VERSION)")
     if len(found) > 1:
@@ -102,6 +109,15 @@ def find_artifact(path: str | os.PathLike[str], role: str = "candidate") -> Arti
     if not manifest["args"] or not any(a["kind"] == "argument" for a in manifest["args"]):
         raise ValidateError(f"the {role} {p} takes no arguments: a model takes a batch of examples")
     return Artifact(p, manifest)
+
+
+def _ready(version: Path) -> bool:
+    """Whether a version directory's readiness marker (``READY``) names its manifest's digest."""
+    try:
+        marker = (version / READY).read_text().strip()
+    except OSError:
+        return False
+    return any((m := _manifest(p)) is not None and m.get("digest") == marker for p in version.glob("*.json"))
 
 
 def _manifest(path: Path) -> dict[str, Any] | None:

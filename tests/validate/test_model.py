@@ -207,3 +207,31 @@ def test_a_manifest_seeds_the_schema(models, tmp_path):
     schema = infer_schema(statistics(tmp_path / "train.npz"), manifest)
     x = next(f for f in schema["features"] if f["name"] == "x")
     assert x["shape"] == [64] and x["type"] == "float"
+
+
+def test_validate_then_push_end_to_end(models, tmp_path, capsys):
+    # flowjit push (the serving issue's) publishes only what flowjit validate blessed.
+    repo = tmp_path / "MODELS" / "digits"
+    data = str(models["data"])
+    good, worse = tmp_path / "good", tmp_path / "worse"
+    shutil.copytree(models["good"], good, ignore=_NO_BLESSING)
+    shutil.copytree(models["worse"], worse, ignore=_NO_BLESSING)
+    assert main(["push", str(good), str(repo)]) == 2          # not validated yet
+    assert "BLESSING.json" in capsys.readouterr().err
+    assert main(["validate", "model", str(good), "--data", data, "--min", "0.95"]) == 0
+    assert main(["push", str(good), str(repo)]) == 0
+    assert (repo / "1" / "READY").is_file() and (repo / "1" / "digits.ir").is_file()
+    # The worse one against the served version: refused, and push refuses it.
+    assert main(["validate", "model", str(worse), "--data", data, "--min", "0.5", "--baseline", str(repo),
+                 "--max-drop", "0.01"]) == 1
+    assert "FAIL  baseline" in capsys.readouterr().out
+    assert main(["push", str(worse), str(repo)]) == 2
+    assert "NOT_BLESSED" in capsys.readouterr().err
+    assert sorted(p.name for p in repo.iterdir()) == ["1"]
+    # One no worse than the served version is blessed and pushed as version 2.
+    better = tmp_path / "better"
+    shutil.copytree(models["good"], better, ignore=_NO_BLESSING)
+    assert main(["validate", "model", str(better), "--data", data, "--min", "0.95", "--baseline", str(repo),
+                 "--max-drop", "0.01"]) == 0
+    assert main(["push", str(better), str(repo)]) == 0
+    assert (repo / "2" / "READY").is_file()
