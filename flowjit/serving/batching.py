@@ -75,6 +75,7 @@ class Batcher:
 
     def __init__(self, version: LoadedVersion, *, max_batch_size: int = 64, batch_timeout_s: float = 0.002,
                  slo_s: float | None = None, max_queue_rows: int | None = None, batching: bool = True,
+                 adaptive_wait: bool = True,
                  on_batch: Callable[[BatchStats], None] | None = None,
                  on_depth: Callable[[int], None] | None = None):
         self.version = version
@@ -84,6 +85,7 @@ class Batcher:
             self.limit = min(self.limit, version.signature.fixed)
         self.timeout_s = batch_timeout_s if self.batching else 0.0
         self.slo_s = slo_s
+        self.adaptive_wait = adaptive_wait
         self.max_queue_rows = max_queue_rows or max(8 * self.limit, 256)
         self.cost = version.cost
         self.cap = self._model_cap()
@@ -179,7 +181,11 @@ class Batcher:
                     return None
                 self._cond.wait()
             first = self._queue[0]
-            end = first.arrival + self.timeout_s
+            # Waiting for more requests saves one batch's fixed cost b per request merged; a
+            # wait longer than that only adds latency (the worker idles meanwhile, and a busy
+            # worker finds the queue full anyway): wait at most min(timeout, 2 b).
+            end = first.arrival + min(self.timeout_s, 2 * self.cost[1]) if self.adaptive_wait else \
+                first.arrival + self.timeout_s
             if first.deadline is not None:
                 end = min(end, first.deadline - self.predict(self.cap))
             while self._rows < self.cap and not self._closing:

@@ -26,7 +26,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     policy = "specific" if versions else ns.version_policy
     server = Server(ns.models, host=ns.host, port=ns.port, max_batch_size=ns.max_batch_size,
                     batch_timeout_ms=ns.batch_timeout_ms, latency_slo_ms=ns.latency_slo_ms,
-                    batching=not ns.no_batching, max_queue_rows=ns.max_queue_rows, poll_seconds=ns.poll_seconds,
+                    batching=not ns.no_batching, adaptive_wait=not ns.fixed_wait,
+                    max_queue_rows=ns.max_queue_rows, poll_seconds=ns.poll_seconds,
                     max_body_mb=ns.max_body_mb, version_policy=policy, versions=versions)
     server.serve_forever()
     return 0
@@ -67,6 +68,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--latency-slo-ms", type=float, default=None,
                    help="a latency objective: the batch size and wait adapt to it, and a request predicted to "
                         "miss it is answered 503 at once")
+    p.add_argument("--fixed-wait", action="store_true",
+                   help="every batch waits the whole --batch-timeout-ms for more requests (default: at most twice "
+                        "a batch's fixed cost, measured at load)")
     p.add_argument("--no-batching", action="store_true", help="run each request alone (the baseline)")
     p.add_argument("--max-queue-rows", type=int, default=None,
                    help="rows a model may queue before answering 429 (default max(8 x max batch, 256))")

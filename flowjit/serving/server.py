@@ -47,6 +47,7 @@ class Config:
     batch_timeout_ms: float = 2.0
     latency_slo_ms: float | None = None
     batching: bool = True
+    adaptive_wait: bool = True              # False: every batch waits the whole timeout (TF Serving's rule)
     max_queue_rows: int | None = None
     poll_seconds: float = 1.0
     max_body_mb: float = 64.0
@@ -180,7 +181,8 @@ class Repository:
 
         batcher = Batcher(loaded, max_batch_size=c.max_batch_size, batch_timeout_s=c.batch_timeout_ms / 1e3,
                           slo_s=None if c.latency_slo_ms is None else c.latency_slo_ms / 1e3,
-                          max_queue_rows=c.max_queue_rows, batching=c.batching, on_batch=on_batch,
+                          max_queue_rows=c.max_queue_rows, batching=c.batching, adaptive_wait=c.adaptive_wait,
+                          on_batch=on_batch,
                           on_depth=lambda n: m.depth.labels(name).set(n))
         return loaded, batcher
 
@@ -375,7 +377,7 @@ class Server:
 
     ``models`` is the repository directory (``MODELS/NAME/VERSION/``); ``port=0`` takes a
     free port. The keyword options are ``Config``'s: ``max_batch_size``,
-    ``batch_timeout_ms``, ``latency_slo_ms``, ``batching``, ``max_queue_rows``,
+    ``batch_timeout_ms``, ``latency_slo_ms``, ``batching``, ``adaptive_wait``, ``max_queue_rows``,
     ``poll_seconds``, ``max_body_mb``, ``version_policy``, ``versions``."""
 
     def __init__(self, models: str | Path, host: str = "127.0.0.1", port: int = 0, **options: Any):

@@ -256,7 +256,7 @@ def test_old_versions_are_unloaded(models, artifacts):
 # ---- batching and overload ------------------------------------------------------------------------
 
 def test_concurrent_requests_are_batched_and_answered_right(models, artifacts):
-    with Server(models, max_batch_size=32, batch_timeout_ms=5) as server:
+    with Server(models, max_batch_size=32, batch_timeout_ms=5, adaptive_wait=False) as server:
         check, bad = _check_answer(artifacts["answers"], 1)
         body = json.dumps({"instances": X[:1].tolist()}).encode()
         run_level(server.url, "mlp", 16, 1.0, body, on_response=check)
@@ -273,7 +273,7 @@ def test_concurrent_requests_are_batched_and_answered_right(models, artifacts):
 
 def test_a_full_queue_answers_429_and_a_missed_deadline_503_with_retry_after(models):
     # 429: a batch waits 300 ms for more rows and the queue holds 2.
-    with Server(models, batch_timeout_ms=300, max_queue_rows=2) as server:
+    with Server(models, batch_timeout_ms=300, adaptive_wait=False, max_queue_rows=2) as server:
         url = f"{server.url}/v1/models/mlp:predict"
         answers: list[tuple[int, dict]] = []
         threads = [threading.Thread(target=lambda: answers.append(post(url, {"instances": X[:1].tolist()})[:2]))
