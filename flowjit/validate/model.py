@@ -396,7 +396,8 @@ def _quality_checks(m: Metric, value: float, base_value: float | None, minimum: 
         allowed = max_drop or 0.0
         checks.append(Check(f"baseline{where}", drop <= allowed,
                             f"{m.name} {value:.4f} against the baseline's {base_value:.4f} "
-                            f"({'worse' if drop > 0 else 'no worse'} by {abs(drop):.4f}; at most {allowed:g} "
+                            f"({'worse' if drop > 0 else 'better' if drop < 0 else 'no different'} by {abs(drop):.4f}; "
+                            f"at most {allowed:g} "
                             "worse accepted)"))
     if minimum is None and maximum is None and base_value is None:
         checks.append(Check(f"quality{where}", True, f"{m.name} {value:.4f} (no threshold given)"))
