@@ -267,3 +267,19 @@ def test_tan_of_a_large_imaginary_part_is_plus_or_minus_i():
         want = np.tan(z)
     for got in (fj.tan(z), fj.function(fj.tan)(z)):
         np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+def test_asarray_of_a_constant_inside_a_trace_is_traced_so_traced_ids_gather():
+    # fj.asarray(table) stayed a NumPy array, and NumPy's indexing of it by traced ids asked
+    # the Tracer for its value; jnp.asarray(table)[ids] works under jax.jit.
+    table = np.arange(12.0).reshape(4, 3)
+    ids = np.array([0, 2, 3, 2])
+    np.testing.assert_array_equal(fj.function(lambda i: fj.asarray(table)[i])(ids), table[ids])
+    np.testing.assert_array_equal(fj.function(lambda i: fj.array(table)[i] * 2)(ids), table[ids] * 2)
+    # Its gradient is a scatter-add into the table's shape (repeated ids add up).
+    grad = fj.function(fj.grad(lambda t, i: fj.sum(fj.asarray(t)[i] ** 2)))(table, ids)
+    want = np.zeros_like(table)
+    np.add.at(want, ids, 2 * table[ids])
+    np.testing.assert_allclose(grad, want)
+    # Eagerly it is still NumPy's array.
+    assert type(fj.asarray(table)) is np.ndarray

@@ -11,7 +11,7 @@ import numpy as np
 from flowjit.ir.dtypes import DType, register_constructor
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.tracer.core import Operand, Tracer, host_array_from_dlpack, user_location
+from flowjit.tracer.core import Operand, Tracer, current_trace, host_array_from_dlpack, user_location
 from flowjit.tracer.numpy.operands import ArrayLike, as_operand, cast, on_device, operand_value, strong
 
 __all__: list[str] = [
@@ -77,7 +77,13 @@ def asarray(x: ArrayLike, dtype: Any = None, copy: bool | None = None, *, device
         o = cast(o, target)
     elif copy and o.tracer is None and not isinstance(value, (bool, int, float, list, tuple)):
         o = Operand(None, np.array(o.array, copy=True), o.weak)  # it may be x's own memory
-    return operand_value(strong(o))
+    o = strong(o)
+    trace = current_trace()
+    if o.tracer is None and trace is not None:
+        # Inside a trace an array made here is a traced constant (as jnp.asarray under
+        # jax.jit): indexing it with traced ids is a gather, not NumPy's indexing of a Tracer.
+        return trace.constant(np.asarray(o.array))
+    return operand_value(o)
 
 
 array = asarray
