@@ -163,7 +163,8 @@ class _Lowering:
         """The scope of the outermost open loop that runs no iteration (its stop is 0); the
         innermost scope when none is (the read is then under a branch that never runs)."""
         for k, scope in enumerate(self.scopes):
-            if scope.var is not None and scope.body and scope.body[0][1] == _i(0):
+            header = next((s for s in scope.body if isinstance(s, tuple) and s[0] == "loop"), None)
+            if scope.var is not None and header is not None and header[1] == _i(0):
                 return k
         return len(self.scopes) - 1
 

@@ -112,3 +112,13 @@ def test_a_row_value_of_an_empty_input_is_bound_where_its_store_is():
         w = v * fj.tanh(v)
         return fj.matmul(fj.tanh(w), fj.tanh(x)), w, w.reshape(-1)
     _compiled_matches_interpreted(g, np.zeros((0, 3)))
+
+
+def test_reductions_over_an_empty_axis_beside_a_row_result():
+    # Random program 344: the search for the loop that runs no iteration met a scope whose
+    # first statement was not its loop header.
+    def f(x0):
+        v1 = fj.sign(x0)
+        v2 = fj.minimum(x0, v1)
+        return fj.sum(v2, axis=(0, 1)), fj.sum(v2 * v1, axis=1)
+    _compiled_matches_interpreted(f, np.zeros((2, 0), np.float32))
