@@ -59,18 +59,25 @@ def models(tmp_path_factory):
     (differs / "digits.ir").write_text(ir)
     _set_manifest(differs, ir={**json.loads((differs / "digits.json").read_text())["ir"],
                                "sha256": hashlib.sha256(ir.encode()).hexdigest()})
-    # A library whose entry aborts the process (its digest matches, so it loads).
-    crash = root / "crash"
-    shutil.copytree(good, crash)
-    digest = json.loads((crash / "digits.json").read_text())["digest"]
-    source = root / "crash.c"
-    source.write_text('#include <stdint.h>\n#include <stdlib.h>\n'
-                      f'const char digits_digest[65] = "{digest}";\n'
-                      'int32_t digits(const void *in, void *out, void *scratch, int64_t n) { abort(); }\n')
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(crash / "libdigits.so"), str(source)], check=True)
-    _set_manifest(crash, library_sha256=hashlib.sha256((crash / "libdigits.so").read_bytes()).hexdigest())
+    # A library whose entry aborts the process, and one whose entry never returns (their
+    # digests match, so they load).
+    crash = _planted(good, root / "crash", "abort();")
+    hang = _planted(good, root / "hang", "for (;;) pause();")
     return {"root": root, "data": root / "heldout.npz", "good": good, "worse": worse, "differs": differs,
-            "crash": crash}
+            "crash": crash, "hang": hang, "W": W, "b": b}
+
+
+def _planted(good, directory, body):
+    """A copy of the artifact ``good`` whose library's entry runs the C statement ``body``."""
+    shutil.copytree(good, directory)
+    digest = json.loads((directory / "digits.json").read_text())["digest"]
+    source = directory.parent / f"{directory.name}.c"
+    source.write_text('#include <stdint.h>\n#include <stdlib.h>\n#include <unistd.h>\n'
+                      f'const char digits_digest[65] = "{digest}";\n'
+                      f'int32_t digits(const void *in, void *out, void *scratch, int64_t n) {{ {body} return 0; }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(directory / "libdigits.so"), str(source)], check=True)
+    _set_manifest(directory, library_sha256=hashlib.sha256((directory / "libdigits.so").read_bytes()).hexdigest())
+    return directory
 
 
 _NO_BLESSING = shutil.ignore_patterns(BLESSING)
@@ -235,3 +242,36 @@ def test_validate_then_push_end_to_end(models, tmp_path, capsys):
                  "--max-drop", "0.01"]) == 0
     assert main(["push", str(better), str(repo)]) == 0
     assert (repo / "2" / "READY").is_file()
+
+
+def test_a_library_that_hangs_is_refused_at_the_timeout(models):
+    report = validate_model(models["hang"], models["data"], timeout=3, write=False)
+    canary = next(c for c in report.checks if c.name == "canary")
+    assert not canary.passed and "did not finish within 3 s" in canary.detail
+
+
+def test_nan_outputs_and_a_slow_candidate_fail_their_checks(models, tmp_path):
+    W = fj.Variable(models["W"], name="W")
+
+    def predict(x):
+        return fj.log(x @ W - 1e6)        # NaN everywhere
+    fj.export(predict, fj.ShapeDtype(("B", 64), np.float32), path=tmp_path / "nan", name="digits")
+    report = validate_model(tmp_path / "nan", models["data"], baseline=models["good"], max_latency_ratio=0.0,
+                            latency_slack_s=0.0, write=False)
+    failed = _failed(report)
+    assert {"finite_outputs", "latency"} <= failed and "equivalence" not in failed
+    assert "hold NaN or Inf" in next(c.detail for c in report.checks if c.name == "finite_outputs")
+
+
+def test_a_frozen_library_of_one_batch_size(models, tmp_path):
+    # Variables compiled in (their values kept beside the IR for the interpreter) and a
+    # library taking exactly 100 examples: the canary pads the last batch.
+    W, b = fj.Variable(models["W"], name="W"), fj.Variable(models["b"], name="b")
+
+    def predict(x):
+        return fj.tanh(x @ W + b)
+    fj.export(predict, np.zeros((100, 64), np.float32), path=tmp_path / "frozen", name="digits", freeze=True)
+    assert (tmp_path / "frozen" / "digits.ir.safetensors").is_file()
+    report = validate_model(tmp_path / "frozen", models["data"], minimum=0.9, rtol=1e-5, atol=1e-6)
+    assert report.blessed, report.table()
+    assert "on 100 examples" in next(c.detail for c in report.checks if c.name == "equivalence")
