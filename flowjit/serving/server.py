@@ -10,7 +10,6 @@ warm up is refused with a log line and a metric, and the old one keeps serving.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import socket
@@ -341,8 +340,7 @@ def build_app(repo: Repository) -> Starlette:
             else:
                 raise BadRequest(f"content type {ctype!r} is not served: send application/json, {NPY} (one "
                                  f"input) or {NPZ}", 415)
-            future = batcher.submit(arrays, rows)
-            outputs = await asyncio.wrap_future(future)
+            outputs = await batcher.submit(arrays, rows)
             encoded = sig.encode(outputs, form)
             if isinstance(encoded, dict):
                 response: Response = JSONResponse(encoded, headers=headers)
