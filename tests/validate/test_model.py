@@ -108,7 +108,8 @@ def test_a_good_model_is_blessed_with_the_manifest_digest(models, capsys):
 
 def test_below_the_threshold_is_not_blessed_with_the_reason(models, capsys):
     worse = models["worse"]
-    assert main(["validate", "model", str(worse), "--data", str(models["data"]), "--min", "0.95"]) == 1
+    assert main(["validate", "model", str(worse), "--data", str(models["data"]), "--min", "0.95", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["verdict"] == "NOT_BLESSED"
     blessing = _blessing(worse)
     assert blessing["verdict"] == "NOT_BLESSED"
     failed = [c for c in blessing["checks"] if not c["passed"]]
