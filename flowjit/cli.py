@@ -69,8 +69,19 @@ def parse_arg(text: str) -> ShapeDtype:
 
 
 def cmd_ir(ns: argparse.Namespace) -> int:
-    fn = load_function(ns.target)
-    args = [parse_arg(a) for a in ns.arg]
+    try:
+        fn = load_function(ns.target)
+    except FlowjitError as e:  # the name is not a function
+        ns.parser.error(f"{ns.target}: {e}; expected FILE.py:FUNCTION naming a function")
+    arity = _arity(fn)
+    params = [p for p in fn._sig.parameters if p not in fn.static_names] if fn._sig is not None else []
+    listed = f" ({', '.join(params)})" if params else ""
+    usage = (f"flowjit ir {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} [--stage STAGE] (one TYPE per "
+             f"parameter{listed}, such as f32[2,3] or i32[])")
+    args = [_explain_arg(ns, text, usage) for text in ns.arg]
+    if arity is not None and len(args) != arity:
+        ns.parser.error(f"{ns.target.rpartition(':')[2]} takes {arity} argument(s), got {len(args)} --arg; "
+                        f"expected: {usage}")
     try:
         if ns.stage in ("kernels", "loops") and ns.format != "text":
             raise SystemExit(f"flowjit: --stage {ns.stage} prints text only; use --format text")
@@ -225,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_ir.add_argument("--format", default="text", choices=("text", "json", "dot", "svg"),
                       help="text or JSON IR, or the graph as Graphviz DOT or SVG (fusions and control "
                            "blocks as clusters, devices as colours; svg needs Graphviz's dot)")
-    p_ir.set_defaults(func=cmd_ir)
+    p_ir.set_defaults(func=cmd_ir, parser=p_ir)
     p_c = sub.add_parser("compile", help="compile a function ahead of time into a C shared library",
                          description="Trace FILE.py:FUNCTION for the given argument types and build "
                                      "OUTPUT/libNAME.so, NAME.h (the C interface), NAME.json (the manifest "

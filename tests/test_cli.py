@@ -104,3 +104,14 @@ def test_ir_stage_loops_from_python_matches_the_cli(tmp_path, capsys):
     text = str(loops)
     assert len(loops.kernels) >= 1 and "tanh.f32(" in text and "out1[]" in text
     assert text.count("kernel k") == len(loops.kernels)
+
+
+def test_ir_with_the_wrong_number_of_args_is_one_usage_line(tmp_path, capsys):
+    src = tmp_path / "prog.py"
+    src.write_text("def f(x, w):\n    return x @ w\n")
+    for args in ([], ["--arg", "f32[2,3]"]):
+        with pytest.raises(SystemExit) as info:
+            main(["ir", f"{src}:f", *args])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "f takes 2 argument(s)" in err and "(x, w)" in err and "Traceback" not in err

@@ -26,6 +26,7 @@ from flowjit.tracer.numpy.operands import as_operand as _op
 from flowjit.tracer.numpy.operands import cast as _cast
 from flowjit.tracer.numpy.operands import float_dtype as _float_dtype
 from flowjit.tracer.numpy.operands import promote as _promote
+from flowjit.tracer.numpy.protocols import register_ufuncs
 
 ArrayLike = Any
 
@@ -329,3 +330,7 @@ def i0e(x: ArrayLike) -> Any:
 def i1e(x: ArrayLike) -> Any:
     """``I_1(x) exp(-|x|)``, as ``scipy.special.i1e``."""
     return ive(1, x)
+
+
+# scipy.special's ufuncs applied to a traced array inside fj.function trace as these.
+register_ufuncs("scipy.special", {name: globals()[name] for name in __all__})

@@ -37,8 +37,20 @@ def _emit(prim: str, inputs: Sequence[Tracer], attrs: dict[str, Any], subs: Sequ
     return [Tracer(v, trace) for v in results]
 
 
+class _Shown:
+    """A type shown in place of a value when a structure of values is printed."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def _describe(leaves: Sequence[Tracer], tree: pytree.TreeDef) -> str:
-    return f"{tree} with leaves ({', '.join(str(t.aval) for t in leaves)})"
+    """What a function returned, as the user wrote it: ``f64[3]``, ``(f64[3], i32[])``,
+    ``{'w': f32[2]}``; nothing of pytrees."""
+    return repr(pytree.unflatten(tree, [_Shown(str(t.aval)) for t in leaves]))
 
 
 def _scalar_index(x: Any, what: str, dtype_ok: Callable[[Any], bool], need: str) -> Tracer:
@@ -81,8 +93,11 @@ def _branch(idx: Tracer, branches: list[Callable[..., Any]], names: list[str], o
     first_sub, first_out, first_tree = traced[0]
     for (sub, out, out_tree), name in zip(traced[1:], names[1:]):
         if out_tree != first_tree or [t.aval for t in out] != [t.aval for t in first_out]:
-            raise FlowjitTypeError(f"the branches return different types: {names[0]} returns "
-                                   f"{_describe(first_out, first_tree)}, {name} returns {_describe(out, out_tree)}")
+            what = "fj.cond" if names == ["false_fn", "true_fn"] else "fj.switch"
+            raise FlowjitTypeError(
+                f"{what} at {user_location()}: the branches return different types: {names[0]} returns "
+                f"{_describe(first_out, first_tree)}, {name} returns {_describe(out, out_tree)}; both must return "
+                "the same shapes and dtypes (cast one with .astype, or reshape it)")
     subs = [s for s, _, _ in traced]
     captured = share_captures(subs, len(leaves))
     results = _emit("cond", [idx, *leaves, *captured], {}, subs)
@@ -96,6 +111,13 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     that many iterations). The body must keep each carry element's shape and dtype."""
     if current_trace() is None:
         return _eagerly(lambda c: while_loop(cond_fun, body_fun, c, maximum_iterations), init)
+    return _while(cond_fun, body_fun, init, maximum_iterations, "fj.while_loop", 0)
+
+
+def _while(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init: Any,
+           maximum_iterations: int | None, what: str, internal: int) -> Any:
+    """``while_loop`` traced; ``what`` names the user's loop in errors, whose carry leaves
+    follow ``internal`` leaves of the loop's own (fori_loop's counter)."""
     trace = current_trace()
     leaves, tree = leaves_in(trace, init, "the initial carry")
     leaves = [Tracer(t.value, trace, False) for t in leaves]  # the carry's types are fixed
@@ -104,7 +126,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     if len(cout) != 1 or cout[0].aval != TensorType((), bool_):
         raise FlowjitTypeError(f"cond_fun must return a scalar bool (bool[]), got {_describe(cout, ctree)}")
     bsub, bout, btree = trace_block(body_fun, one_arg, leaves, "body_fun")
-    _check_carry(leaves, tree, bout, btree, "body_fun")
+    _check_carry(leaves, tree, bout, btree, what, internal)
     captured = share_captures([csub, bsub], len(leaves))
     attrs = {"num_carry": len(leaves),
              "maximum_iterations": -1 if maximum_iterations is None else int(maximum_iterations)}
@@ -113,13 +135,26 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
 
 
 def _check_carry(init: Sequence[Tracer], tree: pytree.TreeDef, out: Sequence[Tracer], out_tree: pytree.TreeDef,
-                 name: str) -> None:
+                 what: str, internal: int = 0) -> None:
+    """The body's result against the carry it was given: the same structure, each leaf the
+    same shape and dtype. Errors name the user's loop, line and carry (past ``internal``
+    leaves of the loop's own)."""
+    where = f"{what} at {user_location()}: the loop body"
+    user = init[internal:]
     if out_tree != tree:
-        raise FlowjitTypeError(f"{name} must return the carry's structure {tree}, got {out_tree}")
+        got = out[internal:] if len(out) > internal else out
+        raise FlowjitTypeError(f"{where} returns {_describe_user(got)} for a carry of {_describe_user(user)}; it "
+                               "must return a value of the carry's structure")
     for k, (a, b) in enumerate(zip(init, out)):
         if a.aval != b.aval:
-            raise FlowjitTypeError(f"{name} changes carry element {k} from {a.aval} to {b.aval}; a loop carry "
-                                   "keeps its shape and dtype (cast the new value, or start from the final type)")
+            element = "" if len(user) == 1 else f" element {k - internal}"
+            raise FlowjitTypeError(f"{where} changes the carry{element} from {a.aval} to {b.aval}; a loop carry keeps "
+                                   "its shape and dtype: cast the new value (.astype), or start the loop from a value "
+                                   "of the final type")
+
+
+def _describe_user(leaves: Sequence[Tracer]) -> str:
+    return ", ".join(str(t.aval) for t in leaves) or "nothing"
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init: Any) -> Any:
@@ -129,9 +164,9 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init:
 
     def loop(lo: Any, hi: Any, val: Any) -> Any:
         i0 = astype(lo, int32)
-        _, out = while_loop(lambda c: less(c[0], astype(hi, int32)),
-                            lambda c: (add(c[0], astype(1, int32)), body_fun(c[0], c[1])),
-                            (i0, val), maximum_iterations=max(upper - lower, 0) if static else None)
+        _, out = _while(lambda c: less(c[0], astype(hi, int32)),
+                        lambda c: (add(c[0], astype(1, int32)), body_fun(c[0], c[1])),
+                        (i0, val), max(upper - lower, 0) if static else None, "fj.fori_loop", 1)
         return out
 
     if current_trace() is None:
@@ -170,7 +205,7 @@ def scan(f: Callable[[Any, Any], Any], init: Any, xs: Any = None, length: int | 
     sub, out, out_tree = trace_block(body, arg_tree, [*carry, *slices], "scan body")
     new_carry, ys = pytree.unflatten(out_tree, out)
     new_leaves, new_tree = pytree.flatten(new_carry)
-    _check_carry(carry, ctree, new_leaves, new_tree, "the scan body")
+    _check_carry(carry, ctree, new_leaves, new_tree, "fj.scan")
     y_leaves, y_tree = pytree.flatten(ys)
     captured = share_captures([sub], len(carry) + len(slices))
     attrs = {"num_carry": len(carry), "num_xs": len(xleaves), "length": n, "reverse": bool(reverse)}

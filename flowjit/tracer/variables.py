@@ -19,7 +19,7 @@ import numpy as np
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.types import TensorType
-from flowjit.tracer.core import Tracer, bind, current_trace, operand, to_array, variable_device
+from flowjit.tracer.core import Tracer, bind, current_trace, operand, to_array, user_location, variable_device
 from flowjit.tracer.numpy.methods import METHODS
 
 _names = itertools.count()
@@ -87,12 +87,24 @@ class Variable:
         """Set the value (same shape and dtype); inside a trace, when the call finishes."""
         trace = current_trace()
         if trace is not None:
-            new = bind("cast", [operand(value, f"the value assigned to {self.name}")], {"dtype": self.type.dtype})
+            given = operand(value, f"the value assigned to {self.name}")
+            if not _assignable(tuple(given.shape), self.shape):
+                raise FlowjitTypeError(
+                    f"Variable {self.name} ({self.type}) assigned a {TensorType(tuple(given.shape), given.dtype)} at "
+                    f"{user_location()}: a value assigned to a Variable has its shape {list(self.shape)} (or "
+                    "broadcasts to it); reshape the value, or make a new Variable of the new shape")
+            new = bind("cast", [given], {"dtype": self.type.dtype})
             if new.shape != self.shape:
                 new = bind("broadcast_to", [new], {"shape": self.shape})
             trace.write_variable(self, new)
             return self
         arr, _ = to_array(value, f"the value assigned to {self.name}")
+        if not _assignable(arr.shape, self.shape):
+            shown = TensorType(arr.shape, as_dtype(arr.dtype))
+            raise FlowjitTypeError(f"Variable {self.name} ({self.type}) assigned a {shown} at "
+                                   f"{user_location()}: a value assigned to a Variable has its shape "
+                                   f"{list(self.shape)} (or broadcasts to it); reshape the value, or make a new "
+                                   "Variable of the new shape")
         arr = np.broadcast_to(arr, self.shape).astype(self.type.dtype.np)
         if isinstance(self._value, np.ndarray):
             np.copyto(self._value, arr)
@@ -112,6 +124,13 @@ class Variable:
         # The runtime's result becomes the variable's storage (no copy); for a variable on
         # a cluster's task, a handle of the array that task keeps (its updates stay there).
         self._value = array
+
+
+def _assignable(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether a value of ``shape`` broadcasts to a Variable's ``target`` shape."""
+    if len(shape) > len(target):
+        return False
+    return all(n in (1, t) for n, t in zip(shape[::-1], target[::-1]))
 
 
 def _install_array_methods() -> None:

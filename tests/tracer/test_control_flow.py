@@ -164,10 +164,10 @@ def test_branch_and_carry_errors_name_what_differs():
         fj.function(lambda x, p: fj.cond(p, lambda a: a[:2], lambda a: a, x))(np.zeros(3), True)
     with pytest.raises(FlowjitTypeError, match="branches return different types"):
         fj.cond(np.bool_(True), lambda a: (a, a), lambda a: a, np.zeros(2))
-    with pytest.raises(FlowjitTypeError, match=r"changes carry element 1 from f64\[2\] to f64\[3\]"):
+    with pytest.raises(FlowjitTypeError, match=r"changes the carry element 1 from f64\[2\] to f64\[3\]"):
         fj.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, fj.concatenate([c[1], c[1][:1]])),
                       (0, np.zeros(2)))
-    with pytest.raises(FlowjitTypeError, match=r"changes carry element 0 from f32\[\] to f64\[\]"):
+    with pytest.raises(FlowjitTypeError, match=r"changes the carry from f32\[\] to f64\[\]"):
         fj.scan(lambda c, x: (c + x, c), np.float32(0), np.zeros(3))
     with pytest.raises(FlowjitTypeError, match=r"predicate of cond must be a scalar bool \(bool\[\]\), got f64\[3\]"):
         fj.cond(np.zeros(3), lambda a: a, lambda a: a, np.zeros(3))

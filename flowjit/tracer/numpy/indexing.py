@@ -13,7 +13,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import bool_, int64
 from flowjit.ir.errors import AxisError, FlowjitTypeError, ShapeError
-from flowjit.tracer.core import Operand, Tracer, bind
+from flowjit.tracer.core import Operand, Tracer, bind, user_location
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.counterparts import numpy_counterpart
 from flowjit.tracer.numpy.creation import full, iota
@@ -126,7 +126,8 @@ def _classify_index(k: Any) -> tuple[str, Any]:
             raise FlowjitTypeError("indexing with a traced boolean mask has a data-dependent shape; "
                                    "use fj.where(mask, x, 0) instead")
         if not k.dtype.is_int:
-            raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got {k.aval}")
+            raise IndexError(f"indexing at {user_location()}: arrays used as indices must be of integer (or "
+                             f"boolean) type, got {k.aval}; convert the index with .astype(np.int32)")
         return "array", k
     try:
         arr = np.asarray(k)
@@ -137,7 +138,8 @@ def _classify_index(k: Any) -> tuple[str, Any]:
     if arr.size == 0 and arr.dtype.kind not in "iu":
         arr = arr.astype(np.int64)  # x[[]] selects nothing, as in NumPy
     if arr.dtype.kind not in "iu":
-        raise IndexError(f"arrays used as indices must be of integer (or boolean) type, got {arr.dtype}")
+        raise IndexError(f"indexing at {user_location()}: arrays used as indices must be of integer (or "
+                         f"boolean) type, got {arr.dtype}; convert the index with .astype(np.int32)")
     if arr.dtype not in (np.int32, np.int64):
         arr = arr.astype(np.int64)
     return "array", arr

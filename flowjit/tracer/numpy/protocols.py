@@ -6,7 +6,8 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,8 +103,42 @@ def _describe(values: Sequence[Any]) -> str:
     return ", ".join(str(v.aval) if isinstance(v, Tracer) else type(v).__name__ for v in values)
 
 
+# Other libraries' ufuncs that flowjit has a function for, by name: (module, function),
+# registered by the flowjit module that implements them (flowjit.scipy.special registers
+# scipy.special's), so this layer imports neither.
+FOREIGN_UFUNCS: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+
+
+def register_ufuncs(module: str, functions: dict[str, Callable[..., Any]]) -> None:
+    """Trace ``module``'s ufunc ``name`` applied to a traced array as ``functions[name]``
+    (``scipy.special.expit(x)`` inside ``fj.function`` as ``fj.scipy.special.expit(x)``)."""
+    for name, fn in functions.items():
+        FOREIGN_UFUNCS.setdefault(name, []).append((module, fn))
+
+
+def _foreign(ufunc: np.ufunc) -> tuple[str, Callable[..., Any] | None]:
+    """The module of a ufunc that is not NumPy's, and flowjit's function for it if any."""
+    for module, fn in FOREIGN_UFUNCS.get(ufunc.__name__, []):
+        owner = sys.modules.get(module)
+        if owner is not None and getattr(owner, ufunc.__name__, None) is ufunc:
+            return module, fn
+    for module in sorted({m for c in FOREIGN_UFUNCS.values() for m, _ in c}):
+        if getattr(sys.modules.get(module), ufunc.__name__, None) is ufunc:
+            return module, None
+    return "another library", None
+
+
 def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
     name = ufunc.__name__
+    if getattr(np, name, None) is not ufunc:  # not NumPy's: scipy.special's, say
+        module, fn = _foreign(ufunc)
+        if fn is not None and method == "__call__" and kwargs.get("out") is None:
+            return _call_as_numpy(fn, f"{module}.{name}", inputs, kwargs)
+        known = sorted({m for c in FOREIGN_UFUNCS.values() for m, _ in c})
+        raise FlowjitTypeError(
+            f"{name} of {module} on a traced array ({_describe(inputs)}) at {user_location()}: flowjit traces "
+            f"NumPy's ufuncs and those of {', '.join(known) or 'no other library'} it has functions for; write it "
+            "with fj functions (fj.scipy.special for SciPy's), or apply it outside the traced function")
     if kwargs.get("out") is not None:
         raise FlowjitTypeError(
             f"np.{name}(..., out=...) with a traced array ({_describe(inputs)}) at {user_location()}: a "
