@@ -224,6 +224,35 @@ def _blas(plan: Any) -> tuple[dict[str, str], int, str | None]:
     return {r: f.symbol for r, f in found.items()}, found["sgemm"].int_bits, found["sgemm"].library
 
 
+# NumPy's wheels bundle their OpenBLAS (and its Fortran runtime) in this folder, each
+# library finding the others beside it ($ORIGIN): a folder that travels as a whole.
+BUNDLED_LIBRARY_DIR = "numpy.libs"
+
+
+def _bundle_blas(blas_library: str, out: Path) -> tuple[str, str]:
+    """The BLAS a library links and the rpath that finds it at run time. NumPy's bundled
+    OpenBLAS is placed beside the library, in ``OUT/libs/`` (hard links where the file
+    system allows, else copies), found through ``$ORIGIN/libs``: the output folder is
+    relocatable, to another directory or machine. Any other BLAS (a system one, or
+    ``FLOWJIT_BLAS``) is linked where it is, to be found there or by the system's loader."""
+    source = os.path.dirname(blas_library)
+    if os.path.basename(source) != BUNDLED_LIBRARY_DIR:
+        return blas_library, source
+    libs = out / "libs"
+    libs.mkdir(exist_ok=True)
+    for entry in sorted(os.listdir(source)):
+        if ".so" not in entry:
+            continue
+        target = libs / entry
+        if target.exists():
+            target.unlink()
+        try:
+            os.link(os.path.join(source, entry), target)
+        except OSError:  # another file system
+            shutil.copy2(os.path.join(source, entry), target)
+    return str(libs / os.path.basename(blas_library)), "$ORIGIN/libs"
+
+
 def _compiler() -> list[str] | None:
     """The C compiler's command: ``CC`` (which may carry flags), else cc, gcc or clang;
     None when there is none."""
@@ -360,7 +389,8 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     else:
         command = [*cc, "-shared", "-o", str(library), str(obj_path)]
         if blas_library:
-            command += [blas_library, f"-Wl,-rpath,{os.path.dirname(blas_library)}"]
+            linked, rpath = _bundle_blas(blas_library, out)
+            command += [linked, f"-Wl,-rpath,{rpath}"]
         command += ["-lm", *(["-pthread"] if manifest["pool"] else [])]  # before glibc 2.34 pthread is apart
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:

@@ -77,7 +77,8 @@ def test_load_compiled_matches_the_jit(built):
 def test_the_files_and_the_manifest(built):
     root, _ = built
     names = sorted(p.name for p in (root / "mlp").iterdir())
-    assert names == ["libmlp.so", "mlp.h", "mlp.ir", "mlp.json", "mlp.o", "mlp.safetensors"]
+    # libs/: NumPy's OpenBLAS and its runtime, which the library finds beside itself.
+    assert names == ["libmlp.so", "libs", "mlp.h", "mlp.ir", "mlp.json", "mlp.o", "mlp.safetensors"]
     m = json.loads((root / "mlp" / "mlp.json").read_text())
     assert m["flowjit_version"] == fj.__version__ and m["cpu"]["name"] == "x86-64-v3"
     assert [(a["name"], a["dtype"], a["shape"], a["kind"]) for a in m["args"]] == [
@@ -208,6 +209,29 @@ def test_load_compiled_in_a_fresh_process_without_numba(built, tmp_path):
     out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] {'compiled': 0, 'loaded': 0, 'reused': 0}"
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), fj.function(model.predict)(xs), rtol=1e-5, atol=1e-6)
+
+
+def test_a_library_runs_from_a_copy_elsewhere(built, tmp_path):
+    # The BLAS of NumPy's wheel was found through an rpath into the build machine's
+    # environment; it now travels in the output folder (libs/, found through $ORIGIN/libs).
+    root, model = built
+    copy = tmp_path / "elsewhere" / "mlp"
+    shutil.copytree(root / "mlp", copy)
+    library = copy / "libmlp.so"
+    if shutil.which("readelf"):
+        dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True).stdout
+        assert "$ORIGIN/libs" in dynamic and str(root) not in dynamic
+    if shutil.which("ldd"):  # every library the copy needs resolves inside the copy or the system's
+        resolved = subprocess.run(["ldd", str(library)], capture_output=True, text=True).stdout
+        assert "not found" not in resolved and str(root) not in resolved, resolved
+        assert "openblas" not in resolved or str(copy / "libs") in resolved, resolved
+    xs = inputs((16, 64), 7)
+    np.save(tmp_path / "x.npy", xs)
+    prog = (f"import numpy as np, flowjit as fj\nf = fj.load_compiled({str(copy)!r})\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, f(np.load({str(tmp_path / 'x.npy')!r})))\n")
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), fj.function(model.predict)(xs), rtol=1e-5, atol=1e-6)
 
 
