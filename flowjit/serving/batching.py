@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -75,15 +76,16 @@ class Batcher:
     submit(arrays, rows)`` returns the request's outputs (a list of arrays, one per output)
     or raises Overloaded.
 
-    A batch predicted to take less than ``inline_s`` runs on the event loop itself (a
-    thread hand-off would cost more than the batch: the digits MLP runs 64 rows in about
-    50 µs); a longer one runs on the version's own thread (ctypes releases the GIL) while
+    A batch predicted to take less than ``inline_s`` (the GIL's switch interval, 5 ms, by
+    default) runs on the event loop itself (a thread hand-off would cost more than the
+    batch: the digits MLP runs 64 rows in about 50 µs); a longer one runs on the version's
+    own thread (ctypes releases the GIL) while
     the loop parses the next requests. Requests parsed while a batch runs form the next one,
     so under load batches form with no wait at all."""
 
     def __init__(self, version: LoadedVersion, *, max_batch_size: int = 64, batch_timeout_s: float = 0.002,
                  slo_s: float | None = None, max_queue_rows: int | None = None, batching: bool = True,
-                 adaptive_wait: bool = True, inline_s: float = 0.0005,
+                 adaptive_wait: bool = True, inline_s: float | None = None,
                  on_batch: Callable[[BatchStats], None] | None = None,
                  on_depth: Callable[[int], None] | None = None):
         self.version = version
@@ -94,7 +96,9 @@ class Batcher:
         self.timeout_s = batch_timeout_s if self.batching else 0.0
         self.slo_s = slo_s
         self.adaptive_wait = adaptive_wait
-        self.inline_s = inline_s
+        # Handing a batch to a thread costs up to one GIL switch interval (5 ms) while the loop
+        # is busy parsing requests: a batch predicted to take less runs on the loop itself.
+        self.inline_s = sys.getswitchinterval() if inline_s is None else inline_s
         self.max_queue_rows = max_queue_rows or max(8 * self.limit, 256)
         self.cost = version.cost
         self.cap = self._model_cap()
@@ -195,7 +199,8 @@ class Batcher:
         if first.deadline is not None:
             wait = min(wait, first.deadline - self.predict(self.cap) - first.arrival)
         left = first.arrival + wait - time.perf_counter()
-        self._timer = loop.call_soon(self._flush, loop) if left <= 0 else loop.call_later(left, self._flush, loop)
+        # The loop's timers wake no sooner than its poll's 1 ms resolution: a shorter wait is none.
+        self._timer = loop.call_soon(self._flush, loop) if left < 1e-3 else loop.call_later(left, self._flush, loop)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None

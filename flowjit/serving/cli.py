@@ -28,7 +28,8 @@ def cmd_serve(ns: argparse.Namespace) -> int:
                     batch_timeout_ms=ns.batch_timeout_ms, latency_slo_ms=ns.latency_slo_ms,
                     batching=not ns.no_batching, adaptive_wait=not ns.fixed_wait,
                     max_queue_rows=ns.max_queue_rows, poll_seconds=ns.poll_seconds,
-                    max_body_mb=ns.max_body_mb, version_policy=policy, versions=versions)
+                    max_body_mb=ns.max_body_mb, version_policy=policy, versions=versions,
+                    blas_threads=ns.blas_threads)
     server.serve_forever()
     return 0
 
@@ -74,6 +75,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-batching", action="store_true", help="run each request alone (the baseline)")
     p.add_argument("--max-queue-rows", type=int, default=None,
                    help="rows a model may queue before answering 429 (default max(8 x max batch, 256))")
+    p.add_argument("--blas-threads", type=int, default=1,
+                   help="threads the BLAS may use for one product (default 1: served batches are small; 0 leaves "
+                        "the BLAS's own setting)")
     p.add_argument("--poll-seconds", type=float, default=1.0, help="how often to look for new versions (default 1)")
     p.add_argument("--max-body-mb", type=float, default=64.0, help="the largest request body (default 64 MiB)")
     p.add_argument("--version-policy", choices=("latest", "all"), default="latest",

@@ -30,7 +30,7 @@ from flowjit.version import __version__
 
 from . import repository
 from .batching import Batcher, BatchStats, Overloaded
-from .model import NPY, NPZ, BadRequest, LoadedVersion, VersionRefused
+from .model import NPY, NPZ, BadRequest, LoadedVersion, VersionRefused, limit_blas_threads
 
 log = logging.getLogger("flowjit.serving")
 
@@ -53,6 +53,7 @@ class Config:
     version_policy: str = "latest"          # latest | all | specific
     versions: tuple[int, ...] = ()           # for "specific"
     warmup_sizes: tuple[int, ...] = (1, 8, 32)
+    blas_threads: int = 1                    # the BLAS's threads, process-wide (0: leave it as it is)
 
 
 class Metrics:
@@ -161,6 +162,7 @@ class Repository:
     def _load(self, name: str, v: int, directory: Path, state: ModelState) -> tuple[LoadedVersion, Batcher] | None:
         try:
             loaded = LoadedVersion(name, v, directory)
+            limit_blas_threads(loaded.manifest, self.config.blas_threads)
             sizes = sorted({min(s, self.config.max_batch_size) for s in self.config.warmup_sizes}
                            | {self.config.max_batch_size})
             loaded.warm_up(sizes)
@@ -376,7 +378,9 @@ class Server:
     ``models`` is the repository directory (``MODELS/NAME/VERSION/``); ``port=0`` takes a
     free port. The keyword options are ``Config``'s: ``max_batch_size``,
     ``batch_timeout_ms``, ``latency_slo_ms``, ``batching``, ``adaptive_wait``, ``max_queue_rows``,
-    ``poll_seconds``, ``max_body_mb``, ``version_policy``, ``versions``."""
+    ``poll_seconds``, ``max_body_mb``, ``version_policy``, ``versions``, ``blas_threads`` (1
+    by default: the BLAS the libraries link runs each product on one thread, process-wide;
+    0 leaves it as it is)."""
 
     def __init__(self, models: str | Path, host: str = "127.0.0.1", port: int = 0, **options: Any):
         self.config = Config(**options)

@@ -189,15 +189,19 @@ def test_a_corrupt_partial_or_tampered_version_is_refused_and_the_old_one_serves
         mlp = models / "mlp"
         # Partial: a version directory without its readiness marker is not looked at.
         shutil.copytree(artifacts["v2"], mlp / "2")
-        # Tampered: the library changed after the push (its SHA-256 no longer matches).
-        push(artifacts["v2"], mlp, log=lambda s: None)
-        lib = mlp / "3" / "libmlp.so"
+        # Tampered: the library changed after the push (its SHA-256 no longer matches); and a
+        # marker naming another manifest. Each is made aside, then renamed in, as a push does.
+        staging = models.parent / "staging"
+        push(artifacts["v2"], staging, log=lambda s: None)
+        lib = staging / "1" / "libmlp.so"
         data = bytearray(lib.read_bytes())
         data[-1] ^= 0xFF
         lib.write_bytes(bytes(data))
-        # A marker naming another manifest.
-        push(artifacts["v2"], mlp, log=lambda s: None)
-        (mlp / "4" / READY).write_text("0" * 64)
+        os.rename(staging / "1", mlp / "3")
+        push(artifacts["v2"], staging, log=lambda s: None)
+        (staging / "1" / READY).write_text("0" * 64)
+        os.rename(staging / "1", mlp / "4")
+        shutil.rmtree(staging)
         time.sleep(0.5)
         status, headers, _ = post(f"{server.url}/v1/models/mlp:predict", {"instances": X.tolist()})
         assert status == 200 and headers["X-Model-Version"] == "1"
