@@ -201,7 +201,7 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 # Workloads whose columns are not the peers': their module's render(ctx, rows) draws their tables.
-OWN_TABLES = ("aot", "distributed", "sendrecv", "remat_memory")
+OWN_TABLES = ("aot", "distributed", "sendrecv", "remat_memory", "serving")
 
 
 def render(ctx, rows) -> list[str]:
