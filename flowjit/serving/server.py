@@ -94,6 +94,15 @@ class ModelState:
         self.served: dict[int, tuple[LoadedVersion, Batcher]] = {}
         self.default: int | None = None
         self.refused: dict[int, str] = {}      # version -> READY digest it was refused at
+        self.counters: dict[tuple[str, str], Any] = {}   # (version, code) -> its requests counter
+
+    def count(self, metrics: Metrics, version: str, code: str) -> None:
+        """One more request answered ``code`` by ``version`` (the labelled counter cached:
+        prometheus-client's labels() takes a lock and builds a key)."""
+        counter = self.counters.get((version, code))
+        if counter is None:
+            counter = self.counters[(version, code)] = metrics.requests.labels(self.name, version, code)
+        counter.inc()
 
     def pick(self, version: int | None) -> tuple[LoadedVersion, Batcher] | None:
         """The version a request gets (the default when ``version`` is None), acquired."""
@@ -173,18 +182,19 @@ class Repository:
             return None
         c = self.config
         m = self.metrics
+        batch, compute, queue = m.batch.labels(name), m.compute.labels(name), m.queue.labels(name)
 
         def on_batch(stats: BatchStats) -> None:
-            m.batch.labels(name).observe(stats.rows)
-            m.compute.labels(name).observe(stats.compute_s)
+            batch.observe(stats.rows)
+            compute.observe(stats.compute_s)
             for q in stats.queue_s:
-                m.queue.labels(name).observe(q)
+                queue.observe(q)
 
         batcher = Batcher(loaded, max_batch_size=c.max_batch_size, batch_timeout_s=c.batch_timeout_ms / 1e3,
                           slo_s=None if c.latency_slo_ms is None else c.latency_slo_ms / 1e3,
                           max_queue_rows=c.max_queue_rows, batching=c.batching, adaptive_wait=c.adaptive_wait,
                           on_batch=on_batch,
-                          on_depth=lambda n: m.depth.labels(name).set(n))
+                          on_depth=m.depth.labels(name).set)
         return loaded, batcher
 
     def _unload(self, version: LoadedVersion, batcher: Batcher) -> None:
@@ -308,6 +318,8 @@ def build_app(repo: Repository) -> Starlette:
         if length is not None and length.isdigit() and int(length) > max_body:
             raise BadRequest(f"the body has {int(length)} bytes, more than --max-body-mb "
                              f"{repo.config.max_body_mb:g} MiB: send fewer rows per request", 413)
+        if length is not None:
+            return await request.body()
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
@@ -319,9 +331,10 @@ def build_app(repo: Repository) -> Starlette:
 
     async def predict(request: Request, state: ModelState, version: int | None) -> Response:
         t0 = time.perf_counter()
+        latency = metrics.latency.labels(state.name)
         picked = state.pick(version)
         if picked is None:
-            metrics.requests.labels(state.name, "", "404").inc()
+            state.count(metrics, "", "404")
             which = f"version {version}" if version is not None else "a version"
             return _error(404, f"model {state.name!r} has no {which} loaded (loaded: {sorted(state.served)})")
         loaded, batcher = picked
@@ -361,8 +374,8 @@ def build_app(repo: Repository) -> Starlette:
             code, response = 500, _error(500, f"{type(e).__name__}: {e}", headers)
         finally:
             loaded.release()
-        metrics.requests.labels(state.name, str(loaded.version), str(code)).inc()
-        metrics.latency.labels(state.name).observe(time.perf_counter() - t0)
+        state.count(metrics, headers["X-Model-Version"], str(code))
+        latency.observe(time.perf_counter() - t0)
         return response
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_endpoint),
