@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import _ctypes  # dlclose of an unloaded version's library
 import ctypes
-import gc
 import io
 import math
 import threading
@@ -335,8 +334,7 @@ class LoadedVersion:
         lib = fn._lib
         handle = lib._handle
         pool = bool(self.manifest.get("pool"))
-        del fn, lib
-        gc.collect()
+        del fn, lib   # nothing calls into the library after this: closing it is safe
         if pool:
             return False
         try:

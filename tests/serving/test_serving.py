@@ -257,6 +257,39 @@ def test_old_versions_are_unloaded(models, artifacts):
         assert 'flowjit_serving_reloads_total{model="mlp"} 5.0' in metrics
 
 
+def test_version_policies_all_and_specific(models, artifacts):
+    push(artifacts["v2"], models / "mlp", log=lambda s: None)
+    with Server(models, version_policy="all") as server:
+        status = json.loads(get(f"{server.url}/v1/models/mlp")[1])["model_version_status"]
+        assert [s["version"] for s in status] == ["2", "1"]
+        for v in (1, 2):
+            code, headers, body = post(f"{server.url}/v1/models/mlp/versions/{v}:predict", {"instances": X.tolist()})
+            assert code == 200 and headers["X-Model-Version"] == str(v)
+            np.testing.assert_allclose(json.loads(body)["predictions"], artifacts["answers"][v], rtol=1e-6)
+    with Server(models, version_policy="specific", versions=(1,)) as server:
+        code, headers, _ = post(f"{server.url}/v1/models/mlp:predict", {"instances": X.tolist()})
+        assert code == 200 and headers["X-Model-Version"] == "1"
+        assert post(f"{server.url}/v1/models/mlp/versions/2:predict", {"instances": X.tolist()})[0] == 404
+
+
+def test_a_fixed_size_library_is_padded_to_its_size(tmp_path):
+    rng = np.random.default_rng(5)
+    w = fj.Variable(rng.standard_normal((64, 10)).astype(np.float32), name="w")
+
+    def predict(x):
+        return fj.tanh(x @ w)
+    fj.export(predict, np.zeros((4, 64), np.float32), path=tmp_path / "fixed", name="mlp")
+    push(tmp_path / "fixed", tmp_path / "models" / "mlp", force=True, log=lambda s: None)
+    with Server(tmp_path / "models") as server:
+        meta = json.loads(get(f"{server.url}/v1/models/mlp/metadata")[1])["metadata"]
+        assert meta["signature_def"]["batching"] == "padded" and meta["batcher"]["max_batch_size"] == 4
+        code, _, body = post(f"{server.url}/v1/models/mlp:predict", {"instances": X[:3].tolist()})
+        assert code == 200
+        np.testing.assert_allclose(json.loads(body)["predictions"], np.tanh(X[:3] @ w.value), rtol=1e-5, atol=1e-6)
+        code, _, body = post(f"{server.url}/v1/models/mlp:predict", {"instances": X.tolist()})
+        assert code == 400 and "at most 4" in json.loads(body)["error"]
+
+
 # ---- batching and overload ------------------------------------------------------------------------
 
 def test_concurrent_requests_are_batched_and_answered_right(models, artifacts):
