@@ -41,6 +41,7 @@ LAZY = {
     "pyarrow": "the `validate` extra (Parquet and CSV datasets for flowjit validate)",
     "flowjit.serving.server": "the `serving` extra (Starlette, uvicorn, prometheus-client): loaded when "
                               "`flowjit serve` runs, so `flowjit push` and the other commands never import it",
+    "flowjit.serving.ray_serve": "Ray Serve (ray[serve]): loaded only by `flowjit serve --ray`",
     # Costly at import and needed only by the first compile or when asked for.
     "flowjit.lowering": "the loop IR (10 ms of import): loaded by the first compile, not by `import flowjit`",
     "flowjit.runtime.multi_device": "device threads, queues and step ids: loaded by the first placed program",

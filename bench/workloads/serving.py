@@ -5,7 +5,8 @@ closed loop at several concurrency levels (one instance per request, JSON). The 
 in their own processes; the load generator (coroutines on one event loop) in this one.
 
 The comparison at the same objective: for a p99 objective, the highest throughput a server
-reaches at a level whose p99 meets it. Ray Serve around the same library is not built yet.
+reaches at a level whose p99 meets it. A plain Ray Serve deployment around the same library is not
+measured yet (``flowjit serve --ray`` is tested in tests/serving/test_ray.py).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def run(ctx: Ctx) -> list[Row]:
     for objective in OBJECTIVES_MS:
         b, a = batched.cells[f"slo{objective}"].seconds, alone.cells[f"slo{objective}"].seconds
         batched.cells[f"slo{objective}"].text += f" ({b / a:.2f}x)" if a else ""
-    rows.append(Row("serving", "Ray Serve around the same library", note="not built yet (issue 34, item 5)"))
+    rows.append(Row("serving", "Ray Serve around the same library", note="not measured yet"))
     return rows
 
 

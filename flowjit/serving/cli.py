@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from flowjit.serving.loadtest import format_table, loadtest
@@ -18,19 +19,17 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     """``flowjit serve MODELS``."""
     from flowjit.serving.server import Server
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if ns.ray is not None:
-        print("flowjit serve: --ray is not built yet (issue 34, item 5): serve on one machine without --ray",
-              file=sys.stderr)
-        return 2
     versions = tuple(int(v) for v in ns.versions.split(",")) if ns.versions else ()
     policy = "specific" if versions else ns.version_policy
-    server = Server(ns.models, host=ns.host, port=ns.port, max_batch_size=ns.max_batch_size,
-                    batch_timeout_ms=ns.batch_timeout_ms, latency_slo_ms=ns.latency_slo_ms,
-                    batching=not ns.no_batching, adaptive_wait=not ns.fixed_wait,
-                    max_queue_rows=ns.max_queue_rows, poll_seconds=ns.poll_seconds,
-                    max_body_mb=ns.max_body_mb, version_policy=policy, versions=versions,
-                    blas_threads=ns.blas_threads)
-    server.serve_forever()
+    options = dict(max_batch_size=ns.max_batch_size, batch_timeout_ms=ns.batch_timeout_ms,
+                   latency_slo_ms=ns.latency_slo_ms, batching=not ns.no_batching, adaptive_wait=not ns.fixed_wait,
+                   max_queue_rows=ns.max_queue_rows, poll_seconds=ns.poll_seconds, max_body_mb=ns.max_body_mb,
+                   version_policy=policy, versions=versions, blas_threads=ns.blas_threads)
+    if ns.ray is not None:
+        from flowjit.serving.ray_serve import serve_on_ray
+        serve_on_ray(os.path.abspath(ns.models), ns.ray or None, ns.replicas, ns.host, ns.port, options)
+        return 0
+    Server(ns.models, host=ns.host, port=ns.port, **options).serve_forever()
     return 0
 
 
@@ -84,7 +83,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="serve the latest complete version (default) or all of them")
     p.add_argument("--versions", default=None, metavar="N,M", help="serve exactly these versions")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="run on Ray Serve (not built yet)")
+                   help="run as a Ray Serve deployment (a local Ray runtime on loopback, or the cluster at "
+                        "ADDRESS); needs ray[serve]")
+    p.add_argument("--replicas", type=int, default=1, help="replicas on Ray Serve (default 1)")
     p.set_defaults(func=cmd_serve, parser=p)
 
     p = sub.add_parser("push", help="publish a compiled, blessed artifact as the next version of a model",
