@@ -243,6 +243,7 @@ class LoadedVersion:
         self.digest = manifest["digest"]
         self.signature = Signature(manifest)
         self._inflight = 0
+        self._retired = False
         self._cond = threading.Condition()
         self.loaded_at = time.time()
         self.cost: tuple[float, float] = (0.0, 0.0)   # seconds = a * rows + b, fitted at warm-up
@@ -298,10 +299,19 @@ class LoadedVersion:
                 raise VersionRefused(f"{self.directory}: output {t.name!r} came back {o.dtype}{list(o.shape)}, "
                                      f"expected {t.dtype}{list(want)}")
 
-    def acquire(self) -> None:
-        """Count one more request holding this version."""
+    def acquire(self) -> bool:
+        """Count one more request holding this version; False (nothing counted) once the
+        version is retired: the request must pick the version serving now."""
         with self._cond:
+            if self._retired:
+                return False
             self._inflight += 1
+            return True
+
+    def retire(self) -> None:
+        """No request may acquire the version from now on (those holding it finish)."""
+        with self._cond:
+            self._retired = True
 
     def release(self) -> None:
         """Count one request fewer."""

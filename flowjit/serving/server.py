@@ -91,8 +91,8 @@ class ModelState:
 
     def __init__(self, name: str):
         self.name = name
-        self.served: dict[int, tuple[LoadedVersion, Batcher]] = {}
-        self.default: int | None = None
+        # (versions by number, the default version), replaced as a whole: a request reads both at once.
+        self._serving: tuple[dict[int, tuple[LoadedVersion, Batcher]], int | None] = ({}, None)
         self.refused: dict[int, str] = {}      # version -> READY digest it was refused at
         self.counters: dict[tuple[str, str], Any] = {}   # (version, code) -> its requests counter
 
@@ -104,13 +104,30 @@ class ModelState:
             counter = self.counters[(version, code)] = metrics.requests.labels(self.name, version, code)
         counter.inc()
 
+    @property
+    def served(self) -> dict[int, tuple[LoadedVersion, Batcher]]:
+        """The versions serving now, by number."""
+        return self._serving[0]
+
+    @property
+    def default(self) -> int | None:
+        """The version a request that names none gets."""
+        return self._serving[1]
+
+    def switch(self, served: dict[int, tuple[LoadedVersion, Batcher]]) -> None:
+        """Serve ``served`` (its newest version by default) from now on: one assignment."""
+        self._serving = (served, max(served) if served else None)
+
     def pick(self, version: int | None) -> tuple[LoadedVersion, Batcher] | None:
-        """The version a request gets (the default when ``version`` is None), acquired."""
-        served, default = self.served, self.default
-        found = served.get(default if version is None else version)
-        if found is not None:
-            found[0].acquire()
-        return found
+        """The version a request gets (the default when ``version`` is None), acquired;
+        None when there is no such version. A version retired between the read and the
+        acquire is skipped for the one serving now."""
+        for _ in range(8):
+            served, default = self._serving
+            found = served.get(default if version is None else version)
+            if found is None or found[0].acquire():
+                return found
+        return None
 
 
 class Repository:
@@ -158,8 +175,9 @@ class Repository:
                 if not served:      # nothing wanted could load: what serves keeps serving
                     continue
                 dropped = [s for v, s in state.served.items() if v not in served]
-                state.served = served                       # the switch: one assignment
-                state.default = max(served)
+                state.switch(served)                        # the switch: one assignment
+                for version, _ in dropped:
+                    version.retire()
                 self.metrics.loaded.labels(name).set(len(served))
                 self.metrics.version.labels(name).set(state.default)
                 for v in added:
@@ -227,8 +245,10 @@ class Repository:
             self._thread.join()
         with self._lock:
             for state in self.models.values():
-                served, state.served = state.served, {}
+                served = state.served
+                state.switch({})
                 for version, batcher in served.values():
+                    version.retire()
                     self._unload(version, batcher)
 
     def ready(self) -> bool:
