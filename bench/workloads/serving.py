@@ -5,8 +5,8 @@ closed loop at several concurrency levels (one instance per request, JSON). The 
 in their own processes; the load generator (coroutines on one event loop) in this one.
 
 The comparison at the same objective: for a p99 objective, the highest throughput a server
-reaches at a level whose p99 meets it. A plain Ray Serve deployment around the same library is not
-measured yet (``flowjit serve --ray`` is tested in tests/serving/test_ray.py).
+reaches at a level whose p99 meets it. Ray Serve alone: a deployment of one replica loading the same
+library with ``fj.load_compiled`` and batching with ``@serve.batch`` (64, 2 ms).
 """
 
 from __future__ import annotations
@@ -50,6 +50,45 @@ import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); s.bind(("127.0.0.1", int(sys.argv[1])))
 uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).run(sockets=[s])
+'''
+
+
+# Ray Serve alone around the same compiled library: its own @serve.batch, one replica.
+RAY_ALONE = r'''
+import os, sys, time
+os.environ["OPENBLAS_NUM_THREADS"] = "1"   # as flowjit serve holds it (--blas-threads 1); Ray's workers inherit it
+import numpy as np
+import ray
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+import flowjit as fj
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+class Digits:
+    def __init__(self, path):
+        self.fn = fj.load_compiled(path)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
+    async def run(self, rows):
+        out = self.fn(np.asarray(rows, np.float32))
+        return [r.tolist() for r in out]
+
+    async def __call__(self, request: Request):
+        rows = (await request.json())["instances"]
+        return JSONResponse({"predictions": [await self.run(row) for row in rows]},
+                            headers={"X-Model-Version": "ray"})
+
+ray.init(include_dashboard=False, configure_logging=False, _node_ip_address="127.0.0.1")
+serve.start(http_options={"host": "127.0.0.1", "port": int(sys.argv[1])})
+serve.run(Digits.bind(sys.argv[2]), route_prefix="/")
+print("ready", flush=True)
+try:
+    while True:
+        time.sleep(3600)
+finally:
+    serve.shutdown()
+    ray.shutdown()
 '''
 
 
@@ -131,26 +170,36 @@ def run(ctx: Ctx) -> list[Row]:
         with open(plain, "w") as f:
             f.write(PLAIN)
         rows.append(_measure_plain(ctx, [sys.executable, plain], seconds))
+        try:
+            import ray.serve  # noqa: F401
+            script = os.path.join(root, "ray_alone.py")
+            with open(script, "w") as f:
+                f.write(RAY_ALONE)
+            rows.append(_measure_plain(ctx, [sys.executable, script], seconds, os.path.join(root, "artifact"),
+                                       "Ray Serve alone (@serve.batch 64, 2 ms) around the same library"))
+        except ImportError:
+            rows.append(Row("serving", "Ray Serve alone around the same library", note="skipped: no ray[serve]"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     batched, alone = rows[0], rows[1]
     for objective in OBJECTIVES_MS:
         b, a = batched.cells[f"slo{objective}"].seconds, alone.cells[f"slo{objective}"].seconds
         batched.cells[f"slo{objective}"].text += f" ({b / a:.2f}x)" if a else ""
-    rows.append(Row("serving", "Ray Serve around the same library", note="not measured yet"))
     return rows
 
 
-def _measure_plain(ctx: Ctx, cmd: list[str], seconds: float) -> Row:
-    # The plain endpoint takes its port as its first argument and examples/ as its second.
+def _measure_plain(ctx: Ctx, cmd: list[str], seconds: float, second: str | None = None,
+                   label: str = "plain Starlette endpoint, fj.function per request") -> Row:
+    # A peer server takes its port as its first argument and ``second`` (default examples/) as its second.
     from flowjit.serving.loadtest import loadtest
     port = _port()
-    proc = subprocess.Popen(cmd + [str(port), os.path.join(ROOT, "examples")], cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd + [str(port), second or os.path.join(ROOT, "examples")], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    row = Row("serving", "plain Starlette endpoint, fj.function per request")
+    row = Row("serving", label)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         body = b'{"instances": [[' + b", ".join([b"0.5"] * 64) + b"]]}"
         while True:
             try:
@@ -164,8 +213,12 @@ def _measure_plain(ctx: Ctx, cmd: list[str], seconds: float) -> Row:
                 time.sleep(0.1)
         results = loadtest(url, "digits", LEVELS, seconds, body=body)
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.send_signal(signal.SIGINT)       # Ray shuts its runtime down on an interrupt
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     for r in results:
         row.cells[f"c{r['concurrency']}"] = Cell(seconds=r["p99"] / 1e3, text=(
             f"{r['throughput']:.0f}/s, p50 {r['p50']:.1f} p99 {r['p99']:.1f} ms"
