@@ -20,3 +20,17 @@ def test_the_serving_example_pushes_under_load_without_a_failed_request(tmp_path
     result = serve_digits.main(["--epochs", "2", "--seconds", "2", "--out", str(tmp_path / "out")])
     assert result["test_accuracy"] > 0.85 and result["failed"] == 0 and result["versions"] == 2
     assert "flowjit_serving_reloads_total" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_quick_serving_bench_draws_its_tables():
+    # python -m bench --quick --only serving (16 s), without the Ray Serve peer's start-up: its
+    # row says it is skipped when ray.serve cannot be imported.
+    import subprocess
+    root = os.path.dirname(EXAMPLES)
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ray.serve'] = None; "
+                        "from bench.run import main; raise SystemExit(main(['--quick', '--only', 'serving']))"],
+                       cwd=root, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "### Serving the digits MLP over HTTP" in p.stdout
+    assert "flowjit serve --no-batching" in p.stdout and "Ray Serve alone around the same library" in p.stdout
