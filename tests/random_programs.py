@@ -156,6 +156,12 @@ class _Writer:
         if math.prod(s) == 0:  # NumPy's max and min of nothing raise (no identity); a mean is NaN
             names = ["sum"]
         op = self.pick(names)
+        reduced = math.prod(s) // max(1, math.prod(_reduced(s, axes if axes is None or isinstance(axes, tuple)
+                                                           else (axes,), False)))
+        if op == "sum" and self.dtype == "f32" and reduced > 4096:
+            # A float32 sum of that many terms keeps their rounding, far past the tolerance of
+            # its (perhaps cancelling) result; their mean keeps it divided by their number.
+            op = "mean"
         extra = ", dtype={a}.dtype" if op == "sum" and self.is_int else ""
         shape = _reduced(s, axes if axes is None or isinstance(axes, tuple) else (axes,), keep)
         self.add(f"m.{op}({a}, axis={axes!r}, keepdims={keep}{extra.format(a=a)})", shape)
@@ -188,7 +194,13 @@ class _Writer:
         if self.smooth:  # a float32 rounding in the middle leaves central differences noise
             return self.unary()
         forms = [f"({a} > 0).astype({d})", f"{a}.astype({other}).astype({d})"]
-        if s and math.prod(s) and self.rng.integers(2):  # an argmax of nothing raises
+        # An argmax of an input, whose random values have no ties: of a computed value, two
+        # entries an ulp apart (a transcendental saturating) may swap places between libms.
+        inputs = [j for j, n in enumerate(self.names) if n.startswith("x") and self.shapes[j]
+                  and math.prod(self.shapes[j])]
+        if inputs and self.rng.integers(2):  # an argmax of nothing raises
+            k = self.pick(inputs)
+            s, a = self.shapes[k], self.names[k]
             ax = int(self.rng.integers(len(s)))
             arg = self.pick(["argmax", "argmin"])
             self.add(f"m.{arg}({a}, axis={ax}).astype({d})", s[:ax] + s[ax + 1:])

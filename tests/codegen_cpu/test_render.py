@@ -41,6 +41,9 @@ def check_block(block, inputs, want, name):
         assert g.dtype == w.dtype
 
 
+# 34 s: every case is compiled in the default suite as a whole program by
+# tests/registry/test_compiled.py, through this renderer; here each alone, as a kernel.
+@pytest.mark.slow
 def test_every_fusible_registry_case_compiles_and_runs_as_the_interpreter():
     from flowjit.ir import interpret
     failures = []
