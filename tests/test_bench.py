@@ -159,6 +159,9 @@ def test_quick_aot_rows_time_a_c_program_load_compiled_and_the_jit(tmp_path):
     assert "left in an empty FLOWJIT_CACHE_DIR: 0;" in p.stdout
 
 
+# The bench's Ray rows start a cluster each (15 s and 13 s); the training and transfers they
+# time are the default suite's in tests/distributed.
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the distributed extra (Ray)")
 def test_quick_distributed_rows_time_sync_async_and_a_straggler(tmp_path):
     """The distributed workload trains on a local Ray runtime and fills its table: steps/s
@@ -182,6 +185,7 @@ def test_quick_distributed_rows_time_sync_async_and_a_straggler(tmp_path):
     assert float(rows["sync, 2 workers, one slowed 5x, 1 backup"]["gradients dropped / step"]) > 0, rows
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the distributed extra (Ray)")
 def test_quick_sendrecv_rows_time_flowjit_placed_against_ray(tmp_path):
     """The sendrecv workload moves a 4 KB and a 4 MB array to a worker task and back: each row

@@ -129,7 +129,7 @@ class CudaExecutable:
                     # The renderer cannot launch this block as one kernel (e.g. more
                     # parameters than CUDA allows): its ops run one kernel each.
                     self.unfused[name] = reason
-                    self.kernels[op.id] = CudaExecutable(program.unfused[op.id], device)
+                    self.kernels[op.id] = CudaExecutable(program.op_by_op(op), device)
             elif kernel is not None:
                 self.kernels[op.id] = compile_kernel(kernel, op.name, in_types, out_types,
                                                      str(op.loc) if op.loc is not None else "")

@@ -41,15 +41,25 @@ class LoweredProgram:
     loop IR (every fusion op the lowering can express; with ``single_ops``, fusible ops
     outside fusions too) to its Kernel, ``refused`` names each fusion op the lowering could
     not express and why (its ops run their NumPy references), and ``blocks`` maps each
-    control op's id to its blocks, lowered alike. With ``single_ops``, ``unfused`` maps each
-    fusion op's id to its block lowered op by op, for a backend that cannot launch the
-    fused kernel (CUDA's parameter limit)."""
+    control op's id to its blocks, lowered alike. ``op_by_op(op)`` lowers a fusion op's
+    block op by op, for a backend that cannot launch the fused kernel (CUDA's parameter
+    limit), once, when first asked."""
 
     function: Function
     kernels: dict[int, Kernel] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     blocks: dict[int, list[LoweredProgram]] = field(default_factory=dict)
     unfused: dict[int, LoweredProgram] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=set)
+
+    def op_by_op(self, op: Op) -> LoweredProgram:
+        """Fusion op ``op``'s block as a program of its own whose fusible ops are each a
+        kernel (symbols unique with this program's)."""
+        if op.id not in self.unfused:
+            name = op.attrs.get("name", op.name)
+            block = Function(f"{self.function.name}.{name}", op.blocks[0]).clone()
+            self.unfused[op.id] = lower_program(block, single_ops=True, taken=self.taken)
+        return self.unfused[op.id]
 
 
 def kernel_symbol(name: str, taken: set[str]) -> str:
@@ -96,7 +106,7 @@ def lower_program(function: Function, single_ops: bool = False, taken: set[str] 
     blocks are not lowered here: the runtime compiles each block as a program of its own and
     fills ``blocks`` with their LoweredPrograms."""
     taken = set() if taken is None else taken
-    lowered = LoweredProgram(function)
+    lowered = LoweredProgram(function, taken=taken)
     for op in function.body.ops:
         if op.primitive.role == "kernel":
             name = op.attrs.get("name", op.name)
@@ -105,9 +115,6 @@ def lower_program(function: Function, single_ops: bool = False, taken: set[str] 
                                                       kernel_symbol(name, taken))
             except Unsupported as e:
                 lowered.refused[name] = str(e)
-            if single_ops:
-                block = Function(f"{function.name}.{name}", op.blocks[0]).clone()
-                lowered.unfused[op.id] = lower_program(block, single_ops=True, taken=taken)
         elif single_ops and op.primitive.kind in FUSIBLE_KINDS and not op.blocks:
             try:
                 lowered.kernels[op.id] = lower_fusion(single_op_block(op), op.name,

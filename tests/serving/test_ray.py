@@ -27,6 +27,9 @@ def _replicas() -> list[int]:
     return sorted(int(p) for p in found.stdout.split())
 
 
+# 28 s of Ray Serve start-up and a replica's restart: the served answers, batching and
+# versions are the default suite's through flowjit serve itself (tests/serving).
+@pytest.mark.slow
 def test_two_replicas_answer_alike_and_a_killed_one_is_replaced(tmp_path):
     artifact = export_mlp(tmp_path / "v1", 1)
     push(artifact, tmp_path / "models" / "mlp", force=True, log=lambda s: None)
