@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from flowjit.aot import AOTError, export
 from flowjit.explain import explain
@@ -68,7 +69,9 @@ def parse_arg(text: str) -> ShapeDtype:
     return ShapeDtype(t.shape, t.dtype)
 
 
-def cmd_ir(ns: argparse.Namespace) -> int:
+def _function_and_args(ns: argparse.Namespace, command: str, options: str, example: str) -> tuple[Any, list]:
+    """The function ``ns.target`` names and its ``--arg`` types, or one usage line (exit 2)
+    naming the parameters when the target is not a function or the count is wrong."""
     try:
         fn = load_function(ns.target)
     except FlowjitError as e:  # the name is not a function
@@ -76,12 +79,17 @@ def cmd_ir(ns: argparse.Namespace) -> int:
     arity = _arity(fn)
     params = [p for p in fn._sig.parameters if p not in fn.static_names] if fn._sig is not None else []
     listed = f" ({', '.join(params)})" if params else ""
-    usage = (f"flowjit ir {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} [--stage STAGE] (one TYPE per "
-             f"parameter{listed}, such as f32[2,3] or i32[])")
+    usage = (f"flowjit {command} {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} {options} (one TYPE per "
+             f"parameter{listed}, such as {example})")
     args = [_explain_arg(ns, text, usage) for text in ns.arg]
     if arity is not None and len(args) != arity:
         ns.parser.error(f"{ns.target.rpartition(':')[2]} takes {arity} argument(s), got {len(args)} --arg; "
                         f"expected: {usage}")
+    return fn, args
+
+
+def cmd_ir(ns: argparse.Namespace) -> int:
+    fn, args = _function_and_args(ns, "ir", "[--stage STAGE]", "f32[2,3] or i32[]")
     try:
         if ns.stage in ("kernels", "loops") and ns.format != "text":
             raise SystemExit(f"flowjit: --stage {ns.stage} prints text only; use --format text")
@@ -156,19 +164,7 @@ def cmd_compile(ns: argparse.Namespace) -> int:
 
 
 def cmd_explain(ns: argparse.Namespace) -> int:
-    try:
-        fn = load_function(ns.target)
-    except FlowjitError as e:  # the name is not a function
-        ns.parser.error(f"{ns.target}: {e}; expected FILE.py:FUNCTION naming a function")
-    arity = _arity(fn)
-    params = [p for p in fn._sig.parameters if p not in fn.static_names] if fn._sig is not None else []
-    listed = f" ({', '.join(params)})" if params else ""
-    usage = (f"flowjit explain {ns.target} {' '.join(['--arg TYPE'] * (arity or 1))} [--run] (one TYPE per "
-             f"parameter{listed}, such as f32[4096,1024] or i32[256])")
-    args = [_explain_arg(ns, text, usage) for text in ns.arg]
-    if arity is not None and len(args) != arity:
-        ns.parser.error(f"{ns.target.rpartition(':')[2]} takes {arity} argument(s), got {len(args)} --arg; "
-                        f"expected: {usage}")
+    fn, args = _function_and_args(ns, "explain", "[--run]", "f32[4096,1024] or i32[256]")
     if ns.format == "svg":  # the program at that stage as a picture
         try:
             sys.stdout.write(to_svg(fn.ir(*args, stage=ns.stage)))
