@@ -38,6 +38,10 @@ ROLES = {
     "constant_pad": "attrs low/high/value: x surrounded by value, low[d] before and high[d] after",
     "join": "attr axis: the inputs one after another along axis",
     "axis_index": "attrs shape/dimension: each element is its own index along dimension",
+    "gather": "inputs (x, indices), attr axis: x read along axis at each index clamped to [0, n-1]; "
+              "indices.shape takes the axis's place",
+    "scatter_add": "inputs (operand, indices, updates), attr axis: operand with each update added at its index "
+                   "clamped to [0, n-1] along axis, repeated indices accumulating in order (np.add.at)",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
     "variable_update": "inputs (var, value): the variable holds value once the call finishes; the result is value",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",

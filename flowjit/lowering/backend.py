@@ -23,7 +23,7 @@ from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import BUG_REPORT, KernelCompileError
 from flowjit.ir.types import TensorType
 from flowjit.lowering.loops import Kernel
-from flowjit.lowering.lower import Unsupported, lower_block
+from flowjit.lowering.lower import OWN_KERNEL_ROLES, Unsupported, lower_block
 
 # Op kinds a kernel computes: a fusible op left outside every fusion (a transpose that only
 # a matmul reads) lowers as a kernel of its own when a backend asks for single ops.
@@ -115,7 +115,8 @@ def lower_program(function: Function, single_ops: bool = False, taken: set[str] 
                                                       kernel_symbol(name, taken))
             except Unsupported as e:
                 lowered.refused[name] = str(e)
-        elif single_ops and op.primitive.kind in FUSIBLE_KINDS and not op.blocks:
+        elif ((single_ops and op.primitive.kind in FUSIBLE_KINDS) or op.primitive.role in OWN_KERNEL_ROLES) \
+                and not op.blocks:
             try:
                 lowered.kernels[op.id] = lower_fusion(single_op_block(op), op.name,
                                                       str(op.loc) if op.loc is not None else "",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from flowjit.ir import registry
 from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, float32
 from flowjit.ir.primitives.layout import pad_fill
@@ -45,6 +46,9 @@ from flowjit.lowering.loops import (
 )
 from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
+# Roles of ops outside any fusion that lower to a kernel of their own (not an element per
+# result element: repeated indices add into one element, in order); see ``lower_block``.
+OWN_KERNEL_ROLES = ("scatter_add",)
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
@@ -288,6 +292,14 @@ class _Lowering:
             for end, piece in reversed(pieces[:-1]):
                 expr = scalar.choose(apply("lt", idx[axis], end), piece, expr)
             return expr
+        if role == "gather":
+            ind = op.inputs[1]
+            axis = a["axis"] % x.type.ndim
+            r = ind.type.ndim
+            at = self.value(ind, tuple(idx[axis:axis + r]))
+            src = (*idx[:axis], self.clamp(apply("cast", at, to=INDEX), self.dim(x.type.shape[axis])),
+                   *idx[axis + r:])
+            return self.value(x, src)
         raise Unsupported(f"layout op {op.name} (role {role})")
 
     def reshape_index(self, idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
@@ -550,6 +562,42 @@ class _Lowering:
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, in_place)
 
 
+    def scatter_add_kernel(self) -> Kernel:
+        """The kernel of a block holding one scatter_add: the operand copied to the output
+        (in place when they share memory), then each update added at its clamped index, in
+        the row-major order of the updates as np.add.at adds them."""
+        (op,) = self.block.ops
+        operand, indices, updates = op.inputs
+        d = operand.type.dtype
+        axis = op.attrs["axis"] % operand.type.ndim
+        r = indices.type.ndim
+        add = registry.get("add").template
+        top = _Scope(None)
+        self.scopes = [top]
+        loop_vars = [self.fresh("i") for _ in operand.type.shape]
+        for d_, (var, n) in enumerate(zip(loop_vars, operand.type.shape)):
+            self.open_loop(var, self.dim(n), d_ == 0 and operand.type.size >= PARALLEL_MIN_ELEMENTS)
+        idx = tuple(Var(v, INDEX) for v in loop_vars)
+        self.scopes[-1].body.extend(store("out0", idx, load(self.arg_names[operand.id], idx, d)))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        loop_vars = [self.fresh("i") for _ in updates.type.shape]
+        for var, n in zip(loop_vars, updates.type.shape):
+            self.open_loop(var, self.dim(n))
+        uidx = tuple(Var(v, INDEX) for v in loop_vars)
+        at = self.bind(load(self.arg_names[indices.id], uidx[axis:axis + r], indices.type.dtype), ("index", uidx))
+        j = self.clamp(apply("cast", at, to=INDEX), self.dim(operand.type.shape[axis]))
+        dst = (*uidx[:axis], j, *uidx[axis + r:])
+        total = scalar.expand(add, [load("out0", dst, d), load(self.arg_names[updates.id], uidx, d)], d)
+        self.scopes[-1].body.extend(store("out0", dst, total))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        buffers = [kernel_buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
+        buffers.append(kernel_buffer("out0", "out", d, operand.type.ndim))
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body),
+                      ((self.arg_names[operand.id],),))
+
+
 def _mark_streaming(s: object) -> object:
     """``s`` with the ``stream`` hint when it is a parallel 1-D elementwise loop that reads
     inputs only at its own index and ends storing one float at it."""
@@ -601,5 +649,8 @@ def unit_axes_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
 def lower_block(block: Block, name: str = "kernel") -> Kernel:
     """The loop-IR kernel of a ``fusion`` op's ``block`` (inputs ``in0..``, outputs
     ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower
-    (among complex values: a function with no definition over their parts, a product)."""
+    (among complex values: a function with no definition over their parts, a product).
+    A block of one op of ``OWN_KERNEL_ROLES`` gets that op's own kernel."""
+    if len(block.ops) == 1 and block.ops[0].primitive.role in OWN_KERNEL_ROLES:
+        return getattr(_Lowering(block, name), f"{block.ops[0].primitive.role}_kernel")()
     return _Lowering(block, name).kernel()

@@ -153,7 +153,7 @@ class _Group:
             return "reduction_mismatch", f"{op.name} reduces axes {list(axes)} of {list(shape)}, the kernel " \
                                          f"already reduces axes {list(self.reduce_axes or ())} of " \
                                          f"{list(self.reduce_shape)}"
-        size = max([op.results[0].type.size] + [v.type.size for v in op.inputs])
+        size = _loop_elements(op)
         if size <= self.loop_size:
             return None
         return "larger_loop", f"{op.name} loops over {size} elements, the consumer's kernel over {self.loop_size}"
@@ -164,8 +164,15 @@ class _Group:
         if op.primitive.kind == "reduction":
             self.reduce_shape = op.inputs[0].type.shape
             self.reduce_axes = _axes_of(op)
-        sizes = [r.type.size for r in op.results] + [v.type.size for v in op.inputs]
-        self.loop_size = max([self.loop_size, *sizes])
+        self.loop_size = max(self.loop_size, _loop_elements(op))
+
+
+def _loop_elements(op: Op) -> int:
+    """The elements ``op``'s loop runs over in a kernel: its largest operand or result. A
+    gather computes one element per result element whatever the size of the array it reads
+    from (an embedding table): its loop is its result's and its indices'."""
+    reads = op.inputs[1:] if op.primitive.role == "gather" else op.inputs
+    return max([r.type.size for r in op.results] + [v.type.size for v in reads])
 
 
 class _Reasons:

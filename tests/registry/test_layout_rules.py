@@ -38,7 +38,7 @@ def test_every_primitive_has_cases() -> None:
     assert {c.prim for c in CASES} == set(PRIMS)
     for name in PRIMS:
         p = registry.get(name)
-        assert p.kind == ("opaque" if name in ("gather", "scatter_add") else "layout")
+        assert p.kind == ("opaque" if name == "scatter_add" else "layout")
         assert p.differentiable
 
 

@@ -8,8 +8,11 @@ Out-of-range indices are CLAMPED to ``[0, n-1]`` (as XLA's gather does), never w
 and never an error: a negative index reads or writes element 0, a too-large one element
 n-1. Indices are data, not attributes, so the rule cannot check them, and clamping keeps
 every backend's memory access in bounds. The data axis must therefore be non-empty.
-Both ops are ``opaque``: a result element depends on a runtime index, which the
-elementwise fusion templates cannot express.
+gather is a ``layout`` op (role ``gather``): each result element is one element of ``x``
+at a position read from ``indices``, so it fuses with its neighbours (an embedding lookup
+and the mean over its bag are one kernel). scatter_add is ``opaque``: repeated indices add
+into one element, so its elements are not independent; the lowering gives it a kernel of
+its own that adds the updates in order.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray
     return np.array(x[_index_tuple(x, indices, axis)], dtype=x.dtype, order="C")
 
 
-declare("gather", kind="opaque", rule=_gather_rule, impl=_gather_impl, arity=2,
+declare("gather", kind="layout", role="gather", rule=_gather_rule, impl=_gather_impl, arity=2,
         attrs={"axis": attr("int")}, dtypes=ALL_DTYPES,
         doc="np.take(x, clip(indices, 0, n-1), axis): out-of-range indices are clamped; "
             "result shape x.shape[:axis] + indices.shape + x.shape[axis+1:]; "
@@ -80,7 +83,7 @@ def _scatter_add_impl(operand: np.ndarray, indices: np.ndarray, updates: np.ndar
     return out
 
 
-declare("scatter_add", kind="opaque", rule=_scatter_add_rule, impl=_scatter_add_impl, arity=3,
+declare("scatter_add", kind="opaque", role="scatter_add", rule=_scatter_add_rule, impl=_scatter_add_impl, arity=3,
         attrs={"axis": attr("int")}, dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES,
         doc="copy of operand with updates added at clip(indices, 0, n-1) along axis; repeated "
             "indices accumulate (np.add.at); the transpose of gather")
