@@ -19,7 +19,10 @@ and 4 workers, sync and async, and sync with a slowed worker; skipped without Ra
 (a 4 KB and a 4 MB array to a worker task and back: flowjit's placed call against Ray's
 put/get and an actor's round trip; skipped without Ray), remat_memory (the measured peak memory
 and steps/s of one deep-MLP training step with and without ``fj.remat``, each row a new
-process, against ``jax.checkpoint``).
+process, against ``jax.checkpoint``), models (the model zoo of ``bench/workloads/zoo.py``: an MLP, a CNN
+with batch norm, a transformer block, an embedding bag and an LSTM over scan, inference and one Adam
+step each, against JAX jit and torch: steady state idle and beside two busy processes, first calls
+cold and warm in new processes, peak memory, and whether flowjit ran each as one native program).
 Each cell is the median over ``--repeat`` samples after warm-up (``±`` the interquartile
 range); the ratio is flowjit's median (compiled for the CPU: loop IR -> llvmlite) over the
 fastest peer's (above 1: flowjit is slower); ``%BW`` is bytes read+written per second as a
@@ -201,7 +204,7 @@ def table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 # Workloads whose columns are not the peers': their module's render(ctx, rows) draws their tables.
-OWN_TABLES = ("aot", "distributed", "sendrecv", "remat_memory", "serving")
+OWN_TABLES = ("aot", "distributed", "sendrecv", "remat_memory", "serving", "models")
 
 
 def render(ctx, rows) -> list[str]:

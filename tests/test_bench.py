@@ -3,6 +3,7 @@ bench sets thread variables in its environment), fills every cell and the ratio;
 workloads' quick runs fill their tables; ``bench.compare`` times two trees side by side."""
 
 import importlib.util
+import itertools
 import os
 import re
 import shutil
@@ -94,8 +95,8 @@ def test_streaming_copy_and_triad_match_numpy_at_every_alignment():
 def _table(stdout: str, title: str) -> dict[str, dict[str, str]]:
     """The rows (by label) of the markdown table under ``### <title>``, each as {header: cell}."""
     lines = stdout.splitlines()
-    start = lines.index(f"### {title}")
-    body = [ln for ln in lines[start + 1:start + 40] if ln.startswith("|")]
+    start = lines.index(f"### {title}") + 2          # the title, a blank line, then the table
+    body = list(itertools.takewhile(lambda ln: ln.startswith("|"), lines[start:]))
     heads = [c.strip() for c in body[0].split("|")[1:-1]]
     rows = [[c.strip() for c in ln.split("|")[1:-1]] for ln in body[2:]]
     return {r[0]: dict(zip(heads, r)) for r in rows}
@@ -309,3 +310,61 @@ def test_compare_checks_a_revision_out_into_a_worktree_and_removes_it(tmp_path):
         tree.remove()
     assert not os.path.exists(tree.path)
     assert tree.path not in _git("worktree", "list")
+
+
+def test_zoo_models_give_the_same_logits_compiled_interpreted_and_in_jax():
+    """Each model of the bench's zoo (bench/workloads/zoo.py, written once against a numpy-like
+    namespace) gives the same logits compiled by flowjit, on flowjit's interpreter and, where
+    JAX is installed, under jax.jit: the same parameters and inputs, quick sizes."""
+    import numpy as np
+
+    import flowjit as fj
+    from bench.workloads import zoo
+    has_jax = importlib.util.find_spec("jax") is not None
+    for model in zoo.MODELS:
+        params, (x, _) = zoo.init(model, quick=True), zoo.batch(model, quick=True)
+        forward = zoo.predict(zoo.lib("flowjit"), model)
+        want = np.asarray(fj.function(forward, backend="interpreter")(params, x))
+        assert want.shape == (len(x) if model != "lstm" else x.shape[1], zoo.CLASSES), (model, want.shape)
+        np.testing.assert_allclose(np.asarray(fj.function(forward)(params, x)), want, rtol=1e-4, atol=1e-5,
+                                   err_msg=model)
+        if has_jax:
+            import jax
+            jax.config.update("jax_platforms", "cpu")
+            got = np.asarray(jax.jit(zoo.predict(zoo.lib("jax"), model))(params, x))
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{model} (JAX)")
+
+
+# The quick models workload compiles ten functions per library and starts four processes (16 s);
+# the zoo's results are checked in the default suite by the test above.
+@pytest.mark.slow
+def test_quick_models_rows_have_flowjit_and_jax_numbers(tmp_path):
+    """``python -m bench --quick --only models`` fills its four tables: every model's inference
+    and training step timed in flowjit and JAX (each first result checked against flowjit's
+    interpreter: a wrong one is an ERROR cell), flowjit/JAX and the native column; the same rows
+    beside two busy processes with loaded/idle; the MLP's first call cold and warm in new
+    processes, and their peak memory."""
+    from bench.workloads.models import TITLES
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "models", "--repeat", "1",
+                        "--peers", "fj,jax"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "### Errors" not in p.stdout, p.stdout[-3000:]
+    has_jax = importlib.util.find_spec("jax") is not None
+    time_re = r"[0-9.]+ (µs|ms|s)( ±[0-9]+%)?"
+    steady = _table(p.stdout, TITLES["steady"])
+    loaded = _table(p.stdout, TITLES["loaded"])
+    assert len(steady) == 10 and list(loaded) == list(steady), (list(steady), list(loaded))
+    for label, cells in steady.items():
+        for column in ("flowjit", "JAX jit") if has_jax else ("flowjit",):
+            assert re.fullmatch(time_re, cells[column]), (label, column, cells[column])
+            assert re.fullmatch(time_re, loaded[label][column]), (label, column, loaded[label])
+        assert re.fullmatch(r"[0-9.]+x", loaded[label]["loaded/idle"]), loaded[label]
+        assert re.fullmatch(r"[0-9.]+x" if has_jax else "—", cells["flowjit/JAX"]), cells
+        assert cells["native (flowjit)"] == "yes" or cells["native (flowjit)"].startswith("no: "), cells
+    assert steady["MLP 784-64-64-10, b32, inference"]["native (flowjit)"] == "yes"
+    first = _table(p.stdout, TITLES["first"])["MLP 784-64-64-10, b32, inference"]
+    for column in ("flowjit cold", "flowjit warm") + (("JAX jit cold", "JAX jit warm") if has_jax else ()):
+        assert re.fullmatch(r"[0-9.]+ (ms|s) \(2nd [0-9.]+ (µs|ms|s)\)", first[column]), (column, first)
+    memory = _table(p.stdout, TITLES["memory"])["MLP 784-64-64-10, b32, inference"]
+    assert re.fullmatch(r"[0-9]+ MiB \(\+[0-9]+ MiB\)", memory["flowjit"]), memory

@@ -1,0 +1,472 @@
+"""The model zoo (``bench/workloads/zoo.py``: MLP, CNN with batch norm and pooling, a pre-norm
+transformer block, an embedding bag, an LSTM over scan), each as inference and as one Adam
+training step, in flowjit against JAX jit, TensorFlow (XLA), torch eager and torch.compile.
+
+Every library runs the same model body (zoo.py writes each model once against a numpy-like
+namespace and a small adapter table). Four tables:
+
+- steady state: the median time per call after warm-up, the columns alternated in rounds
+  (``common.run_case``) so that a noisy neighbour touches every library alike; each
+  library's first result is checked against flowjit's NumPy interpreter (inference: the
+  logits; training: the first step's loss). "native" says whether flowjit ran the whole
+  function as ONE native program, or names what kept it off that path (the executable's
+  ``native_reason``, as ``fj.explain`` reports it).
+- the same rows with two busy processes (``python -c "while True: pass"``, pinned to the
+  bench's cores) started by the bench, and loaded/idle for each library.
+- the first call in a new process (``python -m bench.workloads.models IMPL MODEL MODE``):
+  cold (empty caches: ``FLOWJIT_CACHE_DIR``, JAX's persistent compilation cache,
+  ``TORCHINDUCTOR_CACHE_DIR`` in a new temporary directory), then warm (another new process
+  with the caches the cold one left).
+- peak memory: the peak resident set (``VmHWM``; native memory included, which tracemalloc
+  does not see) of the warm child after its first call and three more, and in parentheses
+  what the calls added over the peak after import and setup. Not ``ru_maxrss``: Linux hands
+  a child the forking parent's peak across fork and exec.
+
+``--quick``: the zoo's small sizes, and the new-process tables for the MLP's inference only.
+TensorFlow has no adapter in zoo.py: its column says so (or that it is not installed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.workloads import zoo
+from bench.workloads.common import Case, Cell, Ctx, Row, Skip, fmt_time, run_case, short_error
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMPLS = (("fj", "flowjit"), ("jax", "JAX jit"), ("tf", "TensorFlow (XLA)"), ("torch", "torch eager"),
+         ("compile", "torch.compile"))
+HEAD = dict(IMPLS)
+MODES = ("inference", "train")
+CHILD_CALLS = 3          # calls after the first two in a child, before its peak RSS is read
+TIMEOUT_S = 900
+TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
+          "loaded": "Model zoo: steady state with two busy processes on the same cores",
+          "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left)",
+          "memory": "Model zoo: peak memory of a new process (peak RSS, VmHWM, after the first call and "
+                    f"{CHILD_CALLS} more; in parentheses: over the peak after import and setup)"}
+
+
+@dataclass
+class ModelRow(Row):
+    table: str = ""                   # a key of TITLES
+    model: str = ""
+    mode: str = ""
+    native: str = ""                  # flowjit: "yes", or what keeps it off the native path
+    fj_jax: list[str] = field(default_factory=list)   # flowjit/JAX ratio cells of this table
+
+
+# ---- one library, one model, one mode ----------------------------------------------------------
+# A setup returns (call, reset, native): call() runs once and returns a finished result (the
+# logits, or a training step's loss), reset() puts the initial parameters back (training),
+# native() is flowjit's "native" cell ("" for the others).
+Setup = tuple[Callable[[], Any], Callable[[], None], Callable[[], str]]
+
+
+def _native(g: Any, args: tuple) -> str:
+    """'yes' when ``g`` (an fj.function) runs on ``args`` as one native program, else why not."""
+    try:
+        exe = g._lookup(args, {})[0].executable
+    except Exception as e:              # an internal that moved: say so, do not fail the row
+        return f"unknown ({short_error(e)})"
+    if getattr(exe, "_program", None) is not None:
+        return "yes"
+    reason = getattr(exe, "native_reason", "") or f"no ({type(exe).__name__})"
+    return f"no: {reason}"
+
+
+def setup(impl: str, model: str, mode: str, quick: bool, module: Any = None) -> Setup:
+    params, (x, y) = zoo.init(model, quick), zoo.batch(model, quick)
+    opt = zoo.adam_state(params)
+    train = mode == "train"
+    if impl == "fj":
+        import flowjit as fj
+        L = zoo.lib("flowjit")
+        g = fj.function(zoo.train_step(L, model) if train else zoo.predict(L, model))
+        if not train:
+            return (lambda: g(params, x)), (lambda: None), (lambda: _native(g, (params, x)))
+        state: dict[str, Any] = {}
+
+        def reset() -> None:
+            state["p"], state["s"] = params, opt
+
+        def call() -> Any:
+            state["p"], state["s"], loss = g(state["p"], state["s"], x, y)
+            return loss
+        reset()
+        return call, reset, lambda: _native(g, (state["p"], state["s"], x, y))
+    if impl == "jax":
+        jax = module
+        L = zoo.lib("jax")
+        dx, dy = jax.device_put(x), jax.device_put(y)
+        if not train:
+            f = jax.jit(zoo.predict(L, model))
+            dp = jax.device_put(params)
+            return (lambda: f(dp, dx).block_until_ready()), (lambda: None), (lambda: "")
+        f = jax.jit(zoo.train_step(L, model), donate_argnums=(0, 1))
+        state = {}
+
+        def reset() -> None:
+            state["p"], state["s"] = jax.device_put(params), jax.device_put(opt)
+            jax.block_until_ready((state["p"], state["s"]))
+
+        def call() -> Any:
+            state["p"], state["s"], loss = f(state["p"], state["s"], dx, dy)
+            return loss.block_until_ready()
+        reset()
+        return call, reset, lambda: ""
+    if impl in ("torch", "compile"):
+        torch = module
+        L = zoo.lib("torch")
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+        fn = zoo.train_step(L, model) if train else zoo.predict(L, model)
+        f = torch.compile(fn) if impl == "compile" else fn
+        if not train:
+            tp = {k: torch.from_numpy(v) for k, v in params.items()}
+
+            def infer() -> Any:
+                with torch.no_grad():
+                    return f(tp, tx)
+            return infer, (lambda: None), (lambda: "")
+        state = {}
+
+        def reset() -> None:
+            state["p"] = {k: torch.from_numpy(v.copy()) for k, v in params.items()}
+            state["s"] = {"t": torch.tensor(0.0), "m": {k: torch.zeros_like(v) for k, v in state["p"].items()},
+                          "v": {k: torch.zeros_like(v) for k, v in state["p"].items()}}
+
+        def call() -> Any:
+            state["p"], state["s"], loss = f(state["p"], state["s"], tx, ty)
+            return loss.detach()
+        reset()
+        return call, reset, lambda: ""
+    if impl == "tf":
+        raise Skip("no TensorFlow adapter in zoo.py")
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+PACKAGE = {"jax": "jax", "tf": "tensorflow", "torch": "torch", "compile": "torch"}
+
+
+def reference(model: str, quick: bool) -> tuple[np.ndarray, np.ndarray]:
+    """flowjit's NumPy interpreter on the model: the logits (inference's reference) and the
+    first training step's loss, the cross entropy of those logits computed in float64."""
+    import flowjit as fj
+    params, (x, y) = zoo.init(model, quick), zoo.batch(model, quick)
+    logits = np.asarray(fj.function(zoo.predict(zoo.lib("flowjit"), model), backend="interpreter")(params, x))
+    z = logits.astype(np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    return logits, np.asarray(-np.mean(logp[np.arange(len(y)), y]), np.float32)
+
+
+# ---- the child: first calls and memory in a new process ----------------------------------------
+def _peak_rss() -> int:
+    """This process's peak resident set, bytes: ``VmHWM``, the high-water mark of its own
+    address space. ``getrusage(RUSAGE_SELF).ru_maxrss`` is not: Linux carries the forking
+    parent's peak across fork and exec into it (a child of a 470 MiB bench reports at least
+    470 MiB). ``ru_maxrss`` where there is no /proc."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # KiB on Linux
+
+
+def child_main(argv: list[str]) -> int:
+    """``IMPL MODEL MODE quick|full``: import, set up, first call, second call, CHILD_CALLS more;
+    one JSON line with the times, the peak RSS after setup and at the end, flowjit's native cell."""
+    impl, model, mode, size = argv
+    try:
+        t0 = time.perf_counter()
+        module = None
+        if impl == "jax":
+            from bench.workloads.first_call import _jax
+            module = _jax()
+        elif impl in ("torch", "compile"):
+            from bench.workloads.first_call import _torch
+            module = _torch()
+        call, _, native = setup(impl, model, mode, size == "quick", module)
+        import_s = time.perf_counter() - t0
+        rss_setup = _peak_rss()
+        t0 = time.perf_counter()
+        call()
+        first_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        call()
+        second_s = time.perf_counter() - t0
+        for _ in range(CHILD_CALLS):
+            call()
+        out = {"import_s": import_s, "first_s": first_s, "second_s": second_s, "rss_setup": rss_setup,
+               "rss_peak": _peak_rss(), "native": native()}
+        if impl == "fj":
+            import flowjit as fj
+            out["cache"] = fj.cache_stats()
+        print(json.dumps(out))
+        return 0
+    except Exception as e:
+        print(json.dumps({"error": short_error(e), "traceback": traceback.format_exc()}))
+        return 1
+
+
+def child(ctx: Ctx, impl: str, model: str, mode: str, cache: str) -> dict:
+    from bench.workloads.compile import child_env
+    env = child_env()
+    env["FLOWJIT_CACHE_DIR"] = os.path.join(cache, "flowjit")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+    env["BENCH_JAX_CACHE_DIR"] = os.path.join(cache, "jax")
+    env["BENCH_THREADS"] = str(ctx.threads)
+    cmd = [sys.executable, "-m", "bench.workloads.models", impl, model, mode, "quick" if ctx.quick else "full"]
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {TIMEOUT_S} s"}
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                break
+    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"exit {p.returncode}: {tail}", "traceback": p.stderr[-4000:]}
+
+
+# ---- busy processes ----------------------------------------------------------------------------
+class Busy:
+    """``n`` processes spinning ``while True: pass`` on this process's cores, until ``stop()``."""
+
+    def __init__(self, n: int = 2):
+        try:
+            cores = sorted(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = []
+        self.procs = []
+        for _ in range(n):
+            p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            if cores:
+                try:
+                    os.sched_setaffinity(p.pid, cores)
+                except OSError:
+                    pass
+            self.procs.append(p)
+        time.sleep(0.2)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait(timeout=30)
+        self.procs = []
+
+
+# ---- the workload ------------------------------------------------------------------------------
+def columns(ctx: Ctx) -> tuple[tuple[str, str], ...]:
+    return tuple((k, h) for k, h in IMPLS if k in ctx.columns)
+
+
+def _builders(ctx: Ctx, model: str, mode: str, natives: dict) -> dict[str, Callable[[], Callable[[], Any]]]:
+    """Each column's builder; a built setup is kept, so the loaded rounds reuse the compiled
+    functions (each build after the first resets the training state and returns the same call)."""
+    built: dict[str, Setup] = {}
+
+    def builder(impl: str) -> Callable[[], Callable[[], Any]]:
+        def build() -> Callable[[], Any]:
+            if impl not in built:
+                module = ctx.module(PACKAGE[impl]) if impl in PACKAGE else None
+                call, reset, native = setup(impl, model, mode, ctx.quick, module)
+                call()                                   # compiles
+                t0 = time.perf_counter()
+                for _ in range(5):                       # steady state can take more than one call
+                    call()
+                    if time.perf_counter() - t0 > 1.0:
+                        break
+                if impl == "fj":
+                    natives[(model, mode)] = native()
+                built[impl] = (call, reset, native)
+            call, reset, _ = built[impl]
+            reset()                                      # the harness's first call is step 1 again
+            return call
+        return build
+    return {k: builder(k) for k, _ in columns(ctx)}
+
+
+def _steady(ctx: Ctx, table: str, model: str, mode: str, builders: dict, ref: np.ndarray | None) -> ModelRow:
+    label = f"{zoo.describe(model, ctx.quick)}, {mode}"
+    tol = 1e-3 if mode == "inference" else 1e-4
+    case = Case("models", label, builders, reference=ref, tol=tol, unit="ms")
+    base = run_case(case, ctx, target_s=0.02 if ctx.quick else 0.1, columns=columns(ctx))
+    return ModelRow("models", label, cells=base.cells, table=table, model=model, mode=mode)
+
+
+def _ratio(a: Cell | None, b: Cell | None) -> str:
+    if a is None or b is None or not a.ok or not b.ok:
+        return "—"
+    return f"{a.seconds / b.seconds:.2f}x"
+
+
+def run(ctx: Ctx) -> list[Row]:
+    quick = ctx.quick
+    pairs = [(m, mode) for m in zoo.MODELS for mode in MODES]
+    natives: dict[tuple[str, str], str] = {}
+    builders = {pair: _builders(ctx, *pair, natives) for pair in pairs}
+    refs: dict[tuple[str, str], np.ndarray | None] = {}
+    for model in zoo.MODELS:
+        try:
+            refs[(model, "inference")], refs[(model, "train")] = reference(model, quick)
+        except Exception:
+            ctx.errors.append((model, "reference (flowjit interpreter)", traceback.format_exc()))
+            refs[(model, "inference")] = refs[(model, "train")] = None
+    rows: list[ModelRow] = []
+    idle: dict[tuple[str, str], ModelRow] = {}
+    for pair in pairs:
+        ctx.log(f"bench: models, {pair[0]} {pair[1]}")
+        row = _steady(ctx, "steady", *pair, builders[pair], refs[pair])
+        row.native = natives.get(pair, "—")
+        row.fj_jax = [_ratio(row.cells.get("fj"), row.cells.get("jax"))]
+        idle[pair] = row
+        rows.append(row)
+    busy = Busy(2)
+    try:
+        for pair in pairs:
+            ctx.log(f"bench: models, {pair[0]} {pair[1]}, two busy processes")
+            row = _steady(ctx, "loaded", *pair, builders[pair], refs[pair])
+            for key, cell in list(row.cells.items()):
+                before = idle[pair].cells.get(key)
+                row.cells[key + "/idle"] = Cell(text=_ratio(cell, before))
+            row.fj_jax = [_ratio(row.cells.get("fj"), row.cells.get("jax"))]
+            rows.append(row)
+    finally:
+        busy.stop()
+    del builders
+    rows += new_process_rows(ctx, [pairs[0]] if quick else pairs)
+    return rows
+
+
+def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
+    """The first-call and memory tables: per library a cold and a warm child (torch eager
+    compiles nothing: one child), each in a new temporary cache directory."""
+    first_rows, memory_rows = [], []
+    for model, mode in pairs:
+        label = f"{zoo.describe(model, ctx.quick)}, {mode}"
+        first = ModelRow("models", label, table="first", model=model, mode=mode)
+        memory = ModelRow("models", label, table="memory", model=model, mode=mode)
+        peaks: dict[str, int] = {}
+        for impl, head in columns(ctx):
+            try:
+                if impl in PACKAGE:
+                    ctx.module(PACKAGE[impl])
+                if impl == "tf":
+                    raise Skip("no TensorFlow adapter in zoo.py")
+            except Skip as e:
+                for r in (first, memory):
+                    r.cells[impl] = Cell(text=f"skipped: {e}", skipped=True)
+                continue
+            cache = tempfile.mkdtemp(prefix=f"bench_models_{impl}_")
+            try:
+                got = {}
+                for which in (("cold",) if impl == "torch" else ("cold", "warm")):
+                    ctx.log(f"  {label}: {head}: new process, {which}")
+                    res = got[which] = child(ctx, impl, model, mode, cache)
+                    if "error" in res:
+                        ctx.errors.append((label, f"{head}, new process ({which})",
+                                           res.get("traceback") or res["error"]))
+                        first.cells[f"{impl}:{which}"] = Cell(text=f"ERROR {res['error'][:100]}", error=res["error"])
+                        continue
+                    first.cells[f"{impl}:{which}"] = Cell(
+                        seconds=res["first_s"], text=f"{fmt_time(res['first_s'], 'ms')} "
+                                                     f"(2nd {fmt_time(res['second_s'], 'ms')})")
+                last = got.get("warm", got.get("cold", {}))
+                if "rss_peak" in last:
+                    peaks[impl] = last["rss_peak"]
+                    memory.cells[impl] = Cell(seconds=last["rss_peak"],
+                                              text=f"{last['rss_peak'] / 2**20:.0f} MiB "
+                                                   f"(+{(last['rss_peak'] - last['rss_setup']) / 2**20:.0f} MiB)")
+                if impl == "fj" and "cache" in got.get("warm", {}):
+                    c = got["warm"]["cache"]
+                    first.note = f"flowjit warm: compiled {c['compiled']}, loaded {c['loaded']} from disk"
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+        first.fj_jax = [_ratio(first.cells.get("fj:cold"), first.cells.get("jax:cold")),
+                        _ratio(first.cells.get("fj:warm"), first.cells.get("jax:warm"))]
+        memory.fj_jax = [_ratio(memory.cells.get("fj"), memory.cells.get("jax"))]
+        first_rows.append(first)
+        memory_rows.append(memory)
+    return first_rows + memory_rows
+
+
+# ---- the tables --------------------------------------------------------------------------------
+def render(ctx: Ctx, rows: list[Row]) -> list[str]:
+    """The workload's four tables (called by ``bench/run.py``)."""
+    from bench.run import table
+    mine = [r for r in rows if isinstance(r, ModelRow)]
+
+    def ran(key: str) -> bool:
+        return any(not c.skipped for r in mine for k, c in r.cells.items() if k == key or k.startswith(key + ":"))
+    cols = tuple((k, h) for k, h in columns(ctx) if ran(k))
+    skipped = {h: c.text for k, h in columns(ctx) if not ran(k) for r in mine for c in [r.cells.get(k)] if c}
+    lines: list[str] = []
+
+    def text(r: Row, key: str) -> str:
+        return r.cells[key].text if key in r.cells else "—"
+
+    def body(kind: str) -> list[ModelRow]:
+        return [r for r in rows if isinstance(r, ModelRow) and r.table == kind]
+
+    failed = [r for r in rows if not isinstance(r, ModelRow)]
+    if body("steady"):
+        lines += [f"### {TITLES['steady']}", ""]
+        lines += table(["model", *[h for _, h in cols], "flowjit/JAX", "native (flowjit)"],
+                       [[r.label, *[text(r, k) for k, _ in cols], *r.fj_jax, r.native] for r in body("steady")])
+        lines.append("")
+    if body("loaded"):
+        heads = [x for _, h in cols for x in (h, "loaded/idle")]
+        lines += [f"### {TITLES['loaded']}", ""]
+        lines += table(["model", *heads, "flowjit/JAX"],
+                       [[r.label, *[x for k, _ in cols for x in (text(r, k), text(r, k + "/idle"))], *r.fj_jax]
+                        for r in body("loaded")])
+        lines.append("")
+    if body("first"):
+        keys = [(f"{k}:{w}", f"{h} {w}") for k, h in cols for w in ("cold", "warm") if k != "torch" or w == "cold"]
+        keys = [(k, "torch eager" if k == "torch:cold" else h) for k, h in keys]
+        lines += [f"### {TITLES['first']}", ""]
+        lines += table(["model", *[h for _, h in keys], "flowjit/JAX cold", "flowjit/JAX warm"],
+                       [[r.label, *[text(r, k) if k in r.cells or k.split(":")[0] not in r.cells
+                                    else text(r, k.split(":")[0]) for k, _ in keys], *r.fj_jax]
+                        for r in body("first")])
+        lines.append("")
+    if body("memory"):
+        lines += [f"### {TITLES['memory']}", ""]
+        lines += table(["model", *[h for _, h in cols], "flowjit/JAX"],
+                       [[r.label, *[text(r, k) for k, _ in cols], *r.fj_jax] for r in body("memory")])
+        lines.append("")
+    if skipped:
+        lines += ["Not run: " + "; ".join(f"{h} ({text})" for h, text in skipped.items()) + ".", ""]
+    if rows and not failed:
+        lines += ["Models (bench/workloads/zoo.py, each written once for every library): inference is the "
+                  "model's logits; train is one Adam step (softmax cross entropy, the library's own autodiff). "
+                  "Each column's first result is checked against flowjit's interpreter (logits; the first step's "
+                  "loss). flowjit/JAX: flowjit's median over JAX jit's. native: whether flowjit ran the function "
+                  "as one native program, or what kept it on the Python driver. loaded/idle: the library's median "
+                  "beside two busy processes over its idle median. First calls: import and setup excluded, "
+                  "the second call in parentheses.", ""]
+    return lines
+
+
+if __name__ == "__main__":
+    raise SystemExit(child_main(sys.argv[1:]))
