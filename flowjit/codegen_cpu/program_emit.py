@@ -456,13 +456,50 @@ class _Driver:
         b.call(pfor, [wrap, self.value(b, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
 
     def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
+        if not g.batch:
+            self.one_gemm(b, tab, g, bufs[g.a], bufs[g.b], bufs[g.c])
+            return
+        # A batch: one product per position of the batch dimensions, the operands' element
+        # offsets from the position's digits (a stride of 0 broadcasts), c's blocks in order.
+        itemsize = np.dtype(g.dtype).itemsize
+        fn = b.function
+        total = ir.Constant(I64, 1)
+        for d in g.batch:
+            total = b.mul(total, self.value(b, d))
+        block = b.mul(self.value(b, g.m), self.value(b, g.n))
+        head, body, end = (fn.append_basic_block(self.fresh(x)) for x in ("batch", "batch_body", "batch_end"))
+        before = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        t = b.phi(I64)
+        t.add_incoming(ir.Constant(I64, 0), before)
+        b.cbranch(b.icmp_signed("<", t, total), body, end)
+        b.position_at_end(body)
+        rest, off_a, off_b = t, ir.Constant(I64, 0), ir.Constant(I64, 0)
+        for d in reversed(range(len(g.batch))):
+            size = self.value(b, g.batch[d])
+            digit = b.urem(rest, size)
+            rest = b.udiv(rest, size)
+            off_a = b.add(off_a, b.mul(digit, self.value(b, g.stride_a[d])))
+            off_b = b.add(off_b, b.mul(digit, self.value(b, g.stride_b[d])))
+
+        def at(ptr: ir.Value, elements: ir.Value) -> ir.Value:
+            return b.gep(ptr, [b.mul(elements, ir.Constant(I64, itemsize))], inbounds=True)
+        self.one_gemm(b, tab, g, at(bufs[g.a], off_a), at(bufs[g.b], off_b), at(bufs[g.c], b.mul(t, block)))
+        t.add_incoming(b.add(t, ir.Constant(I64, 1)), b.block)
+        b.branch(head)
+        b.position_at_end(end)
+
+    def one_gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a_ptr: ir.Value, b_ptr: ir.Value,
+                 c_ptr: ir.Value) -> None:
+        """One product of ``g``'s sizes from ``a_ptr`` and ``b_ptr`` into ``c_ptr``."""
         symbolic = any(isinstance(x, Affine) for x in (g.m, g.n, g.k))
         if not symbolic and (g.m == 0 or g.n == 0):
             return
         itemsize = np.dtype(g.dtype).itemsize
         memset = self.extern("memset", I8P, [I8P, I32, I64])
         if not symbolic and g.k == 0:  # an empty sum: zeros
-            b.call(memset, [bufs[g.c], ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
+            b.call(memset, [c_ptr, ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
             return
         fl = F32 if g.dtype == "float32" else F64
         it = ir.IntType(self.int_bits)
@@ -481,7 +518,7 @@ class _Driver:
             b.position_at_end(test_k)
             b.cbranch(b.icmp_signed("==", k, zero), zeros, call)
             b.position_at_end(zeros)
-            b.call(memset, [bufs[g.c], ir.Constant(I32, 0), b.mul(b.mul(m, n), ir.Constant(I64, itemsize))])
+            b.call(memset, [c_ptr, ir.Constant(I32, 0), b.mul(b.mul(m, n), ir.Constant(I64, itemsize))])
             b.branch(after)
             b.position_at_end(call)
 
@@ -497,7 +534,7 @@ class _Driver:
         trans = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
         one_thread = self.blas_one_thread(b, tab, b.mul(b.mul(m, n), k))
         b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), ir.Constant(fl, 1.0),
-                    bufs[g.a], at_least_one(lda), bufs[g.b], at_least_one(ldb), ir.Constant(fl, 0.0), bufs[g.c],
+                    a_ptr, at_least_one(lda), b_ptr, at_least_one(ldb), ir.Constant(fl, 0.0), c_ptr,
                     at_least_one(n)])
         one_thread()
         if after is not None:

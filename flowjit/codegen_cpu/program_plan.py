@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.ir.primitives.layout import swaps_last_two_axes
 from flowjit.lowering.backend import LoweredProgram, NoProgram
 from flowjit.lowering.loops import Const, Kernel, Var
 
@@ -85,7 +86,11 @@ class KernelCall:
 @dataclass(frozen=True)
 class Gemm:
     """``c[m, n] = a[m, k] @ b[k, n]``, ``a``/``b`` read transposed from their buffers when
-    ``trans_a``/``trans_b``."""
+    ``trans_a``/``trans_b``. A batch of products when ``batch`` (the result's leading
+    dimensions) is not empty: product ``t`` (row-major over ``batch``) reads ``a`` and ``b``
+    from element offsets ``sum(i_d * stride_a[d])`` and ``sum(i_d * stride_b[d])`` (a
+    stride of 0 broadcasts that operand along ``d``) and writes the ``t``-th ``m x n`` block
+    of ``c``: np.matmul's broadcast batch dimensions, no operand copied."""
 
     a: str
     b: str
@@ -96,6 +101,9 @@ class Gemm:
     n: int
     k: int
     dtype: str
+    batch: tuple = ()
+    stride_a: tuple = ()
+    stride_b: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -182,8 +190,10 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
             split = f" on {s.split[1]} threads over {s.split[0]} rows" if s.split else ""
             lines.append(f"{indent}{kernel_abi.symbol(s.kernel)}({', '.join(map(show, s.buffers))}){split}")
         elif isinstance(s, Gemm):
+            batch = (f" x batch {list(s.batch)} (strides {list(s.stride_a)}, {list(s.stride_b)})"
+                     if s.batch else "")
             lines.append(f"{indent}{s.dtype} gemm {s.c} = {s.a}{'.T' if s.trans_a else ''} @ "
-                         f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n})")
+                         f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n}){batch}")
         elif isinstance(s, Copy):
             lines.append(f"{indent}copy {s.nbytes} bytes {s.src} -> {s.dst}")
         else:
@@ -359,9 +369,9 @@ class _Planner:
                 steps.append(("kernel", op, [i for i, _ in ins]))
             elif role == "matrix_product":
                 types = [v.type for v in op.inputs] + [r.type for r in op.results]
-                if (any(len(t.shape) != 2 for t in types) or len({t.dtype.name for t in types}) != 1
-                        or types[0].dtype.name not in ("float32", "float64")):
-                    raise NotNative(f"{op.name} of {[f'{t.dtype.name}{list(t.shape)}' for t in types]}")
+                if len({t.dtype.name for t in types}) != 1 or types[0].dtype.name not in ("float32", "float64"):
+                    raise NotNative(f"{op.name} of {[f'{t.dtype.name}{list(t.shape)}' for t in types]}: "
+                                    "BLAS multiplies float32 and float64 matrices only")
                 ins = [base(v) for v in op.inputs]
                 steps.append(("gemm", op, ins))
                 ins = [(i, False) for i, _ in ins]
@@ -370,7 +380,9 @@ class _Planner:
                 if any(t for _, t in ins):
                     raise NotNative(f"{op.name} reads a transposed view")
                 steps.append(("control", op, [i for i, _ in ins]))
-            elif role == "permute_axes" and len(op.inputs[0].type.shape) == 2 and tuple(op.attrs["perm"]) == (1, 0):
+            elif role == "permute_axes" and swaps_last_two_axes(op.attrs["perm"]) and all(
+                    u.primitive.role == "matrix_product" for r in op.results for u, _ in r.uses):
+                # A swap of the last two axes that only products read: BLAS reads it in place.
                 src, t = base(op.inputs[0])
                 alias[op.results[0].id] = (src, not t)
                 continue
@@ -531,13 +543,8 @@ class _Planner:
                         split = (trips, self.threads)
                 calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split))
             elif what == "gemm":
-                (a, ta), (b, tb) = ins
-                c = op.results[0]
-                m, n_ = c.type.shape
-                k_dim = op.inputs[0].type.shape[1]
-                work += m * n_ * k_dim
-                calls.append(Gemm(buffers[a].name, buffers[b].name, buffers[c.id].name, ta, tb, m, n_, k_dim,
-                                  c.type.dtype.np.name))
+                calls.append(_gemm(op, ins, buffers))
+                work += math.prod(op.results[0].type.shape) * op.inputs[0].type.shape[-1]
             else:
                 size, plans = control_temp[n]
                 attrs = op.attrs
@@ -567,6 +574,35 @@ class _Planner:
             all_buffers += [b for b in out_buffers if b not in all_buffers]
         return BlockPlan(prefix.rstrip("_") or function.name, tuple(all_buffers),
                          tuple(names[a.id] for a in body.args), tuple(outs), tuple(calls), scratch, work)
+
+
+def _gemm(op: Any, ins: list[tuple[int, bool]], buffers: dict[int, Buffer]) -> Gemm:
+    """The Gemm step of matmul ``op`` whose operands are the buffers of ``ins`` (value id,
+    read transposed). Batch dimensions the second operand lacks fold into the rows of one
+    product ([..., m, k] @ [k, n] is one [... * m, k] @ [k, n]); others become the batch."""
+    (a, ta), (b, tb) = ins
+    at, bt, ct = (v.type for v in (*op.inputs, op.results[0]))
+    m, n, k = ct.shape[-2], ct.shape[-1], at.shape[-1]
+    batch = tuple(ct.shape[:-2])
+    dtype = ct.dtype.np.name
+    if bt.ndim == 2 and not ta and math.prod(at.shape[:-2]) == math.prod(batch):
+        return Gemm(buffers[a].name, buffers[b].name, buffers[op.results[0].id].name, False, tb,
+                    math.prod(batch) * m, n, k, dtype)
+
+    def strides(t: Any) -> tuple[int, ...]:
+        own = t.shape[:-2]
+        lead = len(batch) - len(own)
+        block = t.shape[-2] * t.shape[-1]
+        out = []
+        for d in range(len(batch)):
+            if d < lead or own[d - lead] == 1:
+                out.append(0)
+            else:
+                out.append(block * math.prod(own[d - lead + 1:]))
+        return tuple(out)
+
+    return Gemm(buffers[a].name, buffers[b].name, buffers[op.results[0].id].name, ta, tb, m, n, k, dtype,
+                batch, strides(at), strides(bt))
 
 
 def walk_steps(steps: Sequence[Any]) -> list[Any]:

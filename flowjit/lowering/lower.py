@@ -305,6 +305,14 @@ class _Lowering:
     def reshape_index(self, idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
         if math.prod(in_shape) <= 1:
             return tuple(_i(0) for _ in in_shape)
+        groups = _reshape_groups(out_shape, in_shape)
+        if len(groups) > 1:
+            # Axes that split or merge among themselves only (a head split [B, T, H*D] ->
+            # [B, T, H, D]): each group's index from its own axes, no division by the rest.
+            src: list = []
+            for (o0, o1), (i0, i1) in groups:
+                src += self.reshape_index(idx[o0:o1], out_shape[o0:o1], in_shape[i0:i1])
+            return tuple(src)
         lin = self.bind(self.linear_index(idx, out_shape), ("linear", idx, out_shape), prefix="l")
         src = []
         leading = True  # the first axis of size > 1 needs no modulo
@@ -632,6 +640,34 @@ def _fill_slots(body: tuple) -> tuple:
         else:
             out.append(s)
     return tuple(out)
+
+
+def _reshape_groups(out_shape: tuple, in_shape: tuple) -> list:
+    """The shortest runs of axes ``((out_start, out_stop), (in_start, in_stop))`` of a
+    row-major reshape whose element counts agree, in order (each run of one shape holds the
+    same elements as its partner of the other): axes a reshape splits or merges together."""
+    groups = []
+    o = i = 0
+    while o < len(out_shape) or i < len(in_shape):
+        o1, i1 = o, i
+        po = pi = 1
+        while True:
+            if po <= pi and o1 < len(out_shape) and (po < pi or o1 == o or i1 == len(in_shape)):
+                po *= out_shape[o1]
+                o1 += 1
+            elif i1 < len(in_shape):
+                pi *= in_shape[i1]
+                i1 += 1
+            else:
+                break
+            if po == pi and o1 > o and i1 > i and not (o1 < len(out_shape) and out_shape[o1] == 1) \
+                    and not (i1 < len(in_shape) and in_shape[i1] == 1):
+                break
+        if po != pi or po == 0:
+            return [((0, len(out_shape)), (0, len(in_shape)))]
+        groups.append(((o, o1), (i, i1)))
+        o, i = o1, i1
+    return groups
 
 
 def broadcast_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:

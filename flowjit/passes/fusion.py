@@ -52,6 +52,8 @@ from dataclasses import dataclass
 
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
+from flowjit.ir.primitives.layout import swaps_last_two_axes
+from flowjit.ir.registry import COPYING_ROLES
 
 FUSIBLE_KINDS = ("elementwise", "layout", "reduction")
 VIEW_ROLES = ("permute_axes", "unit_axes_reshape", "row_major_reshape")
@@ -168,10 +170,12 @@ class _Group:
 
 
 def _loop_elements(op: Op) -> int:
-    """The elements ``op``'s loop runs over in a kernel: its largest operand or result. A
-    gather computes one element per result element whatever the size of the array it reads
-    from (an embedding table): its loop is its result's and its indices'."""
-    reads = op.inputs[1:] if op.primitive.role == "gather" else op.inputs
+    """The elements ``op``'s loop runs over in a kernel: its largest operand or result. An
+    op that copies one element of its input per result element (a slice, a transpose) or
+    gathers one (an embedding lookup) computes one element per result element whatever the
+    size of the array it reads from: its loop is its result's (and a gather's indices')."""
+    role = op.primitive.role
+    reads = op.inputs[1:] if role == "gather" else () if role in COPYING_ROLES else op.inputs
     return max([r.type.size for r in op.results] + [v.type.size for v in reads])
 
 
@@ -340,9 +344,11 @@ def fusion(fn: Function, record: bool = True) -> Function:
 
 
 def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int]) -> bool:
-    """A transpose or reshape read only by library calls (matmul, conv) stays outside any
-    kernel: NumPy runs it as a view and BLAS reads the transposed operand in place, where
-    a kernel would copy it."""
+    """A matrix transpose or a reshape read only by library calls (matmul, conv) stays
+    outside any kernel: BLAS reads the transposed operand in place (the native program's
+    gemm flags, NumPy's views), where a kernel would copy it."""
+    if op.primitive.role == "permute_axes" and not swaps_last_two_axes(op.attrs["perm"]):
+        return False  # any other transpose is a copy, made best by a kernel of its readers' loop
     return (op.primitive.role in VIEW_ROLES and bool(users) and all(u.primitive.kind == "opaque" for u in users)
             and not any(r.id in returned for r in op.results))
 

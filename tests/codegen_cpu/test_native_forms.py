@@ -83,3 +83,47 @@ def test_an_embedding_bag_and_its_gradient_are_one_native_program_each():
     want = np.zeros_like(table)
     np.add.at(want, ids, np.repeat(dbag[:, None, :], ids.shape[1], axis=1))
     np.testing.assert_allclose(gt, want, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((4, 3, 5, 6), (3, 6, 2)),       # b broadcast along the leading axis
+    ((4, 1, 5, 6), (3, 6, 2)),       # both broadcast: a stride of 0 on each side
+    ((4, 3, 5, 6), (6, 2)),          # rows folded into one product
+    ((6, 2), (3, 2, 5)),             # a 2-D a against a batch of b
+    ((2, 0, 3, 4), (4, 5)),          # an empty batch
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_matmul_broadcasts_its_batch_dimensions(a_shape, b_shape, dtype):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(a_shape).astype(dtype)
+    b = rng.standard_normal(b_shape).astype(dtype)
+    out, entry = _native_call(lambda a, b: a @ b, a, b)
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_a_swap_of_the_last_two_axes_is_read_in_place_by_the_gemm():
+    rng = np.random.default_rng(5)
+    q, k = rng.standard_normal((2, 3, 8, 4)), rng.standard_normal((2, 3, 8, 4))
+    out, entry = _native_call(lambda q, k: fj.swapaxes(q, -1, -2) @ k + 1.0, q, k)
+    np.testing.assert_allclose(out, np.swapaxes(q, -1, -2) @ k + 1.0, rtol=1e-12)
+    plan = entry.executable._program.describe()
+    assert "gemm" in plan and ".T @" in plan and "transpose" not in plan.split("gemm")[0], plan
+
+
+def test_attention_heads_and_its_gradient_are_one_native_program():
+    rng = np.random.default_rng(6)
+    B, T, H, D = 2, 16, 4, 8
+
+    def attention(x, w):
+        qkv = x @ w                                                   # [B, T, 3HD]
+        q, k, v = (fj.transpose(qkv[..., i * H * D:(i + 1) * H * D].reshape(B, T, H, D), (0, 2, 1, 3))
+                   for i in range(3))
+        s = q @ fj.swapaxes(k, -1, -2) / float(np.sqrt(D))
+        a = fj.exp(s - s.max(-1, keepdims=True))
+        a = a / a.sum(-1, keepdims=True)
+        return fj.transpose(a @ v, (0, 2, 1, 3)).reshape(B, T, H * D)
+
+    x = rng.standard_normal((B, T, H * D)).astype(np.float32)
+    w = (rng.standard_normal((H * D, 3 * H * D)) * 0.2).astype(np.float32)
+    _check(attention, x, w, rtol=1e-4, atol=1e-5)
+    _check(fj.grad(lambda x, w: (attention(x, w) ** 2).sum(), argnums=(0, 1)), x, w, rtol=1e-3, atol=1e-4)

@@ -218,6 +218,13 @@ def _pad_rule(in_types: Sequence[TensorType], *, low: tuple[int, ...], high: tup
     return x.with_shape(tuple(lo + d + hi for lo, d, hi in zip(low, x.shape, high)))
 
 
+def swaps_last_two_axes(perm: Sequence[int]) -> bool:
+    """Whether transpose ``perm`` only swaps the last two axes (a matrix transpose of each
+    matrix of a stack): the one a BLAS call reads in place through its transpose flag."""
+    n = len(perm)
+    return n >= 2 and tuple(p % n for p in perm) == (*range(n - 2), n - 1, n - 2)
+
+
 def pad_fill(value: float, d: DType) -> np.ndarray:
     """The 0-d array of dtype ``d`` a pad with ``value`` fills with.
 
