@@ -52,7 +52,7 @@ GRID_BLOCKS_ARG = "_gblocks"
 COLUMN_THREADS = 2048
 # The layout roles lowering.lower has index rules for (what a CUDA device can run).
 LAYOUT_ROLES = ("broadcast", "permute_axes", "unit_axes_reshape", "row_major_reshape", "strided_window",
-                "axis_index", "constant_pad", "join", "gather")
+                "axis_index", "constant_pad", "join", "gather", "patches")
 
 ARG_KINDS = ("argmax", "argmin")
 

@@ -437,10 +437,18 @@ def _conv2d_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **att
     return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
 
 
+def _patches_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
+    (x,) = xs
+    s = x.type.shape  # (B, N, H, W, C): the batch folds into N
+    y = e.conv_patches(e.reshape(x, shape=(s[0] * s[1], *s[2:])), **attrs)
+    return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
+
+
 def _declare() -> None:
     defbatch("gather", _gather_rule)
     defbatch("scatter_add", _scatter_add_rule)
     defbatch("conv2d", _conv2d_rule)
+    defbatch("conv_patches", _patches_rule)
 
 
 _declare()

@@ -47,6 +47,8 @@ ROLES = {
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",
     "recv": "attrs key/src/shape/dtype: the value the send of the same key handed over",
     "matrix_product": "inputs (a, b): np.matmul(a, b), batch dimensions broadcast",
+    "patches": "attrs kernel/strides/dilation/pads: x [N, H, W, C] -> [N, OH, OW, KH, KW, C], each window's "
+               "taps (x[n, i*sh + p*dh - top, j*sw + q*dw - left, c], 0 in the padding)",
     "convolution": "inputs (x, filters): a sliding-window product (a contraction per output element, like a "
                    "matrix product's)",
     "branch": "inputs (index, operands...): runs block `index` (an i32[], clamped to the blocks) on the operands",
@@ -272,6 +274,11 @@ class Primitive:
     ``maps_leading_dims``: the op maps over its operands' leading dimensions, which must be
     equal (NumPy's linalg over stacks of matrices, an FFT over its trailing axes), so a batch
     is one more leading dimension.
+    ``decompose(e, *xs, **attrs) -> outs`` (set by ``defdecompose``): the op written in other
+    primitives with emitter ``e``, for code generators with no kernel of its own (a
+    convolution as its windows' patches times the filter, one GEMM); the ``decompose`` pass
+    replaces each such op before placement. The traced IR, the interpreter and autodiff see
+    the op itself.
     ``jvp(e, ts, ys, *xs, blocks, **attrs) -> (outs, tangents)`` (set by ``defjvp``) is the
     forward-mode rule: ``ts`` holds a tangent or None per input; it returns the tangent (or
     None) of every result and, in ``outs``, either None or values that compute the results
@@ -291,6 +298,7 @@ class Primitive:
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
                  loop: Loop | None = None, batch: Callable[..., Any] | None = None,
                  maps_leading_dims: bool = False, jvp: Callable[..., Any] | None = None, no_derivative: str = "",
+                 decompose: Callable[..., Any] | None = None,
                  block_names: Sequence[str] | Callable[[int], Sequence[str]] = (), doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
@@ -323,6 +331,7 @@ class Primitive:
         self.loop = loop
         self.batch = batch
         self.jvp = jvp
+        self.decompose = decompose
         self.maps_leading_dims = maps_leading_dims
         self.no_derivative = no_derivative
         self.block_names = block_names if callable(block_names) else tuple(block_names)
@@ -468,6 +477,12 @@ def defvjp(name: str, rule: Callable[..., Any]) -> None:
     if not p.differentiable:
         raise ValueError(f"{name} is declared non-differentiable")
     p.vjp = rule
+
+
+def defdecompose(name: str, rule: Callable[..., Any]) -> None:
+    """Give the already declared primitive ``name`` its decomposition into other primitives
+    (see ``Primitive.decompose``), next to the declaration."""
+    PRIMITIVES[name].decompose = rule
 
 
 def defjvp(name: str, rule: Callable[..., Any]) -> None:

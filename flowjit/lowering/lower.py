@@ -292,6 +292,17 @@ class _Lowering:
             for end, piece in reversed(pieces[:-1]):
                 expr = scalar.choose(apply("lt", idx[axis], end), piece, expr)
             return expr
+        if role == "patches":
+            n, i, j, p, q, c = idx
+            (sh, sw), (dh, dw) = a["strides"], a["dilation"]
+            top, _, left, _ = a["pads"]
+            h, w = (self.dim(x.type.shape[k]) for k in (1, 2))
+            row = apply("sub", apply("add", apply("mul", i, _i(sh)), apply("mul", p, _i(dh))), _i(top))
+            col = apply("sub", apply("add", apply("mul", j, _i(sw)), apply("mul", q, _i(dw))), _i(left))
+            inside = apply("and", apply("and", apply("ge", row, _i(0)), apply("lt", row, h)),
+                           apply("and", apply("ge", col, _i(0)), apply("lt", col, w)))
+            inner = self.value(x, (n, self.clamp(row, h), self.clamp(col, w), c))
+            return scalar.choose(inside, inner, constant(0, out.dtype)) if any(a["pads"]) else inner
         if role == "gather":
             ind = op.inputs[1]
             axis = a["axis"] % x.type.ndim

@@ -22,6 +22,7 @@ from flowjit.ir.errors import FlowjitError, VerifyError
 from flowjit.ir.verifier import verify
 from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
+from flowjit.passes.decompose import decompose
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
 from flowjit.passes.inline import inline_calls, inline_remat
@@ -142,6 +143,7 @@ DEFAULT_PIPELINE = Pipeline([
     # After the last CSE, so a remat's recomputation is not merged back into its forward.
     ("inline_remat", inline_remat),
     ("hoist_invariants", hoist_invariants),
+    ("decompose", decompose),
     ("placement", placement),
     ("partition", partition),
     ("fusion", fusion),

@@ -127,3 +127,31 @@ def test_attention_heads_and_its_gradient_are_one_native_program():
     w = (rng.standard_normal((H * D, 3 * H * D)) * 0.2).astype(np.float32)
     _check(attention, x, w, rtol=1e-4, atol=1e-5)
     _check(fj.grad(lambda x, w: (attention(x, w) ** 2).sum(), argnums=(0, 1)), x, w, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [
+    {},
+    {"padding": "SAME"},
+    {"strides": (2, 2), "padding": "SAME"},
+    {"dilation": (2, 1)},
+    {"strides": (2, 3), "padding": ((1, 2), (0, 1))},
+], ids=["valid", "same", "strided-same", "dilated", "strided-explicit-pads"])
+def test_conv2d_and_both_its_gradients_are_one_native_program(attrs):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 9, 8, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    _check(lambda x, w: fj.conv2d(x, w, **attrs), x, w, rtol=1e-5, atol=1e-5)
+    _check(fj.grad(lambda x, w: (fj.tanh(fj.conv2d(x, w, **attrs)) ** 2).sum(), argnums=(0, 1)), x, w,
+           rtol=1e-4, atol=1e-4)
+
+
+def test_a_convolution_is_patches_and_one_gemm_and_a_1x1_convolution_reads_its_input():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)
+    _, entry = _native_call(lambda x, w: fj.maximum(fj.conv2d(x, w, padding="SAME"), 0.0), x,
+                            rng.standard_normal((3, 3, 4, 5)).astype(np.float32))
+    plan = entry.executable._program.describe()
+    assert "conv_patches" in plan and plan.count("gemm") == 1, plan
+    _, entry = _native_call(lambda x, w: fj.conv2d(x, w), x, rng.standard_normal((1, 1, 4, 5)).astype(np.float32))
+    plan = entry.executable._program.describe()
+    assert "conv_patches" not in plan and plan.count("gemm") == 1, plan

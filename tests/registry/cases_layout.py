@@ -58,6 +58,22 @@ def _gather_expect(axis):
     return expect
 
 
+def _patches_expect(kernel, strides, dilation, pads):
+    def expect(x):
+        n, h, w, c = x.shape
+        (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+        pt, pb, pl, pr = pads
+        oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+        ow = (w + pl + pr - (kw - 1) * dw - 1) // sw + 1
+        out = np.zeros((n, oh, ow, kh, kw, c), x.dtype)
+        for i, j, p, q in itertools.product(range(oh), range(ow), range(kh), range(kw)):
+            r, s = i * sh + p * dh - pt, j * sw + q * dw - pl
+            if 0 <= r < h and 0 <= s < w:
+                out[:, i, j, p, q, :] = x[:, r, s, :]
+        return out
+    return expect
+
+
 def _scatter_expect(axis):
     def expect(operand, idx, updates):
         ax = axis % operand.ndim
@@ -188,4 +204,13 @@ CASES = [
          lambda o, i, u: o + np.array([0, 0, 0, 1], np.int32) * u, id="scalar-index"),
     Case("scatter_add", [((3, 2), "f32"), np.zeros((0,), np.int32), ((0, 2), "f32")],
          {"axis": 0}, lambda o, i, u: o, id="no-indices"),
+    # ---- conv_patches: each window's taps, written here with explicit loops
+    Case("conv_patches", [((2, 5, 4, 3), "T")], {"kernel": (3, 2)}, _patches_expect((3, 2), (1, 1), (1, 1), (0,) * 4),
+         dtypes=("f16", "f32", "f64"), id="valid"),
+    Case("conv_patches", [((1, 6, 7, 2), "f64")], {"kernel": (3, 3), "strides": (2, 3), "dilation": (1, 2),
+                                                   "pads": (1, 2, 0, 3)},
+         _patches_expect((3, 3), (2, 3), (1, 2), (1, 2, 0, 3)), id="strided-dilated-padded"),
+    Case("conv_patches", [((2, 1, 1, 1), "f32")], {"kernel": (1, 1), "pads": (1, 1, 1, 1)},
+         _patches_expect((1, 1), (1, 1), (1, 1), (1, 1, 1, 1)), id="all-padding-but-one"),
 ]
+

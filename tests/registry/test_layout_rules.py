@@ -18,7 +18,7 @@ from tests.registry.case import random_array
 from tests.registry.cases_layout import CASES
 
 PRIMS = ("broadcast_to", "reshape", "transpose", "squeeze", "expand_dims", "slice",
-         "concatenate", "pad", "gather", "scatter_add")
+         "concatenate", "pad", "gather", "scatter_add", "conv_patches")
 
 EXPANDED = [c for case in CASES for c in case.expand()]
 

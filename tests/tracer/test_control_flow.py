@@ -148,14 +148,26 @@ def test_loops_of_kernels_run_natively_without_python_per_iteration():
     for x in xs:
         ref = np.tanh(ref @ w + x)
     np.testing.assert_allclose(h, ref, rtol=1e-12)
-    # A batched (3-D) matmul has no native form here: the loop steps in Python, its blocks
-    # compiled on their own.
+    # A batched (3-D) matmul too (one gemm per batch position).
     batched = fj.function(lambda xs: fj.scan(lambda c, x: (fj.tanh(c @ w + x), None), fj.zeros((2, 1, 4)),
                                              xs)[0])
     xs3 = RNG.standard_normal((50, 2, 1, 4))
     batched(xs3)
     before = PYTHON_BLOCK_RUNS["blocks"]
-    batched(xs3)
+    h3 = batched(xs3)
+    assert PYTHON_BLOCK_RUNS["blocks"] == before
+    ref = np.zeros((2, 1, 4))
+    for x in xs3:
+        ref = np.tanh(ref @ w + x)
+    np.testing.assert_allclose(h3, ref, rtol=1e-12)
+    # A Python callback in the body is host work: the loop steps in Python, its blocks
+    # compiled on their own.
+    hosted = fj.function(lambda xs: fj.scan(
+        lambda c, x: (fj.pure_callback(np.tanh, fj.ShapeDtype(c.shape, c.dtype), c @ w + x), None),
+        fj.zeros((1, 4)), xs)[0])
+    hosted(xs[:, None])
+    before = PYTHON_BLOCK_RUNS["blocks"]
+    np.testing.assert_allclose(hosted(xs[:, None]), h, rtol=1e-12)
     assert PYTHON_BLOCK_RUNS["blocks"] == before + 50
 
 

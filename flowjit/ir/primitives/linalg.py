@@ -1,7 +1,9 @@
 """Linear-algebra primitives: matmul and conv2d, the contractions backends hand to a library.
 
 Both are ``opaque`` to fusion: a backend lowers them to a BLAS/cuDNN call or a hand-written
-kernel rather than to a loop nest of scalar templates. Operands share one dtype (the
+kernel rather than to a loop nest of scalar templates. A convolution decomposes (``defdecompose``)
+into ``conv_patches``, a layout op gathering each output position's window (a kernel that fuses
+with what produces the input), and one matmul of the patches by the filter. Operands share one dtype (the
 tracer inserts casts); f16 references accumulate in f32 and round once, as the kernels do.
 conv2d follows TensorFlow's layout (NHWC input, HWIO filter) and its SAME/VALID padding;
 ``conv2d_padding`` is the one place that turns a padding attribute into explicit pads.
@@ -15,7 +17,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, float16
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, broadcast_shapes, declare, defvjp, same_dtype
+from flowjit.ir.registry import attr, broadcast_shapes, declare, defdecompose, defvjp, same_dtype
 from flowjit.ir.types import TensorType
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
@@ -113,6 +115,26 @@ def _conv2d_rule(in_types: Sequence[TensorType], *, strides: tuple[int, ...],
     return TensorType((x.shape[0], out[0], out[1], w.shape[3]), d)
 
 
+def _window_taps(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int],
+                 pads: Pads) -> np.ndarray:
+    """Each output position's window of ``x`` [N, H, W, C]: [N, OH, KH, OW, KW, C], 0 where a
+    tap falls in the padding. Index arithmetic into the unpadded input, so memory stays
+    proportional to the output times the filter, whatever the pads are."""
+    n, h, wd, c = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+    (pt, pb), (pl, pr) = pads
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    if min(oh, ow) <= 0 or x.size == 0:
+        return np.zeros((n, max(oh, 0), kh, max(ow, 0), kw, c), x.dtype)
+    rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - pt  # [oh, kh]
+    cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pl  # [ow, kw]
+    inside = (((rows >= 0) & (rows < h))[:, :, None, None]
+              & ((cols >= 0) & (cols < wd))[None, None, :, :])  # [oh, kh, ow, kw]
+    taps = x[:, np.clip(rows, 0, h - 1)[:, :, None, None], np.clip(cols, 0, wd - 1)[None, None, :, :], :]
+    return np.where(inside[None, :, :, :, :, None], taps, x.dtype.type(0))
+
+
 def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
                  padding: str | tuple[tuple[int, int], ...],
                  dilation: tuple[int, ...]) -> np.ndarray:
@@ -125,15 +147,8 @@ def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
     acc = _acc_dtype(x.dtype)
     if oh == 0 or ow == 0 or o == 0 or x.size == 0:
         return np.zeros((n, oh, ow, o), dtype=x.dtype)
-    # Index arithmetic into the unpadded input, masking the taps that fall in the padding:
-    # memory stays proportional to the output times the filter, whatever the pads are.
-    rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - pt  # [oh, kh]
-    cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pl  # [ow, kw]
-    inside = (((rows >= 0) & (rows < h))[:, :, None, None]
-              & ((cols >= 0) & (cols < wd))[None, None, :, :])  # [oh, kh, ow, kw]
-    taps = x.astype(acc, copy=False)[:, np.clip(rows, 0, h - 1)[:, :, None, None],
-                                     np.clip(cols, 0, wd - 1)[None, None, :, :], :]
-    patches = np.where(inside[None, :, :, :, :, None], taps, acc.type(0))  # [n, oh, kh, ow, kw, c]
+    patches = _window_taps(x.astype(acc, copy=False), (kh, kw), strides, dilation,
+                           ((pt, pb), (pl, pr)))  # [n, oh, kh, ow, kw, c]
     with np.errstate(all="ignore"):
         r = np.tensordot(patches, w.astype(acc, copy=False), axes=([2, 4, 5], [0, 1, 2]))
         return np.ascontiguousarray(r.astype(x.dtype, copy=False))
@@ -145,6 +160,60 @@ declare("conv2d", kind="opaque", role="convolution", rule=_conv2d_rule, impl=_co
         dtypes=FLOAT_DTYPES, differentiable=True,
         doc="2-D cross-correlation, NHWC input and HWIO filter -> [N, OH, OW, O]; padding "
             "SAME/VALID as TensorFlow, or explicit ((top, bottom), (left, right))")
+
+
+# ---- conv_patches ----------------------------------------------------------------------------
+def _patches_rule(in_types: Sequence[TensorType], *, kernel: tuple[int, ...], strides: tuple[int, ...],
+                  dilation: tuple[int, ...], pads: tuple[int, ...]) -> TensorType:
+    (x,) = in_types
+    if x.ndim != 4:
+        raise ShapeError(f"input must be NHWC (rank 4), got {x}")
+    if len(kernel) != 2 or len(strides) != 2 or len(dilation) != 2 or len(pads) != 4:
+        raise ShapeError(f"kernel={kernel}, strides={strides}, dilation={dilation} need 2 entries and "
+                         f"pads={pads} 4 (top, bottom, left, right)")
+    if min(*kernel, *strides, *dilation) < 1 or min(pads) < 0:
+        raise ShapeError(f"kernel, strides and dilation must be >= 1 and pads >= 0, got {kernel}, {strides}, "
+                         f"{dilation}, {pads}")
+    out = []
+    for i in range(2):
+        span = (kernel[i] - 1) * dilation[i] + 1
+        n = (x.shape[1 + i] + pads[2 * i] + pads[2 * i + 1] - span) // strides[i] + 1
+        if n < 0:
+            raise ShapeError(f"a window of {span} does not fit the padded input {x} (pads {pads})")
+        out.append(n)
+    return x.with_shape((x.shape[0], out[0], out[1], kernel[0], kernel[1], x.shape[3]))
+
+
+def _patches_impl(x: np.ndarray, *, kernel: tuple[int, ...], strides: tuple[int, ...],
+                  dilation: tuple[int, ...], pads: tuple[int, ...]) -> np.ndarray:
+    taps = _window_taps(x, kernel, strides, dilation, ((pads[0], pads[1]), (pads[2], pads[3])))
+    return np.ascontiguousarray(taps.transpose(0, 1, 3, 2, 4, 5))
+
+
+declare("conv_patches", kind="layout", role="patches", rule=_patches_rule, impl=_patches_impl,
+        attrs={"kernel": attr("ints"), "strides": attr("ints", (1, 1)), "dilation": attr("ints", (1, 1)),
+               "pads": attr("ints", (0, 0, 0, 0))},
+        dtypes=FLOAT_DTYPES, differentiable=True,
+        doc="each output position's window of an NHWC input: [N, OH, OW, KH, KW, C], 0 where a tap falls in "
+            "the padding (pads: top, bottom, left, right); what conv2d decomposes into")
+
+
+def _conv2d_decompose(e, x, w, *, strides, padding, dilation):
+    # The windows' taps in the filter's (KH, KW, C) order, times the filter as a matrix: one
+    # GEMM of [N*OH*OW, KH*KW*C] by [KH*KW*C, O]. A 1x1 convolution reads its input as it is.
+    n, h, wd, c = x.type.shape
+    kh, kw, _, o = w.type.shape
+    (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
+    if (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0):
+        rows, oh, ow = x, h, wd
+    else:
+        rows = e.conv_patches(x, kernel=(kh, kw), strides=strides, dilation=dilation, pads=(pt, pb, pl, pr))
+        oh, ow = rows.type.shape[1:3]
+    y = e.matmul(e.reshape(rows, shape=(n * oh * ow, kh * kw * c)), e.reshape(w, shape=(kh * kw * c, o)))
+    return [e.reshape(y, shape=(n, oh, ow, o))]
+
+
+defdecompose("conv2d", _conv2d_decompose)
 
 
 # ---- VJP rules (see Primitive) ------------------------------------------------------------
@@ -188,3 +257,23 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation):
 
 
 defvjp("conv2d", _conv2d_vjp)
+
+
+def _patches_vjp(e, g, y, x, *, kernel, strides, dilation, pads):
+    # Each tap's cotangents go back to the input positions it read: spread by the strides
+    # onto the padded input at the tap's offset, summed over the taps, the padding cropped.
+    n, h, wd, c = x.type.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+    pt, pb, pl, pr = pads
+    oh, ow = g.type.shape[1:3]
+    total = None
+    for p in range(kh):
+        for q in range(kw):
+            tap = e.reshape(e.slice(g, start=(0, 0, 0, p, q, 0), size=(n, oh, ow, 1, 1, c), step=(1,) * 6),
+                            shape=(n, oh, ow, c))
+            spread = e.embed(e.embed(tap, 1, p * dh, sh, h + pt + pb), 2, q * dw, sw, wd + pl + pr)
+            total = spread if total is None else e.add(total, spread)
+    return [e.slice(total, start=(0, pt, pl, 0), size=(n, h, wd, c), step=(1, 1, 1, 1))]
+
+
+defvjp("conv_patches", _patches_vjp)
