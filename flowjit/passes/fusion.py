@@ -308,7 +308,7 @@ def fusion(fn: Function, record: bool = True) -> Function:
             why.alone[id(op)] = _never_fuses(op)
             continue
         users = _users(op, top)
-        if _feeds_library_calls_as_view(op, users, returned):
+        if _feeds_library_calls_as_view(op, users, returned, why):
             why.alone[id(op)] = ("library_view", f"{op.name} is read only by library calls, as a view")
             continue
         candidates = list({id(g): g for g in (group_of.get(id(u)) for u in users) if g is not None}.values())
@@ -343,13 +343,19 @@ def fusion(fn: Function, record: bool = True) -> Function:
     return fn
 
 
-def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int]) -> bool:
+def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int], why: _Reasons) -> bool:
     """A matrix transpose or a reshape read only by library calls (matmul, conv) stays
     outside any kernel: BLAS reads the transposed operand in place (the native program's
-    gemm flags, NumPy's views), where a kernel would copy it."""
-    if op.primitive.role == "permute_axes" and not swaps_last_two_axes(op.attrs["perm"]):
+    gemm flags, NumPy's views), where a kernel would copy it. So does a reshape read only by
+    such views (a stack of patches flattened, then transposed for the product)."""
+    role = op.primitive.role
+    if role == "permute_axes" and not swaps_last_two_axes(op.attrs["perm"]):
         return False  # any other transpose is a copy, made best by a kernel of its readers' loop
-    return (op.primitive.role in VIEW_ROLES and bool(users) and all(u.primitive.kind == "opaque" for u in users)
+
+    def library(u: Op) -> bool:
+        return u.primitive.kind == "opaque" or (role != "permute_axes"
+                                                and why.alone.get(id(u), ("",))[0] == "library_view")
+    return (role in VIEW_ROLES and bool(users) and all(library(u) for u in users)
             and not any(r.id in returned for r in op.results))
 
 

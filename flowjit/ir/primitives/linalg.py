@@ -247,13 +247,17 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation):
     dx_pad = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation,
                       padding=((span_h - 1, span_h - 1 + rest_h), (span_w - 1, span_w - 1 + rest_w)))
     dx = e.slice(dx_pad, start=(0, pt, pl, 0), size=(n, h, wd, c), step=(1, 1, 1, 1))
-    # dw: correlate the input (channels as the batch) with g (as a filter dilated by the
-    # strides, stepping by the dilation), keep the filter's extent.
-    xt = e.transpose(x, perm=(3, 1, 2, 0))
-    gt = e.transpose(g, perm=(1, 2, 0, 3))
-    dw_full = e.conv2d(xt, gt, strides=dilation, dilation=strides, padding=((pt, pb), (pl, pr)))
-    dw_c = e.slice(dw_full, start=(0, 0, 0, 0), size=(c, kh, kw, o), step=(1, 1, 1, 1))
-    return [dx, e.transpose(dw_c, perm=(1, 2, 0, 3))]
+    # dw: each tap's input values times g, summed over every output position: the windows'
+    # patches (as the forward reads them) transposed times g, one GEMM of [KH*KW*C, M] by
+    # [M, O] that reads the patches in place (M = N*OH*OW).
+    m = n * oh * ow
+    if (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0):
+        rows = e.reshape(x, shape=(m, c))
+    else:
+        taps = e.conv_patches(x, kernel=(kh, kw), strides=strides, dilation=dilation, pads=(pt, pb, pl, pr))
+        rows = e.reshape(taps, shape=(m, kh * kw * c))
+    dw = e.matmul(e.transpose(rows, perm=(1, 0)), e.reshape(g, shape=(m, o)))
+    return [dx, e.reshape(dw, shape=(kh, kw, c, o))]
 
 
 defvjp("conv2d", _conv2d_vjp)
