@@ -8,6 +8,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.ir.interpreter import interpret
+from flowjit.tracer.pytree import flatten
 
 
 def _native_call(fn, *args):
@@ -23,13 +24,14 @@ def _native_call(fn, *args):
 
 
 def _interpreted(entry, *args):
-    return interpret(entry.function, [np.asarray(a) for a in args])
+    return interpret(entry.function, [np.asarray(a) for a in flatten(list(args))[0]])
 
 
 def _check(fn, *args, rtol=1e-5, atol=1e-6):
     out, entry = _native_call(fn, *args)
     ref = _interpreted(entry, *args)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
+    outs = flatten(out)[0]
+    assert len(outs) == len(ref)
     for o, r in zip(outs, ref):
         np.testing.assert_allclose(np.asarray(o), r, rtol=rtol, atol=atol)
     return out
@@ -155,3 +157,16 @@ def test_a_convolution_is_patches_and_one_gemm_and_a_1x1_convolution_reads_its_i
     _, entry = _native_call(lambda x, w: fj.conv2d(x, w), x, rng.standard_normal((1, 1, 4, 5)).astype(np.float32))
     plan = entry.executable._program.describe()
     assert "conv_patches" not in plan and plan.count("gemm") == 1, plan
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "transformer", "embedding", "lstm"])
+def test_every_zoo_model_and_its_training_step_is_one_native_program(model):
+    """The bench's zoo (bench/workloads/zoo.py: batch norm, pooling, attention, layer norm,
+    GELU, an embedding bag, an LSTM over a scan, an Adam step), at its quick sizes: inference
+    and the training step each run as one native call and give the interpreter's results."""
+    from bench.workloads import zoo
+    L = zoo.lib("flowjit")
+    params, (x, y) = zoo.init(model, quick=True), zoo.batch(model, quick=True)
+    _check(zoo.predict(L, model), params, x, rtol=1e-4, atol=1e-5)
+    new, _, loss = _check(zoo.train_step(L, model), params, zoo.adam_state(params), x, y, rtol=1e-3, atol=1e-5)
+    assert np.isfinite(loss)
