@@ -314,18 +314,35 @@ class _Driver:
         b.branch(done)
         b.position_at_end(go_on)
 
+    def call_block(self, b: ir.IRBuilder, block: ir.Function, args: list[ir.Value]) -> ir.Value:
+        """A call of block function ``block``, handing it B where sizes depend on it."""
+        return b.call(block, [*args, self.batch] if self.batch is not None else args)
+
     def block_function(self, plan: BlockPlan) -> ir.Function:
-        """``i32 fj_block_NAME(tab, scratch, args..., outs...)`` running the block's steps:
-        0, or 1 when a kernel's temps could not be allocated."""
+        """``i32 fj_block_NAME(tab, scratch, args..., outs...[, B])`` running the block's
+        steps: 0, or 1 when a kernel's temps could not be allocated. B (the symbolic
+        dimension of a unified plan) comes last where the caller has it."""
         name = f"fj_block_{plan.name}"
         found = self.declared.get(name)
         if found is not None:
             return found
+        symbolic = [I64] if self.batch is not None else []
         fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P] + [I8P] * (len(plan.args)
-                                                                                         + len(plan.outs))), name)
+                                                                                         + len(plan.outs))
+                                                      + symbolic), name)
         fn.linkage = "internal"
         self.declared[name] = fn
-        tab, scratch, *params = fn.args
+        outer = self.batch
+        if symbolic:
+            self.batch = fn.args[-1]
+            self.batch.name = "B"
+        try:
+            return self._block_body(fn, plan)
+        finally:
+            self.batch = outer
+
+    def _block_body(self, fn: ir.Function, plan: BlockPlan) -> ir.Function:
+        tab, scratch, *params = fn.args[:2 + len(plan.args) + len(plan.outs)]
         entry = fn.append_basic_block("entry")
         b = ir.IRBuilder(entry)
         bufs = dict(zip([*plan.args, *plan.outs], params))
@@ -369,7 +386,7 @@ class _Driver:
             for k, (case, block) in enumerate(zip(cases, blocks)):
                 sw.add_case(ir.Constant(I32, k), case)
                 b.position_at_end(case)
-                self.check(b, fn, b.call(block, [tab, inner, *ins[1:], *outs]), status, done)
+                self.check(b, fn, self.call_block(b, block, [tab, inner, *ins[1:], *outs]), status, done)
                 b.branch(after)
             b.position_at_end(after)
             return
@@ -398,11 +415,11 @@ class _Driver:
                 b.cbranch(b.icmp_signed("<", n, ir.Constant(I64, c.maximum_iterations)), go, exit_)
                 b.position_at_end(go)
             flag = at(c.flag_offset)
-            self.check(b, fn, b.call(cond, [tab, inner, *cur, *rest, flag]), status, done)
+            self.check(b, fn, self.call_block(b, cond, [tab, inner, *cur, *rest, flag]), status, done)
             go = fn.append_basic_block(self.fresh("loop_body"))
             b.cbranch(b.icmp_unsigned("!=", b.load(flag), ir.Constant(I8, 0)), go, exit_)
             b.position_at_end(go)
-            self.check(b, fn, b.call(body, [tab, inner, *cur, *rest, *new]), status, done)
+            self.check(b, fn, self.call_block(b, body, [tab, inner, *cur, *rest, *new]), status, done)
         else:  # scan_loop
             (body,) = blocks
             go = fn.append_basic_block(self.fresh("loop_body"))
@@ -416,7 +433,7 @@ class _Driver:
             out_row = [c.blocks[0].buffer(o).nbytes for o in c.blocks[0].outs[nc:]]
             x_t = [b.gep(x, [b.mul(t, self.value(b, r))], inbounds=True) for x, r in zip(xs, row)]
             y_t = [b.gep(y, [b.mul(t, self.value(b, r))], inbounds=True) for y, r in zip(outs[nc:], out_row)]
-            self.check(b, fn, b.call(body, [tab, inner, *cur, *x_t, *rest, *new, *y_t]), status, done)
+            self.check(b, fn, self.call_block(b, body, [tab, inner, *cur, *x_t, *rest, *new, *y_t]), status, done)
         parity.add_incoming(b.not_(parity), b.block)
         n.add_incoming(b.add(n, ir.Constant(I64, 1)), b.block)
         b.branch(head)

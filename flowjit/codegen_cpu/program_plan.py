@@ -17,7 +17,7 @@ import numpy as np
 
 from flowjit.ir.primitives.layout import swaps_last_two_axes
 from flowjit.lowering.backend import LoweredProgram, NoProgram
-from flowjit.lowering.loops import Const, Kernel, Var
+from flowjit.lowering.loops import Const, If, Kernel, Loop, Var
 
 from . import kernel_abi
 from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
@@ -267,6 +267,8 @@ def unify_plans(plans: Sequence[ProgramPlan], batches: Sequence[int]) -> Program
             return line
         if all(type(x) is bool for x in xs):
             return any(xs)  # release_gil: the larger sizes decide
+        if isinstance(x0, Kernel) and all(isinstance(x, Kernel) and _serial(x) == _serial(x0) for x in xs):
+            return xs[-1]  # loops parallel from a size on: the largest sample's marks
         if isinstance(x0, Kernel):
             raise NotNative(f"kernel {x0.name} changes with the batch size B (a constant computed from B in it, "
                             "such as a mean over the batch): make that dimension static")
@@ -278,6 +280,15 @@ def unify_plans(plans: Sequence[ProgramPlan], batches: Sequence[int]) -> Program
         raise NotNative(f"{where} changes with the batch size B: {xs}")
 
     return unify(list(plans), "the plan")
+
+
+def _serial(k: Kernel) -> Kernel:
+    """``k`` with no loop marked parallel (the lowering marks loops parallel by their size)."""
+    def strip(body: tuple) -> tuple:
+        return tuple(dataclasses.replace(s, body=strip(s.body), parallel=False) if isinstance(s, Loop)
+                     else dataclasses.replace(s, then=strip(s.then), orelse=strip(s.orelse)) if isinstance(s, If)
+                     else s for s in body)
+    return dataclasses.replace(k, body=strip(k.body))
 
 
 def _sequential_offsets(sizes: list[int], aligns: list[int]) -> tuple[list[int], int]:

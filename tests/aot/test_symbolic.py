@@ -132,3 +132,29 @@ def test_a_hidden_width_equal_to_a_sampled_batch_size_still_compiles(tmp_path):
     for batch in (1, 7, 128, 300):
         x = rng.standard_normal((batch, 64)).astype(np.float32)
         np.testing.assert_allclose(run(x), fj.function(predict)(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_loop_over_a_symbolic_batch_compiles(tmp_path):
+    # The scan's body is a function of its own in the library: it takes B as the entry does.
+    w = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+
+    def rnn(xs):
+        return fj.scan(lambda c, x: (fj.tanh(c @ w + x), None), xs[0] * 0.0, xs)[0]
+    fj.export(rnn, fj.ShapeDtype((6, "B", 4), "f32"), path=tmp_path, name="rnn")
+    g = fj.load_compiled(tmp_path)
+    for b in (1, 5, 130):
+        xs = np.random.default_rng(b).standard_normal((6, b, 4)).astype(np.float32)
+        np.testing.assert_allclose(g(xs), fj.function(rnn)(xs), rtol=1e-6)
+
+
+def test_a_loop_parallel_from_some_sampled_size_on_still_unifies(tmp_path):
+    # A kernel's loop is marked parallel from 2**18 elements on: x's from B = 128 (of the
+    # first samples, 64, 128, 192), y's from B = 448 (of the second, 320, 448, 576).
+    def f(x, y):
+        return fj.tanh(x * 2.0 + 1.0), fj.tanh(y * 2.0 + 1.0)
+    fj.export(f, fj.ShapeDtype(("B", 2048), "f32"), fj.ShapeDtype(("B", 600), "f32"), path=tmp_path, name="f")
+    g = fj.load_compiled(tmp_path)
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((3, 2048)).astype(np.float32), rng.standard_normal((3, 600)).astype(np.float32)
+    for got, want in zip(g(x, y), (np.tanh(x * 2 + 1), np.tanh(y * 2 + 1))):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
