@@ -38,8 +38,10 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # A product of fewer multiply-adds than this runs on one BLAS thread: below it, waking the
 # BLAS's other threads costs more than they save, and on a machine whose cores are busy with
 # other work they may not run for a time slice (a 64x128x64 product of the digits MLP took
-# 100x longer with OpenBLAS's 2 threads beside two busy processes). Above it the BLAS keeps
-# its own threading.
+# 100x longer with OpenBLAS's 2 threads beside two busy processes). From it, the gemm a
+# program calls (blas.blas_functions' address, blas.GEMM_SPLIT_MIN_WORK) cuts the product
+# into blocks over flowjit's native pool, each block on one BLAS thread; with
+# FLOWJIT_NUM_THREADS=1 the BLAS keeps its own threading there.
 BLAS_PARALLEL_MIN_WORK = 1 << 23
 
 # The table a program's builtin gets as ``self`` (an int64 NumPy array): fixed slots, then
@@ -539,7 +541,8 @@ class _Planner:
                 if prefix:  # kernel symbols stay unique in the one module
                     k = dataclasses.replace(k, name=f"{prefix}{k.name}")
                 vals = [*ins, *(r.id for r in op.results)]
-                shapes = [tuple(value_type[v].shape) for v in vals]
+                # The kernel's own operand shapes: an input may be a reshape's buffer (a view).
+                shapes = [tuple(v.type.shape) for v in (*op.inputs, *op.results)]
                 # A complex buffer is its parts to the kernel: one more dimension, of 2.
                 dims = tuple(d for v, s in zip(vals, shapes) for d in (*s, *((2,) if value_type[v].dtype.is_complex
                                                                             else ())))

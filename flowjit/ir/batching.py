@@ -182,8 +182,9 @@ def generic_rule(p: Primitive) -> BatchRule | None:
         return _rule_matrix_product(p)
     if p.maps_leading_dims:
         return _rule_leading(p)
-    if p.role is not None:
-        return _role_rule(p)
+    rule = _role_rule(p) if p.role is not None else None
+    if rule is not None:
+        return rule
     if p.arity == 1 and p.attrs.get("axes") is not None and p.attrs["axes"].kind == "ints":
         return _rule_axes(p)
     if p.arity == 1 and p.attrs.get("axis") is not None and p.attrs["axis"].kind == "int":

@@ -42,6 +42,8 @@ ROLES = {
               "indices.shape takes the axis's place",
     "scatter_add": "inputs (operand, indices, updates), attr axis: operand with each update added at its index "
                    "clamped to [0, n-1] along axis, repeated indices accumulating in order (np.add.at)",
+    "cumulative_sum": "attrs axis/reverse: the running sum along axis (from the end when reverse), in the input "
+                      "dtype",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
     "variable_update": "inputs (var, value): the variable holds value once the call finishes; the result is value",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",

@@ -48,7 +48,7 @@ from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
-OWN_KERNEL_ROLES = ("scatter_add",)
+OWN_KERNEL_ROLES = ("scatter_add", "cumulative_sum")
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
@@ -615,6 +615,75 @@ class _Lowering:
         buffers.append(kernel_buffer("out0", "out", d, operand.type.ndim))
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body),
                       ((self.arg_names[operand.id],),))
+
+
+    def cumulative_sum_kernel(self) -> Kernel:
+        """The kernel of a block holding one cumsum: along the axis each element is the one
+        before it (written just before) plus the input's, in the input dtype as NumPy's
+        running sum; the axes before it are the outer loops, those after it the inner ones,
+        so each step of the running sum reads and writes whole rows. float16 accumulates in
+        float32 (``running_sum_in_float32``), which a read back of the rounded sum would not do."""
+        (op,) = self.block.ops
+        (x,) = op.inputs
+        d = x.type.dtype
+        if d.itemsize == 2 and d.is_float:
+            return self.running_sum_in_float32(op)
+        shape = x.type.shape
+        axis = op.attrs["axis"] % len(shape)
+        reverse = op.attrs["reverse"]
+        add = registry.get("add").template
+        top = _Scope(None)
+        self.scopes = [top]
+        loop_vars = [self.fresh("i") for _ in shape]
+        outer = math.prod(shape[:axis])
+        for k, (var, n) in enumerate(zip(loop_vars, shape)):
+            self.open_loop(var, self.dim(n), k == 0 and k != axis and outer * 64 >= PARALLEL_MIN_ELEMENTS)
+        idx = [Var(v, INDEX) for v in loop_vars]
+        step = idx[axis]
+        n = self.dim(shape[axis])
+        at = apply("sub", apply("sub", n, _i(1)), step) if reverse else step
+        before = apply("add", at, _i(1)) if reverse else apply("sub", at, _i(1))
+        here = (*idx[:axis], at, *idx[axis + 1:])
+        prev = (*idx[:axis], self.clamp(before, n), *idx[axis + 1:])
+        value = load(self.arg_names[x.id], here, d)
+        total = scalar.choose(apply("gt", step, _i(0)), scalar.expand(add, [load("out0", prev, d), value], d), value)
+        self.scopes[-1].body.extend(store("out0", here, total))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        buffers = [kernel_buffer(self.arg_names[x.id], "in", d, len(shape)), kernel_buffer("out0", "out", d, len(shape))]
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
+
+
+    def running_sum_in_float32(self, op: Op) -> Kernel:
+        """A float16 cumsum as NumPy's reference computes it: a float32 accumulator along
+        the axis (the innermost loop), each partial sum rounded to float16 as it is stored."""
+        (x,) = op.inputs
+        shape = x.type.shape
+        axis = op.attrs["axis"] % len(shape)
+        top = _Scope(None)
+        self.scopes = [top]
+        others = [k for k in range(len(shape)) if k != axis]
+        idx: list = [None] * len(shape)
+        for k in others:
+            var = self.fresh("i")
+            self.open_loop(var, self.dim(shape[k]))
+            idx[k] = Var(var, INDEX)
+        acc = self.fresh("acc")
+        self.scopes[-1].body.append(Accumulator(acc, "sum", float32, constant(0, float32)))
+        step = self.fresh("i")
+        self.open_loop(step, self.dim(shape[axis]))
+        n = self.dim(shape[axis])
+        at = apply("sub", apply("sub", n, _i(1)), Var(step, INDEX)) if op.attrs["reverse"] else Var(step, INDEX)
+        idx[axis] = at
+        value = apply("cast", load(self.arg_names[x.id], tuple(idx), x.type.dtype), to=float32)
+        self.scopes[-1].body.append(Update(acc, value))
+        self.scopes[-1].body.extend(store("out0", tuple(idx), apply("cast", AccValue(acc, float32),
+                                                                       to=x.type.dtype)))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        buffers = [kernel_buffer(self.arg_names[x.id], "in", x.type.dtype, len(shape)),
+                   kernel_buffer("out0", "out", x.type.dtype, len(shape))]
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
 
 
 def _mark_streaming(s: object) -> object:

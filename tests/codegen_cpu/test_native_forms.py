@@ -170,3 +170,32 @@ def test_every_zoo_model_and_its_training_step_is_one_native_program(model):
     _check(zoo.predict(L, model), params, x, rtol=1e-4, atol=1e-5)
     new, _, loss = _check(zoo.train_step(L, model), params, zoo.adam_state(params), x, y, rtol=1e-3, atol=1e-5)
     assert np.isfinite(loss)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.complex64])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumsum_is_numpys_running_sum_bit_for_bit(dtype, axis):
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((4, 5, 3)) * 3).astype(dtype)
+    out, entry = _native_call(lambda x: fj.cumsum(x * 2, axis=axis), x)
+    np.testing.assert_array_equal(out, _interpreted(entry, x)[0])
+    grad = _check(fj.grad(lambda x: (fj.cumsum(x, axis=axis) ** 2).sum()), x.real.astype(np.float64))
+    assert grad.shape == x.shape
+
+
+def test_a_float16_cumsum_accumulates_in_float32_as_numpy():
+    x = np.linspace(0, 1, 707).astype(np.float16).reshape(7, 101)
+    out, _ = _native_call(lambda x: fj.cumsum(x, axis=1), x)
+    np.testing.assert_array_equal(out, np.cumsum(x, axis=1, dtype=np.float32).astype(np.float16))
+    # The gradient is a running sum from the end (cumsum's reverse form).
+    g = x[:, :7].copy()
+    out, entry = _native_call(lambda g: fj.vjp(lambda x: fj.cumsum(x, axis=1), g)[1](g)[0], g)
+    np.testing.assert_array_equal(out, _interpreted(entry, g)[0])
+
+
+def test_a_kernel_of_its_own_reading_a_reshaped_view_gets_the_views_shape():
+    # a[0] is a slice (a kernel) then a reshape the cumsum reads as a view of the slice's
+    # [1, 3] buffer: the cumsum's sizes are its own operand's, [3].
+    x = np.random.default_rng(10).random((2, 3))
+    out, _ = _native_call(lambda a: fj.cumsum(a[0], axis=0), x)
+    np.testing.assert_array_equal(out, np.cumsum(x[0]))

@@ -16,8 +16,8 @@ def _cache(tmp_path_factory, monkeypatch):
 
 
 def chain(x):
-    # cumsum is not fusible, so each mul is its own kernel, reading a kernel's output
-    # that dies there.
+    # cumsum is not fusible (a kernel of its own), so each mul is its own kernel, reading a
+    # kernel's output that dies there.
     a = fj.exp(x)
     c = a * fj.cumsum(a, axis=0)
     return c * fj.cumsum(c, axis=0)
@@ -32,7 +32,8 @@ def test_a_dying_kernel_output_is_overwritten_in_place():
     x = np.linspace(-1, 1, 4096).astype(np.float32)
     f = fj.function(chain)
     ex = _executable(f, x)
-    kernels = [i for i, op in enumerate(ex.function.body.ops) if op.id in ex.kernels]
+    # The fusion kernels (each cumsum is a kernel of its own, which writes a new buffer).
+    kernels = [i for i, op in enumerate(ex.function.body.ops) if op.id in ex.kernels and op.primitive.role == "kernel"]
     assert len(kernels) == 3
     assert [ex.memory_plan.write_into[i] for i in kernels] == [None, 0, 0]
     for _ in range(2):
@@ -68,7 +69,9 @@ def test_an_output_read_at_other_indices_is_not_overwritten():
 
     x = np.linspace(-1, 1, 1000)
     ex = _executable(fj.function(f), x)
-    assert all(w is None for w in ex.memory_plan.write_into)
+    # `a`'s buffer (the first kernel's) is never taken over; b's (the cumsum kernel's, read
+    # at the writer's own index only) may be.
+    assert 0 not in ex.memory_plan.write_into
     e = np.exp(x)
     np.testing.assert_allclose(fj.function(f)(x), e[::-1] + e * np.cumsum(e))
 

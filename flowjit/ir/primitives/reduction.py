@@ -153,7 +153,7 @@ def _cumsum_impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
 
 
 # A scan keeps the input's shape, so fusion treats it as opaque rather than as a reduction.
-declare("cumsum", kind="opaque", rule=_cumsum_rule, impl=_cumsum_impl,
+declare("cumsum", kind="opaque", role="cumulative_sum", rule=_cumsum_rule, impl=_cumsum_impl,
         attrs={"axis": attr("int"), "reverse": attr("bool", False)}, arity=1,
         dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES, differentiable=True,
         doc="running sum along axis in the input dtype; reverse=True sums from the end")
