@@ -650,7 +650,8 @@ class _Lowering:
         self.scopes[-1].body.extend(store("out0", here, total))
         while len(self.scopes) > 1:
             self.close_loop()
-        buffers = [kernel_buffer(self.arg_names[x.id], "in", d, len(shape)), kernel_buffer("out0", "out", d, len(shape))]
+        buffers = [kernel_buffer(self.arg_names[x.id], "in", d, len(shape)),
+                   kernel_buffer("out0", "out", d, len(shape))]
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
 
 
