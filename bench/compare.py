@@ -140,16 +140,17 @@ def child_env(scratch: str, threads: int) -> dict[str, str]:
 
 
 class Child:
-    """One tree's child process, spoken to a JSON line at a time."""
+    """One tree's child process (``script TREE``, bench/compare_child.py unless told), spoken to
+    a JSON line at a time."""
 
-    def __init__(self, tree: Tree, scratch: str, threads: int, label: str):
+    def __init__(self, tree: Tree, scratch: str, threads: int, label: str, script: str = CHILD):
         self.tree = tree
         cache = tempfile.mkdtemp(prefix=f"cache-{label}-", dir=scratch)
         env = child_env(scratch, threads)
         env["FLOWJIT_CACHE_DIR"] = cache
         env["PYTHONPATH"] = tree.path
         self.log = open(os.path.join(scratch, f"{label}.stderr"), "w")
-        self.proc = subprocess.Popen([sys.executable, CHILD, tree.path], cwd=cache, env=env, text=True,
+        self.proc = subprocess.Popen([sys.executable, script, tree.path], cwd=cache, env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
 
     def ask(self, **req) -> dict:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
 import glob
+import hashlib
 import importlib.util
 import os
 import threading
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import jit
+from .program_plan import BLAS_PARALLEL_MIN_WORK, NO_TRANS, ROW_MAJOR
 
 # (library file pattern relative to NumPy's bundled-library folder, symbol prefix, suffix, int bits)
 _BUNDLED = [
@@ -37,6 +40,22 @@ _THREAD_CONTROLS = [("scipy_openblas_set_num_threads64_", "scipy_openblas_get_nu
                     ("openblas_set_num_threads", "openblas_get_num_threads")]
 
 
+# A product of at least GEMM_SPLIT_MIN_WORK multiply-adds (the plan's BLAS_PARALLEL_MIN_WORK:
+# below it a program runs the BLAS on one thread itself) is cut into pieces of rows of C (of
+# columns when C is wider than tall) that the threads of flowjit's native pool claim as
+# chunks, each piece one call of the BLAS on one thread, while the BLAS's own threads stay
+# asleep. OpenBLAS splits a product over its threads in fixed shares that wait for each
+# other, so one of its threads without a core stalls the whole product: 1024x1024x1024 took
+# 36-40 ms on its 2 threads against 8.9-18 on one beside one busy process, 76-118 ms beside
+# two. A piece holds at least GEMM_PIECE_MIN_ROWS rows and GEMM_PIECE_MIN_WORK
+# multiply-adds: each call packs the other operand again and costs microseconds of its own
+# (one thread, pieces against the whole product: 64 rows 1.08x of 1024^3 and of
+# 256x256x784, 128 rows 1.03-1.07x; 4096x64x64 in pieces of 256 rows 1.22x).
+GEMM_SPLIT_MIN_WORK = BLAS_PARALLEL_MIN_WORK
+GEMM_PIECE_MIN_ROWS = 64
+GEMM_PIECE_MIN_WORK = 1 << 21
+
+
 @dataclass(frozen=True)
 class BlasThreads:
     """The BLAS library's thread control: ``set_address`` of ``void set(int)`` (how many
@@ -52,14 +71,19 @@ class BlasThreads:
 
 @dataclass(frozen=True)
 class BlasFunction:
-    """One CBLAS routine: its symbol, its address in this process, the width of its integer
-    arguments (64 for NumPy's ILP64 OpenBLAS, 32 for the usual system CBLAS), and the
-    library that holds it (what an AOT library links against)."""
+    """One CBLAS routine: its symbol, the address compiled programs call, the width of its
+    integer arguments (64 for NumPy's ILP64 OpenBLAS, 32 for the usual system CBLAS), the
+    library that holds it (what an AOT library links against) and the routine's own address
+    there. ``address`` is the native pool's gemm (``GEMM_SPLIT_MIN_WORK``: a
+    large product split over flowjit's threads, each piece on one BLAS thread) where the
+    library has a thread control this module knows and the pool has workers, else
+    ``routine``."""
 
     symbol: str
     address: int
     int_bits: int
     library: str
+    routine: int
 
 
 _found: dict[str, BlasFunction] | None = None
@@ -96,12 +120,164 @@ def blas_functions() -> dict[str, BlasFunction]:
     """``{"sgemm": ..., "dgemm": ...}`` from the first library that has both (the
     ``FLOWJIT_BLAS`` file if set, then NumPy's bundled OpenBLAS, then the system's); an
     empty dict when none is found, and the caller falls back to its own loops."""
-    global _found, _threads
-    if _found is not None:
-        return _found
+    global _found
+    if _found is None:
+        found = _library_routines()
+        # Outside the lock: starting the pool loads a module, which may look for libraries.
+        _found = _over_pool(found) if found and _threads is not None else found
+    return _found
+
+
+def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
+    from .pthread_pool import native_pool
+    if native_pool().workers == 0:  # FLOWJIT_NUM_THREADS=1: the library's calls as they are
+        return found
+    assert _threads is not None
+    bits = found["sgemm"].int_bits
+    # Keyed by this file's text and the width, which decide the module: a warm process builds no IR.
+    with open(__file__, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    lib = jit.load_source(f"; flowjit gemms over the pool {digest} int{bits}", lambda: build_gemm_module(bits),
+                          name="flowjit_pool_gemms")
+    # The pieces' code must outlive any thread running it, as the pool's does: never dropped.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))
+    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64])(
+        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get())
+    return {r: dataclasses.replace(f, address=lib.address(f"flowjit_{r}{bits}")) for r, f in found.items()}
+
+
+def build_gemm_module(int_bits: int) -> str:
+    """The LLVM IR text of ``flowjit_sgemm{int_bits}`` and ``flowjit_dgemm{int_bits}``: the
+    arguments of ``cblas_sgemm``/``cblas_dgemm`` with C ints of ``int_bits`` bits; a
+    row-major product of at least GEMM_SPLIT_MIN_WORK multiply-adds goes over the native pool
+    (``flowjit_parallel_for``) in pieces, the BLAS on one thread meanwhile, any other to the
+    library's routine as it is. ``flowjit_gemms_set_blas(sgemm, dgemm, set_threads,
+    threads)`` gives the routines, the library's thread setter ``void(int)`` and its thread
+    count, which the last split product running sets back."""
+    # Imported here: a process that loads the module from the object cache builds no IR.
+    from llvmlite import ir
+
+    from .pthread_pool import unoptimized
+    I8P, I32, I64, VOID = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64), ir.VoidType()
+    it = ir.IntType(int_bits)
+    mod = ir.Module("flowjit_pool_gemms")
+    chunk_ty = ir.FunctionType(VOID, [I64, I64, I8P])
+    parallel_for = ir.Function(mod, ir.FunctionType(VOID, [chunk_ty.as_pointer(), I64, I8P, I64]),
+                               jit.PARALLEL_FOR_SYMBOL)
+
+    def const(v, ty=I64):
+        return ir.Constant(ty, v)
+
+    def glob(name, ty):
+        g = ir.GlobalVariable(mod, ty, name)
+        g.initializer, g.align, g.linkage = ir.Constant(ty, None), 8, "internal"
+        return g
+
+    def ld(b, g):  # atomic: other threads write these words
+        return b.load_atomic(g, "acquire", 8)
+
+    routines = {"sgemm": glob("blas_sgemm", I8P), "dgemm": glob("blas_dgemm", I8P)}
+    setter, count, active = glob("blas_set_threads", I8P), glob("blas_threads", I64), glob("blas_active", I64)
+    setter_ty = ir.FunctionType(VOID, [I32])
+
+    register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I64]), "flowjit_gemms_set_blas")
+    b = ir.IRBuilder(register.append_basic_block("entry"))
+    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, count), register.args):
+        b.store_atomic(v, g, "release", 8)
+    b.ret_void()
+
+    def blas_threads(b, fn, delta, when, to):
+        """``active += delta``; when it was ``when`` and the library has more than one
+        thread, set its count to ``to(threads)``."""
+        was = b.atomic_rmw("add", active, const(delta), "acq_rel")
+        go, after = fn.append_basic_block(f"threads{delta}"), fn.append_basic_block(f"threads{delta}_done")
+        threads = ld(b, count)
+        b.cbranch(b.and_(b.icmp_signed("==", was, const(when)), b.icmp_signed(">", threads, const(1))), go, after)
+        b.position_at_end(go)
+        b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(to(threads), I32)])
+        b.branch(after)
+        b.position_at_end(after)
+
+    def narrow(b, v):
+        return b.trunc(v, it) if int_bits < 64 else v
+
+    for routine, fl, size in (("sgemm", ir.FloatType(), 4), ("dgemm", ir.DoubleType(), 8)):
+        sig = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+        # What a piece needs: the arguments (sizes as i64), the rows (or columns) of a unit,
+        # the units, and whether the split is over rows (1) or columns (0).
+        ctx_ty = ir.LiteralStructType([I32, I32, I64, I64, I64, fl, I8P, I64, I8P, I64, fl, I8P, I64, I64, I64, I64])
+        piece = ir.Function(mod, chunk_ty, f"flowjit_{routine}{int_bits}_piece")
+        piece.linkage = "internal"
+        lo, hi, ctx = piece.args
+        b = ir.IRBuilder(piece.append_basic_block("entry"))
+        c = b.bitcast(ctx, ctx_ty.as_pointer())
+        ta, tb, m, n, k, alpha, a, lda, bm, ldb, beta, cm, ldc, unit, units, rows = (
+            b.load(b.gep(c, [ir.Constant(I32, 0), ir.Constant(I32, i)])) for i in range(16))
+        by_rows = b.icmp_signed("!=", rows, const(0))
+        first = b.mul(lo, unit)
+        # the last unit takes the remainder: units [lo, hi) are rows (or columns) [first, last)
+        last = b.select(b.icmp_signed("==", hi, units), b.select(by_rows, m, n), b.mul(hi, unit))
+        length = b.sub(last, first)
+
+        def at(ptr, elements):
+            return b.gep(ptr, [b.mul(elements, const(size))])
+        no_trans = const(NO_TRANS, I32)
+        # rows [first, last) of op(A) and of C, or columns of op(B) and of C
+        a_at = b.select(by_rows, at(a, b.select(b.icmp_signed("==", ta, no_trans), b.mul(first, lda), first)), a)
+        b_at = b.select(by_rows, bm, at(bm, b.select(b.icmp_signed("==", tb, no_trans), first, b.mul(first, ldb))))
+        c_at = at(cm, b.select(by_rows, b.mul(first, ldc), first))
+        real = b.bitcast(ld(b, routines[routine]), sig.as_pointer())
+        b.call(real, [const(ROW_MAJOR, I32), ta, tb, narrow(b, b.select(by_rows, length, m)),
+                      narrow(b, b.select(by_rows, n, length)), narrow(b, k), alpha, a_at, narrow(b, lda), b_at,
+                      narrow(b, ldb), beta, c_at, narrow(b, ldc)])
+        b.ret_void()
+
+        fn = ir.Function(mod, sig, f"flowjit_{routine}{int_bits}")
+        args = fn.args
+        entry, direct, split = (fn.append_basic_block(x) for x in ("entry", "direct", "split"))
+        b = ir.IRBuilder(entry)
+        slot = b.alloca(ctx_ty)
+        wide = [b.sext(v, I64) if int_bits < 64 and i in (3, 4, 5, 8, 10, 13) else v for i, v in enumerate(args)]
+        m, n, k = wide[3:6]
+        by_rows = b.icmp_signed(">=", m, n)
+        whole = b.select(by_rows, m, n)
+        per_row = b.mul(b.select(by_rows, n, m), k)
+        per_row = b.select(b.icmp_signed("<", per_row, const(1)), const(1), per_row)
+        unit = b.sdiv(b.add(per_row, const(GEMM_PIECE_MIN_WORK - 1)), per_row)  # rows of at least the work
+        unit = b.select(b.icmp_signed("<", unit, const(GEMM_PIECE_MIN_ROWS)), const(GEMM_PIECE_MIN_ROWS), unit)
+        units = b.sdiv(whole, unit)
+        go = b.and_(b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
+                           b.icmp_signed(">=", b.mul(per_row, whole), const(GEMM_SPLIT_MIN_WORK))),
+                    b.icmp_signed(">=", units, const(2)))
+        b.cbranch(go, split, direct)
+        b.position_at_end(direct)
+        b.call(b.bitcast(ld(b, routines[routine]), sig.as_pointer()), list(args))
+        b.ret_void()
+        b.position_at_end(split)
+        values = [args[1], args[2], m, n, k, args[6], args[7], wide[8], args[9], wide[10], args[11], args[12],
+                  wide[13], unit, units, b.zext(by_rows, I64)]
+        for i, v in enumerate(values):
+            b.store(v, b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+        blas_threads(b, fn, 1, 0, lambda t: const(1))
+        # A pool busy with another caller's loop (or none: a forked child) runs the units
+        # [0, units) as one piece, which is the whole product.
+        b.call(parallel_for, [piece, units, b.bitcast(slot, I8P), const((1 << 63) - 1)])
+        blas_threads(b, fn, -1, 1, lambda t: t)
+        b.ret_void()
+    unoptimized(mod)
+    return str(mod)
+
+
+_library: dict[str, BlasFunction] | None = None
+
+
+def _library_routines() -> dict[str, BlasFunction]:
+    global _library, _threads
+    if _library is not None:
+        return _library
     with _lock:
-        if _found is None:
-            _found = {}
+        if _library is None:
+            _library = {}
             for path, prefix, suffix, bits in _candidates():
                 try:
                     lib = ctypes.CDLL(path)
@@ -110,8 +286,8 @@ def blas_functions() -> dict[str, BlasFunction]:
                 except (OSError, AttributeError):
                     continue
                 jit.add_library(path, lib)
-                _found = {r: BlasFunction(f"{prefix}{r}{suffix}", a, bits, path)
-                          for r, a in funcs.items()}
+                _library = {r: BlasFunction(f"{prefix}{r}{suffix}", a, bits, path, a)
+                            for r, a in funcs.items()}
                 for setter, getter in _THREAD_CONTROLS:
                     try:
                         _threads = BlasThreads(ctypes.cast(getattr(lib, setter), ctypes.c_void_p).value,
@@ -120,14 +296,14 @@ def blas_functions() -> dict[str, BlasFunction]:
                     except AttributeError:
                         continue
                 break
-    return _found
+    return _library
 
 
 def blas_threads() -> BlasThreads | None:
     """The thread control of the library ``blas_functions`` found (None: it has none this
     module knows, and its calls keep the library's own threading)."""
-    blas_functions()
+    _library_routines()
     return _threads
 
 
-jit.provide_libraries(blas_functions)
+jit.provide_libraries(_library_routines)

@@ -6,10 +6,16 @@ releases the GIL for the length of the foreign call, so the chunks run at once; 
 hand-off (a SimpleQueue put and get per worker) holds the GIL. That hand-off costs tens
 of microseconds, so a call over fewer than ``PARALLEL_MIN_ELEMENTS`` elements runs on the
 caller's thread alone and pays nothing for the pool.
+
+As in the native pool (``pthread_pool``), the range is cut into ``OVERSPLIT`` chunks a
+thread and each thread, the caller first, takes the next chunk until none is left: on a
+machine whose cores other processes share, a worker that is not scheduled takes nothing,
+and the caller waits only for chunks a running worker holds.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
@@ -28,6 +34,11 @@ PARALLEL_MIN_ELEMENTS = 1 << 19
 # Pieces smaller than this are not worth a thread's wake-up.
 _MIN_CHUNK = 1 << 14
 
+# Chunks a loop is cut into per thread taking part (here and in the native pool): a worker
+# that starts late, or loses its core in the middle, holds up the caller by at most one chunk
+# (1/8 of the loop on 2 cores).
+OVERSPLIT = 4
+
 
 def default_threads() -> int:
     """``FLOWJIT_NUM_THREADS`` if set, else the CPUs this process may run on."""
@@ -40,10 +51,41 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+class _Loop:
+    """One ``ChunkPool.run``: its chunks, handed out in order to whichever thread asks."""
+
+    def __init__(self, fn: Callable[..., Any], n: int, args: tuple, chunks: int) -> None:
+        self.fn, self.n, self.args, self.chunks = fn, n, args, chunks
+        self._next = itertools.count()   # next() is atomic under the GIL
+        self._done = 0
+        self._finished = threading.Condition(threading.Lock())
+        self.error: BaseException | None = None
+
+    def work(self) -> None:
+        """Take chunks and run them until none is left."""
+        for i in self._next:
+            if i >= self.chunks:
+                return
+            try:
+                self.fn(self.n * i // self.chunks, self.n * (i + 1) // self.chunks, *self.args)
+            except BaseException as e:  # the caller raises it, once every chunk is done
+                if self.error is None:
+                    self.error = e
+            with self._finished:
+                self._done += 1
+                if self._done == self.chunks:
+                    self._finished.notify()
+
+    def wait(self) -> None:
+        """Until every chunk is done (all are taken once the caller's ``work`` returns)."""
+        with self._finished:
+            self._finished.wait_for(lambda: self._done == self.chunks)
+
+
 class ChunkPool:
-    """``nthreads - 1`` daemon workers plus the calling thread; ``run`` splits [0, n) into
-    at most ``nthreads`` contiguous chunks of at least ``min_chunk`` elements and returns
-    when all are done."""
+    """``nthreads - 1`` daemon workers plus the calling thread; ``run`` cuts [0, n) into
+    contiguous chunks of at least ``min_chunk`` elements, up to ``OVERSPLIT`` a thread, which
+    the threads take in turn, and returns when all are done."""
 
     def __init__(self, nthreads: int, min_chunk: int = _MIN_CHUNK) -> None:
         self.nthreads = max(1, nthreads)
@@ -51,7 +93,6 @@ class ChunkPool:
         # A forked child has none of the workers: its calls run on its own thread.
         self._pid = os.getpid()
         self._inboxes: list[queue.SimpleQueue] = []
-        self._done: queue.SimpleQueue = queue.SimpleQueue()
         # One parallel call at a time; a second caller (another thread, or a nested call)
         # runs its range on its own thread instead of waiting.
         self._busy = threading.Lock()
@@ -61,36 +102,26 @@ class ChunkPool:
                              name=f"flowjit-chunk-{i}").start()
             self._inboxes.append(inbox)
 
-    def _work(self, inbox: queue.SimpleQueue) -> None:
+    @staticmethod
+    def _work(inbox: queue.SimpleQueue) -> None:
         while True:
-            fn, start, stop, args = inbox.get()
-            try:
-                fn(start, stop, *args)
-                self._done.put(None)
-            except BaseException as e:  # handed to the caller, which raises it
-                self._done.put(e)
+            inbox.get().work()
 
     def run(self, fn: Callable[..., Any], n: int, *args: Any) -> None:
         """Call ``fn(start, stop, *args)`` over chunks covering [0, n) exactly once."""
-        parts = min(self.nthreads, max(1, n // self.min_chunk))
+        most = max(1, n // self.min_chunk)
+        parts = min(self.nthreads, most)
         if parts == 1 or self._pid != os.getpid() or not self._busy.acquire(blocking=False):
             fn(0, n, *args)
             return
         try:
-            bounds = [n * i // parts for i in range(parts + 1)]
-            for i in range(1, parts):
-                self._inboxes[i - 1].put((fn, bounds[i], bounds[i + 1], args))
-            error: BaseException | None = None
-            try:
-                fn(0, bounds[1], *args)
-            except BaseException as e:
-                error = e
-            for _ in range(parts - 1):  # wait for every chunk, even after a failure
-                got = self._done.get()
-                if got is not None and error is None:
-                    error = got
-            if error is not None:
-                raise error
+            loop = _Loop(fn, n, args, min(most, parts * OVERSPLIT))
+            for inbox in self._inboxes[:parts - 1]:
+                inbox.put(loop)
+            loop.work()
+            loop.wait()
+            if loop.error is not None:
+                raise loop.error
         finally:
             self._busy.release()
 

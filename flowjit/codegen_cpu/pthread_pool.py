@@ -2,12 +2,22 @@
 
 A program runs as one native call, so its parallel loops cannot come back to Python to
 reach ``parallel.ChunkPool``. This module builds (with llvmlite.ir, compiled and cached
-like any kernel) ``flowjit_parallel_for(fn, n, ctx, parts)``: it runs
-``fn(start, stop, ctx)`` over ``parts`` contiguous pieces of [0, n), one on the calling
-thread and the rest on pthread workers that sleep on a condition variable between calls.
-The address is registered under that name (``jit.register_symbol``), so a generated module
-declares it and calls it; Python reaches it through ctypes. A second caller while a loop
-runs (another thread, or a nested loop) runs its whole range on its own thread.
+like any kernel) ``flowjit_parallel_for(fn, n, ctx, parts)``: it runs ``fn(start, stop,
+ctx)`` over contiguous chunks of [0, n) on the calling thread and on up to ``parts - 1``
+pthread workers, which sleep on a condition variable between calls. The address is
+registered under that name (``jit.register_symbol``), so a generated module declares it
+and calls it; Python reaches it through ctypes.
+
+Made for a machine whose cores other processes share. The range is cut into more chunks
+than threads (``OVERSPLIT`` a thread), and every thread, the caller first, claims the next
+chunk with a compare-and-swap on one word until none is left: a worker that the scheduler
+has not run yet takes nothing, the caller does its share, and the caller waits only for
+chunks a running worker has claimed (polling for at most ``SPIN_NS``, yielding the core now
+and then, then asleep on a condition variable, so that its core goes to whoever can use
+it). A worker that loses its core in the middle of a chunk makes the caller wait for it;
+then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). A second
+caller while a loop runs (another thread, or a loop nested in a chunk) runs its whole range
+on its own thread.
 """
 
 from __future__ import annotations
@@ -16,16 +26,42 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import threading
+import time
 
 from . import jit
-from .parallel import default_threads
+from .parallel import OVERSPLIT, default_threads
 
 SYMBOL = jit.PARALLEL_FOR_SYMBOL
 
-# Polls of a shared word before sleeping on a condition variable (tens of microseconds in
-# all): a worker stays awake this long after a loop, for the program's next loop.
-SPIN = 1 << 15
+# How long a thread polls a shared word before sleeping on a condition variable: a worker
+# after a loop, for the program's next loop (waking one asleep costs 30-60 us on the project
+# machine), and the caller for the chunks still running. Each poll gives the CPU its
+# spin-wait hint (24 ns a pause on the project machine's EPYC); every YIELD_EVERY-th also
+# reads the clock and calls sched_yield (0.4 us there), which hands the core to a thread that
+# wants it (the caller a woken worker preempted, another process). The bound is wall time, so
+# a thread that lost its core stops polling as soon as it runs again.
+SPIN_NS = 50_000
+YIELD_EVERY = 16
+
+# A loop in which the caller, done with its chunks, waited for a worker's chunk more than
+# twice its own chunks' time and STRAGGLE_NS had a straggler: a worker that lost its core in
+# the middle of a chunk, which the caller cannot take back (it waits for the scheduler to
+# run the worker again, a time slice of another process: milliseconds). The loops after it
+# run on the caller alone for a rest of REST_MIN_NS, doubled while stragglers recur up to
+# REST_MAX_NS; a loop whose workers keep up ends it. On a machine whose cores other
+# processes hold, one thread that has a core beats two that wait for each other: an MLP
+# step took 7.1 ms on two threads beside two busy processes, 2.8 ms on one (1.6 ms idle
+# on two; python -m bench.workloads.contention).
+STRAGGLE_NS = 30_000
+REST_MIN_NS = 20_000_000
+REST_MAX_NS = 1_000_000_000
+
+# The claim word: the loop's epoch (the low 32 bits of its generation), its chunk count and
+# the next chunk to hand out, so that one compare-and-swap checks all three.
+_EPOCH_SHIFT, _COUNT_SHIFT, _FIELD = 32, 16, 0xFFFF
+MAX_CHUNKS = _FIELD
 
 # Measured on the 2-core project machine (python -m tests.codegen_cpu.bench_parallel,
 # float32 y += x + 1, 1 worker + the caller; best of many calls): with the worker still
@@ -37,23 +73,40 @@ SPIN = 1 << 15
 # Calls from Python come microseconds apart, long enough for the worker to sleep: gelu on
 # 2**18 float32s in a C loop took 43 us a call on 2 threads back to back, 98-105 us with
 # 10-100 us between calls, 78 us on one thread (bench aot, 2026-11-25), so the split
-# starts at 2**19.
+# starts at 2**19. (Those are the pool of fixed pieces, one a thread. With chunks claimed, a
+# split loop whose worker gets no core costs what one thread does: 3e5 elements beside two
+# busy processes, 24 us split and 24 on one thread, where the fixed pieces took 46 against 23.)
 NATIVE_PARALLEL_MIN_ELEMENTS = 1 << 19
+
+
+def _pause_hint() -> tuple[str, tuple[int, ...]]:
+    """The intrinsic (and its i32 arguments) of this machine CPU's spin-wait hint: the module
+    is built for the host. Empty: none known."""
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64", "i686", "i386"):
+        return "llvm.x86.sse2.pause", ()
+    if machine in ("aarch64", "arm64"):
+        return "llvm.aarch64.hint", (1,)  # YIELD
+    return "", ()
 
 
 def build_module() -> str:
     """The LLVM IR text of the pool: ``flowjit_pool_start(i64 workers) -> i32`` (0 or the
-    first pthread error) and ``flowjit_parallel_for(fn, i64 n, i8* ctx, i64 parts)``."""
+    first pthread error), ``flowjit_pool_after_fork()`` and ``flowjit_parallel_for(fn, i64 n,
+    i8* ctx, i64 parts)``."""
     # Imported here: a process that loads the pool from the object cache builds no IR.
     from llvmlite import ir
     I8P = ir.IntType(8).as_pointer()
-    I32, I64 = ir.IntType(32), ir.IntType(64)
+    I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
     VOID = ir.VoidType()
     CHUNK_FN = ir.FunctionType(VOID, [I64, I64, I8P])
     # pthread_mutex_t and pthread_cond_t are opaque: 40 and 48 bytes on glibc x86-64, 64 and
     # 48 on macOS; 128 bytes aligned to 64 covers both, and keeps them off each other's cache line.
     _OPAQUE = ir.ArrayType(ir.IntType(8), 128)
     mod = ir.Module("flowjit_native_pool")
+
+    def const(v, ty=I64):
+        return ir.Constant(ty, v)
 
     def glob(name, ty, init=None, align=8):
         g = ir.GlobalVariable(mod, ty, name)
@@ -67,9 +120,12 @@ def build_module() -> str:
 
     mutex, busy = glob("mutex", _OPAQUE, align=64), glob("busy", _OPAQUE, align=64)
     work, done = glob("work", _OPAQUE, align=64), glob("done", _OPAQUE, align=64)
-    gen, pending, nworkers = glob("gen", I64), glob("pending", I64), glob("nworkers", I64)
+    # The two words every thread writes, each on its own cache line.
+    claim, finished = glob("claim", I64, align=64), glob("finished", I64, align=64)
+    gen, nworkers = glob("gen", I64, align=64), glob("nworkers", I64)
     job_fn, job_ctx = glob("job_fn", CHUNK_FN.as_pointer()), glob("job_ctx", I8P)
-    job_n, job_parts = glob("job_n", I64), glob("job_parts", I64)
+    job_n, job_threads = glob("job_n", I64), glob("job_threads", I64)
+    solo_until, rest_ns = glob("solo_until", I64), glob("rest_ns", I64)
 
     mutex_init = ext("pthread_mutex_init", I32, [I8P, I8P])
     cond_init = ext("pthread_cond_init", I32, [I8P, I8P])
@@ -77,92 +133,148 @@ def build_module() -> str:
     trylock = ext("pthread_mutex_trylock", I32, [I8P])
     wait = ext("pthread_cond_wait", I32, [I8P, I8P])
     broadcast, signal = ext("pthread_cond_broadcast", I32, [I8P]), ext("pthread_cond_signal", I32, [I8P])
+    sched_yield = ext("sched_yield", I32, [])
     worker_ty = ir.FunctionType(I8P, [I8P])
     create = ext("pthread_create", I32, [I64.as_pointer(), I8P, worker_ty.as_pointer(), I8P])
+    hint, hint_args = _pause_hint()
+    pause = ext(hint, VOID, [I32] * len(hint_args)) if hint else None
 
     def p(b, g):
         return b.bitcast(g, I8P)
 
-    # The shared words are read and written under the mutex; atomic accesses keep LLVM from
-    # reusing a value across the pthread calls (it may prove an internal global unchanged by them).
+    # now(): CLOCK_MONOTONIC in nanoseconds
+    clock = ir.Function(mod, ir.FunctionType(I64, []), "flowjit_pool_now")
+    clock.linkage = "internal"
+    b = ir.IRBuilder(clock.append_basic_block("entry"))
+    ts = b.alloca(ir.ArrayType(I64, 2))  # struct timespec: 64-bit seconds and nanoseconds
+    b.call(ext("clock_gettime", I32, [I32, I8P]), [ir.Constant(I32, time.CLOCK_MONOTONIC), p(b, ts)])
+    sec, nsec = (b.load(b.gep(ts, [ir.Constant(I32, 0), ir.Constant(I32, i)])) for i in (0, 1))
+    b.ret(b.add(b.mul(sec, const(1_000_000_000)), nsec))
+
+    # Shared words are atomic: LLVM may not reuse a value across the pthread calls (it could
+    # prove an internal global unchanged by them), and readers outside the mutex see whole words.
     def ld(b, g):
         return b.load_atomic(g, "acquire", 8)
 
     def st(b, v, g):
         b.store_atomic(v, g, "release", 8)
 
-    def spin(b, fn, ready, label):
-        """Poll ``ready(b)`` up to SPIN times before going on to the sleeping path: a wake-up
-        through the condition variable costs 25-30 us on the project machine."""
-        head, loop, after = b.block, fn.append_basic_block(f"{label}_spin"), fn.append_basic_block(label)
+    def await_(b, fn, ready, cond, label):
+        """Poll ``ready(b)`` for up to SPIN_NS, then sleep on ``cond`` under the mutex until it
+        holds (the writer that makes it hold signals ``cond`` under the mutex)."""
+        began = b.call(clock, [])
+        head = b.block
+        loop, more, give, asleep, check, nap, woken, after = (
+            fn.append_basic_block(f"{label}_{x}")
+            for x in ("spin", "more", "yield", "asleep", "check", "wait", "woken", "ready"))
         b.branch(loop)
         b.position_at_end(loop)
         k = b.phi(I64)
-        k.add_incoming(ir.Constant(I64, 0), head)
-        k1 = b.add(k, ir.Constant(I64, 1))
-        k.add_incoming(k1, loop)
-        b.cbranch(b.or_(ready(b), b.icmp_signed(">=", k1, ir.Constant(I64, SPIN))), after, loop)
+        k.add_incoming(const(0), head)
+        b.cbranch(ready(b), after, more)
+        b.position_at_end(more)
+        if pause is not None:
+            b.call(pause, [ir.Constant(I32, a) for a in hint_args])
+        k1 = b.add(k, const(1))
+        k.add_incoming(k1, more)
+        b.cbranch(b.icmp_unsigned("==", b.and_(k1, const(YIELD_EVERY - 1)), const(0)), give, loop)
+        b.position_at_end(give)
+        b.call(sched_yield, [])
+        k.add_incoming(k1, give)
+        b.cbranch(b.icmp_signed(">=", b.sub(b.call(clock, []), began), const(SPIN_NS)), asleep, loop)
+        b.position_at_end(asleep)
+        b.call(lock, [p(b, mutex)])
+        b.branch(check)
+        b.position_at_end(check)  # the loop also absorbs spurious wake-ups
+        b.cbranch(ready(b), woken, nap)
+        b.position_at_end(nap)
+        b.call(wait, [p(b, cond), p(b, mutex)])
+        b.branch(check)
+        b.position_at_end(woken)
+        b.call(unlock, [p(b, mutex)])
+        b.branch(after)
         b.position_at_end(after)
 
-    def bounds(b, n, idx, parts):  # [n*idx/parts, n*(idx+1)/parts)
-        lo = b.sdiv(b.mul(n, idx), parts)
-        hi = b.sdiv(b.mul(n, b.add(idx, ir.Constant(I64, 1))), parts)
-        return lo, hi
+    # take(epoch, caller) -> chunks run: claim chunks of the loop of ``epoch`` and run them
+    # until none is left. The worker that finishes the loop's last chunk wakes the caller.
+    take = ir.Function(mod, ir.FunctionType(I64, [I64, I1]), "flowjit_pool_take")
+    take.linkage = "internal"
+    epoch, is_caller = take.args
+    entry, loop, try_, run, wake, out = (take.append_basic_block(s) for s in
+                                         ("entry", "loop", "try", "run", "wake", "out"))
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    ran = b.phi(I64)
+    ran.add_incoming(const(0), entry)
+    w = ld(b, claim)
+    count = b.and_(b.lshr(w, const(_COUNT_SHIFT)), const(_FIELD))
+    nxt = b.and_(w, const(_FIELD))
+    live = b.and_(b.icmp_unsigned("==", b.lshr(w, const(_EPOCH_SHIFT)), epoch), b.icmp_unsigned("<", nxt, count))
+    b.cbranch(live, try_, out)
+    b.position_at_end(try_)
+    swapped = b.extract_value(b.cmpxchg(claim, w, b.add(w, const(1)), "acq_rel", "acquire"), 1)
+    ran.add_incoming(ran, try_)
+    b.cbranch(swapped, run, loop)
+    b.position_at_end(run)
+    # The chunk is claimed and not finished, so the loop (and its job words) stays as it is.
+    fn, ctx, n = ld(b, job_fn), ld(b, job_ctx), ld(b, job_n)
+    q, r = b.udiv(n, count), b.urem(n, count)  # chunk i: q elements, one more for the first r
+    lo = b.add(b.mul(nxt, q), b.select(b.icmp_unsigned("<", nxt, r), nxt, r))
+    hi = b.add(b.add(lo, q), b.zext(b.icmp_unsigned("<", nxt, r), I64))
+    b.call(fn, [lo, hi, ctx])
+    ran1 = b.add(ran, const(1))
+    now = b.add(b.atomic_rmw("add", finished, const(1), "acq_rel"), const(1))
+    ran.add_incoming(ran1, run)
+    b.cbranch(b.and_(b.icmp_unsigned("==", now, count), b.not_(is_caller)), wake, loop)
+    b.position_at_end(wake)
+    b.call(lock, [p(b, mutex)])
+    b.call(signal, [p(b, done)])
+    b.call(unlock, [p(b, mutex)])
+    ran.add_incoming(ran1, wake)
+    b.branch(loop)
+    b.position_at_end(out)
+    b.ret(ran)
 
-    # worker(arg): arg is its piece index (1..workers) cast to a pointer
+    # worker(arg): arg is its index (1..workers) cast to a pointer; it takes part in loops of
+    # more threads than its index.
     worker = ir.Function(mod, worker_ty, "flowjit_pool_worker")
     worker.linkage = "internal"
-    entry, top, sleep, woke, run, skip = (worker.append_basic_block(s) for s in
-                                          ("entry", "top", "sleep", "woke", "run", "skip"))
+    entry, top = worker.append_basic_block("entry"), worker.append_basic_block("top")
     b = ir.IRBuilder(entry)
     idx = b.ptrtoint(worker.args[0], I64)
     b.branch(top)
     b.position_at_end(top)
     seen = b.phi(I64)
-    seen.add_incoming(ir.Constant(I64, 0), entry)
-    spin(b, worker, lambda b: b.icmp_signed("!=", ld(b, gen), seen), "take")
-    b.call(lock, [p(b, mutex)])
-    b.branch(sleep)
-    b.position_at_end(sleep)  # wait while no new generation (also absorbs spurious wake-ups)
-    fresh = b.icmp_signed("!=", ld(b, gen), seen)
-    b.cbranch(fresh, woke, b.append_basic_block("wait"))
-    b.position_at_end(worker.blocks[-1])
-    b.call(wait, [p(b, work), p(b, mutex)])
-    b.branch(sleep)
-    b.position_at_end(woke)
+    seen.add_incoming(const(0), entry)
+    await_(b, worker, lambda b: b.icmp_unsigned("!=", ld(b, gen), seen), work, "job")
     now = ld(b, gen)
-    fn, ctx, n, parts = ld(b, job_fn), ld(b, job_ctx), ld(b, job_n), ld(b, job_parts)
-    b.call(unlock, [p(b, mutex)])
-    b.cbranch(b.icmp_signed("<", idx, parts), run, skip)
-    b.position_at_end(run)
-    lo, hi = bounds(b, n, idx, parts)
-    b.call(fn, [lo, hi, ctx])
-    b.branch(skip)
-    b.position_at_end(skip)
-    b.call(lock, [p(b, mutex)])
-    left = b.sub(ld(b, pending), ir.Constant(I64, 1))
-    st(b, left, pending)
-    last, cont = b.append_basic_block("last"), b.append_basic_block("cont")
-    b.cbranch(b.icmp_signed("==", left, ir.Constant(I64, 0)), last, cont)
-    b.position_at_end(last)
-    b.call(signal, [p(b, done)])
-    b.branch(cont)
-    b.position_at_end(cont)
-    b.call(unlock, [p(b, mutex)])
-    seen.add_incoming(now, cont)
+    joins, back = worker.append_basic_block("joins"), worker.append_basic_block("back")
+    b.cbranch(b.icmp_signed("<", idx, ld(b, job_threads)), joins, back)
+    b.position_at_end(joins)
+    b.call(take, [b.and_(now, const(0xFFFFFFFF)), ir.Constant(I1, 0)])
+    b.branch(back)
+    b.position_at_end(back)
+    seen.add_incoming(now, back)
     b.branch(top)
 
     # flowjit_pool_after_fork(): a forked child has none of the workers (and may have copied
     # a mutex held), so its loops run on its one thread from then on.
     child = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_pool_after_fork")
     b = ir.IRBuilder(child.append_basic_block("entry"))
-    for g in (nworkers, pending):
-        st(b, ir.Constant(I64, 0), g)
+    for g in (nworkers, claim, finished, solo_until, rest_ns):
+        st(b, const(0), g)
     for g in (mutex, busy):
         b.call(mutex_init, [p(b, g), ir.Constant(I8P, None)])
     for g in (work, done):
         b.call(cond_init, [p(b, g), ir.Constant(I8P, None)])
     b.ret_void()
+
+    # flowjit_pool_resting() -> ns: how long loops still run on their caller alone after a straggler
+    resting = ir.Function(mod, ir.FunctionType(I64, []), "flowjit_pool_resting")
+    b = ir.IRBuilder(resting.append_basic_block("entry"))
+    left = b.sub(ld(b, solo_until), b.call(clock, []))
+    b.ret(b.select(b.icmp_signed(">", left, const(0)), left, const(0)))
 
     # flowjit_pool_start(workers)
     start = ir.Function(mod, ir.FunctionType(I32, [I64]), "flowjit_pool_start")
@@ -171,7 +283,7 @@ def build_module() -> str:
     b = ir.IRBuilder(entry)
     tid = b.alloca(I64)
     # a second start (the module loaded again in this process) leaves the running pool be
-    b.cbranch(b.icmp_signed("==", ld(b, nworkers), ir.Constant(I64, 0)), init, out)
+    b.cbranch(b.icmp_signed("==", ld(b, nworkers), const(0)), init, out)
     b.position_at_end(init)
     null = ir.Constant(I8P, None)
     for g in (mutex, busy):
@@ -181,11 +293,11 @@ def build_module() -> str:
     b.branch(loop)
     b.position_at_end(loop)
     i = b.phi(I64)
-    i.add_incoming(ir.Constant(I64, 0), init)
+    i.add_incoming(const(0), init)
     b.cbranch(b.icmp_signed("<", i, start.args[0]), body, out)
     b.position_at_end(body)
-    err = b.call(create, [tid, null, worker, b.inttoptr(b.add(i, ir.Constant(I64, 1)), I8P)])
-    nxt = b.add(i, ir.Constant(I64, 1))
+    err = b.call(create, [tid, null, worker, b.inttoptr(b.add(i, const(1)), I8P)])
+    nxt = b.add(i, const(1))
     st(b, nxt, nworkers)  # the workers that exist so far take part
     i.add_incoming(nxt, body)
     b.cbranch(b.icmp_signed("==", err, ir.Constant(I32, 0)), loop, fail)
@@ -197,43 +309,87 @@ def build_module() -> str:
     # flowjit_parallel_for(fn, n, ctx, parts)
     pf = ir.Function(mod, ir.FunctionType(VOID, [CHUNK_FN.as_pointer(), I64, I8P, I64]), SYMBOL)
     fn, n, ctx, parts = pf.args
-    entry, alone, claim, spread, gather, waiting, finish = (pf.append_basic_block(s) for s in (
-        "entry", "alone", "claim", "spread", "gather", "waiting", "finish"))
+    entry, alone, owner, spread = (pf.append_basic_block(s) for s in ("entry", "alone", "owner", "spread"))
     b = ir.IRBuilder(entry)
     workers = ld(b, nworkers)
-    one = ir.Constant(I64, 1)
-    small = b.or_(b.icmp_signed("<=", parts, one), b.icmp_signed("==", workers, ir.Constant(I64, 0)))
-    b.cbranch(small, alone, claim)
+    one = const(1)
+    small = b.or_(b.or_(b.icmp_signed("<=", parts, one), b.icmp_signed("<=", n, one)),
+                  b.icmp_signed("==", workers, const(0)))
+    resting = pf.append_basic_block("resting")
+    b.cbranch(small, alone, resting)
+    b.position_at_end(resting)  # a worker lost its core in a recent loop: until solo_until, alone
+    until = ld(b, solo_until)
+    rest, check = pf.append_basic_block("rest"), pf.append_basic_block("rest_check")
+    b.cbranch(b.icmp_signed(">", until, const(0)), check, owner)
+    b.position_at_end(check)
+    b.cbranch(b.icmp_signed("<", b.call(clock, []), until), alone, rest)
+    b.position_at_end(rest)
+    b.branch(owner)
     b.position_at_end(alone)
-    b.call(fn, [ir.Constant(I64, 0), n, ctx])
+    b.call(fn, [const(0), n, ctx])
     b.ret_void()
-    b.position_at_end(claim)
+    b.position_at_end(owner)
     got = b.call(trylock, [p(b, busy)])
     b.cbranch(b.icmp_signed("!=", got, ir.Constant(I32, 0)), alone, spread)
     b.position_at_end(spread)
-    most = b.add(workers, one)
-    k = b.select(b.icmp_signed("<", parts, most), parts, most)
-    b.call(lock, [p(b, mutex)])
-    for g, v in ((job_fn, fn), (job_ctx, ctx), (job_n, n), (job_parts, k), (pending, workers)):
+
+    def smaller(x, y):
+        return b.select(b.icmp_signed("<", x, y), x, y)
+    threads = smaller(parts, b.add(workers, one))
+    chunks = smaller(smaller(n, b.mul(threads, const(OVERSPLIT))), const(MAX_CHUNKS))
+    for g, v in ((job_fn, fn), (job_ctx, ctx), (job_n, n), (job_threads, threads), (finished, const(0))):
         st(b, v, g)
-    st(b, b.add(ld(b, gen), one), gen)
+    b.call(lock, [p(b, mutex)])
+    now = b.add(ld(b, gen), one)
+    ep = b.and_(now, const(0xFFFFFFFF))
+    # the claim word before the generation: a worker that sees the new generation finds its chunks
+    st(b, b.or_(b.shl(ep, const(_EPOCH_SHIFT)), b.shl(chunks, const(_COUNT_SHIFT))), claim)
+    st(b, now, gen)
     b.call(broadcast, [p(b, work)])
     b.call(unlock, [p(b, mutex)])
-    lo, hi = bounds(b, n, ir.Constant(I64, 0), k)
-    b.call(fn, [lo, hi, ctx])
-    spin(b, pf, lambda b: b.icmp_signed("==", ld(b, pending), ir.Constant(I64, 0)), "collect")
-    b.call(lock, [p(b, mutex)])
-    b.branch(gather)
-    b.position_at_end(gather)
-    b.cbranch(b.icmp_signed("==", ld(b, pending), ir.Constant(I64, 0)), finish, waiting)
-    b.position_at_end(waiting)
-    b.call(wait, [p(b, done), p(b, mutex)])
-    b.branch(gather)
-    b.position_at_end(finish)
-    b.call(unlock, [p(b, mutex)])
+    began = b.call(clock, [])
+    mine = b.call(take, [ep, ir.Constant(I1, 1)])
+    took = b.call(clock, [])
+    await_(b, pf, lambda b: b.icmp_unsigned("==", ld(b, finished), chunks), done, "collect")
+    ended = b.call(clock, [])
+    # A straggler: the caller, done with its chunks, waited for a worker's more than twice
+    # its own chunk's time and STRAGGLE_NS (a worker that lost its core in the middle).
+    # Then the next loops run alone for a rest that doubles while stragglers recur; a loop
+    # whose workers kept up ends it. (Neither when one side ran no chunk.)
+    both = b.and_(b.icmp_signed(">", mine, const(0)), b.icmp_signed("<", mine, chunks))
+    judge, straggled, kept_up, after = (pf.append_basic_block(x) for x in ("judge", "straggled", "kept_up", "judged"))
+    b.cbranch(both, judge, after)
+    b.position_at_end(judge)
+    per_chunk = b.sdiv(b.sub(took, began), mine)
+    waited = b.sub(ended, took)
+    b.cbranch(b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(STRAGGLE_NS))), straggled, kept_up)
+    b.position_at_end(straggled)
+    longer = b.mul(ld(b, rest_ns), const(2))
+    longer = b.select(b.icmp_signed("<", longer, const(REST_MIN_NS)), const(REST_MIN_NS), longer)
+    longer = b.select(b.icmp_signed(">", longer, const(REST_MAX_NS)), const(REST_MAX_NS), longer)
+    st(b, longer, rest_ns)
+    st(b, b.add(ended, longer), solo_until)
+    b.branch(after)
+    b.position_at_end(kept_up)
+    st(b, const(0), rest_ns)
+    st(b, const(0), solo_until)
+    b.branch(after)
+    b.position_at_end(after)
     b.call(unlock, [p(b, busy)])
     b.ret_void()
+    unoptimized(mod)
     return str(mod)
+
+
+def unoptimized(mod) -> None:
+    """Mark every function ``mod`` defines ``optnone`` (with ``noinline``, which LLVM requires
+    alongside): code that waits and hands out work gains nothing from O3 but compile time,
+    which every cold cache pays (the pool's module: 40 ms at O3, 17 ms so; blas.py's gemms:
+    27 and 17 ms)."""
+    for f in mod.functions:
+        if not f.is_declaration:
+            f.attributes.add("noinline")
+            f.attributes.add("optnone")
 
 
 class NativePool:
@@ -249,6 +405,9 @@ class NativePool:
             raise OSError(err, f"pthread_create failed starting flowjit's native pool of {workers} "
                                "threads; set FLOWJIT_NUM_THREADS=1 to run without one")
         self.workers = workers
+        # The workers are never joined, and one may still be polling in the pool's code while
+        # the interpreter exits: the code must stay mapped, so this reference is never dropped.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._lib))
         self._after_fork = self._lib.function("flowjit_pool_after_fork", None, [])
         # Only the forking thread lives on in a child (os.fork, multiprocessing): without
         # this its first split loop would wait forever for workers that are not there.
@@ -258,13 +417,18 @@ class NativePool:
         self._call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                       ctypes.c_int64)(self.address)
 
+    def resting(self) -> float:
+        """Seconds for which split loops still run on their caller alone: the rest after a
+        straggler (see STRAGGLE_NS); 0 when none."""
+        return self._lib.function("flowjit_pool_resting", ctypes.c_int64, [])() / 1e9
+
     def _forked(self) -> None:
         self._after_fork()
         self.workers = 0
 
     def run(self, fn_address: int, n: int, ctx: int, parts: int | None = None) -> None:
-        """Run native ``void fn(i64 start, i64 stop, i8* ctx)`` over [0, n) in ``parts``
-        pieces (default: every worker and the caller) with the GIL released."""
+        """Run native ``void fn(i64 start, i64 stop, i8* ctx)`` over chunks of [0, n) on at most
+        ``parts`` threads (default: every worker and the caller) with the GIL released."""
         self._call(fn_address, n, ctx, self.workers + 1 if parts is None else parts)
 
 

@@ -1,0 +1,307 @@
+"""The pools on a shared machine: the native pool (``pthread_pool``: chunks claimed by whichever
+thread is running, the caller first), the Python chunk pool (the same scheme), and the BLAS
+products split over the native pool. Correctness only: every element of a range done exactly
+once, with 1..N parts, beside busy processes, with nested and concurrent callers, each product
+equal to NumPy's and the BLAS's thread count as it was. Their speed is bench's
+(``python -m bench.workloads.contention``), never a test's."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from flowjit.codegen_cpu import blas, blas_functions, load, native_pool, pthread_pool
+from flowjit.codegen_cpu.blas import blas_threads
+from flowjit.codegen_cpu.parallel import OVERSPLIT, ChunkPool
+
+from . import modules
+
+P = ctypes.c_void_p
+I64 = ctypes.c_int64
+CHUNK = ctypes.CFUNCTYPE(None, I64, I64, P)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@contextlib.contextmanager
+def busy(n: int = 2):
+    """``n`` processes spinning on this machine's cores for the length of the block."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=30)
+
+
+class Recorder:
+    """A native chunk function (a ctypes callback: it takes the GIL the pool's caller
+    released) that records each ``(start, stop, thread)`` it is called with; ``inner`` runs
+    in each chunk after recording it."""
+
+    def __init__(self, inner=None):
+        self.calls: list[tuple[int, int, int]] = []
+        self.inner = inner
+        self.fn = CHUNK(self._chunk)
+        self.address = ctypes.cast(self.fn, P).value
+
+    def _chunk(self, start, stop, ctx):
+        self.calls.append((start, stop, threading.get_ident()))
+        if self.inner is not None:
+            self.inner(start, stop)
+
+    def assert_tiles(self, n: int) -> None:
+        """The chunks cover [0, n) exactly once."""
+        spans = sorted((a, b) for a, b, _ in self.calls if b > a)
+        assert [a for a, _ in spans] == [0, *(b for _, b in spans)][:len(spans)], spans
+        assert (spans[-1][1] if spans else 0) == n
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 5, 64])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 8, 9, 1000, 1 << 20])
+def test_the_native_pool_runs_every_element_once_with_any_parts(n, parts):
+    pool = native_pool()
+    rec = Recorder()
+    pool.run(rec.address, n, 0, parts)
+    rec.assert_tiles(n)
+    threads = {t for *_, t in rec.calls}
+    assert len(threads) <= min(parts, pool.workers + 1)
+    alone = [(0, n, threading.get_ident())]  # the caller's thread, in one piece
+    if parts <= 1 or n <= 1 or pool.workers == 0:
+        assert rec.calls == alone
+    else:  # more chunks than threads, so a thread that is not scheduled is no one's wait
+        chunks = min(n, min(parts, pool.workers + 1) * OVERSPLIT)
+        # (alone too while the pool rests after a straggler: the suite may share a busy machine)
+        assert len(rec.calls) == chunks or rec.calls == alone
+
+
+def test_after_a_worker_straggles_the_next_loops_run_on_the_caller_until_the_rest_is_over():
+    pool = native_pool()
+    if pool.workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: no workers")
+    caller = threading.get_ident()
+    started = threading.Event()
+
+    def chunk(start, stop):
+        if threading.get_ident() != caller:  # a worker: it loses its core for 200 ms
+            started.set()
+            time.sleep(0.2)
+        else:  # the caller's chunks wait for a worker to hold one
+            started.wait(5)
+
+    for _ in range(50):  # until a worker takes part (an earlier straggler's rest may be on)
+        started.clear()
+        rec = Recorder(chunk)
+        pool.run(rec.address, 1 << 16, 0)
+        rec.assert_tiles(1 << 16)
+        if started.is_set():
+            break
+        time.sleep(0.05)
+    assert started.is_set(), "no worker took part in 50 loops"
+    alone = Recorder()
+    pool.run(alone.address, 1 << 16, 0)
+    assert alone.calls == [(0, 1 << 16, caller)]
+    deadline = time.monotonic() + 1.5 * pthread_pool.REST_MAX_NS / 1e9  # the longest rest
+    while True:  # then the loops are cut into chunks again (whether or not a worker takes one)
+        split = Recorder()
+        pool.run(split.address, 1 << 16, 0)
+        split.assert_tiles(1 << 16)
+        if len(split.calls) > 1:
+            break
+        assert time.monotonic() < deadline, "still alone after the longest rest"
+        time.sleep(0.005)
+    assert len(split.calls) == min(1 << 16, (pool.workers + 1) * OVERSPLIT)
+
+
+def test_a_compiled_loop_adds_each_element_once_beside_busy_processes():
+    drive = load(modules.parallel_driver("pool_busy", 8)).function("driver", None, [P, P, I64])
+    with busy(2):
+        for n in (1, 3, 100_003, 1 << 20, 3_000_017):
+            x = np.arange(n, dtype=np.float32)
+            y = np.zeros_like(x)
+            for _ in range(5):
+                drive(x.ctypes.data, y.ctypes.data, n)
+            np.testing.assert_array_equal(y, 5 * (x + 1))  # an element done twice would be off
+
+
+def test_a_loop_nested_in_a_chunk_runs_whole_on_that_chunks_thread():
+    pool = native_pool()
+    inner: list[Recorder] = []
+
+    def nested(start, stop):
+        rec = Recorder()
+        inner.append(rec)
+        pool.run(rec.address, 1000, 0)   # the pool is busy with the outer loop
+        rec.assert_tiles(1000)
+        assert rec.calls == [(0, 1000, threading.get_ident())]
+
+    outer = Recorder(nested)
+    pool.run(outer.address, 1 << 16, 0)
+    outer.assert_tiles(1 << 16)
+    assert len(inner) == len(outer.calls)
+
+
+def test_callers_on_many_threads_at_once_each_get_their_whole_range_beside_busy_processes():
+    drive = load(modules.parallel_driver("pool_callers", 4)).function("driver", None, [P, P, I64])
+    n = 300_007
+    xs = [(np.arange(n) % 1000 * k).astype(np.float32) for k in range(6)]  # sums exact in float32
+    ys = [np.zeros(n, np.float32) for _ in xs]
+
+    def call(x, y):
+        for _ in range(20):
+            drive(x.ctypes.data, y.ctypes.data, n)
+
+    with busy(2):
+        threads = [threading.Thread(target=call, args=(x, y)) for x, y in zip(xs, ys)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for x, y in zip(xs, ys):
+        np.testing.assert_array_equal(y, 20 * (x + 1))
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3, 8])
+@pytest.mark.parametrize("n", [0, 5, (1 << 14) + 1, 300_001, 1 << 20])
+def test_the_python_chunk_pool_runs_every_element_once(nthreads, n):
+    pool, calls = ChunkPool(nthreads), []
+    pool.run(lambda a, b: calls.append((a, b)), n)
+    spans = sorted(calls)
+    assert [a for a, _ in spans] == [0, *(b for _, b in spans)][:len(spans)] and spans[-1][1] == n
+    assert len(spans) <= max(1, min(n // (1 << 14), nthreads * OVERSPLIT))
+
+
+def test_the_python_chunk_pool_beside_busy_processes_and_concurrent_callers():
+    pool = ChunkPool(2, min_chunk=1000)
+    results: dict[int, list] = {}
+
+    def call(k):
+        for _ in range(10):
+            calls: list = []
+            pool.run(lambda a, b: calls.append((a, b)), 100_000 + k)
+            results.setdefault(k, []).append(sorted(calls))
+
+    with busy(2):
+        threads = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for k, runs in results.items():
+        for spans in runs:
+            assert [a for a, _ in spans] == [0] + [b for _, b in spans[:-1]] and spans[-1][1] == 100_000 + k
+
+
+# ---- products over the pool -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gemms():
+    found = blas_functions()
+    if not found or blas_threads() is None:
+        pytest.skip("no CBLAS library with a thread control flowjit knows")
+    if native_pool().workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: no pool to split products over")
+    return found
+
+
+def _gemm(fn, ct):
+    it = ctypes.c_int64 if fn.int_bits == 64 else ctypes.c_int32
+    return ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, it, it, it, ct, P, it, P, it, ct, P, it)
+
+
+@pytest.mark.parametrize("routine, dtype, ct", [("sgemm", np.float32, ctypes.c_float),
+                                                 ("dgemm", np.float64, ctypes.c_double)])
+def test_a_large_product_through_the_pool_matches_numpy_and_leaves_the_blas_threads(gemms, routine, dtype, ct):
+    fn = gemms[routine]
+    assert fn.address != fn.routine  # the pool's gemm, in front of the library's
+    gemm = _gemm(fn, ct)(fn.address)
+    before = blas_threads().get()
+    rng = np.random.default_rng(3)
+    # tall (rows split), wide (columns split), square, a remainder, below the split size
+    for (m, n, k), ta, tb in itertools.product([(1000, 300, 129), (200, 900, 333), (4096, 64, 64),
+                                                (513, 517, 40), (64, 128, 64)], (False, True), (False, True)):
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+        c = np.full((m, n), np.nan, dtype)
+        gemm(101, 112 if ta else 111, 112 if tb else 111, m, n, k, 1.5, a.ctypes.data, a.shape[1],
+             b.ctypes.data, b.shape[1], 0.0, c.ctypes.data, n)
+        want = 1.5 * (a.T if ta else a).astype(np.float64) @ (b.T if tb else b)
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * np.sqrt(k), err_msg=f"{m}x{n}x{k} {ta} {tb}")
+        assert blas_threads().get() == before
+
+
+def test_products_from_many_threads_beside_busy_processes(gemms):
+    fn = gemms["sgemm"]
+    gemm = _gemm(fn, ctypes.c_float)(fn.address)
+    before = blas_threads().get()
+    rng = np.random.default_rng(4)
+    problems = [(rng.standard_normal((384, 256)).astype(np.float32), rng.standard_normal((256, 320)).astype(np.float32))
+                for _ in range(4)]
+    outs = [np.zeros((384, 320), np.float32) for _ in problems]
+
+    def call(a, b, c):
+        for _ in range(5):
+            gemm(101, 111, 111, 384, 320, 256, 1.0, a.ctypes.data, 256, b.ctypes.data, 320, 0.0, c.ctypes.data, 320)
+
+    with busy(2):
+        threads = [threading.Thread(target=call, args=(a, b, c)) for (a, b), c in zip(problems, outs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for (a, b), c in zip(problems, outs):
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert blas_threads().get() == before
+
+
+def test_the_32_bit_gemm_cuts_c_into_pieces_that_tile_it():
+    # A module of its own (a 32-bit CBLAS stand-in records what each piece is asked for),
+    # apart from the process's, which calls the real library.
+    text = blas.build_gemm_module(32).replace("flowjit_pool_gemms", f"test_gemms_{uuid.uuid4().hex}", 1)
+    lib = load(text)
+    i32, f32 = ctypes.c_int32, ctypes.c_float
+    gemm_ty = ctypes.CFUNCTYPE(None, i32, i32, i32, i32, i32, i32, f32, P, i32, P, i32, f32, P, i32)
+    pieces, counts = [], []
+
+    def fake(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        pieces.append((m, n, k, c))
+
+    routine, set_threads = gemm_ty(fake), ctypes.CFUNCTYPE(None, ctypes.c_int)(counts.append)
+    address = ctypes.cast(routine, P).value
+    lib.function("flowjit_gemms_set_blas", None, [P, P, P, I64])(address, address, ctypes.cast(set_threads, P).value, 3)
+    gemm = gemm_ty(lib.address("flowjit_sgemm32"))
+    c = np.zeros((1000, 1000), np.float32)
+    # tall: pieces of rows (C's rows are 300 floats apart); wide: of columns
+    for m, n, k, axis in ((1000, 300, 129, 0), (300, 1000, 129, 1)):
+        pieces.clear()
+        counts.clear()
+        gemm(101, 111, 111, m, n, k, 1.0, None, k, None, n, 0.0, c.ctypes.data, n)
+        spans = sorted(((p[3] - c.ctypes.data) // (4 * (n if axis == 0 else 1)), p[axis]) for p in pieces)
+        assert len(pieces) > 1 and all(p[1 - axis] == (m, n)[1 - axis] and p[2] == k for p in pieces), pieces
+        assert [a for a, _ in spans] == [0, *(a + size for a, size in spans)][:len(spans)], spans
+        assert sum(size for _, size in spans) == (m, n)[axis]
+        assert counts == [1, 3]  # the library on one thread for the pieces, then as it was
+    pieces.clear()
+    counts.clear()
+    gemm(101, 111, 111, 64, 128, 64, 1.0, None, 64, None, 128, 0.0, c.ctypes.data, 128)  # small: as it is
+    gemm(102, 111, 111, 1000, 300, 129, 1.0, None, 1000, None, 129, 0.0, c.ctypes.data, 1000)  # column-major too
+    assert [p[:3] for p in pieces] == [(64, 128, 64), (1000, 300, 129)] and counts == [], (pieces, counts)
+
+
+def test_with_one_thread_a_program_calls_the_blas_as_it_is(tmp_path):
+    code = ("from flowjit.codegen_cpu import blas_functions\n"
+            "f = blas_functions()\n"
+            "assert not f or all(r.address == r.routine for r in f.values()), f\n"
+            "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, FLOWJIT_NUM_THREADS="1", FLOWJIT_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
