@@ -4,7 +4,8 @@ replaced by it, at any depth of blocks.
 Guarantees: the Function computes the same results (a decomposition is the op written in
 other primitives, checked against its reference by the registry tests); no op of a
 primitive with a decomposition is left; each new op carries the replaced op's source line
-and device. Runs before placement, so the ops it makes are placed and fused like any
+and device; what a decomposition computes that nothing reads (the cipher's second word
+where a draw uses one) is pruned. Runs before placement, so the ops it makes are placed and fused like any
 other: a convolution becomes its windows' patches (a kernel that fuses with its input's
 producer) and one GEMM, which every code generator has.
 """
@@ -13,23 +14,26 @@ from __future__ import annotations
 
 from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Function
+from flowjit.passes.prune import prune
 
 
-def _decompose_block(block: Block) -> None:
+def _decompose_block(block: Block) -> int:
+    count = 0
     for op in list(block.ops):
         for inner in op.blocks:
-            _decompose_block(inner)
+            count += _decompose_block(inner)
         rule = op.primitive.decompose
         if rule is None:
             continue
+        count += 1
         outs = rule(Emitter(Builder.before(op)), *op.inputs, **op.attrs)
         for r, v in zip(op.results, outs):
             r.replace_all_uses_with(v)
         block.set_returns([outs[r.index] if r.producer is op else r for r in block.returns])
         block.erase(op)
+    return count
 
 
 def decompose(fn: Function) -> Function:
     """``fn`` with every op that declares a decomposition replaced by its decomposition."""
-    _decompose_block(fn.body)
-    return fn
+    return prune(fn) if _decompose_block(fn.body) else fn

@@ -199,3 +199,29 @@ def test_a_kernel_of_its_own_reading_a_reshaped_view_gets_the_views_shape():
     x = np.random.default_rng(10).random((2, 3))
     out, _ = _native_call(lambda a: fj.cumsum(a[0], axis=0), x)
     np.testing.assert_array_equal(out, np.cumsum(x[0]))
+
+
+@pytest.mark.parametrize("draw", ["uniform", "normal"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_random_draws_are_the_interpreters_bits_in_the_native_program(draw, dtype):
+    key = fj.random.PRNGKey(42)
+    out, entry = _native_call(lambda k: getattr(fj.random, draw)(k, (4, 300), dtype=dtype), key)
+    want = _interpreted(entry, key)[0]
+    if draw == "normal" and dtype == np.float64:   # log, cos and sqrt: ours against libm's, ulps apart
+        np.testing.assert_allclose(out, want, rtol=1e-14, atol=1e-14)
+    else:
+        np.testing.assert_array_equal(out, want)
+    keys, entry = _native_call(lambda k: fj.random.split(k, 5), key)
+    np.testing.assert_array_equal(keys, _interpreted(entry, key)[0])
+
+
+def test_dropout_draws_its_mask_inside_the_kernel_that_scales():
+    key = fj.random.PRNGKey(7)
+    x = np.random.default_rng(11).standard_normal((64, 128)).astype(np.float32)
+
+    def dropout(k, x):
+        return fj.where(fj.random.uniform(k, x.shape) < 0.9, x / 0.9, 0.0)
+    out = _check(dropout, key, x)
+    assert 0.85 < np.mean(out != 0) < 0.95
+    report = fj.explain(dropout, key, x)
+    assert len(report.kernels) == 1, [k.name for k in report.kernels]

@@ -9,6 +9,10 @@ stream: 0 and 1 feed value generation, 2 is reserved for ``random_split``.
 
 The ops are ``kind="random"``, which marks them impure: two draws from the same key are
 deliberately equal, but passes must not merge or drop them as if they were arithmetic.
+Each decomposes (``defdecompose``, after the passes that merge and drop) into the cipher's
+own arithmetic on uint32 words of the element index: elementwise ops, so a draw is computed
+inside the kernel that reads it (dropout's mask in the kernel it scales) and runs in the
+native program.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import DType, int32
+from flowjit.ir.dtypes import DType, float64, int32, uint32, uint64
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import attr, declare
+from flowjit.ir.registry import Literal, attr, declare, defdecompose
 from flowjit.ir.types import TensorType
 
 # Counters are 32-bit words, so a single draw can address at most this many elements.
@@ -180,3 +184,73 @@ declare("random_normal", kind="random", rule=_draw_rule, impl=_normal_impl, arit
         differentiable=False,
         doc="standard normal floats of shape and dtype by Box-Muller; element i from "
             "threefry2x32(key, (0, i)) and threefry2x32(key, (1, i))")
+
+
+# ---- decompositions: the cipher as elementwise uint32 arithmetic ------------------------------
+def _u32(e, value: int):
+    return e.constant(value=Literal(np.asarray(value, np.uint32)))
+
+
+def _threefry_ops(e, k0, k1, x0, x1):
+    """threefry2x32 written with the emitter: 0-d key words, counter words broadcast."""
+    ks = (k0, k1, e.bitwise_xor(e.bitwise_xor(k0, k1), _u32(e, _PARITY)))
+    y0, y1 = e.add(x0, ks[0]), e.add(x1, ks[1])
+    for block in range(5):
+        for r in _ROTATIONS[4 * (block % 2):4 * (block % 2) + 4]:
+            y0 = e.add(y0, y1)
+            y1 = e.bitwise_or(e.left_shift(y1, _u32(e, r)), e.right_shift(y1, _u32(e, 32 - r)))
+            y1 = e.bitwise_xor(y1, y0)
+        y0 = e.add(y0, ks[(block + 1) % 3])
+        y1 = e.add(e.add(y1, ks[(block + 2) % 3]), _u32(e, block + 1))
+    return y0, y1
+
+
+def _words(e, key):
+    k = e.cast(key, dtype=uint32)
+    return tuple(e.reshape(e.slice(k, start=(i,), size=(1,), step=(1,)), shape=()) for i in (0, 1))
+
+
+def _stream(e, key, stream: int, n: int):
+    k0, k1 = _words(e, key)
+    return _threefry_ops(e, k0, k1, _u32(e, stream), e.iota(shape=(n,), dimension=0, dtype=uint32))
+
+
+def _uniform53_ops(e, w0, w1):
+    bits = e.bitwise_or(e.left_shift(e.cast(w0, dtype=uint64), e.constant(value=Literal(np.uint64(21)))),
+                        e.right_shift(e.cast(w1, dtype=uint64), e.constant(value=Literal(np.uint64(11)))))
+    return e.mul(e.cast(bits, dtype=float64), e.constant(value=Literal(np.float64(2.0**-53))))
+
+
+def _uniform_decompose(e, key, *, shape, dtype):
+    d = as_dtype(dtype)
+    n = TensorType(shape, d).size
+    a0, a1 = _stream(e, key, _STREAM_A, n)
+    if d.itemsize == 8:
+        u = _uniform53_ops(e, a0, a1)
+    else:
+        drop, scale = (8, 2.0**-24) if d.itemsize == 4 else (21, 2.0**-11)
+        u = e.mul(e.cast(e.right_shift(a0, _u32(e, drop)), dtype=float64),
+                  e.constant(value=Literal(np.float64(scale))))
+    return [e.reshape(e.cast(u, dtype=d), shape=tuple(shape))]
+
+
+def _normal_decompose(e, key, *, shape, dtype):
+    d = as_dtype(dtype)
+    n = TensorType(shape, d).size
+    u1 = e.sub(e.constant(value=Literal(np.float64(1.0))), _uniform53_ops(e, *_stream(e, key, _STREAM_A, n)))
+    u2 = _uniform53_ops(e, *_stream(e, key, _STREAM_B, n))
+    radius = e.sqrt(e.mul(e.constant(value=Literal(np.float64(-2.0))), e.log(u1)))
+    z = e.mul(radius, e.cos(e.mul(e.constant(value=Literal(np.float64(2.0 * np.pi))), u2)))
+    return [e.reshape(e.cast(z, dtype=d), shape=tuple(shape))]
+
+
+def _split_decompose(e, key, *, num):
+    k0, k1 = _words(e, key)
+    y0, y1 = _threefry_ops(e, k0, k1, _u32(e, _STREAM_SPLIT), e.iota(shape=(num,), dimension=0, dtype=uint32))
+    pair = e.concatenate(e.expand_dims(y0, axes=(1,)), e.expand_dims(y1, axes=(1,)), axis=1)
+    return [e.cast(pair, dtype=int32)]
+
+
+defdecompose("random_uniform", _uniform_decompose)
+defdecompose("random_normal", _normal_decompose)
+defdecompose("random_split", _split_decompose)
