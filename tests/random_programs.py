@@ -1,7 +1,8 @@
 """Random array programs as Python source, for the differential tests.
 
-``random_program(seed)`` draws a program of elementwise, reduction, layout and matmul
-steps over a pool of values (inputs first) and writes it as the source of a function of
+``random_program(seed)`` draws a program of elementwise, reduction, layout (gathers and
+running sums among them) and matmul steps over a pool of values (inputs first) and writes
+it as the source of a function of
 a module ``m`` and the inputs. Run with ``m = flowjit`` inside ``fj.function`` it is a
 traced program; with ``m = NUMPY`` (NumPy plus the few names flowjit spells otherwise) it
 is the same program in NumPy. The source is what a failing test prints: it runs as is.
@@ -217,6 +218,8 @@ class _Writer:
             options += ["transpose", "swap", "reshape"]
         if nd >= 1:
             options += ["slice", "pad", "index", "flip", "broadcast", "concat", "flatten"]
+        if nd >= 1 and math.prod(s) > 0:
+            options += ["take", "cumsum"]
         kind = self.pick(options)
         if kind == "expand":
             self.add(f"{a}[None]", (1, *s))
@@ -239,6 +242,15 @@ class _Writer:
             part = f"{'' if start is None else start}:{'' if stop is None else stop}:{step}"
             index = ", ".join([":"] * ax + [part])
             self.add(f"{a}[{index}]", s[:ax] + (len(range(n)[start:stop:step]),) + s[ax + 1:])
+        elif kind == "take":  # ids in range, negative ones and repeats among them (a gather)
+            ax = int(self.rng.integers(nd))
+            n = s[ax]
+            ids = [int(i) for i in self.rng.integers(-n, n, int(self.rng.integers(1, 6)))]
+            self.add(f"m.take({a}, {ids!r}, axis={ax})", s[:ax] + (len(ids),) + s[ax + 1:])
+        elif kind == "cumsum":
+            ax = int(self.rng.integers(nd))
+            extra = f", dtype={a}.dtype" if self.is_int else ""
+            self.add(f"m.cumsum({a}, axis={ax}{extra})", s)
         elif kind == "flip":
             ax = int(self.rng.integers(nd))
             self.add(f"{a}[{', '.join([':'] * ax + ['::-1'])}]", s)

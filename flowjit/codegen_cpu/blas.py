@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from . import jit
 from .program_plan import BLAS_PARALLEL_MIN_WORK, NO_TRANS, ROW_MAJOR
+from .pthread_pool import native_pool, unoptimized
 
 # (library file pattern relative to NumPy's bundled-library folder, symbol prefix, suffix, int bits)
 _BUNDLED = [
@@ -129,7 +130,6 @@ def blas_functions() -> dict[str, BlasFunction]:
 
 
 def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
-    from .pthread_pool import native_pool
     if native_pool().workers == 0:  # FLOWJIT_NUM_THREADS=1: the library's calls as they are
         return found
     assert _threads is not None
@@ -157,7 +157,6 @@ def build_gemm_module(int_bits: int) -> str:
     # Imported here: a process that loads the module from the object cache builds no IR.
     from llvmlite import ir
 
-    from .pthread_pool import unoptimized
     I8P, I32, I64, VOID = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64), ir.VoidType()
     it = ir.IntType(int_bits)
     mod = ir.Module("flowjit_pool_gemms")

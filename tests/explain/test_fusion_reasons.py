@@ -86,11 +86,14 @@ def test_control_flow_is_a_boundary():
     assert "runs its blocks as programs of their own" in found[0].reason
 
 
-def test_a_random_draw_never_fuses():
+def test_a_random_draw_is_computed_in_the_kernel_that_reads_it():
+    # The draw decomposes into the cipher's elementwise arithmetic (the decompose pass), which
+    # fuses like any other: no boundary, one kernel.
     def f(x):
         return x * fj.random.uniform(fj.random.key(0), (8, 4))
-    found = boundaries_of(fused(f, S((8, 4), F32)))
-    assert [b.code for b in found] == ["random"]
+    fn = fused(f, S((8, 4), F32))
+    assert list(boundaries_of(fn)) == []
+    assert [op.primitive.role for op in fn.body.ops].count("kernel") == 1
 
 
 def _partitioned(seed: int) -> list:

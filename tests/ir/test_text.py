@@ -665,6 +665,15 @@ def _pure_callback(c: Ctx, p: Primitive):
                  "vmap_method": c.choose(["", "sequential", "expand_dims", "broadcast_all"])}
 
 
+def _conv_patches(c: Ctx, p: Primitive):
+    # A window that fits: kernel and dilation spans within the padded input.
+    d = c.choose(list(FLOAT_DTYPES))
+    n, h, w, ch = c.int(1, 2), c.int(3, 6), c.int(3, 6), c.int(1, 2)
+    pads = (c.int(0, 1), c.int(0, 1), c.int(0, 1), c.int(0, 1))
+    return [c.const(d, (n, h, w, ch))], {"kernel": (c.int(1, 2), c.int(1, 2)), "strides": (c.int(1, 2), c.int(1, 2)),
+                                         "dilation": (c.int(1, 2), c.int(1, 2)), "pads": pads}
+
+
 RECIPES: dict[str, Recipe] = {
     "select": _select, "cast": _cast, "constant": _constant, "iota": _iota,
     "reduce_sum": _reduce, "reduce_prod": _reduce, "reduce_max": _reduce, "reduce_min": _reduce,
@@ -672,7 +681,7 @@ RECIPES: dict[str, Recipe] = {
     "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose, "squeeze": _squeeze,
     "expand_dims": _expand_dims, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
-    "fft": _fft,
+    "conv_patches": _conv_patches, "fft": _fft,
     "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
     "pure_callback": _pure_callback,
 }
