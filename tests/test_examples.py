@@ -91,6 +91,11 @@ def test_distributed_digits_trains_sync_with_a_backup_worker(capsys, tmp_path):
     assert "130 updates (resumed at 120)" in capsys.readouterr().out
 
 
+# 40 s of the default suite's 11 minutes (two busy processes slow it by design); asynchronous
+# training's accuracy, staleness bound and contributors are checked idle in the default suite
+# (tests/distributed/test_train.py::test_async_trains_the_digits_mlp), this example under load
+# by the slow run.
+@pytest.mark.slow
 def test_distributed_digits_async_converges_beside_two_busy_processes(capsys):
     """Asynchronous training's defaults (twice sync's updates at half its rate, gradients more
     than a round of the workers old dropped) reach 0.95 whatever the timing: here with two
