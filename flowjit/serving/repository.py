@@ -148,6 +148,24 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _copy_durably(src_dir: Path, dst_dir: Path, skip: frozenset[str] = frozenset()) -> None:
+    """Every file of ``src_dir`` and its folders (the library's bundled BLAS in ``libs/``)
+    copied into ``dst_dir``, each file and folder synced to disk; top-level names in
+    ``skip`` left out."""
+    for src in sorted(src_dir.iterdir()):
+        if src.name in skip:
+            continue
+        dst = dst_dir / src.name
+        if src.is_dir():
+            dst.mkdir()
+            _copy_durably(src, dst)
+            _fsync_dir(dst)
+        elif src.is_file():
+            shutil.copyfile(src, dst)
+            with open(dst, "rb+") as f:
+                os.fsync(f.fileno())
+
+
 def push(artifact: str | os.PathLike[str], model_dir: str | os.PathLike[str], *, force: bool = False,
          log: Callable[[str], None] = print) -> tuple[int, Path]:
     """Publish the compiled artifact directory ``artifact`` as the next version of the model
@@ -169,12 +187,7 @@ def push(artifact: str | os.PathLike[str], model_dir: str | os.PathLike[str], *,
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir()
     try:
-        for src in sorted(artifact.iterdir()):
-            if src.is_file() and src.name != READY:
-                dst = temp / src.name
-                shutil.copyfile(src, dst)
-                with open(dst, "rb+") as f:
-                    os.fsync(f.fileno())
+        _copy_durably(artifact, temp, skip=frozenset({READY}))
         with open(temp / READY, "w") as f:
             f.write(manifest["digest"] + "\n")
             f.flush()

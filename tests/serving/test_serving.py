@@ -86,6 +86,25 @@ def test_push_writes_the_marker_last_and_refuses_unblessed(tmp_path, artifacts, 
     assert sorted(p.name for p in target.iterdir()) == ["1", "2"]   # no temporary directory left
 
 
+def test_a_pushed_version_carries_the_bundled_blas_and_loads_without_the_artifact(tmp_path, artifacts):
+    # fj.export puts NumPy's OpenBLAS in OUT/libs (found through $ORIGIN/libs): the version is a
+    # copy of the whole folder, so it loads once the artifact is gone (in a new process).
+    artifact = tmp_path / "artifact"
+    shutil.copytree(artifacts["v1"], artifact)
+    _, version = push(artifact, tmp_path / "models" / "mlp", log=lambda s: None)
+    bundled = sorted(p.relative_to(artifact).as_posix() for p in artifact.rglob("*") if p.is_file()
+                     and p.parent != artifact)
+    assert sorted(p.relative_to(version).as_posix() for p in version.rglob("*") if p.is_file()
+                  and p.parent != version) == bundled
+    shutil.rmtree(artifact)
+    np.save(tmp_path / "x.npy", X)
+    prog = (f"import numpy as np, flowjit as fj\nf = fj.load_compiled({str(version)!r})\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, f(np.load({str(tmp_path / 'x.npy')!r})))\n")
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), artifacts["answers"][1])
+
+
 # ---- the REST API -------------------------------------------------------------------------------
 
 def test_predict_in_each_form(server, artifacts):
