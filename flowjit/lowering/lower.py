@@ -537,10 +537,57 @@ class _Lowering:
         nests.sort(key=lambda n: (min(position.get(v.id, -1) for _, v, _ in n[1]), n[1][0][0]))
         return nests
 
+    def joined_output(self, shape: tuple, outputs: list) -> tuple | None:
+        """``(k, join op)`` when the nest's one output is a concatenation along its last axis
+        of values the kernel computes: such a nest runs one innermost loop per piece, each
+        piece computed over its own range only (a select between the pieces would compute
+        every piece at every element: an LSTM's four gate gradients, four times over)."""
+        if len(outputs) != 1 or not shape:
+            return None
+        k, v, depth = outputs[0]
+        op = v.producer
+        if (depth != len(shape) or op is None or op.primitive.role != "join" or v.id in self.written
+                or op.attrs["axis"] % len(shape) != len(shape) - 1
+                or not any(x.producer is not None for x in op.inputs)):
+            return None
+        return k, op
+
+    def joined_nest(self, top: _Scope, shape: tuple, k: int, op: Op) -> None:
+        """The nest of output ``k``, the join ``op`` along the last axis: the outer loops,
+        then for each non-empty piece a loop over its own columns storing its values."""
+        self.scopes = [top]
+        parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
+        outer = []
+        for d, n in enumerate(shape[:-1]):
+            var = self.fresh("i")
+            self.open_loop(var, self.dim(n), parallel and d == 0)
+            outer.append(Var(var, INDEX))
+        self.storable = {}
+        offset: Expr = _i(0)
+        for part in op.inputs:
+            n = part.type.shape[-1]
+            if n == 0:
+                continue
+            var = self.fresh("i")
+            self.open_loop(var, self.dim(n))
+            j = Var(var, INDEX)
+            self.current = ((), (*outer, j))
+            val = self.value(part, (*outer, j))
+            self.scopes[-1].body.extend(store(f"out{k}", (*outer, apply("add", offset, j)), val))
+            self.close_loop()
+            offset = apply("add", offset, self.dim(n))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        self.written[op.results[0].id] = k
+
     def kernel(self) -> Kernel:
         top = _Scope(None)
         out_index: tuple | None = None
         for shape, outputs in self.loop_nests():
+            joined = self.joined_output(shape, outputs)
+            if joined is not None:
+                self.joined_nest(top, shape, *joined)
+                continue
             self.scopes = [top]
             loop_vars = [self.fresh("i") for _ in shape]
             parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS

@@ -8,6 +8,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.ir.interpreter import interpret
+from flowjit.lowering.printer import print_kernel
 from flowjit.tracer.pytree import flatten
 
 
@@ -225,3 +226,13 @@ def test_dropout_draws_its_mask_inside_the_kernel_that_scales():
     assert 0.85 < np.mean(out != 0) < 0.95
     report = fj.explain(dropout, key, x)
     assert len(report.kernels) == 1, [k.name for k in report.kernels]
+
+
+def test_a_concatenation_along_the_last_axis_computes_each_piece_over_its_own_columns():
+    x, y = np.random.default_rng(12).standard_normal((6, 8)), np.random.default_rng(13).standard_normal((6, 3))
+    out, entry = _native_call(lambda x, y: fj.concatenate([fj.exp(x), y[:, :0], fj.tanh(y) * 2], axis=1), x, y)
+    np.testing.assert_allclose(out, _interpreted(entry, x, y)[0], rtol=1e-14)   # exp, tanh: ulps from libm
+    (kernel,) = entry.executable.lowered.kernels.values()
+    # One loop per non-empty piece under the row loop; no select between the pieces.
+    (rows,) = kernel.body
+    assert len(rows.body) == 2 and "?" not in print_kernel(kernel), print_kernel(kernel)
