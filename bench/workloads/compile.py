@@ -72,6 +72,13 @@ def sizes(ctx: Ctx) -> dict[str, tuple[int, ...]]:
 
 
 def child(ctx: Ctx, impl: str, workload: str, size: tuple[int, ...], cache: str) -> dict:
+    return run_child(ctx, cache, "bench.workloads.first_call", [impl, workload, ",".join(map(str, size))])
+
+
+def run_child(ctx: Ctx, cache: str, module: str, args: list[str]) -> dict:
+    """``python -m module *args`` in a new process whose compile caches (flowjit, TorchInductor,
+    JAX, TensorFlow's XLA) live under ``cache``: the JSON object it prints last, or an
+    ``error`` (with the traceback's tail) when it fails or times out."""
     env = child_env()
     env["FLOWJIT_CACHE_DIR"] = os.path.join(cache, "flowjit")
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
@@ -80,7 +87,7 @@ def child(ctx: Ctx, impl: str, workload: str, size: tuple[int, ...], cache: str)
     env["TF_XLA_FLAGS"] = " ".join(filter(None, [env.get("TF_XLA_FLAGS", ""),
                                                  f"--tf_xla_persistent_cache_directory={os.path.join(cache, 'tf')}"]))
     env["BENCH_THREADS"] = str(ctx.threads)
-    cmd = [sys.executable, "-m", "bench.workloads.first_call", impl, workload, ",".join(map(str, size))]
+    cmd = [sys.executable, "-m", module, *args]
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -226,25 +226,8 @@ def child_main(argv: list[str]) -> int:
 
 
 def child(ctx: Ctx, impl: str, model: str, mode: str, cache: str) -> dict:
-    from bench.workloads.compile import child_env
-    env = child_env()
-    env["FLOWJIT_CACHE_DIR"] = os.path.join(cache, "flowjit")
-    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
-    env["BENCH_JAX_CACHE_DIR"] = os.path.join(cache, "jax")
-    env["BENCH_THREADS"] = str(ctx.threads)
-    cmd = [sys.executable, "-m", "bench.workloads.models", impl, model, mode, "quick" if ctx.quick else "full"]
-    try:
-        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {TIMEOUT_S} s"}
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                break
-    tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"exit {p.returncode}: {tail}", "traceback": p.stderr[-4000:]}
+    from bench.workloads.compile import run_child
+    return run_child(ctx, cache, "bench.workloads.models", [impl, model, mode, "quick" if ctx.quick else "full"])
 
 
 # ---- busy processes ----------------------------------------------------------------------------
