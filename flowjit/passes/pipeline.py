@@ -26,6 +26,7 @@ from flowjit.passes.decompose import decompose
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
 from flowjit.passes.inline import inline_calls, inline_remat
+from flowjit.passes.merge_loops import merge_loops
 from flowjit.passes.partition import partition
 from flowjit.passes.placement import DeviceTarget, placement
 from flowjit.passes.prune import prune
@@ -138,6 +139,7 @@ DEFAULT_PIPELINE = Pipeline([
     ("inline_calls", inline_calls),
     ("simplify", simplify),
     ("cse", cse),
+    ("merge_loops", merge_loops),
     ("constant_fold", constant_fold),
     ("prune", prune),
     # After the last CSE, so a remat's recomputation is not merged back into its forward.

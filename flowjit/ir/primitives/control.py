@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.builder import Builder
-from flowjit.ir.core import Block, Value, _clone_block, clone_ops_into
+from flowjit.ir.core import Block, Op, Value, _clone_block, clone_ops_into
 from flowjit.ir.dtypes import bool_, int32
 from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.interpreter import run_block
+from flowjit.ir.loop_residuals import choose_residuals
 from flowjit.ir.registry import Literal, Loop, attr, declare, defjvp, defvjp
 from flowjit.ir.types import TensorType
 
@@ -192,21 +193,19 @@ declare("scan", kind="control", role="scan_loop", loop=Loop("num_carry", "num_xs
 
 def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks: Sequence[Any], num_carry: int,
               num_xs: int, length: int, reverse: bool) -> list:
-    """Reverse-mode through a scan: a forward scan again that saves the carry entering each
-    step, then a scan the other way that runs each step's body and its VJP, carrying the
-    carry's cotangent and summing the cotangents of the loop constants."""
+    """Reverse-mode through a scan: a forward scan again that also stacks each step's
+    residuals (``flowjit.ir.loop_residuals``: the step's products and the carry entering it,
+    where its VJP reads them), then a scan the other way that runs each step's VJP on them,
+    computing cheap forward values again, carrying the carry's cotangent and summing the
+    cotangents of the loop constants. The forward scan returns the original scan's results
+    first, so ``merge_loops`` can let it stand for the original one."""
     (body,) = blocks
     k, n = num_carry, num_xs
     carry, xs, consts = inputs[:k], inputs[k:k + n], inputs[k + n:]
     m = len(consts)
-    # 1. The carries entering each step, stacked: the body again, returning its carry too.
-    saving = Block([Value(a.type, name=a.name) for a in body.args])
-    outs = clone_ops_into(body, saving, saving.args)
-    saving.set_returns(outs[:k] + saving.args[:k])
-    attrs = {"num_carry": k, "num_xs": n, "length": length, "reverse": reverse}
-    saved = e.builder.emit("scan", [*carry, *xs, *consts], attrs, blocks=[saving])[k:]
-    # 2. Backward, the other way: carry (ct of the carry, sums of the consts' cts);
-    #    scanned (the saved carry, x, ct of y); loop constants (consts).
+    # 1. The reverse step, first as the body's forward ops again, then their VJP. Arguments:
+    #    carried (ct of the carry, sums of the consts' cts); scanned (the carry entering the
+    #    step, x, ct of y); loop constants (consts).
     diff = _differentiated(e, body, k + n + m)
     y_types = [v.type for v in body.returns[k:]]
     ct_c = [Value(c.type, name="ct") for c in carry]
@@ -215,15 +214,56 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     x_t = [Value(a.type, name=a.name) for a in body.args[k:k + n]]
     gy_t = [Value(t, name="ct") for t in y_types]
     cs = [Value(c.type, name=c.name) for c in consts]
-    back = Block([*ct_c, *acc, *c_t, *x_t, *gy_t, *cs])
-    grads = clone_ops_into(diff, back, [*c_t, *x_t, *cs, *ct_c, *gy_t])
-    b = Builder(back)
+    step = Block([*ct_c, *acc, *c_t, *x_t, *gy_t, *cs])
+    grads = clone_ops_into(diff, step, [*c_t, *x_t, *cs, *ct_c, *gy_t])
+    b = Builder(step)
     sums = [b.op("add", a, g) if a.type.dtype.is_float else a for a, g in zip(acc, grads[k + n:])]
-    back.set_returns([*grads[:k], *sums, *grads[k:k + n]])
+    step.set_returns([*grads[:k], *sums, *grads[k:k + n]])
+    res = choose_residuals(step, c_t, [*x_t, *cs])
+    # 2. The forward scan: the body, returning its own results, then the residuals. The
+    #    reverse step's first ops are the body's, one for one, so a residual one of them
+    #    computes is the body's value; one the VJP computes from primal values is computed
+    #    here as well.
+    saving = Block([Value(a.type, name=a.name) for a in body.args])
+    fwd: dict[int, Value] = {}
+    outs = clone_ops_into(body, saving, saving.args, fwd)
+    fwd.update({a.id: s for a, s in zip([*c_t, *x_t, *cs], saving.args)})
+    for sop, bop in zip(step.ops, body.ops):
+        fwd.update({r.id: fwd[br.id] for r, br in zip(sop.results, bop.results)})
+    wanted = {v.id for v in res.saved}
+    for op in reversed(step.ops[len(body.ops):]):
+        if any(r.id in wanted for r in op.results):
+            wanted.update(v.id for v in op.inputs)
+    for op in step.ops[len(body.ops):]:
+        if any(r.id in wanted for r in op.results):
+            _clone_op(op, saving, fwd)
+    saving.set_returns([*outs, *[fwd[v.id] for v in res.saved]])
+    attrs = {"num_carry": k, "num_xs": n, "length": length, "reverse": reverse}
+    saved = e.builder.emit("scan", [*carry, *xs, *consts], attrs, blocks=[saving])[len(body.returns):]
+    # 3. The reverse step on the residuals: the saved values are its scanned arguments.
+    old = [*ct_c, *acc, *res.saved, *x_t, *gy_t, *cs]
+    back = Block([Value(v.type, name=v.name) for v in old])
+    rev: dict[int, Value] = {v.id: a for v, a in zip(old, back.args)}
+    for op in step.ops:
+        if op.id in res.kept and not all(r.id in rev for r in op.results):
+            _clone_op(op, back, rev)
+    back.set_returns([rev[v.id] for v in step.returns])
+    for op in step.ops:
+        op.drop_inputs()
+    r_t = res.saved
     zeros = [e.zeros(c.type) for c in consts]
-    attrs = {"num_carry": k + m, "num_xs": k + n + len(y_types), "length": length, "reverse": not reverse}
-    res = e.builder.emit("scan", [*gs[:k], *zeros, *saved, *xs, *gs[k:], *consts], attrs, blocks=[back])
-    return [*res[:k], *res[k + m:], *res[k:k + m]]
+    attrs = {"num_carry": k + m, "num_xs": len(r_t) + n + len(y_types), "length": length, "reverse": not reverse}
+    res_ = e.builder.emit("scan", [*gs[:k], *zeros, *saved, *xs, *gs[k:], *consts], attrs, blocks=[back])
+    return [*res_[:k], *res_[k + m:], *res_[k:k + m]]
+
+
+def _clone_op(op: Any, dest: Any, mapping: dict[int, Any]) -> None:
+    """Append to ``dest`` a copy of ``op`` reading ``mapping``'s values; map its results."""
+    inputs = [mapping.get(v.id, v) for v in op.inputs]
+    blocks = [_clone_block(b, mapping) for b in op.blocks]
+    c = Op(op.primitive, inputs, op.attrs, [r.type for r in op.results], op.device, op.loc, blocks)
+    mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
+    dest.append(c)
 
 
 defvjp("scan", _scan_vjp)
