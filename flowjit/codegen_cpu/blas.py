@@ -245,9 +245,11 @@ def build_gemm_module(int_bits: int) -> str:
         unit = b.sdiv(b.add(per_row, const(GEMM_PIECE_MIN_WORK - 1)), per_row)  # rows of at least the work
         unit = b.select(b.icmp_signed("<", unit, const(GEMM_PIECE_MIN_ROWS)), const(GEMM_PIECE_MIN_ROWS), unit)
         units = b.sdiv(whole, unit)
-        go = b.and_(b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
-                           b.icmp_signed(">=", b.mul(per_row, whole), const(GEMM_SPLIT_MIN_WORK))),
-                    b.icmp_signed(">=", units, const(2)))
+        units = b.select(b.icmp_signed("<", units, const(1)), const(1), units)
+        # A product too narrow for two pieces still runs as one, the BLAS on one thread:
+        # its own threads, once woken, spin beside the pool's.
+        go = b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
+                    b.icmp_signed(">=", b.mul(per_row, whole), const(GEMM_SPLIT_MIN_WORK)))
         b.cbranch(go, split, direct)
         b.position_at_end(direct)
         b.call(b.bitcast(ld(b, routines[routine]), sig.as_pointer()), list(args))

@@ -41,8 +41,10 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # 100x longer with OpenBLAS's 2 threads beside two busy processes). From it, the gemm a
 # program calls (blas.blas_functions' address, blas.GEMM_SPLIT_MIN_WORK) cuts the product
 # into blocks over flowjit's native pool, each block on one BLAS thread; with
-# FLOWJIT_NUM_THREADS=1 the BLAS keeps its own threading there.
-BLAS_PARALLEL_MIN_WORK = 1 << 23
+# FLOWJIT_NUM_THREADS=1 the BLAS keeps its own threading there. 4M multiply-adds (an LSTM
+# step's 64x128x512 products: 72 us on one thread, 53 us in two pieces on 2 cores; at 2M
+# two pieces are no faster than one thread).
+BLAS_PARALLEL_MIN_WORK = 1 << 22
 
 # The table a program's builtin gets as ``self`` (an int64 NumPy array): fixed slots, then
 # each result's dtype and allocator, then each constant's data.
