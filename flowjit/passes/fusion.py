@@ -347,14 +347,18 @@ def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int], wh
     """A matrix transpose or a reshape read only by library calls (matmul, conv) stays
     outside any kernel: BLAS reads the transposed operand in place (the native program's
     gemm flags, NumPy's views), where a kernel would copy it. So does a reshape read only by
-    such views (a stack of patches flattened, then transposed for the product)."""
+    such views (a stack of patches flattened, then transposed for the product), or by
+    loops and branches (the stacked inputs of a scan, products hoisted out of its steps)."""
     role = op.primitive.role
     if role == "permute_axes" and not swaps_last_two_axes(op.attrs["perm"]):
         return False  # any other transpose is a copy, made best by a kernel of its readers' loop
 
     def library(u: Op) -> bool:
-        return u.primitive.kind == "opaque" or (role != "permute_axes"
-                                                and why.alone.get(id(u), ("",))[0] == "library_view")
+        if u.primitive.kind == "opaque":
+            return True
+        # A reshape keeps its buffer: a loop reads it in place as well.
+        return role != "permute_axes" and (u.primitive.kind == "control"
+                                           or why.alone.get(id(u), ("",))[0] == "library_view")
     return (role in VIEW_ROLES and bool(users) and all(library(u) for u in users)
             and not any(r.id in returned for r in op.results))
 

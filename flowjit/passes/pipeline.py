@@ -25,6 +25,7 @@ from flowjit.passes.cse import cse
 from flowjit.passes.decompose import decompose
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
+from flowjit.passes.hoist_scanned import hoist_scanned
 from flowjit.passes.inline import inline_calls, inline_remat
 from flowjit.passes.merge_loops import merge_loops
 from flowjit.passes.partition import partition
@@ -145,6 +146,7 @@ DEFAULT_PIPELINE = Pipeline([
     # After the last CSE, so a remat's recomputation is not merged back into its forward.
     ("inline_remat", inline_remat),
     ("hoist_invariants", hoist_invariants),
+    ("hoist_scanned", hoist_scanned),
     ("decompose", decompose),
     ("placement", placement),
     ("partition", partition),

@@ -1,0 +1,124 @@
+"""``hoist_scanned``: the work a scan's step does on its scanned slice alone, done for every
+step at once before the loop.
+
+In an RNN's step ``z = x_t @ Wx + h @ Wh``, the product ``x_t @ Wx`` reads only the step's
+slice of the scanned input and a loop constant: it does not depend on the carry, so all
+the steps' products are one product of the stacked inputs, ``xs @ Wx`` (a GEMM of
+``length`` times the rows, which the BLAS and the thread pool run near their peak, where a
+step's small product runs at a fraction of it). This is the input projection that cuDNN's
+RNNs hoist the same way.
+
+An op of a scan's body is *step-only* when it is pure, owns no blocks, reads at least one
+scanned slice (or a step-only value) and otherwise only loop constants and literal
+constants. The pass hoists every step-only op of an expensive kind (``opaque``: products,
+convolutions, linear algebra) together with the step-only ops that feed it, batched over
+the scan's length with their vmap rules (``flowjit.ir.batching``); each of their values
+the loop still reads becomes a new scanned input, sliced back per step. Cheap step-only
+ops that feed no expensive one stay in the loop, fused into its kernels.
+
+Guarantees: the program computes the same values (a batched op computes, at each step's
+index, what the op computed on that step's slice); the carry, the loop's results and
+every op that depends on the carry are untouched; a loop whose step-only work a vmap rule
+cannot batch is left as it is. Loops nested in blocks are handled inside out.
+"""
+
+from __future__ import annotations
+
+from flowjit.ir.builder import Builder
+from flowjit.ir.core import Block, Function, Op, Value
+from flowjit.ir.errors import BatchingError
+from flowjit.passes.batching import batch_block
+
+# Kinds of step-only ops worth a loop of their own over every step.
+EXPENSIVE_KINDS = frozenset({"opaque"})
+
+
+def hoist_scanned(fn: Function) -> Function:
+    """Hoist each scan's expensive step-only work out of the loop (see the module docstring)."""
+    _hoist_in_block(fn.body)
+    return fn
+
+
+def _hoist_in_block(block: Block) -> None:
+    for op in list(block.ops):
+        for b in op.blocks:
+            _hoist_in_block(b)
+        loop = op.primitive.loop
+        if loop is not None and loop.scanned is not None and op.attrs[loop.scanned] > 0 and len(op.blocks) == 1:
+            _hoist_loop(block, op)
+
+
+def _hoist_loop(block: Block, scan: Op) -> None:
+    loop = scan.primitive.loop
+    (body,) = scan.blocks
+    k, first = loop.num_carry(scan.attrs), loop.first_constant(scan.attrs)
+    scanned = {a.id for a in body.args[k:first]}
+    constant = {a.id for a in body.args[first:]}
+    literal: set[int] = set()           # results of ops without inputs (constants)
+    step_only: set[int] = set()
+    for op in body.ops:
+        if op.blocks or not op.primitive.pure:
+            continue
+        ins = [v.id for v in op.inputs]
+        if not ins:
+            literal.update(r.id for r in op.results)
+        elif any(i in scanned or i in step_only for i in ins) and all(
+                i in scanned or i in step_only or i in constant or i in literal for i in ins):
+            step_only.update(r.id for r in op.results)
+    hoisted: list[Op] = []
+    wanted: set[int] = set()
+    for op in reversed(body.ops):
+        results = {r.id for r in op.results}
+        if results & step_only and (op.primitive.kind in EXPENSIVE_KINDS or results & wanted):
+            hoisted.append(op)
+            wanted.update(v.id for v in op.inputs)
+    if not any(op.primitive.kind in EXPENSIVE_KINDS for op in hoisted):
+        return
+    hoisted.reverse()
+    members = {id(op) for op in hoisted}
+    crossing = [r for op in hoisted for r in op.results
+                if any(id(u) not in members for u, _ in r.uses) or any(r is v for v in body.returns)]
+    # The hoisted ops as a block of their own over the slices and constants they read,
+    # batched over the steps into a scratch block, then moved before the loop.
+    args = [a for a in body.args[k:] if a.id in wanted]
+    sub = Block([Value(a.type, name=a.name) for a in args])
+    mapping = {a.id: s for a, s in zip(args, sub.args)}
+    for op in body.ops:
+        if id(op) in members or (not op.inputs and any(r.id in wanted for r in op.results)):
+            c = Op(op.primitive, [mapping[v.id] for v in op.inputs], op.attrs, [r.type for r in op.results],
+                   op.device, op.loc)
+            mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
+            sub.append(c)
+    sub.set_returns([mapping[r.id] for r in crossing])
+    position = {a.id: i for i, a in enumerate(body.args)}
+    outer_inputs = [scan.inputs[position[a.id]] for a in args]
+    scratch = Block()
+    try:
+        outs, batched = batch_block(sub, scratch, outer_inputs, [a.id in scanned for a in args])
+    except BatchingError:
+        outs, batched = [], [False]
+    if not all(batched):
+        for op in scratch.ops:
+            op.drop_inputs()
+        return
+    at = block.ops.index(scan)
+    for i, op in enumerate(scratch.ops):
+        block.insert(at + i, op)
+    # The loop reads each crossing value as a new scanned slice.
+    new_args = [Value(r.type, name=r.name) for r in crossing]
+    for r, a in zip(crossing, new_args):
+        r.replace_all_uses_with(a)
+    body.set_returns([new_args[crossing.index(v)] if v in crossing else v for v in body.returns])
+    body.args[first:first] = new_args
+    for op in reversed(hoisted):
+        if not any(r.uses for r in op.results):
+            body.erase(op)
+    inputs = [*scan.inputs[:first], *outs, *scan.inputs[first:]]
+    attrs = {**scan.attrs, loop.scanned: scan.attrs[loop.scanned] + len(outs)}
+    outer = Builder(block, index=block.ops.index(scan), loc=scan.loc, device=scan.device)
+    new = outer.emit(scan.primitive, inputs, attrs, blocks=scan.blocks)
+    for old, nv in zip(scan.results, new):
+        old.replace_all_uses_with(nv)
+    block.set_returns([new[scan.results.index(v)] if v in scan.results else v for v in block.returns])
+    scan.blocks = []
+    block.erase(scan)
