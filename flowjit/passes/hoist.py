@@ -19,22 +19,27 @@ ops. Loops nested in blocks are handled inside out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 
 
 def hoist_invariants(fn: Function) -> Function:
     """Hoist loop-invariant ops of every loop in ``fn`` (see the module docstring)."""
-    _hoist_in_block(fn.body)
+    rewrite_loops(fn.body, _hoist_loop)
     return fn
 
 
-def _hoist_in_block(block: Block) -> None:
+def rewrite_loops(block: Block, rewrite: Callable[[Block, Op], None]) -> None:
+    """Call ``rewrite(block, loop)`` for every loop op (a primitive declaring a ``loop``) in
+    ``block`` and the blocks nested in it, inner loops first; ``rewrite`` may replace the
+    loop op and add ops before it."""
     for op in list(block.ops):
         for b in op.blocks:
-            _hoist_in_block(b)
+            rewrite_loops(b, rewrite)
         if op.primitive.loop is not None:
-            _hoist_loop(block, op)
+            rewrite(block, op)
 
 
 def _hoist_loop(block: Block, loop: Op) -> None:

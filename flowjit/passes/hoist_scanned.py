@@ -28,6 +28,7 @@ from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import BatchingError
 from flowjit.passes.batching import batch_block
+from flowjit.passes.hoist import rewrite_loops
 
 # Kinds of step-only ops worth a loop of their own over every step.
 EXPENSIVE_KINDS = frozenset({"opaque"})
@@ -35,21 +36,14 @@ EXPENSIVE_KINDS = frozenset({"opaque"})
 
 def hoist_scanned(fn: Function) -> Function:
     """Hoist each scan's expensive step-only work out of the loop (see the module docstring)."""
-    _hoist_in_block(fn.body)
+    rewrite_loops(fn.body, _hoist_loop)
     return fn
-
-
-def _hoist_in_block(block: Block) -> None:
-    for op in list(block.ops):
-        for b in op.blocks:
-            _hoist_in_block(b)
-        loop = op.primitive.loop
-        if loop is not None and loop.scanned is not None and op.attrs[loop.scanned] > 0 and len(op.blocks) == 1:
-            _hoist_loop(block, op)
 
 
 def _hoist_loop(block: Block, scan: Op) -> None:
     loop = scan.primitive.loop
+    if loop.scanned is None or scan.attrs[loop.scanned] == 0 or len(scan.blocks) != 1:
+        return
     (body,) = scan.blocks
     k, first = loop.num_carry(scan.attrs), loop.first_constant(scan.attrs)
     scanned = {a.id for a in body.args[k:first]}
