@@ -18,7 +18,7 @@ import hashlib
 import importlib.util
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from . import jit
@@ -55,6 +55,7 @@ _THREAD_CONTROLS = [("scipy_openblas_set_num_threads64_", "scipy_openblas_get_nu
 GEMM_SPLIT_MIN_WORK = BLAS_PARALLEL_MIN_WORK
 GEMM_PIECE_MIN_ROWS = 64
 GEMM_PIECE_MIN_WORK = 1 << 21
+GEMM_PIECES_PER_THREAD = 2
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,11 @@ def build_gemm_module(int_bits: int) -> str:
         per_row = b.select(b.icmp_signed("<", per_row, const(1)), const(1), per_row)
         unit = b.sdiv(b.add(per_row, const(GEMM_PIECE_MIN_WORK - 1)), per_row)  # rows of at least the work
         unit = b.select(b.icmp_signed("<", unit, const(GEMM_PIECE_MIN_ROWS)), const(GEMM_PIECE_MIN_ROWS), unit)
+        # At most GEMM_PIECES_PER_THREAD pieces a thread: each piece packs the other operand again.
+        pieces = b.mul(ld(b, count), const(GEMM_PIECES_PER_THREAD))
+        pieces = b.select(b.icmp_signed("<", pieces, const(1)), const(1), pieces)
+        fewest = b.sdiv(b.add(whole, b.sub(pieces, const(1))), pieces)
+        unit = b.select(b.icmp_signed("<", unit, fewest), fewest, unit)
         units = b.sdiv(whole, unit)
         units = b.select(b.icmp_signed("<", units, const(1)), const(1), units)
         # A product too narrow for two pieces still runs as one, the BLAS on one thread:
@@ -286,6 +292,7 @@ def _library_routines() -> dict[str, BlasFunction]:
                              for r in ("sgemm", "dgemm")}
                 except (OSError, AttributeError):
                     continue
+                _choose_openblas_core(lib)
                 jit.add_library(path, lib)
                 _library = {r: BlasFunction(f"{prefix}{r}{suffix}", a, bits, path, a)
                             for r, a in funcs.items()}
@@ -298,6 +305,72 @@ def _library_routines() -> dict[str, BlasFunction]:
                         continue
                 break
     return _library
+
+
+# A DYNAMIC_ARCH OpenBLAS picks its kernels for the CPU when it loads; 0.3.31 (NumPy 2.4's)
+# takes AMD Zen 5 for a Haswell (OpenBLAS issue 6029, fixed after 0.3.31 by PR 6033) and so
+# runs AVX2 kernels on a CPU with AVX-512: 240 GFLOP/s for a 1024^3 sgemm on 2 Zen 5 cores
+# where its SkylakeX kernels make 450 (and XLA's 440-480). Where the library says it runs an
+# AVX2-only core and the CPU has what the SkylakeX kernels use, the library starts again with
+# those (its own OPENBLAS_CORETYPE, read by gotoblas_dynamic_init), unless the user chose a
+# core (OPENBLAS_CORETYPE) or FLOWJIT_OPENBLAS_CORE says another (``keep``: leave it). It
+# is NumPy's library too, whose products get as fast; it switches before flowjit's first
+# product, while no BLAS call runs on this thread's behalf.
+AVX2_OPENBLAS_CORES = frozenset({"haswell", "zen", "sandybridge"})
+AVX512_OPENBLAS_CORE = "SkylakeX"
+AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
+_CORENAME_GETTERS = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
+                     "openblas_get_corename")
+# What _choose_openblas_core found and did: {"core": name now, "was": name before (when changed)}.
+OPENBLAS_CORE: dict[str, str] = {}
+
+
+def _openblas_core_name(lib: ctypes.CDLL) -> str | None:
+    for name in _CORENAME_GETTERS:
+        getter = getattr(lib, name, None)
+        if getter is not None:
+            getter.restype = ctypes.c_char_p
+            return (getter() or b"").decode().strip()
+    return None
+
+
+def better_openblas_core(core: str, features: Mapping[str, bool], environ: Mapping[str, str]) -> str | None:
+    """The OpenBLAS core to restart a DYNAMIC_ARCH library with, or None to keep ``core``
+    (the one it chose): FLOWJIT_OPENBLAS_CORE when set (``keep``: None); None when the user
+    chose one (OPENBLAS_CORETYPE); AVX512_OPENBLAS_CORE when ``core`` is AVX2-only and the
+    CPU's ``features`` (LLVM's names) hold AVX512_FEATURES."""
+    want = environ.get("FLOWJIT_OPENBLAS_CORE", "")
+    if want == "keep" or "OPENBLAS_CORETYPE" in environ:
+        return None
+    if want:
+        return want if want.lower() != core.lower() else None
+    if core.lower() in AVX2_OPENBLAS_CORES and all(features.get(f, False) for f in AVX512_FEATURES):
+        return AVX512_OPENBLAS_CORE
+    return None
+
+
+def _choose_openblas_core(lib: ctypes.CDLL) -> None:
+    """Restart a DYNAMIC_ARCH OpenBLAS with the core ``better_openblas_core`` names, if any;
+    record the core in OPENBLAS_CORE."""
+    core = _openblas_core_name(lib)
+    init, quit_ = getattr(lib, "gotoblas_dynamic_init", None), getattr(lib, "gotoblas_dynamic_quit", None)
+    if core is None or init is None or quit_ is None:
+        return
+    OPENBLAS_CORE["core"] = core
+    want = better_openblas_core(core, jit.binding().get_host_cpu_features(), os.environ)
+    if want is None:
+        return
+    os.environ["OPENBLAS_CORETYPE"] = want
+    quit_()
+    init()
+    now = _openblas_core_name(lib) or ""
+    if now.lower() != want.lower():   # not a core this build has: back to its own choice
+        del os.environ["OPENBLAS_CORETYPE"]
+        quit_()
+        init()
+        now = _openblas_core_name(lib) or ""
+    if now != core:
+        OPENBLAS_CORE.update(core=now, was=core)
 
 
 def blas_threads() -> BlasThreads | None:
