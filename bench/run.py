@@ -171,6 +171,22 @@ def git_commit() -> str:
         return "unknown"
 
 
+def blas_core() -> str:
+    """Which OpenBLAS kernels flowjit's products (and NumPy's, the same library) run, and
+    the OPENBLAS_CORETYPE the run was given."""
+    try:
+        from flowjit.codegen_cpu import blas
+        blas.blas_functions()
+        core = blas.OPENBLAS_CORE
+    except Exception:
+        return "unknown"
+    if not core:
+        return "not an OpenBLAS"
+    was = f" (restarted from {core['was']})" if "was" in core else ""
+    given = os.environ.get("OPENBLAS_CORETYPE")
+    return f"OpenBLAS {core['core']} kernels{was}" + (f"; OPENBLAS_CORETYPE={given}" if given else "")
+
+
 def machine(ctx) -> list[str]:
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -187,6 +203,7 @@ def machine(ctx) -> list[str]:
             f"- OS: {platform.platform()}; Python {platform.python_version()}",
             f"- Versions: {versions}",
             f"- flowjit commit: {git_commit()}",
+            f"- BLAS: {blas_core()}",
             f"- Threads: {ctx.threads} ({', '.join(THREAD_VARS[:3])}, FLOWJIT_NUM_THREADS, torch.set_num_threads); "
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}; "
             "JAX/XLA uses its default pool (all usable cores)"
