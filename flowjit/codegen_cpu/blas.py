@@ -349,6 +349,19 @@ def better_openblas_core(core: str, features: Mapping[str, bool], environ: Mappi
     return None
 
 
+def _cpu_features() -> Mapping[str, bool]:
+    """The CPU's features by LLVM's names: Linux's flags (the same names for AVX-512), read
+    without loading LLVM (a process running cached programs never loads it), else LLVM's."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return {name: True for name in line.split(":", 1)[1].split()}
+    except OSError:
+        pass
+    return jit.binding().get_host_cpu_features()
+
+
 def _choose_openblas_core(lib: ctypes.CDLL) -> None:
     """Restart a DYNAMIC_ARCH OpenBLAS with the core ``better_openblas_core`` names, if any;
     record the core in OPENBLAS_CORE."""
@@ -357,7 +370,9 @@ def _choose_openblas_core(lib: ctypes.CDLL) -> None:
     if core is None or init is None or quit_ is None:
         return
     OPENBLAS_CORE["core"] = core
-    want = better_openblas_core(core, jit.binding().get_host_cpu_features(), os.environ)
+    if better_openblas_core(core, {f: True for f in AVX512_FEATURES}, os.environ) is None:
+        return   # nothing to change whatever the CPU has: no need to ask it
+    want = better_openblas_core(core, _cpu_features(), os.environ)
     if want is None:
         return
     os.environ["OPENBLAS_CORETYPE"] = want

@@ -498,3 +498,27 @@ def test_a_whole_entry_without_the_declared_names_is_recompiled_not_executed():
     x = np.arange(64, dtype=np.float32)
     np.testing.assert_array_equal(axpb_call(load(text), x), x * 2 + 1)
     assert delta(before) == {"compiled": 1, "loaded": 0, "reused": 0, "rejected": 1}
+
+
+_WARM_PRODUCT = r"""
+import json, sys
+import numpy as np
+import flowjit as fj
+from flowjit.codegen_cpu import cache_stats
+a = np.arange(12, dtype=np.float32).reshape(3, 4)
+out = fj.function(lambda x, w: fj.tanh(x @ w))(a, a.T)
+print(json.dumps({"ok": bool(np.allclose(out, np.tanh(a @ a.T))), "stats": cache_stats(),
+                  "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite."))}))
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="flowjit's ELF loader")
+def test_a_warm_process_runs_a_program_with_a_product_without_llvmlites_binding(cache_dir):
+    # Finding the BLAS (and which kernels it runs) must not load LLVM: 40 MiB more resident.
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    env.pop("FLOWJIT_LLVM_LOADER", None)
+    cold, warm = (json.loads(subprocess.run([sys.executable, "-c", _WARM_PRODUCT], env=env, capture_output=True,
+                                            text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
+                  for _ in range(2))
+    assert cold["ok"] and warm["ok"] and warm["stats"]["compiled"] == 0
+    assert warm["llvmlite"] == ["llvmlite._version"]
