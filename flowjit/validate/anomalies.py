@@ -1,9 +1,10 @@
 """Anomalies of a dataset against a schema, and drift or skew against baseline statistics.
 
 Each anomaly names the feature, its kind, what the schema expected, what the data shows,
-and the schema change that would accept it. Kinds: ``missing_feature``, ``new_feature``,
-``type``, ``shape``, ``nan``, ``inf``, ``out_of_range``, ``new_value``, ``empty``,
-``drift``. Drift (between two spans of data) and skew (between training and serving data)
+and the schema change that would accept it. Kinds: ``missing_feature``, ``type``,
+``shape``, ``nan``, ``inf``, ``out_of_range``, ``new_value``, ``empty``, ``drift``. A
+feature the schema lacks is not an anomaly but unusable input (ValidateError): the schema
+does not say what to expect of it. Drift (between two spans of data) and skew (between training and serving data)
 are the same comparison of this dataset's statistics with the baseline's: the L-infinity
 distance between the two categorical distributions, or the Jensen-Shannon divergence
 (SciPy, base 2: 0 for the same distribution, 1 for disjoint ones) between the two
@@ -20,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .data import DEFAULT_CHUNK_BYTES
+from .data import DEFAULT_CHUNK_BYTES, open_dataset
+from .errors import ValidateError
 from .schema import check_schema, type_of
 from .stats import statistics
 
@@ -138,15 +140,27 @@ def _check_feature(f: dict[str, Any], s: dict[str, Any], base: dict[str, Any] | 
 
 
 def validate_data(data: str | os.PathLike[str], schema: dict[str, Any], baseline: dict[str, Any] | None = None,
-                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> DataReport:
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, *, schema_name: str = "the schema") -> DataReport:
     """The anomalies of the dataset ``data`` against ``schema`` (a dict, see
-    ``flowjit.validate.schema``) and, with ``baseline`` statistics, its drift from them."""
-    check_schema(schema, "the schema")
-    stats = statistics(data, reference=baseline, chunk_bytes=chunk_bytes)
+    ``flowjit.validate.schema``) and, with ``baseline`` statistics, its drift from them.
+    ValidateError (naming ``data``, the feature and ``schema_name``, before any data is read)
+    when the data holds a feature the schema lacks: nothing says what to expect of it."""
+    check_schema(schema, schema_name)
+    ds = open_dataset(data, chunk_bytes)
+    known = {f["name"] for f in schema["features"]}
+    unknown = [name for name in ds.features if name not in known]
+    if unknown:
+        name = unknown[0]
+        f = ds.features[name]
+        entry = json.dumps({"name": name, "type": type_of(f.dtype), "shape": list(f.shape)})
+        more = f" (and {len(unknown) - 1} more: {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else ""
+        raise ValidateError(f"{data}: feature {name!r} ({type_of(f.dtype)}{list(f.shape)}) is not in {schema_name}"
+                            f"{more}: add {entry} to its features (or infer it again from statistics that have it), "
+                            "or leave the feature out of the data")
+    stats = statistics(ds, reference=baseline, chunk_bytes=chunk_bytes)
     found: list[Anomaly] = []
     drift: dict[str, float] = {}
     features = stats["features"]
-    known = {f["name"] for f in schema["features"]}
     for f in schema["features"]:
         s = features.get(f["name"])
         if s is None:
@@ -154,8 +168,4 @@ def validate_data(data: str | os.PathLike[str], schema: dict[str, Any], baseline
                 found.append(Anomaly(f["name"], "missing_feature", "present", "absent", 'set "required": false'))
             continue
         _check_feature(f, s, (baseline or {}).get("features", {}).get(f["name"]), found, drift)
-    for name, s in features.items():
-        if name not in known:
-            found.append(Anomaly(name, "new_feature", "not in the schema", f"{type_of(s['dtype'])}{s['shape']}",
-                                 f'add {{"name": "{name}", "type": "{s["kind"]}", "shape": {s["shape"]}}}'))
     return DataReport(str(data), found, stats, drift)

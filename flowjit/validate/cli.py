@@ -55,7 +55,8 @@ def cmd_schema(ns: argparse.Namespace) -> int:
 def cmd_data(ns: argparse.Namespace) -> int:
     schema = load_schema(ns.schema)
     baseline = load_statistics(ns.baseline) if ns.baseline else None
-    report = validate_data(ns.data, schema, baseline, chunk_bytes=ns.chunk_mb << 20)
+    report = validate_data(ns.data, schema, baseline, chunk_bytes=ns.chunk_mb << 20,
+                           schema_name=f"the schema {ns.schema}")
     if ns.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -177,6 +177,21 @@ def test_bad_input_is_one_error_naming_the_file_exit_2_nothing_written(digits, t
         statistics(tmp_path / "ragged.npz")
 
 
+def test_a_feature_the_schema_lacks_is_bad_input_exit_2_naming_the_file_and_the_feature(digits, tmp_path, capsys):
+    _, files, stats, schema = digits
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    extra = tmp_path / "extra.npz"
+    with np.load(files["clean"]) as clean:
+        np.savez(extra, **clean, age=np.zeros(len(clean["label"]), np.float32))
+    assert main(["validate", "data", str(extra), "--schema", str(path), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, (out, err)
+    for words in (str(extra), "'age'", str(path), '"name": "age"'):
+        assert words in err, err
+    with pytest.raises(ValidateError, match=r"feature 'age' \(float\[\]\) is not in the schema"):
+        validate_data(extra, schema, stats)
+
 def test_fj_validate_loads_on_first_use_and_import_flowjit_loads_no_pyarrow():
     prog = ("import sys, flowjit as fj\n"
             "print('pyarrow' in sys.modules, 'flowjit.validate' in sys.modules)\n"
