@@ -36,6 +36,11 @@ larger shape than the value that replaces it, a ``broadcast_to`` of that value i
 - a reduction over ``axes=()`` -> its input, for the dtypes in its ``no_axes_identity``
   (not a float ``reduce_sum``, whose reference starts from ``+0.0`` and so turns ``-0.0``
   into ``+0.0``);
+- pads side by side: a binary elementwise ``f(pad(a), pad(b))`` whose pads fill with the
+  same ``v`` and leave unpadded regions that meet along one axis -> ``pad(concatenate(f(a,
+  v), f(v, b)))`` filled with ``f(v, v)`` (the gradient of a row split into slices: each
+  element computed from the same two values, ``a + 0.0`` included, so ``-0.0`` still turns
+  into ``+0.0``); a pad of no elements -> its input;
 - broadcast of scalars: an elementwise op's input ``broadcast_to(s, shape)`` is replaced by
   ``s`` when the op's result type stays the same (the op broadcasts implicitly).
 
@@ -58,6 +63,7 @@ from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.dtypes import DType
 from flowjit.ir.errors import ShapeError
+from flowjit.ir.primitives.layout import pad_fill
 from flowjit.ir.registry import Literal, Primitive, all_primitives
 
 # Every primitive-specific fact this pass uses is a property of the declaration
@@ -163,7 +169,60 @@ class _Simplifier:
         if op.blocks or not p.pure or len(op.results) != 1:
             return False
         changed = p.kind == "elementwise" and self.drop_broadcasts(op)
+        if p.kind == "elementwise" and len(op.inputs) == 2 and self.join_pads(op):
+            return True
         return self.replace_result(op) or changed
+
+    def join_pads(self, op: Op) -> bool:
+        """``f(pad(a), pad(b))`` of two pads with the same fill ``v`` whose unpadded regions
+        lie side by side along one axis -> ``pad(concatenate(f(a, v), f(v, b)))`` filled with
+        ``f(v, v)``: each element is computed by ``f`` from the same two values as before
+        (what the gradient of a split into slices adds up, element by element)."""
+        out = op.result
+        pads = [_producer(v) for v in op.inputs]
+        if any(q is None or q.primitive.role != "constant_pad" for q in pads) \
+                or any(v.type != out.type for v in op.inputs):
+            return False
+        d = out.dtype
+        if d.is_complex:   # a pad's fill is a real number
+            return False
+        fills = [pad_fill(q.attrs["value"], d) for q in pads]
+        if fills[0].tobytes() != fills[1].tobytes():
+            return False
+        regions = [[(lo, n - hi) for lo, hi, n in zip(q.attrs["low"], q.attrs["high"], out.shape)] for q in pads]
+        differ = [k for k in range(out.type.ndim) if regions[0][k] != regions[1][k]]
+        if len(differ) != 1:
+            return False
+        (k,) = differ
+        (s0, e0), (s1, e1) = regions[0][k], regions[1][k]
+        if e0 != s1 and e1 != s0:
+            return False
+        with np.errstate(all="ignore"):
+            both = np.asarray(op.primitive.impl(fills[0], fills[0]))
+        fill = float(both) if both.dtype == d.np and both.ndim == 0 else None
+        if fill is None or pad_fill(fill, d).tobytes() != both.tobytes():
+            return False
+        prim, attr = _constant_prim()
+        v = self.emit(op, prim, [], {attr: Literal(fills[0])})
+        pieces = [self.emit(op, op.primitive, [pads[0].inputs[0], v], op.attrs),
+                  self.emit(op, op.primitive, [v, pads[1].inputs[0]], op.attrs)]
+        if e1 == s0:
+            pieces.reverse()
+        if v is None or None in pieces:
+            return False
+        joined = self.emit(op, _prim_with_role("join"), pieces, {"axis": k})
+        if joined is None:
+            return False
+        low, high = list(pads[0].attrs["low"]), list(pads[0].attrs["high"])
+        low[k], high[k] = min(s0, s1), out.shape[k] - max(e0, e1)
+        new = self.emit(op, pads[0].primitive, [joined], {"low": tuple(low), "high": tuple(high), "value": fill})
+        return new is not None and self._use(op, new)
+
+    def rule_constant_pad(self, op: Op) -> bool:
+        (x,) = op.inputs
+        if x.type == op.result.type:
+            return self.forward(op, x)
+        return False
 
     def replace_result(self, op: Op) -> bool:
         """Try the rules that make ``op``'s result some other value; True if one did."""

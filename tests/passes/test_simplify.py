@@ -13,6 +13,7 @@ import flowjit as fj
 from flowjit.ir import ShapeError, TensorType, Value, interpret, new_function, parse, verify
 from flowjit.ir.dtypes import from_short
 from flowjit.ir.registry import ROLES, all_primitives
+from flowjit.passes.prune import prune
 from flowjit.passes.simplify import simplify
 from tests.test_programs import programs, run_program
 
@@ -1005,3 +1006,46 @@ def test_roles_the_rules_build_are_declared_once():
     for p in all_primitives():
         if p.copies_elements:
             assert p.kind == "layout" and p.arity == 1, p
+
+
+# ---- pads side by side ---------------------------------------------------------------------------
+GATES = """func @f(%i: f32[2,3], %g: f32[2,3], %o: f32[2,3]) -> (f32[2,9]) {
+  %0 = pad %o {low=(0,6), high=(0,0)} : f32[2,9]
+  %1 = pad %g {low=(0,3), high=(0,3)} : f32[2,9]
+  %2 = add %0, %1 : f32[2,9]
+  %3 = pad %i {low=(0,0), high=(0,6)} : f32[2,9]
+  %4 = add %2, %3 : f32[2,9]
+  return %4
+}
+"""
+
+
+def test_a_sum_of_pads_side_by_side_is_one_concatenation():
+    # The gradient of three slices of a row: each element is a piece's value plus +0.0s,
+    # kept exactly (-0.0 + 0.0 is +0.0), with no loop over the whole row per piece.
+    out = str(prune(parse(run(GATES))))
+    assert "pad" not in out and out.count("concatenate") == 2, out
+    fn = parse(out)
+    args = [np.array([[-0.0, 1.5, np.nan], [np.inf, -2.0, 0.0]], np.float32)] * 3
+    (got,) = interpret(fn, args)
+    assert _same(got, np.concatenate(args, axis=1) + np.float32(0.0))
+
+
+@pytest.mark.parametrize("change", [
+    ("%1 = pad %g {low=(0,3), high=(0,3)}", "%1 = pad %g {low=(0,2), high=(0,4)}"),                 # overlap
+    ("%1 = pad %g {low=(0,3), high=(0,3)}", "%1 = pad %g {low=(0,3), high=(0,3), value=1.0}"),      # fills differ
+])
+def test_pads_that_overlap_or_fill_differently_stay(change):
+    text = GATES.replace("%3 = pad %i {low=(0,0), high=(0,6)} : f32[2,9]\n  %4 = add %2, %3 : f32[2,9]\n  return %4",
+                         "return %2").replace(*change)
+    out = str(prune(parse(run(text))))
+    assert out.count("pad") == 2 and "concatenate" not in out, out
+
+
+def test_a_pad_of_nothing_is_its_input():
+    out = run("""func @f(%x: f32[2,3]) -> (f32[2,3]) {
+  %0 = pad %x {low=(0,0), high=(0,0)} : f32[2,3]
+  return %0
+}
+""")
+    assert "return %x" in out
