@@ -4,12 +4,15 @@ Each anomaly names the feature, its kind, what the schema expected, what the dat
 and the schema change that would accept it. Kinds: ``missing_feature``, ``type``,
 ``shape``, ``nan``, ``inf``, ``out_of_range``, ``new_value``, ``empty``, ``drift``. A
 feature the schema lacks is not an anomaly but unusable input (ValidateError): the schema
-does not say what to expect of it. Drift (between two spans of data) and skew (between training and serving data)
-are the same comparison of this dataset's statistics with the baseline's: the L-infinity
-distance between the two categorical distributions, or the Jensen-Shannon divergence
-(SciPy, base 2: 0 for the same distribution, 1 for disjoint ones) between the two
-histograms of a numeric feature on the baseline's bins (values beyond them in bins of
-their own).
+does not say what to expect of it. Drift (between two spans of data) and skew (between
+training and serving data) are the same comparison of this dataset's statistics with the
+baseline's: the L-infinity distance between the two categorical distributions, or the
+Jensen-Shannon divergence (SciPy, base 2: 0 for the same distribution, 1 for disjoint ones)
+between the two histograms of a numeric feature on the baseline's bins (values beyond them
+in bins of their own).
+
+The checks of one feature are ``FeatureRule``'s, which ``flowjit serve`` also runs on each
+live request (``flowjit.validate.live``).
 """
 
 from __future__ import annotations
@@ -86,57 +89,95 @@ def _f(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _check_feature(f: dict[str, Any], s: dict[str, Any], base: dict[str, Any] | None,
-                   found: list[Anomaly], drift: dict[str, float]) -> None:
-    name = f["name"]
-    seen_type = s["kind"]
-    if seen_type != f["type"]:
-        found.append(Anomaly(name, "type", f["type"], seen_type, f'set "type": "{seen_type}"'))
-        return
-    if s["shape"] != f["shape"]:
-        found.append(Anomaly(name, "shape", f"per-example shape {f['shape']}", f"{s['shape']}",
-                             f'set "shape": {s["shape"]}'))
-        return
-    if s["examples"] == 0:
-        found.append(Anomaly(name, "empty", "values", "no examples", 'set "required": false'))
-        return
-    if s["kind"] != "string":
-        if s["missing"] and not f.get("nan", False):
-            found.append(Anomaly(name, "nan", "no NaN", f"{s['missing']} NaN ({s['missing'] / s['values']:.1%})",
-                                 'set "nan": true'))
-        if s.get("inf") and not f.get("inf", False):
-            found.append(Anomaly(name, "inf", "no Inf", f"{s['inf']} Inf", 'set "inf": true'))
-    domain = f.get("domain") or {}
-    if "values" in domain and "value_counts" in s:
-        allowed = {json.dumps(v) for v in domain["values"]}
-        new = [v for v, _ in s["value_counts"] if json.dumps(v) not in allowed]
-        if new:
-            shown = ", ".join(map(json.dumps, new[:5])) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
-            found.append(Anomaly(name, "new_value", f"one of {len(domain['values'])} values", shown,
-                                 f"add {shown} to domain.values"))
-    elif "min" in domain and "min" in s and (s["min"] < domain["min"] or s["max"] > domain["max"]):
-        found.append(Anomaly(name, "out_of_range", f"[{_f(domain['min'])}, {_f(domain['max'])}]",
-                             f"[{_f(s['min'])}, {_f(s['max'])}]",
-                             f'set domain to {{"min": {_f(min(s["min"], domain["min"]))}, '
-                             f'"max": {_f(max(s["max"], domain["max"]))}}}'))
-    limits = f.get("drift") or {}
-    if base is None or not limits:
-        return
-    if "linf" in limits and "value_counts" in s and "value_counts" in base:
-        d = linf_distance({json.dumps(v): c for v, c in base["value_counts"]},
-                          {json.dumps(v): c for v, c in s["value_counts"]})
-        drift[name] = d
-        if d > limits["linf"]:
-            found.append(Anomaly(name, "drift", f"L-infinity distance <= {_f(limits['linf'])}", _f(d),
-                                 f'set "drift": {{"linf": {_f(d * 1.1)}}}'))
-    elif "js_divergence" in limits and "histogram" in s and "histogram" in base:
-        b, h = base["histogram"], s["histogram"]
-        d = js_divergence([0, *b["counts"], 0], [h["below"], *h["counts"], h["above"]])
-        drift[name] = d
-        if d > limits["js_divergence"]:
-            found.append(Anomaly(name, "drift", f"Jensen-Shannon divergence <= {_f(limits['js_divergence'])}",
-                                 f"{_f(d)} (mean {_f(base['mean'])} -> {_f(s['mean'])})",
-                                 f'set "drift": {{"js_divergence": {_f(d * 1.1)}}}'))
+class FeatureRule:
+    """What a schema's entry ``feature`` expects of that feature, prepared once to check
+    summaries of its values against: ``check`` for one batch's values (the statistics of a
+    dataset, or of one served request's array: see ``flowjit.validate.live``), ``drift``
+    against baseline statistics. One set of checks for the data validator and the server."""
+
+    # An anomaly of these kinds leaves nothing else to check in the values.
+    BLOCKING = frozenset({"type", "shape", "empty"})
+
+    def __init__(self, feature: dict[str, Any]):
+        self.feature = feature
+        self.name: str = feature["name"]
+        self.type: str = feature["type"]
+        self.shape: list[int] = list(feature["shape"])
+        self.nan = bool(feature.get("nan", False))
+        self.inf = bool(feature.get("inf", False))
+        domain = feature.get("domain") or {}
+        self.values: list[Any] | None = domain["values"] if "values" in domain else None
+        self.allowed = frozenset(json.dumps(v) for v in self.values) if self.values is not None else frozenset()
+        self.range: tuple[float, float] | None = (domain["min"], domain["max"]) if "min" in domain else None
+        self.limits: dict[str, float] = feature.get("drift") or {}
+
+    def kinds(self) -> list[str]:
+        """The kinds of anomaly values of the schema's type and shape can show: the checks
+        this rule makes of every batch (``nan`` and ``inf`` for floats, ``new_value`` or
+        ``out_of_range``)."""
+        kinds = [] if self.type != "float" else [k for k, allowed in (("nan", self.nan), ("inf", self.inf))
+                                                 if not allowed]
+        if self.values is not None:
+            kinds.append("new_value")
+        elif self.range is not None:
+            kinds.append("out_of_range")
+        return kinds
+
+    def check(self, s: dict[str, Any]) -> list[Anomaly]:
+        """The anomalies of values summarized by ``s`` (``kind``, ``shape``, ``examples``,
+        ``values``, ``missing``, ``inf``, and when there are finite values ``min`` and
+        ``max``; ``value_counts`` for a categorical feature), as ``statistics`` writes them."""
+        name = self.name
+        if s["kind"] != self.type:
+            return [Anomaly(name, "type", self.type, s["kind"], f'set "type": "{s["kind"]}"')]
+        if s["shape"] != self.shape:
+            return [Anomaly(name, "shape", f"per-example shape {self.shape}", f"{s['shape']}",
+                            f'set "shape": {s["shape"]}')]
+        if s["examples"] == 0:
+            return [Anomaly(name, "empty", "values", "no examples", 'set "required": false')]
+        found = []
+        if s["kind"] != "string":
+            if s["missing"] and not self.nan:
+                found.append(Anomaly(name, "nan", "no NaN", f"{s['missing']} NaN ({s['missing'] / s['values']:.1%})",
+                                     'set "nan": true'))
+            if s.get("inf") and not self.inf:
+                found.append(Anomaly(name, "inf", "no Inf", f"{s['inf']} Inf", 'set "inf": true'))
+        if self.values is not None:
+            if "value_counts" in s:
+                new = [v for v, _ in s["value_counts"] if json.dumps(v) not in self.allowed]
+                if new:
+                    shown = ", ".join(map(json.dumps, new[:5])) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+                    found.append(Anomaly(name, "new_value", f"one of {len(self.values)} values", shown,
+                                         f"add {shown} to domain.values"))
+        elif self.range is not None and "min" in s and (s["min"] < self.range[0] or s["max"] > self.range[1]):
+            lo, hi = self.range
+            found.append(Anomaly(name, "out_of_range", f"[{_f(lo)}, {_f(hi)}]", f"[{_f(s['min'])}, {_f(s['max'])}]",
+                                 f'set domain to {{"min": {_f(min(s["min"], lo))}, "max": {_f(max(s["max"], hi))}}}'))
+        return found
+
+    def drift(self, s: dict[str, Any], base: dict[str, Any] | None) -> tuple[float | None, Anomaly | None]:
+        """The distance of the statistics ``s`` from the baseline's ``base`` (None when the
+        schema sets no threshold or either lacks what it needs) and the drift anomaly when it
+        is past the feature's threshold."""
+        limits, name = self.limits, self.name
+        if base is None or not limits:
+            return None, None
+        if "linf" in limits and "value_counts" in s and "value_counts" in base:
+            d = linf_distance({json.dumps(v): c for v, c in base["value_counts"]},
+                              {json.dumps(v): c for v, c in s["value_counts"]})
+            if d <= limits["linf"]:
+                return d, None
+            return d, Anomaly(name, "drift", f"L-infinity distance <= {_f(limits['linf'])}", _f(d),
+                              f'set "drift": {{"linf": {_f(d * 1.1)}}}')
+        if "js_divergence" in limits and "histogram" in s and "histogram" in base:
+            b, h = base["histogram"], s["histogram"]
+            d = js_divergence([0, *b["counts"], 0], [h["below"], *h["counts"], h["above"]])
+            if d <= limits["js_divergence"]:
+                return d, None
+            return d, Anomaly(name, "drift", f"Jensen-Shannon divergence <= {_f(limits['js_divergence'])}",
+                              f"{_f(d)} (mean {_f(base['mean'])} -> {_f(s['mean'])})",
+                              f'set "drift": {{"js_divergence": {_f(d * 1.1)}}}')
+        return None, None
 
 
 def validate_data(data: str | os.PathLike[str], schema: dict[str, Any], baseline: dict[str, Any] | None = None,
@@ -167,5 +208,14 @@ def validate_data(data: str | os.PathLike[str], schema: dict[str, Any], baseline
             if f.get("required", True):
                 found.append(Anomaly(f["name"], "missing_feature", "present", "absent", 'set "required": false'))
             continue
-        _check_feature(f, s, (baseline or {}).get("features", {}).get(f["name"]), found, drift)
+        rule = FeatureRule(f)
+        anomalies = rule.check(s)
+        found += anomalies
+        if any(a.kind in FeatureRule.BLOCKING for a in anomalies):
+            continue
+        d, anomaly = rule.drift(s, (baseline or {}).get("features", {}).get(f["name"]))
+        if d is not None:
+            drift[f["name"]] = d
+        if anomaly is not None:
+            found.append(anomaly)
     return DataReport(str(data), found, stats, drift)
