@@ -48,6 +48,23 @@ I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 # LLVM integers carry no sign: an unsigned dtype shares its width's type, and the
 # instructions (icmp ult, udiv, zext, uitofp) say how the bits are read.
+class _DistinctNode(ir.MDValue):
+    """A ``distinct !{...}`` metadata node: an access group, or a loop ID (whose first
+    operand is the node itself, as LLVM requires of one). Compared and hashed by identity,
+    as LLVM keeps distinct nodes apart."""
+
+    def __init__(self, module: ir.Module, operands: tuple = ()):
+        super().__init__(module, operands, name=str(len(module.metadata)))
+
+    def descr(self, buf: list) -> None:
+        buf.append("distinct ")
+        super().descr(buf)
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+
 _REG = {"bool": I1, "i8": I8, "i16": I16, "i32": I32, "i64": I64, "u8": I8, "u16": I16, "u32": I32, "u64": I64,
         "f16": F16, "f32": F32, "f64": F64}
 _MEM = {**_REG, "bool": I8}
@@ -106,6 +123,16 @@ class _Renderer:
             a.name = b.name
             if (not aliased if b.role == "in" else not overwrites.get(b.name)):
                 a.add_attribute("noalias")
+        # An output written over an input (in place) is read and written at the same index
+        # only (lowering's promise), so no iteration of any loop depends on another through
+        # them; without noalias LLVM checks for overlap at run time and, finding the two
+        # equal, runs the scalar loop (a GELU in place: 15x slower). Their loads and stores,
+        # and the loads of inputs nothing writes, form an access group every innermost loop
+        # declares parallel (LLVM takes the promise only for a loop all of whose accesses
+        # are in the group: one storing elsewhere keeps its run-time check).
+        self.in_place = aliased | {n for n, names in overwrites.items() if names}
+        self.read_only = {b.name for b in args if b.role == "in"}
+        self.access_group = _DistinctNode(self.module) if self.in_place else None
         entry = self.fn.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
         body_block = self.fn.append_basic_block("body")
@@ -189,8 +216,9 @@ class _Renderer:
             elif isinstance(s, Let):
                 env[s.name] = self.expr(s.value, env)
             elif isinstance(s, Store):
-                self.b.store(self.to_mem(self.expr(s.value, env), s.value.dtype), self.address(s.buffer, s.index, env),
-                             align=max(1, self.itemsize[s.buffer]))
+                st = self.b.store(self.to_mem(self.expr(s.value, env), s.value.dtype),
+                                  self.address(s.buffer, s.index, env), align=max(1, self.itemsize[s.buffer]))
+                self.grouped(st, s.buffer)
             elif isinstance(s, _StreamLine):
                 self.stream_line(s, env)
             elif isinstance(s, _WholeRange):
@@ -230,8 +258,18 @@ class _Renderer:
         self.stmts(s.body, inner)
         nxt = self.b.add(i, ir.Constant(I64, s.step), flags=["nsw"])
         i.add_incoming(nxt, self.b.block)
-        self.b.branch(header)
+        latch = self.b.branch(header)
+        if self.access_group is not None and not any(isinstance(x, Loop) for x in s.body):
+            loop_id = _DistinctNode(self.module)
+            loop_id.operands = (loop_id, self.module.add_metadata(["llvm.loop.parallel_accesses", self.access_group]))
+            latch.set_metadata("llvm.loop", loop_id)
         self.b.position_at_end(done)
+
+    def grouped(self, access: ir.Instruction, buffer: str) -> None:
+        """Put a load or store of an in-place buffer, or a load of an input, in the kernel's
+        access group."""
+        if self.access_group is not None and (buffer in self.in_place or buffer in self.read_only):
+            access.set_metadata("llvm.access.group", self.access_group)
 
     def stream_loop(self, s: Loop, env: dict) -> None:
         """A ``stream`` loop over [start, stop) whose output is at least STREAM_MIN_BYTES:
@@ -381,6 +419,7 @@ class _Renderer:
         if isinstance(e, Load):
             d = e.dtype
             v = self.b.load(self.address(e.buffer, e.index, env), align=max(1, d.itemsize))
+            self.grouped(v, e.buffer)
             return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
         if isinstance(e, AccValue):
             decl, value, pos, _ = self.accs[e.name]

@@ -25,7 +25,9 @@ Semantics are ``flowjit.lowering.scalar``'s, op by op: bool is ``i8`` in memory 
 in registers; float16 is ``half`` in registers and every op on it computes in float32 and
 rounds back (float64 -> float16 rounds once); integers wrap; float->int casts give NumPy's
 x86 result (INT_MIN for NaN and out-of-range values, never poison). Inputs and outputs are
-``noalias`` unless the kernel declares an output may overwrite an input. The only
+``noalias`` unless the kernel declares an output may overwrite an input; then the loads
+and stores of those two (and the loads of inputs) form an access group that each innermost
+loop declares parallel, since lowering writes in place only at the index it read. The only
 fast-math flag is ``reassoc`` on float sum and product accumulator updates, so LLVM
 vectorizes reductions without changing any NaN or infinity; unless the kernel is rendered
 with ``fastmath=True``: then every float arithmetic op,
