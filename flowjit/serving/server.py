@@ -256,6 +256,15 @@ class Repository:
         return bool(self.models) and all(s.served for s in self.models.values())
 
 
+class _Answer(JSONResponse):
+    """A JSON answer whose NaN and Inf are written as TensorFlow Serving (and Python's json)
+    write them, ``NaN``, ``Infinity``, ``-Infinity`` (Starlette's JSONResponse refuses them)."""
+
+    def render(self, content: Any) -> bytes:
+        """``content`` as compact UTF-8 JSON, NaN and Inf allowed."""
+        return json.dumps(content, ensure_ascii=False, allow_nan=True, separators=(",", ":")).encode("utf-8")
+
+
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -378,7 +387,7 @@ def build_app(repo: Repository) -> Starlette:
             outputs = await batcher.submit(arrays, rows)
             encoded = sig.encode(outputs, form)
             if isinstance(encoded, dict):
-                response: Response = JSONResponse(encoded, headers=headers)
+                response: Response = _Answer(encoded, headers=headers)
             else:
                 response = Response(encoded[0], media_type=encoded[1], headers=headers)
         except BadRequest as e:

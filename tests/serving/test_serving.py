@@ -141,6 +141,18 @@ def test_predict_in_each_form(server, artifacts):
     assert get(f"{server.url}/readyz")[0] == 200
 
 
+def test_nan_and_inf_travel_in_json_as_tf_serving_writes_them(server):
+    # JSON has no NaN or Inf; TensorFlow Serving reads and writes them as NaN, Infinity and
+    # -Infinity (as Python's json does). An input holding one is served, not answered 500.
+    rows = X[:2].copy()
+    rows[0, 3], rows[1, 5] = np.nan, np.inf
+    status, _, body = post(f"{server.url}/v1/models/mlp:predict", {"instances": rows.tolist()})
+    assert status == 200, body
+    assert b"NaN" in body
+    got = np.array(json.loads(body)["predictions"])
+    assert got.shape == (2, 10) and np.isnan(got).any()
+
+
 def test_every_bad_input_gets_its_4xx_and_the_server_keeps_serving(models):
     with Server(models, max_body_mb=0.01) as server:
         url = f"{server.url}/v1/models/mlp:predict"
