@@ -43,7 +43,7 @@ ALLOWED = {
     # flowjit validate: compiled artifacts (aot's loader and manifest) checked against the IR's interpreter.
     "validate": {"ir", "aot", "version"},
     # flowjit serve: compiled artifacts (aot's loader and manifest) behind Starlette, uvicorn, prometheus-client.
-    "serving": {"ir", "aot", "version"},
+    "serving": {"ir", "aot", "version", "validate"},   # the live checks of a version's schema
 }
 
 

@@ -9,7 +9,11 @@
    threshold (``flowjit validate model``: canary process, accuracy, equivalence with the
    interpreter) and pushed as version 1 of ``MODELS/digits`` (``flowjit push``);
 4. a better one validated against the served version and pushed as version 2;
-5. a worse one (trained on 40 examples) refused: NOT_BLESSED, and push refuses it.
+5. a worse one (trained on 40 examples) refused: NOT_BLESSED, and push refuses it;
+6. skew in production: each pushed model carries the schema of its input (``schema.json``,
+   inferred with ``--manifest``), so ``flowjit serve`` checks every request against it and
+   counts anomalies in ``flowjit_serving_anomalies_total``: clean requests count none, a
+   shifted pixel and NaNs are counted by feature and kind, and the requests are served.
 
 Run: ``python examples/validation/validate_digits.py [--out build/validation]``.
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -70,6 +75,44 @@ def compile_model(W: np.ndarray, b: np.ndarray, directory: Path) -> Path:
     return directory
 
 
+def add_schema(directory: Path, stats: Path) -> None:
+    """Write the schema of the model's input into its artifact (``schema.json``, which
+    ``flowjit push`` copies and ``flowjit serve`` checks requests against): inferred from
+    the statistics of the training data, the input's name, type and shape from the manifest."""
+    flowjit(["validate", "schema", str(stats), "--manifest", str(directory / "digits.json"),
+             "-o", str(directory / "schema.json")])
+
+
+def live_anomalies(models: Path, clean: np.ndarray, corrupted: np.ndarray, rows: int = 60) -> dict[str, Any]:
+    """Serve ``models``, send ``clean`` then ``corrupted`` in requests of ``rows`` rows, and
+    read the anomaly counters of /metrics after each: ``{"clean": {...}, "corrupted": {...}}``,
+    each ``{"feature/kind": requests}``, and the statuses of the answers."""
+    import urllib.request
+
+    from flowjit.serving import Server
+
+    def metrics(url: str) -> dict[str, float]:
+        with urllib.request.urlopen(f"{url}/metrics") as r:
+            text = r.read().decode()
+        found = {}
+        for labels, value in re.findall(r"^flowjit_serving_anomalies_total\{(.*)\} (\S+)$", text, re.M):
+            named = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            found[f"{named['feature']}/{named['kind']}"] = float(value)
+        return found
+
+    out: dict[str, Any] = {"statuses": set(), "requests": -(-len(corrupted) // rows)}
+    with Server(models, poll_seconds=0.2) as server:
+        for name, x in (("clean", clean), ("corrupted", corrupted)):
+            for start in range(0, len(x), rows):
+                body = json.dumps({"instances": x[start:start + rows].tolist()}).encode()
+                req = urllib.request.Request(f"{server.url}/v1/models/digits:predict", data=body,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req) as r:
+                    out["statuses"].add(r.status)
+            out[name] = metrics(server.url)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the whole path; returns what each step found."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -105,14 +148,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     print("\n== 3. a model trained, compiled, validated against a threshold, pushed")
     np.savez(out / "model_heldout.npz", x=xh, label=yh)
+    np.savez(out / "model_train.npz", x=x, label=y)        # the model's view of the data: x, one row per example
+    flowjit(["validate", "stats", str(out / "model_train.npz"), "-o", str(out / "model_stats.json")])
     held = ["--data", str(out / "model_heldout.npz")]
     models = out / "MODELS" / "digits"
     first = compile_model(*train(x, y, steps=40), out / "first")
+    add_schema(first, out / "model_stats.json")
     result["first_status"] = flowjit(["validate", "model", str(first), *held, "--min", "0.85"])
     flowjit(["push", str(first), str(models)])
 
     print("\n== 4. a better model, against the served version")
     second = compile_model(*train(x, y, steps=300), out / "second")
+    add_schema(second, out / "model_stats.json")
     result["second_status"] = flowjit(["validate", "model", str(second), *held, "--min", "0.85",
                                        "--baseline", str(models), "--max-drop", "0.01", "--slice", "label"])
     flowjit(["push", str(second), str(models)])
@@ -127,6 +174,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           for name in ("first", "second", "worse")}
     print(f"\nserved versions: {result['versions']}; accuracy: "
           + ", ".join(f"{k} {v:.3f}" for k, v in result["accuracy"].items()))
+
+    print("\n== 6. skew in production: live requests checked against the served version's schema")
+    live_bad = xh.copy()
+    live_bad[:, 20] += 3 * x[:, 20].std()                                  # the same faults, in live requests
+    live_bad[rng.random(len(yh)) < 0.05, 30] = np.nan
+    result["live"] = live_anomalies(out / "MODELS", xh, live_bad)
+    for phase in ("clean", "corrupted"):
+        counted = {k: v for k, v in result["live"][phase].items() if v} or "none"
+        print(f"flowjit_serving_anomalies_total after the {phase} requests: {counted}")
     return result
 
 

@@ -58,7 +58,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Add ``serve``, ``push`` and ``loadtest`` to the ``flowjit`` command's subparsers."""
     p = sub.add_parser("serve", help="serve a model repository over HTTP (TensorFlow Serving's REST form)",
                        description="Serve every model of MODELS (MODELS/NAME/VERSION/, as `flowjit push` writes "
-                                   "them) on /v1/models/NAME[:predict|/metadata], /healthz, /readyz, /metrics.")
+                                   "them) on /v1/models/NAME[:predict|/metadata], /healthz, /readyz, /metrics. "
+                                   "A version that carries a schema (schema.json, `flowjit validate schema`) has "
+                                   "each request's inputs checked against it and its anomalies counted in "
+                                   "flowjit_serving_anomalies_total.")
     p.add_argument("models", help="the model repository directory")
     p.add_argument("--host", default="127.0.0.1", help="the address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8500, help="the port (default 8500; 0 takes a free one)")
@@ -91,7 +94,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("push", help="publish a compiled, blessed artifact as the next version of a model",
                        description="Copy ARTIFACT (a `flowjit compile` output directory with a BLESSING.json for "
                                    "its manifest) into MODELS/NAME/VERSION atomically: a temporary directory "
-                                   "beside it, the READY marker written last, one rename.")
+                                   "beside it, the READY marker written last, one rename. A schema.json in "
+                                   "ARTIFACT travels with it; one that does not fit the model's inputs is refused.")
     p.add_argument("artifact", help="the directory `flowjit compile -o` wrote")
     p.add_argument("model_dir", help="MODELS/NAME")
     p.add_argument("--force", action="store_true", help="push without a blessing (logged)")

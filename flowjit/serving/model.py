@@ -18,6 +18,7 @@ import numpy as np
 
 from flowjit.aot import AOTError, CompiledFunction, load_compiled
 from flowjit.aot import manifest as mf
+from flowjit.validate.errors import ValidateError
 
 from . import repository
 
@@ -221,7 +222,9 @@ class Signature:
 class LoadedVersion:
     """A version loaded, checked and warmed up. ``run(arrays)`` calls the library on a
     batch and returns the outputs' arrays; ``acquire``/``release`` count the requests that
-    hold it, and ``unload`` waits for them, then drops the library and closes it."""
+    hold it, and ``unload`` waits for them, then drops the library and closes it.
+    ``checks``: the checks of the schema the version carries (``schema.json``; a
+    ``flowjit.validate.LiveCheck``), None when it carries none."""
 
     def __init__(self, model: str, version: int, directory: Path):
         self.model, self.version, self.directory = model, version, directory
@@ -242,6 +245,11 @@ class LoadedVersion:
         self.manifest = manifest
         self.digest = manifest["digest"]
         self.signature = Signature(manifest)
+        try:
+            # The checks of the version's schema on each request's inputs (None: it carries none).
+            self.checks = repository.live_check(directory, manifest)
+        except ValidateError as e:
+            raise VersionRefused(str(e)) from None
         self._inflight = 0
         self._retired = False
         self._cond = threading.Condition()

@@ -16,7 +16,12 @@ directory: ``{"verdict": "BLESSED" | "NOT_BLESSED", "digest": <the manifest's di
 "checks": [...], ...}``. ``push`` refuses an artifact without a blessing that says BLESSED
 for its manifest's digest, unless forced.
 
-This module uses the standard library only (no web framework, no NumPy).
+A schema (``flowjit validate schema``'s JSON) is ``schema.json`` in the artifact directory,
+copied with it; the server checks each request's inputs against it and counts anomalies.
+``push`` refuses an artifact whose schema does not parse or does not fit the model's inputs
+(``--force`` or not: the server would refuse the version).
+
+This module uses no web framework; a schema is checked by ``flowjit.validate``'s own checks.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from flowjit.aot.manifest import FORMAT
+from flowjit.validate.errors import ValidateError
+from flowjit.validate.live import LiveCheck
 
 READY = "READY"
 BLESSING = "BLESSING.json"
+SCHEMA = "schema.json"
 _TEMP_PREFIX = ".push-"
 
 
@@ -89,6 +97,23 @@ def blessing_problem(artifact: str | os.PathLike[str]) -> str | None:
                 f"artifact's manifest has {str(manifest.get('digest'))[:12]}...: validate this build again, or "
                 "push with --force")
     return None
+
+
+def model_inputs(manifest: dict[str, Any]) -> list[tuple[str, str, list[Any]]]:
+    """The inputs of a library's manifest as (name, dtype name, per-example shape): each
+    argument's shape without its first dimension, the batch."""
+    return [(a["name"], a["dtype"], list(a["shape"][1:])) for a in manifest["args"] if a["kind"] == "argument"]
+
+
+def live_check(directory: str | os.PathLike[str], manifest: dict[str, Any]) -> LiveCheck | None:
+    """The checks (a ``flowjit.validate.LiveCheck``) of the schema an artifact or version
+    directory carries (``schema.json``) on the inputs of its ``manifest``; None when it
+    carries none. ValidateError naming the file when the schema does not parse, names an
+    input with another type or shape, or lacks one."""
+    path = Path(directory) / SCHEMA
+    if not path.is_file():
+        return None
+    return LiveCheck.from_file(path, model_inputs(manifest))
 
 
 def versions(model_dir: str | os.PathLike[str]) -> list[int]:
@@ -172,7 +197,8 @@ def push(artifact: str | os.PathLike[str], model_dir: str | os.PathLike[str], *,
     directory ``model_dir`` (``MODELS/NAME``, created if missing): copied into a temporary
     directory beside the versions, the readiness marker written last, renamed into place.
     Refuses (PushError) an artifact without a blessing for its manifest's digest unless
-    ``force``. Returns the version number and its directory."""
+    ``force``, and one whose schema (``schema.json``) does not fit its inputs. Returns the
+    version number and its directory."""
     artifact, model_dir = Path(artifact), Path(model_dir)
     _, manifest = find_manifest(artifact)
     problem = blessing_problem(artifact)
@@ -180,6 +206,10 @@ def push(artifact: str | os.PathLike[str], model_dir: str | os.PathLike[str], *,
         if not force:
             raise PushError(f"refusing to push {artifact}: {problem}")
         log(f"flowjit push: --force: pushing {artifact} although {problem.split(':')[0]}")
+    try:
+        live_check(artifact, manifest)
+    except ValidateError as e:
+        raise PushError(f"refusing to push {artifact}: {e}") from None
     model_dir.mkdir(parents=True, exist_ok=True)
     _clean_stale_temps(model_dir)
     version = (max(versions(model_dir), default=0)) + 1

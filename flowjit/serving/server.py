@@ -6,6 +6,11 @@ its readiness marker is loaded, checked and warmed up off the request path, and 
 does traffic switch to it, in one assignment. Requests already holding the old version
 finish on it; it is then unloaded (its library closed). A version that fails to load or to
 warm up is refused with a log line and a metric, and the old one keeps serving.
+
+A version that carries a schema (``schema.json``) has each request's inputs checked against
+it once decoded (``flowjit.validate.LiveCheck``: the data validator's checks, a few NumPy
+reductions per input) and its anomalies counted per feature and kind; the request is served
+all the same. A version without one checks nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import prometheus_client as prom
 import uvicorn
 from starlette.applications import Starlette
@@ -83,6 +89,11 @@ class Metrics:
                                      ["model"], registry=r)
         self.rejected = prom.Counter("flowjit_serving_rejected", "Requests refused at once (429 queue full, 503 "
                                      "deadline)", ["model", "code"], registry=r)
+        self.checked = prom.Counter("flowjit_serving_checked_requests", "Requests whose inputs were checked "
+                                    "against their version's schema", ["model", "version"], registry=r)
+        self.anomalies = prom.Counter("flowjit_serving_anomalies", "Requests whose inputs showed an anomaly, by "
+                                      "feature and kind (the version's schema.json)",
+                                      ["model", "version", "feature", "kind"], registry=r)
 
 
 class ModelState:
@@ -95,6 +106,9 @@ class ModelState:
         self._serving: tuple[dict[int, tuple[LoadedVersion, Batcher]], int | None] = ({}, None)
         self.refused: dict[int, str] = {}      # version -> READY digest it was refused at
         self.counters: dict[tuple[str, str], Any] = {}   # (version, code) -> its requests counter
+        self.checked: dict[str, Any] = {}              # version -> its checked requests counter
+        self.anomaly_counters: dict[tuple[str, str, str], Any] = {}   # (version, feature, kind) -> its counter
+        self.logged: set[tuple[str, str, str]] = set()   # the (version, feature, kind) of anomalies logged
 
     def count(self, metrics: Metrics, version: str, code: str) -> None:
         """One more request answered ``code`` by ``version`` (the labelled counter cached:
@@ -103,6 +117,41 @@ class ModelState:
         if counter is None:
             counter = self.counters[(version, code)] = metrics.requests.labels(self.name, version, code)
         counter.inc()
+
+    def check(self, metrics: Metrics, loaded: LoadedVersion, arrays: list[np.ndarray]) -> None:
+        """Check one request's inputs against ``loaded``'s schema (its ``checks``, not None;
+        ``watch`` has run) and count the request, and each (feature, kind) of anomaly it shows
+        once; the first anomaly of each (version, feature, kind) is logged with what was
+        expected and seen."""
+        version = str(loaded.version)
+        counters = self.anomaly_counters
+        try:
+            found = loaded.checks.check(arrays)
+        except Exception:  # a check must never fail a request: log it and serve
+            log.exception("flowjit serve: checking a request to %s version %s against its schema failed",
+                          self.name, version)
+            return
+        self.checked[version].inc()
+        for a in found:
+            counter = counters.get((version, a.feature, a.kind))
+            if counter is None:
+                counter = counters[(version, a.feature, a.kind)] = metrics.anomalies.labels(
+                    self.name, version, a.feature, a.kind)
+            if (version, a.feature, a.kind) not in self.logged:
+                self.logged.add((version, a.feature, a.kind))
+                log.warning("flowjit serve: %s version %s: a request's %r shows %s: expected %s, seen %s (counted "
+                            "in flowjit_serving_anomalies_total from now on, logged once; the schema change that "
+                            "accepts it: %s)", self.name, version, a.feature, a.kind, a.expected, a.seen, a.fix)
+            counter.inc()
+
+    def watch(self, metrics: Metrics, loaded: LoadedVersion) -> None:
+        """Start ``loaded``'s anomaly series at zero (every (feature, kind) its schema checks,
+        and its checked requests), so /metrics shows what is checked before any anomaly."""
+        version = str(loaded.version)
+        self.checked[version] = metrics.checked.labels(self.name, version)
+        for feature, kind in loaded.checks.series():
+            self.anomaly_counters[(version, feature, kind)] = metrics.anomalies.labels(self.name, version, feature,
+                                                                                       kind)
 
     @property
     def served(self) -> dict[int, tuple[LoadedVersion, Batcher]]:
@@ -208,6 +257,8 @@ class Repository:
             for q in stats.queue_s:
                 queue.observe(q)
 
+        if loaded.checks is not None:
+            state.watch(m, loaded)
         batcher = Batcher(loaded, max_batch_size=c.max_batch_size, batch_timeout_s=c.batch_timeout_ms / 1e3,
                           slo_s=None if c.latency_slo_ms is None else c.latency_slo_ms / 1e3,
                           max_queue_rows=c.max_queue_rows, batching=c.batching, adaptive_wait=c.adaptive_wait,
@@ -384,6 +435,8 @@ def build_app(repo: Repository) -> Starlette:
             else:
                 raise BadRequest(f"content type {ctype!r} is not served: send application/json, {NPY} (one "
                                  f"input) or {NPZ}", 415)
+            if loaded.checks is not None:
+                state.check(metrics, loaded, arrays)
             outputs = await batcher.submit(arrays, rows)
             encoded = sig.encode(outputs, form)
             if isinstance(encoded, dict):

@@ -25,3 +25,8 @@ def test_the_validation_example(tmp_path, capsys):
     assert result["versions"] == [1, 2]
     assert result["accuracy"]["second"] > result["accuracy"]["first"] > result["accuracy"]["worse"]
     assert "refusing to push" in capsys.readouterr().err
+    live = result["live"]
+    assert live["statuses"] == {200}                      # anomalies are counted, requests served
+    assert set(live["clean"]) == {"x/nan", "x/inf", "x/out_of_range"} and not any(live["clean"].values())
+    assert live["corrupted"]["x/out_of_range"] == live["requests"] and live["corrupted"]["x/inf"] == 0
+    assert 1 <= live["corrupted"]["x/nan"] <= live["requests"]
