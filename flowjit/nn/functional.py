@@ -16,8 +16,8 @@ from flowjit.tracer.numpy import namespace as fnp
 
 
 def relu(x: Any) -> Any:
-    """``max(x, 0)``; the gradient at 0 is 0, as in JAX and PyTorch."""
-    return fnp.where(fnp.greater(x, 0), x, fnp.zeros_like(x))
+    """``max(x, 0)``; NaN stays NaN and the gradient at 0 is 0, as in JAX and PyTorch."""
+    return fnp.where(fnp.less_equal(x, 0), fnp.zeros_like(x), x)
 
 
 def sigmoid(x: Any) -> Any:

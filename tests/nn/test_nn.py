@@ -55,6 +55,16 @@ def test_functions_match_numpy_eagerly_and_compiled(fn, ref, dtype, tol):
     assert fj.function(fn)(x).dtype == dtype
 
 
+def test_relu_passes_nan_through_and_its_gradient_at_zero_is_zero():
+    # As jax.nn.relu and torch.relu: a NaN stays NaN (a NaN input must not look clean).
+    x = np.array([np.nan, -np.inf, -1.0, -0.0, 0.0, 2.0, np.inf], np.float32)
+    want = np.array([np.nan, 0, 0, 0, 0, 2, np.inf], np.float32)
+    for relu in (fj.nn.relu, fj.function(fj.nn.relu), fj.function(fj.nn.relu, interpret=True)):
+        np.testing.assert_array_equal(relu(x), want)
+    grad = fj.function(fj.grad(lambda v: fj.nn.relu(v).sum()))(np.array([-1.0, 0.0, 3.0]))
+    np.testing.assert_array_equal(grad, [0.0, 0.0, 1.0])
+
+
 def test_softmax_family_is_stable_for_huge_logits():
     x = np.array([[1e4, 0.0, -1e4], [3e37, 3e37, -3e37]], np.float32)
     for softmax in (fj.nn.softmax, fj.function(fj.nn.softmax)):
