@@ -307,9 +307,10 @@ def _library_routines() -> dict[str, BlasFunction]:
     return _library
 
 
-# A DYNAMIC_ARCH OpenBLAS picks its kernels for the CPU when it loads; 0.3.31 (NumPy 2.4's)
-# takes AMD Zen 5 for a Haswell (OpenBLAS issue 6029, fixed after 0.3.31 by PR 6033) and so
-# runs AVX2 kernels on a CPU with AVX-512: 240 GFLOP/s for a 1024^3 sgemm on 2 Zen 5 cores
+# A DYNAMIC_ARCH OpenBLAS picks its kernels for the CPU when it loads. 0.3.31 (NumPy 2.4's)
+# lacks AMD Zen 5 in its list and falls back on the CPU's features, which on some systems
+# gives an older core (OpenBLAS issue 6029, fixed after 0.3.31 by PR 6033); AVX2 kernels on a
+# CPU with AVX-512 run at half its speed: 240 GFLOP/s for a 1024^3 sgemm on 2 Zen 5 cores
 # where its SkylakeX kernels make 450 (and XLA's 440-480). Where the library says it runs an
 # AVX2-only core and the CPU has what the SkylakeX kernels use, the library starts again with
 # those (its own OPENBLAS_CORETYPE, read by gotoblas_dynamic_init), unless the user chose a

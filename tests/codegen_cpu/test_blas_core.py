@@ -1,5 +1,5 @@
 """Which OpenBLAS kernels flowjit's products run: a DYNAMIC_ARCH OpenBLAS that took an
-AVX-512 CPU for an AVX2-only one (OpenBLAS 0.3.31 on AMD Zen 5) restarts with its AVX-512
+AVX-512 CPU for an AVX2-only one (OpenBLAS 0.3.31 on some Zen 5 systems) restarts with its AVX-512
 kernels, unless the user chose a core."""
 
 from __future__ import annotations
