@@ -32,6 +32,7 @@ from flowjit.passes.partition import partition
 from flowjit.passes.placement import DeviceTarget, placement
 from flowjit.passes.prune import prune
 from flowjit.passes.simplify import simplify
+from flowjit.passes.sink_scanned import sink_scanned
 
 PassFn = Callable[[Function], Function]
 
@@ -147,6 +148,7 @@ DEFAULT_PIPELINE = Pipeline([
     ("inline_remat", inline_remat),
     ("hoist_invariants", hoist_invariants),
     ("hoist_scanned", hoist_scanned),
+    ("sink_scanned", sink_scanned),
     ("decompose", decompose),
     ("placement", placement),
     ("partition", partition),

@@ -15,10 +15,11 @@ Guarantees:
   unused draw changes no result), and ops owning blocks (such as ``fusion``) whose results
   are all unused and whose blocks have no side effects;
 * inside the blocks of a needed op, all the block's returns are needed (they define the
-  owner's results, which the pass never changes), and the ops of the block are pruned by
-  the same rule;
+  owner's results), and the ops of the block are pruned by the same rule; except that a
+  loop's stacked outputs (a scan's ``ys``) nothing needs are dropped: the loop op is
+  rebuilt in its place without them, and what only they needed in its block is erased;
 * function arguments, block arguments, returns, the ``var`` flags and the order of the
-  remaining ops are untouched; no op is created or changed.
+  remaining ops are untouched; no op is created or changed but such a rebuilt loop.
 
 The Function computes exactly the same results afterwards.
 """
@@ -52,6 +53,7 @@ def _prune_block(block: Block, needed: set[int]) -> None:
     dead = False
     for op in reversed(block.ops):
         if has_side_effects(op) or any(r.id in needed for r in op.results):
+            op = _without_unused_stacks(op, needed)
             # Nested blocks are isolated from above, so their ops need nothing of this
             # block; sharing ``needed`` (value ids are unique) is only a convenience.
             for b in op.blocks:
@@ -64,6 +66,36 @@ def _prune_block(block: Block, needed: set[int]) -> None:
     if dead:
         kept.reverse()
         block.ops[:] = kept
+
+
+def _without_unused_stacks(op: Op, needed: set[int]) -> Op:
+    """``op``, or where it is a loop stacking outputs (a scan) some of which nothing needs,
+    the same loop without them: its block returns them no more, so what only they needed
+    in the block is pruned with it. The new op takes the old one's place in its block."""
+    loop = op.primitive.loop
+    if loop is None or loop.scanned is None or len(op.blocks) != 1:
+        return op
+    k = loop.num_carry(op.attrs)
+    keep = [i for i, r in enumerate(op.results) if i < k or r.id in needed]
+    if len(keep) == len(op.results):
+        return op
+    (body,) = op.blocks
+    body.set_returns([body.returns[i] for i in keep])
+    new = Op(op.primitive, list(op.inputs), op.attrs, [op.results[i].type for i in keep], op.device, op.loc,
+             op.blocks)
+    block = op.parent
+    renamed = {op.results[i].id: r for i, r in zip(keep, new.results)}
+    for i, r in zip(keep, new.results):
+        op.results[i].replace_all_uses_with(r)
+        if op.results[i].id in needed:
+            needed.add(r.id)
+    block.set_returns([renamed.get(v.id, v) for v in block.returns])
+    block.ops[block.ops.index(op)] = new
+    new.parent = block
+    op.blocks = []
+    op.drop_inputs()
+    op.parent = None
+    return new
 
 
 def prune(fn: Function) -> Function:

@@ -56,7 +56,7 @@ def test_mlp_step_boundaries_are_the_matmuls_and_the_reductions():
         for side, name in ((b.producer_id, b.producer), (b.consumer_id, b.consumer)):
             assert ids[side].attrs.get("name", ids[side].name) == name
     first = found[0]
-    assert (first.producer, first.consumer, first.code) == ("matmul", "add_gt_select", "library_call")
+    assert (first.producer, first.consumer, first.code) == ("matmul", "add_le_select", "library_call")
     assert first.producer_line == first.consumer_line == f"{__name__.rsplit('.', 1)[-1]}.py:23"
     # Every matmul is a boundary on each side; the loss's row sums and the bias gradient's
     # column sum are reductions of different axes.
@@ -118,10 +118,10 @@ def test_the_reasons_of_a_known_program_are_fixed():
     softmax = "add_reduce_max_sub_exp_reduce_sum_log_and_6_more"
     softmax_grad = "reshape_broadcast_to_div_mul_add_reduce_sum_and_1_more"
     assert [(b.producer, b.consumer, b.code) for b in found] == [
-        ("matmul", "add_gt_select", "library_call"),
-        ("add_gt_select", "select_reduce_sum_mul_sub", "cycle"),
-        ("add_gt_select", "matmul", "library_call"),
-        ("add_gt_select", "transpose", "library_view"),
+        ("matmul", "add_le_select", "library_call"),
+        ("add_le_select", "select_reduce_sum_mul_sub", "cycle"),
+        ("add_le_select", "matmul", "library_call"),
+        ("add_le_select", "transpose", "library_view"),
         ("matmul", softmax, "library_call"),
         (softmax, "reduce_sum_div_neg_mul_sub", "reduction_mismatch"),
         (softmax, softmax_grad, "cycle"),

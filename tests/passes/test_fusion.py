@@ -152,7 +152,7 @@ def test_a_value_read_by_several_kernels_joins_one_as_an_extra_output():
     verify(fn)
     # relu's bias add, comparison and select are one kernel whose mask and activations
     # the backward pass and the next matmul read.
-    (relu,) = [op for op in fn.body.ops if op.name == "fusion" and op.attrs["name"] == "add_gt_select"]
+    (relu,) = [op for op in fn.body.ops if op.name == "fusion" and op.attrs["name"] == "add_le_select"]
     assert len(relu.results) == 2
 
 

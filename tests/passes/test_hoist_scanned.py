@@ -10,6 +10,7 @@ import flowjit as fj
 from flowjit.ir import interpret, parse, verify
 from flowjit.passes.hoist_scanned import hoist_scanned
 from flowjit.passes.prune import prune
+from flowjit.passes.sink_scanned import sink_scanned
 
 RNG = np.random.default_rng(3)
 
@@ -78,3 +79,46 @@ def test_a_compiled_rnn_and_its_gradient_match_the_interpreter():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     for g, w in zip(got[1], want[1]):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+# ---- sink_scanned and prune's unused stacks ------------------------------------------------------
+STACKED = """func @f(%h0: f32[2,4], %xs: f32[5,2,4], %w: f32[4,4], %v: f32[4,3]) -> (f32[2,4], f32[5,2,3]) {
+  %0, %1, %2 = scan %h0, %xs, %w, %v {num_carry=1, num_xs=1, length=5, reverse=true} \
+: f32[2,4], f32[5,2,3], f32[5,2,4] {
+    ^(%3: f32[2,4], %4: f32[2,4], %5: f32[4,4], %6: f32[4,3])
+    %7 = matmul %3, %5 : f32[2,4]
+    %8 = add %7, %4 : f32[2,4]
+    %9 = tanh %8 : f32[2,4]
+    %10 = matmul %9, %6 : f32[2,3]
+    %11 = exp %10 : f32[2,3]
+    %12 = sin %9 : f32[2,4]
+    return %9, %11, %12
+  }
+  return %0, %1
+}
+"""
+
+
+def test_a_product_that_only_feeds_a_stacked_output_runs_once_after_the_loop():
+    args = [RNG.standard_normal(s).astype(np.float32) for s in ((2, 4), (5, 2, 4), (4, 4), (4, 3))]
+    want = interpret(parse(STACKED), args)
+    fn = sink_scanned(parse(STACKED))
+    verify(fn)
+    (scan,) = [op for op in fn.body.ops if op.name == "scan"]
+    (body,) = scan.blocks
+    assert [op.name for op in body.ops].count("matmul") == 1          # the carry's product stays
+    after = fn.body.ops[fn.body.ops.index(scan) + 1:]
+    assert [op.name for op in after].count("matmul") == 1 and "exp" in [op.name for op in after]
+    # The unused stacked sin is gone from the loop (prune), with the op making it.
+    assert "sin" not in [op.name for op in body.ops] and len(scan.results) == 2
+    for got, exp in zip(interpret(fn, args), want):
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6)
+
+
+def test_prune_drops_a_stacked_output_nothing_reads():
+    text = STACKED.replace("return %0, %1\n", "return %0\n").replace(
+        ") -> (f32[2,4], f32[5,2,3]) {", ") -> (f32[2,4]) {")
+    fn = prune(parse(text))
+    verify(fn)
+    (scan,) = [op for op in fn.body.ops if op.name == "scan"]
+    assert len(scan.results) == 1 and [op.name for op in scan.blocks[0].ops] == ["matmul", "add", "tanh"]
