@@ -49,7 +49,8 @@ def cmd_loadtest(ns: argparse.Namespace) -> int:
         levels = [int(c) for c in ns.concurrency.split(",")]
     except ValueError:
         ns.parser.error(f"--concurrency {ns.concurrency!r}: expected numbers separated by commas, such as 1,4,16,64")
-    results = loadtest(ns.url, ns.model, levels, ns.seconds, version=ns.version, rows=ns.rows)
+    results = loadtest(ns.url, ns.model, levels, ns.seconds, version=ns.version, rows=ns.rows,
+                       content_type="application/x-npy" if ns.npy else "application/json")
     print(json.dumps(results, indent=2) if ns.json else format_table(results))
     return 0
 
@@ -110,5 +111,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", default="1,4,16,64", help="levels, such as 1,4,16,64")
     p.add_argument("--seconds", type=float, default=10.0, help="seconds per level (default 10)")
     p.add_argument("--rows", type=int, default=1, help="instances per request (default 1)")
+    p.add_argument("--npy", action="store_true",
+                   help="send each request as one application/x-npy array (a model of one input) instead of JSON")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_loadtest, parser=p)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import http.client
+import io
 import json
 import socket
 import time
@@ -29,11 +30,26 @@ def _connection(url: str) -> http.client.HTTPConnection:
     return conn
 
 
-def example_body(url: str, model: str, rows: int = 1, seed: int = 0) -> bytes:
-    """A JSON predict body of ``rows`` random instances built from the model's metadata."""
+NPY = "application/x-npy"
+
+
+def example_body(url: str, model: str, rows: int = 1, seed: int = 0, content_type: str = "application/json") -> bytes:
+    """A predict body of ``rows`` random instances built from the model's metadata: JSON
+    instances, or with ``content_type`` application/x-npy one array of ``rows`` rows (a
+    model of one input)."""
     with urllib_get(f"{url}/v1/models/{model}/metadata") as meta:
         inputs = meta["metadata"]["signature_def"]["inputs"]
     rng = np.random.default_rng(seed)
+    if content_type == NPY:
+        if len(inputs) != 1:
+            raise ValueError(f"{model} takes {len(inputs)} inputs: an application/x-npy body holds one")
+        (t,) = inputs.values()
+        dtype = np.dtype(t["dtype"])
+        shape = [rows, *t["shape"][1:]]
+        value = rng.random(shape) if dtype.kind == "f" else rng.integers(0, 2, shape)
+        buf = io.BytesIO()
+        np.save(buf, value.astype(dtype), allow_pickle=False)
+        return buf.getvalue()
 
     def row(t: dict[str, Any]) -> Any:
         shape = [d for d in t["shape"][1:]]
@@ -145,10 +161,11 @@ def loadtest(url: str, model: str, concurrency: Sequence[int] = (1, 4, 16, 64), 
              on_response: Callable[[int, str | None, bytes], None] | None = None) -> list[dict[str, Any]]:
     """Closed-loop load on ``url``'s ``model`` at each concurrency level for ``seconds``:
     one dict of numbers per level (``run_level``'s). The body defaults to ``rows`` random
-    instances built from the model's metadata."""
+    instances built from the model's metadata (JSON, or one .npy array when
+    ``content_type`` is application/x-npy)."""
     url = url.rstrip("/")
     if body is None:
-        body = example_body(url, model, rows)
+        body = example_body(url, model, rows, content_type=content_type)
     return [run_level(url, model, c, seconds, body, version=version, content_type=content_type,
                       on_response=on_response) for c in concurrency]
 
