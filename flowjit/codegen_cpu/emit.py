@@ -133,6 +133,8 @@ class _Renderer:
         self.in_place = aliased | {n for n, names in overwrites.items() if names}
         self.read_only = {b.name for b in args if b.role == "in"}
         self.access_group = _DistinctNode(self.module) if self.in_place else None
+        self.loop_carries = False
+        self.loop_vars: set[str] = set()   # the enclosing loops' variables (not names bound to values)
         entry = self.fn.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
         body_block = self.fn.append_basic_block("body")
@@ -218,7 +220,7 @@ class _Renderer:
             elif isinstance(s, Store):
                 st = self.b.store(self.to_mem(self.expr(s.value, env), s.value.dtype),
                                   self.address(s.buffer, s.index, env), align=max(1, self.itemsize[s.buffer]))
-                self.grouped(st, s.buffer)
+                self.grouped(st, s.buffer, s.index)
             elif isinstance(s, _StreamLine):
                 self.stream_line(s, env)
             elif isinstance(s, _WholeRange):
@@ -255,20 +257,29 @@ class _Renderer:
         self.b.position_at_end(body)
         inner = dict(env)
         inner[s.var] = i
+        self.loop_carries = False
+        self.loop_vars.add(s.var)
         self.stmts(s.body, inner)
+        self.loop_vars.discard(s.var)
         nxt = self.b.add(i, ir.Constant(I64, s.step), flags=["nsw"])
         i.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
-        if self.access_group is not None and not any(isinstance(x, Loop) for x in s.body):
+        if self.access_group is not None and not self.loop_carries and not any(isinstance(x, Loop) for x in s.body):
             loop_id = _DistinctNode(self.module)
             loop_id.operands = (loop_id, self.module.add_metadata(["llvm.loop.parallel_accesses", self.access_group]))
             latch.set_metadata("llvm.loop", loop_id)
         self.b.position_at_end(done)
 
-    def grouped(self, access: ir.Instruction, buffer: str) -> None:
+    def grouped(self, access: ir.Instruction, buffer: str, index: tuple) -> None:
         """Put a load or store of an in-place buffer, or a load of an input, in the kernel's
-        access group."""
-        if self.access_group is not None and (buffer in self.in_place or buffer in self.read_only):
+        access group. An in-place access at an index computed from data (a scatter's ids)
+        can meet another iteration's: the loop it is in then declares nothing."""
+        if self.access_group is None:
+            return
+        if buffer in self.in_place and not all(isinstance(i, Const) or (isinstance(i, Var) and i.name in self.loop_vars)
+                                               for i in index):
+            self.loop_carries = True
+        if buffer in self.in_place or buffer in self.read_only:
             access.set_metadata("llvm.access.group", self.access_group)
 
     def stream_loop(self, s: Loop, env: dict) -> None:
@@ -419,7 +430,7 @@ class _Renderer:
         if isinstance(e, Load):
             d = e.dtype
             v = self.b.load(self.address(e.buffer, e.index, env), align=max(1, d.itemsize))
-            self.grouped(v, e.buffer)
+            self.grouped(v, e.buffer, e.index)
             return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
         if isinstance(e, AccValue):
             decl, value, pos, _ = self.accs[e.name]

@@ -469,3 +469,19 @@ def test_a_kernel_writing_over_its_input_vectorizes_without_an_overlap_check():
     x = args[0] @ args[1] + args[2]
     want = 0.5 * x * (1.0 + np.tanh(0.7978846 * (x + 0.044715 * (x * x * x))))
     np.testing.assert_allclose(f(*args), want, rtol=2e-5, atol=2e-6)
+
+
+def test_a_scatter_written_in_place_declares_only_its_copy_loop_parallel():
+    # Its loop over the ids writes at data-dependent places: repeated ids meet across
+    # iterations, so that loop must keep LLVM's dependence checks (vectorized as if
+    # parallel, repeated ids lost their updates: unique_counts counted 1 for 3).
+    from flowjit.codegen_cpu.render import render_kernel
+    from flowjit.lowering.backend import lower_program
+
+    ids = np.array([3, 1, 3, 3, 0], np.int64)
+    f = fj.function(lambda i: fj.scatter_add(fj.zeros(8, np.int64) + i.sum(), i, fj.ones(i.shape, np.int64)))
+    (kernel,) = [k for k in lower_program(f.ir(ids, stage="fused")).kernels.values() if "scatter" in k.name]
+    assert kernel.in_place != ((),)
+    text = render_kernel(kernel)
+    assert text.count("!llvm.loop ") == 1, text
+    np.testing.assert_array_equal(f(ids), np.bincount(ids, minlength=8) + ids.sum())
