@@ -1,5 +1,6 @@
 """Serving the digits MLP (64-128-128-10, softmax) over HTTP on loopback: ``flowjit serve``
-with adaptive batching, the same server with ``--no-batching``, and a plain Starlette
+with adaptive batching, the same server with ``--no-batching`` (each with JSON bodies and with
+one-row application/x-npy bodies), and a plain Starlette
 endpoint calling the JIT (``fj.function``) per request; each under ``flowjit loadtest``'s
 closed loop at several concurrency levels (one instance per request, JSON). The servers run
 in their own processes; the load generator (coroutines on one event loop) in this one.
@@ -125,7 +126,16 @@ def _build(root: str) -> str:
     return os.path.join(root, "models")
 
 
-def _measure(ctx: Ctx, label: str, cmd: list[str], ready: str, seconds: float) -> Row:
+def _npy_body() -> bytes:
+    import io
+
+    import numpy as np
+    buf = io.BytesIO()
+    np.save(buf, np.full((1, 64), 0.5, np.float32), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _measure(ctx: Ctx, label: str, cmd: list[str], ready: str, seconds: float, npy: bool = False) -> Row:
     from flowjit.serving.loadtest import loadtest
     port = _port()
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -135,8 +145,9 @@ def _measure(ctx: Ctx, label: str, cmd: list[str], ready: str, seconds: float) -
     row = Row("serving", label)
     try:
         _wait(url, proc, ready)
-        body = b'{"instances": [[' + b", ".join([b"0.5"] * 64) + b"]]}"
-        results = loadtest(url, "digits", LEVELS, seconds, body=body)
+        body = _npy_body() if npy else b'{"instances": [[' + b", ".join([b"0.5"] * 64) + b"]]}"
+        results = loadtest(url, "digits", LEVELS, seconds, body=body,
+                           content_type="application/x-npy" if npy else "application/json")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -165,6 +176,9 @@ def run(ctx: Ctx) -> list[Row]:
         rows = [
             _measure(ctx, "flowjit serve, batching (max 64, 2 ms)", serve + ["--port"], "/readyz", seconds),
             _measure(ctx, "flowjit serve --no-batching", serve + ["--no-batching", "--port"], "/readyz", seconds),
+            _measure(ctx, "flowjit serve, batching, x-npy bodies", serve + ["--port"], "/readyz", seconds, npy=True),
+            _measure(ctx, "flowjit serve --no-batching, x-npy bodies", serve + ["--no-batching", "--port"], "/readyz",
+                     seconds, npy=True),
         ]
         plain = os.path.join(root, "plain.py")
         with open(plain, "w") as f:
@@ -181,10 +195,10 @@ def run(ctx: Ctx) -> list[Row]:
             rows.append(Row("serving", "Ray Serve alone around the same library", note="skipped: no ray[serve]"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    batched, alone = rows[0], rows[1]
-    for objective in OBJECTIVES_MS:
-        b, a = batched.cells[f"slo{objective}"].seconds, alone.cells[f"slo{objective}"].seconds
-        batched.cells[f"slo{objective}"].text += f" ({b / a:.2f}x)" if a else ""
+    for batched, alone in ((rows[0], rows[1]), (rows[2], rows[3])):
+        for objective in OBJECTIVES_MS:
+            b, a = batched.cells[f"slo{objective}"].seconds, alone.cells[f"slo{objective}"].seconds
+            batched.cells[f"slo{objective}"].text += f" ({b / a:.2f}x)" if a else ""
     return rows
 
 
@@ -232,7 +246,7 @@ def _measure_plain(ctx: Ctx, cmd: list[str], seconds: float, second: str | None 
 def render(ctx: Ctx, rows: list[Row]) -> list[str]:
     """The serving tables (called by ``bench/run.py``)."""
     from bench.run import table
-    lines = ["### Serving the digits MLP over HTTP (closed loop, one instance per request)", ""]
+    lines = ["### Serving the digits MLP over HTTP (closed loop, one instance per request, JSON unless x-npy)", ""]
     lines += table(["server"] + [f"{c} clients" for c in LEVELS],
                    [[r.label] + [r.cells[f"c{c}"].text if f"c{c}" in r.cells else "—" for c in LEVELS]
                     for r in rows if not r.note])

@@ -26,7 +26,7 @@ def test_the_serving_example_pushes_under_load_without_a_failed_request(tmp_path
 
 @pytest.mark.slow
 def test_quick_serving_bench_draws_its_tables():
-    # python -m bench --quick --only serving (16 s), without the Ray Serve peer's start-up: its
+    # python -m bench --quick --only serving (24 s), without the Ray Serve peer's start-up: its
     # row says it is skipped when ray.serve cannot be imported.
     import subprocess
     root = os.path.dirname(EXAMPLES)
