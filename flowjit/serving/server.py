@@ -539,7 +539,8 @@ class _OneWrite:
     """A connection's transport whose response head waits for the response's first body
     write and leaves with it in one ``send``: uvicorn writes them apart, and the second
     system call (and the client's second wake-up) cost a tenth of a request here. Everything
-    else passes through; ``100 Continue`` and a head followed by no body (close) go at once."""
+    else passes through; ``100 Continue`` goes at once, and a head no body follows (a HEAD
+    request's) leaves when the response completes (``flush``) or the connection closes."""
 
     __slots__ = ("_transport", "_head")
 
@@ -556,11 +557,15 @@ class _OneWrite:
             return
         self._transport.write(data)
 
-    def close(self) -> None:
-        """Send a held head, then close."""
+    def flush(self) -> None:
+        """Send a held head."""
         if self._head is not None:
             data, self._head = self._head, None
             self._transport.write(data)
+
+    def close(self) -> None:
+        """Send a held head, then close."""
+        self.flush()
         self._transport.close()
 
     def __getattr__(self, name: str) -> Any:
@@ -578,6 +583,10 @@ def _http_protocol() -> Any:
     class OneWriteProtocol(HttpToolsProtocol):
         def connection_made(self, transport: Any) -> None:
             super().connection_made(_OneWrite(transport))
+
+        def on_response_complete(self) -> None:
+            self.transport.flush()     # a head that no body followed (HEAD) goes now
+            super().on_response_complete()
     return OneWriteProtocol
 
 

@@ -4,6 +4,7 @@ overload answers, metrics, unloading."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -183,7 +184,7 @@ def test_json_is_read_and_written_alike_with_or_without_orjson(monkeypatch, fast
     assert srv.dumps({"p": [float("nan"), float("-inf")]}) == b'{"p":[NaN,-Infinity]}'
 
 
-def test_a_response_head_is_held_for_its_body_but_100_continue_goes_at_once(server):
+def test_a_response_head_is_held_for_its_body_but_100_continue_and_head_go_at_once(server):
     # Each response leaves in one write (head and body); a client that waits for 100 Continue
     # before sending its body (curl does above 1 KB) must still get it at once.
     body = json.dumps({"instances": X[:1].tolist()}).encode()
@@ -198,6 +199,13 @@ def test_a_response_head_is_held_for_its_body_but_100_continue_goes_at_once(serv
     head, _, payload = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"x-model-version: 1" in head
     assert np.array(json.loads(payload)["predictions"]).shape == (1, 10)
+    # A head that no body follows (a HEAD request's) is not held back.
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    for _ in range(2):    # twice on one kept-alive connection
+        conn.request("HEAD", "/healthz")
+        response = conn.getresponse()
+        assert response.status == 200 and response.read() == b""
+    conn.close()
 
 
 def test_every_bad_input_gets_its_4xx_and_the_server_keeps_serving(models):
