@@ -128,7 +128,10 @@ def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[
 
 def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tuple[Any, Any, list[np.ndarray]]:
     from flowjit.codegen_cpu.program_plan import NotNative, plan_program
-    exe = compile_function(entry.function, backend="llvm", parallel=False)
+    # Planned for every size of a symbolic dimension (sequential), a mean's divisor stays an
+    # element_count its kernel reads from the sizes it is given, not a literal of one size.
+    exe = compile_function(entry.function, backend="llvm", parallel=False,
+                           passes={"fold_shapes": False} if sequential else None)
     if not isinstance(exe, Executable):
         raise AOTError(f"cannot compile {name} ahead of time: it is placed on several devices "
                        f"({type(exe).__name__}); remove its fj.device scopes")

@@ -18,7 +18,7 @@ import numpy as np
 from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Value
 from flowjit.ir.errors import BatchingError
-from flowjit.ir.registry import Literal, Primitive, defbatch, normalize_axes, normalize_axis
+from flowjit.ir.registry import Literal, Primitive, defbatch, get, normalize_axes, normalize_axis
 from flowjit.ir.types import TensorType
 
 BatchRule = Callable[..., tuple[list[Value], list[bool]]]
@@ -445,7 +445,16 @@ def _patches_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **at
     return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
 
 
+def _element_count_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axes: Sequence[int],
+                        **attrs: Any):
+    # Each example has the same count: the axes move past the batch, the result is shared.
+    (x,) = xs
+    shifted = tuple(a + 1 for a in normalize_axes(axes, x.type.ndim - 1))
+    return _emit(e, get("element_count"), [x], {**attrs, "axes": shifted}), [False]
+
+
 def _declare() -> None:
+    defbatch("element_count", _element_count_rule)
     defbatch("gather", _gather_rule)
     defbatch("scatter_add", _scatter_add_rule)
     defbatch("conv2d", _conv2d_rule)

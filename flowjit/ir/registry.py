@@ -38,6 +38,9 @@ ROLES = {
     "constant_pad": "attrs low/high/value: x surrounded by value, low[d] before and high[d] after",
     "join": "attr axis: the inputs one after another along axis",
     "axis_index": "attrs shape/dimension: each element is its own index along dimension",
+    "element_count": "attrs axes/dtype: the number of elements of x along axes, a 0-d value of dtype; reads no "
+                     "element of x (a mean's divisor, which a program compiled for any batch size reads at run "
+                     "time)",
     "gather": "inputs (x, indices), attr axis: x read along axis at each index clamped to [0, n-1]; "
               "indices.shape takes the axis's place",
     "scatter_add": "inputs (operand, indices, updates), attr axis: operand with each update added at its index "

@@ -260,6 +260,13 @@ class _Lowering:
                                        for s, st, i in zip(a["start"], a["step"], idx)))
         if role == "axis_index":
             return apply("cast", idx[a["dimension"] % out.ndim], to=out.dtype)
+        if role == "element_count":
+            # The sizes the kernel reads at run time: no element of x, and no literal that a
+            # program compiled for every batch size would have to change.
+            count: Expr = _i(1)
+            for k in registry.normalize_axes(a["axes"], x.type.ndim):
+                count = apply("mul", count, self.dim(x.type.shape[k]))
+            return apply("cast", count, to=out.dtype)
         if role == "constant_pad":
             fill = constant(pad_fill(a["value"], out.dtype)[()], out.dtype)
             if x.type.size == 0:

@@ -23,6 +23,7 @@ from flowjit.ir.verifier import verify
 from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.cse import cse
 from flowjit.passes.decompose import decompose
+from flowjit.passes.fold_shapes import fold_shapes
 from flowjit.passes.fusion import fusion
 from flowjit.passes.hoist import hoist_invariants
 from flowjit.passes.hoist_scanned import hoist_scanned
@@ -139,6 +140,7 @@ TARGETED_PASSES = frozenset({"placement"})
 
 DEFAULT_PIPELINE = Pipeline([
     ("inline_calls", inline_calls),
+    ("fold_shapes", fold_shapes),
     ("simplify", simplify),
     ("cse", cse),
     ("merge_loops", merge_loops),

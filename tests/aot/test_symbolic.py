@@ -27,6 +27,9 @@ def predict(x):
 
 def centre(x):
     return x - x.mean(axis=0)
+
+def scaled(x):
+    return x / x.shape[0]
 '''
 
 C_PREDICT = r'''
@@ -106,9 +109,17 @@ def test_a_c_program_passes_the_batch_size(built):
         np.testing.assert_allclose(got, np.concatenate([probs.ravel(), norms.ravel()]), rtol=1e-5, atol=1e-5)
 
 
-def test_a_constant_made_from_the_batch_size_is_refused(built, tmp_path, capsys):
+def test_a_mean_over_the_batch_compiles_for_any_batch_and_a_constant_made_from_it_is_refused(built, tmp_path,
+                                                                                            capsys):
+    # A mean divides by the element count its kernel reads from the sizes it is given.
     root, _ = built
-    assert main(["compile", f"{root / 'model.py'}:centre", "--arg", "f32[B,8]", "-o", str(tmp_path / "c")]) == 1
+    assert main(["compile", f"{root / 'model.py'}:centre", "--arg", "f32[B,8]", "-o", str(tmp_path / "m")]) == 0
+    centre = fj.load_compiled(tmp_path / "m")
+    for b in (1, 3, 70):
+        x = np.random.default_rng(b).standard_normal((b, 8)).astype(np.float32)
+        np.testing.assert_allclose(centre(x), x - x.mean(axis=0), rtol=1e-5, atol=1e-6)
+    # x / x.shape[0] divides by a Python int: a literal of one size, refused for any B.
+    assert main(["compile", f"{root / 'model.py'}:scaled", "--arg", "f32[B,8]", "-o", str(tmp_path / "c")]) == 1
     err = capsys.readouterr().err
     assert "for any B" in err and "changes with the batch size B" in err
     assert not (tmp_path / "c").exists()

@@ -163,6 +163,16 @@ CASES += [
     Case("reduce_sum", [NAN_ROWS], {"axes": (1,)}, lambda x: x.sum(axis=1), id="nan"),
 ]
 
+# ---- element_count: the number of elements along axes, whatever x holds ----------------------
+CASES += [
+    Case("element_count", [((2, 3, 4), "T")], {"axes": (0, 2), "dtype": "f32"},
+         lambda x: np.float32(2 * 4), ORD + ("c64", "c128"), "axes02"),
+    Case("element_count", [((5, 3), "T")], {"axes": (-1,), "dtype": "i64"}, lambda x: np.int64(3), id="last"),
+    Case("element_count", [((2, 0, 3), "T")], {"axes": (1, 2), "dtype": "f64"}, lambda x: np.float64(0),
+         id="empty"),
+    Case("element_count", [((), "T")], {"axes": (), "dtype": "f32"}, lambda x: np.float32(1), id="rank0"),
+]
+
 # ---- max / min ----------------------------------------------------------------------------
 for _prim, _fn in (("reduce_max", _max), ("reduce_min", _min)):
     CASES += [

@@ -22,7 +22,7 @@ from tests.registry.case import random_array
 from tests.registry.cases_reduction import CASES
 
 PRIMS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_any", "reduce_all",
-         "argmax", "argmin", "cumsum", "matmul", "conv2d")
+         "argmax", "argmin", "cumsum", "matmul", "conv2d", "element_count")
 
 EXPANDED = [c for case in CASES for c in case.expand()]
 
@@ -72,6 +72,7 @@ def test_declarations():
     kinds = {n: _prim(n).kind for n in PRIMS}
     # cumsum is a scan (its result keeps the input's shape): fusion treats it as opaque.
     assert kinds["matmul"] == kinds["conv2d"] == kinds["cumsum"] == "opaque"
+    assert kinds["element_count"] == "layout"   # reads only its input's shape
     assert all(kinds[n] == "reduction" for n in PRIMS[:9] if n != "cumsum")
     diff = {n for n in PRIMS if _prim(n).differentiable}
     assert diff == {"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "cumsum", "matmul", "conv2d"}
@@ -196,6 +197,7 @@ _ATTR = {
     "bool": st.booleans(),
     "padding": st.one_of(st.sampled_from(["SAME", "VALID", "same", "full"]), _PADS,
                          st.lists(st.tuples(_INT, _INT), max_size=4).map(tuple)),
+    "dtype": _DTYPE,
 }
 
 

@@ -81,6 +81,24 @@ def _selecting(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 _AXES_ATTRS = {"axes": attr("ints"), "keepdims": attr("bool", False)}
 
+
+def _count_rule(in_types: Sequence[TensorType], *, axes: tuple[int, ...], dtype: DType) -> TensorType:
+    (x,) = in_types
+    normalize_axes(axes, x.ndim)
+    return TensorType((), dtype)
+
+
+def _count_impl(x: np.ndarray, *, axes: tuple[int, ...], dtype: DType) -> np.ndarray:
+    return np.asarray(int(np.prod([x.shape[a] for a in normalize_axes(axes, x.ndim)], dtype=np.int64)),
+                      dtype=dtype.np)
+
+
+# A mean divides by it rather than by a literal, so a program compiled once for every batch
+# size (flowjit compile --arg f32[B,...]) divides a mean over the batch by the B it is given.
+declare("element_count", kind="layout", role="element_count", rule=_count_rule, impl=_count_impl, arity=1,
+        attrs={"axes": attr("ints"), "dtype": attr("dtype")}, differentiable=False,
+        doc="the number of elements of x along axes, a 0-d value of dtype (x's elements are not read)")
+
 # Over axes=() each reduction is its input, except a float sum: its reference starts from
 # +0.0, which turns -0.0 into +0.0.
 declare("reduce_sum", kind="reduction", reducer=("0", "acc + v"), rule=_reduce_rule(True), impl=_accumulating(np.sum),

@@ -121,9 +121,18 @@ def mean(x: ArrayLike, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
     o = as_operand(x)
     out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_inexact else float64)
     acc = np.float32 if out_d == float16 else out_d
-    n = math.prod(o.shape[a] for a in _axes(o, axis)) if o.shape else 1
     total = sum(astype(operand_value(o), acc), axis=axis, keepdims=keepdims)
-    return astype(divide(total, as_dtype(acc).np.type(n)), out_d)
+    return astype(divide(total, element_count(o, axis, acc)), out_d)
+
+
+def element_count(x: ArrayLike, axis: Any, dtype: Any) -> Any:
+    """How many elements of ``x`` lie along ``axis`` (all axes when None), a 0-d value of
+    ``dtype``: the divisor of a mean, read from the shape when the program runs (so a
+    library compiled for every batch size divides a mean over the batch by its batch)."""
+    o = as_operand(x)
+    if not o.shape:
+        return as_dtype(dtype).np.type(1)
+    return bind("element_count", [o], {"axes": _axes(o, axis), "dtype": as_dtype(dtype)})
 
 
 def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False, *,
@@ -135,10 +144,12 @@ def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdi
     out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_inexact else float64)
     xf = astype(operand_value(o), out_d)
     centered = subtract(xf, mean(xf, axis=axis, keepdims=True))
-    n = math.prod(o.shape[a] for a in _axes(o, axis)) if o.shape else 1
     # Of a complex array NumPy's variance is real: the mean of |x - mean|^2.
     squares = square(absolute(centered)) if out_d.is_complex else square(centered)
-    return divide(sum(squares, axis=axis, keepdims=keepdims), out_d.real_dtype.np.type(n - ddof))
+    n = element_count(o, axis, out_d.real_dtype)
+    if ddof:
+        n = subtract(n, out_d.real_dtype.np.type(ddof))
+    return divide(sum(squares, axis=axis, keepdims=keepdims), n)
 
 
 def std(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False, *,
