@@ -522,3 +522,9 @@ def test_a_warm_process_runs_a_program_with_a_product_without_llvmlites_binding(
                   for _ in range(2))
     assert cold["ok"] and warm["ok"] and warm["stats"]["compiled"] == 0
     assert warm["llvmlite"] == ["llvmlite._version"]
+
+
+def test_the_unrolling_budget_is_part_of_the_cache_key():
+    # Code compiled under another full-unrolling budget is other machine code: never reused.
+    from flowjit.codegen_cpu import jit
+    assert f"unroll{jit.UNROLL_THRESHOLD}" in jit.host_target().fingerprint().split("|")
