@@ -17,18 +17,29 @@ output, scanned inputs and loop constants are read from the loop's own inputs. A
 loop the sunk ops run batched over the steps with their vmap rules
 (``flowjit.ir.batching``); their stacked outputs replace the loop's.
 
+An *accumulator* is a carry the step only adds to (``c = c + m``, with any elementwise op a
+reduction folds with): a weight's gradient summed over the steps, ``dW += h_t.T @ dz_t``.
+When its summand ``m`` is such sunk work, the carry becomes a loop constant and after the
+loop ``c = c0 + sum_t m_t``; a sum of products is one product of the steps' rows joined
+along the contracted axis (``[p, T*r] @ [T*r, q]``, one GEMM where the loop ran T small ones).
+
 Guarantees: the program computes the same values (a batched op computes, at each step's
 index, what the op computed in that step, and a stacked output holds each step's value at
-its index whichever way the loop runs); the carry and every op the carry depends on are
-untouched; a scan whose sunk work a vmap rule cannot batch is left as it is. Loops nested
-in blocks are handled inside out.
+its index whichever way the loop runs), except that an accumulator's terms are added in
+another order (floats may differ in the last bits, as any reassociating compiler's); every
+other carry and every op it depends on are untouched; a scan whose sunk work a vmap rule
+cannot batch is left as it is. Loops nested in blocks are handled inside out.
 """
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.errors import BatchingError
+from flowjit.ir.registry import all_primitives
 from flowjit.ir.types import TensorType
 from flowjit.passes.batching import batch_block
 from flowjit.passes.hoist import rewrite_loops
@@ -49,18 +60,18 @@ def _sink_loop(block: Block, scan: Op) -> None:
         return
     (body,) = scan.blocks
     k, first = loop.num_carry(scan.attrs), loop.first_constant(scan.attrs)
+    accumulators = _accumulators(body, k)        # carry index -> (the update op, its summand)
+    updates = {id(op) for op, _ in accumulators.values()}
     carried = {v.id for v in body.returns[:k]}
-    stacked = {v.id for v in body.returns[k:]}
-    # Ops that only feed stacked outputs, found from the last op back.
-    feeds: set[int] = set()
+    stacked = {v.id for v in body.returns[k:]} | {m.id for _, m in accumulators.values()}
+    # Ops that only feed stacked outputs (or an accumulator's summand), from the last op back.
     members: dict[int, Op] = {}
     for op in reversed(body.ops):
-        if op.blocks or not op.primitive.pure or not op.inputs:
+        if op.blocks or not op.primitive.pure or not op.inputs or id(op) in updates:
             continue
-        if all(r.id not in carried and all(id(u) in members for u, _ in r.uses)
+        if all(r.id not in carried and all(id(u) in members or id(u) in updates for u, _ in r.uses)
                and (r.uses or r.id in stacked) for r in op.results):
             members[id(op)] = op
-            feeds.update(r.id for r in op.results)
     # The expensive ones and those downstream of them.
     sunk: dict[int, Op] = {}
     for op in body.ops:
@@ -69,6 +80,11 @@ def _sink_loop(block: Block, scan: Op) -> None:
             sunk[id(op)] = op
     if not any(op.primitive.kind in EXPENSIVE_KINDS for op in sunk.values()):
         return
+    # And the ops only they read (a transpose of the step's slice): batched, no stack of it.
+    for op in reversed(body.ops):
+        if id(op) in members and id(op) not in sunk and all(r.uses and all(id(u) in sunk for u, _ in r.uses)
+                                                              for r in op.results):
+            sunk[id(op)] = op
     ops = [op for op in body.ops if id(op) in sunk]
     made = {r.id for op in ops for r in op.results}
     position = {a.id: i for i, a in enumerate(body.args)}
@@ -82,6 +98,7 @@ def _sink_loop(block: Block, scan: Op) -> None:
     literals = [v for v in reads if v.producer is not None and not v.producer.inputs]
     fresh = [v for v in reads if v not in literals and not (k <= position.get(v.id, -1))]
     outputs = [i for i, v in enumerate(body.returns[k:]) if v.id in made]
+    sums = [i for i, (_, m) in accumulators.items() if m.id in made]
     sub_args = [v for v in reads if v not in literals]
     sub = Block([Value(v.type, name=v.name) for v in sub_args])
     mapping = {v.id: a for v, a in zip(sub_args, sub.args)}
@@ -95,10 +112,11 @@ def _sink_loop(block: Block, scan: Op) -> None:
                op.device, op.loc)
         mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
         sub.append(c)
-    sub.set_returns([mapping[body.returns[k + i].id] for i in outputs])
+    sub.set_returns([*(mapping[body.returns[k + i].id] for i in outputs),
+                     *(mapping[accumulators[i][1].id] for i in sums)])
     # Batched over the steps first, on stand-ins for the stacks the loop will make, so a
     # scan whose sunk ops no vmap rule batches is left untouched.
-    length = scan.results[k + outputs[0]].type.shape[0]   # the steps: a stacked output's leading axis
+    length = _length(scan, body, k, first)
     stand_in = {v.id: Value(TensorType((length, *v.type.shape), v.type.dtype), name=v.name) for v in fresh}
     inputs = [stand_in[v.id] if v.id in stand_in else scan.inputs[position[v.id]] for v in sub_args]
     scratch = Block()
@@ -107,26 +125,107 @@ def _sink_loop(block: Block, scan: Op) -> None:
                                                            for v in sub_args])
     except BatchingError:
         outs, batched = [], [False]
-    if not all(batched) or len(outs) != len(outputs):
+    if not all(batched) or len(outs) != len(outputs) + len(sums) or length is None:
         for op in scratch.ops:
             op.drop_inputs()
         return
-    # The loop, stacking what the sunk ops read from the step instead of their outputs.
+    # The loop, stacking what the sunk ops read from the step instead of their outputs; an
+    # accumulator passes its carry through, its summands summed after the loop.
     kept = [i for i in range(len(body.returns) - k) if i not in outputs]
-    body.set_returns([*body.returns[:k], *(body.returns[k + i] for i in kept), *fresh])
+    staying = [i for i in range(k) if i not in sums]
+    body.set_returns([*(body.returns[i] for i in staying), *(body.returns[k + i] for i in kept), *fresh])
+    how = {i: (accumulators[i][0].primitive, accumulators[i][0].attrs,
+               accumulators[i][0].inputs[0] is body.args[i]) for i in sums}
+    for i in sums:
+        body.erase(accumulators[i][0])
     for op in reversed(ops):
         body.erase(op)
-    outer = Builder(block, index=block.ops.index(scan), loc=scan.loc, device=scan.device)
-    new = outer.emit(scan.primitive, list(scan.inputs), scan.attrs, blocks=scan.blocks)
-    for v, made_stack in zip(fresh, new[k + len(kept):]):
+    # An accumulator's carry now enters and leaves each step unchanged: a loop constant.
+    moved = [body.args[i] for i in sums]
+    body.args[:] = [a for i, a in enumerate(body.args) if i not in sums] + moved
+    inputs = [v for i, v in enumerate(scan.inputs) if i not in sums] + [scan.inputs[i] for i in sums]
+    k2 = len(staying)
+    at = block.ops.index(scan)
+    outer = Builder(block, index=at, loc=scan.loc, device=scan.device)
+    new = outer.emit(scan.primitive, inputs, {**scan.attrs, loop.carry: k2}, blocks=scan.blocks)
+    for v, made_stack in zip(fresh, new[k2 + len(kept):]):
         stand_in[v.id].replace_all_uses_with(made_stack)
-    at = block.ops.index(new[0].producer) + 1
-    for i, op in enumerate(scratch.ops):
-        block.insert(at + i, op)
-    replaced = {**{i: new[i] for i in range(k)}, **{k + i: new[k + j] for j, i in enumerate(kept)},
+    for j, op in enumerate(scratch.ops):
+        block.insert(at + 1 + j, op)
+    after = Builder(block, index=at + 1 + len(scratch.ops), loc=scan.loc, device=scan.device)
+    totals = {i: _sum_over_steps(after, how[i], scan.inputs[i], out) for i, out in zip(sums, outs[len(outputs):])}
+    carried_on = {i: new[j] for j, i in enumerate(staying)}
+    replaced = {**{i: totals[i] if i in totals else carried_on[i] for i in range(k)},
+                **{k + i: new[k2 + j] for j, i in enumerate(kept)},
                 **{k + i: out for i, out in zip(outputs, outs)}}
     for i, old in enumerate(scan.results):
         old.replace_all_uses_with(replaced[i])
     block.set_returns([replaced[scan.results.index(v)] if v in scan.results else v for v in block.returns])
     scan.blocks = []
     block.erase(scan)
+
+
+def _accumulators(body: Block, k: int) -> dict[int, tuple[Op, Value]]:
+    """The carries a step only adds to: carry ``i`` whose next value is ``c op m`` with ``op``
+    an elementwise op some reduction folds with (``reduce_sum``'s ``acc + v`` for ``a + b``),
+    the carry read by nothing else and its next value by nothing but the loop. Maps ``i`` to
+    the op and the summand ``m``."""
+    found: dict[int, tuple[Op, Value]] = {}
+    returned = {v.id for v in body.returns}
+    for i in range(k):
+        arg, new = body.args[i], body.returns[i]
+        op = new.producer
+        if op is None or _folding(op.primitive) is None or len(op.inputs) != 2 or arg not in op.inputs:
+            continue
+        m = op.inputs[1] if op.inputs[0] is arg else op.inputs[0]
+        if m is arg or len(arg.uses) != 1 or new.uses or len(m.uses) != 1 or m.id in returned \
+                or m.type != arg.type or sum(v is new for v in body.returns) != 1:
+            continue
+        found[i] = (op, m)
+    return found
+
+
+def _folding(p: Any) -> Any:
+    """The reduction primitive that folds values with elementwise primitive ``p``: the one
+    whose ``reducer`` combines ``acc`` and ``v`` as ``p``'s template combines ``a`` and ``b``."""
+    if p.kind != "elementwise" or not isinstance(p.template, str) or not p.commutative:
+        return None
+    combine = re.sub(r"\bb\b", "v", re.sub(r"\ba\b", "acc", p.template))
+    for r in all_primitives():
+        if r.kind == "reduction" and r.reducer is not None and r.reducer[1] == combine:
+            return r
+    return None
+
+
+def _length(scan: Op, body: Block, k: int, first: int) -> int | None:
+    """The number of steps: a scanned input's or a stacked result's leading axis."""
+    for v in [*scan.inputs[k:first], *scan.results[k:]]:
+        return v.type.shape[0]
+    return None
+
+
+def _sum_over_steps(b: Builder, update: tuple[Any, dict, bool], carry: Value, summands: Value) -> Value:
+    """``carry op (sum of summands over their leading axis)`` after the loop (``update``: the
+    op's primitive, attributes and whether the carry was its first operand); a sum of
+    products ``a_t @ c_t`` is one product of the steps' rows joined (``_stacked_product``)."""
+    prim, attrs, carry_first = update
+    total = _stacked_product(b, summands)
+    if total is None:
+        total = b.op(_folding(prim).name, summands, axes=(0,))
+    return b.emit(prim, [carry, total] if carry_first else [total, carry], attrs)[0]
+
+
+def _stacked_product(b: Builder, summands: Value) -> Value | None:
+    """``sum_t a_t @ c_t`` as one product when ``summands`` is the batched product of two
+    stacks [T, p, r] and [T, r, q] (an accumulator of matrix products, as a weight's gradient
+    over the steps): [p, T*r] @ [T*r, q], the steps' rows joined along the contracted axis."""
+    op = summands.producer
+    if op is None or op.primitive.role != "matrix_product" or summands.type.ndim != 3:
+        return None
+    x, y = op.inputs
+    if x.type.ndim != 3 or y.type.ndim != 3:
+        return None
+    t, p, r = x.type.shape
+    q = y.type.shape[2]
+    lhs = b.op("reshape", b.op("transpose", x, perm=(1, 0, 2)), shape=(p, t * r))
+    return b.op(op.primitive.name, lhs, b.op("reshape", y, shape=(t * r, q)))

@@ -11,6 +11,7 @@ from flowjit.ir import interpret, parse, verify
 from flowjit.passes.hoist_scanned import hoist_scanned
 from flowjit.passes.prune import prune
 from flowjit.passes.sink_scanned import sink_scanned
+from tests.finite_differences import central_differences
 
 RNG = np.random.default_rng(3)
 
@@ -122,3 +123,29 @@ def test_prune_drops_a_stacked_output_nothing_reads():
     verify(fn)
     (scan,) = [op for op in fn.body.ops if op.name == "scan"]
     assert len(scan.results) == 1 and [op.name for op in scan.blocks[0].ops] == ["matmul", "add", "tanh"]
+
+
+def test_a_weight_gradient_summed_over_the_steps_is_one_product_after_the_loop():
+    # d W = sum_t h_t.T @ dz_t accumulates in the reverse scan's carry; after sink_scanned
+    # the carry is a loop constant and the sum one product of the stacked rows.
+    def loss(w, u, xs):
+        h, hs = fj.scan(lambda h, x: (fj.tanh(h @ w + x @ u),) * 2, fj.zeros((3, 4)), xs)
+        return (hs ** 2).sum()
+
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal((4, 4)) * 0.5, rng.standard_normal((2, 4)) * 0.5, rng.standard_normal((7, 3, 2))]
+    step = fj.function(fj.grad(loss, argnums=(0, 1)))
+    before = step.ir(*args, stage="hoist_scanned")
+    after = step.ir(*args, stage="sink_scanned")
+    (rev_before,) = [op for op in before.body.ops if op.name == "scan" and op.attrs["reverse"]]
+    (rev_after,) = [op for op in after.body.ops if op.name == "scan" and op.attrs["reverse"]]
+    assert rev_after.attrs["num_carry"] == rev_before.attrs["num_carry"] - 2     # d w, d u
+    tail = after.body.ops[after.body.ops.index(rev_after) + 1:]
+    products = [op for op in tail if op.name == "matmul"]
+    assert sorted(op.results[0].type.shape for op in products) == [(2, 4), (4, 4)]
+    assert all(op.inputs[1].type.shape[0] == 7 * 3 for op in products)    # the steps' rows joined
+    want = fj.function(fj.grad(loss, argnums=(0, 1)), interpret=True)(*args)
+    for g, w in zip(step(*args), want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    for i, g in enumerate(step(*args)):
+        np.testing.assert_allclose(g, central_differences(loss, args, i), rtol=1e-6, atol=1e-8)
