@@ -184,7 +184,8 @@ def blas_core() -> str:
         return "not an OpenBLAS"
     was = f" (restarted from {core['was']})" if "was" in core else ""
     given = os.environ.get("OPENBLAS_CORETYPE")
-    return f"OpenBLAS {core['core']} kernels{was}" + (f"; OPENBLAS_CORETYPE={given}" if given else "")
+    advice = f" ({core['advice']})" if "advice" in core else ""
+    return f"OpenBLAS {core['core']} kernels{was}{advice}" + (f"; OPENBLAS_CORETYPE={given}" if given else "")
 
 
 def machine(ctx) -> list[str]:

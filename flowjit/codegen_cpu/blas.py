@@ -56,6 +56,7 @@ GEMM_SPLIT_MIN_WORK = BLAS_PARALLEL_MIN_WORK
 GEMM_PIECE_MIN_ROWS = 64
 GEMM_PIECE_MIN_WORK = 1 << 21
 GEMM_PIECES_PER_THREAD = 2
+GEMM_DIRECT_MIN_WORK = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -252,10 +253,14 @@ def build_gemm_module(int_bits: int) -> str:
         unit = b.select(b.icmp_signed("<", unit, fewest), fewest, unit)
         units = b.sdiv(whole, unit)
         units = b.select(b.icmp_signed("<", units, const(1)), const(1), units)
-        # A product too narrow for two pieces still runs as one, the BLAS on one thread:
-        # its own threads, once woken, spin beside the pool's.
-        go = b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
-                    b.icmp_signed(">=", b.mul(per_row, whole), const(GEMM_SPLIT_MIN_WORK)))
+        # A product too narrow for two pieces still runs as one, the BLAS on one thread (its
+        # own threads, once woken, spin beside the pool's), unless it is large enough for the
+        # BLAS's threads to split its depth (GEMM_DIRECT_MIN_WORK: a weight gradient X.T @ dY
+        # of 64 x 65536 x 64).
+        work = b.mul(per_row, whole)
+        go = b.and_(b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
+                           b.icmp_signed(">=", work, const(GEMM_SPLIT_MIN_WORK))),
+                    b.or_(b.icmp_signed(">=", units, const(2)), b.icmp_signed("<", work, const(GEMM_DIRECT_MIN_WORK))))
         b.cbranch(go, split, direct)
         b.position_at_end(direct)
         b.call(b.bitcast(ld(b, routines[routine]), sig.as_pointer()), list(args))
@@ -322,7 +327,8 @@ AVX512_OPENBLAS_CORE = "SkylakeX"
 AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")
 _CORENAME_GETTERS = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
                      "openblas_get_corename")
-# What _choose_openblas_core found and did: {"core": name now, "was": name before (when changed)}.
+# What _choose_openblas_core found and did: {"core": name now, "was": name before (when changed),
+# "advice": what to set when it could not restart the library safely}.
 OPENBLAS_CORE: dict[str, str] = {}
 
 
@@ -376,15 +382,27 @@ def _choose_openblas_core(lib: ctypes.CDLL) -> None:
     want = better_openblas_core(core, _cpu_features(), os.environ)
     if want is None:
         return
-    os.environ["OPENBLAS_CORETYPE"] = want
-    quit_()
-    init()
-    now = _openblas_core_name(lib) or ""
+    if threading.active_count() > 1:
+        # Another thread may be inside the library (NumPy releases the GIL for a product):
+        # restarting it under that call crashed or corrupted it. Say so, change nothing.
+        OPENBLAS_CORE["advice"] = (f"OpenBLAS runs its {core} kernels on a CPU with AVX-512; set "
+                                   f"OPENBLAS_CORETYPE={want} before starting Python for about twice its speed")
+        return
+
+    def restart(coretype: str | None) -> str:
+        # The library reads OPENBLAS_CORETYPE only as it starts: set for that alone, so
+        # child processes choose for themselves.
+        if coretype is not None:
+            os.environ["OPENBLAS_CORETYPE"] = coretype
+        try:
+            quit_()
+            init()
+        finally:
+            os.environ.pop("OPENBLAS_CORETYPE", None)
+        return _openblas_core_name(lib) or ""
+    now = restart(want)
     if now.lower() != want.lower():   # not a core this build has: back to its own choice
-        del os.environ["OPENBLAS_CORETYPE"]
-        quit_()
-        init()
-        now = _openblas_core_name(lib) or ""
+        now = restart(None)
     if now != core:
         OPENBLAS_CORE.update(core=now, was=core)
 

@@ -160,7 +160,8 @@ class NativeProgram:
             raise TypeError(f"program {self.plan.name} takes {len(self._args)} arrays, got {len(arrays)}")
         out = []
         for x, b in zip(arrays, self._args):
-            y = np.ascontiguousarray(x, dtype=b.dtype)
+            # np.ascontiguousarray makes a 0-d array 1-d: a scalar is contiguous as it is.
+            y = np.asarray(x, dtype=b.dtype) if np.ndim(x) == 0 else np.ascontiguousarray(x, dtype=b.dtype)
             y = y if type(y) is np.ndarray else np.array(y)
             if y.shape != b.shape:
                 raise ValueError(f"program {self.plan.name}, compiled for an array of shape {b.shape} got one of "

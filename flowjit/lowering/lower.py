@@ -266,6 +266,8 @@ class _Lowering:
             count: Expr = _i(1)
             for k in registry.normalize_axes(a["axes"], x.type.ndim):
                 count = apply("mul", count, self.dim(x.type.shape[k]))
+            if out.dtype.is_complex:   # a complex value is the pair of its parts
+                return apply("cast", count, to=out.dtype.real_dtype), constant(0, out.dtype.real_dtype)
             return apply("cast", count, to=out.dtype)
         if role == "constant_pad":
             fill = constant(pad_fill(a["value"], out.dtype)[()], out.dtype)

@@ -174,3 +174,26 @@ def test_what_flowjit_lacks_names_the_numpy_function_and_the_line():
 
     with pytest.raises(FlowjitTypeError, match=r"`a \+= x`.*Write `a = a \+ x`"):
         fj.function(in_place)(X)
+
+
+def test_var_past_its_count_is_inf_as_numpys_and_a_complex_mean_compiles_for_any_batch(tmp_path):
+    # NumPy divides by max(n - ddof, 0); a complex mean's count is a complex value's parts.
+    x = np.arange(6.0).reshape(2, 3)
+    for ddof in (3, 4):
+        np.testing.assert_array_equal(fj.function(lambda v: fj.var(v, axis=1, ddof=ddof))(x), [np.inf, np.inf])
+
+    def f(v):
+        return fj.real(fj.mean(fj.astype(v, np.complex64) * (1 + 2j), axis=1))
+
+    fj.export(f, fj.ShapeDtype(("B", 4), "f32"), path=tmp_path, name="f")
+    xx = np.random.default_rng(0).random((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(fj.load_compiled(tmp_path)(xx), np.real((xx * (1 + 2j)).mean(axis=1)), rtol=1e-6)
+
+
+def test_a_scalar_argument_beside_a_strided_array():
+    # A strided array sends every argument through np.ascontiguousarray, which made a 0-d
+    # learning rate 1-d.
+    f = fj.function(lambda v, lr: v * lr)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(f(x[:, ::2], 0.5), x[:, ::2] * 0.5)
+    np.testing.assert_array_equal(f(np.asfortranarray(x), np.float32(2)), x * 2)

@@ -41,6 +41,7 @@ from flowjit.tracer.numpy.ufuncs import (
     add,
     divide,
     isclose,
+    maximum,
     multiply,
     negative,
     not_equal,
@@ -147,8 +148,8 @@ def var(x: ArrayLike, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdi
     # Of a complex array NumPy's variance is real: the mean of |x - mean|^2.
     squares = square(absolute(centered)) if out_d.is_complex else square(centered)
     n = element_count(o, axis, out_d.real_dtype)
-    if ddof:
-        n = subtract(n, out_d.real_dtype.np.type(ddof))
+    if ddof:   # NumPy divides by max(n - ddof, 0): inf or NaN past the count
+        n = maximum(subtract(n, out_d.real_dtype.np.type(ddof)), out_d.real_dtype.np.type(0))
     return divide(sum(squares, axis=axis, keepdims=keepdims), n)
 
 
