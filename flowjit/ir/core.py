@@ -243,11 +243,19 @@ def clone_ops_into(block: Block, dest: Block, args: list[Value], mapping: dict[i
     for a, b in zip(block.args, args):
         mapping[a.id] = b
     for op in block.ops:
-        # Nested blocks may use values of this block, so map inputs first, then clone blocks.
-        inputs = [mapping.get(v.id, v) for v in op.inputs]
-        blocks = [_clone_block(b, mapping) for b in op.blocks]
-        c = Op(op.primitive, inputs, op.attrs, [r.type for r in op.results], op.device, op.loc, blocks)
-        for r, cr in zip(op.results, c.results):
-            mapping[r.id] = cr
-        dest.append(c)
+        clone_op_into(op, dest, mapping)
     return [mapping.get(v.id, v) for v in block.returns]
+
+
+def clone_op_into(op: Op, dest: Block, mapping: dict[int, Value]) -> Op:
+    """Append to ``dest`` a copy of ``op`` (its blocks copied too) reading ``mapping``'s
+    value in place of each input it maps (others as they are); map ``op``'s results to the
+    copy's. Returns the copy."""
+    # Nested blocks may use values of this block, so map inputs first, then clone blocks.
+    inputs = [mapping.get(v.id, v) for v in op.inputs]
+    blocks = [_clone_block(b, mapping) for b in op.blocks]
+    c = Op(op.primitive, inputs, op.attrs, [r.type for r in op.results], op.device, op.loc, blocks)
+    for r, cr in zip(op.results, c.results):
+        mapping[r.id] = cr
+    dest.append(c)
+    return c

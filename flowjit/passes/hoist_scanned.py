@@ -24,8 +24,10 @@ cannot batch is left as it is. Loops nested in blocks are handled inside out.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from flowjit.ir.builder import Builder
-from flowjit.ir.core import Block, Function, Op, Value
+from flowjit.ir.core import Block, Function, Op, Value, clone_op_into
 from flowjit.ir.errors import BatchingError
 from flowjit.passes.batching import batch_block
 from flowjit.passes.hoist import rewrite_loops
@@ -72,29 +74,12 @@ def _hoist_loop(block: Block, scan: Op) -> None:
     members = {id(op) for op in hoisted}
     crossing = [r for op in hoisted for r in op.results
                 if any(id(u) not in members for u, _ in r.uses) or any(r is v for v in body.returns)]
-    # The hoisted ops as a block of their own over the slices and constants they read,
-    # batched over the steps into a scratch block, then moved before the loop.
-    args = [a for a in body.args[k:] if a.id in wanted]
-    sub = Block([Value(a.type, name=a.name) for a in args])
-    mapping = {a.id: s for a, s in zip(args, sub.args)}
-    for op in body.ops:
-        if id(op) in members or (not op.inputs and any(r.id in wanted for r in op.results)):
-            c = Op(op.primitive, [mapping[v.id] for v in op.inputs], op.attrs, [r.type for r in op.results],
-                   op.device, op.loc)
-            mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
-            sub.append(c)
-    sub.set_returns([mapping[r.id] for r in crossing])
+    # The hoisted ops batched over the steps into a scratch block, moved before the loop.
     position = {a.id: i for i, a in enumerate(body.args)}
-    outer_inputs = [scan.inputs[position[a.id]] for a in args]
-    scratch = Block()
-    try:
-        outs, batched = batch_block(sub, scratch, outer_inputs, [a.id in scanned for a in args])
-    except BatchingError:
-        outs, batched = [], [False]
-    if not all(batched):
-        for op in scratch.ops:
-            op.drop_inputs()
+    made = batched_over_steps(hoisted, crossing, lambda v: (scan.inputs[position[v.id]], v.id in scanned))
+    if made is None:
         return
+    scratch, outs = made
     at = block.ops.index(scan)
     for i, op in enumerate(scratch.ops):
         block.insert(at + i, op)
@@ -116,3 +101,38 @@ def _hoist_loop(block: Block, scan: Op) -> None:
     block.set_returns([new[scan.results.index(v)] if v in scan.results else v for v in block.returns])
     scan.blocks = []
     block.erase(scan)
+
+
+def batched_over_steps(ops: Sequence[Op], returns: Sequence[Value],
+                       source: Callable[[Value], tuple[Value, bool]]) -> tuple[Block, list[Value]] | None:
+    """``ops`` of a loop's step (in block order) batched over the steps with their vmap
+    rules, for a pass that moves them out of the loop: copied into a block of their own over
+    what they read from outside themselves (literal constants copied in; for any other value
+    ``source`` gives the value of the enclosing block standing for it and whether that one
+    holds every step along axis 0), then batched into a scratch block whose ops the caller
+    inserts where it wants. Returns the scratch block and the batched ``returns``, or None,
+    leaving nothing behind, when a vmap rule cannot batch them."""
+    made = {r.id for op in ops for r in op.results}
+    reads: dict[int, Value] = {}
+    for op in ops:
+        for v in op.inputs:
+            if v.id not in made:
+                reads.setdefault(v.id, v)
+    literals = [v for v in reads.values() if v.producer is not None and not v.producer.inputs]
+    args = [v for v in reads.values() if v not in literals]
+    sub = Block([Value(v.type, name=v.name) for v in args])
+    mapping = {v.id: a for v, a in zip(args, sub.args)}
+    for op in [*dict.fromkeys(v.producer for v in literals), *ops]:
+        clone_op_into(op, sub, mapping)
+    sub.set_returns([mapping[v.id] for v in returns])
+    outer = [source(v) for v in args]
+    scratch = Block()
+    try:
+        outs, batched = batch_block(sub, scratch, [v for v, _ in outer], [b for _, b in outer])
+    except BatchingError:
+        outs, batched = [], [False]
+    if not all(batched) or len(outs) != len(returns):
+        for op in scratch.ops:
+            op.drop_inputs()
+        return None
+    return scratch, outs

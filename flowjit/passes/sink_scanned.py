@@ -38,12 +38,10 @@ from typing import Any
 
 from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
-from flowjit.ir.errors import BatchingError
 from flowjit.ir.registry import all_primitives
 from flowjit.ir.types import TensorType
-from flowjit.passes.batching import batch_block
 from flowjit.passes.hoist import rewrite_loops
-from flowjit.passes.hoist_scanned import EXPENSIVE_KINDS
+from flowjit.passes.hoist_scanned import EXPENSIVE_KINDS, batched_over_steps
 from flowjit.passes.prune import prune
 
 
@@ -88,47 +86,31 @@ def _sink_loop(block: Block, scan: Op) -> None:
     ops = [op for op in body.ops if id(op) in sunk]
     made = {r.id for op in ops for r in op.results}
     position = {a.id: i for i, a in enumerate(body.args)}
-    # What the sunk ops read from outside themselves: a scanned slice or a loop constant (the
-    # loop's own input), a literal constant (copied), or a value of the step (stacked anew).
-    reads: list[Value] = []
+    length = _length(scan, k, first)
+    if length is None:
+        return
+    # What the sunk ops read from the step (not a scanned slice, a loop constant or a
+    # literal) is stacked anew: batched first on stand-ins for those stacks, so a scan whose
+    # sunk ops no vmap rule batches is left untouched.
+    fresh: list[Value] = []
     for op in ops:
         for v in op.inputs:
-            if v.id not in made and all(v is not r for r in reads):
-                reads.append(v)
-    literals = [v for v in reads if v.producer is not None and not v.producer.inputs]
-    fresh = [v for v in reads if v not in literals and not (k <= position.get(v.id, -1))]
+            literal = v.producer is not None and not v.producer.inputs
+            if v.id not in made and position.get(v.id, -1) < k and not literal and all(v is not f for f in fresh):
+                fresh.append(v)
     outputs = [i for i, v in enumerate(body.returns[k:]) if v.id in made]
     sums = [i for i, (_, m) in accumulators.items() if m.id in made]
-    sub_args = [v for v in reads if v not in literals]
-    sub = Block([Value(v.type, name=v.name) for v in sub_args])
-    mapping = {v.id: a for v, a in zip(sub_args, sub.args)}
-    for v in literals:
-        op = v.producer
-        c = Op(op.primitive, [], op.attrs, [r.type for r in op.results], op.device, op.loc)
-        mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
-        sub.append(c)
-    for op in ops:
-        c = Op(op.primitive, [mapping[v.id] for v in op.inputs], op.attrs, [r.type for r in op.results],
-               op.device, op.loc)
-        mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
-        sub.append(c)
-    sub.set_returns([*(mapping[body.returns[k + i].id] for i in outputs),
-                     *(mapping[accumulators[i][1].id] for i in sums)])
-    # Batched over the steps first, on stand-ins for the stacks the loop will make, so a
-    # scan whose sunk ops no vmap rule batches is left untouched.
-    length = _length(scan, body, k, first)
     stand_in = {v.id: Value(TensorType((length, *v.type.shape), v.type.dtype), name=v.name) for v in fresh}
-    inputs = [stand_in[v.id] if v.id in stand_in else scan.inputs[position[v.id]] for v in sub_args]
-    scratch = Block()
-    try:
-        outs, batched = batch_block(sub, scratch, inputs, [v.id in stand_in or position[v.id] < first
-                                                           for v in sub_args])
-    except BatchingError:
-        outs, batched = [], [False]
-    if not all(batched) or len(outs) != len(outputs) + len(sums) or length is None:
-        for op in scratch.ops:
-            op.drop_inputs()
+
+    def source(v: Value) -> tuple[Value, bool]:
+        if v.id in stand_in:
+            return stand_in[v.id], True
+        return scan.inputs[position[v.id]], position[v.id] < first
+    batched = batched_over_steps(ops, [*(body.returns[k + i] for i in outputs), *(accumulators[i][1] for i in sums)],
+                                 source)
+    if batched is None:
         return
+    scratch, outs = batched
     # The loop, stacking what the sunk ops read from the step instead of their outputs; an
     # accumulator passes its carry through, its summands summed after the loop.
     kept = [i for i in range(len(body.returns) - k) if i not in outputs]
@@ -197,7 +179,7 @@ def _folding(p: Any) -> Any:
     return None
 
 
-def _length(scan: Op, body: Block, k: int, first: int) -> int | None:
+def _length(scan: Op, k: int, first: int) -> int | None:
     """The number of steps: a scanned input's or a stacked result's leading axis."""
     for v in [*scan.inputs[k:first], *scan.results[k:]]:
         return v.type.shape[0]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.builder import Builder
-from flowjit.ir.core import Block, Op, Value, _clone_block, clone_ops_into
+from flowjit.ir.core import Block, Value, _clone_block, clone_op_into, clone_ops_into
 from flowjit.ir.dtypes import bool_, int32
 from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.interpreter import run_block
@@ -236,7 +236,7 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
             wanted.update(v.id for v in op.inputs)
     for op in step.ops[len(body.ops):]:
         if any(r.id in wanted for r in op.results):
-            _clone_op(op, saving, fwd)
+            clone_op_into(op, saving, fwd)
     saving.set_returns([*outs, *[fwd[v.id] for v in res.saved]])
     attrs = {"num_carry": k, "num_xs": n, "length": length, "reverse": reverse}
     saved = e.builder.emit("scan", [*carry, *xs, *consts], attrs, blocks=[saving])[len(body.returns):]
@@ -246,7 +246,7 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     rev: dict[int, Value] = {v.id: a for v, a in zip(old, back.args)}
     for op in step.ops:
         if op.id in res.kept and not all(r.id in rev for r in op.results):
-            _clone_op(op, back, rev)
+            clone_op_into(op, back, rev)
     back.set_returns([rev[v.id] for v in step.returns])
     for op in step.ops:
         op.drop_inputs()
@@ -255,15 +255,6 @@ def _scan_vjp(e: Any, gs: Sequence[Any], ys: Sequence[Any], *inputs: Any, blocks
     attrs = {"num_carry": k + m, "num_xs": len(r_t) + n + len(y_types), "length": length, "reverse": not reverse}
     res_ = e.builder.emit("scan", [*gs[:k], *zeros, *saved, *xs, *gs[k:], *consts], attrs, blocks=[back])
     return [*res_[:k], *res_[k + m:], *res_[k:k + m]]
-
-
-def _clone_op(op: Any, dest: Any, mapping: dict[int, Any]) -> None:
-    """Append to ``dest`` a copy of ``op`` reading ``mapping``'s values; map its results."""
-    inputs = [mapping.get(v.id, v) for v in op.inputs]
-    blocks = [_clone_block(b, mapping) for b in op.blocks]
-    c = Op(op.primitive, inputs, op.attrs, [r.type for r in op.results], op.device, op.loc, blocks)
-    mapping.update({r.id: cr for r, cr in zip(op.results, c.results)})
-    dest.append(c)
 
 
 defvjp("scan", _scan_vjp)
