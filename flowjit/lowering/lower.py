@@ -375,8 +375,8 @@ class _Lowering:
         axes = sorted({ax % nd for ax in op.attrs["axes"]}) if "axes" in op.attrs else [op.attrs["axis"] % nd]
         keep = op.attrs.get("keepdims", False)
         d = op.results[0].type.dtype
-        if not is_arg and not cx and axes and axes == list(range(len(axes))) and len(axes) < nd:
-            kept = idx[len(axes):] if keep else idx
+        if not is_arg and not cx and axes and nd - 1 not in axes:
+            kept = tuple(i for k, i in enumerate(idx) if k not in axes) if keep else idx
             return apply("cast", Load(*self.leading_reduction(op, kind, axes), kept, scalar.accumulator_dtype(kind, d)),
                      to=d)
         it = iter(idx)
@@ -462,17 +462,19 @@ class _Lowering:
         return apply("cast", AccValue(acc, acc_d), to=d)
 
     def leading_reduction(self, op: Op, kind: str, axes: list) -> tuple[str]:
-        """A temp buffer of the results of a reduction over leading axes (a bias gradient's
-        sum over the batch), filled before the loop nest in row-major order: the inner loop
-        runs along the kept axes, contiguous and vectorizable, where reducing each column
-        on its own would stride through memory."""
+        """A temp buffer of the results of a reduction that keeps the last axis (a bias
+        gradient's sum over the batch, a mean over a bag of embedding rows or over time),
+        filled before the loop nest in row-major order: the inner loop runs along the last
+        axis, contiguous and vectorizable, where reducing each column on its own would
+        stride through memory (a mean over axis 1 of f32[64,512,256]: 5.8 ms so, against
+        NumPy's 1.1)."""
         key = ("leading", op.results[0].id)
         top = self.scopes[0]
         if key in top.memo:
             return top.memo[key]
         x = op.inputs[0]
         acc_d = scalar.accumulator_dtype(kind, op.results[0].type.dtype)
-        kept_shape = x.type.shape[len(axes):]
+        kept_shape = tuple(n for k, n in enumerate(x.type.shape) if k not in axes)
         name = self.fresh("cols")
         self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
         saved = self.scopes
@@ -487,7 +489,7 @@ class _Lowering:
         for v, n in zip(loop_vars, x.type.shape):
             self.open_loop(v.name, self.dim(n))
         val = self.value(x, tuple(loop_vars))
-        cell = tuple(loop_vars[len(axes):])
+        cell = tuple(v for k, v in enumerate(loop_vars) if k not in axes)
         self.scopes[-1].body.append(Store(name, cell, scalar.combine(kind, Load(name, cell, acc_d), val)))
         while len(self.scopes) > 1:
             self.close_loop()
