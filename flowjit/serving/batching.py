@@ -51,14 +51,16 @@ class Overloaded(Exception):
         self.retry_after = max(1, math.ceil(retry_after))
 
 
-@dataclass
 class _Item:
-    arrays: list[np.ndarray]
-    rows: int
-    future: asyncio.Future
-    arrival: float
-    deadline: float | None
-    queued_s: float = 0.0
+    """A queued request: its arrays and rows, what it waits on (an asyncio future, or any
+    object with a future's ``done``, ``set_result`` and ``set_exception``), when it came,
+    its deadline and (once its batch forms) its time in the queue."""
+
+    __slots__ = ("arrays", "rows", "future", "arrival", "deadline", "queued_s")
+
+    def __init__(self, arrays: list[np.ndarray], rows: int, future: Any, arrival: float, deadline: float | None):
+        self.arrays, self.rows, self.future, self.arrival, self.deadline = arrays, rows, future, arrival, deadline
+        self.queued_s = 0.0
 
 
 @dataclass
@@ -159,39 +161,66 @@ class Batcher:
     async def submit(self, arrays: list[np.ndarray], rows: int) -> list[np.ndarray]:
         """Queue a request of ``rows`` rows and wait for its outputs. Raises Overloaded
         (429) when the queue is full, or (503) when it is predicted to miss the objective."""
-        loop = asyncio.get_running_loop()
         now = time.perf_counter()
+        deadline = self._admit(rows, now)
+        if self._alone(rows):
+            return self._run_alone(arrays, rows, now)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        self._enqueue(loop, _Item(arrays, rows, fut, now, deadline))
+        return await fut
+
+    def offer(self, arrays: list[np.ndarray], rows: int, waiter: Any) -> list[np.ndarray] | None:
+        """``submit`` for a caller on the loop without a coroutine (the server's predict fast
+        path): the request's outputs when it ran at once (no batching, nothing queued), else
+        None, and ``waiter`` (an object with an asyncio future's ``done``, ``set_result`` and
+        ``set_exception``) gets them, or the error, when its batch has run. Raises Overloaded."""
+        now = time.perf_counter()
+        deadline = self._admit(rows, now)
+        if self._alone(rows):
+            return self._run_alone(arrays, rows, now)
+        self._enqueue(asyncio.get_running_loop(), _Item(arrays, rows, waiter, now, deadline))
+        return None
+
+    def _admit(self, rows: int, now: float) -> float | None:
+        """The deadline of a request of ``rows`` arriving ``now`` (None without an
+        objective); raises Overloaded when it is refused."""
         if self._closing:
             raise Overloaded(503, f"version {self.version.version} of {self.version.model} is unloading", 1)
         if self._rows + rows > self.max_queue_rows and self._queue:
             wait = math.ceil(self._rows / max(self.cap, 1)) * self.predict(self.cap)
             raise Overloaded(429, f"the queue of {self.version.model} is full ({self._rows} rows waiting, at "
                                   f"most {self.max_queue_rows}): retry later", wait)
-        deadline = None
-        if self.slo_s is not None:
-            deadline = now + self.slo_s
-            ahead = math.ceil((self._rows + rows) / max(self.cap, 1))
-            finish = max(now, self._busy_until) + ahead * self.predict(self.cap)
-            if finish > deadline:
-                raise Overloaded(503, f"{self.version.model} cannot answer within its latency objective of "
-                                      f"{self.slo_s * 1e3:g} ms now ({self._rows} rows waiting): retry later",
-                                 finish - deadline)
-        if not self.batching and not self._queue and not self._running and self.predict(rows) < self.inline_s:
-            # Without batching, a request finding nothing queued runs now, on the loop: a
-            # future and a turn of the loop would cost more than the digits MLP's run.
-            self._busy_until = now + self.predict(rows)
-            t0 = time.perf_counter()
-            outputs = self.version.run(arrays)
-            t1 = time.perf_counter()
-            self._learn(rows, t1 - t0, t1 - now)
-            self._on_batch(BatchStats(rows, t1 - t0, [t0 - now]))
-            return outputs
-        fut: asyncio.Future = loop.create_future()
-        self._queue.append(_Item(arrays, rows, fut, now, deadline))
-        self._rows += rows
+        if self.slo_s is None:
+            return None
+        deadline = now + self.slo_s
+        ahead = math.ceil((self._rows + rows) / max(self.cap, 1))
+        finish = max(now, self._busy_until) + ahead * self.predict(self.cap)
+        if finish > deadline:
+            raise Overloaded(503, f"{self.version.model} cannot answer within its latency objective of "
+                                  f"{self.slo_s * 1e3:g} ms now ({self._rows} rows waiting): retry later",
+                             finish - deadline)
+        return deadline
+
+    def _alone(self, rows: int) -> bool:
+        # Without batching, a request finding nothing queued runs now, on the loop: a future
+        # and a turn of the loop would cost more than the digits MLP's run.
+        return not self.batching and not self._queue and not self._running and self.predict(rows) < self.inline_s
+
+    def _run_alone(self, arrays: list[np.ndarray], rows: int, now: float) -> list[np.ndarray]:
+        self._busy_until = now + self.predict(rows)
+        t0 = time.perf_counter()
+        outputs = self.version.run(arrays)
+        t1 = time.perf_counter()
+        self._learn(rows, t1 - t0, t1 - now)
+        self._on_batch(BatchStats(rows, t1 - t0, [t0 - now]))
+        return outputs
+
+    def _enqueue(self, loop: asyncio.AbstractEventLoop, item: _Item) -> None:
+        self._queue.append(item)
+        self._rows += item.rows
         self._on_depth(self._rows)
         self._schedule(loop)
-        return await fut
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Arrange the next batch: at once when the cap is reached, else after the wait."""

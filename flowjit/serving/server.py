@@ -38,11 +38,7 @@ from flowjit.version import __version__
 from . import repository
 from .batching import Batcher, BatchStats, Overloaded
 from .model import NPY, NPZ, BadRequest, LoadedVersion, VersionRefused, limit_blas_threads
-
-try:  # uvicorn's fast HTTP parser: present with httptools (uvicorn[standard]), else uvicorn's h11
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-except ImportError:
-    HttpToolsProtocol = None
+from .protocol import FastRequest, http_protocol
 
 try:  # the serving extra's JSON codec: 8x faster than json on a request's rows (json when it is missing)
     import orjson
@@ -376,11 +372,140 @@ def _parse_path(rest: str) -> tuple[str, int | None, str]:
     return parts[0], version, action
 
 
-def build_app(repo: Repository) -> ASGIApp:
-    """The ASGI application serving ``repo``: predict requests on raw ASGI messages, every
-    other path through Starlette's routes."""
+def _error_answer(status: int, message: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
+    return status, [(b"content-type", _JSON), *headers], dumps({"error": message})
+
+
+class _Answer(Exception):
+    """A predict request answered before a version is picked (an unknown model or version)."""
+
+    def __init__(self, answer: tuple[int, list, bytes]):
+        self.answer = answer
+
+
+class Predictor:
+    """The predict requests of a repository, answered the same on both of the server's
+    paths: the ASGI application's (``build_app``) and the HTTP protocol's fast path below
+    ASGI (``fast``: a whole body in, the response's bytes written when its batch has run,
+    no coroutine). An answer is (status, headers, body); the headers carry the version that
+    answered (``X-Model-Version``), as every answer after a version is picked."""
+
+    def __init__(self, repo: Repository):
+        self.repo = repo
+        self.metrics = repo.metrics
+        self.max_body = int(repo.config.max_body_mb * (1 << 20))
+
+    def route(self, rest: str) -> tuple[ModelState, LoadedVersion, Batcher]:
+        """The model, version (acquired: release it once answered) and batcher of a predict
+        path's ``rest`` (after /v1/models/); raises _Answer (400, 404) when there is none."""
+        try:
+            name, version, _ = _parse_path(rest)
+        except BadRequest as e:
+            raise _Answer(_error_answer(e.status, str(e), [])) from None
+        repo = self.repo
+        state = repo.models.get(name)
+        if state is None:
+            known = ", ".join(sorted(repo.models)) or "none"
+            raise _Answer(_error_answer(404, f"no model {name!r} in {repo.root} (models: {known})", []))
+        if state.latency is None:
+            state.latency = self.metrics.latency.labels(state.name)
+        picked = state.pick(version)
+        if picked is None:
+            state.count(self.metrics, "", "404")
+            which = f"version {version}" if version is not None else "a version"
+            raise _Answer(_error_answer(404, f"model {state.name!r} has no {which} loaded (loaded: "
+                                             f"{sorted(state.served)})", []))
+        return state, picked[0], picked[1]
+
+    def decode(self, state: ModelState, loaded: LoadedVersion, ctype: str,
+               body: bytes) -> tuple[list[np.ndarray], int, str]:
+        """The arrays, rows and form of a body of content type ``ctype``, checked against the
+        version's schema where it has one; raises BadRequest."""
+        sig = loaded.signature
+        if ctype in (NPY, NPZ):
+            arrays, rows, form = sig.decode_binary(body, ctype)
+        elif ctype in ("application/json", "text/json", ""):
+            try:
+                parsed = loads(body)
+            except ValueError as e:
+                raise BadRequest(f"the body is not valid JSON ({e}); send "
+                                 '{"instances": [...]} or {"inputs": ...}') from None
+            arrays, rows, form = sig.decode_json(parsed)
+        else:
+            raise BadRequest(f"content type {ctype!r} is not served: send application/json, {NPY} (one "
+                             f"input) or {NPZ}", 415)
+        if loaded.checks is not None:
+            state.check(self.metrics, loaded, arrays)
+        return arrays, rows, form
+
+    @staticmethod
+    def encode(loaded: LoadedVersion, outputs: list[np.ndarray], form: str) -> tuple[int, list, bytes]:
+        """The 200 answer of ``outputs``, in the request's form."""
+        encoded = loaded.signature.encode(outputs, form)
+        tag = (b"x-model-version", str(loaded.version).encode())
+        if isinstance(encoded, dict):
+            return 200, [(b"content-type", _JSON), tag], dumps(encoded, _finite(outputs))
+        return 200, [(b"content-type", encoded[1].encode()), tag], encoded[0]
+
+    def failure(self, state: ModelState, loaded: LoadedVersion, e: BaseException) -> tuple[int, list, bytes]:
+        """The answer to a request that failed with ``e`` after its version was picked."""
+        headers = [(b"x-model-version", str(loaded.version).encode())]
+        if isinstance(e, BadRequest):
+            return _error_answer(e.status, str(e), headers)
+        if isinstance(e, Overloaded):
+            self.metrics.rejected.labels(state.name, str(e.status)).inc()
+            return _error_answer(e.status, str(e), [*headers, (b"retry-after", str(e.retry_after).encode())])
+        # the library failed on a checked input: the server's fault
+        log.error("flowjit serve: %s version %d failed", state.name, loaded.version, exc_info=e)
+        return _error_answer(500, f"{type(e).__name__}: {e}", headers)
+
+    def count(self, state: ModelState, loaded: LoadedVersion, status: int, t0: float) -> None:
+        """Count an answered request and its latency since ``t0``."""
+        state.count(self.metrics, str(loaded.version), str(status))
+        state.latency.observe(time.perf_counter() - t0)
+
+    # ---- the fast path (protocol.FastRequest) ----------------------------------------------
+
+    def fast(self, request: FastRequest, rest: str, ctype: str, body: bytes) -> None:
+        """Answer a predict request whose whole ``body`` is here: at once when it fails
+        before its batch or runs alone, else when its batch has run (``request`` is its
+        batcher's waiter)."""
+        t0 = time.perf_counter()
+        try:
+            state, loaded, batcher = self.route(rest)
+        except _Answer as a:
+            request.reply(*a.answer)
+            return
+        request.context = (state, loaded, t0, None)
+        try:
+            arrays, rows, form = self.decode(state, loaded, ctype, body)
+            request.context = (state, loaded, t0, form)
+            request.on_result = self._result
+            outputs = batcher.offer(arrays, rows, request)
+        except Exception as e:
+            self._result(request, None, e)
+            return
+        if outputs is not None:
+            self._result(request, outputs, None)
+
+    def _result(self, request: FastRequest, outputs: list[np.ndarray] | None, error: BaseException | None) -> None:
+        state, loaded, t0, form = request.context
+        try:
+            answer = self.encode(loaded, outputs, form) if error is None else self.failure(state, loaded, error)
+        except Exception as e:
+            answer = self.failure(state, loaded, e)
+        finally:
+            loaded.release()
+        self.count(state, loaded, answer[0], t0)
+        request.reply(*answer)
+
+
+def build_app(repo: Repository, predictor: Predictor | None = None) -> ASGIApp:
+    """The ASGI application serving ``repo``: predict requests on raw ASGI messages (through
+    ``predictor``, one of its own by default), every other path through Starlette's routes."""
     metrics = repo.metrics
-    max_body = int(repo.config.max_body_mb * (1 << 20))
+    predictor = predictor or Predictor(repo)
+    max_body = predictor.max_body
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "alive", "flowjit_version": __version__})
@@ -446,33 +571,17 @@ def build_app(repo: Repository) -> ASGIApp:
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def error(status: int, message: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
-        return status, [(b"content-type", _JSON), *headers], dumps({"error": message})
-
     async def predict(scope: Scope, receive: Receive, rest: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """One predict request, read from ASGI's ``receive``: (status, headers, body). Runs
         on raw ASGI messages, not Starlette's Request and Response (their routing,
-        middleware and objects cost a third of a batched request's time in the server)."""
+        middleware and objects cost a third of a batched request's time in the server); the
+        server's HTTP protocol answers most predict requests below ASGI (``Predictor.fast``),
+        this one those it hands on (chunked bodies, ``Expect``, over the body limit)."""
         t0 = time.perf_counter()
         try:
-            name, version, _ = _parse_path(rest)
-        except BadRequest as e:
-            return error(e.status, str(e), [])
-        state = repo.models.get(name)
-        if state is None:
-            known = ", ".join(sorted(repo.models)) or "none"
-            return error(404, f"no model {name!r} in {repo.root} (models: {known})", [])
-        latency = state.latency
-        if latency is None:
-            latency = state.latency = metrics.latency.labels(state.name)
-        picked = state.pick(version)
-        if picked is None:
-            state.count(metrics, "", "404")
-            which = f"version {version}" if version is not None else "a version"
-            return error(404, f"model {state.name!r} has no {which} loaded (loaded: {sorted(state.served)})", [])
-        loaded, batcher = picked
-        tag = str(loaded.version)
-        headers = [(b"x-model-version", tag.encode())]
+            state, loaded, batcher = predictor.route(rest)
+        except _Answer as a:
+            return a.answer
         ctype, length = "application/json", None
         for key, value in scope["headers"]:
             if key == b"content-type":
@@ -481,41 +590,16 @@ def build_app(repo: Repository) -> ASGIApp:
                 length = int(value)
         try:
             body = await read_body(receive, length)
-            sig = loaded.signature
-            if ctype in (NPY, NPZ):
-                arrays, rows, form = sig.decode_binary(body, ctype)
-            elif ctype in ("application/json", "text/json", ""):
-                try:
-                    parsed = loads(body)
-                except ValueError as e:
-                    raise BadRequest(f"the body is not valid JSON ({e}); send "
-                                     '{"instances": [...]} or {"inputs": ...}') from None
-                arrays, rows, form = sig.decode_json(parsed)
-            else:
-                raise BadRequest(f"content type {ctype!r} is not served: send application/json, {NPY} (one "
-                                 f"input) or {NPZ}", 415)
-            if loaded.checks is not None:
-                state.check(metrics, loaded, arrays)
+            arrays, rows, form = predictor.decode(state, loaded, ctype, body)
             outputs = await batcher.submit(arrays, rows)
-            encoded = sig.encode(outputs, form)
-            if isinstance(encoded, dict):
-                answer = 200, [(b"content-type", _JSON), *headers], dumps(encoded, _finite(outputs))
-            else:
-                answer = 200, [(b"content-type", encoded[1].encode()), *headers], encoded[0]
-        except BadRequest as e:
-            answer = error(e.status, str(e), headers)
-        except Overloaded as e:
-            metrics.rejected.labels(state.name, str(e.status)).inc()
-            answer = error(e.status, str(e), [*headers, (b"retry-after", str(e.retry_after).encode())])
+            answer = predictor.encode(loaded, outputs, form)
         except _Disconnected:
-            answer = (499, *error(400, "the client disconnected", [])[1:])
-        except Exception as e:  # the library failed on a checked input: the server's fault
-            log.exception("flowjit serve: %s version %d failed", state.name, loaded.version)
-            answer = error(500, f"{type(e).__name__}: {e}", headers)
+            answer = (499, *_error_answer(400, "the client disconnected", [])[1:])
+        except Exception as e:
+            answer = predictor.failure(state, loaded, e)
         finally:
             loaded.release()
-        state.count(metrics, tag, str(answer[0]))
-        latency.observe(time.perf_counter() - t0)
+        predictor.count(state, loaded, answer[0], t0)
         return answer
 
     routes = [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_endpoint),
@@ -540,59 +624,6 @@ def build_app(repo: Repository) -> ASGIApp:
     return app
 
 
-class _OneWrite:
-    """A connection's transport whose response head waits for the response's first body
-    write and leaves with it in one ``send``: uvicorn writes them apart, and the second
-    system call (and the client's second wake-up) cost a tenth of a request here. Everything
-    else passes through; ``100 Continue`` goes at once, and a head no body follows (a HEAD
-    request's) leaves when the response completes (``flush``) or the connection closes."""
-
-    __slots__ = ("_transport", "_head")
-
-    def __init__(self, transport: Any):
-        self._transport = transport
-        self._head: bytes | None = None
-
-    def write(self, data: bytes) -> None:
-        """Hold a response head; send a held head together with what follows it."""
-        if self._head is not None:
-            data, self._head = self._head + data, None
-        elif data[-4:] == b"\r\n\r\n" and data[:9] == b"HTTP/1.1 " and data[9:13] != b"100 ":
-            self._head = data
-            return
-        self._transport.write(data)
-
-    def flush(self) -> None:
-        """Send a held head."""
-        if self._head is not None:
-            data, self._head = self._head, None
-            self._transport.write(data)
-
-    def close(self) -> None:
-        """Send a held head, then close."""
-        self.flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def _http_protocol() -> Any:
-    """uvicorn's httptools protocol writing each response in one ``send`` (``_OneWrite``),
-    or "auto" where httptools is missing (uvicorn's pure-Python h11 then)."""
-    if HttpToolsProtocol is None:
-        return "auto"
-
-    class OneWriteProtocol(HttpToolsProtocol):
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(_OneWrite(transport))
-
-        def on_response_complete(self) -> None:
-            self.transport.flush()     # a head that no body followed (HEAD) goes now
-            super().on_response_complete()
-    return OneWriteProtocol
-
-
 class Server:
     """A model repository served over HTTP on a thread of this process: ``start()`` loads
     every model's versions and returns once the server listens (``url`` says where),
@@ -609,7 +640,8 @@ class Server:
         self.config = Config(**options)
         self.metrics = Metrics()
         self.repository = Repository(models, self.config, self.metrics)
-        self.app = build_app(self.repository)
+        self.predictor = Predictor(self.repository)
+        self.app = build_app(self.repository, self.predictor)
         self.host, self.port = host, port
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -636,7 +668,7 @@ class Server:
         self.repository.start()
         sock = self._socket()
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_keep_alive=30, http=_http_protocol())
+                                timeout_keep_alive=30, http=http_protocol(self.predictor))
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [sock]},
                                         name="flowjit-serve", daemon=True)
@@ -654,7 +686,7 @@ class Server:
         sock = self._socket()
         log.warning("flowjit serve: serving %s on %s", self.repository.root, self.url)
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
-                                http=_http_protocol())
+                                http=http_protocol(self.predictor))
         self._uvicorn = uvicorn.Server(config)
         try:
             self._uvicorn.run(sockets=[sock])

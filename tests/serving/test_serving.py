@@ -241,6 +241,143 @@ def test_every_bad_input_gets_its_4xx_and_the_server_keeps_serving(models):
         assert status == 200
 
 
+# ---- the predict fast path below ASGI ----------------------------------------------------------
+
+def _exchange(port: int, data: bytes, answers: int, heads: frozenset[int] = frozenset()) -> list[tuple[bytes, bytes]]:
+    """Send ``data`` on one connection and read ``answers`` responses (head without its Date
+    line, body), in order; the answers numbered in ``heads`` answer HEAD (no body)."""
+    out, buf = [], b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        while len(out) < answers:
+            while b"\r\n\r\n" not in buf:
+                chunk = s.recv(65536)
+                assert chunk, f"the server closed the connection after {len(out)} answers"
+                buf += chunk
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            length = 0 if len(out) in heads else int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(buf) < length:
+                buf += s.recv(65536)
+            lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"date:")]
+            out.append((b"\r\n".join(lines), buf[:length]))
+            buf = buf[length:]
+    return out
+
+
+def _request(path: str, body: bytes, ctype: str, chunked: bool = False, extra: str = "") -> bytes:
+    if chunked:
+        return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\nTransfer-Encoding: chunked\r\n"
+                f"{extra}\r\n").encode() + (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            f"{extra}\r\n").encode() + body
+
+
+def _npz(**arrays: np.ndarray) -> bytes:
+    buf = __import__("io").BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def test_the_fast_path_answers_the_bytes_the_asgi_path_does(models):
+    # A predict request with a Content-Length is answered below ASGI; one with a query, or a
+    # chunked body, goes through the ASGI application: the same bytes either way, every
+    # answer, error and header alike, and the same metrics.
+    X2 = X[:2]
+    cases = [
+        ("/v1/models/mlp:predict", json.dumps({"instances": X2.tolist()}).encode(), "application/json"),
+        ("/v1/models/mlp:predict", json.dumps({"inputs": {"x": X2.tolist()}}).encode(), "application/json; utf-8"),
+        ("/v1/models/mlp/versions/1:predict", npy(X2), "application/x-npy"),
+        ("/v1/models/mlp:predict", _npz(x=X2), "application/x-npz"),
+        ("/v1/models/mlp:predict", b"{not json", "application/json"),
+        ("/v1/models/mlp:predict", b'{"rows": []}', "application/json"),
+        ("/v1/models/mlp:predict", json.dumps({"instances": [[0.0] * 63]}).encode(), ""),
+        ("/v1/models/mlp:predict", npy(X2.astype(np.float64)), "application/x-npy"),
+        ("/v1/models/mlp:predict", b"x", "text/csv"),
+        ("/v1/models/mlp:predict", b"", "application/json"),
+        ("/v1/models/nope:predict", b"{}", "application/json"),
+        ("/v1/models/mlp/versions/9:predict", b"{}", "application/json"),
+        ("/v1/models/mlp/versions/x:predict", b"{}", "application/json"),
+        ("/v1/models/mlp/extra/path:predict", b"{}", "application/json"),
+    ]
+    with Server(models, max_body_mb=0.01) as server:
+        fast_calls = []
+        fast = server.predictor.fast
+        server.predictor.fast = lambda *a: (fast_calls.append(a[1]), fast(*a))
+        for path, body, ctype in cases:
+            direct = _exchange(server.port, _request(path, body, ctype), 1)
+            assert len(fast_calls) == 1, (path, "did not take the fast path")
+            fast_calls.clear()
+            query = _exchange(server.port, _request(path + "?via=asgi", body, ctype), 1)
+            chunked = _exchange(server.port, _request(path, body, ctype, chunked=True), 1)
+            assert fast_calls == [], (path, "took the fast path")
+            assert direct == query == chunked, (path, direct, query, chunked)
+            head = direct[0][0]
+            assert head.startswith(b"HTTP/1.1 ") and b"server: uvicorn" in head
+            assert (b"x-model-version: 1" in head) == ("mlp" in path and "/9" not in path and "/x" not in path
+                                                       and "extra" not in path), (path, head)
+        # Over --max-body-mb (10 KiB): the ASGI path's 413 before the body is read.
+        big = json.dumps({"instances": np.zeros((200, 64)).tolist()}).encode()
+        (head, body), = _exchange(server.port, _request("/v1/models/mlp:predict", big, "application/json"), 1)
+        assert head.startswith(b"HTTP/1.1 413") and b"max-body-mb" in body and fast_calls == []
+        metrics = get(f"{server.url}/metrics")[1].decode()
+    # Each case three times (fast, query, chunked); the 413 once.
+    assert 'flowjit_serving_requests_total{code="200",model="mlp",version="1"} 12.0' in metrics
+    assert 'flowjit_serving_requests_total{code="400",model="mlp",version="1"} 15.0' in metrics
+    assert 'flowjit_serving_requests_total{code="413",model="mlp",version="1"} 1.0' in metrics
+    assert 'flowjit_serving_requests_total{code="404",model="mlp",version=""} 3.0' in metrics
+    assert 'flowjit_serving_requests_total{code="415",model="mlp",version="1"} 3.0' in metrics
+    assert 'flowjit_serving_request_seconds_count{model="mlp"} 31.0' in metrics    # those a version answered
+
+
+@pytest.mark.parametrize("batching", [True, False], ids=["batching", "alone"])
+def test_pipelined_requests_are_answered_in_order_on_either_path(models, artifacts, batching):
+    want = artifacts["answers"][1]
+    body = json.dumps({"instances": X[:1].tolist()}).encode()
+    requests = [
+        _request("/v1/models/mlp:predict", body, "application/json"),
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        _request("/v1/models/mlp:predict", npy(X[:3]), "application/x-npy"),
+        _request("/v1/models/mlp:predict", body, "application/json", chunked=True),
+        b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        _request("/v1/models/nope:predict", body, "application/json"),
+        _request("/v1/models/mlp:predict?q=1", npy(X[:2]), "application/x-npy"),
+    ] + [_request("/v1/models/mlp:predict", body, "application/json")] * 20
+    with Server(models, batching=batching) as server:
+        answers = _exchange(server.port, b"".join(requests), len(requests), heads=frozenset({4}))
+        # HTTP/1.0 and Connection: close: answered, then the server closes the connection.
+        for last in (_request("/v1/models/mlp:predict", body, "application/json").replace(b"HTTP/1.1", b"HTTP/1.0"),
+                     _request("/v1/models/mlp:predict", body, "application/json", extra="Connection: close\r\n")):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(last + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                got = b""
+                while chunk := s.recv(65536):
+                    got += chunk
+            assert got.startswith(b"HTTP/1.1 200") and b"connection: close" in got and got.count(b"HTTP/1.1") == 1
+    statuses = [int(head[9:12]) for head, _ in answers]
+    assert statuses == [200, 200, 200, 200, 200, 404, 200] + [200] * 20
+    np.testing.assert_allclose(json.loads(answers[0][1])["predictions"], want[:1], rtol=1e-6)
+    np.testing.assert_allclose(read_npy(answers[2][1]), want[:3], rtol=1e-5)
+    np.testing.assert_allclose(json.loads(answers[3][1])["predictions"], want[:1], rtol=1e-6)
+    np.testing.assert_allclose(read_npy(answers[6][1]), want[:2], rtol=1e-5)
+    assert json.loads(answers[1][1])["status"] == "alive" and answers[4][1] == b""
+    for _, b in answers[7:]:
+        np.testing.assert_allclose(json.loads(b)["predictions"], want[:1], rtol=1e-5)
+
+
+def test_a_client_gone_with_requests_in_flight_leaves_nothing_held(models):
+    body = json.dumps({"instances": X[:1].tolist()}).encode()
+    with Server(models) as server:
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(_request("/v1/models/mlp:predict", body, "application/json") * 10)
+        (loaded, _), = server.repository.models["mlp"].served.values()
+        deadline = time.monotonic() + 5
+        while loaded.inflight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert loaded.inflight == 0
+        assert post(f"{server.url}/v1/models/mlp:predict", body)[0] == 200
+
+
 # ---- versions --------------------------------------------------------------------------------------
 
 def _check_answer(answers: dict[int, np.ndarray], rows: int):
