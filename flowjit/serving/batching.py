@@ -105,7 +105,7 @@ class Batcher:
         self.cost = version.cost
         self.cap = self._model_cap()
         self._on_batch = on_batch or (lambda s: None)
-        self._on_depth = on_depth or (lambda n: None)
+        self._on_depth = on_depth
         self._queue: collections.deque[_Item] = collections.deque()
         self._rows = 0
         self._closing = False
@@ -219,7 +219,8 @@ class Batcher:
     def _enqueue(self, loop: asyncio.AbstractEventLoop, item: _Item) -> None:
         self._queue.append(item)
         self._rows += item.rows
-        self._on_depth(self._rows)
+        if self._on_depth is not None:
+            self._on_depth(self._rows)
         self._schedule(loop)
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -251,7 +252,8 @@ class Batcher:
             batch.append(item)
             rows += item.rows
         self._rows -= rows
-        self._on_depth(self._rows)
+        if self._on_depth is not None:
+            self._on_depth(self._rows)
         now = time.perf_counter()
         live = []
         for item in batch:

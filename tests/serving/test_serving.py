@@ -184,6 +184,31 @@ def test_json_is_read_and_written_alike_with_or_without_orjson(monkeypatch, fast
     assert srv.dumps({"p": [float("nan"), float("-inf")]}) == b'{"p":[NaN,-Infinity]}'
 
 
+def test_a_batch_of_latencies_is_observed_as_one_by_one_and_answers_dump_nan_as_json_does():
+    import prometheus_client as prom
+
+    import flowjit.serving.server as srv
+    values = [0.0004, 0.0005, 0.0007, 0.003, 0.003, 0.2, 7.0, 0.0]
+    text = []
+    for many in (False, True):
+        registry = prom.CollectorRegistry()
+        h = prom.Histogram("h", "h", ["m"], buckets=(.0005, .001, .002, .005, .01, .1, 1), registry=registry)
+        child = h.labels("x")
+        if many:
+            srv.observe_all(child, values)
+            srv.observe_all(child, values[:1])
+        else:
+            for v in values + values[:1]:
+                child.observe(v)
+        lines = prom.generate_latest(registry).decode().splitlines()
+        text.append([line for line in lines if "_created" not in line and "_sum" not in line])
+        text.append(float(next(line for line in lines if line.startswith("h_sum")).split()[-1]))
+    assert text[0] == text[2] and 'h_bucket{le="0.0005",m="x"} 4.0' in text[0]
+    assert text[1] == pytest.approx(text[3], rel=1e-12)
+    assert json.loads(srv.dumps_numbers({"predictions": [[0.5, 1e-5]]})) == {"predictions": [[0.5, 1e-5]]}
+    assert srv.dumps_numbers({"predictions": [[float("nan"), float("inf")]]}) == b'{"predictions":[[NaN,Infinity]]}'
+
+
 def test_a_response_head_is_held_for_its_body_but_100_continue_and_head_go_at_once(server):
     # Each response leaves in one write (head and body); a client that waits for 100 Continue
     # before sending its body (curl does above 1 KB) must still get it at once.
