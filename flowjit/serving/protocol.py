@@ -159,13 +159,46 @@ def http_protocol(predictor: Predictor | None) -> Any:
     class FastPredictProtocol(HttpToolsProtocol):
         def connection_made(self, transport: Any) -> None:
             self.raw = transport
+            self.idle_since: float | None = None
             self.predictor = predictor
             self.defaults = defaults
             super().connection_made(_OneWrite(transport))
 
         def on_response_complete(self) -> None:
+            # uvicorn's, but for the keep-alive timer: armed once and moved on by the answers
+            # (uvicorn arms a timer at each answer and cancels it at each request, 1.2 µs).
             self.transport.flush()     # a head that no body followed (HEAD) goes now
-            super().on_response_complete()
+            self.server_state.total_requests += 1
+            if self.raw.is_closing():
+                return
+            self.flow.resume_reading()
+            if self.pipeline:          # the next request pipelined on the connection
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+                return
+            self.idle_since = self.loop.time()
+            if self.timeout_keep_alive_task is None:
+                self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self._keep_alive_due)
+
+        def _unset_keepalive_if_required(self) -> None:
+            self.idle_since = None     # busy: a timer armed finds it so, and the next answer arms another
+
+        def _keep_alive_due(self) -> None:
+            self.timeout_keep_alive_task = None
+            since = self.idle_since
+            if since is None:
+                return
+            left = since + self.timeout_keep_alive - self.loop.time()
+            if left > 0:
+                self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_due)
+            else:
+                self.timeout_keep_alive_handler()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            if self.timeout_keep_alive_task is not None:
+                self.timeout_keep_alive_task.cancel()
+                self.timeout_keep_alive_task = None
 
         # ---- the parser's callbacks: a predict request is recognised as it is parsed --
 

@@ -403,6 +403,33 @@ def test_a_client_gone_with_requests_in_flight_leaves_nothing_held(models):
         assert post(f"{server.url}/v1/models/mlp:predict", body)[0] == 200
 
 
+def test_an_idle_kept_alive_connection_is_closed_after_the_timeout_and_a_busy_one_is_not(server):
+    server._uvicorn.config.timeout_keep_alive = 0.3      # connections made from now on
+    body = json.dumps({"instances": X[:1].tolist()}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as busy, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=5) as idle:
+        _exchange_on(idle, _request("/v1/models/mlp:predict", body, "application/json"))
+        for _ in range(8):               # 0.8 s of requests 0.1 s apart
+            _exchange_on(busy, _request("/v1/models/mlp:predict", body, "application/json"))
+            time.sleep(0.1)
+        assert idle.recv(100) == b""     # closed by the server
+        _exchange_on(busy, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.6)
+        assert busy.recv(100) == b""
+
+
+def _exchange_on(s: socket.socket, data: bytes) -> bytes:
+    s.sendall(data)
+    answer = b""
+    while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
+            answer.lower().split(b"content-length: ")[1].split(b"\r\n")[0]):
+        chunk = s.recv(65536)
+        assert chunk, "the server closed the connection"
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200")
+    return answer
+
+
 # ---- versions --------------------------------------------------------------------------------------
 
 def _check_answer(answers: dict[int, np.ndarray], rows: int):
