@@ -306,6 +306,8 @@ class Batcher:
                     item.future.set_exception(error)
                 elif len(batch) == 1:
                     item.future.set_result(outputs)
+                elif len(outputs) == 1:
+                    item.future.set_result([outputs[0][start:start + item.rows]])
                 else:
                     item.future.set_result([o[start:start + item.rows] for o in outputs])
             start += item.rows

@@ -112,6 +112,7 @@ class Signature:
                        for a in manifest["args"] if a["kind"] == "argument"]
         self.outputs = [Tensor(r["name"], np.dtype(r["dtype"]), tuple(r["shape"]))
                         for r in manifest["results"] if r["kind"] == "output"]
+        self.input_names = [t.name for t in self.inputs]
         self.output_tree = manifest["output_tree"]
         symbol = manifest.get("symbolic")
         leading = {t.shape[0] if t.shape else None for t in self.inputs + self.outputs}
@@ -189,7 +190,7 @@ class Signature:
         if not isinstance(body, dict) or ("instances" in body) == ("inputs" in body):
             raise BadRequest('the body must be a JSON object with "instances" (a list of rows) or "inputs" '
                              '(columns), not both: e.g. {"instances": [[...], [...]]}')
-        names = [t.name for t in self.inputs]
+        names = self.input_names
         if "instances" in body:
             rows = body["instances"]
             if not isinstance(rows, list) or not rows:
@@ -245,15 +246,13 @@ class Signature:
     def encode(self, outputs: list[np.ndarray], form: str) -> tuple[bytes, str] | dict[str, Any]:
         """A response: a JSON-able dict for the JSON forms (``predictions`` rows for
         ``instances``, ``outputs`` for ``inputs``), bytes and content type for binary."""
+        if len(outputs) == 1 and form in ("instances", "inputs"):
+            return {"predictions" if form == "instances" else "outputs": outputs[0].tolist()}
         names = [t.name for t in self.outputs]
         if form == "instances":
-            if len(outputs) == 1:
-                return {"predictions": outputs[0].tolist()}
             lists = [o.tolist() for o in outputs]
             return {"predictions": [dict(zip(names, row)) for row in zip(*lists)]}
         if form == "inputs":
-            if len(outputs) == 1:
-                return {"outputs": outputs[0].tolist()}
             return {"outputs": {n: o.tolist() for n, o in zip(names, outputs)}}
         if form == NPY and len(outputs) == 1:
             return write_npy(outputs[0]), NPY
@@ -295,7 +294,8 @@ class LoadedVersion:
             raise VersionRefused(str(e)) from None
         self._inflight = 0
         self._retired = False
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()       # acquire and release take it alone (C-level, no Condition wrapper)
+        self._cond = threading.Condition(self._lock)
         self.loaded_at = time.time()
         self.cost: tuple[float, float] = (0.0, 0.0)   # seconds = a * rows + b, fitted at warm-up
 
@@ -353,7 +353,7 @@ class LoadedVersion:
     def acquire(self) -> bool:
         """Count one more request holding this version; False (nothing counted) once the
         version is retired: the request must pick the version serving now."""
-        with self._cond:
+        with self._lock:
             if self._retired:
                 return False
             self._inflight += 1
@@ -366,7 +366,7 @@ class LoadedVersion:
 
     def release(self) -> None:
         """Count one request fewer."""
-        with self._cond:
+        with self._lock:
             self._inflight -= 1
             if self._inflight == 0:
                 self._cond.notify_all()

@@ -427,14 +427,21 @@ class Predictor:
         self.metrics = repo.metrics
         self.max_body = int(repo.config.max_body_mb * (1 << 20))
         self._answered: list[tuple[ModelState, int, int, float]] = []   # counted at the loop turn's end
+        self._paths: dict[str, tuple[str, int | None]] = {}     # predict paths parsed: (model, version)
 
     def route(self, rest: str) -> tuple[ModelState, LoadedVersion, Batcher]:
         """The model, version (acquired: release it once answered) and batcher of a predict
         path's ``rest`` (after /v1/models/); raises _Answer (400, 404) when there is none."""
-        try:
-            name, version, _ = _parse_path(rest)
-        except BadRequest as e:
-            raise _Answer(_error_answer(e.status, str(e), [])) from None
+        parsed = self._paths.get(rest)
+        if parsed is None:
+            try:
+                name, version, _ = _parse_path(rest)
+            except BadRequest as e:
+                raise _Answer(_error_answer(e.status, str(e), [])) from None
+            if len(self._paths) >= 1024:
+                self._paths.clear()
+            parsed = self._paths[rest] = (name, version)
+        name, version = parsed
         repo = self.repo
         state = repo.models.get(name)
         if state is None:
