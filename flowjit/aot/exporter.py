@@ -129,9 +129,11 @@ def _trace(f: Callable[..., Any], args: tuple, static: dict[str, Any]) -> tuple[
 def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tuple[Any, Any, list[np.ndarray]]:
     from flowjit.codegen_cpu.program_plan import NotNative, plan_program
     # Planned for every size of a symbolic dimension (sequential), a mean's divisor stays an
-    # element_count its kernel reads from the sizes it is given, not a literal of one size.
+    # element_count its kernel reads from the sizes it is given, not a literal of one size,
+    # and an op made from the sizes alone (take_along_axis's row offsets, an iota) stays an
+    # op its kernel computes, not a folded array of one size.
     exe = compile_function(entry.function, backend="llvm", parallel=False,
-                           passes={"fold_shapes": False} if sequential else None)
+                           passes={"fold_shapes": False, "constant_fold": False} if sequential else None)
     if not isinstance(exe, Executable):
         raise AOTError(f"cannot compile {name} ahead of time: it is placed on several devices "
                        f"({type(exe).__name__}); remove its fj.device scopes")

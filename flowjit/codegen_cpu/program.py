@@ -17,8 +17,8 @@ makes the arguments contiguous (or raises the shape error) and calls it again.
 
 A program has a plan when each top-level op is a kernel, a 2-D float32/float64 matmul, a
 constant, a variable's update, or a transpose/reshape that only those read, and each
-result is made by a kernel or a matmul; any other program (a random draw, a sort, control flow, a result that
-is an argument) keeps the per-kernel Python driver.
+result is made by a kernel or a matmul; any other program (a LAPACK routine, an FFT, a Python callback, a
+result that is an argument) keeps the per-kernel Python driver.
 
 The native code reads NumPy arrays through the ABI NumPy keeps for compiled extensions
 (``PyArrayObject_fields`` and ``PyArray_Descr``'s leading fields, the C-API table's

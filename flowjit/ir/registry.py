@@ -47,6 +47,9 @@ ROLES = {
                    "clamped to [0, n-1] along axis, repeated indices accumulating in order (np.add.at)",
     "cumulative_sum": "attrs axis/reverse: the running sum along axis (from the end when reverse), in the input "
                       "dtype",
+    "sort": "attrs axis/descending: x sorted along axis (NaN last ascending, first descending)",
+    "argsort": "attrs axis/descending: the i64 positions that sort x along axis, equal elements in their order "
+               "(a stable sort; NaN last ascending, first descending)",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
     "variable_update": "inputs (var, value): the variable holds value once the call finishes; the result is value",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",
@@ -281,9 +284,10 @@ class Primitive:
     is one more leading dimension.
     ``decompose(e, *xs, **attrs) -> outs`` (set by ``defdecompose``): the op written in other
     primitives with emitter ``e``, for code generators with no kernel of its own (a
-    convolution as its windows' patches times the filter, one GEMM); the ``decompose`` pass
-    replaces each such op before placement. The traced IR, the interpreter and autodiff see
-    the op itself.
+    convolution as its windows' patches times the filter, one GEMM), or None when the op is
+    better left as it is (a float32 matmul, which BLAS computes; checked before emitting
+    anything); the ``decompose`` pass replaces each such op before placement. The traced IR,
+    the interpreter and autodiff see the op itself.
     ``jvp(e, ts, ys, *xs, blocks, **attrs) -> (outs, tangents)`` (set by ``defjvp``) is the
     forward-mode rule: ``ts`` holds a tangent or None per input; it returns the tangent (or
     None) of every result and, in ``outs``, either None or values that compute the results

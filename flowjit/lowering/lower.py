@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from flowjit.ir import registry
 from flowjit.ir.core import Block, Op, Value
-from flowjit.ir.dtypes import DType, float32
+from flowjit.ir.dtypes import DType, bool_, float32
 from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
@@ -33,6 +33,7 @@ from flowjit.lowering.loops import (
     Buffer,
     Const,
     Expr,
+    If,
     Kernel,
     Let,
     Load,
@@ -48,7 +49,11 @@ from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
-OWN_KERNEL_ROLES = ("scatter_add", "cumulative_sum")
+OWN_KERNEL_ROLES = ("scatter_add", "cumulative_sum", "sort", "argsort")
+# A merge sort's first runs, sorted by insertion (SORT_RUN a power of two), then merged in
+# passes into runs of 2*SORT_RUN, 4*SORT_RUN, ... up to 2**MAX_SORT_PASSES elements.
+SORT_RUN = 8
+MAX_SORT_PASSES = 62
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
@@ -712,6 +717,171 @@ class _Lowering:
                    kernel_buffer("out0", "out", d, len(shape))]
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
 
+
+    def sort_kernel(self) -> Kernel:
+        """The kernel of a block holding one sort: ``merge_sort`` of the values."""
+        return self.merge_sort(positions=False)
+
+    def argsort_kernel(self) -> Kernel:
+        """The kernel of a block holding one argsort: ``merge_sort`` of (value, position)
+        pairs, the positions its output."""
+        return self.merge_sort(positions=True)
+
+    def merge_sort(self, positions: bool) -> Kernel:
+        """A stable bottom-up merge sort along the op's axis, every row of the other axes
+        alike: the row copied in (with each element's position when ``positions``), then
+        passes merging neighbouring runs of 1, 2, 4, ... elements from one buffer into the
+        other, a right element taken before a left one only when it strictly comes first
+        (NaN last ascending, first descending, as NumPy), so equal elements keep their
+        order; after an odd number of passes the result is copied back into the output.
+        Each merge walks its two runs with two accumulators as cursors, branch-free: a
+        loop the CPU runs at a few nanoseconds an element a pass, in native code beside
+        the program's other kernels (NumPy's vectorized value sort is faster on long
+        rows; this keeps a program with a sort on the native path and ahead of time)."""
+        (op,) = self.block.ops
+        (x,) = op.inputs
+        d = x.type.dtype
+        shape = x.type.shape
+        rank = len(shape)
+        axis = op.attrs["axis"] % rank
+        descending = op.attrs["descending"]
+        n = self.dim(shape[axis])
+        dims = tuple(self.dim(m) for m in shape)
+        keys = ("out0", self.fresh("keys")) if not positions else (self.fresh("keys"), self.fresh("keys"))
+        order = ("out0", self.fresh("order")) if positions else None
+        temps = [Buffer(b, "temp", d, rank, dims) for b in keys if b != "out0"]
+        if order is not None:
+            temps.append(Buffer(order[1], "temp", INDEX, rank, dims))
+
+        def var(prefix: str) -> tuple[str, Var]:
+            name = self.fresh(prefix)
+            return name, Var(name, INDEX)
+
+        def over_rows(row) -> tuple:
+            # Loops over every axis but the sorted one around row(index with None at the axis).
+            names = {k: self.fresh("i") for k in range(rank) if k != axis}
+            index = [Var(names[k], INDEX) if k != axis else None for k in range(rank)]
+            body = row(index)
+            for k in reversed(range(rank)):
+                if k != axis:
+                    body = (Loop(names[k], _i(0), dims[k], 1, body),)
+            return body
+
+        def at(index: list, position: Expr) -> tuple:
+            return tuple(position if e is None else e for e in index)
+
+        def comes_first(a: Expr, b: Expr) -> Expr:
+            if not d.is_float:
+                return apply("gt" if descending else "lt", a, b)
+            nan_a, nan_b = apply("ne", a, a), apply("ne", b, b)
+            if descending:
+                return apply("or", apply("gt", a, b), apply("and", nan_a, apply("not", nan_b)))
+            return apply("or", apply("lt", a, b), apply("and", nan_b, apply("not", nan_a)))
+
+        def sorted_runs():
+            # Runs of SORT_RUN elements, each sorted by insertion as it is copied in: element
+            # t moves left past each element of its run it strictly comes before.
+            def row(index):
+                r_name, r = var("r")
+                t_name, t = var("t")
+                q_name, q = var("q")
+                base_name, base = var("base")
+                key_name = self.fresh("key")
+                key = Var(key_name, d)
+                moving, pos = self.fresh("moving"), self.fresh("at")
+                still = self.fresh("still")
+                here = Load(keys[0], at(index, q), d)
+                after = at(index, apply("add", q, _i(1)))
+                moves = Var(still, bool_)
+                # Branch-free: an element that stays is written back as it is.
+                shift = [Store(keys[0], after, apply("select", moves, here, Load(keys[0], after, d)))]
+                if order is not None:
+                    shift.append(Store(order[0], after, apply("select", moves, Load(order[0], at(index, q), INDEX),
+                                                             Load(order[0], after, INDEX))))
+                inner = (Let(still, apply("and", AccValue(moving, bool_), comes_first(key, here))),
+                         Update(moving, moves),
+                         *shift,
+                         Update(pos, apply("select", moves, _i(-1), _i(0))))
+                step = [Let(key_name, Load(self.arg_names[x.id], at(index, t), d)),
+                        Accumulator(moving, "all", bool_, constant(True, bool_)),
+                        Accumulator(pos, "sum", INDEX, t),
+                        Loop(q_name, apply("sub", t, _i(1)), apply("sub", base, _i(1)), -1, inner),
+                        Store(keys[0], at(index, AccValue(pos, INDEX)), key)]
+                if order is not None:
+                    step.append(Store(order[0], at(index, AccValue(pos, INDEX)), t))
+                runs = apply("idiv", apply("add", n, _i(SORT_RUN - 1)), _i(SORT_RUN))
+                block = (Let(base_name, apply("mul", r, _i(SORT_RUN))),
+                         Loop(t_name, base, apply("min", apply("add", base, _i(SORT_RUN)), n), 1, tuple(step)))
+                return (Loop(r_name, _i(0), runs, 1, block),)
+            return over_rows(row)
+
+        def copy(src: int, dst: int):
+            def row(index):
+                k_name, k = var("k")
+                if order is not None:
+                    body = [Store(order[dst], at(index, k), Load(order[src], at(index, k), INDEX))]
+                else:
+                    body = [Store(keys[dst], at(index, k), Load(keys[src], at(index, k), d))]
+                return (Loop(k_name, _i(0), n, 1, tuple(body)),)
+            return over_rows(row)
+
+        _, width = var("w")
+        _, twice = var("w2")
+
+        def merge(src: int, dst: int) -> tuple:
+            def row(index):
+                b_name, b = var("b")
+                k_name, k = var("k")
+                lo_name, lo = var("lo")
+                mid_name, mid = var("mid")
+                hi_name, hi = var("hi")
+                left, right = self.fresh("left"), self.fresh("right")
+                li_name, li = var("li")
+                rj_name, rj = var("rj")
+                a_name, b_val = self.fresh("a"), self.fresh("b")
+                a, bv = Var(a_name, d), Var(b_val, d)
+                take = self.fresh("take")
+                took = Var(take, bool_)
+                i, j = AccValue(left, INDEX), AccValue(right, INDEX)
+                step = [
+                    Let(li_name, apply("min", i, apply("sub", mid, _i(1)))),
+                    Let(rj_name, apply("min", j, apply("sub", hi, _i(1)))),
+                    Let(a_name, Load(keys[src], at(index, li), d)),
+                    Let(b_val, Load(keys[src], at(index, rj), d)),
+                    Let(take, apply("and", apply("lt", j, hi), apply("or", apply("ge", i, mid), comes_first(bv, a)))),
+                    Store(keys[dst], at(index, k), apply("select", took, bv, a)),
+                ]
+                if order is not None:
+                    from_right = Load(order[src], at(index, rj), INDEX)
+                    from_left = Load(order[src], at(index, li), INDEX)
+                    step.append(Store(order[dst], at(index, k), apply("select", took, from_right, from_left)))
+                step += [Update(left, apply("select", took, _i(0), _i(1))),
+                         Update(right, apply("select", took, _i(1), _i(0)))]
+                runs = apply("idiv", apply("add", n, apply("sub", twice, _i(1))), twice)
+                pair = (Let(lo_name, apply("mul", b, twice)),
+                        Let(mid_name, apply("min", apply("add", lo, width), n)),
+                        Let(hi_name, apply("min", apply("add", lo, twice), n)),
+                        Accumulator(left, "sum", INDEX, lo),
+                        Accumulator(right, "sum", INDEX, mid),
+                        Loop(k_name, lo, hi, 1, tuple(step)))
+                return (Loop(b_name, _i(0), runs, 1, pair),)
+            return over_rows(row)
+
+        p_name, p = var("p")
+        passes = self.fresh("passes")
+        odd = apply("eq", apply("and", AccValue(passes, INDEX), _i(1)), _i(1))
+        one_pass = (Let(width.name, apply("shl", _i(1), p)),
+                    If(apply("lt", width, n), (
+                        Let(twice.name, apply("shl", width, _i(1))),
+                        If(odd, merge(1, 0), merge(0, 1)),
+                        Update(passes, _i(1)))))
+        body = (*sorted_runs(),
+                Accumulator(passes, "sum", INDEX, _i(0)),
+                Loop(p_name, _i(SORT_RUN.bit_length() - 1), _i(MAX_SORT_PASSES), 1, one_pass),
+                If(odd, copy(1, 0)))
+        buffers = [kernel_buffer(self.arg_names[x.id], "in", d, rank),
+                   kernel_buffer("out0", "out", INDEX if positions else d, rank), *temps]
+        return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, ((),))
 
     def running_sum_in_float32(self, op: Op) -> Kernel:
         """A float16 cumsum as NumPy's reference computes it: a float32 accumulator along

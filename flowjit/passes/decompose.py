@@ -3,7 +3,8 @@ replaced by it, at any depth of blocks.
 
 Guarantees: the Function computes the same results (a decomposition is the op written in
 other primitives, checked against its reference by the registry tests); no op of a
-primitive with a decomposition is left; each new op carries the replaced op's source line
+primitive with a decomposition is left, but those whose rule declined them (a matmul of
+float32 or float64, which BLAS computes); each new op carries the replaced op's source line
 and device; what a decomposition computes that nothing reads (the cipher's second word
 where a draw uses one) is pruned. Runs before placement, so the ops it makes are placed and fused like any
 other: a convolution becomes its windows' patches (a kernel that fuses with its input's
@@ -25,8 +26,10 @@ def _decompose_block(block: Block) -> int:
         rule = op.primitive.decompose
         if rule is None:
             continue
-        count += 1
         outs = rule(Emitter(Builder.before(op)), *op.inputs, **op.attrs)
+        if outs is None:  # the rule declined (emitting nothing): the op has a kernel of its own
+            continue
+        count += 1
         for r, v in zip(op.results, outs):
             r.replace_all_uses_with(v)
         block.set_returns([outs[r.index] if r.producer is op else r for r in block.returns])

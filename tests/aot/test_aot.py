@@ -533,3 +533,26 @@ def test_a_library_for_this_cpu(tmp_path):
     f = fj.load_compiled(tmp_path)
     assert f.manifest["cpu"]["name"].startswith("native (") and f.manifest["cpu"]["required_flags"]
     np.testing.assert_allclose(f(x), fj.function(big)(x), rtol=1e-6, atol=1e-6)
+
+
+def test_a_function_with_sorts_compiles_for_any_batch_size(tmp_path):
+    # A classifier's top-5 labels and a sorted row: the sorts are native kernels in the library.
+    def ranked(w, x):
+        logits = x @ w
+        return fj.top_k(logits, 5), fj.sort(x, axis=-1, descending=True)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((12, 30)).astype(np.float32)
+    fj.export(ranked, w, fj.ShapeDtype(("B", 12), np.float32), path=tmp_path, name="ranked")
+    compiled = fj.load_compiled(tmp_path / "ranked.json")
+    for b in (1, 7, 33):
+        x = rng.integers(-2, 3, size=(b, 12)).astype(np.float32)   # ties in the sorted rows
+        got, want = compiled(w, x), fj.function(ranked)(w, x)
+        for g, v in zip(jax_leaves(got), jax_leaves(want), strict=True):
+            np.testing.assert_array_equal(g, v)
+
+
+def jax_leaves(tree):
+    """The arrays of nested tuples and lists, in order."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for t in tree for leaf in jax_leaves(t)]
+    return [tree]

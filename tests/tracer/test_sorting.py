@@ -54,8 +54,11 @@ def test_argsort_is_stable_unless_asked_otherwise():
     f = fj.function(lambda x: (fj.argsort(x), np.argsort(x, kind="quicksort"), fj.argsort(x, stable=False)))
     stable, quick, unstable = f(ties)
     np.testing.assert_array_equal(stable, np.argsort(ties, kind="stable"))
-    np.testing.assert_array_equal(quick, np.argsort(ties, kind="quicksort"))
-    np.testing.assert_array_equal(ties[unstable], np.sort(ties))
+    # Not stable: equal elements in an unspecified order (compiled code sorts stably anyway;
+    # the interpreter runs NumPy's introsort), as np.argsort(kind="quicksort") promises.
+    for order in (quick, unstable):
+        np.testing.assert_array_equal(np.sort(order), np.arange(len(ties)))
+        np.testing.assert_array_equal(ties[order], np.sort(ties))
 
 
 def test_numpy_functions_on_traced_arrays_trace():

@@ -1,14 +1,16 @@
 """Matrix decompositions and sorting: the ops whose reference is a LAPACK call or a sort.
 
-Each is ``opaque`` to fusion: a backend runs NumPy's own routine (LAPACK through
-``numpy.linalg``, ``np.argsort``) through its per-kernel driver, batched over the leading
-dimensions as NumPy batches them. Matrix operands are ``[..., m, n]`` in f32, f64, c64 or
-c128 (LAPACK has no f16; the tracer casts); a complex matrix's eigenvalues, singular values and
-log|det| are of its real dtype, as NumPy's. The VJP rules are JAX's: ``inv``, ``solve``,
-``cholesky``, ``slogdet``, ``qr``; ``eigh`` for distinct eigenvalues and ``svd`` for distinct
-(non-zero) singular values, where the derivative of the vectors exists. Complex gradients follow
-JAX's convention (the transpose of the JVP: for a real loss, dL/dx - i dL/dy). ``argsort`` has no
-gradient (an index); ``sort``'s scatters the cotangent back through ``argsort``.
+Each is ``opaque`` to fusion. The decompositions run NumPy's own routine (LAPACK through
+``numpy.linalg``) through a backend's per-kernel driver, batched over the leading dimensions
+as NumPy batches them; ``sort`` and ``argsort`` (roles ``sort``/``argsort``) lower to loop-IR
+kernels of their own, a stable merge sort, and run in the native program. Matrix operands
+are ``[..., m, n]`` in f32, f64, c64 or c128 (LAPACK has no f16; the tracer casts); a complex
+matrix's eigenvalues, singular values and log|det| are of its real dtype, as NumPy's. The VJP
+rules are JAX's: ``inv``, ``solve``, ``cholesky``, ``slogdet``, ``qr``; ``eigh`` for distinct
+eigenvalues and ``svd`` for distinct (non-zero) singular values, where the derivative of the
+vectors exists. Complex gradients follow JAX's convention (the transpose of the JVP: for a
+real loss, dL/dx - i dL/dy). ``argsort`` has no gradient (an index); ``sort``'s scatters the
+cotangent back through ``argsort``.
 """
 
 from __future__ import annotations
@@ -226,16 +228,17 @@ def _sort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool) -
     return in_types[0]
 
 
-declare("sort", kind="opaque", rule=_sort_rule, impl=_sort_impl, dtypes=REAL_DTYPES,
+declare("sort", kind="opaque", role="sort", rule=_sort_rule, impl=_sort_impl, dtypes=REAL_DTYPES,
         attrs={"axis": attr("int", -1), "descending": attr("bool", False)},
         doc="x sorted along axis as np.sort (NaN last ascending, first descending); its gradient "
             "scatters the cotangent back through argsort")
-declare("argsort", kind="opaque", rule=_argsort_rule, impl=_argsort_impl, dtypes=REAL_DTYPES,
+declare("argsort", kind="opaque", role="argsort", rule=_argsort_rule, impl=_argsort_impl, dtypes=REAL_DTYPES,
         attrs={"axis": attr("int", -1), "descending": attr("bool", False), "stable": attr("bool", True)},
         differentiable=False,
         doc="i64 indices that sort x along axis (NaN last ascending, first descending), as "
-            "np.argsort(kind='stable'), or NumPy's default kind when not stable; a stable descending "
-            "sort keeps equal elements in their order")
+            "np.argsort(kind='stable'); not stable: equal elements in an unspecified order (the reference "
+            "runs NumPy's faster default kind, compiled code its stable sort); a stable descending sort "
+            "keeps equal elements in their order")
 
 
 # ---- VJP rules (JAX's; see Primitive) ----------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, float16
+from flowjit.ir.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, float16, float32
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defdecompose, defvjp, same_dtype
 from flowjit.ir.types import TensorType
@@ -55,6 +55,27 @@ declare("matmul", kind="opaque", role="matrix_product", rule=_matmul_rule, impl=
         dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES, differentiable=True,
         doc="[..., m, k] @ [..., k, n] -> [..., m, n], batch dims broadcast as np.matmul; "
             "ints wrap")
+
+
+def _matmul_decompose(e, a, b):
+    # BLAS multiplies float32 and float64 (complex too, outside the native program): those
+    # stay products. float16 is the float32 product rounded, as the reference computes it;
+    # integers are the products summed over k in a kernel of their own, which wraps as
+    # NumPy's integer matmul does and reads b's rows contiguously.
+    d = a.type.dtype
+    if d.is_complex or d.name in ("float32", "float64"):
+        return None
+    if d.is_float:
+        return [e.cast(e.matmul(e.cast(a, dtype=float32), e.cast(b, dtype=float32)), dtype=d)]
+    (m, k), n = a.type.shape[-2:], b.type.shape[-1]
+    batch = broadcast_shapes(a.type.shape[:-2], b.type.shape[:-2])
+    full = (*batch, m, k, n)
+    terms = e.mul(e.broadcast_to(e.expand_dims(a, axes=(a.type.ndim,)), shape=full),
+                  e.broadcast_to(e.expand_dims(b, axes=(b.type.ndim - 2,)), shape=full))
+    return [e.reduce_sum(terms, axes=(len(full) - 2,))]
+
+
+defdecompose("matmul", _matmul_decompose)
 
 
 # ---- conv2d -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""Sorting and searching: ``sort``, ``argsort``, ``partition``, ``argpartition``,
+"""Sorting and searching: ``sort``, ``argsort``, ``top_k``, ``partition``, ``argpartition``,
 ``searchsorted``, ``nonzero`` and ``where``.
 
-``argsort`` and ``sort`` bind the registry's primitives of those names (NumPy's sorts, opaque);
+``argsort`` and ``sort`` bind the registry's primitives of those names (opaque; compiled, a
+native merge sort each; ``top_k`` is a descending argsort's first positions and a gather);
 sort's gradient scatters each element's cotangent back to where the element came from, through
 argsort. argsort is stable unless asked otherwise (the array API standard's ``stable=True``):
 equal elements keep their order, ascending or descending. ``nonzero``'s result size depends on
@@ -22,7 +23,7 @@ from flowjit.tracer.numpy import ufuncs
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.counterparts import numpy_counterpart
 from flowjit.tracer.numpy.creation import full, zeros
-from flowjit.tracer.numpy.indexing import scatter_add, take
+from flowjit.tracer.numpy.indexing import scatter_add, take, take_along_axis
 from flowjit.tracer.numpy.layout import expand_dims, ravel
 from flowjit.tracer.numpy.operands import ArrayLike, as_operand, check_size, concrete_array, operand_value, promote
 from flowjit.tracer.numpy.reductions import cumsum, sum
@@ -42,7 +43,7 @@ from flowjit.tracer.numpy.ufuncs import (
 )
 
 __all__: list[str] = [
-    "argpartition", "argsort", "nonzero", "partition", "searchsorted", "sort", "where",
+    "argpartition", "argsort", "nonzero", "partition", "searchsorted", "sort", "top_k", "where",
 ]
 
 
@@ -119,6 +120,21 @@ def argpartition(a: ArrayLike, kth: Any, axis: int | None = -1, kind: str = "int
     o, ax = _sort_operand("argpartition", a, axis, None, order, None, False)
     _check_kth("argpartition", o, ax, kth)
     return argsort(operand_value(o), ax)
+
+
+def top_k(a: ArrayLike, k: int) -> tuple[Any, Any]:
+    """The ``k`` largest elements of ``a`` along its last axis, largest first, and their int64
+    positions, as ``jax.lax.top_k`` (and ``torch.topk``): equal elements in the order of
+    their positions, NaN counted the largest. The first ``k`` positions of a stable
+    descending argsort, then those elements; its gradient reaches the chosen elements."""
+    o, ax = _sort_operand("top_k", a, -1, None, None, None, False)
+    n = o.shape[ax]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+        raise FlowjitTypeError(f"top_k: k={k!r} must be an int in [0, {n}] for the last axis of shape "
+                               f"{list(o.shape)} (at {user_location()})")
+    x = operand_value(o)
+    positions = argsort(x, -1, descending=True)[..., :int(k)]
+    return take_along_axis(x, positions, -1), positions
 
 
 # Past this many comparisons (a.size * v.size), a binary search (log2 a.size gathers of v's
