@@ -107,3 +107,15 @@ def test_a_server_that_refuses_connections_counts_failures():
         port = s.getsockname()[1]
     r = run_level(f"http://127.0.0.1:{port}", "m", 2, 0.2, b"{}")
     assert r["ok"] == 0 and r["failed"] == r["codes"][0] > 2
+
+
+def test_the_clients_run_on_a_thread_of_their_own_that_does_not_preempt_on_wake():
+    import os
+    policies = []
+    url, stop = _scripted(lambda n: _answer("200 OK", b"{}"))
+    try:
+        r = run_level(url, "m", 2, 0.2, b"{}", on_response=lambda *a: policies.append(os.sched_getscheduler(0)))
+    finally:
+        stop.set()
+    assert r["ok"] > 0 and set(policies) == {getattr(os, "SCHED_BATCH", policies[0])}
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER          # the caller's thread is left as it was
