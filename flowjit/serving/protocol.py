@@ -23,6 +23,16 @@ except ImportError:
 
 _PREFIX = b"/v1/models/"
 _SUFFIX = b":predict"
+_TYPES: dict[bytes, str] = {b"": ""}   # Content-Type values seen -> the media type, lower case
+
+
+class Headers(list):
+    """A response's headers that do not change (a version's answers of one content type),
+    with their lines as they are written (``raw``), formatted once."""
+
+    def __init__(self, headers: list[tuple[bytes, bytes]]):
+        super().__init__(headers)
+        self.raw = b"".join([b"%s: %s\r\n" % (name, value) for name, value in headers])
 
 
 class Predictor(Protocol):
@@ -31,6 +41,9 @@ class Predictor(Protocol):
     max_body: int
 
     def fast(self, request: FastRequest, rest: str, content_type: str, body: bytes) -> None:
+        ...
+
+    def answer(self, request: FastRequest, outputs: Any, error: BaseException | None) -> None:
         ...
 
 
@@ -86,28 +99,27 @@ class FastRequest:
     batch answers (an asyncio future's ``done``, ``set_result``, ``set_exception``, which the
     predictor's ``answer`` turns into the response's bytes)."""
 
-    __slots__ = ("protocol", "rest", "content_type", "chunks", "keep_alive", "started", "complete",
-                 "response_complete", "disconnected", "on_result", "context")
+    __slots__ = ("protocol", "rest", "content_type", "body", "parts", "keep_alive", "started", "complete",
+                 "response_complete", "disconnected", "context")
     message_event = _NoEvent
 
     def __init__(self, protocol: Any, rest: str, content_type: str, keep_alive: bool):
         self.protocol = protocol
         self.rest = rest
         self.content_type = content_type
-        self.chunks: list[bytes] = []
+        self.body = b""                 # the body's first chunk
+        self.parts: list[bytes] | None = None   # its chunks, once there are two
         self.keep_alive = keep_alive
         self.started = False            # its turn on the connection has come
         self.complete = False           # its body is all here
         self.response_complete = False
         self.disconnected = False
-        self.on_result: Any = None      # the predictor's callback (outputs, error) once it is queued
         self.context: Any = None        # the predictor's state of the request
 
     def run(self) -> None:
         """Hand the whole body to the predictor (its turn has come and its body is here)."""
-        chunks = self.chunks
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self.chunks = []
+        body = self.body if self.parts is None else b"".join(self.parts)
+        self.body, self.parts = b"", None
         self.protocol.predictor.fast(self, self.rest, self.content_type, body)
 
     # ---- the batcher's waiter --------------------------------------------------------
@@ -116,10 +128,10 @@ class FastRequest:
         return self.response_complete
 
     def set_result(self, outputs: Any) -> None:
-        self.on_result(self, outputs, None)
+        self.protocol.predictor.answer(self, outputs, None)
 
     def set_exception(self, error: BaseException) -> None:
-        self.on_result(self, None, error)
+        self.protocol.predictor.answer(self, None, error)
 
     # ---- the answer ------------------------------------------------------------------
 
@@ -134,17 +146,17 @@ class FastRequest:
             cache = protocol.defaults
             if cache[0] is not defaults:      # uvicorn replaces them (the date) every second
                 cache[0], cache[1] = defaults, b"".join([b"%s: %s\r\n" % (n, v) for n, v in defaults])
-            parts = [STATUS_LINE[status], cache[1]]
-            for name, value in headers:
-                parts += (name, b": ", value, b"\r\n")
-            parts += (b"content-length: ", str(len(body)).encode(), b"\r\n")
+            raw = getattr(headers, "raw", None)     # a fixed list's lines, written once (Headers)
+            if raw is None:
+                raw = b"".join([b"%s: %s\r\n" % (name, value) for name, value in headers])
+            parts = [STATUS_LINE[status], cache[1], raw, b"content-length: %d\r\n" % len(body)]
             if not self.keep_alive:
                 parts.append(b"connection: close\r\n")
             parts += (b"\r\n", body)
             transport.write(b"".join(parts))
             if not self.keep_alive:
                 transport.close()
-        protocol.on_response_complete()
+        protocol.answered()
 
 
 def http_protocol(predictor: Predictor | None) -> Any:
@@ -168,10 +180,15 @@ def http_protocol(predictor: Predictor | None) -> Any:
             # uvicorn's, but for the keep-alive timer: armed once and moved on by the answers
             # (uvicorn arms a timer at each answer and cancels it at each request, 1.2 µs).
             self.transport.flush()     # a head that no body followed (HEAD) goes now
+            self.answered()
+
+        def answered(self) -> None:
+            """A response is complete (a fast request's: nothing held to flush)."""
             self.server_state.total_requests += 1
             if self.raw.is_closing():
                 return
-            self.flow.resume_reading()
+            if self.flow.read_paused:
+                self.flow.resume_reading()
             if self.pipeline:          # the next request pipelined on the connection
                 cycle, app = self.pipeline.pop()
                 self._start_asgi_task(cycle, app)
@@ -244,7 +261,11 @@ def http_protocol(predictor: Predictor | None) -> Any:
 
         def _fast(self, url: bytes) -> None:
             version = self.parser.get_http_version()
-            ctype = self.fast_type.decode("latin-1").split(";")[0].strip().lower() if self.fast_type else ""
+            ctype = _TYPES.get(self.fast_type)
+            if ctype is None:
+                ctype = self.fast_type.decode("latin-1").split(";")[0].strip().lower()
+                if len(_TYPES) < 64:
+                    _TYPES[self.fast_type] = ctype
             request = FastRequest(self, url[len(_PREFIX):].decode("ascii", "replace"), ctype,
                                   version != "1.0" and self.parser.should_keep_alive())
             existing, self.cycle = self.cycle, request
@@ -257,7 +278,12 @@ def http_protocol(predictor: Predictor | None) -> Any:
         def on_body(self, body: bytes) -> None:
             cycle = self.cycle
             if cycle.__class__ is FastRequest:
-                cycle.chunks.append(body)
+                if cycle.parts is None:
+                    if not cycle.body:
+                        cycle.body = body
+                        return
+                    cycle.parts = [cycle.body]
+                cycle.parts.append(body)
                 return
             super().on_body(body)
 

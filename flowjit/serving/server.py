@@ -42,7 +42,7 @@ from flowjit.version import __version__
 from . import repository
 from .batching import Batcher, BatchStats, Overloaded
 from .model import NPY, NPZ, BadRequest, LoadedVersion, VersionRefused, limit_blas_threads
-from .protocol import FastRequest, http_protocol
+from .protocol import FastRequest, Headers, http_protocol
 
 try:  # the serving extra's JSON codec: 8x faster than json on a request's rows (json when it is missing)
     import orjson
@@ -428,6 +428,7 @@ class Predictor:
         self.max_body = int(repo.config.max_body_mb * (1 << 20))
         self._answered: list[tuple[ModelState, int, int, float]] = []   # counted at the loop turn's end
         self._paths: dict[str, tuple[str, int | None]] = {}     # predict paths parsed: (model, version)
+        self._headers: dict[tuple[LoadedVersion, bytes], Headers] = {}   # a 200 answer's, by version and type
 
     def route(self, rest: str) -> tuple[ModelState, LoadedVersion, Batcher]:
         """The model, version (acquired: release it once answered) and batcher of a predict
@@ -478,14 +479,21 @@ class Predictor:
             state.check(self.metrics, loaded, arrays)
         return arrays, rows, form
 
-    @staticmethod
-    def encode(loaded: LoadedVersion, outputs: list[np.ndarray], form: str) -> tuple[int, list, bytes]:
-        """The 200 answer of ``outputs``, in the request's form."""
+    def encode(self, loaded: LoadedVersion, outputs: list[np.ndarray], form: str) -> tuple[int, list, bytes]:
+        """The 200 answer of ``outputs``, in the request's form (its headers a Headers list
+        shared by the version's answers of one content type: not to be changed)."""
         encoded = loaded.signature.encode(outputs, form)
-        tag = (b"x-model-version", str(loaded.version).encode())
         if isinstance(encoded, dict):
-            return 200, [(b"content-type", _JSON), tag], dumps_numbers(encoded)
-        return 200, [(b"content-type", encoded[1].encode()), tag], encoded[0]
+            body, ctype = dumps_numbers(encoded), _JSON
+        else:
+            body, ctype = encoded[0], encoded[1].encode()
+        headers = self._headers.get((loaded, ctype))
+        if headers is None:
+            if len(self._headers) >= 64:
+                self._headers.clear()
+            headers = self._headers[(loaded, ctype)] = Headers(
+                [(b"content-type", ctype), (b"x-model-version", str(loaded.version).encode())])
+        return 200, headers, body
 
     def failure(self, state: ModelState, loaded: LoadedVersion, e: BaseException) -> tuple[int, list, bytes]:
         """The answer to a request that failed with ``e`` after its version was picked."""
@@ -541,15 +549,15 @@ class Predictor:
         try:
             arrays, rows, form = self.decode(state, loaded, ctype, body)
             request.context = (state, loaded, t0, form)
-            request.on_result = self._result
             outputs = batcher.offer(arrays, rows, request)
         except Exception as e:
-            self._result(request, None, e)
+            self.answer(request, None, e)
             return
         if outputs is not None:
-            self._result(request, outputs, None)
+            self.answer(request, outputs, None)
 
-    def _result(self, request: FastRequest, outputs: list[np.ndarray] | None, error: BaseException | None) -> None:
+    def answer(self, request: FastRequest, outputs: list[np.ndarray] | None, error: BaseException | None) -> None:
+        """Answer a fast request: its outputs, or the error it failed with."""
         state, loaded, t0, form = request.context
         try:
             answer = self.encode(loaded, outputs, form) if error is None else self.failure(state, loaded, error)
@@ -677,7 +685,7 @@ def build_app(repo: Repository, predictor: Predictor | None = None) -> ASGIApp:
                 status, headers, body = await predict(scope, receive, path[len(_PREFIX):])
                 if status == 499:      # nobody to answer
                     status = 400
-                headers.append((b"content-length", str(len(body)).encode()))
+                headers = [*headers, (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
                 return

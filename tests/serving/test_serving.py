@@ -389,6 +389,24 @@ def test_pipelined_requests_are_answered_in_order_on_either_path(models, artifac
         np.testing.assert_allclose(json.loads(b)["predictions"], want[:1], rtol=1e-5)
 
 
+def test_a_body_arriving_in_pieces_is_answered_on_the_fast_path(server, artifacts):
+    rows = np.random.default_rng(3).random((3000, 64)).astype(np.float32)
+    data = _request("/v1/models/mlp:predict", npy(rows), "application/x-npy")
+    calls = []
+    fast = server.predictor.fast
+    server.predictor.fast = lambda *a: (calls.append(len(a[3])), fast(*a))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        for i in range(0, len(data), 100_000):
+            s.sendall(data[i:i + 100_000])
+            time.sleep(0.01)
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < 3000 * 10 * 4 + 128:
+            answer += s.recv(1 << 20)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and calls == [len(npy(rows))]
+    np.testing.assert_allclose(read_npy(body), fj.load_compiled(artifacts["v1"])(rows), rtol=1e-5)
+
+
 def test_a_client_gone_with_requests_in_flight_leaves_nothing_held(models):
     body = json.dumps({"instances": X[:1].tolist()}).encode()
     with Server(models) as server:
