@@ -219,13 +219,14 @@ def _shape(shape: tuple, symbol: str | None, label: str) -> list:
 
 def _blas(plan: Any) -> tuple[dict[str, str], int, str | None]:
     from flowjit.codegen_cpu.blas import blas_functions
-    from flowjit.codegen_cpu.program_plan import Gemm, walk_steps
-    if not any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+    from flowjit.codegen_cpu.program_plan import Gemm, Lapack, walk_steps
+    if not any(isinstance(s, Gemm | Lapack) for s in walk_steps(plan.steps)):
         return {}, 64, None
     found = blas_functions()
     if not found:
-        raise AOTError("a matmul needs a CBLAS library and none was found: install NumPy 2 (its wheels bundle "
-                       "OpenBLAS) or the system's (apt-get install libopenblas-dev), or set FLOWJIT_BLAS")
+        raise AOTError("a matmul or a linear-algebra op needs a BLAS library and none was found: install NumPy 2 "
+                       "(its wheels bundle OpenBLAS with LAPACK) or the system's (apt-get install "
+                       "libopenblas-dev), or set FLOWJIT_BLAS")
     return {r: f.symbol for r, f in found.items()}, found["sgemm"].int_bits, found["sgemm"].library
 
 

@@ -119,6 +119,28 @@ def _candidates() -> Iterator[tuple[str, str, str, int]]:
             yield (p, "cblas_", "", 32)
 
 
+def lapacke_symbol(sgemm_symbol: str, routine: str) -> str:
+    """LAPACKE's C name of ``routine`` (``dpotrf``) in the library whose CBLAS sgemm is
+    called ``sgemm_symbol``: ``scipy_LAPACKE_dpotrf64_`` beside NumPy's bundled
+    ``scipy_cblas_sgemm64_``, ``LAPACKE_dpotrf`` beside a system OpenBLAS's ``cblas_sgemm``."""
+    head, _, tail = sgemm_symbol.partition("sgemm")
+    return head.replace("cblas_", "LAPACKE_") + routine + tail
+
+
+def missing_lapacke(found: Mapping[str, BlasFunction], routines: list[str]) -> list[str]:
+    """The LAPACKE names of ``routines`` (``["dpotrf"]``) that the library holding
+    ``found``'s gemms does not export."""
+    lib = ctypes.CDLL(found["sgemm"].library)
+    missing = []
+    for r in routines:
+        name = lapacke_symbol(found["sgemm"].symbol, r)
+        try:
+            getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+    return missing
+
+
 def blas_functions() -> dict[str, BlasFunction]:
     """``{"sgemm": ..., "dgemm": ...}`` from the first library that has both (the
     ``FLOWJIT_BLAS`` file if set, then NumPy's bundled OpenBLAS, then the system's); an

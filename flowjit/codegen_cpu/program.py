@@ -46,7 +46,7 @@ except ImportError:  # NumPy 1.x
 from flowjit.ir.errors import BUG_REPORT
 
 from . import jit, render
-from .blas import blas_functions, blas_threads
+from .blas import blas_functions, blas_threads, missing_lapacke
 from .program_plan import (
     METH_FASTCALL,
     PYARRAY_EMPTY,
@@ -65,6 +65,7 @@ from .program_plan import (
     ControlCall,
     Gemm,
     KernelCall,
+    Lapack,
     NotNative,
     ProgramPlan,
     plan_program,
@@ -101,7 +102,7 @@ def _pyarray_empty() -> int:
 @functools.cache
 def _sources_digest() -> str:
     h = hashlib.sha256()
-    for name in ("program.py", "program_plan.py", "program_emit.py"):
+    for name in ("program.py", "program_plan.py", "program_emit.py", "lapack.py"):
         with open(os.path.join(os.path.dirname(__file__), name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -200,6 +201,8 @@ def describe_step(step: Any) -> tuple[str, dict[str, Any]]:
         return "gemm", {"flops": 2 * step.m * step.n * step.k, "m": step.m, "n": step.n, "k": step.k}
     if isinstance(step, ControlCall):
         return "loop", {"blocks": len(step.blocks)}
+    if isinstance(step, Lapack):
+        return "lapack", {"routines": "/".join(step.routines()), "matrices": step.batch, "n": step.n}
     return "step", {}
 
 
@@ -212,24 +215,31 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
     ``pool_min_bytes``), the others from ``PyArray_Empty``. ``profile``: a build that
     times each top-level step into ``NativeProgram.stamps`` (``runtime.profiler``)."""
-    int_bits = 64
-    if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+    int_bits, sgemm = 64, ""
+    routines = [r for s in walk_steps(plan.steps) if isinstance(s, Lapack) for r in s.routines()]
+    if routines or any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
         found = blas_functions()
         if not found:
-            raise NotNative("no CBLAS library found for matmul")
+            raise NotNative("no CBLAS library found for matmul" if not routines else
+                            "no BLAS library found, whose LAPACK the program's linear algebra calls")
         int_bits = found["sgemm"].int_bits
+        if routines:
+            missing = missing_lapacke(found, sorted(set(routines)))
+            if missing:
+                raise NotNative(f"{found['sgemm'].library} has no LAPACKE {', '.join(missing)}")
+            sgemm = found["sgemm"].symbol
     kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}
     # What decides the module: the plan (kernels by name), the sources that render it, the
     # BLAS integer width, the byte order and NumPy (its type numbers), then each kernel.
     head = (f"; flowjit program {_sources_digest()} blas{int_bits} {sys.byteorder} numpy{np.__version__}"
-            f"{' profile' if profile else ''}")
+            f"{' profile' if profile else ''}{f' lapack {sgemm}' if sgemm else ''}")
     identity = "\n".join([head, repr(plan), *(render.kernel_identity(k, fastmath) for k in kernels.values())])
 
     def render_module() -> str:
         # llvmlite's IR builder loads only when a program is rendered: a process that loads
         # its programs from the object cache never imports it.
         from .program_emit import render_program
-        return render_program(plan, int_bits, fastmath, profile)
+        return render_program(plan, int_bits, fastmath, profile, sgemm)
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
     except render.KernelRenderError:

@@ -50,6 +50,7 @@ from .program_plan import (
     Copy,
     Gemm,
     KernelCall,
+    Lapack,
     ProgramPlan,
     walk_steps,
 )
@@ -279,6 +280,8 @@ class _Driver:
                 self.gemm(b, tab, step, bufs)
             elif isinstance(step, Copy):
                 self.copy(b, bufs[step.dst], bufs[step.src], step.nbytes)
+            elif isinstance(step, Lapack):
+                self.lapack(b, fn, step, bufs, status, done)
             else:
                 self.control(b, fn, tab, step, bufs, status, done)
 
@@ -472,6 +475,15 @@ class _Driver:
         pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
         b.call(pfor, [wrap, self.value(b, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
 
+    def lapack(self, b: ir.IRBuilder, fn: ir.Function, step: Lapack, bufs: dict[str, ir.Value],
+               status: ir.Value, done: ir.Block) -> None:
+        """A call of the step's wrapper (``lapack.build_wrapper``, linked in by ``_link``);
+        its 1 (no memory for pivots) is a kernel's out-of-memory."""
+        sizes = [step.batch, step.n, *([step.k] if step.role == "solve" else [])]
+        ptrs = [bufs[name] for name in (*step.inputs, step.output)]
+        wrapper = self.extern(f"fj_lapack_{step.role}_{step.dtype}", I32, [I8P] * len(ptrs) + [I64] * len(sizes))
+        self.check(b, fn, b.call(wrapper, [*ptrs, *(self.value(b, x) for x in sizes)]), status, done)
+
     def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
         if not g.batch:
             self.one_gemm(b, tab, g, bufs[g.a], bufs[g.b], bufs[g.c])
@@ -628,14 +640,24 @@ class _Driver:
         b.ret(lst)
 
 
-def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False) -> str:
+def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",
+          blas_int_bits: int = 64) -> str:
     """The driver and every kernel of ``plan`` as one module's IR text: the kernels'
-    definitions internal, so LLVM may inline them and drops what nothing calls."""
+    definitions internal, so LLVM may inline them and drops what nothing calls; with the
+    wrapper of each LAPACK op the plan runs (calling the LAPACKE routines of the library
+    whose sgemm is ``sgemm_symbol``)."""
     import llvmlite.binding as llvm
+
+    from .lapack import Routine, build_wrapper
     with jit._llvm_lock:
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()
         seen: set[str] = set()
+        for r in dict.fromkeys(Routine(s.role, s.dtype) for s in walk_steps(plan.steps) if isinstance(s, Lapack)):
+            wrapper = llvm.parse_assembly(build_wrapper(r, sgemm_symbol, blas_int_bits))
+            wrapper.verify()
+            entries.add(r.symbol)
+            module.link_in(wrapper)
         for step in walk_steps(plan.steps):
             if not isinstance(step, KernelCall) or step.kernel.name in seen:
                 continue
@@ -665,10 +687,12 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False) -> str:
         return str(module)
 
 
-def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False) -> str:
+def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False,
+                   sgemm_symbol: str = "") -> str:
     """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls (with
-    LLVM's ``fast`` flags on their float ops when ``fastmath``)."""
-    return _link(plan, _Driver(plan, blas_int_bits, profile).render(), fastmath)
+    LLVM's ``fast`` flags on their float ops when ``fastmath``); its LAPACK ops call the
+    library whose CBLAS sgemm is ``sgemm_symbol``."""
+    return _link(plan, _Driver(plan, blas_int_bits, profile).render(), fastmath, sgemm_symbol, blas_int_bits)
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------
@@ -883,7 +907,8 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     split kernels links in (``pthread_pool``, internal to the library, started by the
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
-    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic).render_c(digest))
+    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic).render_c(digest),
+                 sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits)
     if not any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
         return text
     import llvmlite.binding as llvm

@@ -110,6 +110,31 @@ class Gemm:
     stride_b: tuple = ()
 
 
+# Roles of the ops a plan runs through the LAPACK beside its BLAS (``lapack.build_wrapper``),
+# and the LAPACK letter of each dtype they take.
+LAPACK_ROLES = {"cholesky": ("potrf",), "solve": ("gesv",), "inverse": ("getrf", "getri")}
+LAPACK_DTYPES = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
+
+
+@dataclass(frozen=True)
+class Lapack:
+    """One op of ``LAPACK_ROLES`` over ``batch`` matrices of ``n x n`` of ``dtype`` (the
+    op's leading dimensions flattened; solve's right-hand sides ``n x k``), from the
+    buffers ``inputs`` into ``output``: a call of its wrapper (``lapack.build_wrapper``)."""
+
+    role: str
+    dtype: str
+    inputs: tuple[str, ...]
+    output: str
+    batch: int
+    n: int
+    k: int
+
+    def routines(self) -> list[str]:
+        """The LAPACK routines it calls (``dpotrf``)."""
+        return [LAPACK_DTYPES[self.dtype] + r for r in LAPACK_ROLES[self.role]]
+
+
 @dataclass(frozen=True)
 class Copy:
     """``nbytes`` bytes from buffer ``src`` to buffer ``dst`` (a block result no step of
@@ -200,6 +225,10 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
                          f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n}){batch}")
         elif isinstance(s, Copy):
             lines.append(f"{indent}copy {s.nbytes} bytes {s.src} -> {s.dst}")
+        elif isinstance(s, Lapack):
+            rhs = f", right-hand sides {s.n}x{s.k}" if s.role == "solve" else ""
+            lines.append(f"{indent}{s.dtype} lapack {s.role} ({'/'.join(s.routines())}) {s.output} = "
+                         f"{s.role}({', '.join(map(show, s.inputs))}) over {s.batch} matrices of {s.n}x{s.n}{rhs}")
         else:
             extra = {"while_loop": f" at most {s.maximum_iterations} times" if s.maximum_iterations >= 0 else "",
                      "scan_loop": f" over {s.length} steps{' backward' if s.reverse else ''}"}.get(s.role, "")
@@ -390,6 +419,11 @@ class _Planner:
                 ins = [base(v) for v in op.inputs]
                 steps.append(("gemm", op, ins))
                 ins = [(i, False) for i, _ in ins]
+            elif role in LAPACK_ROLES and op.results[0].type.dtype.name in LAPACK_DTYPES:
+                ins = [base(v) for v in op.inputs]
+                if any(t for _, t in ins):
+                    raise NotNative(f"{op.name} reads a transposed view")
+                steps.append(("lapack", op, [i for i, _ in ins]))
             elif op.id in blocks and role in ("branch", "while_loop", "scan_loop"):
                 ins = [base(v) for v in op.inputs]
                 if any(t for _, t in ins):
@@ -561,6 +595,12 @@ class _Planner:
             elif what == "gemm":
                 calls.append(_gemm(op, ins, buffers))
                 work += math.prod(op.results[0].type.shape) * op.inputs[0].type.shape[-1]
+            elif what == "lapack":
+                a, out = op.inputs[0].type, op.results[0].type
+                batch, n = math.prod(a.shape[:-2]), a.shape[-1]
+                calls.append(Lapack(op.primitive.role, out.dtype.np.name, tuple(buffers[v].name for v in ins),
+                                    buffers[op.results[0].id].name, batch, n, out.shape[-1]))
+                work += batch * n ** 3
             else:
                 size, plans = control_temp[n]
                 attrs = op.attrs

@@ -50,6 +50,11 @@ ROLES = {
     "sort": "attrs axis/descending: x sorted along axis (NaN last ascending, first descending)",
     "argsort": "attrs axis/descending: the i64 positions that sort x along axis, equal elements in their order "
                "(a stable sort; NaN last ascending, first descending)",
+    "cholesky": "the lower-triangular L of each matrix [..., n, n] with L @ L^H == a (a's lower triangle read); "
+                "NaN for a matrix that is not positive-definite",
+    "solve": "inputs (a, b): x with a @ x == b for each matrix a [..., n, n] and b [..., n, k]; NaN where a is "
+             "singular",
+    "inverse": "the inverse of each matrix [..., n, n]; NaN where it is singular",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
     "variable_update": "inputs (var, value): the variable holds value once the call finishes; the result is value",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",

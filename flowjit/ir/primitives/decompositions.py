@@ -97,13 +97,13 @@ def _slogdet_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(sign, a.dtype), np.asarray(logdet, _real_dtype(a))
 
 
-declare("inv", kind="opaque", maps_leading_dims=True, rule=_square_rule,
+declare("inv", kind="opaque", role="inverse", maps_leading_dims=True, rule=_square_rule,
         impl=_lapack(lambda a: np.linalg.inv(a).astype(a.dtype)),
         dtypes=LAPACK_DTYPES, doc="np.linalg.inv over [..., n, n] (LAPACK getrf/getri); singular: LinAlgError")
-declare("solve", kind="opaque", maps_leading_dims=True, rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
+declare("solve", kind="opaque", role="solve", maps_leading_dims=True, rule=_solve_rule, arity=2, dtypes=LAPACK_DTYPES,
         impl=_lapack(lambda a, b: np.linalg.solve(a, b).astype(a.dtype)),
         doc="x with a @ x == b for a [..., n, n] and b [..., n, k] of the same batch dims (LAPACK gesv)")
-declare("cholesky", kind="opaque", maps_leading_dims=True, rule=_square_rule, dtypes=LAPACK_DTYPES,
+declare("cholesky", kind="opaque", role="cholesky", maps_leading_dims=True, rule=_square_rule, dtypes=LAPACK_DTYPES,
         impl=_lapack(lambda a: np.linalg.cholesky(a).astype(a.dtype)),
         doc="lower-triangular L with L @ L^H == a, reading a's lower triangle (and the real part of its "
             "diagonal) (LAPACK potrf)")
