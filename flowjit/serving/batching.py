@@ -177,7 +177,7 @@ class Batcher:
         ``set_exception``) gets them, or the error, when its batch has run. Raises Overloaded."""
         now = time.perf_counter()
         deadline = self._admit(rows, now)
-        if self._alone(rows):
+        if not self.batching and self._alone(rows):
             return self._run_alone(arrays, rows, now)
         self._enqueue(asyncio.get_running_loop(), _Item(arrays, rows, waiter, now, deadline))
         return None
