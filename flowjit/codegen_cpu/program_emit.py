@@ -479,9 +479,11 @@ class _Driver:
                status: ir.Value, done: ir.Block) -> None:
         """A call of the step's wrapper (``lapack.build_wrapper``, linked in by ``_link``);
         its 1 (no memory for pivots) is a kernel's out-of-memory."""
-        sizes = [step.batch, step.n, *([step.k] if step.role == "solve" else [])]
-        ptrs = [bufs[name] for name in (*step.inputs, step.output)]
-        wrapper = self.extern(f"fj_lapack_{step.role}_{step.dtype}", I32, [I8P] * len(ptrs) + [I64] * len(sizes))
+        from .lapack import Routine
+        sizes = ([step.batch, step.m, step.n] if step.role in ("singular_values", "orthogonal_triangular") else
+                 [step.batch, step.n, *([step.k] if step.role == "solve" else [])])
+        ptrs = [bufs[name] for name in (*step.inputs, *step.outputs)]
+        wrapper = self.extern(Routine.of(step).symbol, I32, [I8P] * len(ptrs) + [I64] * len(sizes))
         self.check(b, fn, b.call(wrapper, [*ptrs, *(self.value(b, x) for x in sizes)]), status, done)
 
     def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
@@ -653,7 +655,7 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()
         seen: set[str] = set()
-        for r in dict.fromkeys(Routine(s.role, s.dtype) for s in walk_steps(plan.steps) if isinstance(s, Lapack)):
+        for r in dict.fromkeys(Routine.of(s) for s in walk_steps(plan.steps) if isinstance(s, Lapack)):
             wrapper = llvm.parse_assembly(build_wrapper(r, sgemm_symbol, blas_int_bits))
             wrapper.verify()
             entries.add(r.symbol)

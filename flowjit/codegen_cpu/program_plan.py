@@ -112,27 +112,36 @@ class Gemm:
 
 # Roles of the ops a plan runs through the LAPACK beside its BLAS (``lapack.build_wrapper``),
 # and the LAPACK letter of each dtype they take.
-LAPACK_ROLES = {"cholesky": ("potrf",), "solve": ("gesv",), "inverse": ("getrf", "getri")}
+LAPACK_ROLES = {"cholesky": ("potrf",), "solve": ("gesv",), "inverse": ("getrf", "getri"),
+                "log_determinant": ("getrf",), "symmetric_eigen": ("syevd",), "singular_values": ("gesdd",),
+                "orthogonal_triangular": ("geqrf", "orgqr")}
 LAPACK_DTYPES = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
+HERMITIAN_ROUTINES = {"syevd": "heevd", "orgqr": "ungqr"}   # a complex matrix's name of a routine
 
 
 @dataclass(frozen=True)
 class Lapack:
     """One op of ``LAPACK_ROLES`` over ``batch`` matrices of ``n x n`` of ``dtype`` (the
     op's leading dimensions flattened; solve's right-hand sides ``n x k``), from the
-    buffers ``inputs`` into ``output``: a call of its wrapper (``lapack.build_wrapper``)."""
+    buffers ``inputs`` into ``outputs``: a call of its wrapper (``lapack.build_wrapper``);
+    ``lower``: the triangle a symmetric matrix is read from; an SVD's matrices are ``m x n``
+    and ``full``: its complete u and vh."""
 
     role: str
     dtype: str
     inputs: tuple[str, ...]
-    output: str
+    outputs: tuple[str, ...]
     batch: int
     n: int
     k: int
+    lower: bool = True
+    m: int = 0
+    full: bool = False
 
     def routines(self) -> list[str]:
         """The LAPACK routines it calls (``dpotrf``)."""
-        return [LAPACK_DTYPES[self.dtype] + r for r in LAPACK_ROLES[self.role]]
+        t = LAPACK_DTYPES[self.dtype]
+        return [t + (HERMITIAN_ROUTINES.get(r, r) if t in "cz" else r) for r in LAPACK_ROLES[self.role]]
 
 
 @dataclass(frozen=True)
@@ -227,8 +236,9 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
             lines.append(f"{indent}copy {s.nbytes} bytes {s.src} -> {s.dst}")
         elif isinstance(s, Lapack):
             rhs = f", right-hand sides {s.n}x{s.k}" if s.role == "solve" else ""
-            lines.append(f"{indent}{s.dtype} lapack {s.role} ({'/'.join(s.routines())}) {s.output} = "
-                         f"{s.role}({', '.join(map(show, s.inputs))}) over {s.batch} matrices of {s.n}x{s.n}{rhs}")
+            shape = f"{s.m or s.n}x{s.n}"
+            lines.append(f"{indent}{s.dtype} lapack {s.role} ({'/'.join(s.routines())}) {', '.join(s.outputs)} = "
+                         f"{s.role}({', '.join(map(show, s.inputs))}) over {s.batch} matrices of {shape}{rhs}")
         else:
             extra = {"while_loop": f" at most {s.maximum_iterations} times" if s.maximum_iterations >= 0 else "",
                      "scan_loop": f" over {s.length} steps{' backward' if s.reverse else ''}"}.get(s.role, "")
@@ -419,7 +429,9 @@ class _Planner:
                 ins = [base(v) for v in op.inputs]
                 steps.append(("gemm", op, ins))
                 ins = [(i, False) for i, _ in ins]
-            elif role in LAPACK_ROLES and op.results[0].type.dtype.name in LAPACK_DTYPES:
+            elif role in LAPACK_ROLES and op.inputs[0].type.dtype.name in LAPACK_DTYPES:
+                if role in ("singular_values", "orthogonal_triangular") and 0 in op.inputs[0].type.shape[-2:]:
+                    raise NotNative(f"{op.name} of {op.inputs[0].type}: empty matrices (NumPy's identities)")
                 ins = [base(v) for v in op.inputs]
                 if any(t for _, t in ins):
                     raise NotNative(f"{op.name} reads a transposed view")
@@ -596,11 +608,13 @@ class _Planner:
                 calls.append(_gemm(op, ins, buffers))
                 work += math.prod(op.results[0].type.shape) * op.inputs[0].type.shape[-1]
             elif what == "lapack":
-                a, out = op.inputs[0].type, op.results[0].type
-                batch, n = math.prod(a.shape[:-2]), a.shape[-1]
-                calls.append(Lapack(op.primitive.role, out.dtype.np.name, tuple(buffers[v].name for v in ins),
-                                    buffers[op.results[0].id].name, batch, n, out.shape[-1]))
-                work += batch * n ** 3
+                a = op.inputs[0].type
+                batch, m, n = math.prod(a.shape[:-2]), a.shape[-2], a.shape[-1]
+                k = op.results[0].type.shape[-1] if op.primitive.role == "solve" else n
+                calls.append(Lapack(op.primitive.role, a.dtype.np.name, tuple(buffers[v].name for v in ins),
+                                    tuple(buffers[r.id].name for r in op.results), batch, n, k,
+                                    bool(op.attrs.get("lower", True)), m, bool(op.attrs.get("full_matrices", False))))
+                work += batch * m * n * min(m, n)
             else:
                 size, plans = control_temp[n]
                 attrs = op.attrs

@@ -55,6 +55,13 @@ ROLES = {
     "solve": "inputs (a, b): x with a @ x == b for each matrix a [..., n, n] and b [..., n, k]; NaN where a is "
              "singular",
     "inverse": "the inverse of each matrix [..., n, n]; NaN where it is singular",
+    "log_determinant": "(sign, log|det|) of each matrix [..., n, n]: (0, -inf) where it is singular",
+    "orthogonal_triangular": "attr full_matrices: (q, r) with a == q @ r for each matrix [..., m, n], q's columns "
+                             "orthonormal, r upper-triangular",
+    "singular_values": "attr full_matrices: (u, s, vh) of each matrix [..., m, n], s descending; NaN where they "
+                       "do not converge",
+    "symmetric_eigen": "attr lower: (eigenvalues ascending, eigenvectors as columns) of each symmetric (Hermitian) "
+                       "matrix [..., n, n] read from its lower (upper) triangle; NaN where they do not converge",
     "kernel": "owns one block that runs as one compiled kernel (a fusion)",
     "variable_update": "inputs (var, value): the variable holds value once the call finishes; the result is value",
     "send": "attrs key/dst: hands its input to the recv of the same key (device dst); it escapes",

@@ -1,7 +1,7 @@
-"""LAPACK in the native program (``codegen_cpu.lapack``): cholesky, solve and inv call the
-LAPACKE of the BLAS in use, batched over leading dimensions, NaN for a matrix LAPACK fails
-on, as the interpreter (NumPy's linalg) answers; in the JIT and in a library compiled ahead
-of time for any batch size."""
+"""LAPACK in the native program (``codegen_cpu.lapack``): cholesky, solve, inv, slogdet (and
+det), eigh, svd and qr call the LAPACKE of the BLAS in use, batched over leading dimensions,
+NaN for a matrix LAPACK fails on, as the interpreter (NumPy's linalg) answers; in the JIT and
+in a library compiled ahead of time for any batch size."""
 
 from __future__ import annotations
 
@@ -37,6 +37,73 @@ def test_cholesky_solve_and_inv_run_natively_as_the_interpreter(dtype, shape):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     plan = f.kernels(a, b)
     assert "native driver" in plan and plan.count(" lapack ") == 3
+
+
+def _spectra(a, g):
+    sign, logdet = fj.linalg.slogdet(g)
+    w, v = fj.linalg.eigh(a)
+    w_upper, v_upper = fj.linalg.eigh(a, UPLO="U")
+    return sign, logdet, fj.linalg.det(g), w, v, w_upper, v_upper
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 1, 1), (0, 3, 3), (2, 0, 0)])
+def test_slogdet_det_and_eigh_run_natively_as_the_interpreter(dtype, shape):
+    rng = np.random.default_rng(sum(shape) + 1)
+    a, g = _spd(rng, shape, dtype), rng.standard_normal(shape).astype(dtype)
+    if a.size:
+        a[..., 0, -1] += 1.0   # the triangle eigh does not read differs
+    f = fj.function(_spectra)
+    got, want = f(a, g), fj.function(_spectra, interpret=True)(a, g)
+    tol = 2e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    for i, (x, w) in enumerate(zip(got, want, strict=True)):
+        assert x.dtype == w.dtype and x.shape == w.shape
+        if i in (4, 6):   # eigenvectors: each column up to its phase
+            x, w = np.abs(x), np.abs(w)
+        np.testing.assert_allclose(x, w, rtol=tol, atol=tol, err_msg=f"result {i}")
+    plan = f.kernels(a, g)
+    assert "native driver" in plan and plan.count(" lapack ") == 3   # det shares slogdet's
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 2), (2, 2, 6), (2, 1, 1), (0, 3, 3)])
+@pytest.mark.parametrize("full", [False, True], ids=["reduced", "complete"])
+def test_svd_runs_natively_and_reconstructs_its_matrices(dtype, shape, full):
+    rng = np.random.default_rng(sum(shape) + full)
+    a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else 0)
+    a = a.astype(dtype)
+    f = fj.function(lambda x: fj.linalg.svd(x, full_matrices=full))
+    (u, s, vh), want = f(a), fj.function(lambda x: fj.linalg.svd(x, full_matrices=full), interpret=True)(a)
+    tol = 2e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    for g, w in zip((u, s, vh), want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+    np.testing.assert_allclose(s, want[1], rtol=tol, atol=tol)
+    k = min(shape[-2:])
+    np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], a, rtol=10 * tol, atol=10 * tol)
+    assert "native driver" in f.kernels(a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 2), (2, 2, 6), (2, 1, 1), (2, 4, 1)])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_runs_natively_as_the_interpreter(dtype, shape, mode):
+    rng = np.random.default_rng(sum(shape))
+    a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else 0)
+    a = a.astype(dtype)
+    f = fj.function(lambda x: fj.linalg.qr(x, mode=mode))
+    got, want = f(a), fj.function(lambda x: fj.linalg.qr(x, mode=mode), interpret=True)(a)
+    tol = 2e-3 if dtype in (np.float32, np.complex64) else 1e-9
+    for g, w in zip(got, want, strict=True):   # one LAPACK: the same reflectors, the same signs
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    assert "native driver" in f.kernels(a)
+
+
+def test_a_singular_matrixs_slogdet_is_zero_and_minus_infinity():
+    s = np.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 0.0], [0.0, -3.0]]])
+    sign, logdet = fj.function(fj.linalg.slogdet)(s)
+    np.testing.assert_array_equal(sign, [0.0, -1.0])
+    np.testing.assert_allclose(logdet, [-np.inf, np.log(6.0)])
 
 
 def test_a_matrix_lapack_fails_on_is_nan_and_the_rest_of_the_batch_computed():

@@ -107,8 +107,8 @@ declare("cholesky", kind="opaque", role="cholesky", maps_leading_dims=True, rule
         impl=_lapack(lambda a: np.linalg.cholesky(a).astype(a.dtype)),
         doc="lower-triangular L with L @ L^H == a, reading a's lower triangle (and the real part of its "
             "diagonal) (LAPACK potrf)")
-declare("slogdet", kind="opaque", maps_leading_dims=True, rule=_slogdet_rule, impl=_lapack(_slogdet_impl),
-        dtypes=LAPACK_DTYPES,
+declare("slogdet", kind="opaque", role="log_determinant", maps_leading_dims=True, rule=_slogdet_rule,
+        impl=_lapack(_slogdet_impl), dtypes=LAPACK_DTYPES,
         doc="(sign, log|det|) of [..., n, n], two results of shape [...] (LAPACK getrf)")
 
 
@@ -139,12 +139,12 @@ def _svd_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, ...]:
     return u.astype(a.dtype, copy=False), s.astype(_real_dtype(a), copy=False), vh.astype(a.dtype, copy=False)
 
 
-declare("eigh", kind="opaque", maps_leading_dims=True, rule=_eigh_rule, impl=_lapack(_eigh_impl),
-        dtypes=LAPACK_DTYPES,
+declare("eigh", kind="opaque", role="symmetric_eigen", maps_leading_dims=True, rule=_eigh_rule,
+        impl=_lapack(_eigh_impl), dtypes=LAPACK_DTYPES,
         attrs={"lower": attr("bool", True)},
         doc="(eigenvalues ascending [..., n] of the real dtype, eigenvectors as columns [..., n, n]) of "
             "the symmetric (Hermitian) matrix whose lower (or upper) triangle is a's (LAPACK syevd/heevd)")
-declare("svd", kind="opaque", maps_leading_dims=True, rule=_svd_rule, impl=_lapack(_svd_impl),
+declare("svd", kind="opaque", role="singular_values", maps_leading_dims=True, rule=_svd_rule, impl=_lapack(_svd_impl),
         dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(u, s, vh) with a == u[..., :k] * s @ vh[..., :k, :], s descending [..., k] of the real "
@@ -186,7 +186,8 @@ def _qr_impl(a: np.ndarray, *, full_matrices: bool) -> tuple[np.ndarray, np.ndar
     return q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)
 
 
-declare("qr", kind="opaque", maps_leading_dims=True, rule=_qr_rule, impl=_lapack(_qr_impl), dtypes=LAPACK_DTYPES,
+declare("qr", kind="opaque", role="orthogonal_triangular", maps_leading_dims=True, rule=_qr_rule,
+        impl=_lapack(_qr_impl), dtypes=LAPACK_DTYPES,
         attrs={"full_matrices": attr("bool", False)},
         doc="(q, r) with a == q @ r, q orthonormal (unitary) columns [..., m, k], r upper-triangular [..., k, n], "
             "k = min(m, n), or m with full_matrices (LAPACK geqrf/orgqr)")
