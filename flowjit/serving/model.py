@@ -199,13 +199,13 @@ class Signature:
                 raise BadRequest(f'"instances": this version takes exactly one instance of its fixed shapes '
                                  f'({", ".join(self._row_text(t) for t in self.inputs)}), got {len(rows)}')
             if len(self.inputs) == 1 and not isinstance(rows[0], dict):
-                columns = [rows]
-            else:
-                for r in rows:
-                    if not isinstance(r, dict) or sorted(r) != sorted(names):
-                        raise BadRequest(f'"instances": each instance must be an object with the inputs {names} '
-                                         f'as keys')
-                columns = [[r[n] for r in rows] for n in names]
+                arrays = [self._convert(rows if self.batchable else rows[0], self.inputs[0], '"instances"', False)]
+                return arrays, self._check_batch(arrays, '"instances"'), "instances"
+            for r in rows:
+                if not isinstance(r, dict) or sorted(r) != sorted(names):
+                    raise BadRequest(f'"instances": each instance must be an object with the inputs {names} '
+                                     f'as keys')
+            columns = [[r[n] for r in rows] for n in names]
             arrays = [self._convert(c if self.batchable else c[0], t, '"instances"', False)
                       for c, t in zip(columns, self.inputs)]
             return arrays, self._check_batch(arrays, '"instances"'), "instances"

@@ -14,12 +14,16 @@ answered in order, whichever path each takes.
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any, Protocol
 
 try:  # uvicorn's fast HTTP parser: present with httptools (uvicorn[standard]), else uvicorn's h11
     from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 except ImportError:
     HttpToolsProtocol = None
+
+log = logging.getLogger("flowjit.serving")
 
 _PREFIX = b"/v1/models/"
 _SUFFIX = b":predict"
@@ -120,7 +124,13 @@ class FastRequest:
         """Hand the whole body to the predictor (its turn has come and its body is here)."""
         body = self.body if self.parts is None else b"".join(self.parts)
         self.body, self.parts = b"", None
-        self.protocol.predictor.fast(self, self.rest, self.content_type, body)
+        try:
+            self.protocol.predictor.fast(self, self.rest, self.content_type, body)
+        except Exception as e:  # the predictor answers its failures: this is a bug, not a request's fault
+            log.exception("flowjit serve: a predict request failed in the server")
+            if not self.response_complete:
+                self.reply(500, [(b"content-type", b"application/json")],
+                           json.dumps({"error": f"{type(e).__name__}: {e}"}).encode())
 
     # ---- the batcher's waiter --------------------------------------------------------
 

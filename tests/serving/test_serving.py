@@ -407,6 +407,16 @@ def test_a_body_arriving_in_pieces_is_answered_on_the_fast_path(server, artifact
     np.testing.assert_allclose(read_npy(body), fj.load_compiled(artifacts["v1"])(rows), rtol=1e-5)
 
 
+def test_a_bug_on_the_fast_path_answers_500_and_the_server_keeps_serving(server, monkeypatch):
+    body = json.dumps({"instances": X[:1].tolist()}).encode()
+    route = server.predictor.route
+    monkeypatch.setattr(server.predictor, "route", lambda rest: 1 / 0)
+    (head, answer), = _exchange(server.port, _request("/v1/models/mlp:predict", body, "application/json"), 1)
+    assert head.startswith(b"HTTP/1.1 500") and b"ZeroDivisionError" in answer
+    monkeypatch.setattr(server.predictor, "route", route)
+    assert post(f"{server.url}/v1/models/mlp:predict", body)[0] == 200
+
+
 def test_a_client_gone_with_requests_in_flight_leaves_nothing_held(models):
     body = json.dumps({"instances": X[:1].tolist()}).encode()
     with Server(models) as server:
