@@ -477,7 +477,10 @@ def render_header(manifest: dict[str, Any]) -> str:
         lines += describe(a, "variable (argument)" if a["kind"] == "variable" else "argument")
     for r in manifest["results"]:
         lines += describe(r, "updated variable (result)" if r["kind"] == "variable" else "result")
-    lines += ["", "typedef struct {"]
+    lines += [""]
+    if any(e["dtype"].startswith("complex") for e in (*manifest["args"], *manifest["results"])):
+        lines += mf.C_COMPLEX_TYPEDEFS
+    lines += ["typedef struct {"]
     lines += [f"    const {mf.C_TYPES[a['dtype']]} *{a['c_name']};" for a in manifest["args"]] or ["    void *unused;"]
     lines += [f"}} {name}_args;", "", "typedef struct {"]
     lines += [f"    {mf.C_TYPES[r['dtype']]} *{r['c_name']};" for r in manifest["results"]]

@@ -29,7 +29,13 @@ FORMAT = "flowjit-aot-1"
 
 # The C type of each dtype's elements in memory (bool is one byte).
 C_TYPES = {"float16": "uint16_t", "float32": "float", "float64": "double", "bool": "uint8_t",
+           "complex64": "flowjit_complex64_t", "complex128": "flowjit_complex128_t",
            **{f"{sign}int{bits}": f"{sign}int{bits}_t" for sign in ("", "u") for bits in (8, 16, 32, 64)}}
+# A complex element in a header: the layout of C's float _Complex and C++'s std::complex<float>
+# (real part first), as a struct, which both languages accept.
+C_COMPLEX_TYPEDEFS = ["#ifndef FLOWJIT_COMPLEX_TYPES", "#define FLOWJIT_COMPLEX_TYPES",
+                      "typedef struct { float re, im; } flowjit_complex64_t;",
+                      "typedef struct { double re, im; } flowjit_complex128_t;", "#endif", ""]
 
 # /proc/cpuinfo flags each x86-64 level needs (the psABI's micro-architecture levels).
 _X86_BASE = ["cmov", "cx8", "fpu", "fxsr", "mmx", "sse", "sse2"]

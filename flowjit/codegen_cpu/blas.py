@@ -119,6 +119,13 @@ def _candidates() -> Iterator[tuple[str, str, str, int]]:
             yield (p, "cblas_", "", 32)
 
 
+def cblas_symbol(sgemm_symbol: str, routine: str) -> str:
+    """The C name of CBLAS ``routine`` (``zgemm``) in the library whose sgemm is called
+    ``sgemm_symbol``."""
+    head, _, tail = sgemm_symbol.partition("sgemm")
+    return head + routine + tail
+
+
 def lapacke_symbol(sgemm_symbol: str, routine: str) -> str:
     """LAPACKE's C name of ``routine`` (``dpotrf``) in the library whose CBLAS sgemm is
     called ``sgemm_symbol``: ``scipy_LAPACKE_dpotrf64_`` beside NumPy's bundled
@@ -127,13 +134,13 @@ def lapacke_symbol(sgemm_symbol: str, routine: str) -> str:
     return head.replace("cblas_", "LAPACKE_") + routine + tail
 
 
-def missing_lapacke(found: Mapping[str, BlasFunction], routines: list[str]) -> list[str]:
-    """The LAPACKE names of ``routines`` (``["dpotrf"]``) that the library holding
-    ``found``'s gemms does not export."""
+def missing_routines(found: Mapping[str, BlasFunction], routines: list[str]) -> list[str]:
+    """The names of ``routines`` (LAPACKE's ``dpotrf``, CBLAS's ``zgemm``) that the library
+    holding ``found``'s gemms does not export."""
     lib = ctypes.CDLL(found["sgemm"].library)
     missing = []
     for r in routines:
-        name = lapacke_symbol(found["sgemm"].symbol, r)
+        name = (cblas_symbol if r.endswith("gemm") else lapacke_symbol)(found["sgemm"].symbol, r)
         try:
             getattr(lib, name)
         except AttributeError:

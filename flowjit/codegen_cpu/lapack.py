@@ -66,7 +66,9 @@ def build_wrapper(r: Routine, sgemm_symbol: str, int_bits: int) -> str:
       eigenvalues ascending and eigenvectors as columns;
     - singular_values (a [m, n] -> u, s, vh): ``gesdd``, reduced or (``full``) complete;
     - orthogonal_triangular (a [m, n] -> q, r): ``geqrf`` of a copy, r its upper triangle,
-      q from its reflectors (``orgqr``/``ungqr``), reduced or (``full``) complete.
+      q from its reflectors (``orgqr``/``ungqr``), reduced or (``full``) complete;
+    - general_eigen (a -> w, v, both complex): ``geev``'s eigenvalues and right eigenvectors
+      (a real matrix's conjugate pairs unpacked from its real and imaginary columns).
     An SVD's and a QR's sizes are (batch, m, n)."""
     return _Wrapper(r, sgemm_symbol, int_bits).build()
 
@@ -135,7 +137,8 @@ class _Wrapper:
     def build(self) -> str:
         r = self.r
         ins, outs = {"solve": (2, 1), "log_determinant": (1, 2), "symmetric_eigen": (1, 2),
-                     "singular_values": (1, 3), "orthogonal_triangular": (1, 2)}.get(r.role, (1, 1))
+                     "singular_values": (1, 3), "orthogonal_triangular": (1, 2),
+                     "general_eigen": (1, 2)}.get(r.role, (1, 1))
         rectangular = r.role in ("singular_values", "orthogonal_triangular")
         sizes = 3 if r.role == "solve" or rectangular else 2
         self.fn = ir.Function(self.mod, ir.FunctionType(I32, [I8P] * (ins + outs) + [I64] * sizes), r.symbol)
@@ -156,7 +159,11 @@ class _Wrapper:
         # Pivots (or a QR's reflectors' scales), a copy of one matrix (for the routines that
         # must keep a's), freed at the end.
         pivots = b.mul(n, self.c(max(self.int_bits // 8, self.size)))
-        scratch = b.call(malloc, [b.add(b.add(pivots, b.mul(self.matrix, self.c(self.size))), self.c(self.size))])
+        # A real matrix's eigen-decomposition: its eigenvalues' parts and eigenvectors' columns.
+        extra = b.mul(b.add(self.matrix, b.mul(n, self.c(2))), self.c(self.size)) if r.role == "general_eigen" \
+            else self.c(0)
+        scratch = b.call(malloc, [b.add(b.add(b.add(pivots, b.mul(self.matrix, self.c(self.size))), extra),
+                                        self.c(self.size))])
         no_memory, start = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("start")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(scratch, I64), self.c(0)), no_memory, start)
         b.position_at_end(no_memory)
@@ -358,3 +365,52 @@ class _Wrapper:
             self.fill(q, b.mul(m, columns), float("nan"))
             self.fill(r, b.mul(columns, n), float("nan"))
         self.checked(info, factored, nan)
+
+    def general_eigen(self, t: ir.Value) -> None:
+        b, n, lint = self.b, self.n, self.lint
+        w = b.gep(self.reals(self.outputs[0]), [b.mul(t, b.mul(n, self.c(2)))], inbounds=True)
+        v = b.gep(self.reals(self.outputs[1]), [b.mul(t, b.mul(self.matrix, self.c(2)))], inbounds=True)
+        self.copy(self.work, self.at(self.inputs[0], b.mul(t, self.matrix), self.size), self.matrix)
+        none, right = ir.Constant(I8, ord("N")), ir.Constant(I8, ord("V"))
+        RP = self.real.as_pointer()
+        if self.parts == 2:  # complex: geev writes the complex results in place
+            info = b.call(self.routine("geev", [I32, I8, I8, lint, I8P, lint, RP, I8P, lint, RP, lint]),
+                          [self.layout(), none, right, self.narrow(n), self.work, self.narrow(n), w,
+                           ir.Constant(I8P, None), ir.Constant(lint, 1), v, self.narrow(n)])
+        else:
+            after = b.gep(self.reals(self.work), [self.matrix], inbounds=True)
+            wr, wi = after, b.gep(after, [n], inbounds=True)
+            vr = b.gep(after, [b.mul(n, self.c(2))], inbounds=True)
+            info = b.call(self.routine("geev", [I32, I8, I8, lint, I8P, lint, RP, RP, I8P, lint, RP, lint]),
+                          [self.layout(), none, right, self.narrow(n), self.work, self.narrow(n), wr, wi,
+                           ir.Constant(I8P, None), ir.Constant(lint, 1), vr, self.narrow(n)])
+        zero = ir.Constant(self.real, 0.0)
+
+        def unpack() -> None:
+            # Column j of a real pair (wi[j] > 0 then < 0) is vr[:, j] + i vr[:, j+1], then its
+            # conjugate; a real eigenvalue's vector is real.
+            def column(j: ir.Value) -> None:
+                re = b.load(b.gep(wr, [j], inbounds=True))
+                im = b.load(b.gep(wi, [j], inbounds=True))
+                b.store(re, b.gep(w, [b.mul(j, self.c(2))], inbounds=True))
+                b.store(im, b.gep(w, [b.add(b.mul(j, self.c(2)), self.c(1))], inbounds=True))
+                first = b.fcmp_ordered(">", im, zero)
+                second = b.fcmp_ordered("<", im, zero)
+                real_col = b.select(second, b.sub(j, self.c(1)), j)
+                imag_col = b.select(first, b.add(j, self.c(1)), j)
+
+                def row(i: ir.Value) -> None:
+                    base = b.mul(i, n)
+                    x = b.load(b.gep(vr, [b.add(base, real_col)], inbounds=True))
+                    y = b.load(b.gep(vr, [b.add(base, imag_col)], inbounds=True))
+                    y = b.select(first, y, b.select(second, b.fneg(y), zero))
+                    at = b.mul(b.add(base, j), self.c(2))
+                    b.store(x, b.gep(v, [at], inbounds=True))
+                    b.store(y, b.gep(v, [b.add(at, self.c(1))], inbounds=True))
+                self.loop(n, "row", row)
+            self.loop(n, "column", column)
+
+        def failed() -> None:
+            self.fill(b.bitcast(w, I8P), n, float("nan"), parts=2)
+            self.fill(b.bitcast(v, I8P), self.matrix, float("nan"), parts=2)
+        self.checked(info, unpack if self.parts == 1 else (lambda: None), failed)

@@ -46,8 +46,9 @@ except ImportError:  # NumPy 1.x
 from flowjit.ir.errors import BUG_REPORT
 
 from . import jit, render
-from .blas import blas_functions, blas_threads, missing_lapacke
+from .blas import blas_functions, blas_threads, missing_routines
 from .program_plan import (
+    COMPLEX_GEMMS,
     METH_FASTCALL,
     PYARRAY_EMPTY,
     T_BLAS_SET,
@@ -216,7 +217,10 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     ``pool_min_bytes``), the others from ``PyArray_Empty``. ``profile``: a build that
     times each top-level step into ``NativeProgram.stamps`` (``runtime.profiler``)."""
     int_bits, sgemm = 64, ""
+    # Routines the program calls by name (LAPACK's, the complex gemms), not through the table.
     routines = [r for s in walk_steps(plan.steps) if isinstance(s, Lapack) for r in s.routines()]
+    routines += [COMPLEX_GEMMS[s.dtype] for s in walk_steps(plan.steps) if isinstance(s, Gemm)
+                 and s.dtype in COMPLEX_GEMMS]
     if routines or any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
         found = blas_functions()
         if not found:
@@ -224,9 +228,9 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
                             "no BLAS library found, whose LAPACK the program's linear algebra calls")
         int_bits = found["sgemm"].int_bits
         if routines:
-            missing = missing_lapacke(found, sorted(set(routines)))
+            missing = missing_routines(found, sorted(set(routines)))
             if missing:
-                raise NotNative(f"{found['sgemm'].library} has no LAPACKE {', '.join(missing)}")
+                raise NotNative(f"{found['sgemm'].library} has no {', '.join(missing)}")
             sgemm = found["sgemm"].symbol
     kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}
     # What decides the module: the plan (kernels by name), the sources that render it, the

@@ -17,6 +17,7 @@ from flowjit.ir.errors import BUG_REPORT
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
+from .blas import cblas_symbol
 from .program_plan import (
     ARRAY_DATA,
     ARRAY_DESCR,
@@ -24,6 +25,7 @@ from .program_plan import (
     ARRAY_FLAGS,
     ARRAY_ND,
     BLAS_PARALLEL_MIN_WORK,
+    COMPLEX_GEMMS,
     DESCR_BYTEORDER,
     DESCR_TYPE_NUM,
     NO_TRANS,
@@ -70,8 +72,9 @@ def _type_nums(dtype: str) -> list[int]:
 
 
 class _Driver:
-    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False):
+    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = ""):
         self.plan = plan
+        self.sgemm_symbol = sgemm_symbol   # names the routines called by name (the complex gemms)
         self.profile = profile
         self.module = ir.Module(name=f"program_{plan.name}")
         self.int_bits = blas_int_bits
@@ -532,11 +535,18 @@ class _Driver:
         if not symbolic and g.k == 0:  # an empty sum: zeros
             b.call(memset, [c_ptr, ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
             return
-        fl = F32 if g.dtype == "float32" else F64
         it = ir.IntType(self.int_bits)
-        fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
-        addr = self.table(b, tab, T_SGEMM if g.dtype == "float32" else T_DGEMM)
-        fn = b.inttoptr(addr, fnty.as_pointer())
+        if g.dtype in COMPLEX_GEMMS:  # alpha and beta by address; the routine by name in the library
+            fl = I8P
+            fn = self.extern(cblas_symbol(self.sgemm_symbol, COMPLEX_GEMMS[g.dtype]), VOID,
+                             [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+            alpha, beta = self.complex_constant(g.dtype, 1.0), self.complex_constant(g.dtype, 0.0)
+        else:
+            fl = F32 if g.dtype == "float32" else F64
+            fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+            addr = self.table(b, tab, T_SGEMM if g.dtype == "float32" else T_DGEMM)
+            fn = b.inttoptr(addr, fnty.as_pointer())
+            alpha, beta = ir.Constant(fl, 1.0), ir.Constant(fl, 0.0)
         m, n, k = (self.value(b, x) for x in (g.m, g.n, g.k))
         after = None
         if symbolic:  # the sizes are known at run time: an empty product is skipped, an empty sum zeros
@@ -564,13 +574,23 @@ class _Driver:
         ldb = k if g.trans_b else n
         trans = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
         one_thread = self.blas_one_thread(b, tab, b.mul(b.mul(m, n), k))
-        b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), ir.Constant(fl, 1.0),
-                    a_ptr, at_least_one(lda), b_ptr, at_least_one(ldb), ir.Constant(fl, 0.0), c_ptr,
-                    at_least_one(n)])
+        b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), alpha,
+                    a_ptr, at_least_one(lda), b_ptr, at_least_one(ldb), beta, c_ptr, at_least_one(n)])
         one_thread()
         if after is not None:
             b.branch(after)
             b.position_at_end(after)
+
+    def complex_constant(self, dtype: str, real: float) -> ir.Value:
+        """The address of a module constant holding ``real + 0j`` of ``dtype``."""
+        name = f"fj_{dtype}_{'one' if real else 'zero'}"
+        g = self.module.globals.get(name)
+        if g is None:
+            part = F32 if dtype == "complex64" else F64
+            g = ir.GlobalVariable(self.module, ir.ArrayType(part, 2), name)
+            g.initializer = ir.Constant(g.type.pointee, [ir.Constant(part, real), ir.Constant(part, 0.0)])
+            g.global_constant, g.linkage = True, "internal"
+        return g.bitcast(I8P)
 
     def blas_one_thread(self, b: ir.IRBuilder, tab: ir.Value, work: ir.Value) -> Callable[[], None]:
         """Before a gemm of ``work`` multiply-adds: when it is below BLAS_PARALLEL_MIN_WORK
@@ -694,7 +714,8 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls (with
     LLVM's ``fast`` flags on their float ops when ``fastmath``); its LAPACK ops call the
     library whose CBLAS sgemm is ``sgemm_symbol``."""
-    return _link(plan, _Driver(plan, blas_int_bits, profile).render(), fastmath, sgemm_symbol, blas_int_bits)
+    return _link(plan, _Driver(plan, blas_int_bits, profile, sgemm_symbol).render(), fastmath, sgemm_symbol,
+                 blas_int_bits)
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------
@@ -711,7 +732,7 @@ class _CDriver(_Driver):
 
     def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
                  blas_int_bits: int, frozen: dict[str, np.ndarray], symbolic: bool = False):
-        super().__init__(plan, blas_int_bits)
+        super().__init__(plan, blas_int_bits, sgemm_symbol=blas.get("sgemm", ""))
         self.name = name
         self.symbolic = symbolic
         self.slots: dict[int, ir.Constant] = {}

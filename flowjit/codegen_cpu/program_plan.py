@@ -114,8 +114,9 @@ class Gemm:
 # and the LAPACK letter of each dtype they take.
 LAPACK_ROLES = {"cholesky": ("potrf",), "solve": ("gesv",), "inverse": ("getrf", "getri"),
                 "log_determinant": ("getrf",), "symmetric_eigen": ("syevd",), "singular_values": ("gesdd",),
-                "orthogonal_triangular": ("geqrf", "orgqr")}
+                "orthogonal_triangular": ("geqrf", "orgqr"), "general_eigen": ("geev",)}
 LAPACK_DTYPES = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
+COMPLEX_GEMMS = {"complex64": "cgemm", "complex128": "zgemm"}   # called by name, alpha and beta by address
 HERMITIAN_ROUTINES = {"syevd": "heevd", "orgqr": "ungqr"}   # a complex matrix's name of a routine
 
 
@@ -423,15 +424,20 @@ class _Planner:
                 steps.append(("kernel", op, [i for i, _ in ins]))
             elif role == "matrix_product":
                 types = [v.type for v in op.inputs] + [r.type for r in op.results]
-                if len({t.dtype.name for t in types}) != 1 or types[0].dtype.name not in ("float32", "float64"):
+                if len({t.dtype.name for t in types}) != 1 or types[0].dtype.name not in LAPACK_DTYPES:
                     raise NotNative(f"{op.name} of {[f'{t.dtype.name}{list(t.shape)}' for t in types]}: "
-                                    "BLAS multiplies float32 and float64 matrices only")
+                                    "BLAS multiplies float32, float64, complex64 and complex128 matrices only")
                 ins = [base(v) for v in op.inputs]
                 steps.append(("gemm", op, ins))
                 ins = [(i, False) for i, _ in ins]
             elif role in LAPACK_ROLES and op.inputs[0].type.dtype.name in LAPACK_DTYPES:
                 if role in ("singular_values", "orthogonal_triangular") and 0 in op.inputs[0].type.shape[-2:]:
                     raise NotNative(f"{op.name} of {op.inputs[0].type}: empty matrices (NumPy's identities)")
+                if role == "general_eigen" and op.inputs[0].type.dtype.name in ("float32", "complex64"):
+                    # NumPy computes it in double precision and rounds: a single-precision geev
+                    # gives other eigenvector signs and orders.
+                    raise NotNative(f"{op.name} of {op.inputs[0].type}: single precision (NumPy's eig computes in "
+                                    "double; cast to float64)")
                 ins = [base(v) for v in op.inputs]
                 if any(t for _, t in ins):
                     raise NotNative(f"{op.name} reads a transposed view")

@@ -58,6 +58,8 @@ ROLES = {
     "log_determinant": "(sign, log|det|) of each matrix [..., n, n]: (0, -inf) where it is singular",
     "orthogonal_triangular": "attr full_matrices: (q, r) with a == q @ r for each matrix [..., m, n], q's columns "
                              "orthonormal, r upper-triangular",
+    "general_eigen": "(eigenvalues, right eigenvectors as columns), both complex, of each matrix [..., n, n]; "
+                     "NaN where they do not converge",
     "singular_values": "attr full_matrices: (u, s, vh) of each matrix [..., m, n], s descending; NaN where they "
                        "do not converge",
     "symmetric_eigen": "attr lower: (eigenvalues ascending, eigenvectors as columns) of each symmetric (Hermitian) "

@@ -1,5 +1,5 @@
 """LAPACK in the native program (``codegen_cpu.lapack``): cholesky, solve, inv, slogdet (and
-det), eigh, svd and qr call the LAPACKE of the BLAS in use, batched over leading dimensions,
+det), eigh, svd, qr and eig call the LAPACKE of the BLAS in use, batched over leading dimensions,
 NaN for a matrix LAPACK fails on, as the interpreter (NumPy's linalg) answers; in the JIT and
 in a library compiled ahead of time for any batch size."""
 
@@ -97,6 +97,37 @@ def test_qr_runs_natively_as_the_interpreter(dtype, shape, mode):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     assert "native driver" in f.kernels(a)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 1, 1), (0, 3, 3), (2, 0, 0), "rotation"])
+def test_eig_runs_natively_with_a_real_matrixs_conjugate_pairs_unpacked(dtype, shape):
+    rng = np.random.default_rng(7)
+    if shape == "rotation":   # eigenvalues +-i and 2: a conjugate pair
+        a = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
+    else:
+        a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else 0)
+    a = a.astype(dtype)
+    f = fj.function(fj.linalg.eig)
+    (w, v), (w_ref, v_ref) = f(a), fj.function(fj.linalg.eig, interpret=True)(a)
+    tol = 2e-4 if dtype in (np.float32, np.complex64) else 1e-10
+    assert (w.dtype, v.dtype, w.shape, v.shape) == (w_ref.dtype, v_ref.dtype, w_ref.shape, v_ref.shape)
+    # Unordered (LAPACK's order may differ with the layout it is handed): the same values,
+    # each with an eigenvector of unit norm.
+    np.testing.assert_allclose(np.sort_complex(w), np.sort_complex(w_ref), rtol=tol, atol=tol)
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], rtol=10 * tol, atol=10 * tol)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-2), np.ones(w.shape), rtol=10 * tol, atol=10 * tol)
+    assert "native driver" in f.kernels(a)
+
+
+def test_a_single_precision_eig_keeps_numpys_double_precision_answer_on_the_python_driver():
+    a = np.random.default_rng(8).standard_normal((4, 4)).astype(np.float32)
+    f = fj.function(fj.linalg.eig)
+    w, v = f(a)
+    w_ref, v_ref = np.linalg.eig(a)    # computed in float64 and rounded, vectors' signs included
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5)
+    np.testing.assert_allclose(v, v_ref, rtol=1e-4, atol=1e-5)
+    assert "single precision" in fj.explain(f, a).driver
 
 
 def test_a_singular_matrixs_slogdet_is_zero_and_minus_infinity():

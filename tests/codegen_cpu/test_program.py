@@ -377,3 +377,27 @@ def test_a_program_loaded_with_one_blas_thread_keeps_it(tmp_path, monkeypatch):
         assert threads.get() == 1
     finally:
         set_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_a_complex_matmul_is_the_blas_complex_gemm_in_the_program_and_ahead_of_time(dtype, tmp_path):
+    rng = np.random.default_rng(0)
+
+    def cplx(*shape):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+    def f(a, b, c, d):
+        return (a @ b) * 2.0, a.T @ c, d @ b   # a transpose read in place, a batch broadcast
+    a, b, c, d = cplx(6, 4), cplx(4, 3), cplx(6, 3), cplx(3, 5, 4)
+    tol = 1e-4 if dtype == np.complex64 else 1e-12
+    out, _ = _native(fj.function(f), a, b, c, d)
+    want = fj.function(f, interpret=True)(a, b, c, d)
+    for g, w in zip(out, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    plan = fj.function(f).kernels(a, b, c, d)
+    assert f"{np.dtype(dtype).name} gemm" in plan and "a0.T @" in plan   # the transpose read in place
+    fj.export(lambda x, y: x @ y, fj.ShapeDtype(("B", 4), dtype), b, path=tmp_path, name="cmm")
+    compiled = fj.load_compiled(tmp_path / "cmm.json")
+    for batch in (1, 9):
+        x = cplx(batch, 4)
+        np.testing.assert_allclose(compiled(x, b), x @ b, rtol=tol, atol=tol)

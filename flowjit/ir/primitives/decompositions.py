@@ -168,7 +168,8 @@ def _eig_impl(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w.astype(c, copy=False), v.astype(c, copy=False)
 
 
-declare("eig", kind="opaque", maps_leading_dims=True, rule=_eig_rule, impl=_lapack(_eig_impl), dtypes=LAPACK_DTYPES,
+declare("eig", kind="opaque", role="general_eigen", maps_leading_dims=True, rule=_eig_rule,
+        impl=_lapack(_eig_impl), dtypes=LAPACK_DTYPES,
         doc="(eigenvalues [..., n], right eigenvectors as columns [..., n, n]) of a general matrix, both "
             "complex (of a's precision), unordered, each vector of unit norm with its largest component "
             "real (LAPACK geev)")
