@@ -39,6 +39,7 @@ LAZY = {
     "tensorboardX": "the `viz` extra (summaries)",
     "tqdm": "the `examples` extra (progress bars)",
     "pyarrow": "the `validate` extra (Parquet and CSV datasets for flowjit validate)",
+    "uvloop": "the `serving` extra's event loop: flowjit loadtest's clients run on it when it is installed",
     "flowjit.serving.server": "the `serving` extra (Starlette, uvicorn, prometheus-client): loaded when "
                               "`flowjit serve` runs, so `flowjit push` and the other commands never import it",
     "flowjit.serving.ray_serve": "Ray Serve (ray[serve]): loaded only by `flowjit serve --ray`",

@@ -18,6 +18,7 @@ from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
 from .blas import cblas_symbol
+from .lapack import Routine, build_wrapper
 from .program_plan import (
     ARRAY_DATA,
     ARRAY_DESCR,
@@ -482,7 +483,6 @@ class _Driver:
                status: ir.Value, done: ir.Block) -> None:
         """A call of the step's wrapper (``lapack.build_wrapper``, linked in by ``_link``);
         its 1 (no memory for pivots) is a kernel's out-of-memory."""
-        from .lapack import Routine
         sizes = ([step.batch, step.m, step.n] if step.role in ("singular_values", "orthogonal_triangular") else
                  [step.batch, step.n, *([step.k] if step.role == "solve" else [])])
         ptrs = [bufs[name] for name in (*step.inputs, *step.outputs)]
@@ -670,7 +670,6 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
     whose sgemm is ``sgemm_symbol``)."""
     import llvmlite.binding as llvm
 
-    from .lapack import Routine, build_wrapper
     with jit._llvm_lock:
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()

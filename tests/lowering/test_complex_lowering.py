@@ -260,15 +260,26 @@ def test_a_fused_chain_runs_natively_and_sqrt_falls_back(dtype):
     assert any("sqrt of c" in reason for reason in executable(g).fallbacks.values()), executable(g).fallbacks
 
 
-def test_kernels_beside_a_complex_matmul_run_on_the_python_driver():
-    # The native program has no complex matmul: the Python driver calls the kernels, passing
-    # each complex array's trailing dimension of parts.
+def test_kernels_beside_an_fft_run_on_the_python_driver():
+    # The native program has no FFT: the Python driver calls the kernels, passing each
+    # complex array's trailing dimension of parts.
+    a = random(np.complex128, (5, 8), 13)
+
+    def want(a):
+        return np.conj(np.fft.fft(a * 2)) * 2 + np.fft.fft(a * 2).real
+    f = fj.function(lambda a: fj.conj(fj.fft.fft(a * 2)) * 2 + fj.fft.fft(a * 2).real)
+    np.testing.assert_allclose(f(a), want(a), rtol=1e-13)
+    np.testing.assert_allclose(f(a), want(a), rtol=1e-13)  # the built driver
+    exe = executable(f)
+    assert exe._program is None and exe.fallbacks == {} and exe.kernels, (exe.native_reason, exe.fallbacks)
+
+
+def test_kernels_beside_a_complex_matmul_run_in_the_native_program():
     a, b = random(np.complex128, (5, 4), 13), random(np.complex128, (4, 6), 14)
     f = fj.function(lambda a, b: fj.conj(a @ b) * 2 + (a @ b).real)
     np.testing.assert_allclose(f(a, b), np.conj(a @ b) * 2 + (a @ b).real, rtol=1e-13)
-    np.testing.assert_allclose(f(a, b), np.conj(a @ b) * 2 + (a @ b).real, rtol=1e-13)  # the built driver
-    exe = executable(f)
-    assert exe._program is None and exe.fallbacks == {} and exe.kernels, (exe.native_reason, exe.fallbacks)
+    np.testing.assert_allclose(f(a, b), np.conj(a @ b) * 2 + (a @ b).real, rtol=1e-13)
+    assert executable(f)._program is not None
 
 
 def test_a_large_elementwise_kernel_splits_over_threads_as_parts():
