@@ -30,8 +30,8 @@ def _native(f, *args) -> bool:
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 17), -1), ((3, 17), 0), ((2, 9, 4), 1), ((1,), 0),
-                                        ((2, 0), 1), ((1003,), 0), ((4, 64), 1)])
+@pytest.mark.parametrize("shape,axis", [((3, 17), -1), ((3, 17), 0), ((2, 9, 4), 1), ((1,), 0), ((2, 0), 1),
+                                        ((1003,), 0)])
 @pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
 def test_sort_and_argsort_compiled_match_a_stable_sort(dtype, shape, axis, descending):
     x = _data(np.random.default_rng(sum(shape) + axis), shape, dtype)
