@@ -17,6 +17,7 @@ as extra results after the outputs. ``load_compiled`` passes and updates them it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -33,6 +34,8 @@ from typing import Any
 import numpy as np
 import safetensors.numpy
 
+from flowjit.passes.constant_fold import constant_fold
+from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline
 from flowjit.runtime.dispatch import compile_function
 from flowjit.runtime.executable import Executable
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
@@ -130,10 +133,11 @@ def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tupl
     from flowjit.codegen_cpu.program_plan import NotNative, plan_program
     # Planned for every size of a symbolic dimension (sequential), a mean's divisor stays an
     # element_count its kernel reads from the sizes it is given, not a literal of one size,
-    # and an op made from the sizes alone (take_along_axis's row offsets, an iota) stays an
-    # op its kernel computes, not a folded array of one size.
+    # and an op that makes an array from its shape (take_along_axis's row offsets, an iota)
+    # stays an op its kernel computes, not a folded array of one size.
     exe = compile_function(entry.function, backend="llvm", parallel=False,
-                           passes={"fold_shapes": False, "constant_fold": False} if sequential else None)
+                           passes={"fold_shapes": False} if sequential else None,
+                           pipeline=SYMBOLIC_PIPELINE if sequential else DEFAULT_PIPELINE)
     if not isinstance(exe, Executable):
         raise AOTError(f"cannot compile {name} ahead of time: it is placed on several devices "
                        f"({type(exe).__name__}); remove its fj.device scopes")
@@ -149,6 +153,9 @@ def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tupl
         raise _not_native(exe.function, str(e), name) from None
     return exe, plan, constants
 
+
+SYMBOLIC_PIPELINE = Pipeline([(name, functools.partial(constant_fold, fold_growing=False)
+                                 if name == "constant_fold" else fn) for name, fn in DEFAULT_PIPELINE.passes])
 
 # The sizes a symbolic dimension is traced at: multiples of 64, so every size and offset of
 # the three plans is a multiple of the scratch alignment and lines fit them exactly.

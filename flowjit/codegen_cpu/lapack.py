@@ -172,8 +172,15 @@ class _Wrapper:
         self.ipiv = b.bitcast(scratch, self.lint.as_pointer())
         self.work = b.gep(scratch, [pivots], inbounds=True)
         b.store(ir.Constant(I32, 0), self.status)
+        # LAPACKE refuses a matrix holding NaN (info < 0) where NumPy's LAPACK computes on
+        # (NaN results, a NaN determinant): its check is off for these calls, then as it was.
+        get_check = self.extern(lapacke_symbol(self.sgemm, "get_nancheck"), I32, [])
+        set_check = self.extern(lapacke_symbol(self.sgemm, "set_nancheck"), ir.VoidType(), [I32])
+        checking = b.call(get_check, [])
+        b.call(set_check, [ir.Constant(I32, 0)])
         with b.if_then(b.icmp_signed(">", self.matrix, self.c(0))):
             self.loop(batch, "matrix", getattr(self, r.role))
+        b.call(set_check, [checking])
         with b.if_then(b.icmp_signed("==", n, self.c(0))):  # an empty matrix: det 1, log|det| 0
             if r.role == "log_determinant":
                 self.loop(batch, "empty", lambda t: self.store_sign_logdet(t, 1.0, 0.0))
@@ -221,14 +228,16 @@ class _Wrapper:
     def solve(self, t: ir.Value) -> None:
         b, n, k = self.b, self.n, self.k
         result = b.mul(n, k)
-        dst = self.at(self.outputs[0], b.mul(t, result), self.size)
-        self.copy(self.work, self.at(self.inputs[0], b.mul(t, self.matrix), self.size), self.matrix)
-        self.copy(dst, self.at(self.inputs[1], b.mul(t, result), self.size), result)
-        info = b.call(self.routine("gesv", [I32, self.lint, self.lint, I8P, self.lint, self.lint.as_pointer(), I8P,
-                                            self.lint]),
-                      [self.layout(), self.narrow(n), self.narrow(k), self.work, self.narrow(n), self.ipiv, dst,
-                       self.narrow(k)])
-        self.checked(info, lambda: None, lambda: self.fill(dst, result, float("nan")))
+        # No right-hand sides: nothing to write (narrow() clamps to 1, for leading dimensions).
+        with b.if_then(b.icmp_signed(">", k, self.c(0))):
+            dst = self.at(self.outputs[0], b.mul(t, result), self.size)
+            self.copy(self.work, self.at(self.inputs[0], b.mul(t, self.matrix), self.size), self.matrix)
+            self.copy(dst, self.at(self.inputs[1], b.mul(t, result), self.size), result)
+            info = b.call(self.routine("gesv", [I32, self.lint, self.lint, I8P, self.lint, self.lint.as_pointer(),
+                                                I8P, self.lint]),
+                          [self.layout(), self.narrow(n), self.narrow(k), self.work, self.narrow(n), self.ipiv, dst,
+                           self.narrow(k)])
+            self.checked(info, lambda: None, lambda: self.fill(dst, result, float("nan")))
 
     def inverse(self, t: ir.Value) -> None:
         b, n = self.b, self.n

@@ -219,6 +219,7 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     int_bits, sgemm = 64, ""
     # Routines the program calls by name (LAPACK's, the complex gemms), not through the table.
     routines = [r for s in walk_steps(plan.steps) if isinstance(s, Lapack) for r in s.routines()]
+    routines += ["get_nancheck", "set_nancheck"] if routines else []
     routines += [COMPLEX_GEMMS[s.dtype] for s in walk_steps(plan.steps) if isinstance(s, Gemm)
                  and s.dtype in COMPLEX_GEMMS]
     if routines or any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):

@@ -82,8 +82,9 @@ def _evaluate(op: Op, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:
 
 
 class _Folder:
-    def __init__(self, max_elements: int):
+    def __init__(self, max_elements: int, fold_growing: bool = True):
         self.max_elements = max_elements
+        self.fold_growing = fold_growing
         self.const, self.attr = _constant_primitive()
         self.values: dict[int, np.ndarray] = {}  # arrays of constant results, by value id
         self.replaced: dict[int, Value] = {}
@@ -102,7 +103,9 @@ class _Folder:
         prim = op.primitive
         return (prim.pure and not op.blocks and prim.kind != CONSTANT_KIND and bool(op.results)
                 and all(_is_constant(v) for v in op.inputs)
-                and all(r.type.size <= self.max_elements for r in op.results))
+                and all(r.type.size <= self.max_elements for r in op.results)
+                and (self.fold_growing or all(r.type.size <= sum(v.type.size for v in op.inputs)
+                                              for r in op.results)))
 
     def make_constants(self, op: Op, results: list[np.ndarray]) -> list[Op] | None:
         new_ops = []
@@ -143,13 +146,17 @@ class _Folder:
             block.ops[:] = new_list
 
 
-def constant_fold(fn: Function, max_elements: int = MAX_FOLDED_ELEMENTS) -> Function:
+def constant_fold(fn: Function, max_elements: int = MAX_FOLDED_ELEMENTS, fold_growing: bool = True) -> Function:
     """Fold every pure op whose inputs are all constants into constants (see module doc).
 
     An op whose impl raises on these inputs (or returns a result of the wrong shape or
     dtype) is not folded and stays as it is; NumPy warnings during evaluation are silenced.
+    ``fold_growing=False``: an op whose result has more elements than its inputs together
+    (an ``iota``, a scalar broadcast to a shape) stays an op, so that a program compiled for
+    every size of a dimension (``flowjit compile --arg f32[B,...]``) holds no array made
+    from one size of it.
     """
-    folder = _Folder(max_elements)
+    folder = _Folder(max_elements, fold_growing)
     folder.run_block(fn.body)
     if folder.replaced:
         for block in folder.blocks:

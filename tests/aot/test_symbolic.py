@@ -169,3 +169,21 @@ def test_a_loop_parallel_from_some_sampled_size_on_still_unifies(tmp_path):
     x, y = rng.standard_normal((3, 2048)).astype(np.float32), rng.standard_normal((3, 600)).astype(np.float32)
     for got, want in zip(g(x, y), (np.tanh(x * 2 + 1), np.tanh(y * 2 + 1))):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_constant_work_still_folds_for_any_batch_but_an_array_made_from_b_does_not(tmp_path):
+    # Folding is off only for ops that make a larger array than their inputs (an iota over B,
+    # take_along_axis's row offsets): a constant-only eig (no native form) still folds.
+    w = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+
+    def f(x):
+        scaled = x * fj.real(fj.linalg.eig(w)[0])
+        return fj.sort(scaled, axis=-1), fj.top_k(x @ w, 2)
+    fj.export(f, fj.ShapeDtype(("B", 4), np.float32), path=tmp_path, name="folded")
+    compiled = fj.load_compiled(tmp_path / "folded.json")
+    for batch in (1, 6):
+        x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
+        got, want = compiled(x), fj.function(f)(x)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        for g, v in zip(got[1], want[1], strict=True):
+            np.testing.assert_allclose(g, v, rtol=1e-5)

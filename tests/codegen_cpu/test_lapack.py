@@ -166,3 +166,37 @@ def test_a_gaussian_log_likelihood_compiles_ahead_of_time_for_any_batch(tmp_path
     for batch in (1, 5, 17):
         cov, x = _spd(rng, (batch, 4, 4), np.float64), rng.standard_normal((batch, 4))
         np.testing.assert_allclose(compiled(cov, x), fj.function(loglik)(cov, x), rtol=1e-12)
+
+
+def test_a_solve_with_no_right_hand_sides_writes_nothing():
+    # gesv was called with one right-hand side (the clamp meant for the leading dimension):
+    # it wrote n elements into an empty result, and malloc aborted later in the process.
+    a, b, c = np.eye(4) * 2.0, np.ones((2, 4, 0)), np.arange(4.0)
+    a = np.broadcast_to(a, (2, 4, 4)).copy()
+
+    def f(a, b, c):
+        return fj.exp(c) * 2.0 + fj.sum(fj.linalg.solve(a, b)), fj.linalg.solve(a, b)
+    g = fj.function(f)
+    for _ in range(3):
+        out, x = g(a, b, c)
+        assert x.shape == (2, 4, 0)
+        np.testing.assert_allclose(out, np.exp(c) * 2.0)
+    assert "native driver" in g.kernels(a, b, c)
+
+
+def test_nan_inputs_give_numpys_answers_not_a_singular_matrixs():
+    # LAPACKE checks its inputs for NaN and refuses them (info < 0), which read as "singular".
+    a = np.full((2, 3, 3), np.nan)
+    a[1] = np.eye(3) * 2.0
+    one = np.eye(3)
+    one[0, 1] = np.nan
+
+    def f(a, one):
+        sign, logdet = fj.linalg.slogdet(a)
+        s1, l1 = fj.linalg.slogdet(one)
+        return sign, logdet, fj.linalg.det(a), s1, l1, fj.linalg.cholesky(a), fj.linalg.qr(a)[1]
+    got = fj.function(f)(a, one)
+    with np.errstate(invalid="ignore"):
+        want = fj.function(f, interpret=True)(a, one)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, equal_nan=True)

@@ -82,3 +82,13 @@ def test_compiled_sorts_agree_with_the_interpreter(x, dtype, axis, descending):
     want = fj.function(f, interpret=True)(x)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("shape,k", [((0, 5), 0), ((0, 5), 3), ((4, 0), 0), ((4, 6), 0)])
+# take_along_axis of an empty array raised (a gather of an empty axis): top_k answers at once.
+def test_top_k_of_empty_arrays_or_none_is_empty(shape, k):
+    x = np.zeros(shape, np.float32)
+    for f in (fj.top_k, fj.function(lambda a: fj.top_k(a, k)), fj.function(lambda a: fj.top_k(a, k), interpret=True)):
+        values, positions = f(x, k) if f is fj.top_k else f(x)
+        assert values.shape == positions.shape == (*shape[:-1], k)
+        assert values.dtype == np.float32 and positions.dtype == np.int64

@@ -237,3 +237,20 @@ def test_constant_fold_keeps_results_on_random_programs(fn, seed, limit):
 @given(programs(), st.integers(0, 2**31 - 1))
 def test_constant_fold_keeps_results_on_traced_programs(program, seed):
     check_pass_property(constant_fold, traced(program, seed), seed)
+
+
+def test_without_growing_folds_an_op_making_a_larger_array_stays_an_op():
+    # For a program compiled for every size of a dimension: an iota over it or a scalar
+    # broadcast to it would fold into an array of one size; same-size work still folds.
+    fn = parse("""func @f() -> (i32[8,4], f32[8,4], f32[4]) {
+  %0 = iota {shape=(8,4), dtype=i32} : i32[8,4]
+  %1 = constant {value=0.5} : f32[]
+  %2 = broadcast_to %1 {shape=(8,4)} : f32[8,4]
+  %3 = constant {value=[1.0, 2.0, 3.0, 4.0]} : f32[4]
+  %4 = neg %3 : f32[4]
+  return %0, %2, %4
+}
+""")
+    constant_fold(fn, fold_growing=False)
+    names = [op.name for op in fn.body.ops]
+    assert "iota" in names and "broadcast_to" in names and "neg" not in names

@@ -12,6 +12,7 @@ ones it takes JAX's ``size=K`` (the first K indices), and without it an error sa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -133,6 +134,9 @@ def top_k(a: ArrayLike, k: int) -> tuple[Any, Any]:
         raise FlowjitTypeError(f"top_k: k={k!r} must be an int in [0, {n}] for the last axis of shape "
                                f"{list(o.shape)} (at {user_location()})")
     x = operand_value(o)
+    if k == 0 or math.prod(o.shape) == 0:  # nothing to pick (a gather from an empty axis has no element)
+        shape = (*o.shape[:-1], int(k))
+        return full(shape, 0, o.dtype), full(shape, 0, np.int64)
     positions = argsort(x, -1, descending=True)[..., :int(k)]
     return take_along_axis(x, positions, -1), positions
 
