@@ -170,11 +170,11 @@ class HostTarget:
     cpu: str
     features: str
 
-    def machine(self, jit: bool) -> Any:
+    def machine(self, jit: bool, opt_level: int = OPT_LEVEL) -> Any:
         """A new llvmlite TargetMachine for this CPU (an MCJIT engine takes ownership of
-        the one it is given, so each engine gets its own)."""
+        the one it is given, so each engine gets its own), generating code at ``opt_level``."""
         target = binding().Target.from_triple(self.triple)
-        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=OPT_LEVEL,
+        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt_level,
                                             reloc="pic", codemodel="default", jit=jit)
 
     def fingerprint(self) -> str:
@@ -200,13 +200,13 @@ def host_target(cpu: str | None = None) -> HostTarget:
     return found
 
 
-_emitters: dict[HostTarget, Any] = {}
+_emitters: dict[tuple[HostTarget, int], Any] = {}
 
 
-def _emitter(target: HostTarget) -> Any:
-    tm = _emitters.get(target)
+def _emitter(target: HostTarget, opt_level: int = OPT_LEVEL) -> Any:
+    tm = _emitters.get((target, opt_level))
     if tm is None:
-        tm = _emitters[target] = target.machine(jit=True)
+        tm = _emitters[(target, opt_level)] = target.machine(jit=True, opt_level=opt_level)
     return tm
 
 
@@ -217,9 +217,11 @@ def _fail(name: str, ir_text: str, err: Exception) -> LLVMCompileError:
         f"LLVM rejected module {name!r}: {str(err).strip()}{where}; {BUG_REPORT}")
 
 
-def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module") -> Any:
-    """Parse and verify ``ir_text`` and run LLVM's O3 module pipeline (new pass manager)
-    for ``target``; returns the optimized llvmlite ModuleRef (``str()`` of it is the IR)."""
+def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module",
+             opt_level: int = OPT_LEVEL) -> Any:
+    """Parse and verify ``ir_text`` and run LLVM's module pipeline at ``opt_level`` (O3; new
+    pass manager) for ``target``; returns the optimized llvmlite ModuleRef (``str()`` of it
+    is the IR)."""
     target = target or host_target()
     llvm = binding()
     with _llvm_lock:
@@ -228,24 +230,25 @@ def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module
             module.verify()
         except RuntimeError as e:
             raise _fail(name, ir_text, e) from None
-        tm = _emitter(target)
+        tm = _emitter(target, opt_level)
         module.triple = target.triple
         module.data_layout = str(tm.target_data)
-        pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
         return module
 
 
-def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "module") -> bytes:
-    """The relocatable object code (ELF on Linux) of ``ir_text`` optimized at O3 for
-    ``target``: what the disk cache stores and an AOT build would link."""
+def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "module",
+                   opt_level: int = OPT_LEVEL) -> bytes:
+    """The relocatable object code (ELF on Linux) of ``ir_text`` optimized at ``opt_level``
+    (O3) for ``target``: what the disk cache stores and an AOT build would link."""
     target = target or host_target()
     with _llvm_lock:
         t = time.perf_counter()
-        module = optimize(ir_text, target, name)
+        module = optimize(ir_text, target, name, opt_level)
         t1 = time.perf_counter()
-        obj = _emitter(target).emit_object(module)
+        obj = _emitter(target, opt_level).emit_object(module)
         timings["last_optimize_ms"] = (t1 - t) * 1e3
         timings["last_codegen_ms"] = (time.perf_counter() - t1) * 1e3
         return obj
@@ -433,11 +436,15 @@ def host_fingerprint() -> str:
 
 
 def load_source(source: str, render: Callable[[], str], target: HostTarget | None = None,
-                name: str = "module") -> Library:
+                name: str = "module", opt_level: int = OPT_LEVEL) -> Library:
     """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text), cached
     under ``source``: text that identifies that IR completely (the IR itself, or a kernel's
     loop IR with the renderer's version). A warm process loads the object code without
-    calling ``render`` (nor importing LLVM, for the host); otherwise as ``load``."""
+    calling ``render`` (nor importing LLVM, for the host); otherwise as ``load``.
+    ``opt_level`` 0: code that waits and hands out work (the runtime's ``optnone``
+    modules), compiled in a third of O3's time."""
+    if opt_level != OPT_LEVEL:
+        source = f"{source}\n; O{opt_level}"
     key = objcache.key(source, target.fingerprint() if target is not None else host_fingerprint())
     lib = _libraries.get(key)
     if lib is not None:
@@ -466,7 +473,7 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
             _start_providers(declared)
             _check_externals(declared, name)
             target = target or host_target()
-            obj = compile_object(ir_text, target, name)
+            obj = compile_object(ir_text, target, name, opt_level)
             objcache.write(key, _pack(ir_text, obj))
             lib = _link(obj, declared, target, key, name)
             objcache.count("compiled")
