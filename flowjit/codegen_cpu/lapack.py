@@ -68,7 +68,8 @@ def build_wrapper(r: Routine, sgemm_symbol: str, int_bits: int) -> str:
     - orthogonal_triangular (a [m, n] -> q, r): ``geqrf`` of a copy, r its upper triangle,
       q from its reflectors (``orgqr``/``ungqr``), reduced or (``full``) complete;
     - general_eigen (a -> w, v, both complex): ``geev``'s eigenvalues and right eigenvectors
-      (a real matrix's conjugate pairs unpacked from its real and imaginary columns).
+      (a real matrix's conjugate pairs unpacked from its real and imaginary columns), in
+      double precision for every dtype as NumPy computes them, rounded to the result's.
     An SVD's and a QR's sizes are (batch, m, n)."""
     return _Wrapper(r, sgemm_symbol, int_bits).build()
 
@@ -159,11 +160,7 @@ class _Wrapper:
         # Pivots (or a QR's reflectors' scales), a copy of one matrix (for the routines that
         # must keep a's), freed at the end.
         pivots = b.mul(n, self.c(max(self.int_bits // 8, self.size)))
-        # A real matrix's eigen-decomposition: its eigenvalues' parts and eigenvectors' columns.
-        extra = b.mul(b.add(self.matrix, b.mul(n, self.c(2))), self.c(self.size)) if r.role == "general_eigen" \
-            else self.c(0)
-        scratch = b.call(malloc, [b.add(b.add(b.add(pivots, b.mul(self.matrix, self.c(self.size))), extra),
-                                        self.c(self.size))])
+        scratch = b.call(malloc, [b.add(b.add(pivots, b.mul(self.matrix, self.c(self.size))), self.c(self.size))])
         no_memory, start = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("start")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(scratch, I64), self.c(0)), no_memory, start)
         b.position_at_end(no_memory)
@@ -376,33 +373,69 @@ class _Wrapper:
         self.checked(info, factored, nan)
 
     def general_eigen(self, t: ir.Value) -> None:
-        b, n, lint = self.b, self.n, self.lint
+        # In double precision whatever the dtype, as NumPy computes it (numpy.linalg's
+        # _commonType): a single-precision geev gives other eigenvector signs and orders.
+        b, n, lint, parts = self.b, self.n, self.lint, self.parts
+        D = ir.DoubleType()
+        DP = D.as_pointer()
         w = b.gep(self.reals(self.outputs[0]), [b.mul(t, b.mul(n, self.c(2)))], inbounds=True)
         v = b.gep(self.reals(self.outputs[1]), [b.mul(t, b.mul(self.matrix, self.c(2)))], inbounds=True)
-        self.copy(self.work, self.at(self.inputs[0], b.mul(t, self.matrix), self.size), self.matrix)
+        reals = b.mul(self.matrix, self.c(parts))                # a matrix's reals
+        malloc = self.extern("malloc", I8P, [I64])
+        # [a][eigenvalues: wr, wi or w][eigenvectors: vr or v], doubles
+        space = b.call(malloc, [b.mul(b.add(b.mul(reals, self.c(2)), b.mul(n, self.c(2))), self.c(8))])
+        no_memory, go = self.fn.append_basic_block("eig_no_memory"), self.fn.append_basic_block("eig_go")
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(space, I64), self.c(0)), no_memory, go)
+        b.position_at_end(no_memory)
+        b.store(ir.Constant(I32, 1), self.status)
+        after = self.fn.append_basic_block("eig_done")
+        b.branch(after)
+        b.position_at_end(go)
+        a = b.bitcast(space, DP)
+        values = b.gep(a, [reals], inbounds=True)
+        vectors = b.gep(values, [b.mul(n, self.c(2))], inbounds=True)
+        src = b.gep(self.reals(self.inputs[0]), [b.mul(t, reals)], inbounds=True)
+
+        def widen(k: ir.Value) -> None:
+            x = b.load(b.gep(src, [k], inbounds=True))
+            b.store(x if self.real == D else b.fpext(x, D), b.gep(a, [k], inbounds=True))
+        self.loop(reals, "widen", widen)
+
+        def narrow(x: ir.Value) -> ir.Value:
+            return x if self.real == D else b.fptrunc(x, self.real)
         none, right = ir.Constant(I8, ord("N")), ir.Constant(I8, ord("V"))
-        RP = self.real.as_pointer()
-        if self.parts == 2:  # complex: geev writes the complex results in place
-            info = b.call(self.routine("geev", [I32, I8, I8, lint, I8P, lint, RP, I8P, lint, RP, lint]),
-                          [self.layout(), none, right, self.narrow(n), self.work, self.narrow(n), w,
-                           ir.Constant(I8P, None), ir.Constant(lint, 1), v, self.narrow(n)])
+        letter = "z" if parts == 2 else "d"
+        name = lapacke_symbol(self.sgemm, letter + "geev")
+        if parts == 2:  # complex: geev writes complex results
+            geev = self.extern(name, lint, [I32, I8, I8, lint, I8P, lint, DP, I8P, lint, DP, lint])
+            info = b.call(geev, [self.layout(), none, right, self.narrow(n), b.bitcast(a, I8P), self.narrow(n), values,
+                                 ir.Constant(I8P, None), ir.Constant(lint, 1), vectors, self.narrow(n)])
         else:
-            after = b.gep(self.reals(self.work), [self.matrix], inbounds=True)
-            wr, wi = after, b.gep(after, [n], inbounds=True)
-            vr = b.gep(after, [b.mul(n, self.c(2))], inbounds=True)
-            info = b.call(self.routine("geev", [I32, I8, I8, lint, I8P, lint, RP, RP, I8P, lint, RP, lint]),
-                          [self.layout(), none, right, self.narrow(n), self.work, self.narrow(n), wr, wi,
-                           ir.Constant(I8P, None), ir.Constant(lint, 1), vr, self.narrow(n)])
-        zero = ir.Constant(self.real, 0.0)
+            wr, wi = values, b.gep(values, [n], inbounds=True)
+            geev = self.extern(name, lint, [I32, I8, I8, lint, I8P, lint, DP, DP, I8P, lint, DP, lint])
+            info = b.call(geev, [self.layout(), none, right, self.narrow(n), b.bitcast(a, I8P), self.narrow(n), wr, wi,
+                                 ir.Constant(I8P, None), ir.Constant(lint, 1), vectors, self.narrow(n)])
+        zero = ir.Constant(D, 0.0)
+
+        def copy_complex() -> None:
+            def one(k: ir.Value) -> None:
+                b.store(narrow(b.load(b.gep(values, [k], inbounds=True))), b.gep(w, [k], inbounds=True))
+            self.loop(b.mul(n, self.c(2)), "values", one)
+
+            def each(k: ir.Value) -> None:
+                b.store(narrow(b.load(b.gep(vectors, [k], inbounds=True))), b.gep(v, [k], inbounds=True))
+            self.loop(b.mul(self.matrix, self.c(2)), "vectors", each)
 
         def unpack() -> None:
             # Column j of a real pair (wi[j] > 0 then < 0) is vr[:, j] + i vr[:, j+1], then its
             # conjugate; a real eigenvalue's vector is real.
+            wr, wi = values, b.gep(values, [n], inbounds=True)
+
             def column(j: ir.Value) -> None:
                 re = b.load(b.gep(wr, [j], inbounds=True))
                 im = b.load(b.gep(wi, [j], inbounds=True))
-                b.store(re, b.gep(w, [b.mul(j, self.c(2))], inbounds=True))
-                b.store(im, b.gep(w, [b.add(b.mul(j, self.c(2)), self.c(1))], inbounds=True))
+                b.store(narrow(re), b.gep(w, [b.mul(j, self.c(2))], inbounds=True))
+                b.store(narrow(im), b.gep(w, [b.add(b.mul(j, self.c(2)), self.c(1))], inbounds=True))
                 first = b.fcmp_ordered(">", im, zero)
                 second = b.fcmp_ordered("<", im, zero)
                 real_col = b.select(second, b.sub(j, self.c(1)), j)
@@ -410,16 +443,19 @@ class _Wrapper:
 
                 def row(i: ir.Value) -> None:
                     base = b.mul(i, n)
-                    x = b.load(b.gep(vr, [b.add(base, real_col)], inbounds=True))
-                    y = b.load(b.gep(vr, [b.add(base, imag_col)], inbounds=True))
+                    x = b.load(b.gep(vectors, [b.add(base, real_col)], inbounds=True))
+                    y = b.load(b.gep(vectors, [b.add(base, imag_col)], inbounds=True))
                     y = b.select(first, y, b.select(second, b.fneg(y), zero))
                     at = b.mul(b.add(base, j), self.c(2))
-                    b.store(x, b.gep(v, [at], inbounds=True))
-                    b.store(y, b.gep(v, [b.add(at, self.c(1))], inbounds=True))
+                    b.store(narrow(x), b.gep(v, [at], inbounds=True))
+                    b.store(narrow(y), b.gep(v, [b.add(at, self.c(1))], inbounds=True))
                 self.loop(n, "row", row)
             self.loop(n, "column", column)
 
         def failed() -> None:
             self.fill(b.bitcast(w, I8P), n, float("nan"), parts=2)
             self.fill(b.bitcast(v, I8P), self.matrix, float("nan"), parts=2)
-        self.checked(info, unpack if self.parts == 1 else (lambda: None), failed)
+        self.checked(info, unpack if parts == 1 else copy_complex, failed)
+        b.call(self.extern("free", ir.VoidType(), [I8P]), [space])
+        b.branch(after)
+        b.position_at_end(after)

@@ -142,6 +142,8 @@ class Lapack:
     def routines(self) -> list[str]:
         """The LAPACK routines it calls (``dpotrf``)."""
         t = LAPACK_DTYPES[self.dtype]
+        if self.role == "general_eigen":  # computed in double precision, as NumPy computes it
+            t = "z" if t in "cz" else "d"
         return [t + (HERMITIAN_ROUTINES.get(r, r) if t in "cz" else r) for r in LAPACK_ROLES[self.role]]
 
 
@@ -433,11 +435,6 @@ class _Planner:
             elif role in LAPACK_ROLES and op.inputs[0].type.dtype.name in LAPACK_DTYPES:
                 if role in ("singular_values", "orthogonal_triangular") and 0 in op.inputs[0].type.shape[-2:]:
                     raise NotNative(f"{op.name} of {op.inputs[0].type}: empty matrices (NumPy's identities)")
-                if role == "general_eigen" and op.inputs[0].type.dtype.name in ("float32", "complex64"):
-                    # NumPy computes it in double precision and rounds: a single-precision geev
-                    # gives other eigenvector signs and orders.
-                    raise NotNative(f"{op.name} of {op.inputs[0].type}: single precision (NumPy's eig computes in "
-                                    "double; cast to float64)")
                 ins = [base(v) for v in op.inputs]
                 if any(t for _, t in ins):
                     raise NotNative(f"{op.name} reads a transposed view")

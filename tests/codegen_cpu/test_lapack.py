@@ -99,8 +99,8 @@ def test_qr_runs_natively_as_the_interpreter(dtype, shape, mode):
     assert "native driver" in f.kernels(a)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 1, 1), (0, 3, 3), (2, 0, 0), "rotation"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 1, 1), (2, 0, 0), "rotation"])
 def test_eig_runs_natively_with_a_real_matrixs_conjugate_pairs_unpacked(dtype, shape):
     rng = np.random.default_rng(7)
     if shape == "rotation":   # eigenvalues +-i and 2: a conjugate pair
@@ -120,14 +120,18 @@ def test_eig_runs_natively_with_a_real_matrixs_conjugate_pairs_unpacked(dtype, s
     assert "native driver" in f.kernels(a)
 
 
-def test_a_single_precision_eig_keeps_numpys_double_precision_answer_on_the_python_driver():
-    a = np.random.default_rng(8).standard_normal((4, 4)).astype(np.float32)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_a_single_precision_eig_is_numpys_double_precision_answer_rounded(dtype):
+    # NumPy computes it in double and rounds: a single-precision geev gave other signs.
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 4, 4)) + (1j * rng.standard_normal((2, 4, 4)) if dtype is np.complex64 else 0)
+    a = a.astype(dtype)
     f = fj.function(fj.linalg.eig)
     w, v = f(a)
-    w_ref, v_ref = np.linalg.eig(a)    # computed in float64 and rounded, vectors' signs included
-    np.testing.assert_allclose(w, w_ref, rtol=1e-5)
+    w_ref, v_ref = np.linalg.eig(a)    # vectors' signs and the eigenvalues' order included
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(v, v_ref, rtol=1e-4, atol=1e-5)
-    assert "single precision" in fj.explain(f, a).driver
+    assert "native driver" in f.kernels(a)
 
 
 def test_a_singular_matrixs_slogdet_is_zero_and_minus_infinity():
