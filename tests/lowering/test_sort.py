@@ -30,8 +30,7 @@ def _native(f, *args) -> bool:
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("shape,axis", [((3, 17), -1), ((3, 17), 0), ((2, 9, 4), 1), ((1,), 0), ((2, 0), 1),
-                                        ((1003,), 0)])
+@pytest.mark.parametrize("shape,axis", [((3, 17), 0), ((2, 9, 4), 1), ((2, 0), 1), ((1003,), 0)])
 @pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
 def test_sort_and_argsort_compiled_match_a_stable_sort(dtype, shape, axis, descending):
     x = _data(np.random.default_rng(sum(shape) + axis), shape, dtype)
@@ -68,7 +67,7 @@ def test_top_k_is_the_largest_first_with_ties_by_position_and_its_gradient_reach
         fj.top_k(x, 6)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=20),
                   elements=st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan])),
        st.sampled_from([np.float32, np.float64, np.int32]), st.integers(0, 2), st.booleans())
