@@ -355,7 +355,9 @@ def _feeds_library_calls_as_view(op: Op, users: list[Op], returned: set[int], wh
 
     def library(u: Op) -> bool:
         if u.primitive.kind == "opaque":
-            return True
+            # BLAS reads a swap of the last two axes through its transpose flag; other
+            # library ops (a sort, LAPACK, cumsum) read their buffers as they are.
+            return role != "permute_axes" or u.primitive.role == "matrix_product"
         # A reshape keeps its buffer: a loop reads it in place as well.
         return role != "permute_axes" and (u.primitive.kind == "control"
                                            or why.alone.get(id(u), ("",))[0] == "library_view")

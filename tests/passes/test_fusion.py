@@ -224,3 +224,17 @@ def test_a_few_shifted_reads_of_a_cheap_op_still_fuse():
     assert len(_kernels(fj.function(f).ir(x, stage="fused"))) == 1
     e = np.exp(x)
     np.testing.assert_allclose(fj.function(f)(x), np.roll(e, -1) + np.roll(e, 1) - 2 * e)
+
+
+def test_a_transpose_read_only_by_a_sort_lapack_or_cumsum_is_a_kernel_not_a_view():
+    # Only BLAS reads a transposed operand in place; a sort, LAPACK or a cumsum reads its
+    # buffer as it is, so the transpose left outside every kernel had no native form.
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    cases = ((lambda a: fj.sort(a.T, axis=-1), lambda a: np.sort(a.T, axis=-1)),
+             (lambda a: fj.linalg.inv((a @ a.T).T + 4.0 * np.eye(4, dtype=np.float32)),
+              lambda a: np.linalg.inv((a @ a.T).T + 4.0 * np.eye(4))),
+             (lambda a: fj.cumsum(a.T, axis=0), lambda a: np.cumsum(a.T, axis=0)))
+    for f, want in cases:
+        g = fj.function(f)
+        np.testing.assert_allclose(g(x), want(x), rtol=1e-4, atol=1e-5)
+        assert fj.explain(g, x).driver.startswith("one native call"), fj.explain(g, x).driver
