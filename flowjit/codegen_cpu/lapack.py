@@ -160,7 +160,10 @@ class _Wrapper:
         # Pivots (or a QR's reflectors' scales), a copy of one matrix (for the routines that
         # must keep a's), freed at the end.
         pivots = b.mul(n, self.c(max(self.int_bits // 8, self.size)))
-        scratch = b.call(malloc, [b.add(b.add(pivots, b.mul(self.matrix, self.c(self.size))), self.c(self.size))])
+        copy = b.mul(self.matrix, self.c(self.size))
+        if r.role == "general_eigen":  # in doubles: [a][eigenvalues: wr, wi or w][eigenvectors: vr or v]
+            copy = b.mul(b.add(b.mul(self.matrix, self.c(2 * self.parts)), b.mul(n, self.c(2))), self.c(8))
+        scratch = b.call(malloc, [b.add(b.add(pivots, copy), self.c(self.size))])
         no_memory, start = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("start")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(scratch, I64), self.c(0)), no_memory, start)
         b.position_at_end(no_memory)
@@ -381,17 +384,7 @@ class _Wrapper:
         w = b.gep(self.reals(self.outputs[0]), [b.mul(t, b.mul(n, self.c(2)))], inbounds=True)
         v = b.gep(self.reals(self.outputs[1]), [b.mul(t, b.mul(self.matrix, self.c(2)))], inbounds=True)
         reals = b.mul(self.matrix, self.c(parts))                # a matrix's reals
-        malloc = self.extern("malloc", I8P, [I64])
-        # [a][eigenvalues: wr, wi or w][eigenvectors: vr or v], doubles
-        space = b.call(malloc, [b.mul(b.add(b.mul(reals, self.c(2)), b.mul(n, self.c(2))), self.c(8))])
-        no_memory, go = self.fn.append_basic_block("eig_no_memory"), self.fn.append_basic_block("eig_go")
-        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(space, I64), self.c(0)), no_memory, go)
-        b.position_at_end(no_memory)
-        b.store(ir.Constant(I32, 1), self.status)
-        after = self.fn.append_basic_block("eig_done")
-        b.branch(after)
-        b.position_at_end(go)
-        a = b.bitcast(space, DP)
+        a = b.bitcast(self.work, DP)                              # the scratch build() sized in doubles
         values = b.gep(a, [reals], inbounds=True)
         vectors = b.gep(values, [b.mul(n, self.c(2))], inbounds=True)
         src = b.gep(self.reals(self.inputs[0]), [b.mul(t, reals)], inbounds=True)
@@ -456,6 +449,3 @@ class _Wrapper:
             self.fill(b.bitcast(w, I8P), n, float("nan"), parts=2)
             self.fill(b.bitcast(v, I8P), self.matrix, float("nan"), parts=2)
         self.checked(info, unpack if parts == 1 else copy_complex, failed)
-        b.call(self.extern("free", ir.VoidType(), [I8P]), [space])
-        b.branch(after)
-        b.position_at_end(after)
