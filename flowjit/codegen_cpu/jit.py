@@ -41,14 +41,15 @@ from . import elfload, objcache
 JIT_VERSION = 2
 
 OPT_LEVEL = 3
-# LLVM's full-unrolling budget (O3's is 300). A program's kernels are inlined into its
-# driver with their shapes known, so every short loop is a candidate, and unrolling them all
-# made two thirds of a cold call's compile (the zoo's CNN program: opt 192 + codegen 134 ms
-# at 300, 86 + 50 at 50). At 150 a cold CNN or transformer call takes 0.65x the time and
-# the steady state holds (CNN inference 2.5 -> 1.7 ms, an embedding bag's 20-row mean 0.07
-# -> 0.15 ms, the rest within noise; measured side by side in fresh processes). The
+# LLVM's unrolling budget (O3's is 300). A program's kernels are inlined into its driver with
+# their shapes known, so every short loop is a candidate, and unrolling them made most of a
+# cold call's compile. 300 -> 150 took a cold CNN call 407 -> 266 ms; 150 -> 20 takes the
+# zoo's cold calls a further 0.6-0.85x (a transformer's training step 1.41 -> 0.86 s, CNN
+# inference 289 -> 244 ms, MLP inference 129 -> 110) with every zoo model's steady state and
+# the bandwidth kernels within noise (side by side in fresh processes; at 0, or with
+# unrolling off, MLP and CNN inference lose 12-17% and an embedding bag's mean 40%). The
 # option is LLVM's, process-wide: flowjit is what compiles with llvmlite here.
-UNROLL_THRESHOLD = 150
+UNROLL_THRESHOLD = 20
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
