@@ -113,6 +113,12 @@ class _Driver:
         self.run_function()
         for which in ("list", "one"):
             self.entry(which)
+        # The glue runs once a call and is straight-line checks: O3 on it cost a small
+        # program's cold compile a third (the zoo's MLP: 55 -> 36 ms with it optnone).
+        for name in ("fj_run", "fj_call_list", "fj_call_one"):
+            attrs = self.module.get_global(name).attributes
+            attrs.add("noinline")
+            attrs.add("optnone")
         return str(self.module)
 
     # fj_run(table, args, nargs, results) -> 0 ran, 1 error set, 2 hand the call to Python
@@ -125,7 +131,6 @@ class _Driver:
         self.fn = fn
         entry = fn.append_basic_block("entry")
         b = ir.IRBuilder(entry)
-        self.allocas = ir.IRBuilder(entry)
         fallback = fn.append_basic_block("fallback")
         no_scratch = fn.append_basic_block("no_scratch")
         failed = fn.append_basic_block("failed")
@@ -191,9 +196,6 @@ class _Driver:
             b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), ir.Constant(I64, 0)), failed, ok)
             b.position_at_end(ok)
             bufs[buf.name] = self.field(b, obj, ARRAY_DATA, I8P)
-        for buf in plan.buffers:
-            if buf.kind == "const":
-                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
 
         # Scratch: the program's cached block if no other call holds it, else a new one.
         scratch = None
@@ -215,33 +217,14 @@ class _Driver:
             scratch = b.phi(I8P)
             scratch.add_incoming(held, head)
             scratch.add_incoming(fresh, got)
-        for buf in plan.buffers:  # with no scratch (every intermediate empty), no address is read
-            if buf.kind == "scratch" and not buf.shares:
-                bufs[buf.name] = (b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True) if scratch is not None
-                                  else ir.Constant(I8P, None))
-        for buf in plan.buffers:
-            if buf.shares:
-                bufs[buf.name] = bufs[buf.shares]
-
+        steps = self.steps_function()
         save = restore = state = None
         if plan.release_gil:
             save = self.extern("PyEval_SaveThread", I8P, [])
             restore = self.extern("PyEval_RestoreThread", VOID, [I8P])
             state = b.call(save, [])
-        self.allocas.position_at_start(entry)
-        status = self.allocas.alloca(I32)
-        b.store(ir.Constant(I32, 0), status)
-        done = fn.append_basic_block("steps_done")
-        if self.profile:  # CLOCK_MONOTONIC before and after each top-level step
-            stamps = b.inttoptr(self.table(b, tab, T_PROFILE), I64.as_pointer())
-            for i, step in enumerate(plan.steps):
-                self.stamp(b, stamps, 2 * i)
-                self.steps(b, fn, tab, [step], bufs, status, done)
-                self.stamp(b, stamps, 2 * i + 1)
-        else:
-            self.steps(b, fn, tab, plan.steps, bufs, status, done)
-        b.branch(done)
-        b.position_at_end(done)
+        own = [bufs[buf.name] for buf in plan.buffers if buf.kind in ("arg", "result") and not buf.shares]
+        status = b.call(steps, [tab, scratch if scratch is not None else ir.Constant(I8P, None), *own])
         if state is not None:
             b.call(restore, [state])
         if scratch is not None:
@@ -255,7 +238,7 @@ class _Driver:
             b.position_at_end(kept)
         ran = fn.append_basic_block("ran")
         nomem = fn.append_basic_block("nomem")
-        b.cbranch(b.icmp_signed("==", b.load(status), ir.Constant(I32, 0)), ran, nomem)
+        b.cbranch(b.icmp_signed("==", status, ir.Constant(I32, 0)), ran, nomem)
         b.position_at_end(ran)
         b.ret(ir.Constant(I32, 0))
         for block in (nomem, no_scratch):
@@ -272,6 +255,49 @@ class _Driver:
         b.ret(ir.Constant(I32, 1))
         b.position_at_end(fallback)
         b.ret(ir.Constant(I32, 2))
+
+    def steps_function(self) -> ir.Function:
+        """``i32 fj_steps(tab, scratch, args..., results...)``: the program's steps (0, or 1
+        when a kernel's temps could not be allocated), taking the data pointer of each
+        argument and result ``fj_run`` checked or made, in ``plan.buffers`` order. The
+        glue around it (argument checks, result arrays, the GIL, the scratch block) is
+        ``optnone``: it is most of a small program's IR and runs once a call, so LLVM's
+        pipeline runs on the steps alone, where the kernels inline with their shapes known."""
+        plan = self.plan
+        own = [buf for buf in plan.buffers if buf.kind in ("arg", "result") and not buf.shares]
+        fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P] + [I8P] * len(own)), "fj_steps")
+        fn.linkage = "internal"
+        tab, scratch, *ptrs = fn.args
+        # The entry block holds the allocas only (a split kernel's context, a profile's
+        # timespec are placed at its start), the steps follow in a block of their own.
+        entry = ir.IRBuilder(fn.append_basic_block("entry"))
+        status = entry.alloca(I32)
+        body = fn.append_basic_block("steps")
+        entry.branch(body)
+        b = ir.IRBuilder(body)
+        bufs = {buf.name: p for buf, p in zip(own, ptrs)}
+        for buf in plan.buffers:  # with no scratch (every intermediate empty), no address is read
+            if buf.kind == "const":
+                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
+            elif buf.kind == "scratch" and not buf.shares:
+                bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+        for buf in plan.buffers:
+            if buf.shares:
+                bufs[buf.name] = bufs[buf.shares]
+        b.store(ir.Constant(I32, 0), status)
+        done = fn.append_basic_block("steps_done")
+        if self.profile:  # CLOCK_MONOTONIC before and after each top-level step
+            stamps = b.inttoptr(self.table(b, tab, T_PROFILE), I64.as_pointer())
+            for i, step in enumerate(plan.steps):
+                self.stamp(b, stamps, 2 * i)
+                self.steps(b, fn, tab, [step], bufs, status, done)
+                self.stamp(b, stamps, 2 * i + 1)
+        else:
+            self.steps(b, fn, tab, plan.steps, bufs, status, done)
+        b.branch(done)
+        b.position_at_end(done)
+        b.ret(b.load(status))
+        return fn
 
     def steps(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, steps: Sequence[Any],
               bufs: dict[str, ir.Value], status: ir.Value, done: ir.Block) -> None:
