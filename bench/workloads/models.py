@@ -16,7 +16,9 @@ namespace and a small adapter table). Four tables:
 - the first call in a new process (``python -m bench.workloads.models IMPL MODEL MODE``):
   cold (empty caches: ``FLOWJIT_CACHE_DIR``, JAX's persistent compilation cache,
   ``TORCHINDUCTOR_CACHE_DIR`` in a new temporary directory), then warm (another new process
-  with the caches the cold one left).
+  with the caches the cold one left). The machine code of flowjit's own runtime beside the
+  package (the native pool, the GEMMs over it: ``objcache.runtime_directory()``), compiled
+  once per installation, stays, as Python's bytecode and jaxlib's prebuilt runtime do.
 - peak memory: the peak resident set (``VmHWM``; native memory included, which tracemalloc
   does not see) of the warm child after its first call and three more, and in parentheses
   what the calls added over the peak after import and setup. Not ``ru_maxrss``: Linux hands

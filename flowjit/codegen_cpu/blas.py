@@ -165,11 +165,12 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
         return found
     assert _threads is not None
     bits = found["sgemm"].int_bits
-    # Keyed by this file's text and the width, which decide the module: a warm process builds no IR.
+    # Keyed by this file's text and the width, which decide the module: a warm process builds no
+    # IR. flowjit's own code: compiled once per installation (objcache.runtime_directory()).
     with open(__file__, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     lib = jit.load_source(f"; flowjit gemms over the pool {digest} int{bits}", lambda: build_gemm_module(bits),
-                          name="flowjit_pool_gemms", opt_level=0)
+                          name="flowjit_pool_gemms", opt_level=0, runtime=True)
     # The pieces' code must outlive any thread running it, as the pool's does: never dropped.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))
     lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64])(

@@ -6,7 +6,9 @@ A module's LLVM IR text is the whole input. ``load(ir_text)`` returns a ``Librar
 functions are plain C-ABI addresses; the object code comes from the disk cache
 (``objcache``) when an entry for the same IR, CPU and versions is there, and otherwise is
 optimized and emitted here and written back. ``load_source`` keys the entry by other text
-that identifies the IR (a kernel's loop IR), so a warm load does not render the IR at all.
+that identifies the IR (a kernel's loop IR), so a warm load does not render the IR at all;
+with ``runtime=True`` (flowjit's own modules: the native pool, the GEMMs over it) the entry
+is kept once per installation, in ``objcache.runtime_directory()``, not in the user's cache.
 A warm load does not import ``llvmlite.binding`` either (15 ms): the host's fingerprint for
 the cache key is remembered on disk (``host_fingerprint``) and ``elfload`` links the object.
 Only llvmlite and ``flowjit.ir`` are imported: a process that runs cached kernels needs
@@ -417,7 +419,9 @@ def _host_probe(cpu: str) -> str | None:
 def host_fingerprint() -> str:
     """``host_target().fingerprint()``, the host's part of every cache key, without
     importing LLVM when an earlier process wrote it down for this CPU and llvmlite (in the
-    cache directory's ``hosts``, as an entry keyed by ``_host_probe``)."""
+    cache directory's ``hosts`` or the runtime directory's, as an entry keyed by
+    ``_host_probe``): a process with an empty cache finds flowjit's runtime modules
+    without LLVM."""
     cpu = os.environ.get("FLOWJIT_LLVM_CPU") or ""
     probe = _host_probe(cpu)
     if probe is None:
@@ -426,24 +430,59 @@ def host_fingerprint() -> str:
     if found is not None:
         return found
     note = objcache.key(probe, "flowjit host fingerprint")
-    payload = objcache.read(note, objcache.notes_directory())
-    if payload is not None and payload.startswith(b"FJHOST01") and payload.count(b"|") >= 6:
-        found = payload[8:].decode(errors="replace")
+    # The user's cache's note, then the runtime directory's (read by every user of the
+    # installation); the one found, or the fingerprint computed, is written where it was not.
+    lacking = []
+    for where, mode in ((objcache.notes_directory(), None), (objcache.runtime_notes_directory(), 0o644)):
+        payload = objcache.read(note, where)
+        if payload is not None and payload.startswith(b"FJHOST01") and payload.count(b"|") >= 6:
+            found = payload[8:].decode(errors="replace")
+            break
+        lacking.append((where, mode))
     else:
         found = host_target().fingerprint()
-        objcache.write(note, b"FJHOST01" + found.encode(), objcache.notes_directory())
+    for where, mode in lacking:
+        objcache.write(note, b"FJHOST01" + found.encode(), where, mode)
     _fingerprints[(probe, objcache.directory())] = found
     return found
 
 
+def _places(runtime: bool) -> list[tuple[str, int | None]]:
+    """Where an entry is looked for, in order, and written (the first that can be), with the
+    mode of its files: the user's cache; for flowjit's runtime the installation's directory
+    first, whose entries every user of the installation reads."""
+    user = (objcache.directory(), None)
+    return [(objcache.runtime_directory(), 0o644), user] if runtime else [user]
+
+
+def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[list[str], bytes] | None:
+    """The declared functions and object code of the first valid entry of ``key`` in
+    ``places``; a corrupt one is counted as rejected and passed over. Found past the first
+    place (the runtime's, kept in the user's cache), it is written to the first too, where
+    that can be written now (so a corrupt entry there is replaced)."""
+    for i, (where, _) in enumerate(places):
+        payload = objcache.read(key, where)
+        entry = _unpack(payload) if payload is not None else None
+        if payload is not None and entry is None:
+            objcache.count("rejected")
+        if entry is not None:
+            if i:
+                objcache.write(key, payload, *places[0])
+            return entry
+    return None
+
+
 def load_source(source: str, render: Callable[[], str], target: HostTarget | None = None,
-                name: str = "module", opt_level: int = OPT_LEVEL) -> Library:
+                name: str = "module", opt_level: int = OPT_LEVEL, runtime: bool = False) -> Library:
     """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text), cached
     under ``source``: text that identifies that IR completely (the IR itself, or a kernel's
     loop IR with the renderer's version). A warm process loads the object code without
     calling ``render`` (nor importing LLVM, for the host); otherwise as ``load``.
     ``opt_level`` 0: code that waits and hands out work (the runtime's ``optnone``
-    modules), compiled in a third of O3's time."""
+    modules), compiled in a third of O3's time. ``runtime``: flowjit's own code, the same
+    whatever the user's program (the native pool, the GEMMs over it), whose entry is kept
+    once per installation in ``objcache.runtime_directory()``, or in the user's cache when
+    that cannot be written."""
     if opt_level != OPT_LEVEL:
         source = f"{source}\n; O{opt_level}"
     key = objcache.key(source, target.fingerprint() if target is not None else host_fingerprint())
@@ -459,10 +498,8 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
             objcache.count("reused")
             return lib
         t = time.perf_counter()
-        payload = objcache.read(key)
-        entry = _unpack(payload) if payload is not None else None
-        if payload is not None and entry is None:
-            objcache.count("rejected")
+        places = _places(runtime)
+        entry = _read_entry(key, places)
         if entry is not None:
             declared, obj = entry
             lib = _link(obj, declared, target, key, name)
@@ -475,7 +512,8 @@ def load_source(source: str, render: Callable[[], str], target: HostTarget | Non
             _check_externals(declared, name)
             target = target or host_target()
             obj = compile_object(ir_text, target, name, opt_level)
-            objcache.write(key, _pack(ir_text, obj))
+            payload = _pack(ir_text, obj)
+            any(objcache.write(key, payload, where, mode) for where, mode in places)
             lib = _link(obj, declared, target, key, name)
             objcache.count("compiled")
             timings["last_compile_ms"] = (time.perf_counter() - t) * 1e3

@@ -7,6 +7,15 @@ with a header (magic, the key, the payload's length and its SHA-256), so an entr
 corrupt, truncated or was written for another key is refused and recompiled, never
 executed. Writers go through a temporary file of their own renamed into place, so a
 process reading while others fill the same cache never sees half an entry.
+
+flowjit's own runtime (the native thread pool, the GEMMs split over it), whose modules do
+not depend on the user's program, is machine code of the installation, not of a user's
+cache: its entries live beside the package, in ``runtime_directory()``
+(``codegen_cpu/__pycache__/runtime``, as Python keeps its bytecode in ``__pycache__``), in
+the same format and under the same keys, so another CPU or llvmlite gets entries of its
+own. The first process that needs one writes it; every later one reads it whatever its
+``FLOWJIT_CACHE_DIR``. Where that directory cannot be written (a read-only site-packages)
+``jit.load_source`` keeps them in the user's cache as it does a program's.
 """
 
 from __future__ import annotations
@@ -68,6 +77,24 @@ def notes_directory() -> str:
     return os.path.join(_base(), "hosts")
 
 
+# Beside the package, as Python's bytecode is; FLOWJIT_RUNTIME_DIR moves it (tests, packagers).
+_RUNTIME_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__", "runtime")
+
+
+def runtime_directory() -> str:
+    """Where the object code of flowjit's own runtime modules is kept, once per
+    installation: ``FLOWJIT_RUNTIME_DIR`` if set, else ``codegen_cpu/__pycache__/runtime``
+    beside this file. Not emptied with ``FLOWJIT_CACHE_DIR``; deleting it is always safe
+    (the next process that needs an entry compiles it again)."""
+    return os.environ.get("FLOWJIT_RUNTIME_DIR") or _RUNTIME_DEFAULT
+
+
+def runtime_notes_directory() -> str:
+    """The host fingerprint notes of the runtime's entries (``runtime_directory()`` +
+    ``hosts``): a process with an empty user cache finds the runtime's keys without LLVM."""
+    return os.path.join(runtime_directory(), "hosts")
+
+
 def encode(k: str, obj: bytes) -> bytes:
     """The bytes of an entry: header then object code."""
     return _HEADER.pack(MAGIC, bytes.fromhex(k), len(obj), hashlib.sha256(obj).digest()) + obj
@@ -101,10 +128,11 @@ def read(k: str, where: str | None = None) -> bytes | None:
     return obj
 
 
-def write(k: str, obj: bytes, where: str | None = None) -> bool:
+def write(k: str, obj: bytes, where: str | None = None, mode: int | None = None) -> bool:
     """Store object code ``obj`` under key ``k`` atomically (in ``where``, by default
     ``directory()``); False (and no error) when the cache directory cannot be written,
-    since the code still runs from memory."""
+    since the code still runs from memory. ``mode``: the entry's permissions (by default
+    the temporary file's 0600; the runtime directory's are read by every user)."""
     d = where or directory()
     if d in _unwritable:
         return False
@@ -118,6 +146,8 @@ def write(k: str, obj: bytes, where: str | None = None) -> bool:
         return False
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(encode(k, obj))
         os.replace(tmp, path(k, d))
         return True

@@ -384,9 +384,10 @@ def build_module() -> str:
 def unoptimized(mod) -> None:
     """Mark every function ``mod`` defines ``optnone`` (with ``noinline``, which LLVM requires
     alongside): code that waits and hands out work gains nothing from O3 but compile time,
-    which every cold cache pays (the pool's module: 40 ms at O3, 17 ms so; blas.py's gemms:
+    which every cold cache paid (the pool's module: 40 ms at O3, 17 ms so; blas.py's gemms:
     27 and 17 ms). Both modules are also generated at O0 (``jit.load_source(opt_level=0)``:
-    the pool's 8.4 -> 3.1 ms, the gemms' 7.4 -> 3.7)."""
+    the pool's 8.4 -> 3.1 ms, the gemms' 7.4 -> 3.7), and now compiled once per installation
+    (``runtime=True``), not once per cache."""
     for f in mod.functions:
         if not f.is_declaration:
             f.attributes.add("noinline")
@@ -398,9 +399,10 @@ class NativePool:
     that name for generated code), ``workers`` threads besides the caller's."""
 
     def __init__(self, workers: int) -> None:
-        # Keyed by this file's text, which decides the module: a warm process builds no IR.
+        # Keyed by this file's text, which decides the module: a warm process builds no IR. It
+        # is flowjit's own code, compiled once per installation (objcache.runtime_directory()).
         self._lib = jit.load_source(f"; flowjit native pool {_source_digest()}", build_module,
-                                    name="flowjit_native_pool", opt_level=0)
+                                    name="flowjit_native_pool", opt_level=0, runtime=True)
         err = self._lib.function("flowjit_pool_start", ctypes.c_int32, [ctypes.c_int64])(workers)
         if err:
             raise OSError(err, f"pthread_create failed starting flowjit's native pool of {workers} "

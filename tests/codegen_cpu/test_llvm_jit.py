@@ -471,7 +471,9 @@ print(json.dumps({"stats": cache_stats(), "llvmlite": sorted(m for m in sys.modu
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="flowjit's ELF loader")
 def test_a_warm_process_starts_the_native_pool_without_building_its_ir(cache_dir):
-    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+    # The pool's object is kept per installation: a runtime directory of the test's own.
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT,
+               FLOWJIT_RUNTIME_DIR=str(cache_dir / "runtime"))
     env.pop("FLOWJIT_LLVM_LOADER", None)
     cold, warm = (json.loads(subprocess.run([sys.executable, "-c", _WARM_POOL], env=env, capture_output=True,
                                             text=True, check=True).stdout.splitlines()[-1]) for _ in range(2))
