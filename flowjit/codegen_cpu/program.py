@@ -4,10 +4,11 @@
 lowered to loop IR) into a ``ProgramPlan``: the program's values as buffers (arguments,
 results, constants, and intermediates at fixed offsets of one scratch block), and its
 steps as kernel calls and BLAS ``gemm`` calls, with transposes and reshapes folded into
-the calls that read them. ``compile_program`` renders the plan and every kernel into one
-LLVM module (the kernels internal, so LLVM may inline them into the driver), compiles it
-or loads it from the object cache, and returns a ``NativeProgram`` whose ``call_list``
-and ``call_one`` are CPython builtins: a call checks its arguments in native code,
+the calls that read them. ``compile_program`` renders the plan and its kernels into LLVM
+modules (the steps with the kernels they call inline, internal, so LLVM may inline them at
+their shapes; and the kernels split over the pool, which ``jit`` compiles at the same time
+on another thread), compiles them or loads them from the object cache, and returns a
+``NativeProgram`` whose ``call_list`` and ``call_one`` are CPython builtins: a call checks its arguments in native code,
 allocates its results with NumPy's own ``PyArray_Empty`` (large ones from the runtime's
 buffer pool), runs every step with the GIL released when the work is large enough to
 matter, and returns the result list or the one result. Nothing in a call goes through
@@ -211,7 +212,8 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
                     pool_empty: Callable[..., np.ndarray] | None = None, pool_min_bytes: int = 1 << 20,
                     target: jit.HostTarget | None = None, fastmath: bool = False,
                     profile: bool = False) -> NativeProgram:
-    """``plan`` compiled (its driver and kernels in one module) or loaded from the object
+    """``plan`` compiled (its driver and kernels in two modules compiled at once: the steps,
+    and the kernels split over the pool) or loaded from the object
     cache, keyed by the driver's IR and every kernel's identity, so a warm load renders
     no kernel. Large results come from ``pool_empty(shape, dtype)`` (from
     ``pool_min_bytes``), the others from ``PyArray_Empty``. ``profile``: a build that

@@ -80,6 +80,11 @@ class _Driver:
         self.module = ir.Module(name=f"program_{plan.name}")
         self.int_bits = blas_int_bits
         self.declared: dict[str, ir.Function] = {}
+        # The second module of a JIT program (None: one module, as an AOT library is): the
+        # wrappers of split kernels and their chunks, compiled beside the steps' module.
+        self.part: ir.Module | None = None
+        self.part_declared: dict[str, ir.Function] = {}
+        self.kernels_in: dict[str, dict[str, Any]] = {"main": {}, "part": {}}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
         # function being built); None: every size is a constant.
@@ -479,24 +484,35 @@ class _Driver:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [self.value(b, d) for d in step.dims]
         if step.split is None:
+            self.kernels_in["main"][step.kernel.name] = step.kernel
             entry = self.extern(kernel_abi.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
             rc = b.call(entry, ptrs + dims)
             if any(buf.role == "temp" for buf in step.kernel.buffers):
                 self.check(b, fn, rc, status, done)
             return
         # Split over the native pool: a context of the buffers' addresses, and a wrapper
-        # that runs the chunk entry over the rows [lo, hi) the pool hands it.
+        # that runs the chunk entry over the rows [lo, hi) the pool hands it. With constant
+        # sizes the wrapper and the kernel go to the second module (self.part).
         trips, parts = step.split
-        chunk = self.extern(kernel_abi.chunk_symbol(step.kernel), VOID,
-                            [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
-        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), self.fresh("fj_split_"))
-        wrap.linkage = "internal"
+        chunk_ty = ir.FunctionType(VOID, [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
+        apart = self.part is not None and all(isinstance(d, ir.Constant) for d in dims)
+        home = self.part if apart else self.module
+        self.kernels_in["part" if apart else "main"][step.kernel.name] = step.kernel
+        symbol = kernel_abi.chunk_symbol(step.kernel)
+        declared = self.part_declared if apart else self.declared
+        chunk = declared.get(symbol) or declared.setdefault(symbol, ir.Function(home, chunk_ty, symbol))
+        name = self.fresh("fj_split_")
+        wrap = ir.Function(home, ir.FunctionType(VOID, [I64, I64, I8P]), name)
+        if not apart:
+            wrap.linkage = "internal"
         lo, hi, ctx = wrap.args
         w = ir.IRBuilder(wrap.append_basic_block("entry"))
         table = w.bitcast(ctx, I8P.as_pointer())
         loaded = [w.load(w.gep(table, [ir.Constant(I64, i)], inbounds=True)) for i in range(len(ptrs))]
         w.call(chunk, [lo, hi, *loaded, *dims])
         w.ret_void()
+        if apart:  # the steps' module calls it by name
+            wrap = self.extern(name, VOID, [I64, I64, I8P])
         allocas = ir.IRBuilder(fn.entry_basic_block)
         allocas.position_at_start(fn.entry_basic_block)
         ctx_mem = allocas.alloca(ir.ArrayType(I8P, len(ptrs)))
@@ -689,40 +705,39 @@ class _Driver:
 
 
 def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",
-          blas_int_bits: int = 64) -> str:
-    """The driver and every kernel of ``plan`` as one module's IR text: the kernels'
-    definitions internal, so LLVM may inline them and drops what nothing calls; with the
-    wrapper of each LAPACK op the plan runs (calling the LAPACKE routines of the library
-    whose sgemm is ``sgemm_symbol``)."""
+          blas_int_bits: int = 64, kernels: Sequence[Any] | None = None, lapack: bool = True) -> str:
+    """The driver and the kernels of ``plan`` (``kernels``; by default every one) as one
+    module's IR text: the kernels' definitions internal, so LLVM may inline them and drops
+    what nothing calls; with the wrapper of each LAPACK op the plan runs (calling the
+    LAPACKE routines of the library whose sgemm is ``sgemm_symbol``) unless not ``lapack``."""
     import llvmlite.binding as llvm
 
+    if kernels is None:
+        kernels = list({s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}.values())
     with jit._llvm_lock:
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()
-        seen: set[str] = set()
-        for r in dict.fromkeys(Routine.of(s) for s in walk_steps(plan.steps) if isinstance(s, Lapack)):
+        routines = [Routine.of(s) for s in walk_steps(plan.steps) if isinstance(s, Lapack)] if lapack else []
+        for r in dict.fromkeys(routines):
             wrapper = llvm.parse_assembly(build_wrapper(r, sgemm_symbol, blas_int_bits))
             wrapper.verify()
             entries.add(r.symbol)
             module.link_in(wrapper)
-        for step in walk_steps(plan.steps):
-            if not isinstance(step, KernelCall) or step.kernel.name in seen:
-                continue
-            seen.add(step.kernel.name)
+        for kernel in kernels:
             text = None
             try:
-                verify_kernel(step.kernel)  # a malformed kernel is our bug: say so before LLVM does
-                text = render.render_kernel(step.kernel, fastmath=fastmath)
+                verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
+                text = render.render_kernel(kernel, fastmath=fastmath)
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()
             except Exception as e:
                 error = render.KernelRenderError(
-                    f"the LLVM renderer failed on kernel {step.kernel.name!r}: {str(e).strip()[:2000]}; its loop IR "
-                    f"and LLVM IR are saved in {render._save(step.kernel, text)}"
+                    f"the LLVM renderer failed on kernel {kernel.name!r}: {str(e).strip()[:2000]}; its loop IR "
+                    f"and LLVM IR are saved in {render._save(kernel, text)}"
                     f"{'' if isinstance(e, jit.LLVMCompileError) else '. ' + BUG_REPORT}")
-                error.kernel = step.kernel.name
+                error.kernel = kernel.name
                 raise error from e
-            own = {kernel_abi.symbol(step.kernel), kernel_abi.chunk_symbol(step.kernel)}
+            own = {kernel_abi.symbol(kernel), kernel_abi.chunk_symbol(kernel)}
             entries |= own
             for g in [*kmod.functions, *kmod.global_variables]:
                 if not g.is_declaration and g.name not in own:
@@ -735,12 +750,20 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
 
 
 def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False,
-                   sgemm_symbol: str = "") -> str:
-    """The LLVM IR text of ``plan``'s module: its driver and every kernel it calls (with
-    LLVM's ``fast`` flags on their float ops when ``fastmath``); its LAPACK ops call the
-    library whose CBLAS sgemm is ``sgemm_symbol``."""
-    return _link(plan, _Driver(plan, blas_int_bits, profile, sgemm_symbol).render(), fastmath, sgemm_symbol,
-                 blas_int_bits)
+                   sgemm_symbol: str = "") -> list[str]:
+    """The LLVM IR text of ``plan``'s modules: the driver, the steps and the kernels they
+    call inline (with LLVM's ``fast`` flags on their float ops when ``fastmath``; its
+    LAPACK ops call the library whose CBLAS sgemm is ``sgemm_symbol``), then, when the plan
+    splits kernels over the pool, a second module of those kernels and the wrappers the
+    pool calls (``fj_split_N``, which the first module calls by name): ``jit`` compiles
+    the two at once on two threads, LLVM's optimization being most of a cold call."""
+    driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
+    driver.part = ir.Module(name=f"program_{plan.name}_split")
+    main = _link(plan, driver.render(), fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()))
+    if not driver.kernels_in["part"]:
+        return [main]
+    return [main, _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
+                        lapack=False)]
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------

@@ -530,3 +530,12 @@ def test_the_unrolling_budget_is_part_of_the_cache_key():
     # Code compiled under another full-unrolling budget is other machine code: never reused.
     from flowjit.codegen_cpu import jit
     assert f"unroll{jit.UNROLL_THRESHOLD}" in jit.host_target().fingerprint().split("|")
+
+
+def test_modules_compiled_at_once_on_threads_are_the_objects_compiled_one_at_a_time():
+    # compile_objects runs LLVM on a thread per module, each in a context of its own,
+    # without llvmlite's lock around the pass pipeline and code generation.
+    texts = [f"define i64 @f{i}(i64 %x) {{\n  %y = mul i64 %x, {i + 3}\n  ret i64 %y\n}}\n" for i in range(3)]
+    assert jit.compile_objects(texts) == [jit.compile_object(t) for t in texts]
+    with pytest.raises(jit.LLVMCompileError, match=r"mod\[1\]"):
+        jit.compile_objects([texts[0], "define i64 @broken("], name="mod")
