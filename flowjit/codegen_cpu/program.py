@@ -5,16 +5,17 @@ lowered to loop IR) into a ``ProgramPlan``: the program's values as buffers (arg
 results, constants, and intermediates at fixed offsets of one scratch block), and its
 steps as kernel calls and BLAS ``gemm`` calls, with transposes and reshapes folded into
 the calls that read them. ``compile_program`` renders the plan and its kernels into LLVM
-modules (the steps with the kernels they call inline, internal, so LLVM may inline them at
-their shapes; and the kernels split over the pool, which ``jit`` compiles at the same time
-on another thread), compiles them or loads them from the object cache, and returns a
-``NativeProgram`` whose ``call_list`` and ``call_one`` are CPython builtins: a call checks its arguments in native code,
-allocates its results with NumPy's own ``PyArray_Empty`` (large ones from the runtime's
-buffer pool), runs every step with the GIL released when the work is large enough to
-matter, and returns the result list or the one result. Nothing in a call goes through
-Python unless an argument is not what the program was traced for (strided, another
-dtype, a subclass): the builtin then hands the call to ``NativeProgram.convert``, which
-makes the arguments contiguous (or raises the shape error) and calls it again.
+modules (the steps with about half the kernels they call, internal, so LLVM inlines them
+at their shapes; the others and the kernels split over the pool in a second module, which
+``jit`` compiles at the same time on another thread), compiles them or loads them from the
+object cache, and returns a ``NativeProgram`` whose ``call_list`` and ``call_one`` are
+CPython builtins: a call checks its arguments in native code, allocates its results with
+NumPy's own ``PyArray_Empty`` (large ones from the runtime's buffer pool), runs every step
+with the GIL released when the work is large enough to matter, and returns the result list
+or the one result. Nothing in a call goes through Python unless an argument is not what
+the program was traced for (strided, another dtype, a subclass): the builtin then hands
+the call to ``NativeProgram.convert``, which makes the arguments contiguous (or raises the
+shape error) and calls it again.
 
 A program has a plan when each top-level op is a kernel, a 2-D float32/float64 matmul, a
 constant, a variable's update, or a transpose/reshape that only those read, and each

@@ -14,6 +14,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from flowjit.ir.errors import BUG_REPORT
+from flowjit.lowering.printer import print_kernel
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
@@ -85,10 +86,20 @@ class _Driver:
         self.part: ir.Module | None = None
         self.part_declared: dict[str, ir.Function] = {}
         self.kernels_in: dict[str, dict[str, Any]] = {"main": {}, "part": {}}
+        self.cost = {"main": 0, "part": 0}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
         # function being built); None: every size is a constant.
         self.batch: ir.Value | None = None
+
+    @staticmethod
+    def weight(kernel: Any) -> int:
+        """A kernel's share of LLVM's time, roughly: the length of its loop IR's text."""
+        return len(print_kernel(kernel))
+
+    def lighter(self) -> str:
+        """The module with less kernel code so far (``main``: the steps' own)."""
+        return "part" if self.cost["part"] < self.cost["main"] else "main"
 
     def value(self, b: ir.IRBuilder, x: Any, ty: ir.IntType = I64) -> ir.Value:
         """``x`` (an int, or an ``Affine`` of B) as a value of type ``ty``."""
@@ -484,9 +495,24 @@ class _Driver:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [self.value(b, d) for d in step.dims]
         if step.split is None:
-            self.kernels_in["main"][step.kernel.name] = step.kernel
-            entry = self.extern(kernel_abi.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims))
-            rc = b.call(entry, ptrs + dims)
+            entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims))
+            if self.part is not None and all(isinstance(d, ir.Constant) for d in dims) and self.lighter() == "part":
+                # In the second module, behind a function of the buffers alone that calls
+                # it at its shape (inlined there, as it would be into the steps).
+                self.kernels_in["part"][step.kernel.name] = step.kernel
+                self.cost["part"] += self.weight(step.kernel)
+                symbol = kernel_abi.symbol(step.kernel)
+                kernel = self.part_declared.get(symbol) or self.part_declared.setdefault(
+                    symbol, ir.Function(self.part, entry_ty, symbol))
+                name = self.fresh("fj_at_")
+                at = ir.Function(self.part, ir.FunctionType(I32, [I8P] * len(ptrs)), name)
+                w = ir.IRBuilder(at.append_basic_block("entry"))
+                w.ret(w.call(kernel, [*at.args, *dims]))
+                rc = b.call(self.extern(name, I32, [I8P] * len(ptrs)), ptrs)
+            else:
+                self.kernels_in["main"][step.kernel.name] = step.kernel
+                self.cost["main"] += self.weight(step.kernel)
+                rc = b.call(self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args), ptrs + dims)
             if any(buf.role == "temp" for buf in step.kernel.buffers):
                 self.check(b, fn, rc, status, done)
             return
@@ -498,6 +524,7 @@ class _Driver:
         apart = self.part is not None and all(isinstance(d, ir.Constant) for d in dims)
         home = self.part if apart else self.module
         self.kernels_in["part" if apart else "main"][step.kernel.name] = step.kernel
+        self.cost["part" if apart else "main"] += self.weight(step.kernel)
         symbol = kernel_abi.chunk_symbol(step.kernel)
         declared = self.part_declared if apart else self.declared
         chunk = declared.get(symbol) or declared.setdefault(symbol, ir.Function(home, chunk_ty, symbol))
@@ -754,9 +781,11 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     """The LLVM IR text of ``plan``'s modules: the driver, the steps and the kernels they
     call inline (with LLVM's ``fast`` flags on their float ops when ``fastmath``; its
     LAPACK ops call the library whose CBLAS sgemm is ``sgemm_symbol``), then, when the plan
-    splits kernels over the pool, a second module of those kernels and the wrappers the
-    pool calls (``fj_split_N``, which the first module calls by name): ``jit`` compiles
-    the two at once on two threads, LLVM's optimization being most of a cold call."""
+    has a kernel to spare, a second module: the kernels split over the pool with the
+    wrappers the pool calls (``fj_split_N``) and about half the others by the length of
+    their loop IR, each behind ``fj_at_N`` (its buffers; its shape constant), both called
+    by name from the first. ``jit`` compiles the two at once on two threads, LLVM's
+    optimization being most of a cold call."""
     driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
     main = _link(plan, driver.render(), fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()))

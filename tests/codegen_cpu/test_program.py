@@ -444,3 +444,20 @@ def test_two_objects_pack_and_unpack_and_a_truncated_entry_is_refused():
     assert jit._unpack(payload) == (["memset", "flowjit_parallel_for"], [b"main object", b"part"])
     assert jit._unpack(payload[:-1]) is None and jit._unpack(payload + b"x") is None
     assert jit._unpack(jit._pack([], [b"one"])) == ([], [b"one"])
+
+
+def test_kernels_on_the_calling_thread_are_shared_between_the_two_modules():
+    # Two kernels run on the calling thread (small, not split): the first stays inlined
+    # into the steps, the second goes to the second module behind fj_at_N, called at its
+    # shape, so that the two modules' LLVM time is about even.
+    from flowjit.codegen_cpu.program_emit import render_program
+
+    def f(x, w):
+        return fj.exp(x @ w).sum(axis=1) + fj.tanh((x * 2) @ w).max(axis=1)
+    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
+    w = np.random.default_rng(4).standard_normal((16, 4)).astype(np.float32) / 4
+    got, exe = _native(fj.function(f), x, w)
+    np.testing.assert_allclose(got, np.exp(x @ w).sum(axis=1) + np.tanh((x * 2) @ w).max(axis=1), rtol=1e-5)
+    main, part = render_program(exe._program.plan, 64)
+    assert re.search(r"declare i32 @fj_at_\d+\(", main) and re.search(r"define i32 @fj_at_\d+\(", part)
+    assert "fj_kernel_" in main and "fj_kernel_" in part
