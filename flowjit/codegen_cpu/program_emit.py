@@ -392,8 +392,13 @@ class _Driver:
 
     def _block_body(self, fn: ir.Function, plan: BlockPlan) -> ir.Function:
         tab, scratch, *params = fn.args[:2 + len(plan.args) + len(plan.outs)]
-        entry = fn.append_basic_block("entry")
-        b = ir.IRBuilder(entry)
+        # As in fj_steps: the entry block holds the allocas only (a split kernel's context is
+        # placed at its start, which would move the instructions under a builder there).
+        entry = ir.IRBuilder(fn.append_basic_block("entry"))
+        status = entry.alloca(I32)
+        body = fn.append_basic_block("steps")
+        entry.branch(body)
+        b = ir.IRBuilder(body)
         bufs = dict(zip([*plan.args, *plan.outs], params))
         for buf in plan.buffers:
             if buf.shares:
@@ -405,7 +410,6 @@ class _Driver:
         for buf in plan.buffers:
             if buf.shares:
                 bufs[buf.name] = bufs[buf.shares]
-        status = b.alloca(I32)
         b.store(ir.Constant(I32, 0), status)
         done = fn.append_basic_block("done")
         self.steps(b, fn, tab, plan.steps, bufs, status, done)

@@ -461,3 +461,11 @@ def test_kernels_on_the_calling_thread_are_shared_between_the_two_modules():
     main, part = render_program(exe._program.plan, 64)
     assert re.search(r"declare i32 @fj_at_\d+\(", main) and re.search(r"define i32 @fj_at_\d+\(", part)
     assert "fj_kernel_" in main and "fj_kernel_" in part
+
+
+def test_a_branch_whose_first_step_is_split_over_the_pool():
+    # The branch's block function places the split kernel's context at the start of its
+    # entry block, under the builder emitting its steps: the steps must stay in order.
+    x = np.random.default_rng(8).standard_normal(1 << 20).astype(np.float32)
+    _same_as_interpreter(lambda x: fj.cond(x.sum() > 0, lambda: fj.exp(x * 0.1) * 2, lambda: fj.tanh(x) - 1), x,
+                         rtol=1e-5)
