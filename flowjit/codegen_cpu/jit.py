@@ -297,14 +297,28 @@ def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int) 
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
+def _unlocked_calls() -> bool:
+    """Whether this llvmlite exposes the unlocked C functions ``_compile_apart`` calls
+    (``ffi.lib.NAME._cfn``, an internal of llvmlite 0.44-0.50): else modules compile one
+    after the other, as before."""
+    binding()
+    from llvmlite.binding import ffi
+
+    try:
+        return all(callable(getattr(ffi.lib, n)._cfn) for n in
+                   ("LLVMPY_RunNewModulePassManager", "LLVMPY_TargetMachineEmitToMemory"))
+    except AttributeError:
+        return False
+
+
 def compile_objects(ir_texts: Sequence[str], target: HostTarget | None = None, name: str = "module",
                     opt_level: int = OPT_LEVEL) -> list[bytes]:
     """The object code of each module of ``ir_texts`` (as ``compile_object``); two or more
     compile at once, each on a thread of its own (``_compile_apart``): a program's split
     kernels beside its steps take a cold call's LLVM time to about 0.55x on two idle CPUs."""
     target = target or host_target()
-    if len(ir_texts) == 1:
-        return [compile_object(ir_texts[0], target, name, opt_level)]
+    if len(ir_texts) == 1 or not _unlocked_calls():
+        return [compile_object(t, target, f"{name}[{i}]" if i else name, opt_level) for i, t in enumerate(ir_texts)]
     out: list[bytes | BaseException | None] = [None] * len(ir_texts)
 
     def run(i: int) -> None:

@@ -539,3 +539,10 @@ def test_modules_compiled_at_once_on_threads_are_the_objects_compiled_one_at_a_t
     assert jit.compile_objects(texts) == [jit.compile_object(t) for t in texts]
     with pytest.raises(jit.LLVMCompileError, match=r"mod\[1\]"):
         jit.compile_objects([texts[0], "define i64 @broken("], name="mod")
+
+
+def test_without_llvmlites_unlocked_calls_modules_compile_one_after_the_other(monkeypatch):
+    texts = [f"define i64 @g{i}(i64 %x) {{\n  %y = add i64 %x, {i}\n  ret i64 %y\n}}\n" for i in range(2)]
+    assert jit._unlocked_calls()  # the llvmlite this suite runs on has them
+    monkeypatch.setattr(jit, "_unlocked_calls", lambda: False)
+    assert jit.compile_objects(texts) == [jit.compile_object(t) for t in texts]
