@@ -230,25 +230,32 @@ def _fail(name: str, ir_text: str, err: Exception) -> LLVMCompileError:
         f"LLVM rejected module {name!r}: {str(err).strip()}{where}; {BUG_REPORT}")
 
 
+def _pipeline(ir_text: str, target: HostTarget, name: str, opt_level: int, tm: Any,
+              context: Any = None) -> tuple[Any, Any, Any]:
+    """``ir_text`` parsed (in ``context``, LLVM's global one by default) and verified, set
+    for ``tm``'s target, with the module pass manager at ``opt_level`` and its pass builder:
+    ``(module, manager, builder)``, the pipeline not yet run."""
+    llvm = binding()
+    try:
+        module = llvm.parse_assembly(ir_text, context=context)
+        module.verify()
+    except RuntimeError as e:
+        raise _fail(name, ir_text, e) from None
+    module.triple = target.triple
+    module.data_layout = str(tm.target_data)
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=opt_level))
+    return module, pb.getModulePassManager(), pb
+
+
 def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module",
              opt_level: int = OPT_LEVEL) -> Any:
     """Parse and verify ``ir_text`` and run LLVM's module pipeline at ``opt_level`` (O3; new
     pass manager) for ``target``; returns the optimized llvmlite ModuleRef (``str()`` of it
     is the IR)."""
     target = target or host_target()
-    llvm = binding()
     with _llvm_lock:
-        try:
-            module = llvm.parse_assembly(ir_text)
-            module.verify()
-        except RuntimeError as e:
-            raise _fail(name, ir_text, e) from None
-        tm = _emitter(target, opt_level)
-        module.triple = target.triple
-        module.data_layout = str(tm.target_data)
-        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(module, pb)
+        module, mpm, pb = _pipeline(ir_text, target, name, opt_level, _emitter(target, opt_level))
+        mpm.run(module, pb)
         return module
 
 
@@ -275,17 +282,8 @@ def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int) 
     llvm = binding()
     from llvmlite.binding import ffi
 
-    try:
-        module = llvm.parse_assembly(ir_text, context=llvm.create_context())
-        module.verify()
-    except RuntimeError as e:
-        raise _fail(name, ir_text, e) from None
     tm = target.machine(jit=True, opt_level=opt_level)
-    module.triple = target.triple
-    module.data_layout = str(tm.target_data)
-    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    pb = llvm.create_pass_builder(tm, pto)
-    mpm = pb.getModulePassManager()
+    module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context())
     ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, module, pb)
     with ffi.OutputString() as err:
         buf = ffi.lib.LLVMPY_TargetMachineEmitToMemory._cfn(tm, module, 1, err)
@@ -579,8 +577,8 @@ def _places(runtime: bool) -> list[tuple[str, int | None]]:
     return [(objcache.runtime_directory(), 0o644), user] if runtime else [user]
 
 
-def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[list[str], bytes] | None:
-    """The declared functions and object code of the first valid entry of ``key`` in
+def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[list[str], list[bytes]] | None:
+    """The declared functions and object code (one object or more) of the first valid entry of ``key`` in
     ``places``; a corrupt one is counted as rejected and passed over. Found past the first
     place (the runtime's, kept in the user's cache), it is written to the first too, where
     that can be written now (so a corrupt entry there is replaced)."""
@@ -596,9 +594,10 @@ def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[lis
     return None
 
 
-def load_source(source: str, render: Callable[[], str], target: HostTarget | None = None,
+def load_source(source: str, render: Callable[[], str | Sequence[str]], target: HostTarget | None = None,
                 name: str = "module", opt_level: int = OPT_LEVEL, runtime: bool = False) -> Library:
-    """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text), cached
+    """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text; or several
+    modules' texts, compiled at once and linked together, the first the one to call into), cached
     under ``source``: text that identifies that IR completely (the IR itself, or a kernel's
     loop IR with the renderer's version). A warm process loads the object code without
     calling ``render`` (nor importing LLVM, for the host); otherwise as ``load``.

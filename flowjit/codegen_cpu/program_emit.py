@@ -110,11 +110,20 @@ class _Driver:
         v = b.add(b.mul(self.batch, ir.Constant(I64, x.a)), ir.Constant(I64, x.b))
         return v if ty.width == 64 else b.trunc(v, ty)
 
-    def extern(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-        fn = self.declared.get(name)
+    def extern(self, name: str, ret: ir.Type, args: list[ir.Type], part: bool = False) -> ir.Function:
+        """Function ``name`` declared once in the steps' module (or the second, ``part``)."""
+        module, declared = (self.part, self.part_declared) if part else (self.module, self.declared)
+        fn = declared.get(name)
         if fn is None:
-            fn = self.declared[name] = ir.Function(self.module, ir.FunctionType(ret, args), name)
+            fn = declared[name] = ir.Function(module, ir.FunctionType(ret, args), name)
         return fn
+
+    def place(self, kernel: Any, part: bool) -> None:
+        """Link ``kernel`` into the second module (``part``) or the steps' one."""
+        where = "part" if part else "main"
+        self.kernels_in[where][kernel.name] = kernel
+        if self.part is not None:
+            self.cost[where] += self.weight(kernel)
 
     @staticmethod
     def field(b: ir.IRBuilder, obj: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
@@ -284,25 +293,36 @@ class _Driver:
         fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P] + [I8P] * len(own)), "fj_steps")
         fn.linkage = "internal"
         tab, scratch, *ptrs = fn.args
+        return self.body(fn, plan, tab, scratch, {buf.name: p for buf, p in zip(own, ptrs)}, self.profile)
+
+    def body(self, fn: ir.Function, plan: ProgramPlan | BlockPlan, tab: ir.Value, scratch: ir.Value,
+             bufs: dict[str, ir.Value], profile: bool = False) -> ir.Function:
+        """Fill ``fn`` (``fj_steps`` or a block's function) with ``plan``'s steps, returning
+        0, or 1 when a kernel's temps could not be allocated: ``bufs`` holds the buffers
+        ``fn`` is handed; the constants come from ``tab``, the intermediates from
+        ``scratch``. ``profile``: CLOCK_MONOTONIC before and after each step."""
         # The entry block holds the allocas only (a split kernel's context, a profile's
-        # timespec are placed at its start), the steps follow in a block of their own.
+        # timespec are placed at its start, which would move the instructions under a
+        # builder there); the steps follow in a block of their own.
         entry = ir.IRBuilder(fn.append_basic_block("entry"))
         status = entry.alloca(I32)
         body = fn.append_basic_block("steps")
         entry.branch(body)
         b = ir.IRBuilder(body)
-        bufs = {buf.name: p for buf, p in zip(own, ptrs)}
+        bufs = dict(bufs)
         for buf in plan.buffers:  # with no scratch (every intermediate empty), no address is read
+            if buf.shares:
+                continue
             if buf.kind == "const":
                 bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
-            elif buf.kind == "scratch" and not buf.shares:
-                bufs[buf.name] = b.gep(scratch, [ir.Constant(I64, buf.slot)], inbounds=True)
+            elif buf.kind == "scratch":
+                bufs[buf.name] = b.gep(scratch, [self.value(b, buf.slot)], inbounds=True)
         for buf in plan.buffers:
             if buf.shares:
                 bufs[buf.name] = bufs[buf.shares]
         b.store(ir.Constant(I32, 0), status)
         done = fn.append_basic_block("steps_done")
-        if self.profile:  # CLOCK_MONOTONIC before and after each top-level step
+        if profile:
             stamps = b.inttoptr(self.table(b, tab, T_PROFILE), I64.as_pointer())
             for i, step in enumerate(plan.steps):
                 self.stamp(b, stamps, 2 * i)
@@ -392,31 +412,7 @@ class _Driver:
 
     def _block_body(self, fn: ir.Function, plan: BlockPlan) -> ir.Function:
         tab, scratch, *params = fn.args[:2 + len(plan.args) + len(plan.outs)]
-        # As in fj_steps: the entry block holds the allocas only (a split kernel's context is
-        # placed at its start, which would move the instructions under a builder there).
-        entry = ir.IRBuilder(fn.append_basic_block("entry"))
-        status = entry.alloca(I32)
-        body = fn.append_basic_block("steps")
-        entry.branch(body)
-        b = ir.IRBuilder(body)
-        bufs = dict(zip([*plan.args, *plan.outs], params))
-        for buf in plan.buffers:
-            if buf.shares:
-                continue
-            if buf.kind == "const":
-                bufs[buf.name] = b.inttoptr(self.table(b, tab, T_FIXED + 2 * self.n_results + buf.slot), I8P)
-            elif buf.kind == "scratch":
-                bufs[buf.name] = b.gep(scratch, [self.value(b, buf.slot)], inbounds=True)
-        for buf in plan.buffers:
-            if buf.shares:
-                bufs[buf.name] = bufs[buf.shares]
-        b.store(ir.Constant(I32, 0), status)
-        done = fn.append_basic_block("done")
-        self.steps(b, fn, tab, plan.steps, bufs, status, done)
-        b.branch(done)
-        b.position_at_end(done)
-        b.ret(b.load(status))
-        return fn
+        return self.body(fn, plan, tab, scratch, dict(zip([*plan.args, *plan.outs], params)))
 
     def control(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, c: ControlCall, bufs: dict[str, ir.Value],
                 status: ir.Value, done: ir.Block) -> None:
@@ -503,19 +499,15 @@ class _Driver:
             if self.part is not None and all(isinstance(d, ir.Constant) for d in dims) and self.lighter() == "part":
                 # In the second module, behind a function of the buffers alone that calls
                 # it at its shape (inlined there, as it would be into the steps).
-                self.kernels_in["part"][step.kernel.name] = step.kernel
-                self.cost["part"] += self.weight(step.kernel)
-                symbol = kernel_abi.symbol(step.kernel)
-                kernel = self.part_declared.get(symbol) or self.part_declared.setdefault(
-                    symbol, ir.Function(self.part, entry_ty, symbol))
+                self.place(step.kernel, part=True)
+                kernel = self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args, part=True)
                 name = self.fresh("fj_at_")
                 at = ir.Function(self.part, ir.FunctionType(I32, [I8P] * len(ptrs)), name)
                 w = ir.IRBuilder(at.append_basic_block("entry"))
                 w.ret(w.call(kernel, [*at.args, *dims]))
                 rc = b.call(self.extern(name, I32, [I8P] * len(ptrs)), ptrs)
             else:
-                self.kernels_in["main"][step.kernel.name] = step.kernel
-                self.cost["main"] += self.weight(step.kernel)
+                self.place(step.kernel, part=False)
                 rc = b.call(self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args), ptrs + dims)
             if any(buf.role == "temp" for buf in step.kernel.buffers):
                 self.check(b, fn, rc, status, done)
@@ -524,16 +516,12 @@ class _Driver:
         # that runs the chunk entry over the rows [lo, hi) the pool hands it. With constant
         # sizes the wrapper and the kernel go to the second module (self.part).
         trips, parts = step.split
-        chunk_ty = ir.FunctionType(VOID, [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims))
         apart = self.part is not None and all(isinstance(d, ir.Constant) for d in dims)
-        home = self.part if apart else self.module
-        self.kernels_in["part" if apart else "main"][step.kernel.name] = step.kernel
-        self.cost["part" if apart else "main"] += self.weight(step.kernel)
-        symbol = kernel_abi.chunk_symbol(step.kernel)
-        declared = self.part_declared if apart else self.declared
-        chunk = declared.get(symbol) or declared.setdefault(symbol, ir.Function(home, chunk_ty, symbol))
+        self.place(step.kernel, part=apart)
+        chunk = self.extern(kernel_abi.chunk_symbol(step.kernel), VOID,
+                            [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims), part=apart)
         name = self.fresh("fj_split_")
-        wrap = ir.Function(home, ir.FunctionType(VOID, [I64, I64, I8P]), name)
+        wrap = ir.Function(self.part if apart else self.module, ir.FunctionType(VOID, [I64, I64, I8P]), name)
         if not apart:
             wrap.linkage = "internal"
         lo, hi, ctx = wrap.args
