@@ -5,7 +5,11 @@ written; reusing memory costs nothing. ``BufferPool.empty`` hands out arrays car
 pooled blocks (anonymous mmaps, with transparent-huge-page advice from 2 MiB up). When
 the last array viewing a block is dropped, a finalizer puts the block back, so a result
 the user lets go of is reused by the next call, and one the user keeps is simply theirs.
-Small arrays come from NumPy directly: malloc already reuses them cheaply.
+Arrays under glibc's mmap threshold (128 KiB) come from NumPy directly: malloc reuses
+them cheaply. From that size malloc maps fresh pages for each array, until a larger
+block is freed (a process that also runs JAX or torch frees such blocks; one running
+flowjit alone does not): a 784x256 weight's update page-faulted every call, an MLP's
+training step at twice the time.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import weakref
 
 import numpy as np
 
-POOL_MIN_BYTES = 1 << 20      # below this, np.empty is as good
+POOL_MIN_BYTES = 128 << 10    # glibc's mmap threshold: below it, np.empty is as good
 LINE_BYTES = 64               # a cache line: blocks have room to start an array anywhere in one
 HUGE_PAGE_BYTES = 2 << 20
 MAX_FREE_PER_SIZE = 8         # blocks kept per size class; more unmap when their array goes
