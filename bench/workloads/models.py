@@ -3,7 +3,7 @@ transformer block, an embedding bag, an LSTM over scan), each as inference and a
 training step, in flowjit against JAX jit, TensorFlow (XLA), torch eager and torch.compile.
 
 Every library runs the same model body (zoo.py writes each model once against a numpy-like
-namespace and a small adapter table). Four tables:
+namespace and a small adapter table). Five tables:
 
 - steady state: the median time per call after warm-up, the columns alternated in rounds
   (``common.run_case``) so that a noisy neighbour touches every library alike; each
@@ -19,8 +19,12 @@ namespace and a small adapter table). Four tables:
   with the caches the cold one left). The machine code of flowjit's own runtime beside the
   package (the native pool, the GEMMs over it: ``objcache.runtime_directory()``), compiled
   once per installation, stays, as Python's bytecode and jaxlib's prebuilt runtime do.
+- the steady state of the warm new process, a library alone in its process: the median
+  per call after the first two, and the minor page faults per call. The first table runs
+  every library in one process, where one library's large frees raise glibc's mmap
+  threshold for the others; alone, flowjit's mid-sized results once page-faulted every call.
 - peak memory: the peak resident set (``VmHWM``; native memory included, which tracemalloc
-  does not see) of the warm child after its first call and three more, and in parentheses
+  does not see) of the warm child after its first calls, and in parentheses
   what the calls added over the peak after import and setup. Not ``ru_maxrss``: Linux hands
   a child the forking parent's peak across fork and exec.
 
@@ -54,12 +58,15 @@ IMPLS = (("fj", "flowjit"), ("jax", "JAX jit"), ("tf", "TensorFlow (XLA)"), ("to
 HEAD = dict(IMPLS)
 MODES = ("inference", "train")
 CHILD_CALLS = 3          # calls after the first two in a child, before its peak RSS is read
+ALONE_S = (0.1, 0.4)     # and calls for this long (quick, full): the steady state of a process of its own
 TIMEOUT_S = 900
 TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
           "loaded": "Model zoo: steady state with two busy processes on the same cores",
           "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left)",
-          "memory": "Model zoo: peak memory of a new process (peak RSS, VmHWM, after the first call and "
-                    f"{CHILD_CALLS} more; in parentheses: over the peak after import and setup)"}
+          "alone": "Model zoo: steady state in a process of its own (the warm new process: median per call "
+                   "after the first two; in parentheses: minor page faults per call)",
+          "memory": "Model zoo: peak memory of a new process (peak RSS, VmHWM, after the first calls; in "
+                    "parentheses: over the peak after import and setup)"}
 
 
 @dataclass
@@ -192,8 +199,9 @@ def _peak_rss() -> int:
 
 
 def child_main(argv: list[str]) -> int:
-    """``IMPL MODEL MODE quick|full``: import, set up, first call, second call, CHILD_CALLS more;
-    one JSON line with the times, the peak RSS after setup and at the end, flowjit's native cell."""
+    """``IMPL MODEL MODE quick|full``: import, set up, first call, second call, then calls for
+    ALONE_S (at least CHILD_CALLS); one JSON line with the times (the later calls' median),
+    their page faults per call, the peak RSS after setup and at the end, flowjit's native cell."""
     impl, model, mode, size = argv
     try:
         t0 = time.perf_counter()
@@ -213,10 +221,21 @@ def child_main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         call()
         second_s = time.perf_counter() - t0
-        for _ in range(CHILD_CALLS):
+        # The steady state of a process running one library alone: what the steady-state
+        # table, every library in one process, cannot show (one library's large frees raise
+        # glibc's mmap threshold for all: flowjit's mid-sized results page-faulted every call
+        # alone, 2x an MLP step's time, and not in the bench's own process).
+        times: list[float] = []
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        until = time.perf_counter() + ALONE_S[size == "full"]
+        while len(times) < CHILD_CALLS or time.perf_counter() < until:
+            t0 = time.perf_counter()
             call()
+            times.append(time.perf_counter() - t0)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         out = {"import_s": import_s, "first_s": first_s, "second_s": second_s, "rss_setup": rss_setup,
-               "rss_peak": _peak_rss(), "native": native()}
+               "rss_peak": _peak_rss(), "native": native(), "alone_s": float(np.median(times)),
+               "faults": faults / len(times)}
         if impl == "fj":
             import flowjit as fj
             out["cache"] = fj.cache_stats()
@@ -346,11 +365,14 @@ def run(ctx: Ctx) -> list[Row]:
 def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
     """The first-call and memory tables: per library a cold and a warm child (torch eager
     compiles nothing: one child), each in a new temporary cache directory."""
-    first_rows, memory_rows = [], []
+    first_rows: list[ModelRow] = []
+    alone_rows: list[ModelRow] = []
+    memory_rows: list[ModelRow] = []
     for model, mode in pairs:
         label = f"{zoo.describe(model, ctx.quick)}, {mode}"
         first = ModelRow("models", label, table="first", model=model, mode=mode)
         memory = ModelRow("models", label, table="memory", model=model, mode=mode)
+        alone = ModelRow("models", label, table="alone", model=model, mode=mode)
         peaks: dict[str, int] = {}
         for impl, head in columns(ctx):
             try:
@@ -359,7 +381,7 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                 if impl == "tf":
                     raise Skip("no TensorFlow adapter in zoo.py")
             except Skip as e:
-                for r in (first, memory):
+                for r in (first, alone, memory):
                     r.cells[impl] = Cell(text=f"skipped: {e}", skipped=True)
                 continue
             cache = tempfile.mkdtemp(prefix=f"bench_models_{impl}_")
@@ -377,6 +399,9 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                         seconds=res["first_s"], text=f"{fmt_time(res['first_s'], 'ms')} "
                                                      f"(2nd {fmt_time(res['second_s'], 'ms')})")
                 last = got.get("warm", got.get("cold", {}))
+                if "alone_s" in last:
+                    alone.cells[impl] = Cell(seconds=last["alone_s"], text=f"{fmt_time(last['alone_s'], 'ms')} "
+                                                                            f"({last['faults']:.0f})")
                 if "rss_peak" in last:
                     peaks[impl] = last["rss_peak"]
                     memory.cells[impl] = Cell(seconds=last["rss_peak"],
@@ -390,14 +415,16 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
         first.fj_jax = [_ratio(first.cells.get("fj:cold"), first.cells.get("jax:cold")),
                         _ratio(first.cells.get("fj:warm"), first.cells.get("jax:warm"))]
         memory.fj_jax = [_ratio(memory.cells.get("fj"), memory.cells.get("jax"))]
+        alone.fj_jax = [_ratio(alone.cells.get("fj"), alone.cells.get("jax"))]
         first_rows.append(first)
+        alone_rows.append(alone)
         memory_rows.append(memory)
-    return first_rows + memory_rows
+    return first_rows + alone_rows + memory_rows
 
 
 # ---- the tables --------------------------------------------------------------------------------
 def render(ctx: Ctx, rows: list[Row]) -> list[str]:
-    """The workload's four tables (called by ``bench/run.py``)."""
+    """The workload's five tables (called by ``bench/run.py``)."""
     from bench.run import table
     mine = [r for r in rows if isinstance(r, ModelRow)]
 
@@ -434,6 +461,11 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
                        [[r.label, *[text(r, k) if k in r.cells or k.split(":")[0] not in r.cells
                                     else text(r, k.split(":")[0]) for k, _ in keys], *r.fj_jax]
                         for r in body("first")])
+        lines.append("")
+    if body("alone"):
+        lines += [f"### {TITLES['alone']}", ""]
+        lines += table(["model", *[h for _, h in cols], "flowjit/JAX"],
+                       [[r.label, *[text(r, k) for k, _ in cols], *r.fj_jax] for r in body("alone")])
         lines.append("")
     if body("memory"):
         lines += [f"### {TITLES['memory']}", ""]
