@@ -37,6 +37,7 @@ from .kernel_abi import (
     CHUNK_BYTES,
     PREFETCH_BYTES,
     STREAM_MIN_BYTES,
+    TEMP_ALIGN,
     chunk_loop,
     chunk_symbol,
     disjuncts,
@@ -103,8 +104,11 @@ class _Renderer:
         ptr_types = [_mem(b.dtype).as_pointer() for b in args]
         dim_types = [I64 for b in args for _ in range(b.rank)]
         ret = ir.VoidType() if bounds else I32
-        self.fn = ir.Function(self.module, ir.FunctionType(ret, [I64] * len(bounds) + ptr_types + dim_types),
-                              name=name)
+        temp_bufs = [b for b in k.buffers if b.role == "temp"]
+        # An entry with temps takes their memory (kernel_abi.temp_bytes), or NULL to allocate its own.
+        given_type = [I8.as_pointer()] if temp_bufs and not bounds else []
+        self.fn = ir.Function(self.module, ir.FunctionType(ret, [I64] * len(bounds) + ptr_types + dim_types
+                                                           + given_type), name=name)
         self.fn.attributes.add("nounwind")
         # LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels bound by arithmetic (gelu's
         # tanh) run 1.15-1.4x faster at 512 (measured on the AVX-512 machines). Elsewhere
@@ -151,33 +155,74 @@ class _Renderer:
         self.accs: dict[str, tuple] = {}
         self.memo: dict = {}
         env.update({s.name: self.dims[s.buffer][s.dim] for s in k.sizes})
-        temps = []
-        for t in (b for b in k.buffers if b.role == "temp"):
-            dims = [self.expr(n, env) for n in t.shape]
-            self.memo = {}
-            count = ir.Constant(I64, 1)
-            for n in dims:
-                count = self.b.mul(count, n)
-            raw = self.b.call(self._libc("calloc", I8.as_pointer(), [I64, I64]),
-                              [count, ir.Constant(I64, max(1, t.dtype.itemsize))])
-            self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
-            self.dims[t.name] = dims
-            temps.append(raw)
         free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
-        if temps:  # out of memory: free what was allocated, return 1 (free(NULL) is a no-op)
+        temps: list[ir.Value] = []
+        owned: ir.Value = ir.Constant(I1, 1)
+        if temp_bufs:
+            counts = []
+            for t in temp_bufs:
+                dims = [self.expr(n, env) for n in t.shape]
+                self.memo = {}
+                count = ir.Constant(I64, 1)
+                for n in dims:
+                    count = self.b.mul(count, n)
+                counts.append(count)
+                self.dims[t.name] = dims
+            given = self.fn.args[-1] if given_type else None
+            own = self.fn.append_basic_block("own_temps")
+            if given is not None:
+                given.name = "temps"
+                carve, joined = self.fn.append_basic_block("given_temps"), self.fn.append_basic_block("temps_ready")
+                self.b.cbranch(self.b.icmp_unsigned("==", given, ir.Constant(given.type, None)), own, carve)
+                self.b.position_at_end(carve)
+                carved, at = [], ir.Constant(I64, 0)
+                for t, count in zip(temp_bufs, counts):
+                    carved.append(self.b.gep(given, [at], inbounds=True))
+                    end = self.b.add(at, self.b.mul(count, ir.Constant(I64, max(1, t.dtype.itemsize))))
+                    at = self.b.and_(self.b.add(end, ir.Constant(I64, TEMP_ALIGN - 1)), ir.Constant(I64, -TEMP_ALIGN))
+                from_given = self.b.block
+                self.b.branch(joined)
+            else:
+                self.b.branch(own)
+            self.b.position_at_end(own)
+            calloc = self._libc("calloc", I8.as_pointer(), [I64, I64])
+            raws = [self.b.call(calloc, [count, ir.Constant(I64, max(1, t.dtype.itemsize))])
+                    for t, count in zip(temp_bufs, counts)]
+            # Out of memory: free what was allocated, return 1 (free(NULL) is a no-op).
             failed = ir.Constant(I1, 0)
-            for raw in temps:
+            for raw in raws:
                 failed = self.b.or_(failed, self.b.icmp_unsigned("==", raw, ir.Constant(raw.type, None)))
             bail, go = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("run")
             self.b.cbranch(failed, bail, go)
             self.b.position_at_end(bail)
-            for raw in temps:
+            for raw in raws:
                 self.b.call(free, [raw])
             self.b.ret(ir.Constant(I32, 1))
             self.b.position_at_end(go)
+            temps = raws
+            if given is not None:
+                from_own = self.b.block
+                self.b.branch(joined)
+                self.b.position_at_end(joined)
+                temps = []
+                for c, raw in zip(carved, raws):
+                    temps.append(self.b.phi(I8.as_pointer()))
+                    temps[-1].add_incoming(c, from_given)
+                    temps[-1].add_incoming(raw, from_own)
+                owned = self.b.phi(I1)
+                owned.add_incoming(ir.Constant(I1, 0), from_given)
+                owned.add_incoming(ir.Constant(I1, 1), from_own)
+            for t, raw in zip(temp_bufs, temps):
+                self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
         self.stmts(body, env)
-        for raw in temps:
-            self.b.call(free, [raw])
+        if temps:   # the memory it allocated itself, not the caller's
+            release, done = self.fn.append_basic_block("free_temps"), self.fn.append_basic_block("done")
+            self.b.cbranch(owned, release, done)
+            self.b.position_at_end(release)
+            for raw in temps:
+                self.b.call(free, [raw])
+            self.b.branch(done)
+            self.b.position_at_end(done)
         if bounds:
             self.b.ret_void()
         else:

@@ -59,3 +59,35 @@ def chunk_symbol(kernel: Kernel) -> str:
 def symbol(kernel: Kernel) -> str:
     """The name of ``kernel``'s function in its module (and its object code)."""
     return f"fj_kernel_{kernel.name}"
+
+
+# A kernel's temp buffers, when its caller hands it their memory: each starts at a multiple
+# of TEMP_ALIGN from the block's (aligned) start, in ``kernel.buffers`` order.
+TEMP_ALIGN = 64
+
+
+def has_temps(kernel: Kernel) -> bool:
+    """Whether ``kernel`` has temp buffers: its entry then takes their memory (``temp_bytes``)
+    as one more argument, after the dimensions."""
+    return any(b.role == "temp" for b in kernel.buffers)
+
+
+def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:
+    """Bytes that hold ``kernel``'s temp buffers at the size variables' values ``sizes``:
+    each temp's bytes rounded up to TEMP_ALIGN (a multiple of it in all, so what follows in
+    a scratch block stays aligned; linear in a batch dimension sampled at multiples of 64,
+    as a symbolic plan samples it). None when a temp's shape is not sizes and constants."""
+    total = 0
+    for b in kernel.buffers:
+        if b.role != "temp":
+            continue
+        count = 1
+        for e in b.shape:
+            if isinstance(e, Const):
+                count *= int(e.value)
+            elif isinstance(e, Var) and e.name in sizes:
+                count *= sizes[e.name]
+            else:
+                return None
+        total += -(-count * max(1, b.dtype.itemsize) // TEMP_ALIGN) * TEMP_ALIGN
+    return total

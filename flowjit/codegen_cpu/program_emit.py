@@ -495,21 +495,26 @@ class _Driver:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [self.value(b, d) for d in step.dims]
         if step.split is None:
-            entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims))
+            # A kernel with temps is handed their memory in the scratch block (or NULL: it
+            # allocates its own), after its dimensions.
+            given = [] if not kernel_abi.has_temps(step.kernel) else [
+                b.bitcast(bufs[step.temps], I8P) if step.temps else ir.Constant(I8P, None)]
+            entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
             if self.part is not None and all(isinstance(d, ir.Constant) for d in dims) and self.lighter() == "part":
                 # In the second module, behind a function of the buffers alone that calls
                 # it at its shape (inlined there, as it would be into the steps).
                 self.place(step.kernel, part=True)
                 kernel = self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args, part=True)
                 name = self.fresh("fj_at_")
-                at = ir.Function(self.part, ir.FunctionType(I32, [I8P] * len(ptrs)), name)
+                n_ptrs = len(ptrs) + len(given)
+                at = ir.Function(self.part, ir.FunctionType(I32, [I8P] * n_ptrs), name)
                 w = ir.IRBuilder(at.append_basic_block("entry"))
-                w.ret(w.call(kernel, [*at.args, *dims]))
-                rc = b.call(self.extern(name, I32, [I8P] * len(ptrs)), ptrs)
+                w.ret(w.call(kernel, [*at.args[:len(ptrs)], *dims, *at.args[len(ptrs):]]))
+                rc = b.call(self.extern(name, I32, [I8P] * n_ptrs), ptrs + given)
             else:
                 self.place(step.kernel, part=False)
-                rc = b.call(self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args), ptrs + dims)
-            if any(buf.role == "temp" for buf in step.kernel.buffers):
+                rc = b.call(self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args), ptrs + dims + given)
+            if given and not step.temps:
                 self.check(b, fn, rc, status, done)
             return
         # Split over the native pool: a context of the buffers' addresses, and a wrapper

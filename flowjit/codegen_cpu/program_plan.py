@@ -76,15 +76,18 @@ class Buffer:
 @dataclass(frozen=True, repr=False)
 class KernelCall:
     """One kernel: ``buffers`` names a buffer per kernel argument (ABI order), ``dims``
-    every dimension; ``split`` (trips, parts) runs its chunk entry on the native pool."""
+    every dimension; ``split`` (trips, parts) runs its chunk entry on the native pool;
+    ``temps`` the scratch buffer its temp buffers live in (``kernel_abi.temp_bytes``)."""
 
     kernel: Kernel
     buffers: tuple[str, ...]
     dims: tuple[int, ...]
     split: tuple[int, int] | None
+    temps: str = ""       # the scratch buffer holding the kernel's temps ("": it allocates its own)
 
     def __repr__(self) -> str:  # the kernel by name: a program's identity lists each kernel's once
-        return f"KernelCall({self.kernel.name!r}, {self.buffers!r}, {self.dims!r}, {self.split!r})"
+        return (f"KernelCall({self.kernel.name!r}, {self.buffers!r}, {self.dims!r}, {self.split!r}"
+                f"{f', temps={self.temps!r}' if self.temps else ''})")
 
 
 @dataclass(frozen=True)
@@ -545,8 +548,9 @@ class _Planner:
             t = value_type[vid]
             buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "const", k)
 
-        # Control steps need scratch of their own (carries, the condition, their blocks').
-        control_temp: dict[int, tuple[int, list[BlockPlan]]] = {}
+        # Steps with scratch of their own: control steps (carries, the condition, their blocks'),
+        # kernels with temp buffers.
+        step_scratch: dict[int, tuple[int, list[BlockPlan]]] = {}
         for n, (what, op, ins) in enumerate(steps):
             if what == "control":
                 plans = []
@@ -557,26 +561,41 @@ class _Planner:
                 carry = op.primitive.loop.num_carry(op.attrs) if op.primitive.loop else 0
                 carry_bytes = sum(_aligned(_nbytes(v.type)) for v in op.inputs[:carry])
                 size = 2 * carry_bytes + SCRATCH_ALIGN + max((p.scratch_bytes for p in plans), default=0)
-                control_temp[n] = (size, plans)
+                step_scratch[n] = (size, plans)
 
+        # A kernel's temp buffers (a reduction's accumulators) live in the scratch block too,
+        # for its step only: a kernel allocating them itself maps fresh pages each call once
+        # they pass malloc's mmap threshold (a transformer's training step: 2,900 page faults).
+        for n, (what, op, ins) in enumerate(steps):
+            if what == "kernel" and kernel_abi.has_temps(kernels[op.id]):
+                k = kernels[op.id]
+                # The kernel's own operand shapes (an input may be a reshape's buffer); a complex
+                # buffer is its parts to the kernel: one more dimension, of 2.
+                shapes = [tuple(v.type.shape) + ((2,) if v.type.dtype.is_complex else ())
+                          for v in (*op.inputs, *op.results)]
+                of = dict(zip((b.name for b in k.buffers if b.role != "temp"), shapes))
+                nbytes = kernel_abi.temp_bytes(k, {s.name: of[s.buffer][s.dim] for s in k.sizes})
+                if nbytes:
+                    step_scratch[n] = (nbytes, [])
         inter = [r for r in members if owner[r] not in external]
         sizes = [_nbytes(value_type[v]) for v in inter]
         lives = [(min(defined_at[m] for m in members[r]), max(last_use.get(m, defined_at[m]) for m in members[r]))
                  for r in inter]
-        temps = sorted(control_temp)
+        temps = sorted(step_scratch)
         if self.sequential:
-            offsets, scratch = _sequential_offsets(sizes + [control_temp[n][0] for n in temps],
+            offsets, scratch = _sequential_offsets(sizes + [step_scratch[n][0] for n in temps],
                                                    [value_type[v].dtype.np.itemsize for v in inter]
                                                    + [SCRATCH_ALIGN] * len(temps))
         else:
-            offsets, scratch = _assign_offsets(sizes + [control_temp[n][0] for n in temps],
+            offsets, scratch = _assign_offsets(sizes + [step_scratch[n][0] for n in temps],
                                                lives + [(n, n) for n in temps])
         for vid, off in zip(inter, offsets):
             t = value_type[vid]
             buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "scratch", off)
         temp_buffers = {}
         for n, off in zip(temps, offsets[len(inter):]):
-            temp_buffers[n] = Buffer(f"{prefix}temp{n}", "uint8", (control_temp[n][0],), "scratch", off)
+            temp_buffers[n] = Buffer(f"{prefix}temp{n}", "uint8", (step_scratch[n][0],), "scratch", off)
+        kernel_temps = {n: b.name for n, b in temp_buffers.items() if steps[n][0] == "kernel"}
         for r, ms in members.items():
             home = buffers[owner[r]]
             for m in ms:
@@ -606,7 +625,8 @@ class _Planner:
                     trips = _trips(k, found[1], shapes)
                     if trips >= 2:
                         split = (trips, self.threads)
-                calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split))
+                calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split,
+                                        kernel_temps.get(n, "")))
             elif what == "gemm":
                 calls.append(_gemm(op, ins, buffers))
                 work += math.prod(op.results[0].type.shape) * op.inputs[0].type.shape[-1]
@@ -619,7 +639,7 @@ class _Planner:
                                     bool(op.attrs.get("lower", True)), m, bool(op.attrs.get("full_matrices", False))))
                 work += batch * m * n * min(m, n)
             else:
-                size, plans = control_temp[n]
+                size, plans = step_scratch[n]
                 attrs = op.attrs
                 role = op.primitive.role
                 carry = op.primitive.loop.num_carry(op.attrs) if op.primitive.loop else 0

@@ -7,14 +7,18 @@ NAME; the prefix keeps a kernel called ``cos`` from binding libm's ``cos`` to it
 
     i32 fj_kernel_NAME(ptr buf_0, ..., ptr buf_m,   ; data of each "in" and "out" buffer in
                                                     ; kernel.buffers order (inputs first)
-                       i64 dim_0_0, ..., i64 dim_m_r)  ; then every dimension of each
+                       i64 dim_0_0, ..., i64 dim_m_r,  ; then every dimension of each
                                                     ; of those buffers, buffer by buffer
+                       ptr temps)                   ; a kernel with temp buffers only
 
 Buffers are row-major and contiguous with their natural alignment; strides come from the
 dimensions, and each size variable is the dimension it names. It returns 0, or 1 when
-the memory of its temp buffers could not be allocated (nothing ran). Temp buffers are the
-kernel's own: zeroed with ``calloc`` on entry and freed before it returns, so a caller
-passes no scratch. A kernel whose one top-level loop is parallel (``chunk_loop``) also
+the memory of its temp buffers could not be allocated (nothing ran). A kernel with temp
+buffers takes their memory last: ``kernel_abi.temp_bytes`` bytes aligned to 64, each temp
+at the next multiple of ``TEMP_ALIGN`` (a native program hands it a slice of its scratch
+block, reused call after call); given NULL, it allocates them with ``calloc`` on entry and
+frees them before it returns. The lowering uses no element of a temp before writing it,
+so handed memory need not be zeroed. A kernel whose one top-level loop is parallel (``chunk_loop``) also
 exports ``void fj_chunk_NAME(i64 lo, i64 hi, <the same arguments>)``, which runs iterations
 [lo, hi) of that loop (its entry calls it over the whole range): ``CompiledKernel`` splits
 large calls over ``parallel.pool()``; other parallel loops run serially. A loop the
@@ -62,7 +66,7 @@ from flowjit.lowering.loops import (
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, objcache, parallel
-from .kernel_abi import chunk_loop, chunk_symbol, symbol
+from .kernel_abi import chunk_loop, chunk_symbol, has_temps, symbol
 from .parallel import PARALLEL_MIN_ELEMENTS
 
 
@@ -100,7 +104,10 @@ class CompiledKernel:
         args = [b for b in kernel.buffers if b.role != "temp"]
         self._dtypes = [b.dtype.np for b in args]
         self._ranks = [b.rank for b in args]
-        ctypes_args = [ctypes.c_void_p] * len(args) + [ctypes.c_int64] * sum(self._ranks)
+        # A kernel with temps is handed NULL for their memory: it allocates its own.
+        self._given: tuple[None, ...] = (None,) if has_temps(kernel) else ()
+        ctypes_args = [ctypes.c_void_p] * len(args) + [ctypes.c_int64] * sum(self._ranks) + [ctypes.c_void_p] * len(
+            self._given)
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *ctypes_args)(self.address)
         self._chunk = None
         split = chunk_loop(kernel)
@@ -115,14 +122,16 @@ class CompiledKernel:
 
     def entry(self, shapes: Sequence[tuple[int, ...]], parallel: bool = True) -> Callable[..., int] | None:
         """The kernel's C entry as a ctypes function of (data pointers, then every
-        dimension), returning 1 when its temps could not be allocated, for a call on arrays
-        of ``shapes`` (a complex array's with its parts' axis of 2) that needs none of this
-        object's chunking: no parallel split at these sizes (or none wanted: ``parallel``
-        False). None: call the object itself."""
+        dimension, then, for a kernel with temps, None: it allocates them), returning 1 when
+        its temps could not be allocated, for a call on arrays of ``shapes`` (a complex
+        array's with its parts' axis of 2) that needs none of this object's chunking: no
+        parallel split at these sizes (or none wanted: ``parallel`` False). None: call the
+        object itself."""
         if (parallel and self._chunk is not None
                 and max(math.prod(s) for s in shapes) >= PARALLEL_MIN_ELEMENTS):
             return None
-        arity = len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
+        arity = (len(shapes) * [ctypes.c_void_p] + sum(len(s) for s in shapes) * [ctypes.c_int64]
+                 + [ctypes.c_void_p] * len(self._given))
         return ctypes.CFUNCTYPE(ctypes.c_int32, *arity)(self.address)
 
     def __call__(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
@@ -135,7 +144,7 @@ class CompiledKernel:
                                 f"got {a.dtype} of shape {a.shape} (contiguous: {a.flags.c_contiguous})")
         flat = [*[a.ctypes.data for a in arrays], *[n for a in arrays for n in a.shape]]
         if self._chunk is None:
-            if self._fn(*flat):
+            if self._fn(*flat, *self._given):
                 raise MemoryError(f"kernel {self.kernel.name}: out of memory for its temp buffers "
                                   f"(arrays of shapes {[a.shape for a in arrays]})")
             return

@@ -33,7 +33,6 @@ branch a cond takes); a block that never runs is not timed.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import math
 import time
@@ -284,9 +283,10 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
             and max(a.size for a in arrays) >= parallel.PARALLEL_MIN_ELEMENTS):
         n = len(op.inputs)
         return lambda: compiled(arrays[:n], arrays[n:])
-    entry = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * len(arrays),
-                             *[ctypes.c_int64] * sum(a.ndim for a in arrays))(compiled.address)
-    flat = [*(a.ctypes.data for a in arrays), *(d for a in arrays for d in a.shape)]
+    entry = compiled.entry([a.shape for a in arrays], parallel=False)
+    # A kernel with temps is handed None for them: it allocates its own.
+    flat = [*(a.ctypes.data for a in arrays), *(d for a in arrays for d in a.shape),
+            *([None] if any(b.role == "temp" for b in kernel.buffers) else [])]
     return lambda: (arrays, entry(*flat))  # the arrays live as long as the timer
 
 

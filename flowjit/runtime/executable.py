@@ -384,8 +384,10 @@ class Executable:
                     env[f"k{i}"] = entry
                     pointer = ".ctypes.data"
                     dims = "".join(f", {d}" for shape in shapes for d in shape)
-                    template = f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims})"
-                    if any(b.role == "temp" for b in k.buffers):
+                    temps = any(b.role == "temp" for b in k.buffers)   # None: the kernel allocates them
+                    template = (f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims}"
+                                f"{', None' if temps else ''})")
+                    if temps:
                         template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.name!r})"
                 if st.into is not None:
                     lines.append(template.format(ins[st.into] + pointer))
