@@ -172,14 +172,20 @@ class _Renderer:
             own = self.fn.append_basic_block("own_temps")
             if given is not None:
                 given.name = "temps"
+                # The caller's scratch slice overlaps none of the kernel's arguments (the
+                # plan keeps it apart from every buffer alive at the step), as calloc's did.
+                given.add_attribute("noalias")
                 carve, joined = self.fn.append_basic_block("given_temps"), self.fn.append_basic_block("temps_ready")
                 self.b.cbranch(self.b.icmp_unsigned("==", given, ir.Constant(given.type, None)), own, carve)
                 self.b.position_at_end(carve)
-                carved, at = [], ir.Constant(I64, 0)
+                # Each temp from the next address that is a multiple of TEMP_ALIGN, wherever the
+                # slice starts (a plan symbolic in a batch dimension places it at any multiple of 4).
+                start = self.b.ptrtoint(given, I64)
+                carved, at = [], start
                 for t, count in zip(temp_bufs, counts):
-                    carved.append(self.b.gep(given, [at], inbounds=True))
-                    end = self.b.add(at, self.b.mul(count, ir.Constant(I64, max(1, t.dtype.itemsize))))
-                    at = self.b.and_(self.b.add(end, ir.Constant(I64, TEMP_ALIGN - 1)), ir.Constant(I64, -TEMP_ALIGN))
+                    at = self.b.and_(self.b.add(at, ir.Constant(I64, TEMP_ALIGN - 1)), ir.Constant(I64, -TEMP_ALIGN))
+                    carved.append(self.b.gep(given, [self.b.sub(at, start)], inbounds=True))
+                    at = self.b.add(at, self.b.mul(count, ir.Constant(I64, max(1, t.dtype.itemsize))))
                 from_given = self.b.block
                 self.b.branch(joined)
             else:

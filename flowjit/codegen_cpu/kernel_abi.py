@@ -61,8 +61,8 @@ def symbol(kernel: Kernel) -> str:
     return f"fj_kernel_{kernel.name}"
 
 
-# A kernel's temp buffers, when its caller hands it their memory: each starts at a multiple
-# of TEMP_ALIGN from the block's (aligned) start, in ``kernel.buffers`` order.
+# A kernel's temp buffers, when its caller hands it their memory: each starts at the next
+# address that is a multiple of TEMP_ALIGN, in ``kernel.buffers`` order.
 TEMP_ALIGN = 64
 
 
@@ -74,13 +74,13 @@ def has_temps(kernel: Kernel) -> bool:
 
 def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:
     """Bytes that hold ``kernel``'s temp buffers at the size variables' values ``sizes``:
-    each temp's bytes rounded up to TEMP_ALIGN (a multiple of it in all, so what follows in
-    a scratch block stays aligned; linear in a batch dimension sampled at multiples of 64,
-    as a symbolic plan samples it). None when a temp's shape is not sizes and constants."""
+    their bytes, plus TEMP_ALIGN for each, whose start the kernel rounds up to an address
+    that is a multiple of it. Linear in the sizes, as a plan symbolic in a batch dimension
+    needs (fitted at multiples of 64, the line must hold at every other size). None when a
+    temp's shape is not sizes and constants."""
     total = 0
-    for b in kernel.buffers:
-        if b.role != "temp":
-            continue
+    temps = [b for b in kernel.buffers if b.role == "temp"]
+    for b in temps:
         count = 1
         for e in b.shape:
             if isinstance(e, Const):
@@ -89,5 +89,5 @@ def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:
                 count *= sizes[e.name]
             else:
                 return None
-        total += -(-count * max(1, b.dtype.itemsize) // TEMP_ALIGN) * TEMP_ALIGN
-    return total
+        total += count * max(1, b.dtype.itemsize)
+    return total + TEMP_ALIGN * len(temps)

@@ -14,8 +14,8 @@ NAME; the prefix keeps a kernel called ``cos`` from binding libm's ``cos`` to it
 Buffers are row-major and contiguous with their natural alignment; strides come from the
 dimensions, and each size variable is the dimension it names. It returns 0, or 1 when
 the memory of its temp buffers could not be allocated (nothing ran). A kernel with temp
-buffers takes their memory last: ``kernel_abi.temp_bytes`` bytes aligned to 64, each temp
-at the next multiple of ``TEMP_ALIGN`` (a native program hands it a slice of its scratch
+buffers takes their memory last: ``kernel_abi.temp_bytes`` bytes, each temp from the next
+address that is a multiple of ``TEMP_ALIGN`` (a native program hands it a slice of its scratch
 block, reused call after call); given NULL, it allocates them with ``calloc`` on entry and
 frees them before it returns. The lowering uses no element of a temp before writing it,
 so handed memory need not be zeroed. A kernel whose one top-level loop is parallel (``chunk_loop``) also

@@ -187,3 +187,25 @@ def test_constant_work_still_folds_for_any_batch_but_an_array_made_from_b_does_n
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
         for g, v in zip(got[1], want[1], strict=True):
             np.testing.assert_allclose(g, v, rtol=1e-5)
+
+
+def test_a_kernels_temps_get_the_scratch_they_use_at_every_batch_size():
+    # argsort's kernel has three temps (two key rows, one of positions); handed scratch, it
+    # starts each at the next address that is a multiple of 64. The plan is fitted at B = 64,
+    # 128, 192: at B = 1 or 7 the kernel used up to 128 bytes more than the line gave it (a
+    # heap overflow from C). Here the slice starts at the worst place, 4 bytes past a line.
+    from flowjit.aot.exporter import _symbolic_plan
+    from flowjit.codegen_cpu.kernel_abi import TEMP_ALIGN
+    from flowjit.codegen_cpu.program_plan import KernelCall, walk_steps
+
+    _, plan, _ = _symbolic_plan(lambda x: fj.argsort(x, axis=-1), (fj.ShapeDtype(("B", 3), "f32"),), {}, "B", "f")
+    (call,) = [s for s in walk_steps(plan.steps) if isinstance(s, KernelCall) and s.temps]
+    temps = [b for b in call.kernel.buffers if b.role == "temp"]
+    assert len(temps) == 3
+    for batch in (1, 2, 7, 33, 64, 65):
+        reserved = plan.buffer(call.temps).shape[0]
+        reserved = reserved.at(batch) if isinstance(reserved, Affine) else reserved
+        end = 4   # the emitter's carving (emit.py): each temp from the next multiple of TEMP_ALIGN
+        for t in temps:
+            end = -(-end // TEMP_ALIGN) * TEMP_ALIGN + batch * 3 * t.dtype.itemsize
+        assert end - 4 <= reserved, (batch, end - 4, reserved)
