@@ -61,7 +61,13 @@ class BufferPool:
             if block is not None:
                 self.reused += 1
         if block is None:
-            block = mmap.mmap(-1, size)
+            try:
+                block = mmap.mmap(-1, size)
+            except OSError:
+                # Out of mappings (vm.max_map_count: a block a result from 128 KiB, and a
+                # program that keeps ~65,000 of them) or of memory: malloc's heap may still
+                # have room, and np.empty raises MemoryError if not.
+                return np.empty(shape, dtype)
             if size >= HUGE_PAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
                 try:
                     block.madvise(mmap.MADV_HUGEPAGE)

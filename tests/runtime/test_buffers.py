@@ -105,3 +105,17 @@ def test_mid_sized_results_do_not_page_fault_every_call(tmp_path):
     assert got.returncode == 0, got.stderr[-2000:]
     faults = float(got.stdout.split()[-1])
     assert faults < 40, f"{faults} minor page faults a call"  # 2 x 196 pages if the results are fresh mappings
+
+
+def test_a_pool_that_cannot_map_a_block_hands_out_a_numpy_array(monkeypatch):
+    # Each block is a mapping of its own; a process that keeps tens of thousands of results
+    # runs out of them (vm.max_map_count) before it runs out of memory.
+    import mmap as mmap_module
+
+    def refuse(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+    pool = BufferPool()
+    monkeypatch.setattr(mmap_module, "mmap", refuse)
+    a = pool.empty((POOL_MIN_BYTES // 4,), np.float32)
+    a[:] = 2.0
+    assert a.flags.owndata and a.shape == (POOL_MIN_BYTES // 4,) and pool.allocated == 0 and a.sum() == a.size * 2.0
