@@ -301,6 +301,10 @@ class _Driver:
         0, or 1 when a kernel's temps could not be allocated: ``bufs`` holds the buffers
         ``fn`` is handed; the constants come from ``tab``, the intermediates from
         ``scratch``. ``profile``: CLOCK_MONOTONIC before and after each step."""
+        if isinstance(plan.scratch_bytes, int) and plan.scratch_bytes > 0 and isinstance(scratch, ir.Argument):
+            # Its caller never runs the steps without the block: a kernel inlined here with
+            # its temps in the block then drops the path that callocs them (LLVM's time).
+            scratch.add_attribute("nonnull")
         # The entry block holds the allocas only (a split kernel's context, a profile's
         # timespec are placed at its start, which would move the instructions under a
         # builder there); the steps follow in a block of their own.
@@ -500,17 +504,32 @@ class _Driver:
             given = [] if not kernel_abi.has_temps(step.kernel) else [
                 b.bitcast(bufs[step.temps], I8P) if step.temps else ir.Constant(I8P, None)]
             entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
-            if self.part is not None and all(isinstance(d, ir.Constant) for d in dims) and self.lighter() == "part":
-                # In the second module, behind a function of the buffers alone that calls
-                # it at its shape (inlined there, as it would be into the steps).
-                self.place(step.kernel, part=True)
-                kernel = self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args, part=True)
+            constant = all(isinstance(d, ir.Constant) for d in dims)
+            part = self.part is not None and constant and self.lighter() == "part"
+            if part or (constant and step.temps):
+                # Behind a function of the buffers alone that calls it at its shape (inlined
+                # there, as it would be into the steps): in the second module, or, for a kernel
+                # whose temps are a slice of the scratch block, a function of the steps' own,
+                # never inlined, whose argument for them is noalias. Inlined into the steps
+                # they would be one more address in the scratch block to LLVM, whose alias
+                # queries against the kernel's scratch operands cost the CNN's module of
+                # steps 74 -> 84 ms of LLVM (calloc's memory was an object of its own).
+                self.place(step.kernel, part=part)
+                kernel = self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args, part=part)
                 name = self.fresh("fj_at_")
-                n_ptrs = len(ptrs) + len(given)
-                at = ir.Function(self.part, ir.FunctionType(I32, [I8P] * n_ptrs), name)
+                # The temps' slice is an argument; NULL (the kernel callocs them) a constant
+                # of the wrapper, so that LLVM drops the path it does not take.
+                passed = given if step.temps else []
+                n_ptrs = len(ptrs) + len(passed)
+                at = ir.Function(self.part if part else self.module, ir.FunctionType(I32, [I8P] * n_ptrs), name)
+                if not part:
+                    at.linkage = "internal"
+                    at.attributes.add("noinline")
+                for attr in ("noalias", "nonnull") if passed else ():   # nonnull: the calloc path drops
+                    at.args[len(ptrs)].add_attribute(attr)
                 w = ir.IRBuilder(at.append_basic_block("entry"))
-                w.ret(w.call(kernel, [*at.args[:len(ptrs)], *dims, *at.args[len(ptrs):]]))
-                rc = b.call(self.extern(name, I32, [I8P] * n_ptrs), ptrs + given)
+                w.ret(w.call(kernel, [*at.args[:len(ptrs)], *dims, *(at.args[len(ptrs):] if passed else given)]))
+                rc = b.call(self.extern(name, I32, [I8P] * n_ptrs) if part else at, ptrs + passed)
             else:
                 self.place(step.kernel, part=False)
                 rc = b.call(self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args), ptrs + dims + given)

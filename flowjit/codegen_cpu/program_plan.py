@@ -33,6 +33,11 @@ METH_FASTCALL = 0x80
 # back costs more than the call.
 GIL_MIN_ELEMENTS = 1 << 15
 SCRATCH_ALIGN = 64
+# A kernel's temps from this size live in the scratch block. Measured on the zoo: calloc'd
+# temps of 0.4-0.8 MiB (the CNN's batch norm) never page-faulted, several of 2 MiB (the
+# transformer's training step) 2,900 times a call; and a kernel handed scratch for its temps
+# is called through a function of its own, 5-7 ms more of LLVM for the CNN's steps.
+TEMP_SCRATCH_MIN_BYTES = 1 << 20
 # CBLAS enums.
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 # A product of fewer multiply-adds than this runs on one BLAS thread: below it, waking the
@@ -563,9 +568,14 @@ class _Planner:
                 size = 2 * carry_bytes + SCRATCH_ALIGN + max((p.scratch_bytes for p in plans), default=0)
                 step_scratch[n] = (size, plans)
 
-        # A kernel's temp buffers (a reduction's accumulators) live in the scratch block too,
-        # for its step only: a kernel allocating them itself maps fresh pages each call once
-        # they pass malloc's mmap threshold (a transformer's training step: 2,900 page faults).
+        # A kernel's large temp buffers (a reduction's accumulators) live in the scratch block
+        # too, for its step only: a kernel allocating them itself maps fresh pages each call
+        # once glibc gives the freed top of its heap back (a transformer's training step:
+        # 2,900 page faults). Smaller ones it callocs from malloc's heap, and calloc's memory
+        # is an object of its own to LLVM, whose alias queries cost less to compile (the zoo
+        # MLP's training step, whose bias gradients sum into temps, 236 -> 221 ms cold). A
+        # plan symbolic in a batch dimension (sequential) keeps them all in scratch, whatever
+        # the size: its samples must agree, and a C caller's scratch then is all it needs.
         for n, (what, op, ins) in enumerate(steps):
             if what == "kernel" and kernel_abi.has_temps(kernels[op.id]):
                 k = kernels[op.id]
@@ -575,7 +585,7 @@ class _Planner:
                           for v in (*op.inputs, *op.results)]
                 of = dict(zip((b.name for b in k.buffers if b.role != "temp"), shapes))
                 nbytes = kernel_abi.temp_bytes(k, {s.name: of[s.buffer][s.dim] for s in k.sizes})
-                if nbytes:
+                if nbytes and (self.sequential or nbytes >= TEMP_SCRATCH_MIN_BYTES):
                     step_scratch[n] = (nbytes, [])
         inter = [r for r in members if owner[r] not in external]
         sizes = [_nbytes(value_type[v]) for v in inter]

@@ -472,27 +472,27 @@ def test_a_branch_whose_first_step_is_split_over_the_pool():
 
 
 def test_a_kernels_temps_live_in_the_scratch_block_and_start_as_whatever_was_there():
-    # The sum over the batch keeps the last axis: its f64 accumulators are a temp of the
-    # kernel, handed a slice of the scratch block (not calloc'd, not zeroed). The tanh before
-    # it is an intermediate that dies there, so scratch the temp shares holds its values:
-    # the accumulators start from what the lowering stores, not from zeros.
+    # The sums over the first axis keep the other two: their f64 accumulators (1 MiB each)
+    # are temps of the kernel, handed a slice of the scratch block (not calloc'd, not
+    # zeroed). The tanh before it is an intermediate that dies there, so the scratch the
+    # temps share holds its values: the accumulators start from what the lowering stores.
     from flowjit.codegen_cpu.program_plan import KernelCall, walk_steps
 
     def f(x, w):
         h = fj.tanh(x @ w)
         return (h - h.mean(axis=0)).sum(axis=0) + (h * h).sum(axis=0), (x * 2.0) @ w
     rng = np.random.default_rng(5)
-    w = rng.standard_normal((64, 3000)).astype(np.float32) / 8
+    w = rng.standard_normal((64, 1024)).astype(np.float32) / 8
     g = fj.function(f)
     for k in range(3):
-        x = rng.standard_normal((96, 64)).astype(np.float32) * (k + 1)
+        x = rng.standard_normal((4, 128, 64)).astype(np.float32) * (k + 1)
         (got, _), exe = _native(g, x, w)
         h = np.tanh(x.astype(np.float64) @ w)
         np.testing.assert_allclose(got, (h - h.mean(axis=0)).sum(axis=0) + (h * h).sum(axis=0), rtol=2e-4, atol=2e-3)
     calls = [s for s in walk_steps(exe._program.plan.steps) if isinstance(s, KernelCall) and s.temps]
     assert calls, exe._program.plan.describe()
     temp = exe._program.plan.buffer(calls[0].temps)
-    assert temp.kind == "scratch" and temp.slot % 64 == 0 and temp.shape[0] >= 3000 * 8
+    assert temp.kind == "scratch" and temp.slot % 64 == 0 and temp.shape[0] >= 128 * 1024 * 8
 
 
 _TEMP_FAULTS = """
