@@ -104,9 +104,9 @@ class _Renderer:
         ptr_types = [_mem(b.dtype).as_pointer() for b in args]
         dim_types = [I64 for b in args for _ in range(b.rank)]
         ret = ir.VoidType() if bounds else I32
-        temp_bufs = [b for b in k.buffers if b.role == "temp"]
+        temp_bufs = k.temps   # never in a chunk entry (kernel_abi.chunk_loop)
         # An entry with temps takes their memory (kernel_abi.temp_bytes), or NULL to allocate its own.
-        given_type = [I8.as_pointer()] if temp_bufs and not bounds else []
+        given_type = [I8.as_pointer()] if temp_bufs else []
         self.fn = ir.Function(self.module, ir.FunctionType(ret, [I64] * len(bounds) + ptr_types + dim_types
                                                            + given_type), name=name)
         self.fn.attributes.add("nounwind")
@@ -157,7 +157,7 @@ class _Renderer:
         env.update({s.name: self.dims[s.buffer][s.dim] for s in k.sizes})
         free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
         temps: list[ir.Value] = []
-        owned: ir.Value = ir.Constant(I1, 1)
+        owned: ir.Value | None = None   # whether the kernel allocated its temps itself
         if temp_bufs:
             counts = []
             for t in temp_bufs:
@@ -168,28 +168,24 @@ class _Renderer:
                     count = self.b.mul(count, n)
                 counts.append(count)
                 self.dims[t.name] = dims
-            given = self.fn.args[-1] if given_type else None
-            own = self.fn.append_basic_block("own_temps")
-            if given is not None:
-                given.name = "temps"
-                # The caller's scratch slice overlaps none of the kernel's arguments (the
-                # plan keeps it apart from every buffer alive at the step), as calloc's did.
-                given.add_attribute("noalias")
-                carve, joined = self.fn.append_basic_block("given_temps"), self.fn.append_basic_block("temps_ready")
-                self.b.cbranch(self.b.icmp_unsigned("==", given, ir.Constant(given.type, None)), own, carve)
-                self.b.position_at_end(carve)
-                # Each temp from the next address that is a multiple of TEMP_ALIGN, wherever the
-                # slice starts (a plan symbolic in a batch dimension places it at any multiple of 4).
-                start = self.b.ptrtoint(given, I64)
-                carved, at = [], start
-                for t, count in zip(temp_bufs, counts):
-                    at = self.b.and_(self.b.add(at, ir.Constant(I64, TEMP_ALIGN - 1)), ir.Constant(I64, -TEMP_ALIGN))
-                    carved.append(self.b.gep(given, [self.b.sub(at, start)], inbounds=True))
-                    at = self.b.add(at, self.b.mul(count, ir.Constant(I64, max(1, t.dtype.itemsize))))
-                from_given = self.b.block
-                self.b.branch(joined)
-            else:
-                self.b.branch(own)
+            given = self.fn.args[-1]
+            given.name = "temps"
+            # The caller's scratch slice overlaps none of the kernel's arguments (the plan
+            # keeps it apart from every buffer alive at the step), as calloc's did.
+            given.add_attribute("noalias")
+            own, carve = self.fn.append_basic_block("own_temps"), self.fn.append_basic_block("given_temps")
+            joined = self.fn.append_basic_block("temps_ready")
+            self.b.cbranch(self.b.icmp_unsigned("==", given, ir.Constant(given.type, None)), own, carve)
+            self.b.position_at_end(carve)
+            # Each temp from the next address that is a multiple of TEMP_ALIGN, wherever the
+            # slice starts (a plan symbolic in a batch dimension places it at any multiple of 4).
+            start = self.b.ptrtoint(given, I64)
+            carved, at = [], start
+            for t, count in zip(temp_bufs, counts):
+                at = self.b.and_(self.b.add(at, ir.Constant(I64, TEMP_ALIGN - 1)), ir.Constant(I64, -TEMP_ALIGN))
+                carved.append(self.b.gep(given, [self.b.sub(at, start)], inbounds=True))
+                at = self.b.add(at, self.b.mul(count, ir.Constant(I64, max(1, t.dtype.itemsize))))
+            self.b.branch(joined)
             self.b.position_at_end(own)
             calloc = self._libc("calloc", I8.as_pointer(), [I64, I64])
             raws = [self.b.call(calloc, [count, ir.Constant(I64, max(1, t.dtype.itemsize))])
@@ -205,19 +201,15 @@ class _Renderer:
                 self.b.call(free, [raw])
             self.b.ret(ir.Constant(I32, 1))
             self.b.position_at_end(go)
-            temps = raws
-            if given is not None:
-                from_own = self.b.block
-                self.b.branch(joined)
-                self.b.position_at_end(joined)
-                temps = []
-                for c, raw in zip(carved, raws):
-                    temps.append(self.b.phi(I8.as_pointer()))
-                    temps[-1].add_incoming(c, from_given)
-                    temps[-1].add_incoming(raw, from_own)
-                owned = self.b.phi(I1)
-                owned.add_incoming(ir.Constant(I1, 0), from_given)
-                owned.add_incoming(ir.Constant(I1, 1), from_own)
+            self.b.branch(joined)
+            self.b.position_at_end(joined)
+            for c, raw in zip(carved, raws):
+                temps.append(self.b.phi(I8.as_pointer()))
+                temps[-1].add_incoming(c, carve)
+                temps[-1].add_incoming(raw, go)
+            owned = self.b.phi(I1)
+            owned.add_incoming(ir.Constant(I1, 0), carve)
+            owned.add_incoming(ir.Constant(I1, 1), go)
             for t, raw in zip(temp_bufs, temps):
                 self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
         self.stmts(body, env)

@@ -36,7 +36,7 @@ def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:
     chunks of it: the loop is at the top level from 0 in steps of 1 to a size variable or
     a constant, everything else at the top level is a ``Let`` (recomputed per chunk), and
     the kernel has no temps (each chunk would fill its own)."""
-    if any(b.role == "temp" for b in k.buffers):
+    if k.temps:
         return None
     loops = [(n, s) for n, s in enumerate(k.body) if not isinstance(s, Let)]
     if len(loops) != 1:
@@ -61,15 +61,10 @@ def symbol(kernel: Kernel) -> str:
     return f"fj_kernel_{kernel.name}"
 
 
-# A kernel's temp buffers, when its caller hands it their memory: each starts at the next
-# address that is a multiple of TEMP_ALIGN, in ``kernel.buffers`` order.
+# A kernel with temp buffers takes their memory as one more argument, after the dimensions
+# (or NULL: it allocates them): each starts at the next address that is a multiple of
+# TEMP_ALIGN, in ``kernel.buffers`` order.
 TEMP_ALIGN = 64
-
-
-def has_temps(kernel: Kernel) -> bool:
-    """Whether ``kernel`` has temp buffers: its entry then takes their memory (``temp_bytes``)
-    as one more argument, after the dimensions."""
-    return any(b.role == "temp" for b in kernel.buffers)
 
 
 def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:
@@ -79,8 +74,7 @@ def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:
     needs (fitted at multiples of 64, the line must hold at every other size). None when a
     temp's shape is not sizes and constants."""
     total = 0
-    temps = [b for b in kernel.buffers if b.role == "temp"]
-    for b in temps:
+    for b in kernel.temps:
         count = 1
         for e in b.shape:
             if isinstance(e, Const):
@@ -90,4 +84,4 @@ def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:
             else:
                 return None
         total += count * max(1, b.dtype.itemsize)
-    return total + TEMP_ALIGN * len(temps)
+    return total + TEMP_ALIGN * len(kernel.temps)

@@ -501,7 +501,7 @@ class _Driver:
         if step.split is None:
             # A kernel with temps is handed their memory in the scratch block (or NULL: it
             # allocates its own), after its dimensions.
-            given = [] if not kernel_abi.has_temps(step.kernel) else [
+            given = [] if not step.kernel.temps else [
                 b.bitcast(bufs[step.temps], I8P) if step.temps else ir.Constant(I8P, None)]
             entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
             constant = all(isinstance(d, ir.Constant) for d in dims)

@@ -577,7 +577,7 @@ class _Planner:
         # plan symbolic in a batch dimension (sequential) keeps them all in scratch, whatever
         # the size: its samples must agree, and a C caller's scratch then is all it needs.
         for n, (what, op, ins) in enumerate(steps):
-            if what == "kernel" and kernel_abi.has_temps(kernels[op.id]):
+            if what == "kernel" and kernels[op.id].temps:
                 k = kernels[op.id]
                 # The kernel's own operand shapes (an input may be a reshape's buffer); a complex
                 # buffer is its parts to the kernel: one more dimension, of 2.

@@ -66,7 +66,7 @@ from flowjit.lowering.loops import (
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, objcache, parallel
-from .kernel_abi import chunk_loop, chunk_symbol, has_temps, symbol
+from .kernel_abi import chunk_loop, chunk_symbol, symbol
 from .parallel import PARALLEL_MIN_ELEMENTS
 
 
@@ -105,7 +105,7 @@ class CompiledKernel:
         self._dtypes = [b.dtype.np for b in args]
         self._ranks = [b.rank for b in args]
         # A kernel with temps is handed NULL for their memory: it allocates its own.
-        self._given: tuple[None, ...] = (None,) if has_temps(kernel) else ()
+        self._given: tuple[None, ...] = (None,) if kernel.temps else ()
         ctypes_args = [ctypes.c_void_p] * len(args) + [ctypes.c_int64] * sum(self._ranks) + [ctypes.c_void_p] * len(
             self._given)
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *ctypes_args)(self.address)

@@ -286,7 +286,7 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     entry = compiled.entry([a.shape for a in arrays], parallel=False)
     # A kernel with temps is handed None for them: it allocates its own.
     flat = [*(a.ctypes.data for a in arrays), *(d for a in arrays for d in a.shape),
-            *([None] if any(b.role == "temp" for b in kernel.buffers) else [])]
+            *([None] if kernel.temps else [])]
     return lambda: (arrays, entry(*flat))  # the arrays live as long as the timer
 
 

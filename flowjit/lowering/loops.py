@@ -235,6 +235,11 @@ class Kernel(_Frozen):
     def outputs(self) -> tuple:
         return tuple(b for b in self.buffers if b.role == "out")
 
+    @property
+    def temps(self) -> tuple:
+        """The kernel's own buffers (a reduction's accumulators, a sort's second buffer)."""
+        return tuple(b for b in self.buffers if b.role == "temp")
+
     def buffer(self, name: str) -> Buffer:
         """The buffer called ``name``."""
         return next(b for b in self.buffers if b.name == name)

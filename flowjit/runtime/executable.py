@@ -384,10 +384,10 @@ class Executable:
                     env[f"k{i}"] = entry
                     pointer = ".ctypes.data"
                     dims = "".join(f", {d}" for shape in shapes for d in shape)
-                    temps = any(b.role == "temp" for b in k.buffers)   # None: the kernel allocates them
+                    # None for a kernel's temps: it allocates them.
                     template = (f"    k{i}({', '.join([*(f'{n}.ctypes.data' for n in call_ins), '{}'])}{dims}"
-                                f"{', None' if temps else ''})")
-                    if temps:
+                                f"{', None' if k.temps else ''})")
+                    if k.temps:
                         template = template.replace("    k", "    if k", 1) + f": out_of_memory({k.name!r})"
                 if st.into is not None:
                     lines.append(template.format(ins[st.into] + pointer))
