@@ -5,8 +5,10 @@ when a program is not in the object cache, so a warm process never builds IR."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,6 +89,13 @@ class _Driver:
         self.part_declared: dict[str, ir.Function] = {}
         self.kernels_in: dict[str, dict[str, Any]] = {"main": {}, "part": {}}
         self.cost = {"main": 0, "part": 0}
+        # Kernels that differ only in name (two layers of one width: the same bias and ReLU)
+        # are one kernel, defined once; a kernel run more than once at one shape is compiled
+        # once, behind one function of its buffers (``fj_at_N``/``fj_split_N``) every such
+        # step calls: LLVM's time is per kernel compiled (a small loop's ~10 ms), not per step.
+        self.canon: dict[Any, Any] = {}
+        self.shapes = Counter(self.shape_key(s) for s in walk_steps(plan.steps) if isinstance(s, KernelCall))
+        self.shared: dict[tuple, tuple[str, bool]] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
         # function being built); None: every size is a constant.
@@ -96,6 +105,18 @@ class _Driver:
     def weight(kernel: Any) -> int:
         """A kernel's share of LLVM's time, roughly: the length of its loop IR's text."""
         return len(print_kernel(kernel))
+
+    def canonical(self, kernel: Any) -> Any:
+        """The first kernel of the plan whose loop IR equals ``kernel``'s but for its name."""
+        return self.canon.setdefault(dataclasses.replace(kernel, name=""), kernel)
+
+    def shape_key(self, step: KernelCall) -> tuple | None:
+        """What makes two steps one compiled function: the kernel (by ``canonical``), its
+        constant dimensions, whether its temps come from the scratch block, and whether it is
+        split over the pool; None for a step whose dimensions depend on B."""
+        if not all(isinstance(d, int) for d in step.dims):
+            return None
+        return self.canonical(step.kernel), step.dims, bool(step.temps), step.split is not None
 
     def lighter(self) -> str:
         """The module with less kernel code so far (``main``: the steps' own)."""
@@ -121,6 +142,8 @@ class _Driver:
     def place(self, kernel: Any, part: bool) -> None:
         """Link ``kernel`` into the second module (``part``) or the steps' one."""
         where = "part" if part else "main"
+        if kernel.name in self.kernels_in[where]:
+            return
         self.kernels_in[where][kernel.name] = kernel
         if self.part is not None:
             self.cost[where] += self.weight(kernel)
@@ -498,41 +521,49 @@ class _Driver:
                     status: ir.Value, done: ir.Block) -> None:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [self.value(b, d) for d in step.dims]
+        kernel = self.canonical(step.kernel)
+        key = self.shape_key(step)
         if step.split is None:
             # A kernel with temps is handed their memory in the scratch block (or NULL: it
             # allocates its own), after its dimensions.
-            given = [] if not step.kernel.temps else [
+            given = [] if not kernel.temps else [
                 b.bitcast(bufs[step.temps], I8P) if step.temps else ir.Constant(I8P, None)]
-            entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
-            constant = all(isinstance(d, ir.Constant) for d in dims)
-            part = self.part is not None and constant and self.lighter() == "part"
-            if part or (constant and step.temps):
-                # Behind a function of the buffers alone that calls it at its shape (inlined
-                # there, as it would be into the steps): in the second module, or, for a kernel
-                # whose temps are a slice of the scratch block, a function of the steps' own,
-                # never inlined, whose argument for them is noalias. Inlined into the steps
-                # they would be one more address in the scratch block to LLVM, whose alias
-                # queries against the kernel's scratch operands cost the CNN's module of
-                # steps 74 -> 84 ms of LLVM (calloc's memory was an object of its own).
-                self.place(step.kernel, part=part)
-                kernel = self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args, part=part)
-                name = self.fresh("fj_at_")
-                # The temps' slice is an argument; NULL (the kernel callocs them) a constant
-                # of the wrapper, so that LLVM drops the path it does not take.
-                passed = given if step.temps else []
-                n_ptrs = len(ptrs) + len(passed)
-                at = ir.Function(self.part if part else self.module, ir.FunctionType(I32, [I8P] * n_ptrs), name)
-                if not part:
-                    at.linkage = "internal"
-                    at.attributes.add("noinline")
-                for attr in ("noalias", "nonnull") if passed else ():   # nonnull: the calloc path drops
-                    at.args[len(ptrs)].add_attribute(attr)
-                w = ir.IRBuilder(at.append_basic_block("entry"))
-                w.ret(w.call(kernel, [*at.args[:len(ptrs)], *dims, *(at.args[len(ptrs):] if passed else given)]))
-                rc = b.call(self.extern(name, I32, [I8P] * n_ptrs) if part else at, ptrs + passed)
-            else:
-                self.place(step.kernel, part=False)
-                rc = b.call(self.extern(kernel_abi.symbol(step.kernel), I32, entry_ty.args), ptrs + dims + given)
+            # The temps' slice is an argument of the function at the shape; NULL (the kernel
+            # callocs them) a constant of it, so that LLVM drops the path it does not take.
+            passed = given if step.temps else []
+            n_ptrs = len(ptrs) + len(passed)
+            at_shape = self.shared.get(key) if key is not None else None
+            if at_shape is None:
+                entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
+                part = self.part is not None and key is not None and self.lighter() == "part"
+                if part or (key is not None and (step.temps or self.shapes[key] > 1)):
+                    # Behind a function of the buffers alone that calls it at its shape (inlined
+                    # there, as it would be into the steps): in the second module; or, for a
+                    # kernel whose temps are a slice of the scratch block or one run at this
+                    # shape by other steps too, a function of the steps' own, never inlined
+                    # (whose argument for the temps is noalias). Inlined into the steps, temps
+                    # would be one more address in the scratch block to LLVM, whose alias
+                    # queries against the kernel's scratch operands cost the CNN's module of
+                    # steps 74 -> 84 ms of LLVM (calloc's memory was an object of its own).
+                    self.place(kernel, part=part)
+                    callee = self.extern(kernel_abi.symbol(kernel), I32, entry_ty.args, part=part)
+                    name = self.fresh("fj_at_")
+                    at = ir.Function(self.part if part else self.module, ir.FunctionType(I32, [I8P] * n_ptrs), name)
+                    if not part:
+                        at.linkage = "internal"
+                        at.attributes.add("noinline")
+                    for attr in ("noalias", "nonnull") if passed else ():   # nonnull: the calloc path drops
+                        at.args[len(ptrs)].add_attribute(attr)
+                    w = ir.IRBuilder(at.append_basic_block("entry"))
+                    w.ret(w.call(callee, [*at.args[:len(ptrs)], *dims, *(at.args[len(ptrs):] if passed else given)]))
+                    at_shape = self.shared[key] = (name, part)
+                else:
+                    self.place(kernel, part=False)
+                    rc = b.call(self.extern(kernel_abi.symbol(kernel), I32, entry_ty.args), ptrs + dims + given)
+            if at_shape is not None:
+                name, part = at_shape
+                callee = self.extern(name, I32, [I8P] * n_ptrs) if part else self.module.get_global(name)
+                rc = b.call(callee, ptrs + passed)
             if given and not step.temps:
                 self.check(b, fn, rc, status, done)
             return
@@ -540,22 +571,28 @@ class _Driver:
         # that runs the chunk entry over the rows [lo, hi) the pool hands it. With constant
         # sizes the wrapper and the kernel go to the second module (self.part).
         trips, parts = step.split
-        apart = self.part is not None and all(isinstance(d, ir.Constant) for d in dims)
-        self.place(step.kernel, part=apart)
-        chunk = self.extern(kernel_abi.chunk_symbol(step.kernel), VOID,
-                            [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims), part=apart)
-        name = self.fresh("fj_split_")
-        wrap = ir.Function(self.part if apart else self.module, ir.FunctionType(VOID, [I64, I64, I8P]), name)
-        if not apart:
-            wrap.linkage = "internal"
-        lo, hi, ctx = wrap.args
-        w = ir.IRBuilder(wrap.append_basic_block("entry"))
-        table = w.bitcast(ctx, I8P.as_pointer())
-        loaded = [w.load(w.gep(table, [ir.Constant(I64, i)], inbounds=True)) for i in range(len(ptrs))]
-        w.call(chunk, [lo, hi, *loaded, *dims])
-        w.ret_void()
-        if apart:  # the steps' module calls it by name
-            wrap = self.extern(name, VOID, [I64, I64, I8P])
+        apart = self.part is not None and key is not None
+        wrapped = self.shared.get(key) if key is not None else None
+        if wrapped is None:
+            self.place(kernel, part=apart)
+            chunk = self.extern(kernel_abi.chunk_symbol(kernel), VOID,
+                                [I64, I64] + [I8P] * len(ptrs) + [I64] * len(dims), part=apart)
+            name = self.fresh("fj_split_")
+            wrap = ir.Function(self.part if apart else self.module, ir.FunctionType(VOID, [I64, I64, I8P]), name)
+            if not apart:
+                wrap.linkage = "internal"
+            lo, hi, ctx = wrap.args
+            w = ir.IRBuilder(wrap.append_basic_block("entry"))
+            table = w.bitcast(ctx, I8P.as_pointer())
+            loaded = [w.load(w.gep(table, [ir.Constant(I64, i)], inbounds=True)) for i in range(len(ptrs))]
+            w.call(chunk, [lo, hi, *loaded, *dims])
+            w.ret_void()
+            if key is not None:
+                self.shared[key] = (name, apart)
+        else:
+            name, apart = wrapped
+        # The steps' module calls a wrapper of the second by name.
+        wrap = self.extern(name, VOID, [I64, I64, I8P]) if apart else self.module.get_global(name)
         allocas = ir.IRBuilder(fn.entry_basic_block)
         allocas.position_at_start(fn.entry_basic_block)
         ctx_mem = allocas.alloca(ir.ArrayType(I8P, len(ptrs)))

@@ -463,6 +463,33 @@ def test_kernels_on_the_calling_thread_are_shared_between_the_two_modules():
     assert "fj_kernel_" in main and "fj_kernel_" in part
 
 
+def test_kernels_alike_but_for_their_name_compile_once_per_shape():
+    # Two layers of one width fuse into two kernels that differ only in name (the bias and
+    # the ReLU); at one shape they are one function, defined once and called by both
+    # steps. The third layer's kernel is the same loop IR at another shape, defined again
+    # only in the other module.
+    from flowjit.codegen_cpu.program_emit import render_program
+
+    def f(x, w1, b1, w2, b2, w3, b3):
+        h = fj.maximum(x @ w1 + b1, 0.0)
+        h = fj.maximum(h @ w2 + b2, 0.0)
+        return fj.maximum(h @ w3 + b3, 0.0)
+    rng = np.random.default_rng(5)
+    x, w1, w2, w3 = (rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 32), (32, 32), (32, 4)))
+    b1, b2, b3 = (rng.standard_normal(s).astype(np.float32) for s in (32, 32, 4))
+    got, exe = _native(fj.function(f), x, w1, b1, w2, b2, w3, b3)
+    h = np.maximum(np.maximum(x @ w1 + b1, 0) @ w2 + b2, 0)
+    np.testing.assert_allclose(got, np.maximum(h @ w3 + b3, 0), rtol=1e-5, atol=1e-5)
+    calls = [s for s in program_plan.walk_steps(exe._program.plan.steps) if isinstance(s, program_plan.KernelCall)]
+    assert len({s.kernel.name for s in calls}) == len(calls) == 3
+    texts = render_program(exe._program.plan, 64)
+    for text in texts:   # the kernel's definition at most once in each module
+        defined = re.findall(r"^define .*@(fj_kernel_\w+)\(", text, re.M)
+        assert len(defined) == len(set(defined)) <= 1 and set(defined) <= {"fj_kernel_" + calls[0].kernel.name}
+    at_calls = re.findall(r"call i32 @(fj_at_\d+)\(", texts[0])
+    assert len(at_calls) == 3 and len(set(at_calls)) == 2, at_calls
+
+
 def test_a_branch_whose_first_step_is_split_over_the_pool():
     # The branch's block function places the split kernel's context at the start of its
     # entry block, under the builder emitting its steps: the steps must stay in order.
