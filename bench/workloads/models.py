@@ -3,7 +3,7 @@ transformer block, an embedding bag, an LSTM over scan), each as inference and a
 training step, in flowjit against JAX jit, TensorFlow (XLA), torch eager and torch.compile.
 
 Every library runs the same model body (zoo.py writes each model once against a numpy-like
-namespace and a small adapter table). Five tables:
+namespace and a small adapter table). Six tables:
 
 - steady state: the median time per call after warm-up, the columns alternated in rounds
   (``common.run_case``) so that a noisy neighbour touches every library alike; each
@@ -23,6 +23,11 @@ namespace and a small adapter table). Five tables:
   per call after the first two, and the minor page faults per call. The first table runs
   every library in one process, where one library's large frees raise glibc's mmap
   threshold for the others; alone, flowjit's mid-sized results once page-faulted every call.
+- the same beside two busy processes: a third new process with the warm caches, started
+  while two ``while True`` processes spin on the same cores, and loaded/idle over the
+  table before. The loaded table runs every library in the bench's one process, where the
+  other libraries' thread pools share the cores' time too; here a library has the process
+  to itself, as a user's job does.
 - peak memory: the peak resident set (``VmHWM``; native memory included, which tracemalloc
   does not see) of the warm child after its first calls, and in parentheses
   what the calls added over the peak after import and setup. Not ``ru_maxrss``: Linux hands
@@ -65,6 +70,9 @@ TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
           "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left)",
           "alone": "Model zoo: steady state in a process of its own (the warm new process: median per call "
                    "after the first two; in parentheses: minor page faults per call)",
+          "alone_loaded": "Model zoo: steady state in a process of its own beside two busy processes (a third "
+                          "new process with the warm caches, started with two `while True` processes on the same "
+                          "cores: median per call after the first two; loaded/idle over the table above)",
           "memory": "Model zoo: peak memory of a new process (peak RSS, VmHWM, after the first calls; in "
                     "parentheses: over the peak after import and setup)"}
 
@@ -373,6 +381,10 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
         first = ModelRow("models", label, table="first", model=model, mode=mode)
         memory = ModelRow("models", label, table="memory", model=model, mode=mode)
         alone = ModelRow("models", label, table="alone", model=model, mode=mode)
+        # Each library beside two busy processes with no other library's threads in its process:
+        # the loaded table runs every library in the bench's one process, where JAX's and
+        # torch's thread pools run too (idle or spinning) and share the cores' time.
+        loaded = ModelRow("models", label, table="alone_loaded", model=model, mode=mode)
         peaks: dict[str, int] = {}
         for impl, head in columns(ctx):
             try:
@@ -381,7 +393,7 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                 if impl == "tf":
                     raise Skip("no TensorFlow adapter in zoo.py")
             except Skip as e:
-                for r in (first, alone, memory):
+                for r in (first, alone, loaded, memory):
                     r.cells[impl] = Cell(text=f"skipped: {e}", skipped=True)
                 continue
             cache = tempfile.mkdtemp(prefix=f"bench_models_{impl}_")
@@ -402,6 +414,20 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                 if "alone_s" in last:
                     alone.cells[impl] = Cell(seconds=last["alone_s"], text=f"{fmt_time(last['alone_s'], 'ms')} "
                                                                             f"({last['faults']:.0f})")
+                if "alone_s" in last:
+                    ctx.log(f"  {label}: {head}: new process, warm, two busy processes")
+                    busy = Busy(2)
+                    try:
+                        res = child(ctx, impl, model, mode, cache)
+                    finally:
+                        busy.stop()
+                    if "alone_s" in res:
+                        loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms"))
+                        loaded.cells[impl + "/idle"] = Cell(text=_ratio(loaded.cells[impl], alone.cells[impl]))
+                    else:
+                        ctx.errors.append((label, f"{head}, new process beside two busy processes",
+                                           res.get("traceback") or res.get("error", "")))
+                        loaded.cells[impl] = Cell(text=f"ERROR {res.get('error', '')[:100]}", error=res.get("error"))
                 if "rss_peak" in last:
                     peaks[impl] = last["rss_peak"]
                     memory.cells[impl] = Cell(seconds=last["rss_peak"],
@@ -416,15 +442,16 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                         _ratio(first.cells.get("fj:warm"), first.cells.get("jax:warm"))]
         memory.fj_jax = [_ratio(memory.cells.get("fj"), memory.cells.get("jax"))]
         alone.fj_jax = [_ratio(alone.cells.get("fj"), alone.cells.get("jax"))]
+        loaded.fj_jax = [_ratio(loaded.cells.get("fj"), loaded.cells.get("jax"))]
         first_rows.append(first)
-        alone_rows.append(alone)
+        alone_rows += [alone, loaded]
         memory_rows.append(memory)
     return first_rows + alone_rows + memory_rows
 
 
 # ---- the tables --------------------------------------------------------------------------------
 def render(ctx: Ctx, rows: list[Row]) -> list[str]:
-    """The workload's five tables (called by ``bench/run.py``)."""
+    """The workload's six tables (called by ``bench/run.py``)."""
     from bench.run import table
     mine = [r for r in rows if isinstance(r, ModelRow)]
 
@@ -466,6 +493,13 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
         lines += [f"### {TITLES['alone']}", ""]
         lines += table(["model", *[h for _, h in cols], "flowjit/JAX"],
                        [[r.label, *[text(r, k) for k, _ in cols], *r.fj_jax] for r in body("alone")])
+        lines.append("")
+    if body("alone_loaded"):
+        heads = [x for _, h in cols for x in (h, "loaded/idle")]
+        lines += [f"### {TITLES['alone_loaded']}", ""]
+        lines += table(["model", *heads, "flowjit/JAX"],
+                       [[r.label, *[x for k, _ in cols for x in (text(r, k), text(r, k + "/idle"))], *r.fj_jax]
+                        for r in body("alone_loaded")])
         lines.append("")
     if body("memory"):
         lines += [f"### {TITLES['memory']}", ""]
