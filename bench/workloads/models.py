@@ -467,6 +467,13 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
     def body(kind: str) -> list[ModelRow]:
         return [r for r in rows if isinstance(r, ModelRow) and r.table == kind]
 
+    def loaded_table(kind: str) -> list[str]:
+        heads = [x for _, h in cols for x in (h, "loaded/idle")]
+        return [f"### {TITLES[kind]}", "", *table(
+            ["model", *heads, "flowjit/JAX"],
+            [[r.label, *[x for k, _ in cols for x in (text(r, k), text(r, k + "/idle"))], *r.fj_jax]
+             for r in body(kind)]), ""]
+
     failed = [r for r in rows if not isinstance(r, ModelRow)]
     if body("steady"):
         lines += [f"### {TITLES['steady']}", ""]
@@ -474,12 +481,7 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
                        [[r.label, *[text(r, k) for k, _ in cols], *r.fj_jax, r.native] for r in body("steady")])
         lines.append("")
     if body("loaded"):
-        heads = [x for _, h in cols for x in (h, "loaded/idle")]
-        lines += [f"### {TITLES['loaded']}", ""]
-        lines += table(["model", *heads, "flowjit/JAX"],
-                       [[r.label, *[x for k, _ in cols for x in (text(r, k), text(r, k + "/idle"))], *r.fj_jax]
-                        for r in body("loaded")])
-        lines.append("")
+        lines += loaded_table("loaded")
     if body("first"):
         keys = [(f"{k}:{w}", f"{h} {w}") for k, h in cols for w in ("cold", "warm") if k != "torch" or w == "cold"]
         keys = [(k, "torch eager" if k == "torch:cold" else h) for k, h in keys]
@@ -495,12 +497,7 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
                        [[r.label, *[text(r, k) for k, _ in cols], *r.fj_jax] for r in body("alone")])
         lines.append("")
     if body("alone_loaded"):
-        heads = [x for _, h in cols for x in (h, "loaded/idle")]
-        lines += [f"### {TITLES['alone_loaded']}", ""]
-        lines += table(["model", *heads, "flowjit/JAX"],
-                       [[r.label, *[x for k, _ in cols for x in (text(r, k), text(r, k + "/idle"))], *r.fj_jax]
-                        for r in body("alone_loaded")])
-        lines.append("")
+        lines += loaded_table("alone_loaded")
     if body("memory"):
         lines += [f"### {TITLES['memory']}", ""]
         lines += table(["model", *[h for _, h in cols], "flowjit/JAX"],
