@@ -47,7 +47,7 @@ except ImportError:  # NumPy 1.x
 
 from flowjit.ir.errors import BUG_REPORT
 
-from . import jit, render
+from . import jit, program_glue, render
 from .blas import blas_functions, blas_threads, missing_routines
 from .program_plan import (
     COMPLEX_GEMMS,
@@ -55,6 +55,7 @@ from .program_plan import (
     PYARRAY_EMPTY,
     T_BLAS_SET,
     T_BLAS_THREADS,
+    T_DESC,
     T_DGEMM,
     T_EMPTY,
     T_FALLBACK_LIST,
@@ -63,6 +64,7 @@ from .program_plan import (
     T_NDARRAY,
     T_PROFILE,
     T_SGEMM,
+    T_STEPS,
     Affine,
     Buffer,
     ControlCall,
@@ -105,7 +107,7 @@ def _pyarray_empty() -> int:
 @functools.cache
 def _sources_digest() -> str:
     h = hashlib.sha256()
-    for name in ("program.py", "program_plan.py", "program_emit.py", "lapack.py"):
+    for name in ("program.py", "program_plan.py", "program_emit.py", "program_glue.py", "lapack.py"):
         with open(os.path.join(os.path.dirname(__file__), name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -148,10 +150,15 @@ class NativeProgram:
             table[T_FIXED + 2 * len(results) + k] = c.ctypes.data
         if profile:
             table[T_PROFILE] = self.stamps.ctypes.data
+        # The entry points every program shares check the arguments against this and call
+        # the program's steps (program_glue).
+        self._descriptor = program_glue.descriptor(plan)
+        table[T_DESC] = self._descriptor.ctypes.data
+        table[T_STEPS] = library.address(program_glue.STEPS_SYMBOL)
         self._table = table
         self._defs = []
-        for which in ("list", "one"):
-            d = _MethodDef(f"{plan.name}_{which}".encode(), library.address(f"fj_call_{which}"), METH_FASTCALL, None)
+        for which, address in zip(("list", "one"), program_glue.entry_points()):
+            d = _MethodDef(f"{plan.name}_{which}".encode(), address, METH_FASTCALL, None)
             self._defs.append(d)
             setattr(self, f"call_{which}", _new_builtin(ctypes.addressof(d), table, None))
 

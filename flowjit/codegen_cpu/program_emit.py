@@ -1,13 +1,13 @@
-"""The LLVM IR of a native program (``program.ProgramPlan``): the driver (``fj_run`` and
-its two CPython entry points, ``fj_call_list`` and ``fj_call_one``), a function per control
-block, and every kernel linked into the same module with internal linkage. Imported only
-when a program is not in the object cache, so a warm process never builds IR."""
+"""The LLVM IR of a native program (``program.ProgramPlan``): its steps (``fj_steps``,
+called through ``fj_steps_v`` by the CPython entry points every program shares,
+``program_glue``), a function per control block, and every kernel linked into the same
+module with internal linkage; for the JIT, a second module of the kernels split over the
+pool and about half the others. Imported only when a program is not in the object cache,
+so a warm process never builds IR."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,32 +22,18 @@ from flowjit.lowering.verify import verify_kernel
 from . import jit, kernel_abi, render
 from .blas import cblas_symbol
 from .lapack import Routine, build_wrapper
+from .program_glue import own_buffers, steps_entry
 from .program_plan import (
-    ARRAY_DATA,
-    ARRAY_DESCR,
-    ARRAY_DIMS,
-    ARRAY_FLAGS,
-    ARRAY_ND,
     BLAS_PARALLEL_MIN_WORK,
     COMPLEX_GEMMS,
-    DESCR_BYTEORDER,
-    DESCR_TYPE_NUM,
     NO_TRANS,
-    NPY_ALIGNED,
-    NPY_C_CONTIGUOUS,
-    OB_TYPE,
     ROW_MAJOR,
     SCRATCH_ALIGN,
     T_BLAS_SET,
     T_BLAS_THREADS,
     T_DGEMM,
-    T_EMPTY,
-    T_FALLBACK_LIST,
-    T_FALLBACK_ONE,
     T_FIXED,
-    T_NDARRAY,
     T_PROFILE,
-    T_SCRATCH,
     T_SGEMM,
     TRANS,
     Affine,
@@ -67,13 +53,6 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 I8P = I8.as_pointer()
 VOID = ir.VoidType()
 CLOCK_MONOTONIC = 1   # Linux's clockid_t for the clock time.monotonic_ns reads
-
-def _type_nums(dtype: str) -> list[int]:
-    """NumPy type numbers whose arrays hold ``dtype``'s values in its layout (int64 is
-    both ``long`` and ``longlong`` on Linux)."""
-    want = np.dtype(dtype)
-    return sorted({np.dtype(c).num for c in np.typecodes["All"] if np.dtype(c) == want})
-
 
 class _Driver:
     def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = ""):
@@ -158,161 +137,19 @@ class _Driver:
         return b.load(b.gep(tab, [ir.Constant(I64, i)], inbounds=True))
 
     def render(self) -> str:
-        self.run_function()
-        for which in ("list", "one"):
-            self.entry(which)
-        # The glue runs once a call and is straight-line checks: O3 on it cost a small
-        # program's cold compile a third (the zoo's MLP: 55 -> 36 ms with it optnone).
-        for name in ("fj_run", "fj_call_list", "fj_call_one"):
-            attrs = self.module.get_global(name).attributes
-            attrs.add("noinline")
-            attrs.add("optnone")
+        """The steps' module: ``fj_steps`` (the plan's steps, kernels inlined at their shapes)
+        behind ``fj_steps_v``, which the entry points every program shares call
+        (``program_glue``: the argument checks, the results, the scratch block, the GIL)."""
+        steps_entry(self.steps_function(), own_buffers(self.plan), self.module)
         return str(self.module)
-
-    # fj_run(table, args, nargs, results) -> 0 ran, 1 error set, 2 hand the call to Python
-    def run_function(self) -> None:
-        plan = self.plan
-        fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P.as_pointer(), I64,
-                                                             I8P.as_pointer()]), "fj_run")
-        fn.linkage = "internal"
-        tab, args, nargs, results = fn.args
-        self.fn = fn
-        entry = fn.append_basic_block("entry")
-        b = ir.IRBuilder(entry)
-        fallback = fn.append_basic_block("fallback")
-        no_scratch = fn.append_basic_block("no_scratch")
-        failed = fn.append_basic_block("failed")
-        bufs: dict[str, ir.Value] = {}
-
-        def check(cond: ir.Value) -> None:
-            ok = fn.append_basic_block("ok")
-            b.cbranch(cond, ok, fallback)
-            b.position_at_end(ok)
-
-        check(b.icmp_signed("==", nargs, ir.Constant(I64, len(plan.args))))
-        ndarray = self.table(b, tab, T_NDARRAY)
-        swapped = ord(">" if sys.byteorder == "little" else "<")
-        for i, name in enumerate(plan.args):
-            buf = plan.buffer(name)
-            obj = b.load(b.gep(args, [ir.Constant(I64, i)], inbounds=True))
-            check(b.icmp_unsigned("==", b.ptrtoint(self.field(b, obj, OB_TYPE, I8P), I64), ndarray))
-            flags = b.and_(self.field(b, obj, ARRAY_FLAGS, I32), ir.Constant(I32, NPY_C_CONTIGUOUS | NPY_ALIGNED))
-            check(b.icmp_signed("==", flags, ir.Constant(I32, NPY_C_CONTIGUOUS | NPY_ALIGNED)))
-            check(b.icmp_signed("==", self.field(b, obj, ARRAY_ND, I32), ir.Constant(I32, len(buf.shape))))
-            if buf.shape:
-                dims = self.field(b, obj, ARRAY_DIMS, I64.as_pointer())
-                for d, n in enumerate(buf.shape):
-                    got = b.load(b.gep(dims, [ir.Constant(I64, d)], inbounds=True))
-                    check(b.icmp_signed("==", got, ir.Constant(I64, n)))
-            descr = self.field(b, obj, ARRAY_DESCR, I8P)
-            num = self.field(b, descr, DESCR_TYPE_NUM, I32)
-            known = functools.reduce(b.or_, [b.icmp_signed("==", num, ir.Constant(I32, t))
-                                              for t in _type_nums(buf.dtype)])
-            check(known)
-            check(b.icmp_unsigned("!=", self.field(b, descr, DESCR_BYTEORDER, I8), ir.Constant(I8, swapped)))
-            bufs[name] = self.field(b, obj, ARRAY_DATA, I8P)
-
-        # Results: a new array each (an exception is set when one cannot be made).
-        call_noargs = self.extern("PyObject_CallNoArgs", I8P, [I8P])
-        incref = self.extern("Py_IncRef", VOID, [I8P])
-        empty_t = ir.FunctionType(I8P, [I32, I64.as_pointer(), I8P, I32])
-        for buf in plan.buffers:
-            if buf.kind != "result" or buf.shares:
-                continue
-            alloc = self.table(b, tab, T_FIXED + 2 * buf.slot + 1)
-            via_pool, direct, made = (fn.append_basic_block(f"r{buf.slot}_{x}") for x in ("pool", "empty", "made"))
-            b.cbranch(b.icmp_unsigned("!=", alloc, ir.Constant(I64, 0)), via_pool, direct)
-            b.position_at_end(via_pool)
-            from_pool = b.call(call_noargs, [b.inttoptr(alloc, I8P)])
-            b.branch(made)
-            b.position_at_end(direct)
-            descr = b.inttoptr(self.table(b, tab, T_FIXED + 2 * buf.slot), I8P)
-            b.call(incref, [descr])  # PyArray_Empty steals a reference to the dtype
-            shape = ir.GlobalVariable(self.module, ir.ArrayType(I64, max(len(buf.shape), 1)), f"shape_{buf.name}")
-            shape.global_constant, shape.linkage = True, "internal"
-            shape.initializer = ir.Constant(shape.type.pointee, list(buf.shape) or [0])
-            empty = b.inttoptr(self.table(b, tab, T_EMPTY), empty_t.as_pointer())
-            from_empty = b.call(empty, [ir.Constant(I32, len(buf.shape)), b.bitcast(shape, I64.as_pointer()),
-                                        descr, ir.Constant(I32, 0)])
-            b.branch(made)
-            b.position_at_end(made)
-            obj = b.phi(I8P)
-            obj.add_incoming(from_pool, via_pool)
-            obj.add_incoming(from_empty, direct)
-            b.store(obj, b.gep(results, [ir.Constant(I64, buf.slot)], inbounds=True))
-            ok = fn.append_basic_block("allocated")
-            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), ir.Constant(I64, 0)), failed, ok)
-            b.position_at_end(ok)
-            bufs[buf.name] = self.field(b, obj, ARRAY_DATA, I8P)
-
-        # Scratch: the program's cached block if no other call holds it, else a new one.
-        scratch = None
-        if plan.scratch_bytes:
-            slot = b.gep(tab, [ir.Constant(I64, T_SCRATCH)], inbounds=True)
-            held = b.inttoptr(b.atomic_rmw("xchg", slot, ir.Constant(I64, 0), "acq_rel"), I8P)
-            new, have = fn.append_basic_block("scratch_new"), fn.append_basic_block("scratch")
-            head = b.block
-            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(held, I64), ir.Constant(I64, 0)), new, have)
-            b.position_at_end(new)
-            aligned_alloc = self.extern("aligned_alloc", I8P, [I64, I64])
-            size = -(-plan.scratch_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
-            fresh = b.call(aligned_alloc, [ir.Constant(I64, SCRATCH_ALIGN), ir.Constant(I64, size)])
-            got = fn.append_basic_block("scratch_got")
-            b.cbranch(b.icmp_unsigned("==", b.ptrtoint(fresh, I64), ir.Constant(I64, 0)), no_scratch, got)
-            b.position_at_end(got)
-            b.branch(have)
-            b.position_at_end(have)
-            scratch = b.phi(I8P)
-            scratch.add_incoming(held, head)
-            scratch.add_incoming(fresh, got)
-        steps = self.steps_function()
-        save = restore = state = None
-        if plan.release_gil:
-            save = self.extern("PyEval_SaveThread", I8P, [])
-            restore = self.extern("PyEval_RestoreThread", VOID, [I8P])
-            state = b.call(save, [])
-        own = [bufs[buf.name] for buf in plan.buffers if buf.kind in ("arg", "result") and not buf.shares]
-        status = b.call(steps, [tab, scratch if scratch is not None else ir.Constant(I8P, None), *own])
-        if state is not None:
-            b.call(restore, [state])
-        if scratch is not None:
-            slot = b.gep(tab, [ir.Constant(I64, T_SCRATCH)], inbounds=True)
-            old = b.atomic_rmw("xchg", slot, b.ptrtoint(scratch, I64), "acq_rel")
-            spare, kept = fn.append_basic_block("scratch_spare"), fn.append_basic_block("scratch_kept")
-            b.cbranch(b.icmp_unsigned("!=", old, ir.Constant(I64, 0)), spare, kept)
-            b.position_at_end(spare)
-            b.call(self.extern("free", VOID, [I8P]), [b.inttoptr(old, I8P)])
-            b.branch(kept)
-            b.position_at_end(kept)
-        ran = fn.append_basic_block("ran")
-        nomem = fn.append_basic_block("nomem")
-        b.cbranch(b.icmp_signed("==", status, ir.Constant(I32, 0)), ran, nomem)
-        b.position_at_end(ran)
-        b.ret(ir.Constant(I32, 0))
-        for block in (nomem, no_scratch):
-            b.position_at_end(block)
-            b.call(self.extern("PyErr_NoMemory", I8P, []), [])
-            b.branch(failed)
-
-        b.position_at_end(failed)  # an exception is set: drop the results made so far
-        decref = self.extern("Py_DecRef", VOID, [I8P])
-        for j in range(self.n_results):
-            at = b.gep(results, [ir.Constant(I64, j)], inbounds=True)
-            b.call(decref, [b.load(at)])
-            b.store(ir.Constant(I8P, None), at)
-        b.ret(ir.Constant(I32, 1))
-        b.position_at_end(fallback)
-        b.ret(ir.Constant(I32, 2))
 
     def steps_function(self) -> ir.Function:
         """``i32 fj_steps(tab, scratch, args..., results...)``: the program's steps (0, or 1
         when a kernel's temps could not be allocated), taking the data pointer of each
-        argument and result ``fj_run`` checked or made, in ``plan.buffers`` order. The
-        glue around it (argument checks, result arrays, the GIL, the scratch block) is
-        ``optnone``: it is most of a small program's IR and runs once a call, so LLVM's
-        pipeline runs on the steps alone, where the kernels inline with their shapes known."""
+        argument and result the shared entry points (``program_glue``) checked or made, in
+        ``own_buffers`` order; the kernels inline here with their shapes known."""
         plan = self.plan
-        own = [buf for buf in plan.buffers if buf.kind in ("arg", "result") and not buf.shares]
+        own = own_buffers(plan)
         fn = ir.Function(self.module, ir.FunctionType(I32, [I64.as_pointer(), I8P] + [I8P] * len(own)), "fj_steps")
         fn.linkage = "internal"
         tab, scratch, *ptrs = fn.args
@@ -735,53 +572,6 @@ class _Driver:
 
         set_threads(lambda: ir.Constant(I32, 1))
         return lambda: set_threads(lambda: b.trunc(self.table(b, tab, T_BLAS_THREADS), I32))
-
-    # The CPython entry points (METH_FASTCALL): fj_call_list returns the result list,
-    # fj_call_one the one result.
-    def entry(self, which: str) -> None:
-        plan = self.plan
-        fn = ir.Function(self.module, ir.FunctionType(I8P, [I8P, I8P.as_pointer(), I64]), f"fj_call_{which}")
-        self_, args, nargs = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        tab = b.bitcast(self.field(b, self_, ARRAY_DATA, I8P), I64.as_pointer())
-        results = b.alloca(I8P, ir.Constant(I32, max(self.n_results, 1)))
-        for j in range(self.n_results):
-            b.store(ir.Constant(I8P, None), b.gep(results, [ir.Constant(I64, j)], inbounds=True))
-        rc = b.call(self.fn, [tab, args, nargs, results])
-        ok, error, python = (fn.append_basic_block(x) for x in ("ok", "error", "python"))
-        sw = b.switch(rc, error)
-        sw.add_case(ir.Constant(I32, 0), ok)
-        sw.add_case(ir.Constant(I32, 2), python)
-        b.position_at_end(error)
-        b.ret(ir.Constant(I8P, None))
-        b.position_at_end(python)
-        call = self.extern("PyObject_VectorcallDict", I8P, [I8P, I8P.as_pointer(), I64, I8P])
-        handler = b.inttoptr(self.table(b, tab, T_FALLBACK_LIST if which == "list" else T_FALLBACK_ONE), I8P)
-        b.ret(b.call(call, [handler, args, nargs, ir.Constant(I8P, None)]))
-        b.position_at_end(ok)
-        slot_of = {buf.name: buf.slot for buf in plan.buffers if buf.kind == "result" and not buf.shares}
-        incref = self.extern("Py_IncRef", VOID, [I8P])
-        seen: set[str] = set()
-        if which == "one":
-            b.ret(b.load(b.gep(results, [ir.Constant(I64, slot_of[plan.results[0]])], inbounds=True)))
-            return
-        lst = b.call(self.extern("PyList_New", I8P, [I64]), [ir.Constant(I64, len(plan.results))])
-        made, nolist = fn.append_basic_block("list"), fn.append_basic_block("nolist")
-        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(lst, I64), ir.Constant(I64, 0)), nolist, made)
-        b.position_at_end(nolist)
-        decref = self.extern("Py_DecRef", VOID, [I8P])
-        for j in range(self.n_results):
-            b.call(decref, [b.load(b.gep(results, [ir.Constant(I64, j)], inbounds=True))])
-        b.ret(ir.Constant(I8P, None))
-        b.position_at_end(made)
-        set_item = self.extern("PyList_SetItem", I32, [I8P, I64, I8P])
-        for pos, name in enumerate(plan.results):
-            obj = b.load(b.gep(results, [ir.Constant(I64, slot_of[name])], inbounds=True))
-            if name in seen:  # the list holds each reference it is given
-                b.call(incref, [obj])
-            seen.add(name)
-            b.call(set_item, [lst, ir.Constant(I64, pos), obj])
-        b.ret(lst)
 
 
 def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",

@@ -124,6 +124,34 @@ def test_arguments_the_driver_refuses_go_through_python():
         exe.run(x, x)
 
 
+def test_every_program_calls_the_shared_entry_points_and_its_module_holds_only_its_steps():
+    # The argument checks, the results, the scratch block and the GIL are flowjit's own code
+    # (program_glue), compiled once per installation: a program's module defines its steps
+    # behind fj_steps_v and no CPython glue. Arguments of several dtypes (int64 is two NumPy
+    # type numbers), a 0-d one, and a result returned twice go through it.
+    from flowjit.codegen_cpu import program_glue
+    from flowjit.codegen_cpu.program_emit import render_program
+
+    def f(i, x, s):
+        y = x * s + i.astype(np.float64)
+        return y, y.sum(), y
+    i = np.arange(6, dtype=np.int64).reshape(2, 3)
+    x = np.linspace(0, 1, 6).reshape(2, 3)
+    (y, total, y2), exe = _native(fj.function(f), i, x, np.float64(2.0))
+    np.testing.assert_allclose(y, x * 2 + i)
+    assert y is y2 and float(total) == pytest.approx(float((x * 2 + i).sum()))
+    (z, *_), exe2 = _native(fj.function(lambda x: (fj.tanh(x), x.sum())), x)
+    np.testing.assert_allclose(z, np.tanh(x))
+    addresses = program_glue.entry_points()
+    for e in (exe, exe2):
+        assert [d.ml_meth for d in e._program._defs] == list(addresses)
+        (text, *_) = render_program(e._program.plan, 64)
+        assert "define i32 @fj_steps_v(" in text
+        assert not any(name in text for name in ("PyList_New", "PyEval_SaveThread", "PyObject_CallNoArgs"))
+    np.testing.assert_allclose(exe.run(i.astype(np.longlong), x, np.float64(3.0))[0], x * 3 + i)
+    np.testing.assert_allclose(exe.run(i.astype(np.int32), x, 3.0)[0], x * 3 + i)   # converted in Python
+
+
 def test_results_are_fresh_arrays_and_repeated_results_one_object():
     def f(x):
         y = x * 3

@@ -1,5 +1,6 @@
-"""flowjit's own runtime modules (the native pool, the GEMMs over it) are compiled once per
-installation, into ``objcache.runtime_directory()`` (``FLOWJIT_RUNTIME_DIR`` here), not
+"""flowjit's own runtime modules (the native pool, the GEMMs over it, the entry points every
+program shares) are compiled once per installation, into ``objcache.runtime_directory()``
+(``FLOWJIT_RUNTIME_DIR`` here), not
 once per ``FLOWJIT_CACHE_DIR``: a new process with an empty cache loads them without
 rendering IR or importing LLVM; a corrupt entry there is refused and rebuilt; where that
 directory cannot be written they are kept in the user's cache as a program's are."""
@@ -23,13 +24,16 @@ from . import modules
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Starts the pool and the BLAS (the GEMMs over the pool when the library's threads can be
-# set); with an argument, then compiles and runs one small program with a matrix product.
+# set) and loads the programs' entry points; with an argument, then compiles and runs one
+# small program with a matrix product.
 CHILD = r"""
 import json, sys
 from flowjit.codegen_cpu import blas_functions, cache_stats, native_pool
+from flowjit.codegen_cpu.program_glue import entry_points
 native_pool()
+entry_points()
 gemms = any(f.address != f.routine for f in blas_functions().values())
-out = {"runtime": cache_stats(), "modules": 1 + gemms,
+out = {"runtime": cache_stats(), "modules": 2 + gemms,
        "llvm": sorted(m for m in ("llvmlite.binding", "llvmlite.ir") if m in sys.modules)}
 if len(sys.argv) > 1:
     import numpy as np

@@ -309,6 +309,9 @@ def test_a_cached_llvm_function_loads_without_numba(llvm_cache):
     runs = [json.loads(subprocess.run([sys.executable, "-c", CACHED_RUN], capture_output=True, text=True,
                                       check=True, env=env).stdout) for _ in range(2)]
     assert runs[0]["stats"]["compiled"] > 0
-    assert runs[1]["stats"]["compiled"] == 0 and runs[1]["stats"]["loaded"] == runs[0]["stats"]["compiled"]
+    # The programs' shared entry points are flowjit's runtime: compiled once per installation,
+    # in the first run or before it.
+    first, second = runs[0]["stats"], runs[1]["stats"]
+    assert second["compiled"] == 0 and second["loaded"] == first["compiled"] + first["loaded"]
     assert runs[1]["y"] == runs[0]["y"]
     assert runs[0]["modules"] == [] and runs[1]["modules"] == []
