@@ -19,7 +19,8 @@ import importlib.util
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+
+from flowjit.ir.records import compile_records, record
 
 from . import jit
 from .program_plan import BLAS_PARALLEL_MIN_WORK, NO_TRANS, ROW_MAJOR
@@ -59,7 +60,7 @@ GEMM_PIECES_PER_THREAD = 2
 GEMM_DIRECT_MIN_WORK = 1 << 26
 
 
-@dataclass(frozen=True)
+@record
 class BlasThreads:
     """The BLAS library's thread control: ``set_address`` of ``void set(int)`` (how many
     threads its next calls may use) and ``get_address`` of ``int get()``."""
@@ -72,7 +73,7 @@ class BlasThreads:
         return int(ctypes.CFUNCTYPE(ctypes.c_int)(self.get_address)())
 
 
-@dataclass(frozen=True)
+@record
 class BlasFunction:
     """One CBLAS routine: its symbol, the address compiled programs call, the width of its
     integer arguments (64 for NumPy's ILP64 OpenBLAS, 32 for the usual system CBLAS), the
@@ -87,6 +88,9 @@ class BlasFunction:
     int_bits: int
     library: str
     routine: int
+
+
+compile_records()
 
 
 _found: dict[str, BlasFunction] | None = None

@@ -6,13 +6,13 @@ from ``render`` so that loading cached kernels, which renders nothing, never imp
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import llvmlite.ir as ir
 import numpy as np
 
 from flowjit.ir.dtypes import DType, float16, float32, float64
 from flowjit.ir.dtypes import bool_ as fj_bool
+from flowjit.ir.records import compile_records, record
 from flowjit.lowering import scalar
 from flowjit.lowering.loops import (
     INDEX,
@@ -642,7 +642,7 @@ class _Renderer:
         return fn
 
 
-@dataclass(frozen=True)
+@record
 class _StreamLine:
     """The renderer's own statement: store the stack chunk as line ``base`` of ``buffer``
     (non-temporal) and prefetch ``inputs`` ahead."""
@@ -653,11 +653,14 @@ class _StreamLine:
     inputs: tuple
 
 
-@dataclass(frozen=True)
+@record
 class _WholeRange:
     """The renderer's own statement: call the chunk entry over [0, ``stop``)."""
 
     stop: Expr
+
+
+compile_records()
 
 
 def _by_signedness(signed: str, unsigned: str) -> Callable[[_Renderer, list, DType, DType], ir.Value]:

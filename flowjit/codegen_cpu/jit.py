@@ -29,12 +29,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import llvmlite
 
 from flowjit.ir.errors import BUG_REPORT, FlowjitError
+from flowjit.ir.records import compile_records, record
 
 from . import elfload, objcache
 
@@ -174,7 +174,7 @@ def _resolve(name: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class HostTarget:
     """The CPU machine code is made for: LLVM CPU name and feature string (empty features
     mean the CPU name's own set, as for a baseline like ``x86-64-v3``)."""
@@ -195,6 +195,9 @@ class HostTarget:
         return "|".join([self.triple, self.cpu, self.features, llvmlite.__version__,
                          ".".join(map(str, binding().llvm_version_info)), f"jit{JIT_VERSION}",
                          f"O{OPT_LEVEL}", f"unroll{UNROLL_THRESHOLD}"])
+
+
+compile_records()
 
 
 def host_target(cpu: str | None = None) -> HostTarget:

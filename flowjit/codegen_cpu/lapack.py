@@ -18,10 +18,11 @@ temps). Complex matrices are their parts to the copies and fills (two reals an e
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
+
+from flowjit.ir.records import compile_records, record
 
 from .blas import lapacke_symbol
 from .program_plan import LAPACK_DTYPES, Lapack
@@ -32,7 +33,7 @@ ROW_MAJOR = 101                  # LAPACK_ROW_MAJOR
 MEMORY_ERROR = -1011             # LAPACK_WORK_MEMORY_ERROR, LAPACK_TRANSPOSE_MEMORY_ERROR
 
 
-@dataclass(frozen=True)
+@record
 class Routine:
     """What decides a wrapper: the op's role and dtype, and the triangle it reads."""
 
@@ -50,6 +51,9 @@ class Routine:
     def symbol(self) -> str:
         """The wrapper's function name in the program's module."""
         return f"fj_lapack_{self.role}_{self.dtype}{'' if self.lower else '_upper'}{'_full' if self.full else ''}"
+
+
+compile_records()
 
 
 def build_wrapper(r: Routine, sgemm_symbol: str, int_bits: int) -> str:

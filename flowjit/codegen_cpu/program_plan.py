@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from flowjit.ir.primitives.layout import swaps_last_two_axes
+from flowjit.ir.records import compile_records, record
 from flowjit.lowering.backend import LoweredProgram, NoProgram
 from flowjit.lowering.loops import Const, If, Kernel, Loop, Var
 
@@ -60,7 +60,7 @@ BLAS_PARALLEL_MIN_WORK = 1 << 22
 T_FIXED = 12
 
 
-@dataclass(frozen=True)
+@record
 class Buffer:
     """A value of the program: ``kind`` ``arg`` (position ``slot``), ``result`` (distinct
     result number ``slot``), ``const`` (constant number ``slot``) or ``scratch`` (byte
@@ -79,7 +79,7 @@ class Buffer:
         return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
 
-@dataclass(frozen=True, repr=False)
+@record
 class KernelCall:
     """One kernel: ``buffers`` names a buffer per kernel argument (ABI order), ``dims``
     every dimension; ``split`` (trips, parts) runs its chunk entry on the native pool;
@@ -96,7 +96,7 @@ class KernelCall:
                 f"{f', temps={self.temps!r}' if self.temps else ''})")
 
 
-@dataclass(frozen=True)
+@record
 class Gemm:
     """``c[m, n] = a[m, k] @ b[k, n]``, ``a``/``b`` read transposed from their buffers when
     ``trans_a``/``trans_b``. A batch of products when ``batch`` (the result's leading
@@ -129,7 +129,7 @@ COMPLEX_GEMMS = {"complex64": "cgemm", "complex128": "zgemm"}   # called by name
 HERMITIAN_ROUTINES = {"syevd": "heevd", "orgqr": "ungqr"}   # a complex matrix's name of a routine
 
 
-@dataclass(frozen=True)
+@record
 class Lapack:
     """One op of ``LAPACK_ROLES`` over ``batch`` matrices of ``n x n`` of ``dtype`` (the
     op's leading dimensions flattened; solve's right-hand sides ``n x k``), from the
@@ -156,7 +156,7 @@ class Lapack:
         return [t + (HERMITIAN_ROUTINES.get(r, r) if t in "cz" else r) for r in LAPACK_ROLES[self.role]]
 
 
-@dataclass(frozen=True)
+@record
 class Copy:
     """``nbytes`` bytes from buffer ``src`` to buffer ``dst`` (a block result no step of
     the block writes: an argument, a constant, a value written elsewhere)."""
@@ -166,7 +166,7 @@ class Copy:
     nbytes: int
 
 
-@dataclass(frozen=True)
+@record
 class BlockPlan:
     """A control op's block (or the top-level program before it becomes a ProgramPlan):
     its buffers (arguments and ``out`` buffers are pointers the caller passes), steps,
@@ -184,7 +184,7 @@ class BlockPlan:
         return next(b for b in self.buffers if b.name == name)
 
 
-@dataclass(frozen=True)
+@record
 class ControlCall:
     """A ``branch``, ``while_loop`` or ``scan_loop`` op run natively over its ``blocks``:
     ``temp`` is its scratch buffer holding the two copies of each carry (``carry_offsets``:
@@ -206,7 +206,7 @@ class ControlCall:
     block_offset: int
 
 
-@dataclass(frozen=True)
+@record
 class ProgramPlan:
     """A program as buffers and native steps (see the module docstring)."""
 
@@ -267,7 +267,7 @@ class NotNative(NoProgram):
     """The program has a step with no native form here (the message says which)."""
 
 
-@dataclass(frozen=True, repr=False)
+@record
 class Affine:
     """A size that depends on a symbolic dimension ``B``: ``a * B + b`` (a unified plan's
     dimensions, byte counts and offsets; see ``unify_plans``)."""
@@ -297,6 +297,9 @@ class Affine:
         return NotImplemented
 
     __radd__ = __add__
+
+
+compile_records()
 
 
 def unify_plans(plans: Sequence[ProgramPlan], batches: Sequence[int]) -> ProgramPlan:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from flowjit.ir.core import Block, Function
+from flowjit.ir.records import compile_records, record
 from flowjit.lowering.loops import Kernel
 from flowjit.lowering.lower import Unsupported, lower_block
 from flowjit.lowering.printer import print_kernel
 from flowjit.lowering.verify import verify_kernel
 
 
-@dataclass(frozen=True)
+@record
 class LoopProgram:
     """The kernels of a fused Function, in program order (nested blocks included): each
     a (fusion op name, user lines, Kernel or the reason it has none)."""
@@ -28,6 +28,9 @@ class LoopProgram:
             out.append(print_kernel(kernel).rstrip("\n") if isinstance(kernel, Kernel)
                        else f"# not lowered: {kernel}")
         return "\n".join(out) + "\n"
+
+
+compile_records()
 
 
 def loop_program(fn: Function) -> LoopProgram:

@@ -1,6 +1,6 @@
 """The loop-level IR's data structures: expressions, statements and the kernel.
 
-Every node is an immutable dataclass (``_record``), so expressions hash and compare by
+Every node is an immutable dataclass (``flowjit.ir.records.record``), so expressions hash and compare by
 value (the lowering memoizes on them) and a Kernel is immutable once built. Expressions
 are typed: every node has a ``dtype``; index arithmetic is int64. Statements nest like a
 C loop nest.
@@ -8,90 +8,35 @@ C loop nest.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from flowjit.ir.dtypes import DType, int64
-
-_T = TypeVar("_T", bound=type)
-_pending: list[type] = []
-
-
-class _Frozen:
-    """What ``frozen=True`` gives a dataclass: fields cannot be assigned after ``__init__``."""
-
-    __slots__ = ()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-def _record(cls: _T) -> _T:
-    """``cls`` as a frozen dataclass (fields, ``dataclasses.replace``, the same ``__init__``,
-    ``__repr__``, ``__eq__`` and ``__hash__``), its methods compiled by ``_compile_records``
-    with every other record's in one piece of source: ``@dataclass(frozen=True)`` compiles
-    six functions per class, 5 ms of every process that loads a cached kernel."""
-    cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    _pending.append(cls)
-    return cls
-
-
-def _compile_records() -> None:
-    source, namespace = [], {"_set": object.__setattr__}
-    for n, cls in enumerate(_pending):
-        fields = [f.name for f in dataclasses.fields(cls)]
-        params = []
-        for f in dataclasses.fields(cls):
-            if f.default is dataclasses.MISSING:
-                params.append(f.name)
-            else:
-                namespace[f"_default{n}_{f.name}"] = f.default
-                params.append(f"{f.name}=_default{n}_{f.name}")
-        mine = "(" + "".join(f"self.{f}, " for f in fields) + ")"
-        theirs = "(" + "".join(f"other.{f}, " for f in fields) + ")"
-        shown = ", ".join(f"{f}={{self.{f}!r}}" for f in fields)
-        source.append(
-            f"def __init__{n}(self, {', '.join(params)}):\n"
-            + "".join(f"    _set(self, {f!r}, {f})\n" for f in fields)
-            + f"def __repr__{n}(self):\n    return self.__class__.__qualname__ + f\"({shown})\"\n"
-            f"def __eq__{n}(self, other):\n    if other.__class__ is self.__class__:\n"
-            f"        return {mine} == {theirs}\n    return NotImplemented\n"
-            f"def __hash__{n}(self):\n    return hash({mine})\n")
-    exec("".join(source), namespace)
-    for n, cls in enumerate(_pending):
-        for name in ("__init__", "__repr__", "__eq__", "__hash__"):
-            fn = namespace[f"{name}{n}"]
-            fn.__qualname__ = f"{cls.__qualname__}.{name}"
-            setattr(cls, name, fn)
-    _pending.clear()
+from flowjit.ir.records import compile_records, record
 
 INDEX = int64  # the dtype of loop variables, sizes and index expressions
 
 
 # ---- expressions ----------------------------------------------------------------------------
-@_record
-class Const(_Frozen):
+@record
+class Const:
     """A literal of ``dtype`` (a Python bool, int or float; NaN and infinities allowed)."""
 
     value: object
     dtype: DType
 
 
-@_record
-class Var(_Frozen):
+@record
+class Var:
     """A loop variable, a size variable or a ``Let``-bound name."""
 
     name: str
     dtype: DType
 
 
-@_record
-class Prim(_Frozen):
+@record
+class Prim:
     """A scalar instruction ``op`` of ``scalar.OPS`` applied to ``args``; result ``dtype``."""
 
     op: str
@@ -99,8 +44,8 @@ class Prim(_Frozen):
     dtype: DType
 
 
-@_record
-class Load(_Frozen):
+@record
+class Load:
     """Element ``index`` (one int64 expression per dimension; ``()`` for 0-d) of a buffer."""
 
     buffer: str
@@ -108,8 +53,8 @@ class Load(_Frozen):
     dtype: DType
 
 
-@_record
-class AccValue(_Frozen):
+@record
+class AccValue:
     """The current value of accumulator ``name`` (for argmax/argmin: the winning position)."""
 
     name: str
@@ -120,8 +65,8 @@ Expr = Const | Var | Prim | Load | AccValue
 
 
 # ---- statements -----------------------------------------------------------------------------
-@_record
-class Loop(_Frozen):
+@record
+class Loop:
     """``for var in range(start, stop, step): body``; ``parallel``: iterations are
     independent and the renderer may split them across threads. ``stream``: a hint that
     the loop's one store may bypass the cache when the output is large (the CPU renderer's
@@ -136,16 +81,16 @@ class Loop(_Frozen):
     stream: bool = False
 
 
-@_record
-class Let(_Frozen):
+@record
+class Let:
     """Bind ``name`` to ``value`` (in SSA form: each name is bound once in the kernel)."""
 
     name: str
     value: Expr
 
 
-@_record
-class Store(_Frozen):
+@record
+class Store:
     """``buffer[index] = value``."""
 
     buffer: str
@@ -153,8 +98,8 @@ class Store(_Frozen):
     value: Expr
 
 
-@_record
-class Accumulator(_Frozen):
+@record
+class Accumulator:
     """Declare accumulator ``name`` of ``kind`` (``scalar.ACCUMULATOR_KINDS``) holding
     ``dtype``, reset to ``start`` here (each time control passes this statement). For
     argmax/argmin ``dtype`` is the compared values' dtype and the value read is the i64
@@ -166,8 +111,8 @@ class Accumulator(_Frozen):
     start: Expr
 
 
-@_record
-class Update(_Frozen):
+@record
+class Update:
     """Combine ``value`` into accumulator ``name`` (``scalar.combine``); ``position``: the
     i64 position of ``value`` for argmax/argmin, None otherwise."""
 
@@ -176,8 +121,8 @@ class Update(_Frozen):
     position: Expr | None = None
 
 
-@_record
-class If(_Frozen):
+@record
+class If:
     """``if cond: then else: orelse``."""
 
     cond: Expr
@@ -189,8 +134,8 @@ Stmt = Loop | Let | Store | Accumulator | Update | If
 
 
 # ---- the kernel -----------------------------------------------------------------------------
-@_record
-class Buffer(_Frozen):
+@record
+class Buffer:
     """An array the kernel reads or writes: ``role`` "in" or "out" (an argument), or "temp"
     (scratch the kernel owns for one call, of ``shape``: int64 expressions over the size
     variables); its element dtype and rank (row-major, contiguous; a 0-d buffer is indexed
@@ -203,8 +148,8 @@ class Buffer(_Frozen):
     shape: tuple = ()
 
 
-@_record
-class SizeVar(_Frozen):
+@record
+class SizeVar:
     """An int64 size read at run time: dimension ``dim`` of buffer ``buffer``. Sizes are
     variables, so one kernel serves every shape that lowers to the same loop IR (every
     batch size)."""
@@ -214,8 +159,8 @@ class SizeVar(_Frozen):
     dim: int
 
 
-@_record
-class Kernel(_Frozen):
+@record
+class Kernel:
     """One fused group as a loop program: its buffers (inputs first, then outputs), the size
     variables read from their shapes, and the body. ``in_place``: for each output, the
     inputs it may overwrite (same dtype and shape, read only at the output's own index
@@ -245,7 +190,7 @@ class Kernel(_Frozen):
         return next(b for b in self.buffers if b.name == name)
 
 
-_compile_records()
+compile_records()
 
 
 def as_parts(a: Any) -> Any:

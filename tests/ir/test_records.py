@@ -1,0 +1,49 @@
+"""``flowjit.ir.records``: frozen dataclasses whose methods one ``exec`` compiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from flowjit.ir.records import compile_records, record
+
+
+@record
+class Point:
+    x: int
+    y: int = 0
+
+
+@record
+class Named:
+    name: str
+    where: Point
+
+    def __repr__(self) -> str:   # the body's own method is kept
+        return f"<{self.name}>"
+
+
+compile_records()
+
+
+def test_records_behave_as_frozen_dataclasses():
+    p = Point(1, 2)
+    assert p == Point(1, 2) and p != Point(2, 1) and hash(p) == hash(Point(1, 2)) and Point(3).y == 0
+    assert repr(p) == "Point(x=1, y=2)" and repr(Named("a", p)) == "<a>"
+    assert [f.name for f in dataclasses.fields(Point)] == ["x", "y"]
+    assert dataclasses.replace(p, y=5) == Point(1, 5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del p.y
+    assert pickle.loads(pickle.dumps(Named("b", p))).where == p
+    assert Point(1, 2) != (1, 2) and {Point(1, 2): "a"}[Point(1, 2)] == "a"
+
+
+def test_a_default_factory_is_refused():
+    with pytest.raises(TypeError, match="default_factory"):
+        @record
+        class Bad:
+            items: list = dataclasses.field(default_factory=list)
