@@ -16,9 +16,12 @@ namespace and a small adapter table). Six tables:
 - the first call in a new process (``python -m bench.workloads.models IMPL MODEL MODE``):
   cold (empty caches: ``FLOWJIT_CACHE_DIR``, JAX's persistent compilation cache,
   ``TORCHINDUCTOR_CACHE_DIR`` in a new temporary directory), then warm (another new process
-  with the caches the cold one left). The machine code of flowjit's own runtime beside the
-  package (the native pool, the GEMMs over it: ``objcache.runtime_directory()``), compiled
-  once per installation, stays, as Python's bytecode and jaxlib's prebuilt runtime do.
+  with the caches the cold one left), in three rounds that alternate the libraries, each
+  cell the median round's (one round with ``--quick``): a single new process moved with the
+  machine by 20% and more. The machine code of flowjit's own runtime beside the package
+  (the native pool, the GEMMs over it, the programs' entry points:
+  ``objcache.runtime_directory()``), compiled once per installation, stays, as Python's
+  bytecode and jaxlib's prebuilt runtime do.
 - the steady state of the warm new process, a library alone in its process: the median
   per call after the first two, and the minor page faults per call. The first table runs
   every library in one process, where one library's large frees raise glibc's mmap
@@ -63,6 +66,7 @@ IMPLS = (("fj", "flowjit"), ("jax", "JAX jit"), ("tf", "TensorFlow (XLA)"), ("to
 HEAD = dict(IMPLS)
 MODES = ("inference", "train")
 CHILD_CALLS = 3          # calls after the first two in a child, before its peak RSS is read
+NEW_PROCESS_ROUNDS = (1, 3)   # rounds of new processes (quick, full): each cell is the median round's
 ALONE_S = (0.1, 0.4)     # and calls for this long (quick, full): the steady state of a process of its own
 TIMEOUT_S = 900
 TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
@@ -370,12 +374,20 @@ def run(ctx: Ctx) -> list[Row]:
     return rows
 
 
+def _middle(runs: list[dict], key: str) -> dict:
+    """The run whose ``key`` is the median of ``runs`` (the upper middle of an even count)."""
+    return sorted(runs, key=lambda r: r[key])[len(runs) // 2]
+
+
 def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
-    """The first-call and memory tables: per library a cold and a warm child (torch eager
-    compiles nothing: one child), each in a new temporary cache directory."""
+    """The first-call, process-of-its-own and memory tables: per library a cold and a warm
+    child (torch eager compiles nothing: one child), each pair in a new temporary cache
+    directory, for NEW_PROCESS_ROUNDS rounds that alternate the libraries; then, beside two
+    busy processes, a warm child per library and round. Each cell is the median round's."""
     first_rows: list[ModelRow] = []
     alone_rows: list[ModelRow] = []
     memory_rows: list[ModelRow] = []
+    rounds = NEW_PROCESS_ROUNDS[not ctx.quick]
     for model, mode in pairs:
         label = f"{zoo.describe(model, ctx.quick)}, {mode}"
         first = ModelRow("models", label, table="first", model=model, mode=mode)
@@ -385,59 +397,72 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
         # the loaded table runs every library in the bench's one process, where JAX's and
         # torch's thread pools run too (idle or spinning) and share the cores' time.
         loaded = ModelRow("models", label, table="alone_loaded", model=model, mode=mode)
-        peaks: dict[str, int] = {}
+        runnable: list[tuple[str, str]] = []
         for impl, head in columns(ctx):
             try:
                 if impl in PACKAGE:
                     ctx.module(PACKAGE[impl])
                 if impl == "tf":
                     raise Skip("no TensorFlow adapter in zoo.py")
+                runnable.append((impl, head))
             except Skip as e:
                 for r in (first, alone, loaded, memory):
                     r.cells[impl] = Cell(text=f"skipped: {e}", skipped=True)
-                continue
-            cache = tempfile.mkdtemp(prefix=f"bench_models_{impl}_")
+        runs: dict[tuple[str, str], list[dict]] = {}
+        last_cache: dict[str, str] = {}
+        caches: list[str] = []
+
+        def run(impl: str, head: str, which: str, cache: str) -> None:
+            ctx.log(f"  {label}: {head}: new process, {which}")
+            res = child(ctx, impl, model, mode, cache)
+            if "error" in res:
+                ctx.errors.append((label, f"{head}, new process ({which})", res.get("traceback") or res["error"]))
+                target = loaded if which == "loaded" else first
+                target.cells[impl if which == "loaded" else f"{impl}:{which}"] = Cell(
+                    text=f"ERROR {res['error'][:100]}", error=res["error"])
+                return
+            runs.setdefault((impl, which), []).append(res)
+        try:
+            for _ in range(rounds):
+                for impl, head in runnable:
+                    cache = tempfile.mkdtemp(prefix=f"bench_models_{impl}_")
+                    caches.append(cache)
+                    last_cache[impl] = cache
+                    for which in (("cold",) if impl == "torch" else ("cold", "warm")):
+                        run(impl, head, which, cache)
+            busy = Busy(2)
             try:
-                got = {}
-                for which in (("cold",) if impl == "torch" else ("cold", "warm")):
-                    ctx.log(f"  {label}: {head}: new process, {which}")
-                    res = got[which] = child(ctx, impl, model, mode, cache)
-                    if "error" in res:
-                        ctx.errors.append((label, f"{head}, new process ({which})",
-                                           res.get("traceback") or res["error"]))
-                        first.cells[f"{impl}:{which}"] = Cell(text=f"ERROR {res['error'][:100]}", error=res["error"])
-                        continue
+                for _ in range(rounds):
+                    for impl, head in runnable:
+                        run(impl, head, "loaded", last_cache[impl])
+            finally:
+                busy.stop()
+        finally:
+            for cache in caches:
+                shutil.rmtree(cache, ignore_errors=True)
+        for impl, _ in runnable:
+            for which in ("cold", "warm"):
+                if runs.get((impl, which)):
+                    res = _middle(runs[impl, which], "first_s")
                     first.cells[f"{impl}:{which}"] = Cell(
                         seconds=res["first_s"], text=f"{fmt_time(res['first_s'], 'ms')} "
                                                      f"(2nd {fmt_time(res['second_s'], 'ms')})")
-                last = got.get("warm", got.get("cold", {}))
-                if "alone_s" in last:
-                    alone.cells[impl] = Cell(seconds=last["alone_s"], text=f"{fmt_time(last['alone_s'], 'ms')} "
-                                                                            f"({last['faults']:.0f})")
-                if "alone_s" in last:
-                    ctx.log(f"  {label}: {head}: new process, warm, two busy processes")
-                    busy = Busy(2)
-                    try:
-                        res = child(ctx, impl, model, mode, cache)
-                    finally:
-                        busy.stop()
-                    if "alone_s" in res:
-                        loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms"))
-                        loaded.cells[impl + "/idle"] = Cell(text=_ratio(loaded.cells[impl], alone.cells[impl]))
-                    else:
-                        ctx.errors.append((label, f"{head}, new process beside two busy processes",
-                                           res.get("traceback") or res.get("error", "")))
-                        loaded.cells[impl] = Cell(text=f"ERROR {res.get('error', '')[:100]}", error=res.get("error"))
-                if "rss_peak" in last:
-                    peaks[impl] = last["rss_peak"]
-                    memory.cells[impl] = Cell(seconds=last["rss_peak"],
-                                              text=f"{last['rss_peak'] / 2**20:.0f} MiB "
-                                                   f"(+{(last['rss_peak'] - last['rss_setup']) / 2**20:.0f} MiB)")
-                if impl == "fj" and "cache" in got.get("warm", {}):
-                    c = got["warm"]["cache"]
+            warm = runs.get((impl, "warm")) or runs.get((impl, "cold"))
+            if warm:
+                res = _middle(warm, "alone_s")
+                alone.cells[impl] = Cell(seconds=res["alone_s"], text=f"{fmt_time(res['alone_s'], 'ms')} "
+                                                                      f"({res['faults']:.0f})")
+                res = _middle(warm, "rss_peak")
+                memory.cells[impl] = Cell(seconds=res["rss_peak"],
+                                          text=f"{res['rss_peak'] / 2**20:.0f} MiB "
+                                               f"(+{(res['rss_peak'] - res['rss_setup']) / 2**20:.0f} MiB)")
+                if impl == "fj" and "cache" in warm[-1] and runs.get((impl, "warm")):
+                    c = warm[-1]["cache"]
                     first.note = f"flowjit warm: compiled {c['compiled']}, loaded {c['loaded']} from disk"
-            finally:
-                shutil.rmtree(cache, ignore_errors=True)
+            if runs.get((impl, "loaded")) and impl in alone.cells:
+                res = _middle(runs[impl, "loaded"], "alone_s")
+                loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms"))
+                loaded.cells[impl + "/idle"] = Cell(text=_ratio(loaded.cells[impl], alone.cells[impl]))
         first.fj_jax = [_ratio(first.cells.get("fj:cold"), first.cells.get("jax:cold")),
                         _ratio(first.cells.get("fj:warm"), first.cells.get("jax:warm"))]
         memory.fj_jax = [_ratio(memory.cells.get("fj"), memory.cells.get("jax"))]
