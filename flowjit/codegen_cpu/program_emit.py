@@ -73,6 +73,7 @@ class _Driver:
         # once, behind one function of its buffers (``fj_at_N``/``fj_split_N``) every such
         # step calls: LLVM's time is per kernel compiled (a small loop's ~10 ms), not per step.
         self.canon: dict[Any, Any] = {}
+        self.canon_of: dict[int, Any] = {}   # id(kernel) -> canonical (the plan holds every kernel)
         self.shapes = Counter(self.shape_key(s) for s in walk_steps(plan.steps) if isinstance(s, KernelCall))
         self.shared: dict[tuple, tuple[str, bool]] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
@@ -87,15 +88,20 @@ class _Driver:
 
     def canonical(self, kernel: Any) -> Any:
         """The first kernel of the plan whose loop IR equals ``kernel``'s but for its name."""
-        return self.canon.setdefault(dataclasses.replace(kernel, name=""), kernel)
+        # By the kernel object first: hashing a kernel walks its whole loop IR.
+        found = self.canon_of.get(id(kernel))
+        if found is None:
+            found = self.canon_of[id(kernel)] = self.canon.setdefault(dataclasses.replace(kernel, name=""), kernel)
+        return found
 
     def shape_key(self, step: KernelCall) -> tuple | None:
-        """What makes two steps one compiled function: the kernel (by ``canonical``), its
-        constant dimensions, whether its temps come from the scratch block, and whether it is
-        split over the pool; None for a step whose dimensions depend on B."""
+        """What makes two steps one compiled function: the kernel (``canonical``'s, by
+        identity: a kernel's hash walks its loop IR), its constant dimensions, whether its
+        temps come from the scratch block, and whether it is split over the pool; None for
+        a step whose dimensions depend on B."""
         if not all(isinstance(d, int) for d in step.dims):
             return None
-        return self.canonical(step.kernel), step.dims, bool(step.temps), step.split is not None
+        return id(self.canonical(step.kernel)), step.dims, bool(step.temps), step.split is not None
 
     def lighter(self) -> str:
         """The module with less kernel code so far (``main``: the steps' own)."""
