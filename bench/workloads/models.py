@@ -273,14 +273,18 @@ class Busy:
         except AttributeError:
             cores = []
         self.procs = []
-        for _ in range(n):
-            p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            if cores:
-                try:
-                    os.sched_setaffinity(p.pid, cores)
-                except OSError:
-                    pass
-            self.procs.append(p)
+        try:
+            for _ in range(n):
+                p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                self.procs.append(p)
+                if cores:
+                    try:
+                        os.sched_setaffinity(p.pid, cores)
+                    except OSError:
+                        pass
+        except BaseException:
+            self.stop()   # the ones already spinning
+            raise
         time.sleep(0.2)
 
     def stop(self) -> None:
@@ -441,13 +445,14 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
             for cache in caches:
                 shutil.rmtree(cache, ignore_errors=True)
         for impl, _ in runnable:
+            # A round that failed keeps its ERROR cell (its traceback is in ctx.errors).
             for which in ("cold", "warm"):
-                if runs.get((impl, which)):
+                if runs.get((impl, which)) and f"{impl}:{which}" not in first.cells:
                     res = _middle(runs[impl, which], "first_s")
                     first.cells[f"{impl}:{which}"] = Cell(
                         seconds=res["first_s"], text=f"{fmt_time(res['first_s'], 'ms')} "
                                                      f"(2nd {fmt_time(res['second_s'], 'ms')})")
-            warm = runs.get((impl, "warm")) or runs.get((impl, "cold"))
+            warm = runs.get((impl, "cold" if impl == "torch" else "warm"))   # torch eager: one child
             if warm:
                 res = _middle(warm, "alone_s")
                 alone.cells[impl] = Cell(seconds=res["alone_s"], text=f"{fmt_time(res['alone_s'], 'ms')} "
@@ -456,10 +461,10 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                 memory.cells[impl] = Cell(seconds=res["rss_peak"],
                                           text=f"{res['rss_peak'] / 2**20:.0f} MiB "
                                                f"(+{(res['rss_peak'] - res['rss_setup']) / 2**20:.0f} MiB)")
-                if impl == "fj" and "cache" in warm[-1] and runs.get((impl, "warm")):
+                if impl == "fj" and "cache" in warm[-1]:
                     c = warm[-1]["cache"]
                     first.note = f"flowjit warm: compiled {c['compiled']}, loaded {c['loaded']} from disk"
-            if runs.get((impl, "loaded")) and impl in alone.cells:
+            if runs.get((impl, "loaded")) and impl in alone.cells and impl not in loaded.cells:
                 res = _middle(runs[impl, "loaded"], "alone_s")
                 loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms"))
                 loaded.cells[impl + "/idle"] = Cell(text=_ratio(loaded.cells[impl], alone.cells[impl]))

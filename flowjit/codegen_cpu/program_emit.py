@@ -72,7 +72,7 @@ class _Driver:
         # are one kernel, defined once; a kernel run more than once at one shape is compiled
         # once, behind one function of its buffers (``fj_at_N``/``fj_split_N``) every such
         # step calls: LLVM's time is per kernel compiled (a small loop's ~10 ms), not per step.
-        self.canon: dict[Any, Any] = {}
+        self.canon: dict[str, Any] = {}
         self.canon_of: dict[int, Any] = {}   # id(kernel) -> canonical (the plan holds every kernel)
         self.shapes = Counter(self.shape_key(s) for s in walk_steps(plan.steps) if isinstance(s, KernelCall))
         self.shared: dict[tuple, tuple[str, bool]] = {}
@@ -88,10 +88,12 @@ class _Driver:
 
     def canonical(self, kernel: Any) -> Any:
         """The first kernel of the plan whose loop IR equals ``kernel``'s but for its name."""
-        # By the kernel object first: hashing a kernel walks its whole loop IR.
+        # By the kernel object first: its identity text is the whole loop IR. The text, not
+        # the records' equality: 0.0 == -0.0 in Python, and a kernel with either is another.
         found = self.canon_of.get(id(kernel))
         if found is None:
-            found = self.canon_of[id(kernel)] = self.canon.setdefault(dataclasses.replace(kernel, name=""), kernel)
+            text = render.kernel_identity(dataclasses.replace(kernel, name=""))
+            found = self.canon_of[id(kernel)] = self.canon.setdefault(text, kernel)
         return found
 
     def shape_key(self, step: KernelCall) -> tuple | None:

@@ -13,10 +13,14 @@ the class body defines itself (a ``__repr__`` of its own) is kept, as dataclasse
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any, TypeVar
 
 _T = TypeVar("_T", bound=type)
 _pending: list[type] = []
+# Modules import lazily, on a program's first call, from any thread: a class is collected
+# and its methods installed under one lock, so that no thread compiles another's half.
+_lock = threading.Lock()
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
@@ -38,15 +42,22 @@ def record(cls: _T) -> _T:
     cls.__setattr__ = _frozen_setattr   # type: ignore[assignment]
     cls.__delattr__ = _frozen_delattr   # type: ignore[assignment]
     cls._record_own = own               # type: ignore[attr-defined]
-    _pending.append(cls)
+    with _lock:
+        _pending.append(cls)
     return cls
 
 
 def compile_records() -> None:
     """Compile ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` of every class
     ``record`` collected since the last call, in one piece of source."""
+    with _lock:
+        _compile(list(_pending))
+        _pending.clear()
+
+
+def _compile(pending: list[type]) -> None:
     source, namespace = [], {"_set": object.__setattr__}
-    for n, cls in enumerate(_pending):
+    for n, cls in enumerate(pending):
         fields = [f.name for f in dataclasses.fields(cls)]
         params = []
         for f in dataclasses.fields(cls):
@@ -66,11 +77,10 @@ def compile_records() -> None:
             f"        return {mine} == {theirs}\n    return NotImplemented\n"
             f"def __hash__{n}(self):\n    return hash({mine})\n")
     exec("".join(source), namespace)
-    for n, cls in enumerate(_pending):
+    for n, cls in enumerate(pending):
         for name in ("__init__", "__repr__", "__eq__", "__hash__"):
             if name in cls._record_own:  # type: ignore[attr-defined]
                 continue
             fn = namespace[f"{name}{n}"]
             fn.__qualname__ = f"{cls.__qualname__}.{name}"
             setattr(cls, name, fn)
-    _pending.clear()

@@ -518,6 +518,18 @@ def test_kernels_alike_but_for_their_name_compile_once_per_shape():
     assert len(at_calls) == 3 and len(set(at_calls)) == 2, at_calls
 
 
+def test_kernels_alike_but_for_the_sign_of_a_zero_are_two_kernels():
+    # 0.0 == -0.0 in Python: kernels are one when their loop IR's text is, not their records.
+    def f(x, w):
+        a = fj.exp(1.0 / fj.minimum(x @ w, 0.0))
+        return fj.exp(1.0 / fj.minimum(a @ w, -0.0))
+    x, w = -np.ones((4, 4)), np.ones((4, 4))
+    got, _ = _native(fj.function(f), x, w)
+    with np.errstate(divide="ignore"):
+        want = np.exp(1.0 / np.minimum(np.exp(1.0 / np.minimum(x @ w, 0.0)) @ w, -0.0))
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_branch_whose_first_step_is_split_over_the_pool():
     # The branch's block function places the split kernel's context at the start of its
     # entry block, under the builder emitting its steps: the steps must stay in order.

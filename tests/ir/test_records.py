@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import sys
+import threading
 
 import pytest
 
@@ -47,3 +49,29 @@ def test_a_default_factory_is_refused():
         @record
         class Bad:
             items: list = dataclasses.field(default_factory=list)
+
+
+def test_threads_recording_and_compiling_at_once_each_get_working_classes():
+    # Modules of records import lazily on a program's first call, from any thread.
+    errors: list[BaseException] = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def work(tag: int) -> None:
+        try:
+            for i in range(100):
+                made = [record(type(f"R{tag}_{i}_{j}", (), {"__annotations__": {"a": "int", "b": "int"}}))
+                        for j in range(10)]
+                compile_records()
+                assert all(cls(1, 2) == cls(1, 2) for cls in made)
+        except BaseException as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors[:3]
