@@ -480,8 +480,16 @@ class _Lowering:
         x = op.inputs[0]
         acc_d = scalar.accumulator_dtype(kind, op.results[0].type.dtype)
         kept_shape = tuple(n for k, n in enumerate(x.type.shape) if k not in axes)
-        name = self.fresh("cols")
-        self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
+        out = self.accumulating_output(op.results[0], acc_d, kept_shape)
+        if out is not None:
+            # The kernel's output is the reduction's result as it is (a max pool's): the
+            # reduction accumulates in the output itself, which no other value's row may then
+            # be stored in, and its own nest stores nothing (no temp, no copy of it).
+            name = f"out{out}"
+            self.stored_value[out] = op.results[0].id
+        else:
+            name = self.fresh("cols")
+            self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
         saved = self.scopes
         self.scopes = self.scopes[:1]
         kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
@@ -501,6 +509,17 @@ class _Lowering:
         self.scopes = saved
         top.memo[key] = (name,)
         return (name,)
+
+    def accumulating_output(self, v: Value, acc_d: DType, kept_shape: tuple) -> int | None:
+        """The output a reduction of ``v``'s kept shape may accumulate in: the first output
+        that returns ``v`` with the accumulator's dtype and shape, when no other value's
+        row is stored there and its elements are not complex parts; None otherwise."""
+        if v.type.dtype != acc_d or acc_d.is_complex or tuple(v.type.shape) != tuple(kept_shape):
+            return None
+        k = next((k for k, r in enumerate(self.block.returns) if r is v), None)
+        if k is None or self.stored_value.get(k, v.id) != v.id:
+            return None
+        return k
 
     def slot(self, x: Value, full: list, val: Expr, axes: list) -> None:
         """A store slot for the elements of ``x`` a one-axis reduction loop computes."""
@@ -620,6 +639,8 @@ class _Lowering:
             for k, v, depth in outputs:
                 idx = index[:depth] + tuple(_i(0) for _ in v.type.shape[depth:])
                 val = self.value(v, idx)
+                if self.stored_value.get(k) == v.id and depth == len(shape):
+                    continue   # already there: a reduction accumulated it, or stored its rows, in out{k}
                 if depth < len(shape):  # a row's result, stored once per row
                     self.scopes[depth].body.extend(store(f"out{k}", idx, val))
                 else:
@@ -627,6 +648,8 @@ class _Lowering:
             self.scopes[-1].body.extend(stores)
             while len(self.scopes) > 1:
                 self.close_loop()
+            if top.body and _empty(top.body[-1]):
+                top.body.pop()   # the nest's only output was accumulated in place
             self.written.update((v.id, k) for k, v, _ in outputs)
         buffers = [kernel_buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
         buffers += [kernel_buffer(f"out{k}", "out", v.type.dtype, v.type.ndim)
@@ -935,6 +958,11 @@ def _mark_streaming(s: object) -> object:
     if not all(only_loads_at_var(w.value) for w in work) or not only_loads_at_var(store.value):
         return s
     return Loop(s.var, s.start, s.stop, s.step, s.body, s.parallel, stream=True)
+
+
+def _empty(s: object) -> bool:
+    """Whether ``s`` is a loop nest that stores nothing (its ``Let``s are only read by it)."""
+    return isinstance(s, Loop) and all(isinstance(t, Let) or _empty(t) for t in s.body)
 
 
 def _fill_slots(body: tuple) -> tuple:

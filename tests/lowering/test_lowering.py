@@ -83,6 +83,32 @@ def test_a_reduction_over_leading_axes_fills_a_temp_in_row_major_order():
     assert check_fused(f, x, w) == 1
 
 
+def test_a_reduction_that_is_the_kernels_output_accumulates_in_it():
+    # A max pool's window reduction keeps the last axis and is the kernel's output as it is:
+    # it accumulates in the output, with no temp of the output's size and no copy of it.
+    # Where the accumulator is wider (a float32 sum in float64) or the shapes differ
+    # (keepdims), the temp stays.
+    from tests.lowering.test_programs import check_fused
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 5, 4)).astype(np.float32)
+    x[0, 0, 1] = np.nan
+    pooled = [lambda a: fj.max(a, axis=(0, 1)), lambda a: fj.min(a, axis=0),
+              lambda a: fj.max(a.reshape(3, 2, 5, 4), axis=1),
+              lambda a: (fj.max(a, axis=0), fj.max(a, axis=0) * 2.0),
+              lambda a: (a.astype(np.float64)).sum(axis=0)]
+    for f in pooled:
+        text = print_kernel(kernel_of(f, x))
+        assert "temp cols" not in text, text
+        stores = [line.strip() for line in text.splitlines() if line.strip().startswith("out0[")]
+        assert all("out0[" in line.split("=", 1)[1] or "inf" in line or "0.0" in line for line in stores), text
+        assert check_fused(f, x) == 1
+    for f in (lambda a: a.sum(axis=0), lambda a: fj.max(a, axis=0, keepdims=True)):
+        assert "temp cols" in print_kernel(kernel_of(f, x))
+        assert check_fused(f, x) == 1
+    got = fj.function(lambda a: fj.max(a.reshape(3, 2, 5, 4), axis=1) + 0.0)(x)
+    np.testing.assert_array_equal(got, np.max(x.reshape(3, 2, 5, 4), axis=1))
+
+
 def test_a_reduction_over_middle_axes_keeping_the_last_fills_a_temp_along_the_last_axis():
     # A mean over a bag of embedding rows, or over time: reducing each column on its own
     # strode through memory (5x NumPy's time for a mean over axis 1 of f32[64,512,256]).
