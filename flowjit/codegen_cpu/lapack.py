@@ -25,6 +25,7 @@ from llvmlite import ir
 from flowjit.ir.records import compile_records, record
 
 from .blas import lapacke_symbol
+from .llvm_loops import counted_loop
 from .program_plan import LAPACK_DTYPES, Lapack
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -109,19 +110,7 @@ class _Wrapper:
         return v if self.int_bits == 64 else b.trunc(v, self.lint)
 
     def loop(self, count: ir.Value, name: str, body: Callable[[ir.Value], None], start: ir.Value | None = None) -> None:
-        b = self.b
-        pre = b.block
-        head, inner, done = (self.fn.append_basic_block(f"{name}.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, name=name)
-        i.add_incoming(start if start is not None else self.c(0), pre)
-        b.cbranch(b.icmp_signed("<", i, count), inner, done)
-        b.position_at_end(inner)
-        body(i)
-        i.add_incoming(b.add(i, self.c(1)), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        counted_loop(self.b, count, name, body, start)
 
     def reals(self, ptr: ir.Value, real: ir.Type | None = None) -> ir.Value:
         return self.b.bitcast(ptr, (real or self.real).as_pointer())

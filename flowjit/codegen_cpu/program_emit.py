@@ -136,11 +136,6 @@ class _Driver:
             self.cost[where] += self.weight(kernel)
 
     @staticmethod
-    def field(b: ir.IRBuilder, obj: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
-        at = b.gep(obj, [ir.Constant(I64, offset)], inbounds=True)
-        return b.load(b.bitcast(at, ty.as_pointer()))
-
-    @staticmethod
     def table(b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:
         return b.load(b.gep(tab, [ir.Constant(I64, i)], inbounds=True))
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import jit
+from .llvm_loops import counted_loop
 from .program_plan import (
     ARRAY_DATA,
     ARRAY_DESCR,
@@ -125,25 +126,6 @@ def build_module() -> str:
     def word(b: ir.IRBuilder, base: Any, i: Any) -> Any:
         return b.load(b.gep(base, [i if isinstance(i, ir.Value) else const(i)], inbounds=True))
 
-    def loop(b: ir.IRBuilder, fn: Any, n: Any, name: str) -> tuple[Any, Any]:
-        """A counted loop ``for i in range(n)``: returns (i, the builder's block after it);
-        the caller fills the body at ``b`` and calls ``close``."""
-        head, body, done = (fn.append_basic_block(f"{name}_{x}") for x in ("head", "body", "done"))
-        before = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64)
-        i.add_incoming(const(0), before)
-        b.cbranch(b.icmp_signed("<", i, n), body, done)
-        b.position_at_end(body)
-        return i, (head, done)
-
-    def close(b: ir.IRBuilder, i: Any, blocks: tuple[Any, Any]) -> None:
-        head, done = blocks
-        i.add_incoming(b.add(i, const(1)), b.block)
-        b.branch(head)
-        b.position_at_end(done)
-
     def either(b: ir.IRBuilder, cond: Any, then: Any, otherwise: Any) -> Any:
         """``then()`` where ``cond`` holds, else ``otherwise()``: the value they give."""
         with b.if_else(cond) as (yes, no):
@@ -179,66 +161,70 @@ def build_module() -> str:
     # dtype (in the native byte order).
     at = b.alloca(I64)
     b.store(word(b, desc, D_ARGS), at)
-    i, blocks = loop(b, run, n_args, "arg")
-    obj = word(b, args, i)
-    p = b.load(at)
-    check(b.icmp_unsigned("==", b.ptrtoint(field(b, obj, OB_TYPE, I8P), I64), ndarray))
-    flags = b.and_(field(b, obj, ARRAY_FLAGS, I32), const(NPY_C_CONTIGUOUS | NPY_ALIGNED, I32))
-    check(b.icmp_signed("==", flags, const(NPY_C_CONTIGUOUS | NPY_ALIGNED, I32)))
-    nd = word(b, desc, p)
-    check(b.icmp_signed("==", b.sext(field(b, obj, ARRAY_ND, I32), I64), nd))
-    descr = field(b, obj, ARRAY_DESCR, I8P)
-    check(b.icmp_unsigned("!=", field(b, descr, DESCR_BYTEORDER, I8), const(swapped, I8)))
-    num = b.sext(field(b, descr, DESCR_TYPE_NUM, I32), I64)
-    n_nums = word(b, desc, b.add(p, const(1)))
-    nums_at = b.add(p, const(2))
-    j, inner = loop(b, run, n_nums, "num")
-    hit, go_on = run.append_basic_block("num_hit"), run.append_basic_block("num_next")
-    b.cbranch(b.icmp_signed("==", word(b, desc, b.add(nums_at, j)), num), hit, go_on)
-    b.position_at_end(go_on)
-    close(b, j, inner)
-    b.branch(fallback)  # no type number matched
-    b.position_at_end(hit)
-    dims_at = b.add(nums_at, n_nums)
-    dims = field(b, obj, ARRAY_DIMS, I64P)
-    d, inner = loop(b, run, nd, "dim")
-    check(b.icmp_signed("==", word(b, dims, d), word(b, desc, b.add(dims_at, d))))
-    close(b, d, inner)
-    b.store(field(b, obj, ARRAY_DATA, I8P), b.gep(data, [i], inbounds=True))
-    b.store(b.add(dims_at, nd), at)
-    close(b, i, blocks)
+
+    def check_argument(i: Any) -> None:
+        obj = word(b, args, i)
+        p = b.load(at)
+        check(b.icmp_unsigned("==", b.ptrtoint(field(b, obj, OB_TYPE, I8P), I64), ndarray))
+        flags = b.and_(field(b, obj, ARRAY_FLAGS, I32), const(NPY_C_CONTIGUOUS | NPY_ALIGNED, I32))
+        check(b.icmp_signed("==", flags, const(NPY_C_CONTIGUOUS | NPY_ALIGNED, I32)))
+        nd = word(b, desc, p)
+        check(b.icmp_signed("==", b.sext(field(b, obj, ARRAY_ND, I32), I64), nd))
+        descr = field(b, obj, ARRAY_DESCR, I8P)
+        check(b.icmp_unsigned("!=", field(b, descr, DESCR_BYTEORDER, I8), const(swapped, I8)))
+        num = b.sext(field(b, descr, DESCR_TYPE_NUM, I32), I64)
+        n_nums = word(b, desc, b.add(p, const(1)))
+        nums_at = b.add(p, const(2))
+        hit = run.append_basic_block("num_hit")
+
+        def match(j: Any) -> None:
+            go_on = run.append_basic_block("num_next")
+            b.cbranch(b.icmp_signed("==", word(b, desc, b.add(nums_at, j)), num), hit, go_on)
+            b.position_at_end(go_on)
+        counted_loop(b, n_nums, "num", match)
+        b.branch(fallback)  # no type number matched
+        b.position_at_end(hit)
+        dims_at = b.add(nums_at, n_nums)
+        dims = field(b, obj, ARRAY_DIMS, I64P)
+        counted_loop(b, nd, "dim", lambda d: check(b.icmp_signed("==", word(b, dims, d),
+                                                                 word(b, desc, b.add(dims_at, d)))))
+        b.store(field(b, obj, ARRAY_DATA, I8P), b.gep(data, [i], inbounds=True))
+        b.store(b.add(dims_at, nd), at)
+    counted_loop(b, n_args, "arg", check_argument)
 
     # The results: from the pool (the table's allocator) or PyArray_Empty; NULL with an
     # exception set when one cannot be made.
     b.store(word(b, desc, D_RESULTS), at)
-    s, blocks = loop(b, run, n_results, "result")
-    p = b.load(at)
-    nd = word(b, desc, p)
-    alloc = word(b, tab, b.add(const(T_FIXED + 1), b.mul(s, const(2))))
 
-    def from_empty() -> Any:
-        dtype = b.inttoptr(word(b, tab, b.add(const(T_FIXED), b.mul(s, const(2)))), I8P)
-        b.call(incref, [dtype])  # PyArray_Empty steals a reference to the dtype
-        empty = b.inttoptr(word(b, tab, T_EMPTY), empty_t.as_pointer())
-        shape = b.gep(desc, [b.add(p, const(1))], inbounds=True)
-        return b.call(empty, [b.trunc(nd, I32), shape, dtype, const(0, I32)])
-    obj = either(b, b.icmp_unsigned("!=", alloc, const(0)), lambda: b.call(call_noargs, [b.inttoptr(alloc, I8P)]),
-                 from_empty)
-    b.store(obj, b.gep(results, [s], inbounds=True))
-    ok = run.append_basic_block("allocated")
-    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), const(0)), failed, ok)
-    b.position_at_end(ok)
-    b.store(b.add(p, b.add(nd, const(1))), at)
-    close(b, s, blocks)
+    def make_result(s: Any) -> None:
+        p = b.load(at)
+        nd = word(b, desc, p)
+        alloc = word(b, tab, b.add(const(T_FIXED + 1), b.mul(s, const(2))))
+
+        def from_empty() -> Any:
+            dtype = b.inttoptr(word(b, tab, b.add(const(T_FIXED), b.mul(s, const(2)))), I8P)
+            b.call(incref, [dtype])  # PyArray_Empty steals a reference to the dtype
+            empty = b.inttoptr(word(b, tab, T_EMPTY), empty_t.as_pointer())
+            shape = b.gep(desc, [b.add(p, const(1))], inbounds=True)
+            return b.call(empty, [b.trunc(nd, I32), shape, dtype, const(0, I32)])
+        obj = either(b, b.icmp_unsigned("!=", alloc, const(0)),
+                     lambda: b.call(call_noargs, [b.inttoptr(alloc, I8P)]), from_empty)
+        b.store(obj, b.gep(results, [s], inbounds=True))
+        ok = run.append_basic_block("allocated")
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), const(0)), failed, ok)
+        b.position_at_end(ok)
+        b.store(b.add(p, b.add(nd, const(1))), at)
+    counted_loop(b, n_results, "result", make_result)
 
     # The buffers the steps take: each argument's data or each result's.
     own_at = word(b, desc, D_OWN)
-    k, blocks = loop(b, run, n_own, "own")
-    code = word(b, desc, b.add(own_at, k))
-    ptr = either(b, b.icmp_signed(">=", code, const(0)), lambda: word(b, data, code),
-                 lambda: field(b, word(b, results, b.sub(const(-1), code)), ARRAY_DATA, I8P))
-    b.store(ptr, b.gep(bufs, [k], inbounds=True))
-    close(b, k, blocks)
+
+    def place(k: Any) -> None:
+        code = word(b, desc, b.add(own_at, k))
+        ptr = either(b, b.icmp_signed(">=", code, const(0)), lambda: word(b, data, code),
+                     lambda: field(b, word(b, results, b.sub(const(-1), code)), ARRAY_DATA, I8P))
+        b.store(ptr, b.gep(bufs, [k], inbounds=True))
+    counted_loop(b, n_own, "own", place)
 
     # Scratch: the program's cached block if no other call holds it, else a new one.
     size = word(b, desc, D_SCRATCH)
@@ -285,11 +271,12 @@ def build_module() -> str:
         b.branch(failed)
 
     b.position_at_end(failed)  # an exception is set: drop the results made so far
-    j, blocks = loop(b, run, n_results, "drop")
-    at_j = b.gep(results, [j], inbounds=True)
-    b.call(decref, [b.load(at_j)])   # Py_DecRef takes NULL (a result not made)
-    b.store(ir.Constant(I8P, None), at_j)
-    close(b, j, blocks)
+
+    def drop(j: Any) -> None:
+        at_j = b.gep(results, [j], inbounds=True)
+        b.call(decref, [b.load(at_j)])   # Py_DecRef takes NULL (a result not made)
+        b.store(ir.Constant(I8P, None), at_j)
+    counted_loop(b, n_results, "drop", drop)
     b.ret(const(1, I32))
     b.position_at_end(fallback)
     b.ret(const(2, I32))
@@ -302,9 +289,7 @@ def build_module() -> str:
         fdesc = b.inttoptr(word(b, ftab, T_DESC), I64P)
         count = word(b, fdesc, D_NRESULTS)
         made = b.alloca(I8P, b.add(count, const(1)))
-        j, blocks = loop(b, fn, count, "zero")
-        b.store(ir.Constant(I8P, None), b.gep(made, [j], inbounds=True))
-        close(b, j, blocks)
+        counted_loop(b, count, "zero", lambda j: b.store(ir.Constant(I8P, None), b.gep(made, [j], inbounds=True)))
         rc = b.call(run, [ftab, fargs, fnargs, made])
         ok, error, python = (fn.append_basic_block(x) for x in ("ok", "error", "python"))
         sw = b.switch(rc, error)
@@ -325,18 +310,17 @@ def build_module() -> str:
         have, nolist = fn.append_basic_block("list"), fn.append_basic_block("nolist")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(lst, I64), const(0)), nolist, have)
         b.position_at_end(nolist)
-        j, blocks = loop(b, fn, count, "drop")
-        b.call(decref, [word(b, made, j)])
-        close(b, j, blocks)
+        counted_loop(b, count, "drop", lambda j: b.call(decref, [word(b, made, j)]))
         b.ret(ir.Constant(I8P, None))
         b.position_at_end(have)
-        pos, blocks = loop(b, fn, n_list, "item")
-        code = word(b, fdesc, b.add(listed_at, pos))
-        item = word(b, made, b.ashr(code, const(1)))
-        with b.if_then(b.icmp_signed("!=", b.and_(code, const(1)), const(0))):
-            b.call(incref, [item])   # the list holds each reference it is given
-        b.call(list_set, [lst, pos, item])
-        close(b, pos, blocks)
+
+        def set_item(pos: Any) -> None:   # called at once, in this iteration
+            code = word(b, fdesc, b.add(listed_at, pos))
+            item = word(b, made, b.ashr(code, const(1)))
+            with b.if_then(b.icmp_signed("!=", b.and_(code, const(1)), const(0))):
+                b.call(incref, [item])   # the list holds each reference it is given
+            b.call(list_set, [lst, pos, item])
+        counted_loop(b, n_list, "item", set_item)
         b.ret(lst)
     return str(mod)
 
