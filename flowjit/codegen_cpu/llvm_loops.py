@@ -1,6 +1,6 @@
-"""A counted loop in llvmlite's IR builder, for flowjit's hand-written modules (the
-LAPACK wrappers, the programs' shared entry points): kernels' loops come from loop IR
-(``emit.py``) instead."""
+"""A counted loop in llvmlite's IR builder, for flowjit's hand-written IR (the LAPACK
+wrappers, the programs' shared entry points, a batch of matrix products in a program's
+steps): kernels' loops come from loop IR (``emit.py``) instead."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from flowjit.lowering.verify import verify_kernel
 from . import jit, kernel_abi, render
 from .blas import cblas_symbol
 from .lapack import Routine, build_wrapper
+from .llvm_loops import counted_loop
 from .program_glue import own_buffers, steps_entry
 from .program_plan import (
     BLAS_PARALLEL_MIN_WORK,
@@ -458,33 +459,24 @@ class _Driver:
         # A batch: one product per position of the batch dimensions, the operands' element
         # offsets from the position's digits (a stride of 0 broadcasts), c's blocks in order.
         itemsize = np.dtype(g.dtype).itemsize
-        fn = b.function
         total = ir.Constant(I64, 1)
         for d in g.batch:
             total = b.mul(total, self.value(b, d))
         block = b.mul(self.value(b, g.m), self.value(b, g.n))
-        head, body, end = (fn.append_basic_block(self.fresh(x)) for x in ("batch", "batch_body", "batch_end"))
-        before = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        t = b.phi(I64)
-        t.add_incoming(ir.Constant(I64, 0), before)
-        b.cbranch(b.icmp_signed("<", t, total), body, end)
-        b.position_at_end(body)
-        rest, off_a, off_b = t, ir.Constant(I64, 0), ir.Constant(I64, 0)
-        for d in reversed(range(len(g.batch))):
-            size = self.value(b, g.batch[d])
-            digit = b.urem(rest, size)
-            rest = b.udiv(rest, size)
-            off_a = b.add(off_a, b.mul(digit, self.value(b, g.stride_a[d])))
-            off_b = b.add(off_b, b.mul(digit, self.value(b, g.stride_b[d])))
 
         def at(ptr: ir.Value, elements: ir.Value) -> ir.Value:
             return b.gep(ptr, [b.mul(elements, ir.Constant(I64, itemsize))], inbounds=True)
-        self.one_gemm(b, tab, g, at(bufs[g.a], off_a), at(bufs[g.b], off_b), at(bufs[g.c], b.mul(t, block)))
-        t.add_incoming(b.add(t, ir.Constant(I64, 1)), b.block)
-        b.branch(head)
-        b.position_at_end(end)
+
+        def product(t: ir.Value) -> None:
+            rest, off_a, off_b = t, ir.Constant(I64, 0), ir.Constant(I64, 0)
+            for d in reversed(range(len(g.batch))):
+                size = self.value(b, g.batch[d])
+                digit = b.urem(rest, size)
+                rest = b.udiv(rest, size)
+                off_a = b.add(off_a, b.mul(digit, self.value(b, g.stride_a[d])))
+                off_b = b.add(off_b, b.mul(digit, self.value(b, g.stride_b[d])))
+            self.one_gemm(b, tab, g, at(bufs[g.a], off_a), at(bufs[g.b], off_b), at(bufs[g.c], b.mul(t, block)))
+        counted_loop(b, total, "batch", product)
 
     def one_gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a_ptr: ir.Value, b_ptr: ir.Value,
                  c_ptr: ir.Value) -> None:
