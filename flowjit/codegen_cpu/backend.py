@@ -51,7 +51,7 @@ class CpuBackend:
         results from ``pool_empty`` (the runtime's buffer pool) from ``pool_min_bytes``;
         ``profile``: a build that times each top-level step."""
         plan, constants = plan_program(program.function, program.kernels, parallel,
-                                       default_threads() if parallel else 1, program.blocks)
+                                       default_threads() if parallel else 1, program.blocks, routines=True)
         return compile_program(plan, constants, pool_empty, pool_min_bytes, fastmath=fastmath, profile=profile)
 
 

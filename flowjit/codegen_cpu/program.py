@@ -47,7 +47,8 @@ except ImportError:  # NumPy 1.x
 
 from flowjit.ir.errors import BUG_REPORT
 
-from . import jit, program_glue, render
+# patches_routine: its provider must be registered before a program calling it loads from the cache.
+from . import jit, patches_routine, program_glue, render  # noqa: F401
 from .blas import blas_functions, blas_threads, missing_routines
 from .program_plan import (
     COMPLEX_GEMMS,
@@ -107,7 +108,8 @@ def _pyarray_empty() -> int:
 @functools.cache
 def _sources_digest() -> str:
     h = hashlib.sha256()
-    for name in ("program.py", "program_plan.py", "program_emit.py", "program_glue.py", "lapack.py"):
+    for name in ("program.py", "program_plan.py", "program_emit.py", "program_glue.py", "lapack.py",
+                 "patches_routine.py"):
         with open(os.path.join(os.path.dirname(__file__), name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]

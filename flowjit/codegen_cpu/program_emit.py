@@ -16,6 +16,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from flowjit.ir.errors import BUG_REPORT
+from flowjit.lowering.loops import loop_count
 from flowjit.lowering.printer import print_kernel
 from flowjit.lowering.verify import verify_kernel
 
@@ -23,6 +24,8 @@ from . import jit, kernel_abi, render
 from .blas import cblas_symbol
 from .lapack import Routine, build_wrapper
 from .llvm_loops import counted_loop
+from .patches_routine import PARAMS as PATCHES_PARAMS
+from .patches_routine import SYMBOL as PATCHES_SYMBOL
 from .program_glue import own_buffers, steps_entry
 from .program_plan import (
     BLAS_PARALLEL_MIN_WORK,
@@ -44,6 +47,7 @@ from .program_plan import (
     Gemm,
     KernelCall,
     Lapack,
+    Patches,
     ProgramPlan,
     walk_steps,
 )
@@ -54,6 +58,13 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 I8P = I8.as_pointer()
 VOID = ir.VoidType()
 CLOCK_MONOTONIC = 1   # Linux's clockid_t for the clock time.monotonic_ns reads
+# A kernel of this many loops or more is compiled behind a function of its own (never
+# inlined) in the steps' module too: inlined, LLVM's time on the steps grows faster than
+# the kernels'. The zoo CNN's training step, whose batch-norm kernels have 18-40 loops: its
+# steps' module 410 -> ~330 ms, its cold call 556-571 -> 471-482 ms; the MLP's, the
+# transformer's, the LSTM's and the embedding model's cold calls unchanged (their kernels
+# under 16 loops, or already apart).
+OWN_FUNCTION_LOOPS = 16
 
 class _Driver:
     def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = ""):
@@ -216,6 +227,9 @@ class _Driver:
                 self.copy(b, bufs[step.dst], bufs[step.src], step.nbytes)
             elif isinstance(step, Lapack):
                 self.lapack(b, fn, step, bufs, status, done)
+            elif isinstance(step, Patches):
+                routine = self.extern(PATCHES_SYMBOL, VOID, [I8P, I8P] + [I64] * len(PATCHES_PARAMS))
+                b.call(routine, [bufs[step.x], bufs[step.out], *(self.value(b, v) for v in step.arguments())])
             else:
                 self.control(b, fn, tab, step, bufs, status, done)
 
@@ -377,12 +391,14 @@ class _Driver:
             if at_shape is None:
                 entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
                 part = self.part is not None and key is not None and self.lighter() == "part"
-                if part or (key is not None and (step.temps or self.shapes[key] > 1)):
+                if part or (key is not None and (step.temps or self.shapes[key] > 1
+                                                 or loop_count(kernel.body) >= OWN_FUNCTION_LOOPS)):
                     # Behind a function of the buffers alone that calls it at its shape (inlined
                     # there, as it would be into the steps): in the second module; or, for a
                     # kernel whose temps are a slice of the scratch block or one run at this
                     # shape by other steps too, a function of the steps' own, never inlined
-                    # (whose argument for the temps is noalias). Inlined into the steps, temps
+                    # (whose argument for the temps is noalias); and so is a kernel of
+                    # OWN_FUNCTION_LOOPS loops or more. Inlined into the steps, temps
                     # would be one more address in the scratch block to LLVM, whose alias
                     # queries against the kernel's scratch operands cost the CNN's module of
                     # steps 74 -> 84 ms of LLVM (calloc's memory was an object of its own).

@@ -167,6 +167,31 @@ class Copy:
 
 
 @record
+class Patches:
+    """A ``patches`` op (a convolution's windows as rows) that is its kernel's whole block,
+    run by flowjit's routine (``patches_routine``) rather than a kernel of its own: ``x``
+    [n, h, w, c] into ``out`` [n, oh, ow, kh, kw, c], elements of ``itemsize`` bytes, the
+    rows (n, oh) split into ``parts`` on the native pool (1: none)."""
+
+    x: str
+    out: str
+    itemsize: int
+    shape: tuple[int, int, int, int]
+    out_hw: tuple[int, int]
+    window: tuple[int, int]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    top_left: tuple[int, int]
+    parts: int
+
+    def arguments(self) -> list[int]:
+        """The routine's int64 arguments after its two pointers (``patches_routine.PARAMS``)."""
+        n, h, w, c = self.shape
+        return [n, h, w, c * self.itemsize, *self.out_hw, *self.window, *self.strides, *self.dilation,
+                *self.top_left, self.parts]
+
+
+@record
 class BlockPlan:
     """A control op's block (or the top-level program before it becomes a ProgramPlan):
     its buffers (arguments and ``out`` buffers are pointers the caller passes), steps,
@@ -214,7 +239,7 @@ class ProgramPlan:
     buffers: tuple[Buffer, ...]
     args: tuple[str, ...]
     results: tuple[str, ...]          # per returned value (a name may repeat)
-    steps: tuple[KernelCall | Gemm, ...]
+    steps: tuple[Any, ...]            # KernelCall, Gemm, Patches, Copy, Lapack, ControlCall
     scratch_bytes: int
     release_gil: bool
 
@@ -246,6 +271,11 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
                          f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n}){batch}")
         elif isinstance(s, Copy):
             lines.append(f"{indent}copy {s.nbytes} bytes {s.src} -> {s.dst}")
+        elif isinstance(s, Patches):
+            split = f" on {s.parts} threads" if s.parts > 1 else ""
+            lines.append(f"{indent}patches routine {s.out} = windows {s.window[0]}x{s.window[1]} of {show(s.x)} "
+                         f"(strides {list(s.strides)}, dilation {list(s.dilation)}, pads top/left "
+                         f"{list(s.top_left)}){split}")
         elif isinstance(s, Lapack):
             rhs = f", right-hand sides {s.n}x{s.k}" if s.role == "solve" else ""
             shape = f"{s.m or s.n}x{s.n}"
@@ -381,16 +411,18 @@ def _assign_offsets(sizes: list[int], lives: list[tuple[int, int]]) -> tuple[lis
 
 
 def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = True, threads: int = 1,
-                 blocks: dict[int, list[LoweredProgram]] | None = None, sequential: bool = False
-                 ) -> tuple[ProgramPlan, list[np.ndarray]]:
+                 blocks: dict[int, list[LoweredProgram]] | None = None, sequential: bool = False,
+                 routines: bool = False) -> tuple[ProgramPlan, list[np.ndarray]]:
     """The native plan of ``function`` (a fused flowjit Function) whose kernel ops are
     lowered in ``kernels`` (op id -> Kernel) and whose control ops' blocks are ``blocks``,
     with the constant arrays it reads; raises NotNative when some op or result has no
     native form. ``threads``: the parts a large parallel loop is split into (1: none).
     ``sequential``: intermediates one after another in scratch (by falling item size, so
     each is aligned to its own), none reusing another's memory: offsets that stay linear
-    in a dimension, for ``unify_plans``."""
-    planner = _Planner(parallel, threads, sequential)
+    in a dimension, for ``unify_plans``. ``routines``: a kernel that is one op flowjit has a
+    compiled routine for (``Patches``) calls the routine instead (the JIT's plans: a
+    process has the routines; a C library keeps the kernels)."""
+    planner = _Planner(parallel, threads, sequential, routines)
     top = planner.plan(function, kernels, blocks or {}, top=True, prefix="")
     plan = ProgramPlan(function.name, top.buffers, top.args, top.outs, top.steps, top.scratch_bytes,
                        top.work >= GIL_MIN_ELEMENTS)
@@ -398,8 +430,9 @@ def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = Tru
 
 
 class _Planner:
-    def __init__(self, parallel: bool, threads: int, sequential: bool = False):
+    def __init__(self, parallel: bool, threads: int, sequential: bool = False, routines: bool = False):
         self.parallel = parallel
+        self.routines = routines
         self.threads = threads
         self.sequential = sequential
         self.constants: list[np.ndarray] = []
@@ -435,7 +468,8 @@ class _Planner:
                 ins = [base(v) for v in op.inputs]
                 if any(t for _, t in ins):
                     raise NotNative(f"kernel {op.attrs.get('name', op.name)} reads a transposed view")
-                steps.append(("kernel", op, [i for i, _ in ins]))
+                routine = "patches" if self.routines and _lone_patches(op) is not None else "kernel"
+                steps.append((routine, op, [i for i, _ in ins]))
             elif role == "matrix_product":
                 types = [v.type for v in op.inputs] + [r.type for r in op.results]
                 if len({t.dtype.name for t in types}) != 1 or types[0].dtype.name not in LAPACK_DTYPES:
@@ -641,6 +675,17 @@ class _Planner:
                         split = (trips, self.threads)
                 calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split,
                                         kernel_temps.get(n, "")))
+            elif what == "patches":
+                inner = _lone_patches(op)
+                x, out = inner.inputs[0].type, inner.results[0].type
+                a = inner.attrs
+                elements = math.prod(out.shape)
+                work += elements
+                parts = (self.threads if self.parallel and self.threads > 1 and elements >= NATIVE_PARALLEL_MIN_ELEMENTS
+                         and out.shape[0] * out.shape[1] >= 2 else 1)
+                calls.append(Patches(buffers[ins[0]].name, buffers[op.results[0].id].name, x.dtype.np.itemsize,
+                                     tuple(x.shape), tuple(out.shape[1:3]), tuple(a["kernel"]), tuple(a["strides"]),
+                                     tuple(a["dilation"]), (a["pads"][0], a["pads"][2]), parts))
             elif what == "gemm":
                 calls.append(_gemm(op, ins, buffers))
                 work += math.prod(op.results[0].type.shape) * op.inputs[0].type.shape[-1]
@@ -681,6 +726,21 @@ class _Planner:
             all_buffers += [b for b in out_buffers if b not in all_buffers]
         return BlockPlan(prefix.rstrip("_") or function.name, tuple(all_buffers),
                          tuple(names[a.id] for a in body.args), tuple(outs), tuple(calls), scratch, work)
+
+
+def _lone_patches(op: Any) -> Any:
+    """The ``patches`` op that is kernel op ``op``'s whole block, reading the block's one
+    argument and making its one result (``Patches``); else None."""
+    if len(op.blocks) != 1:
+        return None
+    block = op.blocks[0]
+    if len(block.ops) != 1 or len(block.args) != 1:
+        return None
+    (inner,) = block.ops
+    if (inner.primitive.role != "patches" or inner.inputs[0] is not block.args[0]
+            or list(block.returns) != [inner.results[0]]):
+        return None
+    return inner
 
 
 def _gemm(op: Any, ins: list[tuple[int, bool]], buffers: dict[int, Buffer]) -> Gemm:

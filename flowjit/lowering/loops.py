@@ -193,6 +193,17 @@ class Kernel:
 compile_records()
 
 
+def loop_count(body: tuple) -> int:
+    """How many loops ``body`` holds, nested ones and those under an ``If`` included."""
+    n = 0
+    for s in body:
+        if isinstance(s, Loop):
+            n += 1 + loop_count(s.body)
+        elif isinstance(s, If):
+            n += loop_count(s.then) + loop_count(s.orelse)
+    return n
+
+
 def as_parts(a: Any) -> Any:
     """A complex array (NumPy's, or a device array with NumPy's ``view``) as the float array
     a kernel reads: its parts along a new last axis of 2 (a view, so a kernel's writes land
