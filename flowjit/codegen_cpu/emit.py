@@ -89,9 +89,10 @@ def _mem(d: DType) -> ir.Type:
 
 
 class _Renderer:
-    def __init__(self, k: Kernel, fastmath: bool = False):
+    def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True):
         self.k = k
         self.fastmath = ("fast",) if fastmath else ()
+        self.optimize = optimize
         self.module = ir.Module(name=k.name)
         self.args = [b for b in k.buffers if b.role != "temp"]
         self.helpers: dict[str, ir.Function] = {}
@@ -110,6 +111,10 @@ class _Renderer:
         self.fn = ir.Function(self.module, ir.FunctionType(ret, [I64] * len(bounds) + ptr_types + dim_types
                                                            + given_type), name=name)
         self.fn.attributes.add("nounwind")
+        if not self.optimize:
+            # LLVM's optimizer skips the function, and code generation takes its fast path.
+            self.fn.attributes.add("noinline")
+            self.fn.attributes.add("optnone")
         # LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels bound by arithmetic (gelu's
         # tanh) run 1.15-1.4x faster at 512 (measured on the AVX-512 machines). Elsewhere
         # (AVX2, AArch64) it changes nothing. A string attribute llvmlite does not validate.

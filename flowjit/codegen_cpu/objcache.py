@@ -56,6 +56,18 @@ def key(ir_text: str, fingerprint: str) -> str:
     return h.hexdigest()
 
 
+def source_digest(*paths: str) -> str:
+    """The hex SHA-256 of the files at ``paths``: the Python sources that build one of
+    flowjit's own modules (its file, and every file whose code or calling convention its IR
+    takes), for that module's key: a change to any of them compiles it again."""
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def _base() -> str:
     return os.environ.get("FLOWJIT_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "flowjit")

@@ -9,10 +9,11 @@ CNN's cold first call after its batch norms. The routine reads the shapes, strid
 dilation and padding at run time and moves bytes, so one compiled routine serves every
 shape and dtype. For a dilation of 1 along W a window row's taps inside the input are one
 contiguous run in the input and in the output: one copy per run, the padding's taps
-zeroed around it. Copies of fewer than ``SMALL_BYTES`` are two (overlapping) moves of
-the widest vector that fits, inline (a channel or two of float32: a library call would
-cost more than the bytes); longer ones call ``memcpy``/``memset``. Rows (n, output row) are split over the native pool
-when the plan gives more than one part.
+zeroed around it. A run moves inline: under 64 bytes (a channel or two of float32, where
+a library call would cost more than the bytes) as two overlapping moves of the widest
+vector that fits, from 64 bytes as 64-byte moves; from ``LIBRARY_BYTES`` by
+``memcpy``/``memset``. Rows (n, output row) are split over the native pool when the plan
+gives more than one part.
 
 The AOT C library keeps the op's kernel (its driver links no runtime of flowjit's)."""
 
@@ -20,11 +21,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from . import jit, pthread_pool  # noqa: F401  (pthread_pool provides flowjit_parallel_for)
+from . import jit, llvm_loops, objcache, pthread_pool  # pthread_pool provides flowjit_parallel_for
 from .llvm_loops import counted_loop
 
 # The versioned symbol a program's object code calls: a change of its arguments changes
@@ -120,7 +120,8 @@ def build_module() -> str:
 
     def choose(nbytes: Any, emit: Callable[[Callable[[Any], Callable[[Any, Any], None]]], None]) -> None:
         """``emit(way)`` once per way of moving, each behind its test of ``nbytes``: what
-        ``emit`` makes is specialized to one way, the choice made once, outside its loops."""
+        ``emit`` makes is specialized to one way, chosen where ``choose`` is called (for a
+        window row's runs, once per call; for the edges' taps, once per output row)."""
         done = b.append_basic_block("way.done")
         for least, way in ways:
             take, rest = b.append_basic_block(f"way.{least}"), b.append_basic_block(f"way.lt{least}")
@@ -242,8 +243,8 @@ def build_module() -> str:
 
 @functools.cache
 def _source_digest() -> str:
-    with open(__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    # Its IR is this file's, with llvm_loops' loops, calling pthread_pool's parallel for.
+    return objcache.source_digest(__file__, llvm_loops.__file__, pthread_pool.__file__)
 
 
 @functools.cache

@@ -73,6 +73,7 @@ from .program_plan import (
     KernelCall,
     Lapack,
     NotNative,
+    Patches,
     ProgramPlan,
     plan_program,
     unify_plans,
@@ -109,7 +110,7 @@ def _pyarray_empty() -> int:
 def _sources_digest() -> str:
     h = hashlib.sha256()
     for name in ("program.py", "program_plan.py", "program_emit.py", "program_glue.py", "lapack.py",
-                 "patches_routine.py"):
+                 "patches_routine.py", "llvm_loops.py"):
         with open(os.path.join(os.path.dirname(__file__), name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:16]
@@ -215,6 +216,8 @@ def describe_step(step: Any) -> tuple[str, dict[str, Any]]:
         return "loop", {"blocks": len(step.blocks)}
     if isinstance(step, Lapack):
         return "lapack", {"routines": "/".join(step.routines()), "matrices": step.batch, "n": step.n}
+    if isinstance(step, Patches):   # a kernel's op, run by flowjit's routine
+        return "kernel", {"routine": "patches", **({"threads": step.parts} if step.parts > 1 else {})}
     return "step", {}
 
 

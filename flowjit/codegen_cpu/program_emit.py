@@ -8,6 +8,7 @@ so a warm process never builds IR."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,8 +17,9 @@ import llvmlite.ir as ir
 import numpy as np
 
 from flowjit.ir.errors import BUG_REPORT
-from flowjit.lowering.loops import loop_count
+from flowjit.lowering.loops import Prim, expressions, loop_count
 from flowjit.lowering.printer import print_kernel
+from flowjit.lowering.scalar import INTRINSICS
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
@@ -65,6 +67,22 @@ CLOCK_MONOTONIC = 1   # Linux's clockid_t for the clock time.monotonic_ns reads
 # transformer's, the LSTM's and the embedding model's cold calls unchanged (their kernels
 # under 16 loops, or already apart).
 OWN_FUNCTION_LOOPS = 16
+# A kernel whose every step writes at most TINY_ELEMENTS elements in at most TINY_LOOPS
+# loops, with no math intrinsic (the logits layer's bias add of every zoo model), is
+# compiled without LLVM's optimizer (``optnone``): LLVM's O3 took ~6 ms of a cold call for
+# the CNN's [32, 10] add, unoptimized it runs 0.15 us longer a call ([128, 10]: 0.44 us;
+# an element costs ~0.35 ns more).
+TINY_ELEMENTS = 2048
+TINY_LOOPS = 2
+# LLVM's time for a kernel in a module, in characters of loop IR (``_Driver.weight``): alone
+# in a module, at no fixed shape, the zoo's kernels took about 7 ms + 1.7 ms a loop + 13 us a
+# character of loop IR (within 21% at the median of 20 kernels); a math intrinsic (exp,
+# tanh: a polynomial) some 4 ms more. The steps' own function is the first module's work
+# before any kernel: the zoo MLP's (three GEMMs, no kernel) 7 ms, about a kernel's own.
+KERNEL_WEIGHT = 540
+LOOP_WEIGHT = 130
+INTRINSIC_WEIGHT = 300
+STEPS_WEIGHT = KERNEL_WEIGHT
 
 class _Driver:
     def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = ""):
@@ -79,7 +97,11 @@ class _Driver:
         self.part: ir.Module | None = None
         self.part_declared: dict[str, ir.Function] = {}
         self.kernels_in: dict[str, dict[str, Any]] = {"main": {}, "part": {}}
-        self.cost = {"main": 0, "part": 0}
+        # The steps' own function is LLVM's work in the first module before any kernel: the
+        # zoo MLP's steps (three GEMMs, a module of no kernel) cost about what its bias and
+        # ReLU kernel does (7 against 9 ms), so its one optimized kernel goes to the second
+        # module (its first module 15.8 -> ~8 ms of LLVM).
+        self.cost = {"main": STEPS_WEIGHT, "part": 0}
         # Kernels that differ only in name (two layers of one width: the same bias and ReLU)
         # are one kernel, defined once; a kernel run more than once at one shape is compiled
         # once, behind one function of its buffers (``fj_at_N``/``fj_split_N``) every such
@@ -87,6 +109,12 @@ class _Driver:
         self.canon: dict[str, Any] = {}
         self.canon_of: dict[int, Any] = {}   # id(kernel) -> canonical (the plan holds every kernel)
         self.shapes = Counter(self.shape_key(s) for s in walk_steps(plan.steps) if isinstance(s, KernelCall))
+        tiny: dict[str, bool] = {}
+        for s in walk_steps(plan.steps):
+            if isinstance(s, KernelCall):
+                k = self.canonical(s.kernel)
+                tiny[k.name] = tiny.get(k.name, True) and _tiny(s)
+        self.unoptimized = frozenset(name for name, small in tiny.items() if small)
         self.shared: dict[tuple, tuple[str, bool]] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
@@ -95,8 +123,12 @@ class _Driver:
 
     @staticmethod
     def weight(kernel: Any) -> int:
-        """A kernel's share of LLVM's time, roughly: the length of its loop IR's text."""
-        return len(print_kernel(kernel))
+        """A kernel's share of LLVM's time, roughly, in characters of loop IR: a kernel's
+        own (KERNEL_WEIGHT), each loop's (LOOP_WEIGHT), each math intrinsic's
+        (INTRINSIC_WEIGHT) and its loop IR's text."""
+        intrinsics = {e.op for e in expressions(kernel.body) if isinstance(e, Prim) and e.op in INTRINSICS}
+        return (KERNEL_WEIGHT + LOOP_WEIGHT * loop_count(kernel.body) + INTRINSIC_WEIGHT * len(intrinsics)
+                + len(print_kernel(kernel)))
 
     def canonical(self, kernel: Any) -> Any:
         """The first kernel of the plan whose loop IR equals ``kernel``'s but for its name."""
@@ -144,7 +176,7 @@ class _Driver:
         if kernel.name in self.kernels_in[where]:
             return
         self.kernels_in[where][kernel.name] = kernel
-        if self.part is not None:
+        if self.part is not None and kernel.name not in self.unoptimized:
             self.cost[where] += self.weight(kernel)
 
     @staticmethod
@@ -585,12 +617,28 @@ class _Driver:
         return lambda: set_threads(lambda: b.trunc(self.table(b, tab, T_BLAS_THREADS), I32))
 
 
+def _tiny(step: KernelCall) -> bool:
+    """Whether ``step``'s kernel, at the step's sizes, is too small to pay for LLVM's
+    optimizer (TINY_ELEMENTS, TINY_LOOPS)."""
+    k = step.kernel
+    if step.split is not None or step.temps or not all(isinstance(d, int) for d in step.dims):
+        return False
+    if loop_count(k.body) > TINY_LOOPS or any(isinstance(e, Prim) and e.op in INTRINSICS
+                                               for e in expressions(k.body)):
+        return False
+    dims = iter(step.dims)
+    sizes = {b.name: math.prod(next(dims) for _ in range(b.rank)) for b in k.buffers if b.role != "temp"}
+    return max((sizes[b.name] for b in k.outputs), default=0) <= TINY_ELEMENTS
+
+
 def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",
-          blas_int_bits: int = 64, kernels: Sequence[Any] | None = None, lapack: bool = True) -> str:
+          blas_int_bits: int = 64, kernels: Sequence[Any] | None = None, lapack: bool = True,
+          unoptimized: frozenset[str] = frozenset()) -> str:
     """The driver and the kernels of ``plan`` (``kernels``; by default every one) as one
     module's IR text: the kernels' definitions internal, so LLVM may inline them and drops
     what nothing calls; with the wrapper of each LAPACK op the plan runs (calling the
-    LAPACKE routines of the library whose sgemm is ``sgemm_symbol``) unless not ``lapack``."""
+    LAPACKE routines of the library whose sgemm is ``sgemm_symbol``) unless not ``lapack``;
+    the kernels named in ``unoptimized`` left out of LLVM's optimization (``_tiny``)."""
     import llvmlite.binding as llvm
 
     if kernels is None:
@@ -608,7 +656,7 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
             text = None
             try:
                 verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
-                text = render.render_kernel(kernel, fastmath=fastmath)
+                text = render.render_kernel(kernel, fastmath=fastmath, optimize=kernel.name not in unoptimized)
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()
             except Exception as e:
@@ -642,11 +690,12 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     optimization being most of a cold call."""
     driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
-    main = _link(plan, driver.render(), fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()))
+    main = _link(plan, driver.render(), fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()),
+                 unoptimized=driver.unoptimized)
     if not driver.kernels_in["part"]:
         return [main]
     return [main, _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
-                        lapack=False)]
+                        lapack=False, unoptimized=driver.unoptimized)]
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------

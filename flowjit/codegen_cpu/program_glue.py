@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import jit
+from . import jit, llvm_loops, objcache
 from .llvm_loops import counted_loop
 from .program_plan import (
     ARRAY_DATA,
@@ -327,8 +326,7 @@ def build_module() -> str:
 
 @functools.cache
 def _source_digest() -> str:
-    with open(__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    return objcache.source_digest(__file__, llvm_loops.__file__)   # its loops are llvm_loops'
 
 
 _CONSTANTS = (OB_TYPE, ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS, DESCR_BYTEORDER,

@@ -273,7 +273,7 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
             lines.append(f"{indent}copy {s.nbytes} bytes {s.src} -> {s.dst}")
         elif isinstance(s, Patches):
             split = f" on {s.parts} threads" if s.parts > 1 else ""
-            lines.append(f"{indent}patches routine {s.out} = windows {s.window[0]}x{s.window[1]} of {show(s.x)} "
+            lines.append(f"{indent}patches routine {show(s.out)} = windows {s.window[0]}x{s.window[1]} of {show(s.x)} "
                          f"(strides {list(s.strides)}, dilation {list(s.dilation)}, pads top/left "
                          f"{list(s.top_left)}){split}")
         elif isinstance(s, Lapack):

@@ -190,6 +190,12 @@ class _Lowering:
     def close_loop(self) -> None:
         scope = self.scopes.pop()
         (_, stop, parallel), *body = scope.body
+        if stop == _i(1):
+            # A loop over an axis of 1 (a kept axis of a reduction's result): its one
+            # iteration inline. LLVM would delete the loop too, but only after its loop
+            # passes, whose time grows with the loops a kernel has.
+            self.scopes[-1].body.extend([Let(scope.var, _i(0)), *body])
+            return
         self.scopes[-1].body.append(Loop(scope.var, _i(0), stop, 1, tuple(body), parallel))
 
     # ---- values ---------------------------------------------------------------------------

@@ -475,15 +475,16 @@ def test_two_objects_pack_and_unpack_and_a_truncated_entry_is_refused():
 
 
 def test_kernels_on_the_calling_thread_are_shared_between_the_two_modules():
-    # Two kernels run on the calling thread (small, not split): the first stays inlined
-    # into the steps, the second goes to the second module behind fj_at_N, called at its
-    # shape, so that the two modules' LLVM time is about even.
+    # Two kernels run on the calling thread (not split; neither tiny): the first goes to the
+    # second module behind fj_at_N, called at its shape (the steps' own function is the
+    # first module's share so far), the second stays inlined into the steps, so that the
+    # two modules' LLVM time is about even.
     from flowjit.codegen_cpu.program_emit import render_program
 
     def f(x, w):
         return fj.exp(x @ w).sum(axis=1) + fj.tanh((x * 2) @ w).max(axis=1)
-    x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
-    w = np.random.default_rng(4).standard_normal((16, 4)).astype(np.float32) / 4
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    w = np.random.default_rng(4).standard_normal((64, 4)).astype(np.float32) / 8
     got, exe = _native(fj.function(f), x, w)
     np.testing.assert_allclose(got, np.exp(x @ w).sum(axis=1) + np.tanh((x * 2) @ w).max(axis=1), rtol=1e-5)
     main, part = render_program(exe._program.plan, 64)
@@ -592,3 +593,60 @@ def test_a_kernels_large_temps_do_not_page_fault_every_call(tmp_path):
     assert got.returncode == 0, got.stderr[-2000:]
     faults = float(got.stdout.split()[-1])
     assert faults < 100, f"{faults} minor page faults a call"
+
+
+def _kernel_defines(text):
+    """Each kernel function's name in a module's IR text -> its definition line, with its
+    attribute group's attributes written out."""
+    groups = dict(re.findall(r"^attributes (#\d+) = \{([^}]*)\}", text, re.M))
+    return {m.group(1): m.group(0) + " " + " ".join(groups.get(g, "") for g in re.findall(r"#\d+", m.group(0)))
+            for m in re.finditer(r"^define [^\n]*@(fj_kernel_\w+)\([^\n]*", text, re.M)}
+
+
+def test_a_tiny_kernel_is_left_out_of_llvms_optimizer_and_gives_the_same_bits():
+    # A logits layer's bias add ([32, 10]): optnone, LLVM's optimizer skips it; the same
+    # add on 4096 elements, or a tiny kernel with a math intrinsic, is optimized.
+    from flowjit.codegen_cpu.program_emit import TINY_ELEMENTS, render_program
+
+    rng = np.random.default_rng(11)
+    b = rng.standard_normal(10).astype(np.float32)
+    for rows, tiny in ((32, True), (TINY_ELEMENTS // 10 + 1, False)):
+        x = rng.standard_normal((rows, 10)).astype(np.float32)
+        x[0, :3] = [np.nan, np.inf, -0.0]
+        got, exe = _native(fj.function(lambda x, b: x + b), x, b)
+        np.testing.assert_array_equal(got.view(np.uint32), (x + b).view(np.uint32))
+        defines = [d for text in render_program(exe._program.plan, 64) for d in _kernel_defines(text).values()]
+        assert len(defines) == 1 and ("optnone" in defines[0]) is tiny, defines
+    x = rng.standard_normal((32, 10)).astype(np.float32)
+    got, exe = _native(fj.function(lambda x, b: fj.exp(x) + b), x, b)
+    np.testing.assert_allclose(got, np.exp(x) + b, rtol=1e-6, atol=1e-6)
+    texts = render_program(exe._program.plan, 64)
+    assert not any("optnone" in d for text in texts for d in _kernel_defines(text).values())
+
+
+def test_a_kernel_of_many_loops_is_compiled_behind_a_function_of_its_own():
+    # Batch norm's kernels between two products (the second's backward has 24 loops): the
+    # one of OWN_FUNCTION_LOOPS loops or more in the steps' module is called through a
+    # function at its shape, never inlined into the steps: inlined, LLVM's time on the
+    # steps grew faster than the kernel's.
+    from flowjit.codegen_cpu.program_emit import OWN_FUNCTION_LOOPS, render_program
+    from flowjit.lowering.loops import loop_count
+
+    def norm(x, g):
+        d = x - fj.mean(x, axis=(0, 1, 2), keepdims=True)
+        return fj.maximum(d / fj.sqrt(fj.mean(d * d, axis=(0, 1, 2), keepdims=True) + 1e-5) * g, 0.0)
+
+    def loss(x, g, w):
+        h = fj.reshape(fj.reshape(norm(x, g), (-1, 8)) @ w, x.shape)
+        return (norm(h, g) ** 2).sum()
+    rng = np.random.default_rng(12)
+    x, g, w = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6, 6, 8), (8,), (8, 8)))
+    _, exe = _native(fj.function(fj.grad(loss)), x, g, w)
+    main = render_program(exe._program.plan, 64)[0]
+    steps = main[main.index("define internal i32 @fj_steps("):]
+    steps = steps[:steps.index("\n}\n")]
+    called = set(re.findall(r"call i32 @(fj_kernel_\w+)\(", main))
+    calls = [s for s in program_plan.walk_steps(exe._program.plan.steps) if isinstance(s, program_plan.KernelCall)]
+    big = {program_plan.kernel_abi.symbol(s.kernel) for s in calls if loop_count(s.kernel.body) >= OWN_FUNCTION_LOOPS}
+    assert big & called, (big, called)     # one in the steps' module
+    assert not any(f"@{name}(" in steps for name in big)

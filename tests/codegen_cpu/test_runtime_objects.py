@@ -131,3 +131,37 @@ def test_an_unwritable_runtime_directory_falls_back_to_the_user_cache(dirs, tmp_
     before = cache_stats()
     assert works(load_runtime(text))                 # a later process: from the user's cache
     assert counts(before) == {"compiled": 0, "loaded": 1, "reused": 0, "rejected": 0}
+
+
+KEYED_CHILD = r"""
+import json
+from flowjit.codegen_cpu import cache_stats, native_pool, patches_routine, program_glue
+native_pool()
+program_glue.entry_points()
+patches_routine.routine()
+print(json.dumps({k: cache_stats()[k] for k in ("compiled", "loaded")}))
+"""
+
+
+def test_a_runtime_module_is_compiled_again_when_a_file_its_ir_takes_changes(tmp_path):
+    # The shared entry points and the patches routine loop with llvm_loops' counted_loop:
+    # an edit there (an upgrade of flowjit) must not load their old objects from the
+    # runtime directory, which an upgrade leaves in place. The pool's module takes nothing
+    # of llvm_loops and loads as it was.
+    import shutil
+
+    shutil.copytree(os.path.join(ROOT, "flowjit"), tmp_path / "flowjit", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), FLOWJIT_NUM_THREADS="2",
+               FLOWJIT_RUNTIME_DIR=str(tmp_path / "runtime"), FLOWJIT_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run():
+        # From tmp_path: "-c" puts the working directory first on the path.
+        out = subprocess.run([sys.executable, "-c", KEYED_CHILD], env=env, capture_output=True, text=True,
+                             timeout=300, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout)
+    assert run()["compiled"] == 3
+    assert run() == {"compiled": 0, "loaded": 3}
+    loops = tmp_path / "flowjit" / "codegen_cpu" / "llvm_loops.py"
+    loops.write_text(loops.read_text() + "\n# an edit\n")
+    assert run() == {"compiled": 2, "loaded": 1}

@@ -179,3 +179,26 @@ def test_a_complex_function_with_no_loop_lowering_is_named():
     fn.body.set_returns(b.emit(get("sqrt"), [fn.args[0]], {}))
     with pytest.raises(Unsupported, match=r"sqrt of c64\[3\]: sqrt of complex values has no loop lowering"):
         lower_block(fn.body)
+
+
+def test_an_axis_of_one_opens_no_loop():
+    # A reduction's kept axes of 1 (batch norm's statistics, keepdims) are stored at index 0,
+    # not inside loops of one iteration, whose only cost is LLVM's time on them.
+    from flowjit.lowering.loops import loop_count
+    from tests.lowering.test_programs import check_fused
+
+    def f(x):
+        mu = fj.mean(x, axis=(0, 1, 2), keepdims=True)
+        d = x - mu
+        return d, fj.mean(d * d, axis=(0, 1, 2), keepdims=True)
+    x = np.random.default_rng(2).standard_normal((3, 4, 5, 6)).astype(np.float32)
+    k = kernel_of(f, x)
+
+    def loops(body):
+        for s in body:
+            if isinstance(s, Loop):
+                yield s
+                yield from loops(s.body)
+    assert all(s.stop.value != 1 for s in loops(k.body) if hasattr(s.stop, "value")), print_kernel(k)
+    assert loop_count(k.body) == 15, print_kernel(k)
+    assert check_fused(f, x) == 1

@@ -128,3 +128,20 @@ def test_functions_of_several_arguments_are_profiled_on_every_call():
         for _ in range(4):
             f(a, b)
     assert sum(e.cat == "call" for e in p.events) == 4
+
+
+def test_a_convolutions_windows_run_by_flowjits_routine_are_a_kernel_span(tmp_path):
+    # The patches op alone in its kernel runs as flowjit's routine (a Patches step), still
+    # its kernel op's span (from the review of f5255da: it was a "step").
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 8, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    f = fj.function(lambda x, w: fj.maximum(fj.conv2d(x, w, padding="SAME"), 0.0).sum())
+    f(x, w)
+    assert "patches routine" in next(iter(f._cache.values())).executable._program.describe()
+    path = tmp_path / "trace.json"
+    with fj.profile(path):
+        f(x, w)
+    spans = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
+    names = {op.attrs["name"] for op in f.ir(x, w, stage="fused").body.ops if op.primitive.role == "kernel"}
+    assert {e["name"] for e in spans if e["cat"] == "kernel"} == names
