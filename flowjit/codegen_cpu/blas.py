@@ -55,7 +55,13 @@ _THREAD_CONTROLS = [("scipy_openblas_set_num_threads64_", "scipy_openblas_get_nu
 GEMM_SPLIT_MIN_WORK = BLAS_PARALLEL_MIN_WORK
 GEMM_PIECE_MIN_ROWS = 64
 GEMM_PIECE_MIN_WORK = 1 << 21
-GEMM_PIECES_PER_THREAD = 2
+# One piece a thread: each piece packs the other operand again, and a thread that starts
+# late takes none (the caller takes what is left). Against two a thread, medians of fresh
+# processes: the zoo MLP's inference 0.228-0.233 -> 0.218-0.220 ms (0.386-0.393 -> 0.366-
+# 0.375 beside two busy processes), the transformer's 4.95 -> 4.85 ms, a 1024^3 product
+# 5.20-5.27 -> 4.98-5.05 ms (10.7-12.0 -> 9.8-9.9 beside two busy processes); the other
+# zoo rows within their spread.
+GEMM_PIECES_PER_THREAD = 1
 GEMM_DIRECT_MIN_WORK = 1 << 26
 
 
