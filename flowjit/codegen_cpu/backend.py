@@ -33,6 +33,7 @@ class CpuBackend:
     kind = "cpu"
     single_ops = False   # a transpose or reshape outside fusions is a view or folded into its reader
     host_driver = True
+    flat_indices = True  # a load or store is at its buffer's row-major offset (Horner's sum, unchecked)
 
     def why_not(self, op: Op) -> str | None:
         """None: a CPU device runs every op (a kernel, a BLAS call or its NumPy reference)."""

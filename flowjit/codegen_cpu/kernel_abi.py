@@ -6,6 +6,9 @@ loops store whole cache lines non-temporally."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+
 from flowjit.lowering.loops import INDEX, Const, Expr, Kernel, Let, Loop, Prim, Store, Var
 
 # Streaming stores (measured when they were chosen: bench/results/cpu2-2026-11-24.md): outputs from
@@ -43,11 +46,30 @@ def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:
         return None
     n, loop = loops[0]
     if (not isinstance(loop, Loop) or not loop.parallel or loop.step != 1 or loop.start != Const(0, INDEX)
-            or not isinstance(loop.stop, (Var, Const))):
-        return None
-    if isinstance(loop.stop, Var) and loop.stop.name not in {s.name for s in k.sizes}:
+            or not is_size(k, loop.stop)):
         return None
     return n, loop
+
+
+def is_size(k: Kernel, e: Expr) -> bool:
+    """Whether ``e`` is a size of ``k``: a constant, a size variable, or a product of sizes
+    (a collapsed nest's extent, ``lowering.collapse``)."""
+    if isinstance(e, Const):
+        return True
+    if isinstance(e, Var):
+        return any(s.name == e.name for s in k.sizes)
+    return isinstance(e, Prim) and e.op == "mul" and all(is_size(k, a) for a in e.args)
+
+
+def size_value(k: Kernel, e: Expr, shapes: Mapping[str, Sequence[int]]) -> int:
+    """The value of size ``e`` (``is_size``) of kernel ``k`` called on buffers of ``shapes``
+    (buffer name -> its dimensions, a complex buffer's with its parts' 2)."""
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        s = next(s for s in k.sizes if s.name == e.name)
+        return int(shapes[s.buffer][s.dim])
+    return math.prod(size_value(k, a, shapes) for a in e.args)
 
 
 def chunk_symbol(kernel: Kernel) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from flowjit.ir.primitives.layout import swaps_last_two_axes
 from flowjit.ir.records import compile_records, record
 from flowjit.lowering.backend import LoweredProgram, NoProgram
-from flowjit.lowering.loops import Const, If, Kernel, Loop, Var
+from flowjit.lowering.loops import If, Kernel, Loop
 
 from . import kernel_abi
 from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
@@ -797,9 +797,5 @@ def _same_layout(a: Any, b: Any) -> bool:
 
 def _trips(k: Kernel, loop: Any, shapes: list[tuple[int, ...]]) -> int:
     """The trip count of the chunked loop at these shapes."""
-    stop = loop.stop
-    if isinstance(stop, Const):
-        return int(stop.value)
     args = [b for b in k.buffers if b.role != "temp"]
-    size = next(s for s in k.sizes if isinstance(stop, Var) and s.name == stop.name)
-    return shapes[[b.name for b in args].index(size.buffer)][size.dim]
+    return kernel_abi.size_value(k, loop.stop, {b.name: s for b, s in zip(args, shapes)})

@@ -60,13 +60,12 @@ from flowjit.ir.errors import BUG_REPORT, KernelCompileError
 from flowjit.lowering import print_kernel, scalar
 from flowjit.lowering.loops import (
     Kernel,
-    Var,
     as_parts,
 )
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, objcache, parallel
-from .kernel_abi import chunk_loop, chunk_symbol, symbol
+from .kernel_abi import chunk_loop, chunk_symbol, size_value, symbol
 from .parallel import PARALLEL_MIN_ELEMENTS
 
 
@@ -102,7 +101,7 @@ class CompiledKernel:
         self.kernel = kernel
         self.library = library  # keeps the machine code alive
         self.address = library.address(symbol(kernel))
-        args = [b for b in kernel.buffers if b.role != "temp"]
+        args = self._args = [b for b in kernel.buffers if b.role != "temp"]
         self._dtypes = [b.dtype.np for b in args]
         self._ranks = [b.rank for b in args]
         # A kernel with temps is handed NULL for their memory: it allocates its own.
@@ -113,11 +112,7 @@ class CompiledKernel:
         self._chunk = None
         split = chunk_loop(kernel)
         if split is not None:
-            stop = split[1].stop
-            # The trip count from the shapes: the size variable's (buffer, dim), or a constant.
-            size = next(((k, s.dim) for k, b in enumerate(args) for s in kernel.sizes
-                         if isinstance(stop, Var) and s.name == stop.name and s.buffer == b.name), None)
-            self._trips = size if size is not None else stop.value
+            self._stop = split[1].stop   # the trip count, from the shapes at each call
             self._chunk = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *ctypes_args)(
                 library.address(chunk_symbol(kernel)))
 
@@ -149,7 +144,7 @@ class CompiledKernel:
                 raise MemoryError(f"kernel {self.kernel.name}: out of memory for its temp buffers "
                                   f"(arrays of shapes {[a.shape for a in arrays]})")
             return
-        trips = arrays[self._trips[0]].shape[self._trips[1]] if isinstance(self._trips, tuple) else self._trips
+        trips = size_value(self.kernel, self._stop, {b.name: a.shape for b, a in zip(self._args, arrays)})
         n_elements = max(a.size for a in arrays)
         if n_elements < parallel.PARALLEL_MIN_ELEMENTS or trips < 2:
             self._fn(*flat)  # no temps (chunk_loop): always 0

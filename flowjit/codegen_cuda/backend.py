@@ -28,6 +28,7 @@ class CudaBackend:
     kind = "cuda"
     single_ops = True    # a transpose outside fusions runs as a kernel of its own
     host_driver = False
+    flat_indices = False  # numba's arrays index dimension by dimension
 
     def why_not(self, op: Op) -> str | None:
         """Why ``op`` cannot run on a CUDA device (``executable.why_not``)."""

@@ -273,7 +273,7 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     from flowjit.codegen_cpu import parallel, render
     from flowjit.lowering import Unsupported, lower_block
     try:
-        kernel = lower_block(op.blocks[0], "explain_kernel")
+        kernel = lower_block(op.blocks[0], "explain_kernel", collapse=True)   # as the CPU compiles it
     except Unsupported:
         return None
     compiled = render.compile_kernel(kernel)

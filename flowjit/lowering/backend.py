@@ -51,6 +51,7 @@ class LoweredProgram:
     blocks: dict[int, list[LoweredProgram]] = field(default_factory=dict)
     unfused: dict[int, LoweredProgram] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)
+    flat_indices: bool = False
 
     def op_by_op(self, op: Op) -> LoweredProgram:
         """Fusion op ``op``'s block as a program of its own whose fusible ops are each a
@@ -58,7 +59,8 @@ class LoweredProgram:
         if op.id not in self.unfused:
             name = op.attrs.get("name", op.name)
             block = Function(f"{self.function.name}.{name}", op.blocks[0]).clone()
-            self.unfused[op.id] = lower_program(block, single_ops=True, taken=self.taken)
+            self.unfused[op.id] = lower_program(block, single_ops=True, taken=self.taken,
+                                                flat_indices=self.flat_indices)
         return self.unfused[op.id]
 
 
@@ -84,13 +86,13 @@ def single_op_block(op: Op) -> Block:
     return block
 
 
-def lower_fusion(block: Block, name: str, lines: str, symbol: str) -> Kernel:
+def lower_fusion(block: Block, name: str, lines: str, symbol: str, collapse: bool = False) -> Kernel:
     """Fusion block ``block`` (the op named ``name``, from the user's ``lines``) as a kernel
     called ``symbol``. ``Unsupported`` when the loop IR cannot express it (its ops then run
     their references); any other failure is flowjit's bug, raised as KernelCompileError
-    naming the kernel, its ops and the lines."""
+    naming the kernel, its ops and the lines. ``collapse``: as ``lower_block``'s."""
     try:
-        return lower_block(block, symbol)
+        return lower_block(block, symbol, collapse)
     except Unsupported:
         raise
     except Exception as e:
@@ -100,19 +102,21 @@ def lower_fusion(block: Block, name: str, lines: str, symbol: str) -> Kernel:
                                  f"{type(e).__name__}: {e}; {BUG_REPORT}") from e
 
 
-def lower_program(function: Function, single_ops: bool = False, taken: set[str] | None = None) -> LoweredProgram:
+def lower_program(function: Function, single_ops: bool = False, taken: set[str] | None = None,
+                  flat_indices: bool = False) -> LoweredProgram:
     """``function``'s top-level fusion ops lowered to loop IR (each once, symbols unique in
     the program), and fusible ops outside fusions too when ``single_ops``. Control ops'
     blocks are not lowered here: the runtime compiles each block as a program of its own and
-    fills ``blocks`` with their LoweredPrograms."""
+    fills ``blocks`` with their LoweredPrograms. ``flat_indices``: the backend's
+    (``Backend.flat_indices``), whether nests may be collapsed (``lower_block``)."""
     taken = set() if taken is None else taken
-    lowered = LoweredProgram(function, taken=taken)
+    lowered = LoweredProgram(function, taken=taken, flat_indices=flat_indices)
     for op in function.body.ops:
         if op.primitive.role == "kernel":
             name = op.attrs.get("name", op.name)
             try:
                 lowered.kernels[op.id] = lower_fusion(op.blocks[0], name, op.attrs.get("lines", ""),
-                                                      kernel_symbol(name, taken))
+                                                      kernel_symbol(name, taken), flat_indices)
             except Unsupported as e:
                 lowered.refused[name] = str(e)
         elif ((single_ops and op.primitive.kind in FUSIBLE_KINDS) or op.primitive.role in OWN_KERNEL_ROLES) \
@@ -120,7 +124,7 @@ def lower_program(function: Function, single_ops: bool = False, taken: set[str] 
             try:
                 lowered.kernels[op.id] = lower_fusion(single_op_block(op), op.name,
                                                       str(op.loc) if op.loc is not None else "",
-                                                      kernel_symbol(op.name, taken))
+                                                      kernel_symbol(op.name, taken), flat_indices)
             except Unsupported as e:
                 lowered.refused[op.name] = str(e)
     return lowered
@@ -141,6 +145,7 @@ class Backend(Protocol):
     kind: str             # the device kind it compiles for: "cpu", "cuda"
     single_ops: bool      # whether fusible ops outside fusions are handed to it as kernels
     host_driver: bool     # whether the runtime's host driver may call its kernels one by one
+    flat_indices: bool    # whether its kernels read a buffer by its row-major offset alone (lower_block)
 
     def why_not(self, op: Op) -> str | None:
         """Why ``op`` cannot run on this backend's devices (None: it can)."""

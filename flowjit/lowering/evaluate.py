@@ -7,6 +7,7 @@ correct renderer's machine code computes (up to the intrinsics' last-ulp differe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,7 +68,8 @@ def _run(body: tuple, env: dict, accs: dict, arrays: dict) -> None:
             env[s.name] = _ev(s.value, env, accs, arrays)
         elif isinstance(s, Store):
             idx = tuple(int(_ev(i, env, accs, arrays)) for i in s.index)
-            arrays[s.buffer][idx] = _ev(s.value, env, accs, arrays)
+            a = arrays[s.buffer]
+            a[np.unravel_index(_offset(idx, a.shape), a.shape)] = _ev(s.value, env, accs, arrays)
         elif isinstance(s, Accumulator):
             accs[s.name] = _Acc(s.kind, s.dtype, _ev(s.start, env, accs, arrays))
         elif isinstance(s, Update):
@@ -96,7 +98,8 @@ def _ev(e: Expr, env: dict, accs: dict, arrays: dict):
         return env[e.name]
     if isinstance(e, Load):
         idx = tuple(int(_ev(i, env, accs, arrays)) for i in e.index)
-        return arrays[e.buffer][idx]
+        a = arrays[e.buffer]
+        return a[np.unravel_index(_offset(idx, a.shape), a.shape)]
     if isinstance(e, AccValue):
         acc = accs[e.name]
         return acc.position if acc.kind in ("argmax", "argmin") else acc.value
@@ -108,3 +111,15 @@ def _ev(e: Expr, env: dict, accs: dict, arrays: dict):
 
 
 __all__ = ["evaluate", "int64"]
+
+
+def _offset(idx: tuple, shape: tuple) -> int:
+    """The row-major offset of ``idx`` in an array of ``shape``, as the renderer computes it
+    (Horner's sum, no index checked against its dimension: a collapsed nest indexes
+    ``[0, 0, f]``, ``lowering.collapse``); one out of the array's bounds still raises."""
+    off = 0
+    for i, n in zip(idx, shape):
+        off = off * n + i
+    if not 0 <= off < max(1, math.prod(shape)):
+        raise IndexError(f"index {idx} is outside an array of shape {shape}")
+    return off

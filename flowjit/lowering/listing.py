@@ -34,8 +34,9 @@ compile_records()
 
 
 def loop_program(fn: Function) -> LoopProgram:
-    """Lower and verify every ``fusion`` op's block of the fused ``fn`` (an op the loop IR
-    cannot express yet is listed with the reason instead)."""
+    """Lower and verify every ``fusion`` op's block of the fused ``fn`` as the CPU compiles
+    it (nests collapsed, ``lower_block``; an op the loop IR cannot express yet is listed
+    with the reason instead)."""
     kernels: list = []
 
     def walk(block: Block) -> None:
@@ -43,7 +44,7 @@ def loop_program(fn: Function) -> LoopProgram:
             if op.primitive.role == "kernel":
                 name = op.attrs["name"]
                 try:
-                    kernel = lower_block(op.blocks[0], _identifier(name, len(kernels)))
+                    kernel = lower_block(op.blocks[0], _identifier(name, len(kernels)), collapse=True)
                     verify_kernel(kernel)
                 except Unsupported as e:
                     kernel = str(e)

@@ -26,6 +26,7 @@ from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, bool_, float32
 from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
+from flowjit.lowering.collapse import collapse_nests
 from flowjit.lowering.loops import (
     INDEX,
     Accumulator,
@@ -105,8 +106,9 @@ def kernel_buffer(name: str, role: str, d: DType, rank: int) -> Buffer:
 
 
 class _Lowering:
-    def __init__(self, block: Block, name: str):
+    def __init__(self, block: Block, name: str, collapse: bool = False):
         self.block = block
+        self.collapse = collapse
         self.name = name
         self.arg_names = {a.id: f"in{i}" for i, a in enumerate(block.args)}
         self.counter = 0
@@ -670,7 +672,21 @@ class _Lowering:
         body = _fill_slots(tuple(top.body))
         if len(self.block.returns) == 1 and not self.stored_value:
             body = tuple(_mark_streaming(s) for s in body)
+        if self.collapse:
+            body = collapse_nests(body, self.concrete_shapes(buffers), {v.name: n for n, v in self.size_of.items()})
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, in_place)
+
+    def concrete_shapes(self, buffers: list[Buffer]) -> dict[str, tuple[int, ...]]:
+        """Each of the kernel's ``buffers``' dimensions (a complex one's with its parts' 2)."""
+        values = {v.name: n for n, v in self.size_of.items()}
+        typed = [(self.arg_names[a.id], a.type) for a in self.block.args]
+        typed += [(f"out{k}", v.type) for k, v in enumerate(self.block.returns)]
+        shapes = {name: tuple(t.shape) + ((2,) if t.dtype.is_complex else ()) for name, t in typed}
+        for b in buffers:
+            if b.role == "temp" and all(isinstance(e, Const) or (isinstance(e, Var) and e.name in values)
+                                        for e in b.shape):
+                shapes[b.name] = tuple(int(e.value) if isinstance(e, Const) else values[e.name] for e in b.shape)
+        return shapes
 
 
     def scatter_add_kernel(self) -> Kernel:
@@ -1025,11 +1041,14 @@ def unit_axes_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
     return tuple(_i(0) if n == 1 else next(it) for n in in_shape)
 
 
-def lower_block(block: Block, name: str = "kernel") -> Kernel:
+def lower_block(block: Block, name: str = "kernel", collapse: bool = False) -> Kernel:
     """The loop-IR kernel of a ``fusion`` op's ``block`` (inputs ``in0..``, outputs
     ``out0..`` in the block's order). Raises ``Unsupported`` for an op it cannot lower
     (among complex values: a function with no definition over their parts, a product).
-    A block of one op of ``OWN_KERNEL_ROLES`` gets that op's own kernel."""
+    A block of one op of ``OWN_KERNEL_ROLES`` gets that op's own kernel. ``collapse``:
+    nests over leading axes read as one position become one loop (``collapse_nests``),
+    for a renderer that reads a buffer by its row-major offset without checking each index
+    against its dimension (the CPU's; not CUDA's arrays)."""
     if len(block.ops) == 1 and block.ops[0].primitive.role in OWN_KERNEL_ROLES:
         return getattr(_Lowering(block, name), f"{block.ops[0].primitive.role}_kernel")()
-    return _Lowering(block, name).kernel()
+    return _Lowering(block, name, collapse).kernel()

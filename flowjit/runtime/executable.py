@@ -178,7 +178,8 @@ class Executable:
         # backend whose kernels the host cannot call compiles its program at once, so an op
         # its device cannot run fails here, when the program is made.
         from flowjit.lowering.backend import lower_program
-        self.lowered = lower_program(self.function, single_ops=self.codegen.single_ops)
+        self.lowered = lower_program(self.function, single_ops=self.codegen.single_ops,
+                                     flat_indices=self.codegen.flat_indices)
         self.lowered.blocks = {i: [r.lowered for r in rs] for i, rs in self.control_blocks.items()}
         self.kernels = self.lowered.kernels
         self.fallbacks = self.lowered.refused

@@ -14,7 +14,7 @@ from flowjit.lowering.lower import PARALLEL_MIN_ELEMENTS
 def kernel_of(f, *inputs):
     fused = fj.function(f).ir(*inputs, stage="fused")
     (op,) = [op for op in fused.body.ops if op.primitive.role == "kernel"]
-    k = lower_block(op.blocks[0], "k")
+    k = lower_block(op.blocks[0], "k", collapse=True)
     verify_kernel(k)
     return k
 
@@ -200,5 +200,42 @@ def test_an_axis_of_one_opens_no_loop():
                 yield s
                 yield from loops(s.body)
     assert all(s.stop.value != 1 for s in loops(k.body) if hasattr(s.stop, "value")), print_kernel(k)
-    assert loop_count(k.body) == 15, print_kernel(k)
+    # Six loops of the six nests' N, H and W gone too (lowering.collapse: 18 -> 9).
+    assert loop_count(k.body) == 9, print_kernel(k)
+    assert check_fused(f, x) == 1
+
+
+def test_a_nest_over_leading_axes_read_as_one_position_is_one_loop():
+    # Batch norm's statistics: the nests over N, H and W (the output stored at [n, h, w, c],
+    # the GEMM's rows read at their row-major position) each one loop over N*H*W.
+    from tests.lowering.test_programs import check_fused
+
+    def f(x2):
+        x = fj.reshape(x2, (3, 4, 5, 6))
+        d = x - fj.mean(x, axis=(0, 1, 2), keepdims=True)
+        return d, fj.mean(d * d, axis=(0, 1, 2), keepdims=True)
+    x2 = np.random.default_rng(3).standard_normal((60, 6)).astype(np.float32)
+    k = kernel_of(f, x2)
+    text = print_kernel(k)
+    assert "0..((n" in text and "out0[0, 0, " in text, text
+    assert not any(isinstance(s, Loop) and isinstance(s.body[0], Loop) and s.body[0].stop == s.stop
+                   for s in k.body if isinstance(s, Loop) and s.body), text
+    assert check_fused(f, x2) == 1
+    got = fj.function(f)(x2)
+    x = x2.reshape(3, 4, 5, 6)
+    d = x - x.mean(axis=(0, 1, 2), keepdims=True)
+    np.testing.assert_allclose(got[0], d, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], (d * d).mean(axis=(0, 1, 2), keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_nest_whose_variables_are_read_apart_stays_a_nest():
+    # A transpose reads the nest's axes in another order: no position to collapse into.
+    from flowjit.lowering.loops import loop_count
+    from tests.lowering.test_programs import check_fused
+
+    def f(x):
+        return fj.transpose(x, (1, 0, 2)) * 2.0
+    x = np.random.default_rng(4).standard_normal((3, 4, 5)).astype(np.float32)
+    k = kernel_of(f, x)
+    assert loop_count(k.body) == 3 and "0..((n" not in print_kernel(k), print_kernel(k)
     assert check_fused(f, x) == 1

@@ -36,7 +36,7 @@ def check_fused(f, *inputs: np.ndarray) -> int:
             env[r.id] = x
         if op.primitive.role != "kernel":
             continue
-        kernel = lower_block(op.blocks[0], op.attrs["name"])
+        kernel = lower_block(op.blocks[0], op.attrs["name"], collapse=True)
         verify_kernel(kernel)
         text = print_kernel(kernel)
         if sum(math.prod(v.type.shape) for v in [*op.inputs, *op.results]) > EVALUATE_MAX_ELEMENTS:
