@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 
 from flowjit.ir.records import compile_records, record
 
-from . import jit, objcache, pthread_pool
+from . import jit, objcache, program_plan, pthread_pool
 from .program_plan import BLAS_PARALLEL_MIN_WORK, NO_TRANS, ROW_MAJOR
 from .pthread_pool import native_pool, unoptimized
 
@@ -176,7 +176,8 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
     bits = found["sgemm"].int_bits
     # Keyed by this file's text and the width, which decide the module: a warm process builds no
     # IR. flowjit's own code: compiled once per installation (objcache.runtime_directory()).
-    digest = objcache.source_digest(__file__, pthread_pool.__file__)   # it calls the pool's parallel for
+    # It calls the pool's parallel for, and takes program_plan's CBLAS constants and split threshold.
+    digest = objcache.source_digest(__file__, pthread_pool.__file__, program_plan.__file__)
     lib = jit.load_source(f"; flowjit gemms over the pool {digest} int{bits}", lambda: build_gemm_module(bits),
                           name="flowjit_pool_gemms", opt_level=0, runtime=True)
     # The pieces' code must outlive any thread running it, as the pool's does: never dropped.

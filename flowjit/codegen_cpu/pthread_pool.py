@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import platform
 import threading
 import time
 
-from . import jit
+from . import jit, objcache, parallel
 from .parallel import OVERSPLIT, default_threads
 
 SYMBOL = jit.PARALLEL_FOR_SYMBOL
@@ -437,8 +436,7 @@ class NativePool:
 
 @functools.cache
 def _source_digest() -> str:
-    with open(__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    return objcache.source_digest(__file__, parallel.__file__)   # its IR takes parallel's OVERSPLIT
 
 
 _pool: NativePool | None = None

@@ -115,10 +115,18 @@ __all__ = ["evaluate", "int64"]
 
 def _offset(idx: tuple, shape: tuple) -> int:
     """The row-major offset of ``idx`` in an array of ``shape``, as the renderer computes it
-    (Horner's sum, no index checked against its dimension: a collapsed nest indexes
-    ``[0, 0, f]``, ``lowering.collapse``); one out of the array's bounds still raises."""
+    (Horner's sum). Each index must lie in its dimension, but one after a run of zeros may
+    run on through the dimensions of those zeros (a collapsed nest indexes ``[p, 0, 0, f]``
+    with ``f`` below the product of the three, ``lowering.collapse``): an index out of its
+    place raises, as NumPy's would."""
     off = 0
-    for i, n in zip(idx, shape):
+    for d, (i, n) in enumerate(zip(idx, shape)):
+        if not 0 <= i < n:
+            z = 0
+            while z < d and idx[d - z - 1] == 0:
+                z += 1
+            if not (z and 0 <= i < n * math.prod(shape[d - z:d])):
+                raise IndexError(f"index {idx} is outside an array of shape {shape}")
         off = off * n + i
     if not 0 <= off < max(1, math.prod(shape)):
         raise IndexError(f"index {idx} is outside an array of shape {shape}")

@@ -617,6 +617,12 @@ def test_a_tiny_kernel_is_left_out_of_llvms_optimizer_and_gives_the_same_bits():
         np.testing.assert_array_equal(got.view(np.uint32), (x + b).view(np.uint32))
         defines = [d for text in render_program(exe._program.plan, 64) for d in _kernel_defines(text).values()]
         assert len(defines) == 1 and ("optnone" in defines[0]) is tiny, defines
+    # A reduction writes few elements of many it reads (helper-21): optimized.
+    y = rng.standard_normal((16, 1000)).astype(np.float32)
+    got, exe = _native(fj.function(lambda y: fj.max(y, axis=1)), y)
+    np.testing.assert_array_equal(got, y.max(axis=1))
+    texts = render_program(exe._program.plan, 64)
+    assert not any("optnone" in d for text in texts for d in _kernel_defines(text).values())
     x = rng.standard_normal((32, 10)).astype(np.float32)
     got, exe = _native(fj.function(lambda x, b: fj.exp(x) + b), x, b)
     np.testing.assert_allclose(got, np.exp(x) + b, rtol=1e-6, atol=1e-6)
