@@ -97,11 +97,6 @@ class _Driver:
         self.part: ir.Module | None = None
         self.part_declared: dict[str, ir.Function] = {}
         self.kernels_in: dict[str, dict[str, Any]] = {"main": {}, "part": {}}
-        # The steps' own function is LLVM's work in the first module before any kernel: the
-        # zoo MLP's steps (three GEMMs, a module of no kernel) cost about what its bias and
-        # ReLU kernel does (7 against 9 ms), so its one optimized kernel goes to the second
-        # module (its first module 15.8 -> ~8 ms of LLVM).
-        self.cost = {"main": STEPS_WEIGHT, "part": 0}
         # Kernels that differ only in name (two layers of one width: the same bias and ReLU)
         # are one kernel, defined once; a kernel run more than once at one shape is compiled
         # once, behind one function of its buffers (``fj_at_N``/``fj_split_N``) every such
@@ -115,6 +110,8 @@ class _Driver:
                 k = self.canonical(s.kernel)
                 tiny[k.name] = tiny.get(k.name, True) and _tiny(s)
         self.unoptimized = frozenset(name for name, small in tiny.items() if small)
+        self.weights: dict[str, int] = {}
+        self.home = self.homes()
         self.shared: dict[tuple, tuple[str, bool]] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
@@ -149,9 +146,36 @@ class _Driver:
             return None
         return id(self.canonical(step.kernel)), step.dims, bool(step.temps), step.split is not None
 
-    def lighter(self) -> str:
-        """The module with less kernel code so far (``main``: the steps' own)."""
-        return "part" if self.cost["part"] < self.cost["main"] else "main"
+    def homes(self) -> dict[tuple, str]:
+        """The module of each kernel at a shape run on the calling thread (by ``shape_key``):
+        the heaviest first, each to the module with less weight so far (the split kernels'
+        in the second; the steps' own function in the first: the zoo MLP's steps, three GEMMs
+        and no kernel, cost about what its bias and ReLU kernel does, 7 against 9 ms, so that
+        one kernel goes to the second module). In step order, the CNN's two batch-norm apply
+        kernels, the heavier, went to the first module together (65 against 52 ms)."""
+        units: dict[tuple, int] = {}
+        cost = {"main": STEPS_WEIGHT, "part": 0}
+        for s in walk_steps(self.plan.steps):
+            key = self.shape_key(s) if isinstance(s, KernelCall) else None
+            if key is None or key in units:
+                continue
+            k = self.canonical(s.kernel)
+            units[key] = 0 if k.name in self.unoptimized else self.kernel_weight(k)
+            if s.split is not None:   # always in the second module
+                cost["part"] += units.pop(key)
+                units[key] = -1
+        home = {}
+        for key, w in sorted(((k, w) for k, w in units.items() if w >= 0), key=lambda kw: -kw[1]):
+            home[key] = "part" if cost["part"] < cost["main"] else "main"
+            cost[home[key]] += w
+        return home
+
+    def kernel_weight(self, kernel: Any) -> int:
+        """``weight(kernel)``, computed once per kernel."""
+        found = self.weights.get(kernel.name)
+        if found is None:
+            found = self.weights[kernel.name] = self.weight(kernel)
+        return found
 
     def value(self, b: ir.IRBuilder, x: Any, ty: ir.IntType = I64) -> ir.Value:
         """``x`` (an int, or an ``Affine`` of B) as a value of type ``ty``."""
@@ -176,8 +200,6 @@ class _Driver:
         if kernel.name in self.kernels_in[where]:
             return
         self.kernels_in[where][kernel.name] = kernel
-        if self.part is not None and kernel.name not in self.unoptimized:
-            self.cost[where] += self.weight(kernel)
 
     @staticmethod
     def table(b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:
@@ -422,7 +444,7 @@ class _Driver:
             at_shape = self.shared.get(key) if key is not None else None
             if at_shape is None:
                 entry_ty = ir.FunctionType(I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P] * len(given))
-                part = self.part is not None and key is not None and self.lighter() == "part"
+                part = self.part is not None and key is not None and self.home.get(key) == "part"
                 if part or (key is not None and (step.temps or self.shapes[key] > 1
                                                  or loop_count(kernel.body) >= OWN_FUNCTION_LOOPS)):
                     # Behind a function of the buffers alone that calls it at its shape (inlined
