@@ -110,7 +110,6 @@ class _Driver:
                 k = self.canonical(s.kernel)
                 tiny[k.name] = tiny.get(k.name, True) and _tiny(s)
         self.unoptimized = frozenset(name for name, small in tiny.items() if small)
-        self.weights: dict[str, int] = {}
         self.home = self.homes()
         self.shared: dict[tuple, tuple[str, bool]] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
@@ -123,8 +122,7 @@ class _Driver:
         """A kernel's share of LLVM's time, roughly, in characters of loop IR: a kernel's
         own (KERNEL_WEIGHT), each loop's (LOOP_WEIGHT), each math intrinsic's
         (INTRINSIC_WEIGHT) and its loop IR's text."""
-        intrinsics = {e.op for e in expressions(kernel.body) if isinstance(e, Prim) and e.op in INTRINSICS}
-        return (KERNEL_WEIGHT + LOOP_WEIGHT * loop_count(kernel.body) + INTRINSIC_WEIGHT * len(intrinsics)
+        return (KERNEL_WEIGHT + LOOP_WEIGHT * loop_count(kernel.body) + INTRINSIC_WEIGHT * len(_intrinsics(kernel))
                 + len(print_kernel(kernel)))
 
     def canonical(self, kernel: Any) -> Any:
@@ -153,29 +151,27 @@ class _Driver:
         and no kernel, cost about what its bias and ReLU kernel does, 7 against 9 ms, so that
         one kernel goes to the second module). In step order, the CNN's two batch-norm apply
         kernels, the heavier, went to the first module together (65 against 52 ms)."""
+        weights: dict[str, int] = {}     # by canonical kernel: one kernel may run at several shapes
+        seen: set[tuple] = set()
         units: dict[tuple, int] = {}
         cost = {"main": STEPS_WEIGHT, "part": 0}
         for s in walk_steps(self.plan.steps):
             key = self.shape_key(s) if isinstance(s, KernelCall) else None
-            if key is None or key in units:
+            if key is None or key in seen:
                 continue
+            seen.add(key)
             k = self.canonical(s.kernel)
-            units[key] = 0 if k.name in self.unoptimized else self.kernel_weight(k)
+            if k.name not in weights:
+                weights[k.name] = 0 if k.name in self.unoptimized else self.weight(k)
             if s.split is not None:   # always in the second module
-                cost["part"] += units.pop(key)
-                units[key] = -1
+                cost["part"] += weights[k.name]
+            else:
+                units[key] = weights[k.name]
         home = {}
-        for key, w in sorted(((k, w) for k, w in units.items() if w >= 0), key=lambda kw: -kw[1]):
+        for key, w in sorted(units.items(), key=lambda kw: -kw[1]):
             home[key] = "part" if cost["part"] < cost["main"] else "main"
             cost[home[key]] += w
         return home
-
-    def kernel_weight(self, kernel: Any) -> int:
-        """``weight(kernel)``, computed once per kernel."""
-        found = self.weights.get(kernel.name)
-        if found is None:
-            found = self.weights[kernel.name] = self.weight(kernel)
-        return found
 
     def value(self, b: ir.IRBuilder, x: Any, ty: ir.IntType = I64) -> ir.Value:
         """``x`` (an int, or an ``Affine`` of B) as a value of type ``ty``."""
@@ -639,14 +635,18 @@ class _Driver:
         return lambda: set_threads(lambda: b.trunc(self.table(b, tab, T_BLAS_THREADS), I32))
 
 
+def _intrinsics(kernel: Any) -> set[str]:
+    """The math intrinsics (``scalar.INTRINSICS``: exp, tanh, sqrt...) ``kernel`` computes."""
+    return {e.op for e in expressions(kernel.body) if isinstance(e, Prim) and e.op in INTRINSICS}
+
+
 def _tiny(step: KernelCall) -> bool:
     """Whether ``step``'s kernel, at the step's sizes, is too small to pay for LLVM's
     optimizer (TINY_ELEMENTS, TINY_LOOPS)."""
     k = step.kernel
     if step.split is not None or step.temps or not all(isinstance(d, int) for d in step.dims):
         return False
-    if loop_count(k.body) > TINY_LOOPS or any(isinstance(e, Prim) and e.op in INTRINSICS
-                                               for e in expressions(k.body)):
+    if loop_count(k.body) > TINY_LOOPS or _intrinsics(k):
         return False
     # Every buffer's elements, inputs too: a reduction writes few elements of many it reads
     # (from helper-21's review: fj.max of a (64, 6000) array took 2.8 ms unoptimized, 0.03 ms).

@@ -155,7 +155,7 @@ class _Rewrite:
         """Whether ``e`` is exactly the variables' row-major position: an affine sum of
         them, each times its weight, and nothing else."""
         terms = self.affine(e)
-        return terms is not None and terms == {v: w for v, w in self.weights.items()}
+        return terms is not None and terms == self.weights
 
     def affine(self, e: Expr) -> dict[str | None, int] | None:
         """``e`` as {variable: coefficient, None: constant} over the nest's variables, the
