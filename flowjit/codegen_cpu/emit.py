@@ -89,10 +89,11 @@ def _mem(d: DType) -> ir.Type:
 
 
 class _Renderer:
-    def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True):
+    def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True):
         self.k = k
         self.fastmath = ("fast",) if fastmath else ()
         self.optimize = optimize
+        self.inline = inline
         self.module = ir.Module(name=k.name)
         self.args = [b for b in k.buffers if b.role != "temp"]
         self.helpers: dict[str, ir.Function] = {}
@@ -115,6 +116,8 @@ class _Renderer:
             # LLVM's optimizer skips the function, and code generation takes its fast path.
             self.fn.attributes.add("noinline")
             self.fn.attributes.add("optnone")
+        if not self.inline:
+            self.fn.attributes.add("noinline")
         # LLVM prefers 256-bit vectors on AVX-512 CPUs; kernels bound by arithmetic (gelu's
         # tanh) run 1.15-1.4x faster at 512 (measured on the AVX-512 machines). Elsewhere
         # (AVX2, AArch64) it changes nothing. A string attribute llvmlite does not validate.

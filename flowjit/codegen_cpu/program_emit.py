@@ -67,6 +67,16 @@ CLOCK_MONOTONIC = 1   # Linux's clockid_t for the clock time.monotonic_ns reads
 # transformer's, the LSTM's and the embedding model's cold calls unchanged (their kernels
 # under 16 loops, or already apart).
 OWN_FUNCTION_LOOPS = 16
+# A kernel of this many loops or more that the plan runs at one shape is never inlined
+# (``noinline``): inlined, LLVM optimizes its body twice, once as a function of its own and
+# again inside its caller, while IPSCCP still folds the constant dimensions of its one call
+# into it, so the machine code is as specialized. The zoo's cold calls, fresh processes
+# alternated: CNN inference 94-98 -> 81-83 ms, its training step 430-436 -> 401-405, the
+# MLP's 167-170 -> 141-147, the LSTM's 278-280 -> 252-263; every zoo row's steady state
+# within 1.5% (in one process, alternated). Below it, or for a kernel at several shapes
+# (each caller specializes its copy), inlining stays: every kernel noinline made the
+# embedding model's training step 5-7% and the LSTM's inference 5% slower.
+NOINLINE_LOOPS = 6
 # A kernel whose every step reads and writes at most TINY_ELEMENTS elements a buffer, in at most TINY_LOOPS
 # loops, with no math intrinsic (the logits layer's bias add of every zoo model), is
 # compiled without LLVM's optimizer (``optnone``): LLVM's O3 took ~6 ms of a cold call for
@@ -110,6 +120,7 @@ class _Driver:
                 k = self.canonical(s.kernel)
                 tiny[k.name] = tiny.get(k.name, True) and _tiny(s)
         self.unoptimized = frozenset(name for name, small in tiny.items() if small)
+        self.not_inlined = self.kernels_at_one_shape(NOINLINE_LOOPS)
         self.home = self.homes()
         self.shared: dict[tuple, tuple[str, bool]] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
@@ -143,6 +154,17 @@ class _Driver:
         if not all(isinstance(d, int) for d in step.dims):
             return None
         return id(self.canonical(step.kernel)), step.dims, bool(step.temps), step.split is not None
+
+    def kernels_at_one_shape(self, loops: int) -> frozenset[str]:
+        """The canonical kernels of ``loops`` loops or more that every step runs at one
+        shape (one call's constants: dimensions, temps, split), by name."""
+        calls: dict[str, tuple[Any, set]] = {}
+        for s in walk_steps(self.plan.steps):
+            if isinstance(s, KernelCall):
+                k = self.canonical(s.kernel)
+                calls.setdefault(k.name, (k, set()))[1].add(self.shape_key(s)
+                                                            or (s.dims, bool(s.temps), s.split is not None))
+        return frozenset(name for name, (k, keys) in calls.items() if len(keys) == 1 and loop_count(k.body) >= loops)
 
     def homes(self) -> dict[tuple, str]:
         """The module of each kernel at a shape run on the calling thread (by ``shape_key``):
@@ -657,12 +679,13 @@ def _tiny(step: KernelCall) -> bool:
 
 def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",
           blas_int_bits: int = 64, kernels: Sequence[Any] | None = None, lapack: bool = True,
-          unoptimized: frozenset[str] = frozenset()) -> str:
+          unoptimized: frozenset[str] = frozenset(), not_inlined: frozenset[str] = frozenset()) -> str:
     """The driver and the kernels of ``plan`` (``kernels``; by default every one) as one
     module's IR text: the kernels' definitions internal, so LLVM may inline them and drops
     what nothing calls; with the wrapper of each LAPACK op the plan runs (calling the
     LAPACKE routines of the library whose sgemm is ``sgemm_symbol``) unless not ``lapack``;
-    the kernels named in ``unoptimized`` left out of LLVM's optimization (``_tiny``)."""
+    the kernels named in ``unoptimized`` left out of LLVM's optimization (``_tiny``), those
+    in ``not_inlined`` never inlined (``NOINLINE_LOOPS``)."""
     import llvmlite.binding as llvm
 
     if kernels is None:
@@ -680,7 +703,8 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
             text = None
             try:
                 verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
-                text = render.render_kernel(kernel, fastmath=fastmath, optimize=kernel.name not in unoptimized)
+                text = render.render_kernel(kernel, fastmath=fastmath, optimize=kernel.name not in unoptimized,
+                                            inline=kernel.name not in not_inlined)
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()
             except Exception as e:
@@ -715,11 +739,11 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
     main = _link(plan, driver.render(), fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()),
-                 unoptimized=driver.unoptimized)
+                 unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)
     if not driver.kernels_in["part"]:
         return [main]
     return [main, _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
-                        lapack=False, unoptimized=driver.unoptimized)]
+                        lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)]
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------
@@ -934,8 +958,9 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     split kernels links in (``pthread_pool``, internal to the library, started by the
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
-    text = _link(plan, _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic).render_c(digest),
-                 sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits)
+    driver = _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic)
+    text = _link(plan, driver.render_c(digest), sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits,
+                 not_inlined=driver.not_inlined)
     if not any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
         return text
     import llvmlite.binding as llvm

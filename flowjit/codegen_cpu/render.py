@@ -74,14 +74,15 @@ class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
     the files its loop IR and LLVM IR were saved to."""
 
 
-def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True) -> str:
+def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
     by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
     flags on the kernel's float ops. Not ``optimize``: its functions ``optnone`` (LLVM's
-    optimizer skips them), for a kernel whose work is too small to pay for LLVM's time."""
+    optimizer skips them), for a kernel whose work is too small to pay for LLVM's time. Not
+    ``inline``: its functions ``noinline`` (LLVM's inliner leaves them where they are)."""
     from .emit import _Renderer  # llvmlite's IR builder: only a process that renders loads it
-    return _Renderer(kernel, fastmath, optimize).render()
+    return _Renderer(kernel, fastmath, optimize, inline).render()
 
 
 def _save(kernel: Kernel, ir_text: str | None) -> str:

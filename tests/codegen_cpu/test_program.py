@@ -661,6 +661,50 @@ def test_a_kernel_of_many_loops_is_compiled_behind_a_function_of_its_own(monkeyp
     assert not any(f"@{name}(" in steps for name in big)
 
 
+def test_a_kernel_of_many_loops_at_one_shape_is_never_inlined(monkeypatch):
+    # A batch-norm-like kernel (NOINLINE_LOOPS loops or more, one shape): noinline, so LLVM
+    # optimizes its body once; IPSCCP still folds its constant dimensions (its one call).
+    from flowjit.codegen_cpu import program_emit
+    from flowjit.codegen_cpu.program_emit import NOINLINE_LOOPS, render_program
+    from flowjit.lowering.loops import loop_count
+
+    def norm(x):
+        d = x - fj.mean(x, axis=(0, 1, 2), keepdims=True)
+        return fj.maximum(d / fj.sqrt(fj.mean(d * d, axis=(0, 1, 2), keepdims=True) + 1e-5), 0.0)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((4, 6, 7, 8)).astype(np.float32)
+    got, exe = _native(fj.function(norm), x)
+    d = x - x.mean(axis=(0, 1, 2), keepdims=True)
+    np.testing.assert_allclose(got, np.maximum(d / np.sqrt((d * d).mean(axis=(0, 1, 2), keepdims=True) + 1e-5), 0),
+                               rtol=1e-5, atol=1e-5)
+    calls = [s for s in program_plan.walk_steps(exe._program.plan.steps) if isinstance(s, program_plan.KernelCall)]
+    loops = {program_plan.kernel_abi.symbol(s.kernel): loop_count(s.kernel.body) for s in calls}
+    defines = {n: d for text in render_program(exe._program.plan, 64) for n, d in _kernel_defines(text).items()}
+    assert any(n >= NOINLINE_LOOPS for n in loops.values()), loops
+    for name, n in loops.items():
+        assert ("noinline" in defines[name]) is (n >= NOINLINE_LOOPS), (name, n, defines[name])
+
+    # One kernel (bias and ReLU) at two widths stays inlinable, each call specializing its
+    # copy; the others, at one shape each, are noinline at any size here.
+    monkeypatch.setattr(program_emit, "NOINLINE_LOOPS", 1)
+
+    def mlp(x, w1, b1, w2, b2, w3):
+        return fj.maximum(fj.maximum(x @ w1 + b1, 0.0) @ w2 + b2, 0.0) @ w3
+    a = [rng.standard_normal(s).astype(np.float32) for s in ((64, 24), (24, 40), (40,), (40, 72), (72,), (72, 8))]
+    got, exe = _native(fj.function(mlp), *a)
+    h = np.maximum(a[0] @ a[1] + a[2], 0)
+    np.testing.assert_allclose(got, np.maximum(h @ a[3] + a[4], 0) @ a[5], rtol=1e-4, atol=1e-4)
+    driver = program_emit._Driver(exe._program.plan, 64)
+    calls = [s for s in program_plan.walk_steps(exe._program.plan.steps) if isinstance(s, program_plan.KernelCall)]
+    shapes: dict[str, set] = {}
+    for s in calls:
+        shapes.setdefault(program_plan.kernel_abi.symbol(driver.canonical(s.kernel)), set()).add(s.dims)
+    assert sorted(map(len, shapes.values()))[-1] == 2, shapes
+    defines = {n: d for text in render_program(exe._program.plan, 64) for n, d in _kernel_defines(text).items()}
+    for name, dims in shapes.items():
+        assert ("noinline" in defines[name]) is (len(dims) == 1), (name, dims, defines[name])
+
+
 def test_the_heaviest_kernels_are_placed_first_between_the_two_modules():
     # The zoo CNN's inference: two batch-norm statistics kernels and two heavier apply
     # kernels (with the pool), in step order statistics, apply, statistics, apply. Placed
