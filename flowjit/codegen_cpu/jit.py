@@ -277,16 +277,22 @@ def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "
         return obj
 
 
-def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int) -> bytes:
+def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
+                   parsed: threading.Event | None = None) -> bytes:
     """``compile_object`` for a thread of its own: the module in an LLVM context of its own
     and a target machine of its own, and LLVM's two long calls (the pass pipeline, code
     generation) made without llvmlite's lock, which serializes every call into LLVM (the
-    other calls, short, take it). LLVM compiles modules of separate contexts at once."""
+    other calls, short, take it). LLVM compiles modules of separate contexts at once.
+    ``parsed`` is set when the module is parsed (or could not be), before the pipeline."""
     llvm = binding()
     from llvmlite.binding import ffi
 
-    tm = target.machine(jit=True, opt_level=opt_level)
-    module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context())
+    try:
+        tm = target.machine(jit=True, opt_level=opt_level)
+        module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context())
+    finally:
+        if parsed is not None:
+            parsed.set()
     ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, module, pb)
     with ffi.OutputString() as err:
         buf = ffi.lib.LLVMPY_TargetMachineEmitToMemory._cfn(tm, module, 1, err)
@@ -312,28 +318,57 @@ def _unlocked_calls() -> bool:
         return False
 
 
-def compile_objects(ir_texts: Sequence[str], target: HostTarget | None = None, name: str = "module",
-                    opt_level: int = OPT_LEVEL) -> list[bytes]:
-    """The object code of each module of ``ir_texts`` (as ``compile_object``); two or more
-    compile at once, each on a thread of its own (``_compile_apart``): a program's split
-    kernels beside its steps take a cold call's LLVM time to about 0.55x on two idle CPUs."""
+def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarget | None = None,
+                    name: str = "module", opt_level: int = OPT_LEVEL,
+                    rendered: Callable[[list[str]], None] | None = None) -> list[bytes]:
+    """The object code of each module of ``modules`` (as ``compile_object``): each its IR
+    text, or a function rendering it. Two or more compile at once, each on a thread of its
+    own (``_compile_apart``): a program's split kernels beside its steps take a cold call's
+    LLVM time to about 0.55x on two idle CPUs. The later modules are rendered first, each
+    starting to compile as soon as its text exists, and the first last, on the calling
+    thread, while they compile (LLVM's calls release the GIL; rendering is Python).
+    ``rendered(texts)`` is called with the texts rendered so far (the later ones first)
+    before each starts to compile."""
     target = target or host_target()
-    if len(ir_texts) == 1 or not _unlocked_calls():
-        return [compile_object(t, target, f"{name}[{i}]" if i else name, opt_level) for i, t in enumerate(ir_texts)]
-    out: list[bytes | BaseException | None] = [None] * len(ir_texts)
+    texts: list[str | None] = [None] * len(modules)
+    order = [*range(1, len(modules)), 0]
 
-    def run(i: int) -> None:
+    def text(i: int) -> str:
+        got = modules[i]
+        texts[i] = got if isinstance(got, str) else got()
+        if rendered is not None:
+            rendered([texts[j] for j in order if texts[j] is not None])
+        return texts[i]
+    if len(modules) == 1 or not _unlocked_calls():
+        for i in order:
+            text(i)
+        return [compile_object(t, target, f"{name}[{i}]" if i else name, opt_level) for i, t in enumerate(texts)]
+    out: list[bytes | BaseException | None] = [None] * len(modules)
+
+    def run(i: int, parsed: threading.Event | None = None) -> None:
         try:
-            out[i] = _compile_apart(ir_texts[i], target, f"{name}[{i}]", opt_level)
+            out[i] = _compile_apart(texts[i], target, f"{name}[{i}]" if i else name, opt_level, parsed)
         except BaseException as e:  # noqa: BLE001 (raised again on the calling thread)
             out[i] = e
+        finally:
+            if parsed is not None:
+                parsed.set()
     t = time.perf_counter()
-    threads = [threading.Thread(target=run, args=(i,), name=f"flowjit-llvm-{i}") for i in range(1, len(ir_texts))]
-    for th in threads:
-        th.start()
-    run(0)
-    for th in threads:
-        th.join()
+    threads = []
+    try:
+        for i in order[:-1]:
+            text(i)
+            parsed = threading.Event()
+            threads.append(threading.Thread(target=run, args=(i, parsed), name=f"flowjit-llvm-{i}"))
+            threads[-1].start()
+            # Until the thread is in LLVM's pipeline (no GIL): each of its calls before it
+            # waited up to the GIL's switch interval (5 ms) while this one rendered.
+            parsed.wait()
+        text(0)
+        run(0)
+    finally:
+        for th in threads:
+            th.join()
     timings["last_parallel_compile_ms"] = (time.perf_counter() - t) * 1e3
     for got in out:
         if isinstance(got, BaseException):
@@ -597,10 +632,12 @@ def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[lis
     return None
 
 
-def load_source(source: str, render: Callable[[], str | Sequence[str]], target: HostTarget | None = None,
-                name: str = "module", opt_level: int = OPT_LEVEL, runtime: bool = False) -> Library:
+def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[[], str]]],
+                target: HostTarget | None = None, name: str = "module", opt_level: int = OPT_LEVEL,
+                runtime: bool = False) -> Library:
     """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text; or several
-    modules' texts, compiled at once and linked together, the first the one to call into), cached
+    modules, compiled at once and linked together, the first the one to call into, each its
+    text or a function rendering it, as ``compile_objects`` takes them), cached
     under ``source``: text that identifies that IR completely (the IR itself, or a kernel's
     loop IR with the renderer's version). A warm process loads the object code without
     calling ``render`` (nor importing LLVM, for the host); otherwise as ``load``.
@@ -633,12 +670,19 @@ def load_source(source: str, render: Callable[[], str | Sequence[str]], target: 
             timings["last_load_ms"] = (time.perf_counter() - t) * 1e3
         else:
             rendered = render()
-            texts = [rendered] if isinstance(rendered, str) else list(rendered)
-            declared = _declared_by(texts)
-            _start_providers(declared)
-            _check_externals(declared, name)
+            modules = [rendered] if isinstance(rendered, str) else list(rendered)
+            texts: list[str] = []
+
+            def check(so_far: list[str]) -> None:
+                # Before a module compiles: what it calls outside the modules rendered so
+                # far is defined (the later modules call nothing of the first).
+                declared = [n for n in _declared_by(so_far) if n not in _declared_by(texts)]
+                texts[:] = so_far
+                _start_providers(declared)
+                _check_externals(declared, name)
             target = target or host_target()
-            objs = compile_objects(texts, target, name, opt_level)
+            objs = compile_objects(modules, target, name, opt_level, check)
+            declared = _declared_by(texts)
             payload = _pack(declared, objs)
             any(objcache.write(key, payload, where, mode) for where, mode in places)
             lib = _link(objs, declared, target, key, name)

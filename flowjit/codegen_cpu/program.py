@@ -255,11 +255,11 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
             f"{' profile' if profile else ''}{f' lapack {sgemm}' if sgemm else ''}")
     identity = "\n".join([head, repr(plan), *(render.kernel_identity(k, fastmath) for k in kernels.values())])
 
-    def render_module() -> list[str]:
+    def render_module() -> list[Any]:
         # llvmlite's IR builder loads only when a program is rendered: a process that loads
         # its programs from the object cache never imports it.
         from .program_emit import render_program
-        return render_program(plan, int_bits, fastmath, profile, sgemm)
+        return render_program(plan, int_bits, fastmath, profile, sgemm, lazy=True)
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
     except render.KernelRenderError:

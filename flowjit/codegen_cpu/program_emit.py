@@ -727,7 +727,7 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
 
 
 def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False,
-                   sgemm_symbol: str = "") -> list[str]:
+                   sgemm_symbol: str = "", lazy: bool = False) -> list[Any]:
     """The LLVM IR text of ``plan``'s modules: the driver, the steps and the kernels they
     call inline (with LLVM's ``fast`` flags on their float ops when ``fastmath``; its
     LAPACK ops call the library whose CBLAS sgemm is ``sgemm_symbol``), then, when the plan
@@ -735,15 +735,21 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     wrappers the pool calls (``fj_split_N``) and about half the others by the length of
     their loop IR, each behind ``fj_at_N`` (its buffers; its shape constant), both called
     by name from the first. ``jit`` compiles the two at once on two threads, LLVM's
-    optimization being most of a cold call."""
+    optimization being most of a cold call. ``lazy``: the first module, when there is a
+    second, as a function rendering its text, which ``jit.compile_objects`` calls while the
+    second compiles (linking the first's kernels is most of the rendering)."""
     driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
-    main = _link(plan, driver.render(), fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()),
-                 unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)
+    steps = driver.render()
+
+    def main() -> str:
+        return _link(plan, steps, fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()),
+                     unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)
     if not driver.kernels_in["part"]:
-        return [main]
-    return [main, _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
-                        lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)]
+        return [main()]
+    part = _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
+                 lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)
+    return [main if lazy else main(), part]
 
 
 # ---- the C-ABI library (ahead of time) ------------------------------------------------------

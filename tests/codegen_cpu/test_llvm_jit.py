@@ -541,6 +541,35 @@ def test_modules_compiled_at_once_on_threads_are_the_objects_compiled_one_at_a_t
         jit.compile_objects([texts[0], "define i64 @broken("], name="mod")
 
 
+def test_the_first_module_is_rendered_while_the_others_compile(monkeypatch):
+    # A module given as a function is rendered when its turn comes: the later ones first,
+    # each started on its thread (parsed, in LLVM's pipeline) before the next is rendered,
+    # the first last. A module that fails to parse on its thread leaves no caller waiting.
+    texts = [f"define i64 @h{i}(i64 %x) {{\n  %y = sub i64 %x, {i + 1}\n  ret i64 %y\n}}\n" for i in range(3)]
+    seen, started, apart = [], [], jit._compile_apart
+
+    def compile_apart(text, target, name, opt_level, parsed=None):
+        started.append(name)
+        return apart(text, target, name, opt_level, parsed)
+    monkeypatch.setattr(jit, "_compile_apart", compile_apart)
+
+    def later(i):
+        def render():
+            seen.append((i, sorted(started)))
+            return texts[i]
+        return render
+    checked = []
+    got = jit.compile_objects([later(0), later(1), texts[2]], name="m", rendered=lambda so: checked.append(len(so)))
+    assert got == [jit.compile_object(t) for t in texts]
+    assert seen == [(1, []), (0, ["m[1]", "m[2]"])], seen
+    assert checked == [1, 2, 3]
+    with pytest.raises(jit.LLVMCompileError, match=r"mod\[1\]"):
+        jit.compile_objects([later(0), "define i64 @broken("], name="mod")
+    with pytest.raises(ZeroDivisionError):   # the first's rendering fails: the others are joined
+        jit.compile_objects([lambda: 1 // 0, texts[1]])
+    assert not any(t.name.startswith("flowjit-llvm-") for t in threading.enumerate())
+
+
 def test_without_llvmlites_unlocked_calls_modules_compile_one_after_the_other(monkeypatch):
     texts = [f"define i64 @g{i}(i64 %x) {{\n  %y = add i64 %x, {i}\n  ret i64 %y\n}}\n" for i in range(2)]
     assert jit._unlocked_calls()  # the llvmlite this suite runs on has them
