@@ -137,6 +137,33 @@ def binding() -> Any:
     return _llvm
 
 
+_prefetched = False
+
+
+def prefetch_llvm() -> None:
+    """Start loading LLVM's shared library (llvmlite's, ~180 MB) on a thread of its own, when
+    a module is about to be compiled in a process that has not imported ``llvmlite.binding``:
+    ``dlopen`` called through ctypes releases the GIL for the milliseconds the dynamic
+    loader takes (7 of a cold call's 18 in ``binding``), while the calling thread renders
+    the module, and llvmlite's own ``CDLL`` then finds the library loaded."""
+    global _prefetched
+    with _init_lock:
+        if _initialized or _prefetched:
+            return
+        _prefetched = True
+    try:
+        from llvmlite.utils import get_library_name
+        path = os.path.join(os.path.dirname(llvmlite.__file__), "binding", get_library_name())
+        dlopen = ctypes.CDLL(None).dlopen
+    except (ImportError, OSError, AttributeError):   # not a dynamic loader we know: load it when used
+        return
+    if not os.path.exists(path):
+        return
+    dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    threading.Thread(target=dlopen, args=(os.fsencode(path), os.RTLD_NOW | os.RTLD_LOCAL), daemon=True,
+                     name="flowjit-llvm-load").start()
+
+
 def register_symbol(name: str, address: int) -> None:
     """Make ``name`` resolve to ``address`` in every module loaded from now on."""
     with _init_lock:
@@ -669,6 +696,7 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
             objcache.count("loaded")
             timings["last_load_ms"] = (time.perf_counter() - t) * 1e3
         else:
+            prefetch_llvm()
             rendered = render()
             modules = [rendered] if isinstance(rendered, str) else list(rendered)
             texts: list[str] = []

@@ -510,7 +510,8 @@ from flowjit.codegen_cpu import cache_stats
 a = np.arange(12, dtype=np.float32).reshape(3, 4)
 out = fj.function(lambda x, w: fj.tanh(x @ w))(a, a.T)
 print(json.dumps({"ok": bool(np.allclose(out, np.tanh(a @ a.T))), "stats": cache_stats(),
-                  "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite."))}))
+                  "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite.")),
+                  "mapped": "libllvmlite" in open("/proc/self/maps").read()}))
 """
 
 
@@ -523,7 +524,28 @@ def test_a_warm_process_runs_a_program_with_a_product_without_llvmlites_binding(
                                             text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
                   for _ in range(2))
     assert cold["ok"] and warm["ok"] and warm["stats"]["compiled"] == 0
-    assert warm["llvmlite"] == ["llvmlite._version"]
+    assert warm["llvmlite"] == ["llvmlite._version"] and not warm["mapped"] and cold["mapped"]
+
+
+_PREFETCH = r"""
+import json, sys, threading
+from flowjit.codegen_cpu import jit
+jit.prefetch_llvm()
+jit.prefetch_llvm()   # once a process
+loading = [t for t in threading.enumerate() if t.name == "flowjit-llvm-load"]
+for t in loading:
+    t.join()
+print(json.dumps({"threads": len(loading) <= 1, "binding": "llvmlite.binding" in sys.modules,
+                  "mapped": "libllvmlite" in open("/proc/self/maps").read()}))
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="/proc/self/maps")
+def test_llvms_library_is_loaded_on_a_thread_before_its_first_compile():
+    # The dynamic loader's time (~7 ms) runs beside the rendering of the first module.
+    got = json.loads(subprocess.run([sys.executable, "-c", _PREFETCH], env=dict(os.environ, PYTHONPATH=ROOT),
+                                    capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
+    assert got == {"threads": True, "binding": False, "mapped": True}
 
 
 def test_the_unrolling_budget_is_part_of_the_cache_key():
