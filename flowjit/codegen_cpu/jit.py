@@ -148,20 +148,20 @@ def prefetch_llvm() -> None:
     the module, and llvmlite's own ``CDLL`` then finds the library loaded."""
     global _prefetched
     with _init_lock:
-        if _initialized or _prefetched:
+        if _initialized or _prefetched or os.name != "posix":   # dlopen: a POSIX loader
             return
         _prefetched = True
     try:
         from llvmlite.utils import get_library_name
         path = os.path.join(os.path.dirname(llvmlite.__file__), "binding", get_library_name())
         dlopen = ctypes.CDLL(None).dlopen
-    except (ImportError, OSError, AttributeError):   # not a dynamic loader we know: load it when used
+        mode = os.RTLD_NOW | os.RTLD_LOCAL   # what ctypes.CDLL passes, so both get one handle
+    except (ImportError, OSError, AttributeError, TypeError):   # llvmlite loads it when used
         return
     if not os.path.exists(path):
         return
     dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
-    threading.Thread(target=dlopen, args=(os.fsencode(path), os.RTLD_NOW | os.RTLD_LOCAL), daemon=True,
-                     name="flowjit-llvm-load").start()
+    threading.Thread(target=dlopen, args=(os.fsencode(path), mode), daemon=True, name="flowjit-load-llvm").start()
 
 
 def register_symbol(name: str, address: int) -> None:
@@ -386,8 +386,9 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
         for i in order[:-1]:
             text(i)
             parsed = threading.Event()
-            threads.append(threading.Thread(target=run, args=(i, parsed), name=f"flowjit-llvm-{i}"))
-            threads[-1].start()
+            thread = threading.Thread(target=run, args=(i, parsed), name=f"flowjit-llvm-{i}")
+            thread.start()
+            threads.append(thread)
             # Until the thread is in LLVM's pipeline (no GIL): each of its calls before it
             # waited up to the GIL's switch interval (5 ms) while this one rendered.
             parsed.wait()

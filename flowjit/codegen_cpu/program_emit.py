@@ -72,7 +72,7 @@ OWN_FUNCTION_LOOPS = 16
 # again inside its caller, while IPSCCP still folds the constant dimensions of its one call
 # into it, so the machine code is as specialized. The zoo's cold calls, fresh processes
 # alternated: CNN inference 94-98 -> 81-83 ms, its training step 430-436 -> 401-405, the
-# MLP's 167-170 -> 141-147, the LSTM's 278-280 -> 252-263; every zoo row's steady state
+# MLP's training step 167-170 -> 141-147, the LSTM's 278-280 -> 252-263; every zoo row's steady state
 # within 1.5% (in one process, alternated). Below it, or for a kernel at several shapes
 # (each caller specializes its copy), inlining stays: every kernel noinline made the
 # embedding model's training step 5-7% and the LSTM's inference 5% slower.
@@ -157,14 +157,16 @@ class _Driver:
 
     def kernels_at_one_shape(self, loops: int) -> frozenset[str]:
         """The canonical kernels of ``loops`` loops or more that every step runs at one
-        shape (one call's constants: dimensions, temps, split), by name."""
+        constant shape (``shape_key``: one function at that shape, so one call, whose
+        constants IPSCCP folds), by name; not a kernel at a shape of B (each step calls
+        it itself)."""
         calls: dict[str, tuple[Any, set]] = {}
         for s in walk_steps(self.plan.steps):
             if isinstance(s, KernelCall):
                 k = self.canonical(s.kernel)
-                calls.setdefault(k.name, (k, set()))[1].add(self.shape_key(s)
-                                                            or (s.dims, bool(s.temps), s.split is not None))
-        return frozenset(name for name, (k, keys) in calls.items() if len(keys) == 1 and loop_count(k.body) >= loops)
+                calls.setdefault(k.name, (k, set()))[1].add(self.shape_key(s))
+        return frozenset(name for name, (k, keys) in calls.items()
+                         if len(keys) == 1 and None not in keys and loop_count(k.body) >= loops)
 
     def homes(self) -> dict[tuple, str]:
         """The module of each kernel at a shape run on the calling thread (by ``shape_key``):

@@ -506,12 +506,12 @@ _WARM_PRODUCT = r"""
 import json, sys
 import numpy as np
 import flowjit as fj
-from flowjit.codegen_cpu import cache_stats
+from flowjit.codegen_cpu import cache_stats, jit
 a = np.arange(12, dtype=np.float32).reshape(3, 4)
 out = fj.function(lambda x, w: fj.tanh(x @ w))(a, a.T)
 print(json.dumps({"ok": bool(np.allclose(out, np.tanh(a @ a.T))), "stats": cache_stats(),
                   "llvmlite": sorted(m for m in sys.modules if m.startswith("llvmlite.")),
-                  "mapped": "libllvmlite" in open("/proc/self/maps").read()}))
+                  "mapped": "libllvmlite" in open("/proc/self/maps").read(), "prefetched": jit._prefetched}))
 """
 
 
@@ -525,6 +525,7 @@ def test_a_warm_process_runs_a_program_with_a_product_without_llvmlites_binding(
                   for _ in range(2))
     assert cold["ok"] and warm["ok"] and warm["stats"]["compiled"] == 0
     assert warm["llvmlite"] == ["llvmlite._version"] and not warm["mapped"] and cold["mapped"]
+    assert cold["prefetched"] and not warm["prefetched"]   # LLVM's library loaded apart at the miss only
 
 
 _PREFETCH = r"""
@@ -532,7 +533,7 @@ import json, sys, threading
 from flowjit.codegen_cpu import jit
 jit.prefetch_llvm()
 jit.prefetch_llvm()   # once a process
-loading = [t for t in threading.enumerate() if t.name == "flowjit-llvm-load"]
+loading = [t for t in threading.enumerate() if t.name == "flowjit-load-llvm"]
 for t in loading:
     t.join()
 print(json.dumps({"threads": len(loading) <= 1, "binding": "llvmlite.binding" in sys.modules,

@@ -683,6 +683,12 @@ def test_a_kernel_of_many_loops_at_one_shape_is_never_inlined(monkeypatch):
     assert any(n >= NOINLINE_LOOPS for n in loops.values()), loops
     for name, n in loops.items():
         assert ("noinline" in defines[name]) is (n >= NOINLINE_LOOPS), (name, n, defines[name])
+    # Optimized, the noinline kernel takes its buffers only: its one call's dimensions folded in.
+    from flowjit.codegen_cpu import jit
+    optimized = "".join(str(jit.optimize(t)) for t in render_program(exe._program.plan, 64))
+    for name in (n for n, count in loops.items() if count >= NOINLINE_LOOPS):
+        head = re.search(rf"^define [^\n]*@{name}\(([^\n]*)\)", optimized, re.M)
+        assert head and "i64" not in head.group(1), head and head.group(0)
 
     # One kernel (bias and ReLU) at two widths stays inlinable, each call specializing its
     # copy; the others, at one shape each, are noinline at any size here.
