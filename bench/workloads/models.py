@@ -12,7 +12,8 @@ namespace and a small adapter table). Six tables:
   function as ONE native program, or names what kept it off that path (the executable's
   ``native_reason``, as ``fj.explain`` reports it).
 - the same rows with two busy processes (``python -c "while True: pass"``, pinned to the
-  bench's cores) started by the bench, and loaded/idle for each library.
+  bench's cores) started by the bench, and loaded/idle for each library: each row's
+  loaded run right after its idle one, so that both see the machine in the same minutes.
 - the first call in a new process (``python -m bench.workloads.models IMPL MODEL MODE``):
   cold (empty caches: ``FLOWJIT_CACHE_DIR``, JAX's persistent compilation cache,
   ``TORCHINDUCTOR_CACHE_DIR`` in a new temporary directory), then warm (another new process
@@ -353,26 +354,26 @@ def run(ctx: Ctx) -> list[Row]:
             ctx.errors.append((model, "reference (flowjit interpreter)", traceback.format_exc()))
             refs[(model, "inference")] = refs[(model, "train")] = None
     rows: list[ModelRow] = []
-    idle: dict[tuple[str, str], ModelRow] = {}
     for pair in pairs:
+        # Each row idle, then at once beside two busy processes: the machine's speed drifts
+        # over minutes (a shared host), and loaded/idle compares the same minutes. With
+        # every idle row first, an LSTM's 1.65 ms idle stood against its loaded time in a
+        # slower phase, where it took 2.35-2.58 ms idle.
         ctx.log(f"bench: models, {pair[0]} {pair[1]}")
-        row = _steady(ctx, "steady", *pair, builders[pair], refs[pair])
-        row.native = natives.get(pair, "—")
-        row.fj_jax = [_ratio(row.cells.get("fj"), row.cells.get("jax"))]
-        idle[pair] = row
-        rows.append(row)
-    busy = Busy(2)
-    try:
-        for pair in pairs:
+        idle = _steady(ctx, "steady", *pair, builders[pair], refs[pair])
+        idle.native = natives.get(pair, "—")
+        idle.fj_jax = [_ratio(idle.cells.get("fj"), idle.cells.get("jax"))]
+        rows.append(idle)
+        busy = Busy(2)
+        try:
             ctx.log(f"bench: models, {pair[0]} {pair[1]}, two busy processes")
             row = _steady(ctx, "loaded", *pair, builders[pair], refs[pair])
-            for key, cell in list(row.cells.items()):
-                before = idle[pair].cells.get(key)
-                row.cells[key + "/idle"] = Cell(text=_ratio(cell, before))
-            row.fj_jax = [_ratio(row.cells.get("fj"), row.cells.get("jax"))]
-            rows.append(row)
-    finally:
-        busy.stop()
+        finally:
+            busy.stop()
+        for key, cell in list(row.cells.items()):
+            row.cells[key + "/idle"] = Cell(text=_ratio(cell, idle.cells.get(key)))
+        row.fj_jax = [_ratio(row.cells.get("fj"), row.cells.get("jax"))]
+        rows.append(row)
     del builders
     rows += new_process_rows(ctx, [pairs[0]] if quick else pairs)
     return rows
