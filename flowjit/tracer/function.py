@@ -133,6 +133,10 @@ class TracedFunction:
         # Of those, single-result programs without Variables after their first call: the
         # compiled driver itself, so a call is the key, one lookup and the driver.
         self._direct: dict[tuple, Callable[..., Any]] = {}
+        # Calls with positional pytrees of NumPy arrays (a model's parameter dict): keyed by
+        # their structure and each array's shape and dtype (``_tree_key``), without the leaf
+        # paths and names only a trace needs.
+        self._tree_fast: dict[Any, _Entry] = {}
         self._last_key: tuple | None = None
         # A signature being traced (and prepared) on some thread: the other callers of that
         # signature wait for its Future; other signatures, traced or not, do not wait.
@@ -320,9 +324,18 @@ class TracedFunction:
                     if direct is not None:
                         self._direct[key] = direct
                 return outs[0] if entry.single else pytree.unflatten(entry.out_tree, outs)
+        tree_key = None
+        if key is None and not kwargs and not self.static_names:
+            tree_leaves: list[np.ndarray] = []
+            tree_key = _tree_key(args, tree_leaves)
+            entry = self._tree_fast.get(tree_key) if tree_key is not None else None
+            if entry is not None:
+                return pytree.unflatten(entry.out_tree, entry.run(tree_leaves))
         entry, leaves = self._lookup(args, kwargs)
         if key is not None and not self.static_names and len(leaves) == len(args):
             self._fast[key] = entry
+        if tree_key is not None:
+            self._tree_fast[tree_key] = entry
         if any(isinstance(x, ShapeDtype) for x in leaves):
             raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
                                    "pass arrays to run it (ShapeDtype is for .ir())")
@@ -370,6 +383,40 @@ def _array_key(args: tuple) -> tuple | None:
         key.append(a.shape)
         key.append(a.dtype)
     return tuple(key)
+
+
+def _tree_key(x: Any, leaves: list[np.ndarray]) -> Any:
+    """The fast-path cache key of ``x`` made of dicts (sortable keys), lists, tuples and None
+    around NumPy arrays, appending its arrays to ``leaves`` in ``pytree.flatten``'s order:
+    its structure with each array's shape and dtype. None for anything else (a Python
+    number, a namedtuple, another array type), which takes the full signature path."""
+    t = type(x)
+    if t is np.ndarray:
+        leaves.append(x)
+        return x.shape, x.dtype
+    if t is dict:
+        try:
+            keys = tuple(sorted(x))
+        except TypeError:
+            return None
+        kids = []
+        for k in keys:
+            kid = _tree_key(x[k], leaves)
+            if kid is None:
+                return None
+            kids.append(kid)
+        return "dict", keys, tuple(kids)
+    if t is tuple or t is list:
+        kids = []
+        for v in x:
+            kid = _tree_key(v, leaves)
+            if kid is None:
+                return None
+            kids.append(kid)
+        return t.__name__, tuple(kids)
+    if x is None:
+        return "none"
+    return None
 
 
 def describe_signature_change(old: tuple, new: tuple) -> list[str]:

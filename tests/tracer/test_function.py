@@ -103,6 +103,36 @@ def test_pytree_structure_retraces():
     assert f.trace_count == 2
 
 
+def test_a_pytree_of_arrays_seen_before_skips_binding_and_leaf_names(monkeypatch):
+    # A model's parameter dict: the second call is keyed by structure, shapes and dtypes
+    # alone (a dict in any insertion order, nested lists, tuples and None), not bound to the
+    # signature with each leaf's path; a new shape, dtype or structure, a Python number or a
+    # dict of another type takes the full path and traces as before.
+    @fj.function
+    def f(p, xs):
+        return {"y": p["w"] * xs[0] + p["b"], "n": fj.sum(xs[1][0])}
+
+    p, xs = {"w": f32(3), "b": f32(3) + 1}, (f32(3), [f32(2, 2), None])
+    want = f(p, xs)
+    lookups = []
+    full = f._lookup
+    monkeypatch.setattr(f, "_lookup", lambda *a: lookups.append(a) or full(*a))
+    for args in ((p, xs), ({"b": p["b"], "w": p["w"]}, xs)):
+        got = f(*args)
+        np.testing.assert_array_equal(got["y"], want["y"])
+        np.testing.assert_array_equal(got["n"], want["n"])
+    assert lookups == [] and f.trace_count == 1
+    got = f({"w": p["w"], "b": 2.0}, xs)                      # a Python number: weak, full path
+    np.testing.assert_allclose(got["y"], p["w"] * xs[0] + 2.0)
+    f(collections.OrderedDict(p), xs)                         # another mapping type
+    f({"w": f32(4), "b": f32(4)}, (f32(4), [f32(2, 2), None]))  # another shape
+    f({"w": p["w"].astype(np.float64), "b": p["b"]}, xs)        # another dtype
+    assert len(lookups) == 4 and f.trace_count == 4, (len(lookups), f.trace_count)
+    lookups.clear()
+    f({"w": f32(4), "b": f32(4)}, (f32(4), [f32(2, 2), None]))
+    assert lookups == [] and f.trace_count == 4
+
+
 def test_pytrees_in_and_out():
     Pair = collections.namedtuple("Pair", "a b")
 
