@@ -13,7 +13,8 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
   with the same reductions and nothing outside them lies between (a loss and the
   log-softmax it reads);
 - groups whose results only leave the program (returned, or assigned to Variables: the
-  optimizer's updates) merge into few kernels, whatever their shapes;
+  optimizer's updates) merge into few kernels, whatever their shapes, but for one looping
+  over APART_ELEMENTS or more, which stays a kernel of its own;
 - ops are reordered only as far as a kernel's inputs and users require;
 - within a group (in a merged kernel: within each group merged) every reduction has the
   same input shape (the group's loop shape) and
@@ -60,6 +61,12 @@ VIEW_ROLES = ("permute_axes", "unit_axes_reshape", "row_major_reshape")
 MAX_NAME_PARTS = 6
 # A merged kernel's size is bounded: LLVM's compile time grows with the function.
 MAX_MERGED_OPS = 96
+# A kernel of results looping over this many elements or more stays a kernel of its own:
+# merging saves small updates a kernel each, nothing beside such a loop, and a kernel of
+# one loop is what a backend splits over its threads (one of several loops runs on one:
+# the zoo embedding model's Adam update of its 50,000x64 table, merged with the loss and
+# the dense layer's update, took 2.1 ms of its 2.5 ms step on one thread).
+APART_ELEMENTS = 1 << 19
 # How many times a kernel may compute one op's value per element (see the docstring): a few
 # recomputations of a cheap op (x[1:] - x[:-1] of exp(x)) beat a round trip through memory.
 MAX_RECOMPUTE = 8
@@ -516,6 +523,13 @@ def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: _TopLe
     bundles: dict[object, _Group] = {}
     for g in groups:
         if not terminal(g):
+            merged.append(g)
+            continue
+        if g.loop_size >= APART_ELEMENTS:
+            bundle = bundles.get(g.device)
+            if bundle is not None:
+                why.full.append((bundle, g, f"{_names(g.ops)} loops over {g.loop_size} elements, which keeps "
+                                            f"a kernel of its own (from {APART_ELEMENTS}) to be split over threads"))
             merged.append(g)
             continue
         bundle = bundles.get(g.device)

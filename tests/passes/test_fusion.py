@@ -166,6 +166,31 @@ def test_the_updates_of_every_parameter_are_a_handful_of_kernels():
     assert len([op for op in fn.body.ops if op.name == "fusion"]) <= 6, str(fn)
 
 
+def test_a_large_parameters_update_is_a_kernel_of_its_own_split_over_the_pool():
+    # An embedding table's Adam-like update (APART_ELEMENTS or more) stays apart from the
+    # other updates, which still merge: a kernel of one loop is what the pool splits.
+    from flowjit.codegen_cpu import program_plan
+    from flowjit.passes.fusion import APART_ELEMENTS
+
+    rows = APART_ELEMENTS // 64
+
+    def step(table, w, b, gt, gw, gb):
+        return table - 0.1 * gt / (fj.sqrt(gt * gt) + 1e-8), w - 0.1 * gw, b - 0.1 * gb
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((rows, 64), (64, 10), (10,))] * 2
+    f = fj.function(step)
+    got = f(*args)
+    for g, want in zip(got, step(*[np.asarray(a) for a in args])):
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)
+    kernels = _kernels(f.ir(*args, stage="fused"))
+    big = [k for k in kernels if any(v.type.shape == (rows, 64) for v in k.results)]
+    assert len(kernels) == 2 and len(big) == 1 and len(big[0].results) == 1, [k.results for k in kernels]
+    f(*args)
+    exe = f._lookup(tuple(args), {})[0].executable
+    calls = [s for s in program_plan.walk_steps(exe._program.plan.steps) if isinstance(s, program_plan.KernelCall)]
+    assert [s.split is not None for s in calls].count(True) == 1, [(s.kernel.name, s.split) for s in calls]
+
+
 def test_a_transposed_matmul_operand_is_a_view_not_a_kernel():
     fn = fj.function(lambda x, w: x.T @ w).ir(X, X, stage="fused")
     assert _top_level(fn) == ["transpose", "matmul"]
