@@ -111,6 +111,7 @@ def test_after_a_worker_straggles_the_next_loops_run_on_the_caller_until_the_res
     alone = Recorder()
     pool.run(alone.address, 1 << 16, 0)
     assert alone.calls == [(0, 1 << 16, caller)]
+    assert 0 < pool.resting() <= pthread_pool.REST_MAX_NS / 1e9   # a rest, bounded
     deadline = time.monotonic() + 1.5 * pthread_pool.REST_MAX_NS / 1e9  # the longest rest
     while True:  # then the loops are cut into chunks again (whether or not a worker takes one)
         split = Recorder()
