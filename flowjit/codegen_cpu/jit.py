@@ -701,12 +701,14 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
             rendered = render()
             modules = [rendered] if isinstance(rendered, str) else list(rendered)
             texts: list[str] = []
+            checked: set[str] = set()
 
             def check(so_far: list[str]) -> None:
                 # Before a module compiles: what it calls outside the modules rendered so
                 # far is defined (the later modules call nothing of the first).
-                declared = [n for n in _declared_by(so_far) if n not in _declared_by(texts)]
                 texts[:] = so_far
+                declared = [n for n in _declared_by(so_far) if n not in checked]
+                checked.update(declared)
                 _start_providers(declared)
                 _check_externals(declared, name)
             target = target or host_target()

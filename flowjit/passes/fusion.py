@@ -113,6 +113,7 @@ REASONS = {
     "other_consumer": "the producer joined the kernel of another of its consumers",
     "loop_mismatch": "two kernels merge only when they loop over the same shape with the same reduction",
     "size_limit": "a merged kernel holds at most MAX_MERGED_OPS ops",
+    "split_apart": "a kernel of results looping over APART_ELEMENTS or more stays apart, for the threads to split",
     "recompute": "in the kernel the producer would be computed once for each position its layout readers read "
                  "it at, more than MAX_RECOMPUTE times",
 }
@@ -190,13 +191,13 @@ class _Reasons:
     """What the pass decided, as it decided it: why an op stays out of every kernel
     (``alone``, by op id), why an op did not join a user's group (``edges``, by producer
     and user op ids), why two groups did not merge (``groups``, by group ids) and which
-    kernels of results the size limit kept apart (``full``)."""
+    kernels of results the size limit or their size kept apart (``full``)."""
 
     def __init__(self) -> None:
         self.alone: dict[int, tuple[str, str]] = {}
         self.edges: dict[tuple[int, int], tuple[str, str]] = {}
         self.groups: dict[tuple[int, int], tuple[str, str]] = {}
-        self.full: list[tuple[_Group, _Group, str]] = []
+        self.full: list[tuple[_Group, _Group, str, str]] = []   # (bundle, group, code, words)
 
 
 # Why an op of each kind never joins a kernel.
@@ -283,8 +284,8 @@ def _boundaries(block: Block, groups: list[_Group], group_of: dict[int, _Group],
                 else:
                     code, words = why.alone.get(id(c)) or why.alone[id(p)]
                 found[key] = _Boundary(up, uc, p, c, code, words)
-    for bundle, g, words in why.full:
-        found[(id(bundle), id(g))] = _Boundary(bundle, g, bundle.ops[-1], g.ops[0], "size_limit", words)
+    for bundle, g, code, words in why.full:
+        found[(id(bundle), id(g))] = _Boundary(bundle, g, bundle.ops[-1], g.ops[0], code, words)
     return list(found.values())
 
 
@@ -521,26 +522,31 @@ def _merge_terminal_groups(groups: list[_Group], returned: set[int], top: _TopLe
 
     merged: list[_Group] = []
     bundles: dict[object, _Group] = {}
+    apart: list[_Group] = []
     for g in groups:
         if not terminal(g):
             merged.append(g)
             continue
         if g.loop_size >= APART_ELEMENTS:
-            bundle = bundles.get(g.device)
-            if bundle is not None:
-                why.full.append((bundle, g, f"{_names(g.ops)} loops over {g.loop_size} elements, which keeps "
-                                            f"a kernel of its own (from {APART_ELEMENTS}) to be split over threads"))
+            apart.append(g)
             merged.append(g)
             continue
         bundle = bundles.get(g.device)
         if bundle is None or len(bundle.ops) + len(g.ops) > MAX_MERGED_OPS:
             if bundle is not None:
-                why.full.append((bundle, g, f"the kernel of the results holds {len(bundle.ops)} ops; with "
-                                            f"{len(g.ops)} more it would pass the limit of {MAX_MERGED_OPS}"))
+                why.full.append((bundle, g, "size_limit",
+                                 f"the kernel of the results holds {len(bundle.ops)} ops; with "
+                                 f"{len(g.ops)} more it would pass the limit of {MAX_MERGED_OPS}"))
             bundles[g.device] = g
             merged.append(g)
         else:
             bundle.ops.extend(g.ops)
+    for g in apart:
+        bundle = bundles.get(g.device)
+        if bundle is not None:
+            why.full.append((bundle, g, "split_apart", f"{_names(g.ops)} loops over {g.loop_size} elements, which "
+                                                       f"keeps a kernel of its own (from {APART_ELEMENTS}) to be split "
+                                                       "over threads"))
     return merged
 
 

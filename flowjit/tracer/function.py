@@ -134,7 +134,7 @@ class TracedFunction:
         # compiled driver itself, so a call is the key, one lookup and the driver.
         self._direct: dict[tuple, Callable[..., Any]] = {}
         # Calls with positional pytrees of NumPy arrays (a model's parameter dict): keyed by
-        # their structure and each array's shape and dtype (``_tree_key``), without the leaf
+        # their structure and each array's shape and dtype (``pytree.arrays_key``), without the leaf
         # paths and names only a trace needs.
         self._tree_fast: dict[Any, _Entry] = {}
         self._last_key: tuple | None = None
@@ -327,7 +327,7 @@ class TracedFunction:
         tree_key = None
         if key is None and not kwargs and not self.static_names:
             tree_leaves: list[np.ndarray] = []
-            tree_key = _tree_key(args, tree_leaves)
+            tree_key = pytree.arrays_key(args, tree_leaves)
             entry = self._tree_fast.get(tree_key) if tree_key is not None else None
             if entry is not None:
                 return pytree.unflatten(entry.out_tree, entry.run(tree_leaves))
@@ -383,40 +383,6 @@ def _array_key(args: tuple) -> tuple | None:
         key.append(a.shape)
         key.append(a.dtype)
     return tuple(key)
-
-
-def _tree_key(x: Any, leaves: list[np.ndarray]) -> Any:
-    """The fast-path cache key of ``x`` made of dicts (sortable keys), lists, tuples and None
-    around NumPy arrays, appending its arrays to ``leaves`` in ``pytree.flatten``'s order:
-    its structure with each array's shape and dtype. None for anything else (a Python
-    number, a namedtuple, another array type), which takes the full signature path."""
-    t = type(x)
-    if t is np.ndarray:
-        leaves.append(x)
-        return x.shape, x.dtype
-    if t is dict:
-        try:
-            keys = tuple(sorted(x))
-        except TypeError:
-            return None
-        kids = []
-        for k in keys:
-            kid = _tree_key(x[k], leaves)
-            if kid is None:
-                return None
-            kids.append(kid)
-        return "dict", keys, tuple(kids)
-    if t is tuple or t is list:
-        kids = []
-        for v in x:
-            kid = _tree_key(v, leaves)
-            if kid is None:
-                return None
-            kids.append(kid)
-        return t.__name__, tuple(kids)
-    if x is None:
-        return "none"
-    return None
 
 
 def describe_signature_change(old: tuple, new: tuple) -> list[str]:

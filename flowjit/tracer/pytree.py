@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class TreeDef:
@@ -83,6 +85,41 @@ def _flatten(x: Any, out: list, path: str, with_paths: bool | None, is_leaf) -> 
         return TreeDef("dict", keys, kids)
     add(path, x)
     return LEAF
+
+
+def arrays_key(x: Any, leaves: list[np.ndarray]) -> Any:
+    """The fast-path cache key of ``x`` made of dicts (sortable keys), lists, tuples and None
+    around NumPy arrays, appending its arrays to ``leaves`` in ``flatten``'s order (the same
+    walk, for the trees it covers): its structure with each array's shape and dtype, a
+    call's cache key without leaf paths. None for anything else (a Python number, a
+    namedtuple, a dict of unsortable keys, another array type), which ``flatten`` handles."""
+    t = type(x)
+    if t is np.ndarray:
+        leaves.append(x)
+        return x.shape, x.dtype
+    if t is dict:
+        try:
+            keys = tuple(sorted(x))
+        except TypeError:
+            return None
+        kids = []
+        for k in keys:
+            kid = arrays_key(x[k], leaves)
+            if kid is None:
+                return None
+            kids.append(kid)
+        return "dict", keys, tuple(kids)
+    if t is tuple or t is list:
+        kids = []
+        for v in x:
+            kid = arrays_key(v, leaves)
+            if kid is None:
+                return None
+            kids.append(kid)
+        return t.__name__, tuple(kids)
+    if x is None:
+        return "none"
+    return None
 
 
 def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:

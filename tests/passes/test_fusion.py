@@ -182,9 +182,12 @@ def test_a_large_parameters_update_is_a_kernel_of_its_own_split_over_the_pool():
     got = f(*args)
     for g, want in zip(got, step(*[np.asarray(a) for a in args])):
         np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)
-    kernels = _kernels(f.ir(*args, stage="fused"))
+    fused = f.ir(*args, stage="fused")
+    kernels = _kernels(fused)
     big = [k for k in kernels if any(v.type.shape == (rows, 64) for v in k.results)]
     assert len(kernels) == 2 and len(big) == 1 and len(big[0].results) == 1, [k.results for k in kernels]
+    from flowjit.passes.fusion import REASONS, boundaries_of
+    assert [b.code for b in boundaries_of(fused)].count("split_apart") == 1 and "split_apart" in REASONS
     f(*args)
     exe = f._lookup(tuple(args), {})[0].executable
     calls = [s for s in program_plan.walk_steps(exe._program.plan.steps) if isinstance(s, program_plan.KernelCall)]
