@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -37,6 +38,26 @@ def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
     assert float(m[1]) == pytest.approx(seconds["flowjit"] / seconds["NumPy"], rel=0.05, abs=0.006), cells
     assert "### Errors" not in p.stdout
     assert "numba" not in p.stdout.lower(), "the bench still speaks of numba"
+
+
+def test_a_timed_cell_says_how_much_cpu_its_calls_used():
+    """run_case's cells carry the process's CPU time over the wall time of the timed calls:
+    about one for a loop that computes on this thread, about none for one that sleeps."""
+    from bench.workloads.common import Case, Ctx, run_case
+
+    def spin():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.002:
+            pass
+
+    def build(fn):
+        return lambda: fn
+
+    case = Case("cpu", "spin and sleep", {"fj": build(spin), "numpy": build(lambda: time.sleep(0.002))})
+    time.sleep(0.3)   # numpy's OpenBLAS threads spin for ~0.1 s after its import, in a new process
+    row = run_case(case, Ctx(repeat=3, gap_s=0.0), target_s=0.02, columns=(("fj", "spin"), ("numpy", "sleep")))
+    assert 0.7 < row.cells["fj"].cpus < 1.3, row.cells["fj"]
+    assert row.cells["numpy"].cpus < 0.2, row.cells["numpy"]
 
 
 def test_bench_refuses_the_columns_it_no_longer_has():
@@ -352,7 +373,7 @@ def test_quick_models_rows_have_flowjit_and_jax_numbers(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert "### Errors" not in p.stdout, p.stdout[-3000:]
     has_jax = importlib.util.find_spec("jax") is not None
-    time_re = r"[0-9.]+ (µs|ms|s)( ±[0-9]+%)?"
+    time_re = r"[0-9.]+ (µs|ms|s)( ±[0-9]+%)?( · [0-9.]+ CPU)?"
     steady = _table(p.stdout, TITLES["steady"])
     loaded = _table(p.stdout, TITLES["loaded"])
     assert len(steady) == 10 and list(loaded) == list(steady), (list(steady), list(loaded))

@@ -60,6 +60,7 @@ class Cell:
     text: str = ""                    # what the table shows
     error: str | None = None          # full error text (for the errors section)
     skipped: bool = False
+    cpus: float | None = None         # the process's CPU time over the wall time of the timed calls
 
     @property
     def ok(self) -> bool:
@@ -299,6 +300,8 @@ def run_case(case: Case, ctx: Ctx, target_s: float = 0.02,
         copy()
         ready[COPY_KEY] = (copy, max(1, round(target_s / max(time.perf_counter() - t0, 1e-9))))
     samples: dict[str, list[float]] = {k: [] for k in ready}
+    # CPU seconds (every thread of this process) and wall seconds of each library's timed calls
+    spent: dict[str, list[float]] = {k: [0.0, 0.0] for k in ready}
     rounds = min(3, ctx.repeat)
     shares = [ctx.repeat // rounds + (1 if r < ctx.repeat % rounds else 0) for r in range(rounds)]
     for share in shares:
@@ -308,10 +311,13 @@ def run_case(case: Case, ctx: Ctx, target_s: float = 0.02,
             try:
                 thunk()
                 for _ in range(share):
-                    t0 = time.perf_counter()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     for _ in range(inner):
                         thunk()
-                    samples[key].append((time.perf_counter() - t0) / inner)
+                    wall = time.perf_counter() - t0
+                    samples[key].append(wall / inner)
+                    spent[key][0] += time.process_time() - c0
+                    spent[key][1] += wall
             except Exception as e:
                 row.cells[key] = _error(ctx, row, headers.get(key, "copy"), short_error(e), traceback.format_exc())
                 del ready[key]
@@ -322,7 +328,8 @@ def run_case(case: Case, ctx: Ctx, target_s: float = 0.02,
         xs = samples[key]
         med = statistics.median(xs)
         q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [med, med, med]
-        cell = Cell(seconds=med, iqr=(q[2] - q[0]) / med if med > 0 else 0.0)
+        cpu, wall = spent[key]
+        cell = Cell(seconds=med, iqr=(q[2] - q[0]) / med if med > 0 else 0.0, cpus=cpu / wall if wall > 0 else None)
         text = fmt_time(med, case.unit)
         if len(xs) >= 3:
             text += f" ±{100 * cell.iqr:.0f}%"

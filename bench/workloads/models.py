@@ -332,6 +332,9 @@ def _steady(ctx: Ctx, table: str, model: str, mode: str, builders: dict, ref: np
     tol = 1e-3 if mode == "inference" else 1e-4
     case = Case("models", label, builders, reference=ref, tol=tol, unit="ms")
     base = run_case(case, ctx, target_s=0.02 if ctx.quick else 0.1, columns=columns(ctx))
+    for cell in base.cells.values():
+        if cell.ok and cell.cpus is not None:
+            cell.text += f" · {cell.cpus:.2f} CPU"
     return ModelRow("models", label, cells=base.cells, table=table, model=model, mode=mode)
 
 
@@ -542,7 +545,11 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
                   "Each column's first result is checked against flowjit's interpreter (logits; the first step's "
                   "loss). flowjit/JAX: flowjit's median over JAX jit's. native: whether flowjit ran the function "
                   "as one native program, or what kept it on the Python driver. loaded/idle: the library's median "
-                  "beside two busy processes over its idle median. First calls: import and setup excluded, "
+                  "beside two busy processes over its idle median. CPU (steady and loaded tables): the bench "
+                  "process's CPU time (every thread) over the wall time of the library's timed calls: beside "
+                  "two busy processes on two cores a fair share is one core for a program with two runnable "
+                  "threads, and between half a core and one for a program running on one thread, "
+                  "depending on where the kernel placed it. First calls: import and setup excluded, "
                   "the second call in parentheses.", ""]
     return lines
 
