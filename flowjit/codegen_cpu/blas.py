@@ -84,9 +84,9 @@ class BlasFunction:
     integer arguments (64 for NumPy's ILP64 OpenBLAS, 32 for the usual system CBLAS), the
     library that holds it (what an AOT library links against) and the routine's own address
     there. ``address`` is the native pool's gemm (``GEMM_SPLIT_MIN_WORK``: a
-    large product split over flowjit's threads, each piece on one BLAS thread) where the
-    library has a thread control this module knows and the pool has workers, else
-    ``routine``."""
+    large product split over flowjit's threads, each piece on one BLAS thread; with no
+    workers, every product whole on one BLAS thread) where the library has a thread control
+    this module knows, else ``routine``."""
 
     symbol: str
     address: int
@@ -170,9 +170,11 @@ def blas_functions() -> dict[str, BlasFunction]:
 
 
 def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
-    if native_pool().workers == 0:  # FLOWJIT_NUM_THREADS=1: the library's calls as they are
-        return found
     assert _threads is not None
+    # FLOWJIT_NUM_THREADS=1 (a pool without workers): every product on one BLAS thread too.
+    # With the library's own threads, beside two busy processes, the zoo's transformer
+    # training step took 4.0-4.2x its idle time on average (p90 6-7.5x); on one thread 1.6x.
+    solo = native_pool().workers == 0
     bits = found["sgemm"].int_bits
     # Keyed by this file's text and the width, which decide the module: a warm process builds no
     # IR. flowjit's own code: compiled once per installation (objcache.runtime_directory()).
@@ -182,8 +184,8 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
                           name="flowjit_pool_gemms", opt_level=0, runtime=True)
     # The pieces' code must outlive any thread running it, as the pool's does: never dropped.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))
-    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64])(
-        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get())
+    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2)(
+        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get(), int(solo))
     return {r: dataclasses.replace(f, address=lib.address(f"flowjit_{r}{bits}")) for r, f in found.items()}
 
 
@@ -193,8 +195,10 @@ def build_gemm_module(int_bits: int) -> str:
     row-major product of at least GEMM_SPLIT_MIN_WORK multiply-adds goes over the native pool
     (``flowjit_parallel_for``) in pieces, the BLAS on one thread meanwhile, any other to the
     library's routine as it is. ``flowjit_gemms_set_blas(sgemm, dgemm, set_threads,
-    threads)`` gives the routines, the library's thread setter ``void(int)`` and its thread
-    count, which the last split product running sets back."""
+    threads, solo)`` gives the routines, the library's thread setter ``void(int)`` and its thread
+    count, which the last split product running sets back; with ``solo`` (a pool of no
+    workers: FLOWJIT_NUM_THREADS=1) every row-major product runs as one piece, the BLAS on
+    one thread."""
     # Imported here: a process that loads the module from the object cache builds no IR.
     from llvmlite import ir
 
@@ -218,11 +222,12 @@ def build_gemm_module(int_bits: int) -> str:
 
     routines = {"sgemm": glob("blas_sgemm", I8P), "dgemm": glob("blas_dgemm", I8P)}
     setter, count, active = glob("blas_set_threads", I8P), glob("blas_threads", I64), glob("blas_active", I64)
+    solo = glob("blas_solo", I64)
     setter_ty = ir.FunctionType(VOID, [I32])
 
-    register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I64]), "flowjit_gemms_set_blas")
+    register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I64, I64]), "flowjit_gemms_set_blas")
     b = ir.IRBuilder(register.append_basic_block("entry"))
-    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, count), register.args):
+    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, count, solo), register.args):
         b.store_atomic(v, g, "release", 8)
     b.ret_void()
 
@@ -297,9 +302,10 @@ def build_gemm_module(int_bits: int) -> str:
         # BLAS's threads to split its depth (GEMM_DIRECT_MIN_WORK: a weight gradient X.T @ dY
         # of 64 x 65536 x 64).
         work = b.mul(per_row, whole)
-        go = b.and_(b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
-                           b.icmp_signed(">=", work, const(GEMM_SPLIT_MIN_WORK))),
+        row_major = b.icmp_signed("==", args[0], const(ROW_MAJOR, I32))
+        go = b.and_(b.and_(row_major, b.icmp_signed(">=", work, const(GEMM_SPLIT_MIN_WORK))),
                     b.or_(b.icmp_signed(">=", units, const(2)), b.icmp_signed("<", work, const(GEMM_DIRECT_MIN_WORK))))
+        go = b.or_(go, b.and_(row_major, b.icmp_signed("!=", ld(b, solo), const(0))))
         b.cbranch(go, split, direct)
         b.position_at_end(direct)
         b.call(b.bitcast(ld(b, routines[routine]), sig.as_pointer()), list(args))

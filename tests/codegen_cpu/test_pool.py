@@ -264,22 +264,31 @@ def test_products_from_many_threads_beside_busy_processes(gemms):
     assert blas_threads().get() == before
 
 
+class StandInGemms:
+    """A 32-bit gemm module of its own, in front of a CBLAS stand-in that records what each
+    piece is asked for (``pieces``) and a thread setter that records each count (``counts``),
+    apart from the process's module, which calls the real library."""
+
+    def __init__(self, solo: int):
+        text = blas.build_gemm_module(32).replace("flowjit_pool_gemms", f"test_gemms_{uuid.uuid4().hex}", 1)
+        self.lib = load(text)
+        i32, f32 = ctypes.c_int32, ctypes.c_float
+        gemm_ty = ctypes.CFUNCTYPE(None, i32, i32, i32, i32, i32, i32, f32, P, i32, P, i32, f32, P, i32)
+        self.pieces, self.counts = [], []
+        self._routine = gemm_ty(lambda order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc:
+                                self.pieces.append((m, n, k, c)))
+        self._set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int)(self.counts.append)
+        address = ctypes.cast(self._routine, P).value
+        self.lib.function("flowjit_gemms_set_blas", None, [P, P, P, I64, I64])(
+            address, address, ctypes.cast(self._set_threads, P).value, 3, solo)
+        self.gemm = gemm_ty(self.lib.address("flowjit_sgemm32"))
+
+
 def test_the_32_bit_gemm_cuts_c_into_pieces_that_tile_it():
-    # A module of its own (a 32-bit CBLAS stand-in records what each piece is asked for),
-    # apart from the process's, which calls the real library.
-    text = blas.build_gemm_module(32).replace("flowjit_pool_gemms", f"test_gemms_{uuid.uuid4().hex}", 1)
-    lib = load(text)
-    i32, f32 = ctypes.c_int32, ctypes.c_float
-    gemm_ty = ctypes.CFUNCTYPE(None, i32, i32, i32, i32, i32, i32, f32, P, i32, P, i32, f32, P, i32)
-    pieces, counts = [], []
-
-    def fake(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-        pieces.append((m, n, k, c))
-
-    routine, set_threads = gemm_ty(fake), ctypes.CFUNCTYPE(None, ctypes.c_int)(counts.append)
-    address = ctypes.cast(routine, P).value
-    lib.function("flowjit_gemms_set_blas", None, [P, P, P, I64])(address, address, ctypes.cast(set_threads, P).value, 3)
-    gemm = gemm_ty(lib.address("flowjit_sgemm32"))
+    if native_pool().workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: no pool to cut products over")
+    standin = StandInGemms(solo=0)
+    gemm, pieces, counts = standin.gemm, standin.pieces, standin.counts
     c = np.zeros((1000, 1000), np.float32)
     # tall: pieces of rows (C's rows are 300 floats apart); wide: of columns
     pool = native_pool()
@@ -305,10 +314,42 @@ def test_the_32_bit_gemm_cuts_c_into_pieces_that_tile_it():
     assert [p[:3] for p in pieces] == [(64, 128, 64), (1000, 300, 129)] and counts == [], (pieces, counts)
 
 
-def test_with_one_thread_a_program_calls_the_blas_as_it_is(tmp_path):
-    code = ("from flowjit.codegen_cpu import blas_functions\n"
+def test_with_no_workers_the_gemm_runs_every_product_on_one_blas_thread():
+    # solo: the module of a pool without workers (FLOWJIT_NUM_THREADS=1)
+    standin = StandInGemms(solo=1)
+    gemm, pieces, counts = standin.gemm, standin.pieces, standin.counts
+    c = np.zeros((1000, 1000), np.float32)
+    for m, n, k in ((64, 128, 64), (1000, 300, 129), (4096, 64, 64)):
+        pieces.clear()
+        counts.clear()
+        gemm(101, 111, 111, m, n, k, 1.0, None, k, None, n, 0.0, c.ctypes.data, n)
+        if len(pieces) == 1:   # a split product may still be cut when this process's pool has workers
+            assert pieces[0][:3] == (m, n, k) and pieces[0][3] == c.ctypes.data
+        assert sum(p[0] if m >= n else p[1] for p in pieces) == max(m, n) and counts == [1, 3], (pieces, counts)
+    pieces.clear()
+    counts.clear()
+    gemm(102, 111, 111, 1000, 300, 129, 1.0, None, 1000, None, 129, 0.0, c.ctypes.data, 1000)  # column-major: as it is
+    assert [p[:3] for p in pieces] == [(1000, 300, 129)] and counts == [], (pieces, counts)
+
+
+def test_with_one_thread_every_product_runs_on_one_blas_thread(tmp_path):
+    # FLOWJIT_NUM_THREADS=1 means one thread for the BLAS too: with the library's own threads
+    # a product collapsed beside busy processes (they wait for each other on cores they lack).
+    code = ("import numpy as np\n"
+            "from flowjit.codegen_cpu import blas_functions\n"
+            "from flowjit.codegen_cpu.blas import blas_threads\n"
+            "import flowjit as fj\n"
             "f = blas_functions()\n"
-            "assert not f or all(r.address == r.routine for r in f.values()), f\n"
+            "if f and blas_threads() is not None:\n"
+            "    assert all(r.address != r.routine for r in f.values()), f\n"
+            "    before = blas_threads().get()\n"
+            "    rng = np.random.default_rng(0)\n"
+            "    for shape in ((64, 128, 64), (300, 200, 100), (1024, 512, 256)):\n"
+            "        a = rng.standard_normal(shape[:2]).astype(np.float32)\n"
+            "        b = rng.standard_normal(shape[1:]).astype(np.float32)\n"
+            "        got = fj.function(lambda a, b: a @ b)(a, b)\n"
+            "        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)\n"
+            "    assert blas_threads().get() == before, (blas_threads().get(), before)\n"
             "print('ok')\n")
     env = dict(os.environ, PYTHONPATH=ROOT, FLOWJIT_NUM_THREADS="1", FLOWJIT_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
