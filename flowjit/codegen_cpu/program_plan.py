@@ -380,8 +380,9 @@ def _serial(k: Kernel) -> Kernel:
 
 
 def _sequential_offsets(sizes: list[int], aligns: list[int]) -> tuple[list[int], int]:
-    """Offsets of buffers laid one after another, the most aligned first, so each starts
-    at a multiple of its alignment whatever the sizes before it (no reuse)."""
+    """Offsets of buffers laid one after another (no reuse), the most aligned first: each
+    starts at a multiple of its alignment (a power of two) when every size is a multiple of
+    its own alignment; a size that is not (a kernel's temps) goes with alignment 1, last."""
     offsets = [0] * len(sizes)
     at = 0
     for i in sorted(range(len(sizes)), key=lambda i: -aligns[i]):
@@ -631,9 +632,12 @@ class _Planner:
                  for r in inter]
         temps = sorted(step_scratch)
         if self.sequential:
+            # Temps last, as alignment 1: a kernel starts each of its temps at the next multiple
+            # of TEMP_ALIGN itself (temp_bytes holds the room), and their sizes, not multiples
+            # of 8, put the float64 intermediates after them 2 or 6 bytes past one.
             offsets, scratch = _sequential_offsets(sizes + [step_scratch[n][0] for n in temps],
                                                    [value_type[v].dtype.np.itemsize for v in inter]
-                                                   + [SCRATCH_ALIGN] * len(temps))
+                                                   + [1] * len(temps))
         else:
             offsets, scratch = _assign_offsets(sizes + [step_scratch[n][0] for n in temps],
                                                lives + [(n, n) for n in temps])

@@ -209,3 +209,23 @@ def test_a_kernels_temps_get_the_scratch_they_use_at_every_batch_size():
         for t in temps:
             end = -(-end // TEMP_ALIGN) * TEMP_ALIGN + batch * 3 * t.dtype.itemsize
         assert end - 4 <= reserved, (batch, end - 4, reserved)
+
+
+def test_every_intermediate_starts_at_a_multiple_of_its_item_size_at_every_batch_size():
+    # Laid out one after another for a symbolic batch, an int8 argsort's temps (30 * B + 192
+    # bytes) came first and the float64 intermediates after them at offsets 2 or 6 past a
+    # multiple of 8, which the kernels' loads (aligned to their item size) may not assume.
+    from flowjit.aot.exporter import _symbolic_plan
+
+    def f(x):
+        order = fj.argsort(x, axis=-1)
+        y = fj.tanh(x.astype(np.float64) * 2.0) @ np.ones((3, 3))
+        return fj.exp(y).sum(axis=-1), order
+
+    _, plan, _ = _symbolic_plan(f, (fj.ShapeDtype(("B", 3), "i8"),), {}, "B", "f")
+    scratch = [b for b in plan.buffers if b.kind == "scratch" and b.dtype != "uint8"]
+    assert any(np.dtype(b.dtype).itemsize == 8 for b in scratch), scratch
+    for batch in (1, 2, 3, 7, 64, 65):
+        for b in scratch:
+            offset = b.slot.at(batch) if isinstance(b.slot, Affine) else b.slot
+            assert offset % np.dtype(b.dtype).itemsize == 0, (b, batch, offset)
