@@ -42,7 +42,7 @@ def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
 
 def test_a_timed_cell_says_how_much_cpu_its_calls_used():
     """run_case's cells carry the process's CPU time over the wall time of the timed calls:
-    about one for a loop that computes on this thread, about none for one that sleeps."""
+    up to one for a loop that computes on this thread, about none for one that sleeps."""
     from bench.workloads.common import Case, Ctx, run_case
 
     def spin():
@@ -56,8 +56,9 @@ def test_a_timed_cell_says_how_much_cpu_its_calls_used():
     case = Case("cpu", "spin and sleep", {"fj": build(spin), "numpy": build(lambda: time.sleep(0.002))})
     time.sleep(0.3)   # numpy's OpenBLAS threads spin for ~0.1 s after its import, in a new process
     row = run_case(case, Ctx(repeat=3, gap_s=0.0), target_s=0.02, columns=(("fj", "spin"), ("numpy", "sleep")))
-    assert 0.7 < row.cells["fj"].cpus < 1.3, row.cells["fj"]
-    assert row.cells["numpy"].cpus < 0.2, row.cells["numpy"]
+    # (a shared machine may give the spinning thread well under a core: bounds, not values)
+    spin_cpus, sleep_cpus = row.cells["fj"].cpus, row.cells["numpy"].cpus
+    assert 0.25 < spin_cpus < 1.5 and sleep_cpus < 0.2 and spin_cpus > 5 * sleep_cpus, (spin_cpus, sleep_cpus)
 
 
 def test_bench_refuses_the_columns_it_no_longer_has():

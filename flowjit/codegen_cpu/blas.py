@@ -100,6 +100,7 @@ compile_records()
 
 _found: dict[str, BlasFunction] | None = None
 _threads: BlasThreads | None = None
+_one_piece = False   # the gemms take every product whole on one BLAS thread (no workers)
 _lock = threading.Lock()
 
 
@@ -169,12 +170,22 @@ def blas_functions() -> dict[str, BlasFunction]:
     return _found
 
 
+def products_on_one_thread() -> bool:
+    """Whether the gemms ``blas_functions`` gives run every real product on one BLAS thread
+    themselves (FLOWJIT_NUM_THREADS=1), so that a program sets no thread count around its
+    own (a second setter around the same call would race with another thread's)."""
+    blas_functions()
+    return _one_piece
+
+
 def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
+    global _one_piece
     assert _threads is not None
     # FLOWJIT_NUM_THREADS=1 (a pool without workers): every product on one BLAS thread too.
     # With the library's own threads, beside two busy processes, the zoo's transformer
-    # training step took 4.0-4.2x its idle time on average (p90 6-7.5x); on one thread 1.6x.
-    solo = native_pool().workers == 0
+    # training step took 4.0-4.2x its idle time on average (p90 6-7.5x); on one thread
+    # 1.4-1.5x.
+    one_piece = native_pool().workers == 0
     bits = found["sgemm"].int_bits
     # Keyed by this file's text and the width, which decide the module: a warm process builds no
     # IR. flowjit's own code: compiled once per installation (objcache.runtime_directory()).
@@ -185,7 +196,10 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
     # The pieces' code must outlive any thread running it, as the pool's does: never dropped.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))
     lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2)(
-        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get(), int(solo))
+        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get(), int(one_piece))
+    # A child forked while a product ran would keep the BLAS on the one thread set for it.
+    os.register_at_fork(after_in_child=lib.function("flowjit_gemms_after_fork", None, []))
+    _one_piece = one_piece
     return {r: dataclasses.replace(f, address=lib.address(f"flowjit_{r}{bits}")) for r, f in found.items()}
 
 
@@ -195,10 +209,11 @@ def build_gemm_module(int_bits: int) -> str:
     row-major product of at least GEMM_SPLIT_MIN_WORK multiply-adds goes over the native pool
     (``flowjit_parallel_for``) in pieces, the BLAS on one thread meanwhile, any other to the
     library's routine as it is. ``flowjit_gemms_set_blas(sgemm, dgemm, set_threads,
-    threads, solo)`` gives the routines, the library's thread setter ``void(int)`` and its thread
-    count, which the last split product running sets back; with ``solo`` (a pool of no
-    workers: FLOWJIT_NUM_THREADS=1) every row-major product runs as one piece, the BLAS on
-    one thread."""
+    threads, one_piece)`` gives the routines, the library's thread setter ``void(int)`` and
+    its thread count, which the last split product running sets back; with ``one_piece`` (a
+    pool of no workers: FLOWJIT_NUM_THREADS=1) every row-major product runs as one piece, the
+    BLAS on one thread. ``flowjit_gemms_after_fork()``, in a forked child: no product runs
+    there, so the library's count is set back."""
     # Imported here: a process that loads the module from the object cache builds no IR.
     from llvmlite import ir
 
@@ -222,16 +237,29 @@ def build_gemm_module(int_bits: int) -> str:
 
     routines = {"sgemm": glob("blas_sgemm", I8P), "dgemm": glob("blas_dgemm", I8P)}
     setter, count, active = glob("blas_set_threads", I8P), glob("blas_threads", I64), glob("blas_active", I64)
-    solo = glob("blas_solo", I64)
+    one_piece = glob("blas_one_piece", I64)
     setter_ty = ir.FunctionType(VOID, [I32])
 
     register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I64, I64]), "flowjit_gemms_set_blas")
     b = ir.IRBuilder(register.append_basic_block("entry"))
-    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, count, solo), register.args):
+    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, count, one_piece), register.args):
         b.store_atomic(v, g, "release", 8)
     b.ret_void()
 
-    def blas_threads(b, fn, delta, when, to):
+    # after_fork(): products running in the parent at the fork left the library on one
+    # thread; the child runs none of them, so back to the count, and none counted as running
+    after_fork = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_gemms_after_fork")
+    entry, reset, out = (after_fork.append_basic_block(x) for x in ("entry", "reset", "out"))
+    b = ir.IRBuilder(entry)
+    was = b.atomic_rmw("xchg", active, const(0), "acq_rel")
+    b.cbranch(b.and_(b.icmp_signed(">", was, const(0)), b.icmp_signed(">", ld(b, count), const(1))), reset, out)
+    b.position_at_end(reset)
+    b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(ld(b, count), I32)])
+    b.branch(out)
+    b.position_at_end(out)
+    b.ret_void()
+
+    def count_active(b, fn, delta, when, to):
         """``active += delta``; when it was ``when`` and the library has more than one
         thread, set its count to ``to(threads)``."""
         was = b.atomic_rmw("add", active, const(delta), "acq_rel")
@@ -302,10 +330,11 @@ def build_gemm_module(int_bits: int) -> str:
         # BLAS's threads to split its depth (GEMM_DIRECT_MIN_WORK: a weight gradient X.T @ dY
         # of 64 x 65536 x 64).
         work = b.mul(per_row, whole)
-        row_major = b.icmp_signed("==", args[0], const(ROW_MAJOR, I32))
-        go = b.and_(b.and_(row_major, b.icmp_signed(">=", work, const(GEMM_SPLIT_MIN_WORK))),
-                    b.or_(b.icmp_signed(">=", units, const(2)), b.icmp_signed("<", work, const(GEMM_DIRECT_MIN_WORK))))
-        go = b.or_(go, b.and_(row_major, b.icmp_signed("!=", ld(b, solo), const(0))))
+        splits = b.and_(b.icmp_signed(">=", work, const(GEMM_SPLIT_MIN_WORK)),
+                        b.or_(b.icmp_signed(">=", units, const(2)),
+                              b.icmp_signed("<", work, const(GEMM_DIRECT_MIN_WORK))))
+        go = b.and_(b.icmp_signed("==", args[0], const(ROW_MAJOR, I32)),
+                    b.or_(b.icmp_signed("!=", ld(b, one_piece), const(0)), splits))
         b.cbranch(go, split, direct)
         b.position_at_end(direct)
         b.call(b.bitcast(ld(b, routines[routine]), sig.as_pointer()), list(args))
@@ -315,11 +344,11 @@ def build_gemm_module(int_bits: int) -> str:
                   wide[13], unit, units, b.zext(by_rows, I64)]
         for i, v in enumerate(values):
             b.store(v, b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
-        blas_threads(b, fn, 1, 0, lambda t: const(1))
+        count_active(b, fn, 1, 0, lambda t: const(1))
         # A pool busy with another caller's loop (or none: a forked child) runs the units
         # [0, units) as one piece, which is the whole product.
         b.call(parallel_for, [piece, units, b.bitcast(slot, I8P), const((1 << 63) - 1)])
-        blas_threads(b, fn, -1, 1, lambda t: t)
+        count_active(b, fn, -1, 1, lambda t: t)
         b.ret_void()
     unoptimized(mod)
     return str(mod)

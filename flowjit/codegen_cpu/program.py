@@ -49,7 +49,7 @@ from flowjit.ir.errors import BUG_REPORT
 
 # patches_routine: its provider must be registered before a program calling it loads from the cache.
 from . import jit, patches_routine, program_glue, render  # noqa: F401
-from .blas import blas_functions, blas_threads, missing_routines
+from .blas import blas_functions, blas_threads, missing_routines, products_on_one_thread
 from .program_plan import (
     COMPLEX_GEMMS,
     METH_FASTCALL,
@@ -142,7 +142,7 @@ class NativeProgram:
         for name, slot in (("sgemm", T_SGEMM), ("dgemm", T_DGEMM)):
             if name in blas:
                 table[slot] = blas[name].address
-        threads = blas_threads() if blas else None
+        threads = blas_threads() if blas and not products_on_one_thread() else None
         if threads is not None:  # small products run on one BLAS thread (program_emit.blas_one_thread)
             table[T_BLAS_SET], table[T_BLAS_THREADS] = threads.set_address, threads.get()
         for b in results:

@@ -372,7 +372,11 @@ class _Driver:
 
     def control(self, b: ir.IRBuilder, fn: ir.Function, tab: ir.Value, c: ControlCall, bufs: dict[str, ir.Value],
                 status: ir.Value, done: ir.Block) -> None:
-        temp = bufs[c.temp]
+        # Its scratch from the next multiple of SCRATCH_ALIGN (the plan leaves that much room):
+        # laid out for a symbolic batch it follows buffers whose sizes are not multiples of it.
+        start = b.ptrtoint(bufs[c.temp], I64)
+        pad = b.and_(b.sub(ir.Constant(I64, 0), start), ir.Constant(I64, SCRATCH_ALIGN - 1))
+        temp = b.gep(bufs[c.temp], [pad], inbounds=True)   # a GEP keeps what LLVM knows of the block
 
         def at(offset: Any) -> ir.Value:
             return b.gep(temp, [self.value(b, offset)], inbounds=True)

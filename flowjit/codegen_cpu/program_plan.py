@@ -382,7 +382,8 @@ def _serial(k: Kernel) -> Kernel:
 def _sequential_offsets(sizes: list[int], aligns: list[int]) -> tuple[list[int], int]:
     """Offsets of buffers laid one after another (no reuse), the most aligned first: each
     starts at a multiple of its alignment (a power of two) when every size is a multiple of
-    its own alignment; a size that is not (a kernel's temps) goes with alignment 1, last."""
+    its own alignment; a size that is not (a step's scratch, which aligns itself) goes with
+    alignment 1, last."""
     offsets = [0] * len(sizes)
     at = 0
     for i in sorted(range(len(sizes)), key=lambda i: -aligns[i]):
@@ -604,7 +605,9 @@ class _Planner:
                                            prefix=f"b{self.n_blocks}_"))
                 carry = op.primitive.loop.num_carry(op.attrs) if op.primitive.loop else 0
                 carry_bytes = sum(_aligned(_nbytes(v.type)) for v in op.inputs[:carry])
-                size = 2 * carry_bytes + SCRATCH_ALIGN + max((p.scratch_bytes for p in plans), default=0)
+                # The flag's SCRATCH_ALIGN bytes, and as many again: the step starts its scratch
+                # at the next multiple of SCRATCH_ALIGN itself (program_emit.control).
+                size = 2 * carry_bytes + 2 * SCRATCH_ALIGN + max((p.scratch_bytes for p in plans), default=0)
                 step_scratch[n] = (size, plans)
 
         # A kernel's large temp buffers (a reduction's accumulators) live in the scratch block
@@ -632,9 +635,10 @@ class _Planner:
                  for r in inter]
         temps = sorted(step_scratch)
         if self.sequential:
-            # Temps last, as alignment 1: a kernel starts each of its temps at the next multiple
-            # of TEMP_ALIGN itself (temp_bytes holds the room), and their sizes, not multiples
-            # of 8, put the float64 intermediates after them 2 or 6 bytes past one.
+            # Steps' scratch last, as alignment 1: a kernel starts each of its temps at the next
+            # multiple of TEMP_ALIGN itself (temp_bytes holds the room), a loop its scratch at
+            # the next multiple of SCRATCH_ALIGN; their sizes, not multiples of 8, put the
+            # float64 intermediates after them 2 or 6 bytes past one.
             offsets, scratch = _sequential_offsets(sizes + [step_scratch[n][0] for n in temps],
                                                    [value_type[v].dtype.np.itemsize for v in inter]
                                                    + [1] * len(temps))

@@ -229,3 +229,31 @@ def test_every_intermediate_starts_at_a_multiple_of_its_item_size_at_every_batch
         for b in scratch:
             offset = b.slot.at(batch) if isinstance(b.slot, Affine) else b.slot
             assert offset % np.dtype(b.dtype).itemsize == 0, (b, batch, offset)
+
+
+def test_a_loop_after_a_kernels_temps_aligns_its_scratch_for_any_batch(tmp_path):
+    # Behind the argsort's temps (30 * B + 192 bytes), the scan's scratch (its float64 carry,
+    # current and next) starts at 62 * B + 192: 254 for B = 1. The loop rounds its start up to
+    # SCRATCH_ALIGN itself, so the plan gives its step that much room beyond its layout.
+    from flowjit.aot.exporter import _symbolic_plan
+    from flowjit.codegen_cpu.program_plan import SCRATCH_ALIGN, ControlCall, walk_steps
+
+    def f(x):
+        order = fj.argsort(x, axis=-1)
+        xs = x.astype(np.float64).T
+        return fj.scan(lambda c, r: (fj.tanh(c * 0.5 + r), None), xs[0] * 0.0, xs)[0], order
+
+    def at(v, batch):
+        return v.at(batch) if isinstance(v, Affine) else v
+
+    _, plan, _ = _symbolic_plan(f, (fj.ShapeDtype(("B", 3), "i8"),), {}, "B", "f")
+    (loop,) = [s for s in walk_steps(plan.steps) if isinstance(s, ControlCall)]
+    for batch in (1, 2, 3, 5, 64, 65):
+        needs = at(loop.block_offset, batch) + max((at(p.scratch_bytes, batch) for p in loop.blocks), default=0)
+        assert at(plan.buffer(loop.temp).shape[0], batch) >= needs + SCRATCH_ALIGN - 1, batch
+    fj.export(f, fj.ShapeDtype(("B", 3), "i8"), path=tmp_path, name="f")
+    g = fj.load_compiled(tmp_path)
+    for batch in (1, 2, 3, 5, 65):
+        x = np.random.default_rng(batch).integers(-9, 9, (batch, 3)).astype(np.int8)
+        for got, want in zip(g(x), fj.function(f)(x), strict=True):
+            np.testing.assert_array_equal(got, want)

@@ -269,25 +269,29 @@ class StandInGemms:
     piece is asked for (``pieces``) and a thread setter that records each count (``counts``),
     apart from the process's module, which calls the real library."""
 
-    def __init__(self, solo: int):
+    def __init__(self, one_piece: int, inner=None):
         text = blas.build_gemm_module(32).replace("flowjit_pool_gemms", f"test_gemms_{uuid.uuid4().hex}", 1)
         self.lib = load(text)
         i32, f32 = ctypes.c_int32, ctypes.c_float
         gemm_ty = ctypes.CFUNCTYPE(None, i32, i32, i32, i32, i32, i32, f32, P, i32, P, i32, f32, P, i32)
         self.pieces, self.counts = [], []
-        self._routine = gemm_ty(lambda order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc:
-                                self.pieces.append((m, n, k, c)))
+        def piece(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+            self.pieces.append((m, n, k, c))
+            if inner is not None:
+                inner()
+
+        self._routine = gemm_ty(piece)
         self._set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int)(self.counts.append)
         address = ctypes.cast(self._routine, P).value
         self.lib.function("flowjit_gemms_set_blas", None, [P, P, P, I64, I64])(
-            address, address, ctypes.cast(self._set_threads, P).value, 3, solo)
+            address, address, ctypes.cast(self._set_threads, P).value, 3, one_piece)
         self.gemm = gemm_ty(self.lib.address("flowjit_sgemm32"))
 
 
 def test_the_32_bit_gemm_cuts_c_into_pieces_that_tile_it():
     if native_pool().workers == 0:
         pytest.skip("FLOWJIT_NUM_THREADS=1: no pool to cut products over")
-    standin = StandInGemms(solo=0)
+    standin = StandInGemms(one_piece=0)
     gemm, pieces, counts = standin.gemm, standin.pieces, standin.counts
     c = np.zeros((1000, 1000), np.float32)
     # tall: pieces of rows (C's rows are 300 floats apart); wide: of columns
@@ -312,14 +316,17 @@ def test_the_32_bit_gemm_cuts_c_into_pieces_that_tile_it():
     gemm(101, 111, 111, 64, 128, 64, 1.0, None, 64, None, 128, 0.0, c.ctypes.data, 128)  # small: as it is
     gemm(102, 111, 111, 1000, 300, 129, 1.0, None, 1000, None, 129, 0.0, c.ctypes.data, 1000)  # column-major too
     assert [p[:3] for p in pieces] == [(64, 128, 64), (1000, 300, 129)] and counts == [], (pieces, counts)
+    gemm(101, 111, 111, 64, 64, 1 << 16, 1.0, None, 1 << 16, None, 64, 0.0, c.ctypes.data, 64)  # narrow, deep
+    assert [p[:3] for p in pieces[2:]] == [(64, 64, 1 << 16)] and counts == [], (pieces, counts)
 
 
 def test_with_no_workers_the_gemm_runs_every_product_on_one_blas_thread():
-    # solo: the module of a pool without workers (FLOWJIT_NUM_THREADS=1)
-    standin = StandInGemms(solo=1)
+    # one_piece: the module of a pool without workers (FLOWJIT_NUM_THREADS=1). The small and
+    # the narrow deep products would go to the library as they are (its own threads) without it.
+    standin = StandInGemms(one_piece=1)
     gemm, pieces, counts = standin.gemm, standin.pieces, standin.counts
     c = np.zeros((1000, 1000), np.float32)
-    for m, n, k in ((64, 128, 64), (1000, 300, 129), (4096, 64, 64)):
+    for m, n, k in ((64, 128, 64), (64, 64, 1 << 16), (1000, 300, 129), (4096, 64, 64)):
         pieces.clear()
         counts.clear()
         gemm(101, 111, 111, m, n, k, 1.0, None, k, None, n, 0.0, c.ctypes.data, n)
@@ -330,6 +337,29 @@ def test_with_no_workers_the_gemm_runs_every_product_on_one_blas_thread():
     counts.clear()
     gemm(102, 111, 111, 1000, 300, 129, 1.0, None, 1000, None, 129, 0.0, c.ctypes.data, 1000)  # column-major: as it is
     assert [p[:3] for p in pieces] == [(1000, 300, 129)] and counts == [], (pieces, counts)
+
+
+def test_a_child_forked_during_a_product_gets_the_blas_threads_back():
+    # The product holds the library at one thread; a child forked then runs no product, so
+    # the module's after-fork hook (registered with os.register_at_fork for the process's
+    # module) sets the count back. Called here in the parent, as the child would.
+    inside, leave = threading.Event(), threading.Event()
+    standin = StandInGemms(one_piece=1, inner=lambda: (inside.set(), leave.wait(10)))
+    after_fork = standin.lib.function("flowjit_gemms_after_fork", None, [])
+    after_fork()
+    assert standin.counts == []   # no product running: the count is left as it is
+    c = np.zeros((64, 64), np.float32)
+    t = threading.Thread(target=standin.gemm, args=(101, 111, 111, 64, 64, 64, 1.0, None, 64, None, 64, 0.0,
+                                                     c.ctypes.data, 64))
+    t.start()
+    try:
+        assert inside.wait(10)
+        assert standin.counts == [1]
+        after_fork()
+        assert standin.counts == [1, 3]
+    finally:
+        leave.set()
+        t.join()
 
 
 def test_with_one_thread_every_product_runs_on_one_blas_thread(tmp_path):
