@@ -195,8 +195,9 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
                           name="flowjit_pool_gemms", opt_level=0, runtime=True)
     # The pieces' code must outlive any thread running it, as the pool's does: never dropped.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))
-    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2)(
-        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get(), int(one_piece))
+    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2)(
+        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get_address,
+        _threads.get(), int(one_piece))
     # A child forked while a product ran would keep the BLAS on the one thread set for it.
     os.register_at_fork(after_in_child=lib.function("flowjit_gemms_after_fork", None, []))
     _one_piece = one_piece
@@ -209,11 +210,13 @@ def build_gemm_module(int_bits: int) -> str:
     row-major product of at least GEMM_SPLIT_MIN_WORK multiply-adds goes over the native pool
     (``flowjit_parallel_for``) in pieces, the BLAS on one thread meanwhile, any other to the
     library's routine as it is. ``flowjit_gemms_set_blas(sgemm, dgemm, set_threads,
-    threads, one_piece)`` gives the routines, the library's thread setter ``void(int)`` and
-    its thread count, which the last split product running sets back; with ``one_piece`` (a
-    pool of no workers: FLOWJIT_NUM_THREADS=1) every row-major product runs as one piece, the
-    BLAS on one thread. ``flowjit_gemms_after_fork()``, in a forked child: no product runs
-    there, so the library's count is set back."""
+    get_threads, threads, one_piece)`` gives the routines, the library's thread setter
+    ``void(int)`` and getter ``int()``, and its thread count when loaded (which sizes the
+    pieces); the first product of those running at once reads the library's count and sets
+    it to one, the last sets back what the first read. With ``one_piece`` (a pool of no
+    workers: FLOWJIT_NUM_THREADS=1) every row-major product runs as one piece, the BLAS on
+    one thread. ``flowjit_gemms_after_fork()``, in a forked child: no product runs there, so
+    the library's count is set back."""
     # Imported here: a process that loads the module from the object cache builds no IR.
     from llvmlite import ir
 
@@ -237,12 +240,13 @@ def build_gemm_module(int_bits: int) -> str:
 
     routines = {"sgemm": glob("blas_sgemm", I8P), "dgemm": glob("blas_dgemm", I8P)}
     setter, count, active = glob("blas_set_threads", I8P), glob("blas_threads", I64), glob("blas_active", I64)
+    getter, found = glob("blas_get_threads", I8P), glob("blas_found_threads", I64)
     one_piece = glob("blas_one_piece", I64)
-    setter_ty = ir.FunctionType(VOID, [I32])
+    setter_ty, getter_ty = ir.FunctionType(VOID, [I32]), ir.FunctionType(I32, [])
 
-    register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I64, I64]), "flowjit_gemms_set_blas")
+    register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I8P, I64, I64]), "flowjit_gemms_set_blas")
     b = ir.IRBuilder(register.append_basic_block("entry"))
-    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, count, one_piece), register.args):
+    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, getter, count, one_piece), register.args):
         b.store_atomic(v, g, "release", 8)
     b.ret_void()
 
@@ -252,22 +256,36 @@ def build_gemm_module(int_bits: int) -> str:
     entry, reset, out = (after_fork.append_basic_block(x) for x in ("entry", "reset", "out"))
     b = ir.IRBuilder(entry)
     was = b.atomic_rmw("xchg", active, const(0), "acq_rel")
-    b.cbranch(b.and_(b.icmp_signed(">", was, const(0)), b.icmp_signed(">", ld(b, count), const(1))), reset, out)
+    b.cbranch(b.and_(b.icmp_signed(">", was, const(0)), b.icmp_signed(">", ld(b, found), const(1))), reset, out)
     b.position_at_end(reset)
-    b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(ld(b, count), I32)])
+    b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(ld(b, found), I32)])
     b.branch(out)
     b.position_at_end(out)
     b.ret_void()
 
-    def count_active(b, fn, delta, when, to):
-        """``active += delta``; when it was ``when`` and the library has more than one
-        thread, set its count to ``to(threads)``."""
-        was = b.atomic_rmw("add", active, const(delta), "acq_rel")
-        go, after = fn.append_basic_block(f"threads{delta}"), fn.append_basic_block(f"threads{delta}_done")
-        threads = ld(b, count)
-        b.cbranch(b.and_(b.icmp_signed("==", was, const(when)), b.icmp_signed(">", threads, const(1))), go, after)
+    def enter(b, fn):
+        """``active += 1``; the first product in: the library's count now (a user's
+        threadpoolctl or OPENBLAS_NUM_THREADS=1 included) kept, and one thread set."""
+        was = b.atomic_rmw("add", active, const(1), "acq_rel")
+        first, go, after = (fn.append_basic_block(f"enter_{x}") for x in ("first", "set", "done"))
+        b.cbranch(b.icmp_signed("==", was, const(0)), first, after)
+        b.position_at_end(first)
+        now = b.sext(b.call(b.bitcast(ld(b, getter), getter_ty.as_pointer()), []), I64)
+        b.store_atomic(now, found, "release", 8)
+        b.cbranch(b.icmp_signed(">", now, const(1)), go, after)
         b.position_at_end(go)
-        b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(to(threads), I32)])
+        b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [ir.Constant(I32, 1)])
+        b.branch(after)
+        b.position_at_end(after)
+
+    def leave(b, fn):
+        """``active -= 1``; the last product out sets back the count the first one found."""
+        was = b.atomic_rmw("sub", active, const(1), "acq_rel")
+        go, after = fn.append_basic_block("leave_set"), fn.append_basic_block("leave_done")
+        kept = ld(b, found)
+        b.cbranch(b.and_(b.icmp_signed("==", was, const(1)), b.icmp_signed(">", kept, const(1))), go, after)
+        b.position_at_end(go)
+        b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(kept, I32)])
         b.branch(after)
         b.position_at_end(after)
 
@@ -344,11 +362,11 @@ def build_gemm_module(int_bits: int) -> str:
                   wide[13], unit, units, b.zext(by_rows, I64)]
         for i, v in enumerate(values):
             b.store(v, b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
-        count_active(b, fn, 1, 0, lambda t: const(1))
+        enter(b, fn)
         # A pool busy with another caller's loop (or none: a forked child) runs the units
         # [0, units) as one piece, which is the whole product.
         b.call(parallel_for, [piece, units, b.bitcast(slot, I8P), const((1 << 63) - 1)])
-        count_active(b, fn, -1, 1, lambda t: t)
+        leave(b, fn)
         b.ret_void()
     unoptimized(mod)
     return str(mod)

@@ -281,10 +281,13 @@ class StandInGemms:
                 inner()
 
         self._routine = gemm_ty(piece)
+        self.threads = 3   # the library's count as its getter reports it
         self._set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int)(self.counts.append)
+        self._get_threads = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: self.threads)
         address = ctypes.cast(self._routine, P).value
-        self.lib.function("flowjit_gemms_set_blas", None, [P, P, P, I64, I64])(
-            address, address, ctypes.cast(self._set_threads, P).value, 3, one_piece)
+        self.lib.function("flowjit_gemms_set_blas", None, [P, P, P, P, I64, I64])(
+            address, address, ctypes.cast(self._set_threads, P).value, ctypes.cast(self._get_threads, P).value,
+            3, one_piece)
         self.gemm = gemm_ty(self.lib.address("flowjit_sgemm32"))
 
 
@@ -337,6 +340,13 @@ def test_with_no_workers_the_gemm_runs_every_product_on_one_blas_thread():
     counts.clear()
     gemm(102, 111, 111, 1000, 300, 129, 1.0, None, 1000, None, 129, 0.0, c.ctypes.data, 1000)  # column-major: as it is
     assert [p[:3] for p in pieces] == [(1000, 300, 129)] and counts == [], (pieces, counts)
+    # The count set back is the one the library had when the product came, not when loaded:
+    # a user's threadpoolctl (2 threads), or OPENBLAS_NUM_THREADS=1 (left alone)
+    for now, want in ((2, [1, 2]), (1, [])):
+        standin.threads = now
+        counts.clear()
+        gemm(101, 111, 111, 64, 128, 64, 1.0, None, 64, None, 128, 0.0, c.ctypes.data, 128)
+        assert counts == want, (now, counts)
 
 
 def test_a_child_forked_during_a_product_gets_the_blas_threads_back():
