@@ -243,11 +243,24 @@ def build_gemm_module(int_bits: int) -> str:
     getter, found = glob("blas_get_threads", I8P), glob("blas_found_threads", I64)
     one_piece = glob("blas_one_piece", I64)
     setter_ty, getter_ty = ir.FunctionType(VOID, [I32]), ir.FunctionType(I32, [])
+    # Held while the first product in reads and sets the count and the last out sets it back:
+    # unlocked, a first product reading the count between another's last decrement and its
+    # setting back would keep the one thread as the library's count.
+    opaque = ir.ArrayType(ir.IntType(8), 128)   # a pthread_mutex_t (40 bytes on glibc, 64 on macOS)
+    mutex = ir.GlobalVariable(mod, opaque, "blas_threads_mutex")
+    mutex.initializer, mutex.align, mutex.linkage = ir.Constant(opaque, None), 64, "internal"
+    mutex_init = ir.Function(mod, ir.FunctionType(I32, [I8P, I8P]), "pthread_mutex_init")
+    lock = ir.Function(mod, ir.FunctionType(I32, [I8P]), "pthread_mutex_lock")
+    unlock = ir.Function(mod, ir.FunctionType(I32, [I8P]), "pthread_mutex_unlock")
+
+    def mutex_p(b):
+        return b.bitcast(mutex, I8P)
 
     register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I8P, I64, I64]), "flowjit_gemms_set_blas")
     b = ir.IRBuilder(register.append_basic_block("entry"))
     for g, v in zip((routines["sgemm"], routines["dgemm"], setter, getter, count, one_piece), register.args):
         b.store_atomic(v, g, "release", 8)
+    b.call(mutex_init, [mutex_p(b), ir.Constant(I8P, None)])
     b.ret_void()
 
     # after_fork(): products running in the parent at the fork left the library on one
@@ -255,6 +268,7 @@ def build_gemm_module(int_bits: int) -> str:
     after_fork = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_gemms_after_fork")
     entry, reset, out = (after_fork.append_basic_block(x) for x in ("entry", "reset", "out"))
     b = ir.IRBuilder(entry)
+    b.call(mutex_init, [mutex_p(b), ir.Constant(I8P, None)])   # a parent's thread may have held it
     was = b.atomic_rmw("xchg", active, const(0), "acq_rel")
     b.cbranch(b.and_(b.icmp_signed(">", was, const(0)), b.icmp_signed(">", ld(b, found), const(1))), reset, out)
     b.position_at_end(reset)
@@ -266,6 +280,7 @@ def build_gemm_module(int_bits: int) -> str:
     def enter(b, fn):
         """``active += 1``; the first product in: the library's count now (a user's
         threadpoolctl or OPENBLAS_NUM_THREADS=1 included) kept, and one thread set."""
+        b.call(lock, [mutex_p(b)])
         was = b.atomic_rmw("add", active, const(1), "acq_rel")
         first, go, after = (fn.append_basic_block(f"enter_{x}") for x in ("first", "set", "done"))
         b.cbranch(b.icmp_signed("==", was, const(0)), first, after)
@@ -277,9 +292,11 @@ def build_gemm_module(int_bits: int) -> str:
         b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [ir.Constant(I32, 1)])
         b.branch(after)
         b.position_at_end(after)
+        b.call(unlock, [mutex_p(b)])
 
     def leave(b, fn):
         """``active -= 1``; the last product out sets back the count the first one found."""
+        b.call(lock, [mutex_p(b)])
         was = b.atomic_rmw("sub", active, const(1), "acq_rel")
         go, after = fn.append_basic_block("leave_set"), fn.append_basic_block("leave_done")
         kept = ld(b, found)
@@ -288,6 +305,7 @@ def build_gemm_module(int_bits: int) -> str:
         b.call(b.bitcast(ld(b, setter), setter_ty.as_pointer()), [b.trunc(kept, I32)])
         b.branch(after)
         b.position_at_end(after)
+        b.call(unlock, [mutex_p(b)])
 
     def narrow(b, v):
         return b.trunc(v, it) if int_bits < 64 else v

@@ -282,7 +282,11 @@ class StandInGemms:
 
         self._routine = gemm_ty(piece)
         self.threads = 3   # the library's count as its getter reports it
-        self._set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int)(self.counts.append)
+        def set_threads(n):
+            self.counts.append(n)
+            self.threads = n
+
+        self._set_threads = ctypes.CFUNCTYPE(None, ctypes.c_int)(set_threads)
         self._get_threads = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: self.threads)
         address = ctypes.cast(self._routine, P).value
         self.lib.function("flowjit_gemms_set_blas", None, [P, P, P, P, I64, I64])(
@@ -347,6 +351,25 @@ def test_with_no_workers_the_gemm_runs_every_product_on_one_blas_thread():
         counts.clear()
         gemm(101, 111, 111, 64, 128, 64, 1.0, None, 64, None, 128, 0.0, c.ctypes.data, 128)
         assert counts == want, (now, counts)
+
+
+def test_products_on_many_threads_leave_the_blas_count_as_they_found_it():
+    # The first product in reads the library's count and sets one thread, the last out sets the
+    # count back; a first product reading the count between another's last decrement and its
+    # setting back would keep the one thread for good, were the two not under one lock.
+    standin = StandInGemms(one_piece=1, inner=lambda: time.sleep(0.0002 * (threading.get_ident() % 3)))
+    c = np.zeros((64, 128), np.float32)
+
+    def products():
+        for _ in range(150):
+            standin.gemm(101, 111, 111, 64, 128, 64, 1.0, None, 64, None, 128, 0.0, c.ctypes.data, 128)
+
+    threads = [threading.Thread(target=products) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert standin.threads == 3 and standin.counts[-1] == 3, standin.counts[-10:]
 
 
 def test_a_child_forked_during_a_product_gets_the_blas_threads_back():
