@@ -41,6 +41,7 @@ from .kernel_abi import (
     chunk_loop,
     chunk_symbol,
     disjuncts,
+    next_multiple,
     streamable,
     symbol,
 )
@@ -190,7 +191,7 @@ class _Renderer:
             start = self.b.ptrtoint(given, I64)
             carved, at = [], start
             for t, count in zip(temp_bufs, counts):
-                at = self.b.and_(self.b.add(at, ir.Constant(I64, TEMP_ALIGN - 1)), ir.Constant(I64, -TEMP_ALIGN))
+                at = next_multiple(self.b, at, TEMP_ALIGN)
                 carved.append(self.b.gep(given, [self.b.sub(at, start)], inbounds=True))
                 at = self.b.add(at, self.b.mul(count, ir.Constant(I64, max(1, t.dtype.itemsize))))
             self.b.branch(joined)

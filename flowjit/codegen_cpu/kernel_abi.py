@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from flowjit.lowering.loops import INDEX, Const, Expr, Kernel, Let, Loop, Prim, Store, Var
 
@@ -87,6 +88,13 @@ def symbol(kernel: Kernel) -> str:
 # (or NULL: it allocates them): each starts at the next address that is a multiple of
 # TEMP_ALIGN, in ``kernel.buffers`` order.
 TEMP_ALIGN = 64
+
+
+def next_multiple(b: Any, at: Any, align: int) -> Any:
+    """The IR of integer ``at`` rounded up to a multiple of ``align`` (a power of two), built
+    with llvmlite IRBuilder ``b``: where a kernel starts each temp in the slice it is given,
+    and a loop step its scratch."""
+    return b.and_(b.add(at, at.type(align - 1)), at.type(-align))
 
 
 def temp_bytes(kernel: Kernel, sizes: dict[str, int]) -> int | None:

@@ -375,7 +375,7 @@ class _Driver:
         # Its scratch from the next multiple of SCRATCH_ALIGN (the plan leaves that much room):
         # laid out for a symbolic batch it follows buffers whose sizes are not multiples of it.
         start = b.ptrtoint(bufs[c.temp], I64)
-        pad = b.and_(b.sub(ir.Constant(I64, 0), start), ir.Constant(I64, SCRATCH_ALIGN - 1))
+        pad = b.sub(kernel_abi.next_multiple(b, start, SCRATCH_ALIGN), start)
         temp = b.gep(bufs[c.temp], [pad], inbounds=True)   # a GEP keeps what LLVM knows of the block
 
         def at(offset: Any) -> ir.Value:
