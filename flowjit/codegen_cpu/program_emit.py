@@ -24,7 +24,6 @@ from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
 from .blas import cblas_symbol
-from .lapack import Routine, build_wrapper
 from .llvm_loops import counted_loop
 from .patches_routine import PARAMS as PATCHES_PARAMS
 from .patches_routine import SYMBOL as PATCHES_SYMBOL
@@ -543,6 +542,8 @@ class _Driver:
         sizes = ([step.batch, step.m, step.n] if step.role in ("singular_values", "orthogonal_triangular") else
                  [step.batch, step.n, *([step.k] if step.role == "solve" else [])])
         ptrs = [bufs[name] for name in (*step.inputs, *step.outputs)]
+        from .lapack import Routine
+
         wrapper = self.extern(Routine.of(step).symbol, I32, [I8P] * len(ptrs) + [I64] * len(sizes))
         self.check(b, fn, b.call(wrapper, [*ptrs, *(self.value(b, x) for x in sizes)]), status, done)
 
@@ -699,8 +700,10 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
     with jit._llvm_lock:
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()
-        routines = [Routine.of(s) for s in walk_steps(plan.steps) if isinstance(s, Lapack)] if lapack else []
-        for r in dict.fromkeys(routines):
+        calls = [s for s in walk_steps(plan.steps) if isinstance(s, Lapack)] if lapack else []
+        if calls:   # only a plan with LAPACK calls imports their wrappers' builder
+            from .lapack import Routine, build_wrapper
+        for r in dict.fromkeys(Routine.of(s) for s in calls):
             wrapper = llvm.parse_assembly(build_wrapper(r, sgemm_symbol, blas_int_bits))
             wrapper.verify()
             entries.add(r.symbol)

@@ -1,4 +1,4 @@
-"""``flowjit.ir.records``: frozen dataclasses whose methods one ``exec`` compiles."""
+"""``flowjit.ir.records``: frozen dataclasses whose ``__init__`` one ``exec`` compiles."""
 
 from __future__ import annotations
 
@@ -27,7 +27,26 @@ class Named:
         return f"<{self.name}>"
 
 
+@record
+class One:
+    value: float
+
+
+@record
+class Empty:
+    pass
+
+
 compile_records()
+
+
+def test_equality_and_hash_are_those_of_the_fields_tuple_whatever_the_count():
+    nan = float("nan")
+    assert One(nan) == One(nan) and hash(One(nan)) == hash((nan,))   # a tuple's identity rule
+    assert One(1.0) != One(2.0) and One(1.0) != Point(1) and repr(One(0.5)) == "One(value=0.5)"
+    assert Empty() == Empty() and hash(Empty()) == hash(()) and repr(Empty()) == "Empty()"
+    assert Point(1, 2).__eq__((1, 2)) is NotImplemented
+    assert Point.__eq__.__qualname__ == "Point.__eq__" and Point.__init__.__qualname__ == "Point.__init__"
 
 
 def test_records_behave_as_frozen_dataclasses():
