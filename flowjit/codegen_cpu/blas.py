@@ -101,6 +101,7 @@ compile_records()
 _found: dict[str, BlasFunction] | None = None
 _threads: BlasThreads | None = None
 _one_piece = False   # the gemms take every product whole on one BLAS thread (no workers)
+_bracket: tuple[int, int] | None = None   # the gemm module's one-thread bracket
 _lock = threading.Lock()
 
 
@@ -178,8 +179,17 @@ def products_on_one_thread() -> bool:
     return _one_piece
 
 
+def product_bracket() -> tuple[int, int] | None:
+    """The addresses of ``void()`` functions a program calls before and after a product too
+    small for the BLAS's threads: the first of those running at once sets the library to one
+    thread, the last sets back the count the first found (the gemms' own count, shared with
+    their split products). None where the gemms are the library's own (no thread control)."""
+    blas_functions()
+    return _bracket
+
+
 def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
-    global _one_piece
+    global _one_piece, _bracket
     assert _threads is not None
     # FLOWJIT_NUM_THREADS=1 (a pool without workers): every product on one BLAS thread too.
     # With the library's own threads, beside two busy processes, the zoo's transformer
@@ -201,6 +211,7 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
     # A child forked while a product ran would keep the BLAS on the one thread set for it.
     os.register_at_fork(after_in_child=lib.function("flowjit_gemms_after_fork", None, []))
     _one_piece = one_piece
+    _bracket = (lib.address("flowjit_gemms_one_thread"), lib.address("flowjit_gemms_threads_back"))
     return {r: dataclasses.replace(f, address=lib.address(f"flowjit_{r}{bits}")) for r, f in found.items()}
 
 
@@ -215,8 +226,10 @@ def build_gemm_module(int_bits: int) -> str:
     pieces); the first product of those running at once reads the library's count and sets
     it to one, the last sets back what the first read. With ``one_piece`` (a pool of no
     workers: FLOWJIT_NUM_THREADS=1) every row-major product runs as one piece, the BLAS on
-    one thread. ``flowjit_gemms_after_fork()``, in a forked child: no product runs there, so
-    the library's count is set back."""
+    one thread. ``flowjit_gemms_one_thread()`` and ``flowjit_gemms_threads_back()`` take a
+    product of a program's own through the same count (``product_bracket``).
+    ``flowjit_gemms_after_fork()``, in a forked child: no product runs there, so the
+    library's count is set back."""
     # Imported here: a process that loads the module from the object cache builds no IR.
     from llvmlite import ir
 
@@ -306,6 +319,16 @@ def build_gemm_module(int_bits: int) -> str:
         b.branch(after)
         b.position_at_end(after)
         b.call(unlock, [mutex_p(b)])
+
+    # The same first-in/last-out count around a product a program calls the library for and
+    # that is too small for the BLAS's threads (program_emit.blas_one_thread): one counter,
+    # so that a program's product and a split one on another thread never set the count back
+    # under each other, and the count set back is the one found, not the one at load.
+    for name, body in (("flowjit_gemms_one_thread", enter), ("flowjit_gemms_threads_back", leave)):
+        bracket = ir.Function(mod, ir.FunctionType(VOID, []), name)
+        b = ir.IRBuilder(bracket.append_basic_block("entry"))
+        body(b, bracket)
+        b.ret_void()
 
     def narrow(b, v):
         return b.trunc(v, it) if int_bits < 64 else v

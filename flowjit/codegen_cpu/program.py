@@ -49,13 +49,13 @@ from flowjit.ir.errors import BUG_REPORT
 
 # patches_routine: its provider must be registered before a program calling it loads from the cache.
 from . import jit, patches_routine, program_glue, render  # noqa: F401
-from .blas import blas_functions, blas_threads, missing_routines, products_on_one_thread
+from .blas import blas_functions, missing_routines, product_bracket
 from .program_plan import (
     COMPLEX_GEMMS,
     METH_FASTCALL,
     PYARRAY_EMPTY,
-    T_BLAS_SET,
-    T_BLAS_THREADS,
+    T_BLAS_ENTER,
+    T_BLAS_LEAVE,
     T_DESC,
     T_DGEMM,
     T_EMPTY,
@@ -142,9 +142,9 @@ class NativeProgram:
         for name, slot in (("sgemm", T_SGEMM), ("dgemm", T_DGEMM)):
             if name in blas:
                 table[slot] = blas[name].address
-        threads = blas_threads() if blas and not products_on_one_thread() else None
-        if threads is not None:  # small products run on one BLAS thread (program_emit.blas_one_thread)
-            table[T_BLAS_SET], table[T_BLAS_THREADS] = threads.set_address, threads.get()
+        bracket = product_bracket() if blas else None
+        if bracket is not None:  # small products run on one BLAS thread (program_emit.blas_one_thread)
+            table[T_BLAS_ENTER], table[T_BLAS_LEAVE] = bracket
         for b in results:
             table[T_FIXED + 2 * b.slot] = self._ref(np.dtype(b.dtype))
             if pool_empty is not None and b.nbytes >= pool_min_bytes:

@@ -34,8 +34,8 @@ from .program_plan import (
     NO_TRANS,
     ROW_MAJOR,
     SCRATCH_ALIGN,
-    T_BLAS_SET,
-    T_BLAS_THREADS,
+    T_BLAS_ENTER,
+    T_BLAS_LEAVE,
     T_DGEMM,
     T_FIXED,
     T_PROFILE,
@@ -643,25 +643,25 @@ class _Driver:
 
     def blas_one_thread(self, b: ir.IRBuilder, tab: ir.Value, work: ir.Value) -> Callable[[], None]:
         """Before a gemm of ``work`` multiply-adds: when it is below BLAS_PARALLEL_MIN_WORK
-        and the table holds the BLAS's thread setter, set the BLAS to one thread. Returns
-        what to emit after the gemm: the thread count back to the one the table holds (the
-        library's count when the program was loaded)."""
-        setter = self.table(b, tab, T_BLAS_SET)
+        and the table holds the gemms' bracket (``blas.product_bracket``), its entry, which
+        sets the BLAS to one thread. Returns what to emit after the gemm: the bracket's exit,
+        which sets back the count the first product in found."""
+        enter = self.table(b, tab, T_BLAS_ENTER)
         small = b.and_(b.icmp_signed("<", work, ir.Constant(I64, BLAS_PARALLEL_MIN_WORK)),
-                       b.icmp_unsigned("!=", setter, ir.Constant(I64, 0)))
-        fnty = ir.FunctionType(VOID, [I32])
+                       b.icmp_unsigned("!=", enter, ir.Constant(I64, 0)))
+        fnty = ir.FunctionType(VOID, [])
 
-        def set_threads(count: Callable[[], ir.Value]) -> None:
+        def call(slot: int) -> None:
             fn_ = b.function
             go, end = fn_.append_basic_block(self.fresh("blas_threads")), fn_.append_basic_block(self.fresh("blas_end"))
             b.cbranch(small, go, end)
             b.position_at_end(go)
-            b.call(b.inttoptr(setter, fnty.as_pointer()), [count()])
+            b.call(b.inttoptr(self.table(b, tab, slot), fnty.as_pointer()), [])
             b.branch(end)
             b.position_at_end(end)
 
-        set_threads(lambda: ir.Constant(I32, 1))
-        return lambda: set_threads(lambda: b.trunc(self.table(b, tab, T_BLAS_THREADS), I32))
+        call(T_BLAS_ENTER)
+        return lambda: call(T_BLAS_LEAVE)
 
 
 def _intrinsics(kernel: Any) -> set[str]:
@@ -785,7 +785,7 @@ class _CDriver(_Driver):
         self.frozen = {arg: self.data(f"fj_frozen_{arg}", value) for arg, value in frozen.items()}
         it = ir.IntType(blas_int_bits)
         # A library keeps its BLAS's own threading (its caller may set it: OPENBLAS_NUM_THREADS).
-        self.slots[T_BLAS_SET] = self.slots[T_BLAS_THREADS] = ir.Constant(I64, 0)
+        self.slots[T_BLAS_ENTER] = self.slots[T_BLAS_LEAVE] = ir.Constant(I64, 0)
         for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64)):
             if routine in blas:
                 fn = self.extern(blas[routine], VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])

@@ -53,10 +53,10 @@ BLAS_PARALLEL_MIN_WORK = 1 << 22
 
 # The table a program's builtin gets as ``self`` (an int64 NumPy array): fixed slots, then
 # each result's dtype and allocator, then each constant's data.
-# T_BLAS_SET: the BLAS's thread-count setter (0: none); T_BLAS_THREADS: its count when loaded.
+# T_BLAS_ENTER, T_BLAS_LEAVE: the gemms' one-thread bracket (``blas.product_bracket``; 0: none).
 # T_STEPS: the program's fj_steps_v; T_DESC: its descriptor (program_glue.descriptor).
-(T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_PROFILE, T_BLAS_SET,
- T_BLAS_THREADS, T_STEPS, T_DESC) = range(12)
+(T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_PROFILE, T_BLAS_ENTER,
+ T_BLAS_LEAVE, T_STEPS, T_DESC) = range(12)
 T_FIXED = 12
 
 

@@ -366,30 +366,31 @@ def test_a_small_product_runs_on_one_blas_thread_and_leaves_the_blas_as_it_was()
     # Waking the BLAS's other threads for a small product costs more than they save, and on a
     # busy machine they may not run for a time slice: the digits MLP trained 8x slower beside
     # two busy processes until its 64x128x64 products ran on one thread.
-    from flowjit.codegen_cpu.blas import products_on_one_thread
-    if products_on_one_thread():
-        pytest.skip("FLOWJIT_NUM_THREADS=1: the gemms set the BLAS's threads around every product themselves")
+    from flowjit.codegen_cpu.blas import product_bracket
     threads, set_threads = _blas_setter()
     before = threads.get()
     rng = np.random.default_rng(0)
     small = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32)
     large = rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 128)).astype(np.float32)
     assert 64 * 128 * 64 < program_plan.BLAS_PARALLEL_MIN_WORK <= 256 * 256 * 128
-    calls: list[int] = []
-    recorder = ctypes.CFUNCTYPE(None, ctypes.c_int)(calls.append)  # stands in for the BLAS's setter
+    calls: list[str] = []
+    # stand in for the gemms' bracket (blas.product_bracket)
+    enter = ctypes.CFUNCTYPE(None)(lambda: calls.append("one thread"))
+    leave = ctypes.CFUNCTYPE(None)(lambda: calls.append("back"))
     try:
         set_threads(2)
-        for (a, b), want in ((small, [1, 2]), (large, [])):
+        for (a, b), want in ((small, ["one thread", "back"]), (large, [])):
             f = fj.function(lambda a, b: a @ b)
             out, exe = _native(f, a, b)
             np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
             assert threads.get() == 2  # as the program found it
             table = exe._program._table
-            assert table[program_plan.T_BLAS_SET] == threads.set_address and table[program_plan.T_BLAS_THREADS] == 2
-            table[program_plan.T_BLAS_SET] = ctypes.cast(recorder, ctypes.c_void_p).value
+            assert (table[program_plan.T_BLAS_ENTER], table[program_plan.T_BLAS_LEAVE]) == product_bracket()
+            table[program_plan.T_BLAS_ENTER], table[program_plan.T_BLAS_LEAVE] = (
+                ctypes.cast(x, ctypes.c_void_p).value for x in (enter, leave))
             calls.clear()
             np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-4)
-            table[program_plan.T_BLAS_SET] = threads.set_address
+            table[program_plan.T_BLAS_ENTER], table[program_plan.T_BLAS_LEAVE] = product_bracket()
             assert calls == want, (a.shape, b.shape, calls)
     finally:
         set_threads(before)
@@ -405,6 +406,23 @@ def test_a_program_loaded_with_one_blas_thread_keeps_it(tmp_path, monkeypatch):
         a = np.ones((32, 48), np.float64)
         out, _ = _native(fj.function(lambda a: a @ a.T), a)
         np.testing.assert_allclose(out, a @ a.T)
+        assert threads.get() == 1
+    finally:
+        set_threads(before)
+
+
+def test_a_programs_small_products_leave_the_blas_count_the_user_set_after_loading_it():
+    # threadpoolctl or openblas_set_num_threads after the program loaded: a small product sets
+    # back the count it found, not the one the library had when the program was loaded.
+    threads, set_threads = _blas_setter()
+    before = threads.get()
+    try:
+        set_threads(2)
+        a = np.ones((32, 48), np.float64)
+        f = fj.function(lambda a: a @ a.T)
+        _native(f, a)
+        set_threads(1)
+        np.testing.assert_allclose(f(a), a @ a.T)
         assert threads.get() == 1
     finally:
         set_threads(before)
