@@ -44,8 +44,6 @@ from flowjit.version import __version__
 from . import manifest as mf
 from .manifest import AOTError
 
-# Where a library's scratch block must start (the plan aligns buffers to it).
-SCRATCH_ALIGN = 64
 # The pieces a large loop is planned in when the library may use every CPU: the pool
 # runs min(pieces, its threads) of them, so this caps the threads a library ever uses.
 ALL_CPUS = 64
@@ -298,7 +296,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     to install."""
     from flowjit.codegen_cpu import jit
     from flowjit.codegen_cpu.program_emit import render_c_library
-    from flowjit.codegen_cpu.program_plan import Affine, KernelCall, walk_steps
+    from flowjit.codegen_cpu.program_plan import SCRATCH_ALIGN, Affine, KernelCall, walk_steps
     target, cpu_entry = _target(cpu)
     tf, entry, structure, statics = _trace(f, _at(example_args, SYMBOLIC_SAMPLES[0]), dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)

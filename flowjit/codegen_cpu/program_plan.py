@@ -32,6 +32,8 @@ METH_FASTCALL = 0x80
 # Below this many elements of work in a call, the GIL stays held: releasing and taking it
 # back costs more than the call.
 GIL_MIN_ELEMENTS = 1 << 15
+# Where a program's scratch block starts (an ahead-of-time library's caller aligns it so): the
+# plan aligns buffers to it, and a loop step its own scratch.
 SCRATCH_ALIGN = 64
 # A kernel's temps from this size live in the scratch block. Measured on the zoo: calloc'd
 # temps of 0.4-0.8 MiB (the CNN's batch norm) never page-faulted, several of 2 MiB (the
