@@ -21,7 +21,9 @@ An *accumulator* is a carry the step only adds to (``c = c + m``, with any eleme
 reduction folds with): a weight's gradient summed over the steps, ``dW += h_t.T @ dz_t``.
 When its summand ``m`` is such sunk work, the carry becomes a loop constant and after the
 loop ``c = c0 + sum_t m_t``; a sum of products is one product of the steps' rows joined
-along the contracted axis (``[p, T*r] @ [T*r, q]``, one GEMM where the loop ran T small ones).
+along the contracted axis (``[p, T*r] @ [T*r, q]``, one GEMM where the loop ran T small ones;
+when each step's left matrix is a transpose, ``h_t.T``, the left operand is the stack's rows
+``[T*r, p]`` transposed, which the BLAS reads in place).
 
 Guarantees: the program computes the same values (a batched op computes, at each step's
 index, what the op computed in that step, and a stacked output holds each step's value at
@@ -200,7 +202,8 @@ def _sum_over_steps(b: Builder, update: tuple[Any, dict, bool], carry: Value, su
 def _stacked_product(b: Builder, summands: Value) -> Value | None:
     """``sum_t a_t @ c_t`` as one product when ``summands`` is the batched product of two
     stacks [T, p, r] and [T, r, q] (an accumulator of matrix products, as a weight's gradient
-    over the steps): [p, T*r] @ [T*r, q], the steps' rows joined along the contracted axis."""
+    over the steps): [p, T*r] @ [T*r, q], the steps' rows joined along the contracted axis
+    (the left one a transpose read in place when each ``a_t`` is a transposed matrix)."""
     op = summands.producer
     if op is None or op.primitive.role != "matrix_product" or summands.type.ndim != 3:
         return None
@@ -209,5 +212,12 @@ def _stacked_product(b: Builder, summands: Value) -> Value | None:
         return None
     t, p, r = x.type.shape
     q = y.type.shape[2]
-    lhs = b.op("reshape", b.op("transpose", x, perm=(1, 0, 2)), shape=(p, t * r))
+    made = x.producer
+    if made is not None and made.primitive.role == "permute_axes" and tuple(made.attrs["perm"]) == (0, 2, 1):
+        # Each step's matrix transposed (h_t.T of a weight's gradient): the joined rows are
+        # the stack's rows [T*r, p] transposed, a matrix the BLAS reads in place, where
+        # transposing the whole stack [p, T, r] would copy it.
+        lhs = b.op("transpose", b.op("reshape", made.inputs[0], shape=(t * r, p)), perm=(1, 0))
+    else:
+        lhs = b.op("reshape", b.op("transpose", x, perm=(1, 0, 2)), shape=(p, t * r))
     return b.op(op.primitive.name, lhs, b.op("reshape", y, shape=(t * r, q)))
