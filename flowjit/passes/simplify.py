@@ -29,7 +29,8 @@ larger shape than the value that replaces it, a ``broadcast_to`` of that value i
   exactly (f16->f32->f64, i32->i64->f64, bool->anything); never when x is a float and
   ``d2`` an int (out-of-range float->int conversion is implementation defined);
 - layout: transpose with the identity perm -> input; ``transpose(transpose(x))`` -> one
-  transpose with the composed perm (or ``x``); a reshape, squeeze, expand_dims or
+  transpose with the composed perm (or ``x``), except where the outer one swaps the last two
+  axes for matrix products alone (a view the BLAS reads in place, not a copy); a reshape, squeeze, expand_dims or
   broadcast_to to the input's own shape -> input; a chain of reshape/squeeze/expand_dims
   -> one reshape; ``broadcast_to(broadcast_to(x))`` -> one broadcast_to; a slice that
   covers its input in order -> input; ``slice(slice(x))`` -> one slice;
@@ -63,7 +64,7 @@ from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.dtypes import DType
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.primitives.layout import pad_fill
+from flowjit.ir.primitives.layout import pad_fill, swaps_last_two_axes
 from flowjit.ir.registry import Literal, Primitive, all_primitives
 
 # Every primitive-specific fact this pass uses is a property of the declaration
@@ -309,11 +310,22 @@ class _Simplifier:
             composed = tuple(p1[i] for i in perm)
             if composed == tuple(range(len(composed))):
                 return self.forward(op, inner.inputs[0])
+            if self._read_in_place(op):
+                return False
             new = self.emit(op, op.primitive, [inner.inputs[0]], {"perm": composed})
             return new is not None and self._use(op, new)
         if perm == tuple(range(len(perm))):
             return self.forward(op, x)
         return False
+
+    def _read_in_place(self, op: Op) -> bool:
+        """Whether ``op``, a transpose, swaps the last two axes for matrix products only (and
+        transposes, which compose with it): a BLAS reads such a swap in place through its
+        transpose flag, so composing it with the transpose before would make a copy of it
+        where there was none (attention's ``q @ k.swapaxes(-1, -2)`` of split heads)."""
+        r = op.result
+        return (swaps_last_two_axes(op.attrs["perm"]) and not self.returned[r.id] and bool(r.uses)
+                and all(u.primitive.role in ("matrix_product", "permute_axes") for u, _ in r.uses))
 
     def rule_row_major_reshape(self, op: Op) -> bool:
         (x,) = op.inputs

@@ -502,6 +502,35 @@ def test_transposes_compose():
 """
 
 
+def test_a_matrix_transpose_that_only_products_read_is_not_composed_with_the_one_before():
+    # k.swapaxes(-1, -2) of attention heads (B, T, H, dh) -> (B, H, T, dh): the BLAS reads the
+    # swap in place (a gemm's transpose flag); composed into one (0,2,3,1) transpose, it became
+    # a copy of its own, at a fifth of the copy bandwidth (three in the zoo transformer's step).
+    # A transpose reading it (the product's gradient) still composes, back to the heads; a
+    # swap that is returned is composed (a copy either way).
+    head = ("func @f(%k: f32[2,5,3,4], %q: f32[2,3,6,4], %g: f32[2,3,6,5]) -> "
+            "(f32[2,3,6,5], f32[2,3,6,4], f32[2,3,4,5]) {\n")
+    got = run(head + """  %0 = transpose %k {perm=(0,2,1,3)} : f32[2,3,5,4]
+  %1 = transpose %0 {perm=(0,1,3,2)} : f32[2,3,4,5]
+  %2 = matmul %q, %1 : f32[2,3,6,5]
+  %3 = transpose %1 {perm=(0,1,3,2)} : f32[2,3,5,4]
+  %4 = matmul %g, %3 : f32[2,3,6,4]
+  %5 = transpose %0 {perm=(0,1,3,2)} : f32[2,3,4,5]
+  return %2, %4, %5
+}
+""")
+    assert got == head + """  %0 = transpose %k {perm=(0,2,1,3)} : f32[2,3,5,4]
+  %1 = transpose %0 {perm=(0,1,3,2)} : f32[2,3,4,5]
+  %2 = matmul %q, %1 : f32[2,3,6,5]
+  %3 = transpose %1 {perm=(0,1,3,2)} : f32[2,3,5,4]
+  %4 = matmul %g, %0 : f32[2,3,6,4]
+  %5 = transpose %k {perm=(0,2,3,1)} : f32[2,3,4,5]
+  %6 = transpose %0 {perm=(0,1,3,2)} : f32[2,3,4,5]
+  return %2, %4, %5
+}
+"""
+
+
 def test_transpose_of_square_unchanged():
     # Same type is not the identity: only the identity perm is.
     _unchanged("""func @f(%x: f32[3,3]) -> (f32[3,3]) {
