@@ -29,6 +29,7 @@ LAZY = {
     # and programs from the object cache never imports llvmlite's IR builder.
     "flowjit.codegen_cpu.emit": "the kernel renderer (llvmlite.ir): only a process that renders loads it",
     "flowjit.codegen_cpu.program_emit": "the program renderer (llvmlite.ir): only a process that renders loads it",
+    "flowjit.codegen_cpu.lapack": "the LAPACK wrappers' builder: only a program with linear algebra loads it",
     # Optional extras: absent unless installed.
     "numba": "the `cuda` extra (numba-cuda kernels, its simulator in the tests)",
     "cupy": "the `cuda` extra (device memory, cuBLAS)",
