@@ -30,7 +30,8 @@ larger shape than the value that replaces it, a ``broadcast_to`` of that value i
   ``d2`` an int (out-of-range float->int conversion is implementation defined);
 - layout: transpose with the identity perm -> input; ``transpose(transpose(x))`` -> one
   transpose with the composed perm (or ``x``), except where the outer one swaps the last two
-  axes for matrix products alone (a view the BLAS reads in place, not a copy); a reshape, squeeze, expand_dims or
+  axes for matrix products alone and the inner one is kept anyway (the swap is a view the
+  BLAS reads in place, not a copy); a reshape, squeeze, expand_dims or
   broadcast_to to the input's own shape -> input; a chain of reshape/squeeze/expand_dims
   -> one reshape; ``broadcast_to(broadcast_to(x))`` -> one broadcast_to; a slice that
   covers its input in order -> input; ``slice(slice(x))`` -> one slice;
@@ -39,9 +40,11 @@ larger shape than the value that replaces it, a ``broadcast_to`` of that value i
   into ``+0.0``);
 - pads side by side: a binary elementwise ``f(pad(a), pad(b))`` whose pads fill with the
   same ``v`` and leave unpadded regions that meet along one axis -> ``pad(concatenate(f(a,
-  v), f(v, b)))`` filled with ``f(v, v)`` (the gradient of a row split into slices: each
-  element computed from the same two values, ``a + 0.0`` included, so ``-0.0`` still turns
-  into ``+0.0``); a pad of no elements -> its input;
+  v), f(v, b)))`` filled with ``f(v, v)``, ``f`` applied to each piece of an ``a`` or ``b``
+  that is such a concatenate read by that pad alone (one flat concatenate of n pieces)
+  (the gradient of a row split into slices: each element computed from the same two values,
+  ``a + 0.0`` included, so ``-0.0`` still turns into ``+0.0``); a pad of no elements -> its
+  input;
 - broadcast of scalars: an elementwise op's input ``broadcast_to(s, shape)`` is replaced by
   ``s`` when the op's result type stays the same (the op broadcasts implicitly).
 
@@ -178,7 +181,9 @@ class _Simplifier:
         """``f(pad(a), pad(b))`` of two pads with the same fill ``v`` whose unpadded regions
         lie side by side along one axis -> ``pad(concatenate(f(a, v), f(v, b)))`` filled with
         ``f(v, v)``: each element is computed by ``f`` from the same two values as before
-        (what the gradient of a split into slices adds up, element by element)."""
+        (what the gradient of a split into slices adds up, element by element). Where ``a``
+        (or ``b``) is itself such a concatenate, ``f`` applies to each of its pieces and the
+        result is one concatenate of them all."""
         out = op.result
         pads = [_producer(v) for v in op.inputs]
         if any(q is None or q.primitive.role != "constant_pad" for q in pads) \
@@ -205,11 +210,21 @@ class _Simplifier:
             return False
         prim, attr = _constant_prim()
         v = self.emit(op, prim, [], {attr: Literal(fills[0])})
-        pieces = [self.emit(op, op.primitive, [pads[0].inputs[0], v], op.attrs),
-                  self.emit(op, op.primitive, [v, pads[1].inputs[0]], op.attrs)]
-        if e1 == s0:
-            pieces.reverse()
-        if v is None or None in pieces:
+        if v is None:
+            return False
+
+        def side(x: Value, first: bool) -> list[Value | None]:
+            # f(x, v) or f(v, x); over each piece of x when x is a join along k that only
+            # this pad reads, so that a gradient of n slices is one flat join of n pieces
+            # (each element still computed from the same values) where nested joins had
+            # become selects that computed every piece's elementwise work for every element.
+            made = _producer(x)
+            parts = (list(made.inputs) if made is not None and made.primitive.role == "join"
+                     and made.attrs["axis"] % out.type.ndim == k and len(x.uses) == 1 else [x])
+            return [self.emit(op, op.primitive, [p, v] if first else [v, p], op.attrs) for p in parts]
+        left, right = side(pads[0].inputs[0], True), side(pads[1].inputs[0], False)
+        pieces = right + left if e1 == s0 else left + right
+        if None in pieces:
             return False
         joined = self.emit(op, _prim_with_role("join"), pieces, {"axis": k})
         if joined is None:
@@ -310,7 +325,7 @@ class _Simplifier:
             composed = tuple(p1[i] for i in perm)
             if composed == tuple(range(len(composed))):
                 return self.forward(op, inner.inputs[0])
-            if self._read_in_place(op):
+            if self._read_in_place(op, x):
                 return False
             new = self.emit(op, op.primitive, [inner.inputs[0]], {"perm": composed})
             return new is not None and self._use(op, new)
@@ -318,14 +333,22 @@ class _Simplifier:
             return self.forward(op, x)
         return False
 
-    def _read_in_place(self, op: Op) -> bool:
-        """Whether ``op``, a transpose, swaps the last two axes for matrix products only (and
-        transposes, which compose with it): a BLAS reads such a swap in place through its
-        transpose flag, so composing it with the transpose before would make a copy of it
-        where there was none (attention's ``q @ k.swapaxes(-1, -2)`` of split heads)."""
+    def _read_in_place(self, op: Op, before: Value) -> bool:
+        """Whether ``op``, a transpose of ``before`` (another transpose's result), swaps the
+        last two axes for matrix products only (and transposes, which compose with it), and
+        ``before`` is kept anyway: another op reads it, or will (a transpose of this swap
+        composes back to it, as the product's gradient does). A CPU BLAS reads such a swap
+        in place through its transpose flag, so composing the two would make a copy where
+        there was none (attention's ``q @ k.swapaxes(-1, -2)`` of split heads); where
+        ``before`` is read by the swap alone the composed transpose is kept, one copy either
+        way (and one where a backend copies a transposed operand, as CUDA's does, not two)."""
         r = op.result
-        return (swaps_last_two_axes(op.attrs["perm"]) and not self.returned[r.id] and bool(r.uses)
-                and all(u.primitive.role in ("matrix_product", "permute_axes") for u, _ in r.uses))
+        users = [u for u, _ in r.uses]
+        if not swaps_last_two_axes(op.attrs["perm"]) or self.returned[r.id] or not users or \
+                not all(u.primitive.role in ("matrix_product", "permute_axes") for u in users):
+            return False
+        return (any(u is not op for u, _ in before.uses) or self.returned[before.id] > 0
+                or any(u.primitive.role == "permute_axes" for u in users))
 
     def rule_row_major_reshape(self, op: Op) -> bool:
         (x,) = op.inputs
