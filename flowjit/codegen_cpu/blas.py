@@ -100,9 +100,9 @@ compile_records()
 
 _found: dict[str, BlasFunction] | None = None
 _threads: BlasThreads | None = None
-_one_piece = False   # the gemms take every product whole on one BLAS thread (no workers)
 _bracket: tuple[int, int] | None = None   # the gemm module's one-thread bracket
 _lock = threading.Lock()
+_pool_lock = threading.RLock()
 
 
 def _numpy_lib_dirs() -> list[str]:
@@ -166,17 +166,13 @@ def blas_functions() -> dict[str, BlasFunction]:
     global _found
     if _found is None:
         found = _library_routines()
-        # Outside the lock: starting the pool loads a module, which may look for libraries.
-        _found = _over_pool(found) if found and _threads is not None else found
+        # Not under _lock: starting the pool loads a module, which may look for libraries.
+        # Under a lock of its own: two threads' first products would each build the gemms
+        # and set them up, the second initialising the mutex the first's products hold.
+        with _pool_lock:
+            if _found is None:
+                _found = _over_pool(found) if found and _threads is not None else found
     return _found
-
-
-def products_on_one_thread() -> bool:
-    """Whether the gemms ``blas_functions`` gives run every real product on one BLAS thread
-    themselves (FLOWJIT_NUM_THREADS=1), so that a program sets no thread count around its
-    own (a second setter around the same call would race with another thread's)."""
-    blas_functions()
-    return _one_piece
 
 
 def product_bracket() -> tuple[int, int] | None:
@@ -189,7 +185,7 @@ def product_bracket() -> tuple[int, int] | None:
 
 
 def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
-    global _one_piece, _bracket
+    global _bracket
     assert _threads is not None
     # FLOWJIT_NUM_THREADS=1 (a pool without workers): every product on one BLAS thread too.
     # With the library's own threads, beside two busy processes, the zoo's transformer
@@ -210,7 +206,6 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
         _threads.get(), int(one_piece))
     # A child forked while a product ran would keep the BLAS on the one thread set for it.
     os.register_at_fork(after_in_child=lib.function("flowjit_gemms_after_fork", None, []))
-    _one_piece = one_piece
     _bracket = (lib.address("flowjit_gemms_one_thread"), lib.address("flowjit_gemms_threads_back"))
     return {r: dataclasses.replace(f, address=lib.address(f"flowjit_{r}{bits}")) for r, f in found.items()}
 

@@ -7,10 +7,10 @@ own: about 0.3 ms a class, which every process that compiles or loads a native p
 for the compiler's plan and loop-IR classes (5 ms for the loop IR's alone). ``@record``
 only collects a class; ``compile_records()``, called once at the end of the defining
 module, compiles the ``__init__`` of every class collected so far in one ``exec`` (a
-signature of the class's own fields, as fast to call as dataclasses'). ``__eq__`` and
-``__hash__`` compare and hash the fields' tuple taken by one ``operator.attrgetter`` and
-``__repr__`` is one shared function: compiling those too had taken 80% of the ``exec``'s
-time (4 of a cold first call's 5 ms). A method the class body defines itself (a
+signature of the class's own fields, as fast to call as dataclasses'). ``__eq__``,
+``__hash__`` and ``__repr__`` are closures over a function that takes the fields' tuple
+(``operator.attrgetter`` for two fields or more): compiling those too had taken 80% of
+the ``exec``'s time (4 of a cold first call's 5 ms). A method the class body defines itself (a
 ``__repr__`` of its own) is kept, as dataclasses keep it.
 """
 
