@@ -486,37 +486,84 @@ class _Lowering:
         if key in top.memo:
             return top.memo[key]
         x = op.inputs[0]
-        acc_d = scalar.accumulator_dtype(kind, op.results[0].type.dtype)
         kept_shape = tuple(n for k, n in enumerate(x.type.shape) if k not in axes)
-        out = self.accumulating_output(op.results[0], acc_d, kept_shape)
-        if out is not None:
-            # The kernel's output is the reduction's result as it is (a max pool's): the
-            # reduction accumulates in the output itself, which no other value's row may then
-            # be stored in, and its own nest stores nothing (no temp, no copy of it).
-            name = f"out{out}"
-            self.stored_value[out] = op.results[0].id
-        else:
-            name = self.fresh("cols")
-            self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
+        # This reduction and the others of the same input shape and axes that read none of
+        # these results: one pass over the input for all (a batch norm's gradient sums, each
+        # recomputing its input's elementwise chain, had made a pass each).
+        group = [(op, kind)] + self.leading_siblings(op, axes)
+        names = []
         saved = self.scopes
         self.scopes = self.scopes[:1]
-        kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
-        for v, n in zip(kept_vars, kept_shape):
-            self.open_loop(v.name, self.dim(n))
-        self.scopes[-1].body.append(Store(name, tuple(kept_vars), scalar.start_value(kind, acc_d)))
-        while len(self.scopes) > 1:
-            self.close_loop()
+        for r, r_kind in group:
+            acc_d = scalar.accumulator_dtype(r_kind, r.results[0].type.dtype)
+            out = self.accumulating_output(r.results[0], acc_d, kept_shape) if r is op else None
+            if out is not None:
+                # The kernel's output is the reduction's result as it is (a max pool's): the
+                # reduction accumulates in the output itself, which no other value's row may
+                # then be stored in, and its own nest stores nothing (no temp, no copy of it).
+                name = f"out{out}"
+                self.stored_value[out] = op.results[0].id
+            else:
+                name = self.fresh("cols")
+                self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
+            names.append((name, acc_d))
+            kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
+            for v, n in zip(kept_vars, kept_shape):
+                self.open_loop(v.name, self.dim(n))
+            self.scopes[-1].body.append(Store(name, tuple(kept_vars), scalar.start_value(r_kind, acc_d)))
+            while len(self.scopes) > 1:
+                self.close_loop()
         loop_vars = [Var(self.fresh("r" if k in axes else "i"), INDEX) for k in range(x.type.ndim)]
         for v, n in zip(loop_vars, x.type.shape):
             self.open_loop(v.name, self.dim(n))
-        val = self.value(x, tuple(loop_vars))
         cell = tuple(v for k, v in enumerate(loop_vars) if k not in axes)
-        self.scopes[-1].body.append(Store(name, cell, scalar.combine(kind, Load(name, cell, acc_d), val)))
+        for (r, r_kind), (name, acc_d) in zip(group, names):
+            val = self.value(r.inputs[0], tuple(loop_vars))
+            self.scopes[-1].body.append(Store(name, cell, scalar.combine(r_kind, Load(name, cell, acc_d), val)))
         while len(self.scopes) > 1:
             self.close_loop()
         self.scopes = saved
-        top.memo[key] = (name,)
-        return (name,)
+        for (r, _), (name, _) in zip(group, names):
+            top.memo[("leading", r.results[0].id)] = (name,)
+        return top.memo[key]
+
+    def leading_siblings(self, op: Op, axes: list) -> list:
+        """The other reductions of the kernel, not yet lowered, that reduce an input of
+        ``op``'s input's shape over the same ``axes`` keeping the last one (sums and the
+        like, not arg- or complex reductions), whose inputs depend on no reduction of the
+        kernel that is not lowered yet: each is ``(op, kind)``."""
+        shape = tuple(op.inputs[0].type.shape)
+        top = self.scopes[0]
+        pending = {r.id for o in self.block.ops if o.primitive.kind == "reduction"
+                   for r in o.results if ("leading", r.id) not in top.memo}
+        found = []
+        for o in self.block.ops:
+            if o is op or o.primitive.kind != "reduction" or o.primitive.reducer is None \
+                    or ("leading", o.results[0].id) in top.memo:
+                continue
+            x = o.inputs[0]
+            nd = x.type.ndim
+            o_axes = sorted({ax % nd for ax in o.attrs["axes"]}) if "axes" in o.attrs else [o.attrs["axis"] % nd]
+            kind = scalar.reducer_kind(o.primitive.reducer)
+            if (tuple(x.type.shape) != shape or o_axes != list(axes) or kind in ("argmax", "argmin")
+                    or o.results[0].type.dtype.is_complex or self._reads_any(x, pending)):
+                continue
+            found.append((o, kind))
+        return found
+
+    def _reads_any(self, v: Value, ids: set) -> bool:
+        """Whether computing ``v`` in this kernel reads one of the values ``ids``."""
+        seen: set = set()
+        stack = [v]
+        while stack:
+            u = stack.pop()
+            if u.id in ids:
+                return True
+            if u.id in seen or u.producer is None or u.producer.parent is not self.block:
+                continue
+            seen.add(u.id)
+            stack.extend(u.producer.inputs)
+        return False
 
     def accumulating_output(self, v: Value, acc_d: DType, kept_shape: tuple) -> int | None:
         """The output a reduction of ``v``'s kept shape may accumulate in: the first output

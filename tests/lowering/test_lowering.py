@@ -7,8 +7,9 @@ import pytest
 
 import flowjit as fj
 from flowjit.lowering import lower_block, print_kernel, verify_kernel
-from flowjit.lowering.loops import Loop
+from flowjit.lowering.loops import Loop, Store
 from flowjit.lowering.lower import PARALLEL_MIN_ELEMENTS
+from flowjit.lowering.printer import print_expr
 
 
 def kernel_of(f, *inputs):
@@ -81,6 +82,33 @@ def test_a_reduction_over_leading_axes_fills_a_temp_in_row_major_order():
     assert "temp cols" in text and ": f64[n1, n2]" in text and ": f32[n2]" in text
     # The innermost loop of the filling runs along the last (kept, contiguous) axis.
     assert check_fused(f, x, w) == 1
+
+
+def test_reductions_over_the_same_leading_axes_that_read_none_of_each_other_share_one_pass():
+    # A batch norm's gradient: sum(dy) and sum(dy * xhat) over the batch, and a third sum that
+    # reads the first. The two independent ones fill their temps in one pass over the input
+    # (each recomputing its input's elementwise chain had made a pass each: the zoo CNN's
+    # training step 6.9 -> 6.6 ms); the dependent one still comes after.
+    from tests.lowering.test_programs import check_fused
+
+    def f(x, y):
+        e = fj.exp(x)
+        s1 = (e * y).sum(axis=0)
+        s2 = e.sum(axis=0)
+        return s1 + s2, (e * s1).sum(axis=0)
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
+    k = kernel_of(f, x, y)
+    text = print_kernel(k)
+    assert text.count("temp cols") == 3, text
+
+    def accumulated(stmt) -> list[str]:   # the temps a nest adds into
+        if isinstance(stmt, Loop):
+            return [name for s in stmt.body for name in accumulated(s)]
+        return [stmt.buffer] if isinstance(stmt, Store) and stmt.buffer in print_expr(stmt.value) else []
+    passes = [names for stmt in k.body if (names := accumulated(stmt))]
+    assert [len(p) for p in passes] == [2, 1], text
+    assert check_fused(f, x, y) == 1
 
 
 def test_a_reduction_that_is_the_kernels_output_accumulates_in_it():
