@@ -105,6 +105,12 @@ def kernel_buffer(name: str, role: str, d: DType, rank: int) -> Buffer:
     return Buffer(name, role, d.real_dtype, rank + 1) if d.is_complex else Buffer(name, role, d, rank)
 
 
+
+def _reduced_axes(op: Op) -> list[int]:
+    """The axes reduction ``op`` reduces, non-negative and sorted (``axes``, or one ``axis``)."""
+    nd = op.inputs[0].type.ndim
+    return sorted({ax % nd for ax in op.attrs["axes"]}) if "axes" in op.attrs else [op.attrs["axis"] % nd]
+
 class _Lowering:
     def __init__(self, block: Block, name: str, collapse: bool = False):
         self.block = block
@@ -385,7 +391,7 @@ class _Lowering:
         is_arg = kind in ("argmax", "argmin")
         x = op.inputs[0]
         nd = x.type.ndim
-        axes = sorted({ax % nd for ax in op.attrs["axes"]}) if "axes" in op.attrs else [op.attrs["axis"] % nd]
+        axes = _reduced_axes(op)
         keep = op.attrs.get("keepdims", False)
         d = op.results[0].type.dtype
         if not is_arg and not cx and axes and nd - 1 not in axes:
@@ -542,10 +548,8 @@ class _Lowering:
                     or ("leading", o.results[0].id) in top.memo:
                 continue
             x = o.inputs[0]
-            nd = x.type.ndim
-            o_axes = sorted({ax % nd for ax in o.attrs["axes"]}) if "axes" in o.attrs else [o.attrs["axis"] % nd]
             kind = scalar.reducer_kind(o.primitive.reducer)
-            if (tuple(x.type.shape) != shape or o_axes != list(axes) or kind in ("argmax", "argmin")
+            if (tuple(x.type.shape) != shape or _reduced_axes(o) != list(axes) or kind in ("argmax", "argmin")
                     or o.results[0].type.dtype.is_complex or self._reads_any(x, pending)):
                 continue
             found.append((o, kind))
