@@ -27,6 +27,7 @@ from flowjit.ir.dtypes import DType, bool_, float32
 from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
 from flowjit.lowering.collapse import collapse_nests
+from flowjit.lowering.hoist_columns import hoist_columns
 from flowjit.lowering.loops import (
     INDEX,
     Accumulator,
@@ -725,6 +726,8 @@ class _Lowering:
             body = tuple(_mark_streaming(s) for s in body)
         if self.collapse:
             body = collapse_nests(body, self.concrete_shapes(buffers), {v.name: n for n, v in self.size_of.items()})
+            body, columns = hoist_columns(body, (s.name for s in self.sizes), self.fresh)
+            buffers += columns
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, in_place)
 
     def concrete_shapes(self, buffers: list[Buffer]) -> dict[str, tuple[int, ...]]:
@@ -1099,7 +1102,8 @@ def lower_block(block: Block, name: str = "kernel", collapse: bool = False) -> K
     A block of one op of ``OWN_KERNEL_ROLES`` gets that op's own kernel. ``collapse``:
     nests over leading axes read as one position become one loop (``collapse_nests``),
     for a renderer that reads a buffer by its row-major offset without checking each index
-    against its dimension (the CPU's; not CUDA's arrays)."""
+    against its dimension (the CPU's; not CUDA's arrays), and a nest's costly values that
+    depend only on its innermost index are computed once per index (``hoist_columns``)."""
     if len(block.ops) == 1 and block.ops[0].primitive.role in OWN_KERNEL_ROLES:
         return getattr(_Lowering(block, name), f"{block.ops[0].primitive.role}_kernel")()
     return _Lowering(block, name, collapse).kernel()

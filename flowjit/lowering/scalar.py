@@ -73,6 +73,11 @@ OPS: dict[str, tuple[int, str, str]] = {
     "hypot": (2, "f", "same"),        # C's hypot: |a + ib| without overflow, inf if either is inf
     "ipow": (2, "i", "same"),         # integer power; a negative exponent as C's 1 / a**-b
 }
+# Ops of many cycles an element on every CPU: a division or a square root issues once every
+# 4-16 cycles, a math function is tens of instructions. A pass computes them once where a
+# value repeats (lowering.hoist_columns); cheap ones (a compare, fabs) are not worth a load.
+COSTLY = frozenset(("div", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
+                    "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "hypot"))
 # The ops printed and rendered as calls with a dtype suffix (``tanh.f32``).
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                         "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
@@ -651,7 +656,7 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
     return REDUCER_KINDS[tuple(reducer)]
 
 
-__all__ = ["OPS", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant", "Pair", "Unsupported",
+__all__ = ["OPS", "COSTLY", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant", "Pair", "Unsupported",
            "as_pair",
            "choose", "convert", "is_pair", "pair_dtype", "expand", "combine", "arg_wins",
            "accumulator_dtype", "start_value", "reducer_kind", "reference", "int64"]
