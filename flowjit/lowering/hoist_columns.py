@@ -19,8 +19,8 @@ read back from it; the values only they needed leave the body.
 Guarantees: every value is computed by the same ops in the same order (results
 bit-identical); the new loop runs only when every loop around the innermost one runs at
 least once (it reads the same elements the nest would have, never an element of an empty
-buffer); a nest whose inner bounds depend on its own names, or whose innermost loop does
-not start at 0 with step 1, is left as it was.
+buffer); a nest whose bounds depend on its own names, with an outer loop counting down,
+or whose innermost loop does not start at 0 with step 1, is left as it was.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def _hoist_nest(nest: Loop, sizes: frozenset, fresh: Callable[[str], str], temps
         extent = _factors(loop.stop, sizes)
         if not outer or loop.step != 1 or loop.start != Const(0, INDEX) or extent is None:
             return loop
-        if any(free_names(o.start) & inside or free_names(o.stop) & inside for o in outer):
+        if any(o.step <= 0 or free_names(o.start) & inside or free_names(o.stop) & inside for o in outer):
             return loop
         only: dict[str, Let] = {}       # the body's Lets that read the inner index and outside names only
         costly: set[str] = set()
