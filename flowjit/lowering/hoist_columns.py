@@ -42,9 +42,9 @@ from flowjit.lowering.loops import (
     Loop,
     Prim,
     Store,
-    Update,
     Var,
     children,
+    expressions,
     free_names,
 )
 from flowjit.lowering.scalar import COSTLY
@@ -122,31 +122,7 @@ def _rename(e: Expr, names: dict[str, str]) -> Expr:
 
 def _stmt_reads(s) -> set:
     """The names statement ``s`` reads (nested statements included)."""
-    if isinstance(s, Let):
-        return free_names(s.value)
-    if isinstance(s, Store):
-        out = free_names(s.value)
-        for e in s.index:
-            free_names(e, out)
-        return out
-    if isinstance(s, Update):
-        out = free_names(s.value)
-        if s.position is not None:
-            free_names(s.position, out)
-        return out
-    if isinstance(s, Accumulator):
-        return free_names(s.start)
-    out: set = set()
-    if isinstance(s, Loop):
-        free_names(s.start, out)
-        free_names(s.stop, out)
-        for t in s.body:
-            out |= _stmt_reads(t)
-    elif isinstance(s, If):
-        free_names(s.cond, out)
-        for t in (*s.then, *s.orelse):
-            out |= _stmt_reads(t)
-    return out
+    return {e.name for e in expressions((s,)) if isinstance(e, (Var, AccValue))}
 
 
 def _hoist_nest(nest: Loop, sizes: frozenset, fresh: Callable[[str], str], temps: list[Buffer]) -> tuple[list, Loop]:
