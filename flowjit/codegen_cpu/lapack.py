@@ -68,7 +68,8 @@ def build_wrapper(r: Routine, sgemm_symbol: str, int_bits: int) -> str:
     - log_determinant (a -> sign, log|det|): ``getrf`` of a copy, then the diagonal's signs
       (phases) and logs and the pivots' swaps;
     - symmetric_eigen (a -> w, v): ``syevd``/``heevd`` of the lower (upper) triangle,
-      eigenvalues ascending and eigenvectors as columns;
+      eigenvalues ascending and eigenvectors as columns, in double precision for every
+      dtype as NumPy computes them, rounded to the result's;
     - singular_values (a [m, n] -> u, s, vh): ``gesdd``, reduced or (``full``) complete;
     - orthogonal_triangular (a [m, n] -> q, r): ``geqrf`` of a copy, r its upper triangle,
       q from its reflectors (``orgqr``/``ungqr``), reduced or (``full``) complete;
@@ -156,6 +157,8 @@ class _Wrapper:
         copy = b.mul(self.matrix, self.c(self.size))
         if r.role == "general_eigen":  # in doubles: [a][eigenvalues: wr, wi or w][eigenvectors: vr or v]
             copy = b.mul(b.add(b.mul(self.matrix, self.c(2 * self.parts)), b.mul(n, self.c(2))), self.c(8))
+        elif r.role == "symmetric_eigen":  # single precision in doubles: [a][eigenvalues]
+            copy = b.mul(b.add(b.mul(self.matrix, self.c(self.parts)), n), self.c(8))
         scratch = b.call(malloc, [b.add(b.add(pivots, copy), self.c(self.size))])
         no_memory, start = self.fn.append_basic_block("no_memory"), self.fn.append_basic_block("start")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(scratch, I64), self.c(0)), no_memory, start)
@@ -294,19 +297,48 @@ class _Wrapper:
         self.checked(info, factored, lambda: self.store_sign_logdet(t, 0.0, float("-inf")))
 
     def symmetric_eigen(self, t: ir.Value) -> None:
-        b, n = self.b, self.n
+        # In double precision whatever the dtype, as NumPy computes it (numpy.linalg's
+        # _commonType), rounded to the result's: a single-precision syevd/heevd's eigenvectors
+        # were 1e-6 to 1e-5 from NumPy's where NumPy's are 3e-8 from the exact ones.
+        b, n, parts = self.b, self.n, self.parts
+        D = ir.DoubleType()
         values = b.gep(self.reals(self.outputs[0]), [b.mul(t, n)], inbounds=True)
         vectors = self.at(self.outputs[1], b.mul(t, self.matrix), self.size)
-        self.copy(vectors, self.at(self.inputs[0], b.mul(t, self.matrix), self.size), self.matrix)
-        name = "heevd" if self.parts == 2 else "syevd"
-        info = b.call(self.routine(name, [I32, I8, I8, self.lint, I8P, self.lint, self.real.as_pointer()]),
-                      [self.layout(), ir.Constant(I8, ord("V")), ir.Constant(I8, ord("L" if self.r.lower else "U")),
-                       self.narrow(n), vectors, self.narrow(n), values])
+        src = self.at(self.inputs[0], b.mul(t, self.matrix), self.size)
+        single = self.real != D
+        if single:   # the work buffer build() sized in doubles: [a][eigenvalues]
+            reals = b.mul(self.matrix, self.c(parts))
+            a = b.bitcast(self.work, D.as_pointer())
+            w = b.gep(a, [reals], inbounds=True)
+            self.convert(a, self.reals(src), reals, b.fpext)
+        else:
+            self.copy(vectors, src, self.matrix)
+            a, w = self.reals(vectors), values
+        name = lapacke_symbol(self.sgemm, "zheevd" if parts == 2 else "dsyevd")
+        routine = self.extern(name, self.lint, [I32, I8, I8, self.lint, I8P, self.lint, D.as_pointer()])
+        uplo = ir.Constant(I8, ord("L" if self.r.lower else "U"))
+        info = b.call(routine, [self.layout(), ir.Constant(I8, ord("V")), uplo, self.narrow(n), b.bitcast(a, I8P),
+                                self.narrow(n), w])
+
+        def rounded() -> None:
+            if single:
+                self.convert(values, w, n, b.fptrunc)
+                self.convert(self.reals(vectors), a, b.mul(self.matrix, self.c(parts)), b.fptrunc)
 
         def failed() -> None:
             self.fill(vectors, self.matrix, float("nan"))
             self.fill(b.bitcast(values, I8P), n, float("nan"), parts=1)
-        self.checked(info, lambda: None, failed)
+        self.checked(info, rounded, failed)
+
+    def convert(self, dst: ir.Value, src: ir.Value, count: ir.Value, cast: Callable) -> None:
+        """``count`` reals from ``src`` to ``dst`` through ``cast`` (fpext or fptrunc) to
+        ``dst``'s element type."""
+        b, to = self.b, dst.type.pointee
+
+        def one(k: ir.Value) -> None:
+            x = b.load(b.gep(src, [k], inbounds=True))
+            b.store(x if x.type == to else cast(x, to), b.gep(dst, [k], inbounds=True))
+        self.loop(count, "convert", one)
 
     def singular_values(self, t: ir.Value) -> None:
         b, m, n = self.b, self.m, self.n
@@ -382,10 +414,7 @@ class _Wrapper:
         vectors = b.gep(values, [b.mul(n, self.c(2))], inbounds=True)
         src = b.gep(self.reals(self.inputs[0]), [b.mul(t, reals)], inbounds=True)
 
-        def widen(k: ir.Value) -> None:
-            x = b.load(b.gep(src, [k], inbounds=True))
-            b.store(x if self.real == D else b.fpext(x, D), b.gep(a, [k], inbounds=True))
-        self.loop(reals, "widen", widen)
+        self.convert(a, src, reals, b.fpext)
 
         def narrow(x: ir.Value) -> ir.Value:
             return x if self.real == D else b.fptrunc(x, self.real)
@@ -404,13 +433,8 @@ class _Wrapper:
         zero = ir.Constant(D, 0.0)
 
         def copy_complex() -> None:
-            def one(k: ir.Value) -> None:
-                b.store(narrow(b.load(b.gep(values, [k], inbounds=True))), b.gep(w, [k], inbounds=True))
-            self.loop(b.mul(n, self.c(2)), "values", one)
-
-            def each(k: ir.Value) -> None:
-                b.store(narrow(b.load(b.gep(vectors, [k], inbounds=True))), b.gep(v, [k], inbounds=True))
-            self.loop(b.mul(self.matrix, self.c(2)), "vectors", each)
+            self.convert(w, values, b.mul(n, self.c(2)), b.fptrunc)
+            self.convert(v, vectors, b.mul(self.matrix, self.c(2)), b.fptrunc)
 
         def unpack() -> None:
             # Column j of a real pair (wi[j] > 0 then < 0) is vr[:, j] + i vr[:, j+1], then its
