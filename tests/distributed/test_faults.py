@@ -103,6 +103,11 @@ def test_checkpoints_every_t_seconds(ray_address, tmp_path):
 def test_a_worker_that_crashes_is_dropped_and_rejoins(ray_address, mode):
     x, y, _, _ = models.digits()
     with fjd.Cluster(ps=1, workers=3) as cluster:
+        # Each gradient takes 30 ms or more, so the 36 steps after the crash last over a second,
+        # ten times what the restarted worker needs to rejoin and compile (unslowed, the run
+        # could end first on a slow machine; its restarted process has no delay set).
+        for w in range(3):
+            cluster.slow_worker(w, 0.03)
         r = fjd.train(cluster, models.mlp_loss, PARAMS, fj.optim.Adam(0.01), models.batches(x, y, 32), steps=40,
                       mode=mode, backup=1 if mode == "sync" else 0,
                       on_step=kill_at(cluster, {3: "/job:worker/task:1"}))
