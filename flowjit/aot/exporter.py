@@ -296,7 +296,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     to install."""
     from flowjit.codegen_cpu import jit
     from flowjit.codegen_cpu.program_emit import render_c_library
-    from flowjit.codegen_cpu.program_plan import SCRATCH_ALIGN, Affine, KernelCall, walk_steps
+    from flowjit.codegen_cpu.program_plan import SCRATCH_ALIGN, Affine, links_pool
     target, cpu_entry = _target(cpu)
     tf, entry, structure, statics = _trace(f, _at(example_args, SYMBOLIC_SAMPLES[0]), dict(static or {}))
     name = name or re.sub(r"\W", "_", tf.__name__)
@@ -360,7 +360,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
         "scratch_bytes": ({"per": plan.scratch_bytes.a, "base": plan.scratch_bytes.b}
                           if isinstance(plan.scratch_bytes, Affine) else plan.scratch_bytes),
         "scratch_align": SCRATCH_ALIGN, "threads": 1 if symbol else threads,
-        "pool": any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)),
+        "pool": links_pool(plan),
         "blas": {"library": blas_library, "symbols": blas, "int_bits": int_bits} if blas else None,
     }
     manifest["digest"] = mf.digest(manifest)

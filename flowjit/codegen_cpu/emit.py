@@ -30,11 +30,14 @@ from flowjit.lowering.loops import (
     Update,
     Var,
     expressions,
+    free_names,
 )
 
 from . import intrinsics
+from .jit import PARALLEL_FOR_SYMBOL
 from .kernel_abi import (
     CHUNK_BYTES,
+    POOLED_LOOP_MIN_WORK,
     PREFETCH_BYTES,
     STREAM_MIN_BYTES,
     TEMP_ALIGN,
@@ -42,6 +45,7 @@ from .kernel_abi import (
     chunk_symbol,
     disjuncts,
     next_multiple,
+    pooled_loops,
     streamable,
     symbol,
 )
@@ -90,8 +94,14 @@ def _mem(d: DType) -> ir.Type:
 
 
 class _Renderer:
-    def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True):
+    def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True,
+                 pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = ()):
         self.k = k
+        self.pool_parts = pool_parts
+        self.const_dims = dims
+        self.same = same
+        self.pooled = [id(s) for s in pooled_loops(k)] if pool_parts > 1 else []
+        self.noalias: set[str] = set()   # the buffers whose pointers are noalias (temps too)
         self.fastmath = ("fast",) if fastmath else ()
         self.optimize = optimize
         self.inline = inline
@@ -136,6 +146,8 @@ class _Renderer:
             a.name = b.name
             if (not aliased if b.role == "in" else not overwrites.get(b.name)):
                 a.add_attribute("noalias")
+                self.noalias.add(b.name)
+        self.noalias |= {t.name for t in temp_bufs}
         # An output written over an input (in place) is read and written at the same index
         # only (lowering's promise), so no iteration of any loop depends on another through
         # them; without noalias LLVM checks for overlap at run time and, finding the two
@@ -153,14 +165,17 @@ class _Renderer:
         body_block = self.fn.append_basic_block("body")
         self.b = ir.IRBuilder(body_block)
         self.ptrs: dict[str, ir.Value] = {b.name: a for b, a in zip(args, params)}
+        for written, read in self.same:   # one buffer at the only call: one pointer, as inlined there
+            self.ptrs[read] = self.ptrs[written]
         self.dims: dict[str, list] = {}
         rest = iter(params[len(args):])
+        known = iter(self.const_dims) if self.const_dims is not None else None
         for b in args:
             self.dims[b.name] = []
             for d in range(b.rank):
                 a = next(rest)
                 a.name = f"{b.name}_d{d}"
-                self.dims[b.name].append(a)
+                self.dims[b.name].append(a if known is None else ir.Constant(I64, next(known)))
         self.accs: dict[str, tuple] = {}
         self.memo: dict = {}
         env.update({s.name: self.dims[s.buffer][s.dim] for s in k.sizes})
@@ -221,7 +236,11 @@ class _Renderer:
             owned.add_incoming(ir.Constant(I1, 1), go)
             for t, raw in zip(temp_bufs, temps):
                 self.ptrs[t.name] = self.b.bitcast(raw, _mem(t.dtype).as_pointer())
-        self.stmts(body, env)
+        for s in body:
+            if id(s) in self.pooled and not bounds:
+                self.pool_loop(s, env)
+            else:
+                self.stmts((s,), env)
         if temps:   # the memory it allocated itself, not the caller's
             release, done = self.fn.append_basic_block("free_temps"), self.fn.append_basic_block("done")
             self.b.cbranch(owned, release, done)
@@ -251,6 +270,96 @@ class _Renderer:
             self.fn.attributes.add("noinline")
             self.function(symbol(self.k), (_WholeRange(loop.stop),))
         return str(self.module)
+
+    def pool_loop(self, s: Loop, env: dict) -> None:
+        """Top-level parallel loop ``s`` run by ``flowjit_parallel_for`` over its trips, on up
+        to ``pool_parts`` threads once its work reaches POOLED_LOOP_MIN_WORK (else on this
+        thread, through the same call): its body becomes a function of the chunk's bounds
+        and of every pointer, dimension and bound value the kernel holds at the loop (the
+        same noalias promises as the kernel's), behind a wrapper of the pool's signature
+        that reads them from a context on this function's stack."""
+        b = self.b
+        self.memo = {}
+        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        zero = ir.Constant(I64, 0)
+        trips = b.sub(stop, start)
+        trips = b.select(b.icmp_signed(">", trips, zero), trips, zero)
+        # An iteration's work as the first one's: loops whose bounds read the loop's variable
+        # (a chunk's rows) count too.
+        work = b.mul(trips, self.inner_work(s.body, {**env, s.var: start}))
+        # What the body reads from the kernel: constants (a kernel rendered at its dims)
+        # stay constants of the body's code; the rest are its arguments, read from the context.
+        ptrs = [(n, p) for n, p in self.ptrs.items() if not n.startswith("$")]
+        dims = [(n, d) for n, ds in self.dims.items() if not n.startswith("$") for d in ds]
+        bound = [(n, v) for n, v in env.items() if isinstance(v, ir.Value)]
+        values = [start, *(p for _, p in ptrs), *(d for _, d in dims), *(v for _, v in bound)]
+        # One field per distinct value: an input and the output written over it (``same``)
+        # stay one pointer in the body, so that LLVM still sees a copy onto itself.
+        fields = list({id(v): v for v in values if not isinstance(v, ir.Constant)}.values())
+        name = f"{self.fn.name}.pool{self.pooled.index(id(s))}"
+        body_fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64, I64, *(f.type for f in fields)]),
+                              name=name)
+        body_fn.linkage = "internal"
+        for attr in self.fn.attributes:
+            set.add(body_fn.attributes, attr)   # string attributes too, which llvmlite does not validate
+        lo, hi, *params = body_fn.args
+        param_of = {id(f): a for f, a in zip(fields, params)}
+        first, *inside = [v if isinstance(v, ir.Constant) else param_of[id(v)] for v in values]
+        for (n, _), a in zip(ptrs, inside):
+            if n in self.noalias:
+                a.name = n
+                a.add_attribute("noalias")
+        saved = (self.fn, self.b, self.alloca_builder, self.ptrs, self.dims, self.accs, self.memo, self.loop_vars)
+        self.fn, self.accs, self.memo, self.loop_vars = body_fn, {}, {}, set()
+        self.alloca_builder = ir.IRBuilder(body_fn.append_basic_block("entry"))
+        body_block = body_fn.append_basic_block("body")
+        self.b = ir.IRBuilder(body_block)
+        self.ptrs = {n: a for (n, _), a in zip(ptrs, inside)}
+        self.dims = {}
+        rest = iter(inside[len(ptrs):])
+        for n, _ in dims:
+            self.dims.setdefault(n, []).append(next(rest))
+        inner = {n: next(rest) for n, _ in bound}
+        inner["$lo"], inner["$hi"] = self.b.add(first, lo), self.b.add(first, hi)
+        self.stmts((Loop(s.var, Var("$lo", INDEX), Var("$hi", INDEX), 1, s.body, stream=s.stream),), inner)
+        self.b.ret_void()
+        self.alloca_builder.branch(body_block)
+        self.fn, self.b, self.alloca_builder, self.ptrs, self.dims, self.accs, self.memo, self.loop_vars = saved
+
+        context = ir.LiteralStructType([f.type for f in fields])
+        chunk_ty = ir.FunctionType(ir.VoidType(), [I64, I64, I8.as_pointer()])
+        wrap = ir.Function(self.module, chunk_ty, name=f"{name}.chunk")
+        wrap.linkage = "internal"
+        wrap.attributes.add("nounwind")
+        w = ir.IRBuilder(wrap.append_basic_block("entry"))
+        at = w.bitcast(wrap.args[2], context.as_pointer())
+        w.call(body_fn, [wrap.args[0], wrap.args[1], *(
+            w.load(w.gep(at, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True)) for i in range(len(fields)))])
+        w.ret_void()
+        ctx = self.alloca_builder.alloca(context, name=f"{s.var}.context")
+        for i, f in enumerate(fields):
+            b.store(f, b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        parts = b.select(b.icmp_signed(">=", work, ir.Constant(I64, POOLED_LOOP_MIN_WORK)),
+                         ir.Constant(I64, self.pool_parts), ir.Constant(I64, 1))
+        pfor = self._libc(PARALLEL_FOR_SYMBOL, ir.VoidType(), [chunk_ty.as_pointer(), I64, I8.as_pointer(), I64])
+        b.call(pfor, [wrap, trips, b.bitcast(ctx, I8.as_pointer()), parts])
+
+    def inner_work(self, body: tuple, env: dict) -> ir.Value:
+        """The iterations of the loops nested in ``body`` (summed over sequential loops,
+        multiplied through nests) whose bounds are known before it, at least 1: an estimate
+        of one iteration's work, computed with ``env``."""
+        b = self.b
+        total = ir.Constant(I64, 1)
+        for s in body:
+            if isinstance(s, If):
+                total = b.add(total, b.add(self.inner_work(s.then, env), self.inner_work(s.orelse, env)))
+            if not isinstance(s, Loop) or not (free_names(s.start) | free_names(s.stop)) <= env.keys():
+                continue
+            first, last = self.expr(s.start, env), self.expr(s.stop, env)
+            n = b.sub(last, first) if s.step > 0 else b.sub(first, last)
+            n = b.select(b.icmp_signed(">", n, ir.Constant(I64, 0)), n, ir.Constant(I64, 0))
+            total = b.add(total, b.mul(n, self.inner_work(s.body, env)))
+        return total
 
     def _libc(self, name: str, ret: ir.Type, args: list) -> ir.Function:
         fn = self.module.globals.get(name)

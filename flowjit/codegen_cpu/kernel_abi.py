@@ -10,7 +10,22 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowjit.lowering.loops import INDEX, Const, Expr, Kernel, Let, Loop, Prim, Store, Var
+from flowjit.lowering.loops import (
+    INDEX,
+    Accumulator,
+    AccValue,
+    Const,
+    Expr,
+    If,
+    Kernel,
+    Let,
+    Loop,
+    Prim,
+    Store,
+    Update,
+    Var,
+    expressions,
+)
 
 # Streaming stores (measured when they were chosen: bench/results/cpu2-2026-11-24.md): outputs from
 # 32 MiB, one 64-byte line per store, inputs prefetched 16 KiB ahead.
@@ -50,6 +65,44 @@ def chunk_loop(k: Kernel) -> tuple[int, Loop] | None:
             or not is_size(k, loop.stop)):
         return None
     return n, loop
+
+
+# A kernel rendered for a pool (``render_kernel(pool_parts=P)``, the native program's kernels
+# when it splits loops) runs each of its ``pooled_loops`` on the native pool once the loop's
+# work (its trips times the trips of the loops nested in it whose bounds are known before it)
+# reaches POOLED_LOOP_MIN_WORK: the program's own threshold for a kernel split as chunks
+# (pthread_pool.NATIVE_PARALLEL_MIN_ELEMENTS), below which the pool's hand-off costs more
+# than the second thread saves.
+POOLED_LOOP_MIN_WORK = 1 << 19
+
+
+def pooled_loops(k: Kernel) -> list[Loop]:
+    """The top-level loops of ``k`` that a kernel rendered for a pool runs on it: those the
+    lowering marked parallel, in steps of 1, that update no accumulator declared outside
+    them; none when the program splits the whole kernel as chunks (``chunk_loop``)."""
+    if chunk_loop(k) is not None:
+        return []
+    return [s for s in k.body if isinstance(s, Loop) and s.parallel and s.step == 1 and _owns_accumulators(s)]
+
+
+def _owns_accumulators(loop: Loop) -> bool:
+    declared: set[str] = set()
+    used: set[str] = set()
+
+    def walk(body: tuple) -> None:
+        for s in body:
+            if isinstance(s, Accumulator):
+                declared.add(s.name)
+            elif isinstance(s, Update):
+                used.add(s.name)
+            elif isinstance(s, Loop):
+                walk(s.body)
+            elif isinstance(s, If):
+                walk(s.then)
+                walk(s.orelse)
+    walk(loop.body)
+    used |= {e.name for e in expressions(loop.body) if isinstance(e, AccValue)}
+    return used <= declared
 
 
 def is_size(k: Kernel, e: Expr) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import llvmlite.ir as ir
@@ -50,6 +50,8 @@ from .program_plan import (
     Lapack,
     Patches,
     ProgramPlan,
+    links_pool,
+    pooled_call,
     walk_steps,
 )
 from .pthread_pool import build_module
@@ -122,6 +124,9 @@ class _Driver:
         self.not_inlined = self.kernels_at_one_shape(NOINLINE_LOOPS)
         self.home = self.homes()
         self.shared: dict[tuple, tuple[str, bool]] = {}
+        # Kernels rendered at constant dims with their pooled loops on the pool (at_dims).
+        self.pooled: dict[str, tuple[tuple[int, ...], tuple]] = {}
+        self.pooled_name: dict[tuple, str] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
         # function being built); None: every size is a constant.
@@ -212,6 +217,18 @@ class _Driver:
         if fn is None:
             fn = declared[name] = ir.Function(module, ir.FunctionType(ret, args), name)
         return fn
+
+    def at_dims(self, kernel: Any, dims: tuple[int, ...], same: tuple) -> Any:
+        """``kernel`` renamed for its rendering at constant ``dims``, with the in-place pairs
+        ``same`` that are one buffer at the call, and its pooled loops on the pool
+        (``render_kernel(pool_parts=, dims=, same=)``; ``self.pooled`` maps the name to the
+        two): the bodies the pool calls through a pointer see what the kernel inlined at its
+        call does. One such kernel per kernel, dims and pairs."""
+        name = self.pooled_name.get((kernel.name, dims, same))
+        if name is None:
+            name = self.pooled_name[kernel.name, dims, same] = f"{kernel.name}_at{len(self.pooled)}"
+            self.pooled[name] = (dims, same)
+        return dataclasses.replace(kernel, name=name)
 
     def place(self, kernel: Any, part: bool) -> None:
         """Link ``kernel`` into the second module (``part``) or the steps' one."""
@@ -455,6 +472,11 @@ class _Driver:
         dims = [self.value(b, d) for d in step.dims]
         kernel = self.canonical(step.kernel)
         key = self.shape_key(step)
+        if pooled_call(self.plan.threads, step):
+            args = [b for b in kernel.buffers if b.role != "temp"]
+            same = tuple((o.name, i) for o, reads in zip(kernel.outputs, kernel.in_place) for i in reads
+                         if ptrs[args.index(kernel.buffer(i))] is ptrs[args.index(o)])
+            kernel = self.at_dims(kernel, step.dims, same)
         if step.split is None:
             # A kernel with temps is handed their memory in the scratch block (or NULL: it
             # allocates its own), after its dimensions.
@@ -686,15 +708,18 @@ def _tiny(step: KernelCall) -> bool:
 
 def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",
           blas_int_bits: int = 64, kernels: Sequence[Any] | None = None, lapack: bool = True,
-          unoptimized: frozenset[str] = frozenset(), not_inlined: frozenset[str] = frozenset()) -> str:
+          unoptimized: frozenset[str] = frozenset(), not_inlined: frozenset[str] = frozenset(),
+          pooled: Mapping[str, tuple[tuple[int, ...], tuple]] | None = None) -> str:
     """The driver and the kernels of ``plan`` (``kernels``; by default every one) as one
     module's IR text: the kernels' definitions internal, so LLVM may inline them and drops
     what nothing calls; with the wrapper of each LAPACK op the plan runs (calling the
     LAPACKE routines of the library whose sgemm is ``sgemm_symbol``) unless not ``lapack``;
     the kernels named in ``unoptimized`` left out of LLVM's optimization (``_tiny``), those
-    in ``not_inlined`` never inlined (``NOINLINE_LOOPS``)."""
+    in ``not_inlined`` never inlined (``NOINLINE_LOOPS``), those in ``pooled`` rendered at
+    its dims with their pooled loops on the pool (``_Driver.at_dims``)."""
     import llvmlite.binding as llvm
 
+    pooled = pooled or {}
     if kernels is None:
         kernels = list({s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}.values())
     with jit._llvm_lock:
@@ -713,7 +738,10 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
             try:
                 verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
                 text = render.render_kernel(kernel, fastmath=fastmath, optimize=kernel.name not in unoptimized,
-                                            inline=kernel.name not in not_inlined)
+                                            inline=kernel.name not in not_inlined,
+                                            pool_parts=plan.threads if kernel.name in pooled else 1,
+                                            dims=pooled[kernel.name][0] if kernel.name in pooled else None,
+                                            same=pooled[kernel.name][1] if kernel.name in pooled else ())
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()
             except Exception as e:
@@ -753,11 +781,11 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
 
     def main() -> str:
         return _link(plan, steps, fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()),
-                     unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)
+                     unoptimized=driver.unoptimized, not_inlined=driver.not_inlined, pooled=driver.pooled)
     if not driver.kernels_in["part"]:
         return [main()]
     part = _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
-                 lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined)
+                 lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined, pooled=driver.pooled)
     return [main if lazy else main(), part]
 
 
@@ -975,8 +1003,8 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
     driver = _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic)
     text = _link(plan, driver.render_c(digest), sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits,
-                 not_inlined=driver.not_inlined)
-    if not any(isinstance(s, KernelCall) and s.split for s in walk_steps(plan.steps)):
+                 not_inlined=driver.not_inlined, pooled=driver.pooled)
+    if not links_pool(plan):
         return text
     import llvmlite.binding as llvm
 

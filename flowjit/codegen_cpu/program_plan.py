@@ -244,6 +244,9 @@ class ProgramPlan:
     steps: tuple[Any, ...]            # KernelCall, Gemm, Patches, Copy, Lapack, ControlCall
     scratch_bytes: int
     release_gil: bool
+    # The threads the pooled loops of its kernels may run on (kernel_abi.pooled_loops;
+    # 1: none): the kernels are rendered for the pool when above 1.
+    threads: int = 1
 
     def buffer(self, name: str) -> Buffer:
         return next(b for b in self.buffers if b.name == name)
@@ -252,10 +255,10 @@ class ProgramPlan:
         """The plan as text, one line per step, for ``flowjit ir --stage kernels``."""
         head = (f"native driver {self.name}({', '.join(self.args)}) -> ({', '.join(self.results)}); "
                 f"scratch {self.scratch_bytes} bytes; GIL {'released' if self.release_gil else 'held'}")
-        return "\n".join([head, *_describe_steps(self, self.steps, "  ")])
+        return "\n".join([head, *_describe_steps(self, self.steps, "  ", self.threads)])
 
 
-def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
+def _describe_steps(plan: Any, steps: Sequence[Any], indent: str, threads: int) -> list[str]:
     def show(n: str) -> str:
         b = plan.buffer(n)
         where = {"arg": "argument", "result": "result", "const": "constant", "out": f"out {b.slot}",
@@ -264,7 +267,8 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
     lines = []
     for s in steps:
         if isinstance(s, KernelCall):
-            split = f" on {s.split[1]} threads over {s.split[0]} rows" if s.split else ""
+            split = (f" on {s.split[1]} threads over {s.split[0]} rows" if s.split else
+                     f" (its parallel loops on up to {threads} threads)" if pooled_call(threads, s) else "")
             lines.append(f"{indent}{kernel_abi.symbol(s.kernel)}({', '.join(map(show, s.buffers))}){split}")
         elif isinstance(s, Gemm):
             batch = (f" x batch {list(s.batch)} (strides {list(s.stride_a)}, {list(s.stride_b)})"
@@ -291,7 +295,7 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str) -> list[str]:
             for k, block in enumerate(s.blocks):
                 lines.append(f"{indent}  block {k} ({', '.join(block.args)}) -> ({', '.join(block.outs)}); "
                              f"scratch {block.scratch_bytes} bytes")
-                lines += _describe_steps(block, block.steps, indent + "    ")
+                lines += _describe_steps(block, block.steps, indent + "    ", threads)
     return lines
 
 
@@ -429,7 +433,7 @@ def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = Tru
     planner = _Planner(parallel, threads, sequential, routines)
     top = planner.plan(function, kernels, blocks or {}, top=True, prefix="")
     plan = ProgramPlan(function.name, top.buffers, top.args, top.outs, top.steps, top.scratch_bytes,
-                       top.work >= GIL_MIN_ELEMENTS)
+                       top.work >= GIL_MIN_ELEMENTS, threads if parallel and threads > 1 else 1)
     return plan, planner.constants
 
 
@@ -780,6 +784,21 @@ def _gemm(op: Any, ins: list[tuple[int, bool]], buffers: dict[int, Buffer]) -> G
 
     return Gemm(buffers[a].name, buffers[b].name, buffers[op.results[0].id].name, ta, tb, m, n, k, dtype,
                 batch, strides(at), strides(bt))
+
+
+def pooled_call(threads: int, step: KernelCall) -> bool:
+    """Whether a plan of ``threads`` (``ProgramPlan.threads``) runs ``step``'s kernel rendered
+    at the step's dims with its pooled loops (``kernel_abi.pooled_loops``) on the native
+    pool: a kernel the plan does not split as chunks, at constant dims, ``threads`` above 1."""
+    return (step.split is None and threads > 1 and all(isinstance(d, int) for d in step.dims)
+            and bool(kernel_abi.pooled_loops(step.kernel)))
+
+
+def links_pool(plan: ProgramPlan) -> bool:
+    """Whether ``plan``'s code calls the native pool (a split kernel or a pooled call): a C
+    library of it links the pool in."""
+    return any(isinstance(s, KernelCall) and (s.split is not None or pooled_call(plan.threads, s))
+               for s in walk_steps(plan.steps))
 
 
 def walk_steps(steps: Sequence[Any]) -> list[Any]:

@@ -74,15 +74,24 @@ class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
     the files its loop IR and LLVM IR were saved to."""
 
 
-def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True) -> str:
+def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True,
+                  pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = ()) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
     by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
     flags on the kernel's float ops. Not ``optimize``: its functions ``optnone`` (LLVM's
     optimizer skips them), for a kernel whose work is too small to pay for LLVM's time. Not
-    ``inline``: its functions ``noinline`` (LLVM's inliner leaves them where they are)."""
+    ``inline``: its functions ``noinline`` (LLVM's inliner leaves them where they are).
+    ``pool_parts`` > 1: its ``kernel_abi.pooled_loops`` run on the native pool
+    (``flowjit_parallel_for``, on up to that many threads) when large enough, which a
+    native program that links the pool asks for. ``dims``: every argument's dimensions in
+    order, for a kernel only ever called with those: they are constants of its code, which
+    its pooled loops' bodies (called by the pool through a pointer, so never inlined where
+    the constants are) need to vectorize as the kernel does inlined at its shape. ``same``:
+    (output, input) pairs of ``kernel.in_place`` that are one buffer at that call, read
+    through one pointer (a scatter_add's copy of its operand onto itself then vanishes)."""
     from .emit import _Renderer  # llvmlite's IR builder: only a process that renders loads it
-    return _Renderer(kernel, fastmath, optimize, inline).render()
+    return _Renderer(kernel, fastmath, optimize, inline, pool_parts, dims, same).render()
 
 
 def _save(kernel: Kernel, ir_text: str | None) -> str:

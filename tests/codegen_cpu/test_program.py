@@ -755,3 +755,42 @@ def test_the_heaviest_kernels_are_placed_first_between_the_two_modules():
     stats = {n for n in defined[0] | defined[1] if "reduce_sum" in n and "sqrt" not in n}
     assert len(apply) == len(stats) == 2, defined
     assert all(len(apply & d) == 1 and len(stats & d) == 1 for d in defined), defined
+
+
+def _pooled_names(plan) -> list[str]:
+    from flowjit.codegen_cpu.program_emit import render_program
+    text = "\n".join(render_program(plan, 64))
+    return sorted(set(re.findall(r'define internal void @"?(fj_kernel_\w+?_at\d+)\.pool\d+"?\(', text)))
+
+
+def test_the_parallel_loop_of_a_kernel_with_serial_loops_and_temps_runs_on_the_pool():
+    # Centering by the column means: the column sums are serial loops into temps, so the
+    # program cannot split the kernel as chunks; its parallel loop (the centering) runs on
+    # the pool, its body rendered at the call's dims, one rendering per shape.
+    from flowjit.codegen_cpu import native_pool
+    if native_pool().workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: nothing runs on the pool")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((25088, 32)).astype(np.float32) + 3
+    y = rng.standard_normal((8192, 96)).astype(np.float32)
+    got, exe = _native(fj.function(lambda x, y: (x - x.mean(axis=0), y - y.mean(axis=0))), x, y)
+    for g, a in zip(got, (x, y)):
+        np.testing.assert_allclose(g, a - a.mean(axis=0, dtype=np.float64).astype(np.float32), rtol=1e-5, atol=1e-5)
+    assert len(_pooled_names(exe._program.plan)) == 2
+
+
+def test_a_large_scatter_add_onto_its_operand_runs_its_copy_on_the_pool_and_adds_repeated_ids():
+    # The kernel copies the operand (a parallel loop) and then adds the updates (serial); in
+    # the program the output is the operand's memory, which its rendering at the call knows.
+    from flowjit.codegen_cpu import native_pool
+    if native_pool().workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: nothing runs on the pool")
+    rng = np.random.default_rng(8)
+    table = rng.standard_normal((100_000, 8)).astype(np.float32)
+    ids = rng.integers(0, 1000, 4096).astype(np.int32)   # many repeats
+    u = rng.standard_normal((4096, 8)).astype(np.float32)
+    got, exe = _native(fj.function(lambda t, i, u: fj.scatter_add(t * 2, i, u)), table, ids, u)
+    want = table * 2
+    np.add.at(want, ids, u)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert _pooled_names(exe._program.plan)
