@@ -738,7 +738,8 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
             try:
                 verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
                 text = render.render_kernel(kernel, fastmath=fastmath, optimize=kernel.name not in unoptimized,
-                                            inline=kernel.name not in not_inlined,
+                                            # at its dims, a pooled kernel gains nothing inlined
+                                            inline=kernel.name not in not_inlined and kernel.name not in pooled,
                                             pool_parts=plan.threads if kernel.name in pooled else 1,
                                             dims=pooled[kernel.name][0] if kernel.name in pooled else None,
                                             same=pooled[kernel.name][1] if kernel.name in pooled else ())

@@ -81,22 +81,6 @@ class _StoreSlot:
     store: Store | None = None
 
 
-# A leading reduction (``leading_reduction``) of at least PARALLEL_MIN_ELEMENTS elements
-# sums its first axis in up to REDUCTION_CHUNKS parts, on the threads a program has.
-REDUCTION_CHUNKS = 16
-
-
-def _reduction_chunks(x: Value, axes: list, kinds: list) -> int:
-    """The parts a leading reduction of ``x`` over ``axes`` runs in (1: one serial pass):
-    sums only (the one reduction whose order NumPy leaves free), over a first axis that is
-    reduced, of an input large enough to split."""
-    shape = x.type.shape
-    if (0 not in axes or any(k != "sum" for k in kinds) or x.type.dtype.is_complex
-            or math.prod(shape) < PARALLEL_MIN_ELEMENTS or shape[0] < 2):
-        return 1
-    return min(REDUCTION_CHUNKS, shape[0])
-
-
 def _i(n: int) -> Const:
     return Const(int(n), INDEX)
 
@@ -206,23 +190,22 @@ class _Lowering:
         e = apply("min", apply("max", index, _i(0)), apply("sub", n, _i(1)))
         return self.bind(e, ("clamp", index, n), prefix="j")
 
-    def open_loop(self, var: str, stop: Expr, parallel: bool = False, start: Expr | None = None) -> _Scope:
+    def open_loop(self, var: str, stop: Expr, parallel: bool = False) -> _Scope:
         scope = _Scope(var)
-        scope.body.append(("loop", stop, parallel, start))
+        scope.body.append(("loop", stop, parallel))
         self.scopes.append(scope)
         return scope
 
     def close_loop(self) -> None:
         scope = self.scopes.pop()
-        (_, stop, parallel, start), *body = scope.body
-        if start is None and stop == _i(1):
+        (_, stop, parallel), *body = scope.body
+        if stop == _i(1):
             # A loop over an axis of 1 (a kept axis of a reduction's result): its one
             # iteration inline. LLVM would delete the loop too, but only after its loop
             # passes, whose time grows with the loops a kernel has.
             self.scopes[-1].body.extend([Let(scope.var, _i(0)), *body])
             return
-        self.scopes[-1].body.append(Loop(scope.var, _i(0) if start is None else start, stop, 1, tuple(body),
-                                         parallel))
+        self.scopes[-1].body.append(Loop(scope.var, _i(0), stop, 1, tuple(body), parallel))
 
     # ---- values ---------------------------------------------------------------------------
     def value(self, v: Value, idx: tuple) -> Expr | tuple:
@@ -539,70 +522,20 @@ class _Lowering:
                 self.close_loop()
         loop_vars = [Var(self.fresh("r" if k in axes else "i"), INDEX) for k in range(x.type.ndim)]
         cell = tuple(v for k, v in enumerate(loop_vars) if k not in axes)
-        chunks = _reduction_chunks(x, axes, [k for _, k in group])
-        if chunks > 1:
-            self.chunked_leading_reduction(x, group, names, loop_vars, cell, kept_shape, chunks)
-        else:
-            # A first axis that is kept (a max pool's batch) writes its own cells of the
-            # results in each iteration: parallel, when the input is large enough to split.
-            split = 0 not in axes and math.prod(x.type.shape) >= PARALLEL_MIN_ELEMENTS
-            for k, (v, n) in enumerate(zip(loop_vars, x.type.shape)):
-                self.open_loop(v.name, self.dim(n), split and k == 0)
-            for (r, r_kind), (name, acc_d) in zip(group, names):
-                val = self.value(r.inputs[0], tuple(loop_vars))
-                self.scopes[-1].body.append(Store(name, cell, scalar.combine(r_kind, Load(name, cell, acc_d), val)))
-            while len(self.scopes) > 1:
-                self.close_loop()
+        # A first axis that is kept (a max pool's batch) writes its own cells of the results
+        # in each iteration: parallel, when the input is large enough to split.
+        split = 0 not in axes and math.prod(x.type.shape) >= PARALLEL_MIN_ELEMENTS
+        for k, (v, n) in enumerate(zip(loop_vars, x.type.shape)):
+            self.open_loop(v.name, self.dim(n), split and k == 0)
+        for (r, r_kind), (name, acc_d) in zip(group, names):
+            val = self.value(r.inputs[0], tuple(loop_vars))
+            self.scopes[-1].body.append(Store(name, cell, scalar.combine(r_kind, Load(name, cell, acc_d), val)))
+        while len(self.scopes) > 1:
+            self.close_loop()
         self.scopes = saved
         for (r, _), (name, _) in zip(group, names):
             top.memo[("leading", r.results[0].id)] = (name,)
         return top.memo[key]
-
-    def chunked_leading_reduction(self, x: Value, group: list, names: list, loop_vars: list, cell: tuple,
-                                  kept_shape: tuple, chunks: int) -> None:
-        """The pass of ``leading_reduction`` over ``x`` as ``chunks`` parts of its first axis
-        (a parallel loop, each part summing its rows into a row of partial sums of its own),
-        then the partials added to the results in part order. The parts are fixed by the
-        shape, not by the threads that run them, so the sums are the same on any machine
-        and thread count; the serial pass of a batch norm's statistics over 25088 rows had
-        run on the calling thread alone."""
-        parts = []
-        for name, acc_d in names:
-            part = self.fresh("part")
-            self.temps.append(Buffer(part, "temp", acc_d, 1 + len(kept_shape),
-                                     (_i(chunks), *(self.dim(n) for n in kept_shape))))
-            parts.append(part)
-        c = Var(self.fresh("c"), INDEX)
-        self.open_loop(c.name, _i(chunks), parallel=True)
-        for part, (_, r_kind), (_, acc_d) in zip(parts, group, names):
-            kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
-            for v, n in zip(kept_vars, kept_shape):
-                self.open_loop(v.name, self.dim(n))
-            self.scopes[-1].body.append(Store(part, (c, *kept_vars), scalar.start_value(r_kind, acc_d)))
-            while len(self.scopes) > 2:
-                self.close_loop()
-        n0 = self.dim(x.type.shape[0])
-        lo = apply("idiv", apply("mul", n0, c), _i(chunks))
-        hi = apply("idiv", apply("mul", n0, apply("add", c, _i(1))), _i(chunks))
-        self.open_loop(loop_vars[0].name, hi, start=lo)
-        for v, n in zip(loop_vars[1:], x.type.shape[1:]):
-            self.open_loop(v.name, self.dim(n))
-        at = (c, *cell)
-        for part, (r, r_kind), (_, acc_d) in zip(parts, group, names):
-            val = self.value(r.inputs[0], tuple(loop_vars))
-            self.scopes[-1].body.append(Store(part, at, scalar.combine(r_kind, Load(part, at, acc_d), val)))
-        while len(self.scopes) > 1:
-            self.close_loop()
-        c = Var(self.fresh("c"), INDEX)
-        self.open_loop(c.name, _i(chunks))
-        kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
-        for v, n in zip(kept_vars, kept_shape):
-            self.open_loop(v.name, self.dim(n))
-        for part, (_, r_kind), (name, acc_d) in zip(parts, group, names):
-            total = scalar.combine(r_kind, Load(name, tuple(kept_vars), acc_d), Load(part, (c, *kept_vars), acc_d))
-            self.scopes[-1].body.append(Store(name, tuple(kept_vars), total))
-        while len(self.scopes) > 1:
-            self.close_loop()
 
     def leading_siblings(self, op: Op, axes: list) -> list:
         """The other reductions of the kernel, not yet lowered, that reduce an input of
