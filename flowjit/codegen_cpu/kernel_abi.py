@@ -16,7 +16,6 @@ from flowjit.lowering.loops import (
     AccValue,
     Const,
     Expr,
-    If,
     Kernel,
     Let,
     Loop,
@@ -25,6 +24,7 @@ from flowjit.lowering.loops import (
     Update,
     Var,
     expressions,
+    walk_statements,
 )
 
 # Streaming stores (measured when they were chosen: bench/results/cpu2-2026-11-24.md): outputs from
@@ -86,23 +86,10 @@ def pooled_loops(k: Kernel) -> list[Loop]:
 
 
 def _owns_accumulators(loop: Loop) -> bool:
-    declared: set[str] = set()
-    used: set[str] = set()
-
-    def walk(body: tuple) -> None:
-        for s in body:
-            if isinstance(s, Accumulator):
-                declared.add(s.name)
-            elif isinstance(s, Update):
-                used.add(s.name)
-            elif isinstance(s, Loop):
-                walk(s.body)
-            elif isinstance(s, If):
-                walk(s.then)
-                walk(s.orelse)
-    walk(loop.body)
-    used |= {e.name for e in expressions(loop.body) if isinstance(e, AccValue)}
-    return used <= declared
+    nested = list(walk_statements(loop.body))
+    declared = {s.name for s in nested if isinstance(s, Accumulator)}
+    used = {s.name for s in nested if isinstance(s, Update)}
+    return used | {e.name for e in expressions(loop.body) if isinstance(e, AccValue)} <= declared
 
 
 def is_size(k: Kernel, e: Expr) -> bool:

@@ -124,8 +124,8 @@ class _Driver:
         self.not_inlined = self.kernels_at_one_shape(NOINLINE_LOOPS)
         self.home = self.homes()
         self.shared: dict[tuple, tuple[str, bool]] = {}
-        # Kernels rendered at constant dims with their pooled loops on the pool (at_dims).
-        self.pooled: dict[str, tuple[tuple[int, ...], tuple]] = {}
+        # Kernels rendered at constant dims with their pooled loops on the pool (at_dims):
+        # (kernel name, dims, same) -> the rendering's name.
         self.pooled_name: dict[tuple, str] = {}
         self.n_results = sum(b.kind == "result" and not b.shares for b in plan.buffers)
         # The run-time value of the symbolic dimension B of a unified plan (an i64 of the
@@ -224,11 +224,14 @@ class _Driver:
         (``render_kernel(pool_parts=, dims=, same=)``; ``self.pooled`` maps the name to the
         two): the bodies the pool calls through a pointer see what the kernel inlined at its
         call does. One such kernel per kernel, dims and pairs."""
-        name = self.pooled_name.get((kernel.name, dims, same))
-        if name is None:
-            name = self.pooled_name[kernel.name, dims, same] = f"{kernel.name}_at{len(self.pooled)}"
-            self.pooled[name] = (dims, same)
+        key = (kernel.name, dims, same)
+        name = self.pooled_name.setdefault(key, f"{kernel.name}_at{len(self.pooled_name)}")
         return dataclasses.replace(kernel, name=name)
+
+    @property
+    def pooled(self) -> dict[str, tuple[tuple[int, ...], tuple]]:
+        """The kernels ``at_dims`` renamed: name -> (dims, same), what ``_link`` renders them at."""
+        return {name: (dims, same) for (_, dims, same), name in self.pooled_name.items()}
 
     def place(self, kernel: Any, part: bool) -> None:
         """Link ``kernel`` into the second module (``part``) or the steps' one."""

@@ -30,6 +30,7 @@ from flowjit.lowering.loops import (
     Var,
     children,
     free_names,
+    walk_statements,
 )
 from flowjit.lowering.scalar import apply
 
@@ -118,21 +119,6 @@ def _exprs_of(s: object) -> Iterator[Expr]:
             yield s.position
     elif isinstance(s, If):
         yield s.cond
-
-
-def _nested(s: object) -> tuple:
-    if isinstance(s, Loop):
-        return s.body
-    if isinstance(s, If):
-        return s.then + s.orelse
-    return ()
-
-
-def walk_statements(body: Iterable) -> Iterator:
-    """Every statement of ``body``, nested ones included."""
-    for s in body:
-        yield s
-        yield from walk_statements(_nested(s))
 
 
 def _subexprs(e: Expr) -> Iterator[Expr]:

@@ -232,6 +232,17 @@ def free_names(e: Expr, out: set | None = None) -> set:
     return out
 
 
+def walk_statements(body: tuple):
+    """Every statement of ``body``, the statements nested in loops and branches included,
+    each before those nested in it."""
+    for s in body:
+        yield s
+        if isinstance(s, Loop):
+            yield from walk_statements(s.body)
+        elif isinstance(s, If):
+            yield from walk_statements(s.then + s.orelse)
+
+
 def expressions(body: tuple):
     """Every expression of the statements ``body`` and of the statements nested in them,
     sub-expressions included (a renderer's scan for the intrinsics it must declare)."""
