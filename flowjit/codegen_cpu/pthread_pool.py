@@ -15,7 +15,8 @@ has not run yet takes nothing, the caller does its share, and the caller waits o
 chunks a running worker has claimed (polling for at most ``SPIN_NS``, yielding the core now
 and then, then asleep on a condition variable, so that its core goes to whoever can use
 it). A worker that loses its core in the middle of a chunk makes the caller wait for it;
-then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). A second
+then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). On Linux a worker woken on the
+CPU its caller runs on keeps off that CPU (``_avoid``) before it claims a chunk. A second
 caller while a loop runs (another thread, or a loop nested in a chunk) runs its whole range
 on its own thread.
 """
@@ -95,6 +96,55 @@ def _pause_hint() -> tuple[str, tuple[int, ...]]:
     return "", ()
 
 
+# Linux's cpu_set_t: 1024 CPUs, a bit each.
+_CPU_SET_BYTES = 128
+
+
+def _avoid(mod, ext):
+    """``flowjit_pool_avoid(i64 cpu, i8* allowed) -> i1``: restrict the calling thread to the
+    CPUs of ``allowed`` (a cpu_set_t, its mask when it started) but ``cpu``, which moves it
+    off ``cpu`` at once and keeps it off while it sleeps; true when done (false: ``cpu`` is
+    out of range or the only CPU allowed, or the call failed).
+
+    Why: Linux woke a worker asleep between loops on the CPU of the thread that woke it,
+    its caller, at times (on the project's 2-vCPU Xeon in about one block of calls in two,
+    the other vCPU idle; a guest kernel may take an idle vCPU for a preempted one), and it
+    waited there until the caller had run every chunk itself: the split loops at one
+    thread's speed, call after call. Moving it once it runs does not last: the next wake-up
+    placed it on the caller's CPU again. A worker keeps off the CPU its caller last ran a
+    loop from, and moves again when the caller has moved."""
+    from llvmlite import ir
+    I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    mask_ty = ir.ArrayType(I8, _CPU_SET_BYTES)
+    fn = ir.Function(mod, ir.FunctionType(I1, [I64, I8.as_pointer()]), "flowjit_pool_avoid")
+    fn.linkage = "internal"
+    setaff = ext("sched_setaffinity", I32, [I32, I64, I8.as_pointer()])
+    entry, clear, moves, no = (fn.append_basic_block(s) for s in ("entry", "clear", "moves", "no"))
+    b = ir.IRBuilder(entry)
+    cpu, allowed = fn.args
+    zero32 = ir.Constant(I32, 0)
+    away = b.alloca(mask_ty)
+    in_range = b.and_(b.icmp_signed(">=", cpu, ir.Constant(I64, 0)),
+                      b.icmp_signed("<", cpu, ir.Constant(I64, 8 * _CPU_SET_BYTES)))
+    b.cbranch(in_range, clear, no)
+    b.position_at_end(clear)
+    b.store(b.load(b.bitcast(allowed, mask_ty.as_pointer())), away)
+    at = b.gep(away, [zero32, b.trunc(b.lshr(cpu, ir.Constant(I64, 3)), I32)], inbounds=True)
+    bit = b.shl(ir.Constant(I8, 1), b.trunc(b.and_(cpu, ir.Constant(I64, 7)), I8))
+    b.store(b.and_(b.load(at), b.xor(bit, ir.Constant(I8, -1))), at)
+    words = b.bitcast(away, ir.ArrayType(I64, _CPU_SET_BYTES // 8).as_pointer())
+    other = ir.Constant(I64, 0)
+    for k in range(_CPU_SET_BYTES // 8):
+        other = b.or_(other, b.load(b.gep(words, [zero32, ir.Constant(I32, k)], inbounds=True)))
+    b.cbranch(b.icmp_unsigned("!=", other, ir.Constant(I64, 0)), moves, no)
+    b.position_at_end(moves)
+    moved = b.call(setaff, [zero32, ir.Constant(I64, _CPU_SET_BYTES), b.bitcast(away, I8.as_pointer())])
+    b.ret(b.icmp_signed("==", moved, zero32))
+    b.position_at_end(no)
+    b.ret(ir.Constant(I1, 0))
+    return fn
+
+
 def build_module() -> str:
     """The LLVM IR text of the pool: ``flowjit_pool_start(i64 workers) -> i32`` (0 or the
     first pthread error), ``flowjit_pool_after_fork()`` and ``flowjit_parallel_for(fn, i64 n,
@@ -131,6 +181,7 @@ def build_module() -> str:
     job_fn, job_ctx = glob("job_fn", CHUNK_FN.as_pointer()), glob("job_ctx", I8P)
     job_n, job_threads = glob("job_n", I64), glob("job_threads", I64)
     solo_until, rest_ns = glob("solo_until", I64), glob("rest_ns", I64)
+    job_cpu = glob("job_cpu", I64, ir.Constant(I64, -1))  # the caller's CPU at the loop's start
 
     mutex_init = ext("pthread_mutex_init", I32, [I8P, I8P])
     cond_init = ext("pthread_cond_init", I32, [I8P, I8P])
@@ -139,6 +190,8 @@ def build_module() -> str:
     wait = ext("pthread_cond_wait", I32, [I8P, I8P])
     broadcast, signal = ext("pthread_cond_broadcast", I32, [I8P]), ext("pthread_cond_signal", I32, [I8P])
     sched_yield = ext("sched_yield", I32, [])
+    linux = platform.system() == "Linux"
+    getcpu = ext("sched_getcpu", I32, []) if linux else None
     worker_ty = ir.FunctionType(I8P, [I8P])
     create = ext("pthread_create", I32, [I64.as_pointer(), I8P, worker_ty.as_pointer(), I8P])
     hint, hint_args = _pause_hint()
@@ -248,6 +301,13 @@ def build_module() -> str:
     entry, top = worker.append_basic_block("entry"), worker.append_basic_block("top")
     b = ir.IRBuilder(entry)
     idx = b.ptrtoint(worker.args[0], I64)
+    if linux:  # the CPUs it may run on, and the one it keeps off (-1: none; -2: it cannot)
+        allowed = b.alloca(ir.ArrayType(ir.IntType(8), _CPU_SET_BYTES))
+        allowed_p = b.bitcast(allowed, I8P)
+        avoided = b.alloca(I64)
+        got = b.call(ext("sched_getaffinity", I32, [I32, I64, I8P]),
+                     [ir.Constant(I32, 0), const(_CPU_SET_BYTES), allowed_p])
+        b.store(b.select(b.icmp_signed("==", got, ir.Constant(I32, 0)), const(-1), const(-2)), avoided)
     b.branch(top)
     b.position_at_end(top)
     seen = b.phi(I64)
@@ -257,6 +317,15 @@ def build_module() -> str:
     joins, back = worker.append_basic_block("joins"), worker.append_basic_block("back")
     b.cbranch(b.icmp_signed("<", idx, ld(b, job_threads)), joins, back)
     b.position_at_end(joins)
+    if linux:
+        caller_cpu, was = ld(b, job_cpu), b.load(avoided)
+        moves, stays = worker.append_basic_block("moves"), worker.append_basic_block("stays")
+        b.cbranch(b.and_(b.icmp_signed("!=", caller_cpu, was), b.icmp_signed("!=", was, const(-2))), moves, stays)
+        b.position_at_end(moves)
+        done_ = b.call(_avoid(mod, ext), [caller_cpu, allowed_p])
+        b.store(b.select(done_, caller_cpu, was), avoided)
+        b.branch(stays)
+        b.position_at_end(stays)
     b.call(take, [b.and_(now, const(0xFFFFFFFF)), ir.Constant(I1, 0)])
     b.branch(back)
     b.position_at_end(back)
@@ -344,6 +413,8 @@ def build_module() -> str:
     chunks = smaller(smaller(n, b.mul(threads, const(OVERSPLIT))), const(MAX_CHUNKS))
     for g, v in ((job_fn, fn), (job_ctx, ctx), (job_n, n), (job_threads, threads), (finished, const(0))):
         st(b, v, g)
+    if linux:
+        st(b, b.sext(b.call(getcpu, []), I64), job_cpu)
     b.call(lock, [p(b, mutex)])
     now = b.add(ld(b, gen), one)
     ep = b.and_(now, const(0xFFFFFFFF))

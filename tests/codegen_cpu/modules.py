@@ -14,7 +14,8 @@ F32, F64, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(64)
 
 def _loop(fn: ir.Function, start: ir.Value, stop: ir.Value, body, b: ir.IRBuilder | None = None) -> ir.IRBuilder:
     """``for i in [start, stop): body(builder, i)``, from builder ``b``'s block if given
-    (else a new entry block); returns a builder at the exit block."""
+    (else a new entry block); returns a builder at the exit block. A body that ends in a
+    block of its own (a nested loop) returns the builder it ended at."""
     b = b or ir.IRBuilder(fn.append_basic_block("entry"))
     entry = b.block
     loop, exit_ = (fn.append_basic_block(s) for s in ("loop", "exit"))
@@ -22,7 +23,7 @@ def _loop(fn: ir.Function, start: ir.Value, stop: ir.Value, body, b: ir.IRBuilde
     b.position_at_end(loop)
     i = b.phi(I64)
     i.add_incoming(start, entry)
-    body(b, i)
+    b = body(b, i) or b
     nxt = b.add(i, ir.Constant(I64, 1))
     i.add_incoming(nxt, b.block)
     b.cbranch(b.icmp_signed("<", nxt, stop), loop, exit_)
@@ -118,6 +119,35 @@ def parallel_driver(name: str, parts: int) -> str:
         b.store(v, b.gep(slot, [zero, ir.Constant(ir.IntType(32), k)]))
     b.call(pf, [chunk, drv.args[2], b.bitcast(slot, i8p), ir.Constant(I64, parts)])
     b.ret_void()
+    return str(mod)
+
+
+def cpu_recorder(name: str) -> str:
+    """``void record(i64 start, i64 stop, i8* ctx)``, a chunk function of the native pool's
+    signature, ctx an ``{i32* cpus, i32* tids, i64 spin}``: for each i of [start, stop) it
+    calls ``sched_getcpu`` ``spin`` times (about 1 us a call for spin 20), then stores the
+    CPU it ran on in cpus[i] and its thread (``gettid``) in tids[i]. Linux only."""
+    mod = ir.Module(name)
+    i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    ctx_ty = ir.LiteralStructType([i32.as_pointer(), i32.as_pointer(), I64])
+    getcpu = ir.Function(mod, ir.FunctionType(i32, []), "sched_getcpu")
+    gettid = ir.Function(mod, ir.FunctionType(i32, []), "gettid")
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64, I64, i8p]), "record")
+    start, stop, ctx = fn.args
+    pre = ir.IRBuilder(fn.append_basic_block("pre"))
+    c = pre.bitcast(ctx, ctx_ty.as_pointer())
+    zero = ir.Constant(ir.IntType(32), 0)
+    cpus, tids, spin = (pre.load(pre.gep(c, [zero, ir.Constant(ir.IntType(32), k)])) for k in (0, 1, 2))
+
+    def element(b, i):
+        def call(b, _k):
+            b.call(getcpu, [])
+        b = _loop(fn, ir.Constant(I64, 0), spin, call, b)
+        b.store(b.call(getcpu, []), b.gep(cpus, [i], inbounds=True))
+        b.store(b.call(gettid, []), b.gep(tids, [i], inbounds=True))
+        return b
+
+    _loop(fn, start, stop, element, pre).ret_void()
     return str(mod)
 
 

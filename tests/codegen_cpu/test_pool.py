@@ -124,6 +124,34 @@ def test_after_a_worker_straggles_the_next_loops_run_on_the_caller_until_the_res
     assert len(split.calls) == min(1 << 16, (pool.workers + 1) * OVERSPLIT)
 
 
+@pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
+                    reason="sched_getcpu, and two CPUs to tell apart")
+def test_a_worker_woken_on_its_callers_cpu_runs_its_chunks_on_another():
+    # After an idle spell the woken worker was often placed on its caller's CPU, and both
+    # stayed there for a whole block of calls: split loops ran at one thread's speed (a
+    # softmax's 15 calls after a 150 ms pause: 2.4 ms each in about half the blocks, 1.2 ms
+    # in the others, on the project's 2-vCPU Xeon).
+    pool = native_pool()
+    if pool.workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: no workers")
+    record = load(modules.cpu_recorder("cpu_recorder")).address("record")
+    n = 2000
+    cpus, tids = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    ctx = (ctypes.c_int64 * 3)(cpus.ctypes.data, tids.ctypes.data, 200)  # 0.3-0.6 ms a loop
+    caller = threading.get_native_id()
+    shared, joined = 0, 0
+    for _ in range(30):
+        time.sleep(0.03)  # long past the workers' spin: they sleep, to be woken by the loop
+        pool.run(record, n, ctypes.addressof(ctx), 2)
+        mine = tids == caller
+        if mine.all():
+            continue  # the worker took no chunk (one on the caller's CPU gets none)
+        joined += 1
+        shared += bool(np.isin(cpus[~mine], cpus[mine][:1]).any())
+    assert joined >= 15, f"the worker took part in {joined} of 30 loops"
+    assert shared <= 2, f"the worker ran on the caller's first CPU in {shared} of {joined} loops"
+
+
 def test_a_compiled_loop_adds_each_element_once_beside_busy_processes():
     drive = load(modules.parallel_driver("pool_busy", 8)).function("driver", None, [P, P, I64])
     with busy(2):
