@@ -15,8 +15,9 @@ has not run yet takes nothing, the caller does its share, and the caller waits o
 chunks a running worker has claimed (polling for at most ``SPIN_NS``, yielding the core now
 and then, then asleep on a condition variable, so that its core goes to whoever can use
 it). A worker that loses its core in the middle of a chunk makes the caller wait for it;
-then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). On Linux a worker woken on the
-CPU its caller runs on keeps off that CPU (``_avoid``) before it claims a chunk. A second
+then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). On Linux a worker about to sleep
+keeps off the CPU its caller last started a loop on (``_avoid``) until it is woken, on a
+machine with no straggler lately (``CALM_NS``). A second
 caller while a loop runs (another thread, or a loop nested in a chunk) runs its whole range
 on its own thread.
 """
@@ -64,6 +65,10 @@ STRAGGLE_NS = 30_000
 REST_MIN_NS = 20_000_000
 REST_MAX_NS = 100_000_000
 
+# A worker keeps off its caller's CPU while it sleeps (``_avoid``) only when no loop had a
+# straggler for this long.
+CALM_NS = 2_000_000_000
+
 # The claim word: the loop's epoch (the low 32 bits of its generation), its chunk count and
 # the next chunk to hand out, so that one compare-and-swap checks all three.
 _EPOCH_SHIFT, _COUNT_SHIFT, _FIELD = 32, 16, 0xFFFF
@@ -110,9 +115,10 @@ def _avoid(mod, ext):
     its caller, at times (on the project's 2-vCPU Xeon in about one block of calls in two,
     the other vCPU idle; a guest kernel may take an idle vCPU for a preempted one), and it
     waited there until the caller had run every chunk itself: the split loops at one
-    thread's speed, call after call. Moving it once it runs does not last: the next wake-up
-    placed it on the caller's CPU again. A worker keeps off the CPU its caller last ran a
-    loop from, and moves again when the caller has moved."""
+    thread's speed, call after call. Moving it once it runs did not last: the next wake-up
+    placed it on the caller's CPU again. So a worker about to sleep calls this with the CPU
+    its caller last started a loop on, and widens its mask again once woken (kept all the
+    time, the restriction cost under load what it won idle: see CALM_NS)."""
     from llvmlite import ir
     I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
     mask_ty = ir.ArrayType(I8, _CPU_SET_BYTES)
@@ -181,6 +187,7 @@ def build_module() -> str:
     job_fn, job_ctx = glob("job_fn", CHUNK_FN.as_pointer()), glob("job_ctx", I8P)
     job_n, job_threads = glob("job_n", I64), glob("job_threads", I64)
     solo_until, rest_ns = glob("solo_until", I64), glob("rest_ns", I64)
+    straggled_at = glob("straggled_at", I64)  # when a loop last had a straggler (0: never)
     job_cpu = glob("job_cpu", I64, ir.Constant(I64, -1))  # the caller's CPU at the loop's start
 
     mutex_init = ext("pthread_mutex_init", I32, [I8P, I8P])
@@ -217,9 +224,10 @@ def build_module() -> str:
     def st(b, v, g):
         b.store_atomic(v, g, "release", 8)
 
-    def await_(b, fn, ready, cond, label):
+    def await_(b, fn, ready, cond, label, before_sleep=None, after_wake=None):
         """Poll ``ready(b)`` for up to SPIN_NS, then sleep on ``cond`` under the mutex until it
-        holds (the writer that makes it hold signals ``cond`` under the mutex)."""
+        holds (the writer that makes it hold signals ``cond`` under the mutex);
+        ``before_sleep(b)`` and ``after_wake(b)`` run around the sleep."""
         began = b.call(clock, [])
         head = b.block
         loop, more, give, asleep, check, nap, woken, after = (
@@ -241,6 +249,8 @@ def build_module() -> str:
         k.add_incoming(k1, give)
         b.cbranch(b.icmp_signed(">=", b.sub(b.call(clock, []), began), const(SPIN_NS)), asleep, loop)
         b.position_at_end(asleep)
+        if before_sleep is not None:
+            before_sleep(b)
         b.call(lock, [p(b, mutex)])
         b.branch(check)
         b.position_at_end(check)  # the loop also absorbs spurious wake-ups
@@ -250,6 +260,8 @@ def build_module() -> str:
         b.branch(check)
         b.position_at_end(woken)
         b.call(unlock, [p(b, mutex)])
+        if after_wake is not None:
+            after_wake(b)
         b.branch(after)
         b.position_at_end(after)
 
@@ -301,31 +313,55 @@ def build_module() -> str:
     entry, top = worker.append_basic_block("entry"), worker.append_basic_block("top")
     b = ir.IRBuilder(entry)
     idx = b.ptrtoint(worker.args[0], I64)
-    if linux:  # the CPUs it may run on, and the one it keeps off (-1: none; -2: it cannot)
+    sleep_hooks = {}
+    if linux:
+        # The CPUs it may run on, the CPU its caller last started a loop on (-1: none yet;
+        # -2: it cannot tell its CPUs), and whether its sleep is restricted to the others.
         allowed = b.alloca(ir.ArrayType(ir.IntType(8), _CPU_SET_BYTES))
         allowed_p = b.bitcast(allowed, I8P)
-        avoided = b.alloca(I64)
+        avoided, restricted = b.alloca(I64), b.alloca(I1)
         got = b.call(ext("sched_getaffinity", I32, [I32, I64, I8P]),
                      [ir.Constant(I32, 0), const(_CPU_SET_BYTES), allowed_p])
         b.store(b.select(b.icmp_signed("==", got, ir.Constant(I32, 0)), const(-1), const(-2)), avoided)
+        b.store(ir.Constant(I1, 0), restricted)
+        avoid = _avoid(mod, ext)
+        setaff = mod.globals["sched_setaffinity"]
+
+        def before_sleep(b):
+            # Not on a machine whose cores other processes hold (a straggler in the last
+            # CALM_NS): there the worker kept off its caller's CPU lost its core to them in
+            # mid-chunk more often (the transformer's training step beside two busy
+            # processes 58-61 -> 81-92 ms), where one on the caller's CPU left the loops to
+            # the caller.
+            restrict, done_ = worker.append_basic_block("restrict"), worker.append_basic_block("restricted")
+            calm = b.icmp_signed(">", b.sub(b.call(clock, []), ld(b, straggled_at)), const(CALM_NS))
+            b.cbranch(calm, restrict, done_)
+            b.position_at_end(restrict)
+            b.store(b.call(avoid, [b.load(avoided), allowed_p]), restricted)
+            b.branch(done_)
+            b.position_at_end(done_)
+
+        def after_wake(b):
+            widen, wide = worker.append_basic_block("widen"), worker.append_basic_block("wide")
+            b.cbranch(b.load(restricted), widen, wide)
+            b.position_at_end(widen)
+            b.call(setaff, [ir.Constant(I32, 0), const(_CPU_SET_BYTES), allowed_p])
+            b.store(ir.Constant(I1, 0), restricted)
+            b.branch(wide)
+            b.position_at_end(wide)
+        sleep_hooks = {"before_sleep": before_sleep, "after_wake": after_wake}
     b.branch(top)
     b.position_at_end(top)
     seen = b.phi(I64)
     seen.add_incoming(const(0), entry)
-    await_(b, worker, lambda b: b.icmp_unsigned("!=", ld(b, gen), seen), work, "job")
+    await_(b, worker, lambda b: b.icmp_unsigned("!=", ld(b, gen), seen), work, "job", **sleep_hooks)
     now = ld(b, gen)
     joins, back = worker.append_basic_block("joins"), worker.append_basic_block("back")
     b.cbranch(b.icmp_signed("<", idx, ld(b, job_threads)), joins, back)
     b.position_at_end(joins)
     if linux:
-        caller_cpu, was = ld(b, job_cpu), b.load(avoided)
-        moves, stays = worker.append_basic_block("moves"), worker.append_basic_block("stays")
-        b.cbranch(b.and_(b.icmp_signed("!=", caller_cpu, was), b.icmp_signed("!=", was, const(-2))), moves, stays)
-        b.position_at_end(moves)
-        done_ = b.call(_avoid(mod, ext), [caller_cpu, allowed_p])
-        b.store(b.select(done_, caller_cpu, was), avoided)
-        b.branch(stays)
-        b.position_at_end(stays)
+        was = b.load(avoided)
+        b.store(b.select(b.icmp_signed("==", was, const(-2)), was, ld(b, job_cpu)), avoided)
     b.call(take, [b.and_(now, const(0xFFFFFFFF)), ir.Constant(I1, 0)])
     b.branch(back)
     b.position_at_end(back)
@@ -336,7 +372,7 @@ def build_module() -> str:
     # a mutex held), so its loops run on its one thread from then on.
     child = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_pool_after_fork")
     b = ir.IRBuilder(child.append_basic_block("entry"))
-    for g in (nworkers, claim, finished, solo_until, rest_ns):
+    for g in (nworkers, claim, finished, solo_until, rest_ns, straggled_at):
         st(b, const(0), g)
     for g in (mutex, busy):
         b.call(mutex_init, [p(b, g), ir.Constant(I8P, None)])
@@ -445,6 +481,7 @@ def build_module() -> str:
     longer = b.select(b.icmp_signed(">", longer, const(REST_MAX_NS)), const(REST_MAX_NS), longer)
     st(b, longer, rest_ns)
     st(b, b.add(ended, longer), solo_until)
+    st(b, ended, straggled_at)
     b.branch(after)
     b.position_at_end(kept_up)
     st(b, const(0), rest_ns)
