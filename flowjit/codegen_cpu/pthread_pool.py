@@ -15,11 +15,11 @@ has not run yet takes nothing, the caller does its share, and the caller waits o
 chunks a running worker has claimed (polling for at most ``SPIN_NS``, yielding the core now
 and then, then asleep on a condition variable, so that its core goes to whoever can use
 it). A worker that loses its core in the middle of a chunk makes the caller wait for it;
-then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). On Linux a worker about to sleep
-keeps off the CPU its caller last started a loop on (``_avoid``) until it is woken, on a
-machine with no straggler lately (``CALM_NS``). A second
-caller while a loop runs (another thread, or a loop nested in a chunk) runs its whole range
-on its own thread.
+then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). On Linux a
+worker about to sleep keeps off the CPU its caller last started a loop on (``_avoid``) until
+it is woken, on a machine with no straggler lately (``CALM_NS``). A second caller while a
+loop runs (another thread, or a loop nested in a chunk) runs its whole range on its own
+thread.
 """
 
 from __future__ import annotations
@@ -105,11 +105,12 @@ def _pause_hint() -> tuple[str, tuple[int, ...]]:
 _CPU_SET_BYTES = 128
 
 
-def _avoid(mod, ext):
+def _avoid(mod, setaff):
     """``flowjit_pool_avoid(i64 cpu, i8* allowed) -> i1``: restrict the calling thread to the
     CPUs of ``allowed`` (a cpu_set_t, its mask when it started) but ``cpu``, which moves it
     off ``cpu`` at once and keeps it off while it sleeps; true when done (false: ``cpu`` is
-    out of range or the only CPU allowed, or the call failed).
+    out of range or the only CPU allowed, or the call failed). ``setaff``: the module's
+    declaration of ``sched_setaffinity``.
 
     Why: Linux woke a worker asleep between loops on the CPU of the thread that woke it,
     its caller, at times (on the project's 2-vCPU Xeon in about one block of calls in two,
@@ -124,7 +125,6 @@ def _avoid(mod, ext):
     mask_ty = ir.ArrayType(I8, _CPU_SET_BYTES)
     fn = ir.Function(mod, ir.FunctionType(I1, [I64, I8.as_pointer()]), "flowjit_pool_avoid")
     fn.linkage = "internal"
-    setaff = ext("sched_setaffinity", I32, [I32, I64, I8.as_pointer()])
     entry, clear, moves, no = (fn.append_basic_block(s) for s in ("entry", "clear", "moves", "no"))
     b = ir.IRBuilder(entry)
     cpu, allowed = fn.args
@@ -324,8 +324,8 @@ def build_module() -> str:
                      [ir.Constant(I32, 0), const(_CPU_SET_BYTES), allowed_p])
         b.store(b.select(b.icmp_signed("==", got, ir.Constant(I32, 0)), const(-1), const(-2)), avoided)
         b.store(ir.Constant(I1, 0), restricted)
-        avoid = _avoid(mod, ext)
-        setaff = mod.globals["sched_setaffinity"]
+        setaff = ext("sched_setaffinity", I32, [I32, I64, I8P])
+        avoid = _avoid(mod, setaff)
 
         def before_sleep(b):
             # Not on a machine whose cores other processes hold (a straggler in the last
