@@ -85,6 +85,11 @@ _LIBM = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": 
          "hypot": "hypot"}
 
 
+def _nan_flagged(acc: Accumulator) -> bool:
+    """Whether float max/min accumulator ``acc`` runs NaN-blind with a "NaN seen" flag."""
+    return acc.kind in ("max", "min") and acc.dtype in (float32, float64)
+
+
 def _reg(d: DType) -> ir.Type:
     return _REG[d.short]
 
@@ -512,16 +517,18 @@ class _Renderer:
             # win equals the start, and its position (the lowering's linear index over the
             # reduced axes) is 0: no "found" flag on the loop's critical path.
             flagged = arg and s.start != scalar.start_value(s.kind, s.dtype)
+            # A float max/min keeps "a NaN was seen" beside its NaN-blind maxnum/minnum.
             slots = (self.slot(_reg(s.dtype), s.name),
                      self.slot(I64, f"{s.name}.pos") if arg else None,
-                     self.slot(I1, f"{s.name}.found") if flagged else None)
+                     self.slot(I1, f"{s.name}.found") if flagged or _nan_flagged(s) else None)
             self.accs[s.name] = (s, *slots)
         _, value, pos, found = self.accs[s.name]
-        self.b.store(self.expr(s.start, env), value)
+        start = self.expr(s.start, env)
+        self.b.store(start, value)
         if pos is not None:
             self.b.store(ir.Constant(I64, 0), pos)
         if found is not None:
-            self.b.store(ir.Constant(I1, 0), found)
+            self.b.store(self.b.fcmp_unordered("uno", start, start) if _nan_flagged(s) else ir.Constant(I1, 0), found)
 
     def update(self, s: Update, env: dict) -> None:
         decl, value, pos, found = self.accs[s.name]
@@ -552,14 +559,18 @@ class _Renderer:
             self.b.branch(after)
             self.b.position_at_end(after)
             return
-        if decl.kind in ("max", "min") and decl.dtype in (float32, float64) and s.value.dtype == decl.dtype:
-            # llvm.maximum propagates NaN as np.maximum and vectorizes as a reduction (the
-            # compare-and-select of scalar.combine does not); only which of two equal zeros
-            # a reduction returns may differ from NumPy's, whose own order-dependent answer
-            # is no better defined.
+        if found is not None and _nan_flagged(decl) and s.value.dtype == decl.dtype:
+            # NumPy's max propagates NaN. llvm.maximum does too but costs six instructions a
+            # vector on x86 (it orders signed zeros and tests NaN at every step); maxnum under
+            # nnan nsz is one vmaxps, and the NaN test becomes an or-reduction of unordered
+            # self-compares (the flag the accumulator's reader selects NaN by). Only which of
+            # two equal zeros a reduction returns may differ from NumPy's, whose own
+            # order-dependent answer is no better defined.
             t = _reg(decl.dtype)
-            fn = self.module.declare_intrinsic(f"llvm.{decl.kind}imum", [t], ir.FunctionType(t, [t, t]))
-            self.b.store(self.b.call(fn, [self.memo[("acc", s.name)], self.expr(s.value, env)]), value)
+            fn = self.module.declare_intrinsic(f"llvm.{decl.kind}num", [t], ir.FunctionType(t, [t, t]))
+            v = self.expr(s.value, env)
+            self.b.store(self.b.call(fn, [self.memo[("acc", s.name)], v], fastmath=("nnan", "nsz")), value)
+            self.b.store(self.b.or_(self.b.load(found), self.b.fcmp_unordered("uno", v, v)), found)
             return
         new = self.expr(scalar.combine(decl.kind, current, s.value), env)
         if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16 and not self.fastmath:
@@ -594,7 +605,10 @@ class _Renderer:
             self.grouped(v, e.buffer, e.index)
             return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
         if isinstance(e, AccValue):
-            decl, value, pos, _ = self.accs[e.name]
+            decl, value, pos, found = self.accs[e.name]
+            if found is not None and _nan_flagged(decl):
+                nan = ir.Constant(_reg(decl.dtype), float("nan"))
+                return self.b.select(self.b.load(found), nan, self.b.load(value))
             return self.b.load(pos if pos is not None else value)
         assert isinstance(e, Prim), e
         args = [self.expr(a, env) for a in e.args]

@@ -141,6 +141,22 @@ def test_reductions_of_nan_and_inf(dtype):
     assert check_compiled(f, rows) >= 1
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vectorized_max_and_min_reductions_propagate_a_nan_in_any_lane(dtype):
+    """Float max/min reduce NaN-blind (maxnum) beside a "NaN seen" flag: a NaN in a vector's
+    first or last lane, in the scalar tail, or in the first element still gives NaN, rows of
+    infinities and zeros keep their value, and a softmax row with a NaN is all NaN."""
+    x = np.random.default_rng(3).standard_normal((40, 301)).astype(dtype)
+    for row, col in ((1, 0), (2, 15), (3, 16), (4, 63), (5, 299), (6, 300), (7, 137)):
+        x[row, col] = NAN
+    x[8], x[9], x[10] = INF, -INF, 0.0
+    x[11, ::2] = -INF
+    f = lambda v: (fj.max(v * 1, axis=1), fj.min(v * 1, axis=1), fj.max(v * 1), fj.min(v[8:] * 1),  # noqa: E731
+                   fj.nn.softmax(v * 1, axis=-1))
+    with np.errstate(invalid="ignore"):
+        assert check_compiled(f, x) == 1
+
+
 def test_a_large_parallel_loop_runs_in_chunks_as_one_call():
     """Past PARALLEL_MIN_ELEMENTS a kernel with one top-level parallel loop runs as chunks
     on the pool (the chunk entry): rows of a softmax and elements of a gelu, every one written."""
