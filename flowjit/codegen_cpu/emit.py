@@ -100,8 +100,10 @@ def _mem(d: DType) -> ir.Type:
 
 class _Renderer:
     def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True,
-                 pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = ()):
+                 pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = (),
+                 native_ldexp: bool = False):
         self.k = k
+        self.native_ldexp = native_ldexp
         self.pool_parts = pool_parts
         self.const_dims = dims
         self.same = same
@@ -725,7 +727,7 @@ class _Renderer:
         fn = self.helpers.get(name)
         if fn is not None:
             return fn
-        fn = intrinsics.function(self.module, name)
+        fn = intrinsics.function(self.module, name, self.native_ldexp)
         if fn is None:
             t = _reg(d)
             arity = scalar.OPS[op][0]

@@ -187,8 +187,9 @@ class Scalar:
     """Builds float32 or float64 code at ``builder``: constants, selects, the LLVM
     intrinsics and scalar_math's bit-level helpers (``pow2``, ``split_log``, ...)."""
 
-    def __init__(self, builder: ir.IRBuilder, fty: ir.Type) -> None:
+    def __init__(self, builder: ir.IRBuilder, fty: ir.Type, native_ldexp: bool = False) -> None:
         self.b, self.t = builder, fty
+        self.native_ldexp = native_ldexp
         self.width, self.mant, self.bias = (32, 23, 127) if fty == _F32 else (64, 52, 1023)
         self.ity = ir.IntType(self.width)
 
@@ -234,6 +235,14 @@ class Scalar:
             n = b.sext(n, self.ity)
         return self._float(b.shl(b.add(n, ir.Constant(self.ity, self.bias)), ir.Constant(self.ity, self.mant)))
 
+    def ldexp(self, p: V, nf: V) -> V:
+        """p * 2**nf rounded once, for an integer-valued nf of magnitude below 2**31: one
+        ``vscalefps``/``vscalefpd`` a vector where the target has AVX-512 (the caller asks
+        only then: elsewhere LLVM makes it a libm call per element)."""
+        b, i32 = self.b, ir.IntType(32)
+        fn = b.module.declare_intrinsic("llvm.ldexp", [self.t, i32], ir.FunctionType(self.t, [self.t, i32]))
+        return V(self, b.call(fn, [p.v, b.fptosi(nf.v, i32)]))
+
     def split_log(self, x: V) -> tuple[V, V]:
         """(m, k) with x = m * 2**k, m in [sqrt(1/2), sqrt(2)), k integer-valued, x normal > 0."""
         b, ity = self.b, self.ity
@@ -277,6 +286,8 @@ def exp32(f: Scalar, x: V) -> V:
     r = f.fma(nf, -_LN2HI32, h)  # exact (Cody-Waite)
     r = f.fma(nf, -_LN2LO32, r)
     p = poly(f, r, (1.0, 1.0, *_EX32), fused=True)
+    if f.native_ldexp:
+        return f.sel(x == x, f.ldexp(p, nf), x)
     # 2**n = 2**(n -+ 64) * 2**(+-64): the first factor always normal, one final rounding
     down = nf < 0.0
     y = f.mul_pow2_rounded(p, v - f.sel(down, -_SHIFT32, _SHIFT32)) * f.sel(down, _DOWN32, _UP32)
@@ -298,6 +309,8 @@ def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
     nf = ((h + lo) * _LOG2E64 + _MAGIC64) - _MAGIC64
     r = (h - nf * _LN2HI64) + (lo - nf * _LN2LO64)
     p = 1.0 + (r + (r * r) * poly(f, r, _EXP64))
+    if f.native_ldexp:
+        return f.ldexp(p, nf)
     n1 = (nf * 0.5 + _MAGIC64) - _MAGIC64
     return (p * f.pow2(n1)) * f.pow2(nf - n1)
 
@@ -656,11 +669,13 @@ NAMES: frozenset[str] = frozenset(
 ) | frozenset(f"{op}.f16" for op, d in (*_UNARY, *_BINARY) if d == "f32")
 
 
-def function(module: ir.Module, name: str) -> ir.Function | None:
+def function(module: ir.Module, name: str, native_ldexp: bool = False) -> ir.Function | None:
     """The LLVM function for loop-IR intrinsic ``name`` (``"tanh.f32"``: op and dtype as
     flowjit.lowering.scalar spells them) in ``module``, defined there on first use as
     ``fj.<name>``: internal, ``alwaysinline``, scalar in and out, branch-free so the loop
-    vectorizer widens it. ``None`` if this module has no port of ``name`` (call libm)."""
+    vectorizer widens it. ``None`` if this module has no port of ``name`` (call libm).
+    ``native_ldexp``: the module's target scales by a power of two in one instruction
+    (``HostTarget.native_ldexp``), which exp's last step then is (same results)."""
     if name not in NAMES:
         return None
     mangled = PREFIX + name
@@ -676,10 +691,10 @@ def function(module: ir.Module, name: str) -> ir.Function | None:
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     if d == "f16":  # NumPy's float16 loops compute in float32 and round once
-        inner = function(module, f"{op}.f32")
+        inner = function(module, f"{op}.f32", native_ldexp)
         b.ret(b.fptrunc(b.call(inner, [b.fpext(a, _F32) for a in fn.args]), _F16))
         return fn
-    f = Scalar(b, fty)
+    f = Scalar(b, fty, native_ldexp)
     args = [V(f, a) for a in fn.args]
     out = _UNARY[op, d](f, *args) if arity == 1 else _BINARY[op, d](f, *args)
     b.ret(out.v)

@@ -201,6 +201,13 @@ def _resolve(name: str) -> int | None:
     return None
 
 
+# LLVM's x86 CPU names with AVX-512F (what ``HostTarget.native_ldexp`` knows of a named CPU).
+_AVX512_CPUS = frozenset({
+    "x86-64-v4", "skylake-avx512", "skx", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+    "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids",
+    "graniterapids-d", "diamondrapids", "znver4", "znver5"})
+
+
 @record
 class HostTarget:
     """The CPU machine code is made for: LLVM CPU name and feature string (empty features
@@ -216,6 +223,15 @@ class HostTarget:
         target = binding().Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=opt_level,
                                             reloc="pic", codemodel="default", jit=jit)
+
+    def native_ldexp(self) -> bool:
+        """Whether LLVM makes a vector ``llvm.ldexp`` one instruction for this CPU
+        (AVX-512's ``vscalefps``; elsewhere it is a libm call per element): the host's
+        detected features, or a CPU name known to have AVX-512F (an unknown name: no,
+        which is only slower)."""
+        if self.features:
+            return "+avx512f" in self.features.split(",")
+        return self.cpu in _AVX512_CPUS
 
     def fingerprint(self) -> str:
         """Everything besides the IR that decides the machine code, for cache keys."""

@@ -259,7 +259,8 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         # llvmlite's IR builder loads only when a program is rendered: a process that loads
         # its programs from the object cache never imports it.
         from .program_emit import render_program
-        return render_program(plan, int_bits, fastmath, profile, sgemm, lazy=True)
+        return render_program(plan, int_bits, fastmath, profile, sgemm, lazy=True,
+                              native_ldexp=(target or jit.host_target()).native_ldexp())
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
     except render.KernelRenderError:

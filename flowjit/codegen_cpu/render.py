@@ -75,7 +75,8 @@ class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
 
 
 def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True,
-                  pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = ()) -> str:
+                  pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = (),
+                  native_ldexp: bool = False) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
     by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
@@ -89,9 +90,11 @@ def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True,
     its pooled loops' bodies (called by the pool through a pointer, so never inlined where
     the constants are) need to vectorize as the kernel does inlined at its shape. ``same``:
     (output, input) pairs of ``kernel.in_place`` that are one buffer at that call, read
-    through one pointer (a scatter_add's copy of its operand onto itself then vanishes)."""
+    through one pointer (a scatter_add's copy of its operand onto itself then vanishes).
+    ``native_ldexp``: the target scales by a power of two in one instruction
+    (``HostTarget.native_ldexp``; the code is then for such CPUs only)."""
     from .emit import _Renderer  # llvmlite's IR builder: only a process that renders loads it
-    return _Renderer(kernel, fastmath, optimize, inline, pool_parts, dims, same).render()
+    return _Renderer(kernel, fastmath, optimize, inline, pool_parts, dims, same, native_ldexp).render()
 
 
 def _save(kernel: Kernel, ir_text: str | None) -> str:
@@ -220,7 +223,7 @@ def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None, fastmat
 
     def render() -> str:
         verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
-        rendered.append(render_kernel(kernel, fastmath))
+        rendered.append(render_kernel(kernel, fastmath, native_ldexp=(target or jit.host_target()).native_ldexp()))
         return rendered[0]
     try:
         lib = jit.load_source(kernel_identity(kernel, fastmath), render, target, kernel.name)

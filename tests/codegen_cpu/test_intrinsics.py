@@ -45,7 +45,7 @@ def cache_dir(tmp_path_factory):
         yield
 
 
-def loop_module(name: str, dtype: type) -> str:
+def loop_module(name: str, dtype: type, native_ldexp: bool = False) -> str:
     """``void k(T* x0[, T* x1], T* out, i64 n)``: out[i] = f(x0[i][, x1[i]]), f the
     intrinsic ``name`` -- the shape of an elementwise kernel of the renderer."""
     ty = LLVM_TYPES[dtype]
@@ -55,7 +55,7 @@ def loop_module(name: str, dtype: type) -> str:
     *ins, out, n = fn.args
     for p in (*ins, out):
         p.add_attribute("noalias")
-    f = intrinsics.function(mod, name)
+    f = intrinsics.function(mod, name, native_ldexp)
 
     def body(b, i):
         args = [b.load(b.gep(p, [i], inbounds=True)) for p in ins]
@@ -65,10 +65,10 @@ def loop_module(name: str, dtype: type) -> str:
     return str(mod)
 
 
-def run(op: str, *xs: np.ndarray) -> np.ndarray:
+def run(op: str, *xs: np.ndarray, native_ldexp: bool = False) -> np.ndarray:
     """op (an intrinsic without its dtype) over arrays of one float dtype, compiled."""
     dtype = xs[0].dtype.type
-    lib = jit.load(loop_module(f"{op}.{SHORT[dtype]}", dtype))
+    lib = jit.load(loop_module(f"{op}.{SHORT[dtype]}", dtype, native_ldexp))
     xs = tuple(np.ascontiguousarray(x) for x in xs)
     out = np.empty_like(xs[0])
     k = lib.function("k", None, [ctypes.c_void_p] * (len(xs) + 1) + [ctypes.c_int64])
@@ -245,6 +245,29 @@ def test_without_fma_the_multiply_adds_split_and_bounds_hold(op, x32):
     with np.errstate(all="ignore"):
         d, where = worst(out, getattr(np, op)(x), x)
     assert d <= bound[1], f"{op}.f32 unfused: {d} ulp from NumPy {where}"
+
+
+@pytest.mark.parametrize("op", PORTED)
+def test_scaling_by_native_ldexp_gives_the_same_bits(op, x32, x64):
+    """With ``native_ldexp`` (AVX-512's vscalef) exp's last step is one ldexp: every port gives
+    the same bits as with the two exact power-of-two factors, subnormal and overflowing
+    results included (on a CPU without AVX-512 the ldexp is libm's, as exact)."""
+    for x in (domain(op, x32), domain(op, x64)):
+        got, want = run(op, x, native_ldexp=True), run(op, x)
+        assert np.array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}")), (
+            f"{op}.{SHORT[x.dtype.type]}: {worst(got, want, x)}")
+
+
+@pytest.mark.parametrize("cpu,native", [("skylake-avx512", True), ("x86-64-v4", True), ("x86-64-v3", False),
+                                        ("znver3", False)])
+def test_native_ldexp_only_where_llvm_makes_it_one_instruction(cpu, native):
+    """A named CPU with AVX-512F renders exp's scaling as ldexp, which its machine code does
+    in vscalefps (no libm ldexpf); a CPU without it keeps the integer-add scaling."""
+    target = jit.host_target(cpu)
+    assert target.native_ldexp() is native
+    if native:
+        obj = jit.compile_object(loop_module("exp.f32", np.float32, native_ldexp=True), target)
+        assert b"ldexp" not in obj
 
 
 def test_function_is_defined_once_internal_and_inlined():
