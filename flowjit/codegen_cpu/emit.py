@@ -561,7 +561,7 @@ class _Renderer:
             self.b.branch(after)
             self.b.position_at_end(after)
             return
-        if found is not None and _nan_flagged(decl) and s.value.dtype == decl.dtype:
+        if _nan_flagged(decl) and s.value.dtype == decl.dtype:
             # NumPy's max propagates NaN. llvm.maximum does too but costs six instructions a
             # vector on x86 (it orders signed zeros and tests NaN at every step); maxnum under
             # nnan nsz is one vmaxps, and the NaN test becomes an or-reduction of unordered
@@ -608,7 +608,7 @@ class _Renderer:
             return self.b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if d.is_bool else v
         if isinstance(e, AccValue):
             decl, value, pos, found = self.accs[e.name]
-            if found is not None and _nan_flagged(decl):
+            if _nan_flagged(decl):
                 nan = ir.Constant(_reg(decl.dtype), float("nan"))
                 return self.b.select(self.b.load(found), nan, self.b.load(value))
             return self.b.load(pos if pos is not None else value)
