@@ -14,7 +14,11 @@ Not a ``python -m bench`` workload: it measures the native pool and the BLAS und
 - ``mlp_grad``: a 784-256-256-10 MLP, batch 256, ``fj.grad`` and an SGD update (products of
   16.7-51M multiply-adds, above the plan's ``BLAS_PARALLEL_MIN_WORK``);
 - ``matmul``: 1024x1024 @ 1024x1024 float32 (one large product);
-- ``gelu``: gelu (tanh form) on 2**22 float32 (one fused kernel split over the native pool).
+- ``gelu``: gelu (tanh form) on 2**22 float32 (one fused kernel split over the native pool);
+- ``adam``: one Adam step over a 50,000x64 float32 table (the zoo embedding model's update:
+  one loop of 3.2M elements, 4 arrays read and 3 written, memory-bound, 3.9 ms on one idle
+  thread of the 2-vCPU Xeon): a split loop far longer than a time slice, where the loops
+  above are short beside one.
 
 Each tree (``--base``/``--head``: a revision, checked out into a temporary git worktree, a
 folder holding a ``flowjit/``, or ``.``: a copy of the working tree's ``flowjit/`` made at the
@@ -58,7 +62,9 @@ MLP_BATCH = 256
 GELU_N = 1 << 22
 GELU_C, GELU_K = 0.7978845608, 0.044715
 LR = 0.01
-NAMES = ("lstm", "lstm_grad", "mlp_grad", "matmul", "gelu")
+ADAM_ROWS, ADAM_COLS = 50_000, 64
+B1, B2, ADAM_LR, EPS = 0.9, 0.999, 1e-3, 1e-8
+NAMES = ("lstm", "lstm_grad", "mlp_grad", "matmul", "gelu", "adam")
 
 
 # ---- the child: one tree's workloads --------------------------------------------------------
@@ -154,6 +160,19 @@ def build(L: Lib, name: str):
         g = L.jit(lambda x: 0.5 * x * (1 + L.np.tanh(GELU_C * (x + GELU_K * x * x * x))))
         x64 = x.astype(np.float64)
         return (lambda: L.ready(g(x))), 0.5 * x64 * (1 + np.tanh(GELU_C * (x64 + GELU_K * x64 ** 3)))
+    if name == "adam":
+        w, g, m = f32(ADAM_ROWS, ADAM_COLS), f32(ADAM_ROWS, ADAM_COLS), f32(ADAM_ROWS, ADAM_COLS, scale=0.1)
+        v = np.abs(f32(ADAM_ROWS, ADAM_COLS, scale=0.01))
+        t = np.float32(3.0)
+
+        def adam(w, g, m, v, t, np_):
+            m = B1 * m + (1.0 - B1) * g
+            v = B2 * v + (1.0 - B2) * (g * g)
+            c1, c2 = 1.0 - B1 ** t, 1.0 - B2 ** t
+            return w - ADAM_LR * (m / c1) / (np_.sqrt(v / c2) + EPS), m, v
+        step = L.jit(lambda w, g, m, v, t: adam(w, g, m, v, t, L.np))
+        want = adam(*(a.astype(np.float64) for a in (w, g, m, v)), np.float64(t), np)[0]
+        return (lambda: L.ready(step(w, g, m, v, t)[0])), want
     raise ValueError(f"unknown workload {name!r}")
 
 
