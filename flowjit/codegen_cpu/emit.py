@@ -33,7 +33,7 @@ from flowjit.lowering.loops import (
     free_names,
 )
 
-from . import intrinsics
+from . import intrinsics, invariant_division, row_prefetch
 from .jit import PARALLEL_FOR_SYMBOL
 from .kernel_abi import (
     CHUNK_BYTES,
@@ -101,9 +101,14 @@ def _mem(d: DType) -> ir.Type:
 class _Renderer:
     def __init__(self, k: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True,
                  pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = (),
-                 native_ldexp: bool = False):
+                 native_ldexp: bool = False, native_fma: bool = False):
         self.k = k
         self.native_ldexp = native_ldexp
+        self.native_fma = native_fma
+        # While a loop's fast version renders: (divisor, dtype) -> (its value, 1/it) (invariant_division)
+        self.dividing: dict = {}
+        # The blocked loops of a row loop that prefetch the next row: id(loop) -> row_prefetch.Prefetch's
+        self.prefetching: dict = {}
         self.pool_parts = pool_parts
         self.const_dims = dims
         self.same = same
@@ -411,6 +416,96 @@ class _Renderer:
         if s.stream and streamable(self.k, s):
             self.stream_loop(s, env)
             return
+        if self.native_fma and self.optimize and not self.fastmath and not self.dividing and s.step == 1:
+            divs = invariant_division.divisions(s)
+            if divs:
+                self.versioned_division_loop(s, env, divs)
+                return
+        if self.optimize:
+            self.prefetching.update(row_prefetch.plan(s))
+        self.plain_loop(s, env)
+
+    def versioned_division_loop(self, s: Loop, env: dict, divs: tuple) -> None:
+        """Loop ``s`` twice over: a pass that checks its dividends and divisors against
+        ``invariant_division.WINDOW``, then ``s`` with Markstein's division when they all
+        qualify, else ``s`` as written (see ``invariant_division``)."""
+        b = self.b
+        self.memo = {}
+        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        pre = b.block
+        head, body, done = (self.fn.append_basic_block(f"{s.var}.{x}") for x in ("check", "checking", "checked"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=f"{s.var}.c")
+        i.add_incoming(start, pre)
+        types = sorted({d.dtype for d in divs}, key=lambda d: d.itemsize)
+        bounds = {}
+        for d in types:
+            t = ir.IntType(8 * d.itemsize)
+            lo, hi = b.phi(t), b.phi(t)
+            lo.add_incoming(ir.Constant(t, -1), pre)
+            hi.add_incoming(ir.Constant(t, 0), pre)
+            bounds[d] = (t, lo, hi)
+        b.cbranch(b.icmp_signed("<", i, stop), body, done)
+        b.position_at_end(body)
+        inner = {**env, s.var: i}
+        self.memo = {}
+        carries = self.loop_carries
+        news = {d: [lo, hi] for d, (_, lo, hi) in bounds.items()}
+        for div in divs:
+            t = bounds[div.dtype][0]
+            mask = invariant_division.window_bits(div.dtype)[0]
+            for dividend in div.dividends:
+                mag = b.and_(b.bitcast(self.expr(dividend, inner), t), ir.Constant(t, mask))
+                lo, hi = news[div.dtype]
+                # zero wraps to the top of the unsigned range, out of the minimum's way
+                news[div.dtype] = [b.call(self._libc(f"llvm.umin.i{t.width}", t, [t, t]),
+                                          [lo, b.sub(mag, ir.Constant(t, 1))]),
+                                   b.call(self._libc(f"llvm.umax.i{t.width}", t, [t, t]), [hi, mag])]
+        self.loop_carries = carries
+        i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nsw"]), b.block)
+        for d, (_, lo, hi) in bounds.items():
+            lo.add_incoming(news[d][0], b.block)
+            hi.add_incoming(news[d][1], b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        self.memo = {}
+        ok = ir.Constant(I1, 1)
+        for d, (t, lo, hi) in bounds.items():
+            _, low, high = invariant_division.window_bits(d)
+            ok = b.and_(ok, b.and_(b.icmp_unsigned(">=", lo, ir.Constant(t, low - 1)),
+                                   b.icmp_unsigned("<=", hi, ir.Constant(t, high))))
+        dividing = {}
+        for div in divs:
+            t = bounds[div.dtype][0]
+            mask, low, high = invariant_division.window_bits(div.dtype)
+            sv = self.expr(div.divisor, env)
+            mag = b.and_(b.bitcast(sv, t), ir.Constant(t, mask))
+            ok = b.and_(ok, b.icmp_unsigned("<=", b.sub(mag, ir.Constant(t, low)), ir.Constant(t, high - low)))
+            dividing[(div.divisor, div.dtype)] = sv
+        with b.if_else(ok) as (fast, written):
+            with fast:
+                self.dividing = {k: (v, b.fdiv(ir.Constant(v.type, 1.0), v)) for k, v in dividing.items()}
+                self.memo = {}
+                self.plain_loop(s, dict(env))
+                self.dividing = {}
+            with written:
+                self.memo = {}
+                self.plain_loop(s, dict(env))
+        self.memo = {}
+
+    def markstein(self, a: ir.Value, s: ir.Value, y: ir.Value) -> ir.Value:
+        """``a / s`` correctly rounded from ``y = 1/s`` (correctly rounded) with two fused
+        multiply-adds, for ``a`` and ``s`` within ``invariant_division.WINDOW``; a zero
+        dividend keeps its sign through the product."""
+        b = self.b
+        fma = self._libc(f"llvm.fma.{'f32' if a.type == F32 else 'f64'}", a.type, [a.type] * 3)
+        q = b.fmul(a, y)
+        r = b.call(fma, [b.fneg(q), s, a])
+        q1 = b.call(fma, [r, y, q])
+        return b.select(b.fcmp_ordered("==", q1, ir.Constant(a.type, 0.0)), q, q1)
+
+    def plain_loop(self, s: Loop, env: dict) -> None:
         start, stop = self.expr(s.start, env), self.expr(s.stop, env)
         pre = self.b.block
         header = self.fn.append_basic_block(f"{s.var}.head")
@@ -425,6 +520,8 @@ class _Renderer:
         self.b.position_at_end(body)
         inner = dict(env)
         inner[s.var] = i
+        for ahead in self.prefetching.get(id(s), ()):
+            self.row_ahead(ahead, inner)
         self.loop_carries = False
         self.loop_vars.add(s.var)
         self.stmts(s.body, inner)
@@ -504,6 +601,22 @@ class _Renderer:
             # no inbounds: a prefetch past the end of the buffer is allowed (a hint, no fault)
             address = b.bitcast(b.gep(self.ptrs[name], [ahead]), I8.as_pointer())
             b.call(prefetch, [address, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+    def row_ahead(self, p: row_prefetch.Prefetch, env: dict) -> None:
+        """Prefetch the lines of the next row that this block of ``p``'s loop reads in the
+        current one (``row_prefetch``). No ``inbounds``: past the last row is only a hint."""
+        b = self.b
+        saved = self.memo
+        self.memo = {}
+        nxt = b.add(env[p.row], ir.Constant(I64, 1))
+        line = max(1, 64 // self.itemsize[p.buffer])
+        for j in range(0, p.block, line):
+            col = self.expr(p.column, {**env, p.lane: ir.Constant(I64, j)})
+            self.memo = {}
+            at = b.add(b.mul(nxt, self.dims[p.buffer][1]), col)
+            address = b.bitcast(b.gep(self.ptrs[p.buffer], [at]), I8.as_pointer())
+            b.call(self.prefetch(), [address, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+        self.memo = saved
 
     def prefetch(self) -> ir.Function:
         fn = self.module.globals.get("llvm.prefetch.p0")
@@ -613,6 +726,8 @@ class _Renderer:
                 return self.b.select(self.b.load(found), nan, self.b.load(value))
             return self.b.load(pos if pos is not None else value)
         assert isinstance(e, Prim), e
+        if self.dividing and e.op == "div" and (e.args[1], e.dtype) in self.dividing:
+            return self.markstein(self.expr(e.args[0], env), *self.dividing[(e.args[1], e.dtype)])
         args = [self.expr(a, env) for a in e.args]
         return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
 

@@ -208,6 +208,12 @@ _AVX512_CPUS = frozenset({
     "graniterapids-d", "diamondrapids", "znver4", "znver5"})
 
 
+# ... and those with FMA3 but not AVX-512F (what ``HostTarget.native_fma`` knows of a named CPU).
+_FMA_CPUS = frozenset({
+    "x86-64-v3", "haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake",
+    "znver1", "znver2", "znver3", "bdver2", "bdver3", "bdver4"})
+
+
 @record
 class HostTarget:
     """The CPU machine code is made for: LLVM CPU name and feature string (empty features
@@ -232,6 +238,16 @@ class HostTarget:
         if self.features:
             return "+avx512f" in self.features.split(",")
         return self.cpu in _AVX512_CPUS
+
+    def native_fma(self) -> bool:
+        """Whether this CPU has a fused multiply-add instruction (LLVM's ``llvm.fma`` is one
+        instruction, not a libm call): the detected features, AArch64, or a CPU name known
+        to have it (an unknown name: no, which is only slower)."""
+        if self.triple.startswith(("aarch64", "arm64")):
+            return True
+        if self.features:
+            return "+fma" in self.features.split(",")
+        return self.cpu in _AVX512_CPUS or self.cpu in _FMA_CPUS
 
     def fingerprint(self) -> str:
         """Everything besides the IR that decides the machine code, for cache keys."""

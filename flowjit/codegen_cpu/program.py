@@ -259,8 +259,9 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         # llvmlite's IR builder loads only when a program is rendered: a process that loads
         # its programs from the object cache never imports it.
         from .program_emit import render_program
+        host = target or jit.host_target()
         return render_program(plan, int_bits, fastmath, profile, sgemm, lazy=True,
-                              native_ldexp=(target or jit.host_target()).native_ldexp())
+                              native_ldexp=host.native_ldexp(), native_fma=host.native_fma())
     try:
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
     except render.KernelRenderError:

@@ -712,7 +712,8 @@ def _tiny(step: KernelCall) -> bool:
 def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbol: str = "",
           blas_int_bits: int = 64, kernels: Sequence[Any] | None = None, lapack: bool = True,
           unoptimized: frozenset[str] = frozenset(), not_inlined: frozenset[str] = frozenset(),
-          pooled: Mapping[str, tuple[tuple[int, ...], tuple]] | None = None, native_ldexp: bool = False) -> str:
+          pooled: Mapping[str, tuple[tuple[int, ...], tuple]] | None = None, native_ldexp: bool = False,
+          native_fma: bool = False) -> str:
     """The driver and the kernels of ``plan`` (``kernels``; by default every one) as one
     module's IR text: the kernels' definitions internal, so LLVM may inline them and drops
     what nothing calls; with the wrapper of each LAPACK op the plan runs (calling the
@@ -746,7 +747,7 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
                                             pool_parts=plan.threads if kernel.name in pooled else 1,
                                             dims=pooled[kernel.name][0] if kernel.name in pooled else None,
                                             same=pooled[kernel.name][1] if kernel.name in pooled else (),
-                                            native_ldexp=native_ldexp)
+                                            native_ldexp=native_ldexp, native_fma=native_fma)
                 kmod = llvm.parse_assembly(text)
                 kmod.verify()
             except Exception as e:
@@ -769,7 +770,8 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
 
 
 def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False,
-                   sgemm_symbol: str = "", lazy: bool = False, native_ldexp: bool = False) -> list[Any]:
+                   sgemm_symbol: str = "", lazy: bool = False, native_ldexp: bool = False,
+                   native_fma: bool = False) -> list[Any]:
     """The LLVM IR text of ``plan``'s modules: the driver, the steps and the kernels they
     call inline (with LLVM's ``fast`` flags on their float ops when ``fastmath``; its
     LAPACK ops call the library whose CBLAS sgemm is ``sgemm_symbol``), then, when the plan
@@ -779,8 +781,8 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     by name from the first. ``jit`` compiles the two at once on two threads, LLVM's
     optimization being most of a cold call. ``lazy``: the first module, when there is a
     second, as a function rendering its text, which ``jit.compile_objects`` calls while the
-    second compiles (linking the first's kernels is most of the rendering). ``native_ldexp``:
-    the target's (``HostTarget.native_ldexp``)."""
+    second compiles (linking the first's kernels is most of the rendering). ``native_ldexp``,
+    ``native_fma``: the target's (``HostTarget.native_ldexp``, ``native_fma``)."""
     driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
     steps = driver.render()
@@ -788,12 +790,12 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     def main() -> str:
         return _link(plan, steps, fastmath, sgemm_symbol, blas_int_bits, list(driver.kernels_in["main"].values()),
                      unoptimized=driver.unoptimized, not_inlined=driver.not_inlined, pooled=driver.pooled,
-                     native_ldexp=native_ldexp)
+                     native_ldexp=native_ldexp, native_fma=native_fma)
     if not driver.kernels_in["part"]:
         return [main()]
     part = _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
                  lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined, pooled=driver.pooled,
-                 native_ldexp=native_ldexp)
+                 native_ldexp=native_ldexp, native_fma=native_fma)
     return [main if lazy else main(), part]
 
 
@@ -990,7 +992,7 @@ class _CDriver(_Driver):
 
 def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
                      blas_int_bits: int, digest: str, frozen: dict[int, np.ndarray] | None = None,
-                     symbolic: bool = False, native_ldexp: bool = False) -> str:
+                     symbolic: bool = False, native_ldexp: bool = False, native_fma: bool = False) -> str:
     """The LLVM IR text of ``plan`` as a C library (``flowjit.aot``), every kernel linked in:
     ``int32_t NAME(void *const *in, void *const *out, void *scratch)`` takes a pointer per
     argument (C-contiguous, the traced shapes and dtypes, in ``plan.args`` order) and one
@@ -1004,14 +1006,15 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     position -> value): arguments compiled in as read-only data, which ``in`` then skips
     (a trained model's weights). ``symbolic``: the plan's sizes are ``Affine`` in a
     dimension B (``program.unify_plans``), which the entry takes as a fourth argument,
-    ``int64_t B``. ``native_ldexp``: the target's (``HostTarget.native_ldexp``). No Python symbol, and
+    ``int64_t B``. ``native_ldexp``, ``native_fma``: the target's (``HostTarget``'s). No Python symbol, and
     threads may call the entry at once: the only state is the native pool a plan with
     split kernels links in (``pthread_pool``, internal to the library, started by the
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
     driver = _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic)
     text = _link(plan, driver.render_c(digest), sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits,
-                 not_inlined=driver.not_inlined, pooled=driver.pooled, native_ldexp=native_ldexp)
+                 not_inlined=driver.not_inlined, pooled=driver.pooled, native_ldexp=native_ldexp,
+                 native_fma=native_fma)
     if not links_pool(plan):
         return text
     import llvmlite.binding as llvm

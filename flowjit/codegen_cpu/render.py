@@ -76,7 +76,7 @@ class KernelRenderError(jit.LLVMCompileError, KernelCompileError):
 
 def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True, inline: bool = True,
                   pool_parts: int = 1, dims: tuple[int, ...] | None = None, same: tuple = (),
-                  native_ldexp: bool = False) -> str:
+                  native_ldexp: bool = False, native_fma: bool = False) -> str:
     """LLVM IR text of ``kernel`` as one C-ABI function named ``symbol(kernel)`` (the ABI is
     this module's docstring): what ``jit.load_source`` compiles (the object cache keys it
     by ``kernel_identity``, so a warm load never renders it). ``fastmath``: LLVM's ``fast``
@@ -92,9 +92,12 @@ def render_kernel(kernel: Kernel, fastmath: bool = False, optimize: bool = True,
     (output, input) pairs of ``kernel.in_place`` that are one buffer at that call, read
     through one pointer (a scatter_add's copy of its operand onto itself then vanishes).
     ``native_ldexp``: the target scales by a power of two in one instruction
-    (``HostTarget.native_ldexp``; the code is then for such CPUs only)."""
+    (``HostTarget.native_ldexp``; the code is then for such CPUs only). ``native_fma``: the
+    target has a fused multiply-add (``HostTarget.native_fma``), which divisions by a loop
+    invariant then use (``invariant_division``; same results)."""
     from .emit import _Renderer  # llvmlite's IR builder: only a process that renders loads it
-    return _Renderer(kernel, fastmath, optimize, inline, pool_parts, dims, same, native_ldexp).render()
+    return _Renderer(kernel, fastmath, optimize, inline, pool_parts, dims, same, native_ldexp,
+                     native_fma).render()
 
 
 def _save(kernel: Kernel, ir_text: str | None) -> str:
@@ -173,7 +176,8 @@ class CompiledKernel:
 # ports, the scalar semantics, the loop IR and dtypes): their digest is part of a kernel's
 # cache identity, so editing any of them makes old entries stale without a version to bump.
 _RENDER_SOURCES = (__file__, *(os.path.join(os.path.dirname(__file__), f)
-                               for f in ("emit.py", "intrinsics.py", "kernel_abi.py")),
+                               for f in ("emit.py", "intrinsics.py", "kernel_abi.py", "invariant_division.py",
+                                         "row_prefetch.py")),
                    scalar.__file__,
                    sys.modules[Kernel.__module__].__file__, sys.modules[DType.__module__].__file__)
 
@@ -223,7 +227,8 @@ def compile_kernel(kernel: Kernel, target: jit.HostTarget | None = None, fastmat
 
     def render() -> str:
         verify_kernel(kernel)  # a malformed kernel is our bug: say so before LLVM does
-        rendered.append(render_kernel(kernel, fastmath, native_ldexp=(target or jit.host_target()).native_ldexp()))
+        host = target or jit.host_target()
+        rendered.append(render_kernel(kernel, fastmath, native_ldexp=host.native_ldexp(), native_fma=host.native_fma()))
         return rendered[0]
     try:
         lib = jit.load_source(kernel_identity(kernel, fastmath), render, target, kernel.name)

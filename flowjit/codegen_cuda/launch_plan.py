@@ -30,6 +30,7 @@ from flowjit.lowering.loops import (
     Var,
     children,
     free_names,
+    substitute_lets,
     walk_statements,
 )
 from flowjit.lowering.scalar import apply
@@ -168,17 +169,6 @@ def effects_of(body: Iterable) -> Effects:
     return fx
 
 
-def _substitute(e: Expr, defs: dict) -> Expr:
-    """``e`` with the ``Let`` names of ``defs`` replaced by their (substituted) values."""
-    if isinstance(e, Var) and e.name in defs:
-        return _substitute(defs[e.name], defs)
-    if isinstance(e, Prim):
-        return Prim(e.op, tuple(_substitute(a, defs) for a in e.args), e.dtype)
-    if isinstance(e, Load):
-        return Load(e.buffer, tuple(_substitute(a, defs) for a in e.index), e.dtype)
-    return e
-
-
 def _linear(e: Expr, names: set) -> dict | None:
     """``e`` as ``{name: c}`` over the names of ``names`` it uses (``e`` is the sum of
     ``c * name`` and a rest that uses none of them); None when it is not linear in them."""
@@ -228,10 +218,10 @@ def parallel_vars(loop_vars: list, region: tuple) -> set:
     accesses: dict[str, list] = {b: [] for b in fx.stores}
     for s in walk_statements(region):
         if isinstance(s, Store):
-            accesses[s.buffer].append(tuple(_substitute(i, defs) for i in s.index))
+            accesses[s.buffer].append(tuple(substitute_lets(i, defs) for i in s.index))
     for e in _all_exprs(region):
         if isinstance(e, Load) and e.buffer in accesses:
-            accesses[e.buffer].append(tuple(_substitute(i, defs) for i in e.index))
+            accesses[e.buffer].append(tuple(substitute_lets(i, defs) for i in e.index))
     spans = {s.var: int(s.stop.value) - int(s.start.value) - 1 for s in walk_statements(region)
              if isinstance(s, Loop) and isinstance(s.start, Const) and isinstance(s.stop, Const) and s.step == 1}
     out = set()

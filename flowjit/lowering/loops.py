@@ -232,6 +232,18 @@ def free_names(e: Expr, out: set | None = None) -> set:
     return out
 
 
+def substitute_lets(e: Expr, lets: dict) -> Expr:
+    """``e`` with the ``Let`` names of ``lets`` (name -> bound value) replaced by their
+    values, themselves substituted: the expression over the names bound outside them."""
+    if isinstance(e, Var) and e.name in lets:
+        return substitute_lets(lets[e.name], lets)
+    if isinstance(e, Prim):
+        return Prim(e.op, tuple(substitute_lets(a, lets) for a in e.args), e.dtype)
+    if isinstance(e, Load):
+        return Load(e.buffer, tuple(substitute_lets(a, lets) for a in e.index), e.dtype)
+    return e
+
+
 def walk_statements(body: tuple):
     """Every statement of ``body``, the statements nested in loops and branches included,
     each before those nested in it."""

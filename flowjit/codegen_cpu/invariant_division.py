@@ -1,0 +1,118 @@
+"""Division by a loop-invariant divisor without the divider, still correctly rounded.
+
+A row's normalisation (softmax's ``e / e.sum()``, a batch norm's ``(x - mean) / std``)
+divides every element of an innermost loop by one value. ``vdivps`` is slow: on the
+project's AVX-512 Xeon it was half of softmax's time (4096x1024 float32, one thread, the row
+in cache: 489 ns a row, 324 with no division at all). LLVM may not turn the division into a
+product by the reciprocal, which is not IEEE division (an ulp off now and then). Markstein's
+correction is: with ``y = 1/s`` correctly rounded (one division, outside the loop),
+``q = a*y``, ``r = fma(-q, s, a)`` (exact) and ``q' = fma(r, y, q)``, ``q'`` is ``a/s``
+correctly rounded (Markstein 1990; Muller et al., Handbook of Floating-Point Arithmetic,
+thm. 5.7) as long as nothing overflows or underflows: ``r`` exact needs ``a`` well above the
+subnormals and ``q'`` must be a normal number. So the loop is versioned: a first pass over
+the loop's dividends (recomputed: only dividends that are loads and a few cheap operations
+qualify) checks that each is zero or within ``WINDOW`` binades of 1 and finite, and that the
+divisor is within them too; then the loop runs with Markstein's three operations (and a
+select that gives a zero dividend its sign), else as written. Measured there (the same rows,
+two threads, with ``row_prefetch``): softmax 1.07 -> 0.79 ms, the check costing 0.03-0.05.
+
+A divisor qualifies when the loop cannot change it: it reads no buffer and no accumulator
+the loop updates, and no name the loop binds. The check pass only reads, so the loop's
+stores happen once, in whichever version runs.
+"""
+
+from __future__ import annotations
+
+from flowjit.ir.dtypes import DType, float32, float64
+from flowjit.ir.records import record
+from flowjit.lowering.loops import (
+    AccValue,
+    Const,
+    Expr,
+    Let,
+    Load,
+    Loop,
+    Prim,
+    Store,
+    Update,
+    Var,
+    children,
+    substitute_lets,
+)
+
+# |a| in [2**-WINDOW, 2**WINDOW] (or zero) and |s| in it: q = a/s lies within 2**(2*WINDOW)
+# of 1, a normal number of either format with room to spare, and r = a - q*s (about
+# 2**-24 |a| or 2**-53 |a|) is normal too, so exact.
+WINDOW = {float32: 60, float64: 500}
+# What a dividend may be built of: recomputing it in the check pass must cost less than the
+# divisions saved.
+CHEAP_OPS = frozenset(("add", "sub", "mul", "neg", "abs", "min", "max"))
+MAX_DIVIDEND_NODES = 8
+
+
+@record
+class Division:
+    """The divisions of a loop by ``divisor`` (as written in the loop, the key the renderer
+    matches) whose dividends, with the loop's ``Let`` names substituted, are ``dividends``."""
+
+    divisor: Expr
+    dividends: tuple
+    dtype: DType
+
+
+def _nodes(e: Expr) -> int:
+    return 1 + sum(_nodes(c) for c in children(e))
+
+
+def _cheap(e: Expr) -> bool:
+    if isinstance(e, Prim):
+        return e.op in CHEAP_OPS and all(_cheap(a) for a in e.args)
+    return isinstance(e, (Const, Var, Load, AccValue))
+
+
+def _reads(e: Expr) -> tuple[set, bool]:
+    """The names ``e`` reads and whether it loads from memory."""
+    names: set = set()
+    loads = False
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (Var, AccValue)):
+            names.add(x.name)
+        loads |= isinstance(x, Load)
+        stack.extend(children(x))
+    return names, loads
+
+
+def divisions(loop: Loop) -> tuple[Division, ...]:
+    """The divisions of innermost ``loop`` worth versioning: float32 or float64 ``div``
+    whose divisor the loop cannot change and whose dividends are cheap to compute twice.
+    Empty when the loop nests another, branches, or has none."""
+    if not all(isinstance(s, (Let, Store, Update)) for s in loop.body):
+        return ()
+    lets = {s.name: s.value for s in loop.body if isinstance(s, Let)}
+    bound = {loop.var, *lets} | {s.name for s in loop.body if isinstance(s, Update)}
+    found: dict = {}
+    stack = [v for s in loop.body for v in ((s.value,) if isinstance(s, (Let, Update)) else (*s.index, s.value))]
+    while stack:
+        e = stack.pop()
+        stack.extend(children(e))
+        if not (isinstance(e, Prim) and e.op == "div" and e.dtype in WINDOW):
+            continue
+        divisor, dividend = e.args[1], substitute_lets(e.args[0], lets)
+        names, loads = _reads(substitute_lets(divisor, lets))
+        if loads or names & bound:
+            continue
+        if not _cheap(dividend) or _nodes(dividend) > MAX_DIVIDEND_NODES:
+            return ()     # that division stays: the loop keeps the divider anyway
+        key = (divisor, e.dtype)
+        found[key] = found.get(key, ()) + ((dividend,) if dividend not in found.get(key, ()) else ())
+    return tuple(Division(d, ds, t) for (d, t), ds in found.items())
+
+
+def window_bits(d: DType) -> tuple[int, int, int]:
+    """(mask of the magnitude bits, bits of 2**-WINDOW, bits of 2**WINDOW) of float dtype ``d``."""
+    w = WINDOW[d]
+    if d == float32:
+        return 0x7FFFFFFF, (127 - w) << 23, (127 + w) << 23
+    return 0x7FFFFFFFFFFFFFFF, (1023 - w) << 52, (1023 + w) << 52
