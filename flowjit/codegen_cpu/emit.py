@@ -428,10 +428,15 @@ class _Renderer:
     def versioned_division_loop(self, s: Loop, env: dict, divs: tuple) -> None:
         """Loop ``s`` twice over: a pass that checks its dividends and divisors against
         ``invariant_division.WINDOW``, then ``s`` with Markstein's division when they all
-        qualify, else ``s`` as written (see ``invariant_division``)."""
+        qualify, else ``s`` as written (see ``invariant_division``); a loop of more than
+        ``MAX_TRIPS`` iterations skips the check and runs as written."""
         b = self.b
         self.memo = {}
         start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        # A longer loop (a flat one over a whole array, Adam's update) would read its
+        # dividends from memory twice: it runs as written, and checks nothing.
+        short = b.icmp_signed("<=", b.sub(stop, start), ir.Constant(I64, invariant_division.MAX_TRIPS))
+        checked_stop = b.select(short, stop, start)
         pre = b.block
         head, body, done = (self.fn.append_basic_block(f"{s.var}.{x}") for x in ("check", "checking", "checked"))
         b.branch(head)
@@ -446,7 +451,7 @@ class _Renderer:
             lo.add_incoming(ir.Constant(t, -1), pre)
             hi.add_incoming(ir.Constant(t, 0), pre)
             bounds[d] = (t, lo, hi)
-        b.cbranch(b.icmp_signed("<", i, stop), body, done)
+        b.cbranch(b.icmp_signed("<", i, checked_stop), body, done)
         b.position_at_end(body)
         inner = {**env, s.var: i}
         self.memo = {}
@@ -470,7 +475,7 @@ class _Renderer:
         b.branch(head)
         b.position_at_end(done)
         self.memo = {}
-        ok = ir.Constant(I1, 1)
+        ok = short
         for d, (t, lo, hi) in bounds.items():
             _, low, high = invariant_division.window_bits(d)
             ok = b.and_(ok, b.and_(b.icmp_unsigned(">=", lo, ir.Constant(t, low - 1)),

@@ -16,7 +16,9 @@ divisor is within them too; then the loop runs with Markstein's three operations
 select that gives a zero dividend its sign), else as written. Measured there (the same rows,
 two threads, with ``row_prefetch``): softmax 1.07 -> 0.79 ms, the check costing 0.03-0.05.
 
-A divisor qualifies when the loop cannot change it: it reads no buffer and no accumulator
+Only a loop of at most ``MAX_TRIPS`` iterations (a row: its dividends stay in the cache
+between the two passes) is checked; a longer one runs as written. A divisor qualifies when
+the loop cannot change it: it reads no buffer and no accumulator
 the loop updates, and no name the loop binds. The check pass only reads, so the loop's
 stores happen once, in whichever version runs.
 """
@@ -44,6 +46,10 @@ from flowjit.lowering.loops import (
 # of 1, a normal number of either format with room to spare, and r = a - q*s (about
 # 2**-24 |a| or 2**-53 |a|) is normal too, so exact.
 WINDOW = {float32: 60, float64: 500}
+# The longest loop checked: its dividends must still be in the cache (L2) when the loop
+# proper reads them again. Adam's update over a 50,000x64 table, one loop of 3.2M elements
+# a chunk, is bound by memory: reading its moments twice would cost more than its divisions.
+MAX_TRIPS = 16384
 # What a dividend may be built of: recomputing it in the check pass must cost less than the
 # divisions saved.
 CHEAP_OPS = frozenset(("add", "sub", "mul", "neg", "abs", "min", "max"))

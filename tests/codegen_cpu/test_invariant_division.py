@@ -144,3 +144,16 @@ def test_the_next_row_is_prefetched_by_the_last_blocked_pass_of_a_row_read_twice
     np.testing.assert_allclose(fj.function(layernorm)(x * 3), np.zeros_like(x), atol=0)
     gelu = _kernel(fj.function(lambda v: v * fj.tanh(v)), x)
     assert not any(row_prefetch.plan(lp) for lp in walk_statements(gelu.body) if isinstance(lp, Loop))
+
+
+def test_a_loop_longer_than_a_row_runs_as_written():
+    """A flat loop over a whole array (Adam's ``m / c1``) is not checked: its dividends
+    would come from memory twice. Its quotients are IEEE's all the same."""
+    from flowjit.codegen_cpu.render import render_kernel
+    rng = np.random.default_rng(5)
+    m = rng.standard_normal(invariant_division.MAX_TRIPS * 3 + 5).astype(np.float32)
+    f = fj.function(lambda m, c: m / c)
+    c = np.float32(0.999)
+    ok, where = _bits_equal(f(m, c), m / c)
+    assert ok, where
+    assert f"{invariant_division.MAX_TRIPS}" in render_kernel(_kernel(f, m, c), native_fma=True)
