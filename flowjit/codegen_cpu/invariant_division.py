@@ -38,7 +38,9 @@ from flowjit.lowering.loops import (
     Store,
     Update,
     Var,
-    children,
+    expressions,
+    free_names,
+    subexpressions,
     substitute_lets,
 )
 
@@ -66,28 +68,10 @@ class Division:
     dtype: DType
 
 
-def _nodes(e: Expr) -> int:
-    return 1 + sum(_nodes(c) for c in children(e))
-
-
 def _cheap(e: Expr) -> bool:
     if isinstance(e, Prim):
         return e.op in CHEAP_OPS and all(_cheap(a) for a in e.args)
     return isinstance(e, (Const, Var, Load, AccValue))
-
-
-def _reads(e: Expr) -> tuple[set, bool]:
-    """The names ``e`` reads and whether it loads from memory."""
-    names: set = set()
-    loads = False
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, (Var, AccValue)):
-            names.add(x.name)
-        loads |= isinstance(x, Load)
-        stack.extend(children(x))
-    return names, loads
 
 
 def divisions(loop: Loop) -> tuple[Division, ...]:
@@ -99,21 +83,16 @@ def divisions(loop: Loop) -> tuple[Division, ...]:
     lets = {s.name: s.value for s in loop.body if isinstance(s, Let)}
     bound = {loop.var, *lets} | {s.name for s in loop.body if isinstance(s, Update)}
     found: dict = {}
-    stack = [v for s in loop.body for v in ((s.value,) if isinstance(s, (Let, Update)) else (*s.index, s.value))]
-    while stack:
-        e = stack.pop()
-        stack.extend(children(e))
+    for e in expressions(loop.body):
         if not (isinstance(e, Prim) and e.op == "div" and e.dtype in WINDOW):
             continue
         divisor, dividend = e.args[1], substitute_lets(e.args[0], lets)
-        names, loads = _reads(substitute_lets(divisor, lets))
-        if loads or names & bound:
+        if free_names(divisor) & bound or any(isinstance(x, Load) for x in subexpressions(divisor)):
             continue
-        if not _cheap(dividend) or _nodes(dividend) > MAX_DIVIDEND_NODES:
+        if not _cheap(dividend) or sum(1 for _ in subexpressions(dividend)) > MAX_DIVIDEND_NODES:
             return ()     # that division stays: the loop keeps the divider anyway
-        key = (divisor, e.dtype)
-        found[key] = found.get(key, ()) + ((dividend,) if dividend not in found.get(key, ()) else ())
-    return tuple(Division(d, ds, t) for (d, t), ds in found.items())
+        found.setdefault((divisor, e.dtype), {})[dividend] = None
+    return tuple(Division(d, tuple(ds), t) for (d, t), ds in found.items())
 
 
 def window_bits(d: DType) -> tuple[int, int, int]:

@@ -17,7 +17,7 @@ of its loops prefetches, in each block, that block's lines of the next row.
 from __future__ import annotations
 
 from flowjit.ir.records import record
-from flowjit.lowering.loops import Const, Expr, Let, Load, Loop, Prim, Var, children, expressions, substitute_lets
+from flowjit.lowering.loops import Const, Expr, Let, Load, Loop, Prim, Var, expressions, free_names, substitute_lets
 
 
 @record
@@ -38,16 +38,8 @@ def _contiguous(column: Expr, lane: str) -> bool:
         return column.name == lane
     if not (isinstance(column, Prim) and column.op == "add"):
         return False
-    a, b = column.args
-    def free(e):
-        return not any(isinstance(x, Var) and x.name == lane for x in _all(e))
-    return (isinstance(b, Var) and b.name == lane and free(a)) or (isinstance(a, Var) and a.name == lane and free(b))
-
-
-def _all(e: Expr):
-    yield e
-    for c in children(e):
-        yield from _all(c)
+    return any(isinstance(v, Var) and v.name == lane and lane not in free_names(x)
+               for v, x in (column.args, column.args[::-1]))
 
 
 def _row_loads(loop: Loop, row: str) -> set:

@@ -255,13 +255,17 @@ def walk_statements(body: tuple):
             yield from walk_statements(s.then + s.orelse)
 
 
+def subexpressions(e: Expr):
+    """``e`` and every expression inside it, each before those inside it."""
+    yield e
+    for c in children(e):
+        yield from subexpressions(c)
+
+
 def expressions(body: tuple):
     """Every expression of the statements ``body`` and of the statements nested in them,
     sub-expressions included (a renderer's scan for the intrinsics it must declare)."""
-    def exprs_of(e: Expr):
-        yield e
-        for c in children(e):
-            yield from exprs_of(c)
+    exprs_of = subexpressions
     for s in body:
         if isinstance(s, Loop):
             yield from exprs_of(s.start)
