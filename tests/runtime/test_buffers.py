@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import flowjit as fj
-from flowjit.runtime.buffers import POOL_MIN_BYTES, BufferPool
+from flowjit.runtime.buffers import HUGE_PAGE_BYTES, POOL_MIN_BYTES, BufferPool
 
 
 def test_block_is_reused_after_the_last_view_dies():
@@ -80,6 +81,7 @@ def test_an_array_like_an_input_starts_where_the_input_does_in_its_cache_line():
 _FAULTS_PER_CALL = """
 import resource
 import numpy as np
+import pytest
 import flowjit as fj
 
 f = fj.function(lambda w, g: (w - 0.01 * g, g * 0.9))   # two 800 KB results a call, as an SGD step's
@@ -119,3 +121,46 @@ def test_a_pool_that_cannot_map_a_block_hands_out_a_numpy_array(monkeypatch):
     a = pool.empty((POOL_MIN_BYTES // 4,), np.float32)
     a[:] = 2.0
     assert a.flags.owndata and a.shape == (POOL_MIN_BYTES // 4,) and pool.allocated == 0 and a.sum() == a.size * 2.0
+
+
+def _mapping_of(address: int) -> dict[str, str]:
+    """The /proc/self/smaps entry of the mapping holding ``address``: its permissions
+    (``perms``) and its fields."""
+    found: dict[str, str] | None = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and not head[0].endswith(":"):
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                if found is not None:
+                    break
+                if lo <= address < hi:
+                    found = {"perms": head[1]}
+            elif found is not None and ":" in line:
+                key, _, value = line.partition(":")
+                found[key.strip()] = value.strip()
+    assert found is not None, hex(address)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps is Linux's")
+def test_a_block_of_a_huge_page_and_more_is_private_and_starts_on_a_huge_page():
+    # Python's anonymous mmap is MAP_SHARED unless told otherwise: Linux backs it with shmem,
+    # whose huge pages follow shmem_enabled ("never" by default), not the block's advice, so
+    # a 50,000x64 Adam moment was 3,125 small pages (a TLB miss each, every pass over it).
+    pool = BufferPool()
+    nbytes = 4 * 50_000 * 64
+    raw = np.zeros(nbytes + 128, np.uint8)
+    base = -raw.ctypes.data % 64 + 16
+    like = raw[base:base + nbytes].view(np.float32).reshape(50_000, 64)
+    for offset, array in ((0, pool.empty((50_000, 64), np.float32)),
+                          (16, pool.empty((50_000, 64), np.float32, like=like))):
+        start = array.ctypes.data
+        assert start % HUGE_PAGE_BYTES == offset
+        array[:] = 1.0
+        mapping = _mapping_of(start)
+        assert mapping["perms"].endswith("p"), mapping
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read()
+        if "THPeligible" in mapping and "[never]" not in thp:
+            assert mapping["THPeligible"] == "1", mapping
