@@ -29,7 +29,8 @@ HUGE_PAGE_BYTES = 2 << 20
 MAX_FREE_PER_SIZE = 8         # blocks kept per size class; more unmap when their array goes
 # Private: Python's anonymous mmap is shared by default, which Linux backs with shmem, where
 # transparent huge pages follow shmem_enabled ("never" by default) and ignore the advice.
-_PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+# (Windows's mmap takes no flags.)
+_PRIVATE = {"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS} if hasattr(mmap, "MAP_PRIVATE") else {}
 
 
 def _round_up(n: int) -> int:
@@ -72,7 +73,7 @@ class BufferPool:
             try:
                 # A huge block maps a huge page more, to start at a huge page's boundary
                 # (mmap aligns to a page only): the untouched pages cost no memory.
-                block = mmap.mmap(-1, size + HUGE_PAGE_BYTES if huge else size, flags=_PRIVATE)
+                block = mmap.mmap(-1, size + HUGE_PAGE_BYTES if huge else size, **_PRIVATE)
             except OSError:
                 # Out of mappings (vm.max_map_count: a block a result from 128 KiB, and a
                 # program that keeps ~65,000 of them) or of memory: malloc's heap may still
