@@ -483,10 +483,11 @@ class _Renderer:
         dividing = {}
         for div in divs:
             t = bounds[div.dtype][0]
-            mask, low, high = invariant_division.window_bits(div.dtype)
+            _, low, high = invariant_division.window_bits(div.dtype)
             sv = self.expr(div.divisor, env)
-            mag = b.and_(b.bitcast(sv, t), ir.Constant(t, mask))
-            ok = b.and_(ok, b.icmp_unsigned("<=", b.sub(mag, ir.Constant(t, low)), ir.Constant(t, high - low)))
+            # the sign bit left in: a negative divisor takes the divider (see markstein)
+            ok = b.and_(ok, b.icmp_unsigned("<=", b.sub(b.bitcast(sv, t), ir.Constant(t, low)),
+                                            ir.Constant(t, high - low)))
             dividing[(div.divisor, div.dtype)] = sv
         with b.if_else(ok) as (fast, written):
             with fast:
@@ -501,14 +502,17 @@ class _Renderer:
 
     def markstein(self, a: ir.Value, s: ir.Value, y: ir.Value) -> ir.Value:
         """``a / s`` correctly rounded from ``y = 1/s`` (correctly rounded) with two fused
-        multiply-adds, for ``a`` and ``s`` within ``invariant_division.WINDOW``; a zero
-        dividend keeps its sign through the product."""
+        multiply-adds, for ``a`` and positive ``s`` within ``invariant_division.WINDOW``.
+        ``q' = q - (q*s - a)*y`` rather than ``q + (a - q*s)*y`` (the same real number, so
+        the same rounding) because its last sum keeps a zero dividend's sign for a positive
+        divisor: ``-0 + -0`` where the other form adds ``+0`` to ``-0`` and gets ``+0``; a
+        negative divisor would lose ``+0``'s sign the same way, so the check sends it to the
+        divider rather than every quotient paying a compare and a blend."""
         b = self.b
         fma = self._libc(f"llvm.fma.{'f32' if a.type == F32 else 'f64'}", a.type, [a.type] * 3)
         q = b.fmul(a, y)
-        r = b.call(fma, [b.fneg(q), s, a])
-        q1 = b.call(fma, [r, y, q])
-        return b.select(b.fcmp_ordered("==", q1, ir.Constant(a.type, 0.0)), q, q1)
+        residual = b.call(fma, [q, s, b.fneg(a)])
+        return b.call(fma, [b.fneg(residual), y, q])
 
     def plain_loop(self, s: Loop, env: dict) -> None:
         start, stop = self.expr(s.start, env), self.expr(s.stop, env)

@@ -57,6 +57,18 @@ def test_rows_divided_by_their_own_value_are_numpys_to_the_bit(dt):
         assert ok, (trial, where)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_signed_zeros_over_divisors_of_either_sign_keep_their_sign(dt):
+    """``+0`` and ``-0`` dividends over positive and negative divisors within the window:
+    the quotient's zero carries the product of the signs (Markstein's last sum, written for
+    a positive divisor, would turn ``+0 / -3`` into ``+0``)."""
+    f = fj.function(lambda x, s: x / s[:, None])
+    x = np.tile(np.array([0.0, -0.0, 1.0, -2.5], dt), (4, 256))
+    s = np.array([3.0, -3.0, 0.5, -1e-3], dt)
+    ok, where = _bits_equal(f(x, s), x / s[:, None])
+    assert ok, where
+
+
 def test_every_float32_in_one_binade_divides_as_numpy_does():
     """Every float32 in [1, 2) over divisors that stress the last bit (1 - ulp, 1 + ulp,
     3, 7, 1.1, random ones): Markstein's quotient is the correctly rounded one."""
