@@ -418,12 +418,24 @@ class _Renderer:
             return
         if self.native_fma and self.optimize and not self.fastmath and not self.dividing and s.step == 1:
             divs = invariant_division.divisions(s)
-            if divs:
+            if divs and not self.few_trips(s, env):
                 self.versioned_division_loop(s, env, divs)
                 return
         if self.optimize:
             self.prefetching.update(row_prefetch.plan(s))
         self.plain_loop(s, env)
+
+    def few_trips(self, s: Loop, env: dict) -> bool:
+        """Whether ``s`` runs once (no loop encloses it) over a constant number of iterations
+        below ``invariant_division.MIN_TRIPS``: its divisions cost less than the two loops
+        more that versioning it gives LLVM to compile."""
+        if self.loop_vars:
+            return False
+        ends = [env.get(e.name) if isinstance(e, Var) else self.const(e.value, e.dtype) if isinstance(e, Const)
+                else None for e in (s.start, s.stop)]
+        if not all(isinstance(v, ir.Constant) for v in ends):
+            return False
+        return (ends[1].constant - ends[0].constant) // s.step < invariant_division.MIN_TRIPS
 
     def versioned_division_loop(self, s: Loop, env: dict, divs: tuple) -> None:
         """Loop ``s`` twice over: a pass that checks its dividends and divisors against

@@ -18,7 +18,8 @@ select (``emit._Renderer.markstein``), else as written. Measured there (the same
 two threads, with ``row_prefetch``): softmax 1.07 -> 0.79 ms, the check costing 0.03-0.05.
 
 Only a loop of at most ``MAX_TRIPS`` iterations (a row: its dividends stay in the cache
-between the two passes) is checked; a longer one runs as written. A divisor qualifies when
+between the two passes) is checked; a longer one runs as written, and so does one that
+runs once over fewer than ``MIN_TRIPS`` iterations known when it is rendered. A divisor qualifies when
 the loop cannot change it: it reads no buffer and no accumulator
 the loop updates, and no name the loop binds. The check pass only reads, so the loop's
 stores happen once, in whichever version runs.
@@ -53,6 +54,10 @@ WINDOW = {float32: 60, float64: 500}
 # proper reads them again. Adam's update over a 50,000x64 table, one loop of 3.2M elements
 # a chunk, is bound by memory: reading its moments twice would cost more than its divisions.
 MAX_TRIPS = 16384
+# The shortest loop versioned, when it runs once over a constant count (a batch norm's
+# per-channel scale, 32 or 64 values): below it the divisions cost less than the check pass
+# and the second copy of the loop cost LLVM to compile (~2 ms of a cold call a loop).
+MIN_TRIPS = 256
 # What a dividend may be built of: recomputing it in the check pass must cost less than the
 # divisions saved.
 CHEAP_OPS = frozenset(("add", "sub", "mul", "neg", "abs", "min", "max"))
