@@ -10,9 +10,9 @@ correction is: with ``y = 1/s`` correctly rounded (one division, outside the loo
 correctly rounded (Markstein 1990; Muller et al., Handbook of Floating-Point Arithmetic,
 thm. 5.7) as long as nothing overflows or underflows: ``r`` exact needs ``a`` well above the
 subnormals and ``q'`` must be a normal number. So the loop is versioned: a first pass over
-the loop's dividends (recomputed: only dividends that are loads and a few cheap operations
-qualify) checks that each is zero or within ``WINDOW`` binades of 1 and finite, and that the
-divisor is within them too and positive; then the loop runs with Markstein's three
+the loop's dividends (recomputed: only dividends built of loads and the vocabulary's cheap
+operations, ``scalar.CHEAP``, qualify) checks that each is zero or within ``WINDOW``
+binades of 1 and finite, and that the divisor is within them too and positive; then the loop runs with Markstein's three
 operations, written so that a zero dividend keeps its sign over a positive divisor with no
 select (``emit._Renderer.markstein``), else as written. Measured there (the same rows,
 two threads, with ``row_prefetch``): softmax 1.07 -> 0.79 ms, the check costing 0.03-0.05.
@@ -45,6 +45,7 @@ from flowjit.lowering.loops import (
     subexpressions,
     substitute_lets,
 )
+from flowjit.lowering.scalar import CHEAP
 
 # |a| in [2**-WINDOW, 2**WINDOW] (or zero) and |s| in it: q = a/s lies within 2**(2*WINDOW)
 # of 1, a normal number of either format with room to spare, and r = a - q*s (about
@@ -58,9 +59,6 @@ MAX_TRIPS = 16384
 # per-channel scale, 32 or 64 values): below it the divisions cost less than the check pass
 # and the second copy of the loop cost LLVM to compile (~2 ms of a cold call a loop).
 MIN_TRIPS = 256
-# What a dividend may be built of: recomputing it in the check pass must cost less than the
-# divisions saved.
-CHEAP_OPS = frozenset(("add", "sub", "mul", "neg", "abs", "min", "max"))
 MAX_DIVIDEND_NODES = 8
 
 
@@ -76,7 +74,7 @@ class Division:
 
 def _cheap(e: Expr) -> bool:
     if isinstance(e, Prim):
-        return e.op in CHEAP_OPS and all(_cheap(a) for a in e.args)
+        return e.op in CHEAP and all(_cheap(a) for a in e.args)
     return isinstance(e, (Const, Var, Load, AccValue))
 
 

@@ -78,6 +78,10 @@ OPS: dict[str, tuple[int, str, str]] = {
 # value repeats (lowering.hoist_columns); cheap ones (a compare, fabs) are not worth a load.
 COSTLY = frozenset(("div", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                     "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "hypot"))
+# Ops of one instruction a vector on every CPU: an expression of these over loads costs less
+# to compute again than a division (codegen_cpu.invariant_division's check pass recomputes
+# its loop's dividends).
+CHEAP = frozenset(("add", "sub", "mul", "neg", "fabs", "min", "max"))
 # The ops printed and rendered as calls with a dtype suffix (``tanh.f32``).
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                         "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
@@ -656,7 +660,8 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
     return REDUCER_KINDS[tuple(reducer)]
 
 
-__all__ = ["OPS", "COSTLY", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant", "Pair", "Unsupported",
+__all__ = ["OPS", "COSTLY", "CHEAP", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant",
+           "Pair", "Unsupported",
            "as_pair",
            "choose", "convert", "is_pair", "pair_dtype", "expand", "combine", "arg_wins",
            "accumulator_dtype", "start_value", "reducer_kind", "reference", "int64"]

@@ -118,6 +118,15 @@ def test_the_divisions_that_are_versioned():
     assert not any(invariant_division.divisions(lp) for lp in innermost(_kernel(fj.function(lambda a: a / (a + 1)), x)))
     costly = _kernel(fj.function(lambda x, s: fj.exp(x) / s[:, None]), x, s)
     assert not any(invariant_division.divisions(lp) for lp in innermost(costly))
+    # the vocabulary's cheap ops (lowering.scalar.CHEAP) may build it: |x| is one instruction
+    magnitude = _kernel(fj.function(lambda x, s: fj.abs(x) / s[:, None]), x, s)
+    assert any(invariant_division.divisions(lp) for lp in innermost(magnitude))
+    rows = np.random.default_rng(3).standard_normal((8, 1024)).astype(np.float32)
+    rows[2, :4] = [0.0, -0.0, np.inf, np.nan]
+    scale = np.float32([3, -2, 1e-3, 7, 0.5, 1e30, 2, 9])
+    got = fj.function(lambda x, s: fj.abs(x) / s[:, None])(rows, scale)
+    ok, where = _bits_equal(got, np.abs(rows) / scale[:, None])
+    assert ok, where
     # integer division has no such rounding to keep
     ints = _kernel(fj.function(lambda x, s: x // s[:, None]), x.astype(np.int32), s.astype(np.int32))
     assert not any(invariant_division.divisions(lp) for lp in innermost(ints))
