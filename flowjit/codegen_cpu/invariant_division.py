@@ -12,17 +12,18 @@ thm. 5.7) as long as nothing overflows or underflows: ``r`` exact needs ``a`` we
 subnormals and ``q'`` must be a normal number. So the loop is versioned: a first pass over
 the loop's dividends (recomputed: only dividends built of loads and the vocabulary's cheap
 operations, ``scalar.CHEAP``, qualify) checks that each is zero or within ``WINDOW``
-binades of 1 and finite, and that the divisor is within them too and positive; then the loop runs with Markstein's three
-operations, written so that a zero dividend keeps its sign over a positive divisor with no
-select (``emit._Renderer.markstein``), else as written. Measured there (the same rows,
-two threads, with ``row_prefetch``): softmax 1.07 -> 0.79 ms, the check costing 0.03-0.05.
+binades of 1 and finite, and that the divisor is within them too and positive; then the
+loop runs with Markstein's three operations, written so that a zero dividend keeps its sign
+over a positive divisor with no select (``emit._Renderer.markstein``), else as written.
+Measured there (the same rows, two threads, with ``row_prefetch``): softmax 1.07 -> 0.79
+ms, the check costing 0.03-0.05.
 
 Only a loop of at most ``MAX_TRIPS`` iterations (a row: its dividends stay in the cache
 between the two passes) is checked; a longer one runs as written, and so does one that
-runs once over fewer than ``MIN_TRIPS`` iterations known when it is rendered. A divisor qualifies when
-the loop cannot change it: it reads no buffer and no accumulator
-the loop updates, and no name the loop binds. The check pass only reads, so the loop's
-stores happen once, in whichever version runs.
+runs once over fewer than ``MIN_TRIPS`` iterations known when it is rendered. A divisor
+qualifies when the loop cannot change it: it reads no buffer and no accumulator the loop
+updates, and no name the loop binds. The check pass only reads, so the loop's stores
+happen once, in whichever version runs.
 """
 
 from __future__ import annotations
