@@ -13,10 +13,14 @@
   device, wherever the block it was written in says (as TensorFlow runs an op on a
   resource where the resource lives): the new value is computed where its ops are placed
   and copied over; ops reading a variable that the user did not place go to its device;
+- a constant the user did not place goes where its first reader runs (the partition
+  pass copies it to any other reader's device, never sends it): having no inputs to move,
+  it never drags its readers to a faster device;
 - every other op goes, among the devices able to run it, where a simple cost model says:
   seconds to move its inputs from where they are (bytes over the link) plus seconds to
-  compute it on that device (its work over the device's speed); ties go to the device
-  most of its input bytes are on, then to the default;
+  compute it on that device (its work over the device's speed), plus, for a result the
+  function returns, seconds to move it back to the default device, where the caller gets
+  it; ties go to the device most of its input bytes are on, then to the default;
 - an op owning blocks (cond, while, scan) runs on one device with everything inside it;
 - arguments live on ``target.default`` unless ``fn.arg_devices`` says otherwise;
 - with ``target.soft`` (TensorFlow's ``allow_soft_placement``), a device named for an op
@@ -165,8 +169,16 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
             raise PlacementError(f"argument %{a.name} lives on {d}, which does not exist; "
                                  f"devices: {', '.join(target.devices)}")
     device_of = {a.id: d for a, d in zip(fn.args, fn.arg_devices)}  # value id -> device holding it
+    returned = {v.id for v in fn.returns}
+    # Constants nobody placed follow their readers, so they are placed after them.
+    following = [op for op in fn.body.ops if op.primitive.kind == "constant" and not op.inputs
+                 and not op.blocks and not explicit[op.id]]
+    free = {r.id for op in following for r in op.results}
+    later = {op.id for op in following}
 
     for op in fn.body.ops:
+        if op.id in later:
+            continue
         want = explicit[op.id]
         updated = op.inputs[0] if op.primitive.kind == "stateful" and op.inputs else None
         variable = None
@@ -183,26 +195,46 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
         if want and (variable or not target.soft or runs(op, want)):
             check(op, want, why, variable)
         else:
-            want = _cheapest(op, device_of, target)
+            want = _cheapest(op, device_of, target, free, returned)
         _set_device(op, want)
         for r in op.results:
             device_of[r.id] = want
+    for op in following:
+        _place_with_readers(fn, op, target)
     return fn
 
 
-def _cheapest(op: Op, device_of: dict[int, str], target: DeviceTarget) -> str:
-    """The feasible device where moving the inputs plus computing the op costs least."""
+def _place_with_readers(fn: Function, op: Op, target: DeviceTarget) -> None:
+    """Put constant ``op`` on the device of the first top-level op reading it (an op owning
+    blocks reads it for the ops inside); read by no op, on the default device. Readers on
+    other devices get a copy of it from the partition pass, never a transfer."""
+    top = {inner.id: t for t in fn.body.ops for b in t.blocks for inner in b.walk()}
+    order = {t.id: k for k, t in enumerate(fn.body.ops)}
+    readers = sorted((top.get(user.id, user) for user, _ in op.result.uses), key=lambda t: order[t.id])
+    op.device = (readers[0].device if readers else None) or target.default
+
+
+def _cheapest(op: Op, device_of: dict[int, str], target: DeviceTarget, free: set[int] = frozenset(),
+              returned: set[int] = frozenset()) -> str:
+    """The feasible device where moving the inputs (those in ``free`` follow the op) plus
+    computing the op, plus moving its results in ``returned`` to the default device, costs
+    least."""
     here: dict[str, int] = {}
     for v in op.inputs:
+        if v.id in free:
+            continue
         d = device_of.get(v.id, target.default)
         here[d] = here.get(d, 0) + _nbytes(v)
     candidates = [d for d in dict.fromkeys([*here, target.default, *target.devices]) if target.feasible(op, d)]
     if not candidates:
         raise PlacementError(f"{op.name}{_where(op)}: no device of {', '.join(target.devices)} can run it")
     work = _work(op)
+    home = sum(_nbytes(r) for r in op.results if r.id in returned)
 
     def cost(d: str) -> tuple[float, int, int]:
         move_s = sum(_move_seconds(n, src, d) for src, n in here.items() if src != d)
+        if home and d != target.default:
+            move_s += _move_seconds(home, d, target.default)
         compute_s = work / target.speed.get(_kind(d), DEFAULT_SPEED["cpu"])
         return (move_s + compute_s, -here.get(d, 0), d != target.default)
 

@@ -11,6 +11,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.ir import parse
+from flowjit.passes.partition import partition
 from flowjit.passes.placement import DeviceTarget, PlacementError, placement
 from tests.codegen_cuda.test_cuda_backend import _env, _passed_or_skip, _pytest
 from tests.passes.variable_programs import (
@@ -54,7 +55,7 @@ def test_the_cost_model_moves_the_smaller_input():
     def f(big, small):
         with fj.device("cpu:1"):
             b = big * 2
-        return b + small  # 4 KB on cpu:1 against 4 bytes on cpu:0
+        return (b + small).sum()  # 4 KB on cpu:1 against 4 bytes on cpu:0
 
     fn = fj.function(f).ir(np.ones((32, 32), np.float32), np.ones((), np.float32), stage="placement")
     assert dict(_devices(fn))["add"] == "cpu:1"
@@ -71,6 +72,48 @@ def test_the_cost_model_sends_heavy_work_to_a_faster_device():
     assert _devices(placement(parse(small), gpu)) == [("matmul", "cpu:0")]
     cpu_only = DeviceTarget(("cpu:0", "cuda:0"), feasible=lambda op, d: d.startswith("cpu"))
     assert _devices(placement(parse(text), cpu_only)) == [("matmul", "cpu:0")]
+
+
+GPU = DeviceTarget(("cpu:0", "cuda:0"))
+
+
+def test_a_small_program_with_a_constant_stays_on_the_cpu_beside_a_gpu():
+    # tanh(x) * 3.0 on 32 floats: the constant 3.0, having no inputs to move, was placed on
+    # the GPU (its one element computes faster there), and the mul followed it: a copy to
+    # the GPU, a launch and a copy back for 32 multiplications.
+    fn = fj.function(lambda x: fj.tanh(x) * 3.0).ir(np.ones((4, 8), np.float32), stage="decompose")
+    assert {d for _, d in _devices(placement(fn, GPU))} == {"cpu:0"}
+
+
+def test_a_constant_goes_where_its_first_reader_runs_and_is_copied_not_sent():
+    text = """func @f(%a: f32[512,512], %b: f32[512,512], %x: f32[4]) -> (f32[512,512], f32[4]) {
+  %0 = constant {value=2.0} : f32[]
+  %1 = matmul %a, %b : f32[512,512]
+  %2 = mul %1, %0 : f32[512,512]
+  %3 = mul %x, %0 : f32[4]
+  return %2, %3
+}"""
+    fn = placement(parse(text), GPU)
+    assert _devices(fn) == [("constant", "cuda:0"), ("matmul", "cuda:0"), ("mul", "cuda:0"), ("mul", "cpu:0")]
+    parts = partition(fn)
+    assert not [op for op in parts.body.ops if op.primitive.role == "recv" and op.attrs["shape"] == ()]
+    assert sorted(op.device for op in parts.body.ops if op.name == "constant") == ["cpu:0", "cuda:0"]
+
+
+def test_a_result_the_caller_gets_back_counts_its_copy_home():
+    # exp of 100,000 floats: faster on the GPU counting the copy there, slower once its
+    # result must come back to the host.
+    text = """func @f(%x: f32[100000]) -> (f32[100000]) {
+  %0 = exp %x : f32[100000]
+  return %0
+}"""
+    assert _devices(placement(parse(text), GPU)) == [("exp", "cpu:0")]
+    summed = """func @f(%x: f32[100000]) -> (f32[]) {
+  %0 = exp %x : f32[100000]
+  %1 = reduce_sum %0 {axes=(0,)} : f32[]
+  return %1
+}"""
+    assert _devices(placement(parse(summed), GPU))[0] == ("exp", "cuda:0")
 
 
 def test_a_device_that_does_not_exist_names_the_op_and_the_devices_that_would_work():
