@@ -286,12 +286,37 @@ class CudaKernel:
         return out
 
 
+# numba-cuda 0.30 (in maintenance) registers an overload of np.row_stack, which NumPy 2.5
+# removed, so none of its kernels compile beside NumPy 2.5.
+NUMBA_CUDA_NUMPY_HINT = ("numba-cuda 0.30 does not run with NumPy 2.5 (NVIDIA/numba-cuda#907): "
+                         "pip install 'numpy<2.5' (flowjit's cuda extra pins it)")
+
+
+def _numba_failed_to_load(e: BaseException) -> bool:
+    """Whether ``e`` was raised while one of numba's own modules was being imported (its
+    CUDA target loads its typing registries at the first compile): the installation is
+    broken, whatever kernel was being compiled."""
+    tb = e.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "<module>" and f"{os.sep}numba{os.sep}" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def compile_error(kernel: CudaKernel, e: Exception) -> CudaKernelCompileError:
     """The error for kernel ``kernel`` failing with ``e``: ops, lines, the first lines of
-    the cause (NVVM puts its log after a one-line summary) and the generated source file."""
+    the cause (NVVM puts its log after a one-line summary) and the generated source file;
+    when numba's CUDA target itself failed to load, that and how to mend the installation
+    instead of a request for a flowjit bug report."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()][:3]
     cause = " | ".join(lines)
     cause = cause if len(cause) <= 400 else cause[:397] + "..."
+    if _numba_failed_to_load(e):
+        hint = NUMBA_CUDA_NUMPY_HINT if "row_stack" in cause else "reinstall numba-cuda to match numba and NumPy"
+        return CudaKernelCompileError(f"CUDA kernel {kernel.ops} cannot be compiled: numba's CUDA target failed to "
+                                      f"load ({type(e).__name__}: {cause}): {hint}")
     return CudaKernelCompileError(f"CUDA kernel {kernel.ops} failed to compile: {type(e).__name__}: {cause}; "
                                   f"{BUG_REPORT}; generated source: {kernel.path}")
 

@@ -1,7 +1,9 @@
-"""The CUDA backend under numba's CUDA simulator, against flowjit's NumPy interpreter.
+"""The CUDA backend under numba's CUDA simulator, or on a GPU, against flowjit's NumPy
+interpreter.
 
 Run by ``test_cuda_backend.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` (the
-simulator must be on before numba is imported); skipped anywhere else. No simulated
+simulator must be on before numba is imported), and in one without it, where it runs only
+on a machine with a GPU (``tests.codegen_cuda.target``); skipped anywhere else. No simulated
 device is listed (``FLOWJIT_CUDA_SIMULATOR_DEVICES`` unset) while programs are traced, so
 placement leaves them on one device and each test hands the backend the fused program
 itself. The simulator runs a Python thread per GPU thread, so arrays stay
@@ -20,14 +22,10 @@ import warnings
 
 import numpy as np
 import pytest
-from numba.core import config
 
-if not config.ENABLE_CUDASIM:
-    pytest.skip("run by test_cuda_backend.py with NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
-try:
-    from numba import cuda  # noqa: F401  (a numba without its built-in CUDA target needs numba-cuda)
-except ImportError as e:
-    pytest.skip(f"numba has no CUDA target to simulate ({e}); install numba-cuda", allow_module_level=True)
+from tests.codegen_cuda.target import SIMULATED, other_device, require_cuda_target  # noqa: E402
+
+require_cuda_target("test_cuda_backend.py")
 
 import flowjit as fj  # noqa: E402
 from flowjit.codegen_cuda import (  # noqa: E402
@@ -278,7 +276,7 @@ def test_random_programs(seed):
     # with reductions of two shapes) the executable splits into one-op kernels.
     program = random_program(seed)
     xs = program.inputs()
-    if max(x.size for x in xs) > 1000:
+    if SIMULATED and max(x.size for x in xs) > 1000:
         pytest.skip("the simulator runs a Python thread per GPU thread: too large")
     functions = [program.function(fj)]
     if program.smooth:
@@ -381,13 +379,14 @@ def test_matmul_tiled_kernel():
 
 def test_device_round_trip_keeps_shape_and_dtype():
     for x in (np.arange(6, dtype=np.int32).reshape(2, 3), np.array(2.5, np.float64), np.array([True, False])):
-        d = to_device(x, 1)
+        d = to_device(x, other_device())
         assert is_device_array(d)
         got = to_host(d)
         assert got.shape == x.shape and got.dtype == x.dtype
         np.testing.assert_array_equal(got, x)
 
 
+@pytest.mark.skipif(not SIMULATED, reason="a GPU's devices are the ones its driver lists")
 def test_simulated_devices(monkeypatch):
     assert cuda_devices() == []
     monkeypatch.setenv("FLOWJIT_CUDA_SIMULATOR_DEVICES", "2")
@@ -406,8 +405,9 @@ def mlp(x, w, b, w2):
 def test_executable_runs_a_fused_mlp():
     x, w, b, w2 = _f32(6, 20), _f32(20, 12) * 0.3, _f32(12), _f32(12, 5)
     fn = fused(mlp, x, w, b, w2)
-    exe = cuda_executable(fn, "cuda:1")
-    outs = exe.run(x, to_device(w, 1), b, w2)  # host and device arrays mixed
+    k = other_device()
+    exe = cuda_executable(fn, f"cuda:{k}")
+    outs = exe.run(x, to_device(w, k), b, w2)  # host and device arrays mixed
     assert all(is_device_array(o) for o in outs)
     want = interpret(fj.function(mlp).ir(x, w, b, w2), [x, w, b, w2])
     for g, e in zip(outs, want, strict=True):
@@ -435,8 +435,8 @@ def test_executable_rejects_what_it_cannot_run():
     cumsum = next(op for op in fn.body.ops if op.name == "cumsum")
     assert not feasible(cumsum) and "cumsum" in why_not(cumsum)
     with pytest.raises(CudaUnsupportedError) as info:
-        cuda_executable(fn, "cuda:1")
-    assert "cumsum" in str(info.value) and "cuda:1" in str(info.value) and "opaque" in str(info.value)
+        cuda_executable(fn, f"cuda:{other_device()}")
+    assert "cumsum" in str(info.value) and f"cuda:{other_device()}" in str(info.value) and "opaque" in str(info.value)
     assert all(feasible(op) for op in fn.body.ops if op is not cumsum)
     with pytest.raises(fj.FlowjitTypeError, match="must be f32"):
         cuda_executable(fused(lambda x: x + 1.0, _f32(2)), "cuda:0").run(_f32(3))

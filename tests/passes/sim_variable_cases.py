@@ -1,6 +1,7 @@
-"""Variables on the CPU read and trained on a simulated GPU: run by ``test_placement.py``
-in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` and ``FLOWJIT_CUDA_SIMULATOR_DEVICES=1``
-(numba reads the first when it is imported); skipped anywhere else.
+"""Variables on the CPU read and trained on a simulated GPU, or a real one: run by
+``test_placement.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` and
+``FLOWJIT_CUDA_SIMULATOR_DEVICES=1`` (numba reads the first when it is imported), and by
+``test_cuda_backend.py`` without them on a machine with a GPU; skipped anywhere else.
 
 A Variable stays on the device it was created on: the ops placed on ``cuda:0`` read a
 copy of it, and its ``assign`` runs where it lives, on ``cpu:0``.
@@ -13,12 +14,13 @@ import re
 
 import numpy as np
 import pytest
-from numba.core import config
 
-if not config.ENABLE_CUDASIM or os.environ.get("FLOWJIT_CUDA_SIMULATOR_DEVICES") != "1":
+from tests.codegen_cuda.target import SIMULATED, require_cuda_target  # noqa: E402
+
+if SIMULATED and os.environ.get("FLOWJIT_CUDA_SIMULATOR_DEVICES") != "1":
     pytest.skip("run by test_placement.py with NUMBA_ENABLE_CUDASIM=1 and one simulated device",
                 allow_module_level=True)
-pytest.importorskip("numba.cuda", reason="numba has no CUDA target to simulate; install numba-cuda")
+require_cuda_target("test_placement.py")
 
 import flowjit as fj  # noqa: E402
 from flowjit.passes.placement import PlacementError  # noqa: E402

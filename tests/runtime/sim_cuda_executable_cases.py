@@ -1,6 +1,6 @@
-"""``CudaExecutable`` under numba's CUDA simulator, run by ``test_cuda_executable.py`` in a
-subprocess with ``NUMBA_ENABLE_CUDASIM=1`` (numba reads it when first imported); skipped
-anywhere else.
+"""``CudaExecutable`` under numba's CUDA simulator or on a GPU, run by
+``test_cuda_executable.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` (numba reads it
+when first imported), and without it on a machine with a GPU; skipped anywhere else.
 
 The op a failed run names is the op that call failed in, whatever other calls of the
 same executable (earlier, later or on other threads) ran since.
@@ -12,11 +12,10 @@ import threading
 
 import numpy as np
 import pytest
-from numba.core import config
 
-if not config.ENABLE_CUDASIM:
-    pytest.skip("run by test_cuda_executable.py with NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
-pytest.importorskip("numba.cuda", reason="numba has no CUDA target to simulate; install numba-cuda")
+from tests.codegen_cuda.target import require_cuda_target  # noqa: E402
+
+require_cuda_target("test_cuda_executable.py")
 
 from flowjit.codegen_cuda import CudaExecutable, to_host  # noqa: E402
 from flowjit.ir import new_function  # noqa: E402
