@@ -402,3 +402,20 @@ def test_quick_models_rows_have_flowjit_and_jax_numbers(tmp_path):
     assert re.fullmatch(r"[0-9.]+x", alone_loaded["loaded/idle"]), alone_loaded
     memory = _table(p.stdout, TITLES["memory"])["MLP 784-64-64-10, b32, inference"]
     assert re.fullmatch(r"[0-9]+ MiB \(\+[0-9]+ MiB\)", memory["flowjit"]), memory
+
+
+def test_the_gpu_bench_fills_flowjit_s_column_under_the_cuda_simulator(tmp_path):
+    # No GPU here: numba's simulator runs the kernels, so the script's flowjit path (the
+    # runtime's CUDA program on device arrays, and fj.function(device="cuda:0") on NumPy
+    # arrays) is checked; the peers need a GPU and cupy and give error cells or none.
+    pytest.importorskip("numba.cuda")
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path), NUMBA_ENABLE_CUDASIM="1",
+               FLOWJIT_CUDA_SIMULATOR_DEVICES="1")
+    p = subprocess.run([sys.executable, "-m", "bench.gpu", "--quick", "--repeat", "1", "--peers", "fj",
+                        "--only", "gelu,softmax,gelu_host"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = _table(p.stdout, "bench.gpu")
+    assert set(rows) == {"gelu", "softmax", "gelu_host"}, p.stdout
+    for name, cells in rows.items():
+        assert float(cells["fj ms"]) > 0 and float(cells["fj first s"]) > 0, (name, cells)
