@@ -60,6 +60,9 @@ class PlacementError(FlowjitError):
 DEFAULT_SPEED = {"cpu": 1e9, "cuda": 5e10}
 LINK_BYTES_PER_S = 1e10
 TRANSFER_LATENCY_S = 2e-5
+# Between the host and a GPU: pageable NumPy memory over PCIe. Measured on an H200 machine
+# (bench/results/h200-2026-11-30-cuda.md, gelu_host): 128 MB in and out in 33-36 ms.
+HOST_GPU_BYTES_PER_S = 4e9
 # Between processes (devices of different tasks, /job:ps/task:0/cpu:0): an RPC, and a copy
 # through the object store.
 TASK_LINK_BYTES_PER_S = 1e9
@@ -97,6 +100,8 @@ def _task(device: str) -> str:
 def _move_seconds(nbytes: int, src: str, dst: str) -> float:
     if _task(src) != _task(dst):
         return nbytes / TASK_LINK_BYTES_PER_S + TASK_TRANSFER_LATENCY_S
+    if (_kind(src) == "cpu") != (_kind(dst) == "cpu"):
+        return nbytes / HOST_GPU_BYTES_PER_S + TRANSFER_LATENCY_S
     return nbytes / LINK_BYTES_PER_S + TRANSFER_LATENCY_S
 
 

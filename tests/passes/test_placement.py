@@ -101,19 +101,32 @@ def test_a_constant_goes_where_its_first_reader_runs_and_is_copied_not_sent():
 
 
 def test_a_result_the_caller_gets_back_counts_its_copy_home():
-    # exp of 100,000 floats: faster on the GPU counting the copy there, slower once its
-    # result must come back to the host.
+    # exp of 100,000 floats on a host at 5e8 elements a second: faster on the GPU counting
+    # the copy there (120 against 200 us), slower once its result must come back (240).
+    slow_host = DeviceTarget(("cpu:0", "cuda:0"), speed={"cpu": 5e8, "cuda": 5e10})
     text = """func @f(%x: f32[100000]) -> (f32[100000]) {
   %0 = exp %x : f32[100000]
   return %0
 }"""
-    assert _devices(placement(parse(text), GPU)) == [("exp", "cpu:0")]
+    assert _devices(placement(parse(text), slow_host)) == [("exp", "cpu:0")]
     summed = """func @f(%x: f32[100000]) -> (f32[]) {
   %0 = exp %x : f32[100000]
   %1 = reduce_sum %0 {axes=(0,)} : f32[]
   return %1
 }"""
-    assert _devices(placement(parse(summed), GPU))[0] == ("exp", "cuda:0")
+    assert _devices(placement(parse(summed), slow_host)) == [("exp", "cuda:0"), ("reduce_sum", "cuda:0")]
+
+
+def test_elementwise_work_on_host_arrays_stays_on_the_host_beside_a_gpu():
+    # A chain over 2**20 floats that arrive from and go back to the host: at the host-GPU
+    # link's measured speed (pageable NumPy memory over PCIe, ~4 GB/s on an H200 machine)
+    # the copies cost more than the work; a 512**3 matmul still pays for them.
+    text = """func @f(%x: f32[1048576]) -> (f32[1048576]) {
+  %0 = exp %x : f32[1048576]
+  %1 = tanh %0 : f32[1048576]
+  return %1
+}"""
+    assert {d for _, d in _devices(placement(parse(text), GPU))} == {"cpu:0"}
 
 
 def test_a_device_that_does_not_exist_names_the_op_and_the_devices_that_would_work():
