@@ -204,17 +204,19 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
         _set_device(op, want)
         for r in op.results:
             device_of[r.id] = want
-    for op in following:
-        _place_with_readers(fn, op, target)
+    if following:
+        top = {inner.id: t for t in fn.body.ops for b in t.blocks for inner in b.walk()}
+        order = {t.id: k for k, t in enumerate(fn.body.ops)}
+        for op in following:
+            _place_with_readers(op, top, order, target)
     return fn
 
 
-def _place_with_readers(fn: Function, op: Op, target: DeviceTarget) -> None:
-    """Put constant ``op`` on the device of the first top-level op reading it (an op owning
-    blocks reads it for the ops inside); read by no op, on the default device. Readers on
-    other devices get a copy of it from the partition pass, never a transfer."""
-    top = {inner.id: t for t in fn.body.ops for b in t.blocks for inner in b.walk()}
-    order = {t.id: k for k, t in enumerate(fn.body.ops)}
+def _place_with_readers(op: Op, top: dict[int, Op], order: dict[int, int], target: DeviceTarget) -> None:
+    """Put constant ``op`` on the device of the first top-level op reading it (``top``: the
+    top-level op owning each nested op, which reads it for the ops inside; ``order``: each
+    top-level op's position); read by no op, on the default device. Readers on other devices
+    get a copy of it from the partition pass, never a transfer."""
     readers = sorted((top.get(user.id, user) for user, _ in op.result.uses), key=lambda t: order[t.id])
     op.device = (readers[0].device if readers else None) or target.default
 
