@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.workloads.common import short_error
+
 PEERS = ("fj", "cupy", "torch", "jax")
 GELU_C, GELU_K = 0.7978845608028654, 0.044715
 
@@ -221,7 +223,7 @@ def child(peer: str, quick: bool, repeat: int, only: list[str]) -> dict[str, dic
             first, ms, out = _time(call, sync, repeat)
             rows[name] = {"first_s": build + first, "median_ms": ms, "checksum": _checksum(out, host)}
         except Exception as e:  # one workload a library cannot run is a row of its own, not the end
-            rows[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}
+            rows[name] = {"error": short_error(e)[:200]}
     return rows
 
 
