@@ -43,6 +43,10 @@ KERNEL_KINDS = ("elementwise", "layout", "reduction", "constant")
 ELEMENT_THREADS = 256
 MAX_BLOCKS = 4096
 MAX_ROW_BLOCKS = 65535
+# The most threads of a block per row. On an H200 (bench/results/h200-2026-11-30-cuda-2.md),
+# softmax and layer norm over rows of 4096 took 0.62-0.64 ms a call with 128, 0.69 with 256
+# and 0.86-0.88 with 512: more blocks resident per SM beat more threads per row.
+ROW_THREADS = 128
 # The most blocks a grid launch (a reduction over everything) spreads its iterations over:
 # each writes one partial result, which the single-block launch after it combines.
 GRID_BLOCKS = 256
@@ -150,8 +154,8 @@ def launch_config(launch: Launch, sizes: dict[str, int]) -> tuple[int, int]:
     elements launches cover their largest loop nest (up to ``MAX_BLOCKS`` blocks, then
     grid-stride); rows launches give each row a block (up to ``MAX_ROW_BLOCKS``), grid
     launches up to ``GRID_BLOCKS``, single launches one block, of a power of two threads
-    (the tree reductions halve them), at most ``SHARED``, enough for the longest loop the
-    threads split. The simulator gets
+    (the tree reductions halve them), at most ``ROW_THREADS`` a row and ``SHARED`` else,
+    enough for the longest loop the threads split. The simulator gets
     ``SIMULATOR_THREADS`` (``SIMULATOR_ROW_THREADS``) threads."""
     sim = memory.simulator()
     counts = [_count_of(p, sizes) for p in launch.items]
@@ -163,7 +167,8 @@ def launch_config(launch: Launch, sizes: dict[str, int]) -> tuple[int, int]:
         return blocks, threads
     cols = [c for c in (_count_of(p, sizes) for p in launch.cols) if c is not None]
     longest = max(cols, default=1)
-    threads = SIMULATOR_ROW_THREADS if sim else min(SHARED, max(32, 1 << max(longest - 1, 0).bit_length()))
+    most = ROW_THREADS if launch.kind == "rows" else SHARED
+    threads = SIMULATOR_ROW_THREADS if sim else min(most, max(32, 1 << max(longest - 1, 0).bit_length()))
     if launch.kind == "single":
         return 1, threads
     if launch.kind == "grid":
@@ -194,6 +199,11 @@ class CudaKernel:
     out_types: list[TensorType]
     module: Any
     _warm: bool = field(default=False, repr=False)
+    # The temps' shapes and the launches that run with their (blocks, threads), worked out
+    # at the first call (the types, so the shapes, are this kernel's own): evaluating the
+    # loop-IR expressions on the host took 40-110 us a call on a 2-core Xeon, as long as a
+    # small kernel runs on a GPU.
+    _shaped: tuple | None = field(default=None, repr=False)
 
     @property
     def launches(self) -> tuple[Launch, ...]:
@@ -220,31 +230,48 @@ class CudaKernel:
             self._first_launch(args, outs)
         return [o.reshape(()) if not t.shape else o for o, t in zip(made, self.out_types)]
 
-    def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], dict[str, int]]:
-        """The device arrays of every buffer name (temps zeroed, scratch allocated) and the
-        size variables' values, read from the arguments' shapes."""
+    def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], dict[str, int], tuple]:
+        """The device arrays of every buffer name (temps zeroed, scratch allocated), the
+        size variables' values read from the arguments' shapes, and the launches that run
+        at those values, each with its function and configuration (``shaped``)."""
         k = self.plan.kernel
         arrays = dict(zip([b.name for b in k.inputs] + [b.name for b in k.outputs], [*args, *outs]))
         sizes = {s.name: int(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
-        for b in k.buffers:
-            if b.role == "temp":
-                arrays[b.name] = memory.zeros(tuple(host_value(n, sizes) for n in b.shape) or (1,), b.dtype.np)
+        if self._shaped is None:
+            self._shaped = self.shaped(sizes)
+        temps, launches = self._shaped
+        for name, shape, d in temps:
+            arrays[name] = memory.zeros(shape, d)
         for name, d in self.plan.scratch:
             arrays[scratch_name(name)] = memory.empty((1,), d.np)
         for name, d in self.plan.partials:
             arrays[name] = memory.empty((GRID_BLOCKS,), d.np)
-        return arrays, sizes
+        return arrays, sizes, launches
+
+    def shaped(self, sizes: dict[str, int]) -> tuple[tuple, tuple]:
+        """At the size variables' values ``sizes``: each temp's (name, shape, dtype), and
+        each launch that runs as (launch, kernel function, blocks, threads, the blocks of
+        the grid launch before it or None)."""
+        temps = tuple((b.name, tuple(host_value(n, sizes) for n in b.shape) or (1,), b.dtype.np)
+                      for b in self.plan.kernel.buffers if b.role == "temp")
+        launches, grid_blocks = [], None
+        for launch in self.launches:
+            if launch.only_if is not None and not host_value(launch.only_if, sizes):
+                continue
+            blocks, threads = launch_config(launch, sizes)
+            fn = getattr(self.module, launch.fname)
+            launches.append((launch, fn, blocks, threads, grid_blocks))
+            if launch.kind == "grid":  # the single launch after it combines one result per block
+                grid_blocks = blocks
+        return temps, tuple(launches)
 
     def _launch(self, args: list[Any], outs: list[Any]) -> None:
-        arrays, sizes = self._arrays(args, outs)
-        launches = [launch for launch in self.launches if launch.only_if is None or host_value(launch.only_if, sizes)]
+        arrays, sizes, launches = self._arrays(args, outs)
         with memory.launch_lock():
-            for launch in launches:
-                blocks, threads = launch_config(launch, sizes)
-                if launch.kind == "grid":  # the single launch after it combines one result per block
-                    sizes[GRID_BLOCKS_ARG] = blocks
-                getattr(self.module, launch.fname)[blocks, threads](
-                    *[arrays[a] for a in launch.arrays], *[sizes[s] for s in launch.sizes])
+            for launch, fn, blocks, threads, grid_blocks in launches:
+                if grid_blocks is not None:
+                    sizes[GRID_BLOCKS_ARG] = grid_blocks
+                fn[blocks, threads](*[arrays[a] for a in launch.arrays], *[sizes[s] for s in launch.sizes])
         _count("launches", len(launches))
 
     def _first_launch(self, args: list[Any], outs: list[Any]) -> None:

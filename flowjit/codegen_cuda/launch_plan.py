@@ -190,29 +190,33 @@ def _linear(e: Expr, names: set) -> dict | None:
     return None if free_names(e) & names else {}
 
 
-def _injective(e: Expr, v: str, inside: set, spans: dict) -> bool:
-    """Whether distinct values of ``v`` give distinct values of ``e`` whatever the other
-    names of ``inside`` (bound in the loops being split) hold: ``e`` is ``c * v`` plus
-    ``c_u * u`` for loop variables ``u`` of constant range (``spans``: their largest
-    minus smallest value) with ``|c| > sum |c_u| * span_u`` (a blocked sum's ``rb * 128 +
-    rj``), plus a rest fixed for the whole region."""
-    lin = _linear(e, inside | {v})
-    if lin is None or not lin.get(v):
+def _injective(e: Expr, vs: tuple, inside: set, spans: dict) -> bool:
+    """Whether distinct values of the variables ``vs`` (together) give distinct values of
+    ``e`` whatever the other names of ``inside`` (bound in the loops being split) hold:
+    ``e`` is a sum of ``c_u * u`` plus a rest fixed for the whole region, and for each
+    ``v`` of ``vs``, ``|c_v| > sum |c_u| * span_u`` over the other names ``u`` except the
+    variables of ``vs`` with a larger ``|c|`` (``spans``: the largest minus the smallest
+    value of a loop variable of constant range). For one variable: ``c * v`` beside
+    smaller terms; for a blocked sum's ``rb * 128 + rj``, both ``rb`` and ``(rb, rj)``."""
+    lin = _linear(e, inside | set(vs))
+    if lin is None or not all(lin.get(v) for v in vs):
         return False
-    spread = 0
-    for u, c in lin.items():
-        if u != v and c:
+    for v in vs:
+        spread = 0
+        for u, c in lin.items():
+            if u == v or not c or (u in vs and abs(c) > abs(lin[v])):
+                continue
             if u not in spans:
                 return False
             spread += abs(c) * spans[u]
-    return spread < abs(lin[v])
+        if spread >= abs(lin[v]):
+            return False
+    return True
 
 
-def parallel_vars(loop_vars: list, region: tuple) -> set:
-    """The loop variables of ``loop_vars`` whose iterations touch disjoint elements of every
-    buffer ``region`` (a tuple of statements, the loops included) stores into: for each
-    such buffer, one dimension at which every access in the region has the same index,
-    injective in the variable (``_injective``)."""
+def _stored_accesses(region: tuple) -> tuple[list, set, dict]:
+    """For each buffer ``region`` stores into, the indices of every access to it (Lets
+    substituted); the names bound in the region; the spans of its constant loops."""
     fx = effects_of(region)
     defs = {s.name: s.value for s in walk_statements(region) if isinstance(s, Let)}
     accesses: dict[str, list] = {b: [] for b in fx.stores}
@@ -224,18 +228,32 @@ def parallel_vars(loop_vars: list, region: tuple) -> set:
             accesses[e.buffer].append(tuple(substitute_lets(i, defs) for i in e.index))
     spans = {s.var: int(s.stop.value) - int(s.start.value) - 1 for s in walk_statements(region)
              if isinstance(s, Loop) and isinstance(s.start, Const) and isinstance(s.stop, Const) and s.step == 1}
-    out = set()
-    for v in loop_vars:
-        ok = True
-        for idxs in accesses.values():
-            rank = len(idxs[0])
-            if not any(all(len(ix) == rank and ix[p] == idxs[0][p] for ix in idxs)
-                       and _injective(idxs[0][p], v, fx.bound, spans) for p in range(rank)):
-                ok = False
-                break
-        if ok:
-            out.add(v)
-    return out
+    return list(accesses.values()), fx.bound, spans
+
+
+def _disjoint(vs: tuple, accesses: list, bound: set, spans: dict) -> bool:
+    for idxs in accesses:
+        rank = len(idxs[0])
+        if not any(all(len(ix) == rank and ix[p] == idxs[0][p] for ix in idxs)
+                   and _injective(idxs[0][p], vs, bound, spans) for p in range(rank)):
+            return False
+    return True
+
+
+def parallel_vars(loop_vars: list, region: tuple) -> set:
+    """The loop variables of ``loop_vars`` whose iterations touch disjoint elements of every
+    buffer ``region`` (a tuple of statements, the loops included) stores into: for each
+    such buffer, one dimension at which every access in the region has the same index,
+    injective in the variable (``_injective``)."""
+    found = _stored_accesses(region)
+    return {v for v in loop_vars if _disjoint((v,), *found)}
+
+
+def jointly_parallel(loop_vars: list, region: tuple) -> bool:
+    """Whether distinct values of ``loop_vars`` taken together (one flat index space split
+    over threads) touch disjoint elements of every buffer ``region`` stores into: as
+    ``parallel_vars``, injective in the variables together."""
+    return _disjoint(tuple(loop_vars), *_stored_accesses(region))
 
 
 @dataclass

@@ -6,6 +6,7 @@ under the simulator)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from flowjit.lowering.loops import (
     Store,
     Update,
     Var,
+    expressions,
 )
 from flowjit.lowering.scalar import apply
 
@@ -42,8 +44,8 @@ from flowjit.codegen_cuda.launch_plan import (
     effects_of,
     host_value,
     inner_work,
+    jointly_parallel,
     loop_nest,
-    parallel_vars,
     partial_name,
     python_name,
     rectangular,
@@ -352,6 +354,8 @@ class Writer:
         row's value by thread 0, independent loops split over the threads."""
         for s in body:
             self.memo_scope_reset()
+            if isinstance(s, Loop):
+                s = self.unblocked(s)
             fx = effects_of((s,))
             merge = self.partial_merge(s)
             self.combine(sorted(a for a in fx.read_accs - fx.updated
@@ -392,6 +396,40 @@ class Writer:
     def branch(self, body: tuple, fx: Effects) -> None:
         self.uniform(body)
         self.to_partial(sorted(fx.updated & set(self.decl)))
+
+    def unblocked(self, s: Loop) -> Loop:
+        """Loop ``s`` of a blocked reduction (each iteration: an accumulator from its
+        identity, a loop updating it, then folded into a declared accumulator of the same
+        kind: the lowering's blocks of 128 float32 sums added in float64) with the loop's
+        updates going straight into the outer accumulator (cast to its dtype). A block's
+        threads each hold a partial result of their own already; the blocks would leave
+        the threads past 128 idle, with a barrier in every block. Else ``s`` itself."""
+        if len(s.body) != 3:
+            return s
+        part, inner, fold = s.body
+        if not (isinstance(part, Accumulator) and isinstance(inner, Loop) and isinstance(fold, Update)
+                and fold.name in self.decl):
+            return s
+        v = fold.value.args[0] if isinstance(fold.value, Prim) and fold.value.op == "cast" else fold.value
+        outer = self.decl[fold.name]
+        if (not isinstance(v, AccValue) or v.name != part.name or part.kind != outer.kind
+                or outer.kind in ARG_KINDS or part.start != scalar.start_value(part.kind, part.dtype)
+                or any(isinstance(e, AccValue) and e.name == part.name for e in expressions((inner,)))):
+            return s
+
+        def into_outer(body: tuple) -> tuple:
+            out: list = []
+            for x in body:
+                if isinstance(x, Update) and x.name == part.name:
+                    value = apply("cast", x.value, to=outer.dtype)
+                    x = Update(outer.name, value)
+                elif isinstance(x, Loop):
+                    x = dataclasses.replace(x, body=into_outer(x.body))
+                elif isinstance(x, If):
+                    x = dataclasses.replace(x, then=into_outer(x.then), orelse=into_outer(x.orelse))
+                out.append(x)
+            return tuple(out)
+        return dataclasses.replace(s, body=(into_outer((inner,))[0],))
 
     def partial_merge(self, s: object) -> str | None:
         """The accumulator whose per-thread partials ``s`` folds into another's: ``acc <-
@@ -497,10 +535,11 @@ class Writer:
         splittable = not (inner.read_accs & fx.updated & set(self.decl))
         nest = loop_nest(s)
         bound = fx.bound
-        par = parallel_vars([lp.var for lp in nest.loops], (s,)) if splittable else set()
+        # The leading loops whose iterations, together, touch disjoint elements (a blocked
+        # sum's rb and rj: neither alone is injective beside the other, both together are).
         depth = 0
-        while (depth < len(nest.loops) and nest.loops[depth].var in par
-               and rectangular(nest.loops[depth], bound)):
+        while (splittable and depth < len(nest.loops) and rectangular(nest.loops[depth], bound)
+               and jointly_parallel([lp.var for lp in nest.loops[:depth + 1]], (s,))):
             depth += 1
         self.to_partial(outer_updated)
         if depth == 0:

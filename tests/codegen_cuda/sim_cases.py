@@ -315,6 +315,27 @@ def test_new_batch_size_reuses_the_compiled_kernel():
     assert after["reused"] - before["reused"] == 1
 
 
+def test_launch_configurations_are_worked_out_once(monkeypatch):
+    # Which launches run and how they are sized is evaluated on the host from loop-IR
+    # expressions (40-110 us a call on a 2-core Xeon): once, at a kernel's first call (its
+    # types are its own), then reused; a sum over everything (grid, then single: told how
+    # many blocks the grid launch ran) gives the same results at every call.
+    from flowjit.codegen_cuda import compile as cuda_compile
+    calls = []
+    real = cuda_compile.launch_config
+
+    def counted(launch, sizes):
+        calls.append(launch.fname)
+        return real(launch, sizes)
+    monkeypatch.setattr(cuda_compile, "launch_config", counted)
+    (op,) = fusion_ops(fused(lambda x: x - x.mean(), _f32(6, 24)))
+    kernel = compile_block(op.blocks[0], op.attrs["name"])
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((6, 24)).astype(np.float32)
+        assert_matches([to_host(y) for y in kernel(to_device(x))], run_block(op.blocks[0], [x]))
+    assert sorted(calls) == sorted(launch.fname for launch in kernel.launches)
+
+
 def test_compile_error_names_the_ops_and_lines():
     fn = fused(lambda x: fj.tanh(x) * 3.0, _f32(4, 8))
     (op,) = fusion_ops(fn)

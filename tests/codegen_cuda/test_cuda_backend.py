@@ -21,7 +21,11 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cuda import cuda_devices, feasible, launch_config, why_not
-from flowjit.codegen_cuda.launch_plan import COLUMN_THREADS, host_value
+from flowjit.codegen_cuda.compile import ROW_THREADS
+from flowjit.codegen_cuda.launch_plan import COLUMN_THREADS, host_value, jointly_parallel, parallel_vars
+from flowjit.ir import dtypes as fjd
+from flowjit.lowering.loops import INDEX, Const, Loop, Store, Var
+from flowjit.lowering.scalar import apply
 from tests.codegen_cuda.blocks import plan_block, supported
 from tests.codegen_cuda.helpers import fused, fusion_ops
 from tests.test_programs import nested_pads
@@ -131,6 +135,39 @@ def test_plans_launch_each_nest_by_what_its_body_needs():
         assert [launch for launch in (many, few) if host_value(launch.only_if, sizes)] == [chosen]
 
 
+def test_a_rows_blocked_sum_is_one_index_space_over_the_threads():
+    # The lowering's blocks of 128 float32 partial sums (a row of 4096): in a block per
+    # row the threads split the blocks and their elements as one flat index (rb * 128 + rj
+    # is injective in the two together, neither alone), each adding into its own float64
+    # partial; the blocks' own loop left threads past 128 idle, a barrier in every block.
+    (op,) = fusion_ops(fused(lambda x: fj.nn.softmax(x), np.zeros((4, 4096), np.float32)))
+    source = plan_block(op.blocks[0], op.attrs["name"]).source
+    assert "range(_tid, 128, _nt)" not in source, source
+    split = [line for line in source.splitlines() if re.search(r"for _j\d+ in range\(_tid, ", line)]
+    flat = [k for k, line in enumerate(source.splitlines()) if re.fullmatch(r"\s*rj\d+ = _j\d+ % 128", line)]
+    assert flat and len(split) >= 3, source
+    lines = source.splitlines()
+    body = lines[flat[0]:flat[0] + 12]
+    assert not any("syncthreads" in line for line in body), "\n".join(body)
+    assert any(re.search(r"acc\d+ \+ _x\d+", line) for line in body), "\n".join(body)
+
+
+def test_joint_parallelism_of_a_blocked_index():
+    # out[rb * 128 + rj] over rb in range(n // 128), rj in range(128): rb alone is
+    # injective (rj's span 127 < 128), rj alone is not (rb's span is not known), the two
+    # together are; rb * 100 + rj (a span of 127 past 100) is not.
+    rb, rj, n = Var("rb", INDEX), Var("rj", INDEX), Var("n", INDEX)
+
+    def nest(stride):
+        index = apply("add", apply("mul", rb, Const(stride, INDEX)), rj)
+        inner = Loop("rj", Const(0, INDEX), Const(128, INDEX), 1, (Store("out", (index,), Const(1.0, fjd.float32)),))
+        return (Loop("rb", Const(0, INDEX), apply("idiv", n, Const(128, INDEX)), 1, (inner,)),)
+    assert parallel_vars(["rb", "rj"], nest(128)) == {"rb"}
+    assert jointly_parallel(["rb", "rj"], nest(128)) and jointly_parallel(["rb"], nest(128))
+    assert not jointly_parallel(["rj"], nest(128))
+    assert not jointly_parallel(["rb", "rj"], nest(100)) and parallel_vars(["rb", "rj"], nest(100)) == set()
+
+
 def test_launches_are_sized_by_the_shapes_at_run_time():
     # (This process runs numba's real CUDA target: GPU sizes, not the simulator's.)
     def config(f, x):
@@ -138,10 +175,11 @@ def test_launches_are_sized_by_the_shapes_at_run_time():
         plan = plan_block(op.blocks[0], op.attrs["name"])
         sizes = {s.name: x.shape[s.dim] for s in plan.kernel.sizes}
         return [launch_config(launch, sizes) for launch in plan.launches]
-    # A block per row, threads enough for the row (a power of two, 32 to 256): the
-    # lowering's blocks of 128 float32 partial sums do not make a row of 40 look longer.
+    # A block per row, threads enough for the row (a power of two, 32 to ROW_THREADS):
+    # the lowering's blocks of 128 float32 partial sums do not make a row of 40 look longer.
     assert config(lambda x: fj.nn.softmax(x), np.zeros((6, 40), np.float32)) == [(6, 64)]
-    assert config(lambda x: fj.nn.softmax(x), np.zeros((3, 1000), np.float32)) == [(3, 256)]
+    assert config(lambda x: fj.nn.softmax(x), np.zeros((3, 100), np.float32)) == [(3, 128)]
+    assert config(lambda x: fj.nn.softmax(x), np.zeros((3, 1000), np.float32)) == [(3, ROW_THREADS)]
     assert config(lambda x: fj.nn.softmax(x), np.zeros((5, 7), np.float32)) == [(5, 32)]
     # A thread per element, 256 a block.
     assert config(lambda x: x * 2.0, np.zeros((6, 1000), np.float32)) == [(24, 256)]
