@@ -233,12 +233,12 @@ class CudaKernel:
     def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], dict[str, int], tuple]:
         """The device arrays of every buffer name (temps zeroed, scratch allocated), the
         size variables' values read from the arguments' shapes, and the launches that run
-        at those values, each with its function and configuration (``shaped``)."""
+        at those values, each with its function and configuration (``_shaped_at``)."""
         k = self.plan.kernel
         arrays = dict(zip([b.name for b in k.inputs] + [b.name for b in k.outputs], [*args, *outs]))
         sizes = {s.name: int(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
         if self._shaped is None:
-            self._shaped = self.shaped(sizes)
+            self._shaped = self._shaped_at(sizes)
         temps, launches = self._shaped
         for name, shape, d in temps:
             arrays[name] = memory.zeros(shape, d)
@@ -248,7 +248,7 @@ class CudaKernel:
             arrays[name] = memory.empty((GRID_BLOCKS,), d.np)
         return arrays, sizes, launches
 
-    def shaped(self, sizes: dict[str, int]) -> tuple[tuple, tuple]:
+    def _shaped_at(self, sizes: dict[str, int]) -> tuple[tuple, tuple]:
         """At the size variables' values ``sizes``: each temp's (name, shape, dtype), and
         each launch that runs as (launch, kernel function, blocks, threads, the blocks of
         the grid launch before it or None)."""

@@ -403,7 +403,8 @@ class Writer:
         kind: the lowering's blocks of 128 float32 sums added in float64) with the loop's
         updates going straight into the outer accumulator (cast to its dtype). A block's
         threads each hold a partial result of their own already; the blocks would leave
-        the threads past 128 idle, with a barrier in every block. Else ``s`` itself."""
+        the threads past 128 idle, with a barrier in every block. Else ``s`` itself (also
+        when the loop reads either accumulator: its running value would change)."""
         if len(s.body) != 3:
             return s
         part, inner, fold = s.body
@@ -414,7 +415,7 @@ class Writer:
         outer = self.decl[fold.name]
         if (not isinstance(v, AccValue) or v.name != part.name or part.kind != outer.kind
                 or outer.kind in ARG_KINDS or part.start != scalar.start_value(part.kind, part.dtype)
-                or any(isinstance(e, AccValue) and e.name == part.name for e in expressions((inner,)))):
+                or any(isinstance(e, AccValue) and e.name in (part.name, outer.name) for e in expressions((inner,)))):
             return s
 
         def into_outer(body: tuple) -> tuple:
