@@ -230,15 +230,15 @@ class CudaKernel:
             self._first_launch(args, outs)
         return [o.reshape(()) if not t.shape else o for o, t in zip(made, self.out_types)]
 
-    def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], dict[str, int], tuple]:
-        """The device arrays of every buffer name (temps zeroed, scratch allocated), the
-        size variables' values read from the arguments' shapes, and the launches that run
-        at those values, each with its function and configuration (``_shaped_at``)."""
+    def _arrays(self, args: list[Any], outs: list[Any]) -> tuple[dict[str, Any], tuple]:
+        """The device arrays of every buffer name (temps zeroed, scratch allocated) and the
+        launches that run, each with its function, configuration and size arguments
+        (``_shaped_at``, at the first call: the sizes are read from the arguments' shapes,
+        which are this kernel's own types)."""
         k = self.plan.kernel
         arrays = dict(zip([b.name for b in k.inputs] + [b.name for b in k.outputs], [*args, *outs]))
-        sizes = {s.name: int(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
         if self._shaped is None:
-            self._shaped = self._shaped_at(sizes)
+            self._shaped = self._shaped_at({s.name: int(arrays[s.buffer].shape[s.dim]) for s in k.sizes})
         temps, launches = self._shaped
         for name, shape, d in temps:
             arrays[name] = memory.zeros(shape, d)
@@ -246,32 +246,31 @@ class CudaKernel:
             arrays[scratch_name(name)] = memory.empty((1,), d.np)
         for name, d in self.plan.partials:
             arrays[name] = memory.empty((GRID_BLOCKS,), d.np)
-        return arrays, sizes, launches
+        return arrays, launches
 
     def _shaped_at(self, sizes: dict[str, int]) -> tuple[tuple, tuple]:
         """At the size variables' values ``sizes``: each temp's (name, shape, dtype), and
-        each launch that runs as (launch, kernel function, blocks, threads, the blocks of
-        the grid launch before it or None)."""
+        each launch that runs as (launch, kernel function, blocks, threads, its size
+        arguments: a single launch after a grid launch also gets that one's blocks)."""
         temps = tuple((b.name, tuple(host_value(n, sizes) for n in b.shape) or (1,), b.dtype.np)
                       for b in self.plan.kernel.buffers if b.role == "temp")
-        launches, grid_blocks = [], None
+        sizes = dict(sizes)
+        launches = []
         for launch in self.launches:
             if launch.only_if is not None and not host_value(launch.only_if, sizes):
                 continue
             blocks, threads = launch_config(launch, sizes)
             fn = getattr(self.module, launch.fname)
-            launches.append((launch, fn, blocks, threads, grid_blocks))
+            launches.append((launch, fn, blocks, threads, tuple(sizes[s] for s in launch.sizes)))
             if launch.kind == "grid":  # the single launch after it combines one result per block
-                grid_blocks = blocks
+                sizes[GRID_BLOCKS_ARG] = blocks
         return temps, tuple(launches)
 
     def _launch(self, args: list[Any], outs: list[Any]) -> None:
-        arrays, sizes, launches = self._arrays(args, outs)
+        arrays, launches = self._arrays(args, outs)
         with memory.launch_lock():
-            for launch, fn, blocks, threads, grid_blocks in launches:
-                if grid_blocks is not None:
-                    sizes[GRID_BLOCKS_ARG] = grid_blocks
-                fn[blocks, threads](*[arrays[a] for a in launch.arrays], *[sizes[s] for s in launch.sizes])
+            for launch, fn, blocks, threads, size_args in launches:
+                fn[blocks, threads](*[arrays[a] for a in launch.arrays], *size_args)
         _count("launches", len(launches))
 
     def _first_launch(self, args: list[Any], outs: list[Any]) -> None:
