@@ -18,7 +18,10 @@ Not a ``python -m bench`` workload: it measures the native pool and the BLAS und
 - ``adam``: one Adam step (``zoo.adam``) over a 50,000x64 float32 table (the zoo embedding model's update:
   one loop of 3.2M elements, 4 arrays read and 3 written, memory-bound, 3.9 ms on one idle
   thread of the 2-vCPU Xeon): a split loop far longer than a time slice, where the loops
-  above are short beside one.
+  above are short beside one;
+- ``embedding_train``: the zoo's embedding model's training step (``zoo.train_step``: a gather,
+  its scatter-add gradient, the Adam step above among small loops), its parameters and Adam
+  state carried from call to call (JAX donates them): the long loop after short ones.
 
 Each tree (``--base``/``--head``: a revision, checked out into a temporary git worktree, a
 folder holding a ``flowjit/``, or ``.``: a copy of the working tree's ``flowjit/`` made at the
@@ -63,7 +66,7 @@ GELU_N = 1 << 22
 GELU_C, GELU_K = 0.7978845608, 0.044715
 LR = 0.01
 ADAM_ROWS, ADAM_COLS = 50_000, 64   # the zoo embedding model's table
-NAMES = ("lstm", "lstm_grad", "mlp_grad", "matmul", "gelu", "adam")
+NAMES = ("lstm", "lstm_grad", "mlp_grad", "matmul", "gelu", "adam", "embedding_train")
 
 
 # ---- the child: one tree's workloads --------------------------------------------------------
@@ -169,6 +172,18 @@ def build(L: Lib, name: str):
                 "v": {"w": state["v"]["w"].astype(np.float64)}}
         want = zoo.adam(np, {"w": w.astype(np.float64)}, {"w": g.astype(np.float64)}, wide)[0]["w"]
         return (lambda: L.ready(step({"w": w}, {"w": g}, state)[0]["w"])), want
+    if name == "embedding_train":
+        zoo = _zoo()
+        params, (ids, y) = zoo.init("embedding"), zoo.batch("embedding")
+        carried = {"p": params, "s": zoo.adam_state(params)}
+        lib = zoo.lib("jax" if L.where.startswith("jax") else "flowjit")
+        train = zoo.train_step(lib, "embedding")
+        step = L.jit(train, donate_argnums=(0, 1)) if L.where.startswith("jax") else L.jit(train)
+
+        def call():
+            carried["p"], carried["s"], loss = step(carried["p"], carried["s"], ids, y)
+            return L.ready(loss)
+        return call, None
     raise ValueError(f"unknown workload {name!r}")
 
 
