@@ -419,3 +419,22 @@ def test_the_gpu_bench_fills_flowjit_s_column_under_the_cuda_simulator(tmp_path)
     assert set(rows) == {"gelu", "softmax", "gelu_host"}, p.stdout
     for name, cells in rows.items():
         assert float(cells["fj ms"]) > 0 and float(cells["fj first s"]) > 0, (name, cells)
+
+
+def test_the_contention_bench_s_embedding_training_step_carries_its_state():
+    """bench.workloads.contention's ``embedding_train`` (the zoo's embedding training step,
+    its parameters and Adam state carried from call to call): its first loss is the
+    interpreter's, and the loss falls over the next steps (a carry that dropped the state
+    would repeat the first)."""
+    import numpy as np
+
+    import flowjit as fj
+    from bench.workloads import contention, zoo
+    call, reference = contention.build(contention.Lib("fj"), "embedding_train")
+    assert reference is None
+    losses = [float(np.asarray(call())) for _ in range(3)]
+    params, (ids, y) = zoo.init("embedding"), zoo.batch("embedding")
+    step = fj.function(zoo.train_step(zoo.lib("flowjit"), "embedding"), backend="interpreter")
+    want = float(np.asarray(step(params, zoo.adam_state(params), ids, y)[2]))
+    np.testing.assert_allclose(losses[0], want, rtol=1e-5)
+    assert losses[2] < losses[1] < losses[0], losses
