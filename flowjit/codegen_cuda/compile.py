@@ -30,7 +30,7 @@ from flowjit.codegen_cuda.launch_plan import GRID_BLOCKS_ARG, SHARED, CudaKernel
 from flowjit.codegen_cuda.render import cuda_kernel_plan, kernel_name, module_source
 from flowjit.codegen_cuda.writer import scratch_name
 from flowjit.ir.core import Block
-from flowjit.ir.errors import BUG_REPORT, FlowjitError
+from flowjit.ir.errors import BUG_REPORT, FlowjitError, FlowjitTypeError
 from flowjit.ir.types import TensorType
 from flowjit.lowering import Kernel
 from flowjit.lowering.loops import as_parts
@@ -218,6 +218,13 @@ class CudaKernel:
         """Launch the kernel functions on device arrays ``inputs`` on the current device;
         outputs come from ``alloc(shape, dtype)`` (default ``memory.empty``)."""
         alloc = alloc or memory.empty
+        for i, (x, t) in enumerate(zip(inputs, self.in_types)):
+            if x.shape != t.shape or x.dtype != t.dtype.np:
+                raise FlowjitTypeError(
+                    f"CUDA kernel {self.name} ({self.ops}) was compiled for input {i} as {t.dtype.np}"
+                    f"{t.shape}, and called with {x.dtype}{tuple(x.shape)}: its outputs and launches are "
+                    "sized for its own types; compile a kernel for these (flowjit's executables keep one "
+                    "per argument signature)")
         # 0-d values travel as 1-element arrays: the generated code reads x[0]. A complex
         # array travels as its parts (the kernel's buffer has one more dimension, of 2).
         args = [as_parts(x) if t.dtype.is_complex else x.reshape(1) if not t.shape else x

@@ -42,7 +42,7 @@ from flowjit.codegen_cuda import (  # noqa: E402
 )
 from flowjit.codegen_cuda.compile import load_plan  # noqa: E402
 from flowjit.codegen_cuda.render import cuda_kernel_plan  # noqa: E402
-from flowjit.ir.errors import KernelCompileError  # noqa: E402
+from flowjit.ir.errors import FlowjitTypeError, KernelCompileError  # noqa: E402
 from flowjit.ir.interpreter import interpret, run_block  # noqa: E402
 from flowjit.ir.registry import Primitive  # noqa: E402
 from flowjit.ir.types import TensorType  # noqa: E402
@@ -313,6 +313,23 @@ def test_new_batch_size_reuses_the_compiled_kernel():
     after = kernel_stats()
     assert after["compiled"] - before["compiled"] == 1
     assert after["reused"] - before["reused"] == 1
+
+
+def test_a_kernel_called_with_another_shape_says_so():
+    # A CudaKernel is compiled for its types (its outputs and launch sizes are worked out
+    # from them at the first call); called with another batch size it used its first
+    # call's sizes (an index out of bounds under the simulator, memory past the end on a
+    # GPU). It names the kernel, the input and both shapes instead.
+    (op,) = fusion_ops(fused(lambda x: fj.nn.softmax(x * 2.0), _f32(4, 24)))
+    kernel = compile_block(op.blocks[0], op.attrs["name"])
+    x = _f32(4, 24)
+    assert_matches([to_host(y) for y in kernel(to_device(x))], run_block(op.blocks[0], [x]))
+    for bad in (_f32(6, 24), _f32(4, 24).astype(np.float64)):
+        with pytest.raises(FlowjitTypeError) as info:
+            kernel(to_device(bad))
+        message = str(info.value)
+        assert kernel.name in message and "(4, 24)" in message and str(bad.dtype) in message, message
+    assert_matches([to_host(y) for y in kernel(to_device(x))], run_block(op.blocks[0], [x]))
 
 
 def test_launch_configurations_are_worked_out_once(monkeypatch):
