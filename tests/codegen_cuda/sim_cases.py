@@ -317,9 +317,9 @@ def test_new_batch_size_reuses_the_compiled_kernel():
 
 def test_a_kernel_called_with_another_shape_says_so():
     # A CudaKernel is compiled for its types (its outputs and launch sizes are worked out
-    # from them at the first call); called with another batch size it used its first
-    # call's sizes (an index out of bounds under the simulator, memory past the end on a
-    # GPU). It names the kernel, the input and both shapes instead.
+    # from them at the first call); called with another batch size it ran with its first
+    # call's sizes and returned outputs of its first shape, silently wrong (past the end of
+    # smaller inputs on a GPU). It names the kernel, the input and both types instead.
     (op,) = fusion_ops(fused(lambda x: fj.nn.softmax(x * 2.0), _f32(4, 24)))
     kernel = compile_block(op.blocks[0], op.attrs["name"])
     x = _f32(4, 24)
