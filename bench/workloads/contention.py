@@ -176,9 +176,10 @@ def build(L: Lib, name: str):
         zoo = _zoo()
         params, (ids, y) = zoo.init("embedding"), zoo.batch("embedding")
         carried = {"p": params, "s": zoo.adam_state(params)}
-        lib = zoo.lib("jax" if L.where.startswith("jax") else "flowjit")
-        train = zoo.train_step(lib, "embedding")
-        step = L.jit(train, donate_argnums=(0, 1)) if L.where.startswith("jax") else L.jit(train)
+        # (bench.workloads.models.setup builds the same step, but a child here cannot import bench)
+        jax = L.where.startswith("jax")
+        train = zoo.train_step(zoo.lib("jax" if jax else "flowjit"), "embedding")
+        step = L.jit(train, donate_argnums=(0, 1)) if jax else L.jit(train)
 
         def call():
             carried["p"], carried["s"], loss = step(carried["p"], carried["s"], ids, y)
