@@ -256,3 +256,22 @@ def test_grad_function_is_a_pass_from_ir_to_ir():
     np.testing.assert_allclose(gy, np.exp(x))
     assert print_function(fn) != text  # the input Function is left as it was
     assert Builder  # noqa: B018 (imported for the IR the tests build)
+
+
+def test_a_matrix_applied_to_a_batch_gets_its_gradient_from_one_product():
+    # A dense layer on (B, T, D): its weight's gradient summed a batch of B products (the zoo
+    # transformer's MLP wrote 8 x 1024 x 256 partials and read them again); it is one product
+    # over the B*T rows, as the forward pass is.
+    x = np.random.default_rng(0).standard_normal((4, 5, 6))
+    w = np.random.default_rng(1).standard_normal((6, 3))
+    fn = fj.function(lambda x, w: fj.tanh(x @ w).sum()).ir(x, w)
+    g = grad_function(fn, [0, 1])
+    verify(g)
+    ranks = [[v.type.ndim for v in op.inputs] for op in g.walk() if op.name == "matmul"]
+    assert ranks == [[3, 2], [3, 2], [2, 2]], ranks   # the forward product, x's gradient, w's
+    assert [op.name for op in g.walk()].count("reduce_sum") == 1   # the loss's sum only
+    _, gx, gw = interpret(g, [x, w])
+    dy = 1 - np.tanh(x @ w) ** 2
+    np.testing.assert_allclose(gw, np.einsum("btd,btf->df", x, dy), rtol=1e-12)
+    np.testing.assert_allclose(gx, dy @ w.T, rtol=1e-12)
+    np.testing.assert_allclose(fj.grad(lambda w: fj.tanh(fj.asarray(x) @ w).sum())(w), gw, rtol=1e-10)

@@ -11,6 +11,7 @@ conv2d follows TensorFlow's layout (NHWC input, HWIO filter) and its SAME/VALID 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -245,7 +246,18 @@ def _swap_last(e, v):
 
 def _matmul_vjp(e, g, y, a, b):
     # Batch dimensions broadcast as in np.matmul, so each cotangent is summed back.
-    return [e.unbroadcast(e.matmul(g, _swap_last(e, b)), a.type), e.unbroadcast(e.matmul(_swap_last(e, a), g), b.type)]
+    da = e.unbroadcast(e.matmul(g, _swap_last(e, b)), a.type)
+    if a.type.ndim > 2 and b.type.ndim == 2:
+        # A matrix applied to a batch (a dense layer on (B, T, D)): the batch's products
+        # summed are one product over the rows of all of them, a^T g with a and g read as
+        # (rows, K) and (rows, N). A batch of products then their sum wrote the batch's
+        # partial results (8 x 1024 x 256 in the zoo transformer's MLP) and read them again.
+        k, n = b.type.shape
+        rows = math.prod(a.type.shape[:-1])
+        db = e.matmul(_swap_last(e, e.reshape(a, shape=(rows, k))), e.reshape(g, shape=(rows, n)))
+    else:
+        db = e.unbroadcast(e.matmul(_swap_last(e, a), g), b.type)
+    return [da, db]
 
 
 defvjp("matmul", _matmul_vjp)
