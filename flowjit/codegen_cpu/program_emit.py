@@ -51,6 +51,7 @@ from .program_plan import (
     Patches,
     ProgramPlan,
     links_pool,
+    pooled_batch,
     pooled_call,
     walk_steps,
 )
@@ -572,16 +573,46 @@ class _Driver:
         wrapper = self.extern(Routine.of(step).symbol, I32, [I8P] * len(ptrs) + [I64] * len(sizes))
         self.check(b, fn, b.call(wrapper, [*ptrs, *(self.value(b, x) for x in sizes)]), status, done)
 
+    # Whether a batch of small products may run over the native pool (pooled_batch); a C
+    # library keeps its BLAS's own threading, which the pool's threads would multiply.
+    pools_batches = True
+
     def gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, bufs: dict[str, ir.Value]) -> None:
         if not g.batch:
             self.one_gemm(b, tab, g, bufs[g.a], bufs[g.b], bufs[g.c])
             return
-        # A batch: one product per position of the batch dimensions, the operands' element
-        # offsets from the position's digits (a stride of 0 broadcasts), c's blocks in order.
-        itemsize = np.dtype(g.dtype).itemsize
         total = ir.Constant(I64, 1)
         for d in g.batch:
             total = b.mul(total, self.value(b, d))
+        if not (self.pools_batches and pooled_batch(self.plan.threads, g)):
+            self.products(b, tab, g, bufs[g.a], bufs[g.b], bufs[g.c], None, total, one_thread=True)
+            return
+        # Over the pool: a context of the operands' and the table's addresses, and a function
+        # that runs the products [lo, hi) the pool hands it; the BLAS on one thread meanwhile.
+        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), self.fresh("fj_gemms_"))
+        wrap.linkage = "internal"
+        lo, hi, ctx = wrap.args
+        w = ir.IRBuilder(wrap.append_basic_block("entry"))
+        slots = w.bitcast(ctx, I8P.as_pointer())
+        a_ptr, b_ptr, c_ptr, table = (w.load(w.gep(slots, [ir.Constant(I64, i)], inbounds=True)) for i in range(4))
+        self.products(w, w.bitcast(table, tab.type), g, a_ptr, b_ptr, c_ptr, lo, hi, one_thread=False)
+        w.ret_void()
+        allocas = ir.IRBuilder(b.function.entry_basic_block)
+        allocas.position_at_start(b.function.entry_basic_block)
+        ctx_mem = allocas.alloca(ir.ArrayType(I8P, 4))
+        for i, p in enumerate((bufs[g.a], bufs[g.b], bufs[g.c], b.bitcast(tab, I8P))):
+            b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        threads_back = self.blas_one_thread(b, tab, ir.Constant(I64, 0))
+        pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
+        b.call(pfor, [wrap, total, b.bitcast(ctx_mem, I8P), ir.Constant(I64, self.plan.threads)])
+        threads_back()
+
+    def products(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a: ir.Value, b_: ir.Value, c: ir.Value,
+                 start: ir.Value | None, stop: ir.Value, one_thread: bool) -> None:
+        """Products [start, stop) of the batch ``g`` (start None: 0): one per position of
+        the batch dimensions, the operands' element offsets from the position's digits (a
+        stride of 0 broadcasts), c's blocks in order."""
+        itemsize = np.dtype(g.dtype).itemsize
         block = b.mul(self.value(b, g.m), self.value(b, g.n))
 
         def at(ptr: ir.Value, elements: ir.Value) -> ir.Value:
@@ -595,12 +626,13 @@ class _Driver:
                 rest = b.udiv(rest, size)
                 off_a = b.add(off_a, b.mul(digit, self.value(b, g.stride_a[d])))
                 off_b = b.add(off_b, b.mul(digit, self.value(b, g.stride_b[d])))
-            self.one_gemm(b, tab, g, at(bufs[g.a], off_a), at(bufs[g.b], off_b), at(bufs[g.c], b.mul(t, block)))
-        counted_loop(b, total, "batch", product)
+            self.one_gemm(b, tab, g, at(a, off_a), at(b_, off_b), at(c, b.mul(t, block)), one_thread)
+        counted_loop(b, stop, "batch", product, start=start)
 
     def one_gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a_ptr: ir.Value, b_ptr: ir.Value,
-                 c_ptr: ir.Value) -> None:
-        """One product of ``g``'s sizes from ``a_ptr`` and ``b_ptr`` into ``c_ptr``."""
+                 c_ptr: ir.Value, one_thread: bool = True) -> None:
+        """One product of ``g``'s sizes from ``a_ptr`` and ``b_ptr`` into ``c_ptr``; a small
+        one sets the BLAS to one thread around it unless not ``one_thread`` (the caller has)."""
         symbolic = any(isinstance(x, Affine) for x in (g.m, g.n, g.k))
         if not symbolic and (g.m == 0 or g.n == 0):
             return
@@ -647,10 +679,10 @@ class _Driver:
         lda = m if g.trans_a else k
         ldb = k if g.trans_b else n
         trans = [ir.Constant(I32, TRANS if t else NO_TRANS) for t in (g.trans_a, g.trans_b)]
-        one_thread = self.blas_one_thread(b, tab, b.mul(b.mul(m, n), k))
+        threads_back = self.blas_one_thread(b, tab, b.mul(b.mul(m, n), k)) if one_thread else (lambda: None)
         b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), alpha,
                     a_ptr, at_least_one(lda), b_ptr, at_least_one(ldb), beta, c_ptr, at_least_one(n)])
-        one_thread()
+        threads_back()
         if after is not None:
             b.branch(after)
             b.position_at_end(after)
@@ -810,6 +842,8 @@ class _CDriver(_Driver):
     """The plan's steps behind a plain C entry: what the CPython driver reads from its
     table at run time (BLAS routines, constants) are link-time constants here, the BLAS
     routines called by symbol and the constants global data of the module."""
+
+    pools_batches = False
 
     def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
                  blas_int_bits: int, frozen: dict[str, np.ndarray], symbolic: bool = False):

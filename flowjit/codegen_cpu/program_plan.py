@@ -272,7 +272,7 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str, threads: int) 
             lines.append(f"{indent}{kernel_abi.symbol(s.kernel)}({', '.join(map(show, s.buffers))}){split}")
         elif isinstance(s, Gemm):
             batch = (f" x batch {list(s.batch)} (strides {list(s.stride_a)}, {list(s.stride_b)})"
-                     if s.batch else "")
+                     + (f" on up to {threads} threads" if pooled_batch(threads, s) else "") if s.batch else "")
             lines.append(f"{indent}{s.dtype} gemm {s.c} = {s.a}{'.T' if s.trans_a else ''} @ "
                          f"{s.b}{'.T' if s.trans_b else ''} ({s.m}x{s.k} @ {s.k}x{s.n}){batch}")
         elif isinstance(s, Copy):
@@ -784,6 +784,20 @@ def _gemm(op: Any, ins: list[tuple[int, bool]], buffers: dict[int, Buffer]) -> G
 
     return Gemm(buffers[a].name, buffers[b].name, buffers[op.results[0].id].name, ta, tb, m, n, k, dtype,
                 batch, strides(at), strides(bt))
+
+
+def pooled_batch(threads: int, g: Gemm) -> bool:
+    """Whether a plan of ``threads`` runs the batch of products ``g`` over the native pool,
+    whole products a chunk, each on one BLAS thread: constant sizes, two products or more,
+    each below BLAS_PARALLEL_MIN_WORK (a larger one is cut into pieces over the pool by the
+    gemm itself) and together at least that much. One thread took the zoo transformer's
+    attention products (32 of 128x128x64, 32 of 128x64x128) at a third of the rate of its
+    large products."""
+    sizes = (g.m, g.n, g.k, *g.batch, *g.stride_a, *g.stride_b)
+    if threads <= 1 or not g.batch or not all(isinstance(x, int) for x in sizes):
+        return False
+    count, work = math.prod(g.batch), g.m * g.n * g.k
+    return count >= 2 and work < BLAS_PARALLEL_MIN_WORK and count * work >= BLAS_PARALLEL_MIN_WORK
 
 
 def pooled_call(threads: int, step: KernelCall) -> bool:

@@ -104,6 +104,28 @@ def test_batched_matmul_broadcasts_its_batch_dimensions(a_shape, b_shape, dtype)
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("a_shape, b_shape, a_t", [
+    ((32, 128, 64), (32, 64, 128), False),      # attention's scores: 32 heads' products
+    ((4, 1, 96, 80), (9, 80, 72), False),       # a stride of 0 on each side
+    ((36, 64, 96), (36, 64, 112), True),         # a read transposed in place
+])
+def test_a_batch_of_small_products_runs_over_the_pool_and_matches_numpy(a_shape, b_shape, a_t):
+    # Each product is below the size the gemm cuts over the pool itself; together they are
+    # above it, so the batch's products are the pool's chunks (each on one BLAS thread;
+    # beside busy processes: codegen_cpu/test_pool.py).
+    from flowjit.codegen_cpu import native_pool
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    fn = (lambda a, b: fj.swapaxes(a, -1, -2) @ b) if a_t else (lambda a, b: a @ b)
+    want = np.matmul(np.swapaxes(a, -1, -2) if a_t else a, b.astype(np.float64))
+    out, entry = _native_call(fn, a, b)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    plan = entry.executable._program.describe()
+    if native_pool().workers:
+        assert "x batch" in plan and "threads" in plan.split("x batch")[1].splitlines()[0], plan
+
+
 def test_a_swap_of_the_last_two_axes_is_read_in_place_by_the_gemm():
     rng = np.random.default_rng(5)
     q, k = rng.standard_normal((2, 3, 8, 4)), rng.standard_normal((2, 3, 8, 4))

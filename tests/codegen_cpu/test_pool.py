@@ -165,6 +165,20 @@ def test_a_compiled_loop_adds_each_element_once_beside_busy_processes():
             np.testing.assert_array_equal(y, 5 * (x + 1))  # an element done twice would be off
 
 
+def test_a_batch_of_small_products_over_the_pool_is_exact_beside_busy_processes():
+    # The batch's products are the pool's chunks: whichever thread runs takes the next one.
+    import flowjit as fj
+    rng = np.random.default_rng(9)
+    a = rng.integers(-8, 8, (32, 128, 64)).astype(np.float32)   # products exact in float32
+    b = rng.integers(-8, 8, (1, 64, 128)).astype(np.float32)
+    f = fj.function(lambda a, b: a @ b)
+    want = np.matmul(a, b)
+    np.testing.assert_array_equal(f(a, b), want)
+    with busy(2):
+        for _ in range(10):
+            np.testing.assert_array_equal(f(a, b), want)
+
+
 def test_a_loop_nested_in_a_chunk_runs_whole_on_that_chunks_thread():
     pool = native_pool()
     inner: list[Recorder] = []
