@@ -553,13 +553,20 @@ class _Driver:
             name, apart = wrapped
         # The steps' module calls a wrapper of the second by name.
         wrap = self.extern(name, VOID, [I64, I64, I8P]) if apart else self.module.get_global(name)
-        allocas = ir.IRBuilder(fn.entry_basic_block)
-        allocas.position_at_start(fn.entry_basic_block)
+        self.parallel_for(b, wrap, self.value(b, trips), ptrs, parts)
+
+    def parallel_for(self, b: ir.IRBuilder, wrap: ir.Value, trips: ir.Value, ptrs: Sequence[ir.Value],
+                     parts: int) -> None:
+        """A call of the native pool's ``flowjit_parallel_for`` running ``wrap(lo, hi, ctx)``
+        over [0, trips) on up to ``parts`` threads, ``ctx`` an array of ``ptrs`` (i8*) in the
+        function's frame."""
+        allocas = ir.IRBuilder(b.function.entry_basic_block)
+        allocas.position_at_start(b.function.entry_basic_block)
         ctx_mem = allocas.alloca(ir.ArrayType(I8P, len(ptrs)))
         for i, p in enumerate(ptrs):
             b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
         pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
-        b.call(pfor, [wrap, self.value(b, trips), b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
+        b.call(pfor, [wrap, trips, b.bitcast(ctx_mem, I8P), ir.Constant(I64, parts)])
 
     def lapack(self, b: ir.IRBuilder, fn: ir.Function, step: Lapack, bufs: dict[str, ir.Value],
                status: ir.Value, done: ir.Block) -> None:
@@ -597,14 +604,8 @@ class _Driver:
         a_ptr, b_ptr, c_ptr, table = (w.load(w.gep(slots, [ir.Constant(I64, i)], inbounds=True)) for i in range(4))
         self.products(w, w.bitcast(table, tab.type), g, a_ptr, b_ptr, c_ptr, lo, hi, one_thread=False)
         w.ret_void()
-        allocas = ir.IRBuilder(b.function.entry_basic_block)
-        allocas.position_at_start(b.function.entry_basic_block)
-        ctx_mem = allocas.alloca(ir.ArrayType(I8P, 4))
-        for i, p in enumerate((bufs[g.a], bufs[g.b], bufs[g.c], b.bitcast(tab, I8P))):
-            b.store(p, b.gep(ctx_mem, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
         threads_back = self.blas_one_thread(b, tab, ir.Constant(I64, 0))
-        pfor = self.extern(jit.PARALLEL_FOR_SYMBOL, VOID, [wrap.type, I64, I8P, I64])
-        b.call(pfor, [wrap, total, b.bitcast(ctx_mem, I8P), ir.Constant(I64, self.plan.threads)])
+        self.parallel_for(b, wrap, total, (bufs[g.a], bufs[g.b], bufs[g.c], b.bitcast(tab, I8P)), self.plan.threads)
         threads_back()
 
     def products(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a: ir.Value, b_: ir.Value, c: ir.Value,
