@@ -60,6 +60,14 @@ MAX_SORT_PASSES = 62
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
 SUM_BLOCK = 128
+# A reduction over a large input's first axis (a batch norm's statistics over its rows) runs
+# as up to LEADING_PARTS blocks of rows in parallel, each into a row of partial results, then
+# those rows in order (``_Lowering.leading_parts``): a fixed cut, so the same sums on any
+# number of threads; 64 blocks keep 2-16 threads busy with chunks to spare. Only where the
+# partial results, a row of the kept shape a block, are at most 1/LEADING_PARTS_RATIO of the
+# input (a sum over the rows of (2, 10**6) keeps a million columns: it stays serial).
+LEADING_PARTS = 64
+LEADING_PARTS_RATIO = 8
 
 
 @dataclass
@@ -525,17 +533,82 @@ class _Lowering:
         # A first axis that is kept (a max pool's batch) writes its own cells of the results
         # in each iteration: parallel, when the input is large enough to split.
         split = 0 not in axes and math.prod(x.type.shape) >= PARALLEL_MIN_ELEMENTS
+        parts = self.leading_parts(x.type.shape, axes, kept_shape)
+        targets = names
+        if parts:
+            # A first axis that is reduced (a batch norm's statistics over the rows): blocks
+            # of its indices fixed by the shape, each block's partial results in a row of a
+            # temp, filled in parallel; then the rows combined in block order (below), so
+            # that any number of threads gives the same result.
+            n0 = self.dim(x.type.shape[0])
+            per = apply("idiv", apply("add", n0, _i(parts - 1)), _i(parts))
+            block = Var(self.fresh("rb"), INDEX)
+            targets = []
+            for (r, r_kind), (name, acc_d) in zip(group, names):
+                part = self.fresh("parts")
+                self.temps.append(Buffer(part, "temp", acc_d, 1 + len(kept_shape),
+                                         (_i(parts), *(self.dim(n) for n in kept_shape))))
+                targets.append((part, acc_d))
+            self.open_loop(block.name, _i(parts), True)
+            self.fill_cells([(p, r_kind, acc_d) for (p, acc_d), (_, r_kind) in zip(targets, group)], kept_shape,
+                            (block,), value=None)
+            rows = apply("min", per, apply("sub", n0, apply("mul", block, per)))
+            j = self.fresh("rj")
+            self.open_loop(j, rows)
+            self.scopes[-1].body.append(Let(loop_vars[0].name, apply("add", apply("mul", block, per), Var(j, INDEX))))
+            self.depth_of[loop_vars[0].name] = len(self.scopes) - 1
+            cell = (block, *cell)
+            first = 1
+        else:
+            first = 0
         for k, (v, n) in enumerate(zip(loop_vars, x.type.shape)):
-            self.open_loop(v.name, self.dim(n), split and k == 0)
-        for (r, r_kind), (name, acc_d) in zip(group, names):
+            if k >= first:
+                self.open_loop(v.name, self.dim(n), split and k == 0)
+        for (r, r_kind), (name, acc_d) in zip(group, targets):
             val = self.value(r.inputs[0], tuple(loop_vars))
             self.scopes[-1].body.append(Store(name, cell, scalar.combine(r_kind, Load(name, cell, acc_d), val)))
         while len(self.scopes) > 1:
+            self.close_loop()
+        if parts:
+            self.depth_of.pop(loop_vars[0].name, None)
+            block = Var(self.fresh("rb"), INDEX)
+            self.open_loop(block.name, _i(parts))
+            self.fill_cells([(name, r_kind, acc_d) for (name, acc_d), (_, r_kind) in zip(names, group)], kept_shape,
+                            (), value=lambda idx, k: Load(targets[k][0], (block, *idx), targets[k][1]))
             self.close_loop()
         self.scopes = saved
         for (r, _), (name, _) in zip(group, names):
             top.memo[("leading", r.results[0].id)] = (name,)
         return top.memo[key]
+
+    def leading_parts(self, shape: tuple, axes: list, kept_shape: tuple) -> int:
+        """The blocks a reduction's nest over ``shape`` cuts its first axis into when that
+        axis is reduced and the input is large enough to split (``PARALLEL_MIN_ELEMENTS``):
+        up to ``LEADING_PARTS``, fewer for a shorter axis, none (0) where the partial results
+        (a row of ``kept_shape`` a block) would not be small beside the input."""
+        size = math.prod(shape)
+        if 0 not in axes or size < PARALLEL_MIN_ELEMENTS or shape[0] < 2:
+            return 0
+        parts = min(shape[0], LEADING_PARTS)
+        return parts if parts * math.prod(kept_shape) * LEADING_PARTS_RATIO <= size else 0
+
+    def fill_cells(self, targets: list, kept_shape: tuple, lead: tuple, value) -> None:
+        """A nest over ``kept_shape`` in the current scope storing into each ``(name, kind,
+        acc dtype)`` of ``targets`` at ``lead + cell``: its kind's start value (``value``
+        None), or its combination with ``value(cell, k)`` for the ``k``-th target."""
+        depth = len(self.scopes)
+        cell = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
+        for v, n in zip(cell, kept_shape):
+            self.open_loop(v.name, self.dim(n))
+        at = (*lead, *cell)
+        for k, (name, kind, acc_d) in enumerate(targets):
+            if value is None:
+                self.scopes[-1].body.append(Store(name, at, scalar.start_value(kind, acc_d)))
+            else:
+                self.scopes[-1].body.append(Store(name, at, scalar.combine(kind, Load(name, at, acc_d),
+                                                                           value(tuple(cell), k))))
+        while len(self.scopes) > depth:
+            self.close_loop()
 
     def leading_siblings(self, op: Op, axes: list) -> list:
         """The other reductions of the kernel, not yet lowered, that reduce an input of
