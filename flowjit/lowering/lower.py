@@ -587,7 +587,10 @@ class _Lowering:
         up to ``LEADING_PARTS``, fewer for a shorter axis, none (0) where the partial results
         (a row of ``kept_shape`` a block) would not be small beside the input."""
         size = math.prod(shape)
-        if 0 not in axes or size < PARALLEL_MIN_ELEMENTS or shape[0] < 2:
+        # Only for the CPU's lowering (``collapse``): CUDA reduces a column with a thread
+        # block of its own (codegen_cuda's column reductions), where these blocks would give
+        # each GPU thread a long serial loop.
+        if not self.collapse or 0 not in axes or size < PARALLEL_MIN_ELEMENTS or shape[0] < 2:
             return 0
         parts = min(shape[0], LEADING_PARTS)
         return parts if parts * math.prod(kept_shape) * LEADING_PARTS_RATIO <= size else 0
@@ -1178,8 +1181,10 @@ def lower_block(block: Block, name: str = "kernel", collapse: bool = False) -> K
     A block of one op of ``OWN_KERNEL_ROLES`` gets that op's own kernel. ``collapse``:
     nests over leading axes read as one position become one loop (``collapse_nests``),
     for a renderer that reads a buffer by its row-major offset without checking each index
-    against its dimension (the CPU's; not CUDA's arrays), and a nest's costly values that
-    depend only on its innermost index are computed once per index (``hoist_columns``)."""
+    against its dimension (the CPU's; not CUDA's arrays), a nest's costly values that
+    depend only on its innermost index are computed once per index (``hoist_columns``), and
+    a large reduction over a first axis fills blocks of partial results in parallel
+    (``LEADING_PARTS``, for the CPU's thread pool)."""
     if len(block.ops) == 1 and block.ops[0].primitive.role in OWN_KERNEL_ROLES:
         return getattr(_Lowering(block, name), f"{block.ops[0].primitive.role}_kernel")()
     return _Lowering(block, name, collapse).kernel()
