@@ -68,6 +68,11 @@ SUM_BLOCK = 128
 # input (a sum over the rows of (2, 10**6) keeps a million columns: it stays serial).
 LEADING_PARTS = 64
 LEADING_PARTS_RATIO = 8
+# From this many input elements: the blocks' nests cost LLVM 10-20 ms each at a cold first
+# call (the zoo CNN's inference, two batch norms of 802K and 401K elements: 155 -> 193 ms,
+# 1.26x JAX's, for 0.3 ms a call), which a larger input (a batch of 128 of that CNN: 3.2M)
+# wins back within tens of calls.
+LEADING_PARTS_MIN_ELEMENTS = 1 << 21
 
 
 @dataclass
@@ -583,14 +588,14 @@ class _Lowering:
 
     def leading_parts(self, shape: tuple, axes: list, kept_shape: tuple) -> int:
         """The blocks a reduction's nest over ``shape`` cuts its first axis into when that
-        axis is reduced and the input is large enough to split (``PARALLEL_MIN_ELEMENTS``):
+        axis is reduced and the input is large enough (``LEADING_PARTS_MIN_ELEMENTS``):
         up to ``LEADING_PARTS``, fewer for a shorter axis, none (0) where the partial results
         (a row of ``kept_shape`` a block) would not be small beside the input."""
         size = math.prod(shape)
         # Only for the CPU's lowering (``collapse``): CUDA reduces a column with a thread
         # block of its own (codegen_cuda's column reductions), where these blocks would give
         # each GPU thread a long serial loop.
-        if not self.collapse or 0 not in axes or size < PARALLEL_MIN_ELEMENTS or shape[0] < 2:
+        if not self.collapse or 0 not in axes or size < LEADING_PARTS_MIN_ELEMENTS or shape[0] < 2:
             return 0
         parts = min(shape[0], LEADING_PARTS)
         return parts if parts * math.prod(kept_shape) * LEADING_PARTS_RATIO <= size else 0

@@ -10,7 +10,7 @@ import numpy as np
 import flowjit as fj
 from flowjit.lowering import print_kernel
 from flowjit.lowering.loops import INDEX, Const, Loop
-from flowjit.lowering.lower import PARALLEL_MIN_ELEMENTS
+from flowjit.lowering.lower import LEADING_PARTS, LEADING_PARTS_MIN_ELEMENTS
 from tests.lowering.test_lowering import kernel_of
 
 
@@ -33,24 +33,23 @@ def test_a_windowed_max_keeping_the_first_axis_splits_its_outer_loop():
 
 
 def test_a_large_reduction_over_the_first_axis_sums_fixed_blocks_in_parallel_then_in_order():
-    # A batch norm's statistics: sums over the rows of (25088, 32), keeping the channels. The
-    # rows are cut into LEADING_PARTS blocks fixed by the shape (not by the threads), each
-    # block's partial sums filled by a parallel loop, then added in block order: the same
-    # result on any number of threads (the zoo CNN's inference had spent a quarter of its
-    # time in two serial passes of this kind).
-    from flowjit.lowering.lower import LEADING_PARTS
+    # A batch norm's statistics over 2**21 elements or more: sums over the rows keeping the
+    # channels. The rows are cut into LEADING_PARTS blocks fixed by the shape (not by the
+    # threads), each block's partial sums filled by a parallel loop, then added in block
+    # order: the same result on any number of threads. Below the threshold they stay one
+    # serial pass (the blocks' nests cost LLVM more at a first call than they win there).
 
     def f(x):
         c = x - x.mean(axis=0)
         return c, (c * c).sum(axis=0)
-    rows = 2 * PARALLEL_MIN_ELEMENTS // 8
+    rows = LEADING_PARTS_MIN_ELEMENTS // 8
     k = kernel_of(f, fj.ShapeDtype((rows, 8), np.float32))
     text = print_kernel(k)
     # the sums of the mean, then those of the squares, each a nest of parallel blocks
     assert sum(isinstance(s, Loop) and s.parallel and s.stop == Const(LEADING_PARTS, INDEX)
                for s in k.body) == 2, text
     assert text.count(f"f64[{LEADING_PARTS}, n1]") == 2, text
-    small = print_kernel(kernel_of(f, fj.ShapeDtype((64, 8), np.float32)))
+    small = print_kernel(kernel_of(f, fj.ShapeDtype((rows - 1, 8), np.float32)))
     assert f"[{LEADING_PARTS}," not in small, small
     top = kernel_of(lambda x: x.max(axis=0), fj.ShapeDtype((rows, 8), np.float32))
     assert f"f32[{LEADING_PARTS}, n1]" in print_kernel(top)
@@ -64,7 +63,8 @@ def test_a_large_reduction_over_the_first_axis_sums_fixed_blocks_in_parallel_the
 
 
 def test_a_sum_over_the_first_two_axes_splits_the_first_and_matches_numpy():
-    x = np.random.default_rng(4).standard_normal((64, PARALLEL_MIN_ELEMENTS // (64 * 24) + 1, 24)).astype(np.float32)
+    shape = (64, LEADING_PARTS_MIN_ELEMENTS // (64 * 24) + 1, 24)
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
     k = kernel_of(lambda x: x.sum(axis=(0, 1)), x)
     assert sum(s.parallel for s in _top_loops(k)) == 1, print_kernel(k)
     np.testing.assert_allclose(fj.function(lambda x: x.sum(axis=(0, 1)))(x),
@@ -74,8 +74,7 @@ def test_a_sum_over_the_first_two_axes_splits_the_first_and_matches_numpy():
 def test_the_blocks_are_cut_by_the_shape_and_added_in_order():
     # Bit for bit the f64 sums of LEADING_PARTS blocks of ceil(n / LEADING_PARTS) rows, each
     # row added in turn, then the blocks in turn: no thread count or chunking enters.
-    from flowjit.lowering.lower import LEADING_PARTS
-    n = 2 * PARALLEL_MIN_ELEMENTS // 8 + 13
+    n = LEADING_PARTS_MIN_ELEMENTS // 8 + 13
     x = (np.random.default_rng(5).standard_normal((n, 8)) * 1e3).astype(np.float32)
     per = -(-n // LEADING_PARTS)
     blocks = [np.cumsum(x[k * per:(k + 1) * per].astype(np.float64), axis=0)[-1] for k in range(LEADING_PARTS)]
