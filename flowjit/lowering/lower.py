@@ -527,12 +527,7 @@ class _Lowering:
                 name = self.fresh("cols")
                 self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
             names.append((name, acc_d))
-            kept_vars = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
-            for v, n in zip(kept_vars, kept_shape):
-                self.open_loop(v.name, self.dim(n))
-            self.scopes[-1].body.append(Store(name, tuple(kept_vars), scalar.start_value(r_kind, acc_d)))
-            while len(self.scopes) > 1:
-                self.close_loop()
+            self.fill_cells([(name, r_kind, acc_d)], kept_shape, (), value=None)
         loop_vars = [Var(self.fresh("r" if k in axes else "i"), INDEX) for k in range(x.type.ndim)]
         cell = tuple(v for k, v in enumerate(loop_vars) if k not in axes)
         # A first axis that is kept (a max pool's batch) writes its own cells of the results
