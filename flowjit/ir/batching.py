@@ -10,6 +10,7 @@ the batching pass calls for one op; an op none of this covers raises ``BatchingE
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -293,6 +294,23 @@ def _scatter_add_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], 
     return [e.transpose(y, perm=perm) if perm != tuple(range(r)) else y], [True]
 
 
+def _first_occurrence_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, size: int):
+    # Example b's indices offset by b * size into one map of B * size slots; a slot's position
+    # p = b * n + j (j within the example) comes back as j.
+    (indices,) = xs
+    if not batched[0]:
+        return [e.first_occurrence(indices, size=size)], [False]
+    batch = indices.type.shape[0]
+    n = math.prod(indices.type.shape[1:])
+    flat = e.reshape(_offset_indices(e, indices, size), shape=(batch * n,))
+    slots = e.reshape(e.first_occurrence(flat, size=batch * size), shape=(batch, size))
+    start = e.mul(e.iota(shape=(batch, size), dimension=0, dtype="i64"),
+                  e.constant(value=Literal(np.asarray(n, np.int64))))
+    none = e.constant(value=Literal(np.asarray(-1, np.int64)))
+    found = e.ge(slots, e.constant(value=Literal(np.asarray(0, np.int64))))
+    return [e.select(found, e.sub(slots, start), e.broadcast_to(none, shape=(batch, size)))], [True]
+
+
 def _rule_branch(p: Primitive) -> BatchRule:
     # An unbatched index runs one branch for the whole batch: each branch is batched on its
     # own, and a result batched in any branch is broadcast in the others. A batched index
@@ -457,6 +475,7 @@ def _declare() -> None:
     defbatch("element_count", _element_count_rule)
     defbatch("gather", _gather_rule)
     defbatch("scatter_add", _scatter_add_rule)
+    defbatch("first_occurrence", _first_occurrence_rule)
     defbatch("conv2d", _conv2d_rule)
     defbatch("conv_patches", _patches_rule)
 

@@ -45,6 +45,8 @@ ROLES = {
               "indices.shape takes the axis's place",
     "scatter_add": "inputs (operand, indices, updates), attr axis: operand with each update added at its index "
                    "clamped to [0, n-1] along axis, repeated indices accumulating in order (np.add.at)",
+    "first_occurrence": "attr size: i64[size], at each v the first row-major position of v among the indices "
+                        "clamped to [0, size-1], -1 where v does not occur",
     "cumulative_sum": "attrs axis/reverse: the running sum along axis (from the end when reverse), in the input "
                       "dtype",
     "sort": "attrs axis/descending: x sorted along axis (NaN last ascending, first descending)",

@@ -51,7 +51,7 @@ from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
-OWN_KERNEL_ROLES = ("scatter_add", "cumulative_sum", "sort", "argsort")
+OWN_KERNEL_ROLES = ("scatter_add", "first_occurrence", "cumulative_sum", "sort", "argsort")
 # A merge sort's first runs, sorted by insertion (SORT_RUN a power of two), then merged in
 # passes into runs of 2*SORT_RUN, 4*SORT_RUN, ... up to 2**MAX_SORT_PASSES elements.
 SORT_RUN = 8
@@ -857,6 +857,35 @@ class _Lowering:
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body),
                       ((self.arg_names[operand.id],),))
 
+
+    def first_occurrence_kernel(self) -> Kernel:
+        """The kernel of a block holding one first_occurrence: every slot set to -1, then the
+        indices walked in row-major order, each writing its position into its clamped slot
+        unless an earlier one already did (a later index reads what an earlier one wrote, so
+        the walk is one serial loop: a few nanoseconds an index)."""
+        (op,) = self.block.ops
+        (indices,) = op.inputs
+        size = op.attrs["size"]
+        top = _Scope(None)
+        self.scopes = [top]
+        v = self.fresh("i")
+        self.open_loop(v, self.dim(size), size >= PARALLEL_MIN_ELEMENTS)
+        self.scopes[-1].body.extend(store("out0", (Var(v, INDEX),), constant(-1, INDEX)))
+        self.close_loop()
+        loop_vars = [self.fresh("i") for _ in indices.type.shape]
+        for var, n in zip(loop_vars, indices.type.shape):
+            self.open_loop(var, self.dim(n))
+        idx = tuple(Var(name, INDEX) for name in loop_vars)
+        at = load(self.arg_names[indices.id], idx, indices.type.dtype)
+        slot = (self.clamp(apply("cast", at, to=INDEX), self.dim(size)),)
+        seen = self.bind(load("out0", slot, INDEX), ("seen", idx))
+        position = self.linear_index(idx, indices.type.shape)
+        self.scopes[-1].body.extend(store("out0", slot, scalar.choose(apply("lt", seen, _i(0)), position, seen)))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        buffers = (kernel_buffer(self.arg_names[indices.id], "in", indices.type.dtype, indices.type.ndim),
+                   kernel_buffer("out0", "out", INDEX, 1))
+        return Kernel(self.name, buffers, tuple(self.sizes), tuple(top.body), ((),))
 
     def cumulative_sum_kernel(self) -> Kernel:
         """The kernel of a block holding one cumsum: along the axis each element is the one

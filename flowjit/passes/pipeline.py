@@ -34,6 +34,7 @@ from flowjit.passes.placement import DeviceTarget, placement
 from flowjit.passes.prune import prune
 from flowjit.passes.simplify import simplify
 from flowjit.passes.sink_scanned import sink_scanned
+from flowjit.passes.sparse_scatter import sparse_scatter
 
 PassFn = Callable[[Function], Function]
 
@@ -152,6 +153,7 @@ DEFAULT_PIPELINE = Pipeline([
     ("hoist_scanned", hoist_scanned),
     ("sink_scanned", sink_scanned),
     ("decompose", decompose),
+    ("sparse_scatter", sparse_scatter),
     ("placement", placement),
     ("partition", partition),
     ("fusion", fusion),

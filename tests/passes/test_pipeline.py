@@ -20,7 +20,7 @@ def dup(x):
 def test_pipeline_prints_its_order_and_stages_exist():
     assert str(DEFAULT_PIPELINE) == ("inline_calls -> fold_shapes -> simplify -> cse -> merge_loops -> constant_fold "
                                      "-> prune -> inline_remat -> hoist_invariants -> hoist_scanned -> sink_scanned "
-                                     "-> decompose -> placement -> partition -> fusion")
+                                     "-> decompose -> sparse_scatter -> placement -> partition -> fusion")
     assert STAGES[0] == "traced" and STAGES[-1] == "fused"
 
 

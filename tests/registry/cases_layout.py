@@ -1,7 +1,7 @@
-"""Cases for the layout primitives (layout.py) and gather / scatter_add (indexing.py).
+"""Cases for the layout primitives (layout.py) and gather / scatter_add / first_occurrence (indexing.py).
 
 Expectations use plain NumPy written independently of the references: explicit index
-arrays for slices, np.pad for pad, explicit loops for scatter_add.
+arrays for slices, np.pad for pad, explicit loops for scatter_add and first_occurrence.
 """
 
 from __future__ import annotations
@@ -19,6 +19,17 @@ NUMERIC = ("i32", "i64", "f16", "f32", "f64")
 def _ints(shape: tuple[int, ...], lo: int, hi: int, dt: type = np.int32):
     """An input maker: random indices in [lo, hi] (out-of-range ones exercise clamping)."""
     return lambda rng: rng.integers(lo, hi + 1, size=shape).astype(dt)
+
+
+def _first_expect(size):
+    def expect(indices):
+        out = np.full(size, -1, np.int64)
+        for position, v in enumerate(indices.reshape(-1).tolist()):
+            v = min(max(v, 0), size - 1)
+            if out[v] < 0:
+                out[v] = position
+        return out
+    return expect
 
 
 def _slice_expect(start, size, step):
@@ -204,6 +215,13 @@ CASES = [
          lambda o, i, u: o + np.array([0, 0, 0, 1], np.int32) * u, id="scalar-index"),
     Case("scatter_add", [((3, 2), "f32"), np.zeros((0,), np.int32), ((0, 2), "f32")],
          {"axis": 0}, lambda o, i, u: o, id="no-indices"),
+    # ---- first_occurrence: written here as a loop over the clamped indices
+    Case("first_occurrence", [np.array([3, 1, 3, 9, -2, 0, 6, 1], np.int32)], {"size": 7},
+         _first_expect(7), id="repeated-and-clamped"),
+    Case("first_occurrence", [_ints((4, 6), -2, 12, np.int64)], {"size": 10}, _first_expect(10), id="2d-random"),
+    Case("first_occurrence", [np.array(4, np.int32)], {"size": 3}, _first_expect(3), id="scalar-clamped"),
+    Case("first_occurrence", [np.zeros((0,), np.int32)], {"size": 4}, _first_expect(4), id="no-indices"),
+    Case("first_occurrence", [_ints((300,), 0, 40, np.uint16)], {"size": 50}, _first_expect(50), id="unsigned"),
     # ---- conv_patches: each window's taps, written here with explicit loops
     Case("conv_patches", [((2, 5, 4, 3), "T")], {"kernel": (3, 2)}, _patches_expect((3, 2), (1, 1), (1, 1), (0,) * 4),
          dtypes=("f16", "f32", "f64"), id="valid"),

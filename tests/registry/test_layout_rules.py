@@ -18,7 +18,8 @@ from tests.registry.case import random_array
 from tests.registry.cases_layout import CASES
 
 PRIMS = ("broadcast_to", "reshape", "transpose", "squeeze", "expand_dims", "slice",
-         "concatenate", "pad", "gather", "scatter_add", "conv_patches")
+         "concatenate", "pad", "gather", "scatter_add", "first_occurrence", "conv_patches")
+OPAQUE = ("scatter_add", "first_occurrence")  # not an element per result element
 
 EXPANDED = [c for case in CASES for c in case.expand()]
 
@@ -38,8 +39,8 @@ def test_every_primitive_has_cases() -> None:
     assert {c.prim for c in CASES} == set(PRIMS)
     for name in PRIMS:
         p = registry.get(name)
-        assert p.kind == ("opaque" if name == "scatter_add" else "layout")
-        assert p.differentiable
+        assert p.kind == ("opaque" if name in OPAQUE else "layout")
+        assert p.differentiable == (name != "first_occurrence")  # an index has no gradient
 
 
 @pytest.mark.parametrize("case", EXPANDED, ids=[f"{c.prim}-{c.id}" for c in EXPANDED])

@@ -1,4 +1,5 @@
-"""Indexing primitives: gather along one axis and its transpose, scatter_add.
+"""Indexing primitives: gather along one axis and its transpose, scatter_add, and
+first_occurrence (where each index first appears: the slots of a sparse gradient).
 
 Both take an integer index array (i32 or i64, any shape, rank 0 included) that selects
 positions along ``axis`` of the data operand; the index array's shape replaces that axis
@@ -12,7 +13,9 @@ gather is a ``layout`` op (role ``gather``): each result element is one element 
 at a position read from ``indices``, so it fuses with its neighbours (an embedding lookup
 and the mean over its bag are one kernel). scatter_add is ``opaque``: repeated indices add
 into one element, so its elements are not independent; the lowering gives it a kernel of
-its own that adds the updates in order.
+its own that adds the updates in order. first_occurrence is ``opaque`` for the same reason
+(a later index must see what an earlier one wrote); the ``sparse_scatter`` pass makes it, to
+add an embedding's gradient into one row per distinct id instead of a table of zeros.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, COMPLEX_DTYPES, INT_DTYPES, NUMERIC_DTYPES
+from flowjit.ir.dtypes import ALL_DTYPES, COMPLEX_DTYPES, INT_DTYPES, NUMERIC_DTYPES, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, declare, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
@@ -87,6 +90,29 @@ declare("scatter_add", kind="opaque", role="scatter_add", rule=_scatter_add_rule
         attrs={"axis": attr("int")}, dtypes=NUMERIC_DTYPES + COMPLEX_DTYPES,
         doc="copy of operand with updates added at clip(indices, 0, n-1) along axis; repeated "
             "indices accumulate (np.add.at); the transpose of gather")
+
+
+# ---- first_occurrence ------------------------------------------------------------------
+def _first_occurrence_rule(in_types: Sequence[TensorType], *, size: int) -> TensorType:
+    (indices,) = in_types
+    if not indices.dtype.is_int:
+        raise ShapeError(f"indices must be integers, got {indices}")
+    if size < 1:
+        raise ShapeError(f"size must be at least 1 (indices are clamped to [0, size-1]), got {size}")
+    return TensorType((size,), int64)
+
+
+def _first_occurrence_impl(indices: np.ndarray, *, size: int) -> np.ndarray:
+    out = np.full(size, -1, np.int64)
+    seen, first = np.unique(np.clip(indices.reshape(-1), 0, size - 1), return_index=True)
+    out[seen] = first
+    return out
+
+
+declare("first_occurrence", kind="opaque", role="first_occurrence", rule=_first_occurrence_rule,
+        impl=_first_occurrence_impl, attrs={"size": attr("int")}, dtypes=INT_DTYPES, differentiable=False,
+        doc="i64[size]: at v, the first row-major position of v among clip(indices, 0, size-1), -1 where v "
+            "does not occur (the slot of each distinct index: see the sparse_scatter pass)")
 
 
 # ---- VJP rules (see Primitive): gather and scatter_add are each other's transpose.
