@@ -141,8 +141,12 @@ def test_a_worker_woken_on_its_callers_cpu_runs_its_chunks_on_another():
     caller = threading.get_native_id()
     # Only on a calm machine: a straggler (another test's) in the last CALM_NS turns it off.
     time.sleep(pthread_pool.CALM_NS / 1e9 + 0.1)
-    shared, joined = 0, 0
-    for _ in range(30):
+    # Until the worker has taken part in 15 loops: on a noisy host (another VM's burst) a
+    # worker woken late finds every chunk taken, which says nothing about where it ran
+    # (8 of 30 once in a suite run, 15 or more in every run alone).
+    shared, joined, tries = 0, 0, 0
+    while joined < 15 and tries < 120:
+        tries += 1
         time.sleep(0.03)  # long past the workers' spin: they sleep, to be woken by the loop
         pool.run(record, n, ctypes.addressof(ctx), 2)
         mine = tids == caller
@@ -150,7 +154,7 @@ def test_a_worker_woken_on_its_callers_cpu_runs_its_chunks_on_another():
             continue  # the worker took no chunk (one on the caller's CPU gets none)
         joined += 1
         shared += bool(np.isin(cpus[~mine], cpus[mine][:1]).any())
-    assert joined >= 15, f"the worker took part in {joined} of 30 loops"
+    assert joined == 15, f"the worker took part in {joined} of {tries} loops"
     assert shared <= 2, f"the worker ran on the caller's first CPU in {shared} of {joined} loops"
 
 
