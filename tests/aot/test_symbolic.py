@@ -257,3 +257,21 @@ def test_a_loop_after_a_kernels_temps_aligns_its_scratch_for_any_batch(tmp_path)
         x = np.random.default_rng(batch).integers(-9, 9, (batch, 3)).astype(np.int8)
         for got, want in zip(g(x), fj.function(f)(x), strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("rows", [4000, 3000])
+def test_an_embedding_step_over_a_symbolic_batch_gives_the_jits_bits(tmp_path, rows):
+    # The gradient of a lookup adds into one row per id (sparse_scatter) where the table has
+    # 4 rows per id: at 4000 rows for every sampled batch (5 ids a row: 320-960 ids), at 3000
+    # not for B = 192; any batch size then gives the bits of the JIT's program of that size.
+    table = np.random.default_rng(0).standard_normal((rows, 8)).astype(np.float32)
+
+    def step(table, ids):
+        def loss(t):
+            return fj.sum(fj.tanh(fj.take(t, ids, axis=0)).mean(axis=1) ** 2)
+        return table - 0.5 * fj.grad(loss)(table)
+    fj.export(step, fj.ShapeDtype((rows, 8), "f32"), fj.ShapeDtype(("B", 5), "i32"), path=tmp_path, name="step")
+    compiled = fj.load_compiled(tmp_path)
+    for batch in (1, 7, 130, 700):
+        ids = np.random.default_rng(batch).integers(-3, rows + 3, (batch, 5)).astype(np.int32)
+        np.testing.assert_array_equal(compiled(table, ids), fj.function(step)(table, ids))
