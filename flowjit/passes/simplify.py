@@ -248,9 +248,9 @@ class _Simplifier:
         # part, nor is z + (-0-0j) when its imaginary part is -0.
         if len(ins) == 2 and p.identity is not None and not ins[0].dtype.is_complex:
             e = p.identity
-            if _is_splat(ins[1], e) and self.forward(op, ins[0]):
+            if is_splat(ins[1], e) and self.forward(op, ins[0]):
                 return True
-            if p.commutative and _is_splat(ins[0], e) and self.forward(op, ins[1]):
+            if p.commutative and is_splat(ins[0], e) and self.forward(op, ins[1]):
                 return True
         if len(ins) == 2 and ins[0] is ins[1]:
             if p.idempotent and self.forward(op, ins[0]):
@@ -293,9 +293,9 @@ class _Simplifier:
         pred, a, b = op.inputs
         if a is b:
             return self.forward(op, a)
-        if _is_splat(pred, True):
+        if is_splat(pred, True):
             return self.forward(op, a)
-        if _is_splat(pred, False):
+        if is_splat(pred, False):
             return self.forward(op, b)
         return False
 
@@ -426,7 +426,7 @@ def _literal_of(op: Op) -> np.ndarray | None:
     return None
 
 
-def _is_splat(v: Value, value: Any) -> bool:
+def is_splat(v: Value, value: Any) -> bool:
     """Whether every element of ``v`` is ``value`` cast to v's dtype, known from constants.
 
     Compared by bytes, so ``-0.0`` and ``+0.0`` differ. Sees through ops that only copy

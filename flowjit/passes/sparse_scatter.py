@@ -36,28 +36,13 @@ from flowjit.ir.core import Block, Function, Op, Value
 from flowjit.ir.registry import Literal, normalize_axis
 from flowjit.ir.types import TensorType
 from flowjit.passes.prune import prune
+from flowjit.passes.simplify import is_splat
 
 # Rows of the operand per index from which the compact form is worth its slot map (an i64
 # per row, read once per row by the consumer) and its select: the zoo's embedding model,
 # 50,000 rows and 5,120 ids (about 10 per index), took its Adam update from 2.24-2.28 to
 # 1.74-1.76 ms on two threads and from 4.6-4.7 to 3.5-3.6 ms on one.
 SPARSE_MIN_RATIO = 4
-
-
-def _is_zero_fill(v: Value) -> bool:
-    """Whether ``v`` is a constant of +0 everywhere, or such a constant broadcast."""
-    op = v.producer
-    if op is not None and op.primitive.role == "broadcast":
-        op = op.inputs[0].producer
-    if op is None or op.primitive.kind != "constant" or "value" not in op.attrs:
-        return False
-    literal = op.attrs["value"]
-    value = literal.array if isinstance(literal, Literal) else np.asarray(literal)
-    if value.dtype.kind not in "biufc" or np.any(value != 0):
-        return False
-    if value.dtype.kind == "c":
-        return not (np.any(np.signbit(value.real)) or np.any(np.signbit(value.imag)))
-    return value.dtype.kind != "f" or not np.any(np.signbit(value))
 
 
 def _worth_it(op: Op, block: Block) -> bool:
@@ -72,7 +57,7 @@ def _worth_it(op: Op, block: Block) -> bool:
         return False
     if any(r is result for r in block.returns) or not result.uses:
         return False
-    return all(user.primitive.kind == "elementwise" for user, _ in result.uses) and _is_zero_fill(operand)
+    return all(user.primitive.kind == "elementwise" for user, _ in result.uses) and is_splat(operand, 0)
 
 
 def _sparse_form(e: Emitter, op: Op) -> Value:
@@ -88,9 +73,9 @@ def _sparse_form(e: Emitter, op: Op) -> Value:
     slots = e.first_occurrence(ids, size=rows)
     compact = e.scatter_add(e.zeros(TensorType(compact_shape, operand.type.dtype)),
                             e.gather(slots, ids, axis=0), updates, axis=axis)
-    i64 = np.int64
-    read = e.gather(compact, e.maximum(slots, e.constant(value=Literal(np.asarray(0, i64)))), axis=axis)
-    found = e.ge(slots, e.constant(value=Literal(np.asarray(0, i64))))
+    zero = e.constant(value=Literal(np.asarray(0, np.int64)))
+    read = e.gather(compact, e.maximum(slots, zero), axis=axis)
+    found = e.ge(slots, zero)
     found = e.reshape(found, shape=tuple(rows if k == axis else 1 for k in range(len(shape))))
     return e.select(e.broadcast_to(found, shape=shape), read, e.zeros(operand.type))
 
