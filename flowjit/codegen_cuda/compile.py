@@ -92,6 +92,7 @@ def source_dir() -> str | None:
 
 _temp: list[str] = []
 _import_lock = threading.RLock()
+_first_launch_lock = threading.Lock()
 
 
 def _temp_dir() -> str:
@@ -283,16 +284,22 @@ class CudaKernel:
     def _first_launch(self, args: list[Any], outs: list[Any]) -> None:
         # numba compiles each kernel function at its first launch with these argument
         # types; a failure there (or, in the simulator, while running) is reported with
-        # the ops, the user's lines and the source file.
-        signature = tuple((str(x.dtype), len(x.shape)) for x in [*args, *outs])
-        seen = self.module._flowjit_signatures
-        try:
-            self._launch(args, outs)
-        except Exception as e:
-            raise compile_error(self, e) from None
-        _count("reused" if signature in seen else "compiled")
-        seen.add(signature)
-        self._warm = True
+        # the ops, the user's lines and the source file. First launches take one lock:
+        # threads running one executable on a GPU would otherwise compile (and link) the
+        # same kernel at once, which numba-cuda does not promise to survive.
+        with _first_launch_lock:
+            if self._warm:
+                self._launch(args, outs)
+                return
+            signature = tuple((str(x.dtype), len(x.shape)) for x in [*args, *outs])
+            seen = self.module._flowjit_signatures
+            try:
+                self._launch(args, outs)
+            except Exception as e:
+                raise compile_error(self, e) from None
+            _count("reused" if signature in seen else "compiled")
+            seen.add(signature)
+            self._warm = True
 
     def ptx(self, cc: tuple[int, int] = (7, 5)) -> dict[str, str]:
         """The PTX of each kernel function for compute capability ``cc``, compiled for this
