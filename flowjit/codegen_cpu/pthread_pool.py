@@ -15,7 +15,8 @@ has not run yet takes nothing, the caller does its share, and the caller waits o
 chunks a running worker has claimed (polling for at most ``SPIN_NS``, yielding the core now
 and then, then asleep on a condition variable, so that its core goes to whoever can use
 it). A worker that loses its core in the middle of a chunk makes the caller wait for it;
-then the loops after it run on the caller alone for a while (``STRAGGLE_NS``). On Linux a
+when that loop took longer than the caller alone would have, the loops after it run on the
+caller alone for a while (``STRAGGLE_NS``). On Linux a
 worker about to sleep keeps off the CPU its caller last started a loop on (``_avoid``) until
 it is woken, on a machine with no straggler lately (``CALM_NS``). A second caller while a
 loop runs (another thread, or a loop nested in a chunk) runs its whole range on its own
@@ -49,7 +50,13 @@ YIELD_EVERY = 16
 # A loop in which the caller, done with its chunks, waited for a worker's chunk more than
 # twice its own chunks' time and STRAGGLE_NS had a straggler: a worker that lost its core in
 # the middle of a chunk, which the caller cannot take back (it waits for the scheduler to
-# run the worker again, a time slice of another process: milliseconds). The loops after it
+# run the worker again, a time slice of another process: milliseconds), if the loop, the
+# wait included, also took longer than the caller alone would have at its own chunks' pace.
+# (A long loop whose worker came late still won: beside two busy processes the embedding
+# model's Adam update straggled and rested the pool, its next calls on half a core; judged
+# so, bench.workloads.contention's embedding_train took 0.84x the time loaded, its other
+# rows 0.97-1.02x, idle 0.97-1.01x; the zoo's shared-process rows, 6 runs of each, worst
+# row 4.26x -> 3.26x its idle time.) The loops after it
 # run on the caller alone for a rest of REST_MIN_NS, doubled while stragglers recur up to
 # REST_MAX_NS; a loop whose workers keep up ends it. On a machine whose cores other
 # processes hold, one thread that has a core beats two that wait for each other: an MLP
@@ -465,16 +472,20 @@ def build_module() -> str:
     await_(b, pf, lambda b: b.icmp_unsigned("==", ld(b, finished), chunks), done, "collect")
     ended = b.call(clock, [])
     # A straggler: the caller, done with its chunks, waited for a worker's more than twice
-    # its own chunk's time and STRAGGLE_NS (a worker that lost its core in the middle).
-    # Then the next loops run alone for a rest that doubles while stragglers recur; a loop
-    # whose workers kept up ends it. (Neither when one side ran no chunk.)
+    # its own chunk's time and STRAGGLE_NS (a worker that lost its core in the middle), in a
+    # loop that took longer than the caller alone would have. Then the next loops run alone
+    # for a rest that doubles while stragglers recur; any other loop ends it. (Neither when
+    # one side ran no chunk.)
     both = b.and_(b.icmp_signed(">", mine, const(0)), b.icmp_signed("<", mine, chunks))
     judge, straggled, kept_up, after = (pf.append_basic_block(x) for x in ("judge", "straggled", "kept_up", "judged"))
     b.cbranch(both, judge, after)
     b.position_at_end(judge)
     per_chunk = b.sdiv(b.sub(took, began), mine)
     waited = b.sub(ended, took)
-    b.cbranch(b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(STRAGGLE_NS))), straggled, kept_up)
+    late = b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(STRAGGLE_NS)))
+    # and the loop, its wait included, took longer than the caller alone would have at its pace
+    lost = b.icmp_signed(">", b.sub(ended, began), b.mul(per_chunk, chunks))
+    b.cbranch(b.and_(late, lost), straggled, kept_up)
     b.position_at_end(straggled)
     longer = b.mul(ld(b, rest_ns), const(2))
     longer = b.select(b.icmp_signed("<", longer, const(REST_MIN_NS)), const(REST_MIN_NS), longer)

@@ -124,6 +124,44 @@ def test_after_a_worker_straggles_the_next_loops_run_on_the_caller_until_the_res
     assert len(split.calls) == min(1 << 16, (pool.workers + 1) * OVERSPLIT)
 
 
+def test_a_worker_late_in_a_loop_that_still_beat_the_caller_alone_rests_nothing():
+    # A long loop (an Adam update over an embedding table) whose worker lost its core in its
+    # last chunk: the caller waited, but less than running every chunk itself would have
+    # taken, so the loops after it are split as before (they ran alone, half a core beside
+    # two busy processes).
+    pool = native_pool()
+    if pool.workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: no workers")
+    caller = threading.get_ident()
+    n = (pool.workers + 1) * OVERSPLIT
+    caller_s, late_s = 0.02, 0.07     # the caller's chunks; the worker's last (the rest are 1 ms)
+    for _ in range(20):
+        deadline = time.monotonic() + 1.5 * pthread_pool.REST_MAX_NS / 1e9
+        while pool.resting() > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        began = time.monotonic()
+        starts: dict[int, tuple[float, int]] = {}
+
+        def chunk(start, stop):
+            mine = threading.get_ident() == caller
+            starts[start] = (time.monotonic() - began, mine)
+            time.sleep(caller_s if mine else late_s if stop == n else 0.001)
+
+        rec = Recorder(chunk)
+        pool.run(rec.address, n, 0)
+        rec.assert_tiles(n)
+        took = time.monotonic() - began
+        last_at, last_mine = starts[n - 1]
+        caller_ran = sum(mine for _, mine in starts.values())
+        # The case to judge: the worker took part at once and ran the last chunk, the caller
+        # waited for it (more than twice its chunk), and the loop beat the caller alone.
+        if (not last_mine and last_at < caller_s and caller_ran * caller_s + 2 * caller_s < took
+                < n * caller_s * 0.9):
+            assert pool.resting() == 0, (starts, took)
+            return
+    pytest.skip("the worker never took part at once in 20 loops (a busy machine)")
+
+
 @pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
                     reason="sched_getcpu, and two CPUs to tell apart")
 def test_a_worker_woken_on_its_callers_cpu_runs_its_chunks_on_another():
