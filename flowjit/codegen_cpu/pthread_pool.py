@@ -485,6 +485,14 @@ def build_module() -> str:
     late = b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(STRAGGLE_NS)))
     # and the loop, its wait included, took longer than the caller alone would have at its pace
     lost = b.icmp_signed(">", b.sub(ended, began), b.mul(per_chunk, chunks))
+    # A late worker marks the machine as one whose cores other processes hold (CALM_NS),
+    # whether or not the loop lost.
+    marked, judged = pf.append_basic_block("marked"), pf.append_basic_block("judged_late")
+    b.cbranch(late, marked, judged)
+    b.position_at_end(marked)
+    st(b, ended, straggled_at)
+    b.branch(judged)
+    b.position_at_end(judged)
     b.cbranch(b.and_(late, lost), straggled, kept_up)
     b.position_at_end(straggled)
     longer = b.mul(ld(b, rest_ns), const(2))
@@ -492,7 +500,6 @@ def build_module() -> str:
     longer = b.select(b.icmp_signed(">", longer, const(REST_MAX_NS)), const(REST_MAX_NS), longer)
     st(b, longer, rest_ns)
     st(b, b.add(ended, longer), solo_until)
-    st(b, ended, straggled_at)
     b.branch(after)
     b.position_at_end(kept_up)
     st(b, const(0), rest_ns)
