@@ -58,7 +58,7 @@ YIELD_EVERY = 16
 # rows 0.97-1.02x, idle 0.97-1.01x; the zoo's shared-process rows, 6 runs of each, worst
 # row 4.26x -> 3.26x its idle time.) The loops after it
 # run on the caller alone for a rest of REST_MIN_NS, doubled while stragglers recur up to
-# REST_MAX_NS; a loop whose workers keep up ends it. On a machine whose cores other
+# REST_MAX_NS; any other split loop ends it. On a machine whose cores other
 # processes hold, one thread that has a core beats two that wait for each other: an MLP
 # step took 7.1 ms on two threads beside two busy processes, 2.8 ms on one (1.6 ms idle
 # on two; python -m bench.workloads.contention). The rest is bounded at 100 ms: the pool's
@@ -487,13 +487,11 @@ def build_module() -> str:
     lost = b.icmp_signed(">", b.sub(ended, began), b.mul(per_chunk, chunks))
     # A late worker marks the machine as one whose cores other processes hold (CALM_NS),
     # whether or not the loop lost.
-    marked, judged = pf.append_basic_block("marked"), pf.append_basic_block("judged_late")
-    b.cbranch(late, marked, judged)
+    marked = pf.append_basic_block("marked")
+    b.cbranch(late, marked, kept_up)
     b.position_at_end(marked)
     st(b, ended, straggled_at)
-    b.branch(judged)
-    b.position_at_end(judged)
-    b.cbranch(b.and_(late, lost), straggled, kept_up)
+    b.cbranch(lost, straggled, kept_up)
     b.position_at_end(straggled)
     longer = b.mul(ld(b, rest_ns), const(2))
     longer = b.select(b.icmp_signed("<", longer, const(REST_MIN_NS)), const(REST_MIN_NS), longer)
