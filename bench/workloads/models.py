@@ -43,6 +43,7 @@ TensorFlow has no adapter in zoo.py: its column says so (or that it is not insta
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import resource
@@ -117,13 +118,15 @@ def setup(impl: str, model: str, mode: str, quick: bool, module: Any = None) -> 
     if impl == "fj":
         import flowjit as fj
         L = zoo.lib("flowjit")
-        g = fj.function(zoo.train_step(L, model) if train else zoo.predict(L, model))
+        # The training step donates the parameters and the Adam state, as JAX's does below.
+        g = fj.function(zoo.train_step(L, model), donate_argnums=(0, 1)) if train else \
+            fj.function(zoo.predict(L, model))
         if not train:
             return (lambda: g(params, x)), (lambda: None), (lambda: _native(g, (params, x)))
         state: dict[str, Any] = {}
 
-        def reset() -> None:
-            state["p"], state["s"] = params, opt
+        def reset() -> None:   # copies: a step overwrites the arrays it is given
+            state["p"], state["s"] = copy.deepcopy(params), copy.deepcopy(opt)
 
         def call() -> Any:
             state["p"], state["s"], loss = g(state["p"], state["s"], x, y)

@@ -24,6 +24,7 @@ import numpy as np
 from . import jit, llvm_loops, objcache
 from .llvm_loops import counted_loop
 from .program_plan import (
+    ARRAY_BASE,
     ARRAY_DATA,
     ARRAY_DESCR,
     ARRAY_DIMS,
@@ -33,6 +34,8 @@ from .program_plan import (
     DESCR_TYPE_NUM,
     NPY_ALIGNED,
     NPY_C_CONTIGUOUS,
+    NPY_OWNDATA,
+    NPY_WRITEABLE,
     OB_TYPE,
     SCRATCH_ALIGN,
     T_DESC,
@@ -48,7 +51,8 @@ from .program_plan import (
 
 # The descriptor's header (int64 words), then its sections: per argument (plan.args order)
 # ndim, the count of NumPy type numbers it accepts, those numbers, its dims; per result (by
-# slot) ndim, dims; per buffer the steps take (``own_buffers``) its argument's index, or
+# slot) ndim, dims and the argument it may be (``Buffer.donor``, -1: none); per buffer
+# the steps take (``own_buffers``) its argument's index, or
 # -(slot + 1) for a result; per returned value (plan.results order) 2 * slot, + 1 when an
 # earlier position returns the same array.
 (D_NARGS, D_NRESULTS, D_SCRATCH, D_GIL, D_NOWN, D_NLIST, D_ARGS, D_RESULTS, D_OWN, D_LIST) = range(10)
@@ -81,7 +85,7 @@ def descriptor(plan: ProgramPlan) -> np.ndarray:
         args += [len(buf.shape), len(nums), *nums, *buf.shape]
     outs: list[int] = []
     for b in results:
-        outs += [len(b.shape), *b.shape]
+        outs += [len(b.shape), *b.shape, b.donor]
     own = [plan.args.index(b.name) if b.kind == "arg" else -(b.slot + 1) for b in own_buffers(plan)]
     slot_of = {b.name: b.slot for b in results}
     listed = [2 * slot_of[name] + (name in plan.results[:pos]) for pos, name in enumerate(plan.results)]
@@ -191,14 +195,33 @@ def build_module() -> str:
         b.store(b.add(dims_at, nd), at)
     counted_loop(b, n_args, "arg", check_argument)
 
-    # The results: from the pool (the table's allocator) or PyArray_Empty; NULL with an
-    # exception set when one cannot be made.
+    # The results: a donated argument's array where the call may overwrite it (``free``),
+    # else from the pool (the table's allocator) or PyArray_Empty; NULL with an exception
+    # set when one cannot be made.
     b.store(word(b, desc, D_RESULTS), at)
+    fit = b.alloca(I8)
+
+    def overwritable(obj: Any, donor: Any) -> Any:
+        """Whether donated argument ``obj`` (number ``donor``; checked as an argument:
+        C-contiguous, aligned, the result's dims) may become the result: writable, owning its
+        memory, and no other argument is it or a view of it (NumPy's views name the array
+        that owns the memory)."""
+        flags = b.and_(field(b, obj, ARRAY_FLAGS, I32), const(NPY_WRITEABLE | NPY_OWNDATA, I32))
+        b.store(b.zext(b.icmp_signed("==", flags, const(NPY_WRITEABLE | NPY_OWNDATA, I32)), I8), fit)
+
+        def other(j: Any) -> None:
+            arg = word(b, args, j)
+            shared = b.or_(b.icmp_unsigned("==", arg, obj), b.icmp_unsigned("==", field(b, arg, ARRAY_BASE, I8P), obj))
+            with b.if_then(b.and_(shared, b.icmp_signed("!=", j, donor))):
+                b.store(const(0, I8), fit)
+        counted_loop(b, n_args, "other", other)
+        return b.icmp_unsigned("!=", b.load(fit), const(0, I8))
 
     def make_result(s: Any) -> None:
         p = b.load(at)
         nd = word(b, desc, p)
         alloc = word(b, tab, b.add(const(T_FIXED + 1), b.mul(s, const(2))))
+        donor = word(b, desc, b.add(p, b.add(nd, const(1))))
 
         def from_empty() -> Any:
             dtype = b.inttoptr(word(b, tab, b.add(const(T_FIXED), b.mul(s, const(2)))), I8P)
@@ -206,13 +229,24 @@ def build_module() -> str:
             empty = b.inttoptr(word(b, tab, T_EMPTY), empty_t.as_pointer())
             shape = b.gep(desc, [b.add(p, const(1))], inbounds=True)
             return b.call(empty, [b.trunc(nd, I32), shape, dtype, const(0, I32)])
-        obj = either(b, b.icmp_unsigned("!=", alloc, const(0)),
-                     lambda: b.call(call_noargs, [b.inttoptr(alloc, I8P)]), from_empty)
+
+        def new() -> Any:
+            return either(b, b.icmp_unsigned("!=", alloc, const(0)),
+                          lambda: b.call(call_noargs, [b.inttoptr(alloc, I8P)]), from_empty)
+
+        def donated() -> Any:
+            obj = word(b, args, donor)
+
+            def taken() -> Any:
+                b.call(incref, [obj])
+                return obj
+            return either(b, overwritable(obj, donor), taken, new)
+        obj = either(b, b.icmp_signed(">=", donor, const(0)), donated, new)
         b.store(obj, b.gep(results, [s], inbounds=True))
         ok = run.append_basic_block("allocated")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(obj, I64), const(0)), failed, ok)
         b.position_at_end(ok)
-        b.store(b.add(p, b.add(nd, const(1))), at)
+        b.store(b.add(p, b.add(nd, const(2))), at)
     counted_loop(b, n_results, "result", make_result)
 
     # The buffers the steps take: each argument's data or each result's.

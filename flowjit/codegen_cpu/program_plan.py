@@ -24,9 +24,9 @@ from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
 
 # NumPy's ABI for compiled extensions: byte offsets in PyArrayObject_fields and PyArray_Descr.
 OB_TYPE = 8
-ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
+ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_BASE, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 48, 56, 64
 DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28
-NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
+NPY_C_CONTIGUOUS, NPY_OWNDATA, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x4, 0x100, 0x400
 PYARRAY_EMPTY = 184           # PyArray_Empty's index in NumPy's C-API table
 METH_FASTCALL = 0x80
 # Below this many elements of work in a call, the GIL stays held: releasing and taking it
@@ -67,7 +67,8 @@ class Buffer:
     """A value of the program: ``kind`` ``arg`` (position ``slot``), ``result`` (distinct
     result number ``slot``), ``const`` (constant number ``slot``) or ``scratch`` (byte
     offset ``slot`` in the scratch block); ``shares`` names the buffer whose memory it
-    takes over when a kernel writes it in place."""
+    takes over when a kernel writes it in place; ``donor``, of a result, the position of
+    the donated argument whose array the call returns as it when it may (``program_glue``)."""
 
     name: str
     dtype: str
@@ -75,6 +76,7 @@ class Buffer:
     kind: str
     slot: int
     shares: str = ""      # the buffer whose memory this one takes over (written in place)
+    donor: int = -1       # a result: the donated argument whose array it may be (glue decides)
 
     @property
     def nbytes(self) -> int:
@@ -262,7 +264,8 @@ def _describe_steps(plan: Any, steps: Sequence[Any], indent: str, threads: int) 
     def show(n: str) -> str:
         b = plan.buffer(n)
         where = {"arg": "argument", "result": "result", "const": "constant", "out": f"out {b.slot}",
-                 "scratch": f"scratch+{b.slot}"}[b.kind] + (f", in {b.shares}'s memory" if b.shares else "")
+                 "scratch": f"scratch+{b.slot}"}[b.kind] + (f", in {b.shares}'s memory" if b.shares else "") \
+            + (f", in donated {plan.args[b.donor]}'s memory" if b.donor >= 0 else "")
         return f"{n}: {b.dtype}{list(b.shape)} ({where})"
     lines = []
     for s in steps:
@@ -558,18 +561,35 @@ class _Planner:
                 vid = group[vid]
             return vid
 
+        # A donated argument (``Function.donated``) may likewise become a result: the result
+        # is then the argument's array, when the call finds it free to overwrite (glue).
+        donor: dict[int, int] = {}                   # result value id -> argument position
+        donated = {a.id: i for i, (a, d) in enumerate(zip(body.args, getattr(function, "donated", ())))
+                   if d and top}
         for n, (what, op, ins) in enumerate(steps):
             k = kernels.get(op.id) if what == "kernel" else None
-            if k is None or len(op.results) != 1 or not k.in_place:
+            if k is None or not k.in_place:
                 continue
-            out = op.results[0]
             position = {b.name: j for j, b in enumerate(k.inputs)}
-            for name in k.in_place[0]:
-                vid = ins[position[name]]
-                if (vid in made and vid not in external and last_use.get(vid) == n and ins.count(vid) == 1
-                        and _same_layout(value_type[vid], out.type)):
-                    group[out.id] = vid
+            taken: set[int] = set()
+            for out, names_ in zip(op.results, k.in_place):
+                # A donated argument first: taking it saves the result a new array each call.
+                for vid in sorted((ins[position[name]] for name in names_), key=lambda v: v not in donated):
+                    if (vid in taken or last_use.get(vid) != n or ins.count(vid) != 1
+                            or not _same_layout(value_type[vid], out.type)):
+                        continue
+                    if vid in made and vid not in external:
+                        group[out.id] = vid
+                    elif (vid in donated and out.id in external and vid not in donor.values()
+                          and value_type[vid].dtype == out.type.dtype):
+                        donor[out.id] = vid
+                    else:
+                        continue
+                    taken.add(vid)
                     break
+        # (A result takes an intermediate's memory or a donated argument's, never both, and
+        # nothing takes a result's: a donated array holds no chain written before it is read.)
+        donor = {r: donated[vid] for r, vid in donor.items()}
         members: dict[int, list[int]] = {}
         for vid in defined_at:
             members.setdefault(root(vid), []).append(vid)
@@ -584,7 +604,7 @@ class _Planner:
             for vid in dict.fromkeys(results):
                 t = value_type[vid]
                 buffers[vid] = Buffer(names[vid], t.dtype.np.name, tuple(t.shape), "result",
-                                      len(buffers) - len(body.args))
+                                      len(buffers) - len(body.args), donor=donor.get(vid, -1))
             outs = [names[v] for v in results]
         else:
             for j, v in enumerate(body.returns):

@@ -159,15 +159,18 @@ class Function:
 
     ``is_var[i]`` marks argument ``i`` as a Variable the function may update in place;
     ``arg_devices[i]`` is the device argument ``i`` lives on (None: the function's default
-    device; a Variable created under ``fj.device`` lives there).
+    device; a Variable created under ``fj.device`` lives there); ``donated[i]``, argument
+    ``i`` as donated (``fj.function(donate_argnums=...)``): a compiled program may write a
+    result over its array.
     """
 
     def __init__(self, name: str, body: Block, is_var: list[bool] | None = None,
-                 arg_devices: list[str | None] | None = None):
+                 arg_devices: list[str | None] | None = None, donated: list[bool] | None = None):
         self.name = name
         self.body = body
         self.is_var = list(is_var) if is_var is not None else [False] * len(body.args)
         self.arg_devices = list(arg_devices) if arg_devices is not None else [None] * len(body.args)
+        self.donated = list(donated) if donated is not None else [False] * len(body.args)
 
     @property
     def args(self) -> list[Value]:
@@ -191,7 +194,8 @@ class Function:
     def clone(self) -> Function:
         """A deep copy: new Values and Ops with the same types, attrs, devices and locations."""
         mapping: dict[int, Value] = {}
-        return Function(self.name, _clone_block(self.body, mapping), list(self.is_var), list(self.arg_devices))
+        return Function(self.name, _clone_block(self.body, mapping), list(self.is_var), list(self.arg_devices),
+                        list(self.donated))
 
     def __str__(self) -> str:
         return print_function(self)

@@ -28,12 +28,12 @@ def _jsonable(x: Any) -> Any:
 
 
 def function_to_json(fn: Function) -> dict[str, Any]:
-    """A JSON-ready dict: name, args (name, type, var), ops (results, op, inputs, attrs,
+    """A JSON-ready dict: name, args (name, type, var, donated), ops (results, op, inputs, attrs,
     types, device, loc) and returns, with ``%``-less value names as in the text form."""
     namer = _Namer()
     args = [{"name": namer.arg(a), "type": str(a.type), "shape": list(a.type.shape),
-             "dtype": a.type.dtype.short, "var": var, "device": device}
-            for a, var, device in zip(fn.args, fn.is_var, fn.arg_devices)]
+             "dtype": a.type.dtype.short, "var": var, "donated": donated, "device": device}
+            for a, var, device, donated in zip(fn.args, fn.is_var, fn.arg_devices, fn.donated)]
     ops = []
     for op in fn.walk():
         inputs = [namer.ref(v)[1:] for v in op.inputs]

@@ -11,7 +11,7 @@ Grammar (one op a line; ``#`` starts a comment, and a ``# file:line`` comment on
 line is its source location)::
 
     function := "func" @name "(" [arg {"," arg}] ")" "->" "(" [type {"," type}] ")" "{" body "}"
-    arg      := %name ":" type ["var"] [@device | @"device"]
+    arg      := %name ":" type ["var"] ["donated"] [@device | @"device"]
     body     := {op NEWLINE} "return" [%v {"," %v}]
     op       := [%r {"," %r} "="] prim [%v {"," %v}] ["{" [attr {"," attr}] "}"]
                 [":" type {"," type}] [@device | @"device"]
@@ -250,6 +250,7 @@ class _Parser:
         self.expect("(", " after the function name")
         args: list[Value] = []
         is_var: list[bool] = []
+        donated: list[bool] = []
         arg_devices: list[str | None] = []
         if not self.accept(")"):
             while True:
@@ -263,6 +264,7 @@ class _Parser:
                 self.values[t.text[1:]] = v
                 args.append(v)
                 is_var.append(self.accept("var"))
+                donated.append(self.accept("donated"))
                 device = None
                 if self.peek().kind == "at":
                     d = self.next()
@@ -291,7 +293,7 @@ class _Parser:
         end = self.peek()
         if end.kind != "eof":
             raise self.error(f"unexpected {_found(end)} after the end of the function", end)
-        return Function(name_tok.text[1:], block, is_var, arg_devices)
+        return Function(name_tok.text[1:], block, is_var, arg_devices, donated)
 
     def define(self, t: Token) -> None:
         """Check that value token ``t`` names a value not defined yet."""

@@ -232,8 +232,8 @@ def print_function(fn: Function) -> str:
     """The text form of ``fn`` (see the module docstring)."""
     namer = _Namer()
     args = []
-    for a, var, device in zip(fn.args, fn.is_var, fn.arg_devices):
-        args.append(f"%{namer.arg(a)}: {a.type}" + (" var" if var else "")
+    for a, var, device, donated in zip(fn.args, fn.is_var, fn.arg_devices, fn.donated):
+        args.append(f"%{namer.arg(a)}: {a.type}" + (" var" if var else "") + (" donated" if donated else "")
                     + (" " + format_device(device) if device else ""))
     results = ", ".join(str(t) for t in fn.result_types)
     name = _NAME_RE.sub("_", fn.name) or "f"

@@ -20,6 +20,8 @@ def verify(fn: Function) -> Function:
     """Raise VerifyError naming the first broken invariant; return ``fn`` unchanged otherwise."""
     if len(fn.is_var) != len(fn.args):
         raise VerifyError(f"@{fn.name}: {len(fn.is_var)} var flags for {len(fn.args)} arguments")
+    if len(fn.donated) != len(fn.args):
+        raise VerifyError(f"@{fn.name}: {len(fn.donated)} donation flags for {len(fn.args)} arguments")
     if len(fn.arg_devices) != len(fn.args):
         raise VerifyError(f"@{fn.name}: {len(fn.arg_devices)} argument devices for {len(fn.args)} arguments")
     _verify_block(fn.body, set(), set(), {})

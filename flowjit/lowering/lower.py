@@ -45,7 +45,9 @@ from flowjit.lowering.loops import (
     Update,
     Var,
     children,
+    expressions,
     free_names,
+    walk_statements,
 )
 from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
@@ -795,12 +797,15 @@ class _Lowering:
                     for k, v in enumerate(self.block.returns)]
         buffers += self.temps
         in_place: tuple = tuple(() for _ in self.block.returns)
+        body = _fill_slots(tuple(top.body))
         # A stored row is written ahead of the output loop, over inputs not yet read.
         if len(self.block.returns) == 1 and out_index is not None and not self.stored_value:
-            out_t = self.block.returns[0].type
+            out_t = self.block.returns[0].type   # its one store comes after every value
             in_place = (tuple(self.arg_names[a.id] for a in self.block.args
                               if a.type == out_t and self.reads.get(a.id) == {out_index}),)
-        body = _fill_slots(tuple(top.body))
+        elif not self.stored_value:
+            in_place = _overwritable(body, {self.arg_names[a.id]: (a.type, self.reads.get(a.id))
+                                            for a in self.block.args}, [v.type for v in self.block.returns])
         if len(self.block.returns) == 1 and not self.stored_value:
             body = tuple(_mark_streaming(s) for s in body)
         if self.collapse:
@@ -1120,6 +1125,27 @@ class _Lowering:
         buffers = [kernel_buffer(self.arg_names[x.id], "in", x.type.dtype, len(shape)),
                    kernel_buffer("out0", "out", x.type.dtype, len(shape))]
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
+
+
+def _overwritable(body: tuple, reads: dict, out_types: list) -> tuple:
+    """Per output of a kernel of several, each stored once at the index of the loop body
+    that stores it: the inputs (``reads``: name -> (type, the indices it is read at)) of its
+    type read only at that index and by no statement after its store, which that store may
+    overwrite element for element (``Kernel.in_place``: Adam's update writing parameters
+    and moments over themselves); nothing for an output stored more than once."""
+    bodies = [body, *(s.body for s in walk_statements(body) if isinstance(s, Loop))]
+    result = []
+    for k, out_t in enumerate(out_types):
+        found = [(stmts, n) for stmts in bodies for n, t in enumerate(stmts)
+                 if isinstance(t, Store) and t.buffer == f"out{k}"]
+        if len(found) != 1:
+            result.append(())
+            continue
+        stmts, n = found[0]
+        later = {e.buffer for e in expressions(stmts[n + 1:]) if isinstance(e, Load)}
+        result.append(tuple(name for name, (t, at) in reads.items()
+                            if t == out_t and at == {stmts[n].index} and name not in later))
+    return tuple(result)
 
 
 def _mark_streaming(s: object) -> object:

@@ -113,6 +113,6 @@ def split_by_device(fn: Function, default: str) -> list[Partition]:
         results = [k for k, v in enumerate(fn.returns) if home[v.id] == d]
         body.set_returns([fn.returns[k] for k in results])
         sub = Function(f"{fn.name}.{d.replace(':', '')}", body, [fn.is_var[i] for i in positions],
-                       [d] * len(positions))
+                       [d] * len(positions), [fn.donated[i] for i in positions])
         parts.append(Partition(d, sub, positions, results))
     return parts

@@ -114,7 +114,8 @@ class TracedFunction:
     def __init__(self, fun: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), interpret: bool | None = None,
                  passes: Any = None, backend: str | None = None, fastmath: bool = False,
-                 device: Any = None, soft_placement: bool = False):
+                 device: Any = None, soft_placement: bool = False, donate_argnums: Sequence[int] | int = (),
+                 donate_argnames: Sequence[str] | str = ()):
         if not callable(fun):
             raise FlowjitTypeError(f"fj.function expects a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
@@ -146,21 +147,33 @@ class TracedFunction:
             self._sig: inspect.Signature | None = inspect.signature(fun)
         except (TypeError, ValueError):
             self._sig = None
-        names = list(static_argnames if not isinstance(static_argnames, str) else [static_argnames])
-        nums = [static_argnums] if isinstance(static_argnums, int) else list(static_argnums)
+        self.static_names = frozenset(self._parameter_names("static", static_argnums, static_argnames))
+        self.donated_names = frozenset(self._parameter_names("donate", donate_argnums, donate_argnames))
+        both = self.static_names & self.donated_names
+        if both:
+            raise FlowjitTypeError(f"{self.__name__}: parameter {sorted(both)[0]!r} is both static and donated; "
+                                   "a static argument is a Python value, not an array to overwrite: drop one")
+
+    def _parameter_names(self, what: str, argnums: Sequence[int] | int, argnames: Sequence[str] | str) -> list[str]:
+        """The parameter names ``argnums`` and ``argnames`` (``static_`` or ``donate_``) name,
+        checked against the signature; without one (a builtin), positions as ``arg{i}``."""
+        names = list(argnames if not isinstance(argnames, str) else [argnames])
+        nums = [argnums] if isinstance(argnums, int) else list(argnums)
         if nums:
+            if self._sig is None and what == "donate":
+                return names + [f"arg{i}" for i in nums]
             params = list(self._sig.parameters.values()) if self._sig else []
             for i in nums:
                 if not -len(params) <= i < len(params) or params[i].kind not in (
                         inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-                    raise FlowjitTypeError(f"static_argnums={i} does not name a positional parameter of "
+                    raise FlowjitTypeError(f"{what}_argnums={i} does not name a positional parameter of "
                                            f"{self.__name__}{self._sig}")
                 names.append(params[i].name)
         if self._sig is not None:
             for n in names:
                 if n not in self._sig.parameters:
-                    raise FlowjitTypeError(f"static_argnames: {self.__name__} has no parameter {n!r}")
-        self.static_names = frozenset(names)
+                    raise FlowjitTypeError(f"{what}_argnames: {self.__name__} has no parameter {n!r}")
+        return names
 
     # ---- signature ------------------------------------------------------------------------
     def _bind(self, args: tuple, kwargs: dict) -> inspect.BoundArguments | None:
@@ -252,9 +265,12 @@ class TracedFunction:
         trace.block.set_returns(returns)
         n_vars = len(var_ids)
         n_plain = len(trace.block.args) - n_vars
+        donated = [name in self.donated_names for name, tree, names in structure if tree is not None
+                   for _ in names]
         fn = Function(re.sub(r"[^A-Za-z0-9_]", "_", self.__name__) or "f", trace.block,
                       [False] * n_plain + [True] * n_vars,
-                      [None] * n_plain + [getattr(v, "device", None) for v in trace.variables])
+                      [None] * n_plain + [getattr(v, "device", None) for v in trace.variables],
+                      donated + [False] * n_vars)
         verify(fn)
         interpret = self.interpret if self.interpret is not None else os.environ.get("FLOWJIT_INTERPRET") == "1"
         executable = compile_function(fn, interpret=interpret, passes=self.passes, backend=self.backend,
@@ -411,7 +427,8 @@ def describe_signature_change(old: tuple, new: tuple) -> list[str]:
 def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[int] | int = (),
              static_argnames: Sequence[str] | str = (), interpret: bool | None = None,
              passes: Any = None, backend: str | None = None, fastmath: bool = False,
-             device: Any = None, soft_placement: bool = False) -> Any:
+             device: Any = None, soft_placement: bool = False, donate_argnums: Sequence[int] | int = (),
+             donate_argnames: Sequence[str] | str = ()) -> Any:
     """Trace ``fun`` per argument signature into IR and run it; usable as ``@fj.function`` or
     ``@fj.function(static_argnames=...)``. ``interpret=True`` (or ``FLOWJIT_INTERPRET=1``)
     runs the traced program on the NumPy reference interpreter, unoptimized; ``passes``
@@ -426,9 +443,14 @@ def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[
     TensorFlow's ``tf.config.set_soft_device_placement``) runs an op whose ``fj.device``
     has no kernel for it (``cumsum`` on a GPU) on the cheapest device that can, and keeps a
     Variable whose device cannot run its updates where they can run, instead of raising
-    PlacementError."""
+    PlacementError. ``donate_argnums``/``donate_argnames`` (as ``jax.jit``'s) donate those
+    arguments' arrays (every leaf of a pytree): the compiled program may write a result
+    over one (a training step's new parameters and optimizer state over the old) and return
+    that array, so the caller must not read a donated argument after the call; an array it
+    cannot overwrite (read-only, a view, another argument's memory) is left alone."""
+    options = dict(donate_argnums=donate_argnums, donate_argnames=donate_argnames)
     if fun is None:
         return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend, fastmath,
-                                        device, soft_placement)
+                                        device, soft_placement, **options)
     return TracedFunction(fun, static_argnums, static_argnames, interpret, passes, backend, fastmath, device,
-                          soft_placement)
+                          soft_placement, **options)

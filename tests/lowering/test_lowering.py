@@ -37,6 +37,33 @@ def test_an_output_may_overwrite_an_input_read_only_at_its_own_index():
     assert kernel_of(lambda a, b: a * 2.0 + b.T, sq, sq).in_place == (("in0",),)
 
 
+def test_each_output_of_several_may_overwrite_the_inputs_its_nest_reads_at_its_index():
+    def adam(p, m, g, b, mb):   # two shapes: two nests in one kernel
+        m2, mb2 = 0.9 * m + g, 0.9 * mb + b
+        return p - m2, m2, mb2
+    x, row = np.ones((3, 4), np.float32), np.ones((5,), np.float32)
+    k = kernel_of(adam, x, x, x, row, row)
+    rank = {b.name: b.rank for b in k.inputs}
+    # each output: every input of its own nest (all read at its index), none of the other's
+    for out, names in zip(k.outputs, k.in_place):
+        assert len(names) == (3 if out.rank == 2 else 2) and {rank[n] for n in names} == {out.rank}
+        assert f"{out.name} may overwrite {', '.join(names)}" in print_kernel(k)
+
+
+def test_an_output_stored_before_a_later_store_reads_the_input_does_not_overwrite_it():
+    from flowjit.ir.dtypes import float32
+    from flowjit.ir.types import TensorType
+    from flowjit.lowering.loops import INDEX, Load, Var
+    from flowjit.lowering.lower import _overwritable
+    i = (Var("i", INDEX),)
+    body = (Loop("i", fj.lowering.loops.Const(0, INDEX), fj.lowering.loops.Const(4, INDEX), 1,
+                 (Store("out0", i, Load("in1", i, float32)), Store("out1", i, Load("in0", i, float32)))),)
+    t = TensorType((4,), float32)
+    reads = {"in0": (t, {i}), "in1": (t, {i})}
+    # out0 is written before out1's store reads in0: only out1 may overwrite in0.
+    assert _overwritable(body, reads, [t, t]) == (("in1",), ("in0", "in1"))
+
+
 def test_one_kernel_serves_every_batch_size():
     def f(x):
         return fj.tanh(x).sum(axis=-1)
