@@ -9,6 +9,7 @@ import pytest
 import flowjit as fj
 from flowjit.ir import parse, print_function
 from flowjit.ir.errors import FlowjitTypeError
+from flowjit.ir.json_form import function_to_json
 
 
 def adam(p, m, v, g):
@@ -110,6 +111,7 @@ def test_the_ir_marks_donated_arguments_and_its_text_round_trips():
     text = print_function(fn)
     assert "%p: f32[2,3] donated" in text and "%m: f32[2,3]," in text
     assert print_function(parse(text)) == text
+    assert [a["donated"] for a in function_to_json(fn)["args"]] == [True, False, True, False]
 
 
 def test_bad_donations_are_refused_when_the_function_is_made():
