@@ -34,7 +34,6 @@ from .program_plan import (
     DESCR_TYPE_NUM,
     NPY_ALIGNED,
     NPY_C_CONTIGUOUS,
-    NPY_OWNDATA,
     NPY_WRITEABLE,
     OB_TYPE,
     SCRATCH_ALIGN,
@@ -195,25 +194,44 @@ def build_module() -> str:
         b.store(b.add(dims_at, nd), at)
     counted_loop(b, n_args, "arg", check_argument)
 
-    # The results: a donated argument's array where the call may overwrite it (``free``),
+    # The results: a donated argument's array where the call may overwrite it,
     # else from the pool (the table's allocator) or PyArray_Empty; NULL with an exception
     # set when one cannot be made.
     b.store(word(b, desc, D_RESULTS), at)
     fit = b.alloca(I8)
 
+    def root(obj: Any) -> Any:
+        """The object owning ``obj``'s memory: its chain of ``base`` followed while it is an
+        ndarray with a base (NumPy collapses a view's base to the array owning the memory,
+        but stops at an array whose base is another type: a memory map, the buffer pool's
+        block)."""
+        start = b.block
+        head, step, done = (run.append_basic_block(f"root_{x}") for x in ("head", "step", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        cur = b.phi(I8P)
+        cur.add_incoming(obj, start)
+        base = field(b, cur, ARRAY_BASE, I8P)
+        is_array = b.icmp_unsigned("==", b.ptrtoint(field(b, cur, OB_TYPE, I8P), I64), ndarray)
+        b.cbranch(b.and_(is_array, b.icmp_unsigned("!=", base, ir.Constant(I8P, None))), step, done)
+        b.position_at_end(step)
+        cur.add_incoming(base, step)
+        b.branch(head)
+        b.position_at_end(done)
+        return cur
+
     def overwritable(obj: Any, donor: Any) -> Any:
         """Whether donated argument ``obj`` (number ``donor``; checked as an argument:
-        C-contiguous, aligned, the result's dims) may become the result: writable, owning its
-        memory, and no other argument is it or a view of it (NumPy's views name the array
-        that owns the memory)."""
-        flags = b.and_(field(b, obj, ARRAY_FLAGS, I32), const(NPY_WRITEABLE | NPY_OWNDATA, I32))
-        b.store(b.zext(b.icmp_signed("==", flags, const(NPY_WRITEABLE | NPY_OWNDATA, I32)), I8), fit)
+        C-contiguous, aligned, the result's dims) may become the result: writable, and no
+        other argument is it or shares the object owning its memory (``root``)."""
+        writable = b.and_(field(b, obj, ARRAY_FLAGS, I32), const(NPY_WRITEABLE, I32))
+        b.store(b.zext(b.icmp_signed("!=", writable, const(0, I32)), I8), fit)
+        owner = root(obj)
 
         def other(j: Any) -> None:
-            arg = word(b, args, j)
-            shared = b.or_(b.icmp_unsigned("==", arg, obj), b.icmp_unsigned("==", field(b, arg, ARRAY_BASE, I8P), obj))
-            with b.if_then(b.and_(shared, b.icmp_signed("!=", j, donor))):
-                b.store(const(0, I8), fit)
+            with b.if_then(b.icmp_signed("!=", j, donor)):
+                with b.if_then(b.icmp_unsigned("==", root(word(b, args, j)), owner)):
+                    b.store(const(0, I8), fit)
         counted_loop(b, n_args, "other", other)
         return b.icmp_unsigned("!=", b.load(fit), const(0, I8))
 

@@ -26,7 +26,7 @@ from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
 OB_TYPE = 8
 ARRAY_DATA, ARRAY_ND, ARRAY_DIMS, ARRAY_BASE, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 48, 56, 64
 DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28
-NPY_C_CONTIGUOUS, NPY_OWNDATA, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x4, 0x100, 0x400
+NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 PYARRAY_EMPTY = 184           # PyArray_Empty's index in NumPy's C-API table
 METH_FASTCALL = 0x80
 # Below this many elements of work in a call, the GIL stays held: releasing and taking it

@@ -62,27 +62,59 @@ def test_a_pytree_argument_donates_every_leaf_and_steps_stay_exact():
             np.testing.assert_array_equal(cur[k], ref[k])
 
 
-@pytest.mark.parametrize("how", ["read-only", "view", "passed twice"])
-def test_an_array_the_call_may_not_overwrite_is_left_alone(how):
+@pytest.mark.parametrize("how", ["read-only", "passed twice", "another argument views it",
+                                 "it views another argument", "both view one array", "both view one memory map"])
+def test_an_array_the_call_may_not_overwrite_is_left_alone(how, tmp_path):
     p, m, v, g = state(2)
     step = fj.function(adam, donate_argnums=0)
     if how == "read-only":
         donor = p.copy()
         donor.setflags(write=False)
         other = g
-    elif how == "view":
-        donor = np.concatenate([p, p])[: len(p)]
-        other = g
-    else:                       # the same array as the donated and as another argument
+    elif how == "passed twice":          # the same array as the donated and as another argument
         donor = p.copy()
         other = donor
-    kept = donor.copy()
+    elif how == "another argument views it":
+        donor = p.copy()
+        other = donor.reshape(donor.shape)
+    elif how == "it views another argument":
+        other = p.copy()
+        donor = other[:]
+    elif how == "both view one array":
+        both = np.concatenate([p, g])
+        donor, other = both[: len(p)], both[len(p):]
+    else:                                # views of views whose bases differ but map one file
+        mm = np.memmap(tmp_path / "both.f32", np.float32, "w+", shape=(2 * len(p), p.shape[1]))
+        mm[: len(p)], mm[len(p):] = p, g
+        donor, other = np.asarray(mm)[: len(p)], np.asarray(mm)[len(p):]
+        assert type(donor) is np.ndarray and donor.base is not other.base
+    kept, other_kept = donor.copy(), other.copy()
     got = step(donor, m, v, other)
-    want = fj.function(adam)(p, m, v, kept if how == "passed twice" else g)
+    want = fj.function(adam)(p, m, v, other_kept)
     assert got[0] is not donor
     np.testing.assert_array_equal(donor, kept)
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_donated_view_is_written_through_and_a_pooled_result_donates_on_the_next_call():
+    p, m, v, g = state(7, (1024, 512))            # 2 MiB: results come from the buffer pool
+    step = fj.function(adam, donate_argnums=(0, 1, 2))
+    want = fj.function(adam)(p, m, v, g)
+    frozen = p.copy()
+    frozen.setflags(write=False)
+    first = step(frozen, m.copy(), v.copy(), g)   # p is read-only: a new (pooled) array
+    assert first[0] is not frozen and first[0].base is not None
+    again = step(*[a.copy() for a in (p, m, v)], g)
+    np.testing.assert_array_equal(again[0], want[0])
+    second = step(*first, g)                      # the pooled results are views: still donated
+    assert [a is b for a, b in zip(second, first)] == [True, True, True]
+    np.testing.assert_array_equal(second[0], fj.function(adam)(*want, g)[0])
+    whole = np.concatenate([p, p])
+    got = step(whole[: len(p)], m.copy(), v.copy(), g)
+    assert got[0].base is whole                   # the view donated: its rows of ``whole`` hold p's update
+    np.testing.assert_array_equal(whole[: len(p)], want[0])
+    np.testing.assert_array_equal(whole[len(p):], p)
 
 
 def test_an_argument_that_another_step_reads_is_overwritten_only_after_that_read():
