@@ -564,8 +564,7 @@ class _Planner:
         # A donated argument (``Function.donated``) may likewise become a result: the result
         # is then the argument's array, when the call finds it free to overwrite (glue).
         donor: dict[int, int] = {}                   # result value id -> argument position
-        donated = {a.id: i for i, (a, d) in enumerate(zip(body.args, getattr(function, "donated", ())))
-                   if d and top}
+        donated = {a.id: i for i, (a, d) in enumerate(zip(body.args, function.donated)) if d and top}
         for n, (what, op, ins) in enumerate(steps):
             k = kernels.get(op.id) if what == "kernel" else None
             if k is None or not k.in_place:
@@ -580,16 +579,15 @@ class _Planner:
                         continue
                     if vid in made and vid not in external:
                         group[out.id] = vid
-                    elif (vid in donated and out.id in external and vid not in donor.values()
+                    elif (vid in donated and out.id in external and donated[vid] not in donor.values()
                           and value_type[vid].dtype == out.type.dtype):
-                        donor[out.id] = vid
+                        donor[out.id] = donated[vid]
                     else:
                         continue
                     taken.add(vid)
                     break
         # (A result takes an intermediate's memory or a donated argument's, never both, and
         # nothing takes a result's: a donated array holds no chain written before it is read.)
-        donor = {r: donated[vid] for r, vid in donor.items()}
         members: dict[int, list[int]] = {}
         for vid in defined_at:
             members.setdefault(root(vid), []).append(vid)

@@ -446,8 +446,9 @@ def function(fun: Callable[..., Any] | None = None, *, static_argnums: Sequence[
     PlacementError. ``donate_argnums``/``donate_argnames`` (as ``jax.jit``'s) donate those
     arguments' arrays (every leaf of a pytree): the compiled program may write a result
     over one (a training step's new parameters and optimizer state over the old) and return
-    that array, so the caller must not read a donated argument after the call; an array it
-    cannot overwrite (read-only, a view, another argument's memory) is left alone."""
+    that array, so the caller must not read a donated argument after the call (a donated
+    view is written through); an array it cannot overwrite (read-only, or sharing its memory
+    with another argument) is left alone."""
     options = dict(donate_argnums=donate_argnums, donate_argnames=donate_argnames)
     if fun is None:
         return lambda f: TracedFunction(f, static_argnums, static_argnames, interpret, passes, backend, fastmath,
