@@ -17,6 +17,7 @@ neither numba nor SciPy.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
@@ -52,6 +53,22 @@ OPT_LEVEL = 3
 # unrolling off, MLP and CNN inference lose 12-17% and an embedding bag's mean 40%). The
 # option is LLVM's, process-wide: flowjit is what compiles with llvmlite here.
 UNROLL_THRESHOLD = 20
+
+# Tiered code generation. A program's first compile emits its O3-optimized IR with LLVM's
+# quick code generator (QUICK_CODEGEN_LEVEL: fast instruction selection and register
+# allocation), which takes a quarter of the time of O3's (the CNN's two modules: 19 -> 4-5
+# ms each) for code 0-5% slower on the zoo (its products and convolutions are the BLAS's
+# and flowjit's own runtime's), and a thread of its own then emits the same optimized IR at
+# O3, writes that to the disk cache and points the program at it: the next calls run the
+# full code, and a warm process only ever loads it. The zoo's cold first calls, fresh
+# processes alternated: the CNN's inference 125-138 -> 120-126 ms, the transformer's 166-173
+# -> 142-153. Off with FLOWJIT_TIERED=0 (every compile then emits at O3 and writes the cache
+# before returning).
+QUICK_CODEGEN_LEVEL = 0
+# The full code's thread waits for the quick code's first call to return (``Library.
+# upgrade_now``, which a program calls then) so as not to take a core from that call, or for
+# this long when nothing runs the library.
+UPGRADE_WAIT_S = 1.0
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
@@ -106,6 +123,12 @@ _targets: dict[str, HostTarget] = {}
 _libraries: dict[str, Library] = {}
 _key_locks: dict[str, threading.Lock] = {}
 timings: dict[str, float] = {}
+# The threads emitting a quick library's full code (``_upgrade``), each with that library,
+# for ``wait_for_upgrades``; and the lock of that table and of each library's successor and
+# watchers.
+_upgrades: dict[threading.Thread, Library] = {}
+_upgrade_lock = threading.Lock()
+_upgrade_counts = {"upgraded": 0, "failed": 0}
 
 
 class LLVMCompileError(FlowjitError):
@@ -337,12 +360,15 @@ def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "
 
 
 def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
-                   parsed: threading.Event | None = None) -> bytes:
+                   parsed: threading.Event | None = None, kept: list | None = None) -> bytes:
     """``compile_object`` for a thread of its own: the module in an LLVM context of its own
     and a target machine of its own, and LLVM's two long calls (the pass pipeline, code
     generation) made without llvmlite's lock, which serializes every call into LLVM (the
     other calls, short, take it). LLVM compiles modules of separate contexts at once.
-    ``parsed`` is set when the module is parsed (or could not be), before the pipeline."""
+    ``parsed`` is set when the module is parsed (or could not be), before the pipeline.
+    ``kept``: a quick compile (tiered code generation): the code is emitted at
+    QUICK_CODEGEN_LEVEL from a copy of the optimized module, and the module itself is
+    appended to ``kept`` for ``_upgrade`` to emit at ``opt_level``."""
     llvm = binding()
     from llvmlite.binding import ffi
 
@@ -353,6 +379,19 @@ def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
         if parsed is not None:
             parsed.set()
     ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, module, pb)
+    if kept is None:
+        return _emit_unlocked(tm, module, name)
+    # The copy is emitted: code generation rewrites some of the IR it is given (its own
+    # lowering passes), and the full code is emitted from the module as optimized.
+    kept.append(module)
+    return _emit_unlocked(target.machine(jit=True, opt_level=QUICK_CODEGEN_LEVEL), module.clone(), name)
+
+
+def _emit_unlocked(tm: Any, module: Any, name: str) -> bytes:
+    """The object code of optimized ``module`` from target machine ``tm``, generated
+    without llvmlite's lock (the module and ``tm`` must be this thread's alone)."""
+    from llvmlite.binding import ffi
+
     with ffi.OutputString() as err:
         buf = ffi.lib.LLVMPY_TargetMachineEmitToMemory._cfn(tm, module, 1, err)
         if not buf:
@@ -379,7 +418,8 @@ def _unlocked_calls() -> bool:
 
 def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarget | None = None,
                     name: str = "module", opt_level: int = OPT_LEVEL,
-                    rendered: Callable[[list[str]], None] | None = None) -> list[bytes]:
+                    rendered: Callable[[list[str]], None] | None = None,
+                    kept: list | None = None) -> list[bytes]:
     """The object code of each module of ``modules`` (as ``compile_object``): each its IR
     text, or a function rendering it. Two or more compile at once, each on a thread of its
     own (``_compile_apart``): a program's split kernels beside its steps take a cold call's
@@ -387,7 +427,9 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     starting to compile as soon as its text exists, and the first last, on the calling
     thread, while they compile (LLVM's calls release the GIL; rendering is Python).
     ``rendered(texts)`` is called with the texts rendered so far (the later ones first)
-    before each starts to compile."""
+    before each starts to compile. ``kept``: a quick compile (``_compile_apart``), each
+    module's optimized form appended to it in the order of ``modules``, every module
+    compiled apart (the first on the calling thread); needs ``_unlocked_calls()``."""
     target = target or host_target()
     texts: list[str | None] = [None] * len(modules)
     order = [*range(1, len(modules)), 0]
@@ -398,15 +440,17 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
         if rendered is not None:
             rendered([texts[j] for j in order if texts[j] is not None])
         return texts[i]
-    if len(modules) == 1 or not _unlocked_calls():
+    if kept is None and (len(modules) == 1 or not _unlocked_calls()):
         for i in order:
             text(i)
         return [compile_object(t, target, f"{name}[{i}]" if i else name, opt_level) for i, t in enumerate(texts)]
     out: list[bytes | BaseException | None] = [None] * len(modules)
+    optimized: list[list] = [[] for _ in modules]
 
     def run(i: int, parsed: threading.Event | None = None) -> None:
         try:
-            out[i] = _compile_apart(texts[i], target, f"{name}[{i}]" if i else name, opt_level, parsed)
+            out[i] = _compile_apart(texts[i], target, f"{name}[{i}]" if i else name, opt_level, parsed,
+                                    None if kept is None else optimized[i])
         except BaseException as e:  # noqa: BLE001 (raised again on the calling thread)
             out[i] = e
         finally:
@@ -433,6 +477,8 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     for got in out:
         if isinstance(got, BaseException):
             raise got
+    if kept is not None:
+        kept.extend(m for ms in optimized for m in ms)
     return [got for got in out if isinstance(got, bytes)]
 
 
@@ -470,8 +516,14 @@ class Library:
     ``declared`` (the functions the module's IR declares) is known to be defined."""
 
     def __init__(self, objs: bytes | Sequence[bytes], target: HostTarget | None, key: str,
-                 declared: Sequence[str] = (), name: str = "module") -> None:
+                 declared: Sequence[str] = (), name: str = "module", codegen_level: int = OPT_LEVEL) -> None:
         self.key = key
+        # QUICK_CODEGEN_LEVEL: a quick library, whose full code a thread is emitting
+        # (``when_upgraded``); OPT_LEVEL: the full code.
+        self.codegen_level = codegen_level
+        self._successor: Library | None = None
+        self._watchers: list[Callable[[Library], None]] = []
+        self._go = threading.Event()
         self._target = target
         self._addresses: dict[str, int] = {}
         self._engine: Any = None
@@ -534,6 +586,29 @@ class Library:
         """Function ``name`` as a ctypes callable with the given C types (``None`` restype
         for void); ctypes releases the GIL for the length of each call."""
         return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+
+    def when_upgraded(self, callback: Callable[[Library], None]) -> None:
+        """Call ``callback(full)`` with the full code's ``Library`` once a quick library's
+        upgrade is linked (from the thread that emitted it; at once if it already is). The
+        caller keeps this library alive while any of its code may still run: a call begun
+        on the quick code finishes there. Never called for a full library, nor when the
+        upgrade failed (the quick code, correct, stays)."""
+        with _upgrade_lock:
+            if self._successor is None:
+                self._watchers.append(callback)
+                return
+        callback(self._successor)
+
+    def upgrade_now(self) -> None:
+        """Let a quick library's upgrade start now (its first call has returned) rather than
+        ``UPGRADE_WAIT_S`` after it was compiled; nothing for a full library."""
+        self._go.set()
+
+    def _upgraded(self, full: Library) -> None:
+        with _upgrade_lock:
+            self._successor, watchers, self._watchers = full, self._watchers, []
+        for callback in watchers:
+            callback(full)
 
 
 def load(ir_text: str, target: HostTarget | None = None, name: str = "module") -> Library:
@@ -601,9 +676,9 @@ def _start_providers(declared: Sequence[str]) -> None:
 
 
 def _link(objs: Sequence[bytes], declared: Sequence[str], target: HostTarget | None, key: str,
-          name: str) -> Library:
+          name: str, codegen_level: int = OPT_LEVEL) -> Library:
     _start_providers(declared)
-    return Library(objs, target, key, declared, name)
+    return Library(objs, target, key, declared, name, codegen_level)
 
 
 # What identifies the host to LLVM, remembered per cache directory: (probe, fingerprint).
@@ -692,9 +767,70 @@ def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[lis
     return None
 
 
+def tiered() -> bool:
+    """Whether a program's first compile is tiered (``QUICK_CODEGEN_LEVEL``): unless
+    FLOWJIT_TIERED=0, and where llvmlite lets modules compile apart (``_unlocked_calls``)."""
+    return os.environ.get("FLOWJIT_TIERED", "1").strip() != "0" and _unlocked_calls()
+
+
+def wait_for_upgrades(timeout: float | None = None) -> bool:
+    """Let every quick library's upgrade start now (``Library.upgrade_now``) and wait until
+    its full code is emitted, cached and handed to its watchers (``Library.when_upgraded``),
+    for at most ``timeout`` seconds (None: no limit); true when none is left. Tests call it
+    to run the full code; the interpreter calls it at exit, so that the disk cache gets the
+    full code of every program the process compiled."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _upgrade_lock:
+        running = [(t, lib) for t, lib in _upgrades.items() if t.is_alive()]
+    for t, lib in running:
+        lib.upgrade_now()
+    for t, _ in running:
+        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    with _upgrade_lock:
+        for t in [t for t in _upgrades if not t.is_alive()]:
+            del _upgrades[t]
+        return not _upgrades
+
+
+# Daemonic threads joined here rather than by the interpreter: it would wait UPGRADE_WAIT_S
+# for a program that never ran (``flowjit ir`` lists a program's code without running it).
+atexit.register(wait_for_upgrades)
+
+
+def _upgrade(quick: Library, optimized: list, declared: Sequence[str], key: str,
+             places: list[tuple[str, int | None]], target: HostTarget, name: str) -> None:
+    """On a thread of its own: ``optimized`` (the quick library's modules, as the pipeline
+    left them) emitted at OPT_LEVEL, written to the disk cache, linked, and handed to the
+    quick library's watchers; in-process lookups of ``key`` then find the full library."""
+    quick._go.wait(UPGRADE_WAIT_S)
+    try:
+        objs = [_emit_unlocked(target.machine(jit=True, opt_level=OPT_LEVEL), m, name) for m in optimized]
+        payload = _pack(declared, objs)
+        any(objcache.write(key, payload, where, mode) for where, mode in places)
+        full = _link(objs, declared, target, key, name)
+    except Exception:  # noqa: BLE001 (the quick code is correct: it stays, uncached)
+        with _upgrade_lock:
+            _upgrade_counts["failed"] += 1
+        return
+    finally:
+        optimized.clear()
+    _libraries[key] = full
+    with _upgrade_lock:
+        _upgrade_counts["upgraded"] += 1
+    quick._upgraded(full)
+
+
+def upgrade_counts() -> dict[str, int]:
+    """Quick libraries of this process whose full code was emitted and linked
+    (``upgraded``), and those whose full code could not be (``failed``: they keep the quick
+    code, and the disk cache gets nothing for them)."""
+    with _upgrade_lock:
+        return dict(_upgrade_counts)
+
+
 def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[[], str]]],
                 target: HostTarget | None = None, name: str = "module", opt_level: int = OPT_LEVEL,
-                runtime: bool = False) -> Library:
+                runtime: bool = False, tiered_codegen: bool = False) -> Library:
     """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text; or several
     modules, compiled at once and linked together, the first the one to call into, each its
     text or a function rendering it, as ``compile_objects`` takes them), cached
@@ -705,7 +841,9 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
     modules), compiled in a third of O3's time. ``runtime``: flowjit's own code, the same
     whatever the user's program (the native pool, the GEMMs over it), whose entry is kept
     once per installation in ``objcache.runtime_directory()``, or in the user's cache when
-    that cannot be written."""
+    that cannot be written. ``tiered_codegen``: a cache miss compiles a quick library
+    (``QUICK_CODEGEN_LEVEL``) and a thread emits, caches and links the full one
+    (``Library.when_upgraded``), where ``tiered()``."""
     if opt_level != OPT_LEVEL:
         source = f"{source}\n; O{opt_level}"
     key = objcache.key(source, target.fingerprint() if target is not None else host_fingerprint())
@@ -744,11 +882,22 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
                 _start_providers(declared)
                 _check_externals(declared, name)
             target = target or host_target()
-            objs = compile_objects(modules, target, name, opt_level, check)
+            optimized: list | None = [] if tiered_codegen and opt_level == OPT_LEVEL and tiered() else None
+            objs = compile_objects(modules, target, name, opt_level, check, optimized)
             declared = _declared_by(texts)
-            payload = _pack(declared, objs)
-            any(objcache.write(key, payload, where, mode) for where, mode in places)
-            lib = _link(objs, declared, target, key, name)
+            if optimized is None:
+                payload = _pack(declared, objs)
+                any(objcache.write(key, payload, where, mode) for where, mode in places)
+                lib = _link(objs, declared, target, key, name)
+            else:
+                lib = _link(objs, declared, target, key, name, QUICK_CODEGEN_LEVEL)
+                upgrade = threading.Thread(target=_upgrade, name=f"flowjit-upgrade-{name}", daemon=True,
+                                           args=(lib, optimized, declared, key, places, target, name))
+                with _upgrade_lock:
+                    for done in [t for t in _upgrades if not t.is_alive()]:
+                        del _upgrades[done]
+                    _upgrades[upgrade] = lib
+                upgrade.start()
             objcache.count("compiled")
             timings["last_compile_ms"] = (time.perf_counter() - t) * 1e3
         _libraries[key] = lib

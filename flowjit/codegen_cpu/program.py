@@ -159,11 +159,27 @@ class NativeProgram:
         table[T_DESC] = self._descriptor.ctypes.data
         table[T_STEPS] = library.address(program_glue.STEPS_SYMBOL)
         self._table = table
+        # A quick library (tiered code generation, jit.QUICK_CODEGEN_LEVEL): its full code
+        # replaces it in the table when emitted; it stays alive for a call still running it.
+        self._retired: list[jit.Library] = []
+        if library.codegen_level != jit.OPT_LEVEL:
+            library.when_upgraded(self._upgrade)
         self._defs = []
         for which, address in zip(("list", "one"), program_glue.entry_points()):
             d = _MethodDef(f"{plan.name}_{which}".encode(), address, METH_FASTCALL, None)
             self._defs.append(d)
             setattr(self, f"call_{which}", _new_builtin(ctypes.addressof(d), table, None))
+
+    def ran(self) -> None:
+        """The program's first call has returned: a quick library's full code may now be
+        emitted on another thread (``jit.Library.upgrade_now``)."""
+        self.library.upgrade_now()
+
+    def _upgrade(self, full: jit.Library) -> None:
+        # One aligned 8-byte store: each call reads the steps' address once, at its start.
+        self._retired.append(self.library)
+        self.library = full
+        self._table[T_STEPS] = full.address(program_glue.STEPS_SYMBOL)
 
     def _ref(self, obj: object) -> int:
         self._keep.append(obj)
@@ -263,7 +279,10 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         return render_program(plan, int_bits, fastmath, profile, sgemm, lazy=True,
                               native_ldexp=host.native_ldexp(), native_fma=host.native_fma())
     try:
-        lib = jit.load_source(identity, render_module, target, f"program_{plan.name}")
+        # Tiered unless the code must be the same from the first call on: a profiling build
+        # times it, and LLVM's fast flags let its two code generators round differently.
+        lib = jit.load_source(identity, render_module, target, f"program_{plan.name}",
+                              tiered_codegen=not (profile or fastmath))
     except render.KernelRenderError:
         raise
     except jit.LLVMCompileError as e:

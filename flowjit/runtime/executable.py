@@ -257,8 +257,15 @@ class Executable:
                         if len(self._returns) == 1:
                             self._driver_one = self._program.call_one
                         self._driver = self._program.call_list
-                    else:
-                        self._driver = self._make_driver()
+                        try:
+                            return self._driver(*arrays)
+                        finally:
+                            # A backend may finish its code on another thread once a first
+                            # call no longer needs the cores (codegen_cpu's tiers).
+                            ran = getattr(self._program, "ran", None)
+                            if ran is not None:
+                                ran()
+                    self._driver = self._make_driver()
         return self._driver(*arrays)
 
     def _run_profiled(self, prof: Profile, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

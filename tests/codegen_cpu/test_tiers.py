@@ -1,0 +1,143 @@
+"""Tiered code generation (jit.QUICK_CODEGEN_LEVEL): a program's first compile runs code from
+LLVM's quick code generator, then the full code emitted on another thread, with the same
+bits; the disk cache only ever holds the full code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.codegen_cpu import jit
+from flowjit.tracer.pytree import flatten
+
+pytestmark = pytest.mark.skipif(not jit.tiered(), reason="FLOWJIT_TIERED=0, or an llvmlite without unlocked calls")
+
+
+def _program(f):
+    (entry,) = f._cache.values()
+    program = entry.executable._program
+    assert program is not None, entry.executable.native_reason
+    return program
+
+
+def _entries(cache) -> list[str]:
+    where = cache / "objects"
+    return sorted(os.listdir(where)) if where.is_dir() else []
+
+
+def _block(x, w, g):
+    # row reductions (softmax's invariant division, layer norm), a product, exp and tanh
+    h = x @ w
+    e = fj.exp(h - h.max(axis=-1, keepdims=True))
+    s = e / e.sum(axis=-1, keepdims=True)
+    d = s - s.mean(axis=-1, keepdims=True)
+    return fj.tanh(d * fj.rsqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) * g)
+
+
+def _args(seed, n=96):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 64)).astype(np.float32), rng.standard_normal((64, 80)).astype(np.float32),
+            rng.standard_normal(80).astype(np.float32))
+
+
+def test_the_first_call_runs_quick_code_then_the_full_code_gives_the_same_bits(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(_block)
+    args = _args(0, n=97)
+    before = jit.upgrade_counts()["upgraded"]
+    first = f(*args)
+    program = _program(f)
+    assert jit.wait_for_upgrades(60)
+    assert jit.upgrade_counts() == {"upgraded": before + 1, "failed": 0}
+    # the quick library retired (kept alive), the full one in the table
+    assert [lib.codegen_level for lib in program._retired] == [jit.QUICK_CODEGEN_LEVEL]
+    assert program.library.codegen_level == jit.OPT_LEVEL
+    assert _entries(tmp_path), "the full code is in the disk cache"
+    again = f(*args)
+    np.testing.assert_array_equal(again, first)
+    want = fj.function(_block, interpret=True)(*args)
+    np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_quick_code_is_not_cached_and_a_program_never_run_upgrades_when_waited_for(tmp_path, monkeypatch):
+    # The cache gets the full code only: until the upgrade, no entry of the program's.
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(_block)
+    args = _args(1, n=98)
+    listing = f.kernels(*args)          # compiles the program, runs nothing
+    assert "native driver" in listing
+    program = _program(f)
+    assert program.library.codegen_level == jit.QUICK_CODEGEN_LEVEL
+    assert not _entries(tmp_path)
+    assert jit.wait_for_upgrades(60)    # lets it start at once rather than after UPGRADE_WAIT_S
+    assert program.library.codegen_level == jit.OPT_LEVEL
+    assert _entries(tmp_path)
+    np.testing.assert_allclose(f(*args), fj.function(_block, interpret=True)(*args), rtol=1e-5, atol=1e-6)
+
+
+def test_off_with_the_environment_and_for_fastmath(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FLOWJIT_TIERED", "0")
+    assert not jit.tiered()
+    f = fj.function(_block)
+    f(*_args(2, n=99))
+    program = _program(f)
+    assert program.library.codegen_level == jit.OPT_LEVEL and not program._retired
+    assert _entries(tmp_path), "written before the call returned"
+    monkeypatch.delenv("FLOWJIT_TIERED")
+    # LLVM's fast flags let the two code generators round differently: one tier only
+    g = fj.function(_block, fastmath=True)
+    g(*_args(2, n=100))
+    assert _program(g).library.codegen_level == jit.OPT_LEVEL
+
+
+_RUN_ONCE = """
+import json, sys, numpy as np, flowjit as fj
+from flowjit.codegen_cpu import objcache
+sys.path.insert(0, {tests!r})
+from codegen_cpu.test_tiers import _args, _block, _program
+f = fj.function(_block)
+out = f(*_args(3, n=101))
+print(json.dumps({{"stats": objcache.stats(), "level": _program(f).library.codegen_level,
+                  "out": out.tobytes().hex()}}))
+"""
+
+
+def test_a_process_that_exits_leaves_the_full_code_for_the_next(tmp_path):
+    # The upgrade thread is joined at exit: the second process loads the full code and
+    # compiles nothing, and the quick code's bits are the full code's.
+    env = {**os.environ, "FLOWJIT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("FLOWJIT_TIERED", None)
+    script = _RUN_ONCE.format(tests=os.path.dirname(os.path.dirname(__file__)))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["stats"]["compiled"] >= 1 and cold["level"] == jit.QUICK_CODEGEN_LEVEL
+    assert warm["stats"]["compiled"] == 0 and warm["level"] == jit.OPT_LEVEL
+    assert warm["out"] == cold["out"]
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "transformer", "embedding", "lstm"])
+def test_every_zoo_model_gives_the_same_bits_from_both_tiers(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    from bench.workloads import zoo
+    L = zoo.lib("flowjit")
+    params, (x, y) = zoo.init(model, quick=True), zoo.batch(model, quick=True)
+    for f, args in ((fj.function(zoo.predict(L, model)), (params, x)),
+                    (fj.function(zoo.train_step(L, model)), (params, zoo.adam_state(params), x, y))):
+        quick = f(*args)
+        assert jit.wait_for_upgrades(120)
+        full = f(*args)
+        program = _program(f)
+        assert program.library.codegen_level == jit.OPT_LEVEL
+        for a, b in zip(flatten(quick)[0], flatten(full)[0], strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
