@@ -230,3 +230,6 @@ class CudaExecutable:
     def describe(self) -> str:
         """Every kernel's loop IR and generated source (``kernel_listing``)."""
         return self.kernel_listing()
+
+    def ran(self) -> None:
+        """The first call has returned: nothing to finish (its kernels are compiled once)."""

@@ -249,6 +249,7 @@ class Executable:
         if self.backend not in COMPILED_BACKENDS:
             out = run_block(self.function.body, list(arrays))
             return [self._own(x, arrays) for x in out]
+        first = None
         if self._driver is None:
             with self._first_call:
                 if self._driver is None:
@@ -256,17 +257,17 @@ class Executable:
                     if self._program is not None:
                         if len(self._returns) == 1:
                             self._driver_one = self._program.call_one
-                        self._driver = self._program.call_list
-                        try:
-                            return self._driver(*arrays)
-                        finally:
-                            # A backend may finish its code on another thread once a first
-                            # call no longer needs the cores (codegen_cpu's tiers).
-                            ran = getattr(self._program, "ran", None)
-                            if ran is not None:
-                                ran()
-                    self._driver = self._make_driver()
-        return self._driver(*arrays)
+                        self._driver = first = self._program.call_list
+                    else:
+                        self._driver = self._make_driver()
+        if first is None:
+            return self._driver(*arrays)
+        try:
+            return first(*arrays)
+        finally:
+            # the backend may finish its code on another thread once this call no longer
+            # needs the cores (codegen_cpu's tiers)
+            self._program.ran()
 
     def _run_profiled(self, prof: Profile, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         # The compile, the call, and each top-level step of a native program (its profiling
