@@ -893,11 +893,13 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
                 lib = _link(objs, declared, target, key, name, QUICK_CODEGEN_LEVEL)
                 upgrade = threading.Thread(target=_upgrade, name=f"flowjit-upgrade-{name}", daemon=True,
                                            args=(lib, optimized, declared, key, places, target, name))
+                # Started under the lock: a thread not yet started is not alive, and another
+                # compile pruning the table then would drop it, waited for by no one at exit.
                 with _upgrade_lock:
                     for done in [t for t in _upgrades if not t.is_alive()]:
                         del _upgrades[done]
                     _upgrades[upgrade] = lib
-                upgrade.start()
+                    upgrade.start()
             objcache.count("compiled")
             timings["last_compile_ms"] = (time.perf_counter() - t) * 1e3
         _libraries[key] = lib

@@ -141,3 +141,28 @@ def test_every_zoo_model_gives_the_same_bits_from_both_tiers(model, tmp_path, mo
         assert program.library.codegen_level == jit.OPT_LEVEL
         for a, b in zip(flatten(quick)[0], flatten(full)[0], strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_upgrades_started_by_threads_at_once_are_all_waited_for(tmp_path, monkeypatch):
+    # Every upgrade is registered before any other compile can prune the table: one pruned
+    # before it started was waited for by no one, and a process exiting then left a
+    # half-written cache entry (tests/tracer/test_threads.py caught a .tmp file).
+    import threading
+
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    fs = [fj.function(lambda x, k=k: fj.tanh(x * (1.5 + k)) + 1) for k in range(8)]
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    barrier = threading.Barrier(len(fs))
+
+    def go(f):
+        barrier.wait()
+        f(x)
+    threads = [threading.Thread(target=go, args=(f,)) for f in fs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert jit.wait_for_upgrades(120)
+    assert not [t for t in threading.enumerate() if t.name.startswith("flowjit-upgrade-")]
+    assert all(_program(f).library.codegen_level == jit.OPT_LEVEL for f in fs)
+    assert not list(tmp_path.rglob("*.tmp"))
