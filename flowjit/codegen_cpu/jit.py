@@ -11,6 +11,9 @@ with ``runtime=True`` (flowjit's own modules: the native pool, the GEMMs over it
 is kept once per installation, in ``objcache.runtime_directory()``, not in the user's cache.
 A warm load does not import ``llvmlite.binding`` either (15 ms): the host's fingerprint for
 the cache key is remembered on disk (``host_fingerprint``) and ``elfload`` links the object.
+A program's compile is tiered (``QUICK_CODEGEN_LEVEL``): its first calls run code from
+LLVM's quick code generator while a thread emits the full code (``_upgrade``), which
+replaces it and is all the disk cache ever holds.
 Only llvmlite and ``flowjit.ir`` are imported: a process that runs cached kernels needs
 neither numba nor SciPy.
 """
@@ -787,9 +790,16 @@ def wait_for_upgrades(timeout: float | None = None) -> bool:
     for t, _ in running:
         t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
     with _upgrade_lock:
-        for t in [t for t in _upgrades if not t.is_alive()]:
-            del _upgrades[t]
+        _forget_finished_upgrades()
         return not _upgrades
+
+
+def _forget_finished_upgrades() -> None:
+    """Drop the upgrades that have ended from ``_upgrades``; the caller holds
+    ``_upgrade_lock`` (every thread in it was started under that lock, so not alive means
+    done)."""
+    for t in [t for t in _upgrades if not t.is_alive()]:
+        del _upgrades[t]
 
 
 # Daemonic threads joined here rather than by the interpreter: it would wait UPGRADE_WAIT_S
@@ -896,8 +906,7 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
                 # Started under the lock: a thread not yet started is not alive, and another
                 # compile pruning the table then would drop it, waited for by no one at exit.
                 with _upgrade_lock:
-                    for done in [t for t in _upgrades if not t.is_alive()]:
-                        del _upgrades[done]
+                    _forget_finished_upgrades()
                     _upgrades[upgrade] = lib
                     upgrade.start()
             objcache.count("compiled")
