@@ -5,7 +5,10 @@ Both follow TensorFlow's ``tf.nn.max_pool2d``/``avg_pool2d``: ``window`` and
 average pooling with ``"SAME"`` divides by the number of real (unpadded) elements.
 A non-overlapping window that tiles the input becomes one reshape and one reduction;
 other windows take the max or sum of the window's strided slices, which fuse into
-one elementwise kernel and differentiate through the slice VJP.
+one elementwise kernel. Average pooling differentiates through those ops; max pooling has
+a rule of its own (``custom_vjp``) that gives each window's cotangent to its first
+maximum, as TensorFlow, PyTorch and ``lax.reduce_window`` do, where the ops' own rules
+(``max``'s, ``maximum``'s) would share it among tied maxima.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.errors import FlowjitTypeError
+from flowjit.tracer.autodiff import vjp
+from flowjit.tracer.custom_gradients import custom_vjp
 from flowjit.tracer.numpy import namespace as fnp
 
 
@@ -62,19 +67,62 @@ def _tiles(shape, win, st, pads) -> bool:
 
 
 def max_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -> Any:
-    """Maximum over each ``window`` of an NHWC array (``strides`` default to ``window``)."""
+    """Maximum over each ``window`` of an NHWC array (``strides`` default to ``window``).
+    Its gradient goes to the first maximum of each window in row-major order, as
+    TensorFlow's, PyTorch's and ``lax.reduce_window``'s do, not shared among tied maxima
+    (``fj.max``'s rule, like ``jnp.max``'s)."""
     shape = tuple(fnp.shape(x))
     win, st, pads, out = _geometry(shape, window, strides, padding, "max_pool")
-    if _tiles(shape, win, st, pads):
-        n, h, w, c = shape
-        return fnp.max(fnp.reshape(x, (n, out[0], win[0], out[1], win[1], c)), axis=(2, 4))
     if any(p != (0, 0) for p in pads):
         x = fnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=-np.inf)
+    return _pool_max(tuple(win), tuple(st), tuple(out), x)
+
+
+def _tiled(x: Any, win, st, out) -> Any | None:
+    """``x`` (padded) as (n, out_h, win_h, out_w, win_w, c) when its windows tile it; else None."""
+    n, h, w, c = fnp.shape(x)
+    if tuple(win) != tuple(st) or (h, w) != (out[0] * win[0], out[1] * win[1]):
+        return None
+    return fnp.reshape(x, (n, out[0], win[0], out[1], win[1], c))
+
+
+def _window_max(win, st, out, x: Any) -> Any:
+    x6 = _tiled(x, win, st, out)
+    if x6 is not None:
+        return fnp.max(x6, axis=(2, 4))
     slices = _window_slices(x, win, st, out)
     result = slices[0]
     for s in slices[1:]:
         result = fnp.maximum(result, s)
     return result
+
+
+def _pool_max_fwd(win, st, out, x: Any) -> tuple[Any, Any]:
+    y = _window_max(win, st, out, x)
+    return y, (x, y)
+
+
+def _pool_max_bwd(win, st, out, residuals: Any, g: Any) -> tuple[Any]:
+    # Each window's first position (row-major) holding its maximum gets the window's
+    # cotangent: the least position index among those equal to the maximum.
+    x, y = residuals
+    k = win[0] * win[1]
+    x6 = _tiled(x, win, st, out)
+    if x6 is not None:
+        position = np.arange(k, dtype=np.int32).reshape(1, 1, win[0], 1, win[1], 1)
+        first = fnp.min(fnp.where(x6 == fnp.expand_dims(y, (2, 4)), position, np.int32(k)), axis=(2, 4), keepdims=True)
+        dx6 = fnp.where(position == first, fnp.expand_dims(g, (2, 4)), fnp.zeros((), g.dtype))
+        return (fnp.reshape(dx6, fnp.shape(x)),)
+    slices, pull = vjp(lambda x: _window_slices(x, win, st, out), x)
+    first = fnp.full(fnp.shape(y), k, np.int32)
+    for p in reversed(range(k)):
+        first = fnp.where(slices[p] == y, np.int32(p), first)
+    zero = fnp.zeros((), g.dtype)
+    return (pull([fnp.where(first == p, g, zero) for p in range(k)])[0],)
+
+
+# The window geometry is static (nondiff): the rules take it first.
+_pool_max = custom_vjp(_window_max, nondiff_argnums=(0, 1, 2)).defvjp(_pool_max_fwd, _pool_max_bwd)
 
 
 def avg_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -> Any:

@@ -200,6 +200,49 @@ def test_pooling_compiled_and_tiled_windows():
         np.testing.assert_allclose(got, _np_pool(x, (2, 2), (2, 2), "VALID", kind), rtol=1e-6, atol=1e-6)
 
 
+def _np_max_pool_grad(x, window, strides, padding, g):
+    # The gradient to each window's first maximum in row-major order (TensorFlow's,
+    # PyTorch's and lax.reduce_window's rule), by a direct loop over the windows.
+    n, h, w, c = x.shape
+    (wh, ww), (sh, sw) = window, strides
+    if padding == "VALID":
+        ph = pw = 0
+    else:
+        ph, pw = max((g.shape[1] - 1) * sh + wh - h, 0) // 2, max((g.shape[2] - 1) * sw + ww - w, 0) // 2
+    dx = np.zeros_like(x)
+    for b in range(n):
+        for k in range(c):
+            for i in range(g.shape[1]):
+                for j in range(g.shape[2]):
+                    r0, q0 = i * sh - ph, j * sw - pw
+                    rows, cols = range(max(r0, 0), min(r0 + wh, h)), range(max(q0, 0), min(q0 + ww, w))
+                    cells = [(r, q) for r in rows for q in cols]
+                    best = max(x[b, r, q, k] for r, q in cells)
+                    r, q = next(cell for cell in cells if x[b, cell[0], cell[1], k] == best)
+                    dx[b, r, q, k] += g[b, i, j, k]
+    return dx
+
+
+@pytest.mark.parametrize("window, strides, padding", [
+    ((2, 2), (2, 2), "VALID"),     # tiles: one reshape and one reduction
+    ((2, 2), (2, 2), "SAME"),      # padded to tile
+    ((3, 3), (1, 1), "SAME"),      # overlapping windows
+    ((2, 3), (2, 1), "VALID"),
+])
+def test_max_pool_gradient_goes_to_the_first_of_tied_maxima(window, strides, padding):
+    # Mostly ties (0s and 1s, as after a ReLU): each window's cotangent goes whole to its
+    # first maximum, compiled and eager, where fj.max's rule would share it among them.
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 2, (2, 5, 6, 3)).astype(np.float32)
+    g = rng.standard_normal(fj.nn.max_pool(x, window, strides, padding).shape).astype(np.float32)
+
+    def loss(x):
+        return fj.sum(fj.nn.max_pool(x, window, strides, padding) * g)
+    want = _np_max_pool_grad(x, window, strides, padding, g)
+    np.testing.assert_allclose(fj.function(fj.grad(loss))(x), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(fj.grad(loss)(x), want, rtol=1e-6, atol=1e-6)
+
+
 def test_pooling_errors():
     with pytest.raises(FlowjitTypeError, match="NHWC"):
         fj.nn.max_pool(np.zeros((4, 4)), 2)
