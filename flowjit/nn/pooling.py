@@ -68,9 +68,10 @@ def _tiles(shape, win, st, pads) -> bool:
 
 def max_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -> Any:
     """Maximum over each ``window`` of an NHWC array (``strides`` default to ``window``).
-    Its gradient goes to the first maximum of each window in row-major order, as
-    TensorFlow's, PyTorch's and ``lax.reduce_window``'s do, not shared among tied maxima
-    (``fj.max``'s rule, like ``jnp.max``'s)."""
+    Its gradient goes to the first maximum of each window in row-major order (a NaN, which
+    the maximum propagates, counts as one), as TensorFlow's, PyTorch's and
+    ``lax.reduce_window``'s do, not shared among tied maxima (``fj.max``'s rule, like
+    ``jnp.max``'s)."""
     shape = tuple(fnp.shape(x))
     win, st, pads, out = _geometry(shape, window, strides, padding, "max_pool")
     if any(p != (0, 0) for p in pads):
@@ -104,19 +105,25 @@ def _pool_max_fwd(win, st, out, x: Any) -> tuple[Any, Any]:
 
 def _pool_max_bwd(win, st, out, residuals: Any, g: Any) -> tuple[Any]:
     # Each window's first position (row-major) holding its maximum gets the window's
-    # cotangent: the least position index among those equal to the maximum.
+    # cotangent: the least position index among those equal to the maximum, or holding a
+    # NaN (the maximum propagates it: a window with a NaN has NaN for its maximum).
     x, y = residuals
+
+    def holds(v: Any, maximum: Any) -> Any:
+        return (v == maximum) | fnp.isnan(v)
+
     k = win[0] * win[1]
     x6 = _tiled(x, win, st, out)
     if x6 is not None:
         position = np.arange(k, dtype=np.int32).reshape(1, 1, win[0], 1, win[1], 1)
-        first = fnp.min(fnp.where(x6 == fnp.expand_dims(y, (2, 4)), position, np.int32(k)), axis=(2, 4), keepdims=True)
+        at = fnp.where(holds(x6, fnp.expand_dims(y, (2, 4))), position, np.int32(k))
+        first = fnp.min(at, axis=(2, 4), keepdims=True)
         dx6 = fnp.where(position == first, fnp.expand_dims(g, (2, 4)), fnp.zeros((), g.dtype))
         return (fnp.reshape(dx6, fnp.shape(x)),)
     slices, pull = vjp(lambda x: _window_slices(x, win, st, out), x)
     first = fnp.full(fnp.shape(y), k, np.int32)
     for p in reversed(range(k)):
-        first = fnp.where(slices[p] == y, np.int32(p), first)
+        first = fnp.where(holds(slices[p], y), np.int32(p), first)
     zero = fnp.zeros((), g.dtype)
     return (pull([fnp.where(first == p, g, zero) for p in range(k)])[0],)
 

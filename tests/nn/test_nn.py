@@ -243,6 +243,22 @@ def test_max_pool_gradient_goes_to_the_first_of_tied_maxima(window, strides, pad
     np.testing.assert_allclose(fj.grad(loss)(x), want, rtol=1e-6, atol=1e-6)
 
 
+def test_max_pool_gradient_goes_to_a_nan_the_window_propagates():
+    # A NaN is its window's maximum (max pooling propagates it): its position gets the
+    # cotangent, as PyTorch's argmax does, and the window's other elements get none.
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    x[0, 1, 1, 0] = np.nan
+    x[0, 2, 3, 0] = np.nan
+    x[0, 3, 2, 0] = np.nan
+    for window, strides in (((2, 2), (2, 2)), ((3, 3), (1, 1))):
+        g = np.ones(fj.nn.max_pool(x, window, strides, "SAME").shape, np.float32)
+        dx = fj.function(fj.grad(lambda x: fj.sum(fj.nn.max_pool(x, window, strides, "SAME") * g)))(x)
+        y = fj.nn.max_pool(x, window, strides, "SAME")
+        assert np.isnan(dx).sum() == 0 and dx[~np.isnan(x)].sum() + dx[np.isnan(x)].sum() == y.size
+        if window == (2, 2):
+            np.testing.assert_array_equal(dx[0, :, :, 0], [[0, 0, 1, 0], [0, 1, 0, 0], [1, 0, 0, 1], [0, 0, 0, 0]])
+
+
 def test_pooling_errors():
     with pytest.raises(FlowjitTypeError, match="NHWC"):
         fj.nn.max_pool(np.zeros((4, 4)), 2)
