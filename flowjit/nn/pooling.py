@@ -69,9 +69,10 @@ def max_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -
     ``jnp.max``'s)."""
     shape = tuple(fnp.shape(x))
     win, st, pads, out = _geometry(shape, window, strides, padding, "max_pool")
-    if any(p != (0, 0) for p in pads):
+    padded = tuple(tuple(p) for p in pads) if any(p != (0, 0) for p in pads) else None
+    if padded:
         x = fnp.pad(x, ((0, 0), pads[0], pads[1], (0, 0)), constant_values=-np.inf)
-    return _pool_max(tuple(win), tuple(st), tuple(out), x)
+    return _pool_max(tuple(win), tuple(st), tuple(out), padded, x)
 
 
 def _tiled(x: Any, win, st, out) -> Any | None:
@@ -82,7 +83,7 @@ def _tiled(x: Any, win, st, out) -> Any | None:
     return fnp.reshape(x, (n, out[0], win[0], out[1], win[1], c))
 
 
-def _window_max(win, st, out, x: Any) -> Any:
+def _window_max(win, st, out, pads, x: Any) -> Any:
     x6 = _tiled(x, win, st, out)
     if x6 is not None:
         return fnp.max(x6, axis=(2, 4))
@@ -93,38 +94,49 @@ def _window_max(win, st, out, x: Any) -> Any:
     return result
 
 
-def _pool_max_fwd(win, st, out, x: Any) -> tuple[Any, Any]:
-    y = _window_max(win, st, out, x)
+def _pool_max_fwd(win, st, out, pads, x: Any) -> tuple[Any, Any]:
+    y = _window_max(win, st, out, pads, x)
     return y, (x, y)
 
 
-def _pool_max_bwd(win, st, out, residuals: Any, g: Any) -> tuple[Any]:
+def _pool_max_bwd(win, st, out, pads, residuals: Any, g: Any) -> tuple[Any]:
     # Each window's first position (row-major) holding its maximum gets the window's
     # cotangent: the least position index among those equal to the maximum, or holding a
-    # NaN (the maximum propagates it: a window with a NaN has NaN for its maximum).
+    # NaN (the maximum propagates it: a window with a NaN has NaN for its maximum). Padding
+    # (``pads``: SAME's, static) holds nothing, so a window of -infs gives its cotangent to
+    # its first real -inf, as TensorFlow's and PyTorch's do, not to padding that is cut off.
     x, y = residuals
+    real = None
+    if pads is not None:
+        h, w = fnp.shape(x)[1:3]
+        inner = np.zeros((h, w), bool)
+        inner[pads[0][0]:h - pads[0][1], pads[1][0]:w - pads[1][1]] = True
+        real = inner[None, :, :, None]
 
-    def holds(v: Any, maximum: Any) -> Any:
-        return (v == maximum) | fnp.isnan(v)
+    def holds(v: Any, maximum: Any, real: np.ndarray | None) -> Any:
+        held = (v == maximum) | fnp.isnan(v)
+        return held if real is None else held & real
 
     k = win[0] * win[1]
     x6 = _tiled(x, win, st, out)
     if x6 is not None:
         position = np.arange(k, dtype=np.int32).reshape(1, 1, win[0], 1, win[1], 1)
-        at = fnp.where(holds(x6, fnp.expand_dims(y, (2, 4))), position, np.int32(k))
+        real6 = None if real is None else real.reshape(1, out[0], win[0], out[1], win[1], 1)
+        at = fnp.where(holds(x6, fnp.expand_dims(y, (2, 4)), real6), position, np.int32(k))
         first = fnp.min(at, axis=(2, 4), keepdims=True)
         dx6 = fnp.where(position == first, fnp.expand_dims(g, (2, 4)), fnp.zeros((), g.dtype))
         return (fnp.reshape(dx6, fnp.shape(x)),)
     slices, pull = vjp(lambda x: _window_slices(x, win, st, out), x)
+    reals = [None] * k if real is None else _window_slices(real, win, st, out)
     first = fnp.full(fnp.shape(y), k, np.int32)
     for p in reversed(range(k)):
-        first = fnp.where(holds(slices[p], y), np.int32(p), first)
+        first = fnp.where(holds(slices[p], y, reals[p]), np.int32(p), first)
     zero = fnp.zeros((), g.dtype)
     return (pull([fnp.where(first == p, g, zero) for p in range(k)])[0],)
 
 
-# The window geometry is static (nondiff): the rules take it first.
-_pool_max = custom_vjp(_window_max, nondiff_argnums=(0, 1, 2)).defvjp(_pool_max_fwd, _pool_max_bwd)
+# The window geometry and the padding are static (nondiff): the rules take them first.
+_pool_max = custom_vjp(_window_max, nondiff_argnums=(0, 1, 2, 3)).defvjp(_pool_max_fwd, _pool_max_bwd)
 
 
 def avg_pool(x: Any, window: Any, strides: Any = None, padding: str = "VALID") -> Any:

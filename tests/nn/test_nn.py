@@ -259,6 +259,24 @@ def test_max_pool_gradient_goes_to_a_nan_the_window_propagates():
             np.testing.assert_array_equal(dx[0, :, :, 0], [[0, 0, 1, 0], [0, 1, 0, 0], [1, 0, 0, 1], [0, 0, 0, 0]])
 
 
+@pytest.mark.parametrize("window, strides", [((3, 3), (3, 3)), ((3, 3), (1, 1))])
+def test_max_pool_gradient_never_goes_to_padding(window, strides):
+    # A window of real -infs beside SAME padding (-inf too) gives its cotangent to its
+    # first real -inf, as TensorFlow's and PyTorch's never pick a padded position; the
+    # padding is cut off, so picking it dropped the cotangent.
+    x = np.full((1, 7, 7, 2), -np.inf, np.float32)
+    x[0, 4:, 4:, 1] = np.arange(9, dtype=np.float32).reshape(3, 3)
+    g = np.arange(1, fj.nn.max_pool(x, window, strides, "SAME").size + 1, dtype=np.float32)
+    g = g.reshape(fj.nn.max_pool(x, window, strides, "SAME").shape)
+
+    def loss(x):
+        return fj.sum(fj.nn.max_pool(x, window, strides, "SAME") * g)
+    want = _np_max_pool_grad(x, window, strides, "SAME", g)
+    assert want.sum() == g.sum()
+    np.testing.assert_array_equal(fj.function(fj.grad(loss))(x), want)
+    np.testing.assert_array_equal(fj.grad(loss)(x), want)
+
+
 def test_pooling_errors():
     with pytest.raises(FlowjitTypeError, match="NHWC"):
         fj.nn.max_pool(np.zeros((4, 4)), 2)
