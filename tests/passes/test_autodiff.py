@@ -237,6 +237,24 @@ def test_maximum_and_minimum_split_a_tie():
                                   [0.0, 0.5, 1.0])
 
 
+def test_a_products_gradient_through_zeros_is_the_product_of_the_others():
+    # d prod / d x_i is the product of the other elements: with one zero only the zero's
+    # is nonzero, with two none is (y / x_i gave 0/0 = nan there), as JAX, PyTorch and
+    # TensorFlow give; along an axis with keepdims, compiled and eager, f32 and f64.
+    x = np.array([[2.0, 0.0, 3.0, 4.0], [2.0, 0.0, 0.0, 5.0], [1.0, -2.0, 3.0, 0.5]])
+    want = np.array([[0.0, 24.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [-3.0, 1.5, -1.0, -6.0]])
+    g = np.array([[1.0], [2.0], [3.0]])
+    for dt in (np.float32, np.float64):
+        def loss(x):
+            return fj.sum(fj.prod(x, axis=1, keepdims=True) * g.astype(dt))
+        for grad in (fj.grad(loss), fj.function(fj.grad(loss))):
+            np.testing.assert_array_equal(grad(x.astype(dt)), (want * g).astype(dt))
+    np.testing.assert_array_equal(fj.grad(fj.prod)(np.array([0.0, 0.0])), [0.0, 0.0])
+    np.testing.assert_array_equal(fj.grad(fj.prod)(np.array([3.0, 0.0, np.inf])), [0.0, np.inf, 0.0])
+    _, t = fj.jvp(lambda x: fj.prod(x), (np.array([2.0, 0.0, 3.0]),), (np.array([1.0, 1.0, 1.0]),))
+    assert t == 6.0
+
+
 def test_an_output_of_one_element_is_a_scalar():
     # As PyTorch's backward() and autograd take it: shape (1,) or (1, 1) seeds with ones.
     x = np.array([[1.0, 2.0, 3.0]])

@@ -264,8 +264,8 @@ declare("cast", kind="elementwise", rule=_cast_rule, impl=_cast_impl, arity=1,
 # ---- VJP rules ------------------------------------------------------------------------
 # vjp(e, g, y, *xs): the cotangents of the inputs given the cotangent g of the result y
 # (see Primitive). Binary ops broadcast, so each cotangent is summed back to its input's
-# shape. Where a function is not differentiable (abs at 0, a max tie), the rule picks
-# one side as JAX does.
+# shape. Where a function is not differentiable (abs at 0, a max tie), the rule takes the
+# value the frameworks take (docs/transforms.md lists them).
 def _unary_vjp(name: str, rule) -> None:
     defvjp(name, lambda e, g, y, x: [rule(e, g, y, x)])
 

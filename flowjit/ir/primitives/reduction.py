@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import COMPLEX_DTYPES, INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float16, int64
+from flowjit.ir.dtypes import COMPLEX_DTYPES, INT_DTYPES, NUMERIC_DTYPES, DType, bool_, float16, int32, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, declare, defvjp, normalize_axes, normalize_axis
 from flowjit.ir.types import TensorType
@@ -187,8 +187,20 @@ def _sum_vjp(e, g, y, x, *, axes, keepdims):
 
 
 def _prod_vjp(e, g, y, x, *, axes, keepdims):
+    # The product of the other elements, through zeros too (``y / x`` is 0/0 there), as
+    # PyTorch's rule: ``p / x`` with p the product of the nonzero elements where the group
+    # has no zero; ``p`` at a group's only zero; 0 elsewhere (two zeros leave none nonzero).
     ax = _axes(x, axes)
-    return [e.div(e.mul(e.broadcast_back(g, x.type, ax, keepdims), e.broadcast_back(y, x.type, ax, keepdims)), x)]
+    t = x.type
+    zero = e.eq(x, e.const(0, x))
+    x1 = e.select(zero, e.const(1, x), x)
+    p = e.broadcast_to(e.reduce_prod(x1, axes=tuple(ax), keepdims=True), shape=t.shape)
+    zeros = e.broadcast_to(e.reduce_sum(e.cast(zero, dtype=int32), axes=tuple(ax), keepdims=True), shape=t.shape)
+    none = e.eq(zeros, e.const(0, zeros))
+    only = e.logical_and(zero, e.eq(zeros, e.const(1, zeros)))
+    others = e.select(zero, p, e.div(p, x1))
+    gb = e.broadcast_back(g, t, ax, keepdims)
+    return [e.select(e.logical_or(none, only), e.mul(gb, others), e.zeros(t))]
 
 
 def _extreme_vjp(e, g, y, x, *, axes, keepdims):
