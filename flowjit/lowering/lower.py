@@ -255,7 +255,9 @@ class _Lowering:
             expr = self.reduction(op, idx)
         else:
             raise Unsupported(f"{op.name} ({kind}) inside a kernel")
-        return self.bind(expr, key)
+        # An element of an empty value, like a read of an empty input, belongs in the loop
+        # that runs no iteration: its index may name none (an empty reshape's is constant).
+        return self.bind(expr, key, at_least=self.empty_loop_depth() if v.type.size == 0 else 0)
 
     def elementwise(self, op: Op, idx: tuple) -> Expr:
         out = op.results[0].type
@@ -426,6 +428,9 @@ class _Lowering:
             else:
                 full.append(next(it))
         depth = self.target_depth(idx)
+        if op.results[0].type.size == 0:
+            # As in value(): the accumulator too, not only the reads of an empty result.
+            depth = max(depth, self.empty_loop_depth())
         outer = self.scopes[depth]
         xd = x.type.dtype
         acc_d = xd if is_arg else scalar.accumulator_dtype(kind, d)

@@ -114,6 +114,28 @@ def test_a_row_value_of_an_empty_input_is_bound_where_its_store_is():
     _compiled_matches_interpreted(g, np.zeros((0, 3)))
 
 
+def test_a_reduction_over_no_axes_of_an_empty_value_reads_in_its_empty_loop():
+    # Random program 1541 (the slow seeds), its gradient: a sum over no axes of an empty
+    # reshape, whose every index is 0, had its accumulator at the kernel's top, outside the
+    # loop over its (empty) result, and read element [0, 0] of an empty scratch buffer (a
+    # segfault); the evaluator refuses that read.
+    def f(x, e):
+        v = fj.sum(e.reshape(2, -1), axis=())
+        return x + 1, fj.cos(v).reshape(0, 3)
+    def g(x, e):  # a sum over a leading axis: its column sums' read
+        return x + 1, fj.cos(fj.sum(e.reshape(2, 0, 3) * 2, axis=0)).reshape(3, 0)
+    for h in (f, g):
+        assert check_fused(h, np.ones((4, 4)), np.zeros((0, 3))) >= 1
+        _compiled_matches_interpreted(h, np.ones((4, 4)), np.zeros((0, 3)))
+
+    def loss(x0, x1):
+        v5 = x1.reshape(2, -1)
+        v6 = fj.sum(v5, axis=())
+        terms = (v6 - v6, v5, fj.transpose(x0))
+        return sum(fj.sum(fj.sin(t) * float(k + 1)) for k, t in enumerate(terms))
+    _compiled_matches_interpreted(fj.grad(loss, argnums=(0, 1)), np.ones((4, 4)), np.zeros((0, 3)))
+
+
 def test_reductions_over_an_empty_axis_beside_a_row_result():
     # Random program 344: the search for the loop that runs no iteration met a scope whose
     # first statement was not its loop header.
