@@ -307,8 +307,8 @@ class Tracer:
         raise TypeError("a traced array is not hashable")
 
     def __setitem__(self, idx: object, value: object) -> None:
-        raise TypeError("traced arrays are immutable: build a new array, e.g. with fj.where(mask, "
-                        "new, x) or fj.scatter_add")
+        raise TypeError("traced arrays are immutable: build a new array with x.at[key].set(value) "
+                        "(or .add, .multiply...), or fj.where(mask, new, x)")
 
     def __repr__(self) -> str:
         return f"Tracer<{self.aval}{' weak' if self.weak else ''}>"

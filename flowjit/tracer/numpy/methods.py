@@ -8,6 +8,7 @@ from typing import Any
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer.core import Tracer, user_location
 from flowjit.tracer.numpy.conversion import astype
+from flowjit.tracer.numpy.index_update import at
 from flowjit.tracer.numpy.indexing import getitem, take
 from flowjit.tracer.numpy.layout import ravel, reshape, squeeze, swapaxes, transpose
 from flowjit.tracer.numpy.manipulation import repeat
@@ -101,6 +102,8 @@ Tracer.T = property(lambda self: transpose(self))  # type: ignore[attr-defined]
 Tracer.mT = property(  # type: ignore[attr-defined]
     lambda self: swapaxes(self, -1, -2) if self.ndim >= 2 else _mT_error(self))
 Tracer.real = property(real)  # type: ignore[attr-defined]
+# JAX's functional updates: x.at[key].set(v), .add(v), .get()...
+Tracer.at = property(at)  # type: ignore[attr-defined]
 Tracer.imag = property(imag)  # type: ignore[attr-defined]
 Tracer.__hash__ = None  # type: ignore[assignment]
 

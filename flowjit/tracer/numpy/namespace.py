@@ -5,6 +5,7 @@ Importing it installs Tracer's operators and methods and NumPy's dispatch protoc
 from flowjit.tracer.numpy import (
     conversion,
     creation,
+    index_update,
     indexing,
     layout,
     manipulation,
@@ -20,7 +21,7 @@ from flowjit.tracer.numpy import (
 )
 
 TOPICS = (conversion, creation, layout, ufuncs, indexing, manipulation, reductions, matrices, products, ranges,
-          sorting_searching, setops)
+          sorting_searching, setops, index_update)
 
 __all__: list[str] = sorted(name for module in TOPICS for name in module.__all__)
 globals().update({name: getattr(module, name) for module in TOPICS for name in module.__all__})
