@@ -6,11 +6,13 @@
 of the element positions with the same key (so the rules of ``getitem`` hold: NumPy's
 placement of advanced indices, negative indices from the end), and ``v`` broadcasts to the
 shape of ``x[key]``, cast to ``x``'s dtype. A key of Python values is resolved while
-tracing: ``set`` is then one gather from ``x`` and ``v`` and an element selected twice takes
-its last update (NumPy's ``x[key] = v``), and the combining updates apply every update of an
-element in turn. A traced key (integer arrays that are data) is clamped into range as
-``x[key]`` is; ``add`` and ``subtract`` accumulate repeated entries (``scatter_add``),
-``set`` keeps the last of them, and the other updates need a key of Python values.
+tracing: an element that ``set`` selects twice takes its last update (NumPy's
+``x[key] = v``), and the combining updates apply every update of an element in turn. A
+traced key (integer arrays that are data) is clamped into range as ``x[key]`` is; ``add``
+and ``subtract`` accumulate repeated entries (``scatter_add``), ``set`` keeps the last of
+them, and the other updates need a key of Python values. ``set`` with ints and slices is
+one fused pass over ``x`` (each element finds from its indices whether it is selected);
+with integer arrays, one gather; with traced ones, two scatter_adds and a select.
 """
 
 from __future__ import annotations
@@ -33,13 +35,21 @@ from flowjit.tracer.numpy.operands import ArrayLike, as_operand, operand_value
 from flowjit.tracer.numpy.sorting_searching import argsort
 from flowjit.tracer.numpy.ufuncs import (
     add,
+    clip,
     divide,
+    equal,
+    floor_divide,
+    greater_equal,
+    less,
+    logical_and,
     maximum,
     minimum,
     multiply,
     negative,
     not_equal,
     power,
+    remainder,
+    subtract,
     where,
 )
 
@@ -113,42 +123,85 @@ class _Update:
         self._check("get", kwargs)
         return getitem(self.x, self.key)
 
+    def _basic(self) -> list[tuple[int, int, int]] | None:
+        """(start, step, count) per axis of x when the key is ints, slices, None and
+        Ellipsis only (an int: its index, step 1, count 1); None for any other key."""
+        parts = self.key if isinstance(self.key, tuple) else (self.key,)
+        if not all(k is None or k is Ellipsis or isinstance(k, slice) or
+                   (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))) for k in parts):
+            return None
+        named = [k for k in parts if k is not None]
+        if Ellipsis in named:
+            e = named.index(Ellipsis)
+            named = named[:e] + [slice(None)] * (len(self.shape) - len(named) + 1) + named[e + 1:]
+        named += [slice(None)] * (len(self.shape) - len(named))
+        axes = []
+        for k, n in zip(named, self.shape):
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                axes.append((start, step, len(range(start, stop, step))))
+            else:
+                axes.append((int(k) % n, 1, 1))
+        return axes
+
+    def _set_basic(self, axes: list[tuple[int, int, int]], v: Any) -> Any:
+        """``set`` for a key of ints and slices: each element of x tests, from its own
+        indices, whether the key selects it and which update it takes (one pass over x, its
+        selects and one gather from the updates, fused; no constant of x's size)."""
+        counts = tuple(c for _, _, c in axes)
+        v = reshape(v, counts)
+        inside, flat, stride = None, None, 1
+        for d in reversed(range(len(self.shape))):
+            start, step, count = axes[d]
+            if (start, step, count) == (0, 1, self.shape[d]):
+                k = iota(int64, self.shape, d)
+            else:
+                offset = multiply(subtract(iota(int64, self.shape, d), start), 1 if step > 0 else -1)
+                hit = logical_and(greater_equal(offset, 0), less(offset, count * abs(step)))
+                if abs(step) != 1:
+                    hit = logical_and(hit, equal(remainder(offset, abs(step)), 0))
+                    offset = floor_divide(offset, abs(step))
+                inside = hit if inside is None else logical_and(inside, hit)
+                k = clip(offset, 0, count - 1)
+            term = multiply(k, stride) if stride != 1 else k
+            flat = term if flat is None else add(flat, term)
+            stride *= count
+        picked = take(ravel(v), flat)
+        return picked if inside is None else where(inside, picked, self.x)
+
     def set(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` at ``x[key]``; an element selected twice takes the last."""
         self._check("set", kwargs)
         at, static = self._positions()
         v = ravel(self._values(values, tuple(shape(at))))
-        flat_x = ravel(self.x)
-        if static:
-            at = at.reshape(-1)
-            if at.size == 0:
-                return self.x
-            # One gather from x's elements followed by the updates: position p reads p, or
-            # size + k where update k is the last to select it.
-            source = np.arange(self.size, dtype=np.int64)
-            source[at] = self.size + np.arange(at.size, dtype=np.int64)
-            return reshape(take(concatenate([flat_x, v]), source), self.shape)
-        at = ravel(at)
-        n = shape(at)[0]
+        at = at.reshape(-1) if static else ravel(at)
+        n = at.size if static else shape(at)[0]
         if n == 0:
             return self.x
-        # The last update of each selected element wins: in a stable sort of the positions,
-        # an entry is last when the next one differs.
+        if static:
+            axes = self._basic()
+            if axes is not None and self.shape:
+                return self._set_basic(axes, v)
+            # Integer arrays and masks: one gather from x's elements followed by the
+            # updates, position p reading p, or size + k where update k is the last to
+            # select it (a constant of x's size).
+            source = np.arange(self.size, dtype=np.int32 if self.size + n < 2**31 else np.int64)
+            source[at] = self.size + np.arange(n)
+            return reshape(take(concatenate([ravel(self.x), v]), source), self.shape)
+        # In a stable sort of the positions an entry is the last of its element when the
+        # next one differs.
         order = argsort(at, kind="stable")
         ranked = take(at, order)
         last_sorted = concatenate([not_equal(ranked[:-1], ranked[1:]), np.ones(1, bool)])
-        last = scatter_add(full((n,), 0, int32), order, astype(last_sorted, int32))
-        last = not_equal(last, 0)
+        last = not_equal(scatter_add(full((n,), 0, int32), order, astype(last_sorted, int32)), 0)
         work = as_operand(self.x).dtype
         carried = work if work != bool_ else int32
-        # -0.0 + u is u exactly (also for u = -0.0), so the one update an element gets
-        # arrives unrounded.
-        blank = full((self.size,), -0.0 if carried.is_float else 0, carried)
-        picked = scatter_add(blank, at, where(last, astype(v, carried), full((), -0.0 if carried.is_float else 0,
-                                                                              carried)))
+        # -0.0 + u is u exactly (also for u = -0.0): the one update an element keeps
+        # arrives unrounded, the others add -0.0.
+        blank = full((), -0.0 if carried.is_float else 0, carried)
+        picked = scatter_add(broadcast_to(blank, (self.size,)), at, where(last, astype(v, carried), blank))
         hit = not_equal(scatter_add(full((self.size,), 0, int32), at, astype(last, int32)), 0)
-        out = where(hit, astype(picked, work), flat_x)
-        return reshape(out, self.shape)
+        return reshape(where(hit, astype(picked, work), ravel(self.x)), self.shape)
 
     def add(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` added at ``x[key]``; repeated elements accumulate."""
@@ -175,21 +228,24 @@ class _Update:
                                    f"of {op}); index with Python ints, slices or NumPy arrays, or combine "
                                    f"x[key] yourself and .set() the result")
         sel = tuple(at.shape)
+        if self._basic() is not None:
+            # Ints and slices select each element once: one update of x[key].
+            old = getitem(self.x, self.key)
+            new = fn(old, None if values is None else self._values(values, sel))
+            return self.set(astype(new, as_operand(self.x).dtype))
         v = None if values is None else ravel(self._values(values, sel))
         at = at.reshape(-1)
         out = self.x
         # Each round takes the next occurrence of every selected element, so an element
-        # selected k times is combined with its k updates in order.
-        seen: dict[int, int] = {}
-        rounds: list[list[int]] = []
-        for k, p in enumerate(at.tolist()):
-            r = seen.get(p, 0)
-            seen[p] = r + 1
-            if r == len(rounds):
-                rounds.append([])
-            rounds[r].append(k)
-        for ks in rounds:
-            idx = np.asarray(ks, np.int64)
+        # selected k times is combined with its k updates in order: an entry's round is its
+        # rank among the entries of its element (stable sort, rank from the group's start).
+        order = np.argsort(at, kind="stable")
+        ranked = at[order]
+        starts = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
+        rank = np.empty(at.size, np.int64)
+        rank[order] = np.arange(at.size) - np.repeat(starts, np.diff(np.r_[starts, at.size]))
+        for r in range(int(rank.max()) + 1 if at.size else 0):
+            idx = np.flatnonzero(rank == r)
             pos = at[idx]
             old = take(ravel(out), pos)
             new = astype(fn(old, None if v is None else take(v, idx)), as_operand(self.x).dtype)
