@@ -28,13 +28,12 @@ from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer.core import Tracer, user_location
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.creation import full, iota
-from flowjit.tracer.numpy.indexing import getitem, scatter_add, take
+from flowjit.tracer.numpy.indexing import flat_index, getitem, scatter_add, take
 from flowjit.tracer.numpy.layout import broadcast_to, ravel, reshape, shape
 from flowjit.tracer.numpy.manipulation import concatenate
 from flowjit.tracer.numpy.operands import ArrayLike, as_operand, operand_value
 from flowjit.tracer.numpy.sorting_searching import argsort
 from flowjit.tracer.numpy.ufuncs import (
-    add,
     clip,
     divide,
     equal,
@@ -96,21 +95,15 @@ class _Update:
             except IndexError as e:
                 raise IndexError(f"x.at[...] of an array of shape {list(self.shape)} at {user_location()}: "
                                  f"{e}") from None
-        flat = None
-        stride = 1
-        for axis in reversed(range(len(self.shape))):
-            term = iota(int64, self.shape, axis)
-            term = multiply(term, stride) if stride != 1 else term
-            flat = term if flat is None else add(flat, term)
-            stride *= self.shape[axis]
-        if flat is None:  # a 0-d x
-            flat = full((), 0, int64)
+        if not self.shape:
+            return getitem(full((), 0, int64), self.key), False
+        flat = flat_index([iota(int64, self.shape, d) for d in range(len(self.shape))], self.shape)
         return getitem(flat, self.key), False
 
     def _values(self, values: ArrayLike, where_shape: tuple) -> Any:
         v = as_operand(values, "values")
-        v = astype(operand_value(v), as_operand(self.x).dtype) if v.dtype != as_operand(self.x).dtype else \
-            operand_value(v)
+        dtype = as_operand(self.x).dtype
+        v = operand_value(v) if v.dtype == dtype else astype(operand_value(v), dtype)
         try:
             return broadcast_to(v, where_shape)
         except Exception:
@@ -150,8 +143,8 @@ class _Update:
         selects and one gather from the updates, fused; no constant of x's size)."""
         counts = tuple(c for _, _, c in axes)
         v = reshape(v, counts)
-        inside, flat, stride = None, None, 1
-        for d in reversed(range(len(self.shape))):
+        inside, ks = None, []
+        for d in range(len(self.shape)):
             start, step, count = axes[d]
             if (start, step, count) == (0, 1, self.shape[d]):
                 k = iota(int64, self.shape, d)
@@ -163,10 +156,8 @@ class _Update:
                     offset = floor_divide(offset, abs(step))
                 inside = hit if inside is None else logical_and(inside, hit)
                 k = clip(offset, 0, count - 1)
-            term = multiply(k, stride) if stride != 1 else k
-            flat = term if flat is None else add(flat, term)
-            stride *= count
-        picked = take(ravel(v), flat)
+            ks.append(k)
+        picked = take(ravel(v), flat_index(ks, counts))
         return picked if inside is None else where(inside, picked, self.x)
 
     def set(self, values: ArrayLike, **kwargs: Any) -> Any:

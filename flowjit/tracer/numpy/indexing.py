@@ -66,6 +66,17 @@ def take(x: ArrayLike, indices: ArrayLike, axis: int | None = None) -> Any:
     return bind("gather", [o, _normalize_index(idx, o.shape[axis])], {"axis": axis})
 
 
+def flat_index(parts: Sequence[Any], sizes: Sequence[int]) -> Any:
+    """The row-major flat position from per-axis indices: ``sum(parts[d] * stride_d)`` with
+    the strides of an array of shape ``sizes`` (the last axis's term first)."""
+    flat, stride = None, 1
+    for part, n in zip(reversed(parts), reversed(sizes)):
+        term = multiply(part, stride) if stride != 1 else part
+        flat = term if flat is None else add(flat, term)
+        stride *= n
+    return flat
+
+
 def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> Any:
     """``np.take_along_axis``: pick along ``axis`` with indices broadcast against x's other axes.
 
@@ -85,13 +96,8 @@ def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> 
     out_shape = tuple(idx.shape[i] if i == axis else builtins.max(idx.shape[i], o.shape[i]) if idx.shape[i] == 1
                       else idx.shape[i] for i in range(n))
     i_ax = clip(operand_value(_normalize_index(idx, o.shape[axis])), 0, o.shape[axis] - 1)
-    linear = None
-    stride = 1
-    for d in reversed(range(n)):
-        part = broadcast_to(i_ax, out_shape) if d == axis else iota(idx.dtype, out_shape, d)
-        term = multiply(part, stride) if stride != 1 else part
-        linear = term if linear is None else add(linear, term)
-        stride *= o.shape[d]
+    parts = [broadcast_to(i_ax, out_shape) if d == axis else iota(idx.dtype, out_shape, d) for d in range(n)]
+    linear = flat_index(parts, o.shape)
     return bind("gather", [as_operand(ravel(operand_value(o))), as_operand(linear)], {"axis": 0})
 
 
@@ -250,14 +256,9 @@ def _advanced_index(val: Any, idx_keys: list[Any], dims: list[int], adjacent: bo
     moved = transpose(val, dims + rest)
     flat_n = math.prod(vshape[d] for d in dims)
     moved = reshape(moved, (flat_n,) + tuple(vshape[d] for d in rest))
-    linear = None
-    stride = 1
-    for d, o in zip(reversed(dims), reversed(idx_ops)):
-        i = clip(operand_value(_normalize_index(o, vshape[d])), 0, vshape[d] - 1)
-        i = astype(broadcast_to(i, bshape), int64)
-        term = multiply(i, stride) if stride != 1 else i
-        linear = term if linear is None else add(linear, term)
-        stride *= vshape[d]
+    parts = [astype(broadcast_to(clip(operand_value(_normalize_index(o, vshape[d])), 0, vshape[d] - 1), bshape), int64)
+             for d, o in zip(dims, idx_ops)]
+    linear = flat_index(parts, [vshape[d] for d in dims])
     r = bind("gather", [as_operand(moved), as_operand(linear)], {"axis": 0})
     if adjacent and dims[0] > 0:
         nb = len(bshape)
