@@ -132,10 +132,10 @@ def test_apply_and_a_zero_d_array():
 def test_bad_updates_say_what_to_do():
     with pytest.raises(FlowjitTypeError, match="only set, add and subtract"):
         fj.function(lambda x, i: x.at[i].max(1.0))(np.zeros(3), np.array([0]))
-    with pytest.raises(FlowjitTypeError, match="mode='drop'.*clamps"):
-        fj.function(lambda x: x.at[0].set(1.0, mode="drop"))(np.zeros(3))
-    with pytest.raises(IndexError, match="out of bounds"):
-        fj.function(lambda x: x.at[5].set(1.0))(np.zeros(3))
+    with pytest.raises(FlowjitTypeError, match="mode='wrap'.*one of 'drop', 'fill', 'clip'"):
+        fj.function(lambda x: x.at[0].set(1.0, mode="wrap"))(np.zeros(3))
+    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+        fj.function(lambda x: x.at[0].set(1.0, fill=True))(np.zeros(3))
     with pytest.raises(FlowjitTypeError, match="do not broadcast"):
         fj.function(lambda x: x.at[:2].set(np.ones(3)))(np.zeros(3))
 
@@ -146,3 +146,44 @@ def test_updates_under_vmap():
     for op in ("set", "add"):
         got = fj.function(fj.vmap(lambda r, i: getattr(r.at[i], op)(5.0)))(x, ids)
         np.testing.assert_array_equal(got, 5.0 * np.eye(3)[[0, 2, 1]])
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_out_of_range_updates_are_dropped_and_clip_clamps_them_as_in_jax(traced):
+    # JAX drops an update whose index is out of range after negative indices count from
+    # the end; mode="clip" clamps it into range; get() clamps and get(mode="fill") fills.
+    x = np.arange(5, dtype=np.float32) * 10
+    ids = np.array([0, 5, -1, -6, 7, 2, 2], np.int32)
+    v = np.arange(1, 8, dtype=np.float32)
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    rows_at = np.array([1, 4, -5, 3, -1], np.int32)
+    rows = np.arange(15, dtype=np.float32).reshape(5, 3)
+
+    def updates(m, i, r):
+        def f(x, v, table, rows):
+            u = (x.at[i[:6]].set(v[:6]), x.at[i].add(v), x.at[i].subtract(v), x.at[i].add(v, mode="clip"),
+                 x.at[i[:6]].set(v[:6], mode="drop"), table.at[r].add(rows), table.at[r].set(rows),
+                 table.at[r, 1:].add(rows[:, 1:]), table.at[:, i[:3]].set(-1.0), x.at[i].get(),
+                 x.at[i].get(mode="fill"), x.at[i].get(mode="fill", fill_value=-9.0), x.at[7].set(1.0),
+                 x.at[-6].add(1.0), x.at[7].add(1.0, mode="clip"))
+            return u + (m.sum(m.sin(u[1]) + m.cos(u[5]).sum() * u[6].sum()),)
+        return f
+
+    if traced:
+        got = fj.function(lambda x, v, t, r, i, ri: updates(fj, i, ri)(x, v, t, r))(x, v, table, rows, ids, rows_at)
+        grad = fj.function(fj.grad(lambda x, v, t, r, i, ri: updates(fj, i, ri)(x, v, t, r)[-1], argnums=(0, 1, 2, 3)))(
+            x, v, table, rows, ids, rows_at)
+    else:
+        got = fj.function(updates(fj, ids, rows_at))(x, v, table, rows)
+        loss = fj.grad(lambda *a: updates(fj, ids, rows_at)(*a)[-1], argnums=(0, 1, 2, 3))
+        grad = fj.function(loss)(x, v, table, rows)
+    jargs = [jnp.asarray(a) for a in (x, v, table, rows)]
+    want = updates(jnp, jnp.asarray(ids), jnp.asarray(rows_at))(*jargs)
+    jloss = jax.grad(lambda *a: updates(jnp, jnp.asarray(ids), jnp.asarray(rows_at))(*a)[-1], argnums=(0, 1, 2, 3))
+    jgrad = jloss(*jargs)
+    for k, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=f"update {k}")
+    for g, w in zip(grad, jgrad):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    eager = fj.at(x)[ids].add(v)
+    np.testing.assert_array_equal(eager, want[1])

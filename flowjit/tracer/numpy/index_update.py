@@ -7,16 +7,19 @@ of the element positions with the same key (so the rules of ``getitem`` hold: Nu
 placement of advanced indices, negative indices from the end), and ``v`` broadcasts to the
 shape of ``x[key]``, cast to ``x``'s dtype. A key of Python values is resolved while
 tracing: an element that ``set`` selects twice takes its last update (NumPy's
-``x[key] = v``), and the combining updates apply every update of an element in turn. A
-traced key (integer arrays that are data) is clamped into range as ``x[key]`` is; ``add``
-and ``subtract`` accumulate repeated entries (``scatter_add``), ``set`` keeps the last of
-them, and the other updates need a key of Python values. ``set`` with ints and slices is
+``x[key] = v``), and the combining updates apply every update of an element in turn. With a
+traced key (integer arrays that are data) ``add`` and ``subtract`` accumulate repeated
+entries (``scatter_add``), ``set`` keeps the last of them, and the other updates need a key
+of Python values. Out-of-range indices behave as in JAX: after a negative index counts from
+the end, an update whose index is still out of range is dropped (``mode="clip"`` clamps it
+into range instead), ``get`` clamps and ``get(mode="fill")`` gives ``fill_value`` there. ``set`` with ints and slices is
 one fused pass over ``x`` (each element finds from its indices whether it is selected);
 with integer arrays, one gather; with traced ones, two scatter_adds and a select.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +31,7 @@ from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer.core import Tracer, user_location
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.creation import full, iota
-from flowjit.tracer.numpy.indexing import flat_index, getitem, scatter_add, take
+from flowjit.tracer.numpy.indexing import _classify_index, flat_index, getitem, scatter_add, take
 from flowjit.tracer.numpy.layout import broadcast_to, ravel, reshape, shape
 from flowjit.tracer.numpy.manipulation import concatenate
 from flowjit.tracer.numpy.operands import ArrayLike, as_operand, operand_value
@@ -41,6 +44,7 @@ from flowjit.tracer.numpy.ufuncs import (
     greater_equal,
     less,
     logical_and,
+    logical_or,
     maximum,
     minimum,
     multiply,
@@ -55,14 +59,22 @@ from flowjit.tracer.numpy.ufuncs import (
 __all__: list[str] = ["at"]
 
 # The keyword arguments of JAX's update methods that only promise something about the key
-# (no effect here), and the out-of-range modes that behave as flowjit's indexing does.
+# (no effect here), and JAX's out-of-range modes: an update's default drops what is out of
+# range, get's clamps it ("promise_in_bounds" is taken as "clip": the cheaper rule).
 _HINTS = ("indices_are_sorted", "unique_indices")
-_CLAMPING_MODES = (None, "clip", "promise_in_bounds")
+_DROPPING_MODES = ("drop", "fill")
+_CLAMPING_MODES = ("clip", "promise_in_bounds")
 
 
 def _traced(key: Any) -> bool:
     parts = key if isinstance(key, (tuple, list)) else (key,)
     return any(isinstance(k, Tracer) or (isinstance(k, (tuple, list)) and _traced(k)) for k in parts)
+
+
+def _blank(dtype: Any) -> Any:
+    """The value whose addition leaves every element as it was: -0.0 for floats (0.0 + -0.0
+    is 0.0, -0.0 + -0.0 is -0.0), else 0."""
+    return full((), -0.0 if dtype.is_inexact else 0, dtype)
 
 
 class _Update:
@@ -74,31 +86,75 @@ class _Update:
         self.shape = tuple(shape(self.x))
         self.size = math.prod(self.shape)
 
-    def _check(self, op: str, kwargs: dict) -> None:
+    def _mode(self, op: str, kwargs: dict) -> bool:
+        """Checks the keyword arguments; whether out-of-range indices drop (else clamp)."""
         mode = kwargs.pop("mode", None)
         for hint in _HINTS:
             kwargs.pop(hint, None)
         if kwargs:
             raise TypeError(f"x.at[...].{op}() got unexpected keyword arguments {sorted(kwargs)}")
-        if mode not in _CLAMPING_MODES:
-            raise FlowjitTypeError(f"x.at[...].{op}(mode={mode!r}) at {user_location()}: flowjit clamps "
-                                   "out-of-range indices that are data (as x[key] does); leave mode out or "
-                                   "give mode='clip'")
+        if mode is not None and mode not in _DROPPING_MODES + _CLAMPING_MODES:
+            raise FlowjitTypeError(f"x.at[...].{op}(mode={mode!r}) at {user_location()}: mode is one of "
+                                   "'drop', 'fill', 'clip' and 'promise_in_bounds'")
+        return mode in _DROPPING_MODES or (mode is None and op != "get")
 
-    def _positions(self) -> tuple[Any, bool]:
-        """The flat positions ``x[key]`` selects, in its shape, and whether they are static."""
-        if not _traced(self.key):
-            # NumPy resolves a key of Python values: out-of-range entries raise here.
-            at = np.arange(self.size, dtype=np.int64).reshape(self.shape)
+    def _bounded_key(self, drop: bool) -> tuple[tuple, tuple[int, ...]]:
+        """The key with each integer index counted from the end when negative and, if still out
+        of range, clamped into it or (``drop``) pointed one past the axis's end; and the shape
+        of the positions that key indexes: x's, one longer along each axis that may drop."""
+        parts = self.key if isinstance(self.key, tuple) else (self.key,)
+        if _traced([p for p in parts if isinstance(p, (tuple, list))]):
+            return parts, self.shape  # a sequence holding traced entries: getitem's own rules
+        entries = [_classify_index(p) for p in parts]
+        ell = next((i for i, (kind, _) in enumerate(entries) if kind == "ellipsis"), len(entries))
+        consumed = sum(v.ndim if kind == "mask" else kind in ("slice", "int", "array") for kind, v in entries)
+        bounded, padded = [], list(self.shape)
+        d = 0
+        for i, (kind, v) in enumerate(entries):
+            if i == ell:
+                d += len(self.shape) - consumed
+            if kind in ("int", "array") and d < len(self.shape):
+                n = self.shape[d]
+                if isinstance(v, Tracer) and not drop:
+                    pass  # getitem and scatter_add count from the end and clamp the same way
+                elif isinstance(v, Tracer):
+                    counted = where(less(v, 0), v + n, v)
+                    inside = logical_and(greater_equal(counted, 0), less(counted, n))
+                    v = where(inside, counted, n) if drop else clip(counted, 0, n - 1)
+                else:
+                    counted = np.where(np.asarray(v) < 0, np.asarray(v) + n, v)
+                    inside = (counted >= 0) & (counted < n)
+                    v = np.where(inside, counted, n) if drop else np.clip(counted, 0, n - 1)
+                    v = int(v) if kind == "int" else v
+                if drop:
+                    padded[d] = n + 1
+            bounded.append(None if kind == "none" else Ellipsis if kind == "ellipsis" else
+                           np.bool_(v) if kind == "bool0" else v)
+            d += v.ndim if kind == "mask" else kind in ("slice", "int", "array")
+        return tuple(bounded), tuple(padded)
+
+    def _positions(self, drop: bool) -> tuple[Any, bool, bool]:
+        """The flat positions ``x[key]`` selects, in its shape, whether they are static, and
+        whether any may be -1: an entry whose update is dropped."""
+        key, padded = self._bounded_key(drop)
+        may_drop = padded != self.shape
+        if not _traced(key):
+            # NumPy resolves a key of Python values.
+            at = np.full(padded, -1, dtype=np.int64)
+            at[tuple(slice(0, n) for n in self.shape)] = np.arange(self.size).reshape(self.shape)
             try:
-                return np.asarray(at[self.key]), True
+                return np.asarray(at[key]), True, may_drop
             except IndexError as e:
                 raise IndexError(f"x.at[...] of an array of shape {list(self.shape)} at {user_location()}: "
                                  f"{e}") from None
         if not self.shape:
-            return getitem(full((), 0, int64), self.key), False
-        flat = flat_index([iota(int64, self.shape, d) for d in range(len(self.shape))], self.shape)
-        return getitem(flat, self.key), False
+            return getitem(full((), 0, int64), key), False, False
+        iotas = [iota(int64, padded, d) for d in range(len(padded))]
+        flat = flat_index(iotas, self.shape)
+        past = [equal(iotas[d], n) for d, n in enumerate(self.shape) if padded[d] != n]
+        if past:
+            flat = where(functools.reduce(logical_or, past), -1, flat)
+        return getitem(flat, key), False, may_drop
 
     def _values(self, values: ArrayLike, where_shape: tuple) -> Any:
         v = as_operand(values, "values")
@@ -110,16 +166,24 @@ class _Update:
             raise FlowjitTypeError(f"x.at[...] at {user_location()}: values of shape {list(shape(v))} do not "
                                    f"broadcast to the selected shape {list(where_shape)}") from None
 
-    def get(self, **kwargs: Any) -> Any:
-        """``x[key]``."""
-        kwargs.pop("fill_value", None)
-        self._check("get", kwargs)
-        return getitem(self.x, self.key)
+    def get(self, fill_value: Any = None, **kwargs: Any) -> Any:
+        """``x[key]``: out-of-range indices clamped, or with ``mode="fill"`` giving
+        ``fill_value`` (NaN for floats, the smallest signed or largest unsigned integer, True)."""
+        if not self._mode("get", kwargs):
+            return getitem(self.x, self._bounded_key(False)[0])
+        at, static, _ = self._positions(True)
+        dtype = as_operand(self.x).dtype
+        if fill_value is None:
+            fill_value = (np.nan if dtype.is_inexact else True if dtype.is_bool else
+                          np.iinfo(dtype.np).max if dtype.is_unsigned else np.iinfo(dtype.np).min)
+        inside = at >= 0 if static else greater_equal(at, 0)
+        picked = take(ravel(self.x), np.maximum(at, 0) if static else maximum(at, 0))
+        return where(inside, picked, astype(full((), fill_value), dtype))
 
-    def _basic(self) -> list[tuple[int, int, int]] | None:
-        """(start, step, count) per axis of x when the key is ints, slices, None and
-        Ellipsis only (an int: its index, step 1, count 1); None for any other key."""
-        parts = self.key if isinstance(self.key, tuple) else (self.key,)
+    def _basic(self, key: tuple) -> list[tuple[int, int, int]] | None:
+        """(start, step, count) per axis of x when ``key`` (in range) is ints, slices, None
+        and Ellipsis only (an int: its index, step 1, count 1); None for any other key."""
+        parts = key
         if not all(k is None or k is Ellipsis or isinstance(k, slice) or
                    (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))) for k in parts):
             return None
@@ -162,70 +226,103 @@ class _Update:
 
     def set(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` at ``x[key]``; an element selected twice takes the last."""
-        self._check("set", kwargs)
-        at, static = self._positions()
+        drop = self._mode("set", kwargs)
+        at, static, may_drop = self._positions(drop)
         v = ravel(self._values(values, tuple(shape(at))))
-        at = at.reshape(-1) if static else ravel(at)
-        n = at.size if static else shape(at)[0]
-        if n == 0:
-            return self.x
         if static:
-            axes = self._basic()
-            if axes is not None and self.shape:
+            at = at.reshape(-1)
+            kept = np.flatnonzero(at >= 0)
+            if kept.size < at.size:
+                at, v = at[kept], take(v, kept)
+            elif self.shape and at.size and (axes := self._basic(self._bounded_key(drop)[0])) is not None:
                 return self._set_basic(axes, v)
+            if at.size == 0:
+                return self.x
             # Integer arrays and masks: one gather from x's elements followed by the
             # updates, position p reading p, or size + k where update k is the last to
             # select it (a constant of x's size).
+            n = at.size
             source = np.arange(self.size, dtype=np.int32 if self.size + n < 2**31 else np.int64)
             source[at] = self.size + np.arange(n)
             return reshape(take(concatenate([ravel(self.x), v]), source), self.shape)
+        at = ravel(at)
+        n = shape(at)[0]
+        if n == 0:
+            return self.x
         # In a stable sort of the positions an entry is the last of its element when the
         # next one differs.
         order = argsort(at, kind="stable")
         ranked = take(at, order)
         last_sorted = concatenate([not_equal(ranked[:-1], ranked[1:]), np.ones(1, bool)])
         last = not_equal(scatter_add(full((n,), 0, int32), order, astype(last_sorted, int32)), 0)
+        if may_drop:  # a dropped entry (position -1) is nobody's last
+            last = logical_and(last, greater_equal(at, 0))
+            at = maximum(at, 0)
         work = as_operand(self.x).dtype
         carried = work if work != bool_ else int32
         # -0.0 + u is u exactly (also for u = -0.0): the one update an element keeps
         # arrives unrounded, the others add -0.0.
-        blank = full((), -0.0 if carried.is_float else 0, carried)
+        blank = _blank(carried)
         picked = scatter_add(broadcast_to(blank, (self.size,)), at, where(last, astype(v, carried), blank))
         hit = not_equal(scatter_add(full((self.size,), 0, int32), at, astype(last, int32)), 0)
         return reshape(where(hit, astype(picked, work), ravel(self.x)), self.shape)
 
     def add(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` added at ``x[key]``; repeated elements accumulate."""
-        self._check("add", kwargs)
+        drop = self._mode("add", kwargs)
+        blank = _blank(as_operand(self.x).dtype)
         rows = self.key[0] if isinstance(self.key, tuple) and len(self.key) == 1 else self.key
         if isinstance(rows, Tracer) and rows.dtype.is_int and rows.ndim == 1 and self.shape:
-            # Rows at 1-D ids (an embedding's update): one scatter_add along the first axis.
-            return scatter_add(self.x, rows, self._values(values, (rows.shape[0], *self.shape[1:])), axis=0)
-        at, _ = self._positions()
+            # Rows at 1-D ids (an embedding's update): one scatter_add along the first axis,
+            # which counts negative ids from the end and clamps the rest; a dropped row adds
+            # -0.0, which leaves every element as it was.
+            v = self._values(values, (rows.shape[0], *self.shape[1:]))
+            if drop:
+                n = self.shape[0]
+                inside = logical_and(greater_equal(rows, -n), less(rows, n))
+                v = where(reshape(inside, (-1,) + (1,) * (len(self.shape) - 1)), v, blank)
+            return scatter_add(self.x, rows, v, axis=0)
+        at, static, may_drop = self._positions(drop)
         v = ravel(self._values(values, tuple(shape(at))))
-        return reshape(scatter_add(ravel(self.x), ravel(at), v), self.shape)
+        if static:
+            at = at.reshape(-1)
+            kept = np.flatnonzero(at >= 0)
+            if kept.size == 0:
+                return self.x
+            if kept.size < at.size:
+                at, v = at[kept], take(v, kept)
+        else:
+            at = ravel(at)
+            if may_drop:
+                v = where(greater_equal(at, 0), v, blank)
+                at = maximum(at, 0)
+        return reshape(scatter_add(ravel(self.x), at, v), self.shape)
 
     def subtract(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` subtracted at ``x[key]``; repeated elements accumulate."""
-        self._check("subtract", kwargs)
-        return self.add(negative(values))
+        drop = self._mode("subtract", kwargs)
+        return self.add(negative(values), mode="drop" if drop else "clip")
 
     def _combine(self, op: str, fn: Callable[[Any, Any], Any], values: ArrayLike | None, kwargs: dict) -> Any:
-        self._check(op, kwargs)
-        at, static = self._positions()
+        drop = self._mode(op, kwargs)
+        at, static, _ = self._positions(drop)
         if not static:
             raise FlowjitTypeError(f"x.at[...].{op}() at {user_location()}: with indices that are data, only "
                                    "set, add and subtract are supported (repeated indices would need a scatter "
                                    f"of {op}); index with Python ints, slices or NumPy arrays, or combine "
                                    f"x[key] yourself and .set() the result")
         sel = tuple(at.shape)
-        if self._basic() is not None:
-            # Ints and slices select each element once: one update of x[key].
-            old = getitem(self.x, self.key)
-            new = fn(old, None if values is None else self._values(values, sel))
-            return self.set(astype(new, as_operand(self.x).dtype))
-        v = None if values is None else ravel(self._values(values, sel))
+        key = self._bounded_key(drop)[0]
         at = at.reshape(-1)
+        kept = np.flatnonzero(at >= 0)
+        if kept.size == at.size and self._basic(key) is not None:
+            # Ints and slices select each element once: one update of x[key].
+            old = getitem(self.x, key)
+            new = fn(old, None if values is None else self._values(values, sel))
+            return self.set(astype(new, as_operand(self.x).dtype), mode="clip")
+        v = None if values is None else ravel(self._values(values, sel))
+        if kept.size < at.size:
+            at, v = at[kept], None if v is None else take(v, kept)
         out = self.x
         # Each round takes the next occurrence of every selected element, so an element
         # selected k times is combined with its k updates in order: an entry's round is its
