@@ -7,9 +7,41 @@ look and how to fix it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+# How an error about the user's program finds the user's source line when it is made. The
+# tracer (a layer above) registers it; without it, or where the error does not arise under
+# the tracer's API (an IR file the CLI parses), errors carry no line.
+_locator: Callable[[], object | None] | None = None
+
+
+def set_locator(locate: Callable[[], object | None]) -> None:
+    """Register how errors find the user's line (the tracer does, when it is imported)."""
+    global _locator
+    _locator = locate
+
+
+def _user_line(message: str) -> object | None:
+    """The user's line for an error with ``message``, None if unknown or already named."""
+    loc = _locator() if _locator is not None else None
+    if loc is None or str(loc) in message or "\n  at " in message:
+        return None
+    return loc
+
 
 class FlowjitError(Exception):
     """Base class of every error flowjit raises on purpose."""
+
+
+class _UserProgramError(FlowjitError):
+    """An error in the user's program (a type, a traced value used as a Python one, a
+    gradient or a batch that cannot be taken): its message ends with the user's line,
+    found when it is made, wherever in flowjit the check sits."""
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str) and (loc := _user_line(args[0])) is not None:
+            args = (f"{args[0]}\n  at {loc}",)
+        super().__init__(*args)
 
 
 class ShapeError(FlowjitError, ValueError):
@@ -22,7 +54,7 @@ class ShapeError(FlowjitError, ValueError):
     def __init__(self, message: str, *, op: str | None = None, loc: object = None):
         self.reason = message
         self.op = op
-        self.loc = loc
+        self.loc = loc if loc is not None else _user_line(message)
         super().__init__(self._format())
 
     def _format(self) -> str:
@@ -44,11 +76,11 @@ class AxisError(ShapeError, IndexError):
     ``AxisError`` and the array API's specification have it."""
 
 
-class FlowjitTypeError(FlowjitError, TypeError):
+class FlowjitTypeError(_UserProgramError, TypeError):
     """A value of an unsupported Python or NumPy type reached flowjit."""
 
 
-class TracerError(FlowjitError, TypeError):
+class TracerError(_UserProgramError, TypeError):
     """A traced value was used where a concrete Python value is needed."""
 
 
@@ -66,7 +98,7 @@ class VerifyError(FlowjitError, ValueError):
     """A Function breaks an IR invariant (dominance, use lists, result types)."""
 
 
-class AutodiffError(FlowjitError):
+class AutodiffError(_UserProgramError):
     """A gradient was asked through an op that has none (or that needs more information
     to have one, such as a while loop without ``maximum_iterations``)."""
 
@@ -77,7 +109,7 @@ class OutputTypeError(AutodiffError, TypeError):
     ``jax.grad`` raises for it."""
 
 
-class BatchingError(FlowjitError):
+class BatchingError(_UserProgramError):
     """An op cannot be batched (``fj.vmap``): its primitive has no batching rule, or its rule
     does not accept the operands that carry the batch (a random draw from a batched key).
     The message names the primitive, the operand types, which are batched, and how to fix it."""

@@ -23,7 +23,7 @@ from flowjit.ir.builder import Builder
 from flowjit.ir.core import Block, SourceLoc, Value
 from flowjit.ir.dtypes import DType, promote_types
 from flowjit.ir.dtypes import dtype as as_dtype
-from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError
+from flowjit.ir.errors import FlowjitTypeError, ShapeError, TracerError, set_locator
 from flowjit.ir.registry import Literal
 from flowjit.ir.types import TensorType
 from flowjit.runtime import hooks
@@ -46,6 +46,31 @@ def user_location(skip: int = 1) -> SourceLoc | None:
             return SourceLoc(filename, f.f_lineno)
         f = f.f_back
     return None
+
+
+# The parts of flowjit a user calls into: an error made under one of them is about the
+# user's program, and names the user's line (errors.set_locator).
+_API_DIRS = tuple(os.path.join(_FLOWJIT_DIR, d) + os.sep for d in ("tracer", "nn", "optim", "scipy", "v1"))
+
+
+def _error_location() -> SourceLoc | None:
+    """The user's line for an error being made, if it arises under the tracer's API."""
+    loc = getattr(_state, "location", None)
+    if loc is not None:
+        return loc
+    f = sys._getframe(2)
+    under_api = False
+    while f is not None:
+        filename = f.f_code.co_filename
+        if filename.startswith(_FLOWJIT_DIR):
+            under_api = under_api or filename.startswith(_API_DIRS)
+        elif not filename.startswith("<frozen"):
+            return SourceLoc(filename, f.f_lineno) if under_api else None
+        f = f.f_back
+    return None
+
+
+set_locator(_error_location)
 
 
 class Trace:

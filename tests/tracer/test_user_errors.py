@@ -70,3 +70,22 @@ def test_scipy_special_ufuncs_trace_as_fj_scipy_special():
     np.testing.assert_allclose(fj.function(lambda x: scipy_special.expit(x))(x), scipy_special.expit(x))
     _raises(FlowjitTypeError, fj.function(lambda x: scipy_special.sici(x)[0]), x,
             match=r"sici of scipy\.special on a traced array .*fj\.scipy\.special")
+
+
+@pytest.mark.parametrize("case", ["einsum", "take", "split", "stack", "grad", "glu", "pad"])
+def test_errors_raised_before_an_op_is_recorded_name_the_line_too(case):
+    # Shape and type checks in fj's own functions (not a primitive's rule), traced and eager.
+    x = np.ones((3, 5), np.float32)
+    calls = {
+        "einsum": (lambda x: fj.einsum("ij,jk->ik", x, x), r"einsum: index 'j' has size 5 .* and 3"),
+        "take": (lambda x: fj.take(x, np.array([0]), axis=5), r"take: axis 5 is out of range for f32\[3,5\]"),
+        "split": (lambda x: fj.split(x, 4, axis=1), r"split: axis of size 5 does not divide into 4 sections"),
+        "stack": (lambda x: fj.stack([x, x[:1]]), r"stack: .*same shape.*\[3, 5\].*\[1, 5\]"),
+        "grad": (lambda x: fj.grad(lambda y: y * 2)(x), r"grad of <lambda>: the function must return a float scalar"),
+        "glu": (lambda x: fj.nn.glu(x), r"glu: axis -1 of an array of shape \[3, 5\] has odd size 5"),
+        "pad": (lambda x: fj.pad(x, 1, mode="reflect"), r"pad: mode 'reflect' is not supported"),
+    }
+    f, match = calls[case]
+    message = _raises(Exception, fj.function(f), x, match=match)
+    assert message.count(f"{__file__.rsplit('/', 1)[-1]}:") == 1, message  # named once
+    _raises(Exception, f, x, match=match)

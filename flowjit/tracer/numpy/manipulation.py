@@ -67,6 +67,9 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Any:
     """Join arrays of one shape along a new axis."""
     if not len(arrays):
         raise FlowjitTypeError("stack needs at least one array")
+    shapes = [list(shape(a)) for a in arrays]
+    if any(s != shapes[0] for s in shapes):
+        raise ShapeError(f"all input arrays must have the same shape, got {', '.join(map(str, shapes))}", op="stack")
     return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
 
 
