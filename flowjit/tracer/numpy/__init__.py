@@ -11,7 +11,9 @@ numbers), as the result's shape depends on them; array arguments may be traced.
 The modules, lowest first (each imports only modules listed before it): ``operands`` (what they
 share), ``counterparts`` (NumPy's names to fj's), ``conversion``, ``layout``, ``creation``,
 ``ufuncs``, ``indexing``, ``manipulation``, ``reductions``, ``matrices``, ``products``, ``ranges``,
-``sorting_searching``, ``setops``, ``index_update``; then ``methods`` (Tracer's operators and methods),
-``protocols`` (NumPy's functions on traced arrays) and ``namespace``. This file imports
-nothing, so importing one topic module loads only what that module needs.
+``sorting_searching``, ``setops``, ``index_update``, ``array_construction``, ``index_tricks``,
+``arithmetic``, ``logic``, ``nan_reductions``, ``statistics``, ``sequences``; then ``methods``
+(Tracer's operators and methods), ``protocols`` (NumPy's functions on traced arrays) and
+``namespace``. This file imports nothing, so importing one topic module loads only what that
+module needs.
 """
