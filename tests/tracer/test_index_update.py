@@ -187,3 +187,18 @@ def test_out_of_range_updates_are_dropped_and_clip_clamps_them_as_in_jax(traced)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     eager = fj.at(x)[ids].add(v)
     np.testing.assert_array_equal(eager, want[1])
+
+
+def test_setting_rows_at_traced_ids_sorts_the_ids_not_the_tables_elements():
+    # An embedding table's row set: the sort is over the 5 ids; x's 600 elements are read
+    # once (where the earlier form sorted every selected element's position).
+    table = np.arange(600, dtype=np.float32).reshape(100, 6)
+    ids = np.array([7, 99, 7, -1, 100], np.int32)
+    rows = np.arange(30, dtype=np.float32).reshape(5, 6)
+    f = fj.function(lambda t, i, r: t.at[i].set(r))
+    text = str(f.ir(table, ids, rows))
+    sorts = [line for line in text.splitlines() if "argsort" in line]
+    assert sorts and all("[5]" in line and "[600]" not in line for line in sorts), sorts
+    want = table.copy()
+    want[[7, 99]] = rows[[2, 3]]       # row 7 takes its last update; -1 is row 99; 100 is dropped
+    np.testing.assert_array_equal(f(table, ids, rows), want)

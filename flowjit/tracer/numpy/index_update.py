@@ -14,7 +14,8 @@ of Python values. Out-of-range indices behave as in JAX: after a negative index 
 the end, an update whose index is still out of range is dropped (``mode="clip"`` clamps it
 into range instead), ``get`` clamps and ``get(mode="fill")`` gives ``fill_value`` there. ``set`` with ints and slices is
 one fused pass over ``x`` (each element finds from its indices whether it is selected);
-with integer arrays, one gather; with traced ones, two scatter_adds and a select.
+with integer arrays, one gather; with traced ones, two scatter_adds and a select, and for whole
+rows at 1-D traced ids a sort of the ids, one integer scatter over the rows and one pass over x.
 """
 
 from __future__ import annotations
@@ -227,6 +228,9 @@ class _Update:
     def set(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` at ``x[key]``; an element selected twice takes the last."""
         drop = self._mode("set", kwargs)
+        rows = self._row_ids()
+        if rows is not None:
+            return self._set_rows(rows, values, drop)
         at, static, may_drop = self._positions(drop)
         v = ravel(self._values(values, tuple(shape(at))))
         if static:
@@ -267,12 +271,47 @@ class _Update:
         hit = not_equal(scatter_add(full((self.size,), 0, int32), at, astype(last, int32)), 0)
         return reshape(where(hit, astype(picked, work), ravel(self.x)), self.shape)
 
+    def _row_ids(self) -> Any:
+        """The key when it is one 1-D array of traced ids along the first axis (an
+        embedding table's rows), else None."""
+        rows = self.key[0] if isinstance(self.key, tuple) and len(self.key) == 1 else self.key
+        if isinstance(rows, Tracer) and rows.dtype.is_int and rows.ndim == 1 and self.shape:
+            return rows
+        return None
+
+    def _set_rows(self, rows: Any, values: ArrayLike, drop: bool) -> Any:
+        """``set`` of whole rows at traced ids: the ids (not x's elements) are sorted to find
+        the last update of each row, one integer scatter over the rows records it, and one
+        pass over x takes each row from x or from its winning update."""
+        n = self.shape[0]
+        m = rows.shape[0]
+        v = self._values(values, (m, *self.shape[1:]))
+        if m == 0:
+            return self.x
+        counted = where(less(rows, 0), rows + n, rows)
+        target = clip(counted, 0, n - 1)
+        if drop:  # a dropped entry sorts apart (-1) and wins nothing
+            target = where(logical_and(greater_equal(counted, 0), less(counted, n)), target, -1)
+        order = argsort(target, kind="stable")
+        ranked = take(target, order)
+        last_sorted = concatenate([not_equal(ranked[:-1], ranked[1:]), np.ones(1, bool)])
+        last = not_equal(scatter_add(full((m,), 0, int32), order, astype(last_sorted, int32)), 0)
+        if drop:
+            last = logical_and(last, greater_equal(target, 0))
+        index = int32 if m < 2**31 - 1 else int64
+        number = astype(iota(int64, (m,), 0) + 1, index)
+        # Row r's winner: 1 + the position of its last update, 0 where none reaches it.
+        winner = scatter_add(full((n,), 0, index), maximum(target, 0), where(last, number, astype(0, index)))
+        row_shape = (n,) + (1,) * (len(self.shape) - 1)
+        picked = take(v, maximum(winner - 1, 0), axis=0)
+        return where(reshape(greater_equal(winner, 1), row_shape), picked, self.x)
+
     def add(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` added at ``x[key]``; repeated elements accumulate."""
         drop = self._mode("add", kwargs)
         blank = _blank(as_operand(self.x).dtype)
-        rows = self.key[0] if isinstance(self.key, tuple) and len(self.key) == 1 else self.key
-        if isinstance(rows, Tracer) and rows.dtype.is_int and rows.ndim == 1 and self.shape:
+        rows = self._row_ids()
+        if rows is not None:
             # Rows at 1-D ids (an embedding's update): one scatter_add along the first axis,
             # which counts negative ids from the end and clamps the rest; a dropped row adds
             # -0.0, which leaves every element as it was.
