@@ -33,17 +33,21 @@ from flowjit.runtime.devices import check_device
 _FLOWJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def user_location(skip: int = 1) -> SourceLoc | None:
+def user_location(skip: int = 1, under: tuple[str, ...] = ()) -> SourceLoc | None:
     """The first stack frame outside the flowjit package: the user's line (or the line
-    set by ``at_location``, for ops a graph front end emits on its user's behalf)."""
+    set by ``at_location``, for ops a graph front end emits on its user's behalf). With
+    ``under``, only if a frame of one of those directories was on the way out."""
     loc = getattr(_state, "location", None)
     if loc is not None:
         return loc
     f = sys._getframe(skip)
+    passed = not under
     while f is not None:
         filename = f.f_code.co_filename
-        if not filename.startswith(_FLOWJIT_DIR) and not filename.startswith("<frozen"):
-            return SourceLoc(filename, f.f_lineno)
+        if filename.startswith(_FLOWJIT_DIR):
+            passed = passed or filename.startswith(under)
+        elif not filename.startswith("<frozen"):
+            return SourceLoc(filename, f.f_lineno) if passed else None
         f = f.f_back
     return None
 
@@ -54,20 +58,9 @@ _API_DIRS = tuple(os.path.join(_FLOWJIT_DIR, d) + os.sep for d in ("tracer", "nn
 
 
 def _error_location() -> SourceLoc | None:
-    """The user's line for an error being made, if it arises under the tracer's API."""
-    loc = getattr(_state, "location", None)
-    if loc is not None:
-        return loc
-    f = sys._getframe(2)
-    under_api = False
-    while f is not None:
-        filename = f.f_code.co_filename
-        if filename.startswith(_FLOWJIT_DIR):
-            under_api = under_api or filename.startswith(_API_DIRS)
-        elif not filename.startswith("<frozen"):
-            return SourceLoc(filename, f.f_lineno) if under_api else None
-        f = f.f_back
-    return None
+    """The user's line for an error being made (the walk starts at the error's __init__,
+    three frames up), if it arises under the tracer's API."""
+    return user_location(3, under=_API_DIRS)
 
 
 set_locator(_error_location)

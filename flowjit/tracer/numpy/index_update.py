@@ -72,6 +72,13 @@ def _traced(key: Any) -> bool:
     return any(isinstance(k, Tracer) or (isinstance(k, (tuple, list)) and _traced(k)) for k in parts)
 
 
+def _counted(ids: Any, n: int) -> tuple[Any, Any]:
+    """Traced integer ids along an axis of size n counted from the end where negative (NumPy's
+    and JAX's rule), and whether each then lies in [0, n): an update that would be dropped."""
+    counted = where(less(ids, 0), ids + n, ids)
+    return counted, logical_and(greater_equal(counted, 0), less(counted, n))
+
+
 def _blank(dtype: Any) -> Any:
     """The value whose addition leaves every element as it was: -0.0 for floats (0.0 + -0.0
     is 0.0, -0.0 + -0.0 is -0.0), else 0."""
@@ -119,9 +126,8 @@ class _Update:
                 if isinstance(v, Tracer) and not drop:
                     pass  # getitem and scatter_add count from the end and clamp the same way
                 elif isinstance(v, Tracer):
-                    counted = where(less(v, 0), v + n, v)
-                    inside = logical_and(greater_equal(counted, 0), less(counted, n))
-                    v = where(inside, counted, n) if drop else clip(counted, 0, n - 1)
+                    counted, inside = _counted(v, n)
+                    v = where(inside, counted, n)
                 else:
                     counted = np.where(np.asarray(v) < 0, np.asarray(v) + n, v)
                     inside = (counted >= 0) & (counted < n)
@@ -288,10 +294,10 @@ class _Update:
         v = self._values(values, (m, *self.shape[1:]))
         if m == 0:
             return self.x
-        counted = where(less(rows, 0), rows + n, rows)
+        counted, inside = _counted(rows, n)
         target = clip(counted, 0, n - 1)
         if drop:  # a dropped entry sorts apart (-1) and wins nothing
-            target = where(logical_and(greater_equal(counted, 0), less(counted, n)), target, -1)
+            target = where(inside, target, -1)
         order = argsort(target, kind="stable")
         ranked = take(target, order)
         last_sorted = concatenate([not_equal(ranked[:-1], ranked[1:]), np.ones(1, bool)])
@@ -318,7 +324,7 @@ class _Update:
             v = self._values(values, (rows.shape[0], *self.shape[1:]))
             if drop:
                 n = self.shape[0]
-                inside = logical_and(greater_equal(rows, -n), less(rows, n))
+                inside = _counted(rows, n)[1]
                 v = where(reshape(inside, (-1,) + (1,) * (len(self.shape) - 1)), v, blank)
             return scatter_add(self.x, rows, v, axis=0)
         at, static, may_drop = self._positions(drop)

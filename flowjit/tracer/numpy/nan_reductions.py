@@ -20,7 +20,7 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import int64
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.counterparts import numpy_counterpart
-from flowjit.tracer.numpy.operands import ArrayLike, as_operand, bad_argument, operand_value
+from flowjit.tracer.numpy.operands import ArrayLike, as_operand, bad_argument, operand_value, refuse_out
 from flowjit.tracer.numpy.reductions import all, argmax, argmin, cumprod, cumsum, max, mean, min, prod, sum, var
 from flowjit.tracer.numpy.ufuncs import (
     absolute,
@@ -56,7 +56,7 @@ def _filled(x: ArrayLike, fill: Any) -> Any:
 def nansum(a: ArrayLike, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False) -> Any:
     """Sum over ``axis`` (all axes when None) treating NaN as 0, as ``np.nansum``: an all-NaN
     slice sums to 0; ints and bools accumulate in int64, as ``sum``'s."""
-    _no_out("nansum", out)
+    refuse_out("nansum", out)
     v = _filled(a, 0) if _has_nan(a) else a
     return sum(v, axis=axis, dtype=dtype, keepdims=keepdims)
 
@@ -64,7 +64,7 @@ def nansum(a: ArrayLike, axis: Any = None, dtype: Any = None, out: None = None, 
 @numpy_counterpart
 def nanprod(a: ArrayLike, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False) -> Any:
     """Product over ``axis`` treating NaN as 1, as ``np.nanprod``: an all-NaN slice gives 1."""
-    _no_out("nanprod", out)
+    refuse_out("nanprod", out)
     v = _filled(a, 1) if _has_nan(a) else a
     return prod(v, axis=axis, dtype=dtype, keepdims=keepdims)
 
@@ -85,14 +85,14 @@ def _extremum(fname: str, reduce: Any, fill: float, a: ArrayLike, axis: Any, kee
 def nanmax(a: ArrayLike, axis: Any = None, out: None = None, keepdims: bool = False) -> Any:
     """Maximum over ``axis`` ignoring NaN, as ``np.nanmax``; an all-NaN slice gives NaN (as
     jax.numpy's, without NumPy's RuntimeWarning)."""
-    _no_out("nanmax", out)
+    refuse_out("nanmax", out)
     return _extremum("nanmax", max, -np.inf, a, axis, keepdims)
 
 
 @numpy_counterpart
 def nanmin(a: ArrayLike, axis: Any = None, out: None = None, keepdims: bool = False) -> Any:
     """Minimum over ``axis`` ignoring NaN, as ``np.nanmin``; an all-NaN slice gives NaN."""
-    _no_out("nanmin", out)
+    refuse_out("nanmin", out)
     return _extremum("nanmin", min, np.inf, a, axis, keepdims)
 
 
@@ -110,7 +110,7 @@ def _arg_extremum(fname: str, arg: Any, fill: float, a: ArrayLike, axis: int | N
 def nanargmax(a: ArrayLike, axis: int | None = None, out: None = None, *, keepdims: bool = False) -> Any:
     """int64 index of the maximum along ``axis`` (of the flattened array when None) ignoring
     NaN, as ``np.nanargmax``; an all-NaN slice gives -1, as jax.numpy's (NumPy raises)."""
-    _no_out("nanargmax", out)
+    refuse_out("nanargmax", out)
     return _arg_extremum("nanargmax", argmax, -np.inf, a, axis, keepdims)
 
 
@@ -118,7 +118,7 @@ def nanargmax(a: ArrayLike, axis: int | None = None, out: None = None, *, keepdi
 def nanargmin(a: ArrayLike, axis: int | None = None, out: None = None, *, keepdims: bool = False) -> Any:
     """int64 index of the minimum along ``axis`` ignoring NaN, as ``np.nanargmin``; an
     all-NaN slice gives -1, as jax.numpy's (NumPy raises)."""
-    _no_out("nanargmin", out)
+    refuse_out("nanargmin", out)
     return _arg_extremum("nanargmin", argmin, np.inf, a, axis, keepdims)
 
 
@@ -126,14 +126,14 @@ def nanargmin(a: ArrayLike, axis: int | None = None, out: None = None, *, keepdi
 def nancumsum(a: ArrayLike, axis: int | None = None, dtype: Any = None, out: None = None) -> Any:
     """Cumulative sum along ``axis`` (of the flattened array when None) treating NaN as 0, as
     ``np.nancumsum``: the running total carries on past a NaN."""
-    _no_out("nancumsum", out)
+    refuse_out("nancumsum", out)
     return cumsum(_filled(a, 0) if _has_nan(a) else a, axis=axis, dtype=dtype)
 
 
 @numpy_counterpart
 def nancumprod(a: ArrayLike, axis: int | None = None, dtype: Any = None, out: None = None) -> Any:
     """Cumulative product along ``axis`` treating NaN as 1, as ``np.nancumprod``."""
-    _no_out("nancumprod", out)
+    refuse_out("nancumprod", out)
     return cumprod(_filled(a, 1) if _has_nan(a) else a, axis=axis, dtype=dtype)
 
 
@@ -147,7 +147,7 @@ def nanmean(a: ArrayLike, axis: Any = None, dtype: Any = None, out: None = None,
     """Mean over ``axis`` of the elements that are not NaN, as ``np.nanmean`` (the sum with
     NaN as 0 over their count); an all-NaN slice gives NaN. Ints and bools give ``mean``'s
     float64."""
-    _no_out("nanmean", out)
+    refuse_out("nanmean", out)
     o = as_operand(a, "a")
     if not o.dtype.is_inexact:
         return mean(operand_value(o), axis=axis, dtype=dtype, keepdims=keepdims)
@@ -164,7 +164,7 @@ def nanvar(a: ArrayLike, axis: Any = None, dtype: Any = None, out: None = None, 
     freedom (``correction``: the array API's name), as ``np.nanvar``: the mean of the squared
     deviations from ``nanmean`` over (count - ddof). A slice with no more than ``ddof``
     non-NaN elements (an all-NaN one) gives NaN. Ints and bools give ``var``'s float64."""
-    _no_out("nanvar", out)
+    refuse_out("nanvar", out)
     ddof = ddof if correction is None else correction
     o = as_operand(a, "a")
     if not o.dtype.is_inexact:
@@ -192,8 +192,4 @@ def nanstd(a: ArrayLike, axis: Any = None, dtype: Any = None, out: None = None, 
     nonzero = not_equal(v, 0)  # NaN too: its std stays NaN
     return where(nonzero, sqrt(where(nonzero, v, 1)), 0)
 
-
-def _no_out(fname: str, out: Any) -> None:
-    if out is not None:
-        raise bad_argument(fname, "out= is not supported: flowjit's arrays are immutable; use the returned array")
 

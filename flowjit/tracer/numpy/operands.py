@@ -100,6 +100,12 @@ def bad_argument(fn: str, message: str, exc: type[Exception] = FlowjitTypeError)
     return exc(f"{fn}: {message} (at {user_location()})")
 
 
+def refuse_out(fn: str, out: Any) -> None:
+    """Raise for NumPy's ``out=`` argument, which immutable arrays cannot take."""
+    if out is not None:
+        raise bad_argument(fn, "out= is not supported: flowjit's arrays are immutable; use the returned array")
+
+
 def static_int(fn: str, name: str, v: Any) -> int:
     if isinstance(v, Tracer):
         raise bad_argument(fn, f"{name} must be a static Python int (the result's shape depends on it), got traced "

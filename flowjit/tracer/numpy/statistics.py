@@ -43,6 +43,7 @@ from flowjit.tracer.numpy.operands import (
     normalize_axes,
     operand_value,
     promote,
+    refuse_out,
     static_int,
     strong,
 )
@@ -97,10 +98,6 @@ def _known(x: ArrayLike) -> np.ndarray | None:
     o = as_operand(x)
     return None if o.tracer is not None else np.asarray(o.array)
 
-
-def _no_out(fname: str, out: Any) -> None:
-    if out is not None:
-        raise bad_argument(fname, "out= is not supported: flowjit's arrays are immutable; use the returned array")
 
 
 def _reduced_last(fname: str, a: ArrayLike, axis: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
@@ -246,7 +243,7 @@ def quantile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: None = None, ove
     shape followed by the reduced shape; a NaN in a slice makes its quantiles NaN. Dtypes are
     NumPy's: ints give float64 (their own dtype with the methods that pick an element), a
     Python float q keeps a float array's dtype."""
-    _no_out("quantile", out)
+    refuse_out("quantile", out)
     _check_q("quantile", q, 1)
     return _quantile("quantile", a, q, axis, method, keepdims, False, _is_weak(q))
 
@@ -257,7 +254,7 @@ def nanquantile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: None = None, 
     """``quantile`` of the elements of each slice that are not NaN, as ``np.nanquantile``: the
     virtual index is ``(count - 1) * q`` with each slice's own count of non-NaN elements,
     counted while the program runs; an all-NaN slice gives NaN."""
-    _no_out("nanquantile", out)
+    refuse_out("nanquantile", out)
     _check_q("nanquantile", q, 1)
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, _is_weak(q))
 
@@ -272,7 +269,7 @@ def percentile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: None = None, o
                method: str = "linear", keepdims: bool = False) -> Any:
     """The ``q``-th percentiles (q in [0, 100]) of ``a`` over ``axis``, as ``np.percentile``:
     ``quantile`` of q / 100 (in q's dtype, as NumPy 2 divides it)."""
-    _no_out("percentile", out)
+    refuse_out("percentile", out)
     return _quantile("percentile", a, _percent("percentile", q), axis, method, keepdims, False, _is_weak(q))
 
 
@@ -281,7 +278,7 @@ def nanpercentile(a: ArrayLike, q: ArrayLike, axis: Any = None, out: None = None
                   method: str = "linear", keepdims: bool = False) -> Any:
     """``percentile`` of the elements that are not NaN, as ``np.nanpercentile``: ``nanquantile``
     of q / 100."""
-    _no_out("nanpercentile", out)
+    refuse_out("nanpercentile", out)
     return _quantile("nanpercentile", a, _percent("nanpercentile", q), axis, method, keepdims, True, _is_weak(q))
 
 
@@ -300,7 +297,7 @@ def median(a: ArrayLike, axis: Any = None, out: None = None, overwrite_input: bo
     ``np.median``: the middle element of each sorted slice, or the mean of the middle two
     (ints and bools give float64); a NaN in a slice makes its median NaN, an empty slice gives
     NaN. The gradient goes to the middle element, or half to each of the middle two."""
-    _no_out("median", out)
+    refuse_out("median", out)
     o = as_operand(a, "a")
     x, kept, keep = _reduced_last("median", o, axis)
     n = shape(x)[-1]
@@ -325,7 +322,7 @@ def nanmedian(a: ArrayLike, axis: Any = None, out: None = None, overwrite_input:
     """The median of the elements of each slice that are not NaN, as ``np.nanmedian``: the
     middle one or the mean of the middle two of each slice's own count (counted while the
     program runs); an all-NaN slice gives NaN. Ints and bools give ``median``'s."""
-    _no_out("nanmedian", out)
+    refuse_out("nanmedian", out)
     o = as_operand(a, "a")
     if not o.dtype.is_float:
         return median(a, axis=axis, keepdims=keepdims)
