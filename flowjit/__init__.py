@@ -54,7 +54,7 @@ from flowjit.passes.placement import PlacementError
 from flowjit.runtime.devices import Device, DeviceError, devices
 from flowjit.runtime.profiler import profile
 from flowjit.tracer import array_namespace as _array_namespace
-from flowjit.tracer import fft, linalg, random
+from flowjit.tracer import fft, linalg, ops, random
 from flowjit.tracer.autodiff import grad, value_and_grad, vjp
 from flowjit.tracer.callback import pure_callback
 from flowjit.tracer.control_flow import cond, fori_loop, scan, switch, while_loop

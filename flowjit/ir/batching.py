@@ -19,7 +19,7 @@ import numpy as np
 from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Value
 from flowjit.ir.errors import BatchingError
-from flowjit.ir.registry import Literal, Primitive, defbatch, get, normalize_axes, normalize_axis
+from flowjit.ir.registry import Literal, Primitive, all_primitives, defbatch, get, normalize_axes, normalize_axis
 from flowjit.ir.types import TensorType
 
 BatchRule = Callable[..., tuple[list[Value], list[bool]]]
@@ -265,33 +265,38 @@ def _gather_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, ax
     return [e.transpose(y, perm=perm) if perm != tuple(range(y.type.ndim)) else y], [True]
 
 
-def _scatter_add_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axis: int):
-    (operand, indices, updates), (bo, bi, bu) = xs, batched
-    axis = normalize_axis(axis, _rank(operand, bo))
-    size = _size(xs, batched)
-    if not bi:
-        operand = _lift(e, operand, bo, size)
-        updates = _lift(e, updates, bu, size)
-        return [e.scatter_add(operand, indices, updates, axis=axis + 1)], [True]
-    operand, updates = _lift(e, operand, bo, size), _lift(e, updates, bu, size)
-    ni = indices.type.ndim - 1
-    n = operand.type.shape[axis + 1]
-    flat = _flatten_axis(e, operand, axis)
-    # updates (B, pre..., *ishape, post...) -> (B, *ishape, pre..., post...) to match a gather on axis 0.
-    ru = updates.type.ndim
-    perm = (0, *range(1 + axis, 1 + axis + ni), *range(1, 1 + axis), *range(1 + axis + ni, ru))
-    u = e.transpose(updates, perm=perm) if perm != tuple(range(ru)) else updates
-    u = e.reshape(u, shape=(size * u.type.shape[1], *u.type.shape[2:])) if ni else u
-    idx = _offset_indices(e, indices, n)
-    idx = e.reshape(idx, shape=(idx.type.shape[0] * idx.type.shape[1], *idx.type.shape[2:])) if ni else idx
-    if not ni:  # one index per example: the updates lose the gathered axis
-        u = e.reshape(u, shape=(size, *u.type.shape[1:]))
-    y = e.scatter_add(flat, idx, u, axis=0)
-    # Undo _flatten_axis: (B*n, pre..., post...) -> (B, pre..., n, post...).
-    y = e.reshape(y, shape=(size, n, *y.type.shape[1:]))
-    r = y.type.ndim
-    perm = (0, *range(2, 2 + axis), 1, *range(2 + axis, r))
-    return [e.transpose(y, perm=perm) if perm != tuple(range(r)) else y], [True]
+def _scatter_rule(name: str) -> Callable[..., Any]:
+    """The vmap rule of scatter primitive ``name``: every scatter (add, mul, max, min) batches
+    alike, emitting its own primitive."""
+    def rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, axis: int):
+        scatter = getattr(e, name)
+        (operand, indices, updates), (bo, bi, bu) = xs, batched
+        axis = normalize_axis(axis, _rank(operand, bo))
+        size = _size(xs, batched)
+        if not bi:
+            operand = _lift(e, operand, bo, size)
+            updates = _lift(e, updates, bu, size)
+            return [scatter(operand, indices, updates, axis=axis + 1)], [True]
+        operand, updates = _lift(e, operand, bo, size), _lift(e, updates, bu, size)
+        ni = indices.type.ndim - 1
+        n = operand.type.shape[axis + 1]
+        flat = _flatten_axis(e, operand, axis)
+        # updates (B, pre..., *ishape, post...) -> (B, *ishape, pre..., post...) to match a gather on axis 0.
+        ru = updates.type.ndim
+        perm = (0, *range(1 + axis, 1 + axis + ni), *range(1, 1 + axis), *range(1 + axis + ni, ru))
+        u = e.transpose(updates, perm=perm) if perm != tuple(range(ru)) else updates
+        u = e.reshape(u, shape=(size * u.type.shape[1], *u.type.shape[2:])) if ni else u
+        idx = _offset_indices(e, indices, n)
+        idx = e.reshape(idx, shape=(idx.type.shape[0] * idx.type.shape[1], *idx.type.shape[2:])) if ni else idx
+        if not ni:  # one index per example: the updates lose the gathered axis
+            u = e.reshape(u, shape=(size, *u.type.shape[1:]))
+        y = scatter(flat, idx, u, axis=0)
+        # Undo _flatten_axis: (B*n, pre..., post...) -> (B, pre..., n, post...).
+        y = e.reshape(y, shape=(size, n, *y.type.shape[1:]))
+        r = y.type.ndim
+        perm = (0, *range(2, 2 + axis), 1, *range(2 + axis, r))
+        return [e.transpose(y, perm=perm) if perm != tuple(range(r)) else y], [True]
+    return rule
 
 
 def _first_occurrence_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], *, size: int):
@@ -474,7 +479,9 @@ def _element_count_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool]
 def _declare() -> None:
     defbatch("element_count", _element_count_rule)
     defbatch("gather", _gather_rule)
-    defbatch("scatter_add", _scatter_add_rule)
+    for p in all_primitives():
+        if p.role == "scatter":
+            defbatch(p.name, _scatter_rule(p.name))
     defbatch("first_occurrence", _first_occurrence_rule)
     defbatch("conv2d", _conv2d_rule)
     defbatch("conv_patches", _patches_rule)

@@ -43,8 +43,9 @@ ROLES = {
                      "time)",
     "gather": "inputs (x, indices), attr axis: x read along axis at each index clamped to [0, n-1]; "
               "indices.shape takes the axis's place",
-    "scatter_add": "inputs (operand, indices, updates), attr axis: operand with each update added at its index "
-                   "clamped to [0, n-1] along axis, repeated indices accumulating in order (np.add.at)",
+    "scatter": "inputs (operand, indices, updates), attr axis: operand with each update combined into its "
+               "element at its index clamped to [0, n-1] along axis, repeated indices in the updates' order, by the "
+               "combine of the primitive's reducer (np.add.at, np.multiply.at, np.maximum.at, np.minimum.at)",
     "first_occurrence": "attr size: i64[size], at each v the first row-major position of v among the indices "
                         "clamped to [0, size-1], -1 where v does not occur",
     "cumulative_sum": "attrs axis/reverse: the running sum along axis (from the end when reverse), in the input "
@@ -281,9 +282,10 @@ class Primitive:
     ``no_axes_identity``: the input dtypes for which a reduction over ``axes=()`` returns
     its input unchanged (float sums start from ``+0.0`` and so do not).
     Not algebraic: ``role``, one of ``ROLES`` (or None): what the op does, for passes that
-    must build, compose or see through its ops. ``reducer`` (reductions): ``(init,
-    combine)`` where init is a literal or ``lowest``/``highest`` (of the dtype) and combine a
-    scalar template over ``acc`` and ``v``; or ``("arg", cmp)`` for an index of the first
+    must build, compose or see through its ops. ``reducer`` (reductions, and scatters: how an
+    update combines into its element): ``(init, combine)`` where init is a literal or
+    ``lowest``/``highest`` (of the dtype) and combine a scalar template over ``acc`` and
+    ``v``; or ``("arg", cmp)`` for an index of the first
     element that wins comparison ``cmp`` (NaN wins, as in NumPy). ``loop`` (a ``Loop``,
     primitives whose blocks run repeatedly): which inputs are carried, scanned and constant,
     for passes that treat every loop alike (hoisting invariants, running a loop natively).

@@ -53,7 +53,7 @@ from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
-OWN_KERNEL_ROLES = ("scatter_add", "first_occurrence", "cumulative_sum", "sort", "argsort")
+OWN_KERNEL_ROLES = ("scatter", "first_occurrence", "cumulative_sum", "sort", "argsort")
 # A merge sort's first runs, sorted by insertion (SORT_RUN a power of two), then merged in
 # passes into runs of 2*SORT_RUN, 4*SORT_RUN, ... up to 2**MAX_SORT_PASSES elements.
 SORT_RUN = 8
@@ -832,16 +832,17 @@ class _Lowering:
         return shapes
 
 
-    def scatter_add_kernel(self) -> Kernel:
-        """The kernel of a block holding one scatter_add: the operand copied to the output
-        (in place when they share memory), then each update added at its clamped index, in
-        the row-major order of the updates as np.add.at adds them."""
+    def scatter_kernel(self) -> Kernel:
+        """The kernel of a block holding one scatter (add, mul, max, min): the operand copied
+        to the output (in place when they share memory), then each update combined into the
+        element at its clamped index by the primitive's reducer, in the row-major order of
+        the updates as ``np.add.at`` (``multiply.at``...) combines them."""
         (op,) = self.block.ops
         operand, indices, updates = op.inputs
         d = operand.type.dtype
         axis = op.attrs["axis"] % operand.type.ndim
         r = indices.type.ndim
-        add = registry.get("add").template
+        combine = op.primitive.reducer[1]
         top = _Scope(None)
         self.scopes = [top]
         loop_vars = [self.fresh("i") for _ in operand.type.shape]
@@ -858,7 +859,10 @@ class _Lowering:
         at = self.bind(load(self.arg_names[indices.id], uidx[axis:axis + r], indices.type.dtype), ("index", uidx))
         j = self.clamp(apply("cast", at, to=INDEX), self.dim(operand.type.shape[axis]))
         dst = (*uidx[:axis], j, *uidx[axis + r:])
-        total = scalar.expand(add, [load("out0", dst, d), load(self.arg_names[updates.id], uidx, d)], d)
+        total = scalar.expand(combine, [load("out0", dst, d), load(self.arg_names[updates.id], uidx, d)], d,
+                              names=("acc", "v"))
+        # Both parts of a complex product are computed before either is stored: each reads both.
+        total = self.bind(total, ("combined", uidx)) if is_pair(total) else total
         self.scopes[-1].body.extend(store("out0", dst, total))
         while len(self.scopes) > 1:
             self.close_loop()

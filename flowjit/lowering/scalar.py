@@ -542,9 +542,11 @@ def _binop(op: str, x: Expr | Pair, y: Expr | Pair) -> Expr | Pair:
     raise Unsupported(f"{op} of complex values")
 
 
-def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType) -> Expr | Pair:
+def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType,
+           names: Sequence[str] = "abc") -> Expr | Pair:
     """An elementwise primitive's registry ``template`` over ``operands``, as an expression
-    over ``OPS`` with result dtype ``out``. Number literals take the first operand's dtype;
+    over ``OPS`` with result dtype ``out``; the template names the operands ``names`` (a
+    reducer's combine names them ``acc`` and ``v``). Number literals take the first operand's dtype;
     a ``cast(a)`` converts to ``out``. A complex operand is a pair of real expressions, and
     so is a complex result; raises ``Unsupported`` for a function of complex values with no
     definition in ``CFUNCTIONS``."""
@@ -552,11 +554,11 @@ def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType) ->
     d = pair_dtype(first) if is_pair(first) else first.dtype
     if isinstance(template, dict):
         template = template[d.kind]
-    names = dict(zip("abc", operands))
+    bound = dict(zip(names, operands))
 
     def walk(node: ast.AST) -> Expr | Pair:
         if isinstance(node, ast.Name):
-            return names[node.id]
+            return bound[node.id]
         if isinstance(node, ast.Constant):
             return constant(node.value, d)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:

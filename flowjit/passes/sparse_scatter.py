@@ -18,10 +18,13 @@ have, inside the program:
 Guarantees: the Function computes the same bits. Each row of ``compact`` receives the same
 updates in the same (row-major) order as the table's row of the dense form, starting from the
 same +0.0 (a zero fill of any other value is left alone), and a row no id reaches reads 0
-where the dense form held its zero. Only a ``scatter_add`` whose operand is a fill of zeros,
+where the dense form held its zero; so the rewrite holds for every scatter (``scatter_max``
+of a segment's rows too), each compact one of the same primitive as the dense one. Only a
+scatter whose operand is a fill of zeros,
 whose result only elementwise ops read (not a block's return: there the dense table is
-wanted), with static shapes and at least ``SPARSE_MIN_RATIO`` rows of the operand per index
-is rewritten; each new op carries the scatter's source line and device. Runs after
+wanted), with static shapes, at least ``SPARSE_MIN_RATIO`` rows of the operand per index and
+rows of at least ``SPARSE_MIN_ROW_BYTES`` is rewritten; each new op carries the scatter's
+source line and device. Runs after
 ``decompose`` and before placement, at any depth of blocks.
 """
 
@@ -43,6 +46,12 @@ from flowjit.passes.simplify import is_splat
 # 50,000 rows and 5,120 ids (about 10 per index), took its Adam update from 2.24-2.28 to
 # 1.74-1.76 ms on two threads and from 4.6-4.7 to 3.5-3.6 ms on one.
 SPARSE_MIN_RATIO = 4
+# Bytes of an operand row from which the compact form reads less than the dense one: the
+# slot map costs an i64 per row, so a row must be several of those (an embedding's 64 floats
+# are 256 bytes; the winner table of x.at[i, j].set, one i32 per row, was read and written
+# through an i64 map twice its size: 4.0 -> 2.4 ms for 20,000 elements set in a 50,000x64
+# table when left dense).
+SPARSE_MIN_ROW_BYTES = 32
 
 
 def _worth_it(op: Op, block: Block) -> bool:
@@ -54,6 +63,9 @@ def _worth_it(op: Op, block: Block) -> bool:
     axis = normalize_axis(op.attrs["axis"], operand.type.ndim)
     count = math.prod(indices.type.shape)
     if count == 0 or operand.type.shape[axis] < SPARSE_MIN_RATIO * count:
+        return False
+    row = math.prod(operand.type.shape) // operand.type.shape[axis]
+    if row * operand.type.dtype.np.itemsize < SPARSE_MIN_ROW_BYTES:
         return False
     if any(r is result for r in block.returns) or not result.uses:
         return False
@@ -71,8 +83,8 @@ def _sparse_form(e: Emitter, op: Op) -> Value:
     if updates.type.shape != compact_shape:
         updates = e.reshape(updates, shape=compact_shape)
     slots = e.first_occurrence(ids, size=rows)
-    compact = e.scatter_add(e.zeros(TensorType(compact_shape, operand.type.dtype)),
-                            e.gather(slots, ids, axis=0), updates, axis=axis)
+    compact = getattr(e, op.primitive.name)(e.zeros(TensorType(compact_shape, operand.type.dtype)),
+                                            e.gather(slots, ids, axis=0), updates, axis=axis)
     zero = e.constant(value=Literal(np.asarray(0, np.int64)))
     read = e.gather(compact, e.maximum(slots, zero), axis=axis)
     found = e.ge(slots, zero)
@@ -85,7 +97,7 @@ def _rewrite_block(block: Block) -> int:
     for op in list(block.ops):
         for inner in op.blocks:
             count += _rewrite_block(inner)
-        if op.primitive.role != "scatter_add" or not _worth_it(op, block):
+        if op.primitive.role != "scatter" or not _worth_it(op, block):
             continue
         dense = _sparse_form(Emitter(Builder.before(op)), op)
         op.results[0].replace_all_uses_with(dense)
@@ -95,7 +107,8 @@ def _rewrite_block(block: Block) -> int:
 
 
 def sparse_scatter(fn: Function) -> Function:
-    """``fn`` with each scatter_add into zeros that only elementwise ops read (and whose
-    operand has ``SPARSE_MIN_RATIO`` rows per index or more) added into one row per distinct
-    index instead, its readers reading the rows through a slot map; the same bits."""
+    """``fn`` with each scatter (add, mul, max, min) into zeros that only elementwise ops read
+    (and whose operand has ``SPARSE_MIN_RATIO`` rows per index or more) combined into one row
+    per distinct index instead, its readers reading the rows through a slot map; the same
+    bits."""
     return prune(fn) if _rewrite_block(fn.body) else fn

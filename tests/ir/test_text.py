@@ -590,7 +590,7 @@ def _gather(c: Ctx, p: Primitive):
     return [x, idx], {"axis": c.axis(nd(x))}
 
 
-def _scatter_add(c: Ctx, p: Primitive):
+def _scatter(c: Ctx, p: Primitive):
     x = c.value(p.dtypes, min_rank=1, nonempty=True)
     idx = c.const(c.choose([int32, int64]), c.shape(0, 2))
     axis = c.axis(nd(x))
@@ -680,7 +680,8 @@ RECIPES: dict[str, Recipe] = {
     "reduce_any": _reduce, "reduce_all": _reduce, "argmax": _arg, "argmin": _arg, "cumsum": _cumsum,
     "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose, "squeeze": _squeeze,
     "expand_dims": _expand_dims, "slice": _slice, "concatenate": _concatenate, "pad": _pad,
-    "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
+    "gather": _gather, "scatter_add": _scatter, "scatter_mul": _scatter,
+    "scatter_max": _scatter, "scatter_min": _scatter, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
     "conv_patches": _conv_patches, "fft": _fft,
     "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
     "pure_callback": _pure_callback,

@@ -72,8 +72,8 @@ def test_the_gradient_of_a_lookup_through_an_optimizer_step():
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.complex64])
 def test_along_an_inner_axis_and_other_dtypes(dtype):
     rng = np.random.default_rng(2)
-    operand_shape, ids = (3, 80, 2), np.array([4, 79, 4, 0, 100], np.int32)
-    upd = (rng.standard_normal((3, 5, 2)) * 10).astype(dtype)
+    operand_shape, ids = (3, 80, 4), np.array([4, 79, 4, 0, 100], np.int32)
+    upd = (rng.standard_normal((3, 5, 4)) * 10).astype(dtype)
     if dtype == np.complex64:
         upd = upd + 1j * upd[::-1]
 
@@ -85,16 +85,18 @@ def test_along_an_inner_axis_and_other_dtypes(dtype):
     assert "first_occurrence" in _ops(compiled, ids, upd)
 
 
-@pytest.mark.parametrize("case", ["not zeros", "returned", "reduced", "few rows", "negative zero"])
+@pytest.mark.parametrize("case", ["not zeros", "returned", "reduced", "few rows", "negative zero", "narrow rows"])
 def test_what_stays_dense(case):
     rng = np.random.default_rng(3)
     rows = 30 if case == "few rows" else 400
+    width = 4 if case == "narrow rows" else 8  # 16 bytes a row: less than SPARSE_MIN_ROW_BYTES
     ids = rng.integers(0, rows, 8).astype(np.int32)
-    upd = rng.standard_normal((8, 4)).astype(np.float32)
+    upd = rng.standard_normal((8, width)).astype(np.float32)
 
     def f(ids, upd):
-        base = {"not zeros": fj.ones((rows, 4), np.float32),
-                "negative zero": fj.full((rows, 4), -0.0, np.float32)}.get(case, fj.zeros((rows, 4), np.float32))
+        base = {"not zeros": fj.ones((rows, width), np.float32),
+                "negative zero": fj.full((rows, width), -0.0, np.float32)}.get(
+                    case, fj.zeros((rows, width), np.float32))
         g = fj.scatter_add(base, ids, upd)
         if case == "returned":
             return g, g * 3
@@ -112,8 +114,24 @@ def test_what_stays_dense(case):
        seed=st.integers(0, 2**16))
 def test_random_ids_match_the_dense_form_bit_for_bit(rows, ids, seed):
     ids = np.array(ids, np.int32)
-    upd = np.random.default_rng(seed).standard_normal((len(ids), 3)).astype(np.float32)
+    upd = np.random.default_rng(seed).standard_normal((len(ids), 8)).astype(np.float32)
     def f(ids, upd):
-        return (fj.exp(fj.scatter_add(fj.zeros((rows, 3), np.float32), ids, upd)),)
+        return (fj.exp(fj.scatter_add(fj.zeros((rows, 8), np.float32), ids, upd)),)
     compiled = _run_both(f, ids, upd)
     assert ("first_occurrence" in _ops(compiled, ids, upd)) == (rows >= SPARSE_MIN_RATIO * len(ids))
+
+
+@pytest.mark.parametrize("scatter", ["scatter_mul", "scatter_max", "scatter_min"])
+def test_every_scatter_into_zeros_gets_the_compact_form_of_its_own_primitive(scatter):
+    # A segment's maximum (product, minimum) into a fill of zeros: each row of the compact
+    # form takes the same updates in the same order from the same zero.
+    rng = np.random.default_rng(5)
+    ids = np.array([3, 250, 3, -2, 400, 77, 3], np.int32)
+    upd = rng.standard_normal((7, 8)).astype(np.float32)
+    upd[2, 1] = np.nan
+
+    def f(ids, upd):
+        return (fj.exp(getattr(fj, scatter)(fj.zeros((300, 8), np.float32), ids, upd)),)
+    compiled = _run_both(f, ids, upd)
+    names = _ops(compiled, ids, upd)
+    assert "first_occurrence" in names and scatter in names

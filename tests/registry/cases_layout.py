@@ -85,7 +85,8 @@ def _patches_expect(kernel, strides, dilation, pads):
     return expect
 
 
-def _scatter_expect(axis):
+def _scatter_expect(axis, combine=np.add):
+    """The scatter written as a loop over the clamped indices, each update combined in turn."""
     def expect(operand, idx, updates):
         ax = axis % operand.ndim
         out = operand.copy()
@@ -96,7 +97,7 @@ def _scatter_expect(axis):
             dst = (slice(None),) * ax + (j,)
             src = (slice(None),) * ax + pos
             assert updates[src].shape == out[dst].shape, (k, updates.shape)
-            out[dst] = out[dst] + updates[src]
+            out[dst] = combine(out[dst], updates[src])
         return out
     return expect
 
@@ -214,6 +215,26 @@ CASES = [
     Case("scatter_add", [((4,), "i32"), np.array(3, np.int32), ((), "i32")], {"axis": 0},
          lambda o, i, u: o + np.array([0, 0, 0, 1], np.int32) * u, id="scalar-index"),
     Case("scatter_add", [((3, 2), "f32"), np.zeros((0,), np.int32), ((0, 2), "f32")],
+         {"axis": 0}, lambda o, i, u: o, id="no-indices"),
+    # ---- scatter_mul, scatter_max, scatter_min: repeated and clamped indices combine in turn
+    *[Case(name, [((5, 3), "T"), np.array([0, 2, 2, 4, -3, 9], np.int32), ((6, 3), "T")],
+           {"axis": 0}, _scatter_expect(0, fn), dtypes=NUMERIC, id="dup-clamped-rows")
+      for name, fn in (("scatter_mul", np.multiply), ("scatter_max", np.maximum), ("scatter_min", np.minimum))],
+    *[Case(name, [((2, 4, 3), "f64"), _ints((2, 3), -3, 7, np.int64), ((2, 2, 3, 3), "f64")],
+           {"axis": -2}, _scatter_expect(1, fn), id="2d-idx-neg-axis")
+      for name, fn in (("scatter_mul", np.multiply), ("scatter_max", np.maximum), ("scatter_min", np.minimum))],
+    Case("scatter_mul", [((4, 2), "c64"), np.array([1, 1, 3], np.int32), ((3, 2), "c64")],
+         {"axis": 0}, _scatter_expect(0, np.multiply), id="complex"),
+    *[Case(name, [((4,), "bool"), np.array([0, 0, 2, 3, 3], np.int32), ((5,), "bool")],
+           {"axis": 0}, _scatter_expect(0, fn), id="bool")
+      for name, fn in (("scatter_max", np.maximum), ("scatter_min", np.minimum))],
+    # NaN propagates whether the operand or an update holds it; -0.0 against 0.0 keeps the
+    # later operand (np.maximum's rule), an infinity wins or loses as a number.
+    *[Case(name, [np.array([1.0, np.nan, 0.0, -0.0, 2.0], np.float32), np.array([0, 1, 2, 3, 0, 4, 4], np.int32),
+                  np.array([np.nan, 5.0, -0.0, 0.0, 3.0, np.inf, -np.inf], np.float32)],
+           {"axis": 0}, _scatter_expect(0, fn), id="nan-signed-zero-inf")
+      for name, fn in (("scatter_max", np.maximum), ("scatter_min", np.minimum))],
+    Case("scatter_max", [((3, 2), "i32"), np.zeros((0,), np.int32), ((0, 2), "i32")],
          {"axis": 0}, lambda o, i, u: o, id="no-indices"),
     # ---- first_occurrence: written here as a loop over the clamped indices
     Case("first_occurrence", [np.array([3, 1, 3, 9, -2, 0, 6, 1], np.int32)], {"size": 7},

@@ -18,8 +18,10 @@ from tests.registry.case import random_array
 from tests.registry.cases_layout import CASES
 
 PRIMS = ("broadcast_to", "reshape", "transpose", "squeeze", "expand_dims", "slice",
-         "concatenate", "pad", "gather", "scatter_add", "first_occurrence", "conv_patches")
-OPAQUE = ("scatter_add", "first_occurrence")  # not an element per result element
+         "concatenate", "pad", "gather", "scatter_add", "scatter_mul", "scatter_max", "scatter_min",
+         "first_occurrence", "conv_patches")
+SCATTERS = ("scatter_add", "scatter_mul", "scatter_max", "scatter_min")
+OPAQUE = (*SCATTERS, "first_occurrence")  # not an element per result element
 
 EXPANDED = [c for case in CASES for c in case.expand()]
 
@@ -55,7 +57,7 @@ def test_case(case) -> None:
     assert result.dtype == out_type.dtype.np
     expected = np.asarray(case.expect(*originals))
     assert expected.shape == result.shape
-    if out_type.dtype.is_float:
+    if out_type.dtype.is_inexact:
         np.testing.assert_allclose(result, expected.astype(result.dtype), rtol=1e-5, equal_nan=True)
     else:
         np.testing.assert_array_equal(result, expected)
@@ -116,6 +118,9 @@ BAD = [
     ("scatter_add", [T((3,), "bool"), T((2,), "i32"), T((2,), "bool")], {"axis": 0}),
     ("scatter_add", [T((3,)), T((2,), "f32"), T((2,))], {"axis": 0}),
     ("scatter_add", [T((3,)), T((2,), "i32"), T((2,))], {"axis": -2}),
+    ("scatter_mul", [T((3,), "bool"), T((2,), "i32"), T((2,), "bool")], {"axis": 0}),
+    ("scatter_max", [T((3,), "c64"), T((2,), "i32"), T((2,), "c64")], {"axis": 0}),
+    ("scatter_min", [T((3, 2)), T((2,), "i64"), T((2, 3))], {"axis": 0}),
 ]
 
 
@@ -183,7 +188,7 @@ def _problem(draw, name: str):
             else:
                 shapes.append(draw(SHAPES))
         in_types = [TensorType(s, d if draw(st.integers(0, 5)) else draw(DTYPES)) for s in shapes]
-    elif name in ("gather", "scatter_add"):
+    elif name in ("gather", *SCATTERS):
         x = TensorType(draw(st.lists(st.integers(0, 4) | st.integers(1, 3), max_size=3).map(tuple)),
                        draw(DTYPES))
         idx = TensorType(draw(st.lists(st.integers(0, 3), max_size=2).map(tuple)), draw(INDEX_DTYPES))
@@ -209,11 +214,11 @@ def _problem(draw, name: str):
         elif name in ("pad",):
             attrs["low"] = tuple(draw(st.integers(0, 2)) for _ in x.shape)
             attrs["high"] = tuple(draw(st.integers(0, 2)) for _ in x.shape)
-        elif name in ("squeeze", "expand_dims", "concatenate", "gather", "scatter_add"):
+        elif name in ("squeeze", "expand_dims", "concatenate", "gather", *SCATTERS):
             key = "axes" if name in ("squeeze", "expand_dims") else "axis"
             ax = draw(st.integers(-max(x.ndim, 1), max(x.ndim - 1, 0)))
             attrs[key] = (ax,) if key == "axes" else ax
-    if name == "scatter_add":
+    if name in SCATTERS:
         upd_shape = draw(SHAPES)
         x, idx = in_types
         if x.ndim and isinstance(attrs.get("axis"), int) and -x.ndim <= attrs["axis"] < x.ndim \

@@ -130,8 +130,6 @@ def test_apply_and_a_zero_d_array():
 
 
 def test_bad_updates_say_what_to_do():
-    with pytest.raises(FlowjitTypeError, match="only set, add and subtract"):
-        fj.function(lambda x, i: x.at[i].max(1.0))(np.zeros(3), np.array([0]))
     with pytest.raises(FlowjitTypeError, match="mode='wrap'.*one of 'drop', 'fill', 'clip'"):
         fj.function(lambda x: x.at[0].set(1.0, mode="wrap"))(np.zeros(3))
     with pytest.raises(TypeError, match="unexpected keyword arguments"):
@@ -189,16 +187,104 @@ def test_out_of_range_updates_are_dropped_and_clip_clamps_them_as_in_jax(traced)
     np.testing.assert_array_equal(eager, want[1])
 
 
-def test_setting_rows_at_traced_ids_sorts_the_ids_not_the_tables_elements():
-    # An embedding table's row set: the sort is over the 5 ids; x's 600 elements are read
-    # once (where the earlier form sorted every selected element's position).
+def test_setting_at_traced_ids_sorts_nothing_one_scatter_max_finds_each_last_update():
+    # An embedding table's row set: an integer scatter_max over the table's 100 rows records
+    # each row's last update, and x's 600 elements are read once; no sort (the earlier forms
+    # sorted the ids, and before that every selected element's position).
     table = np.arange(600, dtype=np.float32).reshape(100, 6)
     ids = np.array([7, 99, 7, -1, 100], np.int32)
     rows = np.arange(30, dtype=np.float32).reshape(5, 6)
     f = fj.function(lambda t, i, r: t.at[i].set(r))
     text = str(f.ir(table, ids, rows))
-    sorts = [line for line in text.splitlines() if "argsort" in line]
-    assert sorts and all("[5]" in line and "[600]" not in line for line in sorts), sorts
+    assert "argsort" not in text and "first_occurrence" not in text, text
+    assert [line for line in text.splitlines() if "scatter_max" in line and "i32[100]" in line], text
+    # Single elements at traced ids: the same, over x's elements.
+    g = fj.function(lambda t, i, j, v: t.at[i, j].set(v))
+    i, j = np.array([3, 3, 150, 0], np.int32), np.array([1, 1, 0, -1], np.int32)
+    text = str(g.ir(table, i, j, np.float32(5)))
+    assert "argsort" not in text and "scatter_max" in text, text
+    want_g = table.copy()
+    want_g[[3, 0], [1, 5]] = 5  # row 150 is dropped
+    np.testing.assert_array_equal(g(table, i, j, np.float32(5)), want_g)
     want = table.copy()
     want[[7, 99]] = rows[[2, 3]]       # row 7 takes its last update; -1 is row 99; 100 is dropped
     np.testing.assert_array_equal(f(table, ids, rows), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_])
+@pytest.mark.parametrize("mode", [None, "clip"])
+def test_traced_indices_multiply_divide_power_min_max_and_apply_match_jax(dtype, mode):
+    # Indices that are data, repeated (2), negative (-1: the last) and out of range (9, -12:
+    # dropped, or clamped with mode="clip"), as whole rows at 1-D ids and as single elements
+    # at a 2-D key: each update of an element applies in turn (divide and power, as JAX's, by
+    # the product of the element's updates).
+    rng = np.random.default_rng(3)
+    if dtype == np.bool_:
+        x, v = rng.random((5, 3)) < 0.5, rng.random((6, 3)) < 0.5
+        ops = ("min", "max", "apply")
+    else:
+        x = rng.integers(1, 5, (5, 3)).astype(dtype)
+        x[1, 1] = 0
+        v = rng.integers(-3, 4, (6, 3)).astype(dtype)
+        v[v == 0] = 2
+        ops = ("multiply", "divide", "power", "min", "max", "apply")
+    if dtype == np.float32:
+        x[0, 2], v[3, 1] = np.nan, np.nan
+    ids = np.array([2, -1, 2, 9, 0, -12], np.int32)
+    cols = np.array([0, 2, 0, 1, -1, 1], np.int32)
+    kw = {} if mode is None else {"mode": mode}
+
+    def update(m, op, key, values):
+        ref = m.asarray(x).at[key] if m is jnp else fj.at(x)[key]
+        if op == "apply":
+            return ref.apply((lambda e: e * 2 - 1) if dtype != np.bool_ else (lambda e: ~e), **kw)
+        if op == "power":
+            values = m.abs(values) % 3
+        return getattr(ref, op)(values, **kw)
+
+    for op in ops:
+        for key, values in (((ids,), v), ((ids, cols), v[:, 0])):
+            want = np.asarray(update(jnp, op, tuple(map(jnp.asarray, key)), jnp.asarray(values)))
+            got = fj.function(lambda k, u: update(fj, op, k, u))(key, values)
+            eager = update(fj, op, key, values)
+            # JAX (without x64) computes in 32 bits; NumPy's true division of ints is float64.
+            dt = np.float64 if dtype == np.float64 or (op == "divide" and dtype == np.int32) else want.dtype
+            for out in (got, eager):
+                assert out.dtype == dt, (op, out.dtype, want.dtype)
+                np.testing.assert_allclose(out, want, rtol=1e-6, err_msg=f"{op} at {len(key)}-d key")
+
+
+def test_traced_max_min_and_multiply_gradients_match_jax():
+    # Ties share the cotangent (x's element and every update that attains the result), as
+    # JAX's scatter_max; multiply's gradient at unique ids against JAX's, and at repeated ids
+    # with a zero among them (which JAX does not differentiate) against central differences.
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 3))
+    ids = np.array([1, 3, 1, 0, -1, 7], np.int32)
+    v = rng.standard_normal((6, 3))
+    v[2] = v[0]           # two updates tie on row 1
+    v[3, 1] = x[0, 1]     # an update ties with x
+    w = rng.standard_normal((5, 3))
+    for op in ("max", "min"):
+        def loss(m, op=op):
+            return lambda x, v, i: m.sum(getattr(x.at[i], op)(v) * w)
+        got = fj.function(fj.grad(loss(fj), argnums=(0, 1)))(x, v, ids)
+        want = jax.grad(loss(jnp), argnums=(0, 1))(jnp.asarray(x), jnp.asarray(v), jnp.asarray(ids))
+        for g, wt in zip(got, want):  # JAX computes in float32
+            np.testing.assert_allclose(g, wt, rtol=1e-6, atol=1e-7)
+    unique = np.array([4, 0, 2], np.int32)
+    got = fj.function(fj.grad(lambda x, v, i: fj.sum(x.at[i].multiply(v) ** 2), argnums=(0, 1)))(x, v[:3], unique)
+    want = jax.grad(lambda x, v, i: jnp.sum(x.at[i].multiply(v, unique_indices=True) ** 2), argnums=(0, 1))(
+        jnp.asarray(x), jnp.asarray(v[:3]), jnp.asarray(unique))
+    for g, wt in zip(got, want):
+        np.testing.assert_allclose(g, wt, rtol=1e-6, atol=1e-7)
+    v[0, 0] = 0.0            # row 1's column 0: one zero among its two updates
+    v[0, 2] = v[2, 2] = 0.0  # ... and its column 2 two zeros (row 5's id, 7, is dropped)
+    f = fj.function(lambda x, v: fj.sum(x.at[ids].multiply(v) * w))
+    gv = fj.function(fj.grad(lambda x, v: fj.sum(x.at[ids].multiply(v) * w), argnums=1))(x, v)
+    eps = 1e-6
+    for k in np.ndindex(v.shape):
+        up, dn = v.copy(), v.copy()
+        up[k] += eps
+        dn[k] -= eps
+        np.testing.assert_allclose(gv[k], (f(x, up) - f(x, dn)) / (2 * eps), rtol=1e-6, atol=1e-8)

@@ -4,18 +4,19 @@
 
 ``key`` is any index ``x[key]`` takes. The selected elements are found by indexing an array
 of the element positions with the same key (so the rules of ``getitem`` hold: NumPy's
-placement of advanced indices, negative indices from the end), and ``v`` broadcasts to the
-shape of ``x[key]``, cast to ``x``'s dtype. A key of Python values is resolved while
-tracing: an element that ``set`` selects twice takes its last update (NumPy's
-``x[key] = v``), and the combining updates apply every update of an element in turn. With a
-traced key (integer arrays that are data) ``add`` and ``subtract`` accumulate repeated
-entries (``scatter_add``), ``set`` keeps the last of them, and the other updates need a key
-of Python values. Out-of-range indices behave as in JAX: after a negative index counts from
-the end, an update whose index is still out of range is dropped (``mode="clip"`` clamps it
-into range instead), ``get`` clamps and ``get(mode="fill")`` gives ``fill_value`` there. ``set`` with ints and slices is
-one fused pass over ``x`` (each element finds from its indices whether it is selected);
-with integer arrays, one gather; with traced ones, two scatter_adds and a select, and for whole
-rows at 1-D traced ids a sort of the ids, one integer scatter over the rows and one pass over x.
+placement of advanced indices, negative indices from the end; a key of integer indices
+alone computes the positions from them), and ``v`` broadcasts to the shape of ``x[key]``,
+cast to ``x``'s dtype. An element that ``set`` selects twice takes its last update (NumPy's
+``x[key] = v``), and the combining updates apply every update of an element in turn: one
+scatter of their own operation (``scatter_add``, ``scatter_mul``, ``scatter_max``,
+``scatter_min``) whether the key is Python values or data, ``divide`` and ``power`` (as
+JAX's) by the product of an element's updates, ``apply`` once per selection. Out-of-range
+indices behave as in JAX: after a negative index counts from the end, an update whose
+index is still out of range is dropped (``mode="clip"`` clamps it into range instead),
+``get`` clamps and ``get(mode="fill")`` gives ``fill_value`` there. ``set`` and the other
+updates with ints and slices are one fused pass over ``x`` (each element finds from its
+indices whether it is selected); ``set`` with integer arrays is one gather, and with traced
+ones an integer scatter_max of each update's position (the last wins) and one pass over x.
 """
 
 from __future__ import annotations
@@ -27,16 +28,26 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.dtypes import bool_, int32, int64
+from flowjit.ir.dtypes import int32, int64
 from flowjit.ir.errors import FlowjitTypeError
+from flowjit.tracer.control_flow import while_loop
 from flowjit.tracer.core import Tracer, user_location
+from flowjit.tracer.numpy import reductions
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.creation import full, iota
-from flowjit.tracer.numpy.indexing import _classify_index, flat_index, getitem, scatter_add, take
+from flowjit.tracer.numpy.indexing import (
+    _classify_index,
+    flat_index,
+    getitem,
+    scatter_add,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+    take,
+)
 from flowjit.tracer.numpy.layout import broadcast_to, ravel, reshape, shape
 from flowjit.tracer.numpy.manipulation import concatenate
 from flowjit.tracer.numpy.operands import ArrayLike, as_operand, operand_value
-from flowjit.tracer.numpy.sorting_searching import argsort
 from flowjit.tracer.numpy.ufuncs import (
     clip,
     divide,
@@ -50,7 +61,6 @@ from flowjit.tracer.numpy.ufuncs import (
     minimum,
     multiply,
     negative,
-    not_equal,
     power,
     remainder,
     subtract,
@@ -83,6 +93,14 @@ def _blank(dtype: Any) -> Any:
     """The value whose addition leaves every element as it was: -0.0 for floats (0.0 + -0.0
     is 0.0, -0.0 + -0.0 is -0.0), else 0."""
     return full((), -0.0 if dtype.is_inexact else 0, dtype)
+
+
+def _extreme(dtype: Any, high: bool) -> Any:
+    """The value a minimum (``high``) or maximum with leaves every element as it was: an
+    infinity for floats, the integer's bound, True or False."""
+    value = (math.inf if high else -math.inf) if dtype.is_inexact else high if dtype.is_bool else \
+        (np.iinfo(dtype.np).max if high else np.iinfo(dtype.np).min)
+    return full((), value, dtype)
 
 
 class _Update:
@@ -156,12 +174,46 @@ class _Update:
                                  f"{e}") from None
         if not self.shape:
             return getitem(full((), 0, int64), key), False, False
+        direct = self._index_positions(key, padded)
+        if direct is not None:
+            return direct, False, may_drop
         iotas = [iota(int64, padded, d) for d in range(len(padded))]
         flat = flat_index(iotas, self.shape)
         past = [equal(iotas[d], n) for d, n in enumerate(self.shape) if padded[d] != n]
         if past:
             flat = where(functools.reduce(logical_or, past), -1, flat)
         return getitem(flat, key), False, may_drop
+
+    def _index_positions(self, key: tuple, padded: tuple) -> Any:
+        """For a (bounded) key of integer indices only, on x's first axes, the flat positions
+        computed from the indices themselves (-1 where one points past its axis's end: a
+        dropped update), in NumPy's shape: the indices' broadcast shape, then the axes the key
+        leaves whole. No table of x's positions (x.at[i, j] of a 50,000x64 table had one of
+        3.25M i64 written and gathered from). None for any other key."""
+        if not isinstance(key, tuple) or not key or len(key) > len(self.shape) or not all(
+                isinstance(k, (Tracer, int, np.integer)) or (isinstance(k, np.ndarray) and k.dtype.kind in "iu")
+                for k in key):
+            return None
+        lead, rest = self.shape[:len(key)], self.shape[len(key):]
+        parts, past = [], None
+        for k, n, p in zip(key, lead, padded):
+            k = astype(k, int64) if isinstance(k, Tracer) else np.asarray(k, np.int64)
+            if p == n:  # clip mode: traced indices count from the end and clamp as getitem's
+                k = clip(where(less(k, 0), k + n, k), 0, n - 1) if isinstance(k, Tracer) else k
+            else:
+                hit = equal(k, n)
+                past = hit if past is None else logical_or(past, hit)
+            parts.append(k)
+        sel = tuple(np.broadcast_shapes(*(tuple(shape(k)) for k in parts)))
+        flat = flat_index([broadcast_to(k, sel) for k in parts], lead)
+        if past is not None:
+            flat = where(broadcast_to(past, sel), -1, flat)
+        if not rest:
+            return flat
+        inner = math.prod(rest)
+        within = reshape(iota(int64, (inner,), 0), (1,) * len(sel) + rest)
+        outer = reshape(flat, sel + (1,) * len(rest))
+        return where(less(outer, 0), -1, outer * inner + within)
 
     def _values(self, values: ArrayLike, where_shape: tuple) -> Any:
         v = as_operand(values, "values")
@@ -259,23 +311,16 @@ class _Update:
         n = shape(at)[0]
         if n == 0:
             return self.x
-        # In a stable sort of the positions an entry is the last of its element when the
-        # next one differs.
-        order = argsort(at, kind="stable")
-        ranked = take(at, order)
-        last_sorted = concatenate([not_equal(ranked[:-1], ranked[1:]), np.ones(1, bool)])
-        last = not_equal(scatter_add(full((n,), 0, int32), order, astype(last_sorted, int32)), 0)
-        if may_drop:  # a dropped entry (position -1) is nobody's last
-            last = logical_and(last, greater_equal(at, 0))
+        # Element p's winner: 1 + the position of its last update (the largest), 0 where none
+        # reaches it (a dropped entry, position -1, wins nothing).
+        index = int32 if n < 2**31 - 1 else int64
+        number = astype(iota(int64, (n,), 0) + 1, index)
+        if may_drop:
+            number = where(greater_equal(at, 0), number, astype(0, index))
             at = maximum(at, 0)
-        work = as_operand(self.x).dtype
-        carried = work if work != bool_ else int32
-        # -0.0 + u is u exactly (also for u = -0.0): the one update an element keeps
-        # arrives unrounded, the others add -0.0.
-        blank = _blank(carried)
-        picked = scatter_add(broadcast_to(blank, (self.size,)), at, where(last, astype(v, carried), blank))
-        hit = not_equal(scatter_add(full((self.size,), 0, int32), at, astype(last, int32)), 0)
-        return reshape(where(hit, astype(picked, work), ravel(self.x)), self.shape)
+        winner = scatter_max(full((self.size,), 0, index), at, number)
+        picked = take(v, maximum(winner - 1, 0))
+        return reshape(where(greater_equal(winner, 1), picked, ravel(self.x)), self.shape)
 
     def _row_ids(self) -> Any:
         """The key when it is one 1-D array of traced ids along the first axis (an
@@ -286,47 +331,37 @@ class _Update:
         return None
 
     def _set_rows(self, rows: Any, values: ArrayLike, drop: bool) -> Any:
-        """``set`` of whole rows at traced ids: the ids (not x's elements) are sorted to find
-        the last update of each row, one integer scatter over the rows records it, and one
-        pass over x takes each row from x or from its winning update."""
+        """``set`` of whole rows at traced ids: one integer scatter_max over the rows records
+        each row's last update, and one pass over x takes each row from x or from it."""
         n = self.shape[0]
         m = rows.shape[0]
         v = self._values(values, (m, *self.shape[1:]))
         if m == 0:
             return self.x
         counted, inside = _counted(rows, n)
-        target = clip(counted, 0, n - 1)
-        if drop:  # a dropped entry sorts apart (-1) and wins nothing
-            target = where(inside, target, -1)
-        order = argsort(target, kind="stable")
-        ranked = take(target, order)
-        last_sorted = concatenate([not_equal(ranked[:-1], ranked[1:]), np.ones(1, bool)])
-        last = not_equal(scatter_add(full((m,), 0, int32), order, astype(last_sorted, int32)), 0)
-        if drop:
-            last = logical_and(last, greater_equal(target, 0))
         index = int32 if m < 2**31 - 1 else int64
         number = astype(iota(int64, (m,), 0) + 1, index)
+        if drop:  # a dropped entry wins nothing
+            number = where(inside, number, astype(0, index))
         # Row r's winner: 1 + the position of its last update, 0 where none reaches it.
-        winner = scatter_add(full((n,), 0, index), maximum(target, 0), where(last, number, astype(0, index)))
+        winner = scatter_max(full((n,), 0, index), clip(counted, 0, n - 1), number)
         row_shape = (n,) + (1,) * (len(self.shape) - 1)
         picked = take(v, maximum(winner - 1, 0), axis=0)
         return where(reshape(greater_equal(winner, 1), row_shape), picked, self.x)
 
-    def add(self, values: ArrayLike, **kwargs: Any) -> Any:
-        """``x`` with ``values`` added at ``x[key]``; repeated elements accumulate."""
-        drop = self._mode("add", kwargs)
-        blank = _blank(as_operand(self.x).dtype)
+    def _scatter(self, scatter: Callable[..., Any], neutral: Any, values: ArrayLike, drop: bool) -> Any:
+        """``x`` with ``values`` combined into ``x[key]`` by ``scatter`` (add, mul, max, min),
+        repeated elements taking each of their updates in order; a dropped update becomes
+        ``neutral``, which leaves its element as it was."""
         rows = self._row_ids()
         if rows is not None:
-            # Rows at 1-D ids (an embedding's update): one scatter_add along the first axis,
-            # which counts negative ids from the end and clamps the rest; a dropped row adds
-            # -0.0, which leaves every element as it was.
+            # Rows at 1-D ids (an embedding's update): one scatter along the first axis, which
+            # counts negative ids from the end and clamps the rest.
             v = self._values(values, (rows.shape[0], *self.shape[1:]))
             if drop:
-                n = self.shape[0]
-                inside = _counted(rows, n)[1]
-                v = where(reshape(inside, (-1,) + (1,) * (len(self.shape) - 1)), v, blank)
-            return scatter_add(self.x, rows, v, axis=0)
+                inside = _counted(rows, self.shape[0])[1]
+                v = where(reshape(inside, (-1,) + (1,) * (len(self.shape) - 1)), v, neutral)
+            return scatter(self.x, rows, v, axis=0)
         at, static, may_drop = self._positions(drop)
         v = ravel(self._values(values, tuple(shape(at))))
         if static:
@@ -339,78 +374,98 @@ class _Update:
         else:
             at = ravel(at)
             if may_drop:
-                v = where(greater_equal(at, 0), v, blank)
+                v = where(greater_equal(at, 0), v, neutral)
                 at = maximum(at, 0)
-        return reshape(scatter_add(ravel(self.x), at, v), self.shape)
+        return reshape(scatter(ravel(self.x), at, v), self.shape)
+
+    def add(self, values: ArrayLike, **kwargs: Any) -> Any:
+        """``x`` with ``values`` added at ``x[key]``; repeated elements accumulate."""
+        drop = self._mode("add", kwargs)
+        # -0.0 leaves every element as it was (0.0 + -0.0 is 0.0).
+        return self._scatter(scatter_add, _blank(as_operand(self.x).dtype), values, drop)
 
     def subtract(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``values`` subtracted at ``x[key]``; repeated elements accumulate."""
         drop = self._mode("subtract", kwargs)
         return self.add(negative(values), mode="drop" if drop else "clip")
 
-    def _combine(self, op: str, fn: Callable[[Any, Any], Any], values: ArrayLike | None, kwargs: dict) -> Any:
-        drop = self._mode(op, kwargs)
-        at, static, _ = self._positions(drop)
-        if not static:
-            raise FlowjitTypeError(f"x.at[...].{op}() at {user_location()}: with indices that are data, only "
-                                   "set, add and subtract are supported (repeated indices would need a scatter "
-                                   f"of {op}); index with Python ints, slices or NumPy arrays, or combine "
-                                   f"x[key] yourself and .set() the result")
-        sel = tuple(at.shape)
+    def _fused(self, fn: Callable[[Any, Any], Any], values: ArrayLike | None, drop: bool) -> Any:
+        """``fn(x[key], values)`` set back as one fused update when the key is ints and slices
+        in range (each element selected once), else None."""
         key = self._bounded_key(drop)[0]
-        at = at.reshape(-1)
-        kept = np.flatnonzero(at >= 0)
-        if kept.size == at.size and self._basic(key) is not None:
-            # Ints and slices select each element once: one update of x[key].
-            old = getitem(self.x, key)
-            new = fn(old, None if values is None else self._values(values, sel))
-            return self.set(astype(new, as_operand(self.x).dtype), mode="clip")
-        v = None if values is None else ravel(self._values(values, sel))
-        if kept.size < at.size:
-            at, v = at[kept], None if v is None else take(v, kept)
-        out = self.x
-        # Each round takes the next occurrence of every selected element, so an element
-        # selected k times is combined with its k updates in order: an entry's round is its
-        # rank among the entries of its element (stable sort, rank from the group's start).
-        order = np.argsort(at, kind="stable")
-        ranked = at[order]
-        starts = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1]
-        rank = np.empty(at.size, np.int64)
-        rank[order] = np.arange(at.size) - np.repeat(starts, np.diff(np.r_[starts, at.size]))
-        for r in range(int(rank.max()) + 1 if at.size else 0):
-            idx = np.flatnonzero(rank == r)
-            pos = at[idx]
-            old = take(ravel(out), pos)
-            new = astype(fn(old, None if v is None else take(v, idx)), as_operand(self.x).dtype)
-            if self.shape:
-                out = _Update(out, np.unravel_index(pos, self.shape)).set(new)
-            else:
-                out = _Update(out, ()).set(reshape(new, ()))
-        return out
+        if _traced(key) or self._basic(key) is None:
+            return None
+        at = self._positions(drop)[0]
+        if (at < 0).any():
+            return None
+        new = fn(getitem(self.x, key), None if values is None else self._values(values, tuple(at.shape)))
+        return self.set(astype(new, as_operand(self.x).dtype), mode="clip")
+
+    def _combine(self, op: str, fn: Callable[[Any, Any], Any], scatter: Callable[..., Any], neutral: Any,
+                 values: ArrayLike, kwargs: dict) -> Any:
+        drop = self._mode(op, kwargs)
+        fused = self._fused(fn, values, drop)
+        return fused if fused is not None else self._scatter(scatter, neutral, values, drop)
+
+    def _by_product(self, op: str, fn: Callable[[Any, Any], Any], values: ArrayLike, kwargs: dict) -> Any:
+        # As JAX: x combined with the product of each element's updates (1 where none), so an
+        # element selected twice is divided (raised) once, by the product.
+        drop = self._mode(op, kwargs)
+        ones = broadcast_to(full((), 1, as_operand(self.x).dtype), self.shape)
+        return fn(self.x, _Update(ones, self.key).multiply(values, mode="drop" if drop else "clip"))
 
     def multiply(self, values: ArrayLike, **kwargs: Any) -> Any:
-        """``x`` with ``x[key]`` multiplied by ``values``."""
-        return self._combine("multiply", multiply, values, kwargs)
+        """``x`` with ``x[key]`` multiplied by ``values``; repeated elements by each in turn."""
+        return self._combine("multiply", multiply, scatter_mul, 1, values, kwargs)
 
     def divide(self, values: ArrayLike, **kwargs: Any) -> Any:
-        """``x`` with ``x[key]`` divided by ``values``."""
-        return self._combine("divide", divide, values, kwargs)
+        """``x`` with ``x[key]`` divided by ``values`` (JAX's: by the product of an element's
+        updates when it is selected more than once; NumPy's true division's dtype)."""
+        return self._by_product("divide", divide, values, kwargs)
 
     def power(self, values: ArrayLike, **kwargs: Any) -> Any:
-        """``x`` with ``x[key]`` raised to ``values``."""
-        return self._combine("power", power, values, kwargs)
+        """``x`` with ``x[key]`` raised to ``values`` (JAX's: to the product of an element's
+        updates when it is selected more than once)."""
+        return self._by_product("power", power, values, kwargs)
 
     def min(self, values: ArrayLike, **kwargs: Any) -> Any:
-        """``x`` with ``x[key]`` replaced by its minimum with ``values``."""
-        return self._combine("min", minimum, values, kwargs)
+        """``x`` with ``x[key]`` replaced by its minimum with ``values``, NaN propagating."""
+        return self._combine("min", minimum, scatter_min, _extreme(as_operand(self.x).dtype, True), values, kwargs)
 
     def max(self, values: ArrayLike, **kwargs: Any) -> Any:
-        """``x`` with ``x[key]`` replaced by its maximum with ``values``."""
-        return self._combine("max", maximum, values, kwargs)
+        """``x`` with ``x[key]`` replaced by its maximum with ``values``, NaN propagating."""
+        return self._combine("max", maximum, scatter_max, _extreme(as_operand(self.x).dtype, False), values, kwargs)
 
     def apply(self, func: Callable[[Any], Any], **kwargs: Any) -> Any:
-        """``x`` with ``func`` applied to each element of ``x[key]`` (once per selection)."""
-        return self._combine("apply", lambda old, _: func(old), None, kwargs)
+        """``x`` with ``func`` applied to each element of ``x[key]``, once per selection (an
+        element selected twice gets it twice, as JAX's and ``np.ufunc.at``)."""
+        drop = self._mode("apply", kwargs)
+        fused = self._fused(lambda old, _: func(old), None, drop)
+        if fused is not None:
+            return fused
+        at, static, may_drop = self._positions(drop)
+        at = ravel(at) if not static else at.reshape(-1)
+        if static:
+            at = at[at >= 0]
+            counts = np.bincount(at, minlength=self.size).astype(np.int32)
+            rounds = int(counts.max()) if at.size else 0
+        else:
+            hit = astype(greater_equal(at, 0), int32) if may_drop else full(tuple(shape(at)), 1, int32)
+            counts = scatter_add(full((self.size,), 0, int32), maximum(at, 0), hit)
+            rounds = reductions.max(counts)
+        flat = ravel(self.x)
+        dtype = as_operand(self.x).dtype
+
+        def step(carry: tuple) -> tuple:
+            r, out = carry
+            return r + 1, where(less(r, counts), astype(func(out), dtype), out)
+
+        if static:
+            for r in range(rounds):
+                flat = step((r, flat))[1]
+        else:
+            flat = while_loop(lambda c: less(c[0], rounds), step, (full((), 0, int32), flat))[1]
+        return reshape(flat, self.shape)
 
 
 class _At:

@@ -22,7 +22,7 @@ from flowjit.tracer.numpy.operands import ArrayLike, as_operand, bad_argument, c
 from flowjit.tracer.numpy.ufuncs import add, clip, multiply, where
 
 __all__: list[str] = [
-    "getitem", "scatter_add", "select", "take", "take_along_axis",
+    "getitem", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select", "take", "take_along_axis",
 ]
 
 
@@ -101,13 +101,37 @@ def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> 
     return bind("gather", [as_operand(ravel(operand_value(o))), as_operand(linear)], {"axis": 0})
 
 
-def scatter_add(x: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis: int = 0) -> Any:
-    """A copy of ``x`` with ``updates`` added at ``indices`` along ``axis`` (duplicates accumulate)."""
+def _scatter(primitive: str, x: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis: int) -> Any:
     o = as_operand(x)
     axis = axis % len(o.shape)
     idx = _normalize_index(_index_operand(indices, "indices"), o.shape[axis])
     u = cast(as_operand(updates, "updates"), o.dtype)
-    return bind("scatter_add", [o, idx, u], {"axis": axis})
+    return bind(primitive, [o, idx, u], {"axis": axis})
+
+
+def scatter_add(x: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis: int = 0) -> Any:
+    """A copy of ``x`` with ``updates`` added at ``indices`` along ``axis`` (duplicates
+    accumulate, as ``np.add.at``; a negative index counts from the end, and one still out of
+    range is clamped to the first or last element)."""
+    return _scatter("scatter_add", x, indices, updates, axis)
+
+
+def scatter_mul(x: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis: int = 0) -> Any:
+    """A copy of ``x`` with each element at ``indices`` along ``axis`` multiplied by its
+    updates (``np.multiply.at``); indices as ``scatter_add``'s."""
+    return _scatter("scatter_mul", x, indices, updates, axis)
+
+
+def scatter_max(x: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis: int = 0) -> Any:
+    """A copy of ``x`` with each element at ``indices`` along ``axis`` the maximum of itself
+    and its updates, NaN propagating (``np.maximum.at``); indices as ``scatter_add``'s."""
+    return _scatter("scatter_max", x, indices, updates, axis)
+
+
+def scatter_min(x: ArrayLike, indices: ArrayLike, updates: ArrayLike, axis: int = 0) -> Any:
+    """A copy of ``x`` with each element at ``indices`` along ``axis`` the minimum of itself
+    and its updates, NaN propagating (``np.minimum.at``); indices as ``scatter_add``'s."""
+    return _scatter("scatter_min", x, indices, updates, axis)
 
 
 def _classify_index(k: Any) -> tuple[str, Any]:
