@@ -25,6 +25,42 @@ import numpy as np
 NUMPY = types.SimpleNamespace(**{n: getattr(np, n) for n in dir(np) if not n.startswith("_")})
 NUMPY.logistic = lambda x: 1 / (1 + np.exp(-x))
 
+
+class _NumpyUpdate:
+    """``x.at[ids]`` of a NumPy array: each update combined in turn, as ``np.<ufunc>.at``
+    (a negative id from the end), what flowjit's ``x.at`` computes for repeated ids."""
+
+    def __init__(self, x: np.ndarray, ids: list) -> None:
+        self.x, self.ids = x, np.asarray(ids)
+
+    def _combined(self, ufunc: np.ufunc, v: np.ndarray) -> np.ndarray:
+        out = np.array(self.x, copy=True)
+        ufunc.at(out, self.ids, v)
+        return out
+
+    def add(self, v: np.ndarray) -> np.ndarray:
+        return self._combined(np.add, v)
+
+    def multiply(self, v: np.ndarray) -> np.ndarray:
+        return self._combined(np.multiply, v)
+
+    def max(self, v: np.ndarray) -> np.ndarray:
+        return self._combined(np.maximum, v)
+
+    def min(self, v: np.ndarray) -> np.ndarray:
+        return self._combined(np.minimum, v)
+
+
+class _NumpyAt:
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+
+    def __getitem__(self, ids: list) -> _NumpyUpdate:
+        return _NumpyUpdate(self.x, ids)
+
+
+NUMPY.at = _NumpyAt
+
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
 # Small shapes, 0-d, unit axes, zero-size axes, and rows past a float32 sum's block of 128
 # elements.
@@ -219,7 +255,7 @@ class _Writer:
         if nd >= 1:
             options += ["slice", "pad", "index", "flip", "broadcast", "concat", "flatten"]
         if nd >= 1 and math.prod(s) > 0:
-            options += ["take", "cumsum"]
+            options += ["take", "cumsum", "scatter"]
         kind = self.pick(options)
         if kind == "expand":
             self.add(f"{a}[None]", (1, *s))
@@ -247,6 +283,12 @@ class _Writer:
             n = s[ax]
             ids = [int(i) for i in self.rng.integers(-n, n, int(self.rng.integers(1, 6)))]
             self.add(f"m.take({a}, {ids!r}, axis={ax})", s[:ax] + (len(ids),) + s[ax + 1:])
+        elif kind == "scatter":  # rows combined at ids with repeats and negative ones (a scatter)
+            n = s[0]
+            ids = [int(i) for i in self.rng.integers(-n, n, int(self.rng.integers(1, 6)))]
+            rows = [int(i) for i in self.rng.integers(0, n, len(ids))]
+            op = self.pick(["add", "multiply"] if self.smooth else ["add", "multiply", "max", "min"])
+            self.add(f"m.at({a})[{ids!r}].{op}(m.take({a}, {rows!r}, axis=0))", s)
         elif kind == "cumsum":
             ax = int(self.rng.integers(nd))
             extra = f", dtype={a}.dtype" if self.is_int else ""
