@@ -19,7 +19,6 @@ shared equally by the elements that attain it (JAX's rule).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy as np
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.tracer.core import Tracer, user_location
 from flowjit.tracer.numpy.creation import full
+from flowjit.tracer.numpy.index_update import extreme_value
 from flowjit.tracer.numpy.indexing import scatter_add, scatter_max, scatter_min, scatter_mul
 from flowjit.tracer.numpy.layout import reshape
 from flowjit.tracer.numpy.operands import ArrayLike, as_operand, operand_value
@@ -42,12 +42,7 @@ def _identity(kind: str, dtype: Any) -> Any:
         return -0.0 if dtype.is_inexact else 0  # x + -0.0 is x; a fill of +0.0 starts the sums
     if kind == "prod":
         return 1
-    high = kind == "min"
-    if dtype.is_inexact:
-        return math.inf if high else -math.inf
-    if dtype.is_bool:
-        return high
-    return np.iinfo(dtype.np).max if high else np.iinfo(dtype.np).min
+    return extreme_value(dtype, kind == "min")
 
 
 def _segment(kind: str, scatter: Callable[..., Any], data: ArrayLike, segment_ids: ArrayLike,

@@ -95,12 +95,12 @@ def _blank(dtype: Any) -> Any:
     return full((), -0.0 if dtype.is_inexact else 0, dtype)
 
 
-def _extreme(dtype: Any, high: bool) -> Any:
-    """The value a minimum (``high``) or maximum with leaves every element as it was: an
-    infinity for floats, the integer's bound, True or False."""
-    value = (math.inf if high else -math.inf) if dtype.is_inexact else high if dtype.is_bool else \
+def extreme_value(dtype: Any, high: bool) -> Any:
+    """The Python value a minimum (``high``) or maximum with leaves every element of
+    ``dtype`` as it was: an infinity for floats, the integer's bound, True or False (what an
+    empty segment's minimum or maximum holds)."""
+    return (math.inf if high else -math.inf) if dtype.is_inexact else high if dtype.is_bool else \
         (np.iinfo(dtype.np).max if high else np.iinfo(dtype.np).min)
-    return full((), value, dtype)
 
 
 class _Update:
@@ -430,11 +430,13 @@ class _Update:
 
     def min(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``x[key]`` replaced by its minimum with ``values``, NaN propagating."""
-        return self._combine("min", minimum, scatter_min, _extreme(as_operand(self.x).dtype, True), values, kwargs)
+        d = as_operand(self.x).dtype
+        return self._combine("min", minimum, scatter_min, full((), extreme_value(d, True), d), values, kwargs)
 
     def max(self, values: ArrayLike, **kwargs: Any) -> Any:
         """``x`` with ``x[key]`` replaced by its maximum with ``values``, NaN propagating."""
-        return self._combine("max", maximum, scatter_max, _extreme(as_operand(self.x).dtype, False), values, kwargs)
+        d = as_operand(self.x).dtype
+        return self._combine("max", maximum, scatter_max, full((), extreme_value(d, False), d), values, kwargs)
 
     def apply(self, func: Callable[[Any], Any], **kwargs: Any) -> Any:
         """``x`` with ``func`` applied to each element of ``x[key]``, once per selection (an
