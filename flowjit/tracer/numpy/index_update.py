@@ -103,6 +103,18 @@ def extreme_value(dtype: Any, high: bool) -> Any:
         (np.iinfo(dtype.np).max if high else np.iinfo(dtype.np).min)
 
 
+def _last_updates(size: int, targets: Any, valid: Any) -> Any:
+    """For each of ``size`` slots, 1 + the position of the last of the 1-D ``targets`` that
+    names it (an integer scatter_max of positions: the last update wins, no sort), 0 where
+    none does; an entry where ``valid`` (None: all) is false names none."""
+    m = shape(targets)[0]
+    index = int32 if m < 2**31 - 1 else int64
+    number = astype(iota(int64, (m,), 0) + 1, index)
+    if valid is not None:
+        number = where(valid, number, astype(0, index))
+    return scatter_max(full((size,), 0, index), targets, number)
+
+
 class _Update:
     """``x.at[key]``: the methods that build the updated array."""
 
@@ -311,14 +323,8 @@ class _Update:
         n = shape(at)[0]
         if n == 0:
             return self.x
-        # Element p's winner: 1 + the position of its last update (the largest), 0 where none
-        # reaches it (a dropped entry, position -1, wins nothing).
-        index = int32 if n < 2**31 - 1 else int64
-        number = astype(iota(int64, (n,), 0) + 1, index)
-        if may_drop:
-            number = where(greater_equal(at, 0), number, astype(0, index))
-            at = maximum(at, 0)
-        winner = scatter_max(full((self.size,), 0, index), at, number)
+        # A dropped entry (position -1) wins nothing.
+        winner = _last_updates(self.size, maximum(at, 0), greater_equal(at, 0) if may_drop else None)
         picked = take(v, maximum(winner - 1, 0))
         return reshape(where(greater_equal(winner, 1), picked, ravel(self.x)), self.shape)
 
@@ -339,12 +345,7 @@ class _Update:
         if m == 0:
             return self.x
         counted, inside = _counted(rows, n)
-        index = int32 if m < 2**31 - 1 else int64
-        number = astype(iota(int64, (m,), 0) + 1, index)
-        if drop:  # a dropped entry wins nothing
-            number = where(inside, number, astype(0, index))
-        # Row r's winner: 1 + the position of its last update, 0 where none reaches it.
-        winner = scatter_max(full((n,), 0, index), clip(counted, 0, n - 1), number)
+        winner = _last_updates(n, clip(counted, 0, n - 1), inside if drop else None)
         row_shape = (n,) + (1,) * (len(self.shape) - 1)
         picked = take(v, maximum(winner - 1, 0), axis=0)
         return where(reshape(greater_equal(winner, 1), row_shape), picked, self.x)
