@@ -272,6 +272,7 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
     # compile (``import flowjit``, which imports this module, loads neither).
     from flowjit.codegen_cpu import parallel, render
     from flowjit.lowering import Unsupported, lower_block
+    from flowjit.lowering.loops import as_parts
     try:
         kernel = lower_block(op.blocks[0], "explain_kernel", collapse=True)   # as the CPU compiles it
     except Unsupported:
@@ -283,9 +284,11 @@ def _kernel_timer(op: Op, ins: list[np.ndarray]) -> Callable[[], object] | None:
             and max(a.size for a in arrays) >= parallel.PARALLEL_MIN_ELEMENTS):
         n = len(op.inputs)
         return lambda: compiled(arrays[:n], arrays[n:])
-    entry = compiled.entry([a.shape for a in arrays], parallel=False)
+    # The entry reads a complex array as its parts (a trailing axis of 2), as the program passes it.
+    parts = [as_parts(a) for a in arrays]
+    entry = compiled.entry([a.shape for a in parts], parallel=False)
     # A kernel with temps is handed None for them: it allocates its own.
-    flat = [*(a.ctypes.data for a in arrays), *(d for a in arrays for d in a.shape),
+    flat = [*(a.ctypes.data for a in parts), *(d for a in parts for d in a.shape),
             *([None] if kernel.temps else [])]
     return lambda: (arrays, entry(*flat))  # the arrays live as long as the timer
 

@@ -57,6 +57,15 @@ def test_run_times_each_kernel_and_the_program():
     assert "measured" in str(e) and "(median)" in str(e)
 
 
+def test_run_times_a_complex_kernel():
+    # A complex buffer reaches a kernel as its parts (a trailing axis of 2): the timer of a
+    # kernel alone must hand it over so, as the program does (it crashed the process).
+    x = (np.arange(6.0) + 1j).astype(np.complex64).reshape(3, 2)
+    e = fj.explain(lambda x: (x * 2).T.reshape(3, 2).T, x, run=True)
+    assert [k.kind for k in e.kernels] == ["kernel"]
+    assert e.kernels[0].measured_s is not None and e.kernels[0].measured_s > 0
+
+
 def test_run_does_not_update_variables():
     w = fj.Variable(np.ones((8, 8), F32))
 
