@@ -372,7 +372,7 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
                       "frozen_values": f"{name}.ir.safetensors" if frozen else None}
     text = render_c_library(plan, constants, name, blas, int_bits, manifest["digest"], frozen,
                             symbolic=symbol is not None, native_ldexp=target.native_ldexp(),
-                            native_fma=target.native_fma())
+                            native_fma=target.native_fma(), clear_upper=target.has_avx())
     obj = jit.compile_object(text, target, name)
 
     # Every check passed: now the files.

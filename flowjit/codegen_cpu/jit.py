@@ -265,6 +265,16 @@ class HostTarget:
             return "+avx512f" in self.features.split(",")
         return self.cpu in _AVX512_CPUS
 
+    def has_avx(self) -> bool:
+        """Whether this is an x86 CPU with AVX (its code may end the upper halves' use with
+        ``vzeroupper``): the detected features, or a CPU name known to have FMA (an unknown
+        name: no, which costs only speed after a library call)."""
+        if not self.triple.startswith(("x86_64", "i386", "i686")):
+            return False
+        if self.features:
+            return "+avx" in self.features.split(",")
+        return self.cpu in _AVX512_CPUS or self.cpu in _FMA_CPUS
+
     def native_fma(self) -> bool:
         """Whether this CPU has a fused multiply-add instruction (LLVM's ``llvm.fma`` is one
         instruction, not a libm call): the detected features, AArch64, or a CPU name known

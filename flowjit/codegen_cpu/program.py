@@ -277,7 +277,8 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         from .program_emit import render_program
         host = target or jit.host_target()
         return render_program(plan, int_bits, fastmath, profile, sgemm, lazy=True,
-                              native_ldexp=host.native_ldexp(), native_fma=host.native_fma())
+                              native_ldexp=host.native_ldexp(), native_fma=host.native_fma(),
+                              clear_upper=host.has_avx())
     try:
         # Tiered unless the code must be the same from the first call on: a profiling build
         # times it, and LLVM's fast flags let its two code generators round differently.

@@ -97,8 +97,12 @@ INTRINSIC_WEIGHT = 300
 STEPS_WEIGHT = KERNEL_WEIGHT
 
 class _Driver:
-    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = ""):
+    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = "",
+                 clear_upper: bool = False):
         self.plan = plan
+        # The target has AVX: the vector registers' upper halves are cleared after each library
+        # call (``after_library_call``).
+        self.clear_upper = clear_upper
         self.sgemm_symbol = sgemm_symbol   # names the routines called by name (the complex gemms)
         self.profile = profile
         self.module = ir.Module(name=f"program_{plan.name}")
@@ -578,7 +582,22 @@ class _Driver:
         from .lapack import Routine
 
         wrapper = self.extern(Routine.of(step).symbol, I32, [I8P] * len(ptrs) + [I64] * len(sizes))
-        self.check(b, fn, b.call(wrapper, [*ptrs, *(self.value(b, x) for x in sizes)]), status, done)
+        result = b.call(wrapper, [*ptrs, *(self.value(b, x) for x in sizes)])
+        self.after_library_call(b)
+        self.check(b, fn, result, status, done)
+
+    def after_library_call(self, b: ir.IRBuilder) -> None:
+        """``vzeroupper`` where the target has AVX. OpenBLAS returns from its AVX-512 kernels
+        with the vector registers' upper halves in use, and LLVM cannot know: every
+        legacy-SSE instruction after it then pays for that state (glibc's hypot has no AVX
+        build: a complex128 abs after a zgemm took 140 ns an element, 7 without), in this
+        program's libm calls and in the caller's code after it returns."""
+        if self.clear_upper:
+            module = b.function.module
+            fn = module.globals.get("llvm.x86.avx.vzeroupper")
+            if fn is None:
+                fn = ir.Function(module, ir.FunctionType(VOID, []), "llvm.x86.avx.vzeroupper")
+            b.call(fn, [])
 
     # Whether a batch of small products may run over the native pool (pooled_batch); a C
     # library keeps its BLAS's own threading, which the pool's threads would multiply.
@@ -683,6 +702,7 @@ class _Driver:
         threads_back = self.blas_one_thread(b, tab, b.mul(b.mul(m, n), k)) if one_thread else (lambda: None)
         b.call(fn, [ir.Constant(I32, ROW_MAJOR), *trans, narrow(m), narrow(n), narrow(k), alpha,
                     a_ptr, at_least_one(lda), b_ptr, at_least_one(ldb), beta, c_ptr, at_least_one(n)])
+        self.after_library_call(b)
         threads_back()
         if after is not None:
             b.branch(after)
@@ -804,7 +824,7 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
 
 def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False, profile: bool = False,
                    sgemm_symbol: str = "", lazy: bool = False, native_ldexp: bool = False,
-                   native_fma: bool = False) -> list[Any]:
+                   native_fma: bool = False, clear_upper: bool = False) -> list[Any]:
     """The LLVM IR text of ``plan``'s modules: the driver, the steps and the kernels they
     call inline (with LLVM's ``fast`` flags on their float ops when ``fastmath``; its
     LAPACK ops call the library whose CBLAS sgemm is ``sgemm_symbol``), then, when the plan
@@ -815,8 +835,9 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     optimization being most of a cold call. ``lazy``: the first module, when there is a
     second, as a function rendering its text, which ``jit.compile_objects`` calls while the
     second compiles (linking the first's kernels is most of the rendering). ``native_ldexp``,
-    ``native_fma``: the target's (``HostTarget.native_ldexp``, ``native_fma``)."""
-    driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol)
+    ``native_fma``, ``clear_upper``: the target's (``HostTarget.native_ldexp``, ``native_fma``,
+    ``has_avx``)."""
+    driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol, clear_upper)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
     steps = driver.render()
 
@@ -847,8 +868,9 @@ class _CDriver(_Driver):
     pools_batches = False
 
     def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
-                 blas_int_bits: int, frozen: dict[str, np.ndarray], symbolic: bool = False):
-        super().__init__(plan, blas_int_bits, sgemm_symbol=blas.get("sgemm", ""))
+                 blas_int_bits: int, frozen: dict[str, np.ndarray], symbolic: bool = False,
+                 clear_upper: bool = False):
+        super().__init__(plan, blas_int_bits, sgemm_symbol=blas.get("sgemm", ""), clear_upper=clear_upper)
         self.name = name
         self.symbolic = symbolic
         self.slots: dict[int, ir.Constant] = {}
@@ -1027,7 +1049,8 @@ class _CDriver(_Driver):
 
 def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
                      blas_int_bits: int, digest: str, frozen: dict[int, np.ndarray] | None = None,
-                     symbolic: bool = False, native_ldexp: bool = False, native_fma: bool = False) -> str:
+                     symbolic: bool = False, native_ldexp: bool = False, native_fma: bool = False,
+                     clear_upper: bool = False) -> str:
     """The LLVM IR text of ``plan`` as a C library (``flowjit.aot``), every kernel linked in:
     ``int32_t NAME(void *const *in, void *const *out, void *scratch)`` takes a pointer per
     argument (C-contiguous, the traced shapes and dtypes, in ``plan.args`` order) and one
@@ -1041,12 +1064,13 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     position -> value): arguments compiled in as read-only data, which ``in`` then skips
     (a trained model's weights). ``symbolic``: the plan's sizes are ``Affine`` in a
     dimension B (``program.unify_plans``), which the entry takes as a fourth argument,
-    ``int64_t B``. ``native_ldexp``, ``native_fma``: the target's (``HostTarget``'s). No Python symbol, and
+    ``int64_t B``. ``native_ldexp``, ``native_fma``, ``clear_upper``: the target's (``HostTarget``'s
+    ``native_ldexp``, ``native_fma``, ``has_avx``). No Python symbol, and
     threads may call the entry at once: the only state is the native pool a plan with
     split kernels links in (``pthread_pool``, internal to the library, started by the
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
-    driver = _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic)
+    driver = _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic, clear_upper)
     text = _link(plan, driver.render_c(digest), sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits,
                  not_inlined=driver.not_inlined, pooled=driver.pooled, native_ldexp=native_ldexp,
                  native_fma=native_fma)

@@ -124,6 +124,29 @@ def test_arguments_the_driver_refuses_go_through_python():
         exe.run(x, x)
 
 
+def test_library_calls_end_the_upper_halves_use_where_the_target_has_avx():
+    # OpenBLAS returns with the vector registers' upper halves in use; a legacy-SSE libm
+    # function after it (glibc's hypot: a complex128 abs) paid ~20x per call. After each
+    # product and LAPACK call the program clears them, on x86 with AVX only (the intrinsic
+    # does not exist elsewhere).
+    from flowjit.codegen_cpu import jit
+    from flowjit.codegen_cpu.program_emit import render_program
+
+    a = np.linspace(0, 1, 64 * 64).reshape(64, 64) * (1 + 1j)
+    b = np.eye(64) + 0j
+    f = lambda a, b: fj.abs(a @ b) + fj.linalg.inv(b @ b).real  # noqa: E731
+    got, exe = _native(fj.function(f), a, b)
+    np.testing.assert_allclose(got, np.abs(a @ b) + np.linalg.inv(b @ b).real, rtol=1e-12)
+    text = "".join(t if isinstance(t, str) else t() for t in render_program(exe._program.plan, 64, clear_upper=True))
+    lines = text.splitlines()
+    after = [lines[i - 1] for i, line in enumerate(lines) if "call void @llvm.x86.avx.vzeroupper()" in line]
+    assert len(after) == 3 and all("gemm(" in x for x in after[:2]) and "call i32 @fj_lapack_inverse" in after[2]
+    plain = "".join(t if isinstance(t, str) else t() for t in render_program(exe._program.plan, 64))
+    assert "vzeroupper" not in plain
+    assert jit.host_target("x86-64-v3").has_avx() and not jit.host_target("x86-64").has_avx()
+    assert jit.host_target().has_avx() == ("+avx" in jit.host_target().features.split(","))
+
+
 def test_every_program_calls_the_shared_entry_points_and_its_module_holds_only_its_steps():
     # The argument checks, the results, the scratch block and the GIL are flowjit's own code
     # (program_glue), compiled once per installation: a program's module defines its steps
