@@ -17,8 +17,9 @@ scheme on the log kernel (u = 1 + x, log(u) plus the correction c / u for the ro
 error c of u). sqrt, floor,
 ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
-loops do. sin, cos, atan2 and pow have no vectorizable version here: the renderer calls libm
-for them. sinh, cosh, asinh, acosh and atanh are flowjit's own
+loops do. sin, cos, atan2, pow and float64's hypot have no vectorizable version here: the
+renderer calls libm for them (float32's hypot is glibc's own formula, inline). sinh, cosh,
+asinh, acosh and atanh are flowjit's own
 (fdlibm's formulas on the exp, expm1, log and log1p ports), asin, acos and atan fdlibm's
 float64 algorithms (float32 through them); see their sections. logistic is not a loop-IR intrinsic (its registry
 template is ``1 / (1 + exp(-a))``).
@@ -40,7 +41,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 3
+VERSION = 4
 
 PREFIX = "fj."
 
@@ -658,9 +659,27 @@ def _nextafter(f: Scalar, a: V, b: V) -> V:
     return f.sel(a == a, f.sel(b == b, y, b), a)
 
 
+def _hypot32(f: Scalar, a: V, b: V) -> V:
+    """glibc's hypotf (2.35 on): the squares, exact in float64, summed, one square root,
+    rounded once to float32 (the same bits), inf where either is infinite (even beside a quiet
+    NaN), NaN from a NaN otherwise. Inline, where libm's call per element kept a complex abs (its
+    only caller) from vectorizing; float64's hypot has no such exact shortcut and stays libm's."""
+    g = Scalar(f.b, _F64)
+    x, y = V(g, f.b.fpext(a.v, _F64)), V(g, f.b.fpext(b.v, _F64))
+    root = V(f, f.b.fptrunc(g._intrinsic("llvm.sqrt", x * x + y * y).v, f.t))
+    ib = f.b
+
+    def quiet(v: V) -> ir.Value:   # not a signaling NaN: a number, or the quiet bit set
+        bit = ib.and_(f._bits(v), ir.Constant(f.ity, 1 << (f.mant - 1)))
+        return ib.or_((v == v).v, ib.icmp_unsigned("!=", bit, ir.Constant(f.ity, 0)))
+    infinite = ib.or_((f.fabs(a) == np.inf).v, (f.fabs(b) == np.inf).v)
+    return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, root)
+
+
 _BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
-    (op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod), ("nextafter", _nextafter))
-    for d in ("f32", "f64")
+    **{(op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod), ("nextafter", _nextafter))
+       for d in ("f32", "f64")},
+    ("hypot", "f32"): _hypot32,
 }
 _FLOAT = {"f32": _F32, "f64": _F64}
 
