@@ -1,7 +1,8 @@
 """Cases for the ``fft`` primitive (flowjit/ir/primitives/fft.py).
 
 The expectations are the DFT written out as matrix products in complex128 (not pocketfft,
-which is the reference's own routine), over the trailing ``len(fft_lengths)`` axes: odd and
+which is the reference's own routine, nor the decomposition into products that the
+compiled program runs), over the trailing ``len(fft_lengths)`` axes: odd and
 even lengths, one and two transformed axes, a batch axis, each fft_type in complex64 /
 float32 and complex128 / float64. An irfft expectation builds the full Hermitian spectrum from
 the half it is given (after the leading axes' inverse), so a reference that read the DC or
@@ -71,4 +72,13 @@ CASES: list[Case] = [
     _case("irfft", (2, 4), "c128", (7,), _irfft((7,))),
     _case("irfft", (2, 3, 3), "c128", (3, 4), _irfft((3, 4))),
     _case("irfft", (1,), "c128", (1,), _irfft((1,))),
+    # Lengths the decomposition splits: radix levels (96 = 32 x 3, 1024 = 32 x 32), a prime
+    # above the radix (37, 67: Bluestein's, through a power-of-two DFT), a mixed one (74).
+    _case("fft", (2, 96), "c64", (96,), _fft(1, False)),
+    _case("fft", (37,), "c128", (37,), _fft(1, False)),
+    _case("ifft", (3, 74), "c64", (74,), _fft(1, True)),
+    _case("rfft", (2, 1024), "f32", (1024,), _rfft(1)),
+    _case("rfft", (3, 67), "f64", (67,), _rfft(1)),
+    _case("irfft", (2, 3, 33), "c64", (3, 64), _irfft((3, 64))),
+    _case("irfft", (2, 34), "c128", (67,), _irfft((67,))),
 ]

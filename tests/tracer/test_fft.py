@@ -239,3 +239,29 @@ def test_numpys_two_dimensional_spellings():
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_transforms_run_in_the_native_program_and_ahead_of_time(tmp_path):
+    # The fft primitive decomposes into DFT-matrix products, twiddles and transposes (radix
+    # levels, Bluestein's for a prime above the radix): one native program, compiled ahead of
+    # time too, with a spectral loss's gradient through rfft and irfft.
+    x = _array((3, 74), np.float32)
+    z = _array((2, 5, 37), np.complex64)
+
+    def spectra(x, z):
+        s = fj.fft.rfft(x)
+        return s, fj.fft.irfft(s * 2, n=74), fj.fft.fftn(z, axes=(1, 2)), fj.fft.ifft(z, axis=-1)
+
+    want = (np.fft.rfft(x), np.fft.irfft(np.fft.rfft(x) * 2, n=74), np.fft.fftn(z, axes=(1, 2)),
+            np.fft.ifft(z, axis=-1))
+    f = fj.function(spectra)
+    for got, w in zip(f(x, z), want):
+        np.testing.assert_allclose(got, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
+    assert fj.explain(f, x, z, run=True).driver == "one native call (the whole program)"
+    power = fj.grad(lambda x: (fj.abs(fj.fft.rfft(x)) ** 2).sum())
+    loss = fj.function(power)
+    np.testing.assert_allclose(loss(x), fj.function(power, interpret=True)(x), rtol=1e-4, atol=1e-3)
+    assert fj.explain(loss, x, run=True).driver == "one native call (the whole program)"
+    fj.export(spectra, x, z, path=tmp_path)
+    for got, w in zip(fj.load_compiled(tmp_path)(x, z), want):
+        np.testing.assert_allclose(got, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())

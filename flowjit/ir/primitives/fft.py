@@ -25,7 +25,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import complex64, complex128, float32, float64
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import Literal, attr, declare, defvjp
+from flowjit.ir.registry import Literal, attr, declare, defdecompose, defvjp
 from flowjit.ir.types import TensorType
 
 FFT_TYPES = ("fft", "ifft", "rfft", "irfft")
@@ -122,3 +122,193 @@ def _fft_vjp(e, g, y, x, *, fft_type, fft_lengths):
 
 
 defvjp("fft", _fft_vjp)
+
+
+# ---- decomposition: the DFT as products of small DFT matrices --------------------------------
+# Every code generator has complex GEMMs and fused elementwise and layout kernels, so the
+# transform is written in those (as XLA does on TPUs): one program stays native and compiles
+# ahead of time. A length n = r * m is Cooley-Tukey's step on rows: with the transformed axis
+# first and every other axis flattened into columns, x viewed as [r, m * C] is multiplied by
+# the r x r DFT matrix (one GEMM: its k1 rows), twiddled by w^(k1 j2), and the [r, m, C] array
+# swapped to [m, r * C], whose length-m DFT over rows (the same step again) leaves output
+# k1 + r * k2 at row k2, column k1: the result's own row-major order, so no reordering
+# pass. Radices are products of n's prime factors up to DFT_RADIX; a prime above it is
+# Bluestein's: the chirp-weighted rows padded to a power of two, circularly convolved with the
+# chirp through two such DFTs. Every constant (DFT matrices, twiddles, chirps) is computed in
+# float64 from exact integer phases, then rounded to the operand's precision.
+DFT_RADIX = 32
+
+
+def _factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _radix(n: int) -> int:
+    """The first radix of a length-n DFT: n's largest prime factor above DFT_RADIX alone
+    (Bluestein's), else the largest product of its smallest prime factors up to DFT_RADIX."""
+    primes = _factors(n)
+    if primes[-1] > DFT_RADIX:
+        return primes[-1]
+    r = 1
+    for p in primes:
+        if r * p > DFT_RADIX:
+            break
+        r *= p
+    return r
+
+
+def _phases(numerators: np.ndarray, n: int, sign: int, dtype) -> np.ndarray:
+    """exp(sign * 2 pi i * numerators / n), the integer numerators reduced mod n first, so the
+    angle is exact however large the product that made them."""
+    return np.exp(sign * 2j * np.pi * (numerators % n) / n).astype(dtype.np)
+
+
+def _constant(e, value: np.ndarray):
+    return e.builder.op("constant", value=Literal(value))
+
+
+def _small_dft(e, z, sign: int):
+    """The DFT of ``z``'s rows [r, C] (unnormalized, exp(sign 2 pi i jk / r)): one GEMM by the
+    DFT matrix, or Bluestein's for a prime r above DFT_RADIX."""
+    r = z.type.shape[0]
+    d = z.type.dtype
+    if r <= DFT_RADIX:
+        k = np.arange(r)
+        return e.matmul(_constant(e, _phases(np.outer(k, k), r, sign, d)), z)
+    # Bluestein: jk = (j^2 + k^2 - (k - j)^2) / 2, so X_k = c_k sum_j (x_j c_j) conj(c_(k-j))
+    # with c_j = exp(sign pi i j^2 / r): a circular convolution over m >= 2r - 1 points.
+    c = z.type.shape[1]
+    m = 1 << (2 * r - 2).bit_length()
+    j = np.arange(r)
+    chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * r)) / r)
+    kernel = np.zeros(m, np.complex128)
+    kernel[:r] = np.conj(chirp)
+    kernel[m - r + 1:] = np.conj(chirp[1:])[::-1]
+    # The kernel's transform, and the inverse's 1/m, are constants of the length.
+    spectrum = np.fft.fft(kernel) / m
+    weighted = e.mul(z, _constant(e, chirp.astype(d.np)[:, None]))
+    padded = e.pad(weighted, low=(0, 0), high=(m - r, 0), value=0.0)
+    conv = _dft_rows(e, e.mul(_dft_rows(e, padded, -1), _constant(e, spectrum.astype(d.np)[:, None])), 1)
+    return e.mul(e.slice(conv, start=(0, 0), size=(r, c), step=(1, 1)), _constant(e, chirp.astype(d.np)[:, None]))
+
+
+def _dft_rows(e, z, sign: int):
+    """The unnormalized DFT (exp(sign 2 pi i jk / n)) of the rows of ``z`` [n, C]: the output
+    row k holds term k of every column's transform."""
+    n, c = z.type.shape
+    if n == 1:
+        return z
+    r = _radix(n)
+    m = n // r
+    y = _small_dft(e, e.reshape(z, shape=(r, m * c)), sign)
+    if m == 1:
+        return y
+    k1, j2 = np.arange(r)[:, None], np.arange(m)[None, :]
+    y = e.mul(e.reshape(y, shape=(r, m, c)), _constant(e, _phases(k1 * j2, n, sign, z.type.dtype)[:, :, None]))
+    y = e.reshape(e.transpose(y, perm=(1, 0, 2)), shape=(m, r * c))
+    return e.reshape(_dft_rows(e, y, sign), shape=(n, c))
+
+
+def _dft_axis(e, z, axis: int, sign: int):
+    """The unnormalized DFT of complex ``z`` along ``axis``: the axis moved first and the
+    others flattened into columns for ``_dft_rows``, then moved back."""
+    shape = z.type.shape
+    rank = len(shape)
+    perm = (axis, *[a for a in range(rank) if a != axis])
+    moved = e.transpose(z, perm=perm) if axis else z
+    rows = _dft_rows(e, e.reshape(moved, shape=(shape[axis], math.prod(shape) // shape[axis])), sign)
+    back = e.reshape(rows, shape=tuple(shape[a] for a in perm))
+    return e.transpose(back, perm=tuple(int(i) for i in np.argsort(perm))) if axis else back
+
+
+def _last(e, z, start: int, size: int, step: int = 1):
+    """``z[..., start::step]``, ``size`` terms."""
+    rank = z.type.ndim
+    return e.slice(z, start=(0,) * (rank - 1) + (start,), size=z.type.shape[:-1] + (size,),
+                   step=(1,) * (rank - 1) + (step,))
+
+
+def _rfft_last(e, x):
+    """The half spectrum (n//2 + 1 terms) of real ``x`` along its last axis. An even length
+    is one complex DFT of half the length: z = x[0::2] + i x[1::2], whose transform Z gives
+    X_k = Z_k (1 + w^k / i) / 2 + conj(Z_(h-k)) (1 - w^k / i) / 2 (h = n/2, w = exp(-2 pi i / n),
+    Z's index mod h). An odd one is the complex DFT of x, halved."""
+    n = x.type.shape[-1]
+    rank = x.type.ndim
+    d = x.type.dtype.complex_dtype
+    if n % 2:
+        return _last(e, _dft_axis(e, e.cast(x, dtype=d), rank - 1, -1), 0, n // 2 + 1)
+    h = n // 2
+    z = _dft_axis(e, e.complex(_last(e, x, 0, h, 2), _last(e, x, 1, h, 2)), rank - 1, -1)
+    first = _last(e, z, 0, 1)
+    at_k = e.concatenate(z, first, axis=rank - 1)
+    mirrored = [first] + ([_last(e, z, h - 1, h - 1, -1)] if h > 1 else []) + [first]
+    at_h_minus_k = e.conj(e.concatenate(*mirrored, axis=rank - 1))
+    twiddle = np.exp(-2j * np.pi * np.arange(h + 1) / n) / 2j
+    return e.add(e.mul(at_k, _constant(e, (0.5 + twiddle).astype(d.np))),
+                 e.mul(at_h_minus_k, _constant(e, (0.5 - twiddle).astype(d.np))))
+
+
+def _irfft_last(e, x, n: int):
+    """``n`` real samples, unnormalized (times n), from the half spectrum ``x`` along the last
+    axis, as pocketfft's c2r: the DC term's imaginary part (and an even n's Nyquist term's)
+    ignored. An even n inverts ``_rfft_last``'s packing: Z_k = X_k (1 + i w^-k) / 2 +
+    conj(X_(h-k)) (1 - i w^-k) / 2 for k < h, whose inverse DFT holds the even samples in its
+    real parts and the odd ones in its imaginary parts (times h). An odd n is the inverse
+    complex DFT of the Hermitian extension X_(n-k) = conj(X_k)."""
+    rank = x.type.ndim
+    h = x.type.shape[-1] - 1   # n // 2
+    d = x.type.dtype
+    keep = np.ones(h + 1)
+    keep[0] = 0.0
+    if n % 2 == 0:
+        keep[h] = 0.0
+    x = e.complex(e.real(x), e.mul(e.imag(x), _constant(e, keep.astype(d.real_dtype.np))))
+    if n % 2:
+        if h:
+            x = e.concatenate(x, e.conj(_last(e, x, h, h, -1)), axis=rank - 1)
+        return e.real(_dft_axis(e, x, rank - 1, 1))
+    twiddle = 0.5j * np.exp(2j * np.pi * np.arange(h) / n)
+    z = e.add(e.mul(_last(e, x, 0, h), _constant(e, (0.5 + twiddle).astype(d.np))),
+              e.mul(e.conj(_last(e, x, h, h, -1)), _constant(e, (0.5 - twiddle).astype(d.np))))
+    z = _dft_axis(e, z, rank - 1, 1)
+    pairs = e.concatenate(e.expand_dims(e.real(z), axes=(rank,)), e.expand_dims(e.imag(z), axes=(rank,)),
+                          axis=rank)
+    y = e.reshape(pairs, shape=z.type.shape[:-1] + (n,))
+    return e.mul(y, e.const(2.0, y))
+
+
+def _fft_decompose(e, x, *, fft_type, fft_lengths):
+    lengths = tuple(fft_lengths)
+    rank, k = x.type.ndim, len(lengths)
+    axes = list(range(rank - k, rank))
+    out_type = _fft_rule([x.type], fft_type=fft_type, fft_lengths=lengths)
+    if math.prod(out_type.shape) == 0 or math.prod(x.type.shape) == 0:
+        return [e.zeros(out_type)]
+    scale = 1.0 / math.prod(lengths)
+    if fft_type in ("fft", "ifft"):
+        sign = -1 if fft_type == "fft" else 1
+        for a in axes:
+            x = _dft_axis(e, x, a, sign)
+        return [x if fft_type == "fft" else e.mul(x, e.const(scale, x))]
+    if fft_type == "rfft":
+        z = _rfft_last(e, x)
+        for a in axes[:-1]:
+            z = _dft_axis(e, z, a, -1)
+        return [z]
+    # irfft: the leading axes' inverse, then the last axis' Hermitian extension
+    # X[n - j] = conj(X[j]) inverted, whose real part ignores the DC and Nyquist terms'
+    # imaginary parts as pocketfft's c2r does.
+    for a in axes[:-1]:
+        x = _dft_axis(e, x, a, 1)
+    y = _irfft_last(e, x, lengths[-1])
+    return [e.mul(y, e.const(scale, y))]
+
+
+defdecompose("fft", _fft_decompose)
