@@ -47,8 +47,12 @@ def fj_triad(b, c, s):
     return b + s * c
 
 
+def fj_spectrum(x):
+    return fj.abs(fj.fft.rfft(x)) ** 2
+
+
 FJ = {"gelu": fj_gelu, "softmax": fj_softmax, "layernorm": fj_layernorm, "dispatch": fj_add1,
-      "matmul": fj_matmul, "triad": fj_triad}
+      "matmul": fj_matmul, "triad": fj_triad, "spectrum": fj_spectrum}
 
 
 # ---- NumPy (also the float64 reference) ------------------------------------------------------
@@ -74,8 +78,12 @@ def np_matmul(a, b):
     return a @ b
 
 
+def np_spectrum(x):
+    return np.abs(np.fft.rfft(x)) ** 2
+
+
 NP = {"gelu": np_gelu, "softmax": np_softmax, "layernorm": np_layernorm, "dispatch": np_add1,
-      "matmul": np_matmul}
+      "matmul": np_matmul, "spectrum": np_spectrum}
 
 
 # ---- JAX -------------------------------------------------------------------------------------
@@ -99,7 +107,11 @@ def jax_functions(jax: Any) -> dict[str, Any]:
     def matmul(a, b):
         return a @ b
 
-    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+    def spectrum(x):
+        return jnp.abs(jnp.fft.rfft(x)) ** 2
+
+    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
+            "spectrum": spectrum}
 
 
 # ---- TensorFlow ------------------------------------------------------------------------------
@@ -121,7 +133,11 @@ def tf_functions(tf: Any) -> dict[str, Any]:
     def matmul(a, b):
         return a @ b
 
-    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+    def spectrum(x):
+        return tf.abs(tf.signal.rfft(x)) ** 2
+
+    return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
+            "spectrum": spectrum}
 
 
 def tf_jit(tf: Any, f: Any) -> Any:
@@ -153,11 +169,15 @@ def torch_functions(torch: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     def matmul(a, b):
         return a @ b
 
+    def spectrum(x):
+        return torch.fft.rfft(x).abs() ** 2
+
     eager = {"gelu": lambda x: F.gelu(x, approximate="tanh"),
              "softmax": lambda x: torch.softmax(x, dim=-1),
              "layernorm": lambda x: F.layer_norm(x, (x.shape[-1],), eps=LN_EPS),
-             "dispatch": add1, "matmul": matmul}
-    written = {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul}
+             "dispatch": add1, "matmul": matmul, "spectrum": spectrum}
+    written = {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
+               "spectrum": spectrum}
     return eager, written
 
 
@@ -167,7 +187,7 @@ def inputs(name: str, size: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     if name == "gelu":
         return [(3 * rng.standard_normal(size)).astype(np.float32)]
-    if name == "softmax":
+    if name in ("softmax", "spectrum"):
         return [rng.standard_normal(size).astype(np.float32)]
     if name == "layernorm":
         return [(2 * rng.standard_normal(size) + 1).astype(np.float32)]
