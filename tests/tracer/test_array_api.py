@@ -576,9 +576,11 @@ def test_pad(pad_width, value, dtype) -> None:
           lambda x: np.pad(x, pad_width, constant_values=value), x)
 
 
-def test_pad_rejects_other_modes() -> None:
-    with pytest.raises(FlowjitTypeError):
-        fj.pad(np.ones(3), 1, mode="reflect")
+def test_pad_rejects_the_modes_it_lacks() -> None:
+    np.testing.assert_array_equal(fj.pad(np.arange(3.0), 2, mode="reflect"), np.pad(np.arange(3.0), 2, mode="reflect"))
+    for mode, kw in (("linear_ramp", {}), ("mean", {}), ("reflect", {"reflect_type": "odd"})):
+        with pytest.raises(FlowjitTypeError):
+            fj.pad(np.ones(3), 1, mode=mode, **kw)
 
 
 # ---- gathers -----------------------------------------------------------------------------------

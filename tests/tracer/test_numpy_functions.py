@@ -100,6 +100,32 @@ def test_shape_and_array_functions():
 
 
 @pytest.mark.skipif(np.lib.NumpyVersion(np.__version__) < "2.1.0", reason="np.reshape(shape=), np.astype: NumPy 2.1")
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap", "empty"])
+def test_pad_modes_match_numpy_and_their_gradients_add_back(mode):
+    # The copying modes are a gather per axis of the positions np.pad reads (widths past the
+    # axis reflect again, as NumPy's); the gradient adds each padded element's cotangent into
+    # the element it copies. "empty" pads with zeros (NumPy leaves them unspecified).
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    want_mode = "constant" if mode == "empty" else mode
+    for widths in (2, ((1, 2), (0, 3)), ((5, 0), (7, 1))):
+        np.testing.assert_array_equal(fj.function(lambda x: np.pad(x, widths, mode=mode))(x),
+                                      np.pad(x, widths, mode=want_mode))
+    widths = ((1, 4), (2, 1))
+    w = np.arange(float(np.prod(np.pad(x, widths).shape)), dtype=np.float32).reshape(np.pad(x, widths).shape)
+    grad = fj.function(fj.grad(lambda x: (fj.pad(x, widths, mode=mode) * w).sum()))(x)
+    extra = {"constant_values": -1} if mode == "empty" else {}   # -1: a zero, read from nowhere
+    rows = np.pad(np.arange(3), widths[0], mode=want_mode, **extra)
+    cols = np.pad(np.arange(4), widths[1], mode=want_mode, **extra)
+    want = np.zeros_like(x)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            if r >= 0 and c >= 0:
+                want[r, c] += w[i, j]
+    np.testing.assert_array_equal(grad, want)
+    report = fj.explain(lambda x: fj.pad(x, widths, mode=mode), x, run=True)
+    assert report.driver == "one native call (the whole program)"
+
+
 def test_numpy_keyword_names_map_to_fj_parameters():
     same(lambda x: (np.reshape(x, shape=(2, 6)), np.sum(a=x, axis=1), np.astype(x, np.float32)),
          lambda x: (fj.reshape(x, (2, 6)), fj.sum(x, axis=1), fj.astype(x, np.float32)), X)

@@ -83,7 +83,8 @@ def test_errors_raised_before_an_op_is_recorded_name_the_line_too(case):
         "stack": (lambda x: fj.stack([x, x[:1]]), r"stack: .*same shape.*\[3, 5\].*\[1, 5\]"),
         "grad": (lambda x: fj.grad(lambda y: y * 2)(x), r"grad of <lambda>: the function must return a float scalar"),
         "glu": (lambda x: fj.nn.glu(x), r"glu: axis -1 of an array of shape \[3, 5\] has odd size 5"),
-        "pad": (lambda x: fj.pad(x, 1, mode="reflect"), r"pad: mode 'reflect' is not supported"),
+        "pad": (lambda x: fj.pad(x, 1, mode="linear_ramp"), r"pad: mode 'linear_ramp' is not supported; it is one "
+                r"of 'constant', 'empty', 'edge', 'reflect', 'symmetric', 'wrap'"),
     }
     f, match = calls[case]
     message = _raises(Exception, fj.function(f), x, match=match)

@@ -73,15 +73,49 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Any:
     return concatenate([expand_dims(a, axis) for a in arrays], axis=axis)
 
 
-def pad(x: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
-    """Pad with a constant, as ``np.pad(..., mode="constant")``.
+# The modes whose padding copies elements of the array: np.pad of an axis' positions gives
+# the position each padded element is read from.
+COPYING_PAD_MODES = ("edge", "reflect", "symmetric", "wrap")
+
+
+def pad(x: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: float = 0,
+        reflect_type: str = "even") -> Any:
+    """Pad as ``np.pad``: with a constant (``mode="constant"``, or ``"empty"``, whose values
+    are unspecified and here zeros), or with the array's own elements (``"edge"``,
+    ``"reflect"``, ``"symmetric"``, ``"wrap"``: along each axis one gather of the positions
+    NumPy's pad reads, so the gradient adds back into them).
 
     ``pad_width`` is an int, a ``(before, after)`` pair, or one int or pair per axis.
     """
+    if mode in COPYING_PAD_MODES:
+        if reflect_type != "even":
+            raise FlowjitTypeError(f"pad: reflect_type={reflect_type!r} is not supported; only 'even' (the "
+                                   "default) is")
+        o = as_operand(x)
+        widths = _pad_widths(pad_width, len(o.shape))
+        out = operand_value(o)
+        for axis, (low, high) in enumerate(widths):
+            if low or high:
+                if o.shape[axis] == 0:
+                    raise ShapeError(f"pad: mode {mode!r} cannot pad the empty axis {axis} of {o.shape}", op="pad")
+                positions = np.pad(np.arange(o.shape[axis]), (low, high), mode=mode)
+                out = take(out, positions, axis=axis)
+        return out
+    if mode == "empty":
+        mode = "constant"
     if mode != "constant":
-        raise FlowjitTypeError(f"pad: mode {mode!r} is not supported; only 'constant' is")
+        raise FlowjitTypeError(f"pad: mode {mode!r} is not supported; it is one of 'constant', 'empty', "
+                               f"{', '.join(map(repr, COPYING_PAD_MODES))}")
     o = as_operand(x)
-    n = len(o.shape)
+    pw = _pad_widths(pad_width, len(o.shape))
+    if isinstance(constant_values, Tracer):
+        raise FlowjitTypeError("pad: constant_values must be a static number")
+    return bind("pad", [o], {"low": tuple(int(v) for v in pw[:, 0]), "high": tuple(int(v) for v in pw[:, 1]),
+                             "value": float(constant_values)}, weak=o.weak)
+
+
+def _pad_widths(pad_width: Any, n: int) -> np.ndarray:
+    """``pad_width`` as an [n, 2] array of (before, after) per axis, checked."""
     pw = np.asarray(pad_width)
     if pw.dtype.kind not in "iu" or pw.ndim > 2 or (pw.ndim >= 1 and pw.shape[-1] not in (1, 2)):
         raise FlowjitTypeError(f"pad: pad_width={pad_width!r} must be an int, a pair, or one int or pair per axis")
@@ -91,10 +125,7 @@ def pad(x: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: f
         raise FlowjitTypeError(f"pad: pad_width={pad_width!r} does not fit an array of rank {n}") from None
     if (pw < 0).any():
         raise FlowjitTypeError(f"pad: pad_width={pad_width!r} must be non-negative")
-    if isinstance(constant_values, Tracer):
-        raise FlowjitTypeError("pad: constant_values must be a static number")
-    return bind("pad", [o], {"low": tuple(int(v) for v in pw[:, 0]), "high": tuple(int(v) for v in pw[:, 1]),
-                             "value": float(constant_values)}, weak=o.weak)
+    return pw
 
 
 def split(x: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list[Any]:
