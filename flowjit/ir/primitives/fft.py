@@ -89,6 +89,11 @@ declare("fft", kind="opaque", maps_leading_dims=True, rule=_fft_rule, impl=_fft_
             "NumPy's pocketfft, in the input's precision")
 
 
+def _constant(e, value: np.ndarray):
+    """A constant op holding ``value`` (its dtype and shape)."""
+    return e.builder.op("constant", value=Literal(value))
+
+
 # ---- VJP rules: JAX's transposes (jax/_src/lax/fft.py, the fft_p rules) ------------------------
 def _hermitian_mask(e, like, n: int):
     """[m] weights of the rfft half-spectrum along the last axis (m = n//2 + 1): 1 for the DC
@@ -99,7 +104,7 @@ def _hermitian_mask(e, like, n: int):
     mask[0] = 1.0
     if n % 2 == 0:
         mask[-1] = 1.0
-    return e.builder.op("constant", value=Literal(mask.astype(like.type.dtype.np)))
+    return _constant(e, mask.astype(like.type.dtype.np))
 
 
 def _fft_vjp(e, g, y, x, *, fft_type, fft_lengths):
@@ -167,10 +172,6 @@ def _phases(numerators: np.ndarray, n: int, sign: int, dtype) -> np.ndarray:
     """exp(sign * 2 pi i * numerators / n), the integer numerators reduced mod n first, so the
     angle is exact however large the product that made them."""
     return np.exp(sign * 2j * np.pi * (numerators % n) / n).astype(dtype.np)
-
-
-def _constant(e, value: np.ndarray):
-    return e.builder.op("constant", value=Literal(value))
 
 
 def _small_dft(e, z, sign: int):
