@@ -358,8 +358,9 @@ class _Renderer:
 
     def inner_work(self, body: tuple, env: dict) -> ir.Value:
         """The iterations of the loops nested in ``body`` (summed over sequential loops,
-        multiplied through nests) whose bounds are known before it, at least 1: an estimate
-        of one iteration's work, computed with ``env``."""
+        multiplied through nests) whose bounds are known before it or read the variables of
+        loops around them in it (at their first iteration: a tile's rows), at least 1: an
+        estimate of one iteration's work, computed with ``env``."""
         b = self.b
         total = ir.Constant(I64, 1)
         for s in body:
@@ -370,7 +371,7 @@ class _Renderer:
             first, last = self.expr(s.start, env), self.expr(s.stop, env)
             n = b.sub(last, first) if s.step > 0 else b.sub(first, last)
             n = b.select(b.icmp_signed(">", n, ir.Constant(I64, 0)), n, ir.Constant(I64, 0))
-            total = b.add(total, b.mul(n, self.inner_work(s.body, env)))
+            total = b.add(total, b.mul(n, self.inner_work(s.body, {**env, s.var: first})))
         return total
 
     def _libc(self, name: str, ret: ir.Type, args: list) -> ir.Function:

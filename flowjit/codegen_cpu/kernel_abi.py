@@ -93,13 +93,16 @@ def _owns_accumulators(loop: Loop) -> bool:
 
 
 def is_size(k: Kernel, e: Expr) -> bool:
-    """Whether ``e`` is a size of ``k``: a constant, a size variable, or a product of sizes
-    (a collapsed nest's extent, ``lowering.collapse``)."""
+    """Whether ``e`` is a size of ``k``: a constant, a size variable, a product of sizes (a
+    collapsed nest's extent, ``lowering.collapse``), or a sum of sizes divided by a positive
+    constant (a count of tiles, ``lowering.tile_transpose``)."""
     if isinstance(e, Const):
         return True
     if isinstance(e, Var):
         return any(s.name == e.name for s in k.sizes)
-    return isinstance(e, Prim) and e.op == "mul" and all(is_size(k, a) for a in e.args)
+    if isinstance(e, Prim) and e.op == "idiv":
+        return isinstance(e.args[1], Const) and int(e.args[1].value) > 0 and is_size(k, e.args[0])
+    return isinstance(e, Prim) and e.op in ("mul", "add") and all(is_size(k, a) for a in e.args)
 
 
 def size_value(k: Kernel, e: Expr, shapes: Mapping[str, Sequence[int]]) -> int:
@@ -110,7 +113,10 @@ def size_value(k: Kernel, e: Expr, shapes: Mapping[str, Sequence[int]]) -> int:
     if isinstance(e, Var):
         s = next(s for s in k.sizes if s.name == e.name)
         return int(shapes[s.buffer][s.dim])
-    return math.prod(size_value(k, a, shapes) for a in e.args)
+    values = [size_value(k, a, shapes) for a in e.args]
+    if e.op == "idiv":
+        return values[0] // values[1]
+    return sum(values) if e.op == "add" else math.prod(values)
 
 
 def chunk_symbol(kernel: Kernel) -> str:

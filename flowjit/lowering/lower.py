@@ -50,6 +50,7 @@ from flowjit.lowering.loops import (
     walk_statements,
 )
 from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
+from flowjit.lowering.tile_transpose import tile_transposes
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
@@ -291,6 +292,11 @@ class _Lowering:
         if role == "unit_axes_reshape" or (role == "row_major_reshape" and squeezed):
             return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
         if role == "row_major_reshape":
+            if self.collapse and (x.producer is None or x.id in self.written) and x.type.size > 1:
+                # A buffer's element at its row-major position: the same address without
+                # a division per axis (Horner's sum never checks an index against its dimension).
+                lin = self.bind(self.linear_index(idx, out.shape), ("linear", idx, out.shape), prefix="l")
+                return self.value(x, (*(_i(0) for _ in x.type.shape[1:]), lin))
             return self.value(x, self.reshape_index(idx, out.shape, x.type.shape))
         if role == "strided_window":
             return self.value(x, tuple(apply("add", _i(s), apply("mul", _i(st), i))
@@ -817,6 +823,9 @@ class _Lowering:
             body = collapse_nests(body, self.concrete_shapes(buffers), {v.name: n for n, v in self.size_of.items()})
             body, columns = hoist_columns(body, (s.name for s in self.sizes), self.fresh)
             buffers += columns
+            body = tile_transposes(body, buffers, self.concrete_shapes(buffers),
+                                   {v.name: n for n, v in self.size_of.items()},
+                                   {name for names in in_place for name in names})
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, in_place)
 
     def concrete_shapes(self, buffers: list[Buffer]) -> dict[str, tuple[int, ...]]:

@@ -127,6 +127,10 @@ CASES = [
     Case("transpose", [((2, 3), "T")], {"perm": (1, 0)}, lambda x: x.T, dtypes=ALL, id="2d"),
     Case("transpose", [((2, 3, 4), "f32")], {"perm": (2, 0, 1)},
          lambda x: np.einsum("abc->cab", x), id="3d"),
+    # Extents from 64 run in tiles (lowering.tile_transpose), with partial tiles at the edges.
+    Case("transpose", [((70, 100), "T")], {"perm": (1, 0)}, lambda x: x.T, dtypes=ALL, id="tiled"),
+    Case("transpose", [((2, 65, 97), "f32")], {"perm": (0, 2, 1)},
+         lambda x: np.einsum("abc->acb", x), id="tiled-batch"),
     Case("transpose", [((2, 3, 4), "i64")], {"perm": (0, 1, 2)}, lambda x: x, id="identity"),
     Case("transpose", [((), "f32")], {"perm": ()}, lambda x: x, id="rank0"),
     Case("transpose", [((0, 2), "f32")], {"perm": (1, 0)},

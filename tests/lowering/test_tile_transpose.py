@@ -1,0 +1,159 @@
+"""lowering.tile_transpose: a nest that reads its input across rows runs in square tiles,
+with the same results; nests whose order matters, or that read along rows, stay as they were.
+And a reshape of a buffer reads it at its row-major position, without a division per axis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.dtypes import float32
+from flowjit.lowering import evaluate, print_kernel
+from flowjit.lowering.loops import (
+    INDEX,
+    Accumulator,
+    AccValue,
+    Buffer,
+    Const,
+    Kernel,
+    Load,
+    Loop,
+    Prim,
+    SizeVar,
+    Store,
+    Update,
+    Var,
+    expressions,
+    walk_statements,
+)
+from flowjit.lowering.tile_transpose import MIN_EXTENT, TILE, tile_transposes
+from tests.lowering.test_lowering import kernel_of
+from tests.lowering.test_programs import check_fused
+
+
+def _tiled(k: Kernel) -> bool:
+    return any(isinstance(s, Loop) and s.var.endswith("_tile") for s in walk_statements(k.body))
+
+
+def _random(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 100
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+CASES = [
+    # (function, input shape, dtype): edges that are not multiples of the tile, every kind
+    (lambda x: x.T * 2, (97, 130), np.float32),
+    (lambda x: x.T + 1, (TILE * 2, TILE * 3), np.float64),
+    (lambda x: x.T * (1 - 2j), (70, 200), np.complex64),
+    (lambda x: x.T - 3, (130, 67), np.int32),
+    (lambda x: fj.transpose(x, (0, 2, 1)) * 0.5, (3, 100, 70), np.float32),
+    (lambda x: x[:, ::2].T + 0, (80, 260), np.float32),     # a strided row read
+    (lambda x: x.reshape(72, 90).T * 3, (90, 72), np.float32),  # a reshape read across rows
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_a_transpose_runs_in_tiles_with_numpys_values(case):
+    f, shape, dtype = CASES[case]
+    x = _random(shape, dtype)
+    k = kernel_of(f, x)
+    assert _tiled(k), print_kernel(k)
+    np.testing.assert_array_equal(fj.function(f)(x), fj.function(f, backend="interpreter")(x))
+
+
+def test_the_values_match_numpy_where_numpy_computes_them():
+    x = _random((97, 130), np.float32)
+    np.testing.assert_array_equal(fj.function(lambda a: a.T * 2)(x), x.T * 2)
+    c = _random((70, 200), np.complex64)
+    np.testing.assert_array_equal(fj.function(lambda a: a.T * (1 - 2j))(c), c.T * np.complex64(1 - 2j))
+    b = _random((3, 100, 70), np.float64, seed=1)
+    np.testing.assert_array_equal(fj.function(lambda a: fj.transpose(a, (0, 2, 1)) + 1)(b),
+                                  np.transpose(b, (0, 2, 1)) + 1)
+
+
+def test_a_large_transpose_is_split_over_threads_and_matches():
+    x = _random((1024, 600), np.float32, seed=2)
+    f = fj.function(lambda a: a.T * 2)
+    np.testing.assert_array_equal(f(x), x.T * 2)
+    k = kernel_of(lambda a: a.T * 2, x)
+    (outer,) = k.body
+    assert outer.parallel and outer.var.endswith("_tile"), print_kernel(k)
+
+
+@pytest.mark.parametrize("shape", [(MIN_EXTENT - 1, 500), (500, MIN_EXTENT - 1)])
+def test_a_short_extent_is_not_tiled(shape):
+    x = _random(shape, np.float32)
+    k = kernel_of(lambda a: a.T * 2, x)
+    assert not _tiled(k), print_kernel(k)
+
+
+def test_a_nest_that_reads_along_rows_is_not_tiled():
+    x = _random((200, 300), np.float32)
+    k = kernel_of(lambda a: a * 2 + 1, x)
+    assert not _tiled(k)
+    k = kernel_of(lambda a, b: a + b.T, x, _random((300, 200), np.float32))
+    assert _tiled(k)
+
+
+def _nest(inner_body: tuple, n: int = 128) -> tuple[Kernel, dict]:
+    """for i in 0..n0: for j in 0..n1: <inner_body>, over in0: f32[n1, n0], out0: f32[n0, n1]."""
+    bufs = (Buffer("in0", "in", float32, 2), Buffer("out0", "out", float32, 2))
+    sizes = (SizeVar("n1", "in0", 0), SizeVar("n0", "out0", 0))
+    body = (Loop("i", Const(0, INDEX), Var("n0", INDEX), 1,
+                 (Loop("j", Const(0, INDEX), Var("n1", INDEX), 1, inner_body),)),)
+    return Kernel("k", bufs, sizes, body), {"in0": (n, n), "out0": (n, n)}
+
+
+I, J = Var("i", INDEX), Var("j", INDEX)
+ACROSS = Load("in0", (J, I), float32)
+
+
+def _tile(k: Kernel, shapes: dict, aliased=()) -> tuple:
+    n = shapes["out0"][0]
+    return tile_transposes(k.body, k.buffers, shapes, {"n0": n, "n1": n}, aliased)
+
+
+def test_the_tiled_kernel_evaluates_to_the_untiled_ones_values():
+    k, shapes = _nest((Store("out0", (I, J), Prim("mul", (ACROSS, Const(3.0, float32)), float32)),), n=TILE * 2 + 5)
+    tiled = Kernel(k.name, k.buffers, k.sizes, _tile(k, shapes))
+    assert _tiled(tiled)
+    x = _random(shapes["in0"], np.float32)
+    want, got = np.zeros(shapes["out0"], np.float32), np.full(shapes["out0"], np.nan, np.float32)
+    evaluate(k, [x], [want])
+    evaluate(tiled, [x], [got])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, x.T * 3)
+
+
+def test_nests_whose_iteration_order_matters_stay_as_they_were():
+    # an accumulator carried across the inner loop
+    k, shapes = _nest((Accumulator("s", "sum", float32, Const(0.0, float32)), Update("s", ACROSS, None),
+                       Store("out0", (I, J), AccValue("s", float32))))
+    assert _tile(k, shapes) == k.body
+    # a store that reads the output at another element (an earlier iteration's)
+    k, shapes = _nest((Store("out0", (I, J), Prim("add", (ACROSS, Load("out0", (J, I), float32)), float32)),))
+    assert _tile(k, shapes) == k.body
+    # an input the output may share memory with, read at another element
+    k, shapes = _nest((Store("out0", (I, J), ACROSS),))
+    assert _tile(k, shapes, aliased={"in0"}) == k.body
+    assert _tile(k, shapes) != k.body
+    # a store that does not hold both variables writes an element more than once
+    k, shapes = _nest((Store("out0", (Const(0, INDEX), J), ACROSS),))
+    assert _tile(k, shapes) == k.body
+
+
+def test_a_reshaped_input_is_read_at_its_row_major_position():
+    x = _random((3, 8, 10), np.float32)
+
+    def f(a):
+        return fj.transpose(a.reshape(24, 10) * 2)   # a merge of the two first axes, read across
+
+    k = kernel_of(f, x)
+    ops = {e.op for e in expressions(k.body) if isinstance(e, Prim)}
+    assert not ops & {"idiv", "irem"}, print_kernel(k)
+    np.testing.assert_array_equal(fj.function(f)(x), x.reshape(24, 10).T * 2)
+    assert check_fused(f, x) == 1
