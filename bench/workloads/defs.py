@@ -51,8 +51,12 @@ def fj_spectrum(x):
     return fj.abs(fj.fft.rfft(x)) ** 2
 
 
+def fj_transpose(x):
+    return x.T + 1
+
+
 FJ = {"gelu": fj_gelu, "softmax": fj_softmax, "layernorm": fj_layernorm, "dispatch": fj_add1,
-      "matmul": fj_matmul, "triad": fj_triad, "spectrum": fj_spectrum}
+      "matmul": fj_matmul, "triad": fj_triad, "spectrum": fj_spectrum, "transpose": fj_transpose}
 
 
 # ---- NumPy (also the float64 reference) ------------------------------------------------------
@@ -82,8 +86,13 @@ def np_spectrum(x):
     return np.abs(np.fft.rfft(x)) ** 2
 
 
+def np_transpose(x):
+    # order="C": a ufunc otherwise writes x.T's layout (column-major), which is no transpose
+    return np.add(x.T, 1, order="C")
+
+
 NP = {"gelu": np_gelu, "softmax": np_softmax, "layernorm": np_layernorm, "dispatch": np_add1,
-      "matmul": np_matmul, "spectrum": np_spectrum}
+      "matmul": np_matmul, "spectrum": np_spectrum, "transpose": np_transpose}
 
 
 # ---- JAX -------------------------------------------------------------------------------------
@@ -110,8 +119,11 @@ def jax_functions(jax: Any) -> dict[str, Any]:
     def spectrum(x):
         return jnp.abs(jnp.fft.rfft(x)) ** 2
 
+    def transpose(x):
+        return x.T + 1
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-            "spectrum": spectrum}
+            "spectrum": spectrum, "transpose": transpose}
 
 
 # ---- TensorFlow ------------------------------------------------------------------------------
@@ -136,8 +148,11 @@ def tf_functions(tf: Any) -> dict[str, Any]:
     def spectrum(x):
         return tf.abs(tf.signal.rfft(x)) ** 2
 
+    def transpose(x):
+        return tf.transpose(x) + 1
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-            "spectrum": spectrum}
+            "spectrum": spectrum, "transpose": transpose}
 
 
 def tf_jit(tf: Any, f: Any) -> Any:
@@ -172,12 +187,16 @@ def torch_functions(torch: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     def spectrum(x):
         return torch.fft.rfft(x).abs() ** 2
 
+    def transpose(x):
+        # contiguous: an elementwise op writes its input's layout, here x.T's (no transpose)
+        return (x.T + 1).contiguous()
+
     eager = {"gelu": lambda x: F.gelu(x, approximate="tanh"),
              "softmax": lambda x: torch.softmax(x, dim=-1),
              "layernorm": lambda x: F.layer_norm(x, (x.shape[-1],), eps=LN_EPS),
-             "dispatch": add1, "matmul": matmul, "spectrum": spectrum}
+             "dispatch": add1, "matmul": matmul, "spectrum": spectrum, "transpose": transpose}
     written = {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-               "spectrum": spectrum}
+               "spectrum": spectrum, "transpose": transpose}
     return eager, written
 
 
@@ -187,7 +206,7 @@ def inputs(name: str, size: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     if name == "gelu":
         return [(3 * rng.standard_normal(size)).astype(np.float32)]
-    if name in ("softmax", "spectrum"):
+    if name in ("softmax", "spectrum", "transpose"):
         return [rng.standard_normal(size).astype(np.float32)]
     if name == "layernorm":
         return [(2 * rng.standard_normal(size) + 1).astype(np.float32)]
