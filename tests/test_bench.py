@@ -312,7 +312,8 @@ def test_compare_times_two_trees_side_by_side(tmp_path):
         assert ratio == pytest.approx(seconds[1] / seconds[0], rel=rounding + 0.001, abs=0.0005), cells
         lo, hi = (float(x) for x in cells["per round"].split("–"))
         assert 0 < lo <= hi, cells
-        assert (cells["flag"] == "") == (ratio <= 1.05), cells
+        if abs(ratio - 1.05) > 0.0005:   # the flag reads the unrounded ratio: 1.0503 prints 1.050
+            assert (cells["flag"] == "") == (ratio <= 1.05), cells
         n = 2 if label.startswith(("import", "first")) else 8     # quick: 2 rounds x 4 samples
         assert cells["samples (base/head)"] == f"{n}/{n}", cells
     where = re.search(r"flowjit imported from: base (\S+), head (\S+)", p.stdout)
