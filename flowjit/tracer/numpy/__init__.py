@@ -12,7 +12,8 @@ The modules, lowest first (each imports only modules listed before it): ``operan
 share), ``counterparts`` (NumPy's names to fj's), ``conversion``, ``layout``, ``creation``,
 ``ufuncs``, ``indexing``, ``manipulation``, ``reductions``, ``matrices``, ``products``, ``ranges``,
 ``sorting_searching``, ``setops``, ``index_update``, ``array_construction``, ``index_tricks``,
-``arithmetic``, ``logic``, ``nan_reductions``, ``statistics``, ``sequences``; then ``methods``
+``arithmetic``, ``logic``, ``nan_reductions``, ``statistics``, ``sequences``, ``polynomials``
+(with the window functions), ``selection``; then ``methods``
 (Tracer's operators and methods), ``protocols`` (NumPy's functions on traced arrays) and
 ``namespace``. This file imports nothing, so importing one topic module loads only what that
 module needs.

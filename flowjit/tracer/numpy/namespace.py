@@ -16,10 +16,12 @@ from flowjit.tracer.numpy import (
     matrices,
     methods,  # noqa: F401  (installs Tracer's operators and methods)
     nan_reductions,
+    polynomials,
     products,
     protocols,  # noqa: F401  (installs NumPy's dispatch protocols on Tracer)
     ranges,
     reductions,
+    selection,
     sequences,
     setops,
     sorting_searching,
@@ -29,7 +31,7 @@ from flowjit.tracer.numpy import (
 
 TOPICS = (conversion, creation, layout, ufuncs, indexing, manipulation, reductions, matrices, products, ranges,
           sorting_searching, setops, index_update, array_construction, index_tricks, arithmetic, logic,
-          nan_reductions, statistics, sequences)
+          nan_reductions, statistics, sequences, polynomials, selection)
 
 __all__: list[str] = sorted(name for module in TOPICS for name in module.__all__)
 globals().update({name: getattr(module, name) for module in TOPICS for name in module.__all__})

@@ -1,0 +1,5 @@
+"""(filled in below)"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
