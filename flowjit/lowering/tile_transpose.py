@@ -7,12 +7,15 @@ column are evicted before the next column, the line's neighbours, comes back for
 once the column is longer than the cache holds, so each element costs a line from memory:
 a float32 1024x1024 transpose moved 1.2 GB/s on one thread, a copy 20.
 
-The pass finds each pair of directly nested loops ``for i: for j:`` whose inner loop
-stores at ``[..., j]`` (the row the output is written along) and loads some buffer at
-``[..., j, ..., i]`` (its row is the outer variable), and runs it as tiles of ``TILE``
-rows by ``TILE`` columns: ``for it: for jt: for i in tile: for j in tile``. A tile's
-input lines (``TILE`` of them) stay in the first-level cache while its rows are written,
-so each line is read from memory once.
+The pass finds each pair of directly nested loops ``for i: for j:`` whose stores move by
+at most an element as ``j`` steps (the output is written along its rows) and which loads
+some buffer a cache line or more apart as ``j`` steps and less than a line apart as ``i``
+steps (its rows run along the outer variable: ``x[j, i]``, a strided ``x[j, 2 * i]``, a
+reshape's ``x[0, j * n + i]``). The distances are those of the index expressions (their
+``Let`` bindings substituted) evaluated at the middle of the nest at the shapes the kernel
+is compiled for. It runs such a nest as tiles of ``TILE`` rows by ``TILE`` columns: ``for
+it: for jt: for i in tile: for j in tile``. A tile's input lines (``TILE`` of them) stay in
+the first-level cache while its rows are written, so each line is read from memory once.
 
 Guarantees: the same iterations with the same statements, so the same values; only the
 order of the (i, j) iterations changes, and only where that order cannot matter: the
