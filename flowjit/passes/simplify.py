@@ -457,10 +457,17 @@ def _exact_cast(src: DType, dst: DType) -> bool:
     if dst.is_bool:
         return False
     if src.is_int:
+        signed = np.issubdtype(src.np, np.signedinteger)
         if dst.is_int:
+            # a negative value has no unsigned image; an unsigned one needs a wider signed type
+            if signed != np.issubdtype(dst.np, np.signedinteger):
+                return not signed and dst.itemsize > src.itemsize
             return dst.itemsize >= src.itemsize
-        return np.finfo(dst.np).nmant + 1 >= 8 * src.itemsize - 1
-    return dst.is_float and dst.itemsize >= src.itemsize
+        return np.finfo(dst.np).nmant + 1 >= 8 * src.itemsize - signed
+    if src.is_complex:   # to a real type the imaginary part is dropped
+        return dst.is_complex and dst.itemsize >= src.itemsize
+    return dst.is_float and np.finfo(dst.np).nmant >= np.finfo(src.np).nmant and \
+        np.finfo(dst.np).maxexp >= np.finfo(src.np).maxexp
 
 
 def _whole_slice(shape: tuple[int, ...], attrs: dict[str, Any]) -> bool:

@@ -462,6 +462,30 @@ def test_cast_chains_fold_only_through_exact_intermediates():
 """
 
 
+def test_cast_chains_through_a_narrower_range_are_kept():
+    # i8 -> u8 wraps negatives (-128 -> 128, which u64 keeps; i8 -> u64 would give 2**64 - 128);
+    # u32 -> i32 wraps the upper half; c64 -> f64 drops the imaginary part.
+    _unchanged("""func @f(%a: i8[2], %u: u32[2], %z: c64[2]) -> (u64[2], i64[2], c128[2]) {
+  %0 = cast %a {dtype=u8} : u8[2]
+  %1 = cast %0 {dtype=u64} : u64[2]
+  %2 = cast %u {dtype=i32} : i32[2]
+  %3 = cast %2 {dtype=i64} : i64[2]
+  %4 = cast %z {dtype=f64} : f64[2]
+  %5 = cast %4 {dtype=c128} : c128[2]
+  return %1, %3, %5
+}
+""")
+
+
+def test_a_cast_through_unsigned_bytes_wraps_as_numpy():
+    a = np.array([-128, -1, 5], np.int8)
+    f = fj.function(lambda v: fj.astype(fj.astype(v, np.uint8), np.uint64))
+    np.testing.assert_array_equal(f(a), a.astype(np.uint8).astype(np.uint64))
+    z = np.array([1 + 2j, -3.5j], np.complex64)
+    g = fj.function(lambda v: fj.astype(fj.real(v).astype(np.float64), np.complex128))
+    np.testing.assert_array_equal(g(z), z.real.astype(np.complex128))
+
+
 def test_cast_chains_that_round_are_kept():
     # i32 -> f32 rounds; f64 -> f32 rounds; i64 -> f64 rounds; f32 -> i32 truncates;
     # float -> float -> int is kept even when exact (out-of-range conversion is not portable).
