@@ -4,6 +4,8 @@ alone, plus property tests on random programs (same results on inputs full of Na
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -1115,3 +1117,40 @@ def test_a_pad_of_nothing_is_its_input():
 }
 """)
     assert "return %x" in out
+
+
+_CAST_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                "float16", "float32", "float64", "complex64", "complex128")
+
+
+def _cast_sources(name: str) -> np.ndarray:
+    d = np.dtype(name)
+    if d.kind == "b":
+        return np.array([False, True])
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        return np.array([info.min, info.min + 1, -1 if info.min else 2, 0, 1, 127, 255, 65535, 2**24 + 1,
+                         2**53 + 1, info.max - 1, info.max], dtype=object).clip(info.min, info.max).astype(d)
+    x = np.array([0.0, -0.0, 1.0 / 3, -2.5, 1e-30, 1e30, 65504.0, 7e4, np.inf, -np.inf, np.nan])
+    with np.errstate(all="ignore"):
+        if d.kind == "c":
+            x = x + 1j * x[::-1]
+        return x.astype(d)
+
+
+@pytest.mark.parametrize("source", _CAST_DTYPES)
+def test_every_cast_chain_gives_numpys_values(source):
+    # What the fold of cast(cast(x, d1), d2) must keep: NumPy's two casts, every dtype pair
+    # (float -> int is out of it: out-of-range conversions are the platform's, never folded).
+    x = _cast_sources(source)
+    for middle in _CAST_DTYPES:
+        for target in _CAST_DTYPES:
+            if np.dtype(source).kind in "fc" and "int" in middle + target:
+                continue
+            if np.dtype(middle).kind in "fc" and "int" in target:
+                continue
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # NumPy's ComplexWarning
+                want = x.astype(middle).astype(target)
+                got = fj.function(lambda v, m=middle, t=target: fj.astype(fj.astype(v, m), t))(x)
+            np.testing.assert_array_equal(got, want, err_msg=f"{source} -> {middle} -> {target}")
