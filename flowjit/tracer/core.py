@@ -31,6 +31,7 @@ from flowjit.runtime.devices import check_device
 
 # The package's own directory (this file is flowjit/tracer/core.py): frames inside it are not the user's.
 _FLOWJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_NUMPY_DIR = os.path.dirname(np.__file__) + os.sep
 
 
 def user_location(skip: int = 1, under: tuple[str, ...] = ()) -> SourceLoc | None:
@@ -46,7 +47,7 @@ def user_location(skip: int = 1, under: tuple[str, ...] = ()) -> SourceLoc | Non
         filename = f.f_code.co_filename
         if filename.startswith(_FLOWJIT_DIR):
             passed = passed or filename.startswith(under)
-        elif not filename.startswith("<frozen"):
+        elif not filename.startswith(("<frozen", _NUMPY_DIR)):   # NumPy's own Python on the way (np.histogram2d)
             return SourceLoc(filename, f.f_lineno) if passed else None
         f = f.f_back
     return None

@@ -187,6 +187,10 @@ def test_what_flowjit_lacks_names_the_numpy_function_and_the_line():
         fj.function(lambda x: np.isnat(x))(X)
     with pytest.raises(FlowjitTypeError, match=r"np\.histogramdd on a traced array at test_numpy_functions"):
         fj.function(lambda x: np.histogramdd(x))(X)
+    # NumPy's Python between the call and the dispatch (histogram2d calls histogramdd):
+    # still the user's line, not NumPy's
+    with pytest.raises(FlowjitTypeError, match=r"np\.histogramdd on a traced array at test_numpy_functions"):
+        fj.function(lambda x: np.histogram2d(x[0], x[1]))(X)
     with pytest.raises(FlowjitTypeError, match=r"np\.add\.accumulate"):
         fj.function(lambda x: np.add.accumulate(x))(X)
     with pytest.raises(FlowjitTypeError, match=r"np\.sum\(\.\.\., where=\).*takes x, axis, dtype, keepdims"):
