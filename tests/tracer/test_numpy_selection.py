@@ -406,3 +406,18 @@ def test_gradients_match_jax(jax):
     want = np.zeros_like(Y)
     want[:, np.flatnonzero(cond)[:2]] = 2 * Y[:, np.flatnonzero(cond)[:2]]
     np.testing.assert_allclose(got, want)
+
+
+def test_numpys_other_dtype_names_and_its_hierarchy():
+    names = {"single": np.float32, "double": np.float64, "half": np.float16, "csingle": np.complex64,
+             "cdouble": np.complex128, "int_": np.int64, "uint": np.uint64, "float_": np.float64,
+             "complex_": np.complex128}
+    x = np.arange(3)
+    for name, want in names.items():
+        assert fj.zeros(2, getattr(fj, name)).dtype == want, name
+        assert fj.function(lambda a, d=getattr(fj, name): a.astype(d))(x).dtype == want, name
+    for name in ("generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
+                 "complexfloating", "character", "flexible"):
+        assert getattr(fj, name) is getattr(np, name)
+    assert fj.issubdtype(fj.float32, fj.floating) and not fj.issubdtype(fj.int_, fj.floating)
+    assert fj.issubdtype(fj.uint, fj.unsignedinteger) and fj.issubdtype(fj.csingle, fj.inexact)

@@ -3,7 +3,9 @@
 ``place``, ``fill_diagonal``, ``diagflat``, ``insert``, ``delete``, ``lexsort``, the 1-D set
 operations (``union1d``, ``intersect1d``, ``setdiff1d``, ``setxor1d``), the index helpers (``ix_``,
 ``s_``, ``index_exp``, ``mgrid``, ``ogrid``), ``matvec`` and ``vecmat``, the dtype and shape
-predicates (``broadcast_shapes``, ``promote_types``, ``issubdtype``, ``isscalar``, ``iterable``),
+predicates (``broadcast_shapes``, ``promote_types``, ``issubdtype``, ``isscalar``, ``iterable``)
+with NumPy's other dtype names (``single``, ``double``, ``int_``...) and abstract scalar classes
+(``floating``, ``integer``...),
 ``bitwise_count``, ``unwrap``, ``vectorize`` and ``apply_along_axis``.
 
 Each is a composite of fj's functions (``where``, ``take``, ``take_along_axis``, ``x.at[...]``,
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.dtypes import DType, int64
+from flowjit.ir.dtypes import DType, complex64, complex128, float16, float32, float64, int64, uint64
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from flowjit.tracer.core import Tracer, current_trace, user_location
 from flowjit.tracer.numpy import setops
@@ -86,6 +88,9 @@ from flowjit.tracer.numpy.ufuncs import (
 from flowjit.tracer.transforms import vmap
 
 __all__: list[str] = [
+    "single", "double", "half", "csingle", "cdouble", "int_", "uint", "float_", "complex_", "generic", "number",
+    "integer", "signedinteger", "unsignedinteger", "inexact", "floating", "complexfloating", "character",
+    "flexible",
     "apply_along_axis", "argwhere", "bitwise_count", "broadcast_shapes", "choose", "compress", "delete", "diagflat",
     "extract", "fill_diagonal", "flatnonzero", "index_exp", "insert", "intersect1d", "isscalar", "issubdtype",
     "iterable", "ix_", "lexsort", "matvec", "mgrid", "ogrid", "piecewise", "place", "promote_types", "put",
@@ -797,6 +802,16 @@ def promote_types(type1: Any, type2: Any) -> np.dtype:
     """The smallest dtype both ``type1`` and ``type2`` cast to safely, as ``np.promote_types``
     (NumPy's dtype; fj's dtypes are accepted)."""
     return np.promote_types(_np_dtype(type1), _np_dtype(type2))
+
+
+# NumPy's other names for the dtypes (jnp's too), and its abstract scalar classes, the
+# hierarchy ``issubdtype`` walks: ``fj.issubdtype(x.dtype, fj.floating)``.
+single, double, half, csingle, cdouble = float32, float64, float16, complex64, complex128
+int_, uint, float_, complex_ = int64, uint64, float64, complex128
+generic, number, integer, signedinteger, unsignedinteger = (np.generic, np.number, np.integer, np.signedinteger,
+                                                            np.unsignedinteger)
+inexact, floating, complexfloating, character, flexible = (np.inexact, np.floating, np.complexfloating,
+                                                           np.character, np.flexible)
 
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
