@@ -227,3 +227,40 @@ def test_bad_arguments_name_the_function_and_the_line():
         with pytest.raises(FlowjitError, match=message) as info:
             fj.function(fn)(B)
         assert "test_statistics.py:" in str(info.value), str(info.value)
+
+
+HIST2D_CASES = [dict(), dict(bins=5), dict(bins=[3, 4]), dict(bins=np.linspace(-2, 2, 6)),
+                dict(bins=[np.array([-1.0, 0.0, 1.0]), 4]), dict(range=[(-1, 1), (0, 2)]), dict(density=True),
+                dict(density=True, bins=(4, 6))]
+
+
+@pytest.mark.parametrize("kw", HIST2D_CASES, ids=[str(k) for k in HIST2D_CASES])
+def test_histogram2d_is_numpys_eagerly_and_compiled(kw):
+    rng = np.random.default_rng(0)
+    x, y, w = rng.standard_normal(200), rng.standard_normal(200), rng.random(200)
+    for weights in (None, w):
+        want = np.histogram2d(x, y, weights=weights, **kw)
+        for got in (fj.histogram2d(x, y, weights=weights, **kw),
+                    fj.function(lambda a, b, v: fj.histogram2d(a, b, weights=v, **kw))(x, y, weights)):
+            for g, e in zip(got, want):
+                np.testing.assert_allclose(g, e, rtol=1e-12)
+                assert np.asarray(g).dtype == e.dtype
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(bins=(2, 3, 4)), dict(bins=4, density=True),
+                                dict(range=[(-1, 1)] * 3), dict(bins=[np.array([-1.0, 0.0, 2.0]), 3, 2])])
+def test_histogramdd_is_numpys_and_traces_as_np_histogramdd(kw):
+    s = np.random.default_rng(1).standard_normal((100, 3)).astype(np.float32)
+    want = np.histogramdd(s, **kw)
+    got = fj.function(lambda a: np.histogramdd(a, **kw))(s)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[0].dtype == want[0].dtype
+    for g, e in zip(got[1], want[1]):
+        np.testing.assert_allclose(g, e, rtol=1e-6)
+        assert g.dtype == e.dtype
+
+
+def test_histogramdd_says_what_its_bins_must_be():
+    s = np.zeros((10, 3))
+    with pytest.raises(fj.ShapeError, match=r"histogramdd: .*bins has 2 entries for a 3-dimensional sample"):
+        fj.histogramdd(s, bins=[2, 3])

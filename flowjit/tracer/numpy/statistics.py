@@ -78,7 +78,8 @@ from flowjit.tracer.numpy.ufuncs import (
 )
 
 __all__: list[str] = [
-    "bincount", "corrcoef", "cov", "digitize", "histogram", "histogram_bin_edges", "median", "nanmedian",
+    "bincount", "corrcoef", "cov", "digitize", "histogram", "histogram2d", "histogram_bin_edges", "histogramdd",
+    "median", "nanmedian",
     "nanpercentile", "nanquantile", "percentile", "quantile",
 ]
 
@@ -538,6 +539,90 @@ def histogram(a: ArrayLike, bins: Any = 10, range: Any = None, density: bool | N
         widths = astype(diff(edges), float64)
         counts = divide(divide(counts, widths), sum(counts))
     return counts, edges
+
+
+@numpy_counterpart
+def histogramdd(sample: Any, bins: Any = 10, range: Any = None, density: bool | None = None,  # noqa: A002
+                weights: ArrayLike = None) -> tuple[Any, list[Any]]:
+    """The D-dimensional histogram of ``sample`` (N points as an (N, D) array, or a sequence of
+    D arrays of N values) and its edges, as ``np.histogramdd``: per dimension ``bins`` is a
+    static count or the edges (one for all, or a sequence), ``range`` a (min, max) pair or
+    None, binned as ``histogram`` bins (the last bin closed); points outside any range, and
+    NaN, are not counted. Counts are float64 (sums of ``weights``); ``density=True`` divides by
+    the total and the bins' volumes."""
+    return _histogramdd("histogramdd", sample, bins, range, density, weights)
+
+
+def _histogramdd(fname: str, sample: Any, bins: Any, range: Any, density: bool | None,  # noqa: A002
+                 weights: ArrayLike) -> tuple[Any, list[Any]]:
+    if isinstance(sample, (list, tuple)):
+        columns = [ravel(operand_value(as_operand(c, "sample"))) for c in sample]
+    else:
+        o = as_operand(sample, "sample")
+        if len(o.shape) > 2:
+            raise bad_argument(fname, f"sample must be (N, D) or a sequence of D arrays, got shape "
+                               f"{list(o.shape)}", ShapeError)
+        v = operand_value(o) if len(o.shape) == 2 else reshape(operand_value(o), (-1, 1))
+        columns = [index_along(v, 1, k) for k in builtins.range(shape(v)[1])]
+    dims = len(columns)
+    n = shape(columns[0])[0] if columns else 0
+    if any(shape(c)[0] != n for c in columns):
+        raise bad_argument(fname, f"the sample's {dims} arrays must have one length, got "
+                           f"{[shape(c)[0] for c in columns]}", ShapeError)
+    if isinstance(bins, (list, tuple)) or ndim(bins) > 0:   # one entry per dimension, as NumPy
+        if len(bins) != dims:
+            raise bad_argument(fname, f"bins has {len(bins)} entries for a {dims}-dimensional sample: give one "
+                               "count or one array of edges per dimension", ShapeError)
+        bins_of = [bins[k] for k in builtins.range(dims)]
+    else:
+        bins_of = [bins] * dims
+    ranges = [None] * dims if range is None else list(range)
+    if len(ranges) != dims:
+        raise bad_argument(fname, f"range has {len(ranges)} entries for a {dims}-dimensional sample", ShapeError)
+    edges, slots, sizes = [], [], []
+    for c, b, r in zip(columns, bins_of, ranges):
+        if r is not None and len(r) == 2:   # NumPy's linspace of the range's Python numbers: float64 edges
+            r = tuple(np.float64(v) if isinstance(v, (int, float)) else v for v in r)
+        e = _bin_edges(fname, c, b, r)
+        nb = shape(e)[0] - 1
+        # as histogram: slot 0 below the first edge, nb + 1 above the last (and NaN)
+        slot = searchsorted(e, c, side="right")
+        slots.append(where(equal(c, index_along(e, 0, -1)), nb, slot))
+        edges.append(e)
+        sizes.append(nb + 2)
+    flat = zeros(shape(slots[0]) if slots else (0,), int64)
+    for slot, size in zip(slots, sizes):
+        flat = add(multiply(flat, size), astype(slot, int64))
+    if weights is None:
+        values = full(shape(flat), 1.0, float64)
+    else:
+        w = as_operand(weights, "weights")
+        if tuple(w.shape) != (n,):
+            raise bad_argument(fname, f"weights of shape {list(w.shape)} must hold one value per point ({n})",
+                               ShapeError)
+        values = astype(operand_value(w), float64)
+    counts = reshape(scatter_add(zeros(math.prod(sizes), float64), flat, values), tuple(sizes))
+    for k, size in enumerate(sizes):
+        counts = index_along(counts, k, builtins.slice(1, size - 1))
+    if density:
+        total = sum(counts)
+        for k, e in enumerate(edges):
+            widths = astype(diff(e), float64)
+            counts = divide(counts, reshape(widths, tuple(-1 if j == k else 1 for j in builtins.range(dims))))
+        counts = divide(counts, total)
+    return counts, edges
+
+
+@numpy_counterpart
+def histogram2d(x: ArrayLike, y: ArrayLike, bins: Any = 10, range: Any = None,  # noqa: A002
+                density: bool | None = None, weights: ArrayLike = None) -> tuple[Any, Any, Any]:
+    """The 2-D histogram of the points (x, y) and its edges, as ``np.histogram2d``: ``bins`` a
+    count or edges for both, or one of each per axis (``[nx, ny]``, ``[xedges, yedges]``);
+    see ``histogramdd``."""
+    if (len(bins) if isinstance(bins, (list, tuple)) or ndim(bins) > 0 else 1) not in (1, 2):
+        bins = [bins, bins]   # the edges of both axes, as NumPy reads a sequence of another length
+    counts, (xedges, yedges) = _histogramdd("histogram2d", [x, y], bins, range, density, weights)
+    return counts, xedges, yedges
 
 
 @numpy_counterpart
