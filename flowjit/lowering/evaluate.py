@@ -7,8 +7,9 @@ correct renderer's machine code computes (up to the intrinsics' last-ulp differe
 
 from __future__ import annotations
 
+import collections
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -110,7 +111,19 @@ def _ev(e: Expr, env: dict, accs: dict, arrays: dict):
     return scalar.reference(e.op, e.dtype)(*args)
 
 
-__all__ = ["evaluate", "int64"]
+def evaluate_index(e: Expr, env: Mapping[str, int]) -> int | None:
+    """The value of index expression ``e`` with the variables of ``env`` (any other variable
+    0: a loop around it at its first iteration), as the renderer computes it; None when ``e``
+    reads a buffer or an accumulator (a pass's question about addresses, not values)."""
+    values = collections.defaultdict(lambda: np.int64(0), {k: np.int64(v) for k, v in env.items()})
+    try:
+        with np.errstate(all="ignore"):
+            return int(_ev(e, values, {}, {}))
+    except (KeyError, ZeroDivisionError):
+        return None
+
+
+__all__ = ["evaluate", "evaluate_index", "int64"]
 
 
 def _offset(idx: tuple, shape: tuple) -> int:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from flowjit.lowering.evaluate import evaluate_index
 from flowjit.lowering.loops import (
     INDEX,
     Buffer,
@@ -144,7 +145,7 @@ class _Tiler:
             return None
         position = 0
         for e, dim in zip(index, shape):
-            value = _evaluate(substitute_lets(e, lets), {**self.sizes, **at})
+            value = evaluate_index(substitute_lets(e, lets), {**self.sizes, **at})
             if value is None:
                 return None
             position = position * dim + value
@@ -156,33 +157,6 @@ class _Tiler:
         i_loop = Loop(outer.var, _first(i_tile), _last(i_tile, outer.stop), 1, (*outer.body[:-1], j_loop))
         return Loop(i_tile, Const(0, INDEX), _tiles(outer.stop), 1,
                     (Loop(j_tile, Const(0, INDEX), _tiles(inner.stop), 1, (i_loop,)),), outer.parallel)
-
-
-_INDEX_OPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "neg": lambda a: -a,
-    "min": min, "max": max, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-    "select": lambda c, a, b: a if c else b,
-    # truncating, as the loop IR's (the divisor is never 0)
-    "idiv": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
-    "irem": lambda a, b: a - abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1) * b,
-}
-
-
-def _evaluate(e: Expr, env: Mapping[str, int]) -> int | None:
-    """The integer value of index expression ``e`` with the variables of ``env`` (any other
-    variable 0: a loop around the nest at its first iteration); None for a load or an op
-    that is not index arithmetic."""
-    if isinstance(e, Const):
-        return e.value if isinstance(e.value, (int, bool)) else None
-    if isinstance(e, Var):
-        return env.get(e.name, 0)
-    if isinstance(e, Prim) and e.op in _INDEX_OPS:
-        args = [_evaluate(x, env) for x in e.args]
-        if None in args or (e.op in ("idiv", "irem") and args[1] == 0):
-            return None
-        return int(_INDEX_OPS[e.op](*args))
-    return None
 
 
 def _tiles(n: Expr) -> Expr:

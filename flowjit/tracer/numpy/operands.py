@@ -141,6 +141,24 @@ def concrete_array(fname: str, x: ArrayLike) -> np.ndarray | None:
     return np.asarray(o.array)
 
 
+def known_array(x: ArrayLike) -> np.ndarray | None:
+    """x's values when they are known while tracing (x is not a Tracer: a NumPy array, a
+    Python number, a list), else None."""
+    o = as_operand(x)
+    return None if o.tracer is not None else np.asarray(o.array)
+
+
+def needs_size(fname: str, x: ArrayLike, what: str, example: str, noun: str = "array",
+               depends: str = "the values") -> FlowjitTypeError:
+    """The error of ``fname`` called on a traced ``x`` without ``size=``: ``what`` (how many
+    results there are) depends on the values, which a traced program does not know; JAX's
+    ``size=K`` fixes it (``example`` shows the call)."""
+    return FlowjitTypeError(
+        f"{fname} on a traced {noun} ({as_operand(x).aval}) at {user_location()}: {what} depends on {depends}, "
+        f"and flowjit's arrays have shapes fixed when tracing. Pass size=K (as JAX's {fname}): the first K "
+        f"results, the rest filled with fill_value, e.g. {example}; or call it outside the traced function")
+
+
 def check_size(fname: str, size: Any) -> None:
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
         raise FlowjitTypeError(f"{fname}: size={size!r} must be a positive int (at {user_location()})")

@@ -31,7 +31,7 @@ import numpy as np
 
 from flowjit.ir.dtypes import DType, complex64, complex128, float16, float32, float64, int64, uint64
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
-from flowjit.tracer.core import Tracer, current_trace, user_location
+from flowjit.tracer.core import Tracer, user_location
 from flowjit.tracer.numpy import setops
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.counterparts import numpy_counterpart
@@ -57,6 +57,9 @@ from flowjit.tracer.numpy.operands import (
     as_operand,
     bad_argument,
     check_size,
+    concrete_array,
+    known_array,
+    needs_size,
     normalize_axis,
     operand_value,
     promote,
@@ -99,27 +102,6 @@ __all__: list[str] = [
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def _concrete(x: ArrayLike) -> np.ndarray | None:
-    """x as a NumPy array when no trace runs and it is not traced; else None."""
-    o = as_operand(x)
-    if o.tracer is not None or current_trace() is not None:
-        return None
-    return np.asarray(o.array)
-
-
-def _static(x: ArrayLike) -> np.ndarray | None:
-    """x as a NumPy array when its values are known while tracing (not a Tracer); else None."""
-    o = as_operand(x)
-    return None if o.tracer is not None else np.asarray(o.array)
-
-
-def _no_size(fname: str, x: ArrayLike, what: str, example: str, noun: str = "array") -> FlowjitTypeError:
-    return FlowjitTypeError(
-        f"{fname} on a traced {noun} ({as_operand(x).aval}) at {user_location()}: {what} depends on the values, "
-        f"and flowjit's arrays have shapes fixed when tracing. Pass size=K (as JAX's {fname}): the first K "
-        f"results, the rest filled with fill_value, e.g. {example}; or call it outside the traced function")
-
 
 def _not_inplace(fname: str, inplace: bool) -> None:
     if inplace:
@@ -193,10 +175,10 @@ def argwhere(a: ArrayLike, *, size: int | None = None, fill_value: Any = None) -
     per element in row-major order, as ``np.argwhere``. On a traced ``a`` it takes JAX's
     ``size=K``: K rows, those past the last non-zero element filled with ``fill_value``
     (default 0; one value, or one per axis)."""
-    arr = _concrete(a)
+    arr = concrete_array("argwhere", a)
     if size is None:
         if arr is None:
-            raise _no_size("argwhere", a, "how many elements are non-zero, and so the output shape,",
+            raise needs_size("argwhere", a, "how many elements are non-zero, and so the output shape,",
                            "fj.argwhere(x, size=K, fill_value=-1)")
         return np.argwhere(arr).astype(np.int64)
     check_size("argwhere", size)
@@ -209,10 +191,10 @@ def argwhere(a: ArrayLike, *, size: int | None = None, fill_value: Any = None) -
 def flatnonzero(a: ArrayLike, *, size: int | None = None, fill_value: Any = None) -> Any:
     """The int64 indices of the non-zero elements of ``a`` flattened, as ``np.flatnonzero``; on
     a traced ``a`` it takes JAX's ``size=K`` (the first K, the rest ``fill_value``, default 0)."""
-    arr = _concrete(a)
+    arr = concrete_array("flatnonzero", a)
     if size is None:
         if arr is None:
-            raise _no_size("flatnonzero", a, "how many elements are non-zero, and so the output shape,",
+            raise needs_size("flatnonzero", a, "how many elements are non-zero, and so the output shape,",
                            "fj.flatnonzero(x, size=K, fill_value=-1)")
         return np.flatnonzero(arr).astype(np.int64)
     check_size("flatnonzero", size)
@@ -232,7 +214,7 @@ def _compress(fname: str, condition: ArrayLike, a: ArrayLike, axis: int | None, 
     n = xs[ax]
     if size is not None:
         check_size(fname, size)
-    c = _static(condition)
+    c = known_array(condition)
     if c is not None:
         c = c.astype(bool)
         if c.size > n and c[n:].any():
@@ -240,7 +222,7 @@ def _compress(fname: str, condition: ArrayLike, a: ArrayLike, axis: int | None, 
                                f"(shape {list(xs)}): it selects nothing there; shorten it to {n}", IndexError)
         keep = np.flatnonzero(c[:n])
         if size is None:
-            arr = _concrete(a)
+            arr = concrete_array(fname, a)
             if arr is not None:
                 return np.compress(c, arr, axis)
             return take(x, keep, axis=ax)
@@ -251,7 +233,7 @@ def _compress(fname: str, condition: ArrayLike, a: ArrayLike, axis: int | None, 
         filler = full(xs[:ax] + (pad,) + xs[ax + 1:], astype(fill_value, ao.dtype), ao.dtype)
         return filler if got is None else concatenate([got, filler], axis=ax)
     if size is None:
-        raise _no_size(fname, condition, "how many entries the condition selects, and so the output shape,",
+        raise needs_size(fname, condition, "how many entries the condition selects, and so the output shape,",
                        f"fj.{fname}(condition, a, size=K, fill_value=0)", "condition")
     cb = _as_bool(condition)
     m = co.shape[0]
@@ -302,13 +284,13 @@ def choose(a: ArrayLike, choices: Any, out: Any = None, mode: str = "raise") -> 
     k = len(chs)
     if k == 0:
         raise bad_argument("choose", "choices is empty: there is nothing to choose from", ValueError)
-    arr = _concrete(a)
-    chosen = [_concrete(c) for c in chs]
+    arr = concrete_array("choose", a)
+    chosen = [concrete_array("choose", c) for c in chs]
     if arr is not None and builtins.all(c is not None for c in chosen):
         return np.choose(arr, chosen, mode=mode)
     idx = astype(operand_value(ao), int64)
     if mode == "raise":
-        a_static = _static(a)
+        a_static = known_array(a)
         if a_static is None:
             raise FlowjitTypeError(
                 f"choose(mode='raise') on a traced index array ({ao.aval}) at {user_location()}: whether its "
@@ -353,8 +335,8 @@ def piecewise(x: ArrayLike, condlist: Any, funclist: Sequence[Any], *args: Any, 
     if len(funcs) not in (n, n + 1):
         raise bad_argument("piecewise", f"with {n} condition(s), either {n} or {n + 1} functions are expected, got "
                            f"{len(funcs)}", ValueError)
-    arr = _concrete(xv)
-    static = [_concrete(c) for c in conds]
+    arr = concrete_array("piecewise", xv)
+    static = [concrete_array("piecewise", c) for c in conds]
     if arr is not None and builtins.all(c is not None for c in static):
         return np.piecewise(arr, condlist, funcs, *args, **kw)
     conds = [_as_bool(c) for c in conds]
@@ -417,7 +399,7 @@ def put(a: ArrayLike, ind: ArrayLike, v: ArrayLike, mode: str | None = None, *, 
         return operand_value(ao)
     flat_v = take(flat_v, np.arange(m)) if nv > m else _tile_to(flat_v, m)
     if mode == "raise":
-        ind_static = _static(ind)
+        ind_static = known_array(ind)
         if ind_static is None:
             raise FlowjitTypeError(
                 f"put(mode='raise') on traced indices ({io.aval}) at {user_location()}: whether they are in range "
@@ -445,7 +427,7 @@ def place(arr: ArrayLike, mask: ArrayLike, vals: ArrayLike, *, inplace: bool = T
     nv = shape(flat_vals)[0]
     mb = ravel(_as_bool(mask))
     if nv == 0:
-        m = _static(mask)
+        m = known_array(mask)
         if m is not None and not m.any():
             return operand_value(ao)
         raise bad_argument("place", "vals is empty: there is nothing to place where mask holds" +
@@ -511,7 +493,7 @@ def insert(arr: ArrayLike, obj: Any, values: ArrayLike, axis: int | None = None)
     result's shape depends on it); ``values`` may be traced and is cast to arr's dtype. One
     gather from arr and values, so it differentiates in both."""
     idx = _static_obj("insert", obj)
-    arr_c, vals_c = _concrete(arr), _concrete(values)
+    arr_c, vals_c = concrete_array("insert", arr), concrete_array("insert", values)
     if arr_c is not None and vals_c is not None:
         return np.insert(arr_c, obj, vals_c, axis)
     ao = as_operand(arr, "arr")
@@ -569,7 +551,7 @@ def delete(arr: ArrayLike, obj: Any, axis: int | None = None) -> Any:
     ``np.delete``. ``obj`` is static (an int, a slice, concrete indices or a boolean mask):
     the result's shape depends on it. A gather of the kept entries (differentiable)."""
     idx = _static_obj("delete", obj)
-    arr_c = _concrete(arr)
+    arr_c = concrete_array("delete", arr)
     if arr_c is not None:
         return np.delete(arr_c, obj, axis)
     ao = as_operand(arr, "arr")
@@ -607,10 +589,10 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
 def union1d(ar1: ArrayLike, ar2: ArrayLike, *, size: int | None = None, fill_value: Any = None) -> Any:
     """The sorted distinct values of ``ar1`` and ``ar2`` (flattened), as ``np.union1d``; traced,
     it takes JAX's ``size=K`` (as ``unique``: the rest ``fill_value``, default the smallest)."""
-    a1, a2 = _concrete(ar1), _concrete(ar2)
+    a1, a2 = concrete_array("union1d", ar1), concrete_array("union1d", ar2)
     if size is None:
         if a1 is None or a2 is None:
-            raise _no_size("union1d", ar1 if a1 is None else ar2, "how many distinct values there are, and so "
+            raise needs_size("union1d", ar1 if a1 is None else ar2, "how many distinct values there are, and so "
                            "the output shape,", "fj.union1d(a, b, size=K)")
         return np.union1d(a1, a2)
     check_size("union1d", size)
@@ -624,10 +606,10 @@ def intersect1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, ret
     ``np.intersect1d``, with ``return_indices`` the first position of each in either. Traced,
     it takes JAX's ``size=K``: past the last common value, values are ``fill_value`` (default
     the smallest common value) and indices ar1.size and ar2.size."""
-    a1, a2 = _concrete(ar1), _concrete(ar2)
+    a1, a2 = concrete_array("intersect1d", ar1), concrete_array("intersect1d", ar2)
     if size is None:
         if a1 is None or a2 is None:
-            raise _no_size("intersect1d", ar1 if a1 is None else ar2, "how many values the arrays share, and so "
+            raise needs_size("intersect1d", ar1 if a1 is None else ar2, "how many values the arrays share, and so "
                            "the output shape,", "fj.intersect1d(a, b, size=K)")
         out = np.intersect1d(a1, a2, assume_unique, return_indices)
         return tuple(np.asarray(r, np.int64) if i else r for i, r in enumerate(out)) if return_indices else out
@@ -654,10 +636,10 @@ def setdiff1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, *, si
     """The sorted distinct values of ``ar1`` not in ``ar2`` (flattened; with ``assume_unique``,
     ar1's values not in ar2 in their order), as ``np.setdiff1d``. Traced, it takes JAX's
     ``size=K``: the rest ``fill_value`` (default 0, as JAX's)."""
-    a1, a2 = _concrete(ar1), _concrete(ar2)
+    a1, a2 = concrete_array("setdiff1d", ar1), concrete_array("setdiff1d", ar2)
     if size is None:
         if a1 is None or a2 is None:
-            raise _no_size("setdiff1d", ar1 if a1 is None else ar2, "how many values of ar1 are not in ar2, and so "
+            raise needs_size("setdiff1d", ar1 if a1 is None else ar2, "how many values of ar1 are not in ar2, and so "
                            "the output shape,", "fj.setdiff1d(a, b, size=K, fill_value=0)")
         return np.setdiff1d(a1, a2, assume_unique)
     check_size("setdiff1d", size)
@@ -678,10 +660,10 @@ def setxor1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, *, siz
     """The sorted distinct values in exactly one of ``ar1`` and ``ar2`` (flattened), as
     ``np.setxor1d``. Traced, it takes JAX's ``size=K``: the rest ``fill_value`` (default the
     smallest such value, as JAX's)."""
-    a1, a2 = _concrete(ar1), _concrete(ar2)
+    a1, a2 = concrete_array("setxor1d", ar1), concrete_array("setxor1d", ar2)
     if size is None:
         if a1 is None or a2 is None:
-            raise _no_size("setxor1d", ar1 if a1 is None else ar2, "how many values lie in exactly one array, and "
+            raise needs_size("setxor1d", ar1 if a1 is None else ar2, "how many values lie in exactly one array, and "
                            "so the output shape,", "fj.setxor1d(a, b, size=K)")
         return np.setxor1d(a1, a2, assume_unique)
     check_size("setxor1d", size)

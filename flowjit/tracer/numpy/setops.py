@@ -18,7 +18,14 @@ from flowjit.tracer.numpy.creation import zeros
 from flowjit.tracer.numpy.indexing import scatter_add, take
 from flowjit.tracer.numpy.layout import ravel, reshape
 from flowjit.tracer.numpy.manipulation import concatenate
-from flowjit.tracer.numpy.operands import ArrayLike, as_operand, check_size, concrete_array, operand_value
+from flowjit.tracer.numpy.operands import (
+    ArrayLike,
+    as_operand,
+    check_size,
+    concrete_array,
+    needs_size,
+    operand_value,
+)
 from flowjit.tracer.numpy.reductions import cumsum
 from flowjit.tracer.numpy.ufuncs import greater, isnan, logical_and, logical_not, minimum, not_equal, subtract, where
 
@@ -48,14 +55,6 @@ class UniqueInverseResult(NamedTuple):
 
     values: Any
     inverse_indices: Any
-
-
-def _no_size(fname: str, x: ArrayLike) -> FlowjitTypeError:
-    return FlowjitTypeError(
-        f"{fname} on a traced array ({as_operand(x, 'x').aval}) at {user_location()}: the number of distinct values "
-        "depends on the data, and flowjit's arrays have shapes fixed when tracing. Pass size=K (as JAX's "
-        "unique): the first K distinct values, the rest filled with fill_value; or call it outside the traced "
-        "function")
 
 
 class _Runs(NamedTuple):
@@ -106,7 +105,8 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
     arr = concrete_array("unique", ar)
     if size is None:
         if arr is None:
-            raise _no_size("unique", ar)
+            raise needs_size("unique", ar, "the number of distinct values", "fj.unique(x, size=K)",
+                             depends="the data")
         return np.unique(arr, return_index, return_inverse, return_counts, axis, equal_nan=equal_nan)
     check_size("unique", size)
     if axis is not None or not equal_nan:
@@ -152,7 +152,8 @@ def _unique_family(fname: str, x: ArrayLike, size: Any, fill_value: Any, pick: A
     arr = concrete_array(fname, x)
     if size is None:
         if arr is None:
-            raise _no_size(fname, x)
+            raise needs_size(fname, x, "the number of distinct values", f"fj.{fname}(x, size=K)",
+                             depends="the data")
         return numpy(arr)
     check_size(fname, size)
     return pick(_runs(x, size, fill_value))

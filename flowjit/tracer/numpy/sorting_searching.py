@@ -26,7 +26,15 @@ from flowjit.tracer.numpy.counterparts import numpy_counterpart
 from flowjit.tracer.numpy.creation import full, zeros
 from flowjit.tracer.numpy.indexing import scatter_add, take, take_along_axis
 from flowjit.tracer.numpy.layout import expand_dims, ravel
-from flowjit.tracer.numpy.operands import ArrayLike, as_operand, check_size, concrete_array, operand_value, promote
+from flowjit.tracer.numpy.operands import (
+    ArrayLike,
+    as_operand,
+    check_size,
+    concrete_array,
+    needs_size,
+    operand_value,
+    promote,
+)
 from flowjit.tracer.numpy.reductions import cumsum, sum
 from flowjit.tracer.numpy.ufuncs import (
     add,
@@ -194,11 +202,8 @@ def nonzero(x: ArrayLike, /, *, size: int | None = None, fill_value: Any = None)
     arr = concrete_array("nonzero", x)
     if size is None:
         if arr is None:
-            raise FlowjitTypeError(
-                f"nonzero on a traced array ({o.aval}) at {user_location()}: how many elements are non-zero, and "
-                "so the output shape, depends on the values, and flowjit's arrays have shapes fixed when tracing. "
-                "Pass size=K (as JAX's nonzero): the first K indices, the rest filled with fill_value (default 0), "
-                "e.g. fj.nonzero(x, size=K, fill_value=-1); or call it outside the traced function")
+            raise needs_size("nonzero", x, "how many elements are non-zero, and so the output shape,",
+                             "fj.nonzero(x, size=K, fill_value=-1)")
         return tuple(i.astype(np.int64) for i in np.nonzero(arr))
     check_size("nonzero", size)
     fills = fill_value if isinstance(fill_value, (tuple, list)) else (0 if fill_value is None else fill_value,) * len(

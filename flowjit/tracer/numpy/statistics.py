@@ -40,6 +40,7 @@ from flowjit.tracer.numpy.operands import (
     as_operand,
     bad_argument,
     cast,
+    known_array,
     normalize_axes,
     operand_value,
     promote,
@@ -94,12 +95,6 @@ _METHODS = ("linear", "midpoint", "averaged_inverted_cdf", *_DISCRETE, *_HYNDMAN
 # ---- order statistics ------------------------------------------------------------------------
 
 
-def _known(x: ArrayLike) -> np.ndarray | None:
-    """x's values when they are known while tracing (x is not traced), else None."""
-    o = as_operand(x)
-    return None if o.tracer is not None else np.asarray(o.array)
-
-
 
 def _reduced_last(fname: str, a: ArrayLike, axis: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
     """a with the axes to reduce moved last and merged into one (all of them when ``axis`` is
@@ -146,7 +141,7 @@ def _is_weak(q: ArrayLike) -> bool:
 
 
 def _check_q(fname: str, q: ArrayLike, top: int) -> None:
-    arr = _known(q)
+    arr = known_array(q)
     if arr is not None and arr.size and not bool(np.all((arr >= 0) & (arr <= top))):
         what = "Percentiles" if top == 100 else "Quantiles"
         raise bad_argument(fname, f"{what} must be in the range [0, {top}], got q={arr.tolist()!r}", ShapeError)
@@ -364,7 +359,7 @@ def _check_weights(fname: str, name: str, w: ArrayLike, n: int, integral: bool) 
                            f"({n})", ShapeError)
     if integral and not (o.dtype.is_int or o.dtype.is_bool):
         raise bad_argument(fname, f"{name} must be integers (frequencies), got {o.aval}")
-    arr = _known(w)
+    arr = known_array(w)
     if arr is not None and bool(np.any(arr < 0)):
         raise bad_argument(fname, f"{name} cannot be negative", ShapeError)
     return operand_value(o)
@@ -474,7 +469,7 @@ def _bin_edges(fname: str, a: ArrayLike, bins: Any, range: Any) -> Any:  # noqa:
         if len(e.shape) != 1 or e.shape[0] < 1:
             raise bad_argument(fname, f"bins as edges must be a non-empty 1-D array, got shape "
                                f"{list(e.shape)}", ShapeError)
-        arr = _known(bins)
+        arr = known_array(bins)
         if arr is not None and bool(np.any(arr[1:] < arr[:-1])):
             raise bad_argument(fname, "bins must increase monotonically, when an array", ShapeError)
         return operand_value(e)
@@ -484,7 +479,7 @@ def _bin_edges(fname: str, a: ArrayLike, bins: Any, range: Any) -> Any:  # noqa:
             lo, hi = as_operand(0.0), as_operand(1.0)
         else:
             lo, hi = as_operand(min(flat)), as_operand(max(flat))
-            arr = _known(o)
+            arr = known_array(o)
             if arr is not None and not np.all(np.isfinite([arr.min(), arr.max()])):
                 raise bad_argument(fname, f"autodetected range of [{arr.min()}, {arr.max()}] is not "
                                    "finite: give range=, or drop the NaNs and infinities", ShapeError)
@@ -641,7 +636,7 @@ def bincount(x: ArrayLike, weights: ArrayLike = None, minlength: int = 0, *, len
     if minlength < 0:
         raise bad_argument("bincount", f"minlength={minlength} must be non-negative", ShapeError)
     if length is None:
-        arr = _known(o)
+        arr = known_array(o)
         if arr is None:
             raise FlowjitTypeError(
                 f"bincount on a traced array ({o.aval}) at {user_location()}: the result's length is max(x) + 1, "
@@ -686,7 +681,7 @@ def digitize(x: ArrayLike, bins: ArrayLike, right: bool = False) -> Any:
     down = lambda: subtract(n, searchsorted(flip(bv), x, side=side))  # noqa: E731
     if n == 0:
         return zeros(as_operand(x, "x").shape, int64)
-    arr = _known(b)
+    arr = known_array(b)
     if arr is not None:
         d = np.diff(arr)
         if bool(np.all(d >= 0)):
