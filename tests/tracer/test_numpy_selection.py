@@ -368,6 +368,30 @@ def test_vectorize():
         fj.vectorize(lambda a: a, signature="(n->()")
 
 
+def test_vectorize_outside_a_trace_traces_once_per_signature():
+    calls = []
+
+    def scaled(a, b):
+        calls.append(1)
+        return fj.where(a > b, a - b, a * b)
+
+    vec = fj.vectorize(scaled)
+    for _ in range(3):
+        _same(vec(Y, V), np.where(Y > V, Y - V, Y * V), exact=False)
+    assert len(calls) == 1
+    vec(Y[:2], V)  # a new shape is a new signature
+    assert len(calls) == 2
+
+    power = fj.vectorize(lambda a, p: (calls.append(1), a ** p)[1], excluded={1})
+    calls.clear()
+    for p in (3, 3, 2, 3):
+        _same(power(Y, p), Y ** p, exact=False)
+    assert len(calls) == 2  # one trace per excluded value
+    # An excluded argument that cannot be hashed is passed through, traced each call.
+    weights = fj.vectorize(lambda a, w: a * w[0] + w[1], excluded={"w"})
+    _same(weights(Y, w=[2.0, 1.0]), Y * 2.0 + 1.0, exact=False)
+
+
 def test_apply_along_axis():
     for axis in (0, 1, -1):
         want = np.apply_along_axis(lambda r: np.cumsum(r) * 2, axis, A3)

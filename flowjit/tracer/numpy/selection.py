@@ -31,7 +31,8 @@ import numpy as np
 
 from flowjit.ir.dtypes import DType, complex64, complex128, float16, float32, float64, int64, uint64
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
-from flowjit.tracer.core import Tracer, user_location
+from flowjit.tracer.core import Tracer, current_trace, user_location
+from flowjit.tracer.function import TracedFunction
 from flowjit.tracer.numpy import setops
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.counterparts import numpy_counterpart
@@ -940,8 +941,45 @@ class vectorize:  # noqa: N801 - NumPy's name
         self._parsed = None if signature is None else _parse_signature(signature)
         self.__name__ = getattr(pyfunc, "__name__", "vectorized")
         self.__doc__ = getattr(pyfunc, "__doc__", None)
+        self._compiled: TracedFunction | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Outside a trace, one fj.function per vectorize object, the excluded arguments
+        # static, so a second call of a signature reuses its program instead of tracing the
+        # fresh closure _map builds each call (NumPy's vectorize is called in loops).
+        if current_trace() is None:
+            layout = self._layout(args, kwargs)
+            if layout is not None:
+                if self._compiled is None:
+                    self._compiled = TracedFunction(self._from_layout, static_argnums=(1,))
+                mapped = [a for i, a in enumerate(args) if i not in self.excluded]
+                mapped += [kwargs[k] for k in layout[2]]
+                return self._compiled(tuple(np.asarray(a) if isinstance(a, (list, tuple)) else a
+                                            for a in mapped), layout)
+        return self._map(args, kwargs)
+
+    def _layout(self, args: tuple, kwargs: dict[str, Any]) -> tuple | None:
+        """Where each argument goes and the excluded ones' values, hashable as a static
+        argument; None when an excluded value cannot be hashed."""
+        layout = (len(args), tuple((i, args[i]) for i in range(len(args)) if i in self.excluded),
+                  tuple(sorted(k for k in kwargs if k not in self.excluded)),
+                  tuple(sorted((k, v) for k, v in kwargs.items() if k in self.excluded)))
+        try:
+            hash(layout)
+        except TypeError:
+            return None
+        return layout
+
+    def _from_layout(self, mapped: tuple, layout: tuple) -> Any:
+        n_args, excluded_pos, mapped_kw, excluded_kw = layout
+        values = iter(mapped)
+        fixed = dict(excluded_pos)
+        args = [fixed[i] if i in fixed else next(values) for i in range(n_args)]
+        kwargs = dict(excluded_kw)
+        kwargs.update((k, next(values)) for k in mapped_kw)
+        return self._map(tuple(args), kwargs)
+
+    def _map(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         mapped_pos = [i for i in range(len(args)) if i not in self.excluded]
         mapped_kw = [k for k in kwargs if k not in self.excluded]
         arrays = [args[i] for i in mapped_pos] + [kwargs[k] for k in mapped_kw]
