@@ -13,8 +13,8 @@ some buffer a cache line or more apart as ``j`` steps and less than a line apart
 steps (its rows run along the outer variable: ``x[j, i]``, a strided ``x[j, 2 * i]``, a
 reshape's ``x[0, j * n + i]``). The distances are those of the index expressions (their
 ``Let`` bindings substituted) evaluated at the middle of the nest at the shapes the kernel
-is compiled for. It runs such a nest as tiles of ``TILE`` rows by ``TILE`` columns: ``for
-it: for jt: for i in tile: for j in tile``. A tile's input lines (``TILE`` of them) stay in
+is compiled for. It runs such a nest as tiles of ``TILE_ROWS`` rows by ``TILE_COLUMNS`` columns: ``for
+it: for jt: for i in tile: for j in tile``. A tile's input lines (``TILE_COLUMNS`` rows of them) stay in
 the first-level cache while its rows are written, so each line is read from memory once.
 
 Guarantees: the same iterations with the same statements, so the same values; only the
@@ -24,7 +24,7 @@ every store writes an element of its own (its index holds both variables), and a
 the nest stores to, or one an output may share memory with, is read only at the element
 the same iteration stores. The outer tile loop keeps the outer loop's ``parallel`` flag
 (one tile row of the output per iteration, so chunks of it split the output by rows as
-before) and runs from 0 in steps of 1 to a size (``ceil(n / TILE)``), so the program still
+before) and runs from 0 in steps of 1 to a size (``ceil(n / TILE_ROWS)``), so the program still
 splits it over threads. Both loops must start at 0 in steps of 1 and neither may stream;
 nests whose extents are below ``MIN_EXTENT`` (known at the concrete shapes) are left as
 they were.
@@ -51,9 +51,15 @@ from flowjit.lowering.loops import (
     substitute_lets,
 )
 
-# Tile side, in elements: 16 float32s are a cache line; 32 lines in and 32 rows of 32 out
-# stay in the first-level cache together for every dtype up to complex128's parts.
-TILE = 32
+# A tile's sides, in elements: TILE_ROWS rows of the output (the outer variable, along
+# which the input's rows run) by TILE_COLUMNS columns (the inner variable: one input row
+# each). The input's rows are often a power of two of bytes apart, so its lines share a
+# few sets of the first-level cache; 16 of them (and 16 float32s, a vector's width) held
+# against 32: on the Zen 5 machine, in one process alternated, 32x16 took a float32
+# 4096x1024 transpose 4.6 -> 3.9 ms (one thread 9.2 -> 6.5), a complex64 1024^2 one 1.8 ->
+# 1.6 and |rfft| of 256x1024 1.05 -> 0.91 ms; 16x16 and 32x8 were slower than 32x16.
+TILE_ROWS = 32
+TILE_COLUMNS = 16
 # A cache line: a read that moves a line or more as the inner variable steps reads a line
 # per element.
 LINE = 64
@@ -153,21 +159,23 @@ class _Tiler:
 
     def tiled(self, outer: Loop, inner: Loop) -> Loop:
         i_tile, j_tile = f"{outer.var}_tile", f"{inner.var}_tile"
-        j_loop = Loop(inner.var, _first(j_tile), _last(j_tile, inner.stop), 1, inner.body)
-        i_loop = Loop(outer.var, _first(i_tile), _last(i_tile, outer.stop), 1, (*outer.body[:-1], j_loop))
-        return Loop(i_tile, Const(0, INDEX), _tiles(outer.stop), 1,
-                    (Loop(j_tile, Const(0, INDEX), _tiles(inner.stop), 1, (i_loop,)),), outer.parallel)
+        j_loop = Loop(inner.var, _first(j_tile, TILE_COLUMNS), _last(j_tile, inner.stop, TILE_COLUMNS), 1,
+                      inner.body)
+        i_loop = Loop(outer.var, _first(i_tile, TILE_ROWS), _last(i_tile, outer.stop, TILE_ROWS), 1,
+                      (*outer.body[:-1], j_loop))
+        return Loop(i_tile, Const(0, INDEX), _tiles(outer.stop, TILE_ROWS), 1,
+                    (Loop(j_tile, Const(0, INDEX), _tiles(inner.stop, TILE_COLUMNS), 1, (i_loop,)),), outer.parallel)
 
 
-def _tiles(n: Expr) -> Expr:
+def _tiles(n: Expr, side: int) -> Expr:
     if isinstance(n, Const):
-        return Const(-(-int(n.value) // TILE), INDEX)
-    return Prim("idiv", (Prim("add", (n, Const(TILE - 1, INDEX)), INDEX), Const(TILE, INDEX)), INDEX)
+        return Const(-(-int(n.value) // side), INDEX)
+    return Prim("idiv", (Prim("add", (n, Const(side - 1, INDEX)), INDEX), Const(side, INDEX)), INDEX)
 
 
-def _first(tile: str) -> Expr:
-    return Prim("mul", (Var(tile, INDEX), Const(TILE, INDEX)), INDEX)
+def _first(tile: str, side: int) -> Expr:
+    return Prim("mul", (Var(tile, INDEX), Const(side, INDEX)), INDEX)
 
 
-def _last(tile: str, n: Expr) -> Expr:
-    return Prim("min", (Prim("add", (_first(tile), Const(TILE, INDEX)), INDEX), n), INDEX)
+def _last(tile: str, n: Expr, side: int) -> Expr:
+    return Prim("min", (Prim("add", (_first(tile, side), Const(side, INDEX)), INDEX), n), INDEX)

@@ -27,7 +27,7 @@ from flowjit.lowering.loops import (
     expressions,
     walk_statements,
 )
-from flowjit.lowering.tile_transpose import MIN_EXTENT, TILE, tile_transposes
+from flowjit.lowering.tile_transpose import MIN_EXTENT, TILE_COLUMNS, TILE_ROWS, tile_transposes
 from tests.lowering.test_lowering import kernel_of
 from tests.lowering.test_programs import check_fused
 
@@ -47,7 +47,7 @@ def _random(shape, dtype, seed=0):
 CASES = [
     # (function, input shape, dtype): edges that are not multiples of the tile, every kind
     (lambda x: x.T * 2, (97, 130), np.float32),
-    (lambda x: x.T + 1, (TILE * 2, TILE * 3), np.float64),
+    (lambda x: x.T + 1, (TILE_COLUMNS * 5, TILE_ROWS * 3), np.float64),
     (lambda x: x.T * (1 - 2j), (70, 200), np.complex64),
     (lambda x: x.T - 3, (130, 67), np.int32),
     (lambda x: fj.transpose(x, (0, 2, 1)) * 0.5, (3, 100, 70), np.float32),
@@ -118,7 +118,8 @@ def _tile(k: Kernel, shapes: dict, aliased=()) -> tuple:
 
 
 def test_the_tiled_kernel_evaluates_to_the_untiled_ones_values():
-    k, shapes = _nest((Store("out0", (I, J), Prim("mul", (ACROSS, Const(3.0, float32)), float32)),), n=TILE * 2 + 5)
+    k, shapes = _nest((Store("out0", (I, J), Prim("mul", (ACROSS, Const(3.0, float32)), float32)),),
+                      n=TILE_ROWS * 2 + 5)
     tiled = Kernel(k.name, k.buffers, k.sizes, _tile(k, shapes))
     assert _tiled(tiled)
     x = _random(shapes["in0"], np.float32)

@@ -216,16 +216,32 @@ def _dft_rows(e, z, sign: int):
     return e.reshape(_dft_rows(e, y, sign), shape=(n, c))
 
 
+def _to_rows(e, z, axis: int):
+    """``z`` with ``axis`` moved first and the other axes flattened into columns, [n, C] (the
+    layout ``_dft_rows`` transforms), and the permutation that moved it."""
+    shape = z.type.shape
+    perm = (axis, *[a for a in range(len(shape)) if a != axis])
+    moved = e.transpose(z, perm=perm) if axis else z
+    return e.reshape(moved, shape=(shape[axis], math.prod(shape) // shape[axis])), perm
+
+
+def _from_rows(e, rows, perm: tuple[int, ...], shape: tuple[int, ...]):
+    """``rows`` [n', C] back in the layout of a ``z`` of ``shape`` that ``_to_rows`` moved
+    with ``perm``, its axis ``perm[0]`` now n' long."""
+    back = e.reshape(rows, shape=(rows.type.shape[0], *[shape[a] for a in perm[1:]]))
+    return e.transpose(back, perm=tuple(int(i) for i in np.argsort(perm))) if perm[0] else back
+
+
 def _dft_axis(e, z, axis: int, sign: int):
     """The unnormalized DFT of complex ``z`` along ``axis``: the axis moved first and the
     others flattened into columns for ``_dft_rows``, then moved back."""
-    shape = z.type.shape
-    rank = len(shape)
-    perm = (axis, *[a for a in range(rank) if a != axis])
-    moved = e.transpose(z, perm=perm) if axis else z
-    rows = _dft_rows(e, e.reshape(moved, shape=(shape[axis], math.prod(shape) // shape[axis])), sign)
-    back = e.reshape(rows, shape=tuple(shape[a] for a in perm))
-    return e.transpose(back, perm=tuple(int(i) for i in np.argsort(perm))) if axis else back
+    rows, perm = _to_rows(e, z, axis)
+    return _from_rows(e, _dft_rows(e, rows, sign), perm, z.type.shape)
+
+
+def _rows(e, z, start: int, size: int, step: int = 1):
+    """``z[start::step]`` of rows [n, C], ``size`` rows."""
+    return e.slice(z, start=(start, 0), size=(size, z.type.shape[1]), step=(step, 1))
 
 
 def _last(e, z, start: int, size: int, step: int = 1):
@@ -246,14 +262,19 @@ def _rfft_last(e, x):
     if n % 2:
         return _last(e, _dft_axis(e, e.cast(x, dtype=d), rank - 1, -1), 0, n // 2 + 1)
     h = n // 2
-    z = _dft_axis(e, e.complex(_last(e, x, 0, h, 2), _last(e, x, 1, h, 2)), rank - 1, -1)
-    first = _last(e, z, 0, 1)
-    at_k = e.concatenate(z, first, axis=rank - 1)
-    mirrored = [first] + ([_last(e, z, h - 1, h - 1, -1)] if h > 1 else []) + [first]
-    at_h_minus_k = e.conj(e.concatenate(*mirrored, axis=rank - 1))
-    twiddle = np.exp(-2j * np.pi * np.arange(h + 1) / n) / 2j
-    return e.add(e.mul(at_k, _constant(e, (0.5 + twiddle).astype(d.np))),
-                 e.mul(at_h_minus_k, _constant(e, (0.5 - twiddle).astype(d.np))))
+    # Untangled in the transform's own [h, C] layout, before moving back: the mirrored row
+    # h - k is then a row read forward, and the move back is one transpose of the result
+    # (cache-sized tiles), not two strided reads of every term.
+    rows, perm = _to_rows(e, e.complex(_last(e, x, 0, h, 2), _last(e, x, 1, h, 2)), rank - 1)
+    z = _dft_rows(e, rows, -1)
+    first = _rows(e, z, 0, 1)
+    at_k = e.concatenate(z, first, axis=0)
+    mirrored = [first] + ([_rows(e, z, h - 1, h - 1, -1)] if h > 1 else []) + [first]
+    at_h_minus_k = e.conj(e.concatenate(*mirrored, axis=0))
+    twiddle = (np.exp(-2j * np.pi * np.arange(h + 1) / n) / 2j)[:, None]
+    untangled = e.add(e.mul(at_k, _constant(e, (0.5 + twiddle).astype(d.np))),
+                      e.mul(at_h_minus_k, _constant(e, (0.5 - twiddle).astype(d.np))))
+    return _from_rows(e, untangled, perm, x.type.shape[:-1] + (h + 1,))
 
 
 def _irfft_last(e, x, n: int):
