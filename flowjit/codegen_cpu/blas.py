@@ -161,8 +161,9 @@ def missing_routines(found: Mapping[str, BlasFunction], routines: list[str]) -> 
 
 def blas_functions() -> dict[str, BlasFunction]:
     """``{"sgemm": ..., "dgemm": ...}`` from the first library that has both (the
-    ``FLOWJIT_BLAS`` file if set, then NumPy's bundled OpenBLAS, then the system's); an
-    empty dict when none is found, and the caller falls back to its own loops."""
+    ``FLOWJIT_BLAS`` file if set, then NumPy's bundled OpenBLAS, then the system's), with
+    ``"cgemm"`` and ``"zgemm"`` where it has them too; an empty dict when none is found, and
+    the caller falls back to its own loops."""
     global _found
     if _found is None:
         found = _library_routines()
@@ -201,9 +202,9 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
                           name="flowjit_pool_gemms", opt_level=0, runtime=True)
     # The pieces' code must outlive any thread running it, as the pool's does: never dropped.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib))
-    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 2)(
-        found["sgemm"].routine, found["dgemm"].routine, _threads.set_address, _threads.get_address,
-        _threads.get(), int(one_piece))
+    lib.function("flowjit_gemms_set_blas", None, [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 2)(
+        *[found[r].routine if r in found else None for r in GEMM_ROUTINES], _threads.set_address,
+        _threads.get_address, _threads.get(), int(one_piece))
     # A child forked while a product ran would keep the BLAS on the one thread set for it.
     os.register_at_fork(after_in_child=lib.function("flowjit_gemms_after_fork", None, []))
     _bracket = (lib.address("flowjit_gemms_one_thread"), lib.address("flowjit_gemms_threads_back"))
@@ -211,12 +212,14 @@ def _over_pool(found: dict[str, BlasFunction]) -> dict[str, BlasFunction]:
 
 
 def build_gemm_module(int_bits: int) -> str:
-    """The LLVM IR text of ``flowjit_sgemm{int_bits}`` and ``flowjit_dgemm{int_bits}``: the
-    arguments of ``cblas_sgemm``/``cblas_dgemm`` with C ints of ``int_bits`` bits; a
-    row-major product of at least GEMM_SPLIT_MIN_WORK multiply-adds goes over the native pool
-    (``flowjit_parallel_for``) in pieces, the BLAS on one thread meanwhile, any other to the
-    library's routine as it is. ``flowjit_gemms_set_blas(sgemm, dgemm, set_threads,
-    get_threads, threads, one_piece)`` gives the routines, the library's thread setter
+    """The LLVM IR text of ``flowjit_sgemm{int_bits}``, ``flowjit_dgemm{int_bits}``,
+    ``flowjit_cgemm{int_bits}`` and ``flowjit_zgemm{int_bits}``: the arguments of
+    ``cblas_sgemm`` and the others (the complex ones' alpha and beta by address) with C ints
+    of ``int_bits`` bits; a row-major product of at least GEMM_SPLIT_MIN_WORK multiply-adds
+    goes over the native pool (``flowjit_parallel_for``) in pieces, the BLAS on one thread
+    meanwhile, any other to the library's routine as it is. ``flowjit_gemms_set_blas(sgemm,
+    dgemm, cgemm, zgemm, set_threads, get_threads, threads, one_piece)`` gives the routines
+    (a complex one null where the library lacks it), the library's thread setter
     ``void(int)`` and getter ``int()``, and its thread count when loaded (which sizes the
     pieces); the first product of those running at once reads the library's count and sets
     it to one, the last sets back what the first read. With ``one_piece`` (a pool of no
@@ -246,7 +249,7 @@ def build_gemm_module(int_bits: int) -> str:
     def ld(b, g):  # atomic: other threads write these words
         return b.load_atomic(g, "acquire", 8)
 
-    routines = {"sgemm": glob("blas_sgemm", I8P), "dgemm": glob("blas_dgemm", I8P)}
+    routines = {r: glob(f"blas_{r}", I8P) for r in GEMM_ROUTINES}
     setter, count, active = glob("blas_set_threads", I8P), glob("blas_threads", I64), glob("blas_active", I64)
     getter, found = glob("blas_get_threads", I8P), glob("blas_found_threads", I64)
     one_piece = glob("blas_one_piece", I64)
@@ -264,9 +267,10 @@ def build_gemm_module(int_bits: int) -> str:
     def mutex_p(b):
         return b.bitcast(mutex, I8P)
 
-    register = ir.Function(mod, ir.FunctionType(VOID, [I8P, I8P, I8P, I8P, I64, I64]), "flowjit_gemms_set_blas")
+    register = ir.Function(mod, ir.FunctionType(VOID, [I8P] * (len(routines) + 2) + [I64, I64]),
+                           "flowjit_gemms_set_blas")
     b = ir.IRBuilder(register.append_basic_block("entry"))
-    for g, v in zip((routines["sgemm"], routines["dgemm"], setter, getter, count, one_piece), register.args):
+    for g, v in zip((*routines.values(), setter, getter, count, one_piece), register.args):
         b.store_atomic(v, g, "release", 8)
     b.call(mutex_init, [mutex_p(b), ir.Constant(I8P, None)])
     b.ret_void()
@@ -328,7 +332,9 @@ def build_gemm_module(int_bits: int) -> str:
     def narrow(b, v):
         return b.trunc(v, it) if int_bits < 64 else v
 
-    for routine, fl, size in (("sgemm", ir.FloatType(), 4), ("dgemm", ir.DoubleType(), 8)):
+    # A complex routine takes alpha and beta by address: passed through as pointers.
+    for routine, fl, size in (("sgemm", ir.FloatType(), 4), ("dgemm", ir.DoubleType(), 8), ("cgemm", I8P, 8),
+                              ("zgemm", I8P, 16)):
         sig = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
         # What a piece needs: the arguments (sizes as i64), the rows (or columns) of a unit,
         # the units, and whether the split is over rows (1) or columns (0).
@@ -425,6 +431,10 @@ def _library_routines() -> dict[str, BlasFunction]:
                              for r in ("sgemm", "dgemm")}
                 except (OSError, AttributeError):
                     continue
+                for r in COMPLEX_ROUTINES:   # a CBLAS without them still serves the real products
+                    routine = getattr(lib, f"{prefix}{r}{suffix}", None)
+                    if routine is not None:
+                        funcs[r] = ctypes.cast(routine, ctypes.c_void_p).value
                 _choose_openblas_core(lib)
                 jit.add_library(path, lib)
                 _library = {r: BlasFunction(f"{prefix}{r}{suffix}", a, bits, path, a)
@@ -450,6 +460,11 @@ def _library_routines() -> dict[str, BlasFunction]:
 # core (OPENBLAS_CORETYPE) or FLOWJIT_OPENBLAS_CORE says another (``keep``: leave it). It
 # is NumPy's library too, whose products get as fast; it switches before flowjit's first
 # product, while no BLAS call runs on this thread's behalf.
+# The CBLAS products flowjit calls: the real ones every library it uses has, the complex
+# ones where it has them.
+COMPLEX_ROUTINES = ("cgemm", "zgemm")
+GEMM_ROUTINES = ("sgemm", "dgemm", *COMPLEX_ROUTINES)
+
 AVX2_OPENBLAS_CORES = frozenset({"haswell", "zen", "sandybridge"})
 AVX512_OPENBLAS_CORE = "SkylakeX"
 AVX512_FEATURES = ("avx512f", "avx512bw", "avx512dq", "avx512vl")

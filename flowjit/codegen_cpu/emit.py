@@ -551,9 +551,14 @@ class _Renderer:
         nxt = self.b.add(i, ir.Constant(I64, s.step), flags=["nsw"])
         i.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
+        hints = []
         if self.access_group is not None and not self.loop_carries and not any(isinstance(x, Loop) for x in s.body):
+            hints.append(self.module.add_metadata(["llvm.loop.parallel_accesses", self.access_group]))
+        if s.scalar:
+            hints.append(self.module.add_metadata(["llvm.loop.vectorize.enable", I1(0)]))
+        if hints:
             loop_id = _DistinctNode(self.module)
-            loop_id.operands = (loop_id, self.module.add_metadata(["llvm.loop.parallel_accesses", self.access_group]))
+            loop_id.operands = (loop_id, *hints)
             latch.set_metadata("llvm.loop", loop_id)
         self.b.position_at_end(done)
 

@@ -52,19 +52,18 @@ from . import jit, patches_routine, program_glue, render  # noqa: F401
 from .blas import blas_functions, missing_routines, product_bracket
 from .program_plan import (
     COMPLEX_GEMMS,
+    GEMM_SLOTS,
     METH_FASTCALL,
     PYARRAY_EMPTY,
     T_BLAS_ENTER,
     T_BLAS_LEAVE,
     T_DESC,
-    T_DGEMM,
     T_EMPTY,
     T_FALLBACK_LIST,
     T_FALLBACK_ONE,
     T_FIXED,
     T_NDARRAY,
     T_PROFILE,
-    T_SGEMM,
     T_STEPS,
     Affine,
     Buffer,
@@ -139,7 +138,7 @@ class NativeProgram:
         table[T_FALLBACK_ONE] = self._ref(self.convert_one)
         table[T_EMPTY] = _pyarray_empty()
         table[T_NDARRAY] = id(np.ndarray)
-        for name, slot in (("sgemm", T_SGEMM), ("dgemm", T_DGEMM)):
+        for name, slot in GEMM_SLOTS.items():
             if name in blas:
                 table[slot] = blas[name].address
         bracket = product_bracket() if blas else None

@@ -23,7 +23,6 @@ from flowjit.lowering.scalar import INTRINSICS
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
-from .blas import cblas_symbol
 from .llvm_loops import counted_loop
 from .patches_routine import PARAMS as PATCHES_PARAMS
 from .patches_routine import SYMBOL as PATCHES_SYMBOL
@@ -31,15 +30,18 @@ from .program_glue import own_buffers, steps_entry
 from .program_plan import (
     BLAS_PARALLEL_MIN_WORK,
     COMPLEX_GEMMS,
+    GEMM_SLOTS,
     NO_TRANS,
     ROW_MAJOR,
     SCRATCH_ALIGN,
     T_BLAS_ENTER,
     T_BLAS_LEAVE,
+    T_CGEMM,
     T_DGEMM,
     T_FIXED,
     T_PROFILE,
     T_SGEMM,
+    T_ZGEMM,
     TRANS,
     Affine,
     BlockPlan,
@@ -662,17 +664,14 @@ class _Driver:
             b.call(memset, [c_ptr, ir.Constant(I32, 0), ir.Constant(I64, g.m * g.n * itemsize)])
             return
         it = ir.IntType(self.int_bits)
-        if g.dtype in COMPLEX_GEMMS:  # alpha and beta by address; the routine by name in the library
-            fl = I8P
-            fn = self.extern(cblas_symbol(self.sgemm_symbol, COMPLEX_GEMMS[g.dtype]), VOID,
-                             [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+        if g.dtype in COMPLEX_GEMMS:  # alpha and beta by address
+            fl, routine = I8P, COMPLEX_GEMMS[g.dtype]
             alpha, beta = self.complex_constant(g.dtype, 1.0), self.complex_constant(g.dtype, 0.0)
         else:
-            fl = F32 if g.dtype == "float32" else F64
-            fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
-            addr = self.table(b, tab, T_SGEMM if g.dtype == "float32" else T_DGEMM)
-            fn = b.inttoptr(addr, fnty.as_pointer())
+            fl, routine = (F32, "sgemm") if g.dtype == "float32" else (F64, "dgemm")
             alpha, beta = ir.Constant(fl, 1.0), ir.Constant(fl, 0.0)
+        fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
+        fn = b.inttoptr(self.table(b, tab, GEMM_SLOTS[routine]), fnty.as_pointer())
         m, n, k = (self.value(b, x) for x in (g.m, g.n, g.k))
         after = None
         if symbolic:  # the sizes are known at run time: an empty product is skipped, an empty sum zeros
@@ -881,7 +880,8 @@ class _CDriver(_Driver):
         it = ir.IntType(blas_int_bits)
         # A library keeps its BLAS's own threading (its caller may set it: OPENBLAS_NUM_THREADS).
         self.slots[T_BLAS_ENTER] = self.slots[T_BLAS_LEAVE] = ir.Constant(I64, 0)
-        for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64)):
+        for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64), ("cgemm", T_CGEMM, I8P),
+                                  ("zgemm", T_ZGEMM, I8P)):
             if routine in blas:
                 fn = self.extern(blas[routine], VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
                 self.slots[slot] = fn.ptrtoint(I64)

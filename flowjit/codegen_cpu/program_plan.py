@@ -57,9 +57,9 @@ BLAS_PARALLEL_MIN_WORK = 1 << 22
 # each result's dtype and allocator, then each constant's data.
 # T_BLAS_ENTER, T_BLAS_LEAVE: the gemms' one-thread bracket (``blas.product_bracket``; 0: none).
 # T_STEPS: the program's fj_steps_v; T_DESC: its descriptor (program_glue.descriptor).
-(T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_PROFILE, T_BLAS_ENTER,
- T_BLAS_LEAVE, T_STEPS, T_DESC) = range(12)
-T_FIXED = 12
+(T_FALLBACK_LIST, T_FALLBACK_ONE, T_EMPTY, T_NDARRAY, T_SCRATCH, T_SGEMM, T_DGEMM, T_CGEMM, T_ZGEMM, T_PROFILE,
+ T_BLAS_ENTER, T_BLAS_LEAVE, T_STEPS, T_DESC) = range(14)
+T_FIXED = 14
 
 
 @record
@@ -129,7 +129,10 @@ LAPACK_ROLES = {"cholesky": ("potrf",), "solve": ("gesv",), "inverse": ("getrf",
                 "log_determinant": ("getrf",), "symmetric_eigen": ("syevd",), "singular_values": ("gesdd",),
                 "orthogonal_triangular": ("geqrf", "orgqr"), "general_eigen": ("geev",)}
 LAPACK_DTYPES = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
-COMPLEX_GEMMS = {"complex64": "cgemm", "complex128": "zgemm"}   # called by name, alpha and beta by address
+COMPLEX_GEMMS = {"complex64": "cgemm", "complex128": "zgemm"}   # alpha and beta by address
+# Each gemm's table slot (T_SGEMM...): the pool's gemm in a JIT program, the library's
+# routine in an ahead-of-time one.
+GEMM_SLOTS = {"sgemm": T_SGEMM, "dgemm": T_DGEMM, "cgemm": T_CGEMM, "zgemm": T_ZGEMM}
 HERMITIAN_ROUTINES = {"syevd": "heevd", "orgqr": "ungqr"}   # a complex matrix's name of a routine
 
 

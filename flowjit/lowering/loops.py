@@ -70,7 +70,10 @@ class Loop:
     """``for var in range(start, stop, step): body``; ``parallel``: iterations are
     independent and the renderer may split them across threads. ``stream``: a hint that
     the loop's one store may bypass the cache when the output is large (the CPU renderer's
-    non-temporal stores): the body reads inputs only at ``[var]`` and ends storing a float at ``[var]``."""
+    non-temporal stores): the body reads inputs only at ``[var]`` and ends storing a float at ``[var]``.
+    ``scalar``: a hint that the renderer should not vectorize the loop (its loads are rows
+    apart, so a vector's lanes would be gathered one by one, and it computes too little for
+    that to pay)."""
 
     var: str
     start: Expr
@@ -79,6 +82,7 @@ class Loop:
     body: tuple
     parallel: bool = False
     stream: bool = False
+    scalar: bool = False
 
 
 @record

@@ -66,7 +66,8 @@ def _lines(body: tuple, indent: str, out: list) -> None:
     for s in body:
         if isinstance(s, Loop):
             step = f", {s.step}" if s.step != 1 else ""
-            kw = ("parallel " if s.parallel else "") + ("streaming " if s.stream else "") + "for"
+            kw = "".join(word for word, on in (("parallel ", s.parallel), ("streaming ", s.stream),
+                                               ("scalar ", s.scalar)) if on) + "for"
             out.append(f"{indent}{kw} {s.var} in {print_expr(s.start)}..{print_expr(s.stop)}{step}:")
             _lines(s.body, indent + "  ", out)
         elif isinstance(s, Let):

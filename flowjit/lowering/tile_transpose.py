@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from flowjit.ir.dtypes import bool_
 from flowjit.lowering.evaluate import evaluate_index
 from flowjit.lowering.loops import (
     INDEX,
@@ -48,6 +49,7 @@ from flowjit.lowering.loops import (
     Var,
     expressions,
     free_names,
+    subexpressions,
     substitute_lets,
 )
 
@@ -91,7 +93,8 @@ class _Tiler:
         inner = s.body[-1] if s.body else None
         if isinstance(inner, Loop) and self.transposing(s, inner):
             return self.tiled(s, inner)
-        return Loop(s.var, s.start, s.stop, s.step, tuple(self.statement(x) for x in s.body), s.parallel, s.stream)
+        return Loop(s.var, s.start, s.stop, s.step, tuple(self.statement(x) for x in s.body), s.parallel, s.stream,
+                    s.scalar)
 
     def extent(self, e: Expr) -> int | None:
         if isinstance(e, Const):
@@ -160,11 +163,23 @@ class _Tiler:
     def tiled(self, outer: Loop, inner: Loop) -> Loop:
         i_tile, j_tile = f"{outer.var}_tile", f"{inner.var}_tile"
         j_loop = Loop(inner.var, _first(j_tile, TILE_COLUMNS), _last(j_tile, inner.stop, TILE_COLUMNS), 1,
-                      inner.body)
+                      inner.body, scalar=_moves_data(inner.body))
         i_loop = Loop(outer.var, _first(i_tile, TILE_ROWS), _last(i_tile, outer.stop, TILE_ROWS), 1,
                       (*outer.body[:-1], j_loop))
         return Loop(i_tile, Const(0, INDEX), _tiles(outer.stop, TILE_ROWS), 1,
                     (Loop(j_tile, Const(0, INDEX), _tiles(inner.stop, TILE_COLUMNS), 1, (i_loop,)),), outer.parallel)
+
+
+def _moves_data(body: tuple) -> bool:
+    """Whether a tile's inner loop mostly moves elements: at most one arithmetic operation
+    (on the values, not their indices) per element stored. Its loads are rows apart, so a
+    vector's lanes are gathered one by one, no faster than scalar loads; vectorizing it pays
+    only for the arithmetic it vectorizes too."""
+    stores = sum(isinstance(x, Store) for x in body)
+    values = [x.value for x in body if isinstance(x, (Let, Store))]
+    work = sum(1 for v in values for e in subexpressions(v)
+               if isinstance(e, Prim) and e.dtype != INDEX and e.dtype != bool_)
+    return work <= stores
 
 
 def _tiles(n: Expr, side: int) -> Expr:

@@ -556,3 +556,16 @@ def jax_leaves(tree):
     if isinstance(tree, (tuple, list)):
         return [leaf for t in tree for leaf in jax_leaves(t)]
     return [tree]
+
+
+def test_a_spectrum_compiles_ahead_of_time_with_its_complex_products(tmp_path):
+    # The FFT's complex products are the library's cgemm, through the program's table as the
+    # real ones are (the JIT's go through the pool's gemm).
+    def spectrum(x):
+        return fj.abs(fj.fft.rfft(x)) ** 2
+    x = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32)
+    fj.export(spectrum, fj.ShapeDtype(("B", 1024), np.float32), path=tmp_path, name="spectrum")
+    compiled = fj.load_compiled(tmp_path / "spectrum.json")
+    for b in (1, 64):
+        np.testing.assert_allclose(compiled(x[:b]), fj.function(spectrum)(x[:b]), rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(compiled(x), np.abs(np.fft.rfft(x.astype(np.float64))) ** 2, rtol=1e-3, atol=1e-2)

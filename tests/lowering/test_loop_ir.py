@@ -166,5 +166,6 @@ def test_nodes_are_frozen_dataclasses_compared_by_class_and_value():
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.name = "b"
     assert dataclasses.replace(a, name="b") == Var("b", int64)
-    assert [f.name for f in dataclasses.fields(Loop)] == ["var", "start", "stop", "step", "body", "parallel", "stream"]
+    assert [f.name for f in dataclasses.fields(Loop)] == ["var", "start", "stop", "step", "body", "parallel", "stream",
+                                                  "scalar"]
     assert len({Var("a", int64), Var("a", int64), Var("a", float32)}) == 2

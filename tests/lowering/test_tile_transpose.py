@@ -65,6 +65,19 @@ def test_a_transpose_runs_in_tiles_with_numpys_values(case):
     np.testing.assert_array_equal(fj.function(f)(x), fj.function(f, backend="interpreter")(x))
 
 
+def test_a_tile_that_only_moves_elements_is_left_scalar():
+    # Its loads are rows apart: a vector's lanes would be gathered one by one (on the Zen 5
+    # machine a float32 4096x1024 x.T + 1 took 3.6 ms vectorized, 1.9 scalar); a tile that
+    # computes more than an operation per element stored keeps the vectorizer.
+    def inner_tile_loops(k):
+        return [s for s in walk_statements(k.body) if isinstance(s, Loop) and s.start != Const(0, INDEX)
+                and not any(isinstance(x, Loop) for x in s.body)]
+    moved = inner_tile_loops(kernel_of(lambda x: x.T + 1, _random((100, 130), np.float32)))
+    computed = inner_tile_loops(kernel_of(lambda x: fj.exp(x.T) * 2 + fj.sin(x.T), _random((100, 130), np.float32)))
+    assert moved and all(s.scalar for s in moved)
+    assert computed and not any(s.scalar for s in computed)
+
+
 def test_the_values_match_numpy_where_numpy_computes_them():
     x = _random((97, 130), np.float32)
     np.testing.assert_array_equal(fj.function(lambda a: a.T * 2)(x), x.T * 2)
