@@ -36,12 +36,8 @@ from .program_plan import (
     SCRATCH_ALIGN,
     T_BLAS_ENTER,
     T_BLAS_LEAVE,
-    T_CGEMM,
-    T_DGEMM,
     T_FIXED,
     T_PROFILE,
-    T_SGEMM,
-    T_ZGEMM,
     TRANS,
     Affine,
     BlockPlan,
@@ -99,13 +95,11 @@ INTRINSIC_WEIGHT = 300
 STEPS_WEIGHT = KERNEL_WEIGHT
 
 class _Driver:
-    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, sgemm_symbol: str = "",
-                 clear_upper: bool = False):
+    def __init__(self, plan: ProgramPlan, blas_int_bits: int, profile: bool = False, clear_upper: bool = False):
         self.plan = plan
         # The target has AVX: the vector registers' upper halves are cleared after each library
         # call (``after_library_call``).
         self.clear_upper = clear_upper
-        self.sgemm_symbol = sgemm_symbol   # names the routines called by name (the complex gemms)
         self.profile = profile
         self.module = ir.Module(name=f"program_{plan.name}")
         self.int_bits = blas_int_bits
@@ -665,13 +659,12 @@ class _Driver:
             return
         it = ir.IntType(self.int_bits)
         if g.dtype in COMPLEX_GEMMS:  # alpha and beta by address
-            fl, routine = I8P, COMPLEX_GEMMS[g.dtype]
+            routine = COMPLEX_GEMMS[g.dtype]
             alpha, beta = self.complex_constant(g.dtype, 1.0), self.complex_constant(g.dtype, 0.0)
         else:
-            fl, routine = (F32, "sgemm") if g.dtype == "float32" else (F64, "dgemm")
-            alpha, beta = ir.Constant(fl, 1.0), ir.Constant(fl, 0.0)
-        fnty = ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
-        fn = b.inttoptr(self.table(b, tab, GEMM_SLOTS[routine]), fnty.as_pointer())
+            routine = "sgemm" if g.dtype == "float32" else "dgemm"
+            alpha, beta = ir.Constant(_GEMM_SCALAR[routine], 1.0), ir.Constant(_GEMM_SCALAR[routine], 0.0)
+        fn = b.inttoptr(self.table(b, tab, GEMM_SLOTS[routine]), _gemm_type(routine, it).as_pointer())
         m, n, k = (self.value(b, x) for x in (g.m, g.n, g.k))
         after = None
         if symbolic:  # the sizes are known at run time: an empty product is skipped, an empty sum zeros
@@ -739,6 +732,16 @@ class _Driver:
 
         call(T_BLAS_ENTER)
         return lambda: call(T_BLAS_LEAVE)
+
+
+# alpha's and beta's type in each CBLAS gemm: the complex ones take them by address.
+_GEMM_SCALAR = {"sgemm": F32, "dgemm": F64, "cgemm": I8P, "zgemm": I8P}
+
+
+def _gemm_type(routine: str, it: ir.IntType) -> ir.FunctionType:
+    """``cblas_<routine>``'s type with C ints ``it``."""
+    fl = _GEMM_SCALAR[routine]
+    return ir.FunctionType(VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
 
 
 def _intrinsics(kernel: Any) -> set[str]:
@@ -836,7 +839,7 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
     second compiles (linking the first's kernels is most of the rendering). ``native_ldexp``,
     ``native_fma``, ``clear_upper``: the target's (``HostTarget.native_ldexp``, ``native_fma``,
     ``has_avx``)."""
-    driver = _Driver(plan, blas_int_bits, profile, sgemm_symbol, clear_upper)
+    driver = _Driver(plan, blas_int_bits, profile, clear_upper)
     driver.part = ir.Module(name=f"program_{plan.name}_split")
     steps = driver.render()
 
@@ -869,7 +872,7 @@ class _CDriver(_Driver):
     def __init__(self, plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],
                  blas_int_bits: int, frozen: dict[str, np.ndarray], symbolic: bool = False,
                  clear_upper: bool = False):
-        super().__init__(plan, blas_int_bits, sgemm_symbol=blas.get("sgemm", ""), clear_upper=clear_upper)
+        super().__init__(plan, blas_int_bits, clear_upper=clear_upper)
         self.name = name
         self.symbolic = symbolic
         self.slots: dict[int, ir.Constant] = {}
@@ -880,11 +883,10 @@ class _CDriver(_Driver):
         it = ir.IntType(blas_int_bits)
         # A library keeps its BLAS's own threading (its caller may set it: OPENBLAS_NUM_THREADS).
         self.slots[T_BLAS_ENTER] = self.slots[T_BLAS_LEAVE] = ir.Constant(I64, 0)
-        for routine, slot, fl in (("sgemm", T_SGEMM, F32), ("dgemm", T_DGEMM, F64), ("cgemm", T_CGEMM, I8P),
-                                  ("zgemm", T_ZGEMM, I8P)):
+        for routine, slot in GEMM_SLOTS.items():
             if routine in blas:
-                fn = self.extern(blas[routine], VOID, [I32, I32, I32, it, it, it, fl, I8P, it, I8P, it, fl, I8P, it])
-                self.slots[slot] = fn.ptrtoint(I64)
+                fnty = _gemm_type(routine, it)
+                self.slots[slot] = self.extern(blas[routine], fnty.return_type, list(fnty.args)).ptrtoint(I64)
 
     def table(self, b: ir.IRBuilder, tab: ir.Value, i: int) -> ir.Value:  # type: ignore[override]
         return self.slots[i]
