@@ -271,6 +271,37 @@ def test_while_without_a_bound_and_a_carry_passed_through():
     assert "while_loop (" in exe.driver_source() and "copy " in exe.driver_source()
 
 
+def test_a_loop_over_small_carries_keeps_them_at_fixed_addresses_with_its_kernels_inlined():
+    # fori_loop's v * 0.5 + 1 took 22 cycles an iteration (JAX 15): the carries swapped between
+    # two copies each iteration, so no address was fixed, and the tiny kernels were optnone
+    # (never inlined) in either module. Small carries are now copied back, and their loop's
+    # kernels optimized in the steps' module, where LLVM keeps the carries in registers.
+    from flowjit.codegen_cpu.program_emit import COPY_BACK_BYTES, copies_back, render_program
+
+    # Each carry's next value reads the other's current one: a copy back that wrote over a
+    # carry before the other read it would give the wrong pair.
+    def fib(a, b):
+        return fj.fori_loop(0, 30, lambda i, c: (c[1], c[0] + c[1]), (a, b))
+    exe = _same_as_interpreter(fib, np.float64(0.0), np.float64(1.0))
+    (loop,) = [s for s in exe._program.plan.steps if isinstance(s, program_plan.ControlCall)]
+    assert copies_back(loop)
+    texts = render_program(exe._program.plan, 64)
+    defines = _kernel_defines(texts[0])
+    assert defines and not any("optnone" in d for d in defines.values()), defines
+    assert not any(_kernel_defines(t) for t in texts[1:]), texts[1:]
+    # A scan's small carry and its rows, backward; a while loop whose condition reads a carry.
+    xs = np.random.default_rng(6).standard_normal((9, 4))
+    _same_as_interpreter(lambda c, xs: fj.scan(lambda c, x: (c * 0.5 + x, c * x), c, xs, reverse=True),
+                         np.ones(4), xs)
+    _same_as_interpreter(lambda x: fj.while_loop(lambda c: c[1] < 50.0, lambda c: (c[1], c[0] + c[1]), (x, x)),
+                         np.float64(1.0))
+    # Carries above the bound swap between their two copies.
+    big = np.ones(COPY_BACK_BYTES // 8 + 1)
+    exe = _same_as_interpreter(lambda x: fj.fori_loop(0, 5, lambda i, c: c * 0.5 + 1.0, x), big)
+    (loop,) = [s for s in exe._program.plan.steps if isinstance(s, program_plan.ControlCall)]
+    assert not copies_back(loop)
+
+
 def test_scan_backward_with_several_outputs_and_a_constant():
     xs = np.random.default_rng(4).standard_normal((7, 3))
 
