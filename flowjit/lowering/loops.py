@@ -73,7 +73,10 @@ class Loop:
     non-temporal stores): the body reads inputs only at ``[var]`` and ends storing a float at ``[var]``.
     ``scalar``: a hint that the renderer should not vectorize the loop (its loads are rows
     apart, so a vector's lanes would be gathered one by one, and it computes too little for
-    that to pay)."""
+    that to pay). ``block``: a transposing tile's row loop (``lowering.tile_transpose``)
+    whose last statement loops over the tile's columns; when both run ``block`` iterations
+    the renderer may run the tile as ``block`` vectors of ``block`` lanes, each input read
+    across rows loaded along its rows and transposed in registers (0: no such tile)."""
 
     var: str
     start: Expr
@@ -83,6 +86,7 @@ class Loop:
     parallel: bool = False
     stream: bool = False
     scalar: bool = False
+    block: int = 0
 
 
 @record
