@@ -213,3 +213,29 @@ def test_tiles_of_other_sizes_or_with_other_work_are_not_blocks():
                  (lambda a: a.T * (1 - 2j), _random((70, 200), np.complex64))):
         k = kernel_of(f, x)
         assert _tiled(k) and not _blocks(k), print_kernel(k)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_block_tiles_match_the_interpreter(seed):
+    # Shapes around the block's side (edges of 1 to 15 elements, or none), a permutation of a
+    # batch of matrices, an elementwise partner read along, across or broadcast, and the
+    # block's operations in a random order.
+    rng = np.random.default_rng(100 + seed)
+    side = BLOCK_BYTES // 4
+    n, m = (int(side * rng.integers(4, 9) + rng.choice([0, 1, 7, side - 1])) for _ in range(2))
+    batch = int(rng.integers(1, 4))
+    dtype = [np.float32, np.int32][seed % 2]
+    x = _random((batch, n, m), dtype, seed)
+    partner = [_random((batch, m, n), dtype, seed + 1), _random((batch, n, m), dtype, seed + 2),
+               _random((batch, m, 1), dtype, seed + 3)][seed % 3]
+    steps = [rng.choice(["add", "sub", "mul", "neg"]) for _ in range(int(rng.integers(1, 4)))]
+
+    def f(a, p):
+        y = fj.transpose(a, (0, 2, 1))
+        q = p if p.shape[1] == y.shape[1] else fj.transpose(p, (0, 2, 1))
+        for op in steps:
+            y = -y if op == "neg" else {"add": y + q, "sub": y - q, "mul": y * q}[op]
+        return y
+    k = kernel_of(f, x, partner)
+    assert _blocks(k) == [side], print_kernel(k)
+    np.testing.assert_array_equal(fj.function(f)(x, partner), fj.function(f, backend="interpreter")(x, partner))
