@@ -33,7 +33,7 @@ from flowjit.lowering.loops import (
     free_names,
     substitute_lets,
 )
-from flowjit.lowering.tile_transpose import block_lets, block_reads
+from flowjit.lowering.tile_transpose import block_lets, block_reads, moves_evenly
 
 from . import intrinsics, invariant_division, row_prefetch
 from .jit import PARALLEL_FOR_SYMBOL
@@ -446,12 +446,14 @@ class _Renderer:
         # target 16-lane shuffles took a float32 4096x1024 transpose from 2.1 ms (scalar
         # tiles) to 3.7 and its first call 20 -> 150 ms of LLVM; the tile is then four blocks.
         width = min(s.block, 16 if self.native_ldexp else 8)
+        reads = block_reads(s, inner)
+        assert reads is not None, "a block tile the pass could not have marked"
         with b.if_else(full, likely=True) as (then, orelse):
             with then:
                 for bi in range(0, s.block, width):
                     for bj in range(0, s.block, width):
                         self.vector_block(s, inner, env, b.add(i0, ir.Constant(I64, bi)) if bi else i0,
-                                          b.add(j0, ir.Constant(I64, bj)) if bj else j0, width)
+                                          b.add(j0, ir.Constant(I64, bj)) if bj else j0, width, reads)
             with orelse:
                 # An edge tile's loops, rarely run: unrolled (and the unrolled stores made
                 # scatters) they took a float32 transpose's LLVM time from 47 to 65 ms.
@@ -461,18 +463,17 @@ class _Renderer:
                 self.edge_tile = False
         self.memo = {}
 
-    def vector_block(self, s: Loop, inner: Loop, env: dict, i0: ir.Value, j0: ir.Value, side: int) -> None:
+    def vector_block(self, s: Loop, inner: Loop, env: dict, i0: ir.Value, j0: ir.Value, side: int,
+                     reads: dict[Load, str]) -> None:
         """The ``side`` rows from ``i0`` and ``side`` columns from ``j0`` of a full tile of ``s``
         (its last statement ``inner`` over the columns): per row, a vector over the
         columns of every value, and one store of it. A load along the rows is read as a
         vector per tile column, and the square of them transposed in registers; one along
         the columns as a vector per row; one the column does not move as an element per
-        row, broadcast (``block_reads``). Every load comes before every store, which the
+        row, broadcast (``reads``: ``block_reads``'s). Every load comes before every store, which the
         tiling pass allows: an output is read only at the element the same iteration
         stores."""
         b = self.b
-        reads = block_reads(s, inner)
-        assert reads is not None, "a block tile the pass could not have marked"
         lets = block_lets(s, inner)
 
         def lanes(d: DType) -> ir.VectorType:
@@ -490,7 +491,7 @@ class _Renderer:
             column): the first plus a multiple of one step where every index moves by a
             constant step (affine in the variable), else each computed."""
             var = s.var if along_rows else inner.var
-            if not all(_affine(e, var) for e in index):
+            if not all(moves_evenly(e, var) for e in index):
                 return [address(buffer, index, *((n, 0) if along_rows else (0, n))) for n in range(side)]
             first = address(buffer, index, 0, 0)
             second = address(buffer, index, *((1, 0) if along_rows else (0, 1)))
@@ -1058,21 +1059,6 @@ class _WholeRange:
 
 
 compile_records()
-
-
-def _affine(e: Expr, var: str) -> bool:
-    """Whether ``e`` moves by a constant step as loop variable ``var`` steps: sums and
-    differences of terms, each free of ``var`` or ``var`` times terms free of it."""
-    if var not in free_names(e):
-        return True
-    if isinstance(e, Var):
-        return True
-    if isinstance(e, Prim) and e.op in ("add", "sub"):
-        return all(_affine(a, var) for a in e.args)
-    if isinstance(e, Prim) and e.op == "mul":
-        a, c = e.args
-        return (_affine(a, var) and var not in free_names(c)) or (_affine(c, var) and var not in free_names(a))
-    return False
 
 
 def _transposed(b: ir.IRBuilder, rows: list) -> list:

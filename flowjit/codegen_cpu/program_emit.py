@@ -134,8 +134,8 @@ class _Driver:
         looped = [x for s in walk_steps(plan.steps) if isinstance(s, ControlCall) and copies_back(s)
                   for block in s.blocks for x in walk_steps(block.steps) if isinstance(x, KernelCall)]
         self.looped = frozenset(id(self.canonical(x.kernel)) for x in looped)
-        self.unoptimized = frozenset(name for name, small in tiny.items()
-                                     if small and name not in {self.canonical(x.kernel).name for x in looped})
+        looped_names = {self.canonical(x.kernel).name for x in looped}
+        self.unoptimized = frozenset(name for name, small in tiny.items() if small and name not in looped_names)
         self.not_inlined = self.kernels_at_one_shape(NOINLINE_LOOPS)
         self.home = self.homes()
         self.shared: dict[tuple, tuple[str, bool]] = {}
@@ -434,7 +434,7 @@ class _Driver:
             b.position_at_end(after)
             return
         nc = c.num_carry
-        sizes = [c.blocks[-1].buffer(n).nbytes for n in c.blocks[-1].args[:nc]]
+        sizes = carry_sizes(c)
         first = [at(o) for o, _ in c.carry_offsets]
         second = [at(o) for _, o in c.carry_offsets]
         for dst, src, n in zip(first, ins[:nc], sizes):
@@ -776,8 +776,13 @@ def copies_back(c: ControlCall) -> bool:
     branch has no carries."""
     if c.role == "branch":
         return False
-    sizes = [c.blocks[-1].buffer(n).nbytes for n in c.blocks[-1].args[:c.num_carry]]
+    sizes = carry_sizes(c)
     return all(isinstance(n, int) for n in sizes) and sum(sizes) <= COPY_BACK_BYTES
+
+
+def carry_sizes(c: ControlCall) -> list[Any]:
+    """The bytes of each carry of loop ``c`` (an int, or an ``Affine`` of B)."""
+    return [c.blocks[-1].buffer(n).nbytes for n in c.blocks[-1].args[:c.num_carry]]
 
 
 def _tiny(step: KernelCall) -> bool:

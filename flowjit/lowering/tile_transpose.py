@@ -263,6 +263,20 @@ def _value_nodes(e: Expr):
             yield from _value_nodes(a)
 
 
+def moves_evenly(e: Expr, var: str) -> bool:
+    """Whether index ``e`` moves by one constant step as loop variable ``var`` steps: sums and
+    differences of terms, each free of ``var`` or ``var`` times terms free of it (what lets a
+    block address a load's rows from the first and a step)."""
+    if var not in free_names(e) or isinstance(e, Var):
+        return True
+    if isinstance(e, Prim) and e.op in ("add", "sub"):
+        return all(moves_evenly(a, var) for a in e.args)
+    if isinstance(e, Prim) and e.op == "mul":
+        a, c = e.args
+        return any(moves_evenly(x, var) and var not in free_names(y) for x, y in ((a, c), (c, a)))
+    return False
+
+
 def _unit(e: Expr, var: str) -> bool:
     """``e`` is ``var`` plus or minus terms that do not read it."""
     if isinstance(e, Var):
