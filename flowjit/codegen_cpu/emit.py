@@ -31,9 +31,10 @@ from flowjit.lowering.loops import (
     Var,
     expressions,
     free_names,
+    subexpressions,
     substitute_lets,
 )
-from flowjit.lowering.tile_transpose import block_lets, block_reads, moves_evenly
+from flowjit.lowering.tile_transpose import block_lets, block_reads, lanes_vectors, moves_evenly
 
 from . import intrinsics, invariant_division, row_prefetch
 from .jit import PARALLEL_FOR_SYMBOL
@@ -423,6 +424,9 @@ class _Renderer:
         if s.block and self.optimize and not self.dividing:
             self.block_loop(s, env)
             return
+        if s.lanes and not self.dividing and lanes_vectors(s):
+            self.lanes_loop(s, env)
+            return
         if self.native_fma and self.optimize and not self.fastmath and not self.dividing and s.step == 1:
             divs = invariant_division.divisions(s)
             if divs and not self.few_trips(s, env):
@@ -544,6 +548,55 @@ class _Renderer:
                     ptr = b.bitcast(stored[x][r], lanes(x.value.dtype).as_pointer())
                     st = b.store(value(x.value), ptr, align=max(1, self.itemsize[x.buffer]))
                     self.grouped(st, x.buffer, x.index)
+        self.memo = {}
+
+    def lanes_loop(self, s: Loop, env: dict) -> None:
+        """A loop of ``s.lanes`` iterations (``Loop.lanes``, ``lanes_vectors``) as one vector
+        of that many lanes per value: every load and store of a lane-wide index one vector
+        access from the element at the loop's start, every other value a scalar broadcast.
+        Emitted here rather than left to LLVM's loop vectorizer, whose time on the FFT
+        kernel's stages was most of the kernel's cold compile."""
+        b = self.b
+        side = s.lanes
+        self.memo = {}
+        at_start = {**env, s.var: self.expr(s.start, env)}
+
+        def lanes(d: DType) -> ir.VectorType:
+            return ir.VectorType(_reg(d), side)
+
+        def splat(x: ir.Value, d: DType) -> ir.Value:
+            one = b.insert_element(ir.Constant(lanes(d), ir.Undefined), x, ir.Constant(I32, 0))
+            return b.shuffle_vector(one, ir.Constant(lanes(d), ir.Undefined),
+                                    ir.Constant(ir.VectorType(I32, side), [0] * side))
+
+        values: dict[str, ir.Value] = {}
+        memo: dict = {}
+
+        def value(e: Expr) -> ir.Value:
+            if s.var not in free_names(e) and not any(isinstance(x, Var) and x.name in values
+                                                      for x in subexpressions(e)):
+                return splat(self.expr(e, env), e.dtype)
+            if isinstance(e, Var):
+                return values[e.name]
+            if e in memo:
+                return memo[e]
+            if isinstance(e, Load):
+                ptr = b.bitcast(self.address(e.buffer, e.index, at_start), lanes(e.dtype).as_pointer())
+                out = b.load(ptr, align=max(1, e.dtype.itemsize))
+                self.grouped(out, e.buffer, e.index)
+            else:
+                assert isinstance(e, Prim), e
+                out = self.prim(e.op, [value(a) for a in e.args], [a.dtype for a in e.args], e.dtype)
+            memo[e] = out
+            return out
+
+        for x in s.body:
+            if isinstance(x, Let):
+                values[x.name] = value(x.value)
+            else:
+                ptr = b.bitcast(self.address(x.buffer, x.index, at_start), lanes(x.value.dtype).as_pointer())
+                st = b.store(value(x.value), ptr, align=max(1, self.itemsize[x.buffer]))
+                self.grouped(st, x.buffer, x.index)
         self.memo = {}
 
     def few_trips(self, s: Loop, env: dict) -> bool:
@@ -676,6 +729,11 @@ class _Renderer:
             hints.append(self.module.add_metadata(["llvm.loop.parallel_accesses", self.access_group]))
         if s.scalar:
             hints.append(self.module.add_metadata(["llvm.loop.vectorize.enable", I1(0)]))
+        if s.lanes:
+            # Whole, before LLVM's full unroll of a short loop turns it into scalars first.
+            hints += [self.module.add_metadata(["llvm.loop.vectorize.enable", I1(1)]),
+                      self.module.add_metadata(["llvm.loop.vectorize.width", ir.Constant(ir.IntType(32), s.lanes)]),
+                      self.module.add_metadata(["llvm.loop.unroll.disable"])]
         if self.edge_tile:
             hints.append(self.module.add_metadata(["llvm.loop.unroll.disable"]))
         if hints:

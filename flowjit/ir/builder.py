@@ -69,8 +69,13 @@ class Emitter:
     forward pass passes ``jvp`` for the forward-mode rules of the same ops."""
 
     def __init__(self, builder: Builder, backward: Callable[..., list[Value]] | None = None,
-                 jvp: Callable[..., list[Value]] | None = None, active: set[int] | None = None):
+                 jvp: Callable[..., list[Value]] | None = None, active: set[int] | None = None,
+                 own_kernels: bool = False):
         self.builder = builder
+        # Whether the ops emitted run where the lowering's kernels of their own run (the CPU
+        # code generator, ahead of time too): a decomposition may then keep an op that has
+        # one (an fft the FFT kernel takes) instead of writing it in other primitives.
+        self.own_kernels = own_kernels
         self._backward = backward
         self._jvp = jvp
         # The ids of the values a differentiated value reaches, when the pass knows them.

@@ -51,6 +51,8 @@ ROLES = {
     "cumulative_sum": "attrs axis/reverse: the running sum along axis (from the end when reverse), in the input "
                       "dtype",
     "sort": "attrs axis/descending: x sorted along axis (NaN last ascending, first descending)",
+    "fourier_transform": "attrs fft_type/fft_lengths: the DFT of the trailing axes as XLA's Fft (fft "
+                         "unnormalized, ifft times 1/N, rfft and irfft over half spectra)",
     "argsort": "attrs axis/descending: the i64 positions that sort x along axis, equal elements in their order "
                "(a stable sort; NaN last ascending, first descending)",
     "cholesky": "the lower-triangular L of each matrix [..., n, n] with L @ L^H == a (a's lower triangle read); "

@@ -76,7 +76,10 @@ class Loop:
     that to pay). ``block``: a transposing tile's row loop (``lowering.tile_transpose``)
     whose last statement loops over the tile's columns; when both run ``block`` iterations
     the renderer may run the tile as ``block`` vectors of ``block`` lanes, each input read
-    across rows loaded along its rows and transposed in registers (0: no such tile)."""
+    across rows loaded along its rows and transposed in registers (0: no such tile).
+    ``lanes``: the loop runs exactly ``lanes`` iterations and every access in it moves by
+    one element along it: the renderer vectorizes it whole, one vector of ``lanes`` (0: no
+    such hint)."""
 
     var: str
     start: Expr
@@ -87,6 +90,7 @@ class Loop:
     stream: bool = False
     scalar: bool = False
     block: int = 0
+    lanes: int = 0
 
 
 @record

@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from flowjit.ir import registry
 from flowjit.ir.core import Block, Op, Value
 from flowjit.ir.dtypes import DType, bool_, float32
+from flowjit.ir.primitives.fft import kernel_transform
 from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
 from flowjit.lowering.collapse import collapse_nests
+from flowjit.lowering.fourier import fourier_kernel
 from flowjit.lowering.hoist_columns import hoist_columns
 from flowjit.lowering.loops import (
     INDEX,
@@ -54,7 +56,7 @@ from flowjit.lowering.tile_transpose import tile_transposes
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
-OWN_KERNEL_ROLES = ("scatter", "first_occurrence", "cumulative_sum", "sort", "argsort")
+OWN_KERNEL_ROLES = ("scatter", "first_occurrence", "cumulative_sum", "sort", "argsort", "fourier_transform")
 # A merge sort's first runs, sorted by insertion (SORT_RUN a power of two), then merged in
 # passes into runs of 2*SORT_RUN, 4*SORT_RUN, ... up to 2**MAX_SORT_PASSES elements.
 SORT_RUN = 8
@@ -947,6 +949,18 @@ class _Lowering:
                    kernel_buffer("out0", "out", d, len(shape))]
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
 
+
+    def fourier_transform_kernel(self) -> Kernel:
+        """The kernel of a block holding one ``fft`` that ``kernel_transform`` takes: the
+        FFT of ``flowjit.lowering.fourier``."""
+        (op,) = self.block.ops
+        (x,) = op.inputs
+        if not kernel_transform(x.type, op.attrs["fft_type"], op.attrs["fft_lengths"]):
+            raise Unsupported(f"{op.name}: an fft the decomposition keeps ({x.type}, {op.attrs['fft_type']} over "
+                              f"{tuple(op.attrs['fft_lengths'])})")
+        dims = [self.dim(m) for m in x.type.shape]
+        return fourier_kernel(self.name, self.arg_names[x.id], dims, self.dim(op.results[0].type.shape[-1]),
+                              x.type.dtype, op.attrs["fft_type"], tuple(self.sizes), self.fresh)
 
     def sort_kernel(self) -> Kernel:
         """The kernel of a block holding one sort: ``merge_sort`` of the values."""

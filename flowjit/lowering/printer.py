@@ -67,7 +67,8 @@ def _lines(body: tuple, indent: str, out: list) -> None:
         if isinstance(s, Loop):
             step = f", {s.step}" if s.step != 1 else ""
             kw = "".join(word for word, on in (("parallel ", s.parallel), ("streaming ", s.stream),
-                                               ("scalar ", s.scalar), (f"block{s.block} ", s.block)) if on) + "for"
+                                               ("scalar ", s.scalar), (f"block{s.block} ", s.block),
+                                               (f"lanes{s.lanes} ", s.lanes)) if on) + "for"
             out.append(f"{indent}{kw} {s.var} in {print_expr(s.start)}..{print_expr(s.stop)}{step}:")
             _lines(s.body, indent + "  ", out)
         elif isinstance(s, Let):

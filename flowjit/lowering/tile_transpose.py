@@ -232,6 +232,40 @@ def block_reads(outer: Loop, inner: Loop) -> dict[Load, str] | None:
     return reads
 
 
+def lanes_vectors(loop: Loop) -> bool:
+    """Whether ``loop`` (``Loop.lanes``) can run as one vector of its lanes: it runs from a
+    start to that start plus ``lanes``; its body binds and stores floats and ints only
+    (``Let``, ``Store``), every access whose index reads the variable reads it as the last
+    index's unit step (``_unit``), the others not at all, and no index reads a value bound
+    in the body."""
+    if not loop.lanes or loop.step != 1 or not all(isinstance(x, (Let, Store)) for x in loop.body):
+        return False
+    if not (isinstance(loop.stop, Prim) and loop.stop == Prim("add", (loop.start, Const(loop.lanes, INDEX)), INDEX)
+            or isinstance(loop.start, Const) and isinstance(loop.stop, Const)
+            and int(loop.stop.value) - int(loop.start.value) == loop.lanes):
+        return False
+    bound = {x.name for x in loop.body if isinstance(x, Let)}
+    var = loop.var
+
+    def lane_wide(index: tuple) -> bool:
+        if not index or bound & set().union(*(free_names(e) for e in index)):
+            return False
+        *lead, last = index
+        return not any(var in free_names(e) for e in lead) and (var not in free_names(last) or _unit(last, var))
+
+    for x in loop.body:
+        if isinstance(x, Let) and (x.value.dtype == bool_ or x.value.dtype == INDEX):
+            return False
+        if isinstance(x, Store) and not (lane_wide(x.index) and var in free_names(x.index[-1])):
+            return False
+        for e in subexpressions(x.value):
+            if isinstance(e, Load) and not lane_wide(e.index):
+                return False
+            if isinstance(e, Prim) and e.dtype == bool_:
+                return False
+    return True
+
+
 def block_lets(outer: Loop, inner: Loop) -> dict[str, Expr]:
     """The index ``Let``s of a tile's row loop ``outer`` and of its column loop ``inner``, name
     -> value: what ``block_reads`` substitutes into the indices."""

@@ -15,18 +15,19 @@ from __future__ import annotations
 
 from flowjit.ir.builder import Builder, Emitter
 from flowjit.ir.core import Block, Function
+from flowjit.passes.placement import DeviceTarget, device_kind
 from flowjit.passes.prune import prune
 
 
-def _decompose_block(block: Block) -> int:
+def _decompose_block(block: Block, own_kernels: bool) -> int:
     count = 0
     for op in list(block.ops):
         for inner in op.blocks:
-            count += _decompose_block(inner)
+            count += _decompose_block(inner, own_kernels)
         rule = op.primitive.decompose
         if rule is None:
             continue
-        outs = rule(Emitter(Builder.before(op)), *op.inputs, **op.attrs)
+        outs = rule(Emitter(Builder.before(op), own_kernels=own_kernels), *op.inputs, **op.attrs)
         if outs is None:  # the rule declined (emitting nothing): the op has a kernel of its own
             continue
         count += 1
@@ -37,6 +38,10 @@ def _decompose_block(block: Block) -> int:
     return count
 
 
-def decompose(fn: Function) -> Function:
-    """``fn`` with every op that declares a decomposition replaced by its decomposition."""
-    return prune(fn) if _decompose_block(fn.body) else fn
+def decompose(fn: Function, target: DeviceTarget | None = None) -> Function:
+    """``fn`` with every op that declares a decomposition replaced by its decomposition. A
+    rule may keep an op that the lowering gives a kernel of its own (``Emitter.own_kernels``)
+    when every device of ``target`` is a CPU (the default); other devices' code generators
+    get the decomposition."""
+    own_kernels = target is None or all(device_kind(d) == "cpu" for d in target.devices)
+    return prune(fn) if _decompose_block(fn.body, own_kernels) else fn

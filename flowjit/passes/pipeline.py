@@ -137,7 +137,7 @@ class Pipeline:
 
 
 # Passes called with the DeviceTarget as well as the Function.
-TARGETED_PASSES = frozenset({"placement"})
+TARGETED_PASSES = frozenset({"placement", "decompose"})
 
 DEFAULT_PIPELINE = Pipeline([
     ("inline_calls", inline_calls),

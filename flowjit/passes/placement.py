@@ -88,9 +88,13 @@ def _where(op: Op) -> str:
     return f" at {format_loc(op.loc)}" if op.loc is not None else ""
 
 
-def _kind(device: str) -> str:
-    # The last component names the device in a task's name: /job:ps/task:0/cpu:0 is a cpu.
+def device_kind(device: str) -> str:
+    """The kind of ``device`` ("cpu", "cuda"): the last component of a task's device name
+    names it (/job:ps/task:0/cpu:0 is a cpu)."""
     return device.rpartition("/")[2].split(":")[0]
+
+
+_kind = device_kind
 
 
 def _task(device: str) -> str:

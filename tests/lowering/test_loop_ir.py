@@ -167,5 +167,5 @@ def test_nodes_are_frozen_dataclasses_compared_by_class_and_value():
         a.name = "b"
     assert dataclasses.replace(a, name="b") == Var("b", int64)
     assert [f.name for f in dataclasses.fields(Loop)] == ["var", "start", "stop", "step", "body", "parallel", "stream",
-                                                  "scalar", "block"]
+                                                  "scalar", "block", "lanes"]
     assert len({Var("a", int64), Var("a", int64), Var("a", float32)}) == 2

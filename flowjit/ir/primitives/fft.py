@@ -81,7 +81,7 @@ def _fft_impl(x: np.ndarray, *, fft_type: str, fft_lengths: tuple[int, ...]) -> 
     return out.astype(out_type.dtype.np, copy=False)
 
 
-declare("fft", kind="opaque", maps_leading_dims=True, rule=_fft_rule, impl=_fft_impl,
+declare("fft", kind="opaque", role="fourier_transform", maps_leading_dims=True, rule=_fft_rule, impl=_fft_impl,
         dtypes=(float32, float64, complex64, complex128),
         attrs={"fft_type": attr("str"), "fft_lengths": attr("ints")},
         doc="the DFT of the trailing len(fft_lengths) axes, as XLA's Fft: fft (complex, unnormalized), ifft "
@@ -142,6 +142,28 @@ defvjp("fft", _fft_vjp)
 # chirp through two such DFTs. Every constant (DFT matrices, twiddles, chirps) is computed in
 # float64 from exact integer phases, then rounded to the operand's precision.
 DFT_RADIX = 32
+# The code generators' own FFT kernel (flowjit/lowering/fourier.py: Stockham's radix-4 FFT on
+# blocks of rows) takes a transform of the last axis alone: a complex fft or ifft whose length
+# is a power of two, or an rfft of twice one (its pairs' complex FFT, untangled), up to
+# KERNEL_MAX_LENGTH complex points, over at least KERNEL_MIN_ROWS rows (it runs 8 or 16 rows at
+# once: fewer leave most of each vector idle, and a long lone row is the products' case).
+KERNEL_MAX_LENGTH = 1 << 14
+KERNEL_MIN_ROWS = 4
+
+
+def kernel_transform(t: TensorType, fft_type: str, fft_lengths: Sequence[int]) -> bool:
+    """Whether an ``fft`` of ``t`` is the FFT kernel's (the decomposition then leaves the op
+    to the lowering): a complex fft or ifft of the last axis alone, of a power-of-two length
+    from 2 to KERNEL_MAX_LENGTH, or a real rfft of twice such a length, over at least
+    KERNEL_MIN_ROWS rows."""
+    if len(fft_lengths) != 1 or not t.ndim or t.shape[-1] != fft_lengths[0]:
+        return False
+    n = int(fft_lengths[0])
+    if fft_type == "rfft" and not t.dtype.is_complex and n % 2 == 0:
+        n //= 2
+    elif fft_type not in ("fft", "ifft") or not t.dtype.is_complex:
+        return False
+    return 2 <= n <= KERNEL_MAX_LENGTH and n & (n - 1) == 0 and math.prod(t.shape[:-1]) >= KERNEL_MIN_ROWS
 
 
 def _factors(n: int) -> list[int]:
@@ -235,6 +257,13 @@ def _from_rows(e, rows, perm: tuple[int, ...], shape: tuple[int, ...]):
 def _dft_axis(e, z, axis: int, sign: int):
     """The unnormalized DFT of complex ``z`` along ``axis``: the axis moved first and the
     others flattened into columns for ``_dft_rows``, then moved back."""
+    n = z.type.shape[axis]
+    if e.own_kernels and axis == z.type.ndim - 1 and kernel_transform(z.type, "fft", (n,)):
+        if sign < 0:
+            return e.fft(z, fft_type="fft", fft_lengths=(n,))
+        # the kernel's inverse times n: unnormalized (n a power of two: both exact)
+        y = e.fft(z, fft_type="ifft", fft_lengths=(n,))
+        return e.mul(y, e.const(n, y))
     rows, perm = _to_rows(e, z, axis)
     return _from_rows(e, _dft_rows(e, rows, sign), perm, z.type.shape)
 
@@ -261,19 +290,22 @@ def _rfft_last(e, x):
     d = x.type.dtype.complex_dtype
     if n % 2:
         return _last(e, _dft_axis(e, e.cast(x, dtype=d), rank - 1, -1), 0, n // 2 + 1)
+    if e.own_kernels and kernel_transform(x.type, "rfft", (n,)):
+        return e.fft(x, fft_type="rfft", fft_lengths=(n,))
     h = n // 2
+    packed = e.complex(_last(e, x, 0, h, 2), _last(e, x, 1, h, 2))
+    twiddle = np.exp(-2j * np.pi * np.arange(h + 1) / n) / 2j
     # Untangled in the transform's own [h, C] layout, before moving back: the mirrored row
     # h - k is then a row read forward, and the move back is one transpose of the result
     # (cache-sized tiles), not two strided reads of every term.
-    rows, perm = _to_rows(e, e.complex(_last(e, x, 0, h, 2), _last(e, x, 1, h, 2)), rank - 1)
+    rows, perm = _to_rows(e, packed, rank - 1)
     z = _dft_rows(e, rows, -1)
     first = _rows(e, z, 0, 1)
     at_k = e.concatenate(z, first, axis=0)
     mirrored = [first] + ([_rows(e, z, h - 1, h - 1, -1)] if h > 1 else []) + [first]
     at_h_minus_k = e.conj(e.concatenate(*mirrored, axis=0))
-    twiddle = (np.exp(-2j * np.pi * np.arange(h + 1) / n) / 2j)[:, None]
-    untangled = e.add(e.mul(at_k, _constant(e, (0.5 + twiddle).astype(d.np))),
-                      e.mul(at_h_minus_k, _constant(e, (0.5 - twiddle).astype(d.np))))
+    untangled = e.add(e.mul(at_k, _constant(e, (0.5 + twiddle[:, None]).astype(d.np))),
+                      e.mul(at_h_minus_k, _constant(e, (0.5 - twiddle[:, None]).astype(d.np))))
     return _from_rows(e, untangled, perm, x.type.shape[:-1] + (h + 1,))
 
 
@@ -311,6 +343,8 @@ def _fft_decompose(e, x, *, fft_type, fft_lengths):
     rank, k = x.type.ndim, len(lengths)
     axes = list(range(rank - k, rank))
     out_type = _fft_rule([x.type], fft_type=fft_type, fft_lengths=lengths)
+    if e.own_kernels and kernel_transform(x.type, fft_type, lengths):
+        return None   # the FFT kernel's (flowjit/lowering/fourier.py)
     if math.prod(out_type.shape) == 0 or math.prod(x.type.shape) == 0:
         return [e.zeros(out_type)]
     scale = 1.0 / math.prod(lengths)

@@ -1,0 +1,310 @@
+"""The discrete Fourier transform of an array's last axis as one kernel of its own: a
+Stockham FFT (radix 4, and one radix-2 stage where the length's power of two is odd) run
+on blocks of a vector register's worth of rows at once.
+
+Why a kernel and not products by DFT matrices (``flowjit.ir.primitives.fft``'s
+decomposition): a DFT matrix of r rows costs r multiply-adds an element per factor where a
+butterfly costs about log2(r), and moving the transformed axis first and back is two
+transposes of the whole array (an rfft of f32[256, 1024] spent 0.33 of its 0.6 ms in them).
+Here each block of rows is copied into scratch as [2n, lanes] (row 2j the real parts of
+element j, 2j + 1 its imaginary parts; a block's rows the lanes), so every butterfly of every
+stage is one operation on whole vectors, without shuffles (``Loop.lanes``); the stages run
+in the block's scratch, which stays in cache. The copies in and out are transposes in
+square tiles of the lanes (``Loop.block``: the renderer transposes a full tile in
+registers). A block whose rows run out (the batch not a multiple of the lanes) computes its
+unused lanes from whatever the scratch held and never stores them. The blocks are dealt to
+``PARTS`` parts that the native pool's threads take like a parallel loop's iterations.
+
+Stockham's form (the autosort FFT: no bit reversal), decimation in frequency, the stage of
+a sub-transform length L and stride s (L * s = n) reading ``src`` and writing ``dst``::
+
+    for p in 0..L/4, q in 0..s:   a, b, c, d = src[q + s * (p + k * L/4)], k = 0..3
+        dst[q + s * 4p]       = (a + c) + (b + d)
+        dst[q + s * (4p + 1)] = w^p  * ((a - c) - j (b - d))
+        dst[q + s * (4p + 2)] = w^2p * ((a + c) - (b + d))
+        dst[q + s * (4p + 3)] = w^3p * ((a - c) + j (b - d))
+
+with w = exp(sign 2 pi i / L) and j = -sign i; the next stage has L/4 and 4s. Twiddles are
+read from a table of exp(sign 2 pi i t / n), t < n, computed in float64 at each call (w^p
+at stride s is entry p * s), so no twiddle is a product of rounded ones.
+
+An rfft of n real samples is the complex FFT of its h = n/2 pairs (x[2j] + i x[2j + 1]: the
+row's own memory, read as complex), untangled into the h + 1 terms of the half spectrum in
+the scratch before the copy out: X_k = Z_k A_k + conj(Z_(h-k)) B_k with A_k = (1 - i w^k) / 2,
+B_k = (1 + i w^k) / 2, w = exp(-2 pi i / n), Z's index mod h (the decomposition's formula).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from flowjit.ir.dtypes import DType, float64
+from flowjit.lowering.loops import (
+    INDEX,
+    Accumulator,
+    AccValue,
+    Buffer,
+    Const,
+    Expr,
+    If,
+    Kernel,
+    Let,
+    Load,
+    Loop,
+    Store,
+    Update,
+    Var,
+)
+from flowjit.lowering.scalar import apply
+
+# A block is one vector register of lanes per part (64 bytes: 16 float32, 8 float64).
+LANES_BYTES = 64
+# The blocks are dealt to PARTS parts (part k takes blocks k, k + PARTS, ...), which threads
+# take like a parallel loop's iterations, each part with scratch of its own.
+PARTS = 8
+# Radix-4 stages the stage loop runs at most: lengths up to 4^8 * 2 (the decomposition's
+# KERNEL_MAX_LENGTH is below).
+MAX_RADIX4_STAGES = 8
+
+
+def _i(n: int) -> Const:
+    return Const(int(n), INDEX)
+
+
+Pair = tuple[Expr, Expr]
+
+
+def _add(x: Pair, y: Pair) -> Pair:
+    return apply("add", x[0], y[0]), apply("add", x[1], y[1])
+
+
+def _sub(x: Pair, y: Pair) -> Pair:
+    return apply("sub", x[0], y[0]), apply("sub", x[1], y[1])
+
+
+def _mul(x: Pair, w: Pair) -> Pair:
+    return (apply("sub", apply("mul", x[0], w[0]), apply("mul", x[1], w[1])),
+            apply("add", apply("mul", x[0], w[1]), apply("mul", x[1], w[0])))
+
+
+def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: DType, fft_type: str,
+                   sizes: tuple, fresh: Callable[[str], str]) -> Kernel:
+    """The kernel of one ``fft`` op over the last axis of ``source`` (``dims``, element dtype
+    ``d``) into ``out0`` (its last dim ``out_last``): ``fft_type`` "fft" (complex,
+    unnormalized, exp(-2 pi i jk / n)), "ifft" (exp(+2 pi i jk / n), times 1/n), both of a
+    power-of-two n, or "rfft" (real, n twice a power of two, the n/2 + 1 terms of the half
+    spectrum). Every size is read at run time (the stages are a loop), so one kernel serves
+    every length and batch of its type and dtype. ``sizes`` and ``fresh`` are the lowering's
+    size variables and fresh-name source."""
+    real = d.real_dtype
+    rank = len(dims)
+    real_input = fft_type == "rfft"
+    n = apply("shr", dims[-1], _i(1)) if real_input else dims[-1]   # the complex transform's length
+    width = apply("shl", n, _i(1))                                   # a row's real numbers, parts apart
+    terms = out_last                                                 # complex elements of an output row
+    lanes = LANES_BYTES // real.itemsize
+    sign = 1 if fft_type == "ifft" else -1
+    rows = _i(1)
+    for m in dims[:-1]:
+        rows = apply("mul", rows, m)
+    blocks = apply("idiv", apply("add", rows, _i(lanes - 1)), _i(lanes))
+    table, half, blocks_buf = fresh("twiddle"), fresh("untangle"), fresh("block")
+    temps = [Buffer(table, "temp", real, 2, (dims[-1], _i(2))),
+             *([Buffer(half, "temp", real, 2, (terms, _i(4)))] if real_input else []),
+             # [ping/pong, part, element, real/imaginary, lane]
+             Buffer(blocks_buf, "temp", real, 5, (_i(2), _i(PARTS), terms, _i(2), _i(lanes)))]
+
+    def var(prefix: str) -> tuple[str, Var]:
+        v = fresh(prefix)
+        return v, Var(v, INDEX)
+
+    def let(prefix: str, value: Expr, into: list) -> Var:
+        name = fresh(prefix)
+        into.append(Let(name, value))
+        return Var(name, value.dtype)
+
+    def rounded(e: Expr) -> Expr:
+        return apply("cast", e, to=real)
+
+    def radians(t: Expr, scale: Expr, into: list) -> Var:
+        # t * scale in float64 (t an index)
+        return let("angle", apply("mul", apply("cast", t, to=float64), scale), into)
+
+    # exp(sign 2 pi i t / n) for t < n, in float64, rounded once to the parts' dtype
+    t_name, t = var("t")
+    inner: list = []
+    step = apply("div", Const(sign * 2 * math.pi, float64), apply("cast", n, to=float64))
+    angle = radians(t, step, inner)
+    inner += [Store(table, (t, _i(0)), rounded(apply("cos", angle))),
+              Store(table, (t, _i(1)), rounded(apply("sin", angle)))]
+    body: list = [Loop(t_name, _i(0), n, 1, tuple(inner))]
+    if real_input:
+        # A_k = (1 - i w^k) / 2 and B_k = (1 + i w^k) / 2, w^k = cos(theta) - i sin(theta)
+        # with theta = 2 pi k / 2n: A_k = ((1 - sin) / 2, -cos / 2), B_k = ((1 + sin) / 2, cos / 2)
+        k_name, k = var("k")
+        inner = []
+        theta = radians(k, apply("div", Const(math.pi, float64), apply("cast", n, to=float64)), inner)
+        sin, cos = apply("sin", theta), apply("cos", theta)
+        one, halved = Const(1.0, float64), Const(0.5, float64)
+        inner += [Store(half, (k, _i(0)), rounded(apply("mul", apply("sub", one, sin), halved))),
+                  Store(half, (k, _i(1)), rounded(apply("neg", apply("mul", cos, halved)))),
+                  Store(half, (k, _i(2)), rounded(apply("mul", apply("add", one, sin), halved))),
+                  Store(half, (k, _i(3)), rounded(apply("mul", cos, halved)))]
+        body.append(Loop(k_name, _i(0), terms, 1, tuple(inner)))
+
+    part_name, part = var("part")
+    blk_name, blk = var("blk")
+    first, count = fresh("first"), fresh("count")
+    first_v, count_v = Var(first, INDEX), Var(count, INDEX)
+
+    def flat(buffer_rank: int, row_width: Expr, v: Expr, c: Expr) -> tuple:
+        # element c of the row first + v of a buffer of ``buffer_rank`` dims whose rows hold
+        # ``row_width`` elements: every leading index 0, the last the row-major offset (the
+        # rows are contiguous)
+        return (*(_i(0) for _ in range(buffer_rank - 1)),
+                apply("add", apply("mul", apply("add", first_v, v), row_width), c))
+
+    def scratch_index(which: Expr, c: Expr, v: Expr) -> tuple:
+        # real number c of the block (element c // 2, part c % 2) at its row-major offset:
+        # one index that moves by one as c steps, so a tile addresses it from its first
+        return (which, part, _i(0), c, v)
+
+    def tiles(row_width: Expr, rows_are_scratch: bool, make: Callable[[Expr, Expr], Store]) -> list:
+        # A transpose between the rows of the block and ``row_width`` real numbers of the
+        # scratch: full square tiles of the lanes as ``Loop.block`` tiles (the renderer
+        # moves a full tile as vectors transposed in registers), the numbers past the last
+        # full tile as loops. The inner loops are scalar: they run only in an edge tile
+        # (the last block's rows), where vectors would be gathers and scatters.
+        out: list = []
+        t_name, tile = var("ct")
+        c_name, c = var("c")
+        v_name, v = var("v")
+        low = fresh("c0")
+        low_v = Var(low, INDEX)
+        across = Loop(c_name, low_v, apply("add", low_v, _i(lanes)), 1, (make(v, c),), scalar=True)
+        along = Loop(v_name, _i(0), count_v, 1, (make(v, c),), scalar=True)
+        if rows_are_scratch:   # the tile's rows: scratch numbers; its columns: the lanes
+            rows_loop = Loop(c_name, low_v, apply("add", low_v, _i(lanes)), 1, (along,), block=lanes)
+        else:                  # the tile's rows: the lanes; its columns: the row's numbers
+            rows_loop = Loop(v_name, _i(0), count_v, 1, (across,), block=lanes)
+        full = apply("idiv", row_width, _i(lanes))
+        out.append(Loop(t_name, _i(0), full, 1, (Let(low, apply("mul", tile, _i(lanes))), rows_loop)))
+        c_name, c = var("c")
+        v_name, v = var("v")
+        out.append(Loop(v_name, _i(0), count_v, 1, (
+            Loop(c_name, apply("mul", full, _i(lanes)), row_width, 1, (make(v, c),), scalar=True),)))
+        return out
+
+    in_rank = rank if real_input else rank + 1
+    copy_in = tiles(width, True, lambda v, c: Store(blocks_buf, scratch_index(_i(0), c, v),
+                                                     Load(source, flat(in_rank, width, v, c), real)))
+
+    def vector_loop(make: Callable[[Var, Callable[[str, Expr], Var]], list]) -> Loop:
+        # A loop over the lanes (``Loop.lanes``), its values bound by ``bound``.
+        v_name, v = var("v")
+        lets: list = []
+
+        def bound(prefix: str, value: Expr) -> Var:
+            return let(prefix, value, lets)
+        stores = make(v, bound)
+        return Loop(v_name, _i(0), _i(lanes), 1, (*lets, *stores), lanes=lanes)
+
+    def load_table(buffer: str, entry: Expr, columns: tuple[int, ...], lets: list) -> list[Var]:
+        return [let("w", Load(buffer, (entry, _i(col)), real), lets) for col in columns]
+
+    def element(which: Expr, row: Expr, v: Var, bound) -> Pair:
+        return tuple(bound("x", Load(blocks_buf, (which, part, row, _i(k), v), real)) for k in (0, 1))
+
+    def put(which: Expr, row: Expr, v: Var, value: Pair) -> list:
+        return [Store(blocks_buf, (which, part, row, _i(k), v), value[k]) for k in (0, 1)]
+
+    def stage(src: Expr, radix: int, length: Expr, stride: Expr, into: list) -> None:
+        # one stage of ``radix`` on sub-transforms of ``length`` at ``stride``, from scratch
+        # ``src`` (0 or 1) into the other
+        dst = apply("sub", _i(1), src)
+        quarter = apply("shr", length, _i(2 if radix == 4 else 1))
+        p_name, p = var("p")
+        q_name, q = var("q")
+        tw_lets: list = []
+        w = [tuple(load_table(table, apply("mul", p, apply("mul", stride, _i(k))), (0, 1), tw_lets))
+             for k in range(1, radix)]
+
+        def at(k: int) -> Expr:        # q + s * (p + k * quarter)
+            return apply("add", q, apply("mul", stride, apply("add", p, apply("mul", quarter, _i(k)))))
+
+        def out_row(k: int) -> Expr:   # q + s * (radix * p + k)
+            return apply("add", q, apply("mul", stride, apply("add", apply("mul", p, _i(radix)), _i(k))))
+
+        def butterfly(v: Var, bound) -> list:
+            def named(x: Pair) -> Pair:
+                return bound("s", x[0]), bound("s", x[1])
+            if radix == 2:
+                a, b = element(src, at(0), v, bound), element(src, at(1), v, bound)
+                return put(dst, out_row(0), v, _add(a, b)) + put(dst, out_row(1), v, _mul(_sub(a, b), w[0]))
+            a, b, c, e = (element(src, at(k), v, bound) for k in range(4))
+            apc, amc, bpd = named(_add(a, c)), named(_sub(a, c)), named(_add(b, e))
+            bme = _sub(b, e)
+            # j (b - d) with j = -sign i: i (x + iy) = -y + ix, -i (x + iy) = y - ix
+            jbme = named((apply("neg", bme[1]), bme[0]) if sign < 0 else (bme[1], apply("neg", bme[0])))
+            return (put(dst, out_row(0), v, _add(apc, bpd)) + put(dst, out_row(1), v, _mul(_sub(amc, jbme), w[0]))
+                    + put(dst, out_row(2), v, _mul(_sub(apc, bpd), w[1]))
+                    + put(dst, out_row(3), v, _mul(_add(amc, jbme), w[2])))
+        per_p = Loop(q_name, _i(0), stride, 1, (vector_loop(butterfly),))
+        into.append(Loop(p_name, _i(0), quarter, 1, (*tw_lets, per_p)))
+
+    block: list = [Let(first, apply("mul", blk, _i(lanes))),
+                   Let(count, apply("min", _i(lanes), apply("sub", rows, first_v))),
+                   *copy_in]
+    # The radix-4 stages: stage st on sub-transforms of n / 4^st at stride 4^st, from
+    # scratch st % 2, while the length is at least 4; a radix-2 stage if 2 is left.
+    st_name, st = var("st")
+    fours = fresh("fours")
+    radix4: list = []
+    length = let("length", apply("shr", n, apply("shl", st, _i(1))), radix4)
+    then: list = []
+    stage(apply("and", st, _i(1)), 4, length, apply("shl", _i(1), apply("shl", st, _i(1))), then)
+    then.append(Update(fours, _i(1)))
+    radix4.append(If(apply("ge", length, _i(4)), tuple(then)))
+    block += [Accumulator(fours, "sum", INDEX, _i(0)),
+              Loop(st_name, _i(0), _i(MAX_RADIX4_STAGES), 1, tuple(radix4))]
+    done4 = let("done4", AccValue(fours, INDEX), block)
+    last_stride = let("stride", apply("shl", _i(1), apply("shl", done4, _i(1))), block)
+    odd = let("odd", apply("eq", apply("shr", n, apply("shl", done4, _i(1))), _i(2)), block)
+    then = []
+    stage(apply("and", done4, _i(1)), 2, _i(2), last_stride, then)
+    block.append(If(odd, tuple(then)))
+    src = let("src", apply("and", apply("add", done4, apply("select", odd, _i(1), _i(0))), _i(1)), block)
+    if real_input:
+        # X_k = Z_k A_k + conj(Z_(h-k)) B_k, k = 0..h
+        k_name, k = var("k")
+        lets: list = []
+        a_re, a_im, b_re, b_im = load_table(half, k, (0, 1, 2, 3), lets)
+        at_k = let("at", apply("irem", k, n), lets)
+        mirror = let("mirror", apply("irem", apply("sub", n, k), n), lets)
+        dst = apply("sub", _i(1), src)
+
+        def untangled(v: Var, bound) -> list:
+            z, m = element(src, at_k, v, bound), element(src, mirror, v, bound)
+            return put(dst, k, v, _add(_mul(z, (a_re, a_im)), _mul((m[0], apply("neg", m[1])), (b_re, b_im))))
+        block.append(Loop(k_name, _i(0), terms, 1, (*lets, vector_loop(untangled))))
+        src = let("src", dst, block)
+
+    if fft_type == "ifft":
+        # times 1/n in the scratch (a block tile moves, adds and multiplies only its own values)
+        inv = let("inv", apply("div", Const(1.0, real), apply("cast", n, to=real)), block)
+        r_name, r = var("r")
+
+        def scaled(v: Var, bound) -> list:
+            z = element(src, r, v, bound)
+            return put(src, r, v, (apply("mul", z[0], inv), apply("mul", z[1], inv)))
+        block.append(Loop(r_name, _i(0), n, 1, (vector_loop(scaled),)))
+
+    def move(v: Expr, c: Expr) -> Store:
+        value = Load(blocks_buf, scratch_index(src, c, v), real)
+        return Store("out0", flat(rank + 1, apply("shl", terms, _i(1)), v, c), value)
+    block += tiles(apply("shl", terms, _i(1)), False, move)
+    body.append(Loop(part_name, _i(0), _i(PARTS), 1, (Loop(blk_name, part, blocks, PARTS, tuple(block)),),
+                     parallel=True))
+    buffers = (Buffer(source, "in", real, in_rank), Buffer("out0", "out", real, rank + 1), *temps)
+    return Kernel(name, buffers, sizes, tuple(body), ((),))

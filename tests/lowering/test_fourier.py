@@ -1,0 +1,150 @@
+"""The FFT kernel (``flowjit.lowering.fourier``): a transform of the last axis over enough
+rows stays one ``fft`` op that lowers to a Stockham FFT on blocks of rows, compiled into the
+native program; against NumPy's pocketfft and the interpreter for every fft type the kernel
+takes, both precisions, batches that are not a multiple of a block, multi-axis transforms
+whose last axis it runs, and gradients through it. Lengths, row counts and types it does not
+take keep the decomposition into products."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.ir.dtypes import complex64, float32
+from flowjit.ir.primitives.fft import KERNEL_MIN_ROWS, kernel_transform
+from flowjit.ir.types import TensorType
+from flowjit.lowering import evaluate
+from flowjit.lowering.fourier import MAX_RADIX4_STAGES, fourier_kernel
+from flowjit.lowering.loops import INDEX, Loop, SizeVar, Var, walk_statements
+
+
+def _complex(rng, shape, dtype):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+def _tolerance(dtype) -> float:
+    return 2e-6 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-13
+
+
+def _ops(f, *args) -> list[str]:
+    return [op.name for op in f.ir(*args, stage="fused").body.ops]
+
+
+def _close(got, want, dtype):
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=_tolerance(dtype) * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(4, 2), (5, 8), (17, 32), (3, 6, 64), (33, 128), (9, 2048)])
+def test_fft_and_ifft_of_the_last_axis_run_the_kernel_and_match_numpy(dtype, shape):
+    x = _complex(np.random.default_rng(sum(shape)), shape, dtype)
+    f = fj.function(lambda a: (fj.fft.fft(a), fj.fft.ifft(a)))
+    got, inv = f(x)
+    assert _ops(f, x).count("fft") == 2                # the ops kept, no products
+    assert "native driver" in f.kernels(x)
+    assert got.dtype == x.dtype and inv.dtype == x.dtype
+    _close(got, np.fft.fft(x.astype(np.complex128)), dtype)
+    _close(inv, np.fft.ifft(x.astype(np.complex128)), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 16), (17, 64), (2, 3, 256), (256, 1024), (20, 8192)])
+def test_rfft_of_the_last_axis_runs_the_kernel_and_matches_numpy(dtype, shape):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
+    f = fj.function(lambda a: fj.abs(fj.fft.rfft(a)) ** 2)
+    g = fj.function(lambda a: fj.fft.rfft(a))
+    assert _ops(g, x) == ["fft"]
+    want = np.fft.rfft(x.astype(np.float64))
+    got = g(x)
+    assert got.shape == want.shape and got.dtype == np.result_type(dtype, np.complex64)
+    _close(got, want, dtype)
+    _close(f(x), np.abs(want) ** 2, dtype)
+    np.testing.assert_allclose(got, fj.function(lambda a: fj.fft.rfft(a), interpret=True)(x),
+                               rtol=0, atol=_tolerance(dtype) * max(1.0, float(np.abs(want).max())))
+
+
+def test_multi_axis_transforms_run_their_last_axis_in_the_kernel():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 12, 64)).astype(np.float32)
+    z = _complex(rng, (6, 10, 32), np.complex128)
+    _close(fj.function(lambda a: fj.fft.rfft2(a))(x), np.fft.rfft2(x.astype(np.float64)), np.float32)
+    _close(fj.function(lambda a: fj.fft.fft2(a))(z), np.fft.fft2(z), np.complex128)
+    _close(fj.function(lambda a: fj.fft.ifftn(a))(z), np.fft.ifftn(z), np.complex128)
+    # irfft's complex inverse of half its length is the kernel's too
+    spec = np.fft.rfft(x.astype(np.float64)).astype(np.complex64)
+    _close(fj.function(lambda a: fj.fft.irfft(a))(spec), np.fft.irfft(spec.astype(np.complex128)), np.float32)
+
+
+def test_gradients_through_the_kernel_match_the_interpreter():
+    x = np.random.default_rng(4).standard_normal((8, 64))
+
+    def loss(a):
+        z = fj.fft.fft(a.astype(np.complex128)) * 2j
+        return fj.sum(fj.abs(fj.fft.rfft(a * 1.5)) ** 2) + fj.sum(fj.real(fj.fft.ifft(z)))
+    g = fj.function(fj.grad(loss))(x)
+    want = fj.function(fj.grad(loss), interpret=True)(x)
+    np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape,fft_type,lengths,taken", [
+    ((4, 8), "fft", (8,), True),
+    ((3, 8), "fft", (8,), False),             # fewer rows than KERNEL_MIN_ROWS
+    ((4, 12), "fft", (12,), False),           # not a power of two
+    ((4, 1), "fft", (1,), False),
+    ((4, 4, 8), "fft", (4, 8), False),        # two axes: the op is decomposed, its last axis the kernel's
+    ((4, 16), "rfft", (16,), True),
+    ((4, 2), "rfft", (2,), False),            # one complex point
+    ((4, 10), "rfft", (10,), False),
+    ((4, 9), "irfft", (16,), False),          # decomposed around an ifft the kernel takes
+])
+def test_which_transforms_the_kernel_takes(shape, fft_type, lengths, taken):
+    d = float32 if fft_type == "rfft" else complex64
+    assert kernel_transform(TensorType(shape, d), fft_type, lengths) is taken
+    assert KERNEL_MIN_ROWS == 4
+
+
+def test_transforms_the_kernel_does_not_take_still_match_numpy():
+    rng = np.random.default_rng(5)
+    for shape in [(3, 8), (4, 12), (6, 7)]:
+        z = _complex(rng, shape, np.complex128)
+        f = fj.function(lambda a: fj.fft.fft(a))
+        assert "fft" not in _ops(f, z)
+        _close(f(z), np.fft.fft(z), np.complex128)
+
+
+def test_the_stage_loop_covers_every_length_the_kernel_takes():
+    from flowjit.ir.primitives.fft import KERNEL_MAX_LENGTH
+    assert 4 ** MAX_RADIX4_STAGES * 2 >= KERNEL_MAX_LENGTH
+
+
+@pytest.mark.parametrize("fft_type", ["fft", "ifft", "rfft"])
+@pytest.mark.parametrize("n", [2, 8, 16, 32])
+def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
+    """The loop IR itself, run by the loop-IR evaluator (what every code generator renders):
+    one kernel for every length, its sizes read from the buffers."""
+    rows = 5
+    count = [0]
+
+    def fresh(p):
+        count[0] += 1
+        return f"{p}{count[0]}"
+    d = float32 if fft_type == "rfft" else complex64
+    sizes = (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1), SizeVar("n2", "out0", 1))
+    k = fourier_kernel("f", "in0", [Var("n0", INDEX), Var("n1", INDEX)], Var("n2", INDEX), d, fft_type, sizes, fresh)
+    # the butterflies run whole vectors of lanes, the copies in square tiles
+    loops = [s for s in walk_statements(k.body) if isinstance(s, Loop)]
+    assert any(s.lanes == 16 for s in loops) and any(s.block == 16 for s in loops)
+    rng = np.random.default_rng(n)
+    if fft_type == "rfft":
+        x = rng.standard_normal((rows, 2 * n)).astype(np.float32)
+        want = np.fft.rfft(x.astype(np.float64))
+        parts_in = x
+    else:
+        x = _complex(rng, (rows, n), np.complex64)
+        want = (np.fft.fft if fft_type == "fft" else np.fft.ifft)(x.astype(np.complex128))
+        parts_in = x.view(np.float32).reshape(rows, n, 2)
+    out = np.zeros(want.shape + (2,), np.float32)
+    evaluate(k, [parts_in], [out])
+    _close(out[..., 0] + 1j * out[..., 1], want, np.complex64)
