@@ -97,6 +97,11 @@ def _reg(d: DType) -> ir.Type:
     return _REG[d.short]
 
 
+def _lanes(d: DType, side: int) -> ir.VectorType:
+    """A vector of ``side`` lanes of ``d``'s register type."""
+    return ir.VectorType(_reg(d), side)
+
+
 def _mem(d: DType) -> ir.Type:
     return _MEM[d.short]
 
@@ -481,7 +486,7 @@ class _Renderer:
         lets = block_lets(s, inner)
 
         def lanes(d: DType) -> ir.VectorType:
-            return ir.VectorType(_reg(d), side)
+            return _lanes(d, side)
 
         def address(buffer: str, index: tuple, r: int, k: int) -> ir.Value:
             at = dict(env)
@@ -513,9 +518,7 @@ class _Renderer:
             return out
 
         def splat(x: ir.Value, d: DType) -> ir.Value:
-            one = b.insert_element(ir.Constant(lanes(d), ir.Undefined), x, ir.Constant(I32, 0))
-            return b.shuffle_vector(one, ir.Constant(lanes(d), ir.Undefined),
-                                    ir.Constant(ir.VectorType(I32, side), [0] * side))
+            return self.splat(x, d, side)
 
         loaded: dict[Load, list] = {}
         for load, how in reads.items():
@@ -562,12 +565,10 @@ class _Renderer:
         at_start = {**env, s.var: self.expr(s.start, env)}
 
         def lanes(d: DType) -> ir.VectorType:
-            return ir.VectorType(_reg(d), side)
+            return _lanes(d, side)
 
         def splat(x: ir.Value, d: DType) -> ir.Value:
-            one = b.insert_element(ir.Constant(lanes(d), ir.Undefined), x, ir.Constant(I32, 0))
-            return b.shuffle_vector(one, ir.Constant(lanes(d), ir.Undefined),
-                                    ir.Constant(ir.VectorType(I32, side), [0] * side))
+            return self.splat(x, d, side)
 
         values: dict[str, ir.Value] = {}
         memo: dict = {}
@@ -598,6 +599,13 @@ class _Renderer:
                 st = b.store(value(x.value), ptr, align=max(1, self.itemsize[x.buffer]))
                 self.grouped(st, x.buffer, x.index)
         self.memo = {}
+
+    def splat(self, x: ir.Value, d: DType, side: int) -> ir.Value:
+        """Scalar ``x`` of dtype ``d`` in every one of ``side`` lanes."""
+        b = self.b
+        one = b.insert_element(ir.Constant(_lanes(d, side), ir.Undefined), x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(_lanes(d, side), ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, side), [0] * side))
 
     def few_trips(self, s: Loop, env: dict) -> bool:
         """Whether ``s`` runs once (no loop encloses it) over a constant number of iterations

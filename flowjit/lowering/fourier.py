@@ -56,7 +56,7 @@ from flowjit.lowering.loops import (
     Update,
     Var,
 )
-from flowjit.lowering.scalar import apply
+from flowjit.lowering.scalar import apply, cadd, cmul, csub
 
 # A block is one vector register of lanes per part (64 bytes: 16 float32, 8 float64).
 LANES_BYTES = 64
@@ -73,19 +73,6 @@ def _i(n: int) -> Const:
 
 
 Pair = tuple[Expr, Expr]
-
-
-def _add(x: Pair, y: Pair) -> Pair:
-    return apply("add", x[0], y[0]), apply("add", x[1], y[1])
-
-
-def _sub(x: Pair, y: Pair) -> Pair:
-    return apply("sub", x[0], y[0]), apply("sub", x[1], y[1])
-
-
-def _mul(x: Pair, w: Pair) -> Pair:
-    return (apply("sub", apply("mul", x[0], w[0]), apply("mul", x[1], w[1])),
-            apply("add", apply("mul", x[0], w[1]), apply("mul", x[1], w[0])))
 
 
 def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: DType, fft_type: str,
@@ -241,15 +228,15 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
                 return bound("s", x[0]), bound("s", x[1])
             if radix == 2:
                 a, b = element(src, at(0), v, bound), element(src, at(1), v, bound)
-                return put(dst, out_row(0), v, _add(a, b)) + put(dst, out_row(1), v, _mul(_sub(a, b), w[0]))
+                return put(dst, out_row(0), v, cadd(a, b)) + put(dst, out_row(1), v, cmul(csub(a, b), w[0]))
             a, b, c, e = (element(src, at(k), v, bound) for k in range(4))
-            apc, amc, bpd = named(_add(a, c)), named(_sub(a, c)), named(_add(b, e))
-            bme = _sub(b, e)
+            apc, amc, bpd = named(cadd(a, c)), named(csub(a, c)), named(cadd(b, e))
+            bme = csub(b, e)
             # j (b - d) with j = -sign i: i (x + iy) = -y + ix, -i (x + iy) = y - ix
             jbme = named((apply("neg", bme[1]), bme[0]) if sign < 0 else (bme[1], apply("neg", bme[0])))
-            return (put(dst, out_row(0), v, _add(apc, bpd)) + put(dst, out_row(1), v, _mul(_sub(amc, jbme), w[0]))
-                    + put(dst, out_row(2), v, _mul(_sub(apc, bpd), w[1]))
-                    + put(dst, out_row(3), v, _mul(_add(amc, jbme), w[2])))
+            return (put(dst, out_row(0), v, cadd(apc, bpd)) + put(dst, out_row(1), v, cmul(csub(amc, jbme), w[0]))
+                    + put(dst, out_row(2), v, cmul(csub(apc, bpd), w[1]))
+                    + put(dst, out_row(3), v, cmul(cadd(amc, jbme), w[2])))
         per_p = Loop(q_name, _i(0), stride, 1, (vector_loop(butterfly),))
         into.append(Loop(p_name, _i(0), quarter, 1, (*tw_lets, per_p)))
 
@@ -286,7 +273,7 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
 
         def untangled(v: Var, bound) -> list:
             z, m = element(src, at_k, v, bound), element(src, mirror, v, bound)
-            return put(dst, k, v, _add(_mul(z, (a_re, a_im)), _mul((m[0], apply("neg", m[1])), (b_re, b_im))))
+            return put(dst, k, v, cadd(cmul(z, (a_re, a_im)), cmul((m[0], apply("neg", m[1])), (b_re, b_im))))
         block.append(Loop(k_name, _i(0), terms, 1, (*lets, vector_loop(untangled))))
         src = let("src", dst, block)
 

@@ -411,15 +411,18 @@ def convert(x: Expr | Pair, to: DType) -> Expr | Pair:
     return apply("cast", x, to=to)
 
 
-def _cadd(a: Pair, b: Pair) -> Pair:
+def cadd(a: Pair, b: Pair) -> Pair:
+    """``a + b`` of two complex pairs."""
     return apply("add", a[0], b[0]), apply("add", a[1], b[1])
 
 
-def _csub(a: Pair, b: Pair) -> Pair:
+def csub(a: Pair, b: Pair) -> Pair:
+    """``a - b`` of two complex pairs."""
     return apply("sub", a[0], b[0]), apply("sub", a[1], b[1])
 
 
-def _cmul(a: Pair, b: Pair) -> Pair:
+def cmul(a: Pair, b: Pair) -> Pair:
+    """``a * b`` of two complex pairs: NumPy's four products."""
     # NumPy's loop: the four products, no recovery of infinities from NaN (C99 Annex G's).
     (ar, ai), (br, bi) = a, b
     return apply("sub", apply("mul", ar, br), apply("mul", ai, bi)), apply("add", apply("mul", ar, bi),
@@ -522,7 +525,7 @@ CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
     "exp": _cexp,
     "log": _clog,
 }
-_CBINOPS = {"add": _cadd, "sub": _csub, "mul": _cmul, "div": _cdiv}
+_CBINOPS = {"add": cadd, "sub": csub, "mul": cmul, "div": _cdiv}
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and", ast.BitOr: "or",
            ast.BitXor: "xor"}
@@ -663,7 +666,7 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
 
 
 __all__ = ["OPS", "COSTLY", "CHEAP", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant",
-           "Pair", "Unsupported",
+           "cadd", "csub", "cmul", "Pair", "Unsupported",
            "as_pair",
            "choose", "convert", "is_pair", "pair_dtype", "expand", "combine", "arg_wins",
            "accumulator_dtype", "start_value", "reducer_kind", "reference", "int64"]

@@ -94,8 +94,6 @@ def device_kind(device: str) -> str:
     return device.rpartition("/")[2].split(":")[0]
 
 
-_kind = device_kind
-
 
 def _task(device: str) -> str:
     return device.rpartition("/")[0]
@@ -104,7 +102,7 @@ def _task(device: str) -> str:
 def _move_seconds(nbytes: int, src: str, dst: str) -> float:
     if _task(src) != _task(dst):
         return nbytes / TASK_LINK_BYTES_PER_S + TASK_TRANSFER_LATENCY_S
-    if (_kind(src) == "cpu") != (_kind(dst) == "cpu"):
+    if (device_kind(src) == "cpu") != (device_kind(dst) == "cpu"):
         return nbytes / HOST_GPU_BYTES_PER_S + TRANSFER_LATENCY_S
     return nbytes / LINK_BYTES_PER_S + TRANSFER_LATENCY_S
 
@@ -136,7 +134,7 @@ def placement(fn: Function, target: DeviceTarget) -> Function:
     """Set the device of every op of ``fn`` (see the module docstring)."""
     explicit = {op.id: _explicit_device(op) for op in fn.body.ops}
     placed_args = any(fn.arg_devices)
-    only_cpus = all(_kind(d) == "cpu" for d in target.devices)
+    only_cpus = all(device_kind(d) == "cpu" for d in target.devices)
     if not placed_args and not any(explicit.values()) and target.default == "cpu:0" and only_cpus:
         return fn
 
@@ -246,7 +244,7 @@ def _cheapest(op: Op, device_of: dict[int, str], target: DeviceTarget, free: set
         move_s = sum(_move_seconds(n, src, d) for src, n in here.items() if src != d)
         if home and d != target.default:
             move_s += _move_seconds(home, d, target.default)
-        compute_s = work / target.speed.get(_kind(d), DEFAULT_SPEED["cpu"])
+        compute_s = work / target.speed.get(device_kind(d), DEFAULT_SPEED["cpu"])
         return (move_s + compute_s, -here.get(d, 0), d != target.default)
 
     return min(candidates, key=cost)
