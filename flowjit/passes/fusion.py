@@ -202,8 +202,8 @@ class _Reasons:
 
 # Why an op of each kind never joins a kernel.
 _NEVER_FUSES = {
-    "opaque": ("library_call", "{} runs as a library call (BLAS for matmul), outside any kernel: its operands "
-                               "and result go through memory"),
+    "opaque": ("library_call", "{} runs as {}, outside any fused kernel: its operands and result go through "
+                               "memory"),
     "random": ("random", "{} draws from the random generator's state and never fuses"),
     "stateful": ("stateful", "{} reads or updates a Variable and never fuses"),
     "control": ("control", "{} runs its blocks as programs of their own: ops inside fuse with each other, "
@@ -213,9 +213,18 @@ _NEVER_FUSES = {
 }
 
 
+# What an opaque op runs as, by its declared role (a linear-algebra role: LAPACK).
+_RUNS_AS = {"matrix_product": "a BLAS call", "convolution": "a BLAS product of its patches"}
+_LAPACK_ROLES = frozenset({"inverse", "solve", "cholesky", "log_determinant", "symmetric_eigen",
+                           "singular_values", "general_eigen", "orthogonal_triangular"})
+
+
 def _never_fuses(op: Op) -> tuple[str, str]:
     code, words = _NEVER_FUSES.get(op.primitive.kind, _NEVER_FUSES["control"])
-    return code, words.format(op.name)
+    role = op.primitive.role
+    runs_as = _RUNS_AS.get(role) or ("a LAPACK call" if role in _LAPACK_ROLES
+                                     else "a kernel of its own or a library routine")
+    return code, words.format(op.name, runs_as) if code == "library_call" else words.format(op.name)
 
 
 def _loops(g: _Group) -> str:

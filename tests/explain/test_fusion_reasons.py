@@ -175,3 +175,19 @@ def test_each_reason_at_the_smallest_program_that_shows_it(f, args, expected):
     assert [(b.producer, b.consumer, b.code) for b in found] == [e[:3] for e in expected]
     for b, e in zip(found, expected):
         assert b.reason.startswith(e[3])
+
+
+def test_an_op_with_a_kernel_of_its_own_is_not_called_a_blas_call():
+    # fft and sort run as kernels of their own, not through the BLAS: the reason at their
+    # boundary says what they are, and only a matrix product's names the BLAS.
+    def spectrum_then_sort(x, w):
+        p = fj.abs(fj.fft.rfft(x)) + 1.0
+        return (fj.sort(p, axis=-1) @ w) + 1.0
+
+    found = boundaries_of(fused(spectrum_then_sort, S((8, 64), F32), S((33, 4), F32)))
+    # Each boundary's reason is about the op that never fuses, which it names first.
+    said = {b.reason.split(" ", 1)[0]: b for b in found if b.code == "library_call"}
+    assert {"fft", "sort", "matmul"} <= set(said)
+    for name in ("fft", "sort"):
+        assert "BLAS" not in said[name].reason and "kernel of its own" in said[name].reason
+    assert "runs as a BLAS call" in said["matmul"].reason
