@@ -263,7 +263,8 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
             if missing:
                 raise NotNative(f"{found['sgemm'].library} has no {', '.join(missing)}")
             sgemm = found["sgemm"].symbol
-    kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}
+    # A routine's kernel (fourier_routine) is not the program's: its name holds its identity's digest.
+    kernels = {s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall) and not s.routine}
     # What decides the module: the plan (kernels by name), the sources that render it, the
     # BLAS integer width, the byte order and NumPy (its type numbers), then each kernel.
     head = (f"; flowjit program {_sources_digest()} blas{int_bits} {sys.byteorder} numpy{np.__version__}"

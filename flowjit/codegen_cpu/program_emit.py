@@ -199,7 +199,7 @@ class _Driver:
         units: dict[tuple, int] = {}
         cost = {"main": STEPS_WEIGHT, "part": 0}
         for s in walk_steps(self.plan.steps):
-            key = self.shape_key(s) if isinstance(s, KernelCall) else None
+            key = self.shape_key(s) if isinstance(s, KernelCall) and not s.routine else None
             if key is None or key in seen:
                 continue
             seen.add(key)
@@ -495,6 +495,15 @@ class _Driver:
                     status: ir.Value, done: ir.Block) -> None:
         ptrs = [bufs[name] for name in step.buffers]
         dims = [self.value(b, d) for d in step.dims]
+        if step.routine:
+            # flowjit's routine (fourier_routine), linked from the runtime: the kernel's ABI,
+            # its temps in the scratch block or NULL (it allocates them).
+            given = [b.bitcast(bufs[step.temps], I8P) if step.temps else ir.Constant(I8P, None)]
+            callee = self.extern(kernel_abi.symbol(step.kernel), I32, [I8P] * len(ptrs) + [I64] * len(dims) + [I8P])
+            rc = b.call(callee, ptrs + dims + given)
+            if not step.temps:
+                self.check(b, fn, rc, status, done)
+            return
         kernel = self.canonical(step.kernel)
         key = self.shape_key(step)
         if pooled_call(self.plan.threads, step):
@@ -816,7 +825,8 @@ def _link(plan: ProgramPlan, driver_ir: str, fastmath: bool = False, sgemm_symbo
 
     pooled = pooled or {}
     if kernels is None:
-        kernels = list({s.kernel.name: s.kernel for s in walk_steps(plan.steps) if isinstance(s, KernelCall)}.values())
+        kernels = list({s.kernel.name: s.kernel for s in walk_steps(plan.steps)
+                        if isinstance(s, KernelCall) and not s.routine}.values())
     with jit._llvm_lock:
         module = llvm.parse_assembly(driver_ir)
         entries: set[str] = set()

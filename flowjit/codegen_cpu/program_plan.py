@@ -20,6 +20,7 @@ from flowjit.lowering.backend import LoweredProgram, NoProgram
 from flowjit.lowering.loops import If, Kernel, Loop
 
 from . import kernel_abi
+from .fourier_routine import kernel_for
 from .pthread_pool import NATIVE_PARALLEL_MIN_ELEMENTS
 
 # NumPy's ABI for compiled extensions: byte offsets in PyArrayObject_fields and PyArray_Descr.
@@ -94,10 +95,11 @@ class KernelCall:
     dims: tuple[int, ...]
     split: tuple[int, int] | None
     temps: str = ""       # the scratch buffer holding the kernel's temps ("": it allocates its own)
+    routine: bool = False  # the kernel is flowjit's routine, compiled once per installation (fourier_routine)
 
     def __repr__(self) -> str:  # the kernel by name: a program's identity lists each kernel's once
         return (f"KernelCall({self.kernel.name!r}, {self.buffers!r}, {self.dims!r}, {self.split!r}"
-                f"{f', temps={self.temps!r}' if self.temps else ''})")
+                f"{f', temps={self.temps!r}' if self.temps else ''}{', routine=True' if self.routine else ''})")
 
 
 @record
@@ -434,8 +436,8 @@ def plan_program(function: Any, kernels: dict[int, Kernel], parallel: bool = Tru
     ``sequential``: intermediates one after another in scratch (by falling item size, so
     each is aligned to its own), none reusing another's memory: offsets that stay linear
     in a dimension, for ``unify_plans``. ``routines``: a kernel that is one op flowjit has a
-    compiled routine for (``Patches``) calls the routine instead (the JIT's plans: a
-    process has the routines; a C library keeps the kernels)."""
+    compiled routine for (``Patches``; an FFT kernel, ``fourier_routine``) calls the routine
+    instead (the JIT's plans: a process has the routines; a C library keeps the kernels)."""
     planner = _Planner(parallel, threads, sequential, routines)
     top = planner.plan(function, kernels, blocks or {}, top=True, prefix="")
     plan = ProgramPlan(function.name, top.buffers, top.args, top.outs, top.steps, top.scratch_bytes,
@@ -467,6 +469,7 @@ class _Planner:
         made: set[int] = set()                       # values a step writes
         value_type = {a.id: a.type for a in body.args}
         value_type.update({r.id: r.type for op in body.ops for r in op.results})
+        routines: set[int] = set()                   # kernel ops whose kernel is a routine's
         for a in body.args:
             names[a.id] = f"{prefix}a{len(names)}"
 
@@ -483,6 +486,10 @@ class _Planner:
                 if any(t for _, t in ins):
                     raise NotNative(f"kernel {op.attrs.get('name', op.name)} reads a transposed view")
                 routine = "patches" if self.routines and _lone_patches(op) is not None else "kernel"
+                fourier = kernel_for(op, self.threads if self.parallel else 1) if self.routines else None
+                if fourier is not None:
+                    kernels = {**kernels, op.id: fourier}
+                    routines.add(op.id)
                 steps.append((routine, op, [i for i, _ in ins]))
             elif role == "matrix_product":
                 types = [v.type for v in op.inputs] + [r.type for r in op.results]
@@ -691,7 +698,7 @@ class _Planner:
         for n, (what, op, ins) in enumerate(steps):
             if what == "kernel":
                 k = kernels[op.id]
-                if prefix:  # kernel symbols stay unique in the one module
+                if prefix and op.id not in routines:  # kernel symbols stay unique in the one module
                     k = dataclasses.replace(k, name=f"{prefix}{k.name}")
                 vals = [*ins, *(r.id for r in op.results)]
                 # The kernel's own operand shapes: an input may be a reshape's buffer (a view).
@@ -709,7 +716,7 @@ class _Planner:
                     if trips >= 2:
                         split = (trips, self.threads)
                 calls.append(KernelCall(k, tuple(buffers[v].name for v in vals), dims, split,
-                                        kernel_temps.get(n, "")))
+                                        kernel_temps.get(n, ""), op.id in routines))
             elif what == "patches":
                 inner = _lone_patches(op)
                 x, out = inner.inputs[0].type, inner.results[0].type
