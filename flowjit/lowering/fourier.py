@@ -80,25 +80,30 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
     """The kernel of one ``fft`` op over the last axis of ``source`` (``dims``, element dtype
     ``d``) into ``out0`` (its last dim ``out_last``): ``fft_type`` "fft" (complex,
     unnormalized, exp(-2 pi i jk / n)), "ifft" (exp(+2 pi i jk / n), times 1/n), both of a
-    power-of-two n, or "rfft" (real, n twice a power of two, the n/2 + 1 terms of the half
-    spectrum). Every size is read at run time (the stages are a loop), so one kernel serves
-    every length and batch of its type and dtype. ``sizes`` and ``fresh`` are the lowering's
-    size variables and fresh-name source."""
+    power-of-two n, "rfft" (real, n twice a power of two, the n/2 + 1 terms of the half
+    spectrum) or "irfft" (its inverse, times 1/n: n real samples from n/2 + 1 terms, the
+    first and last terms' imaginary parts ignored). Every size is read at run time (the
+    stages are a loop), so one kernel serves every length and batch of its type and dtype.
+    ``sizes`` and ``fresh`` are the lowering's size variables and fresh-name source."""
     real = d.real_dtype
     rank = len(dims)
-    real_input = fft_type == "rfft"
-    n = apply("shr", dims[-1], _i(1)) if real_input else dims[-1]   # the complex transform's length
-    width = apply("shl", n, _i(1))                                   # a row's real numbers, parts apart
-    terms = out_last                                                 # complex elements of an output row
+    real_input, real_output = fft_type == "rfft", fft_type == "irfft"
+    # the complex transform's length
+    n = (apply("shr", dims[-1], _i(1)) if real_input else apply("sub", dims[-1], _i(1)) if real_output
+         else dims[-1])
+    # a row's real numbers in: the input's complex terms, or the samples of an rfft, parts apart
+    width = apply("shl", dims[-1], _i(1)) if real_output else apply("shl", n, _i(1))
+    # complex elements of the scratch's rows: the output's, or the input's for an irfft
+    terms = dims[-1] if real_output else out_last
     lanes = LANES_BYTES // real.itemsize
-    sign = 1 if fft_type == "ifft" else -1
+    sign = 1 if fft_type in ("ifft", "irfft") else -1
     rows = _i(1)
     for m in dims[:-1]:
         rows = apply("mul", rows, m)
     blocks = apply("idiv", apply("add", rows, _i(lanes - 1)), _i(lanes))
     table, half, blocks_buf = fresh("twiddle"), fresh("untangle"), fresh("block")
     temps = [Buffer(table, "temp", real, 2, (dims[-1], _i(2))),
-             *([Buffer(half, "temp", real, 2, (terms, _i(4)))] if real_input else []),
+             *([Buffer(half, "temp", real, 2, (terms, _i(4)))] if real_input or real_output else []),
              # [ping/pong, part, element, real/imaginary, lane]
              Buffer(blocks_buf, "temp", real, 5, (_i(2), _i(PARTS), terms, _i(2), _i(lanes)))]
 
@@ -126,7 +131,7 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
     inner += [Store(table, (t, _i(0)), rounded(apply("cos", angle))),
               Store(table, (t, _i(1)), rounded(apply("sin", angle)))]
     body: list = [Loop(t_name, _i(0), n, 1, tuple(inner))]
-    if real_input:
+    if real_input or real_output:
         # A_k = (1 - i w^k) / 2 and B_k = (1 + i w^k) / 2, w^k = cos(theta) - i sin(theta)
         # with theta = 2 pi k / 2n: A_k = ((1 - sin) / 2, -cos / 2), B_k = ((1 + sin) / 2, cos / 2)
         k_name, k = var("k")
@@ -243,14 +248,35 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
     block: list = [Let(first, apply("mul", blk, _i(lanes))),
                    Let(count, apply("min", _i(lanes), apply("sub", rows, first_v))),
                    *copy_in]
+    start = _i(0)       # the scratch the stages start from
+    if real_output:
+        # The first and last terms' imaginary parts are ignored (pocketfft's c2r), then the
+        # terms are tangled into the half-length spectrum Z_k = X_k conj(A_k) +
+        # conj(X_(h-k)) conj(B_k), k < h (rfft's untangling inverted), whose inverse FFT
+        # holds the even samples in its real parts and the odd ones in its imaginary parts.
+        zero = Const(0.0, real)
+        block.append(vector_loop(lambda v, bound: [Store(blocks_buf, (_i(0), part, _i(0), _i(1), v), zero),
+                                                   Store(blocks_buf, (_i(0), part, n, _i(1), v), zero)]))
+        k_name, k = var("k")
+        lets = []
+        a_re, a_im, b_re, b_im = load_table(half, k, (0, 1, 2, 3), lets)
+        mirror = let("mirror", apply("sub", n, k), lets)
+
+        def tangled(v: Var, bound) -> list:
+            x, m = element(_i(0), k, v, bound), element(_i(0), mirror, v, bound)
+            return put(_i(1), k, v, cadd(cmul(x, (a_re, apply("neg", a_im))),
+                                         cmul((m[0], apply("neg", m[1])), (b_re, apply("neg", b_im)))))
+        block.append(Loop(k_name, _i(0), n, 1, (*lets, vector_loop(tangled))))
+        start = _i(1)
     # The radix-4 stages: stage st on sub-transforms of n / 4^st at stride 4^st, from
-    # scratch st % 2, while the length is at least 4; a radix-2 stage if 2 is left.
+    # scratch (start + st) % 2, while the length is at least 4; a radix-2 stage if 2 is left.
     st_name, st = var("st")
     fours = fresh("fours")
     radix4: list = []
     length = let("length", apply("shr", n, apply("shl", st, _i(1))), radix4)
     then: list = []
-    stage(apply("and", st, _i(1)), 4, length, apply("shl", _i(1), apply("shl", st, _i(1))), then)
+    stage(apply("and", apply("add", st, start), _i(1)), 4, length, apply("shl", _i(1), apply("shl", st, _i(1))),
+          then)
     then.append(Update(fours, _i(1)))
     radix4.append(If(apply("ge", length, _i(4)), tuple(then)))
     block += [Accumulator(fours, "sum", INDEX, _i(0)),
@@ -259,9 +285,10 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
     last_stride = let("stride", apply("shl", _i(1), apply("shl", done4, _i(1))), block)
     odd = let("odd", apply("eq", apply("shr", n, apply("shl", done4, _i(1))), _i(2)), block)
     then = []
-    stage(apply("and", done4, _i(1)), 2, _i(2), last_stride, then)
+    stage(apply("and", apply("add", done4, start), _i(1)), 2, _i(2), last_stride, then)
     block.append(If(odd, tuple(then)))
-    src = let("src", apply("and", apply("add", done4, apply("select", odd, _i(1), _i(0))), _i(1)), block)
+    src = let("src", apply("and", apply("add", apply("add", done4, start), apply("select", odd, _i(1), _i(0))),
+                           _i(1)), block)
     if real_input:
         # X_k = Z_k A_k + conj(Z_(h-k)) B_k, k = 0..h
         k_name, k = var("k")
@@ -277,7 +304,7 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
         block.append(Loop(k_name, _i(0), terms, 1, (*lets, vector_loop(untangled))))
         src = let("src", dst, block)
 
-    if fft_type == "ifft":
+    if fft_type in ("ifft", "irfft"):
         # times 1/n in the scratch (a block tile moves, adds and multiplies only its own values)
         inv = let("inv", apply("div", Const(1.0, real), apply("cast", n, to=real)), block)
         r_name, r = var("r")
@@ -287,11 +314,14 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
             return put(src, r, v, (apply("mul", z[0], inv), apply("mul", z[1], inv)))
         block.append(Loop(r_name, _i(0), n, 1, (vector_loop(scaled),)))
 
+    # the output row's real numbers: its samples (irfft), or its complex terms' parts
+    out_rank, out_width = (rank, out_last) if real_output else (rank + 1, apply("shl", terms, _i(1)))
+
     def move(v: Expr, c: Expr) -> Store:
         value = Load(blocks_buf, scratch_index(src, c, v), real)
-        return Store("out0", flat(rank + 1, apply("shl", terms, _i(1)), v, c), value)
-    block += tiles(apply("shl", terms, _i(1)), False, move)
+        return Store("out0", flat(out_rank, out_width, v, c), value)
+    block += tiles(out_width, False, move)
     body.append(Loop(part_name, _i(0), _i(PARTS), 1, (Loop(blk_name, part, blocks, PARTS, tuple(block)),),
                      parallel=True))
-    buffers = (Buffer(source, "in", real, in_rank), Buffer("out0", "out", real, rank + 1), *temps)
+    buffers = (Buffer(source, "in", real, in_rank), Buffer("out0", "out", real, out_rank), *temps)
     return Kernel(name, buffers, sizes, tuple(body), ((),))

@@ -36,14 +36,16 @@ def _complex(shape, dtype, seed=0):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
 
 
-@pytest.mark.parametrize("fft_type", ["fft", "ifft", "rfft"])
+@pytest.mark.parametrize("fft_type", ["fft", "ifft", "rfft", "irfft"])
 @pytest.mark.parametrize("double", [False, True])
 def test_every_length_and_batch_of_a_type_calls_one_routine(fft_type, double):
-    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft}[fft_type]
-    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft}[fft_type]
+    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft, "irfft": fj.fft.irfft}[fft_type]
+    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft, "irfft": np.fft.irfft}[fft_type]
     names = set()
     for rows, n in ((37, 8), (4, 512), (9, 2048)):   # rows past a block's lanes; an odd power of two
-        if fft_type == "rfft":
+        if fft_type == "irfft":
+            x = _complex((rows, n // 2 + 1), np.complex128 if double else np.complex64, n)
+        elif fft_type == "rfft":
             x = np.random.default_rng(n).standard_normal((rows, n)).astype(np.float64 if double else np.float32)
         else:
             x = _complex((rows, n), np.complex128 if double else np.complex64, n)
@@ -51,7 +53,7 @@ def test_every_length_and_batch_of_a_type_calls_one_routine(fft_type, double):
         (call,) = _kernel_calls(_executable(f, x)._program.plan)
         assert call.routine and call.kernel.name.startswith(f"fft_routine_{fft_type}_")
         names.add(call.kernel.name)
-        want = reference(x.astype(np.complex128 if fft_type != "rfft" else np.float64))
+        want = reference(x.astype(np.float64 if fft_type == "rfft" else np.complex128))
         tol = 1e-12 if double else 3e-6
         np.testing.assert_allclose(f(x), want, rtol=0, atol=tol * max(1.0, float(np.abs(want).max())))
     assert len(names) == 1, names

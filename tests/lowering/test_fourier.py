@@ -1,7 +1,7 @@
 """The FFT kernel (``flowjit.lowering.fourier``): a transform of the last axis over enough
 rows stays one ``fft`` op that lowers to a Stockham FFT on blocks of rows, compiled into the
 native program; against NumPy's pocketfft and the interpreter for every fft type the kernel
-takes, both precisions, batches that are not a multiple of a block, multi-axis transforms
+takes (fft, ifft, rfft, irfft), both precisions, batches that are not a multiple of a block, multi-axis transforms
 whose last axis it runs, and gradients through it. Lengths, row counts and types it does not
 take keep the decomposition into products."""
 
@@ -72,9 +72,26 @@ def test_multi_axis_transforms_run_their_last_axis_in_the_kernel():
     _close(fj.function(lambda a: fj.fft.rfft2(a))(x), np.fft.rfft2(x.astype(np.float64)), np.float32)
     _close(fj.function(lambda a: fj.fft.fft2(a))(z), np.fft.fft2(z), np.complex128)
     _close(fj.function(lambda a: fj.fft.ifftn(a))(z), np.fft.ifftn(z), np.complex128)
-    # irfft's complex inverse of half its length is the kernel's too
-    spec = np.fft.rfft(x.astype(np.float64)).astype(np.complex64)
-    _close(fj.function(lambda a: fj.fft.irfft(a))(spec), np.fft.irfft(spec.astype(np.complex128)), np.float32)
+    # irfft2: the leading axis by products, the last by the kernel
+    spec = np.fft.rfft2(x.astype(np.float64)).astype(np.complex64)
+    irfft2 = fj.function(lambda a: fj.fft.irfft2(a, s=(12, 64)))
+    _close(irfft2(spec), np.fft.irfft2(spec.astype(np.complex128), s=(12, 64)), np.float32)
+    assert "fft" in _ops(irfft2, spec)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("shape,n", [((4, 3), 4), ((37, 5), 8), ((5, 257), 512), ((3, 4, 1025), 2048)])
+def test_irfft_of_the_last_axis_runs_the_kernel_and_matches_numpy(dtype, shape, n):
+    # The first and last terms' imaginary parts are not zero here: pocketfft ignores them.
+    x = _complex(np.random.default_rng(n), shape, dtype)
+    f = fj.function(lambda a: fj.fft.irfft(a, n=n))
+    assert _ops(f, x) == ["fft"]
+    got = f(x)
+    want = np.fft.irfft(x.astype(np.complex128), n=n)
+    assert got.shape == want.shape and got.dtype == np.dtype(dtype).type(0).real.dtype
+    _close(got, want, dtype)
+    np.testing.assert_allclose(got, fj.function(lambda a: fj.fft.irfft(a, n=n), interpret=True)(x),
+                               rtol=0, atol=_tolerance(dtype) * max(1.0, float(np.abs(want).max())))
 
 
 def test_gradients_through_the_kernel_match_the_interpreter():
@@ -82,7 +99,9 @@ def test_gradients_through_the_kernel_match_the_interpreter():
 
     def loss(a):
         z = fj.fft.fft(a.astype(np.complex128)) * 2j
-        return fj.sum(fj.abs(fj.fft.rfft(a * 1.5)) ** 2) + fj.sum(fj.real(fj.fft.ifft(z)))
+        back = fj.fft.irfft(fj.fft.rfft(a) * (1 + 0.5j), n=64)
+        return (fj.sum(fj.abs(fj.fft.rfft(a * 1.5)) ** 2) + fj.sum(fj.real(fj.fft.ifft(z)))
+                + fj.sum(back * fj.sin(a)))
     g = fj.function(fj.grad(loss))(x)
     want = fj.function(fj.grad(loss), interpret=True)(x)
     np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-10)
@@ -97,7 +116,10 @@ def test_gradients_through_the_kernel_match_the_interpreter():
     ((4, 16), "rfft", (16,), True),
     ((4, 2), "rfft", (2,), False),            # one complex point
     ((4, 10), "rfft", (10,), False),
-    ((4, 9), "irfft", (16,), False),          # decomposed around an ifft the kernel takes
+    ((4, 9), "irfft", (16,), True),
+    ((4, 9), "irfft", (17,), False),          # an odd length
+    ((4, 7), "irfft", (12,), False),          # half of it not a power of two
+    ((4, 2), "irfft", (2,), False),           # one complex point
 ])
 def test_which_transforms_the_kernel_takes(shape, fft_type, lengths, taken):
     d = float32 if fft_type == "rfft" else complex64
@@ -119,7 +141,7 @@ def test_the_stage_loop_covers_every_length_the_kernel_takes():
     assert 4 ** MAX_RADIX4_STAGES * 2 >= KERNEL_MAX_LENGTH
 
 
-@pytest.mark.parametrize("fft_type", ["fft", "ifft", "rfft"])
+@pytest.mark.parametrize("fft_type", ["fft", "ifft", "rfft", "irfft"])
 @pytest.mark.parametrize("n", [2, 8, 16, 32])
 def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
     """The loop IR itself, run by the loop-IR evaluator (what every code generator renders):
@@ -132,6 +154,14 @@ def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
         return f"{p}{count[0]}"
     d = float32 if fft_type == "rfft" else complex64
     sizes = (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1), SizeVar("n2", "out0", 1))
+    if fft_type == "irfft":   # n + 1 terms in, 2n samples out
+        x = _complex(np.random.default_rng(n), (rows, n + 1), np.complex64)
+        k = fourier_kernel("f", "in0", [Var("n0", INDEX), Var("n1", INDEX)], Var("n2", INDEX), d, fft_type, sizes,
+                           fresh)
+        out = np.zeros((rows, 2 * n), np.float32)
+        evaluate(k, [x.view(np.float32).reshape(rows, n + 1, 2)], [out])
+        _close(out, np.fft.irfft(x.astype(np.complex128), n=2 * n), np.complex64)
+        return
     k = fourier_kernel("f", "in0", [Var("n0", INDEX), Var("n1", INDEX)], Var("n2", INDEX), d, fft_type, sizes, fresh)
     # the butterflies run whole vectors of lanes, the copies in square tiles
     loops = [s for s in walk_statements(k.body) if isinstance(s, Loop)]

@@ -83,7 +83,7 @@ CASES: list[Case] = [
     _case("irfft", (2, 34), "c128", (67,), _irfft((67,))),
     # The FFT kernel's (flowjit/lowering/fourier.py: a power of two over at least 4 rows):
     # rows that fill no block of lanes (5, 6), fill one and spill (17), a multi-axis
-    # transform whose last axis it runs, an irfft around its inverse.
+    # transform whose last axis it runs, irffts (two precisions, 17 rows, one multi-axis).
     _case("fft", (5, 16), "c64", (16,), _fft(1, False)),
     _case("fft", (17, 8), "c128", (8,), _fft(1, False)),
     _case("ifft", (2, 3, 32), "c128", (32,), _fft(1, True)),
@@ -92,4 +92,6 @@ CASES: list[Case] = [
     _case("rfft", (6, 4), "f64", (4,), _rfft(1)),
     _case("rfft", (2, 4, 16), "f32", (4, 16), _rfft(2)),
     _case("irfft", (4, 33), "c64", (64,), _irfft((64,))),
+    _case("irfft", (17, 5), "c128", (8,), _irfft((8,))),
+    _case("irfft", (2, 4, 9), "c64", (4, 16), _irfft((4, 16))),
 ]

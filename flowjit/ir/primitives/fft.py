@@ -154,12 +154,18 @@ KERNEL_MIN_ROWS = 4
 def kernel_transform(t: TensorType, fft_type: str, fft_lengths: Sequence[int]) -> bool:
     """Whether an ``fft`` of ``t`` is the FFT kernel's (the decomposition then leaves the op
     to the lowering): a complex fft or ifft of the last axis alone, of a power-of-two length
-    from 2 to KERNEL_MAX_LENGTH, or a real rfft of twice such a length, over at least
-    KERNEL_MIN_ROWS rows."""
-    if len(fft_lengths) != 1 or not t.ndim or t.shape[-1] != fft_lengths[0]:
+    from 2 to KERNEL_MAX_LENGTH, or a real rfft of twice such a length or the irfft back to
+    it, over at least KERNEL_MIN_ROWS rows."""
+    if len(fft_lengths) != 1 or not t.ndim:
         return False
     n = int(fft_lengths[0])
-    if fft_type == "rfft" and not t.dtype.is_complex and n % 2 == 0:
+    if fft_type == "irfft":
+        if not t.dtype.is_complex or n % 2 or t.shape[-1] != n // 2 + 1:
+            return False
+        n //= 2
+    elif t.shape[-1] != n:
+        return False
+    elif fft_type == "rfft" and not t.dtype.is_complex and n % 2 == 0:
         n //= 2
     elif fft_type not in ("fft", "ifft") or not t.dtype.is_complex:
         return False
@@ -319,6 +325,9 @@ def _irfft_last(e, x, n: int):
     rank = x.type.ndim
     h = x.type.shape[-1] - 1   # n // 2
     d = x.type.dtype
+    if e.own_kernels and kernel_transform(x.type, "irfft", (n,)):
+        y = e.fft(x, fft_type="irfft", fft_lengths=(n,))   # the FFT kernel's, times 1/n
+        return e.mul(y, e.const(float(n), y))
     keep = np.ones(h + 1)
     keep[0] = 0.0
     if n % 2 == 0:
