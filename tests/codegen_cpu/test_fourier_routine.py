@@ -42,7 +42,7 @@ def test_every_length_and_batch_of_a_type_calls_one_routine(fft_type, double):
     transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft, "irfft": fj.fft.irfft}[fft_type]
     reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft, "irfft": np.fft.irfft}[fft_type]
     names = set()
-    for rows, n in ((37, 8), (4, 512), (9, 2048)):   # rows past a block's lanes; an odd power of two
+    for rows, n in ((37, 8), (16, 512), (17, 2048)):   # rows past a block's lanes; an odd power of two
         if fft_type == "irfft":
             x = _complex((rows, n // 2 + 1), np.complex128 if double else np.complex64, n)
         elif fft_type == "rfft":
@@ -60,7 +60,7 @@ def test_every_length_and_batch_of_a_type_calls_one_routine(fft_type, double):
 
 
 def test_the_plan_says_it_calls_the_routine():
-    x = _complex((8, 64), np.complex64)
+    x = _complex((16, 64), np.complex64)
     f = fj.function(fj.fft.fft)
     text = f.kernels(x)
     assert "fj_kernel_fft_routine_fft_complex64_r2" in text, text
@@ -119,7 +119,7 @@ def test_a_new_process_with_an_empty_cache_loads_the_routine_from_the_runtime_di
 
 
 def test_the_c_library_keeps_the_kernel():
-    x = _complex((8, 64), np.complex64)
+    x = _complex((16, 64), np.complex64)
     exe = _executable(fj.function(fj.fft.fft), x)
     plan, _ = plan_program(exe.function, exe.lowered.kernels, False, 1, exe.lowered.blocks)
     (call,) = _kernel_calls(plan)

@@ -7,6 +7,8 @@ take keep the decomposition into products."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,7 @@ def _close(got, want, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-@pytest.mark.parametrize("shape", [(4, 2), (5, 8), (17, 32), (3, 6, 64), (33, 128), (9, 2048)])
+@pytest.mark.parametrize("shape", [(4, 2), (5, 8), (17, 32), (3, 6, 64), (33, 128), (16, 2048)])
 def test_fft_and_ifft_of_the_last_axis_run_the_kernel_and_match_numpy(dtype, shape):
     x = _complex(np.random.default_rng(sum(shape)), shape, dtype)
     f = fj.function(lambda a: (fj.fft.fft(a), fj.fft.ifft(a)))
@@ -50,7 +52,7 @@ def test_fft_and_ifft_of_the_last_axis_run_the_kernel_and_match_numpy(dtype, sha
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", [(4, 4), (5, 16), (17, 64), (2, 3, 256), (256, 1024), (20, 8192)])
+@pytest.mark.parametrize("shape", [(4, 4), (5, 16), (17, 64), (2, 8, 256), (256, 1024), (20, 8192)])
 def test_rfft_of_the_last_axis_runs_the_kernel_and_matches_numpy(dtype, shape):
     x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
     f = fj.function(lambda a: fj.abs(fj.fft.rfft(a)) ** 2)
@@ -80,7 +82,7 @@ def test_multi_axis_transforms_run_their_last_axis_in_the_kernel():
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-@pytest.mark.parametrize("shape,n", [((4, 3), 4), ((37, 5), 8), ((5, 257), 512), ((3, 4, 1025), 2048)])
+@pytest.mark.parametrize("shape,n", [((4, 3), 4), ((37, 5), 8), ((16, 257), 512), ((4, 4, 1025), 2048)])
 def test_irfft_of_the_last_axis_runs_the_kernel_and_matches_numpy(dtype, shape, n):
     # The first and last terms' imaginary parts are not zero here: pocketfft ignores them.
     x = _complex(np.random.default_rng(n), shape, dtype)
@@ -92,6 +94,36 @@ def test_irfft_of_the_last_axis_runs_the_kernel_and_matches_numpy(dtype, shape, 
     _close(got, want, dtype)
     np.testing.assert_allclose(got, fj.function(lambda a: fj.fft.irfft(a, n=n), interpret=True)(x),
                                rtol=0, atol=_tolerance(dtype) * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("fft_type,shape,n", [
+    ("fft", (1, 1024), 1024), ("ifft", (4, 4096), 4096), ("fft", (1, 65536), 65536),   # past KERNEL_MAX_LENGTH
+    ("fft", (2, 3, 128), 128), ("rfft", (1, 8192), 8192), ("rfft", (3, 256), 256), ("irfft", (2, 513), 1024)])
+def test_long_transforms_of_few_rows_run_as_four_steps_of_batches(fft_type, shape, n):
+    # Fewer rows than a block's lanes: two fft ops of shorter lengths over more rows, each the
+    # kernel's (a long lone row would fill one lane of sixteen).
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(shape).astype(np.float32) if fft_type == "rfft" else _complex(rng, shape, np.complex64)
+    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft,
+                 "irfft": lambda a: fj.fft.irfft(a, n=n)}[fft_type]
+    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft,
+                 "irfft": lambda a: np.fft.irfft(a, n=n)}[fft_type]
+    f = fj.function(transform)
+    ffts = [op for op in f.ir(x, stage="fused").body.ops if op.name == "fft"]
+    assert len(ffts) == 2 and all(kernel_transform(op.inputs[0].type, op.attrs["fft_type"],
+                                                   op.attrs["fft_lengths"]) for op in ffts)
+    assert math.prod(op.attrs["fft_lengths"][0] for op in ffts) == (n // 2 if "rfft" in fft_type else n)
+    want = reference(x.astype(np.float64 if fft_type == "rfft" else np.complex128))
+    _close(f(x), want, np.complex64)
+    _close(fj.function(transform, interpret=True)(x), want, np.complex64)
+
+
+def test_four_steps_stop_where_their_transposes_cost_more_than_products():
+    from flowjit.ir.primitives.fft import FOUR_STEP_MAX_ELEMENTS, _four_steps_apply
+    assert _four_steps_apply(TensorType((1, FOUR_STEP_MAX_ELEMENTS), complex64))
+    assert not _four_steps_apply(TensorType((2, FOUR_STEP_MAX_ELEMENTS), complex64))
+    assert not _four_steps_apply(TensorType((1, 32), complex64))          # short: products
+    assert not _four_steps_apply(TensorType((16, 4096), complex64))       # the kernel's as it is
 
 
 def test_gradients_through_the_kernel_match_the_interpreter():
@@ -109,6 +141,8 @@ def test_gradients_through_the_kernel_match_the_interpreter():
 
 @pytest.mark.parametrize("shape,fft_type,lengths,taken", [
     ((4, 8), "fft", (8,), True),
+    ((4, 64), "fft", (64,), False),           # fewer than KERNEL_FULL_ROWS of a long one: four steps
+    ((16, 64), "fft", (64,), True),
     ((3, 8), "fft", (8,), False),             # fewer rows than KERNEL_MIN_ROWS
     ((4, 12), "fft", (12,), False),           # not a power of two
     ((4, 1), "fft", (1,), False),
