@@ -144,7 +144,8 @@ defvjp("fft", _fft_vjp)
 DFT_RADIX = 32
 # The code generators' own FFT kernel (flowjit/lowering/fourier.py: Stockham's radix-4 FFT on
 # blocks of rows) takes a transform of the last axis alone: a complex fft or ifft whose length
-# is a power of two, or an rfft of twice one (its pairs' complex FFT, untangled), up to
+# is a power of two, or an rfft of twice one (its pairs' complex FFT, untangled) or the irfft
+# back to it (tangled, then the inverse complex FFT), up to
 # KERNEL_MAX_LENGTH complex points, over at least KERNEL_MIN_ROWS rows (it runs 8 or 16 rows at
 # once: fewer leave most of each vector idle), and over at least KERNEL_FULL_ROWS rows for a
 # length from FOUR_STEP_MIN_LENGTH: a transform with fewer rows than that, or longer than
@@ -155,8 +156,9 @@ KERNEL_MAX_LENGTH = 1 << 14
 KERNEL_MIN_ROWS = 4
 KERNEL_FULL_ROWS = 16
 FOUR_STEP_MIN_LENGTH = 64
-# The four steps' three transposes of complex elements are gathers: past this many elements
-# (2 MiB of complex64) the products were faster (fft of c64[1, 2^20]: 10.6 ms in four steps,
+# The four steps' last transpose, fused with the reshape of its result, is lowered as one
+# flat loop of gathers (no nest for the tile pass to see): past this many elements (2 MiB of
+# complex64) the products were faster (fft of c64[1, 2^20]: 10.6 ms in four steps,
 # 5.6 as products; c64[1, 2^18]: 1.47 against 1.57).
 FOUR_STEP_MAX_ELEMENTS = 1 << 18
 
