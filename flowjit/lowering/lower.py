@@ -8,7 +8,8 @@ and concatenate read clamped indices and select); reductions open loops over the
 axes around an accumulator. Each computed value is bound by a ``Let`` in the outermost
 loop whose variables it uses, so softmax's row maximum and row sum are computed once per
 row. Outputs of one shape share a loop nest; an output shaped like a nest's leading axes
-(a row's sum) is stored in that nest's row loop.
+(a row's sum) is stored in that nest's row loop; a lone output that a reshape makes by
+merging axes of a value is stored from a nest over that value's axes.
 
 A complex value is a pair of real expressions (``scalar.Pair``): a complex buffer of rank r
 is, in the kernel, a buffer of its real dtype and rank r + 1 whose last dimension (2, which
@@ -769,6 +770,53 @@ class _Lowering:
             self.close_loop()
         self.written[op.results[0].id] = k
 
+    def reshaped_output(self, shape: tuple, outputs: list) -> tuple | None:
+        """``(k, reshape op)`` when the nest's one output is a row-major reshape that merges
+        axes of a value the kernel computes (a transpose flattened: [n2, n1] -> [n2 * n1]):
+        such a nest runs over the value's own axes, its store at the merged axes' linear
+        index. Over the output's axes the value's index would be divisions and remainders
+        of the merged one (a loop of gathers the tile pass cannot see as a nest)."""
+        if len(outputs) != 1 or not shape:
+            return None
+        k, v, depth = outputs[0]
+        op = v.producer
+        if depth != len(shape) or op is None or op.primitive.role != "row_major_reshape" or v.id in self.written:
+            return None
+        x = op.inputs[0]
+        in_shape = tuple(x.type.shape)
+        if (x.producer is None or x.id in self.written or len(in_shape) <= len(shape)
+                or [n for n in shape if n != 1] == [n for n in in_shape if n != 1]):
+            return None
+        groups = _reshape_groups(tuple(shape), in_shape)
+        if any(o1 - o0 != 1 for (o0, o1), _ in groups):
+            return None
+        return k, op
+
+    def reshaped_nest(self, top: _Scope, shape: tuple, k: int, op: Op) -> None:
+        """The nest of output ``k``, the reshape ``op`` merging axes: loops over its
+        operand's axes, the operand's value stored at the merged axes' linear index."""
+        self.scopes = [top]
+        x = op.inputs[0]
+        in_shape = tuple(x.type.shape)
+        parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
+        idx: tuple = ()
+        for n in in_shape:   # a unit axis's index is 0; the first loop is the one split
+            if n == 1:
+                idx += (_i(0),)
+                continue
+            var = self.fresh("i")
+            self.open_loop(var, self.dim(n), parallel and len(self.scopes) == 1)
+            idx += (Var(var, INDEX),)
+        self.storable = {}
+        self.current = ((), idx)
+        val = self.value(x, idx)
+        out_idx = tuple(self.linear_index(idx[i0:i1], in_shape[i0:i1])
+                        for _, (i0, i1) in _reshape_groups(tuple(shape), in_shape))
+        self.scopes[-1].body.extend(store(f"out{k}", out_idx, val))
+        while len(self.scopes) > 1:
+            self.close_loop()
+        self.written[op.results[0].id] = k
+
     def kernel(self) -> Kernel:
         top = _Scope(None)
         out_index: tuple | None = None
@@ -776,6 +824,10 @@ class _Lowering:
             joined = self.joined_output(shape, outputs)
             if joined is not None:
                 self.joined_nest(top, shape, *joined)
+                continue
+            reshaped = self.reshaped_output(shape, outputs)
+            if reshaped is not None:
+                self.reshaped_nest(top, shape, *reshaped)
                 continue
             self.scopes = [top]
             loop_vars = [self.fresh("i") for _ in shape]

@@ -20,9 +20,12 @@ the first-level cache while its rows are written, so each line is read from memo
 Guarantees: the same iterations with the same statements, so the same values; only the
 order of the (i, j) iterations changes, and only where that order cannot matter: the
 inner body is straight-line (bindings and stores, no accumulators, loops or branches),
-every store writes an element of its own (its index holds both variables), and a buffer
+every store writes an element of its own (its index holds both variables, as indices of
+their own or in a sum of products whose strides keep the rows apart: an output flattened
+by a reshape, ``out[i * m + j]``), and a buffer
 the nest stores to, or one an output may share memory with, is read only at the element
-the same iteration stores. The outer tile loop keeps the outer loop's ``parallel`` flag
+the same iteration stores. The kernel's top-level bindings (a unit axis's ``i = 0``) are
+known when the distances are evaluated. The outer tile loop keeps the outer loop's ``parallel`` flag
 (one tile row of the output per iteration, so chunks of it split the output by rows as
 before) and runs from 0 in steps of 1 to a size (``ceil(n / TILE_ROWS)``), so the program still
 splits it over threads. Both loops must start at 0 in steps of 1 and neither may stream;
@@ -87,17 +90,20 @@ def tile_transposes(body: tuple, buffers: Sequence[Buffer], shapes: Mapping[str,
     docstring); ``buffers``: the kernel's; ``shapes``: their dimensions at the shapes the
     kernel is compiled for (a complex buffer's with its parts' 2); ``sizes``: each size
     variable's value there; ``aliased``: the input buffers an output may share memory with."""
-    tiler = _Tiler({b.name: b.dtype.itemsize for b in buffers}, shapes, sizes, frozenset(aliased))
+    # The kernel's top-level bindings (a unit axis's index, ``i = 0``) are known in every nest.
+    top = {x.name: x.value for x in body if isinstance(x, Let)}
+    tiler = _Tiler({b.name: b.dtype.itemsize for b in buffers}, shapes, sizes, frozenset(aliased), top)
     return tuple(tiler.statement(s) for s in body)
 
 
 class _Tiler:
     def __init__(self, itemsize: Mapping[str, int], shapes: Mapping[str, Sequence[int]], sizes: Mapping[str, int],
-                 aliased: frozenset):
+                 aliased: frozenset, top: Mapping[str, Expr]):
         self.itemsize = itemsize
         self.shapes = shapes
         self.sizes = sizes
         self.aliased = aliased
+        self.top = top
 
     def statement(self, s: object) -> object:
         if not isinstance(s, Loop):
@@ -129,15 +135,20 @@ class _Tiler:
         if n is None or m is None or n < MIN_EXTENT or m < MIN_EXTENT:
             return False
         stores = [x for x in inner.body if isinstance(x, Store)]
-        if not stores or any(Var(outer.var, INDEX) not in x.index or Var(inner.var, INDEX) not in x.index
-                             for x in stores):
+        if not stores:
+            return False
+        # Each store writes an element of its own: both variables index it, as indices of
+        # their own or in an index the nest's row strides keep apart (an output flattened by
+        # a reshape, out[i * m + j] with j < m).
+        flat = [x for x in stores if Var(outer.var, INDEX) not in x.index or Var(inner.var, INDEX) not in x.index]
+        if any(not _affine_in(x.index, outer.var, inner.var) for x in flat):
             return False
         written = {x.buffer for x in stores}
         loads = [e for e in expressions(outer.body) if isinstance(e, Load)]
         own = {x.index for x in stores}
         if any((e.buffer in written or e.buffer in self.aliased) and e.index not in own for e in loads):
             return False
-        lets = {x.name: x.value for x in (*outer.body[:-1], *inner.body) if isinstance(x, Let)}
+        lets = {**self.top, **{x.name: x.value for x in (*outer.body[:-1], *inner.body) if isinstance(x, Let)}}
         point = {outer.var: n // 2, inner.var: m // 2}
 
         def steps(buffer: str, index: tuple) -> tuple[int, int] | None:
@@ -151,6 +162,8 @@ class _Tiler:
 
         out_steps = [steps(x.buffer, x.index) for x in stores]
         if any(st is None or st[1] > 2 * self.itemsize[x.buffer] for st, x in zip(out_steps, stores)):
+            return False
+        if any(st[1] == 0 or st[0] < m * st[1] for st, x in zip(out_steps, stores) if x in flat):
             return False
         for e in loads:
             st = steps(e.buffer, e.index)
@@ -183,6 +196,15 @@ class _Tiler:
                       (*outer.body[:-1], j_loop), block=block)
         return Loop(i_tile, Const(0, INDEX), _tiles(outer.stop, rows), 1,
                     (Loop(j_tile, Const(0, INDEX), _tiles(inner.stop, columns), 1, (i_loop,)),), outer.parallel)
+
+
+def _affine_in(index: tuple, i: str, j: str) -> bool:
+    """Whether ``index`` names both ``i`` and ``j`` and is made by additions and
+    multiplications only (its offsets then move by fixed strides as they step)."""
+    names = set().union(*(free_names(e) for e in index)) if index else set()
+    if not {i, j} <= names:
+        return False
+    return all(not isinstance(e, Prim) or e.op in ("add", "mul") for x in index for e in subexpressions(x))
 
 
 def block_reads(outer: Loop, inner: Loop) -> dict[Load, str] | None:

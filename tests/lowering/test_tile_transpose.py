@@ -25,6 +25,7 @@ from flowjit.lowering.loops import (
     Update,
     Var,
     expressions,
+    subexpressions,
     walk_statements,
 )
 from flowjit.lowering.tile_transpose import BLOCK_BYTES, MIN_EXTENT, TILE_COLUMNS, TILE_ROWS, tile_transposes
@@ -53,6 +54,8 @@ CASES = [
     (lambda x: fj.transpose(x, (0, 2, 1)) * 0.5, (3, 100, 70), np.float32),
     (lambda x: x[:, ::2].T + 0, (80, 260), np.float32),     # a strided row read
     (lambda x: x.reshape(72, 90).T * 3, (90, 72), np.float32),  # a reshape read across rows
+    (lambda x: fj.transpose(x, (0, 2, 1)) * 0.5, (1, 100, 70), np.complex64),   # a unit axis's index bound at the top
+    (lambda x: fj.reshape(fj.transpose(x * 2, (0, 2, 1)), (1, 130 * 97)), (1, 97, 130), np.float32),  # flattened
 ]
 
 
@@ -171,6 +174,27 @@ def test_a_reshaped_input_is_read_at_its_row_major_position():
     assert not ops & {"idiv", "irem"}, print_kernel(k)
     np.testing.assert_array_equal(fj.function(f)(x), x.reshape(24, 10).T * 2)
     assert check_fused(f, x) == 1
+
+
+def test_a_transpose_flattened_by_a_reshape_loops_over_its_own_axes():
+    # The reshape of the kernel's output merges the transposed axes: the nest runs over the
+    # transpose's axes and stores at the merged index, with no division or remainder (as a
+    # loop over the flat output it read x[i % n, i // n]: gathers no tile could be made of).
+    x = _random((1, 600, 500), np.complex64)
+
+    def f(a):
+        return fj.reshape(fj.transpose(a, (0, 2, 1)) * 2, (1, 500 * 600))
+
+    k = kernel_of(f, x)
+    accesses = [s for s in walk_statements(k.body) if isinstance(s, Store)]
+    accesses += [e for e in expressions(k.body) if isinstance(e, Load)]
+    ops = {e.op for a in accesses for i in a.index for e in subexpressions(i) if isinstance(e, Prim)}
+    assert not ops & {"idiv", "irem"} and _tiled(k), print_kernel(k)
+    assert [s.parallel for s in k.body if isinstance(s, Loop)] == [True]   # the first axis that is not a unit
+    np.testing.assert_array_equal(fj.function(f)(x), (np.transpose(x, (0, 2, 1)) * 2).reshape(1, -1))
+    # A reshape that splits an axis keeps the output's nest.
+    g = fj.function(lambda a: fj.reshape(fj.transpose(a, (0, 2, 1)) * 2, (1, 250, 2, 600)))
+    np.testing.assert_array_equal(g(x), (np.transpose(x, (0, 2, 1)) * 2).reshape(1, 250, 2, 600))
 
 
 def _blocks(k: Kernel) -> list[int]:
