@@ -1045,7 +1045,9 @@ class _Lowering:
         dims = tuple(self.dim(m) for m in shape)
         keys = ("out0", self.fresh("keys")) if not positions else (self.fresh("keys"), self.fresh("keys"))
         order = ("out0", self.fresh("order")) if positions else None
-        temps = [Buffer(b, "temp", d, rank, dims) for b in keys if b != "out0"]
+        pair = d.is_complex   # a complex key is its two parts (load/store), compared as NumPy orders them
+        temps = [Buffer(b, "temp", d.real_dtype, rank + 1, (*dims, _i(2))) if pair else Buffer(b, "temp", d, rank, dims)
+                 for b in keys if b != "out0"]
         if order is not None:
             temps.append(Buffer(order[1], "temp", INDEX, rank, dims))
 
@@ -1066,7 +1068,35 @@ class _Lowering:
         def at(index: list, position: Expr) -> tuple:
             return tuple(position if e is None else e for e in index)
 
-        def comes_first(a: Expr, b: Expr) -> Expr:
+        def bind(name: str, value) -> tuple[list, Expr | tuple]:
+            # Let-bound key: one binding, or one per part
+            if not pair:
+                return [Let(name, value)], Var(name, d)
+            names = (f"{name}_re", f"{name}_im")
+            return ([Let(n, v) for n, v in zip(names, value)],
+                    tuple(Var(n, d.real_dtype) for n in names))
+
+        def pick(cond: Expr, a, b):
+            if not pair:
+                return apply("select", cond, a, b)
+            return tuple(apply("select", cond, x, y) for x, y in zip(a, b))
+
+        def complex_before(a: tuple, b: tuple) -> Expr:
+            # NumPy's order: [R + Rj, R + nanj, nan + Rj, nan + nanj], each class by its
+            # parts that are not NaN (the real part first)
+            (ar, ai), (br, bi) = a, b
+            nans = [apply("ne", v, v) for v in (ar, ai, br, bi)]
+
+            def rank_of(nan_re: Expr, nan_im: Expr) -> Expr:
+                return apply("add", apply("select", nan_re, _i(2), _i(0)), apply("select", nan_im, _i(1), _i(0)))
+            ca, cb = rank_of(nans[0], nans[1]), rank_of(nans[2], nans[3])
+            same_re = apply("or", apply("eq", ar, br), apply("and", nans[0], nans[2]))
+            lex = apply("or", apply("lt", ar, br), apply("and", same_re, apply("lt", ai, bi)))
+            return apply("or", apply("lt", ca, cb), apply("and", apply("eq", ca, cb), lex))
+
+        def comes_first(a, b) -> Expr:
+            if pair:
+                return complex_before(b, a) if descending else complex_before(a, b)
             if not d.is_float:
                 return apply("gt" if descending else "lt", a, b)
             nan_a, nan_b = apply("ne", a, a), apply("ne", b, b)
@@ -1082,15 +1112,14 @@ class _Lowering:
                 t_name, t = var("t")
                 q_name, q = var("q")
                 base_name, base = var("base")
-                key_name = self.fresh("key")
-                key = Var(key_name, d)
+                key_lets, key = bind(self.fresh("key"), load(self.arg_names[x.id], at(index, t), d))
                 moving, pos = self.fresh("moving"), self.fresh("at")
                 still = self.fresh("still")
-                here = Load(keys[0], at(index, q), d)
+                here = load(keys[0], at(index, q), d)
                 after = at(index, apply("add", q, _i(1)))
                 moves = Var(still, bool_)
                 # Branch-free: an element that stays is written back as it is.
-                shift = [Store(keys[0], after, apply("select", moves, here, Load(keys[0], after, d)))]
+                shift = store(keys[0], after, pick(moves, here, load(keys[0], after, d)))
                 if order is not None:
                     shift.append(Store(order[0], after, apply("select", moves, Load(order[0], at(index, q), INDEX),
                                                              Load(order[0], after, INDEX))))
@@ -1098,11 +1127,11 @@ class _Lowering:
                          Update(moving, moves),
                          *shift,
                          Update(pos, apply("select", moves, _i(-1), _i(0))))
-                step = [Let(key_name, Load(self.arg_names[x.id], at(index, t), d)),
+                step = [*key_lets,
                         Accumulator(moving, "all", bool_, constant(True, bool_)),
                         Accumulator(pos, "sum", INDEX, t),
                         Loop(q_name, apply("sub", t, _i(1)), apply("sub", base, _i(1)), -1, inner),
-                        Store(keys[0], at(index, AccValue(pos, INDEX)), key)]
+                        *store(keys[0], at(index, AccValue(pos, INDEX)), key)]
                 if order is not None:
                     step.append(Store(order[0], at(index, AccValue(pos, INDEX)), t))
                 runs = apply("idiv", apply("add", n, _i(SORT_RUN - 1)), _i(SORT_RUN))
@@ -1117,7 +1146,7 @@ class _Lowering:
                 if order is not None:
                     body = [Store(order[dst], at(index, k), Load(order[src], at(index, k), INDEX))]
                 else:
-                    body = [Store(keys[dst], at(index, k), Load(keys[src], at(index, k), d))]
+                    body = store(keys[dst], at(index, k), load(keys[src], at(index, k), d))
                 return (Loop(k_name, _i(0), n, 1, tuple(body)),)
             return over_rows(row)
 
@@ -1134,18 +1163,18 @@ class _Lowering:
                 left, right = self.fresh("left"), self.fresh("right")
                 li_name, li = var("li")
                 rj_name, rj = var("rj")
-                a_name, b_val = self.fresh("a"), self.fresh("b")
-                a, bv = Var(a_name, d), Var(b_val, d)
+                a_lets, a = bind(self.fresh("a"), load(keys[src], at(index, li), d))
+                b_lets, bv = bind(self.fresh("b"), load(keys[src], at(index, rj), d))
                 take = self.fresh("take")
                 took = Var(take, bool_)
                 i, j = AccValue(left, INDEX), AccValue(right, INDEX)
                 step = [
                     Let(li_name, apply("min", i, apply("sub", mid, _i(1)))),
                     Let(rj_name, apply("min", j, apply("sub", hi, _i(1)))),
-                    Let(a_name, Load(keys[src], at(index, li), d)),
-                    Let(b_val, Load(keys[src], at(index, rj), d)),
+                    *a_lets,
+                    *b_lets,
                     Let(take, apply("and", apply("lt", j, hi), apply("or", apply("ge", i, mid), comes_first(bv, a)))),
-                    Store(keys[dst], at(index, k), apply("select", took, bv, a)),
+                    *store(keys[dst], at(index, k), pick(took, bv, a)),
                 ]
                 if order is not None:
                     from_right = Load(order[src], at(index, rj), INDEX)

@@ -13,10 +13,16 @@ from hypothesis.extra import numpy as hnp
 import flowjit as fj
 from tests.registry.cases_decompositions import _argsort_expect
 
-DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.bool_)
+DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.bool_, np.complex64, np.complex128)
 
 
 def _data(rng, shape, dtype):
+    if np.dtype(dtype).kind == "c":   # ties in either part; NaN in a real part, an imaginary part, both
+        x = (rng.integers(-2, 3, size=shape) + 1j * rng.integers(-2, 3, size=shape)).astype(dtype)
+        for k, v in enumerate((complex(np.nan, 1), complex(1, np.nan), complex(np.nan, np.nan))):
+            if x.size > 3 * k + 2:
+                x.flat[rng.integers(0, x.size)] = v
+        return x
     if np.dtype(dtype).kind == "f":
         x = rng.integers(-3, 4, size=shape).astype(dtype) / 2   # many ties
         if x.size > 2:
@@ -42,6 +48,25 @@ def test_sort_and_argsort_compiled_match_a_stable_sort(dtype, shape, axis, desce
     np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis))
     assert values.dtype == x.dtype and order.dtype == np.int64
     assert _native(f, x)
+
+
+def test_complex_sort_is_numpys_order_and_its_gradient_matches_the_interpreter():
+    # NumPy (and flowjit) put R + nanj after every R + Rj; JAX's lexicographic order would
+    # put 5 + nanj before 7 + 0j.
+    nan = np.nan
+    x = np.array([7, complex(5, nan), complex(nan, 1), 3 + 2j, complex(nan, nan), 5 + 1j, complex(nan, 0),
+                  complex(8, nan), 5 + 1j, complex(-0.0, 3)], np.complex128)
+    got = fj.function(lambda a: fj.sort(a))(x)
+    np.testing.assert_array_equal(got, np.sort(x))
+    assert list(got[:5]) == [complex(-0.0, 3), 3 + 2j, 5 + 1j, 5 + 1j, 7]    # every R + Rj first
+    assert got[5].real == 5 and np.isnan(got[5].imag) and got[6].real == 8   # then R + nanj by R
+    z = (np.random.default_rng(7).standard_normal((4, 33)) + 1j * np.random.default_rng(8).standard_normal((4, 33)))
+
+    def loss(a):
+        return fj.sum(fj.abs(fj.sort(a * (1 + 2j), axis=1)[:, :5]) ** 2)
+    g = fj.function(fj.grad(lambda re: loss(re + 0.5j)))(z.real)
+    np.testing.assert_allclose(g, fj.function(fj.grad(lambda re: loss(re + 0.5j)), interpret=True)(z.real),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_a_program_with_a_sort_runs_as_one_native_program_with_its_neighbours():

@@ -138,6 +138,11 @@ def _argsort_expect(axis, descending):
 
             def key(i, row=row):
                 v = row[i]
+                if isinstance(v, complex | np.complexfloating):
+                    # NumPy's order: [R + Rj, R + nanj, nan + Rj, nan + nanj], then the parts
+                    # that are not NaN, the real part first
+                    re, im = float(v.real), float(v.imag)
+                    return (2 * np.isnan(re) + np.isnan(im), 0.0 if np.isnan(re) else re, 0.0 if np.isnan(im) else im)
                 nan = isinstance(v, float | np.floating) and np.isnan(v)
                 return (nan, 0 if nan else v)
             order = sorted(range(len(row)), key=key)
@@ -154,6 +159,17 @@ def _argsort_expect(axis, descending):
 
 def _with_ties(shape, dt):
     return lambda rng: rng.integers(0, 4, size=shape).astype(dt)
+
+
+def _complex_ties(shape, dt):
+    def make(rng):
+        # few distinct parts (ties in either), a NaN in a real part, an imaginary part, both
+        z = rng.integers(-1, 2, size=shape) + 1j * rng.integers(-1, 2, size=shape)
+        z.flat[0] = complex(np.nan, 1)
+        z.flat[3] = complex(2, np.nan)
+        z.flat[5] = complex(np.nan, np.nan)
+        return z.astype(dt)
+    return make
 
 
 def _with_nan(shape):
@@ -177,6 +193,10 @@ CASES += [
 ] + [
     Case("argsort", [_with_nan((2, 5))], {"descending": desc}, expect=_argsort_expect(-1, desc),
          id=f"argsort-nan-{'desc' if desc else 'asc'}") for desc in (False, True)
+] + [
+    Case("argsort", [_complex_ties((3, 9), d)], {"axis": ax, "descending": desc}, expect=_argsort_expect(ax, desc),
+         id=f"argsort-{np.dtype(d).name}-{ax}-{'desc' if desc else 'asc'}")
+    for d in (np.complex64, np.complex128) for ax in (-1, 0) for desc in (False, True)
 ]
 
 
@@ -191,6 +211,7 @@ CASES += [
     Case("sort", [spec], {"axis": ax, "descending": desc}, expect=_sort_expect(ax, desc),
          id=f"sort-{name}-{ax}-{'desc' if desc else 'asc'}")
     for name, spec in (("f64", ((3, 7), "f64")), ("f32", ((4, 5), "f32")), ("i32-ties", _with_ties((3, 7), np.int32)),
-                       ("bool", _with_ties((3, 7), np.bool_)), ("nan", _with_nan((2, 5))))
+                       ("bool", _with_ties((3, 7), np.bool_)), ("nan", _with_nan((2, 5))),
+                       ("c64", _complex_ties((3, 9), np.complex64)), ("c128", _complex_ties((4, 6), np.complex128)))
     for ax in (-1, 0) for desc in (False, True)
 ]

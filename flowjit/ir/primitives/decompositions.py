@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import REAL_DTYPES, complex64, complex128, float32, float64, int64
+from flowjit.ir.dtypes import ALL_DTYPES, complex64, complex128, float32, float64, int64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import Literal, attr, declare, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
@@ -230,11 +230,12 @@ def _sort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool) -
     return in_types[0]
 
 
-declare("sort", kind="opaque", role="sort", rule=_sort_rule, impl=_sort_impl, dtypes=REAL_DTYPES,
+declare("sort", kind="opaque", role="sort", rule=_sort_rule, impl=_sort_impl, dtypes=ALL_DTYPES,
         attrs={"axis": attr("int", -1), "descending": attr("bool", False)},
-        doc="x sorted along axis as np.sort (NaN last ascending, first descending); its gradient "
-            "scatters the cotangent back through argsort")
-declare("argsort", kind="opaque", role="argsort", rule=_argsort_rule, impl=_argsort_impl, dtypes=REAL_DTYPES,
+        doc="x sorted along axis as np.sort (NaN last ascending, first descending; complex numbers by their "
+            "real parts, then their imaginary parts, in NumPy's order [R + Rj, R + nanj, nan + Rj, nan + nanj]); "
+            "its gradient scatters the cotangent back through argsort")
+declare("argsort", kind="opaque", role="argsort", rule=_argsort_rule, impl=_argsort_impl, dtypes=ALL_DTYPES,
         attrs={"axis": attr("int", -1), "descending": attr("bool", False), "stable": attr("bool", True)},
         differentiable=False,
         doc="i64 indices that sort x along axis (NaN last ascending, first descending), as "
