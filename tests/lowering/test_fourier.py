@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flowjit as fj
 from flowjit.ir.dtypes import complex64, float32
@@ -212,3 +214,33 @@ def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
     out = np.zeros(want.shape + (2,), np.float32)
     evaluate(k, [parts_in], [out])
     _close(out[..., 0] + 1j * out[..., 1], want, np.complex64)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(fft_type=st.sampled_from(["fft", "ifft", "rfft", "irfft"]), double=st.booleans(),
+       lead=st.lists(st.integers(1, 7), min_size=0, max_size=2), log_n=st.integers(1, 13),
+       odd=st.booleans())
+def test_random_transforms_match_numpy(fft_type, double, lead, log_n, odd):
+    """Whatever runs them (the kernel, four steps of it, or products), every transform type
+    at random batches and lengths (powers of two, and their neighbours) matches NumPy."""
+    n = (1 << log_n) + (1 if odd else 0)
+    shape = (*lead, n)
+    rng = np.random.default_rng(n + len(lead))
+    real, cplx = (np.float64, np.complex128) if double else (np.float32, np.complex64)
+    if fft_type == "rfft":
+        x = rng.standard_normal(shape).astype(real)
+    elif fft_type == "irfft":
+        x = _complex(rng, (*lead, n // 2 + 1), cplx)
+    else:
+        x = _complex(rng, shape, cplx)
+    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft,
+                 "irfft": lambda a: fj.fft.irfft(a, n=n)}[fft_type]
+    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft,
+                 "irfft": lambda a: np.fft.irfft(a, n=n)}[fft_type]
+    want = reference(x.astype(np.float64 if fft_type == "rfft" else np.complex128))
+    got = fj.function(transform)(x)
+    assert got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max()))
+    # products by DFT matrices round more than butterflies: a length's worth of terms
+    tol = (1e-12 if double else 4e-6) * max(1.0, math.log2(n))
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale)
