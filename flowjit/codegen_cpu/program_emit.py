@@ -1119,7 +1119,11 @@ def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: s
     first call; a second caller while it runs a loop runs its loops on its own thread)."""
     frozen_args = {plan.args[i]: value for i, value in (frozen or {}).items()}
     driver = _CDriver(plan, constants, name, blas, blas_int_bits, frozen_args, symbolic, clear_upper)
-    text = _link(plan, driver.render_c(digest), sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits,
+    steps = driver.render_c(digest)
+    # The kernels the steps call, as the driver placed them: a kernel rendered at its dims
+    # (``_Driver.at_dims``) under a name of its own, once per shape it runs at.
+    text = _link(plan, steps, sgemm_symbol=blas.get("sgemm", ""), blas_int_bits=blas_int_bits,
+                 kernels=[*driver.kernels_in["main"].values(), *driver.kernels_in["part"].values()],
                  not_inlined=driver.not_inlined, pooled=driver.pooled, native_ldexp=native_ldexp,
                  native_fma=native_fma)
     if not links_pool(plan):

@@ -569,3 +569,14 @@ def test_a_spectrum_compiles_ahead_of_time_with_its_complex_products(tmp_path):
     for b in (1, 64):
         np.testing.assert_allclose(compiled(x[:b]), fj.function(spectrum)(x[:b]), rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(compiled(x), np.abs(np.fft.rfft(x.astype(np.float64))) ** 2, rtol=1e-3, atol=1e-2)
+
+
+def test_a_kernel_run_at_two_shapes_is_defined_at_each(tmp_path):
+    # The regression: a kernel rendered at its dims for its pooled loops is renamed once per
+    # shape (fft_at0, fft_at1: the FFT's four steps run one kernel over [.., 8, 16] and
+    # [.., 16, 8]); the C library linked the kernels by their plan names, so the second
+    # shape's was an undefined symbol at load.
+    z = (np.cos(np.arange(10 * 128)) + 1j * np.sin(np.arange(10 * 128) * 0.3)).astype(np.complex64).reshape(10, 128)
+    fj.export(lambda a: fj.fft.fft(a), z, path=tmp_path)
+    want = np.fft.fft(z.astype(np.complex128))
+    np.testing.assert_allclose(fj.load_compiled(tmp_path)(z), want, rtol=0, atol=1e-4 * np.abs(want).max())
