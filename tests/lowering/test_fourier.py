@@ -120,6 +120,29 @@ def test_long_transforms_of_few_rows_run_as_four_steps_of_batches(fft_type, shap
     _close(fj.function(transform, interpret=True)(x), want, np.complex64)
 
 
+@pytest.mark.parametrize("fft_type,shape,n,how", [
+    ("fft", (4, 384), 384, "split"), ("ifft", (2, 3, 48), 48, "split"), ("rfft", (8, 768), 768, "split"),
+    ("irfft", (5, 385), 768, "split"), ("fft", (3, 97), 97, "bluestein"), ("rfft", (6, 4099), 4099, "bluestein"),
+    ("ifft", (2, 1031), 1031, "bluestein")])
+def test_lengths_that_are_not_powers_of_two_run_their_transforms_in_the_kernel(fft_type, shape, n, how):
+    # A length with a power of two of 16 or more as a factor: the odd part's DFT one product,
+    # the power of two's transforms the kernel's; a prime above DFT_RADIX: Bluestein's two
+    # power-of-two transforms, the kernel's.
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(shape) if fft_type == "rfft" else _complex(rng, shape, np.complex128)
+    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft,
+                 "irfft": lambda a: fj.fft.irfft(a, n=n)}[fft_type]
+    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft,
+                 "irfft": lambda a: np.fft.irfft(a, n=n)}[fft_type]
+    f = fj.function(transform)
+    ffts = [op for op in f.ir(x, stage="fused").body.ops if op.name == "fft"]
+    assert ffts and all(kernel_transform(op.inputs[0].type, op.attrs["fft_type"], op.attrs["fft_lengths"])
+                        for op in ffts)
+    # (the kernel's transforms may themselves run in four steps: one op each, or two)
+    assert len(ffts) >= (2 if how == "bluestein" else 1)
+    _close(f(x), reference(x), np.complex128)
+
+
 def test_four_steps_stop_where_their_transposes_cost_more_than_products():
     from flowjit.ir.primitives.fft import FOUR_STEP_MAX_ELEMENTS, _four_steps_apply
     assert _four_steps_apply(TensorType((1, FOUR_STEP_MAX_ELEMENTS), complex64))
@@ -218,12 +241,14 @@ def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
 
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(fft_type=st.sampled_from(["fft", "ifft", "rfft", "irfft"]), double=st.booleans(),
-       lead=st.lists(st.integers(1, 7), min_size=0, max_size=2), log_n=st.integers(1, 13),
-       odd=st.booleans())
-def test_random_transforms_match_numpy(fft_type, double, lead, log_n, odd):
-    """Whatever runs them (the kernel, four steps of it, or products), every transform type
-    at random batches and lengths (powers of two, and their neighbours) matches NumPy."""
-    n = (1 << log_n) + (1 if odd else 0)
+       lead=st.lists(st.integers(1, 7), min_size=0, max_size=2), log_n=st.integers(1, 12),
+       form=st.sampled_from(["power", "plus one", "times three", "prime"]))
+def test_random_transforms_match_numpy(fft_type, double, lead, log_n, form):
+    """Whatever runs them (the kernel, four steps of it, a split at a power of two,
+    Bluestein's convolution, or products), every transform type at random batches and
+    lengths (powers of two, their neighbours, three times them, primes) matches NumPy."""
+    n = {"power": 1 << log_n, "plus one": (1 << log_n) + 1, "times three": 3 << log_n,
+         "prime": (37, 97, 257, 1031, 4099)[log_n % 5]}[form]
     shape = (*lead, n)
     rng = np.random.default_rng(n + len(lead))
     real, cplx = (np.float64, np.complex128) if double else (np.float32, np.complex64)
