@@ -213,17 +213,14 @@ _NEVER_FUSES = {
 }
 
 
-# What an opaque op runs as, by its declared role (a linear-algebra role: LAPACK).
+# What an opaque op runs as, by its declared role (the others: a kernel of their own, or a
+# library routine such as LAPACK's for linear algebra).
 _RUNS_AS = {"matrix_product": "a BLAS call", "convolution": "a BLAS product of its patches"}
-_LAPACK_ROLES = frozenset({"inverse", "solve", "cholesky", "log_determinant", "symmetric_eigen",
-                           "singular_values", "general_eigen", "orthogonal_triangular"})
 
 
 def _never_fuses(op: Op) -> tuple[str, str]:
     code, words = _NEVER_FUSES.get(op.primitive.kind, _NEVER_FUSES["control"])
-    role = op.primitive.role
-    runs_as = _RUNS_AS.get(role) or ("a LAPACK call" if role in _LAPACK_ROLES
-                                     else "a kernel of its own or a library routine")
+    runs_as = _RUNS_AS.get(op.primitive.role, "a kernel of its own or a library routine")
     return code, words.format(op.name, runs_as) if code == "library_call" else words.format(op.name)
 
 

@@ -35,6 +35,13 @@ def _ops(f, *args) -> list[str]:
     return [op.name for op in f.ir(*args, stage="fused").body.ops]
 
 
+def transform_pair(fft_type: str, n: int):
+    """flowjit's transform of ``fft_type`` (an irfft to ``n`` samples) and NumPy's."""
+    if fft_type == "irfft":
+        return (lambda a: fj.fft.irfft(a, n=n)), (lambda a: np.fft.irfft(a, n=n))
+    return getattr(fj.fft, fft_type), getattr(np.fft, fft_type)
+
+
 def _close(got, want, dtype):
     scale = max(1.0, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=0, atol=_tolerance(dtype) * scale)
@@ -106,10 +113,7 @@ def test_long_transforms_of_few_rows_run_as_four_steps_of_batches(fft_type, shap
     # kernel's (a long lone row would fill one lane of sixteen).
     rng = np.random.default_rng(n)
     x = rng.standard_normal(shape).astype(np.float32) if fft_type == "rfft" else _complex(rng, shape, np.complex64)
-    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft,
-                 "irfft": lambda a: fj.fft.irfft(a, n=n)}[fft_type]
-    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft,
-                 "irfft": lambda a: np.fft.irfft(a, n=n)}[fft_type]
+    transform, reference = transform_pair(fft_type, n)
     f = fj.function(transform)
     ffts = [op for op in f.ir(x, stage="fused").body.ops if op.name == "fft"]
     assert len(ffts) == 2 and all(kernel_transform(op.inputs[0].type, op.attrs["fft_type"],
@@ -130,10 +134,7 @@ def test_lengths_that_are_not_powers_of_two_run_their_transforms_in_the_kernel(f
     # power-of-two transforms, the kernel's.
     rng = np.random.default_rng(n)
     x = rng.standard_normal(shape) if fft_type == "rfft" else _complex(rng, shape, np.complex128)
-    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft,
-                 "irfft": lambda a: fj.fft.irfft(a, n=n)}[fft_type]
-    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft,
-                 "irfft": lambda a: np.fft.irfft(a, n=n)}[fft_type]
+    transform, reference = transform_pair(fft_type, n)
     f = fj.function(transform)
     ffts = [op for op in f.ir(x, stage="fused").body.ops if op.name == "fft"]
     assert ffts and all(kernel_transform(op.inputs[0].type, op.attrs["fft_type"], op.attrs["fft_lengths"])
@@ -258,10 +259,7 @@ def test_random_transforms_match_numpy(fft_type, double, lead, log_n, form):
         x = _complex(rng, (*lead, n // 2 + 1), cplx)
     else:
         x = _complex(rng, shape, cplx)
-    transform = {"fft": fj.fft.fft, "ifft": fj.fft.ifft, "rfft": fj.fft.rfft,
-                 "irfft": lambda a: fj.fft.irfft(a, n=n)}[fft_type]
-    reference = {"fft": np.fft.fft, "ifft": np.fft.ifft, "rfft": np.fft.rfft,
-                 "irfft": lambda a: np.fft.irfft(a, n=n)}[fft_type]
+    transform, reference = transform_pair(fft_type, n)
     want = reference(x.astype(np.float64 if fft_type == "rfft" else np.complex128))
     got = fj.function(transform)(x)
     assert got.shape == want.shape

@@ -226,6 +226,21 @@ def _phases(numerators: np.ndarray, n: int, sign: int, dtype) -> np.ndarray:
     return np.exp(sign * 2j * np.pi * (numerators % n) / n).astype(dtype.np)
 
 
+def _bluestein(n: int, sign: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """Bluestein's constants for an n-point DFT: jk = (j^2 + k^2 - (k - j)^2) / 2, so X_k =
+    c_k sum_j (x_j c_j) conj(c_(k-j)) with c_j = exp(sign pi i j^2 / n), a circular
+    convolution over a power of two m >= 2n - 1 points. Returns m, the chirp c and the
+    transform of the convolution's kernel with the inverse's 1/m folded in (constants of the
+    length, computed in float64)."""
+    m = 1 << (2 * n - 2).bit_length()
+    j = np.arange(n)
+    chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * n)) / n)
+    kernel = np.zeros(m, np.complex128)
+    kernel[:n] = np.conj(chirp)
+    kernel[m - n + 1:] = np.conj(chirp[1:])[::-1]
+    return m, chirp, np.fft.fft(kernel) / m
+
+
 def _small_dft(e, z, sign: int):
     """The DFT of ``z``'s rows [r, C] (unnormalized, exp(sign 2 pi i jk / r)): one GEMM by the
     DFT matrix, or Bluestein's for a prime r above DFT_RADIX."""
@@ -234,17 +249,8 @@ def _small_dft(e, z, sign: int):
     if r <= DFT_RADIX:
         k = np.arange(r)
         return e.matmul(_constant(e, _phases(np.outer(k, k), r, sign, d)), z)
-    # Bluestein: jk = (j^2 + k^2 - (k - j)^2) / 2, so X_k = c_k sum_j (x_j c_j) conj(c_(k-j))
-    # with c_j = exp(sign pi i j^2 / r): a circular convolution over m >= 2r - 1 points.
     c = z.type.shape[1]
-    m = 1 << (2 * r - 2).bit_length()
-    j = np.arange(r)
-    chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * r)) / r)
-    kernel = np.zeros(m, np.complex128)
-    kernel[:r] = np.conj(chirp)
-    kernel[m - r + 1:] = np.conj(chirp[1:])[::-1]
-    # The kernel's transform, and the inverse's 1/m, are constants of the length.
-    spectrum = np.fft.fft(kernel) / m
+    m, chirp, spectrum = _bluestein(r, sign)
     weighted = e.mul(z, _constant(e, chirp.astype(d.np)[:, None]))
     padded = e.pad(weighted, low=(0, 0), high=(m - r, 0), value=0.0)
     conv = _dft_rows(e, e.mul(_dft_rows(e, padded, -1), _constant(e, spectrum.astype(d.np)[:, None])), 1)
@@ -339,20 +345,13 @@ def _mixed_split(e, z, sign: int):
 
 def _bluestein_last(e, z, sign: int):
     """The unnormalized DFT of ``z``'s last axis of prime length n (above DFT_RADIX) by
-    Bluestein's identity along that axis: jk = (j^2 + k^2 - (k - j)^2) / 2, so X_k = c_k
-    sum_j (x_j c_j) conj(c_(k-j)) with c_j = exp(sign pi i j^2 / n), a circular convolution
-    over a power of two m >= 2n - 1 points whose two transforms run in the FFT kernel (or
-    its four steps). ``_small_dft``'s form, without moving the axis first."""
+    Bluestein's convolution (``_bluestein``) along that axis, its two power-of-two
+    transforms in the FFT kernel (or its four steps): ``_small_dft``'s form, without moving
+    the axis first."""
     *lead, n = z.type.shape
     rank = z.type.ndim
     d = z.type.dtype
-    m = 1 << (2 * n - 2).bit_length()
-    j = np.arange(n)
-    chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * n)) / n)
-    kernel = np.zeros(m, np.complex128)
-    kernel[:n] = np.conj(chirp)
-    kernel[m - n + 1:] = np.conj(chirp[1:])[::-1]
-    spectrum = np.fft.fft(kernel) / m          # the inverse's 1/m folded in
+    m, chirp, spectrum = _bluestein(n, sign)
     weighted = e.mul(z, _constant(e, chirp.astype(d.np)))
     padded = e.pad(weighted, low=(0,) * rank, high=(0,) * (rank - 1) + (m - n,), value=0.0)
     conv = _dft_axis(e, e.mul(_dft_axis(e, padded, rank - 1, -1), _constant(e, spectrum.astype(d.np))), rank - 1, 1)
