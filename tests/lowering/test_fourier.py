@@ -180,6 +180,32 @@ def test_a_split_real_transform_reads_its_terms_in_order(fft_type, shape, n, dty
     _close(fj.function(transform, interpret=True)(x), want, dtype)
 
 
+def test_bluesteins_padded_length_and_its_transforms_without_a_transpose():
+    # A prime's convolution pads to the least power of two or r * p (r = 3, 5, 7) the kernel
+    # takes as rows; padded to r * p, the forward transform leaves its terms transposed and
+    # the inverse takes them so: no transpose op, every index affine, NumPy's result.
+    from flowjit.ir.primitives.fft import _bluestein_length
+    assert _bluestein_length(4099, (32,), complex64) == 10240          # 5 x 2048 < 16384
+    assert _bluestein_length(1031, (16,), complex64) == 2560           # 5 x 512 < 4096
+    assert _bluestein_length(97, (64,), complex64) == 224              # 7 x 32 (3 x 64 < 193)
+    assert _bluestein_length(61, (64,), complex64) == 128              # 160, 192, 224 are longer
+    assert _bluestein_length(4099, (1,), complex64) == 16384           # 5 rows: four steps' order
+    rng = np.random.default_rng(7)
+    for fft_type, x in (("fft", _complex(rng, (16, 1031), np.complex64)),
+                        ("rfft", rng.standard_normal((8, 2, 1031)).astype(np.float64))):
+        transform, reference = transform_pair(fft_type, 1031)
+        fused = fj.function(transform).ir(x, stage="fused")
+        names = [op.name for op in fused.body.ops]
+        assert "fft" in names and not any("transpose" in name for name in names), names
+        for op in fused.body.ops:
+            if op.primitive.role == "kernel":
+                k = lower_block(op.blocks[0], "k", collapse=True)
+                ops = {e.op for e in expressions(k.body) if isinstance(e, Prim)}
+                assert not ops & {"idiv", "irem"}, print_kernel(k)
+        want = reference(x.astype(np.complex128 if fft_type == "fft" else np.float64))
+        _close(fj.function(transform)(x), want, x.dtype)
+
+
 def test_four_steps_stop_where_their_transposes_cost_more_than_products():
     from flowjit.ir.primitives.fft import FOUR_STEP_MAX_ELEMENTS, _four_steps_apply
     assert _four_steps_apply(TensorType((1, FOUR_STEP_MAX_ELEMENTS), complex64))
