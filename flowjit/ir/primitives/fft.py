@@ -315,7 +315,8 @@ def _mixed_split(e, z, sign: int):
     puts term k1 + r k2 in place."""
     *lead, n = z.type.shape
     rank = z.type.ndim
-    y = _frequency_rows(e, e.reshape(z, shape=(*lead, (n // (n & -n)), n & -n)), sign)   # [.., k1, k2]
+    p = n & -n
+    y = _frequency_rows(e, e.reshape(z, shape=(*lead, n // p, p)), sign)      # [.., k1, k2]
     return e.reshape(e.transpose(y, perm=(*range(rank - 1), rank, rank - 1)), shape=(*lead, n))
 
 
@@ -355,11 +356,16 @@ def _split_in_time(e, z, sign: int, scale: float = 1.0):
     ``scale``, as [.., r, p] in order (term k1 p + k2 at [k1, k2]): the terms z[j1 + r j2]
     transposed to rows [.., j1, j2], then ``_time_rows``. A reader of the terms in order (a
     reshape) then needs no transpose of them."""
+    return _time_rows(e, _in_time_order(e, z), sign, scale)
+
+
+def _in_time_order(e, z):
+    """``z``'s last axis (n = r * p, p its power of two) as rows [.., r, p] with term j1 + r j2
+    at [j1, j2]: the order in which ``_time_rows`` takes the terms (one transpose)."""
     *lead, n = z.type.shape
     rank = z.type.ndim
     p = n & -n
-    swap = (*range(rank - 1), rank, rank - 1)
-    return _time_rows(e, e.transpose(e.reshape(z, shape=(*lead, p, n // p)), perm=swap), sign, scale)
+    return e.transpose(e.reshape(z, shape=(*lead, p, n // p)), perm=(*range(rank - 1), rank, rank - 1))
 
 
 def _time_rows(e, t, sign: int, scale: float = 1.0):
@@ -545,8 +551,7 @@ def _rfft_split(e, z, twiddle: np.ndarray):
     d = z.type.dtype
     p = h & -h
     r = h // p
-    swap = (*range(rank - 1), rank, rank - 1)
-    y = _dft_axis(e, e.transpose(e.reshape(z, shape=(*lead, p, r)), perm=swap), rank, -1)   # [.., j1, k2]
+    y = _dft_axis(e, _in_time_order(e, z), rank, -1)                           # [.., j1, k2]
 
     def row(j1: int, start: int, size: int, step: int = 1):
         return e.slice(y, start=(0,) * (rank - 1) + (j1, start), size=(*lead, 1, size), step=(1,) * rank + (step,))
@@ -585,8 +590,9 @@ def _rfft_split(e, z, twiddle: np.ndarray):
 
 
 def _irfft_last(e, x, n: int, scale: float):
-    """``n`` real samples times ``scale`` (the inverse's 1/N) and n, from the half spectrum ``x`` along the last
-    axis, as pocketfft's c2r: the DC term's imaginary part (and an even n's Nyquist term's)
+    """``n`` real samples from the half spectrum ``x`` along the last axis, unnormalized (times
+    n) and times ``scale`` (the caller's 1/N, folded into a constant where one is there), as
+    pocketfft's c2r: the DC term's imaginary part (and an even n's Nyquist term's)
     ignored. An even n inverts ``_rfft_last``'s packing: Z_k = X_k (1 + i w^-k) / 2 +
     conj(X_(h-k)) (1 - i w^-k) / 2 for k < h, whose inverse DFT holds the even samples in its
     real parts and the odd ones in its imaginary parts (times h). An odd n is the inverse
