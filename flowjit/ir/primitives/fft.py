@@ -336,8 +336,7 @@ def _frequency_rows(e, x, sign: int):
         # r sums of r terms, one kernel with the twiddles (a product per batch row of
         # [r, r] @ [r, p] ran at a fraction of the BLAS's rate: 0.10 of rfft(f32[256, 768])'s
         # 0.44 ms)
-        rows = [e.slice(x, start=(0,) * (rank - 1) + (j, 0), size=(*lead, 1, p), step=(1,) * (rank + 1))
-                for j in range(r)]
+        rows = [_row(e, x, j) for j in range(r)]
         terms = []
         for k1 in range(r):
             acc = rows[0]
@@ -381,8 +380,8 @@ def _time_rows(e, t, sign: int, scale: float = 1.0):
     k = np.arange(n).reshape(r, p)
     total = None
     for j1 in range(r):
-        row = e.slice(y, start=(0,) * (rank - 1) + (j1, 0), size=(*lead, 1, p), step=(1,) * (rank + 1))
-        term = e.mul(row, _constant(e, (scale * np.exp(sign * 2j * np.pi * ((j1 * k) % n) / n)).astype(d.np)))
+        phase = scale * np.exp(sign * 2j * np.pi * ((j1 * k) % n) / n)
+        term = e.mul(_row(e, y, j1), _constant(e, phase.astype(d.np)))
         total = term if total is None else e.add(total, term)
     return total
 
@@ -430,8 +429,7 @@ def _bluestein_last(e, z, sign: int):
     pieces = []
     for k1 in range(-(-n // p)):
         size = min(p, n - k1 * p)
-        part = e.slice(conv, start=(0,) * (rank - 1) + (k1, 0), size=(*lead, 1, size), step=(1,) * (rank + 1))
-        pieces.append(e.mul(e.reshape(part, shape=(*lead, size)),
+        pieces.append(e.mul(e.reshape(_row(e, conv, k1, 0, size), shape=(*lead, size)),
                             _constant(e, chirp[k1 * p:k1 * p + size].astype(d.np))))
     return pieces[0] if len(pieces) == 1 else e.concatenate(*pieces, axis=rank - 1)
 
@@ -482,6 +480,14 @@ def _dft_axis(e, z, axis: int, sign: int):
             return how(e, z, sign)
     rows, perm = _to_rows(e, z, axis)
     return _from_rows(e, _dft_rows(e, rows, sign), perm, z.type.shape)
+
+
+def _row(e, x, j: int, start: int = 0, size: int = -1, step: int = 1):
+    """Row ``j`` of ``x`` [.., r, p] (its second-last axis), terms ``start::step``, ``size``
+    of them (all p by default), as [.., 1, size]."""
+    *lead, _, p = x.type.shape
+    return e.slice(x, start=(0,) * len(lead) + (j, start), size=(*lead, 1, p if size < 0 else size),
+                   step=(1,) * (len(lead) + 1) + (step,))
 
 
 def _rows(e, z, start: int, size: int, step: int = 1):
@@ -553,9 +559,6 @@ def _rfft_split(e, z, twiddle: np.ndarray):
     r = h // p
     y = _dft_axis(e, _in_time_order(e, z), rank, -1)                           # [.., j1, k2]
 
-    def row(j1: int, start: int, size: int, step: int = 1):
-        return e.slice(y, start=(0,) * (rank - 1) + (j1, start), size=(*lead, 1, size), step=(1,) * rank + (step,))
-
     # The head (k2 = 0, whose mirror is the same column) and the body of each row of p
     # apart: one term of the body mirrors a reversed row (read forward by LLVM's
     # vectorizer, not gathered), the head its own column.
@@ -567,24 +570,23 @@ def _rfft_split(e, z, twiddle: np.ndarray):
         total = None
         for j1 in range(r):
             phase = np.exp(-2j * np.pi * ((j1 * ks) % h) / h)
-            term = e.add(e.mul(row(j1, start, size), _constant(e, (phase * at_k[ks]).astype(d.np))),
-                         e.mul(e.conj(row(j1, mirror_start, size, step)),
+            term = e.add(e.mul(_row(e, y, j1, start, size), _constant(e, (phase * at_k[ks]).astype(d.np))),
+                         e.mul(e.conj(_row(e, y, j1, mirror_start, size, step)),
                                _constant(e, (phase * at_mirror[ks]).astype(d.np))))
             total = term if total is None else e.add(total, term)
         return total                                             # [.., r, size]
     heads, bodies = terms(0, 1, 0, 1), terms(1, p - 1, p - 1, -1)
     # Z_h = Z_0 = sum_j1 Y[j1, 0]: the Nyquist term
-    column = row(0, 0, 1)
+    column = _row(e, y, 0, 0, 1)
     for j1 in range(1, r):
-        column = e.add(column, row(j1, 0, 1))
+        column = e.add(column, _row(e, y, j1, 0, 1))
     column = e.reshape(column, shape=(*lead, 1))
     nyquist = e.add(e.mul(column, e.const(complex(at_k[h]), column)),
                     e.mul(e.conj(column), e.const(complex(at_mirror[h]), column)))
 
     def piece(part, k1: int):
         n = part.type.shape[-1]
-        return e.reshape(e.slice(part, start=(0,) * (rank - 1) + (k1, 0), size=(*lead, 1, n), step=(1,) * (rank + 1)),
-                         shape=(*lead, n))
+        return e.reshape(_row(e, part, k1, 0, n), shape=(*lead, n))
     pieces = [p_ for k1 in range(r) for p_ in (piece(heads, k1), piece(bodies, k1))]
     return e.concatenate(*pieces, nyquist, axis=rank - 1)
 
