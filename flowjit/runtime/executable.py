@@ -273,6 +273,11 @@ class Executable:
         # The compile, the call, and each top-level step of a native program (its profiling
         # build, compiled on the first profiled call) on this executable's device.
         name, device = self.function.name, self.device
+        if self.backend not in COMPILED_BACKENDS:  # the interpreter: nothing to compile, no steps
+            start = time.monotonic_ns()
+            out = self._run(*arrays)
+            prof.record(f"{name} ({self.backend})", "program", start, time.monotonic_ns(), device)
+            return out
         if not self._compiled:
             start = time.monotonic_ns()
             with self._first_call:

@@ -145,3 +145,19 @@ def test_a_convolutions_windows_run_by_flowjits_routine_are_a_kernel_span(tmp_pa
     spans = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     names = {op.attrs["name"] for op in f.ir(x, w, stage="fused").body.ops if op.primitive.role == "kernel"}
     assert {e["name"] for e in spans if e["cat"] == "kernel"} == names
+
+
+def test_an_interpreted_program_is_profiled_as_one_span():
+    # An eager fj.scan (outside fj.function) runs through the interpreter, which has no code
+    # generator: under a profile it had raised AttributeError ('NoneType' object has no
+    # attribute 'compile_program').
+    xs = np.arange(6.0)
+    f = fj.function(lambda x: x * 2 + 1, backend="interpreter")
+    with fj.profile() as p:
+        carry, ys = fj.scan(lambda c, x: (c + x, c * x), 0.0, xs)
+        np.testing.assert_allclose(f(xs), xs * 2 + 1)
+    np.testing.assert_allclose(carry, xs.sum())
+    np.testing.assert_allclose(ys, np.concatenate([[0.0], np.cumsum(xs)[:-1]]) * xs)
+    programs = [e for e in p.events if e.cat == "program"]
+    assert len(programs) == 2 and all("interpreter" in e.name for e in programs)
+    assert not any(e.cat == "compile" for e in p.events)  # nothing is compiled
