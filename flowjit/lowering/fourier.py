@@ -1,6 +1,7 @@
 """The discrete Fourier transform of an array's last axis as one kernel of its own: a
-Stockham FFT (radix 4, and one radix-2 stage where the length's power of two is odd) run
-on blocks of a vector register's worth of rows at once.
+Stockham FFT (a stage of radix 3, 5 or 7 for each such factor of the length, then radix 4,
+and one radix-2 stage where the length's power of two is odd) run on blocks of a vector
+register's worth of rows at once.
 
 Why a kernel and not products by DFT matrices (``flowjit.ir.primitives.fft``'s
 decomposition): a DFT matrix of r rows costs r multiply-adds an element per factor where a
@@ -24,7 +25,11 @@ a sub-transform length L and stride s (L * s = n) reading ``src`` and writing ``
         dst[q + s * (4p + 2)] = w^2p * ((a + c) - (b + d))
         dst[q + s * (4p + 3)] = w^3p * ((a - c) + j (b - d))
 
-with w = exp(sign 2 pi i / L) and j = -sign i; the next stage has L/4 and 4s. Twiddles are
+with w = exp(sign 2 pi i / L) and j = -sign i; the next stage has L/4 and 4s. A stage of an
+odd radix r reads r terms src[q + s * (p + k * L/r)] and writes w^(mp) times their r-point DFT
+to dst[q + s * (r p + m)], the DFT by (r - 1) / 2 pairs of terms (``odd_butterfly``). The
+stages' count of each radix is read from the length at run time (its divisibility by r, r^2,
+...), so one kernel still serves every length. Twiddles are
 read from a table of exp(sign 2 pi i t / n), t < n, computed in float64 at each call (w^p
 at stride s is entry p * s), so no twiddle is a product of rounded ones.
 
@@ -36,6 +41,7 @@ B_k = (1 + i w^k) / 2, w = exp(-2 pi i / n), Z's index mod h (the decomposition'
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -66,10 +72,32 @@ PARTS = 8
 # Radix-4 stages the stage loop runs at most: lengths up to 4^8 * 2 (the decomposition's
 # KERNEL_MAX_LENGTH is below).
 MAX_RADIX4_STAGES = 8
+MAX_LENGTH = 2 * 4 ** MAX_RADIX4_STAGES
+# The odd radices of the stages before the radix-4 ones (a length 2^a 3^b 5^c 7^d), each a
+# butterfly of (r - 1) / 2 pairs (``odd_butterfly``).
+ODD_RADICES = (3, 5, 7)
 
 
 def _i(n: int) -> Const:
     return Const(int(n), INDEX)
+
+
+def _max_factors(r: int) -> int:
+    """How many factors ``r`` a length of at most MAX_LENGTH can have."""
+    count, q = 0, r
+    while q <= MAX_LENGTH:
+        count, q = count + 1, q * r
+    return count
+
+
+def _total(terms: list[Expr]) -> Expr:
+    return functools.reduce(lambda a, b: apply("add", a, b), terms)
+
+
+def _scaled(x: tuple[Expr, Expr], c: float, real: DType) -> tuple[Expr, Expr]:
+    """Complex ``x`` times the real constant ``c`` (in the parts' dtype)."""
+    k = Const(c, real)
+    return apply("mul", x[0], k), apply("mul", x[1], k)
 
 
 Pair = tuple[Expr, Expr]
@@ -215,7 +243,8 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
         # one stage of ``radix`` on sub-transforms of ``length`` at ``stride``, from scratch
         # ``src`` (0 or 1) into the other
         dst = apply("sub", _i(1), src)
-        quarter = apply("shr", length, _i(2 if radix == 4 else 1))
+        quarter = (apply("shr", length, _i(2 if radix == 4 else 1)) if radix in (2, 4)
+                   else apply("idiv", length, _i(radix)))
         p_name, p = var("p")
         q_name, q = var("q")
         tw_lets: list = []
@@ -234,6 +263,8 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
             if radix == 2:
                 a, b = element(src, at(0), v, bound), element(src, at(1), v, bound)
                 return put(dst, out_row(0), v, cadd(a, b)) + put(dst, out_row(1), v, cmul(csub(a, b), w[0]))
+            if radix % 2:
+                return odd_butterfly(v, bound, named)
             a, b, c, e = (element(src, at(k), v, bound) for k in range(4))
             apc, amc, bpd = named(cadd(a, c)), named(csub(a, c)), named(cadd(b, e))
             bme = csub(b, e)
@@ -242,6 +273,27 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
             return (put(dst, out_row(0), v, cadd(apc, bpd)) + put(dst, out_row(1), v, cmul(csub(amc, jbme), w[0]))
                     + put(dst, out_row(2), v, cmul(csub(apc, bpd), w[1]))
                     + put(dst, out_row(3), v, cmul(cadd(amc, jbme), w[2])))
+        def odd_butterfly(v: Var, bound, named) -> list:
+            # The r-point DFT by pairs: with s_k = x_k + x_(r-k) and d_k = x_k - x_(r-k),
+            # y_m = x_0 + sum_k cos(2 pi km / r) s_k + sign i sum_k sin(2 pi km / r) d_k, and
+            # y_(r-m) the same with the sine sum's sign flipped (k, m = 1 .. (r - 1) / 2).
+            x = [element(src, at(k), v, bound) for k in range(radix)]
+            half = radix // 2
+            sums = [named(cadd(x[k], x[radix - k])) for k in range(1, half + 1)]
+            diffs = [named(csub(x[k], x[radix - k])) for k in range(1, half + 1)]
+            out = put(dst, out_row(0), v, functools.reduce(cadd, sums, x[0]))
+            for m in range(1, half + 1):
+                a, b = x[0], None
+                for k, (t, u) in enumerate(zip(sums, diffs), 1):
+                    angle = 2 * math.pi * ((k * m) % radix) / radix
+                    a = cadd(a, _scaled(t, math.cos(angle), real))
+                    term = _scaled(u, math.sin(angle), real)
+                    b = term if b is None else cadd(b, term)
+                a, b = named(a), named(b)
+                ib = (apply("neg", b[1]), b[0]) if sign > 0 else (b[1], apply("neg", b[0]))
+                out += put(dst, out_row(m), v, cmul(cadd(a, ib), w[m - 1]))
+                out += put(dst, out_row(radix - m), v, cmul(csub(a, ib), w[radix - m - 1]))
+            return out
         per_p = Loop(q_name, _i(0), stride, 1, (vector_loop(butterfly),))
         into.append(Loop(p_name, _i(0), quarter, 1, (*tw_lets, per_p)))
 
@@ -268,26 +320,51 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
                                          cmul((m[0], apply("neg", m[1])), (b_re, apply("neg", b_im)))))
         block.append(Loop(k_name, _i(0), n, 1, (*lets, vector_loop(tangled))))
         start = _i(1)
-    # The radix-4 stages: stage st on sub-transforms of n / 4^st at stride 4^st, from
-    # scratch (start + st) % 2, while the length is at least 4; a radix-2 stage if 2 is left.
+    # The odd radices' stages first: for each radix r of ODD_RADICES, as many stages as n has
+    # factors r (counted by divisibility by r, r^2, ...), stage st on sub-transforms of
+    # n / (before * r^st) at stride before * r^st, ``before`` the product of the radices done.
+    # A power-of-two n runs none of them.
+    before: Expr = _i(1)
+    done = start
+    for r in ODD_RADICES:
+        powers = [r ** i for i in range(1, _max_factors(r) + 1)]
+        divides = [apply("eq", apply("irem", n, _i(q)), _i(0)) for q in powers]
+        factors = let(f"factors{r}", _total([apply("select", c, _i(1), _i(0)) for c in divides]), block)
+        st_name, st = var("st")
+        inner: list = []
+        power: Expr = _i(1)            # r^st
+        for i, q in enumerate(powers, 1):
+            power = apply("select", apply("eq", st, _i(i)), _i(q), power)
+        at_stride = let("stride", apply("mul", before, power), inner)
+        stage(apply("and", apply("add", done, st), _i(1)), r, apply("idiv", n, at_stride), at_stride, inner)
+        block.append(Loop(st_name, _i(0), factors, 1, tuple(inner)))
+        product: Expr = _i(1)
+        for c in divides:
+            product = apply("mul", product, apply("select", c, _i(r), _i(1)))
+        before = let("before", apply("mul", before, product), block)
+        done = let("done", apply("add", done, factors), block)
+    # n's power of two: the radix-4 stages, stage st on sub-transforms of n2 / 4^st at stride
+    # before * 4^st, from scratch (done + st) % 2, while the length is at least 4; a radix-2
+    # stage if 2 is left.
+    n2 = let("n2", apply("idiv", n, before), block)
     st_name, st = var("st")
     fours = fresh("fours")
     radix4: list = []
-    length = let("length", apply("shr", n, apply("shl", st, _i(1))), radix4)
+    length = let("length", apply("shr", n2, apply("shl", st, _i(1))), radix4)
     then: list = []
-    stage(apply("and", apply("add", st, start), _i(1)), 4, length, apply("shl", _i(1), apply("shl", st, _i(1))),
+    stage(apply("and", apply("add", st, done), _i(1)), 4, length, apply("shl", before, apply("shl", st, _i(1))),
           then)
     then.append(Update(fours, _i(1)))
     radix4.append(If(apply("ge", length, _i(4)), tuple(then)))
     block += [Accumulator(fours, "sum", INDEX, _i(0)),
               Loop(st_name, _i(0), _i(MAX_RADIX4_STAGES), 1, tuple(radix4))]
     done4 = let("done4", AccValue(fours, INDEX), block)
-    last_stride = let("stride", apply("shl", _i(1), apply("shl", done4, _i(1))), block)
-    odd = let("odd", apply("eq", apply("shr", n, apply("shl", done4, _i(1))), _i(2)), block)
+    last_stride = let("stride", apply("shl", before, apply("shl", done4, _i(1))), block)
+    odd = let("odd", apply("eq", apply("shr", n2, apply("shl", done4, _i(1))), _i(2)), block)
     then = []
-    stage(apply("and", apply("add", done4, start), _i(1)), 2, _i(2), last_stride, then)
+    stage(apply("and", apply("add", done4, done), _i(1)), 2, _i(2), last_stride, then)
     block.append(If(odd, tuple(then)))
-    src = let("src", apply("and", apply("add", apply("add", done4, start), apply("select", odd, _i(1), _i(0))),
+    src = let("src", apply("and", apply("add", apply("add", done4, done), apply("select", odd, _i(1), _i(0))),
                            _i(1)), block)
     if real_input:
         # X_k = Z_k A_k + conj(Z_(h-k)) B_k, k = 0..h

@@ -232,15 +232,22 @@ def test_gradients_through_the_kernel_match_the_interpreter():
     ((4, 64), "fft", (64,), False),           # fewer than KERNEL_FULL_ROWS of a long one: four steps
     ((16, 64), "fft", (64,), True),
     ((3, 8), "fft", (8,), False),             # fewer rows than KERNEL_MIN_ROWS
-    ((4, 12), "fft", (12,), False),           # not a power of two
+    ((4, 12), "fft", (12,), True),            # 3 x 4: a radix-3 stage, then radix 4
+    ((4, 22), "fft", (22,), False),           # a factor 11: no stage of its own
+    ((16, 1000), "fft", (1000,), True),       # 5^3 x 8
+    ((4, 1000), "fft", (1000,), False),       # fewer than KERNEL_FULL_ROWS
+    ((16, 96), "fft", (96,), False),          # 3 x 32 over few rows: split at its power of two
+    ((64, 96), "fft", (96,), True),           # ... over KERNEL_MIXED_MIN_ROWS: the kernel
     ((4, 1), "fft", (1,), False),
     ((4, 4, 8), "fft", (4, 8), False),        # two axes: the op is decomposed, its last axis the kernel's
     ((4, 16), "rfft", (16,), True),
     ((4, 2), "rfft", (2,), False),            # one complex point
-    ((4, 10), "rfft", (10,), False),
+    ((4, 10), "rfft", (10,), True),           # five complex points
+    ((4, 26), "rfft", (26,), False),          # thirteen
     ((4, 9), "irfft", (16,), True),
     ((4, 9), "irfft", (17,), False),          # an odd length
-    ((4, 7), "irfft", (12,), False),          # half of it not a power of two
+    ((4, 7), "irfft", (12,), True),           # half of it 3 x 2
+    ((4, 12), "irfft", (22,), False),         # half of it 11
     ((4, 2), "irfft", (2,), False),           # one complex point
 ])
 def test_which_transforms_the_kernel_takes(shape, fft_type, lengths, taken):
@@ -249,9 +256,31 @@ def test_which_transforms_the_kernel_takes(shape, fft_type, lengths, taken):
     assert KERNEL_MIN_ROWS == 4
 
 
+@pytest.mark.parametrize("n", [45, 100, 384, 1000, 2401, 6000])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_lengths_of_factors_2_3_5_and_7_run_in_the_kernel(n, dtype):
+    # One fft op (the kernel's stages of radix 3, 5, 7, then 4 and 2) over enough rows for the
+    # kernel, forward and inverse, and the real transforms of twice the length; before, a
+    # length such as 1000 (an odd part above DFT_RADIX) ran as products by DFT matrices in
+    # the rows layout: fft of c64[1024, 1000] 3.8 ms, in the kernel 1.0-1.2.
+    rng = np.random.default_rng(n)
+    z = _complex(rng, (64, n), dtype)
+    x = rng.standard_normal((64, 2 * n)).astype(np.float32 if dtype == np.complex64 else np.float64)
+    for transform, arg, want in [(fj.fft.fft, z, np.fft.fft(z.astype(np.complex128))),
+                                 (fj.fft.ifft, z, np.fft.ifft(z.astype(np.complex128))),
+                                 (fj.fft.rfft, x, np.fft.rfft(x.astype(np.float64)))]:
+        f = fj.function(transform)
+        assert _ops(f, arg) == ["fft"]
+        _close(f(arg), want, dtype)
+    spectrum = np.fft.rfft(x.astype(np.float64)).astype(dtype)
+    f = fj.function(lambda y: fj.fft.irfft(y, n=2 * n))
+    assert _ops(f, spectrum) == ["fft"]
+    _close(f(spectrum), x, dtype)
+
+
 def test_transforms_the_kernel_does_not_take_still_match_numpy():
     rng = np.random.default_rng(5)
-    for shape in [(3, 8), (4, 12), (6, 7)]:
+    for shape in [(3, 8), (4, 22), (6, 11), (4, 1000)]:
         z = _complex(rng, shape, np.complex128)
         f = fj.function(lambda a: fj.fft.fft(a))
         assert "fft" not in _ops(f, z)
@@ -264,7 +293,7 @@ def test_the_stage_loop_covers_every_length_the_kernel_takes():
 
 
 @pytest.mark.parametrize("fft_type", ["fft", "ifft", "rfft", "irfft"])
-@pytest.mark.parametrize("n", [2, 8, 16, 32])
+@pytest.mark.parametrize("n", [2, 8, 16, 32, 3, 12, 15, 35, 63])
 def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
     """The loop IR itself, run by the loop-IR evaluator (what every code generator renders):
     one kernel for every length, its sizes read from the buffers."""
@@ -305,13 +334,14 @@ def test_the_kernel_as_loop_ir_computes_the_transform(fft_type, n):
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(fft_type=st.sampled_from(["fft", "ifft", "rfft", "irfft"]), double=st.booleans(),
        lead=st.lists(st.integers(1, 7), min_size=0, max_size=2), log_n=st.integers(1, 12),
-       form=st.sampled_from(["power", "plus one", "times three", "prime"]))
+       form=st.sampled_from(["power", "plus one", "times three", "prime", "smooth"]))
 def test_random_transforms_match_numpy(fft_type, double, lead, log_n, form):
     """Whatever runs them (the kernel, four steps of it, a split at a power of two,
     Bluestein's convolution, or products), every transform type at random batches and
     lengths (powers of two, their neighbours, three times them, primes) matches NumPy."""
     n = {"power": 1 << log_n, "plus one": (1 << log_n) + 1, "times three": 3 << log_n,
-         "prime": (37, 97, 257, 1031, 4099)[log_n % 5]}[form]
+         "prime": (37, 97, 257, 1031, 4099)[log_n % 5],
+         "smooth": 2 ** (log_n // 3) * (3, 5, 7, 9, 15, 25, 35, 125)[log_n % 8]}[form]
     shape = (*lead, n)
     rng = np.random.default_rng(n + len(lead))
     real, cplx = (np.float64, np.complex128) if double else (np.float32, np.complex64)

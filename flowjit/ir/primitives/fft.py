@@ -142,10 +142,11 @@ defvjp("fft", _fft_vjp)
 # chirp through two such DFTs. Every constant (DFT matrices, twiddles, chirps) is computed in
 # float64 from exact integer phases, then rounded to the operand's precision.
 DFT_RADIX = 32
-# The code generators' own FFT kernel (flowjit/lowering/fourier.py: Stockham's radix-4 FFT on
-# blocks of rows) takes a transform of the last axis alone: a complex fft or ifft whose length
-# is a power of two, or an rfft of twice one (its pairs' complex FFT, untangled) or the irfft
-# back to it (tangled, then the inverse complex FFT), up to
+# The code generators' own FFT kernel (flowjit/lowering/fourier.py: Stockham's FFT on blocks
+# of rows, stages of radix 3, 5, 7, 4 and 2) takes a transform of the last axis alone: a
+# complex fft or ifft whose length is a product of powers of 2, 3, 5 and 7, or an rfft of
+# twice one (its pairs' complex FFT, untangled) or the irfft back to it (tangled, then the
+# inverse complex FFT), up to
 # KERNEL_MAX_LENGTH complex points, over at least KERNEL_MIN_ROWS rows (it runs 8 or 16 rows at
 # once: fewer leave most of each vector idle), and over at least KERNEL_FULL_ROWS rows for a
 # length from FOUR_STEP_MIN_LENGTH: a transform with fewer rows than that, or longer than
@@ -154,6 +155,14 @@ DFT_RADIX = 32
 # in the kernel, its four steps 0.04.
 KERNEL_MAX_LENGTH = 1 << 14
 KERNEL_MIN_ROWS = 4
+# A length of the form 2^a 3^b 5^c 7^d that is not a power of two runs in the kernel too
+# (its odd radices' stages), but over fewer rows than this one that splits at its power of
+# two (``_splits_at_power``) splits there: the split has r times the rows, blocks for every
+# thread (rfft of f32[32, 1536]: 0.052 ms split, 0.070-0.086 in the kernel's two blocks;
+# f32[16, 768]: 0.013-0.016 against 0.033-0.039), where from 64 rows the kernel's one pass
+# wins (f32[256, 768]: 0.15-0.19 -> 0.09-0.12; fft of c64[128, 1280]: 0.56-0.89 -> 0.19;
+# Zen 5 machine, 2026-12-01).
+KERNEL_MIXED_MIN_ROWS = 64
 KERNEL_FULL_ROWS = 16
 FOUR_STEP_MIN_LENGTH = 64
 # A length that is not a power of two but has one of at least this many points as a factor
@@ -173,9 +182,10 @@ FOUR_STEP_MAX_ELEMENTS = 1 << 18
 
 def kernel_transform(t: TensorType, fft_type: str, fft_lengths: Sequence[int]) -> bool:
     """Whether an ``fft`` of ``t`` is the FFT kernel's (the decomposition then leaves the op
-    to the lowering): a complex fft or ifft of the last axis alone, of a power-of-two length
-    from 2 to KERNEL_MAX_LENGTH, or a real rfft of twice such a length or the irfft back to
-    it, over at least KERNEL_MIN_ROWS rows."""
+    to the lowering): a complex fft or ifft of the last axis alone, of a length from 2 to
+    KERNEL_MAX_LENGTH whose prime factors are 2, 3, 5 and 7, or a real rfft of twice such a
+    length or the irfft back to it, over at least KERNEL_MIN_ROWS rows (and the other
+    thresholds above)."""
     if len(fft_lengths) != 1 or not t.ndim:
         return False
     rows = math.prod(t.shape[:-1])
@@ -193,7 +203,24 @@ def kernel_transform(t: TensorType, fft_type: str, fft_lengths: Sequence[int]) -
     # Fewer rows than a block's lanes leave lanes idle: a long transform of them is faster in
     # four steps of batches (``_four_step``).
     needed = KERNEL_MIN_ROWS if n < FOUR_STEP_MIN_LENGTH else KERNEL_FULL_ROWS
-    return 2 <= n <= KERNEL_MAX_LENGTH and n & (n - 1) == 0 and rows >= needed
+    if n & (n - 1) and rows < KERNEL_MIXED_MIN_ROWS and _splits_at_power(n):
+        return False
+    return 2 <= n <= KERNEL_MAX_LENGTH and _kernel_radices(n) and rows >= needed
+
+
+def _splits_at_power(n: int) -> bool:
+    """Whether an n-point transform splits at its power of two p (``_mixed_split``, the split
+    in time): p at least MIXED_MIN_POWER and below n, the odd part at most DFT_RADIX."""
+    p = n & -n
+    return MIXED_MIN_POWER <= p < n and n // p <= DFT_RADIX
+
+
+def _kernel_radices(n: int) -> bool:
+    """Whether the FFT kernel's stages factor ``n``: a product of powers of 2, 3, 5 and 7."""
+    for r in (2, 3, 5, 7):
+        while n % r == 0:
+            n //= r
+    return n == 1
 
 
 def _factors(n: int) -> list[int]:
@@ -443,10 +470,9 @@ def _last_axis_form(t: TensorType):
     if _four_steps_apply(t):
         return _four_step
     if n > DFT_RADIX:
-        p = n & -n        # the largest power of two dividing n
-        if MIXED_MIN_POWER <= p < n and n // p <= DFT_RADIX:
+        if _splits_at_power(n):
             return _mixed_split
-        if p == 1 and _radix(n) == n:
+        if n % 2 and _radix(n) == n:
             return _bluestein_last
     return None
 
