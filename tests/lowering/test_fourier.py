@@ -359,3 +359,22 @@ def test_random_transforms_match_numpy(fft_type, double, lead, log_n, form):
     # products by DFT matrices round more than butterflies: a length's worth of terms
     tol = (1e-12 if double else 4e-6) * max(1.0, math.log2(n))
     np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale)
+
+
+def test_a_leading_axis_the_kernel_takes_is_moved_last_for_it():
+    # fft2, rfft2, irfft2 and a transform of a leading axis: the axis transposed last, the
+    # kernel, transposed back; before, products by DFT matrices in the rows layout (rfft2 of
+    # f32[8, 256, 256] 0.92 ms, now 0.51; fft2 of c64[256, 256] 0.23-0.28 -> 0.14).
+    rng = np.random.default_rng(11)
+    z = _complex(rng, (64, 96), np.complex64)
+    x = rng.standard_normal((4, 64, 96)).astype(np.float32)
+    spectrum = np.fft.rfft2(x.astype(np.float64)).astype(np.complex64)
+    cases = [(fj.fft.fft2, z, np.fft.fft2(z.astype(np.complex128)), 2),
+             (lambda a: fj.fft.ifft(a, axis=0), z, np.fft.ifft(z.astype(np.complex128), axis=0), 1),
+             (fj.fft.rfft2, x, np.fft.rfft2(x.astype(np.float64)), 2),
+             (lambda s: fj.fft.irfft2(s, s=(64, 96)), spectrum, x, 2)]
+    for transform, arg, want, transforms in cases:
+        f = fj.function(transform)
+        ops = _ops(f, arg)
+        assert ops.count("fft") == transforms and "matmul" not in ops, ops
+        _close(f(arg), want, np.complex64)

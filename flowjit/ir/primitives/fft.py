@@ -491,8 +491,9 @@ def _four_steps_apply(t: TensorType) -> bool:
 
 
 def _dft_axis(e, z, axis: int, sign: int):
-    """The unnormalized DFT of complex ``z`` along ``axis``: the axis moved first and the
-    others flattened into columns for ``_dft_rows``, then moved back."""
+    """The unnormalized DFT of complex ``z`` along ``axis``: the FFT kernel's where it takes
+    the transform (a leading axis moved last for it and back), else the axis moved first and
+    the others flattened into columns for ``_dft_rows``, then moved back."""
     n = z.type.shape[axis]
     if e.own_kernels and axis == z.type.ndim - 1 and kernel_transform(z.type, "fft", (n,)):
         if sign < 0:
@@ -504,6 +505,12 @@ def _dft_axis(e, z, axis: int, sign: int):
         how = _last_axis_form(z.type)
         if how is not None:
             return how(e, z, sign)
+    last = z.type.ndim - 1
+    if e.own_kernels and axis != last:
+        perm = tuple(a for a in range(z.type.ndim) if a != axis) + (axis,)
+        if kernel_transform(TensorType(tuple(z.type.shape[a] for a in perm), z.type.dtype), "fft", (n,)):
+            back = tuple(int(i) for i in np.argsort(perm))
+            return e.transpose(_dft_axis(e, e.transpose(z, perm=perm), last, sign), perm=back)
     rows, perm = _to_rows(e, z, axis)
     return _from_rows(e, _dft_rows(e, rows, sign), perm, z.type.shape)
 
