@@ -72,6 +72,7 @@ PARTS = 8
 # Radix-4 stages the stage loop runs at most: lengths up to 4^8 * 2 (the decomposition's
 # KERNEL_MAX_LENGTH is below).
 MAX_RADIX4_STAGES = 8
+# ... and so the longest transform the stages take (it bounds the odd radices' counts too).
 MAX_LENGTH = 2 * 4 ** MAX_RADIX4_STAGES
 # The odd radices of the stages before the radix-4 ones (a length 2^a 3^b 5^c 7^d), each a
 # butterfly of (r - 1) / 2 pairs (``odd_butterfly``).
@@ -91,16 +92,17 @@ def _max_factors(r: int) -> int:
 
 
 def _total(terms: list[Expr]) -> Expr:
+    """The sum of ``terms`` (index expressions)."""
     return functools.reduce(lambda a, b: apply("add", a, b), terms)
 
 
-def _scaled(x: tuple[Expr, Expr], c: float, real: DType) -> tuple[Expr, Expr]:
+Pair = tuple[Expr, Expr]
+
+
+def _scaled(x: Pair, c: float, real: DType) -> Pair:
     """Complex ``x`` times the real constant ``c`` (in the parts' dtype)."""
     k = Const(c, real)
     return apply("mul", x[0], k), apply("mul", x[1], k)
-
-
-Pair = tuple[Expr, Expr]
 
 
 def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: DType, fft_type: str,
@@ -273,6 +275,7 @@ def fourier_kernel(name: str, source: str, dims: list[Expr], out_last: Expr, d: 
             return (put(dst, out_row(0), v, cadd(apc, bpd)) + put(dst, out_row(1), v, cmul(csub(amc, jbme), w[0]))
                     + put(dst, out_row(2), v, cmul(csub(apc, bpd), w[1]))
                     + put(dst, out_row(3), v, cmul(cadd(amc, jbme), w[2])))
+
         def odd_butterfly(v: Var, bound, named) -> list:
             # The r-point DFT by pairs: with s_k = x_k + x_(r-k) and d_k = x_k - x_(r-k),
             # y_m = x_0 + sum_k cos(2 pi km / r) s_k + sign i sum_k sin(2 pi km / r) d_k, and

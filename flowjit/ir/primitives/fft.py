@@ -160,7 +160,7 @@ KERNEL_MIN_ROWS = 4
 # two (``_splits_at_power``) splits there: the split has r times the rows, blocks for every
 # thread (rfft of f32[32, 1536]: 0.052 ms split, 0.070-0.086 in the kernel's two blocks;
 # f32[16, 768]: 0.013-0.016 against 0.033-0.039), where from 64 rows the kernel's one pass
-# wins (f32[256, 768]: 0.15-0.19 -> 0.09-0.12; fft of c64[128, 1280]: 0.56-0.89 -> 0.19;
+# wins (f32[256, 768]: 0.15-0.19 -> 0.09-0.15; fft of c64[128, 1280]: 0.56-0.89 -> 0.19;
 # Zen 5 machine, 2026-12-01).
 KERNEL_MIXED_MIN_ROWS = 64
 KERNEL_FULL_ROWS = 16
