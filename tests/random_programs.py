@@ -1,7 +1,9 @@
 """Random array programs as Python source, for the differential tests.
 
 ``random_program(seed)`` draws a program of elementwise, reduction, layout (gathers and
-running sums among them) and matmul steps over a pool of values (inputs first) and writes
+running sums among them), matmul and model steps (convolutions with strides, dilation and
+padding, max and average pooling, products with broadcast batch dimensions) over a pool of
+values (inputs first) and writes
 it as the source of a function of
 a module ``m`` and the inputs. Run with ``m = flowjit`` inside ``fj.function`` it is a
 traced program; with ``m = NUMPY`` (NumPy plus the few names flowjit spells otherwise) it
@@ -14,6 +16,7 @@ float64 program with bounded values, whose gradient central differences can chec
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 from collections.abc import Callable
@@ -60,6 +63,60 @@ class _NumpyAt:
 
 
 NUMPY.at = _NumpyAt
+
+
+def _pads(sizes: tuple, spans: tuple, strides: tuple, padding: object) -> list[tuple[int, int]]:
+    """TensorFlow's (low, high) pads of each spatial axis: none for VALID, SAME's (an odd
+    total's extra one high), or the explicit pairs."""
+    if padding == "VALID":
+        return [(0, 0), (0, 0)]
+    if padding == "SAME":
+        pads = []
+        for size, span, st in zip(sizes, spans, strides):
+            total = max((-(-size // st) - 1) * st + span - size, 0)
+            pads.append((total // 2, total - total // 2))
+        return pads
+    return [tuple(p) for p in padding]
+
+
+def _numpy_conv2d(x: np.ndarray, w: np.ndarray, strides: tuple = (1, 1), padding: object = "VALID",
+                  dilation: tuple = (1, 1)) -> np.ndarray:
+    """NHWC x HWIO convolution in float64, one product per filter tap, cast back."""
+    kh, kw, _, o = w.shape
+    spans = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1)
+    pads = _pads(x.shape[1:3], spans, strides, padding)
+    xp = np.pad(x.astype(np.float64), ((0, 0), pads[0], pads[1], (0, 0)))
+    oh, ow = ((xp.shape[1 + a] - spans[a]) // strides[a] + 1 for a in range(2))
+    out = np.zeros((x.shape[0], oh, ow, o))
+    for i in range(kh):
+        for j in range(kw):
+            r, c = i * dilation[0], j * dilation[1]
+            tap = xp[:, r:r + (oh - 1) * strides[0] + 1:strides[0], c:c + (ow - 1) * strides[1] + 1:strides[1], :]
+            out += tap @ w[i, j].astype(np.float64)
+    return out.astype(x.dtype)
+
+
+def _numpy_pool(x: np.ndarray, window: tuple, strides: tuple, padding: str, kind: str) -> np.ndarray:
+    """TensorFlow's max or average pooling of NHWC ``x``: SAME pads a max with -inf and
+    divides an average by the window's unpadded elements."""
+    pads = _pads(x.shape[1:3], window, strides, padding)
+    out = [(x.shape[1 + a] + sum(pads[a]) - window[a]) // strides[a] + 1 for a in range(2)]
+
+    def taps(v: np.ndarray) -> list[np.ndarray]:
+        return [v[:, i:i + (out[0] - 1) * strides[0] + 1:strides[0], j:j + (out[1] - 1) * strides[1] + 1:strides[1]]
+                for i in range(window[0]) for j in range(window[1])]
+    widths = ((0, 0), pads[0], pads[1], (0, 0))
+    if kind == "max":
+        return functools.reduce(np.maximum, taps(np.pad(x, widths, constant_values=-np.inf)))
+    total = sum(taps(np.pad(x.astype(np.float64), widths)))
+    count = sum(taps(np.pad(np.ones(x.shape), widths)))
+    return (total / count).astype(x.dtype)
+
+
+NUMPY.conv2d = _numpy_conv2d
+NUMPY.nn = types.SimpleNamespace(
+    max_pool=lambda x, window, strides, padding: _numpy_pool(x, window, strides, padding, "max"),
+    avg_pool=lambda x, window, strides, padding: _numpy_pool(x, window, strides, padding, "avg"))
 
 DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
 # Small shapes, 0-d, unit axes, zero-size axes, and rows past a float32 sum's block of 128
@@ -288,7 +345,12 @@ class _Writer:
             ids = [int(i) for i in self.rng.integers(-n, n, int(self.rng.integers(1, 6)))]
             rows = [int(i) for i in self.rng.integers(0, n, len(ids))]
             op = self.pick(["add", "multiply"] if self.smooth else ["add", "multiply", "max", "min"])
-            self.add(f"m.at({a})[{ids!r}].{op}(m.take({a}, {rows!r}, axis=0))", s)
+            rows = f"m.take({a}, {rows!r}, axis=0)"
+            if self.smooth and op == "multiply":
+                # Factors of at most 1: a row multiplied by itself at a repeated id grows as a
+                # power, and the sine of the loss then turns its rounding into the gradient.
+                rows = f"m.tanh({rows})"
+            self.add(f"m.at({a})[{ids!r}].{op}({rows})", s)
         elif kind == "cumsum":
             ax = int(self.rng.integers(nd))
             extra = f", dtype={a}.dtype" if self.is_int else ""
@@ -326,6 +388,66 @@ class _Writer:
         else:
             self.add(f"m.matmul({squash.format(a)}, m.swapaxes({squash.format(a)}, -1, -2))", s[:-1] + (s[-2],))
 
+    def model(self) -> None:
+        """A native form of a model's layers on a float value: a convolution (strides,
+        dilation, VALID, SAME or explicit padding; its filter a literal scaled by another
+        value, so both operands' gradients are checked), a max or average pooling, or a
+        product with broadcast batch dimensions; an integer program gets the product."""
+        kind = "product" if self.is_int else self.pick(["conv", "conv", "pool", "product"])
+        if kind == "product":
+            return self.batched_matmul()
+        k = self.value(lambda s: 2 <= len(s) <= 4 and math.prod(s) > 0)
+        if k is None:
+            return self.batched_matmul()
+        s, a = self.shapes[k], self.names[k]
+        # As NHWC: (h, w) one image of one channel, (n, h, w) n images of one channel.
+        x, s4 = {2: (f"{a}[None, :, :, None]", (1, *s, 1)), 3: (f"{a}[:, :, :, None]", (*s, 1)), 4: (a, s)}[len(s)]
+        rng = self.rng
+        strides = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        if kind == "pool":
+            window = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+            valid = all(n >= w for n, w in zip(s4[1:3], window))
+            padding = self.pick(["VALID", "SAME"]) if valid else "SAME"
+            pads = _pads(s4[1:3], window, strides, padding)
+            out = [(s4[1 + a] + sum(pads[a]) - window[a]) // strides[a] + 1 for a in range(2)]
+            op = self.pick(["max_pool", "avg_pool"])
+            self.add(f"m.nn.{op}({x}, {window!r}, {strides!r}, {padding!r})", (s4[0], *out, s4[3]))
+            return
+        taps = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        spans = tuple((t - 1) * d + 1 for t, d in zip(taps, dilation))
+        padding = self.pick(["VALID", "SAME", "explicit"])
+        if padding == "explicit":
+            padding = tuple((int(rng.integers(3)), int(rng.integers(3))) for _ in range(2))
+        pads = _pads(s4[1:3], spans, strides, padding)
+        if any(n + sum(p) < span for n, p, span in zip(s4[1:3], pads, spans)):
+            padding, pads = "SAME", _pads(s4[1:3], spans, strides, "SAME")
+        out = [(s4[1 + a] + sum(pads[a]) - spans[a]) // strides[a] + 1 for a in range(2)]
+        cout = int(rng.integers(1, 4))
+        w = np.round(rng.standard_normal((*taps, s4[3], cout)) * 0.5, 2).tolist()
+        j = self.value()
+        d = {"f32": "np.float32", "f64": "np.float64"}[self.dtype]
+        filters = f"m.asarray({w!r}, dtype={d}) * (1.0 + 0.25 * m.tanh(m.sum({self.names[j]})))"
+        self.add(f"m.conv2d({x}, {filters}, strides={strides!r}, padding={padding!r}, dilation={dilation!r})",
+                 (s4[0], *out, cout))
+
+    def batched_matmul(self) -> None:
+        """A product whose batch dimensions broadcast: a batch of one against a batch of
+        two, a stack's first matrix against the stack, or one matrix against a stack."""
+        k = self.value(lambda s: len(s) >= 2)
+        if k is None:
+            return self.matmul()
+        s, a = self.shapes[k], self.names[k]
+        a = f"m.tanh({a})" if self.smooth else a
+        t = f"m.swapaxes({a}, -1, -2)"
+        forms = [(f"m.matmul({a}[None], m.stack([{t}, {t} * 2]))", (2, *s[:-2], s[-2], s[-2]))]
+        if len(s) >= 3:
+            forms.append((f"m.matmul({a}, {t}[:1])", (*s[:-2], s[-2], s[-2])))
+            if all(n > 0 for n in s[:-2]):
+                first = ", ".join(["0"] * (len(s) - 2))
+                forms.append((f"m.matmul({a}[{first}], {t})", (*s[:-2], s[-2], s[-2])))
+        self.add(*self.pick(forms))
+
 
 def broadcastable(a: tuple, b: tuple) -> bool:
     """Whether shapes ``a`` and ``b`` broadcast together."""
@@ -351,8 +473,9 @@ def random_program(seed: int) -> Program:
     w.names = [f"x{k}" for k in range(n_in)]
     w.shapes = list(in_shapes)
     steps = {"unary": w.unary, "binary": w.binary, "reduce": w.reduce, "layout": w.layout, "matmul": w.matmul,
-             "normalize": w.normalize, "convert": w.convert}
-    kinds = ["unary", "binary", "binary", "reduce", "reduce", "layout", "layout", "matmul", "normalize", "convert"]
+             "normalize": w.normalize, "convert": w.convert, "model": w.model}
+    kinds = ["unary", "binary", "binary", "reduce", "reduce", "layout", "layout", "matmul", "normalize", "convert",
+             "model"]
     for _ in range(int(rng.integers(1, 11))):
         steps[w.pick(kinds)]()
     made = list(range(n_in, len(w.names)))
