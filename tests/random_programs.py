@@ -390,8 +390,8 @@ class _Writer:
 
     def model(self) -> None:
         """A native form of a model's layers on a float value: a convolution (strides,
-        dilation, VALID, SAME or explicit padding; its filter a literal scaled by another
-        value, so both operands' gradients are checked), a max or average pooling, or a
+        dilation, VALID, SAME or explicit padding; its filter a literal scaled by a function
+        of another value, so both operands' gradients are checked), a max or average pooling, or a
         product with broadcast batch dimensions; an integer program gets the product."""
         kind = "product" if self.is_int else self.pick(["conv", "conv", "pool", "product"])
         if kind == "product":
@@ -425,15 +425,19 @@ class _Writer:
         out = [(s4[1 + a] + sum(pads[a]) - spans[a]) // strides[a] + 1 for a in range(2)]
         cout = int(rng.integers(1, 4))
         w = np.round(rng.standard_normal((*taps, s4[3], cout)) * 0.5, 2).tolist()
-        j = self.value()
         d = {"f32": "np.float32", "f64": "np.float64"}[self.dtype]
-        filters = f"m.asarray({w!r}, dtype={d}) * (1.0 + 0.25 * m.tanh(m.sum({self.names[j]})))"
+        filters = f"m.asarray({w!r}, dtype={d})"
+        # The scale's sum of a few elements: a float32 sum of many keeps their rounding.
+        j = self.value(lambda t: math.prod(t) <= 4096)
+        if j is not None:
+            filters += f" * (1.0 + 0.25 * m.tanh(m.sum({self.names[j]})))"
         self.add(f"m.conv2d({x}, {filters}, strides={strides!r}, padding={padding!r}, dilation={dilation!r})",
                  (s4[0], *out, cout))
 
     def batched_matmul(self) -> None:
         """A product whose batch dimensions broadcast: a batch of one against a batch of
-        two, a stack's first matrix against the stack, or one matrix against a stack."""
+        two, a stack against a batch of one (its first matrix's transpose), or one matrix
+        against a stack."""
         k = self.value(lambda s: len(s) >= 2)
         if k is None:
             return self.matmul()
