@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tests.registry.cases_reduction import _conv
+
 # NumPy under flowjit's names, for the NumPy run of a program.
 NUMPY = types.SimpleNamespace(**{n: getattr(np, n) for n in dir(np) if not n.startswith("_")})
 NUMPY.logistic = lambda x: 1 / (1 + np.exp(-x))
@@ -79,23 +81,6 @@ def _pads(sizes: tuple, spans: tuple, strides: tuple, padding: object) -> list[t
     return [tuple(p) for p in padding]
 
 
-def _numpy_conv2d(x: np.ndarray, w: np.ndarray, strides: tuple = (1, 1), padding: object = "VALID",
-                  dilation: tuple = (1, 1)) -> np.ndarray:
-    """NHWC x HWIO convolution in float64, one product per filter tap, cast back."""
-    kh, kw, _, o = w.shape
-    spans = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1)
-    pads = _pads(x.shape[1:3], spans, strides, padding)
-    xp = np.pad(x.astype(np.float64), ((0, 0), pads[0], pads[1], (0, 0)))
-    oh, ow = ((xp.shape[1 + a] - spans[a]) // strides[a] + 1 for a in range(2))
-    out = np.zeros((x.shape[0], oh, ow, o))
-    for i in range(kh):
-        for j in range(kw):
-            r, c = i * dilation[0], j * dilation[1]
-            tap = xp[:, r:r + (oh - 1) * strides[0] + 1:strides[0], c:c + (ow - 1) * strides[1] + 1:strides[1], :]
-            out += tap @ w[i, j].astype(np.float64)
-    return out.astype(x.dtype)
-
-
 def _numpy_pool(x: np.ndarray, window: tuple, strides: tuple, padding: str, kind: str) -> np.ndarray:
     """TensorFlow's max or average pooling of NHWC ``x``: SAME pads a max with -inf and
     divides an average by the window's unpadded elements."""
@@ -113,7 +98,7 @@ def _numpy_pool(x: np.ndarray, window: tuple, strides: tuple, padding: str, kind
     return (total / count).astype(x.dtype)
 
 
-NUMPY.conv2d = _numpy_conv2d
+NUMPY.conv2d = lambda x, w, strides, padding, dilation: _conv(strides, padding, dilation)(x, w)
 NUMPY.nn = types.SimpleNamespace(
     max_pool=lambda x, window, strides, padding: _numpy_pool(x, window, strides, padding, "max"),
     avg_pool=lambda x, window, strides, padding: _numpy_pool(x, window, strides, padding, "avg"))
