@@ -112,7 +112,8 @@ class _Rewrite:
         if isinstance(s, Let):
             if self.is_position(s.value):
                 return Let(s.name, self.f)
-            return Let(s.name, self.expr(s.value))
+            scaled = self.scaled_position(s.value)
+            return Let(s.name, scaled if scaled is not None else self.expr(s.value))
         if isinstance(s, Store):
             return Store(s.buffer, self.index(s.buffer, s.index), self.expr(s.value))
         if isinstance(s, Loop):
@@ -156,6 +157,50 @@ class _Rewrite:
         them, each times its weight, and nothing else."""
         terms = self.affine(e)
         return terms is not None and terms == self.weights
+
+    def scaled_position(self, e: Expr) -> Expr | None:
+        """``f * c + rest`` where ``e`` is the variables' row-major position times ``c`` plus
+        terms that read none of them: the linear index of a reshape's source read inside
+        the nest (``l = ((n * (H*W*C) + h * (W*C)) + w * C) + c``, the loop over ``c``
+        inside the nest), which becomes ``l = f * C + c``; else None."""
+        split = self.split(e, 1)
+        if split is None:
+            return None
+        coefficients, rest = split
+        c = coefficients.get(self.names[-1], 0)
+        if c < 1 or coefficients != {v: c * w for v, w in self.weights.items()}:
+            return None
+        out: Expr = self.f if c == 1 else Prim("mul", (self.f, Const(c, INDEX)), INDEX)
+        for sign, term in rest:
+            out = Prim("add" if sign > 0 else "sub", (out, term), INDEX)
+        return out
+
+    def split(self, e: Expr, sign: int) -> tuple[dict[str, int], list[tuple[int, Expr]]] | None:
+        """``e`` times ``sign`` as its nest variables' coefficients and the signed terms of
+        its sum that read none of them; None when a term reads them other than linearly."""
+        if not self.reads(e):
+            return {}, [(sign, e)]
+        if isinstance(e, Prim) and e.dtype == INDEX and e.op in ("add", "sub"):
+            a = self.split(e.args[0], sign)
+            b = self.split(e.args[1], sign if e.op == "add" else -sign)
+            if a is None or b is None:
+                return None
+            coefficients = dict(a[0])
+            for v, w in b[0].items():
+                coefficients[v] = coefficients.get(v, 0) + w
+            return {v: w for v, w in coefficients.items() if w}, a[1] + b[1]
+        terms = self.affine(e)
+        if terms is None:
+            return None
+        constant = terms.pop(None, 0)
+        return ({v: sign * w for v, w in terms.items()},
+                [(sign, Const(constant, INDEX))] if constant else [])
+
+    def reads(self, e: Expr) -> bool:
+        """Whether ``e`` reads a variable of the nest."""
+        if isinstance(e, Var):
+            return e.name in self.names
+        return any(self.reads(a) for a in (e.args if isinstance(e, Prim) else e.index if isinstance(e, Load) else ()))
 
     def affine(self, e: Expr) -> dict[str | None, int] | None:
         """``e`` as {variable: coefficient, None: constant} over the nest's variables, the

@@ -263,7 +263,10 @@ def test_an_axis_of_one_opens_no_loop():
 
 def test_a_nest_over_leading_axes_read_as_one_position_is_one_loop():
     # Batch norm's statistics: the nests over N, H and W (the output stored at [n, h, w, c],
-    # the GEMM's rows read at their row-major position) each one loop over N*H*W.
+    # the GEMM's rows read at their row-major position) each one loop over N*H*W. The
+    # reshape's source is read at ((n*H + h)*W + w)*C + c, the channel loop inside the nest:
+    # that is the collapsed position times C plus c (14 loops before, 10).
+    from flowjit.lowering.loops import loop_count
     from tests.lowering.test_programs import check_fused
 
     def f(x2):
@@ -274,6 +277,7 @@ def test_a_nest_over_leading_axes_read_as_one_position_is_one_loop():
     k = kernel_of(f, x2)
     text = print_kernel(k)
     assert "0..((n" in text and "out0[0, 0, " in text, text
+    assert loop_count(k.body) == 10 and " * 6) + i" in text, text
     assert not any(isinstance(s, Loop) and isinstance(s.body[0], Loop) and s.body[0].stop == s.stop
                    for s in k.body if isinstance(s, Loop) and s.body), text
     assert check_fused(f, x2) == 1
