@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from flowjit.lowering import loops
 from flowjit.lowering.loops import INDEX, Accumulator, Const, Expr, If, Let, Load, Loop, Prim, Store, Update, Var
 
 
@@ -200,7 +201,7 @@ class _Rewrite:
         """Whether ``e`` reads a variable of the nest."""
         if isinstance(e, Var):
             return e.name in self.names
-        return any(self.reads(a) for a in (e.args if isinstance(e, Prim) else e.index if isinstance(e, Load) else ()))
+        return any(self.reads(a) for a in loops.children(e))
 
     def affine(self, e: Expr) -> dict[str | None, int] | None:
         """``e`` as {variable: coefficient, None: constant} over the nest's variables, the
