@@ -85,6 +85,31 @@ def load_object(obj: bytes, resolve: Callable[[str], int | None]) -> LoadedObjec
         return None  # not an object this loader understands: MCJIT reports what is wrong
 
 
+def symbol_names(obj: bytes) -> tuple[list[str], list[str]]:
+    """The global symbols ``obj`` (a relocatable ELF object) defines, and those it uses and
+    does not define: what linking it must bind, the calls the code generator made by name (a
+    compiler builtin) among them. Both empty for what is not a 64-bit little-endian ELF object."""
+    defined: list[str] = []
+    undefined: list[str] = []
+    try:
+        (ident, e_type, _, _, _, _, shoff, _, _, _, _, shentsize, shnum, _) = _EHDR.unpack_from(obj)
+        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1 or e_type != 1 or shentsize != _SHDR.size:
+            return [], []
+        sections = [_SHDR.unpack_from(obj, shoff + i * shentsize) for i in range(shnum)]
+        for symtab in (s for s in sections if s[1] == _SHT_SYMTAB):
+            strtab = sections[symtab[6]]
+            strings = obj[strtab[4]:strtab[4] + strtab[5]]
+            for k in range(1, symtab[5] // _SYM.size):
+                sym = _SYM.unpack_from(obj, symtab[4] + k * _SYM.size)
+                if not sym[0] or sym[1] >> 4 == _STB_LOCAL:
+                    continue
+                name = strings[sym[0]:strings.index(b"\0", sym[0])].decode()
+                (undefined if sym[3] == _SHN_UNDEF else defined).append(name)
+        return defined, undefined
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError):
+        return [], []
+
+
 def _load(obj: bytes, resolve: Callable[[str], int | None]) -> LoadedObject | None:
     if sys.platform != "linux" or len(obj) < _EHDR.size:
         return None

@@ -217,6 +217,14 @@ def _resolve(name: str) -> int | None:
     found = _symbols.get(name)
     if found:
         return found
+    start = _SYMBOL_STARTERS.get(name)
+    if start is not None:
+        # A symbol the code generator called by name (a compiler builtin) rather than
+        # one the IR declared: its provider defines it now.
+        start()
+        found = _symbols.get(name)
+        if found:
+            return found
     if _process is None:
         _process = ctypes.CDLL(None)
     for lib in (_process, *(lib for _, lib in _search)):
@@ -557,8 +565,13 @@ class Library:
             else:
                 self._native = loaded[::-1]
         if self._native is None:
-            # MCJIT links a missing symbol to address 0: refuse the module before that.
-            _check_externals(declared, name)
+            # MCJIT links a missing symbol to address 0: refuse the module before that,
+            # including what the code generator calls that the IR never declared.
+            names = [elfload.symbol_names(obj) for obj in objs]
+            own = {s for defined, _ in names for s in defined}
+            undefined = [s for _, used in names for s in used if s not in own]
+            _start_providers(undefined)
+            _check_externals(list(dict.fromkeys([*declared, *undefined])), name)
             llvm = binding()
             target = self.target
             with _llvm_lock:

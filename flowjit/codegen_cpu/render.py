@@ -64,7 +64,7 @@ from flowjit.lowering.loops import (
 )
 from flowjit.lowering.verify import verify_kernel
 
-from . import jit, objcache, parallel
+from . import half_routines, jit, objcache, parallel  # noqa: F401  (half_routines: the float16 builtins generated code may call)
 from .kernel_abi import chunk_loop, chunk_symbol, size_value, symbol
 from .parallel import PARALLEL_MIN_ELEMENTS
 
