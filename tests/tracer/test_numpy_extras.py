@@ -427,3 +427,17 @@ def test_fj_einsum_takes_ellipses_and_repeated_indices_as_numpy_does():
         assert np.asarray(fj.function(lambda *o, spec=spec: np.einsum(spec, *o))(*ops)).shape == np.einsum(
             spec, *ops).shape
     np.testing.assert_allclose(fj.grad(lambda x: fj.einsum("ii->", x))(a[0]), np.eye(4))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int64, np.bool_])
+def test_sinc_is_one_at_zero_in_every_dtype(dtype):
+    # NumPy's old guard, where(x == 0, 1e-20, x), is 0 in float16 (sin(0)/0: NaN); NumPy 2.4
+    # takes the type's epsilon. Integers and bools give float64, as pi * x does.
+    x = np.array([0, 1, 3, 0, 2]).astype(dtype)
+    want_dtype = dtype if np.issubdtype(dtype, np.floating) else np.float64
+    for interpret in (False, True):
+        got = fj.function(fj.sinc, interpret=interpret)(x)
+        assert got.dtype == want_dtype
+        np.testing.assert_array_equal(got[[0, 3]], [1, 1])
+        np.testing.assert_allclose(got, np.sinc(x.astype(want_dtype)), rtol=1e-3 if dtype == np.float16 else 1e-6,
+                                   atol=1e-3 if dtype == np.float16 else 1e-12)

@@ -590,11 +590,13 @@ def cbrt(x: ArrayLike) -> Any:
 
 @numpy_counterpart
 def sinc(x: ArrayLike) -> Any:
-    """``sin(pi x) / (pi x)`` elementwise, 1 at 0 (gradient 0 there), as ``np.sinc``."""
-    o = as_operand(x)
-    # NumPy's where(x == 0, 1e-20, x) makes bools float64, not float16 as a ufunc would.
-    a = operand_value(cast(o, float64 if o.dtype.is_bool else float_dtype(o.dtype)))
-    y = multiply(np.pi, where(equal(a, 0), 1.0e-20, a))  # NumPy's own guard
+    """``sin(pi x) / (pi x)`` elementwise, 1 at 0 (gradient 0 there), as ``np.sinc`` (NumPy
+    2.4's form: integers and bools become float64 as ``pi * x`` does, and a zero is replaced
+    by the float type's epsilon, not 1e-20, which is 0 in float16 and gave NaN there)."""
+    y = multiply(np.pi, x)
+    d = as_operand(y).dtype
+    eps = float(np.finfo(d.np).eps) if d.is_float else 1.0e-20
+    y = where(equal(y, 0), eps, y)
     return divide(sin(y), y)
 
 
