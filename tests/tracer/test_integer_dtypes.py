@@ -70,6 +70,17 @@ def test_reductions_take_numpys_dtypes(dtype):
     assert got[9].dtype == np.float64  # true division of ints is float64, as NumPy's
 
 
+@pytest.mark.parametrize("interpret", [False, True])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16], ids=lambda d: np.dtype(d).name)
+def test_mean_in_an_integer_dtype_sums_in_it(dtype, interpret):
+    # NumPy's mean(x, dtype=int8) sums in int8, wrapping, then divides by the count in
+    # float64 (200 elements: a count in int8 would wrap too) and casts back.
+    x = (np.arange(200) % 120).astype(np.int8)
+    got = fj.function(lambda x: (fj.mean(x, dtype=dtype), fj.mean(x.reshape(8, 25), axis=1, dtype=dtype)),
+                      interpret=interpret)(x)
+    _same(got, (np.mean(x, dtype=dtype), np.mean(x.reshape(8, 25), axis=1, dtype=dtype)))
+
+
 @pytest.mark.parametrize("backend", ["llvm", "interpreter"])
 def test_casts_between_every_pair_and_from_floats_as_numpy(backend):
     # Floats in the target's range truncate toward zero; out of range (NaN, inf, -1.0 to

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.dtypes import DType, float16, float64, int64, uint64
+from flowjit.ir.dtypes import DType, float16, float32, float64, int64, uint64
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.errors import FlowjitTypeError, ShapeError
 from flowjit.tracer.control_flow import scan
@@ -121,9 +121,11 @@ def mean(x: ArrayLike, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
     """Arithmetic mean over ``axis``; ints give float64, float16 accumulates in float32."""
     o = as_operand(x)
     out_d = as_dtype(dtype) if dtype is not None else (o.dtype if o.dtype.is_inexact else float64)
-    acc = np.float32 if out_d == float16 else out_d
-    total = sum(astype(operand_value(o), acc), axis=axis, keepdims=keepdims)
-    return astype(divide(total, element_count(o, axis, acc)), out_d)
+    acc = float32 if out_d == float16 else out_d
+    # An integer dtype sums in that dtype, wrapping, and divides in float64, as NumPy does
+    # (its true_divide by the count; a count in int8 would wrap too).
+    total = sum(astype(operand_value(o), acc), axis=axis, dtype=acc, keepdims=keepdims)
+    return astype(divide(total, element_count(o, axis, acc if acc.is_inexact else float64)), out_d)
 
 
 def element_count(x: ArrayLike, axis: Any, dtype: Any) -> Any:
