@@ -441,3 +441,20 @@ def test_sinc_is_one_at_zero_in_every_dtype(dtype):
         np.testing.assert_array_equal(got[[0, 3]], [1, 1])
         np.testing.assert_allclose(got, np.sinc(x.astype(want_dtype)), rtol=1e-3 if dtype == np.float16 else 1e-6,
                                    atol=1e-3 if dtype == np.float16 else 1e-12)
+
+
+@pytest.mark.parametrize("interpret", [False, True])
+def test_gradients_at_infinities_and_zeros(interpret):
+    # logaddexp at +inf: a - out was inf - inf (NaN); the share of the infinite one is 1,
+    # half each where both are. fmod at x1 = 0: through |x1| its derivative was 0, not 1.
+    a = np.array([np.inf, 1.0, np.inf, -np.inf, -np.inf, 1.0])
+    b = np.array([1.0, np.inf, np.inf, -np.inf, 2.0, 2.0])
+    for f in (fj.logaddexp, fj.logaddexp2):
+        ga, gb = fj.function(fj.grad(lambda a, b: fj.sum(f(a, b)), argnums=(0, 1)), interpret=interpret)(a, b)
+        share = np.exp2(-1.0) / (1 + np.exp2(-1.0)) if f is fj.logaddexp2 else 1 / (1 + np.e)
+        np.testing.assert_allclose(ga, [1, 0, 0.5, 0.5, 0, share], rtol=1e-12)
+        np.testing.assert_allclose(ga + gb, np.ones(6), rtol=1e-12)
+    x, y = np.array([0.0, -0.0, 1.5, -2.5, 7.0]), np.array([2.0, 2.0, -1.0, 0.7, 2.0])
+    gx, gy = fj.function(fj.grad(lambda x, y: fj.sum(fj.fmod(x, y)), argnums=(0, 1)), interpret=interpret)(x, y)
+    np.testing.assert_array_equal(gx, np.ones(5))
+    np.testing.assert_array_equal(gy, -np.trunc(x / y))

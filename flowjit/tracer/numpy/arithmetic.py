@@ -12,6 +12,7 @@ from typing import Any
 
 from flowjit.ir.dtypes import DType, complex128, float64, int8, int32, int64
 from flowjit.tracer.control_flow import while_loop
+from flowjit.tracer.custom_gradients import custom_jvp
 from flowjit.tracer.numpy.conversion import astype
 from flowjit.tracer.numpy.counterparts import numpy_counterpart
 from flowjit.tracer.numpy.layout import broadcast_arrays
@@ -21,6 +22,7 @@ from flowjit.tracer.numpy.ufuncs import (
     absolute,
     add,
     clip,
+    divide,
     equal,
     floor,
     floor_divide,
@@ -57,6 +59,20 @@ def _promoted(fname: str, x1: ArrayLike, x2: ArrayLike) -> tuple[DType, Any, Any
     return d, operand_value(cast(a, d)), operand_value(cast(b, d))
 
 
+@custom_jvp
+def _float_fmod(a: Any, b: Any) -> Any:
+    m = remainder(absolute(a), absolute(b))
+    return where(signbit(a), negative(m), m)
+
+
+@_float_fmod.defjvp
+def _float_fmod_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # x1 - trunc(x1 / x2) * x2 differentiated, as JAX: through |x1| the derivative in x1
+    # was 0 at x1 = 0 (abs's kink), where fmod's is 1.
+    (a, b), (ta, tb) = primals, tangents
+    return _float_fmod(a, b), subtract(ta, multiply(trunc(divide(a, b)), tb))
+
+
 @numpy_counterpart
 def fmod(x1: ArrayLike, x2: ArrayLike) -> Any:
     """The remainder of x1 / x2 truncated toward zero (C's ``fmod``), with x1's sign, as
@@ -67,8 +83,7 @@ def fmod(x1: ArrayLike, x2: ArrayLike) -> Any:
     if d.is_complex:
         raise bad_argument("fmod", "complex numbers have no fmod (NumPy refuses them)")
     if d.is_float:
-        m = remainder(absolute(a), absolute(b))
-        return where(signbit(a), negative(m), m)
+        return _float_fmod(a, b)
     if d.is_bool:
         d, a, b = int8, astype(a, int8), astype(b, int8)  # NumPy's first loop for bools is int8's
     m = remainder(a, b)

@@ -481,8 +481,10 @@ def _with_smooth_derivative(value: Any, weight: Any) -> Any:
     def f_jvp(primals: tuple, tangents: tuple) -> tuple:
         (a, b), (ta, tb) = primals, tangents
         out = f(a, b)
-        # weight(a - out) is 1/2 at a tie too, and smooth there; only inf == inf needs it given
-        w = where(logical_and(equal(a, b), isinf(a)), 0.5, weight(subtract(a, out)))
+        # weight(a - out) is 1/2 at a tie too, and smooth there. Where a is the result (a
+        # is +inf, or b is -inf or too small to count) a - out is inf - inf or 0: a's
+        # share is 1, or 1/2 where b is the result too (inf == inf).
+        w = where(equal(a, out), where(equal(b, out), 0.5, 1.0), weight(subtract(a, out)))
         return out, add(multiply(ta, w), multiply(tb, subtract(1.0, w)))
     return f
 
