@@ -85,41 +85,58 @@ def load_object(obj: bytes, resolve: Callable[[str], int | None]) -> LoadedObjec
         return None  # not an object this loader understands: MCJIT reports what is wrong
 
 
+def _sections(obj: bytes) -> list[tuple] | None:
+    """The section headers of ``obj`` when it is a relocatable 64-bit little-endian ELF
+    object (any machine), else None."""
+    if len(obj) < _EHDR.size:
+        return None
+    (ident, e_type, _, _, _, _, shoff, _, _, _, _, shentsize, shnum, _) = _EHDR.unpack_from(obj)
+    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1 or e_type != 1:
+        return None
+    if shentsize != _SHDR.size or shoff + shnum * shentsize > len(obj):
+        return None
+    # (name, type, flags, addr, offset, size, link, info, addralign, entsize)
+    return [_SHDR.unpack_from(obj, shoff + i * shentsize) for i in range(shnum)]
+
+
+def _symbol_table(obj: bytes, sections: list[tuple]) -> tuple[list[tuple], Callable[[tuple], str]] | None:
+    """The symbols of ``obj``'s one symbol table, (name, info, other, shndx, value, size)
+    each, and the function naming one; None without exactly one table."""
+    symtabs = [s for s in sections if s[1] == _SHT_SYMTAB]
+    if len(symtabs) != 1:
+        return None
+    symtab = symtabs[0]
+    strtab = sections[symtab[6]]
+    strings = obj[strtab[4]:strtab[4] + strtab[5]]
+
+    def symbol_name(sym: tuple) -> str:
+        return strings[sym[0]:strings.index(b"\0", sym[0])].decode()
+    return [_SYM.unpack_from(obj, symtab[4] + k * _SYM.size) for k in range(symtab[5] // _SYM.size)], symbol_name
+
+
 def symbol_names(obj: bytes) -> tuple[list[str], list[str]]:
     """The global symbols ``obj`` (a relocatable ELF object) defines, and those it uses and
     does not define: what linking it must bind, the calls the code generator made by name (a
     compiler builtin) among them. Both empty for what is not a 64-bit little-endian ELF object."""
-    defined: list[str] = []
-    undefined: list[str] = []
     try:
-        (ident, e_type, _, _, _, _, shoff, _, _, _, _, shentsize, shnum, _) = _EHDR.unpack_from(obj)
-        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1 or e_type != 1 or shentsize != _SHDR.size:
+        sections = _sections(obj)
+        table = _symbol_table(obj, sections) if sections is not None else None
+        if table is None:
             return [], []
-        sections = [_SHDR.unpack_from(obj, shoff + i * shentsize) for i in range(shnum)]
-        for symtab in (s for s in sections if s[1] == _SHT_SYMTAB):
-            strtab = sections[symtab[6]]
-            strings = obj[strtab[4]:strtab[4] + strtab[5]]
-            for k in range(1, symtab[5] // _SYM.size):
-                sym = _SYM.unpack_from(obj, symtab[4] + k * _SYM.size)
-                if not sym[0] or sym[1] >> 4 == _STB_LOCAL:
-                    continue
-                name = strings[sym[0]:strings.index(b"\0", sym[0])].decode()
-                (undefined if sym[3] == _SHN_UNDEF else defined).append(name)
-        return defined, undefined
+        symbols, symbol_name = table
+        named = [sym for sym in symbols[1:] if sym[0] and sym[1] >> 4 != _STB_LOCAL]
+        return ([symbol_name(sym) for sym in named if sym[3] != _SHN_UNDEF],
+                [symbol_name(sym) for sym in named if sym[3] == _SHN_UNDEF])
     except (struct.error, IndexError, ValueError, UnicodeDecodeError):
         return [], []
 
 
 def _load(obj: bytes, resolve: Callable[[str], int | None]) -> LoadedObject | None:
-    if sys.platform != "linux" or len(obj) < _EHDR.size:
+    if sys.platform != "linux":
         return None
-    (ident, e_type, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum, _) = _EHDR.unpack_from(obj)
-    if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1 or e_type != 1 or machine != 62:
+    sections = _sections(obj)
+    if sections is None or _EHDR.unpack_from(obj)[2] != 62:   # x86-64
         return None
-    if shentsize != _SHDR.size or shoff + shnum * shentsize > len(obj):
-        return None
-    sections = [_SHDR.unpack_from(obj, shoff + i * shentsize) for i in range(shnum)]
-    # (name, type, flags, addr, offset, size, link, info, addralign, entsize)
 
     # Sections to place: allocated ones, except unwind tables (nothing unwinds through
     # kernels: they are nounwind C functions, and MCJIT's registration is for debuggers).
@@ -134,17 +151,10 @@ def _load(obj: bytes, resolve: Callable[[str], int | None]) -> LoadedObject | No
     rodata = [i for i in placed if not sections[i][2] & (_SHF_EXECINSTR | _SHF_WRITE)]
     data = [i for i in placed if sections[i][2] & _SHF_WRITE and not sections[i][2] & _SHF_EXECINSTR]
 
-    symtabs = [s for s in sections if s[1] == _SHT_SYMTAB]
-    if len(symtabs) != 1:
+    table = _symbol_table(obj, sections)
+    if table is None:
         return None
-    symtab = symtabs[0]
-    strtab = sections[symtab[6]]
-    strings = obj[strtab[4]:strtab[4] + strtab[5]]
-    symbols = [_SYM.unpack_from(obj, symtab[4] + k * _SYM.size) for k in range(symtab[5] // _SYM.size)]
-    # (name, info, other, shndx, value, size)
-
-    def symbol_name(sym: tuple) -> str:
-        return strings[sym[0]:strings.index(b"\0", sym[0])].decode()
+    symbols, symbol_name = table
 
     relocations = []
     for s in sections:

@@ -37,6 +37,7 @@ from flowjit.lowering.loops import (
 from flowjit.lowering.tile_transpose import block_lets, block_reads, lanes_vectors, moves_evenly
 
 from . import intrinsics, invariant_division, row_prefetch
+from .half_routines import round_to_odd_f32
 from .jit import PARALLEL_FOR_SYMBOL
 from .kernel_abi import (
     CHUNK_BYTES,
@@ -1009,7 +1010,7 @@ class _Renderer:
             if d.itemsize > src.itemsize:
                 return b.fpext(v, _reg(d))
             if src == float64 and d == float16:
-                return b.fptrunc(self.round_to_odd_f32(v), F16)
+                return b.fptrunc(round_to_odd_f32(b, v), F16)
             return b.fptrunc(v, _reg(d))
         # float -> int, as NumPy's C casts compile on x86: a narrow int converts through
         # int32 (uint32 through int64) and keeps the low bits; NaN and out of range give
@@ -1033,22 +1034,6 @@ class _Renderer:
         ok = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
         safe = b.select(ok, v, ir.Constant(_reg(src), 0.0))
         return b.select(ok, b.fptosi(safe, t), ir.Constant(t, -(2 ** (bits - 1))))
-
-    def round_to_odd_f32(self, v: ir.Value) -> ir.Value:
-        """float64 -> float32 rounded to odd, so the float32 -> float16 rounding that follows
-        rounds as one correctly rounded float64 -> float16 conversion (no libcall)."""
-        b = self.b
-        f = b.fptrunc(v, F32)
-        back = b.fpext(f, F64)
-        inexact = b.fcmp_ordered("!=", back, v)
-        away = b.fcmp_ordered(">", self._fabs(back), self._fabs(v))
-        bits = b.bitcast(f, I32)
-        toward = b.select(away, b.sub(bits, ir.Constant(I32, 1)), bits)
-        odd = b.or_(toward, ir.Constant(I32, 1))
-        return b.bitcast(b.select(inexact, odd, bits), F32)
-
-    def _fabs(self, v: ir.Value) -> ir.Value:
-        return self.b.call(self.intrinsic("fabs", float64 if v.type == F64 else float32), [v])
 
     def intrinsic(self, op: str, d: DType) -> ir.Function:
         """The function computing intrinsic ``op`` of float dtype ``d``: the vectorizable

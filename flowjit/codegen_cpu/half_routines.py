@@ -15,7 +15,7 @@ bits kept, overflow to infinity.
 
 ``__truncdfhf2`` rounds float64 to float32 "to odd" first (exact, or the nearer of the two
 neighbours whose last bit is 1), then to float16: with 24 bits against float16's 11 that is
-one correctly rounded conversion (the same trick as ``emit``'s casts)."""
+one correctly rounded conversion (``round_to_odd_f32``, which ``emit``'s casts call too)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,24 @@ from . import jit, objcache
 # What each symbol converts: (argument type, result type), LLVM's names.
 SYMBOLS = {"__truncdfhf2": ("double", "half"), "__truncsfhf2": ("float", "half"),
            "__extendhfsf2": ("half", "float"), "__extendhfdf2": ("half", "double")}
+
+
+def round_to_odd_f32(b: Any, v: Any) -> Any:
+    """float64 ``v`` as float32 rounded to odd (exact, else its float32 neighbour toward zero
+    with the last bit set), at llvmlite builder ``b``: a float32 -> float16 rounding that
+    follows rounds as one correctly rounded float64 -> float16 conversion, with no libcall
+    (``emit``'s casts and ``__truncdfhf2`` both)."""
+    from llvmlite import ir
+
+    i32 = ir.IntType(32)
+    f = b.fptrunc(v, ir.FloatType())
+    back = b.fpext(f, v.type)
+    fabs = b.module.declare_intrinsic("llvm.fabs", [v.type])
+    inexact = b.fcmp_ordered("!=", back, v)
+    away = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [v]))
+    bits = b.bitcast(f, i32)
+    toward = b.select(away, b.sub(bits, ir.Constant(i32, 1)), bits)
+    return b.bitcast(b.select(inexact, b.or_(toward, ir.Constant(i32, 1)), bits), ir.FloatType())
 
 
 def build_module() -> str:
@@ -81,16 +99,7 @@ def build_module() -> str:
     b.ret(b.bitcast(f32_to_f16_bits(b, fn.args[0]), F16))
 
     fn, b = define("__truncdfhf2")
-    x = fn.args[0]
-    f = b.fptrunc(x, F32)
-    back = b.fpext(f, F64)
-    fabs = ir.Function(mod, ir.FunctionType(F64, [F64]), "llvm.fabs.f64")
-    inexact = b.fcmp_ordered("!=", back, x)
-    away = b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [x]))
-    bits = b.bitcast(f, I32)
-    toward = b.select(away, b.sub(bits, u32(1)), bits)
-    odd = b.select(inexact, b.or_(toward, u32(1)), bits)
-    b.ret(b.bitcast(f32_to_f16_bits(b, b.bitcast(odd, F32)), F16))
+    b.ret(b.bitcast(f32_to_f16_bits(b, round_to_odd_f32(b, fn.args[0])), F16))
 
     def f16_to_f32(b: ir.IRBuilder, h: ir.Value) -> ir.Value:
         """float16 ``h`` as float32 (exact; a NaN quieted, its payload kept)."""
