@@ -349,9 +349,24 @@ def build_module() -> str:
             b.position_at_end(done_)
 
         def after_wake(b):
-            widen, wide = worker.append_basic_block("widen"), worker.append_basic_block("wide")
+            # The caller may have moved while the worker slept: then the worker was kept off
+            # the CPU the caller had left and woken on the one it runs on now (on two CPUs,
+            # always so), where it preempted the caller or shared its CPU for the whole loop
+            # (8 of 60 loops after 30 ms pauses on Zen 5, a third of them with every chunk
+            # run by the worker). So it steps off the caller's CPU before widening its mask
+            # again (a thread that sets its own mask is moved at once; one whose mask widens
+            # stays where it is).
+            widen, step_off, wide = (worker.append_basic_block(s) for s in ("widen", "step_off", "wide"))
+            reset = worker.append_basic_block("reset")
             b.cbranch(b.load(restricted), widen, wide)
             b.position_at_end(widen)
+            caller_cpu = ld(b, job_cpu)
+            on_it = b.icmp_signed("==", b.sext(b.call(getcpu, []), I64), caller_cpu)
+            b.cbranch(on_it, step_off, reset)
+            b.position_at_end(step_off)
+            b.call(avoid, [caller_cpu, allowed_p])
+            b.branch(reset)
+            b.position_at_end(reset)
             b.call(setaff, [ir.Constant(I32, 0), const(_CPU_SET_BYTES), allowed_p])
             b.store(ir.Constant(I1, 0), restricted)
             b.branch(wide)
@@ -392,6 +407,11 @@ def build_module() -> str:
     b = ir.IRBuilder(resting.append_basic_block("entry"))
     left = b.sub(ld(b, solo_until), b.call(clock, []))
     b.ret(b.select(b.icmp_signed(">", left, const(0)), left, const(0)))
+
+    # flowjit_pool_since_straggler() -> ns since a loop last had a straggler (the whole clock: never)
+    since = ir.Function(mod, ir.FunctionType(I64, []), "flowjit_pool_since_straggler")
+    b = ir.IRBuilder(since.append_basic_block("entry"))
+    b.ret(b.sub(b.call(clock, []), ld(b, straggled_at)))
 
     # flowjit_pool_start(workers)
     start = ir.Function(mod, ir.FunctionType(I32, [I64]), "flowjit_pool_start")
@@ -553,6 +573,11 @@ class NativePool:
         """Seconds for which split loops still run on their caller alone: the rest after a
         straggler (see STRAGGLE_NS); 0 when none."""
         return self._lib.function("flowjit_pool_resting", ctypes.c_int64, [])() / 1e9
+
+    def calm(self) -> bool:
+        """True when no loop had a straggler in the last CALM_NS: a worker that goes to sleep
+        now keeps off the CPU its caller last started a loop on (Linux)."""
+        return self._lib.function("flowjit_pool_since_straggler", ctypes.c_int64, [])() > CALM_NS
 
     def _forked(self) -> None:
         self._after_fork()

@@ -168,7 +168,10 @@ def test_a_worker_woken_on_its_callers_cpu_runs_its_chunks_on_another():
     # After an idle spell the woken worker was often placed on its caller's CPU, and both
     # stayed there for a whole block of calls: split loops ran at one thread's speed (a
     # softmax's 15 calls after a 150 ms pause: 2.4 ms each in about half the blocks, 1.2 ms
-    # in the others, on the project's 2-vCPU Xeon). The worker now sleeps off its caller's CPU.
+    # in the others, on the project's 2-vCPU Xeon). The worker now sleeps off its caller's CPU,
+    # and one woken on its caller's CPU all the same (the caller moved while it slept: about a
+    # third of the loops on Zen 5, where the worker shared its caller's CPU or ran every chunk
+    # while the caller waited) steps off it.
     pool = native_pool()
     if pool.workers == 0:
         pytest.skip("FLOWJIT_NUM_THREADS=1: no workers")
@@ -182,16 +185,25 @@ def test_a_worker_woken_on_its_callers_cpu_runs_its_chunks_on_another():
     # Until the worker has taken part in 15 loops: on a noisy host (another VM's burst) a
     # worker woken late finds every chunk taken, which says nothing about where it ran
     # (8 of 30 once in a suite run, 15 or more in every run alone).
-    shared, joined, tries = 0, 0, 0
+    shared, joined, tries, noisy = 0, 0, 0, 0
     while joined < 15 and tries < 120:
         tries += 1
         time.sleep(0.03)  # long past the workers' spin: they sleep, to be woken by the loop
+        if not pool.calm():
+            # A straggler lately (another VM's burst): the worker sleeps unrestricted, as on a
+            # machine whose cores other processes hold; that loop says nothing of this.
+            noisy += 1
+            if noisy > 5:
+                pytest.skip("stragglers in 6 spells of CALM_NS: no calm machine to judge on")
+            time.sleep(pthread_pool.CALM_NS / 1e9)
+            continue
         pool.run(record, n, ctypes.addressof(ctx), 2)
         mine = tids == caller
         if mine.all():
             continue  # the worker took no chunk (one on the caller's CPU gets none)
         joined += 1
-        shared += bool(np.isin(cpus[~mine], cpus[mine][:1]).any())
+        # A loop whose every chunk the worker ran is one where it preempted its caller.
+        shared += bool(not mine.any() or np.isin(cpus[~mine], cpus[mine][:1]).any())
     assert joined == 15, f"the worker took part in {joined} of {tries} loops"
     assert shared <= 2, f"the worker ran on the caller's first CPU in {shared} of {joined} loops"
 
