@@ -119,6 +119,7 @@ def test_irfft_of_the_last_axis_runs_the_kernel_and_matches_numpy(dtype, shape, 
 
 @pytest.mark.parametrize("fft_type,shape,n", [
     ("fft", (1, 1024), 1024), ("ifft", (4, 4096), 4096), ("fft", (1, 65536), 65536),   # past KERNEL_MAX_LENGTH
+    ("fft", (16, 65536), 65536), ("rfft", (8, 65536), 65536),   # past FOUR_STEP_MAX_ELEMENTS, rows share the twiddles
     ("fft", (2, 3, 128), 128), ("rfft", (1, 8192), 8192), ("rfft", (3, 256), 256), ("irfft", (2, 513), 1024)])
 def test_long_transforms_of_few_rows_run_as_four_steps_of_batches(fft_type, shape, n):
     # Fewer rows than a block's lanes: two fft ops of shorter lengths over more rows, each the
@@ -207,11 +208,16 @@ def test_bluesteins_padded_length_and_its_transforms_without_a_transpose():
 
 
 def test_four_steps_stop_where_their_transposes_cost_more_than_products():
-    from flowjit.ir.primitives.fft import FOUR_STEP_MAX_ELEMENTS, _four_steps_apply
+    from flowjit.ir.primitives.fft import FOUR_STEP_MAX_ELEMENTS, FOUR_STEP_MAX_LENGTH, _four_steps_apply
     assert _four_steps_apply(TensorType((1, FOUR_STEP_MAX_ELEMENTS), complex64))
     assert not _four_steps_apply(TensorType((2, FOUR_STEP_MAX_ELEMENTS), complex64))
     assert not _four_steps_apply(TensorType((1, 32), complex64))          # short: products
     assert not _four_steps_apply(TensorType((16, 4096), complex64))       # the kernel's as it is
+    # over several rows the twiddles are shared: up to FOUR_STEP_MAX_LENGTH the four steps
+    assert _four_steps_apply(TensorType((16, 1 << 16), complex64))
+    assert _four_steps_apply(TensorType((8, FOUR_STEP_MAX_LENGTH), complex64))
+    assert not _four_steps_apply(TensorType((1, 1 << 20), complex64))
+    assert not _four_steps_apply(TensorType((4, 2 * FOUR_STEP_MAX_LENGTH), complex64))
 
 
 def test_gradients_through_the_kernel_match_the_interpreter():

@@ -176,8 +176,15 @@ MIXED_SUM_RADIX = 7
 # The four steps' transposes of complex elements run in scalar tiles, and the twiddles are a
 # constant as large as the transform: past this many elements (2 MiB of complex64) the
 # products were faster (fft of c64[1, 2^20]: 8.5 ms in four steps, 5.6 as products, JAX
-# 7.7-8.3; c64[1, 2^18]: 1.20 against 1.57).
+# 7.7-8.3; c64[1, 2^18]: 1.20 against 1.57). That is one long row: over several rows the
+# twiddles (n of them) are shared, and up to FOUR_STEP_MAX_LENGTH points the four steps won
+# at every row count measured (Zen 5, 2026-12-02, ms as products -> four steps: c64[16, 2^16]
+# 7.18 -> 5.64, [64, 2^16] 35.6 -> 24.3, [8, 2^17] 5.42 -> 4.62, [16, 2^17] 19.5 -> 14.1,
+# [32, 2^15] 6.87 -> 6.60, [128, 2^15] 30.9 -> 25.2; at 2^18 points even, [4, 2^18] 6.99
+# against 7.20, [8, 2^18] 16.0 against 15.8), the products' GEMMs of 32 terms a row running
+# at a fifth of the memory's bandwidth.
 FOUR_STEP_MAX_ELEMENTS = 1 << 18
+FOUR_STEP_MAX_LENGTH = 1 << 17
 
 
 def kernel_transform(t: TensorType, fft_type: str, fft_lengths: Sequence[int]) -> bool:
@@ -479,11 +486,12 @@ def _last_axis_form(t: TensorType):
 
 def _four_steps_apply(t: TensorType) -> bool:
     """Whether ``_four_step`` runs the last axis of complex ``t``: a power of two of at least
-    FOUR_STEP_MIN_LENGTH, in at most FOUR_STEP_MAX_ELEMENTS, that the FFT kernel does not take
-    as it is (too few rows, or too long), whose two batches it takes."""
+    FOUR_STEP_MIN_LENGTH, at most FOUR_STEP_MAX_LENGTH long or in at most
+    FOUR_STEP_MAX_ELEMENTS, that the FFT kernel does not take as it is (too few rows, or too
+    long), whose two batches it takes."""
     n = t.shape[-1]
-    if (n < FOUR_STEP_MIN_LENGTH or n & (n - 1) or math.prod(t.shape) > FOUR_STEP_MAX_ELEMENTS
-            or kernel_transform(t, "fft", (n,))):
+    large = math.prod(t.shape) > FOUR_STEP_MAX_ELEMENTS and n > FOUR_STEP_MAX_LENGTH
+    if n < FOUR_STEP_MIN_LENGTH or n & (n - 1) or large or kernel_transform(t, "fft", (n,)):
         return False
     n1 = 1 << ((n.bit_length() - 1) // 2)
     lead = t.shape[:-1]
