@@ -352,7 +352,7 @@ def build_module() -> str:
             # The caller may have moved while the worker slept: then the worker was kept off
             # the CPU the caller had left and woken on the one it runs on now (on two CPUs,
             # always so), where it preempted the caller or shared its CPU for the whole loop
-            # (8 of 60 loops after 30 ms pauses on Zen 5, a third of them with every chunk
+            # (127 of 360 loops after 30 ms pauses on Zen 5, most of them with every chunk
             # run by the worker). So it steps off the caller's CPU before widening its mask
             # again (a thread that sets its own mask is moved at once; one whose mask widens
             # stays where it is).
