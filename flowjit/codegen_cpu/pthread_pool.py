@@ -561,6 +561,8 @@ class NativePool:
         # the interpreter exits: the code must stay mapped, so this reference is never dropped.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._lib))
         self._after_fork = self._lib.function("flowjit_pool_after_fork", None, [])
+        self._resting = self._lib.function("flowjit_pool_resting", ctypes.c_int64, [])
+        self._since_straggler = self._lib.function("flowjit_pool_since_straggler", ctypes.c_int64, [])
         # Only the forking thread lives on in a child (os.fork, multiprocessing): without
         # this its first split loop would wait forever for workers that are not there.
         os.register_at_fork(after_in_child=self._forked)
@@ -572,12 +574,12 @@ class NativePool:
     def resting(self) -> float:
         """Seconds for which split loops still run on their caller alone: the rest after a
         straggler (see STRAGGLE_NS); 0 when none."""
-        return self._lib.function("flowjit_pool_resting", ctypes.c_int64, [])() / 1e9
+        return self._resting() / 1e9
 
     def calm(self) -> bool:
         """True when no loop had a straggler in the last CALM_NS: a worker that goes to sleep
         now keeps off the CPU its caller last started a loop on (Linux)."""
-        return self._lib.function("flowjit_pool_since_straggler", ctypes.c_int64, [])() > CALM_NS
+        return self._since_straggler() > CALM_NS
 
     def _forked(self) -> None:
         self._after_fork()
