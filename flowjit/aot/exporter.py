@@ -35,6 +35,7 @@ import numpy as np
 import safetensors.numpy
 
 from flowjit.passes.constant_fold import constant_fold
+from flowjit.passes.decompose import decompose
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline
 from flowjit.runtime.dispatch import compile_function
 from flowjit.runtime.executable import Executable
@@ -152,8 +153,11 @@ def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tupl
     return exe, plan, constants
 
 
-SYMBOLIC_PIPELINE = Pipeline([(name, functools.partial(constant_fold, fold_growing=False)
-                                 if name == "constant_fold" else fn) for name, fn in DEFAULT_PIPELINE.passes])
+# For every size of a symbolic dimension: no array made from one size of it (constant_fold),
+# no decomposition whose row counts are not lines in it (decompose).
+_SYMBOLIC_PASSES = {"constant_fold": functools.partial(constant_fold, fold_growing=False),
+                    "decompose": functools.partial(decompose, fixed_sizes=False)}
+SYMBOLIC_PIPELINE = Pipeline([(name, _SYMBOLIC_PASSES.get(name, fn)) for name, fn in DEFAULT_PIPELINE.passes])
 
 # The sizes a symbolic dimension is traced at: multiples of 64, so every size and offset of
 # the three plans is a multiple of the scratch alignment and lines fit them exactly.

@@ -70,12 +70,17 @@ class Emitter:
 
     def __init__(self, builder: Builder, backward: Callable[..., list[Value]] | None = None,
                  jvp: Callable[..., list[Value]] | None = None, active: set[int] | None = None,
-                 own_kernels: bool = False):
+                 own_kernels: bool = False, fixed_sizes: bool = True):
         self.builder = builder
         # Whether the ops emitted run where the lowering's kernels of their own run (the CPU
         # code generator, ahead of time too): a decomposition may then keep an op that has
         # one (an fft the FFT kernel takes) instead of writing it in other primitives.
         self.own_kernels = own_kernels
+        # False where the program is traced at several sizes of a symbolic dimension for one
+        # plan (``flowjit compile --arg f32[B,...]``), whose buffers' sizes must be lines in
+        # it: a decomposition then keeps every count of rows it makes proportional to the
+        # traced one (no rows paired into half as many, no padding to an even count).
+        self.fixed_sizes = fixed_sizes
         self._backward = backward
         self._jvp = jvp
         # The ids of the values a differentiated value reaches, when the pass knows them.

@@ -19,15 +19,16 @@ from flowjit.passes.placement import DeviceTarget, device_kind
 from flowjit.passes.prune import prune
 
 
-def _decompose_block(block: Block, own_kernels: bool) -> int:
+def _decompose_block(block: Block, own_kernels: bool, fixed_sizes: bool) -> int:
     count = 0
     for op in list(block.ops):
         for inner in op.blocks:
-            count += _decompose_block(inner, own_kernels)
+            count += _decompose_block(inner, own_kernels, fixed_sizes)
         rule = op.primitive.decompose
         if rule is None:
             continue
-        outs = rule(Emitter(Builder.before(op), own_kernels=own_kernels), *op.inputs, **op.attrs)
+        e = Emitter(Builder.before(op), own_kernels=own_kernels, fixed_sizes=fixed_sizes)
+        outs = rule(e, *op.inputs, **op.attrs)
         if outs is None:  # the rule declined (emitting nothing): the op has a kernel of its own
             continue
         count += 1
@@ -38,10 +39,12 @@ def _decompose_block(block: Block, own_kernels: bool) -> int:
     return count
 
 
-def decompose(fn: Function, target: DeviceTarget | None = None) -> Function:
+def decompose(fn: Function, target: DeviceTarget | None = None, fixed_sizes: bool = True) -> Function:
     """``fn`` with every op that declares a decomposition replaced by its decomposition. A
     rule may keep an op that the lowering gives a kernel of its own (``Emitter.own_kernels``)
     when every device of ``target`` is a CPU (the default); other devices' code generators
-    get the decomposition."""
+    get the decomposition. ``fixed_sizes=False``: ``fn`` is one of the traces of a symbolic
+    dimension's sizes that an ahead-of-time compile unifies, and the rules keep their
+    forms' row counts proportional to the traced ones (``Emitter.fixed_sizes``)."""
     own_kernels = target is None or all(device_kind(d) == "cpu" for d in target.devices)
-    return prune(fn) if _decompose_block(fn.body, own_kernels) else fn
+    return prune(fn) if _decompose_block(fn.body, own_kernels, fixed_sizes) else fn

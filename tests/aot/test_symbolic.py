@@ -275,3 +275,16 @@ def test_an_embedding_step_over_a_symbolic_batch_gives_the_jits_bits(tmp_path, r
     for batch in (1, 7, 130, 700):
         ids = np.random.default_rng(batch).integers(-3, rows + 3, (batch, 5)).astype(np.int32)
         np.testing.assert_array_equal(compiled(table, ids), fj.function(step)(table, ids))
+
+
+def test_an_odd_length_rfft_over_a_symbolic_batch_compiles(tmp_path):
+    # The JIT transforms an odd length's real rows two at a time (half as many complex rows);
+    # over a symbolic batch the decomposition keeps one row per row, whose sizes are lines in B.
+    def spectrum(x):
+        return fj.abs(fj.fft.rfft(x))
+    fj.export(spectrum, fj.ShapeDtype(("B", 101), "f32"), path=tmp_path, name="spectrum")
+    compiled = fj.load_compiled(tmp_path)
+    for batch in (1, 2, 3, 8, 65):
+        x = np.random.default_rng(batch).standard_normal((batch, 101)).astype(np.float32)
+        np.testing.assert_allclose(compiled(x), np.abs(np.fft.rfft(x)), rtol=2e-5, atol=2e-5 * 101)
+        np.testing.assert_allclose(compiled(x), fj.function(spectrum)(x), rtol=2e-5, atol=2e-5 * 101)

@@ -207,6 +207,31 @@ def test_bluesteins_padded_length_and_its_transforms_without_a_transpose():
         _close(fj.function(transform)(x), want, x.dtype)
 
 
+@pytest.mark.parametrize("shape", [(2, 4099), (3, 1031), (2, 3, 37), (5, 33), (4, 1001)])
+def test_an_odd_length_rfft_transforms_two_real_rows_as_one_complex_row(shape):
+    # Row j is the real part and row half + j the imaginary part of one complex transform,
+    # untangled after (a real row cast to complex spent half its transform on zeros); an odd
+    # count of rows gets a zero row.
+    rng = np.random.default_rng(shape[-1])
+    x = rng.standard_normal(shape)
+    n, rows = shape[-1], math.prod(shape[:-1])
+    f = fj.function(fj.fft.rfft)
+    packed = [op.result.type.shape for op in f.ir(x.astype(np.float32), stage="decompose").body.ops
+              if op.name == "complex"]
+    assert packed == [(-(-rows // 2), n)], packed
+    for dtype in (np.float32, np.float64):
+        want = np.fft.rfft(x)
+        got = f(x.astype(dtype))
+        assert got.dtype == (np.complex64 if dtype == np.float32 else np.complex128)
+        _close(got, want, got.dtype)
+        _close(fj.function(fj.fft.rfft, interpret=True)(x.astype(dtype)), want, got.dtype)
+
+    def loss(a):
+        return fj.sum(fj.abs(fj.fft.rfft(a)) ** 2 * fj.arange(n // 2 + 1))
+    np.testing.assert_allclose(fj.function(fj.grad(loss))(x), fj.function(fj.grad(loss), interpret=True)(x),
+                               rtol=1e-9, atol=1e-9 * n * n)
+
+
 def test_four_steps_stop_where_their_transposes_cost_more_than_products():
     from flowjit.ir.primitives.fft import FOUR_STEP_MAX_ELEMENTS, FOUR_STEP_MAX_LENGTH, _four_steps_apply
     assert _four_steps_apply(TensorType((1, FOUR_STEP_MAX_ELEMENTS), complex64))

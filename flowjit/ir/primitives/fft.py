@@ -552,6 +552,8 @@ def _rfft_last(e, x):
     rank = x.type.ndim
     d = x.type.dtype.complex_dtype
     if n % 2:
+        if n > DFT_RADIX and math.prod(x.type.shape[:-1]) >= 2 and e.fixed_sizes:
+            return _rfft_odd_pairs(e, x)
         return _last(e, _dft_axis(e, e.cast(x, dtype=d), rank - 1, -1), 0, n // 2 + 1)
     if e.own_kernels and kernel_transform(x.type, "rfft", (n,)):
         return e.fft(x, fft_type="rfft", fft_lengths=(n,))
@@ -581,6 +583,34 @@ def _rfft_last(e, x):
     untangled = e.add(e.mul(at_k, _constant(e, (0.5 + twiddle[:, None]).astype(d.np))),
                       e.mul(at_h_minus_k, _constant(e, (0.5 - twiddle[:, None]).astype(d.np))))
     return _from_rows(e, untangled, perm, x.type.shape[:-1] + (h + 1,))
+
+
+def _rfft_odd_pairs(e, x):
+    """The half spectra of the rows of real ``x`` [.., n], n odd, two rows in one complex
+    transform: z = a + i b, whose DFT Z gives A_k = (Z_k + conj(Z_(n-k))) / 2 and
+    B_k = (Z_k - conj(Z_(n-k))) / 2i (Z's index mod n). An odd length has no pairs of samples
+    to pack (the even lengths' untangling), and a real row cast to complex spent half of its
+    transform's work on zeros: rfft of f32[64, 4099] (Bluestein's) took 2.2-2.6 ms against JAX's
+    0.83-1.25. Row j is paired with row half + j; an odd count of rows gets a zero row. Not
+    over a symbolic batch (``Emitter.fixed_sizes``): half its rows is no line in it."""
+    *lead, n = x.type.shape
+    rows = math.prod(lead)
+    h = n // 2
+    flat = e.reshape(x, shape=(rows, n))
+    if rows % 2:
+        flat = e.concatenate(flat, _constant(e, np.zeros((1, n), x.type.dtype.np)), axis=0)
+    half = (rows + 1) // 2
+    # row j paired with row half + j: both halves contiguous, every index affine
+    a, b = (_rows(e, flat, j * half, half) for j in (0, 1))
+    z = _dft_axis(e, e.complex(a, b), 1, -1)                                  # [half, n]
+    at_k = _last(e, z, 0, h + 1)
+    mirrored = e.conj(e.concatenate(_last(e, z, 0, 1), _last(e, z, n - 1, h, -1), axis=1))
+    first = e.mul(e.add(at_k, mirrored), e.const(0.5, at_k))
+    second = e.mul(e.sub(at_k, mirrored), e.const(-0.5j, at_k))
+    both = e.concatenate(first, second, axis=0)                               # [2 half, h + 1]
+    if rows % 2:
+        both = e.slice(both, start=(0, 0), size=(rows, h + 1), step=(1, 1))
+    return e.reshape(both, shape=(*lead, h + 1))
 
 
 def _rfft_split(e, z, twiddle: np.ndarray):
