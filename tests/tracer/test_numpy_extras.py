@@ -256,6 +256,11 @@ def test_gradients_stay_finite_where_the_function_is():
     np.testing.assert_array_equal(g, [zero, zero])  # JAX's choice at (0, 0)
     np.testing.assert_array_equal(fj.grad(lambda x: fj.sum(fj.sinc(x)))(zero), zero)
     np.testing.assert_array_equal(fj.grad(lambda x: fj.sum(fj.cbrt(x)))(zero), zero)  # not 0 * inf
+    # At an infinity the derivative's limit, 0 (JAX's), not the NaN of inf / inf.
+    edges = np.array([-np.inf, -8.0, np.inf, 8.0], np.float32)
+    for f in (fj.function(fj.grad(lambda x: fj.sum(fj.cbrt(x)))),
+              fj.function(fj.grad(lambda x: fj.sum(fj.cbrt(x))), interpret=True)):
+        np.testing.assert_allclose(f(edges), [0.0, 1 / 12, 0.0, 1 / 12], rtol=1e-6)
     x = np.array([0.5, -1.0, 3.0])
     ga, gb = fj.grad(lambda a, b: fj.sum(fj.logaddexp(a, b)), argnums=(0, 1))(x, x)
     np.testing.assert_allclose([ga, gb], [np.full(3, 0.5)] * 2)  # a tie splits the gradient
