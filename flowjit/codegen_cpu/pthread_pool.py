@@ -12,15 +12,12 @@ Made for a machine whose cores other processes share. The range is cut into more
 than threads (``OVERSPLIT`` a thread), and every thread, the caller first, claims the next
 chunk with a compare-and-swap on one word until none is left: a worker that the scheduler
 has not run yet takes nothing, the caller does its share, and the caller waits only for
-chunks a running worker has claimed (polling for at most ``SPIN_NS``, yielding the core now
-and then, then asleep on a condition variable, so that its core goes to whoever can use
-it). A worker that loses its core in the middle of a chunk makes the caller wait for it;
-when that loop took longer than the caller alone would have, the loops after it run on the
-caller alone for a while (``STRAGGLE_NS``). On Linux a
-worker about to sleep keeps off the CPU its caller last started a loop on (``_avoid``) until
-it is woken, on a machine with no straggler lately (``CALM_NS``). A second caller while a
-loop runs (another thread, or a loop nested in a chunk) runs its whole range on its own
-thread.
+chunks a running worker has claimed. It waits holding its core (the spin-wait hint, no
+``sched_yield``, no sleep), yielding only to a worker that runs on its own CPU; a worker
+between loops polls for the next one the same way for at most ``SPIN_NS``, then sleeps on
+a condition variable. On Linux a worker about to sleep keeps off the CPU its caller last
+started a loop on (``_avoid``) until it is woken. A second caller while a loop runs
+(another thread, or a loop nested in a chunk) runs its whole range on its own thread.
 """
 
 from __future__ import annotations
@@ -37,44 +34,27 @@ from .parallel import OVERSPLIT, default_threads
 
 SYMBOL = jit.PARALLEL_FOR_SYMBOL
 
-# How long a thread polls a shared word before sleeping on a condition variable: a worker
-# after a loop, for the program's next loop (waking one asleep costs 30-60 us on the project
-# machine), and the caller for the chunks still running. Each poll gives the CPU its
-# spin-wait hint (24 ns a pause on the project machine's EPYC); every YIELD_EVERY-th also
-# reads the clock and calls sched_yield (0.4 us there), which hands the core to a thread that
-# wants it (the caller a woken worker preempted, another process). The bound is wall time, so
-# a thread that lost its core stops polling as soon as it runs again.
+# How long a worker polls for the program's next loop before sleeping on a condition
+# variable (waking one asleep costs 30-60 us on the project machine). Each poll gives the
+# CPU its spin-wait hint (24 ns a pause on the project machine's EPYC); every YIELD_EVERY-th
+# also reads the clock and the thread's CPU.
+#
+# Neither the worker nor the caller waiting for its workers' chunks calls sched_yield, but
+# to a thread of its loop on its own CPU, and the caller does not sleep. Beside two busy
+# processes on two cores each yield gave the thread's turn to a busy process, and each sleep
+# meant waiting for one to end its slice when woken (milliseconds), so a loop whose worker
+# had lost its core in the middle of a chunk cost the caller a slice of somebody else's; the
+# pool then had to run the loops after it on the caller alone for a while (a "rest"), which
+# left a program that uses both cores idle on half of one: its loaded time about s / 0.45
+# its idle time, s the speedup of its second thread, over 3x for s above 1.35 (the zoo's
+# transformer at 2.98-3.38x, its LSTM's inference at 3.08-3.31x in the bench's shared
+# process). Holding their cores, the caller and its worker run as two of the four busy
+# threads, one on each core, and the program gets a core's worth of time wherever the
+# kernel placed it: the zoo's shared-process rows 1.79-2.51x their idle time in one run,
+# every row's CPU figure 0.73-1.02 where it had been 0.5-0.65 in the runs that went past 3x
+# (docs/performance.md, Shared CPUs).
 SPIN_NS = 50_000
 YIELD_EVERY = 16
-
-# A loop in which the caller, done with its chunks, waited for a worker's chunk more than
-# twice its own chunks' time and STRAGGLE_NS had a straggler: a worker that lost its core in
-# the middle of a chunk, which the caller cannot take back (it waits for the scheduler to
-# run the worker again, a time slice of another process: milliseconds), if the loop, the
-# wait included, also took longer than the caller alone would have at its own chunks' pace.
-# (A long loop whose worker came late still won: beside two busy processes the embedding
-# model's Adam update straggled and rested the pool, its next calls on half a core; judged
-# so, bench.workloads.contention's embedding_train took 0.84x the time loaded, its other
-# rows 0.97-1.02x, idle 0.97-1.01x; the zoo's shared-process rows, 6 runs of each, worst
-# row 4.26x -> 3.26x its idle time.) The loops after it
-# run on the caller alone for a rest of REST_MIN_NS, doubled while stragglers recur up to
-# REST_MAX_NS; any other split loop ends it. On a machine whose cores other
-# processes hold, one thread that has a core beats two that wait for each other: an MLP
-# step took 7.1 ms on two threads beside two busy processes, 2.8 ms on one (1.6 ms idle
-# on two; python -m bench.workloads.contention). The rest is bounded at 100 ms: the pool's
-# state is the process's, and a rest of up to 1 s, left by one program's small loops,
-# held the next program's large ones on one thread: in a process of the eight zoo
-# programs run one after the other beside two busy processes, the transformer's training
-# step 2.89x its idle time at 1 s against 1.59-1.63x at 100 ms (1.58x when it ran first),
-# every other row alike; bench.workloads.contention's five programs unchanged (busy
-# head/base 1.00-1.01), and fewer calls resting once the load was gone (162 against 323).
-STRAGGLE_NS = 30_000
-REST_MIN_NS = 20_000_000
-REST_MAX_NS = 100_000_000
-
-# A worker keeps off its caller's CPU while it sleeps (``_avoid``) only when no loop had a
-# straggler for this long.
-CALM_NS = 2_000_000_000
 
 # The claim word: the loop's epoch (the low 32 bits of its generation), its chunk count and
 # the next chunk to hand out, so that one compare-and-swap checks all three.
@@ -111,6 +91,10 @@ def _pause_hint() -> tuple[str, tuple[int, ...]]:
 # Linux's cpu_set_t: 1024 CPUs, a bit each.
 _CPU_SET_BYTES = 128
 
+# Workers whose CPU the caller checks before it yields (indices modulo this): the check is
+# a hint, and a machine with more workers shares the slots.
+_TRACKED_WORKERS = 16
+
 
 def _avoid(mod, setaff):
     """``flowjit_pool_avoid(i64 cpu, i8* allowed) -> i1``: restrict the calling thread to the
@@ -126,7 +110,8 @@ def _avoid(mod, setaff):
     thread's speed, call after call. Moving it once it runs did not last: the next wake-up
     placed it on the caller's CPU again. So a worker about to sleep calls this with the CPU
     its caller last started a loop on, and widens its mask again once woken (kept all the
-    time, the restriction cost under load what it won idle: see CALM_NS)."""
+    time, the restriction cost under load what it won idle, when the pool still yielded and
+    slept on a machine whose cores other processes held: see SPIN_NS)."""
     from llvmlite import ir
     I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
     mask_ty = ir.ArrayType(I8, _CPU_SET_BYTES)
@@ -187,14 +172,15 @@ def build_module() -> str:
         return ir.Function(mod, ir.FunctionType(ret, args), name)
 
     mutex, busy = glob("mutex", _OPAQUE, align=64), glob("busy", _OPAQUE, align=64)
-    work, done = glob("work", _OPAQUE, align=64), glob("done", _OPAQUE, align=64)
+    work = glob("work", _OPAQUE, align=64)
     # The two words every thread writes, each on its own cache line.
     claim, finished = glob("claim", I64, align=64), glob("finished", I64, align=64)
     gen, nworkers = glob("gen", I64, align=64), glob("nworkers", I64)
     job_fn, job_ctx = glob("job_fn", CHUNK_FN.as_pointer()), glob("job_ctx", I8P)
     job_n, job_threads = glob("job_n", I64), glob("job_threads", I64)
-    solo_until, rest_ns = glob("solo_until", I64), glob("rest_ns", I64)
-    straggled_at = glob("straggled_at", I64)  # when a loop last had a straggler (0: never)
+    # The CPU each worker (by index, modulo the array) last claimed a chunk on.
+    cpus_ty = ir.ArrayType(I64, _TRACKED_WORKERS)
+    worker_cpus = glob("worker_cpus", cpus_ty, ir.Constant(cpus_ty, [-1] * _TRACKED_WORKERS), align=64)
     job_cpu = glob("job_cpu", I64, ir.Constant(I64, -1))  # the caller's CPU at the loop's start
 
     mutex_init = ext("pthread_mutex_init", I32, [I8P, I8P])
@@ -202,7 +188,7 @@ def build_module() -> str:
     lock, unlock = ext("pthread_mutex_lock", I32, [I8P]), ext("pthread_mutex_unlock", I32, [I8P])
     trylock = ext("pthread_mutex_trylock", I32, [I8P])
     wait = ext("pthread_cond_wait", I32, [I8P, I8P])
-    broadcast, signal = ext("pthread_cond_broadcast", I32, [I8P]), ext("pthread_cond_signal", I32, [I8P])
+    broadcast = ext("pthread_cond_broadcast", I32, [I8P])
     sched_yield = ext("sched_yield", I32, [])
     linux = platform.system() == "Linux"
     getcpu = ext("sched_getcpu", I32, []) if linux else None
@@ -231,15 +217,15 @@ def build_module() -> str:
     def st(b, v, g):
         b.store_atomic(v, g, "release", 8)
 
-    def await_(b, fn, ready, cond, label, before_sleep=None, after_wake=None):
-        """Poll ``ready(b)`` for up to SPIN_NS, then sleep on ``cond`` under the mutex until it
-        holds (the writer that makes it hold signals ``cond`` under the mutex);
-        ``before_sleep(b)`` and ``after_wake(b)`` run around the sleep."""
-        began = b.call(clock, [])
+    def await_(b, fn, ready, label, yields, cond=None, before_sleep=None, after_wake=None):
+        """Poll ``ready(b)``, calling sched_yield every YIELD_EVERY polls where ``yields(b)``
+        holds; with a ``cond``, for up to SPIN_NS, then sleep on it under the mutex until
+        ``ready`` holds (the writer that makes it hold signals ``cond`` under the mutex),
+        ``before_sleep(b)`` and ``after_wake(b)`` around the sleep."""
+        began = b.call(clock, []) if cond is not None else None
         head = b.block
-        loop, more, give, asleep, check, nap, woken, after = (
-            fn.append_basic_block(f"{label}_{x}")
-            for x in ("spin", "more", "yield", "asleep", "check", "wait", "woken", "ready"))
+        loop, more, give, yield_, judged, after = (
+            fn.append_basic_block(f"{label}_{x}") for x in ("spin", "more", "give", "yield", "judged", "ready"))
         b.branch(loop)
         b.position_at_end(loop)
         k = b.phi(I64)
@@ -252,8 +238,18 @@ def build_module() -> str:
         k.add_incoming(k1, more)
         b.cbranch(b.icmp_unsigned("==", b.and_(k1, const(YIELD_EVERY - 1)), const(0)), give, loop)
         b.position_at_end(give)
+        b.cbranch(yields(b), yield_, judged)
+        b.position_at_end(yield_)
         b.call(sched_yield, [])
-        k.add_incoming(k1, give)
+        b.branch(judged)
+        b.position_at_end(judged)
+        k.add_incoming(k1, judged)
+        if cond is None:
+            b.branch(loop)
+            b.position_at_end(after)
+            return
+        asleep, check, nap, woken = (fn.append_basic_block(f"{label}_{x}")
+                                     for x in ("asleep", "check", "wait", "woken"))
         b.cbranch(b.icmp_signed(">=", b.sub(b.call(clock, []), began), const(SPIN_NS)), asleep, loop)
         b.position_at_end(asleep)
         if before_sleep is not None:
@@ -272,13 +268,13 @@ def build_module() -> str:
         b.branch(after)
         b.position_at_end(after)
 
-    # take(epoch, caller) -> chunks run: claim chunks of the loop of ``epoch`` and run them
-    # until none is left. The worker that finishes the loop's last chunk wakes the caller.
-    take = ir.Function(mod, ir.FunctionType(I64, [I64, I1]), "flowjit_pool_take")
+    # take(epoch, who) -> chunks run: claim chunks of the loop of ``epoch`` and run them
+    # until none is left; ``who`` is 0 for the caller, a worker's index for a worker, which
+    # records the CPU it claims each chunk on (``worker_cpus``).
+    take = ir.Function(mod, ir.FunctionType(I64, [I64, I64]), "flowjit_pool_take")
     take.linkage = "internal"
-    epoch, is_caller = take.args
-    entry, loop, try_, run, wake, out = (take.append_basic_block(s) for s in
-                                         ("entry", "loop", "try", "run", "wake", "out"))
+    epoch, who = take.args
+    entry, loop, try_, run, out = (take.append_basic_block(s) for s in ("entry", "loop", "try", "run", "out"))
     b = ir.IRBuilder(entry)
     b.branch(loop)
     b.position_at_end(loop)
@@ -294,6 +290,14 @@ def build_module() -> str:
     ran.add_incoming(ran, try_)
     b.cbranch(swapped, run, loop)
     b.position_at_end(run)
+    if linux:
+        mark, marked = take.append_basic_block("mark"), take.append_basic_block("marked")
+        b.cbranch(b.icmp_signed(">", who, const(0)), mark, marked)
+        b.position_at_end(mark)
+        slot = b.gep(worker_cpus, [ir.Constant(I32, 0), b.and_(who, const(_TRACKED_WORKERS - 1))], inbounds=True)
+        b.store_atomic(b.sext(b.call(getcpu, []), I64), slot, "release", 8)
+        b.branch(marked)
+        b.position_at_end(marked)
     # The chunk is claimed and not finished, so the loop (and its job words) stays as it is.
     fn, ctx, n = ld(b, job_fn), ld(b, job_ctx), ld(b, job_n)
     q, r = b.udiv(n, count), b.urem(n, count)  # chunk i: q elements, one more for the first r
@@ -301,14 +305,8 @@ def build_module() -> str:
     hi = b.add(b.add(lo, q), b.zext(b.icmp_unsigned("<", nxt, r), I64))
     b.call(fn, [lo, hi, ctx])
     ran1 = b.add(ran, const(1))
-    now = b.add(b.atomic_rmw("add", finished, const(1), "acq_rel"), const(1))
-    ran.add_incoming(ran1, run)
-    b.cbranch(b.and_(b.icmp_unsigned("==", now, count), b.not_(is_caller)), wake, loop)
-    b.position_at_end(wake)
-    b.call(lock, [p(b, mutex)])
-    b.call(signal, [p(b, done)])
-    b.call(unlock, [p(b, mutex)])
-    ran.add_incoming(ran1, wake)
+    b.atomic_rmw("add", finished, const(1), "acq_rel")
+    ran.add_incoming(ran1, b.block)
     b.branch(loop)
     b.position_at_end(out)
     b.ret(ran)
@@ -321,6 +319,14 @@ def build_module() -> str:
     b = ir.IRBuilder(entry)
     idx = b.ptrtoint(worker.args[0], I64)
     sleep_hooks = {}
+
+    def on_callers_cpu(b):
+        """Whether this thread runs on the CPU the caller started the loop on (Linux; else
+        always, as no thread can tell)."""
+        if not linux:
+            return ir.Constant(I1, 1)
+        return b.icmp_signed("==", b.sext(b.call(getcpu, []), I64), ld(b, job_cpu))
+
     if linux:
         # The CPUs it may run on, the CPU its caller last started a loop on (-1: none yet;
         # -2: it cannot tell its CPUs), and whether its sleep is restricted to the others.
@@ -335,18 +341,7 @@ def build_module() -> str:
         avoid = _avoid(mod, setaff)
 
         def before_sleep(b):
-            # Not on a machine whose cores other processes hold (a straggler in the last
-            # CALM_NS): there the worker kept off its caller's CPU lost its core to them in
-            # mid-chunk more often (the transformer's training step beside two busy
-            # processes 58-61 -> 81-92 ms), where one on the caller's CPU left the loops to
-            # the caller.
-            restrict, done_ = worker.append_basic_block("restrict"), worker.append_basic_block("restricted")
-            calm = b.icmp_signed(">", b.sub(b.call(clock, []), ld(b, straggled_at)), const(CALM_NS))
-            b.cbranch(calm, restrict, done_)
-            b.position_at_end(restrict)
             b.store(b.call(avoid, [b.load(avoided), allowed_p]), restricted)
-            b.branch(done_)
-            b.position_at_end(done_)
 
         def after_wake(b):
             # The caller may have moved while the worker slept: then the worker was kept off
@@ -376,7 +371,7 @@ def build_module() -> str:
     b.position_at_end(top)
     seen = b.phi(I64)
     seen.add_incoming(const(0), entry)
-    await_(b, worker, lambda b: b.icmp_unsigned("!=", ld(b, gen), seen), work, "job", **sleep_hooks)
+    await_(b, worker, lambda b: b.icmp_unsigned("!=", ld(b, gen), seen), "job", on_callers_cpu, work, **sleep_hooks)
     now = ld(b, gen)
     joins, back = worker.append_basic_block("joins"), worker.append_basic_block("back")
     b.cbranch(b.icmp_signed("<", idx, ld(b, job_threads)), joins, back)
@@ -384,7 +379,7 @@ def build_module() -> str:
     if linux:
         was = b.load(avoided)
         b.store(b.select(b.icmp_signed("==", was, const(-2)), was, ld(b, job_cpu)), avoided)
-    b.call(take, [b.and_(now, const(0xFFFFFFFF)), ir.Constant(I1, 0)])
+    b.call(take, [b.and_(now, const(0xFFFFFFFF)), idx])
     b.branch(back)
     b.position_at_end(back)
     seen.add_incoming(now, back)
@@ -394,24 +389,12 @@ def build_module() -> str:
     # a mutex held), so its loops run on its one thread from then on.
     child = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_pool_after_fork")
     b = ir.IRBuilder(child.append_basic_block("entry"))
-    for g in (nworkers, claim, finished, solo_until, rest_ns, straggled_at):
+    for g in (nworkers, claim, finished):
         st(b, const(0), g)
     for g in (mutex, busy):
         b.call(mutex_init, [p(b, g), ir.Constant(I8P, None)])
-    for g in (work, done):
-        b.call(cond_init, [p(b, g), ir.Constant(I8P, None)])
+    b.call(cond_init, [p(b, work), ir.Constant(I8P, None)])
     b.ret_void()
-
-    # flowjit_pool_resting() -> ns: how long loops still run on their caller alone after a straggler
-    resting = ir.Function(mod, ir.FunctionType(I64, []), "flowjit_pool_resting")
-    b = ir.IRBuilder(resting.append_basic_block("entry"))
-    left = b.sub(ld(b, solo_until), b.call(clock, []))
-    b.ret(b.select(b.icmp_signed(">", left, const(0)), left, const(0)))
-
-    # flowjit_pool_since_straggler() -> ns since a loop last had a straggler (the whole clock: never)
-    since = ir.Function(mod, ir.FunctionType(I64, []), "flowjit_pool_since_straggler")
-    b = ir.IRBuilder(since.append_basic_block("entry"))
-    b.ret(b.sub(b.call(clock, []), ld(b, straggled_at)))
 
     # flowjit_pool_start(workers)
     start = ir.Function(mod, ir.FunctionType(I32, [I64]), "flowjit_pool_start")
@@ -425,8 +408,7 @@ def build_module() -> str:
     null = ir.Constant(I8P, None)
     for g in (mutex, busy):
         b.call(mutex_init, [p(b, g), null])
-    for g in (work, done):
-        b.call(cond_init, [p(b, g), null])
+    b.call(cond_init, [p(b, work), null])
     b.branch(loop)
     b.position_at_end(loop)
     i = b.phi(I64)
@@ -452,16 +434,7 @@ def build_module() -> str:
     one = const(1)
     small = b.or_(b.or_(b.icmp_signed("<=", parts, one), b.icmp_signed("<=", n, one)),
                   b.icmp_signed("==", workers, const(0)))
-    resting = pf.append_basic_block("resting")
-    b.cbranch(small, alone, resting)
-    b.position_at_end(resting)  # a worker lost its core in a recent loop: until solo_until, alone
-    until = ld(b, solo_until)
-    rest, check = pf.append_basic_block("rest"), pf.append_basic_block("rest_check")
-    b.cbranch(b.icmp_signed(">", until, const(0)), check, owner)
-    b.position_at_end(check)
-    b.cbranch(b.icmp_signed("<", b.call(clock, []), until), alone, rest)
-    b.position_at_end(rest)
-    b.branch(owner)
+    b.cbranch(small, alone, owner)
     b.position_at_end(alone)
     b.call(fn, [const(0), n, ctx])
     b.ret_void()
@@ -486,44 +459,22 @@ def build_module() -> str:
     st(b, now, gen)
     b.call(broadcast, [p(b, work)])
     b.call(unlock, [p(b, mutex)])
-    began = b.call(clock, [])
-    mine = b.call(take, [ep, ir.Constant(I1, 1)])
-    took = b.call(clock, [])
-    await_(b, pf, lambda b: b.icmp_unsigned("==", ld(b, finished), chunks), done, "collect")
-    ended = b.call(clock, [])
-    # A straggler: the caller, done with its chunks, waited for a worker's more than twice
-    # its own chunk's time and STRAGGLE_NS (a worker that lost its core in the middle), in a
-    # loop that took longer than the caller alone would have. Then the next loops run alone
-    # for a rest that doubles while stragglers recur; any other loop ends it. (Neither when
-    # one side ran no chunk.)
-    both = b.and_(b.icmp_signed(">", mine, const(0)), b.icmp_signed("<", mine, chunks))
-    judge, straggled, kept_up, after = (pf.append_basic_block(x) for x in ("judge", "straggled", "kept_up", "judged"))
-    b.cbranch(both, judge, after)
-    b.position_at_end(judge)
-    per_chunk = b.sdiv(b.sub(took, began), mine)
-    waited = b.sub(ended, took)
-    late = b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(STRAGGLE_NS)))
-    # and the loop, its wait included, took longer than the caller alone would have at its pace
-    lost = b.icmp_signed(">", b.sub(ended, began), b.mul(per_chunk, chunks))
-    # A late worker marks the machine as one whose cores other processes hold (CALM_NS),
-    # whether or not the loop lost.
-    marked = pf.append_basic_block("marked")
-    b.cbranch(late, marked, kept_up)
-    b.position_at_end(marked)
-    st(b, ended, straggled_at)
-    b.cbranch(lost, straggled, kept_up)
-    b.position_at_end(straggled)
-    longer = b.mul(ld(b, rest_ns), const(2))
-    longer = b.select(b.icmp_signed("<", longer, const(REST_MIN_NS)), const(REST_MIN_NS), longer)
-    longer = b.select(b.icmp_signed(">", longer, const(REST_MAX_NS)), const(REST_MAX_NS), longer)
-    st(b, longer, rest_ns)
-    st(b, b.add(ended, longer), solo_until)
-    b.branch(after)
-    b.position_at_end(kept_up)
-    st(b, const(0), rest_ns)
-    st(b, const(0), solo_until)
-    b.branch(after)
-    b.position_at_end(after)
+    b.call(take, [ep, const(0)])
+
+    def worker_on_my_cpu(b):
+        """Whether a worker last claimed a chunk on the CPU the caller runs on: the one it
+        yields to (that chunk cannot finish while the caller spins there)."""
+        if not linux:
+            return ir.Constant(I1, 1)
+        mine = b.sext(b.call(getcpu, []), I64)
+        found = ir.Constant(I1, 0)
+        for i in range(1, _TRACKED_WORKERS):
+            there = b.load_atomic(b.gep(worker_cpus, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True),
+                                  "acquire", 8)
+            found = b.or_(found, b.and_(b.icmp_signed("<", const(i), b.add(workers, one)),
+                                        b.icmp_signed("==", there, mine)))
+        return found
+    await_(b, pf, lambda b: b.icmp_unsigned("==", ld(b, finished), chunks), "collect", worker_on_my_cpu)
     b.call(unlock, [p(b, busy)])
     b.ret_void()
     unoptimized(mod)
@@ -561,8 +512,6 @@ class NativePool:
         # the interpreter exits: the code must stay mapped, so this reference is never dropped.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._lib))
         self._after_fork = self._lib.function("flowjit_pool_after_fork", None, [])
-        self._resting = self._lib.function("flowjit_pool_resting", ctypes.c_int64, [])
-        self._since_straggler = self._lib.function("flowjit_pool_since_straggler", ctypes.c_int64, [])
         # Only the forking thread lives on in a child (os.fork, multiprocessing): without
         # this its first split loop would wait forever for workers that are not there.
         os.register_at_fork(after_in_child=self._forked)
@@ -570,16 +519,6 @@ class NativePool:
         jit.register_symbol(SYMBOL, self.address)
         self._call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                       ctypes.c_int64)(self.address)
-
-    def resting(self) -> float:
-        """Seconds for which split loops still run on their caller alone: the rest after a
-        straggler (see STRAGGLE_NS); 0 when none."""
-        return self._resting() / 1e9
-
-    def calm(self) -> bool:
-        """True when no loop had a straggler in the last CALM_NS: a worker that goes to sleep
-        now keeps off the CPU its caller last started a loop on (Linux)."""
-        return self._since_straggler() > CALM_NS
 
     def _forked(self) -> None:
         self._after_fork()
