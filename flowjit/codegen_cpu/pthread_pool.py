@@ -50,9 +50,9 @@ SYMBOL = jit.PARALLEL_FOR_SYMBOL
 # transformer at 2.98-3.38x, its LSTM's inference at 3.08-3.31x in the bench's shared
 # process). Holding their cores, the caller and its worker run as two of the four busy
 # threads, one on each core, and the program gets a core's worth of time wherever the
-# kernel placed it: the zoo's shared-process rows 1.79-2.51x their idle time in one run,
-# every row's CPU figure 0.73-1.02 where it had been 0.5-0.65 in the runs that went past 3x
-# (docs/performance.md, Shared CPUs).
+# kernel placed it: the zoo's shared-process rows 1.80-2.58x their idle time
+# (bench/results/cpu2-2026-12-02-models-zen5-4.md), at 0.61-0.97 of a CPU where the rows
+# past 3x in the runs before had had 0.51-0.65 (docs/performance.md, Shared CPUs).
 SPIN_NS = 50_000
 YIELD_EVERY = 16
 
