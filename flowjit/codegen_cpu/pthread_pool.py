@@ -268,18 +268,16 @@ def build_module() -> str:
         b.branch(after)
         b.position_at_end(after)
 
-    # take(epoch, who) -> chunks run: claim chunks of the loop of ``epoch`` and run them
+    # take(epoch, who): claim chunks of the loop of ``epoch`` and run them
     # until none is left; ``who`` is 0 for the caller, a worker's index for a worker, which
     # records the CPU it claims each chunk on (``worker_cpus``).
-    take = ir.Function(mod, ir.FunctionType(I64, [I64, I64]), "flowjit_pool_take")
+    take = ir.Function(mod, ir.FunctionType(VOID, [I64, I64]), "flowjit_pool_take")
     take.linkage = "internal"
     epoch, who = take.args
     entry, loop, try_, run, out = (take.append_basic_block(s) for s in ("entry", "loop", "try", "run", "out"))
     b = ir.IRBuilder(entry)
     b.branch(loop)
     b.position_at_end(loop)
-    ran = b.phi(I64)
-    ran.add_incoming(const(0), entry)
     w = ld(b, claim)
     count = b.and_(b.lshr(w, const(_COUNT_SHIFT)), const(_FIELD))
     nxt = b.and_(w, const(_FIELD))
@@ -287,7 +285,6 @@ def build_module() -> str:
     b.cbranch(live, try_, out)
     b.position_at_end(try_)
     swapped = b.extract_value(b.cmpxchg(claim, w, b.add(w, const(1)), "acq_rel", "acquire"), 1)
-    ran.add_incoming(ran, try_)
     b.cbranch(swapped, run, loop)
     b.position_at_end(run)
     if linux:
@@ -304,12 +301,10 @@ def build_module() -> str:
     lo = b.add(b.mul(nxt, q), b.select(b.icmp_unsigned("<", nxt, r), nxt, r))
     hi = b.add(b.add(lo, q), b.zext(b.icmp_unsigned("<", nxt, r), I64))
     b.call(fn, [lo, hi, ctx])
-    ran1 = b.add(ran, const(1))
     b.atomic_rmw("add", finished, const(1), "acq_rel")
-    ran.add_incoming(ran1, b.block)
     b.branch(loop)
     b.position_at_end(out)
-    b.ret(ran)
+    b.ret_void()
 
     # worker(arg): arg is its index (1..workers) cast to a pointer; it takes part in loops of
     # more threads than its index.
