@@ -16,8 +16,10 @@ chunks a running worker has claimed. It waits holding its core (the spin-wait hi
 ``sched_yield``, no sleep), yielding only to a worker that runs on its own CPU; a worker
 between loops polls for the next one the same way for at most ``SPIN_NS``, then sleeps on
 a condition variable. On Linux a worker about to sleep keeps off the CPU its caller last
-started a loop on (``_avoid``) until it is woken. A second caller while a loop runs
-(another thread, or a loop nested in a chunk) runs its whole range on its own thread.
+started a loop on (``_avoid``) until it is woken. A loop of one chunk a thread (a coarse
+loop) runs on the caller alone for a while after a worker was absent from one (``ABSENT_NS``).
+A second caller while a loop runs (another thread, or a loop nested in a chunk) runs its
+whole range on its own thread.
 """
 
 from __future__ import annotations
@@ -55,6 +57,33 @@ SYMBOL = jit.PARALLEL_FOR_SYMBOL
 # past 3x in the runs before had had 0.51-0.65 (docs/performance.md, Shared CPUs).
 SPIN_NS = 50_000
 YIELD_EVERY = 16
+
+# A coarse loop, one chunk a thread at most (the products blas.py splits in one piece a
+# thread), gains little from a worker on a machine whose cores other processes hold: a
+# worker that loses its core in the middle of its chunk leaves the caller none to take, so
+# the caller waits out the other process's turn (the kernel's tick, 4 ms on the project
+# machine, against the loop's tens of microseconds), and a worker polling for the next loop
+# is a fourth runnable thread on two cores, which leaves the caller half of its core in
+# 4 ms turns. The zoo's LSTM, whose only split loops are its per-step products (two pieces
+# of about 20 us), ran its inference at 6.3-6.5 ms beside two busy processes (1.6-2.5 idle)
+# in most fresh processes. So the pool judges each coarse loop it splits: the worker was
+# absent when the caller waited for its chunk more than ABSENT_NS past twice its own
+# chunks' time, or when a worker awake (polling, not asleep) for the loops took none of
+# their chunks for ABSENT_NS. Then coarse loops run on the caller alone for
+# COARSE_REST_MIN_NS, doubled up to COARSE_REST_MAX_NS while absences recur within
+# COARSE_REST_MAX_NS of the last rest's end; the worker, given no loop, sleeps. Loops of
+# more chunks keep splitting (the caller takes the chunks a late worker leaves), and
+# resting every split loop so had left a program that uses both cores on half of one
+# (above). ABSENT_NS is long enough that an idle machine's own daemons, which take a core
+# for tens of microseconds now and then, rest the loops rarely (0-3 rests a second on the
+# project machine, against 10-30 beside two busy processes). Measured (Zen 5, bench-like
+# blocks after 0.15 s pauses, fresh processes, alternated with the pool without the rest):
+# the LSTM's inference beside two busy processes 2.64-2.95 ms against 6.30-6.52, the
+# transformer's 9.6-14.0 against 13.6-14.1, every other zoo row within its spread but the
+# MLP's training step (1.02 ms against 0.71-0.83: its products rest on one thread too).
+ABSENT_NS = 1_000_000
+COARSE_REST_MIN_NS = 20_000_000
+COARSE_REST_MAX_NS = 100_000_000
 
 # The claim word: the loop's epoch (the low 32 bits of its generation), its chunk count and
 # the next chunk to hand out, so that one compare-and-swap checks all three.
@@ -182,6 +211,10 @@ def build_module() -> str:
     cpus_ty = ir.ArrayType(I64, _TRACKED_WORKERS)
     worker_cpus = glob("worker_cpus", cpus_ty, ir.Constant(cpus_ty, [-1] * _TRACKED_WORKERS), align=64)
     job_cpu = glob("job_cpu", I64, ir.Constant(I64, -1))  # the caller's CPU at the loop's start
+    # until when coarse loops run on their caller alone (ABSENT_NS), and that rest's length
+    solo_until, rest_ns = glob("solo_until", I64), glob("rest_ns", I64)
+    absent_since = glob("absent_since", I64)  # the start of the first coarse loop a polling worker missed
+    sleepers = glob("sleepers", I64)  # workers asleep on the condition variable
 
     mutex_init = ext("pthread_mutex_init", I32, [I8P, I8P])
     cond_init = ext("pthread_cond_init", I32, [I8P, I8P])
@@ -255,6 +288,7 @@ def build_module() -> str:
         if before_sleep is not None:
             before_sleep(b)
         b.call(lock, [p(b, mutex)])
+        b.atomic_rmw("add", sleepers, const(1), "acq_rel")
         b.branch(check)
         b.position_at_end(check)  # the loop also absorbs spurious wake-ups
         b.cbranch(ready(b), woken, nap)
@@ -262,22 +296,25 @@ def build_module() -> str:
         b.call(wait, [p(b, cond), p(b, mutex)])
         b.branch(check)
         b.position_at_end(woken)
+        b.atomic_rmw("sub", sleepers, const(1), "acq_rel")
         b.call(unlock, [p(b, mutex)])
         if after_wake is not None:
             after_wake(b)
         b.branch(after)
         b.position_at_end(after)
 
-    # take(epoch, who): claim chunks of the loop of ``epoch`` and run them
+    # take(epoch, who) -> chunks run: claim chunks of the loop of ``epoch`` and run them
     # until none is left; ``who`` is 0 for the caller, a worker's index for a worker, which
     # records the CPU it claims each chunk on (``worker_cpus``).
-    take = ir.Function(mod, ir.FunctionType(VOID, [I64, I64]), "flowjit_pool_take")
+    take = ir.Function(mod, ir.FunctionType(I64, [I64, I64]), "flowjit_pool_take")
     take.linkage = "internal"
     epoch, who = take.args
     entry, loop, try_, run, out = (take.append_basic_block(s) for s in ("entry", "loop", "try", "run", "out"))
     b = ir.IRBuilder(entry)
     b.branch(loop)
     b.position_at_end(loop)
+    ran = b.phi(I64)
+    ran.add_incoming(const(0), entry)
     w = ld(b, claim)
     count = b.and_(b.lshr(w, const(_COUNT_SHIFT)), const(_FIELD))
     nxt = b.and_(w, const(_FIELD))
@@ -285,6 +322,7 @@ def build_module() -> str:
     b.cbranch(live, try_, out)
     b.position_at_end(try_)
     swapped = b.extract_value(b.cmpxchg(claim, w, b.add(w, const(1)), "acq_rel", "acquire"), 1)
+    ran.add_incoming(ran, try_)
     b.cbranch(swapped, run, loop)
     b.position_at_end(run)
     if linux:
@@ -302,9 +340,10 @@ def build_module() -> str:
     hi = b.add(b.add(lo, q), b.zext(b.icmp_unsigned("<", nxt, r), I64))
     b.call(fn, [lo, hi, ctx])
     b.atomic_rmw("add", finished, const(1), "acq_rel")
+    ran.add_incoming(b.add(ran, const(1)), b.block)
     b.branch(loop)
     b.position_at_end(out)
-    b.ret_void()
+    b.ret(ran)
 
     # worker(arg): arg is its index (1..workers) cast to a pointer; it takes part in loops of
     # more threads than its index.
@@ -384,7 +423,7 @@ def build_module() -> str:
     # a mutex held), so its loops run on its one thread from then on.
     child = ir.Function(mod, ir.FunctionType(VOID, []), "flowjit_pool_after_fork")
     b = ir.IRBuilder(child.append_basic_block("entry"))
-    for g in (nworkers, claim, finished):
+    for g in (nworkers, claim, finished, solo_until, rest_ns, absent_since, sleepers):
         st(b, const(0), g)
     for g in (mutex, busy):
         b.call(mutex_init, [p(b, g), ir.Constant(I8P, None)])
@@ -429,23 +468,31 @@ def build_module() -> str:
     one = const(1)
     small = b.or_(b.or_(b.icmp_signed("<=", parts, one), b.icmp_signed("<=", n, one)),
                   b.icmp_signed("==", workers, const(0)))
-    b.cbranch(small, alone, owner)
+    coarse_check, rest_check = pf.append_basic_block("coarse"), pf.append_basic_block("rest_check")
+    b.cbranch(small, alone, coarse_check)
     b.position_at_end(alone)
     b.call(fn, [const(0), n, ctx])
     b.ret_void()
-    b.position_at_end(owner)
-    got = b.call(trylock, [p(b, busy)])
-    b.cbranch(b.icmp_signed("!=", got, ir.Constant(I32, 0)), alone, spread)
-    b.position_at_end(spread)
+    b.position_at_end(coarse_check)
 
     def smaller(x, y):
         return b.select(b.icmp_signed("<", x, y), x, y)
     threads = smaller(parts, b.add(workers, one))
+    # one chunk a thread at most: alone while coarse loops rest (ABSENT_NS)
+    coarse = b.icmp_signed("<=", n, threads)
+    b.cbranch(coarse, rest_check, owner)
+    b.position_at_end(rest_check)
+    b.cbranch(b.icmp_signed("<", b.call(clock, []), ld(b, solo_until)), alone, owner)
+    b.position_at_end(owner)
+    got = b.call(trylock, [p(b, busy)])
+    b.cbranch(b.icmp_signed("!=", got, ir.Constant(I32, 0)), alone, spread)
+    b.position_at_end(spread)
     chunks = smaller(smaller(n, b.mul(threads, const(OVERSPLIT))), const(MAX_CHUNKS))
     for g, v in ((job_fn, fn), (job_ctx, ctx), (job_n, n), (job_threads, threads), (finished, const(0))):
         st(b, v, g)
     if linux:
         st(b, b.sext(b.call(getcpu, []), I64), job_cpu)
+    awake = b.icmp_signed("<", ld(b, sleepers), workers)  # a worker polling for this loop
     b.call(lock, [p(b, mutex)])
     now = b.add(ld(b, gen), one)
     ep = b.and_(now, const(0xFFFFFFFF))
@@ -454,7 +501,9 @@ def build_module() -> str:
     st(b, now, gen)
     b.call(broadcast, [p(b, work)])
     b.call(unlock, [p(b, mutex)])
-    b.call(take, [ep, const(0)])
+    began = b.call(clock, [])
+    mine = b.call(take, [ep, const(0)])
+    took = b.call(clock, [])
 
     def worker_on_my_cpu(b):
         """Whether a worker last claimed a chunk on the CPU the caller runs on: the one it
@@ -471,7 +520,51 @@ def build_module() -> str:
         return found
     await_(b, pf, lambda b: b.icmp_unsigned("==", ld(b, finished), chunks), "collect", worker_on_my_cpu)
     b.call(unlock, [p(b, busy)])
+    # The judgement of a coarse loop (ABSENT_NS): a worker absent starts a rest; a worker
+    # that ran a chunk in time clears the count of loops it missed.
+    judge, straggled, kept_up, after = (pf.append_basic_block(x) for x in ("judge", "straggled", "kept_up", "judged"))
+    missed, first_miss, long_miss, absent_long, both_ran = (
+        pf.append_basic_block(x) for x in ("missed", "first_miss", "long_miss", "absent_long", "both_ran"))
+    b.cbranch(coarse, judge, after)
+    b.position_at_end(judge)
+    ended = b.call(clock, [])
+    b.cbranch(b.icmp_signed("==", mine, chunks), missed, both_ran)
+    b.position_at_end(missed)  # every chunk the caller's: absent if a worker was polling for it
+    since = ld(b, absent_since)
+    b.cbranch(awake, long_miss, after)
+    b.position_at_end(long_miss)
+    long_ago = b.icmp_signed(">", b.sub(ended, since), const(ABSENT_NS))
+    b.cbranch(b.icmp_signed("==", since, const(0)), first_miss, absent_long)
+    b.position_at_end(absent_long)
+    b.cbranch(long_ago, straggled, after)
+    b.position_at_end(first_miss)
+    st(b, began, absent_since)
+    b.branch(after)
+    b.position_at_end(both_ran)  # a worker ran a chunk: it straggled if the caller waited long for it
+    per_chunk = b.sdiv(b.sub(took, began), b.select(b.icmp_signed(">", mine, const(0)), mine, const(1)))
+    waited = b.sub(ended, took)
+    late = b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(ABSENT_NS)))
+    b.cbranch(late, straggled, kept_up)
+    b.position_at_end(straggled)
+    # doubled while absences recur: within COARSE_REST_MAX_NS of the last rest's end
+    recur = b.icmp_signed("<", b.sub(ended, ld(b, solo_until)), const(COARSE_REST_MAX_NS))
+    longer = b.select(recur, b.mul(ld(b, rest_ns), const(2)), const(0))
+    longer = b.select(b.icmp_signed("<", longer, const(COARSE_REST_MIN_NS)), const(COARSE_REST_MIN_NS), longer)
+    longer = b.select(b.icmp_signed(">", longer, const(COARSE_REST_MAX_NS)), const(COARSE_REST_MAX_NS), longer)
+    st(b, longer, rest_ns)
+    st(b, b.add(ended, longer), solo_until)
+    st(b, const(0), absent_since)
+    b.branch(after)
+    b.position_at_end(kept_up)
+    st(b, const(0), absent_since)
+    b.branch(after)
+    b.position_at_end(after)
     b.ret_void()
+    # flowjit_pool_coarse_rest() -> ns: how long coarse loops still run on their caller alone
+    rest_left = ir.Function(mod, ir.FunctionType(I64, []), "flowjit_pool_coarse_rest")
+    b = ir.IRBuilder(rest_left.append_basic_block("entry"))
+    left = b.sub(ld(b, solo_until), b.call(clock, []))
+    b.ret(b.select(b.icmp_signed(">", left, const(0)), left, const(0)))
     unoptimized(mod)
     return str(mod)
 
@@ -514,10 +607,16 @@ class NativePool:
         jit.register_symbol(SYMBOL, self.address)
         self._call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                       ctypes.c_int64)(self.address)
+        self._coarse_rest = self._lib.function("flowjit_pool_coarse_rest", ctypes.c_int64, [])
 
     def _forked(self) -> None:
         self._after_fork()
         self.workers = 0
+
+    def coarse_rest(self) -> float:
+        """Seconds for which loops of one chunk a thread still run on their caller alone:
+        the rest after a worker was absent from one (``ABSENT_NS``); 0 when none."""
+        return self._coarse_rest() / 1e9
 
     def run(self, fn_address: int, n: int, ctx: int, parts: int | None = None) -> None:
         """Run native ``void fn(i64 start, i64 stop, i8* ctx)`` over chunks of [0, n) on at most

@@ -23,6 +23,7 @@ import pytest
 from flowjit.codegen_cpu import blas, blas_functions, load, native_pool
 from flowjit.codegen_cpu.blas import blas_threads
 from flowjit.codegen_cpu.parallel import OVERSPLIT, ChunkPool
+from flowjit.codegen_cpu.pthread_pool import NativePool
 
 from . import modules
 
@@ -72,6 +73,7 @@ class Recorder:
 def test_the_native_pool_runs_every_element_once_with_any_parts(n, parts):
     pool = native_pool()
     rec = Recorder()
+    coarse_rest = pool.coarse_rest() > 0
     pool.run(rec.address, n, 0, parts)
     rec.assert_tiles(n)
     threads = {t for *_, t in rec.calls}
@@ -81,7 +83,9 @@ def test_the_native_pool_runs_every_element_once_with_any_parts(n, parts):
         assert rec.calls == alone
     else:  # more chunks than threads, so a thread that is not scheduled is no one's wait
         chunks = min(n, min(parts, pool.workers + 1) * OVERSPLIT)
-        assert len(rec.calls) == chunks
+        # a coarse loop (a chunk a thread) during a rest after a straggler runs alone
+        assert len(rec.calls) == chunks or (coarse_rest and n <= min(parts, pool.workers + 1)
+                                            and rec.calls == alone)
 
 
 def test_after_a_worker_straggles_the_next_loop_is_split_all_the_same():
@@ -110,6 +114,88 @@ def test_after_a_worker_straggles_the_next_loop_is_split_all_the_same():
     pool.run(split.address, 1 << 16, 0)
     split.assert_tiles(1 << 16)
     assert len(split.calls) == min(1 << 16, (pool.workers + 1) * OVERSPLIT)
+
+
+def _coarse_split(pool: NativePool, worker_chunk=None) -> Recorder:
+    """A coarse loop (a chunk a thread) whose caller's chunk waits for a worker to start
+    one (5 s at most), so that a split loop has each thread's; ``worker_chunk`` runs in the
+    worker's."""
+    caller = threading.get_ident()
+    started = threading.Event()
+
+    def chunk(start, stop):
+        if threading.get_ident() != caller:
+            started.set()
+            if worker_chunk is not None:
+                worker_chunk()
+        elif stop - start == 1:
+            started.wait(5)
+
+    rec = Recorder(chunk)
+    pool.run(rec.address, pool.workers + 1, 0)
+    rec.assert_tiles(pool.workers + 1)
+    return rec
+
+
+def test_after_a_coarse_loop_straggles_coarse_loops_run_on_the_caller_for_a_while():
+    # A loop of a chunk a thread (a product split in one piece a thread) leaves the caller no
+    # chunk to take from a worker that lost its core in the middle of its own: the caller
+    # waits out another process's slice. After one straggled, such loops run on the caller
+    # alone for a rest; loops of more chunks keep splitting, and after the rest coarse loops
+    # split again.
+    pool = native_pool()
+    if pool.workers == 0:
+        pytest.skip("FLOWJIT_NUM_THREADS=1: no workers")
+    deadline = time.monotonic() + 5
+    while pool.coarse_rest() > 0 and time.monotonic() < deadline:   # another test's rest
+        time.sleep(0.01)
+    first = _coarse_split(pool, lambda: time.sleep(0.05))  # the worker is away 50 ms
+    assert len({t for *_, t in first.calls}) == 2, first.calls
+    left = pool.coarse_rest()
+    assert left > 0
+    caller = threading.get_ident()
+    resting = Recorder()
+    pool.run(resting.address, pool.workers + 1, 0)
+    if left > 0.005:  # (not a test process descheduled past the rest's end in between)
+        assert resting.calls == [(0, pool.workers + 1, caller)]
+    fine = Recorder()
+    pool.run(fine.address, 1 << 16, 0)
+    fine.assert_tiles(1 << 16)
+    assert len(fine.calls) == (pool.workers + 1) * OVERSPLIT
+    while pool.coarse_rest() > 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.coarse_rest() == 0
+    again = _coarse_split(pool)
+    assert len(again.calls) == pool.workers + 1 and len({t for *_, t in again.calls}) == 2, again.calls
+
+
+@pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2, reason="sched_setaffinity")
+def test_coarse_loops_rest_when_the_worker_polls_on_a_cpu_it_cannot_get():
+    # A worker awake for the next loop that takes none of a coarse loop's chunks for a
+    # millisecond has no core (here: it shares the caller's one CPU); the coarse loops then
+    # run on the caller alone, and the worker goes to sleep instead of polling.
+    code = """
+import ctypes, os, time
+from flowjit.codegen_cpu import native_pool
+pool = native_pool()
+assert len(os.sched_getaffinity(0)) == 1 and pool.workers == 1
+def spin(start, stop, ctx):
+    t = time.perf_counter()
+    while time.perf_counter() - t < 50e-6 * (stop - start):
+        pass
+fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)(spin)
+address = ctypes.cast(fn, ctypes.c_void_p).value
+deadline = time.monotonic() + 10
+while pool.coarse_rest() == 0 and time.monotonic() < deadline:
+    pool.run(address, 2, 0)
+print("rest", pool.coarse_rest())
+"""
+    env = {**os.environ, "FLOWJIT_NUM_THREADS": "2"}
+    cpu = min(os.sched_getaffinity(0))
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.split()[-1]) > 0, out.stdout
 
 
 @pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2, reason="sched_setaffinity")
