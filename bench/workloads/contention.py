@@ -199,13 +199,16 @@ def _zoo():
 
 
 def _resting(which: str):
-    """``native_pool().resting`` where the tree's pool has it (a pool resting after a
-    straggler runs split loops on their caller alone), else a stand-in saying 0."""
+    """The tree's pool's seconds left in a rest, where it has one: ``resting`` (a pool of
+    2026-12-01 resting after a straggler ran every split loop on its caller alone) or
+    ``coarse_rest`` (since c9e74b0: loops of a chunk a thread alone after a worker's
+    absence); else a stand-in saying 0."""
     if which != "jax":
         from flowjit.codegen_cpu import native_pool
         pool = native_pool()
-        if hasattr(pool, "resting"):
-            return pool.resting
+        for name in ("resting", "coarse_rest"):
+            if hasattr(pool, name):
+                return getattr(pool, name)
     return lambda: 0.0
 
 
@@ -396,8 +399,8 @@ def report(args: argparse.Namespace, result: dict, started: datetime.datetime, e
     for role, _, _ in trees:
         calls = {phase: sum(len(v) for v in samples[role][phase].values()) for phase in ("idle", "busy")}
         if any(result["alone"][role].values()):
-            lines.append(f"- {role}: calls begun while its pool rested after a straggler (split loops on the "
-                         f"caller alone): idle {result['alone'][role]['idle']} of {calls['idle']}, busy "
+            lines.append(f"- {role}: calls begun while its pool rested (after a straggler, split loops on the "
+                         f"caller alone; since c9e74b0, after a worker's absence, loops of a chunk a thread): idle {result['alone'][role]['idle']} of {calls['idle']}, busy "
                          f"{result['alone'][role]['busy']} of {calls['busy']}")
     lines.append("")
     return "\n".join(lines)
