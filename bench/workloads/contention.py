@@ -400,7 +400,8 @@ def report(args: argparse.Namespace, result: dict, started: datetime.datetime, e
         calls = {phase: sum(len(v) for v in samples[role][phase].values()) for phase in ("idle", "busy")}
         if any(result["alone"][role].values()):
             lines.append(f"- {role}: calls begun while its pool rested (after a straggler, split loops on the "
-                         f"caller alone; since c9e74b0, after a worker's absence, loops of a chunk a thread): idle {result['alone'][role]['idle']} of {calls['idle']}, busy "
+                         f"caller alone; since c9e74b0, after a worker's absence, loops of a chunk a thread): "
+                         f"idle {result['alone'][role]['idle']} of {calls['idle']}, busy "
                          f"{result['alone'][role]['busy']} of {calls['busy']}")
     lines.append("")
     return "\n".join(lines)
