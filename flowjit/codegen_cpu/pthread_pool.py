@@ -521,8 +521,8 @@ def build_module() -> str:
     await_(b, pf, lambda b: b.icmp_unsigned("==", ld(b, finished), chunks), "collect", worker_on_my_cpu)
     b.call(unlock, [p(b, busy)])
     # The judgement of a coarse loop (ABSENT_NS): a worker absent starts a rest; a worker
-    # that ran a chunk in time clears the count of loops it missed.
-    judge, straggled, kept_up, after = (pf.append_basic_block(x) for x in ("judge", "straggled", "kept_up", "judged"))
+    # that ran a chunk in time ends the absence that absent_since dates.
+    judge, absent, kept_up, after = (pf.append_basic_block(x) for x in ("judge", "absent", "kept_up", "judged"))
     missed, first_miss, long_miss, absent_long, both_ran = (
         pf.append_basic_block(x) for x in ("missed", "first_miss", "long_miss", "absent_long", "both_ran"))
     b.cbranch(coarse, judge, after)
@@ -536,7 +536,7 @@ def build_module() -> str:
     long_ago = b.icmp_signed(">", b.sub(ended, since), const(ABSENT_NS))
     b.cbranch(b.icmp_signed("==", since, const(0)), first_miss, absent_long)
     b.position_at_end(absent_long)
-    b.cbranch(long_ago, straggled, after)
+    b.cbranch(long_ago, absent, after)
     b.position_at_end(first_miss)
     st(b, began, absent_since)
     b.branch(after)
@@ -544,8 +544,8 @@ def build_module() -> str:
     per_chunk = b.sdiv(b.sub(took, began), b.select(b.icmp_signed(">", mine, const(0)), mine, const(1)))
     waited = b.sub(ended, took)
     late = b.icmp_signed(">", waited, b.add(b.mul(per_chunk, const(2)), const(ABSENT_NS)))
-    b.cbranch(late, straggled, kept_up)
-    b.position_at_end(straggled)
+    b.cbranch(late, absent, kept_up)
+    b.position_at_end(absent)
     # doubled while absences recur: within COARSE_REST_MAX_NS of the last rest's end
     recur = b.icmp_signed("<", b.sub(ended, ld(b, solo_until)), const(COARSE_REST_MAX_NS))
     longer = b.select(recur, b.mul(ld(b, rest_ns), const(2)), const(0))
