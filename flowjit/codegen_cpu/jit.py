@@ -12,8 +12,9 @@ is kept once per installation, in ``objcache.runtime_directory()``, not in the u
 A warm load does not import ``llvmlite.binding`` either (15 ms): the host's fingerprint for
 the cache key is remembered on disk (``host_fingerprint``) and ``elfload`` links the object.
 A program's compile is tiered (``QUICK_CODEGEN_LEVEL``): its first calls run code from
-LLVM's quick code generator while a thread emits the full code (``_upgrade``), which
-replaces it and is all the disk cache ever holds.
+LLVM's quick code generator (a large module's IR optimized by a lighter pipeline,
+``QUICK_PIPELINE``) while a thread emits the full code (``_upgrade``), which replaces it
+and is all the disk cache ever holds.
 Only llvmlite and ``flowjit.ir`` are imported: a process that runs cached kernels needs
 neither numba nor SciPy.
 """
@@ -72,6 +73,23 @@ QUICK_CODEGEN_LEVEL = 0
 # upgrade_now``, which a program calls then) so as not to take a core from that call, or for
 # this long when nothing runs the library.
 UPGRADE_WAIT_S = 1.0
+# A large module's quick code comes from a lighter IR pipeline too (QUICK_PIPELINE: LLVM's O1,
+# its loop vectorizer interleaving as O3's does, no unrolling), and the upgrade's thread then
+# optimizes its IR text again at O3: the full code is the one a single tier makes. The
+# quick code gives the full code's bits (tests/codegen_cpu/test_tiers.py): O1 without
+# interleaving summed a row's reassociable sums in another order, 1 ulp apart. O3 spent 35
+# and 36 ms on the CNN's two inference modules, this pipeline 28 and 26 (the transformer's
+# 51 and 54 -> 36 and 42, the LSTM's training step's first 103 -> 66). Cold first calls,
+# five fresh processes of each alternated in a slow spell of the machine: the CNN's
+# inference 147 -> 130 ms, its training step 545 -> 428, the transformer's inference 206 ->
+# 176, the LSTM's training step 423 -> 372, the MLP's 293 -> 273 (in a quiet one the CNN's
+# inference 114 -> 107). A module under QUICK_PIPELINE_MIN_CHARS keeps O3's pipeline (the
+# MLP's inference: 3 and 6 ms, about the same under both), and only its emission is done
+# again. The modules optimized again do so on threads of their own (``_emit_full``): a
+# process that runs its program once waits for the upgrade at exit, one thread took the
+# CNN's inference alone in a process 486 -> 590 ms of wall time, two 482.
+QUICK_PIPELINE: tuple[int, dict[str, bool]] = (1, {"loop_unrolling": False})
+QUICK_PIPELINE_MIN_CHARS = 16_000
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
@@ -337,7 +355,7 @@ def _fail(name: str, ir_text: str, err: Exception) -> LLVMCompileError:
 
 
 def _pipeline(ir_text: str, target: HostTarget, name: str, opt_level: int, tm: Any,
-              context: Any = None) -> tuple[Any, Any, Any]:
+              context: Any = None, tuning: tuple[int, dict[str, bool]] | None = None) -> tuple[Any, Any, Any]:
     """``ir_text`` parsed (in ``context``, LLVM's global one by default) and verified, set
     for ``tm``'s target, with the module pass manager at ``opt_level`` and its pass builder:
     ``(module, manager, builder)``, the pipeline not yet run."""
@@ -349,7 +367,10 @@ def _pipeline(ir_text: str, target: HostTarget, name: str, opt_level: int, tm: A
         raise _fail(name, ir_text, e) from None
     module.triple = target.triple
     module.data_layout = str(tm.target_data)
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=opt_level))
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level if tuning is None else tuning[0])
+    for option, value in ({} if tuning is None else tuning[1]).items():
+        setattr(pto, option, value)
+    pb = llvm.create_pass_builder(tm, pto)
     return module, pb.getModulePassManager(), pb
 
 
@@ -389,19 +410,26 @@ def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
     ``parsed`` is set when the module is parsed (or could not be), before the pipeline.
     ``kept``: a quick compile (tiered code generation): the code is emitted at
     QUICK_CODEGEN_LEVEL from a copy of the optimized module, and the module itself is
-    appended to ``kept`` for ``_upgrade`` to emit at ``opt_level``."""
+    appended to ``kept`` for ``_upgrade`` to emit at ``opt_level``; a module of
+    QUICK_PIPELINE_MIN_CHARS or more is optimized by QUICK_PIPELINE instead, and its text
+    appended, for ``_upgrade`` to optimize at ``opt_level`` and emit."""
     llvm = binding()
     from llvmlite.binding import ffi
 
     try:
         tm = target.machine(jit=True, opt_level=opt_level)
-        module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context())
+        light = kept is not None and len(ir_text) >= QUICK_PIPELINE_MIN_CHARS
+        module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context(),
+                                    QUICK_PIPELINE if light else None)
     finally:
         if parsed is not None:
             parsed.set()
     ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, module, pb)
     if kept is None:
         return _emit_unlocked(tm, module, name)
+    if light:   # the upgrade optimizes the text again at opt_level
+        kept.append(ir_text)
+        return _emit_unlocked(target.machine(jit=True, opt_level=QUICK_CODEGEN_LEVEL), module, name)
     # The copy is emitted: code generation rewrites some of the IR it is given (its own
     # lowering passes), and the full code is emitted from the module as optimized.
     kept.append(module)
@@ -832,12 +860,13 @@ atexit.register(wait_for_upgrades)
 
 def _upgrade(quick: Library, optimized: list, declared: Sequence[str], key: str,
              places: list[tuple[str, int | None]], target: HostTarget, name: str) -> None:
-    """On a thread of its own: ``optimized`` (the quick library's modules, as the pipeline
-    left them) emitted at OPT_LEVEL, written to the disk cache, linked, and handed to the
+    """On a thread of its own: ``optimized`` (the quick library's modules, as O3's pipeline
+    left them, or the text of those QUICK_PIPELINE optimized, optimized again:
+    ``_emit_full``) emitted at OPT_LEVEL, written to the disk cache, linked, and handed to the
     quick library's watchers; in-process lookups of ``key`` then find the full library."""
     quick._go.wait(UPGRADE_WAIT_S)
     try:
-        objs = [_emit_unlocked(target.machine(jit=True, opt_level=OPT_LEVEL), m, name) for m in optimized]
+        objs = _emit_full(optimized, target, name)
         payload = _pack(declared, objs)
         any(objcache.write(key, payload, where, mode) for where, mode in places)
         full = _link(objs, declared, target, key, name)
@@ -851,6 +880,49 @@ def _upgrade(quick: Library, optimized: list, declared: Sequence[str], key: str,
     with _upgrade_lock:
         _upgrade_counts["upgraded"] += 1
     quick._upgraded(full)
+
+
+def _emit_full(modules: list, target: HostTarget, name: str) -> list[bytes]:
+    """The full code of a quick library's ``modules`` (``_full``), emitted at OPT_LEVEL; a
+    module QUICK_PIPELINE optimized (its text) on a thread of its own, beside the others:
+    its optimization again is most of the upgrade's time, which a process that ran its
+    program once waits for at exit."""
+    out: list[Any] = [None] * len(modules)
+
+    def emit(i: int) -> None:
+        try:
+            module = _full(modules[i], target, name)
+            out[i] = _emit_unlocked(target.machine(jit=True, opt_level=OPT_LEVEL), module, name)
+        except BaseException as e:  # noqa: BLE001 (raised again on the upgrade's thread)
+            out[i] = e
+    apart = [i for i, m in enumerate(modules) if isinstance(m, str)][1:]
+    threads = [threading.Thread(target=emit, args=(i,), name=f"flowjit-upgrade-{name}[{i}]", daemon=True)
+               for i in apart]
+    for t in threads:
+        t.start()
+    for i in range(len(modules)):
+        if i not in apart:
+            emit(i)
+    for t in threads:
+        t.join()
+    for got in out:
+        if isinstance(got, BaseException):
+            raise got
+    return out
+
+
+def _full(module: Any, target: HostTarget, name: str) -> Any:
+    """``module`` as the full code is emitted from: a module optimized at OPT_LEVEL as it
+    is, or IR text (a module the quick pipeline optimized) parsed and optimized so now, in
+    an LLVM context of its own."""
+    if not isinstance(module, str):
+        return module
+    from llvmlite.binding import ffi
+
+    tm = target.machine(jit=True, opt_level=OPT_LEVEL)
+    optimized, mpm, pb = _pipeline(module, target, name, OPT_LEVEL, tm, binding().create_context())
+    ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, optimized, pb)
+    return optimized
 
 
 def upgrade_counts() -> dict[str, int]:

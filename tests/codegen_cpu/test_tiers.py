@@ -46,10 +46,16 @@ def _args(seed, n=96):
             rng.standard_normal(80).astype(np.float32))
 
 
-def test_the_first_call_runs_quick_code_then_the_full_code_gives_the_same_bits(tmp_path, monkeypatch):
+@pytest.mark.parametrize("light", [True, False], ids=["quick-pipeline", "o3-pipeline"])
+def test_the_first_call_runs_quick_code_then_the_full_code_gives_the_same_bits(light, tmp_path, monkeypatch):
+    # Both ways of making quick code: the IR optimized by QUICK_PIPELINE (the full code
+    # optimizes it again) or by O3's (the full code only emits it again). The block's row
+    # sums are reassociable: a pipeline that vectorized or interleaved them otherwise than
+    # O3 (QUICK_PIPELINE without interleaving) summed in another order, 1 ulp apart.
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "QUICK_PIPELINE_MIN_CHARS", 0 if light else 10**12)
     f = fj.function(_block)
-    args = _args(0, n=97)
+    args = _args(0, n=97 if light else 95)
     before = jit.upgrade_counts()["upgraded"]
     first = f(*args)
     program = _program(f)
@@ -129,6 +135,8 @@ def test_a_process_that_exits_leaves_the_full_code_for_the_next(tmp_path):
 @pytest.mark.parametrize("model", ["mlp", "cnn", "transformer", "embedding", "lstm"])
 def test_every_zoo_model_gives_the_same_bits_from_both_tiers(model, tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    # Every module's quick code from QUICK_PIPELINE, the small ones' too.
+    monkeypatch.setattr(jit, "QUICK_PIPELINE_MIN_CHARS", 0)
     from bench.workloads import zoo
     L = zoo.lib("flowjit")
     params, (x, y) = zoo.init(model, quick=True), zoo.batch(model, quick=True)
