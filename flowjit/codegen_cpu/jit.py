@@ -477,8 +477,9 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     thread, while they compile (LLVM's calls release the GIL; rendering is Python).
     ``rendered(texts)`` is called with the texts rendered so far (the later ones first)
     before each starts to compile. ``kept``: a quick compile (``_compile_apart``), each
-    module's optimized form appended to it in the order of ``modules``, every module
-    compiled apart (the first on the calling thread); needs ``_unlocked_calls()``."""
+    module's optimized form (or, for one QUICK_PIPELINE optimized, its text) appended to it
+    in the order of ``modules``, every module compiled apart (the first on the calling
+    thread); needs ``_unlocked_calls()``."""
     target = target or host_target()
     texts: list[str | None] = [None] * len(modules)
     order = [*range(1, len(modules)), 0]
