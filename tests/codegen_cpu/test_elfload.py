@@ -6,8 +6,11 @@ that a warm process needs no ``llvmlite.binding``."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
+import subprocess
+import sys
 import uuid
 
 import numpy as np
@@ -151,3 +154,30 @@ def test_a_forked_child_writes_its_own_copy_of_a_modules_data():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert bump() == 9
+
+
+_NOTED_TARGET = """
+import json, sys
+from flowjit.codegen_cpu import jit
+jit.host_fingerprint()
+noted = jit.host_target()
+before = "llvmlite.binding" in sys.modules
+llvm = jit.binding()
+detected = jit.HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+print(json.dumps({"before": before, "same": noted == detected, "noted": str(noted)}))
+"""
+
+
+def test_before_llvm_loads_the_host_target_is_the_noted_fingerprints(tmp_path):
+    # A cold call renders its driver while LLVM's library loads: the target comes from the
+    # host's note, without importing llvmlite.binding, and is the one LLVM detects.
+    env = {**os.environ, "FLOWJIT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("FLOWJIT_LLVM_CPU", None)
+    runs = []
+    for _ in range(2):   # the first writes the note where no earlier process had
+        done = subprocess.run([sys.executable, "-c", _NOTED_TARGET], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[1]["before"] is False, "host_target() imported LLVM though the host's note was there"
+    assert runs[1]["same"], runs[1]["noted"]
