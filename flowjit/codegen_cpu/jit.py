@@ -877,7 +877,7 @@ atexit.register(wait_for_upgrades)
 def _upgrade(quick: Library, optimized: list, declared: Sequence[str], key: str,
              places: list[tuple[str, int | None]], target: HostTarget, name: str) -> None:
     """On a thread of its own: ``optimized`` (the quick library's modules, as O3's pipeline
-    left them, or the text of those QUICK_PIPELINE optimized, optimized again:
+    left them, or the text of those QUICK_PIPELINE optimized, compiled again:
     ``_emit_full``) emitted at OPT_LEVEL, written to the disk cache, linked, and handed to the
     quick library's watchers; in-process lookups of ``key`` then find the full library."""
     quick._go.wait(UPGRADE_WAIT_S)
@@ -899,16 +899,18 @@ def _upgrade(quick: Library, optimized: list, declared: Sequence[str], key: str,
 
 
 def _emit_full(modules: list, target: HostTarget, name: str) -> list[bytes]:
-    """The full code of a quick library's ``modules`` (``_full``), emitted at OPT_LEVEL; a
-    module QUICK_PIPELINE optimized (its text) on a thread of its own, beside the others:
+    """The full code of a quick library's ``modules``: an optimized module emitted at
+    OPT_LEVEL; the text of one QUICK_PIPELINE optimized compiled again as a single tier
+    would (``_compile_apart``), on a thread of its own beside the others:
     its optimization again is most of the upgrade's time, which a process that ran its
     program once waits for at exit."""
     out: list[Any] = [None] * len(modules)
 
     def emit(i: int) -> None:
+        m = modules[i]
         try:
-            module = _full(modules[i], target, name)
-            out[i] = _emit_unlocked(target.machine(jit=True, opt_level=OPT_LEVEL), module, name)
+            out[i] = _compile_apart(m, target, name, OPT_LEVEL) if isinstance(m, str) else \
+                _emit_unlocked(target.machine(jit=True, opt_level=OPT_LEVEL), m, name)
         except BaseException as e:  # noqa: BLE001 (raised again on the upgrade's thread)
             out[i] = e
     apart = [i for i, m in enumerate(modules) if isinstance(m, str)][1:]
@@ -925,20 +927,6 @@ def _emit_full(modules: list, target: HostTarget, name: str) -> list[bytes]:
         if isinstance(got, BaseException):
             raise got
     return out
-
-
-def _full(module: Any, target: HostTarget, name: str) -> Any:
-    """``module`` as the full code is emitted from: a module optimized at OPT_LEVEL as it
-    is, or IR text (a module the quick pipeline optimized) parsed and optimized so now, in
-    an LLVM context of its own."""
-    if not isinstance(module, str):
-        return module
-    from llvmlite.binding import ffi
-
-    tm = target.machine(jit=True, opt_level=OPT_LEVEL)
-    optimized, mpm, pb = _pipeline(module, target, name, OPT_LEVEL, tm, binding().create_context())
-    ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, optimized, pb)
-    return optimized
 
 
 def upgrade_counts() -> dict[str, int]:
