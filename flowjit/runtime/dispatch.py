@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from flowjit.ir.core import Function
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline
+from flowjit.runtime.collection import collection_deferred
 from flowjit.runtime.executable import Executable, chosen_backend, optimize
 
 if TYPE_CHECKING:
@@ -35,13 +36,14 @@ def compile_function(function: Function, interpret: bool = False, device: str | 
     one partition per device, run concurrently. ``soft`` (TensorFlow's soft placement): an
     op whose ``fj.device`` cannot run it runs on the cheapest device that can, instead of
     raising PlacementError."""
-    if interpret:
-        return Executable(function, "interpreter", device or "cpu:0")
-    result, target = optimize(function, device, passes, pipeline, soft)
-    chosen = chosen_backend(backend)
-    placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
-    if placed - {None, "cpu:0"}:
-        # Its device threads, queues and step ids load with the first placed program.
-        from flowjit.runtime.multi_device import MultiDeviceExecutable
-        return MultiDeviceExecutable(result.function, chosen, target.default, result, fastmath=fastmath)
-    return Executable(result.function, chosen, target.default, result, fastmath=fastmath, parallel=parallel)
+    with collection_deferred():   # runtime.collection
+        if interpret:
+            return Executable(function, "interpreter", device or "cpu:0")
+        result, target = optimize(function, device, passes, pipeline, soft)
+        chosen = chosen_backend(backend)
+        placed = {op.device for op in result.function.body.ops} | set(result.function.arg_devices)
+        if placed - {None, "cpu:0"}:
+            # Its device threads, queues and step ids load with the first placed program.
+            from flowjit.runtime.multi_device import MultiDeviceExecutable
+            return MultiDeviceExecutable(result.function, chosen, target.default, result, fastmath=fastmath)
+        return Executable(result.function, chosen, target.default, result, fastmath=fastmath, parallel=parallel)

@@ -35,6 +35,7 @@ from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline, PipelineResult
 from flowjit.passes.placement import DeviceTarget
 from flowjit.runtime.buffers import POOL, POOL_MIN_BYTES
 from flowjit.runtime.code_generators import code_generator
+from flowjit.runtime.collection import collection_deferred
 from flowjit.runtime.devices import device_target
 from flowjit.runtime.memory_plan import plan_memory
 from flowjit.runtime.profiler import PROFILER, Profile
@@ -192,7 +193,8 @@ class Executable:
         kernel is compiled for the Python driver (its blocks compile on their first run)."""
         if self._compiled:
             return
-        with compiling(self.function.name, len(self.kernels)):  # a progress line on a terminal, past 1 s
+        # a progress line on a terminal, past 1 s; the collector held back (runtime.collection)
+        with compiling(self.function.name, len(self.kernels)), collection_deferred():
             self._compile_llvm_now()
 
     def _compile_llvm_now(self) -> None:

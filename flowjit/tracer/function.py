@@ -34,6 +34,7 @@ from flowjit.ir.errors import FlowjitTypeError, TracerError
 from flowjit.ir.types import TensorType
 from flowjit.ir.verifier import verify
 from flowjit.runtime import Executable, compile_function, lower
+from flowjit.runtime.collection import collection_deferred
 from flowjit.runtime.devices import check_device
 from flowjit.runtime.executable import IR_STAGES
 from flowjit.runtime.hooks import SLOW_PATH
@@ -347,16 +348,19 @@ class TracedFunction:
             entry = self._tree_fast.get(tree_key) if tree_key is not None else None
             if entry is not None:
                 return pytree.unflatten(entry.out_tree, entry.run(tree_leaves))
-        entry, leaves = self._lookup(args, kwargs)
-        if key is not None and not self.static_names and len(leaves) == len(args):
-            self._fast[key] = entry
-        if tree_key is not None:
-            self._tree_fast[tree_key] = entry
-        if any(isinstance(x, ShapeDtype) for x in leaves):
-            raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
-                                   "pass arrays to run it (ShapeDtype is for .ir())")
-        outs = entry.run(leaves)
-        return pytree.unflatten(entry.out_tree, outs)
+        # A first call traces, compiles and runs with the collector held back; the one
+        # young collection it puts off runs as it ends (runtime.collection).
+        with collection_deferred():
+            entry, leaves = self._lookup(args, kwargs)
+            if key is not None and not self.static_names and len(leaves) == len(args):
+                self._fast[key] = entry
+            if tree_key is not None:
+                self._tree_fast[tree_key] = entry
+            if any(isinstance(x, ShapeDtype) for x in leaves):
+                raise FlowjitTypeError(f"{self.__name__} was called with an abstract ShapeDtype argument; "
+                                       "pass arrays to run it (ShapeDtype is for .ir())")
+            outs = entry.run(leaves)
+            return pytree.unflatten(entry.out_tree, outs)
 
     def ir(self, *args: Any, stage: str = "traced", **kwargs: Any) -> Function | LoopProgram:
         """The Function traced for these arguments (arrays or ShapeDtype), at ``stage``;

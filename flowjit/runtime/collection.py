@@ -1,0 +1,61 @@
+"""Python's cyclic garbage collector held back while flowjit compiles.
+
+A compile (tracing, the passes, lowering, llvmlite's IR builder rendering the module, and
+on a process's first compile the lazy imports of the compiler's own modules) allocates
+17,000-85,000 container objects on the zoo's first calls (bench/workloads/models.py), nearly
+all of which live until it ends. At CPython's default thresholds (a young collection every
+700 net allocations, an older one every tenth of those) that was dozens of collections
+tracing the same survivors again as they aged, and in a large program a full collection
+over every object of the process (NumPy's, llvmlite's, the user's) in the middle of a
+compile (the transformer's first inference call ran one; the MLP's 22 young and 2 older).
+Held back, the zoo's cold first calls (Zen 5, a noisy spell, fresh processes of the
+bench's child alternated with the collector as CPython sets it, medians): the
+transformer's inference 249 -> 213 ms (6 each), the MLP's training step 244 -> 216 (6),
+the LSTM's 358 -> 332 (5), the MLP's inference 86 -> 81 (12); the CNN's inference within
+its spread (174 -> 168 and 176 -> 182 in two rounds of 4-6).
+
+So while any thread compiles (``collection_deferred``), the youngest generation's
+threshold is ``COMPILE_THRESHOLD``, above every zoo compile's allocations: none of them
+collects until the outermost compile in flight ends, when one young collection runs over
+what the compiles left (a millisecond or two on the zoo). A compile larger than that
+still collects every ``COMPILE_THRESHOLD`` allocations, so its memory stays bounded. The
+collector stays enabled or disabled as the user has it; a threshold the user set higher
+is kept, and one the user sets during a compile is not undone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+from collections.abc import Iterator
+
+COMPILE_THRESHOLD = 100_000
+
+_lock = threading.Lock()
+_depth = 0                                 # compiles in flight, all threads
+_saved: tuple[int, ...] | None = None      # the thresholds the outermost compile raised
+
+
+@contextlib.contextmanager
+def collection_deferred() -> Iterator[None]:
+    """Run the body with the collector's youngest threshold at ``COMPILE_THRESHOLD``
+    (unless it is already higher, or 0: the collector off by threshold); nested and
+    concurrent uses share one raise, undone when the last of them ends."""
+    global _depth, _saved
+    with _lock:
+        if _depth == 0:
+            now = gc.get_threshold()
+            _saved = now if 0 < now[0] < COMPILE_THRESHOLD else None
+            if _saved is not None:
+                gc.set_threshold(COMPILE_THRESHOLD, *now[1:])
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _saved is not None:
+                if gc.get_threshold()[0] == COMPILE_THRESHOLD:   # the user set none of their own since
+                    gc.set_threshold(*_saved)
+                _saved = None

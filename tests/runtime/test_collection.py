@@ -1,0 +1,119 @@
+"""The collector held back while flowjit compiles (runtime.collection): a first call
+traces, compiles and runs without a young collection, and every threshold the user had is
+back once the last compile in flight ends, whatever the nesting, threads and errors."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.runtime import collection
+from flowjit.runtime.collection import COMPILE_THRESHOLD, collection_deferred
+
+DEFAULT = (700, 10, 10)
+
+
+@pytest.fixture
+def thresholds():
+    """CPython's default thresholds for the test, the suite's own back after it."""
+    kept = gc.get_threshold()
+    gc.set_threshold(*DEFAULT)
+    yield
+    gc.set_threshold(*kept)
+
+
+def test_a_first_call_compiles_without_a_young_collection(thresholds):
+    collections: list[int] = []
+    calling = {"now": True}
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and calling["now"]:
+            collections.append(info["generation"])
+
+    @fj.function
+    def step(x, w):
+        h = fj.tanh(x @ w + 1.0)
+        return (h * h).sum(axis=1) / fj.exp(h).sum(axis=1)
+
+    x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32)
+    gc.collect()   # every generation's count at 0: the call's own collections are what is counted
+    gc.callbacks.append(count)
+    try:
+        got = step(x, w)
+        calling["now"] = False
+    finally:
+        gc.callbacks.remove(count)
+    h = np.tanh(x @ w + 1.0)
+    np.testing.assert_allclose(got, (h * h).sum(axis=1) / np.exp(h).sum(axis=1), rtol=1e-5)
+    # At the default thresholds the trace, the passes and lowering alone collect dozens of
+    # times; held back, the one young collection put off runs as the call ends.
+    assert collections in ([], [0])
+    assert gc.get_threshold() == DEFAULT
+
+
+def test_nested_and_concurrent_compiles_share_one_raise(thresholds):
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collection_deferred():
+            inside.set()
+            leave.wait(10)
+
+    with collection_deferred():
+        assert gc.get_threshold() == (COMPILE_THRESHOLD, 10, 10)
+        with collection_deferred():
+            assert gc.get_threshold()[0] == COMPILE_THRESHOLD
+        assert gc.get_threshold()[0] == COMPILE_THRESHOLD
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert inside.wait(10)
+    assert gc.get_threshold()[0] == COMPILE_THRESHOLD   # the other thread still compiles
+    leave.set()
+    thread.join(10)
+    assert gc.get_threshold() == DEFAULT
+    assert collection._depth == 0
+
+
+def test_an_error_in_a_compile_gives_the_thresholds_back(thresholds):
+    with pytest.raises(ZeroDivisionError):
+        with collection_deferred():
+            1 / 0
+    assert gc.get_threshold() == DEFAULT
+
+
+@pytest.mark.parametrize("user", [(0, 10, 10), (COMPILE_THRESHOLD * 2, 5, 5)])
+def test_a_threshold_the_user_chose_is_left_alone(user):
+    kept = gc.get_threshold()
+    gc.set_threshold(*user)
+    try:
+        with collection_deferred():
+            assert gc.get_threshold() == user
+        assert gc.get_threshold() == user
+    finally:
+        gc.set_threshold(*kept)
+
+
+def test_a_threshold_set_during_a_compile_is_kept(thresholds):
+    with collection_deferred():
+        gc.set_threshold(5000, 10, 10)
+    assert gc.get_threshold() == (5000, 10, 10)
+
+
+def test_the_collector_stays_as_enabled_as_the_user_left_it(thresholds):
+    was = gc.isenabled()
+    try:
+        gc.disable()
+        with collection_deferred():
+            pass
+        assert not gc.isenabled()
+        gc.enable()
+        with collection_deferred():
+            assert gc.isenabled()
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
