@@ -83,8 +83,25 @@ from .pthread_pool import native_pool  # noqa: F401  (registers the pool's symbo
 # ---- loading ---------------------------------------------------------------------------------
 
 class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+    _fields_ = [("ml_name", ctypes.c_void_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
                 ("ml_doc", ctypes.c_char_p)]
+
+
+_DEF_WORDS = ctypes.sizeof(_MethodDef) // 8   # a PyMethodDef in the table's int64 words
+
+
+class _Table(np.ndarray):
+    """A program's table: the int64 words its builtins read through ``self`` (program_glue),
+    then the builtins' method definitions and names, in its own memory, and ``program``,
+    the NativeProgram whose objects and code its words point at. A builtin holds its
+    ``self``, so one that outlives the program object (the dispatch fast path's cache of a
+    TracedFunction being collected) still runs, and the collector, visiting it, reads its
+    definition's flags from live memory: when the definitions were ctypes structures of the
+    program object, a collection that freed them first left the builtin reading freed
+    memory for its flags, and the collector then followed a pointer from there (the rare
+    segfaults "Garbage-collecting" in tests/tracer/test_fft.py)."""
+
+    program: Any
 
 
 _new_builtin = ctypes.pythonapi.PyCFunction_NewEx
@@ -133,7 +150,10 @@ class NativeProgram:
             blas = blas_functions()
         results = [b for b in plan.buffers if b.kind == "result" and not b.shares]
         self._keep: list[Any] = []    # objects whose addresses the table holds
-        table = np.zeros(T_FIXED + 2 * len(results) + len(constants), np.int64)
+        names = [f"{plan.name}_{which}".encode() + b"\0" for which in ("list", "one")]
+        defs_at = T_FIXED + 2 * len(results) + len(constants)
+        names_at = defs_at + _DEF_WORDS * len(names)
+        table = np.zeros(names_at + sum(-(-len(n) // 8) for n in names), np.int64).view(_Table)
         table[T_FALLBACK_LIST] = self._ref(self.convert_list)
         table[T_FALLBACK_ONE] = self._ref(self.convert_one)
         table[T_EMPTY] = _pyarray_empty()
@@ -163,9 +183,14 @@ class NativeProgram:
         self._retired: list[jit.Library] = []
         if library.codegen_level != jit.OPT_LEVEL:
             library.when_upgraded(self._upgrade)
+        table.program = self
         self._defs = []
-        for which, address in zip(("list", "one"), program_glue.entry_points()):
-            d = _MethodDef(f"{plan.name}_{which}".encode(), address, METH_FASTCALL, None)
+        at = names_at
+        for k, (which, address) in enumerate(zip(("list", "one"), program_glue.entry_points())):
+            ctypes.memmove(table.ctypes.data + 8 * at, names[k], len(names[k]))
+            d = _MethodDef.from_buffer(table, 8 * (defs_at + _DEF_WORDS * k))
+            d.ml_name, d.ml_meth, d.ml_flags, d.ml_doc = table.ctypes.data + 8 * at, address, METH_FASTCALL, None
+            at += -(-len(names[k]) // 8)
             self._defs.append(d)
             setattr(self, f"call_{which}", _new_builtin(ctypes.addressof(d), table, None))
 

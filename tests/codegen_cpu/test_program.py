@@ -850,3 +850,40 @@ def test_a_large_scatter_add_onto_its_operand_runs_its_copy_on_the_pool_and_adds
     np.add.at(want, ids, u)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     assert _pooled_names(exe._program.plan)
+
+
+_ENTRY_OUTLIVES_PROGRAM = """
+import gc
+import time
+import numpy as np
+import flowjit as fj
+from flowjit.codegen_cpu import jit
+
+f = fj.function(lambda x: x + 1)
+x = np.ones(4, np.float32)
+f(x)
+f(x)
+call = next(iter(f._direct.values()))   # the program's builtin, held by the dispatch fast path
+name = call.__name__
+while jit.upgrade_counts()["upgraded"] + jit.upgrade_counts()["failed"] < 1:
+    time.sleep(0.01)   # the upgrade's watcher holds the program until it lands
+del f
+gc.collect()           # the program object is gone; its builtin is not
+print(call.__name__ == name, call(x).tolist())
+gc.collect()           # the collector visits the builtin, which reads its method definition
+"""
+
+
+def test_a_programs_builtin_outlives_the_program_object(tmp_path):
+    # The builtin's PyMethodDef was a ctypes structure of the program object: once that
+    # was collected (a TracedFunction's cycle, its dispatch cache still holding the
+    # builtin), the builtin read freed memory for its name and flags, and the collector,
+    # visiting it, followed a pointer from there (the suite's rare segfaults "Garbage-
+    # collecting" in tests/tracer/test_fft.py). Python's debug allocator fills freed memory
+    # with 0xDD, which makes the read fault every time.
+    import subprocess
+    import sys
+    got = subprocess.run([sys.executable, "-c", _ENTRY_OUTLIVES_PROGRAM], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "FLOWJIT_CACHE_DIR": str(tmp_path), "PYTHONMALLOC": "debug"})
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.split("\n")[0] == "True [2.0, 2.0, 2.0, 2.0]"

@@ -56,11 +56,13 @@ def test_the_first_call_runs_quick_code_then_the_full_code_gives_the_same_bits(l
     monkeypatch.setattr(jit, "QUICK_PIPELINE_MIN_CHARS", 0 if light else 10**12)
     f = fj.function(_block)
     args = _args(0, n=97 if light else 95)
-    before = jit.upgrade_counts()["upgraded"]
+    before = jit.upgrade_counts()
     first = f(*args)
     program = _program(f)
     assert jit.wait_for_upgrades(60)
-    assert jit.upgrade_counts() == {"upgraded": before + 1, "failed": 0}
+    # at least this program's (an earlier test's program in this process may land meanwhile)
+    after = jit.upgrade_counts()
+    assert after["upgraded"] >= before["upgraded"] + 1 and after["failed"] == before["failed"]
     # the quick library retired (kept alive), the full one in the table
     assert [lib.codegen_level for lib in program._retired] == [jit.QUICK_CODEGEN_LEVEL]
     assert program.library.codegen_level == jit.OPT_LEVEL
