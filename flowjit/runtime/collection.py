@@ -20,13 +20,15 @@ collects until the outermost compile in flight ends, when one young collection r
 what the compiles left (a millisecond or two on the zoo). A compile larger than that
 still collects every ``COMPILE_THRESHOLD`` allocations, so its memory stays bounded. The
 collector stays enabled or disabled as the user has it; a threshold the user set higher
-is kept, and one the user sets during a compile is not undone.
+is kept, and one the user sets during a compile is not undone. A child forked while a
+compile ran gets the thresholds back (it runs none of the parent's compiles).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 from collections.abc import Iterator
 
@@ -35,6 +37,20 @@ COMPILE_THRESHOLD = 100_000
 _lock = threading.Lock()
 _depth = 0                                 # compiles in flight, all threads
 _saved: tuple[int, ...] | None = None      # the thresholds the outermost compile raised
+
+
+def _after_fork_in_child() -> None:
+    # A child forked while another thread compiled runs none of those compiles: its
+    # collector gets the thresholds back, and its own compiles count from none.
+    global _depth, _saved, _lock
+    _lock = threading.Lock()   # the parent's may have been held at the fork
+    if _depth and _saved is not None and gc.get_threshold()[0] == COMPILE_THRESHOLD:
+        gc.set_threshold(*_saved)
+    _depth, _saved = 0, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager

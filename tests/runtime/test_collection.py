@@ -5,6 +5,7 @@ back once the last compile in flight ends, whatever the nesting, threads and err
 from __future__ import annotations
 
 import gc
+import os
 import threading
 
 import numpy as np
@@ -117,3 +118,18 @@ def test_the_collector_stays_as_enabled_as_the_user_left_it(thresholds):
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_child_forked_during_a_compile_gets_the_thresholds_back(thresholds):
+    with collection_deferred():
+        pid = os.fork()
+        if pid == 0:   # the child: none of the parent's compiles runs here
+            ok = gc.get_threshold() == DEFAULT and collection._depth == 0
+            with collection_deferred():
+                ok = ok and gc.get_threshold()[0] == COMPILE_THRESHOLD
+            os._exit(0 if ok and gc.get_threshold() == DEFAULT else 1)
+        _, status = os.waitpid(pid, 0)
+        assert gc.get_threshold()[0] == COMPILE_THRESHOLD   # the parent's compile goes on
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert gc.get_threshold() == DEFAULT
