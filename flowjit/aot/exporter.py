@@ -37,6 +37,7 @@ import safetensors.numpy
 from flowjit.passes.constant_fold import constant_fold
 from flowjit.passes.decompose import decompose
 from flowjit.passes.pipeline import DEFAULT_PIPELINE, Pipeline
+from flowjit.runtime.collection import collection_deferred
 from flowjit.runtime.dispatch import compile_function
 from flowjit.runtime.executable import Executable
 from flowjit.tracer.function import ShapeDtype, TracedFunction, function
@@ -298,6 +299,14 @@ def export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[st
     with no native form raises AOTError naming the op and line before any file is written;
     with no C compiler the object, header and manifest are written and AOTError says what
     to install."""
+    with collection_deferred():   # runtime.collection: the collector held back while it compiles
+        return _export(f, *example_args, path=path, name=name, cpu=cpu, static=static, threads=threads,
+                       freeze=freeze)
+
+
+def _export(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] = "build",
+            name: str | None = None, cpu: str = "x86-64-v3", static: dict[str, Any] | None = None,
+            threads: int = 0, freeze: bool = False) -> Exported:
     from flowjit.codegen_cpu import jit
     from flowjit.codegen_cpu.program_emit import render_c_library
     from flowjit.codegen_cpu.program_plan import SCRATCH_ALIGN, Affine, links_pool

@@ -133,3 +133,26 @@ def test_a_child_forked_during_a_compile_gets_the_thresholds_back(thresholds):
         assert gc.get_threshold()[0] == COMPILE_THRESHOLD   # the parent's compile goes on
     assert os.waitstatus_to_exitcode(status) == 0
     assert gc.get_threshold() == DEFAULT
+
+
+def test_an_export_compiles_without_a_young_collection(thresholds, tmp_path):
+    collections: list[int] = []
+    exporting = {"now": True}
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and exporting["now"]:
+            collections.append(info["generation"])
+
+    def step(x, w):
+        return fj.tanh(x @ w + 1.0).sum(axis=1)
+
+    x, w = np.ones((8, 16), np.float32), np.ones((16, 16), np.float32)
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        fj.export(step, x, w, path=tmp_path)
+        exporting["now"] = False
+    finally:
+        gc.callbacks.remove(count)
+    assert collections in ([], [0])
+    assert gc.get_threshold() == DEFAULT
