@@ -98,8 +98,10 @@ class _Table(np.ndarray):
     TracedFunction being collected) still runs, and the collector, visiting it, reads its
     definition's flags from live memory: when the definitions were ctypes structures of the
     program object, a collection that freed them first left the builtin reading freed
-    memory for its flags, and the collector then followed a pointer from there (the rare
-    segfaults "Garbage-collecting" in tests/tracer/test_fft.py)."""
+    memory for its flags, and the collector then could follow a pointer from there (the
+    likely cause of the suite's rare segfaults "Garbage-collecting" in
+    tests/tracer/test_fft.py: tests/codegen_cpu/test_program.py shows the read under
+    Python's debug allocator)."""
 
     program: Any
 
