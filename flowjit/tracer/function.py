@@ -13,6 +13,7 @@ signatures already compiled take no lock.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -279,10 +280,13 @@ class TracedFunction:
         return _Entry(fn, executable, out_tree, single=out_tree.kind == "leaf",
                       variables=tuple(trace.variables), assigned=tuple(assigned))
 
-    def _lookup(self, args: tuple, kwargs: dict) -> tuple[_Entry, list]:
+    def _lookup(self, args: tuple, kwargs: dict,
+                held: contextlib.ExitStack | None = None) -> tuple[_Entry, list]:
         key, leaves, bound, structure = self._signature(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
+            if held is not None:   # the collector held back from here to the end of ``held``
+                held.enter_context(collection_deferred())
             entry = self._trace_once(key, bound, args, kwargs, structure)
         self._last_key = key
         return entry, leaves
@@ -350,8 +354,8 @@ class TracedFunction:
                 return pytree.unflatten(entry.out_tree, entry.run(tree_leaves))
         # A first call traces, compiles and runs with the collector held back; the one
         # young collection it puts off runs as it ends (runtime.collection).
-        with collection_deferred():
-            entry, leaves = self._lookup(args, kwargs)
+        with contextlib.ExitStack() as held:
+            entry, leaves = self._lookup(args, kwargs, held)
             if key is not None and not self.static_names and len(leaves) == len(args):
                 self._fast[key] = entry
             if tree_key is not None:

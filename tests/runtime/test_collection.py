@@ -156,3 +156,19 @@ def test_an_export_compiles_without_a_young_collection(thresholds, tmp_path):
         gc.callbacks.remove(count)
     assert collections in ([], [0])
     assert gc.get_threshold() == DEFAULT
+
+
+def test_a_call_that_compiles_nothing_runs_at_the_users_thresholds(thresholds):
+    # A call with a keyword argument takes the dispatch's slow path every time; only the
+    # one that traces holds the collector back.
+    seen: list[int] = []
+
+    def look(x):
+        seen.append(gc.get_threshold()[0])
+        return x
+
+    f = fj.function(lambda x, scale: fj.pure_callback(look, fj.ShapeDtype((4,), np.float32), x) * scale)
+    x = np.ones(4, np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, scale=2.0), 2 * x)
+    assert seen == [COMPILE_THRESHOLD, DEFAULT[0], DEFAULT[0]]
