@@ -1,7 +1,8 @@
 """User-level checkpoints (``fj.checkpoint``): Variables and optimizer state in safetensors files.
 
 ``save(path, state, step=..., metadata=...)`` writes a file atomically, ``restore(path,
-state)`` reads it back into the same state after checking it matches, ``load(path)``
+state)`` reads it back into the same state after checking it matches (``partial=True``:
+the file may hold more than the state names), ``load(path)``
 returns its arrays for inspection, and ``CheckpointManager`` keeps numbered checkpoints
 of a training run. Files are plain safetensors, never pickles, written and read by the
 ``safetensors`` library (the format's reference implementation, which memory-maps them),

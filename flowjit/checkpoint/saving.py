@@ -60,11 +60,14 @@ def save(path: str | os.PathLike[str], state: Any, *, step: int | None = None,
     return path
 
 
-def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
+def restore(path: str | os.PathLike[str], state: Any, *, partial: bool = False) -> dict[str, Any]:
     """Assign every Variable of ``state`` its value from the checkpoint ``path``. Names,
     shapes and dtypes are checked first, and a ``CheckpointError`` lists every mismatch
     (missing in file, extra in file, shape, dtype) with nothing assigned; optimizer slots
-    not created yet are created when the file has them. Every tensor's data is checked
+    not created yet are created when the file has them. ``partial``: the file may hold
+    tensors the state does not name, which are left unread (``tf.train.Saver``'s restore
+    of a var_list; a model's weights from a file that also holds its optimizer's state);
+    every Variable of the state must still be there. Every tensor read is checked
     against its checksum before anything is assigned: a damaged file is a
     ``CorruptCheckpointError`` naming it and the tensor (a file without checksums, written
     before flowjit stored them, restores with a ``CheckpointWarning``). Returns the
@@ -80,10 +83,10 @@ def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
             problems.append(f"missing in file: {name}")
         for name in sorted(set(header.tensors) - set(flat.variables)):
             slot = flat.pending_slot(name)
-            if slot is None:
-                problems.append(f"extra in file: {name}")
-            else:
+            if slot is not None:
                 pending[name] = slot
+            elif not partial:
+                problems.append(f"extra in file: {name}")
         for name in sorted(header.tensors):
             entry = header.tensors[name]
             if name in flat.variables:
@@ -102,7 +105,8 @@ def restore(path: str | os.PathLike[str], state: Any) -> dict[str, Any]:
                                   + "\n  ".join(problems))
         metadata = _metadata(header, str(path))
     # Read everything before assigning anything: a read error leaves the state whole.
-    arrays = fmt.read_tensors(path, header, list(header.tensors), str(path))
+    wanted = [name for name in header.tensors if name in flat.variables or name in pending]
+    arrays = fmt.read_tensors(path, header, wanted, str(path))
     for name, slot in pending.items():
         flat.variables[name] = slot.create()
     for name, var in flat.variables.items():

@@ -150,6 +150,7 @@ from flowjit.v1.ops import (
 from flowjit.v1.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue
 from flowjit.v1.session import ConfigProto, GPUOptions, InteractiveSession, Session, get_default_session
 from flowjit.v1.train.input import random_shuffle
+from flowjit.v1.train.moving_averages import moving_average_variables
 from flowjit.v1.variables import (
     AUTO_REUSE,
     Variable,

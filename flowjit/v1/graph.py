@@ -60,6 +60,7 @@ class GraphKeys:
     REGULARIZATION_LOSSES = "regularization_losses"
     SUMMARIES = "summaries"
     GLOBAL_STEP = "global_step"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
     INIT_OP = "init_op"
     SAVERS = "savers"
 

@@ -278,6 +278,23 @@ def test_mismatch_lists_every_problem_and_restores_nothing(tmp_path):
         np.testing.assert_array_equal(v.numpy(), b)
 
 
+def test_a_partial_restore_leaves_the_files_other_tensors_unread(tmp_path):
+    saved = [fj.Variable(np.full(3, 9.0, np.float32), name="w"), fj.Variable(np.ones(2), name="w/Adam"),
+             fj.Variable(np.zeros(1), name="other")]
+    path = checkpoint.save(tmp_path / "p.safetensors", saved, step=7)
+    w = fj.Variable(np.zeros(3, np.float32), name="w")
+    assert checkpoint.restore(path, [w], partial=True)["step"] == 7
+    np.testing.assert_array_equal(w.numpy(), [9.0, 9.0, 9.0])
+    # What the state names must still be in the file, at its shape and dtype.
+    state = [fj.Variable(np.zeros(3, np.float32), name="w"), fj.Variable(np.zeros(4), name="missing"),
+             fj.Variable(np.zeros(5), name="other")]
+    with pytest.raises(CheckpointError) as err:
+        checkpoint.restore(path, state, partial=True)
+    assert "2 problems" in str(err.value) and "missing in file: missing" in str(err.value)
+    assert "shape of other: file (1,) vs state (5,)" in str(err.value) and "extra in file" not in str(err.value)
+    np.testing.assert_array_equal(state[0].numpy(), np.zeros(3))
+
+
 def test_slot_for_a_variable_not_in_the_state_is_extra(tmp_path):
     W, b, opt = adam_state()
     opt.apply_gradients([(np.ones((2, 3), np.float32), W)])

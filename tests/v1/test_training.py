@@ -286,6 +286,24 @@ def test_saver_round_trip_max_to_keep_and_latest_checkpoint(tmp_path):
     assert sorted(arrays) == ["b", "w"] and meta["step"] == 2
 
 
+def test_a_saver_of_some_variables_restores_them_from_a_checkpoint_holding_more(tmp_path):
+    # TensorFlow's restore reads the variables of its var_list and ignores the file's others
+    # (an inference graph restoring a checkpoint written with its optimizer's slots).
+    w = tf.Variable(tf.ones([2]), name="w")
+    loss = tf.reduce_sum(w * w)
+    train = tf.train.AdamOptimizer(0.1).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train)
+        trained = sess.run(w)
+        path = tf.train.Saver().save(sess, str(tmp_path / "full"))
+    tf.reset_default_graph()
+    w = tf.Variable(tf.zeros([2]), name="w")
+    with tf.Session() as sess:
+        tf.train.Saver([w]).restore(sess, path)
+        np.testing.assert_array_equal(sess.run(w), trained)
+
+
 def test_saver_refuses_a_mismatched_or_missing_checkpoint(tmp_path):
     w = tf.Variable(tf.zeros([2]), name="w")
     with tf.Session() as sess:

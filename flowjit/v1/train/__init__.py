@@ -1,7 +1,7 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules, Saver and
 checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines,
-MonitoredTrainingSession and its hooks, and the distributed spelling (ClusterSpec, Server,
-replica_device_setter, SyncReplicasOptimizer)."""
+MonitoredTrainingSession and its hooks, ExponentialMovingAverage, and the distributed
+spelling (ClusterSpec, Server, replica_device_setter, SyncReplicasOptimizer)."""
 
 from flowjit.v1.train import queue_runner
 from flowjit.v1.train.coordinator import Coordinator
@@ -32,6 +32,7 @@ from flowjit.v1.train.monitored_session import (
     SessionRunValues,
     StopAtStepHook,
 )
+from flowjit.v1.train.moving_averages import ExponentialMovingAverage
 from flowjit.v1.train.optimizers import (
     AdadeltaOptimizer,
     AdagradOptimizer,

@@ -6,7 +6,9 @@ save leaves the previous file intact), holding each variable under its graph nam
 ``save(sess, "dir/model.ckpt", global_step=100)`` writes ``dir/model.ckpt-100`` and
 records it in ``dir/checkpoint`` (TensorFlow's text format, so ``latest_checkpoint`` and
 ``get_checkpoint_state`` find it); with ``max_to_keep`` the oldest files are deleted.
-``restore`` checks every name, shape and dtype before loading anything.
+``restore`` checks the name, shape and dtype of every variable it loads before loading
+anything; the file's other tensors (an optimizer's slots, when the var_list is the model's
+weights) are left unread, as TensorFlow leaves them.
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ class Saver:
         return path
 
     def restore(self, sess: Any, save_path: str | None) -> None:
-        """Load the variables' values from ``save_path`` into ``sess`` (all or nothing)."""
+        """Load the variables' values from ``save_path`` into ``sess`` (all or nothing); the
+        file's other tensors are ignored."""
         if save_path is None:
             raise ValueError("Can't load save_path when it is None (no checkpoint was found?)")
         if not os.path.exists(save_path):
@@ -94,7 +97,8 @@ class Saver:
                                        "(tf.train.latest_checkpoint(directory) gives the newest one)")
         staged = {key: FjVariable(np.zeros(v.shape.as_list(), v.dtype.np), name=key) for key, v in self._vars.items()}
         try:
-            checkpoint.restore(save_path, list(staged.values()))
+            # TensorFlow restores the var_list's variables and ignores the file's others.
+            checkpoint.restore(save_path, list(staged.values()), partial=True)
         except checkpoint.CheckpointError as e:
             raise errors.NotFoundError(None, None, f"Restoring from checkpoint failed: {e}") from None
         for key, v in self._vars.items():

@@ -12,9 +12,11 @@ replica's gradient, computed at the current parameters on the batch fed, and add
 the accumulators (Variables colocated with their variable: on its ps task). The run that
 brings the count to ``replicas_to_aggregate`` also applies the wrapped optimizer to the
 MEAN of the accumulated gradients, advances ``global_step`` by one and clears the
-accumulators. So ``replicas_to_aggregate`` runs on as many batches equal one step of the
-wrapped optimizer on the mean gradient, and no gradient is ever stale. Replicas do not
-run concurrently, so there are no backup workers (``total_num_replicas`` above
+accumulators; with ``variable_averages`` (a ``tf.train.ExponentialMovingAverage``) it then
+moves the averages of ``variables_to_average`` (default: the trainable variables) once.
+So ``replicas_to_aggregate`` runs on as many batches equal one step of the wrapped
+optimizer on the mean gradient, and no gradient is ever stale. Replicas do not run
+concurrently, so there are no backup workers (``total_num_replicas`` above
 ``replicas_to_aggregate`` changes nothing): concurrent data-parallel training with backup
 workers is ``fj.distributed.train``.
 """
@@ -46,10 +48,12 @@ class SyncReplicasOptimizer(Optimizer):
         for what, n in (("replicas_to_aggregate", replicas_to_aggregate), ("total_num_replicas", total_num_replicas)):
             if not isinstance(n, (int, np.integer)) or n < 1:
                 raise ValueError(f"SyncReplicasOptimizer({what}={n!r}): give a whole number of replicas, at least 1")
-        if variable_averages is not None:
-            raise NotImplementedError("SyncReplicasOptimizer(variable_averages=...): moving averages of the "
-                                      "variables are not supported; leave it None")
+        if variable_averages is not None and not hasattr(variable_averages, "apply"):
+            raise TypeError(f"SyncReplicasOptimizer(variable_averages={variable_averages!r}): give a "
+                            "tf.train.ExponentialMovingAverage (or None)")
         super().__init__(use_locking, name)
+        self._variable_averages = variable_averages
+        self._variables_to_average = None if variables_to_average is None else list(variables_to_average)
         self._opt = opt
         self._replicas_to_aggregate = int(replicas_to_aggregate)
         self._total_num_replicas = int(total_num_replicas)
@@ -104,6 +108,10 @@ class SyncReplicasOptimizer(Optimizer):
             with graph.control_dependencies([update]):
                 clear = [self._clear(acc) for acc in self._accumulators]
                 clear.append(assign(self._count, np.int64(0)).op)
+                if self._variable_averages is not None:
+                    # As TensorFlow's chief does: the averages move once per aggregated update,
+                    # reading the variables after it.
+                    clear.append(self._variable_averages.apply(self._variables_to_average))
             self._apply_op = group(*clear, name="apply_mean")
             self._chief_init_op = group(*[self._clear(acc) for acc in self._accumulators],
                                         assign(self._count, np.int64(0)).op, name="chief_init")
