@@ -22,6 +22,14 @@ from flowjit.v1.train.input import (
     shuffle_batch_join,
     slice_input_producer,
 )
+from flowjit.v1.train.learning_rate_decay import (
+    cosine_decay,
+    exponential_decay,
+    inverse_time_decay,
+    natural_exp_decay,
+    piecewise_constant,
+    polynomial_decay,
+)
 from flowjit.v1.train.monitored_session import (
     CheckpointSaverHook,
     MonitoredSession,
@@ -42,7 +50,6 @@ from flowjit.v1.train.optimizers import (
     Optimizer,
     RMSPropOptimizer,
     create_global_step,
-    exponential_decay,
     get_global_step,
     get_or_create_global_step,
 )

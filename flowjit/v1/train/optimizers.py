@@ -344,15 +344,3 @@ def create_global_step(graph: Any = None) -> Variable:
 def get_or_create_global_step(graph: Any = None) -> Variable:
     """The graph's ``global_step`` variable (an int64 counter), created on first use."""
     return get_global_step(graph) or create_global_step(graph)
-
-
-def exponential_decay(learning_rate: Any, global_step: Any, decay_steps: int, decay_rate: float,
-                      staircase: bool = False, name: str | None = None) -> Tensor:
-    """``learning_rate * decay_rate ** (global_step / decay_steps)`` (floored with ``staircase``)."""
-    def fn(lr: Any, step: Any, decay_steps: int, decay_rate: float, staircase: bool) -> Any:
-        p = fnp.divide(fnp.astype(step, "float32"), float(decay_steps))
-        if staircase:
-            p = fnp.floor(p)
-        return fnp.multiply(fnp.astype(lr, "float32"), fnp.power(np.float32(decay_rate), p))
-    return ops.apply("ExponentialDecay", fn, [ops.convert_to_tensor(learning_rate, dtype="float32"), global_step],
-                     name=name, decay_steps=decay_steps, decay_rate=decay_rate, staircase=staircase)
