@@ -26,7 +26,7 @@ from flowjit.v1.ops import convert_to_tensor
 # object array so NumPy's bytes dtype cannot drop trailing zero bytes of the proto.
 string = DType("string", "object", "O", 8)
 
-__all__ = ["FileWriter", "histogram", "merge", "merge_all", "scalar"]
+__all__ = ["FileWriter", "FileWriterCache", "histogram", "merge", "merge_all", "scalar"]
 
 
 def _serialized(proto: Any) -> np.ndarray:
@@ -182,3 +182,26 @@ class FileWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FileWriterCache:
+    """``tf.summary.FileWriterCache``: one ``FileWriter`` per log directory, shared by the
+    hooks of a training session that write there (a step counter, a summary saver)."""
+
+    _writers: dict[str, FileWriter] = {}
+
+    @classmethod
+    def get(cls, logdir: str | os.PathLike) -> FileWriter:
+        """The writer of ``logdir``, made on first use."""
+        key = os.path.abspath(os.fspath(logdir))
+        writer = cls._writers.get(key)
+        if writer is None:
+            writer = cls._writers[key] = FileWriter(key)
+        return writer
+
+    @classmethod
+    def clear(cls) -> None:
+        """Close and forget every cached writer."""
+        writers, cls._writers = list(cls._writers.values()), {}
+        for writer in writers:
+            writer.close()

@@ -91,3 +91,104 @@ def test_hook_arguments_are_checked():
         tf.Variable(1.0)
         with pytest.raises(RuntimeError, match="needs a global step"):
             tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=1)])
+
+
+# ---- the hooks TensorFlow's training loops use ------------------------------------------------------------------
+
+def test_the_chief_writes_summaries_and_steps_per_second_into_its_checkpoint_dir(tmp_path):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    xs = np.arange(1, 5, dtype=np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        step, w, x, loss, train = _linear_model()
+        tf.summary.scalar("loss", loss)
+        recorder = _Recorder(loss)
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_summaries_steps=2,
+                                               log_step_count_steps=2, save_checkpoint_secs=None,
+                                               hooks=[recorder, tf.train.StopAtStepHook(last_step=7)]) as sess:
+            while not sess.should_stop():
+                sess.run(train, {x: xs})
+    tf.summary.FileWriterCache.clear()   # closes (flushes) the writers the hooks shared
+    acc = event_accumulator.EventAccumulator(str(tmp_path))
+    acc.Reload()
+    # The loss summary, run beside the train op, at the first run and every second global
+    # step, written at the step after its run; the speed every second step after the first.
+    assert [e.step for e in acc.Scalars("loss")] == [1, 3, 5, 7]
+    np.testing.assert_allclose([e.value for e in acc.Scalars("loss")], [recorder.losses[i] for i in (0, 2, 4, 6)],
+                               rtol=1e-6)
+    speeds = acc.Scalars("global_step/sec")
+    assert [e.step for e in speeds] == [3, 5, 7] and all(e.value > 0 for e in speeds)
+
+
+def test_no_summaries_without_a_directory_or_with_the_period_off(tmp_path):
+    g = tf.Graph()
+    with g.as_default():
+        step, w, x, loss, train = _linear_model()
+        tf.summary.scalar("loss", loss)
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_summaries_steps=0,
+                                               log_step_count_steps=0, save_checkpoint_secs=None,
+                                               hooks=[tf.train.StopAtStepHook(last_step=2)]) as sess:
+            while not sess.should_stop():
+                sess.run(train, {x: np.ones(2, np.float32)})
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("events.")]
+
+
+def test_logging_tensor_hook_logs_every_n_runs_and_at_the_end(caplog):
+    g = tf.Graph()
+    with g.as_default():
+        step, w, x, loss, train = _linear_model()
+        hook = tf.train.LoggingTensorHook({"w": w, "step": step}, every_n_iter=2, at_end=True)
+        with caplog.at_level("INFO", logger="flowjit.v1"):
+            with tf.train.MonitoredTrainingSession(hooks=[hook, tf.train.StopAtStepHook(last_step=5)]) as sess:
+                while not sess.should_stop():
+                    sess.run(train, {x: np.ones(2, np.float32)})
+    lines = [r.getMessage() for r in caplog.records if r.name == "flowjit.v1"]
+    # runs 0, 2 and 4 (each line fetched beside its run: the step before its update), then the end
+    assert [line.split(",")[0] for line in lines] == ["step = 0", "step = 2", "step = 4", "step = 5"]
+    assert ", w = " in lines[0] and " sec)" not in lines[0] and lines[1].endswith(" sec)")
+    with pytest.raises(ValueError, match="at_end and/or exactly one of every_n_iter and every_n_secs"):
+        tf.train.LoggingTensorHook({"loss": loss})
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_nan_tensor_hook_stops_training_at_a_nan_loss(fail):
+    g = tf.Graph()
+    with g.as_default():
+        step, w, x, loss, train = _linear_model()
+        runs = 0
+        sess = tf.train.MonitoredTrainingSession(hooks=[tf.train.NanTensorHook(loss, fail_on_nan_loss=fail)])
+        with sess:
+            sess.run(train, {x: np.ones(2, np.float32)})
+            if fail:
+                with pytest.raises(tf.train.NanLossDuringTrainingError, match="NaN loss during training"):
+                    sess.run(train, {x: np.array([np.nan], np.float32)})
+            else:
+                while not sess.should_stop():
+                    sess.run(train, {x: np.array([np.nan], np.float32)})
+                    runs += 1
+        assert runs == (0 if fail else 1)
+
+
+def test_second_or_step_timer():
+    timer = tf.train.SecondOrStepTimer(every_steps=3)
+    assert timer.should_trigger_for_step(5) and timer.update_last_triggered_step(5) == (None, None)
+    assert not timer.should_trigger_for_step(5) and not timer.should_trigger_for_step(7)
+    assert timer.should_trigger_for_step(8)
+    seconds, steps = timer.update_last_triggered_step(8)
+    assert seconds >= 0 and steps == 3 and timer.last_triggered_step() == 8
+    with pytest.raises(ValueError, match="exactly one of every_secs and every_steps"):
+        tf.train.SecondOrStepTimer()
+
+
+def test_a_scaffolds_init_fn_runs_after_its_init_op():
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable(1.0, name="w")
+        seen = []
+        def init_fn(scaffold, sess):
+            seen.append(float(sess.run(w)))
+            w.load(5.0, sess)
+        scaffold = tf.train.Scaffold(init_fn=init_fn)
+        with tf.train.MonitoredTrainingSession(scaffold=scaffold) as sess:
+            assert sess.run(w) == 5.0
+        assert seen == [1.0] and scaffold.summary_op is None   # the graph has no summaries

@@ -32,13 +32,20 @@ from flowjit.v1.train.learning_rate_decay import (
 )
 from flowjit.v1.train.monitored_session import (
     CheckpointSaverHook,
+    LoggingTensorHook,
     MonitoredSession,
     MonitoredTrainingSession,
+    NanLossDuringTrainingError,
+    NanTensorHook,
+    Scaffold,
+    SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    StepCounterHook,
     StopAtStepHook,
+    SummarySaverHook,
 )
 from flowjit.v1.train.moving_averages import ExponentialMovingAverage
 from flowjit.v1.train.optimizers import (

@@ -10,23 +10,40 @@ a stop. The chief saves checkpoints (``save_checkpoint_steps`` / ``save_checkpoi
 and at the end). Leaving the ``with`` block ends the hooks, stops the queue runners and
 closes the session; an input pipeline's ``OutOfRangeError`` ends the block quietly, as
 in TensorFlow. As in TensorFlow the graph is finalized: build every op first.
+
+``MonitoredTrainingSession``'s chief also writes TensorBoard files into ``summary_dir``
+(default: ``checkpoint_dir``), as TensorFlow's does: the merged summaries every
+``save_summaries_steps`` global steps (100 by default; ``SummarySaverHook``) and the
+training speed, ``global_step/sec``, every ``log_step_count_steps`` (``StepCounterHook``).
+``LoggingTensorHook`` logs tensors' values every so many runs or seconds, and
+``NanTensorHook`` stops training (or raises ``NanLossDuringTrainingError``) at a NaN loss.
+Hooks log through the ``flowjit.v1`` logger.
 """
+
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from flowjit.summary.writer import scalar_summary
 from flowjit.v1 import errors
 from flowjit.v1.graph import Graph, get_default_graph
 from flowjit.v1.session import Session
+from flowjit.v1.summary import FileWriter, FileWriterCache, merge_all
 from flowjit.v1.train.coordinator import Coordinator
 from flowjit.v1.train.optimizers import get_global_step
 from flowjit.v1.train.queue_runner import start_queue_runners
 from flowjit.v1.train.saver import Saver, latest_checkpoint
 from flowjit.v1.variables import global_variables_initializer, local_variables_initializer
+
+_log = logging.getLogger("flowjit.v1")
+USE_DEFAULT = object()   # MonitoredTrainingSession's default for the summaries' period, as TensorFlow's
 
 
 class SessionRunArgs(NamedTuple):
@@ -144,6 +161,251 @@ class CheckpointSaverHook(SessionRunHook):
             self._save(session)
 
 
+class SecondOrStepTimer:
+    """Triggers once every ``every_secs`` seconds or every ``every_steps`` steps (exactly one),
+    and at the first step it is asked about."""
+
+    def __init__(self, every_secs: float | None = None, every_steps: int | None = None):
+        if (every_secs is None) == (every_steps is None):
+            raise ValueError("SecondOrStepTimer: give exactly one of every_secs and every_steps")
+        if every_steps is not None and every_steps <= 0:
+            raise ValueError(f"SecondOrStepTimer(every_steps={every_steps!r}): give a number of steps above 0")
+        self._secs, self._steps = every_secs, every_steps
+        self.reset()
+
+    def reset(self) -> None:
+        self._last_step: int | None = None
+        self._last_time: float | None = None
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        """Whether ``step`` is due: the first one asked about, or the period has passed since
+        the last triggered one (never the same step twice)."""
+        if self._last_step is None:
+            return True
+        if step == self._last_step:
+            return False
+        if self._secs is not None:
+            return time.monotonic() >= self._last_time + self._secs
+        return step >= self._last_step + self._steps
+
+    def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
+        """Record ``step`` as triggered now: the seconds and steps since the last one (None, None at the first)."""
+        now = time.monotonic()
+        since = (None, None) if self._last_time is None else (now - self._last_time, step - self._last_step)
+        self._last_step, self._last_time = step, now
+        return since
+
+    def last_triggered_step(self) -> int | None:
+        return self._last_step
+
+
+class LoggingTensorHook(SessionRunHook):
+    """Log the values of ``tensors`` (a dict of tag -> tensor or tensor name, or a list of
+    them) every ``every_n_iter`` runs or ``every_n_secs`` seconds, and with ``at_end`` once
+    more at the end: ``loss = 0.25, step = 10 (0.131 sec)``; ``formatter(values)`` makes the
+    line instead."""
+
+    def __init__(self, tensors: dict[str, Any] | Sequence[Any], every_n_iter: int | None = None,
+                 every_n_secs: float | None = None, at_end: bool = False,
+                 formatter: Callable[[dict[str, Any]], str] | None = None):
+        only_at_end = at_end and every_n_iter is None and every_n_secs is None
+        if not only_at_end and (every_n_iter is None) == (every_n_secs is None):
+            raise ValueError("LoggingTensorHook: give at_end and/or exactly one of every_n_iter and every_n_secs")
+        if every_n_iter is not None and every_n_iter <= 0:
+            raise ValueError(f"LoggingTensorHook(every_n_iter={every_n_iter!r}): give a number of runs above 0")
+        if isinstance(tensors, dict):
+            self._order, self._tensors = sorted(tensors), dict(tensors)
+        else:
+            self._order = [t if isinstance(t, str) else t.name for t in tensors]
+            self._tensors = dict(zip(self._order, tensors))
+        self._timer = None if only_at_end else SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
+        self._at_end, self._formatter = at_end, formatter
+
+    def begin(self) -> None:
+        graph = get_default_graph()
+        self._fetches = {tag: graph.as_graph_element(t) for tag, t in self._tensors.items()}
+        self._iter = 0
+        if self._timer is not None:
+            self._timer.reset()
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self._due = self._timer is not None and self._timer.should_trigger_for_step(self._iter)
+        return SessionRunArgs(self._fetches) if self._due else None
+
+    def _log(self, values: dict[str, Any]) -> None:
+        elapsed = self._timer.update_last_triggered_step(self._iter)[0] if self._timer is not None else None
+        if self._formatter is not None:
+            _log.info("%s", self._formatter(values))
+            return
+        with np.printoptions(suppress=True):
+            line = ", ".join(f"{tag} = {values[tag]}" for tag in self._order)
+        _log.info("%s (%.3f sec)", line, elapsed) if elapsed is not None else _log.info("%s", line)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self._due:
+            self._log(run_values.results)
+        self._iter += 1
+
+    def end(self, session: Session) -> None:
+        if self._at_end:
+            self._log(session.run(self._fetches))
+
+
+class NanLossDuringTrainingError(RuntimeError):
+    """Raised by ``NanTensorHook`` when the loss it watches is NaN."""
+
+    def __str__(self) -> str:
+        return "NaN loss during training."
+
+
+class NanTensorHook(SessionRunHook):
+    """Watch ``loss_tensor`` at every run; when it is NaN, raise ``NanLossDuringTrainingError``
+    (``fail_on_nan_loss``) or log a warning and request a stop."""
+
+    def __init__(self, loss_tensor: Any, fail_on_nan_loss: bool = True):
+        self._loss, self._fail = loss_tensor, fail_on_nan_loss
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        return SessionRunArgs(self._loss)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if np.isnan(run_values.results).any():
+            if self._fail:
+                _log.error("Model diverged with loss = NaN.")
+                raise NanLossDuringTrainingError
+            _log.warning("Model diverged with loss = NaN.")
+            run_context.request_stop()
+
+
+def _writer_for(output_dir: str | None, summary_writer: FileWriter | None) -> FileWriter | None:
+    if summary_writer is not None:
+        return summary_writer
+    return FileWriterCache.get(output_dir) if output_dir is not None else None
+
+
+def _global_step_of(hook: str) -> Any:
+    step = get_global_step()
+    if step is None:
+        raise RuntimeError(f"{hook} needs a global step: tf.train.get_or_create_global_step()")
+    return step
+
+
+class StepCounterHook(SessionRunHook):
+    """Write the training speed, ``global_step/sec``, into ``output_dir`` (or
+    ``summary_writer``) and the log every ``every_n_steps`` global steps (or
+    ``every_n_secs`` seconds)."""
+
+    def __init__(self, every_n_steps: int | None = 100, every_n_secs: float | None = None,
+                 output_dir: str | None = None, summary_writer: FileWriter | None = None):
+        if (every_n_steps is None) == (every_n_secs is None):
+            raise ValueError("StepCounterHook: give exactly one of every_n_steps and every_n_secs")
+        self._timer = SecondOrStepTimer(every_steps=every_n_steps, every_secs=every_n_secs)
+        self._output_dir, self._given_writer = output_dir, summary_writer
+
+    def begin(self) -> None:
+        self._writer = _writer_for(self._output_dir, self._given_writer)
+        self._step = _global_step_of("StepCounterHook")
+        self._tag = self._step.op.name + "/sec"
+        self._timer.reset()
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        return SessionRunArgs(self._step)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        # The fetched step may precede this run's update: read it again when one is due.
+        if not self._timer.should_trigger_for_step(int(run_values.results) + 1):
+            return
+        step = int(run_context.session.run(self._step))
+        if self._timer.should_trigger_for_step(step):
+            seconds, steps = self._timer.update_last_triggered_step(step)
+            if seconds:
+                rate = steps / seconds
+                if self._writer is not None:
+                    self._writer.add_summary(scalar_summary(self._tag, rate), step)
+                _log.info("%s: %g", self._tag, rate)
+
+    def end(self, session: Session) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+
+class SummarySaverHook(SessionRunHook):
+    """Run ``summary_op`` (or the ``scaffold``'s, by default ``tf.summary.merge_all()``) every
+    ``save_steps`` global steps or ``save_secs`` seconds, and at the first run, and write it
+    into ``output_dir`` (or ``summary_writer``) at the global step after that run."""
+
+    def __init__(self, save_steps: int | None = None, save_secs: float | None = None, output_dir: str | None = None,
+                 summary_writer: FileWriter | None = None, scaffold: Any = None, summary_op: Any = None):
+        if (scaffold is None) == (summary_op is None):
+            raise ValueError("SummarySaverHook: give exactly one of scaffold and summary_op")
+        self._timer = SecondOrStepTimer(every_steps=save_steps, every_secs=save_secs)
+        self._output_dir, self._given_writer = output_dir, summary_writer
+        self._scaffold, self._op = scaffold, summary_op
+
+    def begin(self) -> None:
+        self._writer = _writer_for(self._output_dir, self._given_writer)
+        self._step = _global_step_of("SummarySaverHook")
+        if self._op is None:
+            self._op = getattr(self._scaffold, "summary_op", None)
+            if self._op is None:
+                self._op = merge_all()
+        self._next: int | None = None
+        self._timer.reset()
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        self._due = self._next is None or self._timer.should_trigger_for_step(self._next)
+        fetches = {"global_step": self._step}
+        if self._due and self._op is not None:
+            fetches["summary"] = self._op
+        return SessionRunArgs(fetches)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        step = int(run_values.results["global_step"]) + 1
+        if self._next is None or self._due:
+            step = int(run_context.session.run(self._step))
+        if self._due:
+            self._timer.update_last_triggered_step(step)
+            if "summary" in run_values.results and self._writer is not None:
+                self._writer.add_summary(run_values.results["summary"], step)
+        self._next = step + 1
+
+    def end(self, session: Session) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+
+class Scaffold:
+    """``tf.train.Scaffold``: what a MonitoredSession initializes and saves with: ``init_op``
+    (default: every global variable's initializer), ``local_init_op``, ``saver`` and
+    ``summary_op`` (default: ``tf.summary.merge_all()``), filled in by ``finalize``."""
+
+    def __init__(self, init_op: Any = None, init_feed_dict: Any = None, init_fn: Any = None, ready_op: Any = None,
+                 ready_for_local_init_op: Any = None, local_init_op: Any = None, summary_op: Any = None,
+                 saver: Saver | None = None, copy_from_scaffold: Scaffold | None = None):
+        base = copy_from_scaffold
+        self.init_op = init_op if init_op is not None else getattr(base, "init_op", None)
+        self.local_init_op = local_init_op if local_init_op is not None else getattr(base, "local_init_op", None)
+        self.summary_op = summary_op if summary_op is not None else getattr(base, "summary_op", None)
+        self.saver = saver if saver is not None else getattr(base, "saver", None)
+        self.init_feed_dict, self.init_fn = init_feed_dict, init_fn
+        self.ready_op, self.ready_for_local_init_op = ready_op, ready_for_local_init_op
+        self._finalized = False
+
+    def finalize(self) -> None:
+        """Make the ops not given (before the graph is finalized)."""
+        if self._finalized:
+            return
+        if self.init_op is None:
+            self.init_op = global_variables_initializer()
+        if self.local_init_op is None:
+            self.local_init_op = local_variables_initializer()
+        if self.summary_op is None:
+            self.summary_op = merge_all()
+        if self.saver is None:
+            self.saver = Saver(allow_empty=True)
+        self._finalized = True
+
+
 class MonitoredSession:
     """A session that initializes or restores its variables, runs hooks around each
     ``run`` and knows when to stop (see the module doc)."""
@@ -155,6 +417,8 @@ class MonitoredSession:
         self._hooks = list(hooks)
         self._grace = stop_grace_period_secs
         with self.graph.as_default():
+            if hasattr(scaffold, "finalize"):
+                scaffold.finalize()
             init_op = getattr(scaffold, "init_op", None) or global_variables_initializer()
             local_init_op = getattr(scaffold, "local_init_op", None) or local_variables_initializer()
             saver = getattr(scaffold, "saver", None)
@@ -170,7 +434,9 @@ class MonitoredSession:
             if restore is not None:
                 saver.restore(self._session, restore)
             else:
-                self._session.run(init_op)
+                self._session.run(init_op, getattr(scaffold, "init_feed_dict", None))
+                if getattr(scaffold, "init_fn", None) is not None:
+                    scaffold.init_fn(scaffold, self._session)
             self._session.run(local_init_op)
             self._coord = Coordinator(clean_stop_exception_types=(errors.OutOfRangeError,))
             self._threads = start_queue_runners(self._session, coord=self._coord)
@@ -232,21 +498,37 @@ class MonitoredSession:
 def MonitoredTrainingSession(master: str = "", is_chief: bool = True, checkpoint_dir: str | None = None,  # noqa: N802
                              scaffold: Any = None, hooks: Sequence[SessionRunHook] | None = None,
                              chief_only_hooks: Sequence[SessionRunHook] | None = None,
-                             save_checkpoint_secs: float | None = 600, save_summaries_steps: Any = None,
-                             save_summaries_secs: Any = None, config: Any = None,
+                             save_checkpoint_secs: float | None = 600, save_summaries_steps: Any = USE_DEFAULT,
+                             save_summaries_secs: Any = USE_DEFAULT, config: Any = None,
                              stop_grace_period_secs: float = 120, log_step_count_steps: int = 100,
                              max_wait_secs: float = 7200, save_checkpoint_steps: int | None = None,
                              summary_dir: str | None = None) -> MonitoredSession:
     """A MonitoredSession for training, as TensorFlow's: on ``master`` (``server.target``);
     the chief (``is_chief``) initializes or restores the variables from ``checkpoint_dir``,
     runs ``chief_only_hooks`` too, and saves checkpoints there every
-    ``save_checkpoint_steps`` runs or ``save_checkpoint_secs`` seconds. Summaries are not
-    written here (use tf.summary.FileWriter)."""
+    ``save_checkpoint_steps`` runs or ``save_checkpoint_secs`` seconds; into ``summary_dir``
+    (default: ``checkpoint_dir``) it writes the merged summaries every
+    ``save_summaries_steps`` global steps (100 unless ``save_summaries_secs`` is given) and
+    ``global_step/sec`` every ``log_step_count_steps``."""
+    if save_summaries_steps is USE_DEFAULT and save_summaries_secs is USE_DEFAULT:
+        save_summaries_steps, save_summaries_secs = 100, None
+    elif save_summaries_secs is USE_DEFAULT:
+        save_summaries_secs = None
+    elif save_summaries_steps is USE_DEFAULT:
+        save_summaries_steps = None
+    scaffold = scaffold if scaffold is not None else Scaffold()
+    summary_dir = summary_dir if summary_dir is not None else checkpoint_dir
     all_hooks = list(hooks or [])
     if is_chief:
         all_hooks += list(chief_only_hooks or [])
+        if summary_dir is not None and ((save_summaries_steps or 0) > 0 or (save_summaries_secs or 0) > 0):
+            all_hooks.append(SummarySaverHook(save_steps=save_summaries_steps or None,
+                                              save_secs=None if save_summaries_steps else save_summaries_secs,
+                                              output_dir=summary_dir, scaffold=scaffold))
         if checkpoint_dir is not None and (save_checkpoint_steps is not None or save_checkpoint_secs is not None):
             all_hooks.append(CheckpointSaverHook(checkpoint_dir, save_secs=None if save_checkpoint_steps is not None
                                                  else save_checkpoint_secs, save_steps=save_checkpoint_steps))
+    if summary_dir is not None and log_step_count_steps and log_step_count_steps > 0:
+        all_hooks.append(StepCounterHook(every_n_steps=log_step_count_steps, output_dir=summary_dir))
     return MonitoredSession(master, is_chief=is_chief, checkpoint_dir=checkpoint_dir, hooks=all_hooks,
                             config=config, scaffold=scaffold, stop_grace_period_secs=stop_grace_period_secs)
