@@ -17,7 +17,7 @@ from flowjit.ir.dtypes import bool_ as bool  # noqa: A001
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float16, float32, float64, int32, int64
 from flowjit.v1 import errors, layers, losses, nn, summary, train
-from flowjit.v1.control_flow import case, cond, group, no_op, while_loop
+from flowjit.v1.control_flow import case, cond, foldl, foldr, group, map_fn, no_op, scan, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
 from flowjit.v1.device_spec import DeviceSpec
 from flowjit.v1.gradients import (
@@ -114,6 +114,7 @@ from flowjit.v1.ops import (
     reduce_prod,
     reduce_sum,
     reshape,
+    reverse,
     round,
     rsqrt,
     set_random_seed,
@@ -148,6 +149,7 @@ from flowjit.v1.ops import (
     zeros_like,
 )
 from flowjit.v1.queues import FIFOQueue, PaddingFIFOQueue, QueueBase, RandomShuffleQueue
+from flowjit.v1.rnn import reverse_sequence
 from flowjit.v1.session import ConfigProto, GPUOptions, InteractiveSession, Session, get_default_session
 from flowjit.v1.train.input import random_shuffle
 from flowjit.v1.train.moving_averages import moving_average_variables

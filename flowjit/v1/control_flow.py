@@ -217,3 +217,119 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: An
 
 def _fed_by_loop(ev: Any, op: Operation, xs: list[Any]) -> list[Any]:
     raise AssertionError("loop variables are given by the loop")  # the child evaluator overrides them
+
+
+# ---- scan, map_fn, foldl, foldr ------------------------------------------------------------------------------------
+
+
+def _scan_op(step: Callable[[Any, Any], tuple[Any, Any]], init: Any, elems: Any, reverse: bool, name: str,
+             what: str) -> tuple[Any, Any]:
+    """The graph op of a scan: ``carry, y = step(carry, x)`` for each ``x`` along the first
+    axis of ``elems`` (a nest of tensors; last to first with ``reverse``), built once as a
+    nested frame on stand-ins for the carry and the slices and run inside ``fj.scan`` (the
+    IR's loop, differentiable). Returns the final carry and the ``y``s stacked (each with
+    the leading axis of ``elems``), as nests."""
+    graph = get_default_graph()
+    x_leaves, x_tree = _as_tensors(elems, f"the elems of {what}")
+    if not x_leaves:
+        raise FlowjitTypeError(f"{what}: elems is empty; give at least one tensor to scan over")
+    ranks = [t._shape for t in x_leaves]
+    if any(s is not None and len(s) == 0 for s in ranks):
+        raise FlowjitTypeError(f"{what}: every tensor of elems needs an axis to scan over; "
+                               f"got shapes {[None if s is None else list(s) for s in ranks]}")
+    lengths = {s[0] for s in ranks if s is not None and s[0] is not None}
+    if len(lengths) > 1:
+        raise FlowjitTypeError(f"{what}: the tensors of elems have different lengths along axis 0: {sorted(lengths)}")
+    c_leaves, c_tree = _as_tensors(init, f"the initializer of {what}") if init is not None else ([], None)
+    with graph.name_scope(name):
+        frame = Frame(f"the function of a {what}")
+        graph.frames.append(frame)
+        try:
+            c_ts = [graph.create_op("LoopVar", [], _fed_by_loop, name="carry",
+                                    outputs=[(t._shape, t.dtype)]).outputs[0] for t in c_leaves]
+            x_ts = [graph.create_op("LoopVar", [], _fed_by_loop, name="elem",
+                                    outputs=[(None if t._shape is None else t._shape[1:], t.dtype)]).outputs[0]
+                    for t in x_leaves]
+            carry_in = pytree.unflatten(c_tree, c_ts) if c_tree is not None else None
+            new_carry, y = step(carry_in, pytree.unflatten(x_tree, x_ts))
+        finally:
+            graph.frames.pop()
+    nc_leaves, nc_tree = _as_tensors(new_carry, f"the function of {what}") if c_tree is not None else ([], None)
+    if nc_tree != c_tree or [t.dtype for t in nc_leaves] != [t.dtype for t in c_leaves]:
+        raise FlowjitTypeError(f"{what}: the function returns {[t.dtype.name for t in nc_leaves]} (as {nc_tree}) "
+                               f"for an accumulator of {[t.dtype.name for t in c_leaves]} (as {c_tree}); return "
+                               "the accumulator's structure and dtypes (or pass an initializer of the output's)")
+    y_leaves, y_tree = _as_tensors(y, f"the function of {what}")
+    captured = frame.captures([*nc_leaves, *y_leaves], exclude=[*c_ts, *x_ts])
+    local = frozenset(frame.ops)
+    nc, nx = len(c_leaves), len(x_leaves)
+
+    def compute(ev: Any, op: Operation, xs: list[Any]) -> list[Any]:
+        def body(carry: Any, x: Any) -> Any:
+            child = ev.child(dict(zip([*c_ts, *x_ts], [*carry, *x])), local)
+            out = [fnp.astype(child.value(t), a.dtype) for t, a in zip(nc_leaves, c_leaves)]
+            return out, [child.value(t) for t in y_leaves]
+        carry, ys = fjcf.scan(body, list(xs[:nc]), list(xs[nc:nc + nx]), reverse=reverse)
+        return [*carry, *ys]
+
+    n = next(iter(lengths)) if lengths else None
+    outputs = [(t._shape, t.dtype) for t in c_leaves]
+    outputs += [(None if t._shape is None else (n, *t._shape), t.dtype) for t in y_leaves]
+    op = graph.create_op("Scan", [*c_leaves, *x_leaves, *captured], compute, name=name,
+                         outputs=outputs, control_inputs=frame.outside_controls(), attrs={"frames": (frame,),
+                                                                                          "reverse": reverse})
+    final = pytree.unflatten(c_tree, op.outputs[:nc]) if c_tree is not None else None
+    return final, pytree.unflatten(y_tree, op.outputs[nc:])
+
+
+def _first_and_rest(elems: Any, reverse: bool) -> tuple[Any, Any]:
+    leaves, tree = _as_tensors(elems, "elems")
+    first = [t[-1] if reverse else t[0] for t in leaves]
+    rest = [t[:-1] if reverse else t[1:] for t in leaves]
+    return pytree.unflatten(tree, first), pytree.unflatten(tree, rest)
+
+
+def scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,
+         back_prop: bool = True, swap_memory: bool = False, infer_shape: bool = True, reverse: bool = False,
+         name: str | None = None) -> Any:
+    """``tf.scan``: ``a = fn(a, x)`` for each ``x`` along axis 0 of ``elems`` (a nest), from
+    ``initializer`` (default: the first element, which is then also the first output);
+    returns every ``a``, stacked. ``reverse``: from the last element to the first."""
+    def step(a: Any, x: Any) -> tuple[Any, Any]:
+        out = fn(a, x)
+        return out, out
+    if initializer is None:
+        first, elems = _first_and_rest(elems, reverse)
+        _, ys = _scan_op(step, first, elems, reverse, name or "scan", "tf.scan")
+        lead, tree = _as_tensors(first, "elems")
+        stacked, _ = _as_tensors(ys, "tf.scan")
+        joined = [ops.concat([ops.expand_dims(f, 0), s] if not reverse else [s, ops.expand_dims(f, 0)], 0)
+                  for f, s in zip(lead, stacked)]
+        return pytree.unflatten(tree, joined)
+    return _scan_op(step, initializer, elems, reverse, name or "scan", "tf.scan")[1]
+
+
+def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_iterations: int | None = None,
+           back_prop: bool = True, swap_memory: bool = False, infer_shape: bool = True,
+           name: str | None = None) -> Any:
+    """``tf.map_fn``: ``fn(x)`` for each ``x`` along axis 0 of ``elems`` (a nest), stacked."""
+    return _scan_op(lambda _, x: (None, fn(x)), None, elems, False, name or "map", "tf.map_fn")[1]
+
+
+def foldl(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,
+          back_prop: bool = True, swap_memory: bool = False, name: str | None = None) -> Any:
+    """``tf.foldl``: ``a = fn(a, x)`` for each ``x`` along axis 0 of ``elems`` from the first,
+    starting at ``initializer`` (default: the first element); the last ``a``."""
+    return _fold(fn, elems, initializer, False, name or "foldl", "tf.foldl")
+
+
+def foldr(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any = None, parallel_iterations: int = 10,
+          back_prop: bool = True, swap_memory: bool = False, name: str | None = None) -> Any:
+    """``tf.foldr``: as ``foldl``, from the last element to the first."""
+    return _fold(fn, elems, initializer, True, name or "foldr", "tf.foldr")
+
+
+def _fold(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool, name: str, what: str) -> Any:
+    if initializer is None:
+        initializer, elems = _first_and_rest(elems, reverse)
+    return _scan_op(lambda a, x: (fn(a, x), ()), initializer, elems, reverse, name, what)[0]

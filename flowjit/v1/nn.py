@@ -15,9 +15,10 @@ from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn.conv import conv2d_arguments
 from flowjit.tracer import random as fjrandom
 from flowjit.tracer.numpy import namespace as fnp
-from flowjit.v1 import ops
+from flowjit.v1 import ops, rnn_cell  # noqa: F401  (tf.nn.rnn_cell)
 from flowjit.v1.graph import Operation, Tensor
 from flowjit.v1.ops import apply, convert_to_tensor, sigmoid, tanh  # noqa: F401  (tf.nn.sigmoid, tf.nn.tanh)
+from flowjit.v1.rnn import bidirectional_dynamic_rnn, dynamic_rnn, static_rnn  # noqa: F401  (tf.nn's)
 
 
 def relu(features: Any, name: str | None = None) -> Tensor:

@@ -387,6 +387,12 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose", conjugate: bool
                  perm=None if perm is None else _static_ints(perm, "tf.transpose's perm"))
 
 
+def reverse(tensor: Any, axis: Any, name: str | None = None) -> Tensor:
+    """``tensor`` with the order of its entries along each axis of ``axis`` reversed."""
+    return apply("ReverseV2", lambda x, axis: fnp.flip(x, axis), [tensor], name=name,
+                 axis=tuple(_static_ints(axis, "tf.reverse's axis")))
+
+
 def matrix_transpose(a: Any, name: str = "matrix_transpose") -> Tensor:
     return apply("MatrixTranspose", lambda x: fnp.swapaxes(x, -1, -2), [a], name=name)
 
