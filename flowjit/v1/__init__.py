@@ -16,7 +16,7 @@ the cluster's tasks on Ray (``flowjit.v1.train.distributed`` says how).
 from flowjit.ir.dtypes import bool_ as bool  # noqa: A001
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float16, float32, float64, int32, int64
-from flowjit.v1 import errors, layers, losses, nn, summary, train
+from flowjit.v1 import errors, layers, losses, metrics, nn, summary, train
 from flowjit.v1.control_flow import case, cond, foldl, foldr, group, map_fn, no_op, scan, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
 from flowjit.v1.device_spec import DeviceSpec
@@ -46,6 +46,7 @@ from flowjit.v1.ops import (
     atan2,
     cast,
     ceil,
+    check_numerics,
     clip_by_global_norm,
     clip_by_norm,
     clip_by_value,
@@ -68,6 +69,7 @@ from flowjit.v1.ops import (
     floordiv,
     floormod,
     gather,
+    gather_nd,
     global_norm,
     greater,
     greater_equal,
@@ -117,6 +119,7 @@ from flowjit.v1.ops import (
     reverse,
     round,
     rsqrt,
+    sequence_mask,
     set_random_seed,
     shape,
     sigmoid,
@@ -143,6 +146,7 @@ from flowjit.v1.ops import (
     transpose,
     truediv,
     truncated_normal,
+    unsorted_segment_sum,
     unstack,
     where,
     zeros,

@@ -61,6 +61,7 @@ class GraphKeys:
     SUMMARIES = "summaries"
     GLOBAL_STEP = "global_step"
     MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    METRIC_VARIABLES = "metric_variables"
     INIT_OP = "init_op"
     SAVERS = "savers"
 

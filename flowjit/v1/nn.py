@@ -14,7 +14,9 @@ import flowjit.nn as fjnn
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn.conv import conv2d_arguments
 from flowjit.tracer import random as fjrandom
+from flowjit.tracer.autodiff import vjp
 from flowjit.tracer.numpy import namespace as fnp
+from flowjit.tracer.numpy.sorting_searching import top_k as fj_top_k
 from flowjit.v1 import ops, rnn_cell  # noqa: F401  (tf.nn.rnn_cell)
 from flowjit.v1.graph import Operation, Tensor
 from flowjit.v1.ops import apply, convert_to_tensor, sigmoid, tanh  # noqa: F401  (tf.nn.sigmoid, tf.nn.tanh)
@@ -252,3 +254,65 @@ def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) ->
         better = fnp.sum(fnp.astype(fnp.greater(p, target), "int32"), axis=-1)
         return fnp.less(better, k)
     return apply("InTopK", fn, [predictions, targets], name=name, k=int(k))
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True, name: str | None = None) -> tuple[Tensor, Tensor]:
+    """The ``k`` largest entries of each row (last axis) of ``input``, largest first, and
+    their indices (int32); ties keep the lower index first."""
+    values, indices = ops.apply("TopKV2", lambda x, k: _top_k(x, k), [input], name=name, num_outputs=2, k=int(k))
+    return values, indices
+
+
+def _top_k(x: Any, k: int) -> tuple[Any, Any]:
+    values, indices = fj_top_k(x, k)
+    return values, fnp.astype(indices, "int32")
+
+
+def swish(features: Any, name: str | None = None) -> Tensor:
+    """``x * sigmoid(x)`` (SiLU)."""
+    return apply("Swish", lambda x: fnp.multiply(x, fnp.logistic(x)), [features], name=name)
+
+
+def zero_fraction(value: Any, name: str | None = None) -> Tensor:
+    """The fraction of ``value``'s entries that are zero (float32), as a sparsity summary."""
+    return apply("ZeroFraction", lambda x: fnp.mean(fnp.astype(fnp.equal(x, 0), "float32")), [value], name=name)
+
+
+def local_response_normalization(input: Any, depth_radius: int = 5, bias: float = 1.0, alpha: float = 1.0,
+                                 beta: float = 0.5, name: str | None = None) -> Tensor:
+    """AlexNet's local response normalization over the channels of NHWC ``input``:
+    ``x / (bias + alpha * s) ** beta``, ``s`` the sum of squares of the channels within
+    ``depth_radius`` of each (fewer at the edges)."""
+    def fn(x: Any, r: int, bias: float, alpha: float, beta: float) -> Any:
+        sq = fnp.square(x)
+        c = fnp.shape(x)[-1]
+        padded = fnp.pad(sq, [(0, 0)] * (fnp.ndim(x) - 1) + [(r, r)])
+        total = sum(padded[..., k:k + c] for k in range(2 * r + 1))
+        return fnp.divide(x, fnp.power(fnp.add(bias, fnp.multiply(alpha, total)), beta))
+    return apply("LRN", fn, [input], name=name, r=int(depth_radius), bias=float(bias), alpha=float(alpha),
+                 beta=float(beta))
+
+
+lrn = local_response_normalization
+
+
+def conv2d_transpose(value: Any, filter: Any = None, output_shape: Any = None, strides: Any = None,
+                     padding: str = "SAME", data_format: str = "NHWC", name: str | None = None,
+                     filters: Any = None, dilations: Any = None) -> Tensor:
+    """The transpose of ``tf.nn.conv2d`` (its gradient with respect to its input, a
+    "deconvolution"): ``value`` [batch, h, w, out_channels] and ``filter`` [fh, fw,
+    out_channels, in_channels] (conv2d's HWIO filter of the forward convolution) give
+    ``output_shape``, the forward convolution's input shape (static)."""
+    x, w = ops._tensors(value, filter if filter is not None else filters)
+    if output_shape is None:
+        raise ValueError("tf.nn.conv2d_transpose needs output_shape: the shape of the convolution's input")
+    out_shape = tuple(ops._static_ints(output_shape, "tf.nn.conv2d_transpose's output_shape"))
+    shapes = f" of output {list(out_shape)} and filters {w.shape.as_list()}"
+    st, pad, dil = conv2d_arguments(strides, padding, data_format, dilations, shapes)
+    if not isinstance(pad, str):
+        pad = ((0, 0), *pad, (0, 0))
+
+    def fn(v: Any, k: Any, out_shape: tuple, st: Any, pad: Any, dil: Any) -> Any:
+        _, pullback = vjp(lambda z: fjnn.conv2d(z, k, st, pad, dilations=dil), fnp.zeros(out_shape, v.dtype))
+        return pullback(v)[0]
+    return apply("Conv2DBackpropInput", fn, [x, w], name=name, out_shape=out_shape, st=st, pad=pad, dil=dil)

@@ -753,6 +753,73 @@ _install_operators()
 # ---- Python functions on the host -----------------------------------------------------------------------------
 
 
+def _index_tensor(ids: Any) -> Tensor:
+    """Indices as a tensor: Python ints int32, as TensorFlow makes them (not the data's dtype)."""
+    return convert_to_tensor(np.asarray(ids, dtype=np.int32) if isinstance(ids, (list, tuple)) else ids)
+
+
+def gather_nd(params: Any, indices: Any, name: str | None = None, batch_dims: int = 0) -> Tensor:
+    """``params[indices[..., 0], ..., indices[..., K-1]]`` for each index row of ``indices``
+    (its last axis K at most params' rank): the entries (or slices) of params there."""
+    if batch_dims:
+        raise FlowjitTypeError("tf.gather_nd(batch_dims=...) is not supported; fold the batch into the indices")
+
+    def fn(p: Any, i: Any) -> Any:
+        k = fnp.shape(i)[-1]
+        lead, rest = fnp.shape(p)[:k], fnp.shape(p)[k:]
+        # (builtins': this module's range and abs are TensorFlow's ops)
+        strides = [int(np.prod(lead[j + 1:])) for j in builtins.range(k)]
+        flat = builtins.sum(fnp.multiply(fnp.astype(i[..., j], "int64"), strides[j]) for j in builtins.range(k))
+        table = fnp.reshape(p, (int(np.prod(lead)), *rest))
+        return fnp.take(table, flat, axis=0)
+    return apply("GatherNd", fn, [params, _index_tensor(indices)], name=name)
+
+
+def unsorted_segment_sum(data: Any, segment_ids: Any, num_segments: int, name: str | None = None) -> Tensor:
+    """``out[s] = sum of data[i] over the i with segment_ids[i] == s`` for ``s`` in
+    ``[0, num_segments)`` (``segment_ids`` the leading axes of ``data``; a segment no id names
+    is zeros)."""
+    def fn(d: Any, ids: Any, n: int) -> Any:
+        lead = fnp.ndim(ids)
+        flat_ids = fnp.reshape(ids, (-1,))
+        rows = fnp.reshape(d, (-1, *fnp.shape(d)[lead:]))
+        return fnp.scatter_add(fnp.zeros((n, *fnp.shape(d)[lead:]), d.dtype), flat_ids, rows)
+    return apply("UnsortedSegmentSum", fn, [data, _index_tensor(segment_ids)], name=name,
+                 n=int(_static_ints([num_segments], "tf.unsorted_segment_sum's num_segments")[0]))
+
+
+def sequence_mask(lengths: Any, maxlen: Any = None, dtype: Any = "bool", name: str | None = None) -> Tensor:
+    """``mask[..., j] = j < lengths[...]`` over ``maxlen`` columns (static; by default the
+    largest of constant ``lengths``), as ``dtype``."""
+    if maxlen is None:
+        t = convert_to_tensor(lengths)
+        if t.op.type != "Const":
+            raise FlowjitTypeError("tf.sequence_mask: give maxlen (the mask's width): flowjit compiles static "
+                                   "shapes, and the largest of lengths is known only when it runs")
+        maxlen = int(np.max(t.op.attrs["value"]))
+    width = int(_static_ints([maxlen], "tf.sequence_mask's maxlen")[0])
+    return apply("SequenceMask", lambda n, width, dtype: fnp.astype(
+        fnp.less(fnp.arange(width), fnp.expand_dims(n, -1)), dtype), [lengths], name=name, width=width,
+        dtype=as_dtype(dtype))
+
+
+def check_numerics(tensor: Any, message: str, name: str | None = None) -> Tensor:
+    """``tensor`` itself, after checking it has no NaN or infinity: else
+    ``tf.errors.InvalidArgumentError`` with ``message`` (a host op, between compiled segments)."""
+    t = convert_to_tensor(tensor)
+
+    def compute(session: Any, op: Operation, xs: list[np.ndarray]) -> list[np.ndarray]:
+        x = np.asarray(xs[0])
+        for bad, what in ((np.isnan, "NaN"), (np.isinf, "Inf")):
+            if bad(x).any():
+                raise errors.InvalidArgumentError(None, op, f"{message} : Tensor had {what} values "
+                                                  f"(tf.check_numerics {op.name!r} created at {op.location})")
+        return [x]
+    graph = _graph_of([t])
+    return graph.create_op("CheckNumerics", [t], compute, name=name, host=True,
+                           outputs=[(t._shape, t.dtype)]).outputs[0]
+
+
 def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any, stateful: bool = True,
             name: str | None = None) -> Any:
     """Run ``func`` on the NumPy values of ``inp`` between compiled segments; its results
