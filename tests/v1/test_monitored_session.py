@@ -133,6 +133,17 @@ def test_no_summaries_without_a_directory_or_with_the_period_off(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("events.")]
 
 
+def test_summaries_into_a_directory_need_a_global_step(tmp_path):
+    g = tf.Graph()
+    with g.as_default():
+        tf.Variable(1.0)
+        with pytest.raises(RuntimeError, match=r"SummarySaverHook needs a global step.*log_step_count_steps=0"):
+            tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path))
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_summaries_steps=0,
+                                               log_step_count_steps=0, save_checkpoint_secs=None):
+            pass
+
+
 def test_logging_tensor_hook_logs_every_n_runs_and_at_the_end(caplog):
     g = tf.Graph()
     with g.as_default():

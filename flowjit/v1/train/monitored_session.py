@@ -286,7 +286,9 @@ def _writer_for(output_dir: str | None, summary_writer: FileWriter | None) -> Fi
 def _global_step_of(hook: str) -> Any:
     step = get_global_step()
     if step is None:
-        raise RuntimeError(f"{hook} needs a global step: tf.train.get_or_create_global_step()")
+        raise RuntimeError(f"{hook} needs a global step: tf.train.get_or_create_global_step() (a "
+                           "MonitoredTrainingSession with a checkpoint_dir or summary_dir adds it to write "
+                           "summaries there; pass save_summaries_steps=0 and log_step_count_steps=0 to write none)")
     return step
 
 
