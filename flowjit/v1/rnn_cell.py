@@ -21,6 +21,8 @@ A cell maps ``(inputs, state)`` to ``(output, new_state)``. Its variables are ma
 
 from __future__ import annotations
 
+import abc
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -51,7 +53,7 @@ def batch_zeros(batch_of: Tensor, size: int, dtype: Any) -> Tensor:
                      size=size, dtype=ops.as_dtype(dtype))
 
 
-class RNNCell:
+class RNNCell(abc.ABC):
     """The base of the cells: ``state_size``, ``output_size``, ``zero_state``, ``build`` and
     ``__call__(inputs, state) -> (output, new_state)``."""
 
@@ -65,12 +67,14 @@ class RNNCell:
         self.variables: list[Variable] = []
 
     @property
+    @abc.abstractmethod
     def state_size(self) -> Any:
-        raise NotImplementedError
+        """Each state tensor's width: an int, an LSTMStateTuple of them, or a tuple of those."""
 
     @property
+    @abc.abstractmethod
     def output_size(self) -> int:
-        raise NotImplementedError
+        """The output's width."""
 
     def zero_state(self, batch_size: Any, dtype: Any) -> Any:
         """The state of zeros for ``batch_size`` rows (an int, or a tensor whose first axis is
@@ -92,25 +96,19 @@ class RNNCell:
         self.variables.append(v)
         return v
 
+    @abc.abstractmethod
     def _build(self, input_depth: int) -> None:
-        raise NotImplementedError
+        """Make the cell's variables (``_variable``) for inputs of ``input_depth``."""
 
     def __call__(self, inputs: Any, state: Any, scope: Any = None) -> tuple[Any, Any]:
         if not self.built:
-            with variable_scope(scope) if scope is not None else _nothing():
+            with variable_scope(scope) if scope is not None else contextlib.nullcontext():
                 self.build(_depth(inputs, type(self).__name__))
         return self.call(ops.convert_to_tensor(inputs), state)
 
+    @abc.abstractmethod
     def call(self, inputs: Tensor, state: Any) -> tuple[Any, Any]:
-        raise NotImplementedError
-
-
-class _nothing:  # noqa: N801 - a do-nothing context manager
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+        """One step on built variables: ``(output, new_state)``."""
 
 
 def _map_sizes(size: Any, fn: Callable[[int], Any]) -> Any:
@@ -293,15 +291,13 @@ class MultiRNNCell(RNNCell):
     def output_size(self) -> int:
         return self._cells[-1].output_size
 
-    def build(self, input_depth: int) -> None:
-        depth = int(input_depth)
-        with variable_scope(self.name):
-            for k, cell in enumerate(self._cells):
-                with variable_scope(f"cell_{k}"):
-                    cell.build(depth)
-                self.variables += cell.variables
-                depth = cell.output_size
-        self.built = True
+    def _build(self, input_depth: int) -> None:
+        depth = input_depth
+        for k, cell in enumerate(self._cells):
+            with variable_scope(f"cell_{k}"):
+                cell.build(depth)
+            self.variables += cell.variables
+            depth = cell.output_size
 
     def call(self, inputs: Tensor, state: Any) -> tuple[Any, Any]:
         out, states = inputs, []

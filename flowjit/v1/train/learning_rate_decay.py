@@ -23,16 +23,17 @@ from flowjit.v1 import ops
 from flowjit.v1.graph import Tensor
 
 
-def _schedule(type: str, fn: Any, learning_rate: Any, global_step: Any, name: str | None, **attrs: Any) -> Tensor:
+def _schedule(what: str, type: str, fn: Any, learning_rate: Any, global_step: Any, decay_steps: Any,
+              name: str | None, **attrs: Any) -> Tensor:
+    """The op of schedule ``what`` (its tf.train name), its step count checked."""
     if global_step is None:
-        raise ValueError(f"tf.train.{_NAMES[type]} needs global_step: pass tf.train.get_or_create_global_step()")
+        raise ValueError(f"tf.train.{what} needs global_step: pass tf.train.get_or_create_global_step()")
+    # TensorFlow takes a float too (a count of batches per epoch times epochs).
+    if isinstance(decay_steps, (bool, np.bool_)) or not isinstance(decay_steps, (int, float, np.integer, np.floating)) \
+            or not decay_steps > 0:
+        raise ValueError(f"tf.train.{what}(decay_steps={decay_steps!r}): give the number of steps, above 0")
     return ops.apply(type, fn, [ops.convert_to_tensor(learning_rate, dtype="float32"), global_step], name=name,
-                     **attrs)
-
-
-_NAMES = {"ExponentialDecay": "exponential_decay", "NaturalExpDecay": "natural_exp_decay",
-          "InverseTimeDecay": "inverse_time_decay", "PolynomialDecay": "polynomial_decay",
-          "CosineDecay": "cosine_decay"}
+                     decay_steps=float(decay_steps), **attrs)
 
 
 def _progress(step: Any, decay_steps: float, staircase: bool) -> Any:
@@ -40,37 +41,30 @@ def _progress(step: Any, decay_steps: float, staircase: bool) -> Any:
     return fnp.floor(p) if staircase else p
 
 
-def _positive_steps(what: str, decay_steps: Any) -> float:
-    # TensorFlow takes a float too (a count of batches per epoch times epochs).
-    if isinstance(decay_steps, (bool, np.bool_)) or not isinstance(decay_steps, (int, float, np.integer, np.floating)) \
-            or not decay_steps > 0:
-        raise ValueError(f"tf.train.{what}(decay_steps={decay_steps!r}): give the number of steps, above 0")
-    return float(decay_steps)
-
-
-def _per_period(type: str, learning_rate: Any, global_step: Any, decay_steps: float, decay_rate: float,
+def _per_period(what: str, type: str, learning_rate: Any, global_step: Any, decay_steps: float, decay_rate: float,
                 staircase: bool, name: str | None, decayed: Any) -> Tensor:
     """A schedule of the periods elapsed, ``global_step / decay_steps`` (floored with
     ``staircase``): ``decayed(lr, decay_rate, periods)``."""
     def fn(lr: Any, step: Any, decay_steps: float, decay_rate: float, staircase: bool) -> Any:
         return decayed(lr, np.float32(decay_rate), _progress(step, decay_steps, staircase))
-    return _schedule(type, fn, learning_rate, global_step, name, decay_steps=_positive_steps(_NAMES[type], decay_steps),
-                     decay_rate=float(decay_rate), staircase=bool(staircase))
+    return _schedule(what, type, fn, learning_rate, global_step, decay_steps, name, decay_rate=float(decay_rate),
+                     staircase=bool(staircase))
 
 
 def exponential_decay(learning_rate: Any, global_step: Any, decay_steps: float, decay_rate: float,
                       staircase: bool = False, name: str | None = None) -> Tensor:
     """``learning_rate * decay_rate ** (global_step / decay_steps)`` (the quotient floored
     with ``staircase``)."""
-    return _per_period("ExponentialDecay", learning_rate, global_step, decay_steps, decay_rate, staircase, name,
-                       lambda lr, rate, p: fnp.multiply(lr, fnp.power(rate, p)))
+    return _per_period("exponential_decay", "ExponentialDecay", learning_rate, global_step, decay_steps, decay_rate,
+                       staircase, name, lambda lr, rate, p: fnp.multiply(lr, fnp.power(rate, p)))
 
 
 def natural_exp_decay(learning_rate: Any, global_step: Any, decay_steps: float, decay_rate: float,
                       staircase: bool = False, name: str | None = None) -> Tensor:
     """``learning_rate * exp(-decay_rate * global_step / decay_steps)`` (the quotient floored
     with ``staircase``)."""
-    return _per_period("NaturalExpDecay", learning_rate, global_step, decay_steps, decay_rate, staircase, name,
+    return _per_period("natural_exp_decay", "NaturalExpDecay", learning_rate, global_step, decay_steps, decay_rate,
+                       staircase, name,
                        lambda lr, rate, p: fnp.multiply(lr, fnp.exp(fnp.negative(fnp.multiply(rate, p)))))
 
 
@@ -78,7 +72,8 @@ def inverse_time_decay(learning_rate: Any, global_step: Any, decay_steps: float,
                        staircase: bool = False, name: str | None = None) -> Tensor:
     """``learning_rate / (1 + decay_rate * global_step / decay_steps)`` (the quotient floored
     with ``staircase``)."""
-    return _per_period("InverseTimeDecay", learning_rate, global_step, decay_steps, decay_rate, staircase, name,
+    return _per_period("inverse_time_decay", "InverseTimeDecay", learning_rate, global_step, decay_steps, decay_rate,
+                       staircase, name,
                        lambda lr, rate, p: fnp.divide(lr, fnp.add(np.float32(1.0), fnp.multiply(rate, p))))
 
 
@@ -97,8 +92,7 @@ def polynomial_decay(learning_rate: Any, global_step: Any, decay_steps: float, e
             s = fnp.minimum(s, period)
         left = fnp.power(fnp.subtract(np.float32(1.0), fnp.divide(s, period)), np.float32(power))
         return fnp.add(fnp.multiply(fnp.subtract(lr, np.float32(end)), left), np.float32(end))
-    return _schedule("PolynomialDecay", fn, learning_rate, global_step, name,
-                     decay_steps=_positive_steps("polynomial_decay", decay_steps),
+    return _schedule("polynomial_decay", "PolynomialDecay", fn, learning_rate, global_step, decay_steps, name,
                      end=float(end_learning_rate), power=float(power), cycle=bool(cycle))
 
 
@@ -112,8 +106,8 @@ def cosine_decay(learning_rate: Any, global_step: Any, decay_steps: float, alpha
         cosine = fnp.multiply(np.float32(0.5), fnp.add(np.float32(1.0), fnp.cos(
             fnp.multiply(np.float32(math.pi), fnp.divide(s, np.float32(decay_steps))))))
         return fnp.multiply(lr, fnp.add(fnp.multiply(np.float32(1.0 - alpha), cosine), np.float32(alpha)))
-    return _schedule("CosineDecay", fn, learning_rate, global_step, name,
-                     decay_steps=_positive_steps("cosine_decay", decay_steps), alpha=float(alpha))
+    return _schedule("cosine_decay", "CosineDecay", fn, learning_rate, global_step, decay_steps, name,
+                     alpha=float(alpha))
 
 
 def piecewise_constant(x: Any, boundaries: Sequence[Any], values: Sequence[Any], name: str | None = None) -> Tensor:

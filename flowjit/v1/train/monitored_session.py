@@ -239,7 +239,10 @@ class LoggingTensorHook(SessionRunHook):
             return
         with np.printoptions(suppress=True):
             line = ", ".join(f"{tag} = {values[tag]}" for tag in self._order)
-        _log.info("%s (%.3f sec)", line, elapsed) if elapsed is not None else _log.info("%s", line)
+        if elapsed is None:
+            _log.info("%s", line)
+        else:
+            _log.info("%s (%.3f sec)", line, elapsed)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         if self._due:
