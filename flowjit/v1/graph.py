@@ -265,6 +265,9 @@ class Graph:
         self._control: list[list[Operation]] = []
         self._device: list[Any] = []  # names, device functions, None (see device())
         self._lock = threading.Lock()
+        # The thread adding an op and that op (None: none), so that an op added from inside
+        # another's shape inference is refused: the lock is not reentrant.
+        self._adding: tuple[int, Operation] | None = None
         self.seed: int | None = None
         self.variables_by_name: dict[str, Any] = {}
         self.finalized = False
@@ -406,11 +409,21 @@ class Graph:
             if not isinstance(t, Tensor):
                 raise FlowjitTypeError(f"{type}: inputs must be Tensors, got {t!r}")
             self._check_mine(t.op, f"an input of {type}")
+        adding = self._adding
+        if adding is not None and adding[0] == threading.get_ident():
+            raise RuntimeError(
+                f"a {type} op was added to the graph while {adding[1].where()} computed its output "
+                f"types: an op's compute works on traced values and must use flowjit's functions "
+                f"(fj.*, flowjit.numpy) rather than tf ops, which add ops to the graph")
         with self._lock:
             full = name if exact_name and name else self.unique_name(name or type)
             op = Operation(self, type, full, inputs, compute, dict(attrs or {}),
                            [*self.current_control_inputs(), *control_inputs], "", host)
-            specs = list(outputs) if outputs is not None else infer_outputs(op)
+            self._adding = (threading.get_ident(), op)
+            try:
+                specs = list(outputs) if outputs is not None else infer_outputs(op)
+            finally:
+                self._adding = None
             op.outputs = [Tensor(op, i, shape_from(s), as_dtype(d)) for i, (s, d) in enumerate(specs)]
             self._apply_device_functions(op)
             self._ops.append(op)

@@ -359,3 +359,32 @@ def test_chained_py_funcs_fetched_with_a_training_op():
     np.testing.assert_allclose(got, np.mean(y ** 2) * 2 + 1, rtol=1e-6)
     grad = xs.T @ (2 * y / y.size)
     np.testing.assert_allclose(new_w, np.ones((3, 1)) - 0.1 * grad, rtol=1e-5)
+
+
+def test_an_op_whose_compute_builds_graph_ops_is_refused_not_a_deadlock():
+    # An op's compute runs on traced values while the graph adds the op; one that calls a
+    # tf op (v1's own `range`, not builtins') used to wait forever on the graph's lock.
+    import threading
+
+    from flowjit.v1.ops import apply
+
+    def compute(x):
+        return x + tf.range(3)
+
+    outcome: list = []
+
+    def build():
+        with tf.Graph().as_default():
+            try:
+                apply("Sneaky", compute, [tf.constant([1, 2, 3])])
+                outcome.append(None)
+            except Exception as e:  # noqa: BLE001 - the test reads it below
+                outcome.append(e)
+
+    worker = threading.Thread(target=build, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "building the op hung"
+    err = outcome[0]
+    assert isinstance(err, RuntimeError)
+    assert "added to the graph while Sneaky op" in str(err) and "fj." in str(err)
