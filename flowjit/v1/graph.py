@@ -414,7 +414,7 @@ class Graph:
             raise RuntimeError(
                 f"a {type} op was added to the graph while {adding[1].where()} computed its output "
                 f"types: an op's compute works on traced values and must use flowjit's functions "
-                f"(fj.*, flowjit.numpy) rather than tf ops, which add ops to the graph")
+                f"(fj.*) rather than tf ops, which add ops to the graph")
         with self._lock:
             full = name if exact_name and name else self.unique_name(name or type)
             op = Operation(self, type, full, inputs, compute, dict(attrs or {}),
