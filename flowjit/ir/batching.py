@@ -451,14 +451,24 @@ def _rule_custom_vjp(p: Primitive) -> BatchRule:
 
 
 def _conv2d_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):
-    (x, w), bw = xs, batched[1]
-    if bw:
-        raise BatchingError(f"conv2d: a batched filter (operands: {_describe(xs, batched)}) needs grouped "
-                            "convolution, which conv2d lacks; compute per-example filter gradients outside "
-                            "fj.vmap (the follow-up is a groups attribute on conv2d)")
-    s = x.type.shape  # (B, N, H, W, C): the batch folds into N
-    y = e.conv2d(e.reshape(x, shape=(s[0] * s[1], *s[2:])), w, **attrs)
-    return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
+    (x, w), (bx, bw) = xs, batched
+    if not bw:
+        s = x.type.shape  # (B, N, H, W, C): the batch folds into N
+        y = e.conv2d(e.reshape(x, shape=(s[0] * s[1], *s[2:])), w, **attrs)
+        return [e.reshape(y, shape=(s[0], s[1], *y.type.shape[1:]))], [True]
+    # A batch of filters (an ensemble, per-example weights): the batch folds into the groups,
+    # example-major, each example's channels its own groups: x [N, H, W, B*C], the filter
+    # [KH, KW, C/G, B*O], the result [N, OH, OW, B*O] unfolded.
+    b, (kh, kw, cg, o) = w.type.shape[0], w.type.shape[1:]
+    if not bx:
+        x = e.broadcast_to(e.expand_dims(x, axes=(0,)), shape=(b, *x.type.shape))
+    _, n, h, wd, c = x.type.shape
+    folded = e.reshape(e.transpose(x, perm=(1, 2, 3, 0, 4)), shape=(n, h, wd, b * c))
+    filters = e.reshape(e.transpose(w, perm=(1, 2, 3, 0, 4)), shape=(kh, kw, cg, b * o))
+    groups = attrs.pop("groups", 1)
+    y = e.conv2d(folded, filters, groups=b * groups, **attrs)
+    oh, ow = y.type.shape[1:3]
+    return [e.transpose(e.reshape(y, shape=(n, oh, ow, b, o)), perm=(3, 0, 1, 2, 4))], [True]
 
 
 def _patches_rule(e: Emitter, xs: Sequence[Value], batched: Sequence[bool], **attrs: Any):

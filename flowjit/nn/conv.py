@@ -80,13 +80,55 @@ def conv2d_arguments(strides: Any, padding: Any, data_format: str = "NHWC", dila
             _spatial(1 if dilations is None else dilations, "dilations", shapes))
 
 
+def _groups(input: Any, filters: Any, shapes: str) -> int:
+    """The groups a filter implies, as TensorFlow 2 infers them: the input's channels over
+    the filter's input channels."""
+    xs, ws = fnp.shape(input), fnp.shape(filters)
+    if len(xs) != 4 or len(ws) != 4 or ws[2] == xs[3]:
+        return 1  # (the primitive's rule names wrong ranks)
+    if ws[2] == 0 or xs[3] % ws[2]:
+        raise _error(f"the input's {xs[3]} channels are not a multiple of the filters' {ws[2]} input channels "
+                     f"(a grouped convolution takes filters of [kh, kw, channels / groups, out])", shapes)
+    return xs[3] // ws[2]
+
+
 def conv2d(input: Any, filters: Any, strides: Any, padding: Any, data_format: str = "NHWC",
            dilations: Any = None, name: str | None = None) -> Any:
     """2-D convolution of NHWC ``input`` with HWIO ``filters``, with TensorFlow's
     arguments (``tf.nn.conv2d``): ``strides`` and ``dilations`` an int, an (h, w) pair or
     ``[1, h, w, 1]``; ``padding`` ``'SAME'``, ``'VALID'`` or ``[[0, 0], [t, b], [l, r],
     [0, 0]]``. It is ``fj.conv2d`` with those arguments converted; ``name`` is accepted
-    for TensorFlow's signature."""
+    for TensorFlow's signature. Filters with fewer input channels than the input has make a
+    grouped convolution, as in TensorFlow 2: channels / filter channels groups."""
     shapes = f" of input {list(fnp.shape(input))} and filters {list(fnp.shape(filters))}"
     st, pad, dil = conv2d_arguments(strides, padding, data_format, dilations, shapes)
-    return fnp.conv2d(input, filters, strides=st, padding=pad, dilation=dil)
+    return fnp.conv2d(input, filters, strides=st, padding=pad, dilation=dil, groups=_groups(input, filters, shapes))
+
+
+def depthwise_conv2d(input: Any, filter: Any, strides: Any, padding: Any, data_format: str = "NHWC",
+                     dilations: Any = None, name: str | None = None) -> Any:
+    """Each input channel convolved with its own ``channel_multiplier`` filters
+    (``tf.nn.depthwise_conv2d``): ``filter`` [KH, KW, C, M] gives [N, OH, OW, C*M], output
+    channel c*M + m from channel c's filter m; the other arguments as ``conv2d``'s. It is
+    ``fj.conv2d`` with C groups, the filter read as [KH, KW, 1, C*M]."""
+    shapes = f" of input {list(fnp.shape(input))} and filter {list(fnp.shape(filter))}"
+    st, pad, dil = conv2d_arguments(strides, padding, data_format, dilations, shapes)
+    if len(fnp.shape(filter)) != 4:
+        raise _error("the filter must be [kh, kw, in_channels, channel_multiplier]", shapes)
+    kh, kw, c, m = fnp.shape(filter)
+    if len(fnp.shape(input)) != 4 or fnp.shape(input)[-1] != c:
+        raise _error(f"the filter is for {c} input channels: the input must be NHWC with {c} channels", shapes)
+    return fnp.conv2d(input, fnp.reshape(filter, (kh, kw, 1, c * m)), strides=st, padding=pad, dilation=dil,
+                      groups=c)
+
+
+def separable_conv2d(input: Any, depthwise_filter: Any, pointwise_filter: Any, strides: Any, padding: Any,
+                     data_format: str = "NHWC", dilations: Any = None, name: str | None = None) -> Any:
+    """A depthwise convolution then a 1x1 one mixing its channels
+    (``tf.nn.separable_conv2d``): ``depthwise_filter`` [KH, KW, C, M], ``pointwise_filter``
+    [1, 1, C*M, O]; ``strides`` and ``dilations`` apply to the depthwise step."""
+    y = depthwise_conv2d(input, depthwise_filter, strides, padding, data_format, dilations)
+    shapes = f" of the depthwise result {list(fnp.shape(y))} and pointwise filter {list(fnp.shape(pointwise_filter))}"
+    if len(fnp.shape(pointwise_filter)) != 4 or tuple(fnp.shape(pointwise_filter)[:2]) != (1, 1):
+        raise _error("the pointwise filter must be [1, 1, in_channels * channel_multiplier, out_channels]", shapes)
+    return fnp.conv2d(y, pointwise_filter)

@@ -99,25 +99,33 @@ class Dense(Layer):
 
 class Conv2D(Layer):
     """2-D convolution of NHWC inputs with an HWIO kernel, then bias and activation;
-    ``padding`` is ``"SAME"`` (the default here) or ``"VALID"``."""
+    ``padding`` is ``"SAME"`` (the default here) or ``"VALID"``. ``groups`` (Keras's and
+    PyTorch's) splits the channels into that many groups, each convolved with its own
+    filters: the kernel is [KH, KW, in_channels / groups, out_channels], and groups equal
+    to in_channels is a depthwise convolution (MobileNet's)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
                  strides: int | tuple[int, int] = 1, padding: str = "SAME", dilation: int | tuple[int, int] = 1,
                  activation: Callable[[Any], Any] | None = None, use_bias: bool = True,
                  kernel_init: Initializer = initializers.glorot_uniform, bias_init: Initializer = initializers.zeros,
-                 key: Any = None, name: str | None = None, dtype: Any = float32):
+                 key: Any = None, name: str | None = None, dtype: Any = float32, groups: int = 1):
         self.name = name or _unique_name("conv2d")
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2D {self.name}: groups={groups} must divide in_channels={in_channels} and "
+                             f"out_channels={out_channels}")
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
         k_kernel, k_bias = np.asarray(random.split(_as_key(key)))
-        self.kernel = Variable(kernel_init(k_kernel, (kh, kw, in_channels, out_channels), dtype),
+        self.kernel = Variable(kernel_init(k_kernel, (kh, kw, in_channels // groups, out_channels), dtype),
                                name=f"{self.name}/kernel")
+        self.groups = groups
         self.bias = (Variable(bias_init(k_bias, (out_channels,), dtype), name=f"{self.name}/bias")
                      if use_bias else None)
         self.strides, self.padding, self.dilation = strides, padding, dilation
         self.activation = activation
 
     def __call__(self, x: Any) -> Any:
-        y = fnp.conv2d(x, self.kernel, strides=self.strides, padding=self.padding, dilation=self.dilation)
+        y = fnp.conv2d(x, self.kernel, strides=self.strides, padding=self.padding, dilation=self.dilation,
+                       groups=self.groups)
         if self.bias is not None:
             y = y + self.bias
         return self.activation(y) if self.activation is not None else y

@@ -218,6 +218,36 @@ def conv2d(input: Any, filter: Any = None, strides: Any = None, padding: Any = N
                  st=st, pad=pad, dil=dil)
 
 
+def depthwise_conv2d(input: Any, filter: Any, strides: Any, padding: Any, rate: Any = None, name: str | None = None,
+                     data_format: str | None = None, dilations: Any = None) -> Tensor:
+    """Each input channel convolved with its own filters (MobileNet's depthwise step):
+    ``filter`` [KH, KW, C, multiplier] gives C*multiplier channels, channel c's in
+    c*multiplier...; ``rate`` (TensorFlow 1's name) or ``dilations`` the dilation;
+    ``fj.nn.depthwise_conv2d`` in the graph, a grouped convolution of C groups."""
+    x, w = ops._tensors(input, filter)
+    shapes = f" of input {x.shape.as_list()} and filter {w.shape.as_list()}"
+    dil = dilations if dilations is not None else rate
+    st, pad, dil = conv2d_arguments(strides, padding, data_format or "NHWC", dil, shapes)
+    if not isinstance(pad, str):
+        pad = ((0, 0), *pad, (0, 0))
+    return apply("DepthwiseConv2dNative",
+                 lambda x, k, st, pad, dil: fjnn.depthwise_conv2d(x, k, st, pad, dilations=dil), [x, w],
+                 name=name, st=st, pad=pad, dil=dil)
+
+
+def separable_conv2d(input: Any, depthwise_filter: Any, pointwise_filter: Any, strides: Any, padding: Any,
+                     rate: Any = None, name: str | None = None, data_format: str | None = None,
+                     dilations: Any = None) -> Tensor:
+    """A depthwise convolution (``depthwise_filter`` [KH, KW, C, multiplier], with
+    ``strides`` and ``rate``) then a 1x1 one (``pointwise_filter`` [1, 1, C*multiplier,
+    out]) mixing its channels, as ``tf.nn.separable_conv2d``."""
+    x = ops._tensors(input)[0]
+    with x.graph.name_scope(name or "separable_conv2d"):
+        y = depthwise_conv2d(input, depthwise_filter, strides, padding, rate=rate, data_format=data_format,
+                             dilations=dilations, name="depthwise")
+        return conv2d(y, pointwise_filter, strides=[1, 1, 1, 1], padding="VALID", name="pointwise")
+
+
 def _pool(type: str, fn: Any, value: Any, ksize: Any, strides: Any, padding: str, data_format: str,
           name: str | None) -> Tensor:
     if data_format != "NHWC":

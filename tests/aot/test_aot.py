@@ -551,6 +551,24 @@ def test_a_function_with_sorts_compiles_for_any_batch_size(tmp_path):
             np.testing.assert_array_equal(g, v)
 
 
+def test_a_mobilenet_block_compiles_for_any_batch_size(tmp_path):
+    # Depthwise 3x3 (stride 2), pointwise 1x1, a grouped 3x3: the convolutions' groups are
+    # native in the library, the batch symbolic.
+    def block(dw, pw, gw, x):
+        y = fj.nn.relu(fj.conv2d(x, dw, strides=(2, 2), padding="SAME", groups=8))
+        y = fj.nn.relu(fj.conv2d(y, pw))
+        return fj.conv2d(y, gw, padding="SAME", groups=4)
+    rng = np.random.default_rng(5)
+    dw = rng.standard_normal((3, 3, 1, 8)).astype(np.float32)
+    pw = rng.standard_normal((1, 1, 8, 16)).astype(np.float32)
+    gw = rng.standard_normal((3, 3, 4, 16)).astype(np.float32)
+    fj.export(block, dw, pw, gw, fj.ShapeDtype(("B", 9, 10, 8), np.float32), path=tmp_path, name="block")
+    compiled = fj.load_compiled(tmp_path / "block.json")
+    for b in (1, 3):
+        x = rng.standard_normal((b, 9, 10, 8)).astype(np.float32)
+        np.testing.assert_allclose(compiled(dw, pw, gw, x), fj.function(block)(dw, pw, gw, x), rtol=1e-5, atol=1e-5)
+
+
 def jax_leaves(tree):
     """The arrays of nested tuples and lists, in order."""
     if isinstance(tree, (tuple, list)):

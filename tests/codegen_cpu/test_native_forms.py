@@ -170,6 +170,35 @@ def test_conv2d_and_both_its_gradients_are_one_native_program(attrs):
            rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("groups, per_group, out, attrs", [
+    (3, 2, 6, {"padding": "SAME"}),
+    (2, 3, 4, {"strides": (2, 1), "dilation": (1, 2)}),
+    (6, 1, 6, {"padding": "SAME"}),                                  # depthwise
+    (6, 1, 12, {"strides": (2, 2), "padding": ((1, 0), (2, 1))}),    # depthwise, 2 filters a channel
+], ids=["grouped-same", "grouped-strided-dilated", "depthwise", "depthwise-multiplier-strided"])
+def test_grouped_and_depthwise_convolutions_and_their_gradients_are_one_native_program(groups, per_group, out,
+                                                                                       attrs):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 9, 8, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 3, per_group, out)).astype(np.float32)
+    y = _check(lambda x, w: fj.conv2d(x, w, groups=groups, **attrs), x, w, rtol=1e-5, atol=1e-5)
+    # Each group is a convolution of its own channels with its own filters.
+    og = out // groups
+    parts = [np.asarray(fj.function(lambda x, w: fj.conv2d(x, w, **attrs))(
+        x[..., g * per_group:(g + 1) * per_group], w[..., g * og:(g + 1) * og])) for g in range(groups)]
+    np.testing.assert_allclose(np.asarray(y), np.concatenate(parts, axis=-1), rtol=1e-5, atol=1e-5)
+    _check(fj.grad(lambda x, w: (fj.tanh(fj.conv2d(x, w, groups=groups, **attrs)) ** 2).sum(), argnums=(0, 1)),
+           x, w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_depthwise_convolution_is_one_kernel_of_taps_times_filters_not_a_product_per_channel():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 8, 8, 16)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 1, 16)).astype(np.float32)
+    _, entry = _native_call(lambda x, w: fj.conv2d(x, w, padding="SAME", groups=16), x, w)
+    assert "gemm" not in entry.executable._program.describe()
+
+
 def test_a_convolution_is_patches_and_one_gemm_and_a_1x1_convolution_reads_its_input():
     rng = np.random.default_rng(8)
     x = rng.standard_normal((2, 6, 6, 4)).astype(np.float32)

@@ -387,6 +387,46 @@ def test_nn_conv2d_rejects_what_it_does_not_support_naming_the_shapes_and_line(k
     assert "\n  at " in text and "test_nn.py:" in text, text
 
 
+def test_depthwise_and_separable_convolutions_are_tensorflows():
+    # tf.nn.depthwise_conv2d: output channel c*M + m is input channel c convolved with
+    # filter[:, :, c, m]; separable: that, then a 1x1 convolution.
+    x = RNG.standard_normal((2, 7, 6, 3))
+    dw = RNG.standard_normal((3, 2, 3, 2))
+    pw = RNG.standard_normal((1, 1, 6, 4))
+    pads = (_same_pads(7, 3, 2, 1), _same_pads(6, 2, 1, 2))
+    want = np.concatenate([_np_conv2d_tf(x[..., c:c + 1], dw[:, :, c:c + 1, :], (2, 1), pads, (1, 2))
+                           for c in range(3)], axis=-1)
+    got = fj.function(lambda x, w: fj.nn.depthwise_conv2d(x, w, [1, 2, 1, 1], "SAME", dilations=[1, 2]))(x, dw)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    sep = fj.function(lambda x, d, p: fj.nn.separable_conv2d(x, d, p, [1, 2, 1, 1], "SAME", dilations=[1, 2]))
+    np.testing.assert_allclose(sep(x, dw, pw), np.einsum("nhwc,co->nhwo", want, pw[0, 0]), rtol=1e-10, atol=1e-10)
+
+    def loss(x, d, p):
+        return fj.sum(fj.tanh(fj.nn.separable_conv2d(x, d, p, 1, "VALID")))
+
+    grads = fj.function(fj.grad(loss, argnums=(0, 1, 2)))(x, dw, pw)
+    f = fj.function(loss, interpret=True)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, central_differences(f, [x, dw, pw], i), rtol=1e-5, atol=1e-7)
+
+
+def test_nn_conv2d_with_fewer_filter_channels_is_grouped_as_in_tensorflow_2():
+    x = RNG.standard_normal((1, 5, 5, 4)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 2, 6)).astype(np.float32)   # 4 channels / 2: two groups
+    want = np.concatenate([_np_conv2d_tf(x[..., :2], w[..., :3], (1, 1), ((1, 1), (1, 1)), (1, 1)),
+                           _np_conv2d_tf(x[..., 2:], w[..., 3:], (1, 1), ((1, 1), (1, 1)), (1, 1))], axis=-1)
+    np.testing.assert_allclose(fj.nn.conv2d(x, w, 1, "SAME"), want, rtol=1e-4, atol=1e-4)
+    layer = fj.nn.Conv2D(4, 6, 3, groups=2, key=1)
+    assert layer.kernel.shape == (3, 3, 2, 6)
+    np.testing.assert_allclose(fj.function(lambda x: layer(x))(x),
+                               fj.nn.conv2d(x, layer.kernel.numpy(), 1, "SAME") + layer.bias.numpy(),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"input's 4 channels are not a multiple of the filters' 3"):
+        fj.nn.conv2d(x, RNG.standard_normal((3, 3, 3, 6)).astype(np.float32), 1, "SAME")
+    with pytest.raises(ValueError, match="groups=3 must divide in_channels=4"):
+        fj.nn.Conv2D(4, 6, 3, groups=3)
+
+
 def test_nn_conv2d_gradient_matches_finite_differences():
     x = RNG.standard_normal((1, 5, 4, 2))
     w = RNG.standard_normal((2, 3, 2, 3))

@@ -104,8 +104,18 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _conv(strides: tuple[int, int] = (1, 1), padding: object = "VALID",
-          dilation: tuple[int, int] = (1, 1)) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Reference conv2d (NHWC x HWIO) with explicit loops over output positions."""
+          dilation: tuple[int, int] = (1, 1), groups: int = 1) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Reference conv2d (NHWC x HWIO) with explicit loops over output positions; grouped,
+    each group's channels with its own filters, the groups' outputs side by side."""
+    if groups > 1:
+        one = _conv(strides, padding, dilation)
+
+        def grouped(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+            cg, og = w.shape[2], w.shape[3] // groups
+            return np.concatenate([one(x[..., g * cg:(g + 1) * cg], w[..., g * og:(g + 1) * og])
+                                   for g in range(groups)], axis=-1)
+        return grouped
+
     def expect(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         n, h, wd, c = x.shape
         kh, kw, _, o = w.shape
@@ -263,4 +273,11 @@ CASES += [
     Case("conv2d", [((1, 2, 2, 1), "T"), ((3, 3, 1, 1), "T")], {}, _conv(), FLOATS, "empty-output"),
     Case("conv2d", [((1, 0, 3, 1), "T"), ((2, 2, 1, 1), "T")], {"padding": "SAME"},
          _conv(padding="SAME"), FLOATS, "same-empty-input"),
+    Case("conv2d", [((2, 5, 6, 4), "T"), ((3, 2, 2, 6), "T")], {"padding": "SAME", "groups": 2},
+         _conv(padding="SAME", groups=2), FLOATS, "grouped"),
+    Case("conv2d", [((1, 7, 6, 3), "T"), ((3, 3, 1, 6), "T")],
+         {"strides": (2, 1), "dilation": (1, 2), "padding": "SAME", "groups": 3},
+         _conv((2, 1), "SAME", (1, 2), groups=3), FLOATS, "depthwise-multiplier-strided-dilated"),
+    Case("conv2d", [((2, 4, 4, 4), "T"), ((1, 1, 1, 4), "T")], {"groups": 4},
+         _conv(groups=4), FLOATS, "depthwise-pointwise"),
 ]

@@ -19,9 +19,9 @@ from flowjit.ir.types import TensorType
 from tests.registry.test_generic import ALL_CASES, _domain_inputs, _tolerance
 
 B = 3
-# Operands a rule refuses to batch, raising BatchingError: a batched conv2d filter needs
-# grouped convolution, which conv2d lacks.
-REFUSED_OPERAND = {"conv2d": 1}
+# Operands a rule refuses to batch, raising BatchingError (none now: a batched conv2d
+# filter folds into the convolution's groups).
+REFUSED_OPERAND: dict[str, int] = {}
 
 
 def _batchable(case) -> bool:
@@ -101,11 +101,29 @@ def test_unbatchable_ops_raise_naming_the_op(name):
         batch_op(Emitter(b), prim, fn.args, [True] * len(types), case.attrs if case else {})
 
 
-def test_conv2d_with_a_batched_filter_says_grouped_convolution():
-    types = [TensorType((1, 5, 5, 2), np.float32), TensorType((B, 3, 3, 2, 4), np.float32)]
-    fn, b = new_function("conv", types, ["x", "w"])
-    with pytest.raises(BatchingError, match="conv2d: a batched filter.*grouped"):
-        batch_op(Emitter(b), get("conv2d"), fn.args, [False, True], {})
+@pytest.mark.parametrize("groups", [1, 2])
+def test_an_ensemble_of_filters_under_vmap_is_one_grouped_convolution(groups):
+    # A batch of filters (each ensemble member its own), with and without a batched input:
+    # each member's result and its gradient are its own convolution's.
+    import flowjit as fj
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((B, 2, 6, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((B, 3, 3, 4 // groups, 6)).astype(np.float32)
+
+    def conv(x, w):
+        return fj.conv2d(x, w, strides=(2, 1), padding="SAME", groups=groups)
+
+    def loss(w, x):
+        return (fj.tanh(conv(x, w)) ** 2).sum()
+
+    both = fj.function(fj.vmap(conv))(x, w)
+    shared = fj.function(fj.vmap(conv, in_axes=(None, 0)))(x[0], w)
+    grads = fj.function(fj.vmap(fj.grad(loss)))(w, x)
+    one, one_grad = fj.function(conv), fj.function(fj.grad(loss))
+    for i in range(B):
+        np.testing.assert_allclose(np.asarray(both)[i], np.asarray(one(x[i], w[i])), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(shared)[i], np.asarray(one(x[0], w[i])), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(grads)[i], np.asarray(one_grad(w[i], x[i])), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("name,attrs", [("constant", {"value": np.arange(3.0)}),

@@ -98,6 +98,28 @@ def test_conv2d_transpose_is_the_adjoint_of_conv2d(padding, strides):
     assert np.sum(f * y) == pytest.approx(np.sum(x * b), rel=1e-10)
 
 
+def test_depthwise_and_separable_conv2d_are_grouped_convolutions_with_tensorflows_channel_order():
+    tf.reset_default_graph()
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 6, 5, 3))
+    dw = rng.normal(size=(3, 3, 3, 2))     # channel multiplier 2
+    pw = rng.normal(size=(1, 1, 6, 4))
+    depth = tf.nn.depthwise_conv2d(tf.constant(x), tf.constant(dw), [1, 1, 1, 1], "SAME", rate=[2, 1])
+    sep = tf.nn.separable_conv2d(tf.constant(x), tf.constant(dw), tf.constant(pw), [1, 2, 2, 1], "VALID")
+    assert depth.shape.as_list() == [2, 6, 5, 6] and sep.shape.as_list() == [2, 2, 2, 4]
+    assert sep.op.name.startswith("separable_conv2d/")
+    d, s = _run([depth, sep])
+    # Channel c*2 + m: input channel c with filter m, each convolved alone.
+    for c in range(3):
+        for m in range(2):
+            one = tf.nn.conv2d(tf.constant(x[..., c:c + 1]), tf.constant(dw[:, :, c:c + 1, m:m + 1]),
+                               [1, 1, 1, 1], "SAME", dilations=[1, 2, 1, 1])
+            np.testing.assert_allclose(d[..., c * 2 + m], _run([one])[0][..., 0], rtol=1e-10, atol=1e-12)
+    strided = tf.nn.depthwise_conv2d(tf.constant(x), tf.constant(dw), [1, 2, 2, 1], "VALID")
+    want = np.einsum("nhwc,co->nhwo", _run([strided])[0], pw[0, 0])
+    np.testing.assert_allclose(s, want, rtol=1e-10, atol=1e-12)
+
+
 def test_streaming_metrics_accumulate_over_batches_until_reset():
     tf.reset_default_graph()
     labels = tf.placeholder(tf.int64, [None])

@@ -3,7 +3,10 @@
 Both are ``opaque`` to fusion: a backend lowers them to a BLAS/cuDNN call or a hand-written
 kernel rather than to a loop nest of scalar templates. A convolution decomposes (``defdecompose``)
 into ``conv_patches``, a layout op gathering each output position's window (a kernel that fuses
-with what produces the input), and one matmul of the patches by the filter. Operands share one dtype (the
+with what produces the input), and one matmul of the patches by the filter; a grouped one
+(``groups``: PyTorch's ``groups``, XLA's ``feature_group_count``) into a batch of those
+products, one a group, and a depthwise one (one input channel a group) into the windows'
+taps times the filter summed, a kernel of its own. Operands share one dtype (the
 tracer inserts casts); f16 references accumulate in f32 and round once, as the kernels do.
 conv2d follows TensorFlow's layout (NHWC input, HWIO filter) and its SAME/VALID padding;
 ``conv2d_padding`` is the one place that turns a padding attribute into explicit pads.
@@ -22,6 +25,10 @@ from flowjit.ir.registry import attr, broadcast_shapes, declare, defdecompose, d
 from flowjit.ir.types import TensorType
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
+# A depthwise convolution of up to this many taps (5x5) is one elementwise kernel adding the
+# taps' products one by one; a larger one sums them over a taps axis (the expression would
+# grow with the filter, and LLVM's time with it).
+DEPTHWISE_TAPS_MAX = 25
 
 
 def _acc_dtype(d: np.dtype) -> np.dtype:
@@ -103,15 +110,22 @@ def conv2d_padding(in_hw: Sequence[int], kernel_hw: Sequence[int], strides: Sequ
 
 def _conv2d_rule(in_types: Sequence[TensorType], *, strides: tuple[int, ...],
                  padding: str | tuple[tuple[int, int], ...],
-                 dilation: tuple[int, ...]) -> TensorType:
+                 dilation: tuple[int, ...], groups: int = 1) -> TensorType:
     x, w = in_types
     if x.ndim != 4:
         raise ShapeError(f"input must be NHWC (rank 4), got {x}")
     if w.ndim != 4:
         raise ShapeError(f"filter must be HWIO (rank 4), got {w}")
     d = same_dtype(in_types)
-    if w.shape[2] != x.shape[3]:
+    if groups < 1:
+        raise ShapeError(f"groups={groups} must be >= 1")
+    if groups == 1 and w.shape[2] != x.shape[3]:
         raise ShapeError(f"filter {w} expects {w.shape[2]} input channels, input {x} has {x.shape[3]}")
+    if groups > 1 and w.shape[2] * groups != x.shape[3]:
+        raise ShapeError(f"filter {w} in {groups} groups expects {w.shape[2] * groups} input channels "
+                         f"({w.shape[2]} a group), input {x} has {x.shape[3]}")
+    if w.shape[3] % groups:
+        raise ShapeError(f"filter {w}'s {w.shape[3]} output channels do not split into groups={groups}")
     if w.shape[0] < 1 or w.shape[1] < 1:
         raise ShapeError(f"filter {w} must have non-empty spatial dimensions")
     for name, vals in (("strides", strides), ("dilation", dilation)):
@@ -159,7 +173,7 @@ def _window_taps(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], d
 
 def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
                  padding: str | tuple[tuple[int, int], ...],
-                 dilation: tuple[int, ...]) -> np.ndarray:
+                 dilation: tuple[int, ...], groups: int = 1) -> np.ndarray:
     n, h, wd, _ = x.shape
     kh, kw, _, o = w.shape
     (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
@@ -172,16 +186,24 @@ def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
     patches = _window_taps(x.astype(acc, copy=False), (kh, kw), strides, dilation,
                            ((pt, pb), (pl, pr)))  # [n, oh, kh, ow, kw, c]
     with np.errstate(all="ignore"):
-        r = np.tensordot(patches, w.astype(acc, copy=False), axes=([2, 4, 5], [0, 1, 2]))
+        if groups == 1:
+            r = np.tensordot(patches, w.astype(acc, copy=False), axes=([2, 4, 5], [0, 1, 2]))
+        else:  # group g: its input channels' taps times its filters (output channels g*O/G...)
+            cg = w.shape[2]
+            taps = patches.reshape(n, oh, kh, ow, kw, groups, cg)
+            wg = w.astype(acc, copy=False).reshape(kh, kw, cg, groups, o // groups)
+            r = np.einsum("nAkBlgc,klcgo->nABgo", taps, wg, optimize=True).reshape(n, oh, ow, o)
         return np.ascontiguousarray(r.astype(x.dtype, copy=False))
 
 
 declare("conv2d", kind="opaque", role="convolution", rule=_conv2d_rule, impl=_conv2d_impl, arity=2,
         attrs={"strides": attr("ints", (1, 1)), "padding": attr("padding", "VALID"),
-               "dilation": attr("ints", (1, 1))},
+               "dilation": attr("ints", (1, 1)), "groups": attr("int", 1)},
         dtypes=FLOAT_DTYPES, differentiable=True,
         doc="2-D cross-correlation, NHWC input and HWIO filter -> [N, OH, OW, O]; padding "
-            "SAME/VALID as TensorFlow, or explicit ((top, bottom), (left, right))")
+            "SAME/VALID as TensorFlow, or explicit ((top, bottom), (left, right)); groups G: "
+            "the input's channels and the filter's outputs cut into G groups, each convolved "
+            "with its own (the filter's I is C/G)")
 
 
 # ---- conv_patches ----------------------------------------------------------------------------
@@ -220,18 +242,98 @@ declare("conv_patches", kind="layout", role="patches", rule=_patches_rule, impl=
             "the padding (pads: top, bottom, left, right); what conv2d decomposes into")
 
 
-def _conv2d_decompose(e, x, w, *, strides, padding, dilation):
+def _windows(e, x, kernel, strides, dilation, pads):
+    """``x``'s windows [N, OH, OW, KH, KW, C] (``x`` itself, [N, H, W, C], for a 1x1 kernel
+    that neither strides nor pads: the taps are the input as it is)."""
+    if tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and tuple(pads) == (0, 0, 0, 0):
+        return x
+    return e.conv_patches(x, kernel=tuple(kernel), strides=tuple(strides), dilation=tuple(dilation),
+                          pads=tuple(pads))
+
+
+def _tap_range(n: int, out: int, stride: int, offset: int) -> tuple[int, int, int] | None:
+    """Along one axis, the output positions ``i`` whose tap ``i * stride + offset`` falls
+    inside an input of ``n``: ``(first, count, first input index)``, None when none does."""
+    first = max(0, -(offset // stride))   # the first i with i * stride + offset >= 0
+    end = min(out, (n - 1 - offset) // stride + 1) if n - 1 - offset >= 0 else 0
+    if end <= first:
+        return None
+    return first, end - first, first * stride + offset
+
+
+def _tap(e, x, rows, cols, strides, out_hw):
+    """One tap of a convolution's windows, [N, OH, OW, C]: the input's entries it reads, a
+    strided slice, padded with zeros where it falls outside (a slice and a pad of their own
+    for each tap, which fuse into the kernel reading them: one padded copy of the input
+    shared by the taps would be a kernel and a pass over memory of its own)."""
+    n, _, _, c = x.type.shape
+    (r0, rn, rx), (c0, cn, cx) = rows, cols
+    t = e.slice(x, start=(0, rx, cx, 0), size=(n, rn, cn, c), step=(1, strides[0], strides[1], 1))
+    high = (out_hw[0] - r0 - rn, out_hw[1] - c0 - cn)
+    if (r0, c0) == (0, 0) and high == (0, 0):
+        return t
+    return e.pad(t, low=(0, r0, c0, 0), high=(0, high[0], high[1], 0), value=0.0)
+
+
+def _conv2d_decompose(e, x, w, *, strides, padding, dilation, groups=1):
     # The windows' taps in the filter's (KH, KW, C) order, times the filter as a matrix: one
     # GEMM of [N*OH*OW, KH*KW*C] by [KH*KW*C, O]. A 1x1 convolution reads its input as it is.
     n, h, wd, c = x.type.shape
-    kh, kw, _, o = w.type.shape
+    kh, kw, cg, o = w.type.shape
     (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
-    if (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0):
-        rows, oh, ow = x, h, wd
-    else:
-        rows = e.conv_patches(x, kernel=(kh, kw), strides=strides, dilation=dilation, pads=(pt, pb, pl, pr))
+    pads = (pt, pb, pl, pr)
+    if groups == 1:
+        rows = _windows(e, x, (kh, kw), strides, dilation, pads)
         oh, ow = rows.type.shape[1:3]
-    y = e.matmul(e.reshape(rows, shape=(n * oh * ow, kh * kw * c)), e.reshape(w, shape=(kh * kw * c, o)))
+        y = e.matmul(e.reshape(rows, shape=(n * oh * ow, kh * kw * c)), e.reshape(w, shape=(kh * kw * c, o)))
+        return [e.reshape(y, shape=(n, oh, ow, o))]
+    og = o // groups
+    if cg == 1 and kh * kw <= DEPTHWISE_TAPS_MAX:
+        # Depthwise: each channel's taps times its own filters, added up tap by tap, one
+        # elementwise kernel summing in the dtype as written (a product of K=KH*KW a channel
+        # would be a BLAS call per channel for nine multiply-adds a row; a sum over a taps
+        # axis, a temp of the whole output).
+        oh = (h + pt + pb - (kh - 1) * dilation[0] - 1) // strides[0] + 1
+        ow = (wd + pl + pr - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+        full = (n, oh, ow, c, og)
+        total = None
+        for p in range(kh):
+            rows = _tap_range(h, oh, strides[0], p * dilation[0] - pt)
+            for q in range(kw):
+                cols = _tap_range(wd, ow, strides[1], q * dilation[1] - pl)
+                if rows is None or cols is None or n * c == 0:
+                    continue  # the tap reads only padding
+                tap = _tap(e, x, rows, cols, strides, (oh, ow))
+                taps = e.slice(w, start=(p, q, 0, 0), size=(1, 1, 1, o), step=(1, 1, 1, 1))
+                term = e.mul(e.broadcast_to(e.reshape(tap, shape=(n, oh, ow, c, 1)), shape=full),
+                             e.broadcast_to(e.reshape(taps, shape=(1, 1, 1, c, og)), shape=full))
+                total = term if total is None else e.add(total, term)
+        if total is None:
+            return [e.zeros(TensorType((n, oh, ow, o), x.type.dtype))]
+        return [e.reshape(total, shape=(n, oh, ow, o))]
+    if cg == 1:
+        # A larger depthwise filter: the taps' products summed over a taps axis. (The batch
+        # stays an axis of its own, not folded into the rows: a library compiled for any
+        # batch size needs the kernel's loops over it apart.)
+        rows = _windows(e, x, (kh, kw), strides, dilation, pads)
+        oh, ow = rows.type.shape[1:3]
+        k = kh * kw
+        full = (n, oh, ow, k, c, og)
+        terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, k, c, 1)), shape=full),
+                      e.broadcast_to(e.reshape(w, shape=(1, 1, 1, k, c, og)), shape=full))
+        return [e.reshape(e.reduce_sum(terms, axes=(3,), keepdims=False), shape=(n, oh, ow, o))]
+    # The windows with each group's taps moved to rows of their own, [G, N*OH*OW, KH*KW*C/G]
+    # (one kernel writing them from the input), then one batch of G products. (Not the
+    # input's groups moved into its batch first, [G*N, H, W, C/G]: a library compiled for any
+    # batch size cannot index a batch axis of G*N.)
+    rows = _windows(e, x, (kh, kw), strides, dilation, pads)
+    oh, ow = rows.type.shape[1:3]
+    m, k = n * oh * ow, kh * kw * cg
+    rows = e.transpose(e.reshape(rows, shape=(n, oh, ow, kh, kw, groups, cg)), perm=(5, 0, 1, 2, 3, 4, 6))
+    ws = e.reshape(e.transpose(e.reshape(w, shape=(kh, kw, cg, groups, og)), perm=(3, 0, 1, 2, 4)),
+                   shape=(groups, k, og))
+    y = e.matmul(e.reshape(rows, shape=(groups, m, k)), ws)  # [G, M, O/G]
+    y = e.transpose(e.reshape(y, shape=(groups, n, oh, ow, og)), perm=(1, 2, 3, 0, 4))
     return [e.reshape(y, shape=(n, oh, ow, o))]
 
 
@@ -263,9 +365,9 @@ def _matmul_vjp(e, g, y, a, b):
 defvjp("matmul", _matmul_vjp)
 
 
-def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation):
+def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation, groups=1):
     n, h, wd, c = x.type.shape
-    kh, kw, _, o = w.type.shape
+    kh, kw, cg, o = w.type.shape
     (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
     oh, ow = g.type.shape[1:3]
     (sh, sw), (dh, dw) = strides, dilation
@@ -275,22 +377,46 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation):
     # dx: the transposed convolution. Spread g by the strides, pad by the filter's span,
     # correlate with the flipped filter (in/out channels swapped), crop the padding.
     gd = e.embed(e.embed(g, 1, 0, sh, (oh - 1) * sh + 1), 2, 0, sw, (ow - 1) * sw + 1)
-    flipped = e.transpose(e.slice(w, start=(kh - 1, kw - 1, 0, 0), size=w.type.shape, step=(-1, -1, 1, 1)),
-                          perm=(0, 1, 3, 2))
-    dx_pad = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation,
-                      padding=((span_h - 1, span_h - 1 + rest_h), (span_w - 1, span_w - 1 + rest_w)))
-    dx = e.slice(dx_pad, start=(0, pt, pl, 0), size=(n, h, wd, c), step=(1, 1, 1, 1))
+    # Grouped, each group's filters flip within it: [KH, KW, O/G, G*C/G], group-major as x's channels.
+    flipped = e.slice(w, start=(kh - 1, kw - 1, 0, 0), size=w.type.shape, step=(-1, -1, 1, 1))
+    if groups == 1:
+        flipped = e.transpose(flipped, perm=(0, 1, 3, 2))
+    else:
+        og = o // groups
+        flipped = e.reshape(e.transpose(e.reshape(flipped, shape=(kh, kw, cg, groups, og)), perm=(0, 1, 4, 3, 2)),
+                            shape=(kh, kw, og, groups * cg))
+    low, high = (span_h - 1 - pt, span_w - 1 - pl), (span_h - 1 + rest_h - pb, span_w - 1 + rest_w - pr)
+    if min(*low, *high) >= 0:
+        # The padded input's cotangent cropped to the input's rows and columns is the same
+        # correlation with that much less padding: no rows computed to be thrown away.
+        dx = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation, groups=groups,
+                      padding=((low[0], high[0]), (low[1], high[1])))
+    else:  # the forward's pads are wider than its filter's span: compute them, then crop
+        dx_pad = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation, groups=groups,
+                          padding=((span_h - 1, span_h - 1 + rest_h), (span_w - 1, span_w - 1 + rest_w)))
+        dx = e.slice(dx_pad, start=(0, pt, pl, 0), size=(n, h, wd, c), step=(1, 1, 1, 1))
     # dw: each tap's input values times g, summed over every output position: the windows'
     # patches (as the forward reads them) transposed times g, one GEMM of [KH*KW*C, M] by
     # [M, O] that reads the patches in place (M = N*OH*OW).
     m = n * oh * ow
-    if (kh, kw) == (1, 1) and tuple(strides) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0):
-        rows = e.reshape(x, shape=(m, c))
-    else:
-        taps = e.conv_patches(x, kernel=(kh, kw), strides=strides, dilation=dilation, pads=(pt, pb, pl, pr))
-        rows = e.reshape(taps, shape=(m, kh * kw * c))
-    dw = e.matmul(e.transpose(rows, perm=(1, 0)), e.reshape(g, shape=(m, o)))
-    return [dx, e.reshape(dw, shape=(kh, kw, c, o))]
+    rows = _windows(e, x, (kh, kw), strides, dilation, (pt, pb, pl, pr))
+    if groups == 1:
+        rows = e.reshape(rows, shape=(m, kh * kw * c))
+        dw = e.matmul(e.transpose(rows, perm=(1, 0)), e.reshape(g, shape=(m, o)))
+        return [dx, e.reshape(dw, shape=(kh, kw, c, o))]
+    # Grouped: group j's taps [KH*KW*C/G, M] times its cotangents [M, O/G], a batch of G
+    # products; depthwise, each channel's taps times its cotangents summed over the rows.
+    og, k = o // groups, kh * kw
+    if cg == 1:
+        full = (n, oh, ow, k, c, og)
+        terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, k, c, 1)), shape=full),
+                      e.broadcast_to(e.reshape(g, shape=(n, oh, ow, 1, c, og)), shape=full))
+        return [dx, e.reshape(e.reduce_sum(terms, axes=(0, 1, 2), keepdims=False), shape=(kh, kw, 1, o))]
+    taps = e.reshape(e.transpose(e.reshape(rows, shape=(m, k, groups, cg)), perm=(2, 1, 3, 0)),
+                     shape=(groups, k * cg, m))
+    gs = e.transpose(e.reshape(g, shape=(m, groups, og)), perm=(1, 0, 2))
+    dw = e.reshape(e.matmul(taps, gs), shape=(groups, kh, kw, cg, og))
+    return [dx, e.reshape(e.transpose(dw, perm=(1, 2, 3, 0, 4)), shape=(kh, kw, cg, o))]
 
 
 defvjp("conv2d", _conv2d_vjp)

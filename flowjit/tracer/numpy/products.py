@@ -177,8 +177,12 @@ def _einsum_pair(sa: str, a: Any, sb: str, b: Any, keep: str) -> Any:
 
 
 def conv2d(x: ArrayLike, w: ArrayLike, strides: Any = (1, 1), padding: Any = "VALID",
-           dilation: Any = (1, 1)) -> Any:
-    """2-D convolution of NHWC ``x`` with an HWIO filter ``w`` (TensorFlow's layout)."""
+           dilation: Any = (1, 1), groups: int = 1) -> Any:
+    """2-D convolution of NHWC ``x`` with an HWIO filter ``w`` (TensorFlow's layout).
+    ``groups`` G cuts the input's channels and the filter's outputs into G groups, each
+    convolved with its own filters (PyTorch's ``groups``, XLA's ``feature_group_count``):
+    ``w`` is then [KH, KW, C/G, O], output channel j from group j // (O/G); G = C is a
+    depthwise convolution."""
     a, b = as_operand(x, "x"), as_operand(w, "w")
     d = float_dtype(promote(a, b))
     if isinstance(strides, int):
@@ -186,7 +190,8 @@ def conv2d(x: ArrayLike, w: ArrayLike, strides: Any = (1, 1), padding: Any = "VA
     if isinstance(dilation, int):
         dilation = (dilation, dilation)
     return bind("conv2d", [cast(a, d), cast(b, d)],
-                {"strides": tuple(strides), "padding": padding, "dilation": tuple(dilation)})
+                {"strides": tuple(strides), "padding": padding, "dilation": tuple(dilation),
+                 "groups": int(groups)})
 
 
 @numpy_counterpart
