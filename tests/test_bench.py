@@ -40,6 +40,19 @@ def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
     assert "numba" not in p.stdout.lower(), "the bench still speaks of numba"
 
 
+def test_quick_depthwise_row_is_checked_against_numpy_in_every_peer(tmp_path):
+    # Each column's result is checked against the float64 taps before it is timed: a peer's
+    # filter layout or channel order that differed from fj.nn.depthwise_conv2d's would be an error.
+    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "depthwise", "--repeat", "1",
+                        "--peers", "fj,numpy,jax,torch"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    row = next(ln for ln in p.stdout.splitlines() if ln.startswith("| depthwise conv 3x3 SAME f32[2,8,8,16]"))
+    assert re.search(r"\| [0-9.]+ (µs|ms) ", row), row
+    assert "### Errors" not in p.stdout and "WRONG" not in p.stdout, p.stdout[-3000:]
+
+
 def test_a_timed_cell_says_how_much_cpu_its_calls_used():
     """run_case's cells carry the process's CPU time over the wall time of the timed calls:
     up to one for a loop that computes on this thread, about none for one that sleeps."""

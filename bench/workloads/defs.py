@@ -55,8 +55,13 @@ def fj_transpose(x):
     return x.T + 1
 
 
+def fj_depthwise(x, w):
+    return fj.nn.depthwise_conv2d(x, w, 1, "SAME")
+
+
 FJ = {"gelu": fj_gelu, "softmax": fj_softmax, "layernorm": fj_layernorm, "dispatch": fj_add1,
-      "matmul": fj_matmul, "triad": fj_triad, "spectrum": fj_spectrum, "transpose": fj_transpose}
+      "matmul": fj_matmul, "triad": fj_triad, "spectrum": fj_spectrum, "transpose": fj_transpose,
+      "depthwise": fj_depthwise}
 
 
 # ---- NumPy (also the float64 reference) ------------------------------------------------------
@@ -91,8 +96,20 @@ def np_transpose(x):
     return np.add(x.T, 1, order="C")
 
 
+def np_depthwise(x, w):
+    # A 3x3 SAME depthwise convolution (x NHWC, w [3, 3, C, 1]) as NumPy users write it: the
+    # nine taps of the zero-padded input, each times its filter row, added up.
+    n, h, wd, c = x.shape
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = np.zeros_like(x)
+    for p in range(3):
+        for q in range(3):
+            out += xp[:, p:p + h, q:q + wd, :] * w[p, q, :, 0]
+    return out
+
+
 NP = {"gelu": np_gelu, "softmax": np_softmax, "layernorm": np_layernorm, "dispatch": np_add1,
-      "matmul": np_matmul, "spectrum": np_spectrum, "transpose": np_transpose}
+      "matmul": np_matmul, "spectrum": np_spectrum, "transpose": np_transpose, "depthwise": np_depthwise}
 
 
 # ---- JAX -------------------------------------------------------------------------------------
@@ -122,8 +139,13 @@ def jax_functions(jax: Any) -> dict[str, Any]:
     def transpose(x):
         return x.T + 1
 
+    def depthwise(x, w):
+        return jax.lax.conv_general_dilated(x, w.reshape(3, 3, 1, -1), (1, 1), "SAME",
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                            feature_group_count=x.shape[-1])
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-            "spectrum": spectrum, "transpose": transpose}
+            "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise}
 
 
 # ---- TensorFlow ------------------------------------------------------------------------------
@@ -151,8 +173,11 @@ def tf_functions(tf: Any) -> dict[str, Any]:
     def transpose(x):
         return tf.transpose(x) + 1
 
+    def depthwise(x, w):
+        return tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME")
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-            "spectrum": spectrum, "transpose": transpose}
+            "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise}
 
 
 def tf_jit(tf: Any, f: Any) -> Any:
@@ -191,12 +216,18 @@ def torch_functions(torch: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         # contiguous: an elementwise op writes its input's layout, here x.T's (no transpose)
         return (x.T + 1).contiguous()
 
+    def depthwise(x, w):
+        # NHWC data read as channels-last NCHW (no copy), the HWIO filter as OIHW.
+        y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(2, 3, 0, 1), padding=1, groups=x.shape[-1])
+        return y.permute(0, 2, 3, 1)
+
     eager = {"gelu": lambda x: F.gelu(x, approximate="tanh"),
              "softmax": lambda x: torch.softmax(x, dim=-1),
              "layernorm": lambda x: F.layer_norm(x, (x.shape[-1],), eps=LN_EPS),
-             "dispatch": add1, "matmul": matmul, "spectrum": spectrum, "transpose": transpose}
+             "dispatch": add1, "matmul": matmul, "spectrum": spectrum, "transpose": transpose,
+             "depthwise": depthwise}
     written = {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-               "spectrum": spectrum, "transpose": transpose}
+               "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise}
     return eager, written
 
 
@@ -212,6 +243,9 @@ def inputs(name: str, size: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
         return [(2 * rng.standard_normal(size) + 1).astype(np.float32)]
     if name == "dispatch":
         return [np.arange(size[0], dtype=np.float32)]
+    if name == "depthwise":
+        return [rng.standard_normal(size).astype(np.float32),
+                rng.standard_normal((3, 3, size[-1], 1)).astype(np.float32) / 3]
     if name == "matmul":
         m, k, n = size
         return [rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)]

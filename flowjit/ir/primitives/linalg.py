@@ -399,14 +399,32 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation, groups=1):
     # patches (as the forward reads them) transposed times g, one GEMM of [KH*KW*C, M] by
     # [M, O] that reads the patches in place (M = N*OH*OW).
     m = n * oh * ow
-    rows = _windows(e, x, (kh, kw), strides, dilation, (pt, pb, pl, pr))
     if groups == 1:
-        rows = e.reshape(rows, shape=(m, kh * kw * c))
+        rows = e.reshape(_windows(e, x, (kh, kw), strides, dilation, (pt, pb, pl, pr)), shape=(m, kh * kw * c))
         dw = e.matmul(e.transpose(rows, perm=(1, 0)), e.reshape(g, shape=(m, o)))
         return [dx, e.reshape(dw, shape=(kh, kw, c, o))]
     # Grouped: group j's taps [KH*KW*C/G, M] times its cotangents [M, O/G], a batch of G
     # products; depthwise, each channel's taps times its cotangents summed over the rows.
     og, k = o // groups, kh * kw
+    if cg == 1 and k <= DEPTHWISE_TAPS_MAX:
+        # Depthwise: a sum over the batch and positions a tap, each tap read as the forward
+        # reads it; the sums share one pass, which computes the cotangent once an element
+        # (a sum over a taps axis recomputed it, and whatever made it, for every tap).
+        parts = []
+        full = (n, oh, ow, c, og)
+        gs = e.reshape(g, shape=full)
+        for p in range(kh):
+            taps_r = _tap_range(h, oh, sh, p * dh - pt)
+            for q in range(kw):
+                taps_c = _tap_range(wd, ow, sw, q * dw - pl)
+                if taps_r is None or taps_c is None or n * c * og == 0:
+                    parts.append(e.zeros(TensorType((1, o), g.type.dtype)))
+                    continue
+                tap = e.broadcast_to(e.reshape(_tap(e, x, taps_r, taps_c, strides, (oh, ow)), shape=(n, oh, ow, c, 1)),
+                                     shape=full)
+                parts.append(e.reshape(e.reduce_sum(e.mul(tap, gs), axes=(0, 1, 2), keepdims=False), shape=(1, o)))
+        return [dx, e.reshape(e.concatenate(*parts, axis=0), shape=(kh, kw, 1, o))]
+    rows = _windows(e, x, (kh, kw), strides, dilation, (pt, pb, pl, pr))
     if cg == 1:
         full = (n, oh, ow, k, c, og)
         terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, k, c, 1)), shape=full),
