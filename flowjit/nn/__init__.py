@@ -6,7 +6,7 @@ traces inside ``@fj.function``, fuses, and differentiates like user code.
 
 from flowjit.nn import initializers
 from flowjit.nn.attention import dot_product_attention
-from flowjit.nn.conv import conv2d, depthwise_conv2d, separable_conv2d
+from flowjit.nn.conv import conv1d, conv2d, conv2d_transpose, depthwise_conv2d, separable_conv2d
 from flowjit.nn.functional import (
     celu,
     dropout,
@@ -48,7 +48,8 @@ from flowjit.nn.pooling import avg_pool, max_pool
 
 __all__ = ["initializers", "relu", "gelu", "sigmoid", "softmax", "log_softmax", "logsumexp", "layer_norm",
            "dropout", "Dense", "Conv2D", "Sequential", "Layer", "mse", "softmax_cross_entropy", "accuracy",
-           "max_pool", "avg_pool", "conv2d", "depthwise_conv2d", "separable_conv2d", "dot_product_attention",
-           "celu", "elu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity", "leaky_relu",
-           "log1mexp", "log_sigmoid", "logmeanexp", "mish", "one_hot", "relu6", "selu", "silu", "soft_sign",
-           "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh"]
+           "max_pool", "avg_pool", "conv1d", "conv2d", "conv2d_transpose", "depthwise_conv2d", "separable_conv2d",
+           "dot_product_attention", "celu", "elu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
+           "identity", "leaky_relu", "log1mexp", "log_sigmoid", "logmeanexp", "mish", "one_hot", "relu6", "selu",
+           "silu", "soft_sign", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "swish",
+           "tanh"]

@@ -14,14 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from flowjit.ir.errors import ShapeError
+from flowjit.tracer.autodiff import vjp
 from flowjit.tracer.core import user_location
 from flowjit.tracer.numpy import namespace as fnp
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
 
 
-def _error(message: str, shapes: str) -> ShapeError:
-    return ShapeError(f"conv2d{shapes}: {message}", loc=user_location())
+def _error(message: str, shapes: str, op: str = "conv2d") -> ShapeError:
+    return ShapeError(f"{op}{shapes}: {message}", loc=user_location())
 
 
 def _spatial(value: Any, what: str, shapes: str) -> tuple[int, int]:
@@ -80,16 +81,16 @@ def conv2d_arguments(strides: Any, padding: Any, data_format: str = "NHWC", dila
             _spatial(1 if dilations is None else dilations, "dilations", shapes))
 
 
-def _groups(input: Any, filters: Any, shapes: str) -> int:
+def _groups(input: Any, filters: Any, shapes: str, op: str = "conv2d") -> int:
     """The groups a filter implies, as TensorFlow 2 infers them: the input's channels over
-    the filter's input channels."""
+    the filter's input channels (its next-to-last axis)."""
     xs, ws = fnp.shape(input), fnp.shape(filters)
-    if len(xs) != 4 or len(ws) != 4 or ws[2] == xs[3]:
+    if len(xs) != len(ws) or len(xs) < 3 or ws[-2] == xs[-1]:
         return 1  # (the primitive's rule names wrong ranks)
-    if ws[2] == 0 or xs[3] % ws[2]:
-        raise _error(f"the input's {xs[3]} channels are not a multiple of the filters' {ws[2]} input channels "
-                     f"(a grouped convolution takes filters of [kh, kw, channels / groups, out])", shapes)
-    return xs[3] // ws[2]
+    if ws[-2] == 0 or xs[-1] % ws[-2]:
+        raise _error(f"the input's {xs[-1]} channels are not a multiple of the filters' {ws[-2]} input channels "
+                     f"(a grouped convolution takes filters of [..., channels / groups, out])", shapes, op)
+    return xs[-1] // ws[-2]
 
 
 def conv2d(input: Any, filters: Any, strides: Any, padding: Any, data_format: str = "NHWC",
@@ -132,3 +133,70 @@ def separable_conv2d(input: Any, depthwise_filter: Any, pointwise_filter: Any, s
     if len(fnp.shape(pointwise_filter)) != 4 or tuple(fnp.shape(pointwise_filter)[:2]) != (1, 1):
         raise _error("the pointwise filter must be [1, 1, in_channels * channel_multiplier, out_channels]", shapes)
     return fnp.conv2d(y, pointwise_filter)
+
+
+def _one_axis(value: Any, what: str, shapes: str) -> int:
+    """TensorFlow's 1-D ``stride`` or ``dilations``: an int, one value or ``[1, s, 1]``."""
+    try:
+        vals = (value,) if isinstance(value, int) else tuple(value)
+    except TypeError:
+        vals = ()
+    if len(vals) == 3 and vals[0] == 1 and vals[2] == 1:
+        vals = vals[1:2]
+    if len(vals) != 1 or not (isinstance(vals[0], int) or hasattr(vals[0], "__index__")) or int(vals[0]) < 1:
+        raise _error(f"{what}={value!r} must be a positive int, one value or [1, s, 1]", shapes, "conv1d")
+    return int(vals[0])
+
+
+def conv1d(input: Any, filters: Any, stride: Any, padding: Any, data_format: str = "NWC", dilations: Any = None,
+           name: str | None = None) -> Any:
+    """1-D convolution of ``input`` [N, W, C] with ``filters`` [K, C/groups, O], with
+    TensorFlow's arguments (``tf.nn.conv1d``): ``stride`` and ``dilations`` an int or
+    ``[1, s, 1]``, ``padding`` ``'SAME'``, ``'VALID'`` or ``[[0, 0], [left, right], [0,
+    0]]``; filters with fewer input channels make a grouped convolution. It is
+    ``fj.conv2d`` over one row: the same native kernels."""
+    xs, ws = fnp.shape(input), fnp.shape(filters)
+    shapes = f" of input {list(xs)} and filters {list(ws)}"
+    if data_format != "NWC":
+        raise _error(f"data_format={data_format!r} is not supported: conv1d takes NWC input; transpose NCW input "
+                     "with fj.transpose(x, (0, 2, 1)) and the result back the same way", shapes, "conv1d")
+    if len(xs) != 3 or len(ws) != 3:
+        raise _error("the input must be [batch, width, channels] and the filters [width, channels, out]", shapes,
+                     "conv1d")
+    if isinstance(padding, str):
+        pad: Any = _padding(padding, shapes)
+    else:
+        try:
+            pairs = tuple((int(lo), int(hi)) for lo, hi in padding)
+        except (TypeError, ValueError):
+            pairs = ()
+        if len(pairs) != 3 or pairs[0] != (0, 0) or pairs[2] != (0, 0):
+            raise _error(f"padding={padding!r} must be 'SAME', 'VALID' or [[0, 0], [left, right], [0, 0]]", shapes,
+                         "conv1d")
+        pad = ((0, 0), pairs[1])
+    s = _one_axis(stride, "stride", shapes)
+    d = _one_axis(1 if dilations is None else dilations, "dilations", shapes)
+    y = fnp.conv2d(fnp.expand_dims(input, 1), fnp.expand_dims(filters, 0), strides=(1, s), padding=pad,
+                   dilation=(1, d), groups=_groups(input, filters, shapes, "conv1d"))
+    return fnp.squeeze(y, 1)
+
+
+def conv2d_transpose(input: Any, filters: Any, output_shape: Any, strides: Any, padding: Any = "SAME",
+                     data_format: str = "NHWC", dilations: Any = None, name: str | None = None) -> Any:
+    """The transpose of ``conv2d`` (its gradient with respect to its input, a
+    "deconvolution", ``tf.nn.conv2d_transpose``): ``input`` [N, H, W, O] and ``filters``
+    [KH, KW, C, O] (the forward convolution's HWIO filter) give ``output_shape``, the
+    forward convolution's input shape [N, OH, OW, C], which ``strides`` and ``padding``
+    must map to ``input``'s shape."""
+    out = tuple(int(n) for n in output_shape)
+    shapes = f" of input {list(fnp.shape(input))}, filters {list(fnp.shape(filters))} and output_shape {list(out)}"
+    st, pad, dil = conv2d_arguments(strides, padding, data_format, dilations, shapes)
+    if len(out) != 4:
+        raise _error("output_shape must be [batch, height, width, channels]", shapes, "conv2d_transpose")
+    forward, pullback = vjp(lambda z: fnp.conv2d(z, filters, strides=st, padding=pad, dilation=dil),
+                            fnp.zeros(out, fnp.asarray(input).dtype))
+    if tuple(fnp.shape(forward)) != tuple(fnp.shape(input)):
+        raise _error(f"a convolution of output_shape {list(out)} with these strides and padding gives "
+                     f"{list(fnp.shape(forward))}, not the input's shape {list(fnp.shape(input))}", shapes,
+                     "conv2d_transpose")
+    return pullback(input)[0]

@@ -14,7 +14,6 @@ import flowjit.nn as fjnn
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn.conv import conv2d_arguments
 from flowjit.tracer import random as fjrandom
-from flowjit.tracer.autodiff import vjp
 from flowjit.tracer.numpy import namespace as fnp
 from flowjit.tracer.numpy.sorting_searching import top_k as fj_top_k
 from flowjit.v1 import ops, rnn_cell  # noqa: F401  (tf.nn.rnn_cell)
@@ -342,7 +341,19 @@ def conv2d_transpose(value: Any, filter: Any = None, output_shape: Any = None, s
     if not isinstance(pad, str):
         pad = ((0, 0), *pad, (0, 0))
 
-    def fn(v: Any, k: Any, out_shape: tuple, st: Any, pad: Any, dil: Any) -> Any:
-        _, pullback = vjp(lambda z: fjnn.conv2d(z, k, st, pad, dilations=dil), fnp.zeros(out_shape, v.dtype))
-        return pullback(v)[0]
-    return apply("Conv2DBackpropInput", fn, [x, w], name=name, out_shape=out_shape, st=st, pad=pad, dil=dil)
+    return apply("Conv2DBackpropInput",
+                 lambda v, k, out_shape, st, pad, dil: fjnn.conv2d_transpose(v, k, out_shape, st, pad, dilations=dil),
+                 [x, w], name=name, out_shape=out_shape, st=st, pad=pad, dil=dil)
+
+
+def conv1d(value: Any = None, filters: Any = None, stride: Any = None, padding: Any = None,
+           use_cudnn_on_gpu: bool | None = None, data_format: str | None = None, name: str | None = None,
+           input: Any = None, dilations: Any = None) -> Tensor:
+    """1-D convolution of ``value`` [batch, width, channels] with ``filters`` [width,
+    channels, out] (``tf.nn.conv1d``; TensorFlow 2 names the first argument ``input``):
+    ``fj.nn.conv1d`` in the graph, a 2-D convolution over one row."""
+    x, w = ops._tensors(value if value is not None else input, filters)
+    fmt = data_format or "NWC"
+    pad = padding if isinstance(padding, str) else tuple(tuple(p) for p in padding)
+    return apply("Conv1D", lambda x, k, st, pad, fmt, dil: fjnn.conv1d(x, k, st, pad, fmt, dilations=dil), [x, w],
+                 name=name, st=stride, pad=pad, fmt=fmt, dil=dilations)

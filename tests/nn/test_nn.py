@@ -427,6 +427,53 @@ def test_nn_conv2d_with_fewer_filter_channels_is_grouped_as_in_tensorflow_2():
         fj.nn.Conv2D(4, 6, 3, groups=3)
 
 
+@pytest.mark.parametrize("stride, padding, dilations", [
+    (1, "SAME", None), (2, "VALID", None), ([1, 2, 1], "SAME", [2]), (1, [[0, 0], [2, 1], [0, 0]], 1)])
+def test_nn_conv1d_is_tensorflows(stride, padding, dilations):
+    x = RNG.standard_normal((2, 11, 4))
+    w = RNG.standard_normal((3, 4, 5))
+    s = stride if isinstance(stride, int) else stride[1]
+    d = 1 if dilations is None else dilations if isinstance(dilations, int) else dilations[0]
+    pads = (((0, 0), _same_pads(11, 3, s, d)) if padding == "SAME" else ((0, 0), (0, 0)) if padding == "VALID"
+            else ((0, 0), tuple(padding[1])))
+    want = _np_conv2d_tf(x[:, None], w[None], (1, s), pads, (1, d))[:, 0]
+    got = fj.function(lambda x, w: fj.nn.conv1d(x, w, stride, padding, dilations=dilations))(x, w)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+    def loss(x, w):
+        return fj.sum(fj.tanh(fj.nn.conv1d(x, w, stride, padding, dilations=dilations)))
+
+    gx, gw = fj.function(fj.grad(loss, argnums=(0, 1)))(x, w)
+    f = fj.function(loss, interpret=True)
+    np.testing.assert_allclose(gx, central_differences(f, [x, w], 0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gw, central_differences(f, [x, w], 1), rtol=1e-5, atol=1e-7)
+
+
+def test_nn_conv1d_rejects_what_it_does_not_support_naming_the_shapes():
+    x, w = np.ones((1, 5, 2), np.float32), np.ones((3, 2, 4), np.float32)
+    with pytest.raises(ValueError, match=r"^conv1d of input \[1, 5, 2\] and filters \[3, 2, 4\]: data_format='NCW'"):
+        fj.nn.conv1d(x, w, 1, "SAME", data_format="NCW")
+    with pytest.raises(ValueError, match=r"stride=\[2, 1, 1\] must be a positive int, one value or \[1, s, 1\]"):
+        fj.nn.conv1d(x, w, [2, 1, 1], "SAME")
+    with pytest.raises(ValueError, match=r"padding=\[\[1, 1\], \[0, 0\], \[0, 0\]\] must be"):
+        fj.nn.conv1d(x, w, 1, [[1, 1], [0, 0], [0, 0]])
+
+
+def test_nn_conv2d_transpose_is_the_adjoint_of_conv2d_and_checks_its_output_shape():
+    # <conv2d(x, w), y> == <x, conv2d_transpose(y, w)> for every x and y.
+    x = RNG.standard_normal((2, 7, 6, 3))
+    w = RNG.standard_normal((3, 2, 3, 4))
+    for strides, padding in ((2, "SAME"), (1, "VALID"), ([1, 2, 3, 1], "VALID")):
+        forward = np.asarray(fj.nn.conv2d(x, w, strides, padding))
+        y = RNG.standard_normal(forward.shape)
+        back = fj.function(lambda y, w: fj.nn.conv2d_transpose(y, w, x.shape, strides, padding))(y, w)
+        assert back.shape == x.shape
+        assert np.sum(forward * y) == pytest.approx(np.sum(x * np.asarray(back)), rel=1e-10)
+    with pytest.raises(ValueError, match=r"output_shape \[2, 9, 6, 3\] .* gives \[2, 5, 3, 4\], not the input's "
+                                         r"shape \[2, 4, 3, 4\]"):
+        fj.nn.conv2d_transpose(np.ones((2, 4, 3, 4)), w, (2, 9, 6, 3), 2, "SAME")
+
+
 def test_nn_conv2d_gradient_matches_finite_differences():
     x = RNG.standard_normal((1, 5, 4, 2))
     w = RNG.standard_normal((2, 3, 2, 3))

@@ -120,6 +120,18 @@ def test_depthwise_and_separable_conv2d_are_grouped_convolutions_with_tensorflow
     np.testing.assert_allclose(s, want, rtol=1e-10, atol=1e-12)
 
 
+def test_conv1d_is_a_convolution_over_one_row():
+    tf.reset_default_graph()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 9, 3))
+    w = rng.normal(size=(3, 3, 5))
+    y = tf.nn.conv1d(tf.constant(x), tf.constant(w), stride=2, padding="SAME")
+    row = tf.nn.conv2d(tf.constant(x[:, None]), tf.constant(w[None]), [1, 1, 2, 1], "SAME")
+    assert y.shape.as_list() == [2, 5, 5]
+    got, want = _run([y, row])
+    np.testing.assert_allclose(got, want[:, 0], rtol=1e-12)
+
+
 def test_streaming_metrics_accumulate_over_batches_until_reset():
     tf.reset_default_graph()
     labels = tf.placeholder(tf.int64, [None])
