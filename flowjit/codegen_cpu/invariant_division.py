@@ -44,7 +44,6 @@ from flowjit.lowering.loops import (
     expressions,
     free_names,
     subexpressions,
-    substitute_lets,
 )
 from flowjit.lowering.scalar import CHEAP
 
@@ -79,6 +78,27 @@ def _cheap(e: Expr) -> bool:
     return isinstance(e, (Const, Var, Load, AccValue))
 
 
+def _written_out(e: Expr, lets: dict, budget: list) -> Expr | None:
+    """``e`` with the loop's ``Let`` names replaced by their values (``substitute_lets``),
+    or None once it has more than ``budget[0]`` nodes. Bounded as it goes: a name read by
+    several others (a random draw's hash rounds) is written out once for each reader, so the
+    whole expression can be exponentially larger than the loop's body."""
+    if isinstance(e, Var) and e.name in lets:
+        return _written_out(lets[e.name], lets, budget)
+    budget[0] -= 1
+    if budget[0] < 0:
+        return None
+    if isinstance(e, (Prim, Load)):
+        args = []
+        for a in (e.args if isinstance(e, Prim) else e.index):
+            a = _written_out(a, lets, budget)
+            if a is None:
+                return None
+            args.append(a)
+        return Prim(e.op, tuple(args), e.dtype) if isinstance(e, Prim) else Load(e.buffer, tuple(args), e.dtype)
+    return e
+
+
 def divisions(loop: Loop) -> tuple[Division, ...]:
     """The divisions of innermost ``loop`` worth versioning: float32 or float64 ``div``
     whose divisor the loop cannot change and whose dividends are cheap to compute twice.
@@ -91,10 +111,11 @@ def divisions(loop: Loop) -> tuple[Division, ...]:
     for e in expressions(loop.body):
         if not (isinstance(e, Prim) and e.op == "div" and e.dtype in WINDOW):
             continue
-        divisor, dividend = e.args[1], substitute_lets(e.args[0], lets)
+        divisor = e.args[1]
         if free_names(divisor) & bound or any(isinstance(x, Load) for x in subexpressions(divisor)):
             continue
-        if not _cheap(dividend) or sum(1 for _ in subexpressions(dividend)) > MAX_DIVIDEND_NODES:
+        dividend = _written_out(e.args[0], lets, [MAX_DIVIDEND_NODES])
+        if dividend is None or not _cheap(dividend):
             return ()     # that division stays: the loop keeps the divider anyway
         found.setdefault((divisor, e.dtype), {})[dividend] = None
     return tuple(Division(d, tuple(ds), t) for (d, t), ds in found.items())

@@ -195,3 +195,18 @@ def test_a_short_loop_run_once_at_a_known_count_divides_as_written():
     rows = fj.function(lambda x, s: x / s[:, None])
     x, s = np.ones((64, 32), np.float32), np.full(64, 3, np.float32)
     assert ".check:" in render_kernel(_kernel(rows, x, s), native_fma=True, dims=(64, 32, 64, 64, 32))
+
+
+@pytest.mark.timeout(120)
+def test_a_dividend_built_of_a_random_draw_compiles_in_linear_time():
+    # A class's log-uniform probability log((c + 2) / (c + 1)) of a drawn class c: the
+    # dividend's names stand for the draw's counter-hash rounds, each read by several of
+    # the next, and writing them out as one expression took time exponential in the rounds
+    # (the compile never ended).
+    def probability(k):
+        c = fj.floor(fj.random.uniform(k, (4,), "float64") * 3.0)
+        return (c + 2.0) / (c + 1.0)
+    key = fj.random.PRNGKey(0)
+    got = fj.function(probability)(key)
+    c = np.floor(np.asarray(fj.function(lambda k: fj.random.uniform(k, (4,), "float64"))(key)) * 3.0)
+    np.testing.assert_array_equal(got, (c + 2.0) / (c + 1.0))
