@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 import flowjit.nn as fjnn
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.nn.conv import conv2d_arguments
 from flowjit.tracer import random as fjrandom
 from flowjit.tracer.numpy import namespace as fnp
 from flowjit.tracer.numpy.sorting_searching import top_k as fj_top_k
-from flowjit.v1 import ops, rnn_cell  # noqa: F401  (tf.nn.rnn_cell)
+from flowjit.v1 import candidate_sampling, ops, rnn_cell  # noqa: F401  (tf.nn.rnn_cell)
+from flowjit.v1.candidate_sampling import (  # noqa: F401  (tf.nn's)
+    compute_accidental_hits,
+    log_uniform_candidate_sampler,
+    uniform_candidate_sampler,
+)
 from flowjit.v1.graph import Operation, Tensor
 from flowjit.v1.ops import apply, convert_to_tensor, sigmoid, tanh  # noqa: F401  (tf.nn.sigmoid, tf.nn.tanh)
 from flowjit.v1.rnn import bidirectional_dynamic_rnn, dynamic_rnn, static_rnn  # noqa: F401  (tf.nn's)
@@ -271,9 +278,95 @@ def avg_pool(value: Any, ksize: Any, strides: Any, padding: str, data_format: st
 
 def embedding_lookup(params: Any, ids: Any, partition_strategy: str = "mod", name: str | None = None,
                      validate_indices: bool = True, max_norm: Any = None) -> Tensor:
-    """Rows of ``params`` at ``ids``."""
-    p = params[0] if isinstance(params, (list, tuple)) and len(params) == 1 else params
-    return ops.gather(p, ids, name=name)
+    """Rows of ``params`` at ``ids``; ``params`` one tensor or a list of shards of one table
+    (each a variable of its own, as a sharded embedding's are), split as
+    ``partition_strategy`` says: "mod" (row i in shard i % P at i // P) or "div" (the
+    shards consecutive ranges of rows, the first ones a row longer where P does not divide
+    the rows)."""
+    shards = list(params) if isinstance(params, (list, tuple)) else [params]
+    if len(shards) == 1:
+        return ops.gather(shards[0], ids, name=name)
+    if partition_strategy not in ("mod", "div"):
+        raise ValueError(f"tf.nn.embedding_lookup: partition_strategy={partition_strategy!r} must be 'mod' or 'div'")
+    tensors = ops._tensors(*shards)
+    sizes = [t.shape.as_list()[0] for t in tensors]
+    if None in sizes:
+        raise ValueError(f"tf.nn.embedding_lookup: sharded params need static row counts, got {sizes}")
+
+    def fn(i: Any, *tables: Any, strategy: str, sizes: tuple) -> Any:
+        i = fnp.astype(i, "int64")
+        p, total = len(tables), sum(sizes)
+        if strategy == "mod":
+            shard, row = fnp.remainder(i, p), fnp.floor_divide(i, p)
+        else:
+            big, extra = total // p + 1, total % p   # the first `extra` shards hold `big` rows
+            small = max(big - 1, 1)                 # (a divisor where no shard is short of rows)
+            low = i < big * extra
+            shard = fnp.where(low, fnp.floor_divide(i, big), extra + fnp.floor_divide(i - big * extra, small))
+            row = fnp.where(low, fnp.remainder(i, big), fnp.remainder(i - big * extra, small))
+        out = fnp.take(tables[0], row, axis=0)
+        for k in range(1, p):
+            here = fnp.reshape(fnp.equal(shard, k), (*fnp.shape(i), *[1] * (len(fnp.shape(out)) - len(fnp.shape(i)))))
+            out = fnp.where(here, fnp.take(tables[k], row, axis=0), out)
+        return out
+    return ops.apply("GatherSharded", fn, [ids, *tensors], name=name, strategy=partition_strategy,
+                     sizes=tuple(sizes))
+
+
+def _sampled_logits(weights: Any, biases: Any, labels: Any, inputs: Any, num_sampled: int, num_classes: int,
+                    num_true: int, sampled_values: Any, remove_accidental_hits: bool, partition_strategy: str,
+                    seed: Any) -> tuple[Tensor, Tensor]:
+    """TensorFlow's ``_compute_sampled_logits``: the logits of each row's true classes and of
+    the sampled ones, each less the log of its expected count, and their targets (1/num_true
+    for the true classes, 0 for the sampled)."""
+    (labels,) = ops._tensors(labels)
+    labels = labels if labels.dtype.name == "int64" else ops.cast(labels, "int64")
+    if sampled_values is None:
+        sampled_values = log_uniform_candidate_sampler(labels, num_true, num_sampled, True, num_classes, seed=seed)
+    sampled, true_expected, sampled_expected = (ops.stop_gradient(v) for v in sampled_values)
+    true_w = embedding_lookup(weights, labels, partition_strategy=partition_strategy)     # [batch, num_true, dim]
+    true_b = embedding_lookup(biases, labels, partition_strategy=partition_strategy)      # [batch, num_true]
+    sampled_w = embedding_lookup(weights, sampled, partition_strategy=partition_strategy)  # [num_sampled, dim]
+    sampled_b = embedding_lookup(biases, sampled, partition_strategy=partition_strategy)
+    true_logits = ops.reduce_sum(ops.expand_dims(inputs, 1) * true_w, axis=2) + true_b
+    sampled_logits = ops.matmul(inputs, sampled_w, transpose_b=True) + sampled_b
+    if remove_accidental_hits:
+        hit = ops.apply("AccidentalHits", candidate_sampling.accidental_hit_mask, [labels, sampled])
+        sampled_logits = ops.where(hit, sampled_logits + float(-np.finfo(np.float32).max), sampled_logits)
+    true_logits = true_logits - ops.log(true_expected)
+    sampled_logits = sampled_logits - ops.log(sampled_expected)
+    logits = ops.concat([true_logits, sampled_logits], 1)
+    targets = ops.concat([ops.ones_like(true_logits) / float(num_true), ops.zeros_like(sampled_logits)], 1)
+    return logits, targets
+
+
+def nce_loss(weights: Any, biases: Any, labels: Any, inputs: Any, num_sampled: int, num_classes: int,
+             num_true: int = 1, sampled_values: Any = None, remove_accidental_hits: bool = False,
+             partition_strategy: str = "mod", name: str = "nce_loss") -> Tensor:
+    """Noise-contrastive estimation's loss a row (word2vec's): ``weights`` [num_classes,
+    dim] (or its shards), ``biases`` [num_classes], ``labels`` [batch, num_true] class ids,
+    ``inputs`` [batch, dim]; ``num_sampled`` classes drawn (log-uniform, without repeats)
+    unless ``sampled_values`` gives a sampler's three outputs. The sigmoid cross entropy of
+    the true and sampled logits (each less the log of its expected count) against 1/num_true
+    and 0, summed over a row: [batch] losses."""
+    with ops._tensors(inputs)[0].graph.name_scope(name):
+        logits, targets = _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                                          sampled_values, remove_accidental_hits, partition_strategy, None)
+        return ops.reduce_sum(sigmoid_cross_entropy_with_logits(labels=targets, logits=logits), axis=1)
+
+
+def sampled_softmax_loss(weights: Any, biases: Any, labels: Any, inputs: Any, num_sampled: int, num_classes: int,
+                         num_true: int = 1, sampled_values: Any = None, remove_accidental_hits: bool = True,
+                         partition_strategy: str = "mod", name: str = "sampled_softmax_loss",
+                         seed: Any = None) -> Tensor:
+    """The softmax cross entropy over each row's true classes and ``num_sampled`` drawn ones
+    (a large vocabulary's training loss), arguments as ``nce_loss``'s; a drawn class that is
+    the row's own true class is left out of its row (``remove_accidental_hits``). [batch]
+    losses."""
+    with ops._tensors(inputs)[0].graph.name_scope(name):
+        logits, targets = _sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                                          sampled_values, remove_accidental_hits, partition_strategy, seed)
+        return softmax_cross_entropy_with_logits_v2(labels=ops.stop_gradient(targets), logits=logits)
 
 
 def in_top_k(predictions: Any, targets: Any, k: int, name: str | None = None) -> Tensor:
