@@ -81,7 +81,11 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
     """d(sum(ys))/dx for each x in ``xs`` (tensors or Variables), weighted by ``grad_ys``
     (default ones); None for an x the ys do not depend on."""
     ys_l = [ops.convert_to_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
-    xs_l = [ops.convert_to_tensor(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+    # A variable is differentiated as the value its uses share (``value()``), not converted:
+    # under tf.control_dependencies (the training op of TF1's batch-norm idiom) conversion
+    # makes a fresh read, which a loss built before it does not use.
+    xs_l = [x.value() if hasattr(x, "_read_here") else ops.convert_to_tensor(x)
+            for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
     if grad_ys is None:
         gys: list[Tensor] = []
     else:

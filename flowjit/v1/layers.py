@@ -1,4 +1,5 @@
-"""``tf.layers``: Dense, Conv2D, pooling, Flatten and Dropout layers over ``get_variable``.
+"""``tf.layers``: Dense, Conv2D, pooling, Flatten, Dropout and BatchNormalization layers over
+``get_variable``.
 
 A layer creates its variables on first call inside ``tf.variable_scope(<layer name>)``,
 so ``tf.layers.dense(x, 10, name="logits")`` owns ``logits/kernel`` and ``logits/bias``
@@ -18,7 +19,7 @@ import numpy as np
 from flowjit.v1 import nn, ops
 from flowjit.v1.control_flow import cond
 from flowjit.v1.graph import GraphKeys, Tensor, get_default_graph
-from flowjit.v1.variables import Variable, get_variable, variable_scope, zeros_initializer
+from flowjit.v1.variables import Variable, get_variable, ones_initializer, variable_scope, zeros_initializer
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -43,6 +44,9 @@ class Layer(abc.ABC):
         self._reuse = _reuse
         self.variables: list[Variable] = []
         self.built = False
+        # The variables' dtype: the first inputs' when they are floating point, as in
+        # TensorFlow (float64 inputs get float64 weights); float32 otherwise.
+        self.dtype: Any = None
 
     @property
     def trainable_variables(self) -> list[Variable]:
@@ -54,7 +58,7 @@ class Layer(abc.ABC):
 
     def add_weight(self, name: str, shape: Any, dtype: Any = None, initializer: Any = None, regularizer: Any = None,
                    trainable: bool = True) -> Variable:
-        v = get_variable(name, shape, dtype=dtype, initializer=initializer, regularizer=regularizer,
+        v = get_variable(name, shape, dtype=dtype or self.dtype, initializer=initializer, regularizer=regularizer,
                          trainable=trainable and self.trainable)
         if v not in self.variables:
             self.variables.append(v)
@@ -73,6 +77,8 @@ class Layer(abc.ABC):
         x = ops.convert_to_tensor(inputs)
         with variable_scope(self.name, reuse=self._reuse if not self.built else True):
             if not self.built:
+                if self.dtype is None and x.dtype.is_float:
+                    self.dtype = x.dtype
                 self.build(x.shape)
                 self.built = True
             return self.call(x, *args, **kwargs)
@@ -236,5 +242,94 @@ def dropout(inputs: Any, rate: float = 0.5, noise_shape: Any = None, seed: Any =
     return Dropout(rate, noise_shape, seed, name)(inputs, training=training)
 
 
+
+class BatchNormalization(Layer):
+    """Batch normalization (``tf.layers.BatchNormalization``) over ``axis`` (the channels):
+    with ``training`` true, each batch's mean and variance normalize it, and the layer's
+    update ops, put in ``tf.GraphKeys.UPDATE_OPS`` as TensorFlow's are (run them with the
+    training op: ``with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS))``),
+    move ``moving_mean`` and ``moving_variance`` toward them by ``1 - momentum``; otherwise
+    those moving statistics normalize. ``training`` may be a bool tensor (a placeholder): the
+    update ops then move the statistics only where it is true. As TensorFlow's fused kernel
+    (4-D inputs normalized over their last axis), the moving variance takes the batch's
+    unbiased variance; other inputs take the biased one, as its unfused path does."""
+
+    def __init__(self, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3, center: bool = True,
+                 scale: bool = True, beta_initializer: Any = None, gamma_initializer: Any = None,
+                 moving_mean_initializer: Any = None, moving_variance_initializer: Any = None,
+                 beta_regularizer: Any = None, gamma_regularizer: Any = None, trainable: bool = True,
+                 name: str | None = None, fused: Any = None, **kwargs: Any):
+        super().__init__(name=name, trainable=trainable, **kwargs)
+        self.axis, self.momentum, self.epsilon = int(axis), float(momentum), float(epsilon)
+        self.center, self.scale, self.fused = center, scale, fused
+        self.beta_initializer = beta_initializer or zeros_initializer()
+        self.gamma_initializer = gamma_initializer or ones_initializer()
+        self.moving_mean_initializer = moving_mean_initializer or zeros_initializer()
+        self.moving_variance_initializer = moving_variance_initializer or ones_initializer()
+        self.beta_regularizer, self.gamma_regularizer = beta_regularizer, gamma_regularizer
+
+    def build(self, input_shape: Any) -> None:
+        dims = input_shape.as_list()
+        axis = self.axis % len(dims)
+        if dims[axis] is None:
+            raise ValueError(f"BatchNormalization {self.name}: the dimension it normalizes (axis {self.axis}) must "
+                             f"be known, got {input_shape}")
+        n = [dims[axis]]
+        self.gamma = self.add_weight("gamma", n, initializer=self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer) if self.scale else None
+        self.beta = self.add_weight("beta", n, initializer=self.beta_initializer,
+                                    regularizer=self.beta_regularizer) if self.center else None
+        self.moving_mean = self.add_weight("moving_mean", n, initializer=self.moving_mean_initializer, trainable=False)
+        self.moving_variance = self.add_weight("moving_variance", n, initializer=self.moving_variance_initializer,
+                                               trainable=False)
+
+    def call(self, inputs: Tensor, training: Any = False) -> Tensor:
+        dims = inputs.shape.as_list()
+        axis = self.axis % len(dims)
+        reduce = [k for k in range(len(dims)) if k != axis]
+        shape = [1] * len(dims)
+        shape[axis] = dims[axis]
+
+        def along(v: Any) -> Any:
+            return v if axis == len(dims) - 1 or v is None else ops.reshape(v, shape)
+
+        def normalized(mean: Any, variance: Any) -> Tensor:
+            return nn.batch_normalization(inputs, along(mean), along(variance), along(self.beta), along(self.gamma),
+                                          self.epsilon)
+        if training is False:
+            return normalized(self.moving_mean, self.moving_variance)
+        mean, variance = nn.moments(inputs, reduce)
+        unbiased = variance
+        if (self.fused is not False) and len(dims) == 4 and axis == 3:
+            count = ops.cast(ops.size(inputs) // ops.shape(inputs)[axis], variance.dtype)
+            unbiased = variance * count / ops.maximum(count - 1.0, 1.0)
+        rate: Any = 1.0 - self.momentum
+        if training is not True:
+            rate = ops.where(ops.cast(training, "bool"), ops.constant(rate, dtype=mean.dtype),
+                             ops.constant(0.0, dtype=mean.dtype))
+        updates = [self.moving_mean.assign_sub((self.moving_mean - mean) * rate),
+                   self.moving_variance.assign_sub((self.moving_variance - unbiased) * rate)]
+        for u in updates:
+            get_default_graph().add_to_collection(GraphKeys.UPDATE_OPS, u)
+        if training is True:
+            return normalized(mean, variance)
+        return cond(ops.cast(training, "bool"), lambda: normalized(mean, variance),
+                    lambda: normalized(self.moving_mean, self.moving_variance))
+
+
+def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, epsilon: float = 1e-3,
+                        center: bool = True, scale: bool = True, beta_initializer: Any = None,
+                        gamma_initializer: Any = None, moving_mean_initializer: Any = None,
+                        moving_variance_initializer: Any = None, beta_regularizer: Any = None,
+                        gamma_regularizer: Any = None, training: Any = False, trainable: bool = True,
+                        name: str | None = None, reuse: Any = None, fused: Any = None, **kwargs: Any) -> Tensor:
+    """``tf.layers.batch_normalization``: a ``BatchNormalization`` layer applied to
+    ``inputs``; its moving statistics' update ops go to ``tf.GraphKeys.UPDATE_OPS``."""
+    return BatchNormalization(axis, momentum, epsilon, center, scale, beta_initializer, gamma_initializer,
+                              moving_mean_initializer, moving_variance_initializer, beta_regularizer,
+                              gamma_regularizer, trainable, name, fused, _reuse=reuse)(inputs, training=training)
+
+
 __all__ = ["Layer", "Dense", "dense", "Conv2D", "conv2d", "MaxPooling2D", "max_pooling2d", "AveragePooling2D",
-           "average_pooling2d", "Flatten", "flatten", "Dropout", "dropout", "GraphKeys"]
+           "average_pooling2d", "Flatten", "flatten", "Dropout", "dropout", "BatchNormalization",
+           "batch_normalization", "GraphKeys"]

@@ -394,3 +394,79 @@ def test_v1_mlp_digits_example_trains_saves_and_restores(tmp_path, capsys):
     result = load_example("mlp_digits").main(["--epochs", "6", "--checkpoint-dir", str(tmp_path)])
     assert result["test_accuracy"] > 0.9
     assert os.path.exists(result["checkpoint"]) and "restored test accuracy" in capsys.readouterr().out
+
+
+def test_batch_normalization_layer_trains_with_batch_statistics_and_moves_its_averages():
+    # tf.layers.batch_normalization: batch statistics while training, the update ops in
+    # UPDATE_OPS moving the averages by 1 - momentum (the fused kernel's unbiased variance
+    # for NHWC inputs), the moving statistics at inference; a training placeholder chooses.
+    tf.reset_default_graph()
+    rng = np.random.default_rng(0)
+    x0 = rng.normal(2.0, 3.0, size=(4, 3, 3, 2))
+    x = tf.placeholder(tf.float64, [None, 3, 3, 2])
+    training = tf.placeholder(tf.bool, [])
+    y = tf.layers.batch_normalization(x, momentum=0.9, training=training, name="bn")
+    names = sorted(v.name for v in tf.global_variables())
+    assert names == ["bn/beta:0", "bn/gamma:0", "bn/moving_mean:0", "bn/moving_variance:0"]
+    assert sorted(v.name for v in tf.trainable_variables()) == ["bn/beta:0", "bn/gamma:0"]
+    updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    assert len(updates) == 2
+    mean, var = x0.mean(axis=(0, 1, 2)), x0.var(axis=(0, 1, 2))
+    n = x0.size // 2
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        out, _ = sess.run([y, updates], {x: x0, training: True})
+        np.testing.assert_allclose(out, (x0 - mean) / np.sqrt(var + 1e-3), rtol=1e-10)
+        mm, mv = sess.run(["bn/moving_mean:0", "bn/moving_variance:0"])
+        np.testing.assert_allclose(mm, 0.1 * mean, rtol=1e-10)
+        np.testing.assert_allclose(mv, 0.9 + 0.1 * var * n / (n - 1), rtol=1e-10)
+        # Not training: the moving statistics normalize, and the update ops leave them be.
+        out, _ = sess.run([y, updates], {x: x0, training: False})
+        np.testing.assert_allclose(out, (x0 - mm) / np.sqrt(mv + 1e-3), rtol=1e-10)
+        np.testing.assert_allclose(sess.run("bn/moving_mean:0"), mm, rtol=0)
+
+
+def test_batch_normalization_of_dense_features_uses_the_biased_variance_and_trains_in_a_model():
+    tf.reset_default_graph()
+    rng = np.random.default_rng(1)
+    x0 = rng.normal(size=(16, 5)) * 4 + 1
+    y0 = (x0[:, :1] > 1).astype(np.float64)
+    x = tf.placeholder(tf.float64, [None, 5])
+    t = tf.placeholder(tf.float64, [None, 1])
+    h = tf.layers.batch_normalization(x, momentum=0.5, training=True)
+    logits = tf.layers.dense(h, 1)
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=t, logits=logits))
+    with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+        train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        first = sess.run(loss, {x: x0, t: y0})
+        for _ in range(50):
+            sess.run(train, {x: x0, t: y0})
+        assert sess.run(loss, {x: x0, t: y0}) < 0.5 * first
+        # Fifty updates at momentum 0.5: the averages are the batch's (biased) statistics.
+        mm, mv = sess.run(["batch_normalization/moving_mean:0", "batch_normalization/moving_variance:0"])
+        np.testing.assert_allclose(mm, x0.mean(axis=0), rtol=1e-9)
+        np.testing.assert_allclose(mv, x0.var(axis=0), rtol=1e-9)
+
+
+def test_minimize_under_control_dependencies_differentiates_the_variables():
+    # TF1's batch-norm idiom: the training op built under the update ops' control
+    # dependencies. A variable converted there is a fresh read, which the loss, built
+    # before, does not use: every gradient was None ("No gradients provided").
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float64, [None, 2])
+    w = tf.Variable(np.ones((2, 1)))
+    count = tf.Variable(0.0, dtype=tf.float64)
+    loss = tf.reduce_sum(tf.matmul(x, w) ** 2)
+    with tf.control_dependencies([count.assign_add(1.0)]):
+        (grad,) = tf.gradients(loss, [w])
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        g = sess.run(grad, {x: [[1.0, 2.0]]})
+        np.testing.assert_allclose(g, [[6.0], [12.0]])
+        sess.run(train, {x: [[1.0, 2.0]]})
+        np.testing.assert_allclose(sess.run(w), [[0.4], [-0.2]])
+        assert sess.run(count) >= 1.0      # the dependency ran with the training op
+
