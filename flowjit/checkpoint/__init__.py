@@ -2,8 +2,9 @@
 
 ``save(path, state, step=..., metadata=...)`` writes a file atomically, ``restore(path,
 state)`` reads it back into the same state after checking it matches (``partial=True``:
-the file may hold more than the state names), ``load(path)``
-returns its arrays for inspection, and ``CheckpointManager`` keeps numbered checkpoints
+the file may hold more than the state names), ``load(path, names=None)``
+returns its arrays (all, or those named) for inspection, ``contents(path)`` each tensor's
+shape and dtype from the header alone, and ``CheckpointManager`` keeps numbered checkpoints
 of a training run. Files are plain safetensors, never pickles, written and read by the
 ``safetensors`` library (the format's reference implementation, which memory-maps them),
 so any other implementation reads them; our metadata lives in the header's
@@ -34,7 +35,7 @@ checkpoint that verifies, with a ``CheckpointWarning``; a missing file is the us
 
 from flowjit.checkpoint.manager import CheckpointManager
 from flowjit.checkpoint.safetensors_format import CheckpointError, CheckpointWarning, CorruptCheckpointError
-from flowjit.checkpoint.saving import load, restore, save
+from flowjit.checkpoint.saving import contents, load, restore, save
 
-__all__ = ["CheckpointError", "CheckpointManager", "CheckpointWarning", "CorruptCheckpointError", "load", "restore",
-           "save"]
+__all__ = ["CheckpointError", "CheckpointManager", "CheckpointWarning", "CorruptCheckpointError", "contents", "load",
+           "restore", "save"]

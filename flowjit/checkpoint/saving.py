@@ -18,6 +18,7 @@ import secrets
 import shutil
 import socket
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +115,35 @@ def restore(path: str | os.PathLike[str], state: Any, *, partial: bool = False) 
     return metadata
 
 
-def load(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def load(path: str | os.PathLike[str], names: Sequence[str] | None = None
+         ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read a checkpoint (or any safetensors file) for inspection, without a state:
     returns its arrays by name, in name order, and its metadata as ``restore`` does (for
     a file flowjit did not write, ``"metadata"`` holds the raw string map). The arrays are
-    checked against their checksums as in ``restore``."""
+    checked against their checksums as in ``restore``. ``names``: only those tensors are
+    read (a KeyError names one the file lacks)."""
     path = Path(path)
-    with open(path, "rb") as f:
-        header = fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
+    header = _header(path)
     metadata = _metadata(header, str(path))
-    arrays = fmt.read_tensors(path, header, list(header.tensors), str(path))
+    wanted = list(header.tensors) if names is None else list(names)
+    missing = [n for n in wanted if n not in header.tensors]
+    if missing:
+        raise KeyError(f"checkpoint {path} has no tensor named {', '.join(map(repr, missing))} "
+                       f"(it holds {len(header.tensors)}: see fj.checkpoint.contents)")
+    arrays = fmt.read_tensors(path, header, wanted, str(path))
     return dict(sorted(arrays.items())), metadata
+
+
+def contents(path: str | os.PathLike[str]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each tensor of a checkpoint (or any safetensors file) as ``name -> (shape, dtype)``,
+    in name order, from the file's header alone: nothing else is read."""
+    header = _header(Path(path))
+    return {name: (tuple(e.shape), e.numpy_dtype) for name, e in sorted(header.tensors.items())}
+
+
+def _header(path: Path) -> fmt.Header:
+    with open(path, "rb") as f:
+        return fmt.read_header(f, os.fstat(f.fileno()).st_size, str(path))
 
 
 def temporary_name(target: str) -> str:

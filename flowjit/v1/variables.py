@@ -197,6 +197,15 @@ def variables_initializer(var_list: Sequence[Variable], name: str = "init") -> O
     return group(*[v.initializer for v in var_list], name=name)
 
 
+def assign_initializer(var: Variable, value: Tensor) -> None:
+    """Make ``var``'s initializer assign ``value`` (a tensor of its shape and dtype) instead of
+    its initial value: how ``tf.train.init_from_checkpoint`` has a variable loaded from a file
+    by the initializer ops built afterwards (``global_variables_initializer``)."""
+    with var.graph.control_dependencies(None):
+        var.initializer = _assign_op(var, value, "Assign", "Assign", lambda ev, cur, x: x)
+    var.initial_value = value
+
+
 def global_variables_initializer() -> Operation:
     """The op that initializes every global variable: run it once per session."""
     return variables_initializer(global_variables(), name="init")

@@ -72,6 +72,18 @@ def test_round_trip_every_dtype_and_shape(tmp_path, dtype):
         np.testing.assert_array_equal(arrays[v.name], v.numpy())
 
 
+def test_contents_reads_the_header_alone_and_load_reads_only_the_names_asked(tmp_path):
+    w = fj.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="w")
+    b = fj.Variable(np.ones(4, np.float64), name="b")
+    path = checkpoint.save(tmp_path / "c.safetensors", [w, b])
+    assert checkpoint.contents(path) == {"b": ((4,), np.dtype(np.float64)), "w": ((2, 3), np.dtype(np.float32))}
+    arrays, _ = checkpoint.load(path, names=["w"])
+    assert list(arrays) == ["w"]
+    np.testing.assert_array_equal(arrays["w"], w.numpy())
+    with pytest.raises(KeyError, match="has no tensor named 'x'"):
+        checkpoint.load(path, names=["w", "x"])
+
+
 def test_complex128_state_is_refused_saying_what_to_do(tmp_path):
     with pytest.raises(CheckpointError, match=r"complex128 cannot be checkpointed.*no complex128 code: keep"):
         checkpoint.save(tmp_path / "c.safetensors", [fj.Variable(np.ones(2, np.complex128), name="z")])

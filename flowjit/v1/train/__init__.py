@@ -1,9 +1,18 @@
 """``tf.train``: optimizers, the global step and learning-rate schedules, Saver and
 checkpoint state, Coordinator, QueueRunner and the queue-based input pipelines,
+checkpoint readers (NewCheckpointReader, list_variables, load_variable, init_from_checkpoint),
 MonitoredTrainingSession and its hooks, ExponentialMovingAverage, and the distributed
 spelling (ClusterSpec, Server, replica_device_setter, SyncReplicasOptimizer)."""
 
 from flowjit.v1.train import queue_runner
+from flowjit.v1.train.checkpoint_utils import (
+    CheckpointReader,
+    NewCheckpointReader,
+    init_from_checkpoint,
+    list_variables,
+    load_checkpoint,
+    load_variable,
+)
 from flowjit.v1.train.coordinator import Coordinator
 from flowjit.v1.train.distributed import (
     ClusterSpec,
