@@ -19,6 +19,20 @@ from flowjit.ir.dtypes import float16, float32, float64, int32, int64
 from flowjit.v1 import errors, layers, losses, metrics, nn, summary, train
 from flowjit.v1.control_flow import case, cond, foldl, foldr, group, map_fn, no_op, scan, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
+from flowjit.v1.debugging import (
+    Print,
+    assert_equal,
+    assert_greater,
+    assert_greater_equal,
+    assert_less,
+    assert_less_equal,
+    assert_negative,
+    assert_non_negative,
+    assert_non_positive,
+    assert_none_equal,
+    assert_positive,
+    assert_rank,
+)
 from flowjit.v1.device_spec import DeviceSpec
 from flowjit.v1.gradients import (
     NoGradient,

@@ -88,7 +88,10 @@ class Evaluator:
             self.parent.run_op(op)
             return
         for c in op.control_inputs:
-            self.run_op(c)
+            # A host op (an assertion, a queue op) the op waits for ran as a step of its own,
+            # before the segment: the plan orders it so.
+            if not (c.host and self.parent is None):
+                self.run_op(c)
         inputs = [self.value(t) for t in op.inputs]
         compute = op.compute
         if op.host:
