@@ -40,6 +40,7 @@ from flowjit.v1.gradients import (
     RegisterGradient,
     custom_gradient,
     gradients,
+    hessians,
     no_gradient,
 )
 from flowjit.v1.graph import (

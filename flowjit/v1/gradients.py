@@ -33,6 +33,7 @@ from flowjit.tracer.autodiff import vjp
 from flowjit.tracer.core import user_location
 from flowjit.tracer.custom_gradients import custom_vjp
 from flowjit.tracer.custom_gradients import stop_gradient as fj_stop_gradient
+from flowjit.tracer.jacobians import hessian
 from flowjit.tracer.numpy import namespace as fnp
 from flowjit.v1 import ops
 from flowjit.v1.graph import Graph, Operation, Tensor, get_default_graph
@@ -76,35 +77,45 @@ def _differentiated_inputs(op: Operation) -> list[Tensor]:
     return [t for k, t in enumerate(op.inputs) if k not in op.gradient_free_inputs]
 
 
+def _operands(ys: Any, xs: Any, what: str) -> tuple[list[Tensor], list[Tensor]]:
+    """``ys`` and ``xs`` (one or a list each) as tensors; a FlowjitTypeError for an x that is
+    not floating point. A variable is differentiated as the value its uses share
+    (``value()``), not converted: under tf.control_dependencies (the training op of TF1's
+    batch-norm idiom) conversion makes a fresh read, which a loss built before it does not use."""
+    ys_l = [ops.convert_to_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
+    xs_l = [x.value() if hasattr(x, "_read_here") else ops.convert_to_tensor(x)
+            for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+    for x in xs_l:
+        if not x.dtype.is_float:
+            raise FlowjitTypeError(f"{what} with respect to {x.name} of dtype {x.dtype}: only float tensors "
+                                   "have gradients")
+    return ys_l, xs_l
+
+
+def _differentiated(xs: list[Tensor], ys: list[Tensor]) -> tuple[list[Tensor], frozenset[Operation]]:
+    """The xs the ys depend on, and the ops between them, registered gradients applied."""
+    between, reached, depends = _between(xs, ys)
+    if _apply_registered_gradients(between, depends):  # a registered gradient gave some input None
+        between, reached, _ = _between(xs, ys)
+    return [x for x in xs if x in reached], frozenset(between)
+
+
 def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", colocate_gradients_with_ops: bool = False,
               gate_gradients: bool = False, aggregation_method: Any = None, stop_gradients: Any = None) -> list[Any]:
     """d(sum(ys))/dx for each x in ``xs`` (tensors or Variables), weighted by ``grad_ys``
     (default ones); None for an x the ys do not depend on."""
-    ys_l = [ops.convert_to_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
-    # A variable is differentiated as the value its uses share (``value()``), not converted:
-    # under tf.control_dependencies (the training op of TF1's batch-norm idiom) conversion
-    # makes a fresh read, which a loss built before it does not use.
-    xs_l = [x.value() if hasattr(x, "_read_here") else ops.convert_to_tensor(x)
-            for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
+    ys_l, xs_l = _operands(ys, xs, "tf.gradients")
     if grad_ys is None:
         gys: list[Tensor] = []
     else:
         gys = [ops.convert_to_tensor(g, dtype=y.dtype) for g, y in
                zip(grad_ys if isinstance(grad_ys, (list, tuple)) else [grad_ys], ys_l)]
-    for x in xs_l:
-        if not x.dtype.is_float:
-            raise FlowjitTypeError(f"tf.gradients with respect to {x.name} of dtype {x.dtype}: only float tensors "
-                                   "have gradients")
     if stop_gradients is not None:
         raise FlowjitTypeError("tf.gradients(stop_gradients=...) is not supported: wrap the tensors in "
                                "tf.stop_gradient instead")
-    between, reached, depends = _between(xs_l, ys_l)
-    if _apply_registered_gradients(between, depends):  # a registered gradient gave some input None
-        between, reached, _ = _between(xs_l, ys_l)
-    live = [x for x in xs_l if x in reached]
+    live, local = _differentiated(xs_l, ys_l)
     if not live:
         return [None] * len(xs_l)
-    local = frozenset(between)
     ny, nx = len(ys_l), len(live)
 
     def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
@@ -121,9 +132,38 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
         return list(pullback(cts))
 
     graph = ys_l[0].graph
-    host_results = [t for o in sorted(between, key=lambda o: o.id) if o.host for t in o.outputs]
+    host_results = [t for o in sorted(local, key=lambda o: o.id) if o.host for t in o.outputs]
     op = graph.create_op("Gradients", [*ys_l, *live, *gys, *host_results], compute, name=name,
                          outputs=[(x._shape, x.dtype) for x in live])
+    by_x = dict(zip(live, op.outputs))
+    return [by_x.get(x) for x in xs_l]
+
+
+def hessians(ys: Any, xs: Any, name: str = "hessians", colocate_gradients_with_ops: bool = False,
+             gate_gradients: bool = False, aggregation_method: Any = None) -> list[Any]:
+    """For each x in ``xs``, the Hessian of sum(ys) with respect to it, of shape
+    ``x.shape + x.shape`` (``tf.hessians``; None for an x the ys do not depend on): one op
+    computing ``fj.hessian`` of the graph between them, forward over reverse mode."""
+    ys_l, xs_l = _operands(ys, xs, "tf.hessians")
+    for x in xs_l:
+        if x._shape is None or None in x._shape:
+            raise FlowjitTypeError(f"tf.hessians with respect to {x.name} of shape {x.shape}: its shape must be "
+                                   "known when the graph is built (the Hessian's shape is twice it)")
+    live, local = _differentiated(xs_l, ys_l)
+    if not live:
+        return [None] * len(xs_l)
+    ny, nx = len(ys_l), len(live)
+
+    def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
+        x_vals = vals[ny:ny + nx]
+
+        def total(*fresh: Any) -> Any:
+            child = ev.child(dict(zip(live, fresh)), local)
+            return sum(fnp.sum(child.value(y)) for y in ys_l)
+        return [hessian(total, argnums=k)(*x_vals) for k in range(nx)]
+
+    op = ys_l[0].graph.create_op("Hessians", [*ys_l, *live], compute, name=name,
+                                 outputs=[(tuple(x._shape) * 2, x.dtype) for x in live])
     by_x = dict(zip(live, op.outputs))
     return [by_x.get(x) for x in xs_l]
 

@@ -470,3 +470,24 @@ def test_minimize_under_control_dependencies_differentiates_the_variables():
         np.testing.assert_allclose(sess.run(w), [[0.4], [-0.2]])
         assert sess.run(count) >= 1.0      # the dependency ran with the training op
 
+
+
+def test_hessians_are_second_derivatives_of_the_summed_ys():
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float64, [3])
+    w = tf.Variable(np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]]))
+    unused = tf.Variable(np.ones(2))
+    y = tf.reduce_sum(tf.sin(x) * x) + tf.reduce_sum(tf.matmul(tf.reshape(x, [1, 3]), w) ** 3)
+    hx, hw, none = tf.hessians(y, [x, w, unused])
+    assert hx.shape.as_list() == [3, 3] and hw.shape.as_list() == [3, 2, 3, 2] and none is None
+    x0 = np.array([0.3, -0.2, 0.7])
+    w0 = np.array([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]])
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        got_x, got_w = sess.run([hx, hw], {x: x0})
+    # d2/dx2 of sum(sin(x) x) is diag(2 cos x - x sin x); of sum((x W)^3), 6 W diag(x W) W^T.
+    u = x0 @ w0
+    np.testing.assert_allclose(got_x, np.diag(2 * np.cos(x0) - x0 * np.sin(x0)) + 6 * (w0 * u) @ w0.T, rtol=1e-12)
+    # d2/dW2 of sum((x W)^3): 6 u_j x_i x_k where the columns agree.
+    want_w = np.einsum("i,k,j,jl->ijkl", x0, x0, 6 * u, np.eye(2))
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-12, atol=1e-14)
