@@ -15,7 +15,7 @@ from flowjit.ir.dtypes import float32, float64, int32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.primitives.random import key_from_seed
 from flowjit.tracer.core import Tracer, bind
-from flowjit.tracer.numpy import conversion, layout, ufuncs
+from flowjit.tracer.numpy import conversion, layout, reductions, ufuncs
 
 
 def key(seed: int) -> np.ndarray:
@@ -69,6 +69,38 @@ def bernoulli(k: Any, p: Any = 0.5, shape: Any = None) -> Any:
     """Booleans that are true with probability ``p`` (broadcast to ``shape``)."""
     shp = layout.shape(p) if shape is None else _shape(shape)
     return ufuncs.less(uniform(k, shp, float32), p)
+
+
+def gumbel(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Standard Gumbel floats, ``-log(-log(u))`` of uniforms in [tiny, 1) (never infinite)."""
+    d = as_dtype(dtype)
+    if not d.is_float:
+        raise FlowjitTypeError(f"gumbel: dtype must be a float dtype, got {d}")
+    u = uniform(k, shape, d, minval=float(np.finfo(d.np).tiny), maxval=1.0)
+    return ufuncs.negative(ufuncs.log(ufuncs.negative(ufuncs.log(u))))
+
+
+def categorical(k: Any, logits: Any, axis: int = -1, shape: Any = None) -> Any:
+    """Indices drawn along ``axis`` with probabilities ``softmax(logits)`` (unnormalized log
+    probabilities; -inf: never), by the Gumbel-max trick, as ``jax.random.categorical``:
+    int32 of ``logits``' shape without ``axis``, or of ``shape``, to which that batch shape
+    broadcasts (several draws per row: ``logits[:, None, :]`` with shape ``(rows, n)``)."""
+    lg = conversion.asarray(logits)
+    nd = len(layout.shape(lg))
+    ax = axis % nd if nd else 0
+    lg = layout.moveaxis(lg, ax, -1)
+    batch = tuple(layout.shape(lg)[:-1])
+    out = batch if shape is None else _shape(shape)
+    try:
+        fits = tuple(np.broadcast_shapes(batch, out)) == out
+    except ValueError:
+        fits = False
+    if not fits:
+        raise FlowjitTypeError(f"categorical: shape {list(out)} does not take the logits' batch shape {list(batch)} "
+                               f"(the logits without axis {axis}); it must broadcast to it")
+    d = lg.dtype if as_dtype(lg.dtype).is_float else float32
+    noise = gumbel(k, (*out, layout.shape(lg)[-1]), d)
+    return conversion.astype(reductions.argmax(ufuncs.add(noise, lg), axis=-1), int32)
 
 
 def randint(k: Any, shape: Any, minval: int, maxval: int, dtype: Any = int32) -> Any:

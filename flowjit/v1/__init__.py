@@ -106,6 +106,7 @@ from flowjit.v1.ops import (
     maximum,
     minimum,
     mod,
+    multinomial,
     multiply,
     negative,
     not_equal,

@@ -668,6 +668,25 @@ def random_uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any =
                    maxval=constant(maxval, dtype=d))
 
 
+def multinomial(logits: Any, num_samples: int, seed: Any = None, name: str | None = None,
+                output_dtype: Any = "int64") -> Tensor:
+    """``num_samples`` class indices for each row of ``logits`` [batch, classes] (unnormalized
+    log probabilities), drawn independently with probabilities ``softmax(logits)``, new on
+    every run: [batch, num_samples] (``tf.multinomial``, ``tf.random.categorical``)."""
+    (lg,) = _tensors(logits)
+    if lg.shape.ndims != 2:
+        raise ValueError(f"tf.multinomial: logits must be [batch_size, num_classes], got {lg.shape}")
+    n, d = int(num_samples), as_dtype(output_dtype)
+
+    def compute(ev: Any, op: Operation, xs: list[Any]) -> list[Any]:
+        rows = fnp.shape(xs[0])[0]
+        draws = fjrandom.categorical(ev.random_key(op), fnp.expand_dims(xs[0], 1), shape=(rows, n))
+        return [fnp.astype(draws, d)]
+    op = lg.graph.create_op("Multinomial", [lg], compute, name=name, attrs={"seed": seed},
+                            outputs=[((lg.shape.as_list()[0], n), d)])
+    return op.outputs[0]
+
+
 def random_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32", seed: Any = None,
                   name: str | None = None) -> Tensor:
     """Normal values with ``mean`` and ``stddev``, new on every run."""

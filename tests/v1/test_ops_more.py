@@ -156,3 +156,17 @@ def test_streaming_metrics_accumulate_over_batches_until_reset():
         assert sess.run(mean) == pytest.approx((2.0 + 12.0) / 4.0)
         sess.run(tf.local_variables_initializer())
         assert sess.run(acc) == 0.0 and sess.run(mean) == 0.0
+
+
+def test_multinomial_draws_each_row_from_its_softmax_anew_on_every_run():
+    tf.reset_default_graph()
+    logits = tf.placeholder(tf.float32, [None, 3])
+    draws = tf.multinomial(logits, 4000, seed=3)
+    assert draws.shape.as_list() == [None, 4000] and draws.dtype == tf.int64
+    feed = {logits: np.log([[0.2, 0.3, 0.5], [1.0, 1e-30, 1e-30]])}
+    with tf.Session() as sess:
+        first, second = sess.run(draws, feed), sess.run(draws, feed)
+    np.testing.assert_allclose(np.bincount(first[0], minlength=3) / 4000, [0.2, 0.3, 0.5], atol=0.03)
+    assert (first[1] == 0).all() and (first != second).any()
+    # A seeded op starts its sequence over in a new session, as TensorFlow's does.
+    np.testing.assert_array_equal(_run([draws], feed)[0], first)
