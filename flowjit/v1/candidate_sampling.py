@@ -77,9 +77,8 @@ def _sample(key: Any, true_classes: Any, kind: str, num_sampled: int, unique: bo
     return [sampled, expected(true_classes), expected(sampled)]
 
 
-def _sampler(kind: str, true_classes: Any, num_true: int, num_sampled: int, unique: bool, range_max: int,
-             seed: Any, name: str | None) -> tuple[Tensor, Tensor, Tensor]:
-    what = f"tf.nn.{'log_uniform' if kind.startswith('Log') else 'uniform'}_candidate_sampler"
+def _sampler(kind: str, what: str, true_classes: Any, num_true: int, num_sampled: int, unique: bool,
+             range_max: int, seed: Any, name: str | None) -> tuple[Tensor, Tensor, Tensor]:
     if range_max < 1 or num_sampled < 0:
         raise ValueError(f"{what}: range_max={range_max} must be >= 1 and num_sampled={num_sampled} >= 0")
     if unique and num_sampled > range_max:
@@ -107,13 +106,15 @@ def log_uniform_candidate_sampler(true_classes: Any, num_true: int, num_sampled:
     distribution P(c) = log((c + 2) / (c + 1)) / log(range_max + 1), for classes sorted by
     decreasing frequency (word2vec's vocabulary), without repeats when ``unique``; with the
     expected counts of ``true_classes`` [batch, num_true] and of the sampled ones."""
-    return _sampler("LogUniformCandidateSampler", true_classes, num_true, num_sampled, unique, range_max, seed, name)
+    return _sampler("LogUniformCandidateSampler", "tf.nn.log_uniform_candidate_sampler", true_classes, num_true,
+                    num_sampled, unique, range_max, seed, name)
 
 
 def uniform_candidate_sampler(true_classes: Any, num_true: int, num_sampled: int, unique: bool, range_max: int,
                               seed: Any = None, name: str | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """As ``log_uniform_candidate_sampler``, every class of [0, range_max) equally likely."""
-    return _sampler("UniformCandidateSampler", true_classes, num_true, num_sampled, unique, range_max, seed, name)
+    return _sampler("UniformCandidateSampler", "tf.nn.uniform_candidate_sampler", true_classes, num_true,
+                    num_sampled, unique, range_max, seed, name)
 
 
 def accidental_hit_mask(true_classes: Any, sampled: Any) -> Any:
