@@ -162,10 +162,12 @@ def test_while_loop_and_its_gradient_with_maximum_iterations():
 def _tf1_reference(name: str, w: np.ndarray, grads: list[np.ndarray], lr: float) -> np.ndarray:
     w = w.astype(np.float64).copy()
     s1, s2 = np.zeros_like(w), np.zeros_like(w)
-    if name == "adagrad":
+    if name in ("adagrad", "proximal_adagrad", "ftrl", "ftrl_l1_l2_shrinkage"):
         s1 += 0.1
     if name == "rmsprop":
         s1 += 1.0
+    l1, l2, shrink = (0.05, 0.2, 0.1) if name in ("proximal_sgd", "proximal_adagrad", "ftrl_l1_l2_shrinkage") \
+        else (0.0, 0.0, 0.0)
     for t, g in enumerate(grads, start=1):
         if name == "sgd":
             w -= lr * g
@@ -187,6 +189,19 @@ def _tf1_reference(name: str, w: np.ndarray, grads: list[np.ndarray], lr: float)
             s1 = 0.9 * s1 + 0.1 * g * g
             s2 = 0.5 * s2 + lr * g / np.sqrt(s1 + 1e-10)
             w -= s2
+        elif name == "proximal_sgd":
+            v = w - lr * g
+            w = np.sign(v) * np.maximum(np.abs(v) - lr * l1, 0) / (1 + lr * l2)
+        elif name == "proximal_adagrad":
+            s1 += g * g
+            r = lr / np.sqrt(s1)
+            v = w - r * g
+            w = np.sign(v) * np.maximum(np.abs(v) - r * l1, 0) / (1 + r * l2)
+        elif name.startswith("ftrl"):   # TensorFlow's ApplyFtrl(V2), learning_rate_power -0.5
+            n = s1 + g * g
+            s2 += g + 2 * shrink * w - (np.sqrt(n) - np.sqrt(s1)) / lr * w
+            w = np.where(np.abs(s2) > l1, (np.sign(s2) * l1 - s2) / (np.sqrt(n) / lr + 2 * l2), 0.0)
+            s1 = n
         elif name == "adam":
             lr_t = lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
             s1 = 0.9 * s1 + 0.1 * g
@@ -203,6 +218,13 @@ OPTIMIZERS = {
     "adadelta": lambda lr: tf.train.AdadeltaOptimizer(lr),
     "rmsprop": lambda lr: tf.train.RMSPropOptimizer(lr, momentum=0.5),
     "adam": lambda lr: tf.train.AdamOptimizer(lr),
+    "proximal_sgd": lambda lr: tf.train.ProximalGradientDescentOptimizer(lr, 0.05, 0.2),
+    "proximal_adagrad": lambda lr: tf.train.ProximalAdagradOptimizer(lr, l1_regularization_strength=0.05,
+                                                                     l2_regularization_strength=0.2),
+    "ftrl": lambda lr: tf.train.FtrlOptimizer(lr),
+    "ftrl_l1_l2_shrinkage": lambda lr: tf.train.FtrlOptimizer(lr, l1_regularization_strength=0.05,
+                                                              l2_regularization_strength=0.2,
+                                                              l2_shrinkage_regularization_strength=0.1),
 }
 
 
@@ -491,3 +513,15 @@ def test_hessians_are_second_derivatives_of_the_summed_ys():
     # d2/dW2 of sum((x W)^3): 6 u_j x_i x_k where the columns agree.
     want_w = np.einsum("i,k,j,jl->ijkl", x0, x0, 6 * u, np.eye(2))
     np.testing.assert_allclose(got_w, want_w, rtol=1e-12, atol=1e-14)
+
+
+def test_ftrl_slots_are_named_as_tensorflow_names_them_or_as_given():
+    w = tf.Variable(tf.zeros([2]), name="w")
+    v = tf.Variable(tf.zeros([2]), name="v")
+    tf.train.FtrlOptimizer(0.1).minimize(tf.reduce_sum(w * w), var_list=[w])
+    tf.train.FtrlOptimizer(0.1, accum_name="n", linear_name="z").minimize(tf.reduce_sum(v * v), var_list=[v])
+    names = sorted(x.op.name for x in tf.global_variables())
+    assert names == ["v", "v/n", "v/z", "w", "w/Ftrl", "w/Ftrl_1"]
+    with pytest.raises(ValueError, match="learning_rate_power must be <= 0"):
+        tf.train.FtrlOptimizer(0.1, learning_rate_power=0.5)
+

@@ -122,8 +122,13 @@ class Optimizer(abc.ABC):
             with graph.name_scope(None), graph.name_scope(var.op.name + "/"), graph.control_dependencies(None), \
                     graph.device(None), graph.device(var.device):  # a slot lives beside its variable
                 table[var] = Variable(ops.constant(initial, dtype=var.dtype, shape=var.shape.as_list()),
-                                      trainable=False, name=self._name if k == 0 else f"{self._name}_{k}")
+                                      trainable=False, name=self._slot_variable_name(slot, k))
         return table[var]
+
+    def _slot_variable_name(self, slot: str, k: int) -> str:
+        """The name of slot ``slot`` (the ``k``-th of ``slot_specs``) beside its variable:
+        TensorFlow's ``<var>/<optimizer name>``, ``<var>/<optimizer name>_1``..."""
+        return self._name if k == 0 else f"{self._name}_{k}"
 
     def _non_slot_variable(self, name: str, initial: float) -> Variable:
         if name not in self._non_slot:
@@ -215,6 +220,107 @@ class AdagradOptimizer(Optimizer):
         acc = fnp.add(_read(ev, slots["accumulator"]), fnp.square(g))
         ev.assign_variable(slots["accumulator"], acc)
         ev.assign_variable(var, fnp.subtract(_read(ev, var), fnp.multiply(h["lr"], fnp.multiply(g, fnp.rsqrt(acc)))))
+
+
+def _shrink(v: Any, l1: Any, l2: Any, lr: Any) -> Any:
+    """The proximal step of l1 and l2 regularization: ``sign(v) * max(|v| - lr*l1, 0) / (1 + lr*l2)``."""
+    kept = fnp.maximum(fnp.subtract(fnp.abs(v), fnp.multiply(lr, l1)), 0)
+    return fnp.divide(fnp.multiply(fnp.sign(v), kept), fnp.add(1, fnp.multiply(lr, l2)))
+
+
+class ProximalGradientDescentOptimizer(Optimizer):
+    """A gradient step then the proximal step of l1 and l2 regularization (FOBOS):
+    ``v = var - lr*g; var = sign(v) * max(|v| - lr*l1, 0) / (1 + lr*l2)``."""
+
+    def __init__(self, learning_rate: Any, l1_regularization_strength: float = 0.0,
+                 l2_regularization_strength: float = 0.0, use_locking: bool = False,
+                 name: str = "ProximalGradientDescent"):
+        super().__init__(use_locking, name)
+        self._lr, self._l1, self._l2 = learning_rate, l1_regularization_strength, l2_regularization_strength
+
+    def _hyper(self) -> dict[str, Any]:
+        return {"lr": self._lr, "l1": self._l1, "l2": self._l2}
+
+    def _apply(self, ev: Any, var: Variable, g: Any, slots: dict[str, Variable], h: dict[str, Any]) -> None:
+        step = fnp.subtract(_read(ev, var), fnp.multiply(h["lr"], g))
+        ev.assign_variable(var, _shrink(step, h["l1"], h["l2"], h["lr"]))
+
+
+class ProximalAdagradOptimizer(Optimizer):
+    """Adagrad's step then the proximal step of l1 and l2 regularization at Adagrad's rate:
+    ``accum += g**2; r = lr / sqrt(accum); v = var - r*g; var = sign(v) * max(|v| - r*l1, 0)
+    / (1 + r*l2)`` (accumulator starts at 0.1)."""
+
+    slot_specs = (("accumulator", lambda self: self._initial),)
+
+    def __init__(self, learning_rate: Any, initial_accumulator_value: float = 0.1,
+                 l1_regularization_strength: float = 0.0, l2_regularization_strength: float = 0.0,
+                 use_locking: bool = False, name: str = "ProximalAdagrad"):
+        if initial_accumulator_value <= 0.0:
+            raise ValueError(f"initial_accumulator_value must be positive: {initial_accumulator_value}")
+        super().__init__(use_locking, name)
+        self._lr, self._initial = learning_rate, initial_accumulator_value
+        self._l1, self._l2 = l1_regularization_strength, l2_regularization_strength
+
+    def _hyper(self) -> dict[str, Any]:
+        return {"lr": self._lr, "l1": self._l1, "l2": self._l2}
+
+    def _apply(self, ev: Any, var: Variable, g: Any, slots: dict[str, Variable], h: dict[str, Any]) -> None:
+        acc = fnp.add(_read(ev, slots["accumulator"]), fnp.square(g))
+        ev.assign_variable(slots["accumulator"], acc)
+        rate = fnp.multiply(h["lr"], fnp.rsqrt(acc))
+        step = fnp.subtract(_read(ev, var), fnp.multiply(rate, g))
+        ev.assign_variable(var, _shrink(step, h["l1"], h["l2"], rate))
+
+
+class FtrlOptimizer(Optimizer):
+    """Follow-the-regularized-leader (McMahan et al. 2013; wide linear models' optimizer), as
+    TensorFlow's ApplyFtrl: ``n = accum + g**2; linear += g' - (n**-p - accum**-p) / lr * var;
+    var = (clip(linear, -l1, l1) - linear) / (n**-p / lr + 2*l2); accum = n`` with p the
+    learning rate power (-0.5) and g' the gradient plus ``2 * l2_shrinkage * var``. Slots
+    ``<var>/Ftrl`` (accum, from ``initial_accumulator_value``) and ``<var>/Ftrl_1`` (linear)."""
+
+    slot_specs = (("accum", lambda self: self._initial), ("linear", lambda self: 0.0))
+
+    def __init__(self, learning_rate: Any, learning_rate_power: float = -0.5, initial_accumulator_value: float = 0.1,
+                 l1_regularization_strength: float = 0.0, l2_regularization_strength: float = 0.0,
+                 use_locking: bool = False, name: str = "Ftrl", accum_name: str | None = None,
+                 linear_name: str | None = None, l2_shrinkage_regularization_strength: float = 0.0):
+        if learning_rate_power > 0.0:
+            raise ValueError(f"learning_rate_power must be <= 0, got {learning_rate_power}")
+        if initial_accumulator_value < 0.0:
+            raise ValueError(f"initial_accumulator_value must be >= 0, got {initial_accumulator_value}")
+        for what, value in (("l1", l1_regularization_strength), ("l2", l2_regularization_strength),
+                            ("l2_shrinkage", l2_shrinkage_regularization_strength)):
+            if value < 0.0:
+                raise ValueError(f"{what}_regularization_strength must be >= 0, got {value}")
+        super().__init__(use_locking, name)
+        self._lr, self._power, self._initial = learning_rate, float(learning_rate_power), initial_accumulator_value
+        self._l1, self._l2 = l1_regularization_strength, l2_regularization_strength
+        self._shrinkage = l2_shrinkage_regularization_strength
+        self._accum_name, self._linear_name = accum_name, linear_name
+
+    def _slot_variable_name(self, slot: str, k: int) -> str:
+        given = self._accum_name if slot == "accum" else self._linear_name
+        return given or super()._slot_variable_name(slot, k)
+
+    def _hyper(self) -> dict[str, Any]:
+        return {"lr": self._lr, "l1": self._l1, "l2": self._l2, "shrinkage": self._shrinkage}
+
+    def _apply(self, ev: Any, var: Variable, g: Any, slots: dict[str, Variable], h: dict[str, Any]) -> None:
+        accum, linear, w = _read(ev, slots["accum"]), _read(ev, slots["linear"]), _read(ev, var)
+        new = fnp.add(accum, fnp.square(g))
+
+        def scaled(a: Any) -> Any:   # a ** -power: sqrt(a) for TensorFlow's default
+            return fnp.sqrt(a) if self._power == -0.5 else fnp.power(a, -self._power)
+        g_shrunk = fnp.add(g, fnp.multiply(fnp.multiply(2.0, h["shrinkage"]), w))
+        linear = fnp.add(linear, fnp.subtract(g_shrunk, fnp.multiply(fnp.divide(fnp.subtract(scaled(new),
+                                                                                         scaled(accum)), h["lr"]), w)))
+        numer = fnp.subtract(fnp.clip(linear, fnp.negative(h["l1"]), h["l1"]), linear)
+        denom = fnp.add(fnp.divide(scaled(new), h["lr"]), fnp.multiply(2.0, h["l2"]))
+        ev.assign_variable(slots["accum"], new)
+        ev.assign_variable(slots["linear"], linear)
+        ev.assign_variable(var, fnp.divide(numer, denom))
 
 
 class AdadeltaOptimizer(Optimizer):
