@@ -16,12 +16,18 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
+def _quick_bench(tmp_path, only: str, peers: str) -> subprocess.CompletedProcess:
+    """``python -m bench --quick --only ONLY --repeat 1 --peers PEERS`` with its own cache,
+    checked to have exited 0."""
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
-    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "dispatch", "--repeat", "1",
-                        "--peers", "fj,numpy"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", only, "--repeat", "1",
+                        "--peers", peers], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
+    p = _quick_bench(tmp_path, "dispatch", "fj,numpy")
     lines = p.stdout.splitlines()
     head = next(ln for ln in lines if ln.startswith("| workload |"))
     row = next(ln for ln in lines if ln.startswith("| dispatch x+1"))
@@ -43,11 +49,7 @@ def test_quick_dispatch_row_has_flowjit_numpy_and_the_ratio(tmp_path):
 def test_quick_depthwise_row_is_checked_against_numpy_in_every_peer(tmp_path):
     # Each column's result is checked against the float64 taps before it is timed: a peer's
     # filter layout or channel order that differed from fj.nn.depthwise_conv2d's would be an error.
-    env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
-    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "depthwise", "--repeat", "1",
-                        "--peers", "fj,numpy,jax,torch"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = _quick_bench(tmp_path, "depthwise", "fj,numpy,jax,torch")
     row = next(ln for ln in p.stdout.splitlines() if ln.startswith("| depthwise conv 3x3 SAME f32[2,8,8,16]"))
     assert re.search(r"\| [0-9.]+ (µs|ms) ", row), row
     assert "### Errors" not in p.stdout and "WRONG" not in p.stdout, p.stdout[-3000:]

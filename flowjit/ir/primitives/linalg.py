@@ -151,6 +151,14 @@ def _conv2d_rule(in_types: Sequence[TensorType], *, strides: tuple[int, ...],
     return TensorType((x.shape[0], out[0], out[1], w.shape[3]), d)
 
 
+def _out_hw(in_hw: Sequence[int], kernel_hw: Sequence[int], strides: Sequence[int], dilation: Sequence[int],
+            pads: Pads) -> tuple[int, int]:
+    """The (OH, OW) output positions of a convolution window over the padded input (may be
+    <= 0 where the window does not fit: the rule refuses those)."""
+    return tuple((n + lo + hi - (k - 1) * d - 1) // s + 1
+                 for n, k, s, d, (lo, hi) in zip(in_hw, kernel_hw, strides, dilation, pads))
+
+
 def _window_taps(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int],
                  pads: Pads) -> np.ndarray:
     """Each output position's window of ``x`` [N, H, W, C]: [N, OH, KH, OW, KW, C], 0 where a
@@ -159,8 +167,7 @@ def _window_taps(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], d
     n, h, wd, c = x.shape
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
     (pt, pb), (pl, pr) = pads
-    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
-    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    oh, ow = _out_hw((h, wd), kernel, strides, dilation, pads)
     if min(oh, ow) <= 0 or x.size == 0:
         return np.zeros((n, max(oh, 0), kh, max(ow, 0), kw, c), x.dtype)
     rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - pt  # [oh, kh]
@@ -176,15 +183,12 @@ def _conv2d_impl(x: np.ndarray, w: np.ndarray, *, strides: tuple[int, ...],
                  dilation: tuple[int, ...], groups: int = 1) -> np.ndarray:
     n, h, wd, _ = x.shape
     kh, kw, _, o = w.shape
-    (pt, pb), (pl, pr) = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
-    (sh, sw), (dh, dw) = strides, dilation
-    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
-    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    pads = conv2d_padding((h, wd), (kh, kw), strides, dilation, padding)
+    oh, ow = _out_hw((h, wd), (kh, kw), strides, dilation, pads)
     acc = _acc_dtype(x.dtype)
     if oh == 0 or ow == 0 or o == 0 or x.size == 0:
         return np.zeros((n, oh, ow, o), dtype=x.dtype)
-    patches = _window_taps(x.astype(acc, copy=False), (kh, kw), strides, dilation,
-                           ((pt, pb), (pl, pr)))  # [n, oh, kh, ow, kw, c]
+    patches = _window_taps(x.astype(acc, copy=False), (kh, kw), strides, dilation, pads)  # [n, oh, kh, ow, kw, c]
     with np.errstate(all="ignore"):
         if groups == 1:
             r = np.tensordot(patches, w.astype(acc, copy=False), axes=([2, 4, 5], [0, 1, 2]))
@@ -293,8 +297,7 @@ def _conv2d_decompose(e, x, w, *, strides, padding, dilation, groups=1):
         # elementwise kernel summing in the dtype as written (a product of K=KH*KW a channel
         # would be a BLAS call per channel for nine multiply-adds a row; a sum over a taps
         # axis, a temp of the whole output).
-        oh = (h + pt + pb - (kh - 1) * dilation[0] - 1) // strides[0] + 1
-        ow = (wd + pl + pr - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+        oh, ow = _out_hw((h, wd), (kh, kw), strides, dilation, ((pt, pb), (pl, pr)))
         full = (n, oh, ow, c, og)
         total = None
         for p in range(kh):
