@@ -454,3 +454,16 @@ def test_the_contention_bench_s_embedding_training_step_carries_its_state():
     want = float(np.asarray(step(params, zoo.adam_state(params), ids, y)[2]))
     np.testing.assert_allclose(losses[0], want, rtol=1e-5)
     assert losses[2] < losses[1] < losses[0], losses
+
+
+def test_quick_conv_rows_are_checked_against_numpy_in_every_peer(tmp_path):
+    # The forward and the filter's gradient of each column against NumPy's float64 windows
+    # times the filter: a peer's filter layout that differed from fj.conv2d's HWIO (torch's
+    # OIHW view) would be an error, and the note gives the BLAS limit the row is read against.
+    p = _quick_bench(tmp_path, "conv", "fj,numpy,jax,torch")
+    lines = p.stdout.splitlines()
+    for label in ("| conv 3x3 SAME 16->16 f32[2,8,8,16] |", "| conv 3x3 SAME 16->16 f32[2,8,8,16], gradient |"):
+        row = next(ln for ln in lines if ln.startswith(label))
+        assert re.search(r"\| [0-9.]+ (µs|ms) (±[0-9]+% )?· [0-9]+ GFLOP/s", row), row
+    assert re.search(r"blas limit: .* [0-9]+ GFLOP/s", p.stdout), p.stdout[-3000:]
+    assert "### Errors" not in p.stdout and "WRONG" not in p.stdout, p.stdout[-3000:]

@@ -68,6 +68,7 @@ from .program_plan import (
     Affine,
     Buffer,
     ControlCall,
+    ConvGemm,
     Gemm,
     KernelCall,
     Lapack,
@@ -148,7 +149,7 @@ class NativeProgram:
         self._constants = constants
         self._args = [plan.buffer(n) for n in plan.args]
         blas = {}
-        if any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+        if any(isinstance(s, (Gemm, ConvGemm)) for s in walk_steps(plan.steps)):
             blas = blas_functions()
         results = [b for b in plan.buffers if b.kind == "result" and not b.shares]
         self._keep: list[Any] = []    # objects whose addresses the table holds
@@ -249,7 +250,8 @@ class NativeProgram:
 
 def describe_step(step: Any) -> tuple[str, dict[str, Any]]:
     """A plan step's category and details for the profiler (its name is its op's, as
-    ``flowjit explain`` names it)."""
+    ``flowjit explain`` names it; ``ops``: how many of the program's ops it runs, where
+    more than one)."""
     if isinstance(step, KernelCall):
         return "kernel", {"threads": step.split[1]} if step.split else {}
     if isinstance(step, Gemm):
@@ -258,6 +260,10 @@ def describe_step(step: Any) -> tuple[str, dict[str, Any]]:
         return "loop", {"blocks": len(step.blocks)}
     if isinstance(step, Lapack):
         return "lapack", {"routines": "/".join(step.routines()), "matrices": step.batch, "n": step.n}
+    if isinstance(step, ConvGemm):
+        g = step.gemm
+        return "gemm", {"flops": 2 * g.m * g.n * g.k, "m": g.m, "n": g.n, "k": g.k, "blocks": step.blocks,
+                        "routine": "patches", "ops": 2}
     if isinstance(step, Patches):   # a kernel's op, run by flowjit's routine
         return "kernel", {"routine": "patches", **({"threads": step.parts} if step.parts > 1 else {})}
     return "step", {}
@@ -279,7 +285,7 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
     routines += ["get_nancheck", "set_nancheck"] if routines else []
     routines += [COMPLEX_GEMMS[s.dtype] for s in walk_steps(plan.steps) if isinstance(s, Gemm)
                  and s.dtype in COMPLEX_GEMMS]
-    if routines or any(isinstance(s, Gemm) for s in walk_steps(plan.steps)):
+    if routines or any(isinstance(s, (Gemm, ConvGemm)) for s in walk_steps(plan.steps)):
         found = blas_functions()
         if not found:
             raise NotNative("no CBLAS library found for matmul" if not routines else

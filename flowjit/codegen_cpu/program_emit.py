@@ -8,6 +8,7 @@ so a warm process never builds IR."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ from .program_plan import (
     Affine,
     BlockPlan,
     ControlCall,
+    ConvGemm,
     Copy,
     Gemm,
     KernelCall,
@@ -338,6 +340,8 @@ class _Driver:
             elif isinstance(step, Patches):
                 routine = self.extern(PATCHES_SYMBOL, VOID, [I8P, I8P] + [I64] * len(PATCHES_PARAMS))
                 b.call(routine, [bufs[step.x], bufs[step.out], *(self.value(b, v) for v in step.arguments())])
+            elif isinstance(step, ConvGemm):
+                self.conv_gemm(b, tab, step, bufs)
             else:
                 self.control(b, fn, tab, step, bufs, status, done)
 
@@ -653,6 +657,86 @@ class _Driver:
         self.parallel_for(b, wrap, total, (bufs[g.a], bufs[g.b], bufs[g.c], b.bitcast(tab, I8P)), self.plan.threads)
         threads_back()
 
+    def conv_gemm(self, b: ir.IRBuilder, tab: ir.Value, s: ConvGemm, bufs: dict[str, ir.Value]) -> None:
+        """``s``'s lanes over the native pool (program_plan.ConvGemm): each runs its blocks,
+        the windows of a block's output rows into its slot by the patches routine (the image
+        as one image of that many output rows, the padding on top moved up by the rows
+        before), then the block's product on one BLAS thread: into its rows of the result,
+        or, windows read transposed, added to its lane's sum; the lanes' sums then added in
+        lane order into the result."""
+        p, g = s.patches, s.gemm
+        n, h, w, c = p.shape
+        oh, ow = p.out_hw
+        itemsize = np.dtype(g.dtype).itemsize
+        per_image, blocks, lanes, block_rows = oh // s.rows, s.blocks, s.lanes, s.rows * ow
+        const = functools.partial(ir.Constant, I64)
+        summed = g.trans_a
+        if summed:   # c[k, n] += windows[block rows, k].T @ b[block rows, n]
+            block = Gemm(g.a, g.b, g.c, True, False, g.m, g.n, block_rows, g.dtype)
+            b_block_bytes, c_block_bytes = block_rows * g.n * itemsize, 0
+        else:        # c[block rows, n] = windows[block rows, k] @ b[k, n]
+            block = Gemm(g.a, g.b, g.c, False, False, block_rows, g.n, g.k, g.dtype)
+            b_block_bytes, c_block_bytes = 0, block_rows * g.n * itemsize
+        wrap = ir.Function(self.module, ir.FunctionType(VOID, [I64, I64, I8P]), self.fresh("fj_conv_lanes_"))
+        wrap.linkage = "internal"
+        lo, hi, ctx = wrap.args
+        wb = ir.IRBuilder(wrap.append_basic_block("entry"))
+        slots = wb.bitcast(ctx, I8P.as_pointer())
+        x_ptr, b_ptr, c_ptr, scratch, table = (wb.load(wb.gep(slots, [const(i)], inbounds=True)) for i in range(5))
+        routine = self.extern(PATCHES_SYMBOL, VOID, [I8P, I8P] + [I64] * len(PATCHES_PARAMS))
+        fixed = dict(zip(PATCHES_PARAMS, p.arguments()), n=1, oh=s.rows, parts=1)
+        scalar = _GEMM_SCALAR["sgemm" if g.dtype == "float32" else "dgemm"]
+
+        def lane(k: ir.Value) -> None:
+            slot = wb.gep(scratch, [wb.mul(k, const(s.slot_bytes + s.sum_bytes))], inbounds=True)
+            into = wb.gep(slot, [const(s.slot_bytes)], inbounds=True) if s.sum_bytes else c_ptr
+            first = wb.udiv(wb.mul(k, const(blocks)), const(lanes))
+            last = wb.udiv(wb.mul(wb.add(k, const(1)), const(blocks)), const(lanes))
+
+            def run(t: ir.Value) -> None:
+                image = wb.udiv(t, const(per_image))
+                row = wb.mul(wb.urem(t, const(per_image)), const(s.rows))
+                x_image = wb.gep(x_ptr, [wb.mul(image, const(h * w * c * p.itemsize))], inbounds=True)
+                top = wb.sub(const(p.top_left[0]), wb.mul(row, const(p.strides[0])))
+                wb.call(routine, [x_image, slot, *(top if name == "top" else const(fixed[name])
+                                                   for name in PATCHES_PARAMS)])
+                b_at = wb.gep(b_ptr, [wb.mul(t, const(b_block_bytes))], inbounds=True)
+                c_at = wb.gep(into, [wb.mul(t, const(c_block_bytes))], inbounds=True)
+                beta = (wb.select(wb.icmp_unsigned("==", t, first), ir.Constant(scalar, 0.0), ir.Constant(scalar, 1.0))
+                        if summed else None)
+                self.one_gemm(wb, wb.bitcast(table, tab.type), block, slot, b_at, c_at, one_thread=False, beta=beta)
+            counted_loop(wb, last, "block", run, start=first)
+        counted_loop(wb, hi, "lane", lane, start=lo)
+        wb.ret_void()
+        threads_back = self.blas_one_thread(b, tab, const(0))
+        self.parallel_for(b, wrap, const(lanes), (bufs[p.x], bufs[g.b], bufs[g.c], bufs[p.out], b.bitcast(tab, I8P)),
+                          self.plan.threads)
+        threads_back()
+        if summed and s.sum_bytes:
+            self.add_lane_sums(b, s, bufs[p.out], bufs[g.c], scalar)
+
+    def add_lane_sums(self, b: ir.IRBuilder, s: ConvGemm, scratch: ir.Value, c_ptr: ir.Value, scalar: ir.Type) -> None:
+        """``c`` = the sum of a summed ConvGemm's lane sums, in lane order."""
+        const = functools.partial(ir.Constant, I64)
+        count = s.gemm.m * s.gemm.n
+        ptr = scalar.as_pointer()
+
+        def lane_sum(k: int | ir.Value) -> ir.Value:
+            at = b.add(b.mul(k if isinstance(k, ir.Value) else const(k), const(s.slot_bytes + s.sum_bytes)),
+                       const(s.slot_bytes))
+            return b.bitcast(b.gep(scratch, [at], inbounds=True), ptr)
+        self.copy(b, c_ptr, b.bitcast(lane_sum(0), I8P), count * np.dtype(s.gemm.dtype).itemsize)
+        c = b.bitcast(c_ptr, ptr)
+
+        def add(k: ir.Value) -> None:
+            src = lane_sum(k)
+
+            def element(i: ir.Value) -> None:
+                at = b.gep(c, [i], inbounds=True)
+                b.store(b.fadd(b.load(at), b.load(b.gep(src, [i], inbounds=True))), at)
+            counted_loop(b, const(count), "sum", element)
+        counted_loop(b, const(s.lanes), "lane_sum", add, start=const(1))
+
     def products(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a: ir.Value, b_: ir.Value, c: ir.Value,
                  start: ir.Value | None, stop: ir.Value, one_thread: bool) -> None:
         """Products [start, stop) of the batch ``g`` (start None: 0): one per position of
@@ -676,9 +760,11 @@ class _Driver:
         counted_loop(b, stop, "batch", product, start=start)
 
     def one_gemm(self, b: ir.IRBuilder, tab: ir.Value, g: Gemm, a_ptr: ir.Value, b_ptr: ir.Value,
-                 c_ptr: ir.Value, one_thread: bool = True) -> None:
+                 c_ptr: ir.Value, one_thread: bool = True, beta: ir.Value | None = None) -> None:
         """One product of ``g``'s sizes from ``a_ptr`` and ``b_ptr`` into ``c_ptr``; a small
-        one sets the BLAS to one thread around it unless not ``one_thread`` (the caller has)."""
+        one sets the BLAS to one thread around it unless not ``one_thread`` (the caller has).
+        ``beta``: what ``c`` is scaled by before the product is added (a real gemm's; 0 when
+        None: c is written)."""
         symbolic = any(isinstance(x, Affine) for x in (g.m, g.n, g.k))
         if not symbolic and (g.m == 0 or g.n == 0):
             return
@@ -693,7 +779,8 @@ class _Driver:
             alpha, beta = self.complex_constant(g.dtype, 1.0), self.complex_constant(g.dtype, 0.0)
         else:
             routine = "sgemm" if g.dtype == "float32" else "dgemm"
-            alpha, beta = ir.Constant(_GEMM_SCALAR[routine], 1.0), ir.Constant(_GEMM_SCALAR[routine], 0.0)
+            alpha = ir.Constant(_GEMM_SCALAR[routine], 1.0)
+            beta = ir.Constant(_GEMM_SCALAR[routine], 0.0) if beta is None else beta
         fn = b.inttoptr(self.table(b, tab, GEMM_SLOTS[routine]), _gemm_type(routine, it).as_pointer())
         m, n, k = (self.value(b, x) for x in (g.m, g.n, g.k))
         after = None

@@ -308,6 +308,9 @@ class Primitive:
     better left as it is (a float32 matmul, which BLAS computes; checked before emitting
     anything); the ``decompose`` pass replaces each such op before placement. The traced IR,
     the interpreter and autodiff see the op itself.
+    ``reads(attrs) -> int`` (layout ops): how many positions of the result each element of
+    the input appears at, at most (a convolution's windows: one a tap of a window over it);
+    1 when None. Fusion bounds how many times a kernel recomputes a value by it.
     ``jvp(e, ts, ys, *xs, blocks, **attrs) -> (outs, tangents)`` (set by ``defjvp``) is the
     forward-mode rule: ``ts`` holds a tangent or None per input; it returns the tangent (or
     None) of every result and, in ``outs``, either None or values that compute the results
@@ -327,7 +330,7 @@ class Primitive:
                  reducer: tuple[str, str] | None = None, vjp: Callable[..., Any] | None = None,
                  loop: Loop | None = None, batch: Callable[..., Any] | None = None,
                  maps_leading_dims: bool = False, jvp: Callable[..., Any] | None = None, no_derivative: str = "",
-                 decompose: Callable[..., Any] | None = None,
+                 decompose: Callable[..., Any] | None = None, reads: Callable[[dict[str, Any]], int] | None = None,
                  block_names: Sequence[str] | Callable[[int], Sequence[str]] = (), doc: str = ""):
         assert kind in KINDS, kind
         assert role is None or role in ROLES, role
@@ -363,6 +366,7 @@ class Primitive:
         self.decompose = decompose
         self.maps_leading_dims = maps_leading_dims
         self.no_derivative = no_derivative
+        self.reads = reads
         self.block_names = block_names if callable(block_names) else tuple(block_names)
         self.doc = doc
 

@@ -22,7 +22,8 @@ Guarantees, on a Function without nested blocks (nested blocks are left untouche
   layer norm become one kernel, and every op's result is no larger than that shape;
 - a kernel computes each op's value at most MAX_RECOMPUTE times per element: the loop
   lowering computes an op once for each distinct position it is read at, and layout ops
-  (slices, concatenations, pads, transposes) read their input at positions of their own, so
+  (slices, concatenations, pads, transposes; a convolution's windows, at as many positions
+  an element as its primitive ``reads``) read their input at positions of their own, so
   an op read through several of them is computed again for each, and chains of such reads
   multiply (a step that slices and concatenates the result of the step before: 2**k
   expansions after k steps); an op whose count would pass the bound starts a kernel of its
@@ -135,10 +136,12 @@ class _Group:
     def times_computed(self, op: Op, users: list[Op]) -> int:
         """How many times ``op`` would be computed per element if it joined: its users in the
         group that read it where they stand (elementwise ops, reductions) share one
-        computation, each layout user reads it at positions of its own."""
+        computation, each layout user reads it at positions of its own (as many an
+        element as its primitive ``reads``: a window's taps)."""
         inside = [u for u in users if id(u) in self.computed]
         same = max((self.computed[id(u)] for u in inside if u.primitive.kind != "layout"), default=0)
-        return same + sum(self.computed[id(u)] for u in inside if u.primitive.kind == "layout")
+        return same + sum(self.computed[id(u)] * (u.primitive.reads(u.attrs) if u.primitive.reads else 1)
+                          for u in inside if u.primitive.kind == "layout")
 
     def refusal(self, op: Op, users: list[Op] = ()) -> tuple[str, str] | None:
         """Why ``op`` cannot join this group (a code of ``REASONS`` and words), or None."""

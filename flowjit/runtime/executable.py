@@ -306,9 +306,17 @@ class Executable:
         # The program's timed steps are its kernel, matmul and control ops, in order.
         stepping = [op for op in self.function.body.ops if op.id in self.kernels or op.primitive.role ==
                     "matrix_product" or (op.blocks and op.primitive.kind == "control")]
-        for (cat, args, begin, finish), op in zip(steps, stepping):
-            lines = op.attrs.get("lines") or (str(op.loc) if op.loc is not None else "")
-            prof.record(op.attrs.get("name", op.name), cat, begin, finish, device, {"lines": lines, **args})
+        # A step may run several of them (``"ops"`` in its details: a convolution's windows
+        # and their product); it is named by the last, with each one's lines.
+        at = 0
+        for cat, args, begin, finish in steps:
+            ran, args = stepping[at:at + args.get("ops", 1)], {k: v for k, v in args.items() if k != "ops"}
+            at += len(ran)
+            if not ran:
+                break
+            lines = "; ".join(filter(None, (o.attrs.get("lines") or (str(o.loc) if o.loc is not None else "")
+                                            for o in ran)))
+            prof.record(ran[-1].attrs.get("name", ran[-1].name), cat, begin, finish, device, {"lines": lines, **args})
         return out
 
     def kernel_listing(self) -> str:

@@ -269,3 +269,27 @@ def test_a_transpose_read_only_by_a_sort_lapack_or_cumsum_is_a_kernel_not_a_view
         g = fj.function(f)
         np.testing.assert_allclose(g(x), want(x), rtol=1e-4, atol=1e-5)
         assert fj.explain(g, x).driver.startswith("one native call"), fj.explain(g, x).driver
+
+
+@pytest.mark.parametrize(("kernel", "strides", "dilation", "fused"), [
+    ((3, 3), (1, 1), (1, 1), False),   # 9 taps read each element: past MAX_RECOMPUTE
+    ((2, 2), (1, 1), (1, 1), True),    # 4
+    ((3, 3), (2, 2), (1, 1), True),    # 2 x 2: a stride skips taps
+    ((3, 3), (2, 2), (2, 2), False),   # a dilation of the stride's brings them back: 3 x 3
+])
+def test_a_convolutions_windows_count_their_taps_against_the_recompute_bound(kernel, strides, dilation, fused):
+    # A convolution's windows read each input element at up to one position a tap
+    # (conv_patches declares ``reads``): fused, the producer (here the gradient's 2 * y, the
+    # tanh of a layer) would be computed that many times per element, the windows' kernel a
+    # six-deep nest where the lone windows run as a compiled routine.
+    from flowjit.passes.fusion import boundaries_of
+    from flowjit.tracer.core import bind
+    x = np.random.default_rng(0).standard_normal((2, 7, 7, 3)).astype(np.float32)
+    attrs = {"kernel": kernel, "strides": strides, "dilation": dilation, "pads": (1, 1, 1, 1)}
+    f = fj.function(lambda x: bind("conv_patches", [fj.tanh(x)], attrs))
+    fused_fn = f.ir(x, stage="fused")
+    kernels = [op.attrs["name"] for op in _kernels(fused_fn)]
+    assert (kernels == ["tanh_conv_patches"]) == fused, kernels
+    assert any(b.code == "recompute" for b in boundaries_of(fused_fn)) != fused
+    want = fj.function(lambda x: bind("conv_patches", [fj.tanh(x)], attrs), backend="interpreter")(x)
+    np.testing.assert_allclose(f(x), want, rtol=1e-6, atol=1e-6)

@@ -238,7 +238,15 @@ def _patches_impl(x: np.ndarray, *, kernel: tuple[int, ...], strides: tuple[int,
     return np.ascontiguousarray(taps.transpose(0, 1, 3, 2, 4, 5))
 
 
-declare("conv_patches", kind="layout", role="patches", rule=_patches_rule, impl=_patches_impl,
+def _patches_reads(attrs: dict) -> int:
+    """How many windows' taps an input element is, at most: along an axis, the taps t of a
+    window at position j reach element i where j * stride + t * dilation = i, which holds
+    for every stride / gcd(dilation, stride)-th tap at most."""
+    return math.prod(max(1, -(-k * math.gcd(d, s) // s)) for k, s, d in
+                     zip(attrs["kernel"], attrs.get("strides", (1, 1)), attrs.get("dilation", (1, 1))))
+
+
+declare("conv_patches", kind="layout", role="patches", rule=_patches_rule, impl=_patches_impl, reads=_patches_reads,
         attrs={"kernel": attr("ints"), "strides": attr("ints", (1, 1)), "dilation": attr("ints", (1, 1)),
                "pads": attr("ints", (0, 0, 0, 0))},
         dtypes=FLOAT_DTYPES, differentiable=True,
