@@ -77,27 +77,33 @@ def _differentiated_inputs(op: Operation) -> list[Tensor]:
     return [t for k, t in enumerate(op.inputs) if k not in op.gradient_free_inputs]
 
 
-def _operands(ys: Any, xs: Any, what: str) -> tuple[list[Tensor], list[Tensor]]:
-    """``ys`` and ``xs`` (one or a list each) as tensors; a FlowjitTypeError for an x that is
-    not floating point. A variable is differentiated as the value its uses share
-    (``value()``), not converted: under tf.control_dependencies (the training op of TF1's
-    batch-norm idiom) conversion makes a fresh read, which a loss built before it does not use."""
+def _operands(ys: Any, xs: Any, what: str) -> tuple[list[Tensor], list[list[Tensor]]]:
+    """``ys`` as tensors, and each of ``xs`` (one or a list) as the tensors that are its
+    value: a tensor itself; a variable every read of it (``Variable.reads``: the value its
+    uses share, and each fresh read, which a use under tf.control_dependencies makes), as
+    TensorFlow differentiates through each read of a variable. A FlowjitTypeError for an x
+    that is not floating point."""
     ys_l = [ops.convert_to_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
-    xs_l = [x.value() if hasattr(x, "_read_here") else ops.convert_to_tensor(x)
+    xs_l = [x.reads() if hasattr(x, "_read_here") else [ops.convert_to_tensor(x)]
             for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
     for x in xs_l:
-        if not x.dtype.is_float:
-            raise FlowjitTypeError(f"{what} with respect to {x.name} of dtype {x.dtype}: only float tensors "
+        if not x[0].dtype.is_float:
+            raise FlowjitTypeError(f"{what} with respect to {x[0].name} of dtype {x[0].dtype}: only float tensors "
                                    "have gradients")
     return ys_l, xs_l
 
 
-def _differentiated(xs: list[Tensor], ys: list[Tensor]) -> tuple[list[Tensor], frozenset[Operation]]:
-    """The xs the ys depend on, and the ops between them, registered gradients applied."""
-    between, reached, depends = _between(xs, ys)
+def _differentiated(xs: list[list[Tensor]], ys: list[Tensor]) -> tuple[list[int], list[list[Tensor]],
+                                                                        frozenset[Operation]]:
+    """Which xs (positions) the ys depend on, the tensors of each that they read, and the
+    ops between them, registered gradients applied."""
+    flat = [t for ts in xs for t in ts]
+    between, reached, depends = _between(flat, ys)
     if _apply_registered_gradients(between, depends):  # a registered gradient gave some input None
-        between, reached, _ = _between(xs, ys)
-    return [x for x in xs if x in reached], frozenset(between)
+        between, reached, _ = _between(flat, ys)
+    read = [[t for t in ts if t in reached] for ts in xs]
+    live = [i for i, ts in enumerate(read) if ts]
+    return live, [read[i] for i in live], frozenset(between)
 
 
 def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", colocate_gradients_with_ops: bool = False,
@@ -113,30 +119,40 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
     if stop_gradients is not None:
         raise FlowjitTypeError("tf.gradients(stop_gradients=...) is not supported: wrap the tensors in "
                                "tf.stop_gradient instead")
-    live, local = _differentiated(xs_l, ys_l)
+    live, read, local = _differentiated(xs_l, ys_l)
     if not live:
         return [None] * len(xs_l)
-    ny, nx = len(ys_l), len(live)
+    flat = [t for ts in read for t in ts]
+    ny, nt = len(ys_l), len(flat)
 
     def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
         # vals[:ny] are the ys: inputs so they (and what they need) run first; so are the
-        # results of the host ops differentiated, read where the host op would run.
-        x_vals, seeds = vals[ny:ny + nx], vals[ny + nx:ny + nx + len(gys)]
+        # results of the host ops differentiated, read where the host op would run. Each
+        # read of a variable is differentiated at its own value, and their gradients add.
+        x_vals, seeds = vals[ny:ny + nt], vals[ny + nt:ny + nt + len(gys)]
 
         def forward(*fresh: Any) -> list[Any]:
-            child = ev.child(dict(zip(live, fresh)), local)
+            child = ev.child(dict(zip(flat, fresh)), local)
             return [child.value(y) for y in ys_l]
 
         outs, pullback = vjp(forward, *x_vals)
         cts = list(seeds) if seeds else [fnp.ones_like(o) for o in outs]
-        return list(pullback(cts))
+        grads = iter(pullback(cts))
+        return [_summed([next(grads) for _ in ts]) for ts in read]
 
     graph = ys_l[0].graph
     host_results = [t for o in sorted(local, key=lambda o: o.id) if o.host for t in o.outputs]
-    op = graph.create_op("Gradients", [*ys_l, *live, *gys, *host_results], compute, name=name,
-                         outputs=[(x._shape, x.dtype) for x in live])
+    op = graph.create_op("Gradients", [*ys_l, *flat, *gys, *host_results], compute, name=name,
+                         outputs=[(ts[0]._shape, ts[0].dtype) for ts in read])
     by_x = dict(zip(live, op.outputs))
-    return [by_x.get(x) for x in xs_l]
+    return [by_x.get(i) for i in range(len(xs_l))]
+
+
+def _summed(parts: list[Any]) -> Any:
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
 
 
 def hessians(ys: Any, xs: Any, name: str = "hessians", colocate_gradients_with_ops: bool = False,
@@ -145,27 +161,37 @@ def hessians(ys: Any, xs: Any, name: str = "hessians", colocate_gradients_with_o
     ``x.shape + x.shape`` (``tf.hessians``; None for an x the ys do not depend on): one op
     computing ``fj.hessian`` of the graph between them, forward over reverse mode."""
     ys_l, xs_l = _operands(ys, xs, "tf.hessians")
-    for x in xs_l:
+    for (x, *_) in xs_l:
         if x._shape is None or None in x._shape:
             raise FlowjitTypeError(f"tf.hessians with respect to {x.name} of shape {x.shape}: its shape must be "
                                    "known when the graph is built (the Hessian's shape is twice it)")
-    live, local = _differentiated(xs_l, ys_l)
+    live, read, local = _differentiated(xs_l, ys_l)
     if not live:
         return [None] * len(xs_l)
-    ny, nx = len(ys_l), len(live)
+    flat = [t for ts in read for t in ts]
+    ny, nt = len(ys_l), len(flat)
 
     def compute(ev: Any, op: Operation, vals: list[Any]) -> list[Any]:
-        x_vals = vals[ny:ny + nx]
+        x_vals = vals[ny:ny + nt]
+        out = []
+        for k, ts in enumerate(read):
+            # The sum as a function of the k-th x alone, each of its reads that x moved by
+            # the same amount from the value it read (the other xs held at theirs).
+            first = sum(len(r) for r in read[:k])
 
-        def total(*fresh: Any) -> Any:
-            child = ev.child(dict(zip(live, fresh)), local)
-            return sum(fnp.sum(child.value(y)) for y in ys_l)
-        return [hessian(total, argnums=k)(*x_vals) for k in range(nx)]
+            def total(x: Any, first: int = first, ts: list = ts) -> Any:
+                fresh = list(x_vals)
+                for j in range(len(ts)):
+                    fresh[first + j] = x_vals[first + j] + (x - x_vals[first])
+                child = ev.child(dict(zip(flat, fresh)), local)
+                return sum(fnp.sum(child.value(y)) for y in ys_l)
+            out.append(hessian(total)(x_vals[first]))
+        return out
 
-    op = ys_l[0].graph.create_op("Hessians", [*ys_l, *live], compute, name=name,
-                                 outputs=[(tuple(x._shape) * 2, x.dtype) for x in live])
+    op = ys_l[0].graph.create_op("Hessians", [*ys_l, *flat], compute, name=name,
+                                 outputs=[(tuple(ts[0]._shape) * 2, ts[0].dtype) for ts in read])
     by_x = dict(zip(live, op.outputs))
-    return [by_x.get(x) for x in xs_l]
+    return [by_x.get(i) for i in range(len(xs_l))]
 
 
 # ---- registered gradients ------------------------------------------------------------------------------------

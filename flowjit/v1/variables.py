@@ -57,6 +57,7 @@ class Variable:
             self.dtype = init_t.dtype
             self.constraint = constraint
             shape = init_t._shape if validate_shape else None
+            self._reads: list[Tensor] = []   # fresh reads (read_value), which gradients flow through
             self.op = graph.create_op("VariableV2", [], lambda ev, op, xs: [ev.read_variable(self)],
                                       name=scope.rstrip("/"), exact_name=True,
                                       outputs=[(shape, self.dtype)], attrs={"variable": self})
@@ -98,9 +99,16 @@ class Variable:
 
     def read_value(self) -> Tensor:
         """A fresh read: after the control dependencies in effect here have run."""
-        return self.graph.create_op("ReadVariableOp", [], lambda ev, op, xs: [ev.read_variable(self)],
-                                    name=self.op.name + "/read",
-                                    outputs=[(self._ref._shape, self.dtype)]).outputs[0]
+        op = self.graph.create_op("ReadVariableOp", [], lambda ev, op, xs: [ev.read_variable(self)],
+                                  name=self.op.name + "/read", outputs=[(self._ref._shape, self.dtype)])
+        self._reads.append(op.outputs[0])   # gradients with respect to the variable flow through it
+        return op.outputs[0]
+
+    def reads(self) -> list[Tensor]:
+        """Every tensor that is this variable's value in a run: the shared one (``value()``)
+        and each fresh read (``read_value()``, a use under tf.control_dependencies), the
+        tensors a gradient with respect to the variable flows through."""
+        return [self._ref, *self._reads]
 
     def initialized_value(self) -> Tensor:
         """The value after initialization (runs the initializer first)."""

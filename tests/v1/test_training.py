@@ -493,6 +493,28 @@ def test_minimize_under_control_dependencies_differentiates_the_variables():
         assert sess.run(count) >= 1.0      # the dependency ran with the training op
 
 
+def test_gradients_flow_through_every_read_of_a_variable():
+    # A use of a variable under tf.control_dependencies is a read of its own (after the
+    # dependencies ran); TensorFlow differentiates through every read of a variable, as
+    # through the variable. A loss using both a read made there and the shared one: the
+    # gradient with respect to the variable was None (the fresh read was not the variable),
+    # or only the shared read's part.
+    tf.reset_default_graph()
+    w = tf.Variable(np.array([1.0, 2.0]))
+    counter = tf.Variable(0.0, dtype=tf.float64)
+    with tf.control_dependencies([counter.assign_add(1.0)]):
+        after = w * 3.0                      # a fresh read
+    (only_fresh,) = tf.gradients(tf.reduce_sum(after ** 2), [w])
+    (both,) = tf.gradients(tf.reduce_sum(after ** 2) + tf.reduce_sum(w * w), w)
+    hess = tf.hessians(tf.reduce_sum(after ** 2), w)[0]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        g1, g2, h = sess.run([only_fresh, both, hess])
+    np.testing.assert_allclose(g1, 18.0 * np.array([1.0, 2.0]))
+    np.testing.assert_allclose(g2, 20.0 * np.array([1.0, 2.0]))
+    np.testing.assert_allclose(h, 18.0 * np.eye(2))
+
+
 
 def test_hessians_are_second_derivatives_of_the_summed_ys():
     tf.reset_default_graph()
