@@ -14,8 +14,20 @@ from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float32, float64, int32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.primitives.random import key_from_seed
+from flowjit.tracer import linalg
+from flowjit.tracer.control_flow import while_loop
 from flowjit.tracer.core import Tracer, bind
-from flowjit.tracer.numpy import conversion, layout, reductions, ufuncs
+from flowjit.tracer.numpy import (
+    conversion,
+    creation,
+    indexing,
+    layout,
+    matrices,
+    products,
+    reductions,
+    sorting_searching,
+    ufuncs,
+)
 
 
 def key(seed: int) -> np.ndarray:
@@ -52,9 +64,13 @@ def uniform(k: Any, shape: Any = (), dtype: Any = float32, minval: Any = 0.0, ma
     if not d.is_float:
         raise FlowjitTypeError(f"uniform: dtype must be a float dtype, got {d}")
     u = bind("random_uniform", [_check_key(k)], {"shape": _shape(shape), "dtype": d})
-    if minval == 0.0 and maxval == 1.0:
+    if isinstance(minval, (int, float)) and isinstance(maxval, (int, float)) and (minval, maxval) == (0, 1):
         return u
-    return conversion.astype(ufuncs.add(ufuncs.multiply(u, ufuncs.subtract(maxval, minval)), minval), d)
+    # In the draw's dtype, as jax.random.uniform computes it (bounds as arrays of it: a
+    # float64 bound would make eager and traced code round the product differently), and
+    # never below minval where rounding would put it.
+    lo, hi = conversion.astype(minval, d), conversion.astype(maxval, d)
+    return ufuncs.maximum(lo, ufuncs.add(ufuncs.multiply(u, ufuncs.subtract(hi, lo)), lo))
 
 
 def normal(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
@@ -109,3 +125,228 @@ def randint(k: Any, shape: Any, minval: int, maxval: int, dtype: Any = int32) ->
     span = ufuncs.subtract(maxval, minval)
     r = ufuncs.add(ufuncs.floor(ufuncs.multiply(u, span)), minval)
     return conversion.astype(ufuncs.minimum(r, ufuncs.subtract(maxval, 1)), dtype)
+
+
+def fold_in(k: Any, data: Any) -> Any:
+    """A new key from ``k`` and an integer ``data`` (a step number, a worker's index; traced
+    or not): the same pair always gives the same key, different data independent ones
+    (``jax.random.fold_in``). Data is taken modulo 2**32."""
+    d = conversion.asarray(data)
+    if not as_dtype(d.dtype).is_int and as_dtype(d.dtype).name != "bool":
+        raise FlowjitTypeError(f"fold_in: data must be an integer, got {d.dtype}")
+    if layout.shape(d) != ():
+        raise FlowjitTypeError(f"fold_in: data must be one integer, got shape {list(layout.shape(d))}")
+    if isinstance(data, (int, np.integer)):
+        d = np.asarray(np.uint32(int(data) % 2**32).view(np.int32))
+    return bind("random_fold_in", [_check_key(k), conversion.astype(d, int32)], {})
+
+
+def _float_dtype(dtype: Any, what: str) -> Any:
+    d = as_dtype(dtype)
+    if not d.is_float:
+        raise FlowjitTypeError(f"{what}: dtype must be a float dtype, got {d}")
+    return d
+
+
+def _tiny(d: Any) -> float:
+    return float(np.finfo(d.np).tiny)
+
+
+def exponential(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Standard exponential floats, ``-log1p(-u)`` of uniforms in [0, 1)."""
+    d = _float_dtype(dtype, "exponential")
+    return ufuncs.negative(ufuncs.log1p(ufuncs.negative(uniform(k, shape, d))))
+
+
+def laplace(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Standard Laplace floats (density ``exp(-|x|) / 2``), from uniforms in (-1, 1)."""
+    d = _float_dtype(dtype, "laplace")
+    u = uniform(k, shape, d, minval=float(np.nextafter(d.np.type(-1), d.np.type(0))), maxval=1.0)
+    return ufuncs.multiply(ufuncs.negative(ufuncs.sign(u)), ufuncs.log1p(ufuncs.negative(ufuncs.absolute(u))))
+
+
+def logistic(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Standard logistic floats, ``log(u / (1 - u))`` of uniforms in [tiny, 1)."""
+    d = _float_dtype(dtype, "logistic")
+    u = uniform(k, shape, d, minval=_tiny(d), maxval=1.0)
+    return ufuncs.subtract(ufuncs.log(u), ufuncs.log1p(ufuncs.negative(u)))
+
+
+def cauchy(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Standard Cauchy floats, ``tan(pi * (u - 1/2))`` of uniforms in [eps, 1) (finite)."""
+    d = _float_dtype(dtype, "cauchy")
+    u = uniform(k, shape, d, minval=float(np.finfo(d.np).eps), maxval=1.0)
+    return ufuncs.tan(ufuncs.multiply(ufuncs.subtract(u, 0.5), np.pi))
+
+
+def rademacher(k: Any, shape: Any = (), dtype: Any = int32) -> Any:
+    """-1 or 1 with equal probability."""
+    b = bernoulli(k, 0.5, shape)
+    return conversion.astype(ufuncs.subtract(ufuncs.multiply(conversion.astype(b, int32), 2), 1), dtype)
+
+
+def truncated_normal(k: Any, lower: Any, upper: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Standard normal floats conditioned on ``lower < x < upper`` (broadcast to ``shape``), by
+    the inverse CDF of uniforms between the bounds' CDFs, clipped inside the open interval
+    (``jax.random.truncated_normal``; initializers draw from (-2, 2))."""
+    d = _float_dtype(dtype, "truncated_normal")
+    lo, hi = conversion.astype(lower, d), conversion.astype(upper, d)
+    shp = tuple(np.broadcast_shapes(layout.shape(lo), layout.shape(hi))) if shape is None else _shape(shape)
+    root2 = np.sqrt(2.0)
+    a = bind("erf", [ufuncs.divide(lo, d.np.type(root2))], {})
+    b = bind("erf", [ufuncs.divide(hi, d.np.type(root2))], {})
+    u = ufuncs.add(a, ufuncs.multiply(uniform(k, shp, d), ufuncs.subtract(b, a)))
+    x = ufuncs.multiply(bind("erfinv", [conversion.astype(u, d)], {}), d.np.type(root2))
+    inf = d.np.type(np.inf)
+    return ufuncs.clip(x, ufuncs.nextafter(lo, inf), ufuncs.nextafter(hi, -inf))
+
+
+def _population(a: Any, axis: int) -> tuple[Any, int]:
+    """``a`` as the array to draw along ``axis`` from (an int: its arange), and that axis."""
+    if isinstance(a, (int, np.integer)):
+        return np.arange(int(a)), 0
+    arr = conversion.asarray(a)
+    nd = len(layout.shape(arr))
+    if nd == 0:
+        raise FlowjitTypeError("permutation/choice: x must be an int or an array with at least one axis")
+    return arr, axis % nd
+
+
+def permutation(k: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
+    """``x`` shuffled along ``axis`` (an int ``x``: a permutation of ``arange(x)``), as
+    ``jax.random.permutation``: the order of float64 uniforms (53 bits: ties as good as
+    never); ``independent``: each slice along the axis shuffled with its own order."""
+    arr, ax = _population(x, axis)
+    n = layout.shape(arr)[ax]
+    if independent:
+        order = sorting_searching.argsort(uniform(k, layout.shape(arr), float64), axis=ax)
+        return indexing.take_along_axis(arr, order, axis=ax)
+    return indexing.take(arr, sorting_searching.argsort(uniform(k, (n,), float64)), axis=ax)
+
+
+def choice(k: Any, a: Any, shape: Any = (), replace: bool = True, p: Any = None, axis: int = 0) -> Any:
+    """Elements of ``a`` along ``axis`` (an int ``a``: of ``arange(a)``) in an array of
+    ``shape``, with probabilities ``p`` (uniform when None), with or without replacement, as
+    ``jax.random.choice``: with it, uniform integers or categorical draws of ``log(p)``;
+    without, the first of a permutation or of the Gumbel-perturbed ``log(p)`` sorted (each a
+    draw without replacement in proportion to p)."""
+    arr, ax = _population(a, axis)
+    n = layout.shape(arr)[ax]
+    out = _shape(shape)
+    size = int(np.prod(out, dtype=np.int64))
+    if not replace and size > n:
+        raise FlowjitTypeError(f"choice: cannot take {size} elements from {n} without replacement")
+    if n == 0 and size:
+        raise FlowjitTypeError("choice: a has no elements to choose from")
+    logp = None if p is None else ufuncs.log(conversion.astype(p, float64 if as_dtype(conversion.asarray(p).dtype)
+                                                              .name == "float64" else float32))
+    if replace:
+        idx = randint(k, out, 0, n) if logp is None else categorical(k, logp, shape=out)
+    else:
+        keys = uniform(k, (n,), float64) if logp is None else ufuncs.negative(ufuncs.add(gumbel(k, (n,), logp.dtype),
+                                                                                        logp))
+        idx = layout.reshape(sorting_searching.argsort(keys)[:size], out)
+    return indexing.take(arr, idx, axis=ax)
+
+
+def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Gamma floats of shape ``a`` (scale 1; broadcast to ``shape``), by Marsaglia and Tsang's
+    rejection (2000) with every element drawn again until all are accepted, in one compiled
+    while loop, each round's normals and uniforms from the key folded with the round; for
+    ``a < 1`` a draw of ``a + 1`` times ``u ** (1 / a)``. Its samples carry no derivative
+    with respect to ``a`` (a while loop's reverse mode raises)."""
+    d = _float_dtype(dtype, "gamma")
+    alpha = conversion.astype(a, d)
+    shp = tuple(layout.shape(alpha)) if shape is None else _shape(shape)
+    alpha = layout.broadcast_to(alpha, shp)
+    small = ufuncs.less(alpha, 1)
+    boosted = ufuncs.where(small, ufuncs.add(alpha, 1), alpha)
+    dd = ufuncs.subtract(boosted, d.np.type(1 / 3))
+    c = ufuncs.divide(1, ufuncs.sqrt(ufuncs.multiply(dd, 9)))
+    kb, kloop = split(k)
+
+    def cond(state: Any) -> Any:
+        return ufuncs.logical_not(reductions.all(state[1]))
+
+    def body(state: Any) -> Any:
+        i, done, value = state
+        kx, ku = split(fold_in(kloop, i))
+        x = normal(kx, shp, d)
+        v = ufuncs.power(ufuncs.add(1, ufuncs.multiply(c, x)), 3)
+        u = uniform(ku, shp, d, minval=_tiny(d), maxval=1.0)
+        positive = ufuncs.greater(v, 0)
+        log_v = ufuncs.log(ufuncs.where(positive, v, 1))
+        bound = ufuncs.add(ufuncs.multiply(ufuncs.multiply(x, x), 0.5),
+                           ufuncs.multiply(dd, ufuncs.add(ufuncs.subtract(1, v), log_v)))
+        accept = ufuncs.logical_and(positive, ufuncs.less(ufuncs.log(u), bound))
+        take = ufuncs.logical_and(accept, ufuncs.logical_not(done))
+        return (ufuncs.add(i, 1), ufuncs.logical_or(done, accept),
+                ufuncs.where(take, conversion.astype(ufuncs.multiply(dd, v), d), value))
+
+    init = (np.int32(0), creation.zeros(shp, bool), creation.zeros(shp, d))
+    _, _, value = while_loop(cond, body, init)
+    boost = ufuncs.power(uniform(kb, shp, d, minval=_tiny(d), maxval=1.0), ufuncs.divide(1, alpha))
+    return conversion.astype(ufuncs.where(small, ufuncs.multiply(value, boost), value), d)
+
+
+def beta(k: Any, a: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Beta(a, b) floats (broadcast to ``shape``), ``x / (x + y)`` of gamma draws."""
+    d = _float_dtype(dtype, "beta")
+    shp = tuple(np.broadcast_shapes(layout.shape(conversion.asarray(a)), layout.shape(conversion.asarray(b)))) \
+        if shape is None else _shape(shape)
+    ka, kb = split(k)
+    x, y = gamma(ka, layout.broadcast_to(conversion.astype(a, d), shp), dtype=d), \
+        gamma(kb, layout.broadcast_to(conversion.astype(b, d), shp), dtype=d)
+    return ufuncs.divide(x, ufuncs.add(x, y))
+
+
+def dirichlet(k: Any, alpha: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Dirichlet draws over ``alpha``'s last axis (``shape`` the batch shape before it):
+    gamma draws normalized to sum to 1."""
+    d = _float_dtype(dtype, "dirichlet")
+    al = conversion.astype(alpha, d)
+    batch = tuple(layout.shape(al)[:-1]) if shape is None else _shape(shape)
+    g = gamma(k, layout.broadcast_to(al, (*batch, layout.shape(al)[-1])), dtype=d)
+    return ufuncs.divide(g, reductions.sum(g, axis=-1, keepdims=True))
+
+
+def chisquare(k: Any, df: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Chi-squared floats of ``df`` degrees of freedom: twice a gamma of ``df / 2``."""
+    d = _float_dtype(dtype, "chisquare")
+    return ufuncs.multiply(gamma(k, ufuncs.divide(conversion.astype(df, d), 2), shape, d), 2)
+
+
+def t(k: Any, df: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Student's t floats of ``df`` degrees of freedom: a normal over the root of a
+    chi-squared's ``/ df``."""
+    d = _float_dtype(dtype, "t")
+    dfa = conversion.astype(df, d)
+    shp = tuple(layout.shape(dfa)) if shape is None else _shape(shape)
+    kn, kg = split(k)
+    g = gamma(kg, ufuncs.divide(layout.broadcast_to(dfa, shp), 2), dtype=d)
+    return ufuncs.multiply(normal(kn, shp, d), ufuncs.sqrt(ufuncs.divide(dfa, ufuncs.multiply(g, 2))))
+
+
+def multivariate_normal(k: Any, mean: Any, cov: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Normal vectors of ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``,
+    symmetric positive definite), ``mean + L @ z`` with ``L`` its Cholesky factor;
+    ``shape``: the batch shape (default: mean's and cov's broadcast)."""
+    d = _float_dtype(dtype, "multivariate_normal")
+    m, cv = conversion.astype(mean, d), conversion.astype(cov, d)
+    n = layout.shape(m)[-1]
+    if tuple(layout.shape(cv)[-2:]) != (n, n):
+        raise FlowjitTypeError(f"multivariate_normal: cov of shape {list(layout.shape(cv))} for a mean of {n}: "
+                               f"it must end in ({n}, {n})")
+    batch = tuple(np.broadcast_shapes(layout.shape(m)[:-1], layout.shape(cv)[:-2])) if shape is None \
+        else _shape(shape)
+    z = normal(k, (*batch, n, 1), d)
+    return ufuncs.add(m, layout.reshape(products.matmul(linalg.cholesky(cv), z), (*batch, n)))
+
+
+def orthogonal(k: Any, n: int, shape: Any = (), dtype: Any = float32) -> Any:
+    """Orthogonal ``n x n`` matrices (in a batch of ``shape``), uniform over the group (Haar):
+    the Q of a normal matrix's QR with each column's sign made that of R's diagonal."""
+    d = _float_dtype(dtype, "orthogonal")
+    q, r = linalg.qr(normal(k, (*_shape(shape), int(n), int(n)), d))
+    signs = ufuncs.sign(matrices.diagonal(r, axis1=-2, axis2=-1))
+    return ufuncs.multiply(q, layout.expand_dims(ufuncs.where(ufuncs.equal(signs, 0), 1, signs), -2))

@@ -639,6 +639,10 @@ def _draw(c: Ctx, p: Primitive):
     return [c.key()], {"shape": c.shape(0, 3), "dtype": c.choose(list(FLOAT_DTYPES))}
 
 
+def _fold_in(c: Ctx, p: Primitive):
+    return [c.key(), c.const(int32, ())], {}
+
+
 def _recv(c: Ctx, p: Primitive):
     # A recv needs the send of its key earlier in the program (unique keys, as the
     # partition pass makes them): emit that send here. The key numbers the program's sends,
@@ -683,7 +687,8 @@ RECIPES: dict[str, Recipe] = {
     "gather": _gather, "scatter_add": _scatter, "scatter_mul": _scatter,
     "scatter_max": _scatter, "scatter_min": _scatter, "matmul": _matmul, "solve": _solve, "conv2d": _conv2d,
     "conv_patches": _conv_patches, "fft": _fft,
-    "random_split": _split, "random_uniform": _draw, "random_normal": _draw, "recv": _recv,
+    "random_split": _split, "random_fold_in": _fold_in, "random_uniform": _draw, "random_normal": _draw,
+    "recv": _recv,
     "pure_callback": _pure_callback,
 }
 

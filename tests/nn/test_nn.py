@@ -512,3 +512,40 @@ def test_initializers_have_the_stated_scale():
     conv = fj.nn.initializers.he_normal(key, (3, 3, 16, 32), np.float64)
     assert conv.dtype == np.float64 and abs(conv.std() - np.sqrt(2 / 144)) < 0.01
     np.testing.assert_array_equal(fj.nn.initializers.glorot_uniform(key, shape), w)  # reproducible
+
+
+def test_variance_scaling_and_the_jax_initializers_have_their_variance():
+    init = fj.nn.initializers
+    shape = (400, 600)
+    for mode, n in (("fan_in", 400), ("fan_out", 600), ("fan_avg", 500)):
+        for dist in ("truncated_normal", "normal", "uniform"):
+            w = init.variance_scaling(2.0, mode, dist)(3, shape)
+            assert w.shape == shape and w.dtype == np.float32
+            assert abs(w.std() - np.sqrt(2.0 / n)) < 0.03 * np.sqrt(2.0 / n), (mode, dist)
+            if dist == "truncated_normal":   # inside two standard deviations of the untruncated normal
+                assert np.abs(w).max() < 2 * np.sqrt(2.0 / n) / init.TRUNCATED_STD
+            if dist == "uniform":
+                assert np.abs(w).max() <= np.sqrt(3 * 2.0 / n)
+    assert abs(init.lecun_normal(0, (3, 3, 16, 32)).std() - np.sqrt(1 / 144)) < 0.004
+    assert np.abs(init.lecun_uniform(0, shape)).max() <= np.sqrt(3 / 400)
+    z = init.truncated_normal(0.5, -1.0, 1.5)(1, (N_INIT,), np.float64)
+    assert z.dtype == np.float64 and z.min() > -0.5 and z.max() < 0.75
+    assert abs(init.normal(0.1)(2, (N_INIT,)).std() - 0.1) < 0.003
+    u = init.uniform(0.3)(2, (N_INIT,))
+    assert u.min() >= 0 and u.max() < 0.3 and abs(u.mean() - 0.15) < 0.005
+    np.testing.assert_array_equal(init.constant(0.25)(None, (2, 3)), np.full((2, 3), 0.25, np.float32))
+    with pytest.raises(ValueError, match="mode must be"):
+        init.variance_scaling(1.0, "fan_sum", "normal")
+
+
+N_INIT = 20_000
+
+
+@pytest.mark.parametrize(("shape", "column_axis"), [((64, 32), -1), ((32, 64), -1), ((3, 3, 16, 32), -1),
+                                                    ((8, 20), 0)])
+def test_orthogonal_initializer_gives_orthonormal_rows_or_columns(shape, column_axis):
+    w = fj.nn.initializers.orthogonal(2.0, column_axis)(4, shape, np.float64)
+    assert w.shape == shape
+    m = np.moveaxis(w, column_axis, -1).reshape(-1, shape[column_axis]) / 2.0
+    gram = m.T @ m if m.shape[0] >= m.shape[1] else m @ m.T
+    np.testing.assert_allclose(gram, np.eye(len(gram)), atol=1e-12)

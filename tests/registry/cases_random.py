@@ -1,4 +1,4 @@
-"""Cases for the random primitives: split, uniform and normal draws from explicit keys.
+"""Cases for the random primitives: split, fold_in, uniform and normal draws from explicit keys.
 
 Random values have no independent NumPy formula, so each ``expect`` rebuilds the result
 element by element from scalar ``threefry2x32`` calls (itself checked against the
@@ -87,6 +87,15 @@ for _kname, _key in _KEYS.items():
     for _num in (1, 3, 7):
         CASES.append(Case("random_split", [_key], {"num": _num}, _expect_split(_num),
                           id=f"split-{_kname}-{_num}"))
+
+def _expect_fold_in(key: np.ndarray, data: np.ndarray) -> np.ndarray:
+    return np.array([_to_i32(w) for w in _block(key, 3, int(data) & 0xFFFFFFFF)], dtype=np.int32)
+
+
+for _kname, _key in _KEYS.items():
+    for _data in (0, 1, 12345, -1, -2**31):
+        CASES.append(Case("random_fold_in", [_key, np.array(_data, dtype=np.int32)], {}, _expect_fold_in,
+                          id=f"fold_in-{_kname}-{_data}"))
 
 _SHAPES = [(), (1,), (5,), (2, 3), (0,), (3, 0, 2), (2, 2, 3)]
 

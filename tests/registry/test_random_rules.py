@@ -17,14 +17,14 @@ from flowjit.ir.errors import ShapeError
 from flowjit.ir.types import TensorType
 from tests.registry.cases_random import CASES
 
-PRIMS = ("random_split", "random_uniform", "random_normal")
+PRIMS = ("random_split", "random_fold_in", "random_uniform", "random_normal")
 
 
-def run(prim_name: str, key: np.ndarray, **attrs) -> np.ndarray:
+def run(prim_name: str, key: np.ndarray, *more: np.ndarray, **attrs) -> np.ndarray:
     prim = registry.get(prim_name)
     canon = prim.normalize_attrs(attrs)
-    (out_t,) = prim.infer([TensorType(key.shape, key.dtype)], canon)
-    out = prim.impl(key, **canon)
+    (out_t,) = prim.infer([TensorType(a.shape, a.dtype) for a in (key, *more)], canon)
+    out = prim.impl(key, *more, **canon)
     assert isinstance(out, np.ndarray)
     assert out.shape == out_t.shape and out.dtype == out_t.dtype.np
     return out
@@ -115,6 +115,9 @@ def test_cases_cover_every_primitive():
 
 K = TensorType((2,), "i32")
 BAD = [
+    ("random_fold_in", [K, TensorType((1,), "i32")], {}),
+    ("random_fold_in", [TensorType((3,), "i32"), TensorType((), "i32")], {}),
+    ("random_fold_in", [K, TensorType((), "f32")], {}),
     ("random_split", [TensorType((2,), "f32")], {"num": 2}),
     ("random_split", [TensorType((2,), "i64")], {"num": 2}),
     ("random_split", [TensorType((3,), "i32")], {"num": 2}),
@@ -255,6 +258,10 @@ def test_different_keys_give_different_streams():
 def test_determinism():
     key = np.array([12345, -678], dtype=np.int32)
     for name in PRIMS:
+        if name == "random_fold_in":
+            data = np.array(-3, dtype=np.int32)
+            assert np.array_equal(run(name, key.copy(), data), run(name, key.copy(), data.copy()))
+            continue
         attrs = {"num": 5} if name == "random_split" else {"shape": (3, 7), "dtype": "f32"}
         assert np.array_equal(run(name, key.copy(), **attrs), run(name, key.copy(), **attrs))
 

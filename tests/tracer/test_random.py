@@ -39,3 +39,129 @@ def test_categorical_along_another_axis_and_a_shape_that_does_not_fit():
     assert np.asarray(fj.random.categorical(fj.random.key(1), logits)).max() < 5
     with pytest.raises(fj.FlowjitTypeError, match=r"shape \[3\] does not take the logits' batch shape \[4\]"):
         fj.random.categorical(fj.random.key(1), logits, shape=(3,))
+
+
+# ---- JAX's distributions (jax.random's names and signatures) ---------------------------------
+N = 20_000
+stats = pytest.importorskip("scipy.stats")
+
+# (name, the draw, scipy's distribution): a Kolmogorov-Smirnov test of N compiled draws from
+# a fixed key (deterministic; p above 1e-3), and the same draw on the interpreter.
+CONTINUOUS = [
+    ("exponential", lambda k: fj.random.exponential(k, (N,)), stats.expon()),
+    ("laplace", lambda k: fj.random.laplace(k, (N,)), stats.laplace()),
+    ("logistic", lambda k: fj.random.logistic(k, (N,), fj.float64), stats.logistic()),
+    ("cauchy", lambda k: fj.random.cauchy(k, (N,)), stats.cauchy()),
+    ("truncated_normal", lambda k: fj.random.truncated_normal(k, -0.5, 2.0, (N,)), stats.truncnorm(-0.5, 2.0)),
+    ("gamma", lambda k: fj.random.gamma(k, 2.5, (N,)), stats.gamma(2.5)),
+    ("gamma_below_one", lambda k: fj.random.gamma(k, 0.3, (N,), fj.float64), stats.gamma(0.3)),
+    ("beta", lambda k: fj.random.beta(k, 2.0, 0.5, (N,)), stats.beta(2.0, 0.5)),
+    ("chisquare", lambda k: fj.random.chisquare(k, 3.0, (N,)), stats.chi2(3.0)),
+    ("t", lambda k: fj.random.t(k, 4.0, (N,)), stats.t(4.0)),
+    ("uniform_bounds", lambda k: fj.random.uniform(k, (N,), minval=-3.0, maxval=2.5), stats.uniform(-3.0, 5.5)),
+]
+
+
+@pytest.mark.parametrize(("name", "draw", "law"), CONTINUOUS, ids=[c[0] for c in CONTINUOUS])
+def test_each_distribution_draws_its_law_and_compiles_to_the_interpreters_values(name, draw, law):
+    key = fj.random.key(11)
+    x = np.asarray(fj.function(draw)(key))
+    assert x.shape == (N,) and np.isfinite(x).all()
+    assert stats.kstest(x, law.cdf).pvalue > 1e-3, name
+    # The compiled program's values are the interpreter's (its transcendental functions
+    # to a few ulps of NumPy's).
+    tol = 1e-5 if x.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(x, np.asarray(fj.function(draw, interpret=True)(key)), rtol=tol, atol=tol)
+
+
+def test_a_truncated_normal_stays_inside_its_open_interval():
+    x = np.asarray(fj.function(lambda k: fj.random.truncated_normal(k, -2.0, 2.0, (N,)))(fj.random.key(3)))
+    assert (x > -2.0).all() and (x < 2.0).all()
+    assert abs(x.var() - stats.truncnorm(-2, 2).var()) < 0.03
+
+
+def test_gamma_broadcasts_its_shapes_and_each_element_follows_its_own():
+    a = np.array([0.2, 1.0, 7.5], np.float32)
+    x = np.asarray(fj.function(lambda k, a: fj.random.gamma(k, a, (N, 3)))(fj.random.key(4), a))
+    assert x.shape == (N, 3) and (x > 0).all()
+    for j in range(3):
+        assert stats.kstest(x[:, j], stats.gamma(a[j]).cdf).pvalue > 1e-3
+
+
+def test_dirichlet_rows_sum_to_one_with_the_dirichlet_means():
+    alpha = np.array([1.0, 2.0, 5.0])
+    x = np.asarray(fj.function(lambda k: fj.random.dirichlet(k, alpha, (N,), fj.float64))(fj.random.key(5)))
+    np.testing.assert_allclose(x.sum(axis=-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(x.mean(axis=0), alpha / alpha.sum(), atol=0.01)
+
+
+def test_multivariate_normal_has_its_mean_and_covariance():
+    mean, cov = np.array([1.0, -2.0, 0.5]), np.array([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]])
+    x = np.asarray(fj.function(lambda k: fj.random.multivariate_normal(k, mean, cov, (N,), fj.float64))(
+        fj.random.key(6)))
+    assert x.shape == (N, 3)
+    np.testing.assert_allclose(x.mean(axis=0), mean, atol=0.05)
+    np.testing.assert_allclose(np.cov(x.T), cov, atol=0.06)
+    with pytest.raises(fj.FlowjitTypeError, match=r"must end in \(3, 3\)"):
+        fj.random.multivariate_normal(fj.random.key(0), mean, np.eye(2))
+
+
+def test_orthogonal_matrices_are_orthogonal_and_not_all_alike():
+    q = np.asarray(fj.function(lambda k: fj.random.orthogonal(k, 5, (3,), fj.float64))(fj.random.key(7)))
+    assert q.shape == (3, 5, 5)
+    np.testing.assert_allclose(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(5), q.shape), atol=1e-12)
+    assert np.abs(q[0] - q[1]).max() > 0.1
+
+
+def test_rademacher_is_minus_one_or_one_evenly():
+    x = np.asarray(fj.function(lambda k: fj.random.rademacher(k, (N,)))(fj.random.key(8)))
+    assert set(np.unique(x)) == {-1, 1} and x.dtype == np.int32 and abs(x.mean()) < 0.03
+
+
+def test_fold_in_keys_are_deterministic_independent_and_take_traced_data():
+    key = fj.random.key(0)
+    a, b = np.asarray(fj.random.fold_in(key, 1)), np.asarray(fj.random.fold_in(key, 2))
+    assert a.shape == (2,) and a.dtype == np.int32 and not np.array_equal(a, b)
+    np.testing.assert_array_equal(a, np.asarray(fj.random.fold_in(key, 1)))
+    np.testing.assert_array_equal(np.asarray(fj.random.fold_in(key, 2**32 + 1)), a)   # modulo 2**32
+    np.testing.assert_array_equal(np.asarray(fj.random.fold_in(key, -1)),
+                                  np.asarray(fj.random.fold_in(key, 2**32 - 1)))
+    traced = fj.function(lambda k, i: fj.random.fold_in(k, i))
+    np.testing.assert_array_equal(np.asarray(traced(key, np.int32(2))), b)
+    # Streams from folded keys look independent: the draws of step 0 and step 1.
+    u = np.stack([np.asarray(fj.random.uniform(fj.random.fold_in(key, i), (N,))) for i in range(2)])
+    assert abs(np.corrcoef(u)[0, 1]) < 0.03
+    with pytest.raises(fj.FlowjitTypeError, match="must be an integer"):
+        fj.random.fold_in(key, 1.5)
+
+
+def test_permutation_shuffles_an_axis_or_each_slice():
+    key = fj.random.key(9)
+    p = np.asarray(fj.function(lambda k: fj.random.permutation(k, 50))(key))
+    assert sorted(p.tolist()) == list(range(50)) and p.tolist() != list(range(50))
+    x = np.arange(24.0).reshape(4, 6)
+    cols = np.asarray(fj.function(lambda k, x: fj.random.permutation(k, x, axis=1))(key, x))
+    assert sorted(map(tuple, cols.T.tolist())) == sorted(map(tuple, x.T.tolist()))   # whole columns moved
+    rows = np.asarray(fj.function(lambda k, x: fj.random.permutation(k, x, axis=1, independent=True))(key, x))
+    for r, orig in zip(rows, x):
+        assert sorted(r.tolist()) == orig.tolist()
+    assert len({tuple(np.argsort(r)) for r in rows}) > 1                        # each row its own order
+
+
+def test_choice_with_and_without_replacement_and_probabilities():
+    key = fj.random.key(10)
+    picked = np.asarray(fj.function(lambda k: fj.random.choice(k, 20, (20,), replace=False))(key))
+    assert sorted(picked.tolist()) == list(range(20))
+    p = np.array([0.1, 0.0, 0.6, 0.3])
+    draws = np.asarray(fj.function(lambda k, p: fj.random.choice(k, 4, (N,), p=p))(key, p))
+    np.testing.assert_allclose(np.bincount(draws, minlength=4) / N, p, atol=0.015)
+    # Without replacement in proportion to p: the impossible element never, the likeliest first most often.
+    firsts = [int(np.asarray(fj.random.choice(fj.random.fold_in(key, i), 4, (3,), replace=False, p=p))[0])
+              for i in range(300)]
+    counts = np.bincount(firsts, minlength=4)
+    assert counts[1] == 0 and counts.argmax() == 2
+    rows = np.arange(12).reshape(4, 3)
+    taken = np.asarray(fj.random.choice(key, rows, (2,), replace=False))
+    assert taken.shape == (2, 3) and all(any((t == r).all() for r in rows) for t in taken)
+    with pytest.raises(fj.FlowjitTypeError, match="cannot take 5 elements from 4 without replacement"):
+        fj.random.choice(key, 4, (5,), replace=False)

@@ -5,7 +5,8 @@ pure function of the key and the element's flat row-major index, computed with t
 Threefry-2x32 block cipher (20 rounds; Salmon et al. 2011, "Parallel random numbers: as
 easy as 1, 2, 3"), so results never depend on how a backend orders or splits the work,
 and a program is reproducible from its keys alone. The first counter word selects the
-stream: 0 and 1 feed value generation, 2 is reserved for ``random_split``.
+stream: 0 and 1 feed value generation, 2 is reserved for ``random_split``, 3 for
+``random_fold_in``.
 
 The ops are ``kind="random"``, which marks them impure: two draws from the same key are
 deliberately equal, but passes must not merge or drop them as if they were arithmetic.
@@ -38,6 +39,7 @@ _PARITY = 0x1BD11BDA
 _STREAM_A = 0
 _STREAM_B = 1
 _STREAM_SPLIT = 2
+_STREAM_FOLD = 3
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
@@ -136,6 +138,27 @@ def _split_impl(key: np.ndarray, *, num: int) -> np.ndarray:
 declare("random_split", kind="random", rule=_split_rule, impl=_split_impl, arity=1,
         attrs={"num": attr("int")}, dtypes=(int32,), differentiable=False,
         doc="num new keys from key: key j is threefry2x32(key, counter=(2, j)) as i32[num,2]")
+
+
+# ---- random_fold_in ------------------------------------------------------------------
+
+def _fold_in_rule(in_types: Sequence[TensorType]) -> TensorType:
+    _check_key(in_types)
+    if in_types[1].shape != ():
+        raise ShapeError(f"the data folded into a key must be one integer (i32[]), got {in_types[1]}")
+    return TensorType((2,), int32)
+
+
+def _fold_in_impl(key: np.ndarray, data: np.ndarray) -> np.ndarray:
+    k0, k1 = _key_words(key)
+    d = np.asarray(data, dtype=np.int32).reshape(()).view(np.uint32)
+    y0, y1 = threefry2x32(k0, k1, np.uint32(_STREAM_FOLD), d)
+    return np.array([y0, y1], dtype=np.uint32).view(np.int32)
+
+
+declare("random_fold_in", kind="random", rule=_fold_in_rule, impl=_fold_in_impl, arity=2, dtypes=(int32,),
+        differentiable=False,
+        doc="a new key from key and an integer: threefry2x32(key, counter=(3, data)) as i32[2]")
 
 
 # ---- random_uniform ------------------------------------------------------------------
@@ -251,6 +274,14 @@ def _split_decompose(e, key, *, num):
     return [e.cast(pair, dtype=int32)]
 
 
+def _fold_in_decompose(e, key, data):
+    k0, k1 = _words(e, key)
+    y0, y1 = _threefry_ops(e, k0, k1, _u32(e, _STREAM_FOLD), e.cast(data, dtype=uint32))
+    pair = e.concatenate(e.reshape(y0, shape=(1,)), e.reshape(y1, shape=(1,)), axis=0)
+    return [e.cast(pair, dtype=int32)]
+
+
 defdecompose("random_uniform", _uniform_decompose)
+defdecompose("random_fold_in", _fold_in_decompose)
 defdecompose("random_normal", _normal_decompose)
 defdecompose("random_split", _split_decompose)
