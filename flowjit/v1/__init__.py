@@ -16,7 +16,7 @@ the cluster's tasks on Ray (``flowjit.v1.train.distributed`` says how).
 from flowjit.ir.dtypes import bool_ as bool  # noqa: A001
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float16, float32, float64, int32, int64
-from flowjit.v1 import errors, layers, losses, metrics, nn, summary, train
+from flowjit.v1 import errors, layers, losses, metrics, nn, random, summary, train
 from flowjit.v1.control_flow import case, cond, foldl, foldr, group, map_fn, no_op, scan, while_loop
 from flowjit.v1.control_flow import tuple_ as tuple  # noqa: A001
 from flowjit.v1.debugging import (
@@ -118,6 +118,7 @@ from flowjit.v1.ops import (
     placeholder_with_default,
     pow,
     py_func,
+    random_gamma,
     random_normal,
     random_uniform,
     range,

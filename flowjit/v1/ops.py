@@ -722,6 +722,31 @@ def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any 
                    shape, d, seed, name, mean=constant(mean, dtype=d), stddev=constant(stddev, dtype=d))
 
 
+def random_gamma(shape: Any, alpha: Any, beta: Any = None, dtype: Any = "float32", seed: Any = None,
+                 name: str | None = None) -> Tensor:
+    """Gamma values of shape ``alpha`` and rate ``beta`` (1 when None), ``shape`` samples of
+    each: a result of ``shape + broadcast(alpha, beta).shape``, new on every run
+    (``tf.random_gamma``, ``tf.random.gamma``; ``fj.random.gamma``'s rejection, compiled)."""
+    d = as_dtype(dtype)
+    if not d.is_float:
+        raise ValueError(f"tf.random_gamma: dtype must be a float dtype, got {d}")
+    shp = _static_ints(shape, "the shape of RandomGamma")
+    a = alpha if isinstance(alpha, Tensor) else constant(alpha, dtype=d)
+    b = constant(1.0, dtype=d) if beta is None else (beta if isinstance(beta, Tensor) else constant(beta, dtype=d))
+    if a._shape is None or b._shape is None or None in (*a._shape, *b._shape):
+        raise FlowjitTypeError(f"tf.random_gamma: alpha ({a.name}) and beta ({b.name}) need static shapes, "
+                               "which the result's shape ends in")
+    out = (*shp, *np.broadcast_shapes(tuple(a._shape), tuple(b._shape)))
+
+    def compute(ev: Any, op: Operation, xs: list[Any]) -> list[Any]:
+        alpha_v, beta_v = (fnp.astype(x, d) for x in xs)
+        draws = fjrandom.gamma(ev.random_key(op), fnp.broadcast_to(alpha_v, out), dtype=d)
+        return [fnp.divide(draws, beta_v)]
+    op = get_default_graph().create_op("RandomGamma", [a, b], compute, name=name, attrs={"seed": seed},
+                                       outputs=[(out, d)])
+    return op.outputs[0]
+
+
 def set_random_seed(seed: int) -> None:
     """The graph-level seed: with it, every session draws the same sequence of random values."""
     get_default_graph().seed = int(seed)

@@ -388,3 +388,25 @@ def test_an_op_whose_compute_builds_graph_ops_is_refused_not_a_deadlock():
     err = outcome[0]
     assert isinstance(err, RuntimeError)
     assert "added to the graph while Sneaky op" in str(err) and "fj." in str(err)
+
+
+def test_random_gamma_and_the_tf_random_namespace():
+    # tf.random_gamma: shape samples of each alpha (the result's shape ends in alpha's), rate
+    # beta; new values each run; tf.random.* the same ops under TF 1.13's names.
+    stats = pytest.importorskip("scipy.stats")
+    tf.reset_default_graph()
+    g = tf.random_gamma([4000], alpha=[0.5, 3.0], beta=2.0, dtype=tf.float64, seed=1)
+    n = tf.random.normal([3], seed=2)
+    c = tf.random.categorical(tf.constant([[0.0, 10.0]]), 5, seed=3)
+    shuffled = tf.random.shuffle(tf.range(6), seed=4)
+    with tf.Session() as sess:
+        a, nv, cv, sv = sess.run([g, n, c, shuffled])
+        b = sess.run(g)
+    assert a.shape == (4000, 2) and a.dtype == np.float64 and not np.array_equal(a, b)
+    for j, alpha in enumerate((0.5, 3.0)):
+        assert stats.kstest(a[:, j], stats.gamma(alpha, scale=1 / 2.0).cdf).pvalue > 1e-3
+    assert nv.shape == (3,) and cv.dtype == np.int64 and (cv == 1).all()
+    assert sorted(sv.tolist()) == list(range(6))
+    assert tf.random.uniform is tf.random_uniform and tf.random.truncated_normal is tf.truncated_normal
+    with pytest.raises(ValueError, match="must be a float dtype"):
+        tf.random_gamma([2], 1.0, dtype=tf.int32)
