@@ -1,5 +1,5 @@
-"""``tf.layers``: Dense, Conv2D, pooling, Flatten, Dropout and BatchNormalization layers over
-``get_variable``.
+"""``tf.layers``: Dense, Conv2D, Conv2DTranspose, SeparableConv2D, pooling, Flatten, Dropout and
+BatchNormalization layers over ``get_variable``.
 
 A layer creates its variables on first call inside ``tf.variable_scope(<layer name>)``,
 so ``tf.layers.dense(x, 10, name="logits")`` owns ``logits/kernel`` and ``logits/bias``
@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+import flowjit.nn as fjnn
 from flowjit.v1 import nn, ops
 from flowjit.v1.control_flow import cond
 from flowjit.v1.graph import GraphKeys, Tensor, get_default_graph
@@ -176,6 +177,114 @@ def conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), p
                   _reuse=reuse)(inputs)
 
 
+class Conv2DTranspose(Layer):
+    """A transposed 2-D convolution (a "deconvolution": a convolution's gradient with respect
+    to its input) over NHWC inputs, TensorFlow's kernel [KH, KW, filters, in_channels] (+ bias,
+    activation); each spatial size ``in * stride`` ("same") or ``in * stride + max(kernel -
+    stride, 0)`` ("valid"), as ``tf.layers.Conv2DTranspose`` computes it."""
+
+    def __init__(self, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+                 data_format: str = "channels_last", activation: Any = None, use_bias: bool = True,
+                 kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+                 bias_regularizer: Any = None, trainable: bool = True, name: str | None = None, **kwargs: Any):
+        super().__init__(name=name, trainable=trainable, **kwargs)
+        if data_format != "channels_last":
+            raise ValueError(f"Conv2DTranspose: data_format={data_format!r}; flowjit uses channels_last")
+        self.filters, self.kernel_size, self.strides = int(filters), _pair(kernel_size), _pair(strides)
+        self.padding, self.activation, self.use_bias = padding.upper(), activation, use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer or zeros_initializer()
+        self.kernel_regularizer, self.bias_regularizer = kernel_regularizer, bias_regularizer
+
+    def build(self, input_shape: Any) -> None:
+        channels = input_shape.as_list()[-1]
+        self.kernel = self.add_weight("kernel", [*self.kernel_size, self.filters, channels],
+                                      initializer=self.kernel_initializer, regularizer=self.kernel_regularizer)
+        self.bias = self.add_weight("bias", [self.filters], initializer=self.bias_initializer,
+                                    regularizer=self.bias_regularizer) if self.use_bias else None
+
+    def call(self, inputs: Tensor) -> Tensor:
+        shape = inputs.shape.as_list()
+        if None in shape[1:3]:
+            raise ValueError(f"Conv2DTranspose: the input's height and width must be known, got {shape}")
+        size = [n * s + (max(k - s, 0) if self.padding == "VALID" else 0)
+                for n, k, s in zip(shape[1:3], self.kernel_size, self.strides)]
+
+        def transpose(v: Any, k: Any, size: Any, strides: Any, padding: str, filters: int) -> Any:
+            return fjnn.conv2d_transpose(v, k, (v.shape[0], *size, filters), strides, padding)
+        y = ops.apply("Conv2DBackpropInput", transpose, [inputs, self.kernel], size=tuple(size),
+                      strides=self.strides, padding=self.padding, filters=self.filters)
+        if self.bias is not None:
+            y = nn.bias_add(y, self.bias)
+        return self.activation(y) if self.activation is not None else y
+
+
+def conv2d_transpose(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+                     data_format: str = "channels_last", activation: Any = None, use_bias: bool = True,
+                     kernel_initializer: Any = None, bias_initializer: Any = None, kernel_regularizer: Any = None,
+                     bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+                     reuse: Any = None, **kwargs: Any) -> Tensor:
+    """``tf.layers.conv2d_transpose``: a ``Conv2DTranspose`` layer applied to ``inputs``."""
+    return Conv2DTranspose(filters, kernel_size, strides, padding, data_format, activation, use_bias,
+                           kernel_initializer, bias_initializer, kernel_regularizer, bias_regularizer, trainable,
+                           name, _reuse=reuse)(inputs)
+
+
+class SeparableConv2D(Layer):
+    """A depthwise 2-D convolution (``depthwise_kernel`` [KH, KW, in, depth_multiplier], with
+    the strides and dilation) then a 1x1 one (``pointwise_kernel`` [1, 1, in *
+    depth_multiplier, filters]) mixing its channels (+ bias, activation), as
+    ``tf.layers.SeparableConv2D``."""
+
+    def __init__(self, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+                 data_format: str = "channels_last", dilation_rate: Any = (1, 1), depth_multiplier: int = 1,
+                 activation: Any = None, use_bias: bool = True, depthwise_initializer: Any = None,
+                 pointwise_initializer: Any = None, bias_initializer: Any = None,
+                 depthwise_regularizer: Any = None, pointwise_regularizer: Any = None, bias_regularizer: Any = None,
+                 trainable: bool = True, name: str | None = None, **kwargs: Any):
+        super().__init__(name=name, trainable=trainable, **kwargs)
+        if data_format != "channels_last":
+            raise ValueError(f"SeparableConv2D: data_format={data_format!r}; flowjit uses channels_last")
+        self.filters, self.kernel_size, self.strides = int(filters), _pair(kernel_size), _pair(strides)
+        self.padding, self.dilation_rate, self.depth_multiplier = padding.upper(), _pair(dilation_rate), \
+            int(depth_multiplier)
+        self.activation, self.use_bias = activation, use_bias
+        self.initializers = (depthwise_initializer, pointwise_initializer, bias_initializer or zeros_initializer())
+        self.regularizers = (depthwise_regularizer, pointwise_regularizer, bias_regularizer)
+
+    def build(self, input_shape: Any) -> None:
+        channels = input_shape.as_list()[-1]
+        self.depthwise_kernel = self.add_weight("depthwise_kernel", [*self.kernel_size, channels,
+                                                                     self.depth_multiplier],
+                                                initializer=self.initializers[0], regularizer=self.regularizers[0])
+        self.pointwise_kernel = self.add_weight("pointwise_kernel", [1, 1, channels * self.depth_multiplier,
+                                                                     self.filters],
+                                                initializer=self.initializers[1], regularizer=self.regularizers[1])
+        self.bias = self.add_weight("bias", [self.filters], initializer=self.initializers[2],
+                                    regularizer=self.regularizers[2]) if self.use_bias else None
+
+    def call(self, inputs: Tensor) -> Tensor:
+        y = nn.separable_conv2d(inputs, self.depthwise_kernel, self.pointwise_kernel, strides=[1, *self.strides, 1],
+                                padding=self.padding, rate=self.dilation_rate)
+        if self.bias is not None:
+            y = nn.bias_add(y, self.bias)
+        return self.activation(y) if self.activation is not None else y
+
+
+def separable_conv2d(inputs: Any, filters: int, kernel_size: Any, strides: Any = (1, 1), padding: str = "valid",
+                     data_format: str = "channels_last", dilation_rate: Any = (1, 1), depth_multiplier: int = 1,
+                     activation: Any = None, use_bias: bool = True, depthwise_initializer: Any = None,
+                     pointwise_initializer: Any = None, bias_initializer: Any = None,
+                     depthwise_regularizer: Any = None, pointwise_regularizer: Any = None,
+                     bias_regularizer: Any = None, trainable: bool = True, name: str | None = None,
+                     reuse: Any = None, **kwargs: Any) -> Tensor:
+    """``tf.layers.separable_conv2d``: a ``SeparableConv2D`` layer applied to ``inputs``."""
+    return SeparableConv2D(filters, kernel_size, strides, padding, data_format, dilation_rate, depth_multiplier,
+                           activation, use_bias, depthwise_initializer, pointwise_initializer, bias_initializer,
+                           depthwise_regularizer, pointwise_regularizer, bias_regularizer, trainable, name,
+                           _reuse=reuse)(inputs)
+
+
 class _Pooling2D(Layer):
     kind = "max"
 
@@ -330,6 +439,7 @@ def batch_normalization(inputs: Any, axis: int = -1, momentum: float = 0.99, eps
                               gamma_regularizer, trainable, name, fused, _reuse=reuse)(inputs, training=training)
 
 
-__all__ = ["Layer", "Dense", "dense", "Conv2D", "conv2d", "MaxPooling2D", "max_pooling2d", "AveragePooling2D",
+__all__ = ["Layer", "Dense", "dense", "Conv2D", "conv2d", "Conv2DTranspose", "conv2d_transpose",
+           "SeparableConv2D", "separable_conv2d", "MaxPooling2D", "max_pooling2d", "AveragePooling2D",
            "average_pooling2d", "Flatten", "flatten", "Dropout", "dropout", "BatchNormalization",
            "batch_normalization", "GraphKeys"]

@@ -170,3 +170,36 @@ def test_multinomial_draws_each_row_from_its_softmax_anew_on_every_run():
     assert (first[1] == 0).all() and (first != second).any()
     # A seeded op starts its sequence over in a new session, as TensorFlow's does.
     np.testing.assert_array_equal(_run([draws], feed)[0], first)
+
+
+def test_layers_conv2d_transpose_and_separable_conv2d():
+    # tf.layers' transposed and separable convolutions: TensorFlow's kernel shapes and names,
+    # output sizes (a placeholder's unknown batch kept), the values of tf.nn's ops on the same
+    # kernels, and gradients reaching every variable.
+    tf.reset_default_graph()
+    rng = np.random.default_rng(0)
+    x = tf.placeholder(tf.float32, [None, 5, 6, 3])
+    up = tf.layers.conv2d_transpose(x, 4, 3, strides=2, padding="valid", name="up")
+    same = tf.layers.conv2d_transpose(x, 2, (2, 3), strides=(2, 1), padding="same", use_bias=False, name="same")
+    sep = tf.layers.separable_conv2d(x, 5, 3, padding="same", depth_multiplier=2, activation=tf.nn.relu, name="sep")
+    assert up.shape.as_list() == [None, 11, 13, 4] and same.shape.as_list() == [None, 10, 6, 2]
+    assert sep.shape.as_list() == [None, 5, 6, 5]
+    names = sorted(v.op.name for v in tf.trainable_variables())
+    assert names == ["same/kernel", "sep/bias", "sep/depthwise_kernel", "sep/pointwise_kernel", "up/bias", "up/kernel"]
+    kernel = tf.get_default_graph().get_tensor_by_name("up/kernel:0")
+    assert kernel.shape.as_list() == [3, 3, 4, 3]
+    loss = tf.reduce_sum(up ** 2) + tf.reduce_sum(same ** 2) + tf.reduce_sum(sep ** 2)
+    grads = tf.gradients(loss, tf.trainable_variables())
+    xv = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        u, s, p, gs, kv = sess.run([up, same, sep, grads, kernel], {x: xv})
+        dk, pk, b = sess.run(["sep/depthwise_kernel:0", "sep/pointwise_kernel:0", "sep/bias:0"])
+        want_up = sess.run(tf.nn.conv2d_transpose(tf.constant(xv), tf.constant(kv), [2, 11, 13, 4], [1, 2, 2, 1],
+                                                  "VALID"))
+        want_sep = sess.run(tf.nn.relu(tf.nn.separable_conv2d(tf.constant(xv), tf.constant(dk), tf.constant(pk),
+                                                              [1, 1, 1, 1], "SAME") + b))
+    assert u.shape == (2, 11, 13, 4) and s.shape == (2, 10, 6, 2) and p.shape == (2, 5, 6, 5)
+    np.testing.assert_allclose(u, want_up, rtol=1e-5, atol=1e-5)      # zero bias at initialization
+    np.testing.assert_allclose(p, want_sep, rtol=1e-5, atol=1e-5)
+    assert all(g is not None and np.abs(g).sum() > 0 for g in gs)
