@@ -350,3 +350,67 @@ def orthogonal(k: Any, n: int, shape: Any = (), dtype: Any = float32) -> Any:
     q, r = linalg.qr(normal(k, (*_shape(shape), int(n), int(n)), d))
     signs = ufuncs.sign(matrices.diagonal(r, axis1=-2, axis2=-1))
     return ufuncs.multiply(q, layout.expand_dims(ufuncs.where(ufuncs.equal(signs, 0), 1, signs), -2))
+
+
+# Rates from which poisson draws by transformed rejection (below: by multiplying uniforms).
+POISSON_REJECTION_RATE = 10.0
+
+
+def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
+    """Poisson integers of rate ``lam`` (broadcast to ``shape``), as ``jax.random.poisson``:
+    below POISSON_REJECTION_RATE by Knuth's product of uniforms (the count of factors
+    before it falls under ``exp(-lam)``), from it by Hörmann's transformed rejection with
+    squeeze (PTRS, 1993, as NumPy draws them); every element drawn again until all are
+    done, each in one compiled while loop. A rate of 0 gives 0."""
+    rate = conversion.astype(lam, float64)
+    shp = tuple(layout.shape(rate)) if shape is None else _shape(shape)
+    rate = layout.broadcast_to(rate, shp)
+    small = ufuncs.less(rate, POISSON_REJECTION_RATE)
+    k_small, k_large = split(k)
+
+    def knuth_cond(state: Any) -> Any:
+        return ufuncs.logical_not(reductions.all(state[3]))
+
+    def knuth_body(state: Any) -> Any:
+        i, count, product, done = state
+        u = uniform(fold_in(k_small, i), shp, float64)
+        product = ufuncs.where(done, product, ufuncs.multiply(product, u))
+        finished = ufuncs.logical_or(done, ufuncs.less_equal(product, ufuncs.exp(ufuncs.negative(rate))))
+        return ufuncs.add(i, 1), ufuncs.where(finished, count, ufuncs.add(count, 1)), product, finished
+
+    _, counts, _, _ = while_loop(knuth_cond, knuth_body, (np.int32(0), creation.zeros(shp, int32),
+                                                          creation.ones(shp, float64), ufuncs.logical_not(small)))
+    # PTRS's constants, for rates from POISSON_REJECTION_RATE (others take 10, unused).
+    lr = ufuncs.where(small, POISSON_REJECTION_RATE, rate)
+    log_rate = ufuncs.log(lr)
+    b = ufuncs.add(0.931, ufuncs.multiply(2.53, ufuncs.sqrt(lr)))
+    a = ufuncs.add(-0.059, ufuncs.multiply(0.02483, b))
+    inv_alpha = ufuncs.add(1.1239, ufuncs.divide(1.1328, ufuncs.subtract(b, 3.4)))
+    vr = ufuncs.subtract(0.9277, ufuncs.divide(3.6224, ufuncs.subtract(b, 2.0)))
+
+    def ptrs_cond(state: Any) -> Any:
+        return ufuncs.logical_not(reductions.all(state[2]))
+
+    def ptrs_body(state: Any) -> Any:
+        i, value, done = state
+        ku, kv = split(fold_in(k_large, i))
+        u = ufuncs.subtract(uniform(ku, shp, float64), 0.5)
+        v = uniform(kv, shp, float64, minval=float(np.finfo(np.float64).tiny), maxval=1.0)
+        us = ufuncs.subtract(0.5, ufuncs.absolute(u))
+        us_safe = ufuncs.maximum(us, 1e-300)
+        draw = ufuncs.floor(ufuncs.add(ufuncs.multiply(ufuncs.add(ufuncs.divide(ufuncs.multiply(2.0, a), us_safe), b),
+                                                       u), ufuncs.add(lr, 0.43)))
+        squeeze = ufuncs.logical_and(ufuncs.greater_equal(us, 0.07), ufuncs.less_equal(v, vr))
+        rejected = ufuncs.logical_or(ufuncs.less(draw, 0),
+                                     ufuncs.logical_and(ufuncs.less(us, 0.013), ufuncs.greater(v, us)))
+        lhs = ufuncs.subtract(ufuncs.add(ufuncs.log(v), ufuncs.log(inv_alpha)),
+                              ufuncs.log(ufuncs.add(ufuncs.divide(a, ufuncs.multiply(us_safe, us_safe)), b)))
+        rhs = ufuncs.subtract(ufuncs.subtract(ufuncs.multiply(draw, log_rate), lr),
+                              bind("lgamma", [ufuncs.add(ufuncs.maximum(draw, 0.0), 1.0)], {}))
+        passes = ufuncs.logical_and(ufuncs.logical_not(rejected), ufuncs.less_equal(lhs, rhs))
+        accept = ufuncs.logical_or(squeeze, passes)
+        take = ufuncs.logical_and(accept, ufuncs.logical_not(done))
+        return ufuncs.add(i, 1), ufuncs.where(take, draw, value), ufuncs.logical_or(done, accept)
+
+    _, large, _ = while_loop(ptrs_cond, ptrs_body, (np.int32(0), creation.zeros(shp, float64), small))
+    return conversion.astype(ufuncs.where(small, counts, large), dtype)

@@ -165,3 +165,32 @@ def test_choice_with_and_without_replacement_and_probabilities():
     assert taken.shape == (2, 3) and all(any((t == r).all() for r in rows) for t in taken)
     with pytest.raises(fj.FlowjitTypeError, match="cannot take 5 elements from 4 without replacement"):
         fj.random.choice(key, 4, (5,), replace=False)
+
+
+@pytest.mark.parametrize("lam", [0.7, 4.0, 10.0, 37.0, 1000.0])
+def test_poisson_counts_follow_the_poisson_law_on_both_sides_of_the_method_switch(lam):
+    # Knuth's product below POISSON_REJECTION_RATE, transformed rejection from it: a
+    # chi-squared test of N compiled draws against the Poisson pmf (bins of expected count
+    # 5 or more, the tails pooled), and the interpreter's counts exactly.
+    key = fj.random.key(12)
+    draw = fj.function(lambda k: fj.random.poisson(k, lam, (N,)))
+    x = np.asarray(draw(key))
+    assert x.dtype == np.int32 and x.min() >= 0
+    np.testing.assert_array_equal(x, np.asarray(fj.function(lambda k: fj.random.poisson(k, lam, (N,)),
+                                                            interpret=True)(key)))
+    law = stats.poisson(lam)
+    lo, hi = int(law.ppf(1e-4)), int(law.ppf(1 - 1e-4))
+    edges = np.arange(lo, hi + 1)
+    observed = np.array([(x <= lo).sum(), *[(x == v).sum() for v in edges[1:-1]], (x >= hi).sum()])
+    expected = N * np.array([law.cdf(lo), *law.pmf(edges[1:-1]), law.sf(hi - 1)])
+    keep = expected >= 5
+    observed, expected = observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum()
+    assert stats.chisquare(observed, expected).pvalue > 1e-3
+
+
+def test_poisson_of_rates_in_an_array_and_of_zero():
+    lam = np.array([0.0, 0.5, 12.0, 250.0])
+    x = np.asarray(fj.function(lambda k, l: fj.random.poisson(k, l, (N, 4)))(fj.random.key(13), lam))
+    assert (x[:, 0] == 0).all()
+    np.testing.assert_allclose(x.mean(axis=0), lam, rtol=0.03, atol=0.02)
+    np.testing.assert_allclose(x.var(axis=0), lam, rtol=0.06, atol=0.02)
