@@ -54,15 +54,20 @@ def split(k: Any, num: int = 2) -> Any:
     return bind("random_split", [_check_key(k)], {"num": int(num)})
 
 
+def _float_dtype(dtype: Any, what: str) -> Any:
+    d = as_dtype(dtype)
+    if not d.is_float:
+        raise FlowjitTypeError(f"{what}: dtype must be a float dtype, got {d}")
+    return d
+
+
 def _shape(shape: Any) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
 
 
 def uniform(k: Any, shape: Any = (), dtype: Any = float32, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
     """Uniform floats in [minval, maxval)."""
-    d = as_dtype(dtype)
-    if not d.is_float:
-        raise FlowjitTypeError(f"uniform: dtype must be a float dtype, got {d}")
+    d = _float_dtype(dtype, "uniform")
     u = bind("random_uniform", [_check_key(k)], {"shape": _shape(shape), "dtype": d})
     if isinstance(minval, (int, float)) and isinstance(maxval, (int, float)) and (minval, maxval) == (0, 1):
         return u
@@ -75,9 +80,7 @@ def uniform(k: Any, shape: Any = (), dtype: Any = float32, minval: Any = 0.0, ma
 
 def normal(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
     """Standard normal floats."""
-    d = as_dtype(dtype)
-    if not d.is_float:
-        raise FlowjitTypeError(f"normal: dtype must be a float dtype, got {d}")
+    d = _float_dtype(dtype, "normal")
     return bind("random_normal", [_check_key(k)], {"shape": _shape(shape), "dtype": d})
 
 
@@ -89,9 +92,7 @@ def bernoulli(k: Any, p: Any = 0.5, shape: Any = None) -> Any:
 
 def gumbel(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
     """Standard Gumbel floats, ``-log(-log(u))`` of uniforms in [tiny, 1) (never infinite)."""
-    d = as_dtype(dtype)
-    if not d.is_float:
-        raise FlowjitTypeError(f"gumbel: dtype must be a float dtype, got {d}")
+    d = _float_dtype(dtype, "gumbel")
     u = uniform(k, shape, d, minval=float(np.finfo(d.np).tiny), maxval=1.0)
     return ufuncs.negative(ufuncs.log(ufuncs.negative(ufuncs.log(u))))
 
@@ -139,13 +140,6 @@ def fold_in(k: Any, data: Any) -> Any:
     if isinstance(data, (int, np.integer)):
         d = np.asarray(np.uint32(int(data) % 2**32).view(np.int32))
     return bind("random_fold_in", [_check_key(k), conversion.astype(d, int32)], {})
-
-
-def _float_dtype(dtype: Any, what: str) -> Any:
-    d = as_dtype(dtype)
-    if not d.is_float:
-        raise FlowjitTypeError(f"{what}: dtype must be a float dtype, got {d}")
-    return d
 
 
 def _tiny(d: Any) -> float:
@@ -238,8 +232,9 @@ def choice(k: Any, a: Any, shape: Any = (), replace: bool = True, p: Any = None,
         raise FlowjitTypeError(f"choice: cannot take {size} elements from {n} without replacement")
     if n == 0 and size:
         raise FlowjitTypeError("choice: a has no elements to choose from")
-    logp = None if p is None else ufuncs.log(conversion.astype(p, float64 if as_dtype(conversion.asarray(p).dtype)
-                                                              .name == "float64" else float32))
+    probs = None if p is None else conversion.asarray(p)
+    logp = None if probs is None else ufuncs.log(conversion.astype(probs, float64 if as_dtype(probs.dtype) == float64
+                                                                  else float32))
     if replace:
         idx = randint(k, out, 0, n) if logp is None else categorical(k, logp, shape=out)
     else:

@@ -138,7 +138,8 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
         outs, pullback = vjp(forward, *x_vals)
         cts = list(seeds) if seeds else [fnp.ones_like(o) for o in outs]
         grads = iter(pullback(cts))
-        return [_summed([next(grads) for _ in ts]) for ts in read]
+        parts = [[next(grads) for _ in ts] for ts in read]
+        return [sum(ps[1:], ps[0]) for ps in parts]
 
     graph = ys_l[0].graph
     host_results = [t for o in sorted(local, key=lambda o: o.id) if o.host for t in o.outputs]
@@ -147,12 +148,6 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None, name: str = "gradients", co
     by_x = dict(zip(live, op.outputs))
     return [by_x.get(i) for i in range(len(xs_l))]
 
-
-def _summed(parts: list[Any]) -> Any:
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
 
 
 def hessians(ys: Any, xs: Any, name: str = "hessians", colocate_gradients_with_ops: bool = False,
