@@ -38,6 +38,7 @@ from flowjit.lowering.tile_transpose import block_lets, block_reads, lanes_vecto
 
 from . import intrinsics, invariant_division, row_prefetch
 from .half_routines import round_to_odd_f32
+from .ir_text import module_text
 from .jit import PARALLEL_FOR_SYMBOL
 from .kernel_abi import (
     CHUNK_BYTES,
@@ -291,7 +292,7 @@ class _Renderer:
             self.chunk_fn = self.fn
             self.fn.attributes.add("noinline")
             self.function(symbol(self.k), (_WholeRange(loop.stop),))
-        return str(self.module)
+        return module_text(self.module)
 
     def pool_loop(self, s: Loop, env: dict) -> None:
         """Top-level parallel loop ``s`` run by ``flowjit_parallel_for`` over its trips, on up

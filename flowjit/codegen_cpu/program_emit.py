@@ -24,6 +24,7 @@ from flowjit.lowering.scalar import INTRINSICS
 from flowjit.lowering.verify import verify_kernel
 
 from . import jit, kernel_abi, render
+from .ir_text import module_text
 from .llvm_loops import counted_loop
 from .patches_routine import PARAMS as PATCHES_PARAMS
 from .patches_routine import SYMBOL as PATCHES_SYMBOL
@@ -266,7 +267,7 @@ class _Driver:
         behind ``fj_steps_v``, which the entry points every program shares call
         (``program_glue``: the argument checks, the results, the scratch block, the GIL)."""
         steps_entry(self.steps_function(), own_buffers(self.plan), self.module)
-        return str(self.module)
+        return module_text(self.module)
 
     def steps_function(self) -> ir.Function:
         """``i32 fj_steps(tab, scratch, args..., results...)``: the program's steps (0, or 1
@@ -982,7 +983,7 @@ def render_program(plan: ProgramPlan, blas_int_bits: int, fastmath: bool = False
                      native_ldexp=native_ldexp, native_fma=native_fma)
     if not driver.kernels_in["part"]:
         return [main()]
-    part = _link(plan, str(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
+    part = _link(plan, module_text(driver.part), fastmath, kernels=list(driver.kernels_in["part"].values()),
                  lapack=False, unoptimized=driver.unoptimized, not_inlined=driver.not_inlined, pooled=driver.pooled,
                  native_ldexp=native_ldexp, native_fma=native_fma)
     return [main if lazy else main(), part]
@@ -1179,7 +1180,7 @@ class _CDriver(_Driver):
         g = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(text)), f"{self.name}_digest")
         g.initializer = ir.Constant(g.type.pointee, text)
         g.global_constant = True
-        return str(self.module)
+        return module_text(self.module)
 
 
 def render_c_library(plan: ProgramPlan, constants: Sequence[np.ndarray], name: str, blas: dict[str, str],

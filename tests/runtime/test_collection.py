@@ -172,3 +172,52 @@ def test_a_call_that_compiles_nothing_runs_at_the_users_thresholds(thresholds):
     for _ in range(3):
         np.testing.assert_allclose(f(x, scale=2.0), 2 * x)
     assert seen == [COMPILE_THRESHOLD, DEFAULT[0], DEFAULT[0]]
+
+
+def _fresh_module(tmp_path, monkeypatch, name: str) -> None:
+    (tmp_path / f"{name}.py").write_text("TABLE = {i: [i] for i in range(100)}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def _in_oldest(obj: object) -> bool:
+    return any(o is obj for o in gc.get_objects(generation=2))
+
+
+def test_a_compile_that_imported_modules_moves_the_young_generation_to_the_oldest(thresholds, tmp_path,
+                                                                                  monkeypatch):
+    _fresh_module(tmp_path, monkeypatch, "fj_collection_probe_a")
+    gc.collect()
+    with collection_deferred():
+        import fj_collection_probe_a  # noqa: F401  (what a first compile's lazy imports do)
+        kept = [[i] for i in range(50)]
+        ring: list = []
+        ring.append(ring)                 # a cycle the compile left behind
+        ring_id = id(ring)
+        del ring
+    # No young collection traced them: they went to the oldest generation as they were.
+    assert _in_oldest(kept) and gc.get_freeze_count() == 0
+    gc.collect()                          # and a full collection still frees the cycle
+    assert not any(id(o) == ring_id and isinstance(o, list) and o and o[0] is o for o in gc.get_objects())
+    assert gc.get_threshold() == DEFAULT
+
+
+def test_a_compile_that_imported_nothing_leaves_the_generations_alone(thresholds):
+    gc.collect()
+    with collection_deferred():
+        kept = [[i] for i in range(50)]
+    assert not _in_oldest(kept)
+
+
+def test_objects_the_user_froze_stay_frozen(thresholds, tmp_path, monkeypatch):
+    _fresh_module(tmp_path, monkeypatch, "fj_collection_probe_b")
+    gc.collect()
+    frozen = [[i] for i in range(10)]
+    gc.freeze()
+    try:
+        count = gc.get_freeze_count()
+        with collection_deferred():
+            import fj_collection_probe_b  # noqa: F401
+            kept = [[i] for i in range(50)]
+        assert gc.get_freeze_count() == count and not _in_oldest(frozen) and not _in_oldest(kept)
+    finally:
+        gc.unfreeze()
