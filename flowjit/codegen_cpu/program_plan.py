@@ -549,7 +549,7 @@ class _Planner:
         ``result``, one per distinct value); in a block each result position is an ``out``
         buffer the caller hands in, written by the step that makes it or copied at the end."""
         body = function.body
-        names: dict[int, str] = {}
+        names = value_names(body, prefix)
         alias: dict[int, tuple[int, bool]] = {}     # value id -> (value id it views, transposed)
         const_of: dict[int, int] = {}
         steps: list[tuple[str, Any, Any]] = []
@@ -561,16 +561,11 @@ class _Planner:
         routines: set[int] = set()                   # kernel ops whose kernel is a routine's
         windows: dict[int, tuple[Any, bool]] = {}    # conv_gemm step -> (its windows' op, read transposed)
         windows_made_at: dict[int, int] = {}         # windows value id -> the patches step making them
-        for a in body.args:
-            names[a.id] = f"{prefix}a{len(names)}"
-
         def base(v: Any) -> tuple[int, bool]:
             return alias.get(v.id, (v.id, False))
 
         for op in body.ops:
             role, kind = op.primitive.role, op.primitive.kind
-            for r in op.results:
-                names[r.id] = f"{prefix}v{len(names)}"  # by position: value ids differ between processes
             step = len(steps)
             if op.id in kernels:
                 ins = [base(v) for v in op.inputs]
@@ -893,6 +888,21 @@ def _patches_step(op: Any, x: str, out: str, parts: int) -> Patches:
     xt, out_t, a = inner.inputs[0].type, inner.results[0].type, inner.attrs
     return Patches(x, out, xt.dtype.np.itemsize, tuple(xt.shape), tuple(out_t.shape[1:3]), tuple(a["kernel"]),
                    tuple(a["strides"]), tuple(a["dilation"]), (a["pads"][0], a["pads"][2]), parts)
+
+
+def value_names(body: Any, prefix: str = "") -> dict[int, str]:
+    """The name of each value of ``body`` (a Block) in its plan, by value id: ``a<k>`` an
+    argument, ``v<k>`` an op's result, ``k`` counting the values before it, after
+    ``prefix`` (a control op's block's). By position, because value ids differ between
+    processes and a plan is part of its program's identity in the disk cache; so a
+    plan's buffer is found again in the Function it was planned from (``fj.explain``)."""
+    names: dict[int, str] = {}
+    for a in body.args:
+        names[a.id] = f"{prefix}a{len(names)}"
+    for op in body.ops:
+        for r in op.results:
+            names[r.id] = f"{prefix}v{len(names)}"
+    return names
 
 
 def _lone_patches(op: Any) -> Any:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from flowjit.codegen_cpu.program_plan import ConvGemm, value_names
 from flowjit.explain.bounds import machine_bounds
 from flowjit.explain.report import BoundaryReport, Explanation, KernelReport
 from flowjit.ir.core import Function, Op
@@ -89,6 +90,8 @@ def explain(f: Callable[..., Any], *args: Any, run: bool = False, stage: str = "
             if k.block and k.measured_s is None and not k.note:
                 k.note = "not timed: its block did not run"
         report.measured_s = _median(lambda: exe(values))  # outputs only: no Variable is rebound
+    if fused:
+        _blocked_convolutions(program, report, exe, bounds)
     report.driver = _driver(exe)
     report.bytes_moved = sum(k.bytes_read + k.bytes_written for k in report.kernels)
     report.flops = sum(k.flops for k in report.kernels)
@@ -126,6 +129,44 @@ def _describe(program: Function, report: Explanation, block: str, fused: bool, b
             blocks[op.id] = [(fn, f"{block}{op.name}#{index}.{k}/") for k, fn in enumerate(_fused_blocks(program, op))]
             for fn, name in blocks[op.id]:
                 _describe(fn, report, name, fused, bounds, blocks)
+
+
+def _blocked_convolutions(program: Function, report: Explanation, exe: Any, bounds: Any) -> None:
+    """Where the native program runs a convolution's windows and their product as one
+    ``ConvGemm`` step (``codegen_cpu.program_plan``: the windows made in cache a block of
+    output rows at a time, each block multiplied as it is made), say so on both rows: the
+    windows are never written to memory, and the product reads the image instead. Known
+    once the program is compiled (``run=True``, or a call before); the top level only."""
+    plan = getattr(getattr(exe, "_program", None), "plan", None)
+    products = {s.gemm.c for s in getattr(plan, "steps", ()) if isinstance(s, ConvGemm)}
+    if not products:
+        return
+    names = value_names(program.body)
+    made_by = {r.id: op for op in program.body.ops for r in op.results}
+    working = [op for op in program.body.ops if op.primitive.kind not in _NO_WORK or op.blocks]
+    row_of = dict(zip((op.id for op in working), (k for k in report.kernels if not k.block)))
+    for op in working:
+        if op.primitive.role != "matrix_product" or names[op.results[0].id] not in products:
+            continue
+        windows = made_by.get(op.inputs[0].id)
+        while windows is not None and windows.primitive.kind == "layout":   # reshapes, a swap of axes
+            windows = made_by.get(windows.inputs[0].id)
+        if windows is None or windows.id not in row_of:
+            continue
+        made, product = row_of[windows.id], row_of[op.id]
+        image = sum(_nbytes(v.type) for v in {v.id: v for v in windows.inputs}.values())
+        product.bytes_read += image - made.bytes_written
+        memory_s = (product.bytes_read + product.bytes_written) / bounds.bandwidth
+        product.predicted_s = max(product.flops / bounds.gemm_flops, memory_s)
+        product.bound = "blas" if product.flops / bounds.gemm_flops >= memory_s else "memory"
+        product.fraction_of_bound = (product.predicted_s / product.measured_s if product.measured_s else None)
+        product.note = (f"runs blocked with #{made.index}'s windows (one step of the native program): "
+                        "a block of output rows' windows made in cache, then multiplied on one BLAS thread"
+                        + ("; timed here as one BLAS call over the whole windows" if product.measured_s else ""))
+        made.bytes_read = made.bytes_written = 0
+        made.bound, made.predicted_s, made.measured_s, made.fraction_of_bound = "-", None, None, None
+        made.note = (f"made a block at a time inside #{product.index}'s product, never written whole: "
+                     "counted and timed there")
 
 
 def _fused_blocks(program: Function, op: Op) -> list[Function]:

@@ -209,3 +209,42 @@ def test_a_kernel_on_a_cuda_device_is_not_held_to_the_cpus_bounds():
     assert (k.device, k.bound, k.predicted_s) == ("cuda:0", "-", None) and "CUDA" in k.note
     assert k.bytes_read == k.bytes_written == 16
     assert _timer(op, [np.ones(4, F32)]) is None
+
+
+def _conv_relu(x, w):
+    return fj.nn.relu(fj.nn.conv2d(x, w, (1, 1), "SAME"))
+
+
+def test_a_blocked_convolution_is_one_step_whose_windows_never_reach_memory():
+    # 4.5 MiB of windows (from program_plan.CONV_BLOCKED_MIN_BYTES): the native program
+    # makes them a block of output rows at a time inside their product's step.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 32, 32, 16)).astype(F32)
+    w = rng.standard_normal((3, 3, 16, 32)).astype(F32)
+    before = fj.explain(_conv_relu, x, w)        # not compiled yet: the fused program's view
+    assert before.kernels[0].bytes_written == 8 * 32 * 32 * 9 * 16 * 4 and not before.kernels[1].note
+    f = fj.function(_conv_relu)
+    f(x, w)
+    e = fj.explain(f, x, w)
+    windows, product = e.kernels[0], e.kernels[1]
+    assert (windows.ops, product.kind) == (["conv_patches"], "blas")
+    assert windows.bytes_read == windows.bytes_written == 0 and windows.predicted_s is None
+    assert "inside #2's product" in windows.note and "blocked with #1's windows" in product.note
+    assert product.bytes_read == x.nbytes + w.nbytes and product.bytes_written == 8 * 32 * 32 * 32 * 4
+    assert e.bytes_moved == before.bytes_moved - 2 * before.kernels[0].bytes_written - before.kernels[0].bytes_read \
+        + x.nbytes
+    timed = fj.explain(fj.grad(lambda w, x: (_conv_relu(x, w) ** 2).sum()), w, x, run=True)
+    blocked = [k for k in timed.kernels if "blocked with" in k.note]
+    assert len(blocked) == 2 and all(k.measured_s for k in blocked)   # the output and the filter's gradient
+    assert all(k.measured_s is None for k in timed.kernels if "never written whole" in k.note)
+    assert "never written whole" in str(timed)
+
+
+def test_a_small_convolution_keeps_its_windows_kernel_in_explain():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 8, 8, 4)).astype(F32)      # 41 KiB of windows: not blocked
+    w = rng.standard_normal((3, 3, 4, 8)).astype(F32)
+    f = fj.function(_conv_relu)
+    f(x, w)
+    e = fj.explain(f, x, w)
+    assert e.kernels[0].bytes_written == 2 * 8 * 8 * 9 * 4 * 4 and not any(k.note for k in e.kernels)
