@@ -90,6 +90,14 @@ UPGRADE_WAIT_S = 1.0
 # CNN's inference alone in a process 486 -> 590 ms of wall time, two 482.
 QUICK_PIPELINE: tuple[int, dict[str, bool]] = (1, {"loop_unrolling": False})
 QUICK_PIPELINE_MIN_CHARS = 16_000
+# A small program whose order of float arithmetic no pipeline may choose (no float
+# accumulator in any kernel: nothing a reassociable sum or a max under nsz lets LLVM regroup)
+# computes the same bits optimized or not, and its quick code then skips the IR pipeline
+# (UNOPTIMIZED_PIPELINE: LLVM's O0, the kernels called, not inlined, their locals on the
+# stack); the upgrade runs O3's on its text. The caller says which programs may
+# (``program.quick_unoptimized``: no loop, few elements). The MLP's inference: its two
+# modules' LLVM time on the first call 14 -> 7 ms, its first run 0.4 -> 0.9 ms.
+UNOPTIMIZED_PIPELINE: tuple[int, dict[str, bool]] = (0, {})
 
 # The native pool's entry point (pthread_pool.py), which generated code declares and calls.
 PARALLEL_FOR_SYMBOL = "flowjit_parallel_for"
@@ -411,7 +419,8 @@ def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "
 
 
 def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
-                   parsed: threading.Event | None = None, kept: list | None = None) -> bytes:
+                   parsed: threading.Event | None = None, kept: list | None = None,
+                   quick_pipeline: tuple[int, dict[str, bool]] | None = None) -> bytes:
     """``compile_object`` for a thread of its own: the module in an LLVM context of its own
     and a target machine of its own, and LLVM's two long calls (the pass pipeline, code
     generation) made without llvmlite's lock, which serializes every call into LLVM (the
@@ -420,16 +429,17 @@ def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
     ``kept``: a quick compile (tiered code generation): the code is emitted at
     QUICK_CODEGEN_LEVEL from a copy of the optimized module, and the module itself is
     appended to ``kept`` for ``_upgrade`` to emit at ``opt_level``; a module of
-    QUICK_PIPELINE_MIN_CHARS or more is optimized by QUICK_PIPELINE instead, and its text
-    appended, for ``_upgrade`` to optimize at ``opt_level`` and emit."""
+    QUICK_PIPELINE_MIN_CHARS or more is optimized by QUICK_PIPELINE instead (by
+    ``quick_pipeline`` whatever its size, where given), and its text appended, for
+    ``_upgrade`` to optimize at ``opt_level`` and emit."""
     llvm = binding()
     from llvmlite.binding import ffi
 
     try:
         tm = target.machine(jit=True, opt_level=opt_level)
-        light = kept is not None and len(ir_text) >= QUICK_PIPELINE_MIN_CHARS
+        light = kept is not None and (quick_pipeline is not None or len(ir_text) >= QUICK_PIPELINE_MIN_CHARS)
         module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context(),
-                                    QUICK_PIPELINE if light else None)
+                                    (quick_pipeline or QUICK_PIPELINE) if light else None)
     finally:
         if parsed is not None:
             parsed.set()
@@ -477,7 +487,8 @@ def _unlocked_calls() -> bool:
 def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarget | None = None,
                     name: str = "module", opt_level: int = OPT_LEVEL,
                     rendered: Callable[[list[str]], None] | None = None,
-                    kept: list | None = None) -> list[bytes]:
+                    kept: list | None = None,
+                    quick_pipeline: tuple[int, dict[str, bool]] | None = None) -> list[bytes]:
     """The object code of each module of ``modules`` (as ``compile_object``): each its IR
     text, or a function rendering it. Two or more compile at once, each on a thread of its
     own (``_compile_apart``): a program's split kernels beside its steps take a cold call's
@@ -488,7 +499,7 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     before each starts to compile. ``kept``: a quick compile (``_compile_apart``), each
     module's optimized form (or, for one QUICK_PIPELINE optimized, its text) appended to it
     in the order of ``modules``, every module compiled apart (the first on the calling
-    thread); needs ``_unlocked_calls()``."""
+    thread), each by ``quick_pipeline`` where given; needs ``_unlocked_calls()``."""
     target = target or host_target()
     texts: list[str | None] = [None] * len(modules)
     order = [*range(1, len(modules)), 0]
@@ -509,7 +520,7 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     def run(i: int, parsed: threading.Event | None = None) -> None:
         try:
             out[i] = _compile_apart(texts[i], target, f"{name}[{i}]" if i else name, opt_level, parsed,
-                                    None if kept is None else optimized[i])
+                                    None if kept is None else optimized[i], quick_pipeline)
         except BaseException as e:  # noqa: BLE001 (raised again on the calling thread)
             out[i] = e
         finally:
@@ -939,7 +950,8 @@ def upgrade_counts() -> dict[str, int]:
 
 def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[[], str]]],
                 target: HostTarget | None = None, name: str = "module", opt_level: int = OPT_LEVEL,
-                runtime: bool = False, tiered_codegen: bool = False) -> Library:
+                runtime: bool = False, tiered_codegen: bool = False,
+                quick_pipeline: tuple[int, dict[str, bool]] | None = None) -> Library:
     """The compiled ``Library`` of the module ``render()`` returns (LLVM IR text; or several
     modules, compiled at once and linked together, the first the one to call into, each its
     text or a function rendering it, as ``compile_objects`` takes them), cached
@@ -952,7 +964,8 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
     once per installation in ``objcache.runtime_directory()``, or in the user's cache when
     that cannot be written. ``tiered_codegen``: a cache miss compiles a quick library
     (``QUICK_CODEGEN_LEVEL``) and a thread emits, caches and links the full one
-    (``Library.when_upgraded``), where ``tiered()``."""
+    (``Library.when_upgraded``), where ``tiered()``; ``quick_pipeline``: the IR pipeline of
+    that quick library's modules (``UNOPTIMIZED_PIPELINE``), where not O3's or QUICK_PIPELINE."""
     if opt_level != OPT_LEVEL:
         source = f"{source}\n; O{opt_level}"
     key = objcache.key(source, target.fingerprint() if target is not None else host_fingerprint())
@@ -992,7 +1005,8 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
                 _check_externals(declared, name)
             target = target or host_target()
             optimized: list | None = [] if tiered_codegen and opt_level == OPT_LEVEL and tiered() else None
-            objs = compile_objects(modules, target, name, opt_level, check, optimized)
+            objs = compile_objects(modules, target, name, opt_level, check, optimized,
+                                   quick_pipeline if optimized is not None else None)
             declared = _declared_by(texts)
             if optimized is None:
                 payload = _pack(declared, objs)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ except ImportError:  # NumPy 1.x
     from numpy.core import _multiarray_umath  # type: ignore[no-redef]
 
 from flowjit.ir.errors import BUG_REPORT
+from flowjit.lowering.loops import Accumulator, walk_statements
 
 # patches_routine: its provider must be registered before a program calling it loads from the cache.
 from . import jit, patches_routine, program_glue, render  # noqa: F401
@@ -269,6 +271,31 @@ def describe_step(step: Any) -> tuple[str, dict[str, Any]]:
     return "step", {}
 
 
+# The most elements a program's kernels may touch (the largest operand of each, summed) for
+# its quick code to come from LLVM's O0 pipeline (``quick_unoptimized``): code about ten
+# times slower than O3's for the calls before the upgrade (the MLP's inference, 67,000
+# elements: its first run 0.4 -> 0.9 ms, against 7 ms less to compile).
+QUICK_UNOPTIMIZED_MAX_ELEMENTS = 1 << 17
+
+
+def quick_unoptimized(plan: ProgramPlan) -> bool:
+    """Whether ``plan``'s quick code (tiered code generation) may skip LLVM's IR pipeline
+    (``jit.UNOPTIMIZED_PIPELINE``): no loop (a loop's body would run unoptimized at every
+    trip), no float accumulator in any of its kernels (a reassociable sum, a max under
+    ``nsz``: the order LLVM's vectorizer chooses is part of their bits; without them every
+    pipeline computes the same bits), and at most QUICK_UNOPTIMIZED_MAX_ELEMENTS elements."""
+    steps = walk_steps(plan.steps)
+    if any(isinstance(s, ControlCall) for s in steps):
+        return False
+    calls = [s for s in steps if isinstance(s, KernelCall) and not s.routine]
+    for s in calls:
+        for st in walk_statements(s.kernel.body):
+            if isinstance(st, Accumulator) and (st.dtype.is_float or st.dtype.is_complex):
+                return False
+    elements = sum(max((math.prod(plan.buffer(b).shape) for b in s.buffers), default=0) for s in calls)
+    return elements <= QUICK_UNOPTIMIZED_MAX_ELEMENTS
+
+
 def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
                     pool_empty: Callable[..., np.ndarray] | None = None, pool_min_bytes: int = 1 << 20,
                     target: jit.HostTarget | None = None, fastmath: bool = False,
@@ -316,7 +343,8 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         # Tiered unless the code must be the same from the first call on: a profiling build
         # times it, and LLVM's fast flags let its two code generators round differently.
         lib = jit.load_source(identity, render_module, target, f"program_{plan.name}",
-                              tiered_codegen=not (profile or fastmath))
+                              tiered_codegen=not (profile or fastmath),
+                              quick_pipeline=jit.UNOPTIMIZED_PIPELINE if quick_unoptimized(plan) else None)
     except render.KernelRenderError:
         raise
     except jit.LLVMCompileError as e:

@@ -14,6 +14,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.codegen_cpu import jit
+from flowjit.codegen_cpu import program as program_module
 from flowjit.tracer.pytree import flatten
 
 pytestmark = pytest.mark.skipif(not jit.tiered(), reason="FLOWJIT_TIERED=0, or an llvmlite without unlocked calls")
@@ -176,3 +177,58 @@ def test_upgrades_started_by_threads_at_once_are_all_waited_for(tmp_path, monkey
     assert not [t for t in threading.enumerate() if t.name.startswith("flowjit-upgrade-")]
     assert all(_program(f).library.codegen_level == jit.OPT_LEVEL for f in fs)
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def _elementwise(x, w, k):
+    # Every kind of float op but an accumulation: the math ports (inlined alwaysinline
+    # functions with fused multiply-adds), libm calls, divisions, selects, float16 rounding.
+    h = x @ w
+    a = fj.tanh(h) * fj.exp(-h * h) + fj.erf(h / 3.0) - fj.log1p(fj.abs(h))
+    b = fj.sqrt(fj.abs(a) + 1e-3) / (1.0 + 0.5 * fj.sin(h)) + fj.arctan(h) ** 3
+    c = fj.where(h > 0, a, b).astype(np.float16).astype(np.float32)
+    return c * fj.expm1(h / 8) + (k * 3 + 1).astype(np.float32)
+
+
+def _elementwise_args(seed, n=64):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 48)).astype(np.float32), rng.standard_normal((48, 80)).astype(np.float32),
+            rng.integers(-5, 5, 80).astype(np.int32))
+
+
+def test_a_small_program_without_accumulations_skips_the_pipeline_and_gives_the_same_bits(tmp_path, monkeypatch):
+    # Its quick code unoptimized (jit.UNOPTIMIZED_PIPELINE), its full code from O3's pipeline
+    # on the same text: no float accumulator, so no order for a pipeline to choose.
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    quick_pipelines: list = []        # each quick compile's (a[5]: its ``kept``; the upgrade's has none)
+    compile_apart = jit._compile_apart
+
+    def spy(*a, **k):
+        if len(a) > 5 and a[5] is not None:
+            quick_pipelines.append(a[6] if len(a) > 6 else k.get("quick_pipeline"))
+        return compile_apart(*a, **k)
+    monkeypatch.setattr(jit, "_compile_apart", spy)
+    f = fj.function(_elementwise)
+    args = _elementwise_args(0)
+    quick = f(*args)
+    program = _program(f)
+    assert program_module.quick_unoptimized(program.plan)
+    assert quick_pipelines and all(p == jit.UNOPTIMIZED_PIPELINE for p in quick_pipelines)
+    assert jit.wait_for_upgrades(60)
+    assert program.library.codegen_level == jit.OPT_LEVEL
+    np.testing.assert_array_equal(f(*args), quick)
+    np.testing.assert_allclose(quick, fj.function(_elementwise, interpret=True)(*args), rtol=2e-3, atol=2e-3)
+
+
+def test_accumulations_loops_and_large_programs_keep_the_pipeline(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    rows = fj.function(_block)                       # row sums and maxima
+    rows(*_args(4, n=93))
+    large = fj.function(_elementwise)                # 3,000 x 80 elements a kernel
+    large(*_elementwise_args(5, n=3000))
+    looped = fj.function(lambda x: fj.fori_loop(0, 3, lambda i, v: fj.tanh(v) * 1.5, x))
+    looped(np.linspace(-1, 1, 256, dtype=np.float32))
+    small = fj.function(_elementwise)
+    small(*_elementwise_args(6, n=16))
+    assert [program_module.quick_unoptimized(_program(g).plan) for g in (rows, large, looped, small)] == [
+        False, False, False, True]
+    assert jit.wait_for_upgrades(120)
