@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.dtypes import dtype as as_dtype
-from flowjit.ir.dtypes import float32, float64, int32
+from flowjit.ir.dtypes import float32, float64, int32, uint32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.primitives.random import key_from_seed
 from flowjit.tracer import linalg
@@ -347,6 +347,22 @@ def orthogonal(k: Any, n: int, shape: Any = (), dtype: Any = float32) -> Any:
     return ufuncs.multiply(q, layout.expand_dims(ufuncs.where(ufuncs.equal(signs, 0), 1, signs), -2))
 
 
+def _until_all_done(at: int) -> Any:
+    """A while loop's condition: some element of the state's ``at``-th array is not done."""
+    return lambda state: ufuncs.logical_not(reductions.all(state[at]))
+
+
+def _hormann_uniforms(k: Any, shape: tuple[int, ...]) -> tuple[Any, Any, Any, Any]:
+    """One round's draws of Hörmann's transformed rejection (PTRS, BTRS): ``u`` uniform on
+    [-1/2, 1/2), ``v`` on [tiny, 1), ``us = 1/2 - |u|``, and ``us`` kept off 0 for the
+    divisions by it."""
+    ku, kv = split(k)
+    u = ufuncs.subtract(uniform(ku, shape, float64), 0.5)
+    v = uniform(kv, shape, float64, minval=float(np.finfo(np.float64).tiny), maxval=1.0)
+    us = ufuncs.subtract(0.5, ufuncs.absolute(u))
+    return u, v, us, ufuncs.maximum(us, 1e-300)
+
+
 # Rates from which poisson draws by transformed rejection (below: by multiplying uniforms).
 POISSON_REJECTION_RATE = 10.0
 
@@ -363,9 +379,6 @@ def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
     small = ufuncs.less(rate, POISSON_REJECTION_RATE)
     k_small, k_large = split(k)
 
-    def knuth_cond(state: Any) -> Any:
-        return ufuncs.logical_not(reductions.all(state[3]))
-
     def knuth_body(state: Any) -> Any:
         i, count, product, done = state
         u = uniform(fold_in(k_small, i), shp, float64)
@@ -373,7 +386,7 @@ def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
         finished = ufuncs.logical_or(done, ufuncs.less_equal(product, ufuncs.exp(ufuncs.negative(rate))))
         return ufuncs.add(i, 1), ufuncs.where(finished, count, ufuncs.add(count, 1)), product, finished
 
-    _, counts, _, _ = while_loop(knuth_cond, knuth_body, (np.int32(0), creation.zeros(shp, int32),
+    _, counts, _, _ = while_loop(_until_all_done(3), knuth_body, (np.int32(0), creation.zeros(shp, int32),
                                                           creation.ones(shp, float64), ufuncs.logical_not(small)))
     # PTRS's constants, for rates from POISSON_REJECTION_RATE (others take 10, unused).
     lr = ufuncs.where(small, POISSON_REJECTION_RATE, rate)
@@ -383,16 +396,9 @@ def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
     inv_alpha = ufuncs.add(1.1239, ufuncs.divide(1.1328, ufuncs.subtract(b, 3.4)))
     vr = ufuncs.subtract(0.9277, ufuncs.divide(3.6224, ufuncs.subtract(b, 2.0)))
 
-    def ptrs_cond(state: Any) -> Any:
-        return ufuncs.logical_not(reductions.all(state[2]))
-
     def ptrs_body(state: Any) -> Any:
         i, value, done = state
-        ku, kv = split(fold_in(k_large, i))
-        u = ufuncs.subtract(uniform(ku, shp, float64), 0.5)
-        v = uniform(kv, shp, float64, minval=float(np.finfo(np.float64).tiny), maxval=1.0)
-        us = ufuncs.subtract(0.5, ufuncs.absolute(u))
-        us_safe = ufuncs.maximum(us, 1e-300)
+        u, v, us, us_safe = _hormann_uniforms(fold_in(k_large, i), shp)
         draw = ufuncs.floor(ufuncs.add(ufuncs.multiply(ufuncs.add(ufuncs.divide(ufuncs.multiply(2.0, a), us_safe), b),
                                                        u), ufuncs.add(lr, 0.43)))
         squeeze = ufuncs.logical_and(ufuncs.greater_equal(us, 0.07), ufuncs.less_equal(v, vr))
@@ -407,5 +413,122 @@ def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
         take = ufuncs.logical_and(accept, ufuncs.logical_not(done))
         return ufuncs.add(i, 1), ufuncs.where(take, draw, value), ufuncs.logical_or(done, accept)
 
-    _, large, _ = while_loop(ptrs_cond, ptrs_body, (np.int32(0), creation.zeros(shp, float64), small))
+    _, large, _ = while_loop(_until_all_done(2), ptrs_body, (np.int32(0), creation.zeros(shp, float64), small))
     return conversion.astype(ufuncs.where(small, counts, large), dtype)
+
+
+def bits(k: Any, shape: Any = (), dtype: Any = uint32) -> Any:
+    """Uniform random bits as unsigned integers of ``dtype`` (uint8, uint16, uint32 or
+    uint64), as ``jax.random.bits``: a uint32 element is the first word of the key's
+    threefry2x32 block for it (the top 32 of the 53 bits of ``uniform``'s float64, which
+    are exact in it), narrower ones its top bits; a uint64 puts the words of two split
+    keys side by side."""
+    d = as_dtype(dtype)
+    if not d.is_unsigned:
+        raise FlowjitTypeError(f"fj.random.bits draws unsigned integers (uint8, uint16, uint32, uint64), "
+                               f"not {d.name}: pass one of those as dtype")
+    shp = _shape(shape)
+    if d.itemsize == 8:
+        high, low = (conversion.astype(bits(part, shp, uint32), d) for part in split(k))
+        return ufuncs.bitwise_or(ufuncs.left_shift(high, conversion.astype(32, d)), low)
+    u = uniform(k, shp, float64)
+    return conversion.astype(ufuncs.floor(ufuncs.multiply(u, float(2 ** (8 * d.itemsize)))), d)
+
+
+def generalized_normal(k: Any, p: float, shape: Any = (), dtype: Any = float32) -> Any:
+    """Floats of the generalized normal law of power ``p`` (density proportional to
+    ``exp(-|x|**p)``; ``p`` 2 is a normal of variance 1/2, 1 a Laplace), as
+    ``jax.random.generalized_normal``: a Rademacher sign times ``gamma(1/p) ** (1/p)``."""
+    d = _float_dtype(dtype, "generalized_normal")
+    shp = _shape(shape)
+    kg, ks = split(k)
+    g = gamma(kg, creation.full(shp, 1.0 / p, d), dtype=d)
+    return ufuncs.multiply(rademacher(ks, shp, d), ufuncs.power(g, conversion.astype(1.0 / p, d)))
+
+
+def ball(k: Any, d: int, p: float = 2, shape: Any = (), dtype: Any = float32) -> Any:
+    """Points uniform in the unit ``p``-norm ball of dimension ``d``, of shape ``(*shape,
+    d)``, as ``jax.random.ball``: generalized normal coordinates scaled by the p-norm of
+    them and an exponential draw together (Barthe, Guédon, Mendelson and Naor, 2005)."""
+    dt = _float_dtype(dtype, "ball")
+    shp = _shape(shape)
+    kg, ke = split(k)
+    g = generalized_normal(kg, p, (*shp, int(d)), dt)
+    e = exponential(ke, shp, dt)
+    norm = ufuncs.power(ufuncs.add(reductions.sum(ufuncs.power(ufuncs.absolute(g), conversion.astype(p, dt)),
+                                                  axis=-1), e), conversion.astype(1.0 / p, dt))
+    return ufuncs.divide(g, layout.expand_dims(norm, -1))
+
+
+# Means n * min(p, 1 - p) from which binomial draws by transformed rejection (below: by
+# counting geometric waiting times).
+BINOMIAL_REJECTION_MEAN = 10.0
+
+
+def binomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Binomial counts of ``n`` trials of success probability ``p`` (broadcast together and
+    to ``shape``) as floats of ``dtype``, as ``jax.random.binomial``. With ``q`` the smaller
+    of ``p`` and ``1 - p`` (the count of the other outcome taken from ``n`` where ``p`` is
+    above 1/2): below a mean ``n * q`` of BINOMIAL_REJECTION_MEAN by the number of geometric
+    waiting times (``ceil(log(u) / log(1 - q))`` trials each) that fit in ``n`` trials, from
+    it by Hörmann's transformed rejection (BTRS, 1993, as TensorFlow and JAX draw them);
+    every element drawn again until all are done, each in one compiled while loop."""
+    d = _float_dtype(dtype, "binomial")
+    count, prob = conversion.astype(n, float64), conversion.astype(p, float64)
+    shp = tuple(np.broadcast_shapes(layout.shape(count), layout.shape(prob))) if shape is None else _shape(shape)
+    count, prob = layout.broadcast_to(count, shp), layout.broadcast_to(prob, shp)
+    flipped = ufuncs.greater(prob, 0.5)
+    q = ufuncs.where(flipped, ufuncs.subtract(1.0, prob), prob)
+    small = ufuncs.less(ufuncs.multiply(count, q), BINOMIAL_REJECTION_MEAN)
+    k_small, k_large = split(k)
+    tiny = float(np.finfo(np.float64).tiny)
+    log_q1 = ufuncs.log1p(ufuncs.negative(q))          # log(1 - q) <= 0; -0.0 for q = 0: no success
+
+    def geometric_body(state: Any) -> Any:
+        i, successes, trials, done = state
+        u = uniform(fold_in(k_small, i), shp, float64, minval=tiny, maxval=1.0)
+        trials = ufuncs.where(done, trials, ufuncs.add(trials, ufuncs.ceil(ufuncs.divide(ufuncs.log(u), log_q1))))
+        finished = ufuncs.logical_or(done, ufuncs.greater(trials, count))
+        return ufuncs.add(i, 1), ufuncs.where(finished, successes, ufuncs.add(successes, 1.0)), trials, finished
+
+    _, counted, _, _ = while_loop(_until_all_done(3), geometric_body,
+                                  (np.int32(0), creation.zeros(shp, float64), creation.zeros(shp, float64),
+                                   ufuncs.logical_not(small)))
+    # BTRS's constants, where the mean is BINOMIAL_REJECTION_MEAN or more (the others take
+    # a count of 100 and q 1/2 there, unused).
+    nn = ufuncs.where(small, 100.0, count)
+    qq = ufuncs.where(small, 0.5, q)
+    spq = ufuncs.sqrt(ufuncs.multiply(nn, ufuncs.multiply(qq, ufuncs.subtract(1.0, qq))))
+    b = ufuncs.add(1.15, ufuncs.multiply(2.53, spq))
+    a = ufuncs.add(ufuncs.add(-0.0873, ufuncs.multiply(0.0248, b)), ufuncs.multiply(0.01, qq))
+    c = ufuncs.add(ufuncs.multiply(nn, qq), 0.5)
+    vr = ufuncs.subtract(0.92, ufuncs.divide(4.2, b))
+    alpha = ufuncs.multiply(ufuncs.add(2.83, ufuncs.divide(5.1, b)), spq)
+    log_odds = ufuncs.log(ufuncs.divide(qq, ufuncs.subtract(1.0, qq)))
+    m = ufuncs.floor(ufuncs.multiply(ufuncs.add(nn, 1.0), qq))
+
+    def lgamma(x: Any) -> Any:
+        return bind("lgamma", [x], {})
+    h = ufuncs.add(lgamma(ufuncs.add(m, 1.0)), lgamma(ufuncs.add(ufuncs.subtract(nn, m), 1.0)))
+
+    def btrs_body(state: Any) -> Any:
+        i, value, done = state
+        u, v, us, us_safe = _hormann_uniforms(fold_in(k_large, i), shp)
+        draw = ufuncs.floor(ufuncs.add(ufuncs.multiply(ufuncs.add(ufuncs.divide(ufuncs.multiply(2.0, a), us_safe), b),
+                                                       u), c))
+        squeeze = ufuncs.logical_and(ufuncs.greater_equal(us, 0.07), ufuncs.less_equal(v, vr))
+        outside = ufuncs.logical_or(ufuncs.less(draw, 0.0), ufuncs.greater(draw, nn))
+        inside = ufuncs.minimum(ufuncs.maximum(draw, 0.0), nn)
+        lhs = ufuncs.log(ufuncs.divide(ufuncs.multiply(v, alpha),
+                                       ufuncs.add(ufuncs.divide(a, ufuncs.multiply(us_safe, us_safe)), b)))
+        rhs = ufuncs.add(ufuncs.subtract(ufuncs.subtract(h, lgamma(ufuncs.add(inside, 1.0))),
+                                         lgamma(ufuncs.add(ufuncs.subtract(nn, inside), 1.0))),
+                         ufuncs.multiply(ufuncs.subtract(inside, m), log_odds))
+        passes = ufuncs.logical_and(ufuncs.logical_not(outside), ufuncs.less_equal(lhs, rhs))
+        accept = ufuncs.logical_or(ufuncs.logical_and(squeeze, ufuncs.logical_not(outside)), passes)
+        take = ufuncs.logical_and(accept, ufuncs.logical_not(done))
+        return ufuncs.add(i, 1), ufuncs.where(take, draw, value), ufuncs.logical_or(done, accept)
+
+    _, rejected, _ = while_loop(_until_all_done(2), btrs_body, (np.int32(0), creation.zeros(shp, float64), small))
+    drawn = ufuncs.where(small, counted, rejected)
+    return conversion.astype(ufuncs.where(flipped, ufuncs.subtract(count, drawn), drawn), d)

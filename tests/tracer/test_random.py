@@ -59,6 +59,9 @@ CONTINUOUS = [
     ("chisquare", lambda k: fj.random.chisquare(k, 3.0, (N,)), stats.chi2(3.0)),
     ("t", lambda k: fj.random.t(k, 4.0, (N,)), stats.t(4.0)),
     ("uniform_bounds", lambda k: fj.random.uniform(k, (N,), minval=-3.0, maxval=2.5), stats.uniform(-3.0, 5.5)),
+    ("generalized_normal", lambda k: fj.random.generalized_normal(k, 2.0, (N,)), stats.gennorm(2.0)),
+    ("generalized_normal_p1", lambda k: fj.random.generalized_normal(k, 1.0, (N,), fj.float64), stats.gennorm(1.0)),
+    ("generalized_normal_p4", lambda k: fj.random.generalized_normal(k, 4.0, (N,)), stats.gennorm(4.0)),
 ]
 
 
@@ -194,3 +197,69 @@ def test_poisson_of_rates_in_an_array_and_of_zero():
     assert (x[:, 0] == 0).all()
     np.testing.assert_allclose(x.mean(axis=0), lam, rtol=0.03, atol=0.02)
     np.testing.assert_allclose(x.var(axis=0), lam, rtol=0.06, atol=0.02)
+
+
+def _chi_squared_pvalue(x: np.ndarray, law) -> float:
+    """A chi-squared test of integer draws against a discrete law (bins of expected count
+    5 or more, the tails pooled)."""
+    lo, hi = int(law.ppf(1e-4)), int(law.ppf(1 - 1e-4))
+    if hi <= lo + 1:
+        lo, hi = lo - 1, hi + 1
+    edges = np.arange(lo, hi + 1)
+    observed = np.array([(x <= lo).sum(), *[(x == v).sum() for v in edges[1:-1]], (x >= hi).sum()])
+    expected = len(x) * np.array([law.cdf(lo), *law.pmf(edges[1:-1]), law.sf(hi - 1)])
+    keep = expected >= 5
+    observed, expected = observed[keep], expected[keep] * observed[keep].sum() / expected[keep].sum()
+    return stats.chisquare(observed, expected).pvalue
+
+
+@pytest.mark.parametrize(("n", "p"), [(5, 0.3), (40, 0.2), (60, 0.1), (100, 0.4), (50, 0.8), (1000, 0.02),
+                                      (30, 0.999), (2000, 0.5)])
+def test_binomial_counts_follow_the_binomial_law_on_both_sides_of_the_method_switch(n, p):
+    # Geometric waiting times below a mean n * min(p, 1 - p) of 10, transformed rejection
+    # from it; p above 1/2 drawn as n minus the count of the other outcome.
+    key = fj.random.key(14)
+    draw = fj.function(lambda k: fj.random.binomial(k, n, p, (N,)))
+    x = np.asarray(draw(key))
+    assert x.dtype == np.float32 and x.min() >= 0 and x.max() <= n and (x == np.round(x)).all()
+    np.testing.assert_array_equal(x, np.asarray(fj.function(lambda k: fj.random.binomial(k, n, p, (N,)),
+                                                            interpret=True)(key)))
+    assert _chi_squared_pvalue(x, stats.binom(n, p)) > 1e-3
+
+
+def test_binomial_of_counts_and_probabilities_in_arrays_and_at_the_edges():
+    n = np.array([0.0, 7.0, 7.0, 12.0, 500.0])
+    p = np.array([0.5, 0.0, 1.0, 0.5, 0.3])
+    x = np.asarray(fj.function(lambda k, n, p: fj.random.binomial(k, n, p, (N, 5), fj.float64))(
+        fj.random.key(15), n, p))
+    assert x.dtype == np.float64 and (x[:, 0] == 0).all() and (x[:, 1] == 0).all() and (x[:, 2] == 7).all()
+    np.testing.assert_allclose(x.mean(axis=0), n * p, rtol=0.02, atol=1e-9)
+    np.testing.assert_allclose(x.var(axis=0), n * p * (1 - p), rtol=0.06, atol=1e-9)
+    shaped = fj.function(lambda k: fj.random.binomial(k, np.full((3, 1), 10.0), np.array([0.2, 0.9])))
+    assert np.asarray(shaped(fj.random.key(16))).shape == (3, 2)
+
+
+def test_bits_are_the_uniform_draws_words_and_every_bit_is_a_fair_coin():
+    key = fj.random.key(17)
+    words = np.asarray(fj.function(lambda k: fj.random.bits(k, (N,)))(key))
+    assert words.dtype == np.uint32
+    u = np.asarray(fj.function(lambda k: fj.random.uniform(k, (N,), fj.float64))(key))
+    np.testing.assert_array_equal(words, np.floor(u * 2.0 ** 32).astype(np.uint32))
+    for dtype, width in ((fj.uint8, 8), (fj.uint16, 16), (fj.uint32, 32), (fj.uint64, 64)):
+        x = np.asarray(fj.function(lambda k, d=dtype: fj.random.bits(k, (N,), d))(key))
+        assert x.dtype == np.dtype(f"uint{width}")
+        ones = np.array([((x >> np.array(b, x.dtype)) & np.array(1, x.dtype)).mean() for b in range(width)])
+        assert np.abs(ones - 0.5).max() < 0.02, (width, ones)   # 4.5 standard errors
+    with pytest.raises(fj.FlowjitTypeError, match="unsigned integers"):
+        fj.random.bits(key, (2,), fj.int32)
+
+
+@pytest.mark.parametrize(("d", "p"), [(3, 2.0), (2, 1.0), (5, 2.0)])
+def test_ball_points_are_uniform_in_the_unit_ball(d, p):
+    x = np.asarray(fj.function(lambda k: fj.random.ball(k, d, p, (N,)))(fj.random.key(18)))
+    assert x.shape == (N, d) and x.dtype == np.float32
+    r = (np.abs(x.astype(np.float64)) ** p).sum(axis=1) ** (1 / p)
+    assert r.max() <= 1 + 1e-6
+    # uniform in the ball: the norm's d-th power is uniform on [0, 1], and no direction is favoured
+    assert stats.kstest(r ** d, "uniform").pvalue > 1e-3
+    np.testing.assert_allclose(x.mean(axis=0), 0, atol=0.02)
