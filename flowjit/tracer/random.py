@@ -244,13 +244,9 @@ def choice(k: Any, a: Any, shape: Any = (), replace: bool = True, p: Any = None,
     return indexing.take(arr, idx, axis=ax)
 
 
-def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
-    """Gamma floats of shape ``a`` (scale 1; broadcast to ``shape``), by Marsaglia and Tsang's
-    rejection (2000) with every element drawn again until all are accepted, in one compiled
-    while loop, each round's normals and uniforms from the key folded with the round; for
-    ``a < 1`` a draw of ``a + 1`` times ``u ** (1 / a)``. Its samples carry no derivative
-    with respect to ``a`` (a while loop's reverse mode raises)."""
-    d = _float_dtype(dtype, "gamma")
+def _gamma_draw(k: Any, a: Any, shape: Any, d: Any) -> tuple[Any, Any, Any, Any]:
+    """Marsaglia and Tsang's draw for ``gamma``: the accepted values of shape ``a`` (``a + 1``
+    where ``a < 1``), the uniforms that boost those, ``a`` broadcast, and where it is below 1."""
     alpha = conversion.astype(a, d)
     shp = tuple(layout.shape(alpha)) if shape is None else _shape(shape)
     alpha = layout.broadcast_to(alpha, shp)
@@ -280,8 +276,29 @@ def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
 
     init = (np.int32(0), creation.zeros(shp, bool), creation.zeros(shp, d))
     _, _, value = while_loop(cond, body, init)
-    boost = ufuncs.power(uniform(kb, shp, d, minval=_tiny(d), maxval=1.0), ufuncs.divide(1, alpha))
+    return value, uniform(kb, shp, d, minval=_tiny(d), maxval=1.0), alpha, small
+
+
+def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Gamma floats of shape ``a`` (scale 1; broadcast to ``shape``), by Marsaglia and Tsang's
+    rejection (2000) with every element drawn again until all are accepted, in one compiled
+    while loop, each round's normals and uniforms from the key folded with the round; for
+    ``a < 1`` a draw of ``a + 1`` times ``u ** (1 / a)``. Its samples carry no derivative
+    with respect to ``a`` (a while loop's reverse mode raises)."""
+    d = _float_dtype(dtype, "gamma")
+    value, u, alpha, small = _gamma_draw(k, a, shape, d)
+    boost = ufuncs.power(u, ufuncs.divide(1, alpha))
     return conversion.astype(ufuncs.where(small, ufuncs.multiply(value, boost), value), d)
+
+
+def loggamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """The log of gamma floats of shape ``a``, as ``jax.random.loggamma``: for ``a < 1`` the
+    log of the draw of ``a + 1`` plus ``log(u) / a``, finite where the gamma draw itself
+    would underflow to 0 (``a`` of 0.01 and below in float32)."""
+    d = _float_dtype(dtype, "loggamma")
+    value, u, alpha, small = _gamma_draw(k, a, shape, d)
+    return conversion.astype(ufuncs.add(ufuncs.log(value),
+                                        ufuncs.where(small, ufuncs.divide(ufuncs.log(u), alpha), 0)), d)
 
 
 def beta(k: Any, a: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
@@ -532,3 +549,104 @@ def binomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) ->
     _, rejected, _ = while_loop(_until_all_done(2), btrs_body, (np.int32(0), creation.zeros(shp, float64), small))
     drawn = ufuncs.where(small, counted, rejected)
     return conversion.astype(ufuncs.where(flipped, ufuncs.subtract(count, drawn), drawn), d)
+
+
+def lognormal(k: Any, sigma: Any = 1.0, shape: Any = None, dtype: Any = float32) -> Any:
+    """Log-normal floats: ``exp(sigma * z)`` of standard normals (``jax.random.lognormal``)."""
+    d = _float_dtype(dtype, "lognormal")
+    sg = conversion.astype(sigma, d)
+    shp = tuple(layout.shape(sg)) if shape is None else _shape(shape)
+    return ufuncs.exp(ufuncs.multiply(normal(k, shp, d), sg))
+
+
+def pareto(k: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Pareto floats of shape ``b`` on [1, inf): ``exp(e / b)`` of standard exponentials."""
+    d = _float_dtype(dtype, "pareto")
+    bb = conversion.astype(b, d)
+    shp = tuple(layout.shape(bb)) if shape is None else _shape(shape)
+    return ufuncs.exp(ufuncs.divide(exponential(k, shp, d), bb))
+
+
+def weibull_min(k: Any, scale: Any, concentration: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Weibull floats: ``scale * e ** (1 / concentration)`` of standard exponentials."""
+    d = _float_dtype(dtype, "weibull_min")
+    e = exponential(k, shape, d)
+    return ufuncs.multiply(conversion.astype(scale, d),
+                           ufuncs.power(e, ufuncs.divide(1, conversion.astype(concentration, d))))
+
+
+def rayleigh(k: Any, scale: Any = 1.0, shape: Any = None, dtype: Any = float32) -> Any:
+    """Rayleigh floats: ``scale * sqrt(2 e)`` of standard exponentials."""
+    d = _float_dtype(dtype, "rayleigh")
+    sc = conversion.astype(scale, d)
+    shp = tuple(layout.shape(sc)) if shape is None else _shape(shape)
+    return ufuncs.multiply(sc, ufuncs.sqrt(ufuncs.multiply(exponential(k, shp, d), 2)))
+
+
+def maxwell(k: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """Maxwell floats: the length of a vector of three standard normals."""
+    d = _float_dtype(dtype, "maxwell")
+    z = normal(k, (*_shape(shape), 3), d)
+    return ufuncs.sqrt(reductions.sum(ufuncs.multiply(z, z), axis=-1))
+
+
+def double_sided_maxwell(k: Any, loc: Any, scale: Any, shape: Any = (), dtype: Any = float32) -> Any:
+    """``loc`` plus ``scale`` times a Maxwell float of a random sign."""
+    d = _float_dtype(dtype, "double_sided_maxwell")
+    km, ks = split(k)
+    x = ufuncs.multiply(maxwell(km, shape, d), rademacher(ks, shape, d))
+    return ufuncs.add(conversion.astype(loc, d), ufuncs.multiply(conversion.astype(scale, d), x))
+
+
+def geometric(k: Any, p: Any, shape: Any = None, dtype: Any = int32) -> Any:
+    """The number of trials up to the first success of probability ``p`` (1, 2, ...):
+    ``floor(log(u) / log(1 - p)) + 1`` of uniforms in [tiny, 1)."""
+    pp = conversion.astype(p, float64)
+    shp = tuple(layout.shape(pp)) if shape is None else _shape(shape)
+    u = uniform(k, shp, float64, minval=float(np.finfo(np.float64).tiny), maxval=1.0)
+    trials = ufuncs.add(ufuncs.floor(ufuncs.divide(ufuncs.log(u), ufuncs.log1p(ufuncs.negative(pp)))), 1)
+    return conversion.astype(trials, dtype)
+
+
+def wald(k: Any, mean: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Wald (inverse Gaussian) floats of ``mean`` and shape 1, by Michael, Schucany and
+    Haas's transformation of a normal (1976): the smaller root of the quadratic its square
+    gives, or ``mean**2`` over it, chosen by a uniform."""
+    d = _float_dtype(dtype, "wald")
+    mu = conversion.astype(mean, d)
+    shp = tuple(layout.shape(mu)) if shape is None else _shape(shape)
+    kn, ku = split(k)
+    z = normal(kn, shp, d)
+    y = ufuncs.multiply(z, z)
+    my = ufuncs.multiply(mu, y)
+    x = ufuncs.subtract(ufuncs.add(mu, ufuncs.multiply(ufuncs.multiply(mu, my), 0.5)),
+                        ufuncs.multiply(ufuncs.multiply(mu, 0.5), ufuncs.sqrt(ufuncs.add(ufuncs.multiply(my, 4),
+                                                                                          ufuncs.multiply(my, my)))))
+    u = uniform(ku, shp, d)
+    return ufuncs.where(ufuncs.less_equal(u, ufuncs.divide(mu, ufuncs.add(mu, x))), x,
+                        ufuncs.divide(ufuncs.multiply(mu, mu), x))
+
+
+def triangular(k: Any, left: Any, mode: Any, right: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Triangular floats on [left, right] peaking at ``mode``: its inverse CDF of uniforms."""
+    d = _float_dtype(dtype, "triangular")
+    lo, mo, hi = (conversion.astype(v, d) for v in (left, mode, right))
+    shp = tuple(np.broadcast_shapes(*(layout.shape(v) for v in (lo, mo, hi)))) if shape is None else _shape(shape)
+    u = uniform(k, shp, d)
+    width = ufuncs.subtract(hi, lo)
+    cut = ufuncs.divide(ufuncs.subtract(mo, lo), width)
+    below = ufuncs.add(lo, ufuncs.sqrt(ufuncs.multiply(u, ufuncs.multiply(width, ufuncs.subtract(mo, lo)))))
+    above = ufuncs.subtract(hi, ufuncs.sqrt(ufuncs.multiply(ufuncs.subtract(1, u),
+                                                            ufuncs.multiply(width, ufuncs.subtract(hi, mo)))))
+    return ufuncs.where(ufuncs.less(u, cut), below, above)
+
+
+def f(k: Any, dfnum: Any, dfden: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """F floats: the ratio of two chi-squared draws each over its degrees of freedom."""
+    d = _float_dtype(dtype, "f")
+    num, den = conversion.astype(dfnum, d), conversion.astype(dfden, d)
+    shp = tuple(np.broadcast_shapes(layout.shape(num), layout.shape(den))) if shape is None else _shape(shape)
+    kn, kd = split(k)
+    x = ufuncs.divide(chisquare(kn, layout.broadcast_to(num, shp), dtype=d), num)
+    y = ufuncs.divide(chisquare(kd, layout.broadcast_to(den, shp), dtype=d), den)
+    return ufuncs.divide(x, y)

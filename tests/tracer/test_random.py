@@ -62,6 +62,16 @@ CONTINUOUS = [
     ("generalized_normal", lambda k: fj.random.generalized_normal(k, 2.0, (N,)), stats.gennorm(2.0)),
     ("generalized_normal_p1", lambda k: fj.random.generalized_normal(k, 1.0, (N,), fj.float64), stats.gennorm(1.0)),
     ("generalized_normal_p4", lambda k: fj.random.generalized_normal(k, 4.0, (N,)), stats.gennorm(4.0)),
+    ("lognormal", lambda k: fj.random.lognormal(k, 0.7, (N,)), stats.lognorm(0.7)),
+    ("pareto", lambda k: fj.random.pareto(k, 3.0, (N,)), stats.pareto(3.0)),
+    ("weibull_min", lambda k: fj.random.weibull_min(k, 2.0, 1.5, (N,)), stats.weibull_min(1.5, scale=2.0)),
+    ("rayleigh", lambda k: fj.random.rayleigh(k, 1.5, (N,)), stats.rayleigh(scale=1.5)),
+    ("maxwell", lambda k: fj.random.maxwell(k, (N,)), stats.maxwell()),
+    ("wald", lambda k: fj.random.wald(k, 0.8, (N,)), stats.invgauss(0.8)),
+    ("triangular", lambda k: fj.random.triangular(k, -1.0, 0.5, 2.0, (N,)), stats.triang(0.5, loc=-1.0, scale=3.0)),
+    ("f", lambda k: fj.random.f(k, 5.0, 8.0, (N,)), stats.f(5.0, 8.0)),
+    ("loggamma", lambda k: fj.random.loggamma(k, 2.5, (N,)), stats.loggamma(2.5)),
+    ("loggamma_below_one", lambda k: fj.random.loggamma(k, 0.05, (N,), fj.float64), stats.loggamma(0.05)),
 ]
 
 
@@ -263,3 +273,22 @@ def test_ball_points_are_uniform_in_the_unit_ball(d, p):
     # uniform in the ball: the norm's d-th power is uniform on [0, 1], and no direction is favoured
     assert stats.kstest(r ** d, "uniform").pvalue > 1e-3
     np.testing.assert_allclose(x.mean(axis=0), 0, atol=0.02)
+
+
+def test_geometric_trials_follow_the_geometric_law():
+    key = fj.random.key(19)
+    x = np.asarray(fj.function(lambda k: fj.random.geometric(k, 0.3, (N,)))(key))
+    assert x.dtype == np.int32 and x.min() >= 1
+    np.testing.assert_array_equal(x, np.asarray(fj.function(lambda k: fj.random.geometric(k, 0.3, (N,)),
+                                                            interpret=True)(key)))
+    assert _chi_squared_pvalue(x, stats.geom(0.3)) > 1e-3
+
+
+def test_double_sided_maxwell_and_a_loggamma_whose_gamma_would_underflow():
+    key = fj.random.key(20)
+    x = np.asarray(fj.function(lambda k: fj.random.double_sided_maxwell(k, 1.0, 2.0, (N,)))(key))
+    assert stats.kstest(np.abs(x - 1) / 2, stats.maxwell().cdf).pvalue > 1e-3 and abs((x > 1).mean() - 0.5) < 0.02
+    # a = 0.001: a float32 gamma draw is 0 nearly always; its log stays finite
+    logs = np.asarray(fj.function(lambda k: fj.random.loggamma(k, 0.001, (N,)))(key))
+    draws = np.asarray(fj.function(lambda k: fj.random.gamma(k, 0.001, (N,)))(key))
+    assert np.isfinite(logs).all() and (draws == 0).mean() > 0.5
