@@ -119,9 +119,8 @@ def _describe(program: Function, report: Explanation, block: str, fused: bool, b
     blocks of its control ops, with their names, go to ``blocks`` by op id."""
     for b in boundaries_of(program):
         report.boundaries.append(BoundaryReport(**dataclasses.asdict(b), block=block))
-    skip = _NO_WORK if fused else ("constant", "stateful")
     for op in program.body.ops:
-        if op.primitive.kind in skip and not op.blocks:
+        if not _does_work(op, fused):
             continue
         index = len(report.kernels) + 1
         report.kernels.append(_kernel(op, index, block, bounds))
@@ -143,7 +142,7 @@ def _blocked_convolutions(program: Function, report: Explanation, exe: Any, boun
         return
     names = value_names(program.body)
     made_by = {r.id: op for op in program.body.ops for r in op.results}
-    working = [op for op in program.body.ops if op.primitive.kind not in _NO_WORK or op.blocks]
+    working = [op for op in program.body.ops if _does_work(op)]
     row_of = dict(zip((op.id for op in working), (k for k in report.kernels if not k.block)))
     for op in working:
         if op.primitive.role != "matrix_product" or names[op.results[0].id] not in products:
@@ -156,9 +155,8 @@ def _blocked_convolutions(program: Function, report: Explanation, exe: Any, boun
         made, product = row_of[windows.id], row_of[op.id]
         image = sum(_nbytes(v.type) for v in {v.id: v for v in windows.inputs}.values())
         product.bytes_read += image - made.bytes_written
-        memory_s = (product.bytes_read + product.bytes_written) / bounds.bandwidth
-        product.predicted_s = max(product.flops / bounds.gemm_flops, memory_s)
-        product.bound = "blas" if product.flops / bounds.gemm_flops >= memory_s else "memory"
+        product.bound, product.predicted_s = _blas_bound(product.flops, product.bytes_read + product.bytes_written,
+                                                         bounds)
         product.fraction_of_bound = (product.predicted_s / product.measured_s if product.measured_s else None)
         product.note = (f"runs blocked with #{made.index}'s windows (one step of the native program): "
                         "a block of output rows' windows made in cache, then multiplied on one BLAS thread"
@@ -167,6 +165,18 @@ def _blocked_convolutions(program: Function, report: Explanation, exe: Any, boun
         made.bound, made.predicted_s, made.measured_s, made.fraction_of_bound = "-", None, None, None
         made.note = (f"made a block at a time inside #{product.index}'s product, never written whole: "
                      "counted and timed there")
+
+
+def _does_work(op: Op, fused: bool = True) -> bool:
+    """Whether ``op`` is a step of the report (``_NO_WORK``: before fusion, layout ops too)."""
+    return op.primitive.kind not in (_NO_WORK if fused else ("constant", "stateful")) or bool(op.blocks)
+
+
+def _blas_bound(flops: int, nbytes: int, bounds: Any) -> tuple[str, float]:
+    """A BLAS call's bound and the time it predicts: the larger of its FLOPs at the BLAS
+    rate and its bytes at the memory bandwidth."""
+    compute_s, memory_s = flops / bounds.gemm_flops, nbytes / bounds.bandwidth
+    return ("blas" if compute_s >= memory_s else "memory"), max(compute_s, memory_s)
 
 
 def _fused_blocks(program: Function, op: Op) -> list[Function]:
@@ -223,8 +233,7 @@ def _kernel(op: Op, index: int, block: str, bounds: Any) -> KernelReport:
     if what == "control":
         bound, predicted = "its blocks", None
     elif what == "blas":
-        compute_s = flops / bounds.gemm_flops
-        bound, predicted = ("blas" if compute_s >= memory_s else "memory"), max(compute_s, memory_s)
+        bound, predicted = _blas_bound(flops, read + written, bounds)
     else:
         bound, predicted = "memory", memory_s
     return KernelReport(index, name, what, ops, lines, op.device or "", [str(r.type) for r in op.results],
@@ -274,7 +283,7 @@ def _measure(program: Function, report: Explanation, args: Sequence[np.ndarray],
             outs = run_op(op, ins)
         for r, x in zip(op.results, outs):
             env[r.id] = np.asarray(x, r.type.dtype.np).reshape(r.type.shape)
-        if op.primitive.kind in _NO_WORK and not op.blocks:
+        if not _does_work(op):
             continue
         k = next(steps)
         timer = _timer(op, ins)

@@ -65,6 +65,19 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
 
 
+def _draw_shape(shape: Any, *params: Any) -> tuple[int, ...]:
+    """A draw's shape: ``shape`` where given, else its parameters' shapes broadcast."""
+    if shape is not None:
+        return _shape(shape)
+    return tuple(np.broadcast_shapes(*(layout.shape(conversion.asarray(v)) for v in params)))
+
+
+def _lgamma(x: Any) -> Any:
+    """log |Gamma(x)|, elementwise (the registry's ``lgamma``; ``fj.scipy.special.gammaln``
+    sits above this layer)."""
+    return bind("lgamma", [x], {})
+
+
 def uniform(k: Any, shape: Any = (), dtype: Any = float32, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
     """Uniform floats in [minval, maxval)."""
     d = _float_dtype(dtype, "uniform")
@@ -185,7 +198,7 @@ def truncated_normal(k: Any, lower: Any, upper: Any, shape: Any = None, dtype: A
     (``jax.random.truncated_normal``; initializers draw from (-2, 2))."""
     d = _float_dtype(dtype, "truncated_normal")
     lo, hi = conversion.astype(lower, d), conversion.astype(upper, d)
-    shp = tuple(np.broadcast_shapes(layout.shape(lo), layout.shape(hi))) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, lo, hi)
     root2 = np.sqrt(2.0)
     a = bind("erf", [ufuncs.divide(lo, d.np.type(root2))], {})
     b = bind("erf", [ufuncs.divide(hi, d.np.type(root2))], {})
@@ -248,7 +261,7 @@ def _gamma_draw(k: Any, a: Any, shape: Any, d: Any) -> tuple[Any, Any, Any, Any]
     """Marsaglia and Tsang's draw for ``gamma``: the accepted values of shape ``a`` (``a + 1``
     where ``a < 1``), the uniforms that boost those, ``a`` broadcast, and where it is below 1."""
     alpha = conversion.astype(a, d)
-    shp = tuple(layout.shape(alpha)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, alpha)
     alpha = layout.broadcast_to(alpha, shp)
     small = ufuncs.less(alpha, 1)
     boosted = ufuncs.where(small, ufuncs.add(alpha, 1), alpha)
@@ -304,8 +317,7 @@ def loggamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
 def beta(k: Any, a: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
     """Beta(a, b) floats (broadcast to ``shape``), ``x / (x + y)`` of gamma draws."""
     d = _float_dtype(dtype, "beta")
-    shp = tuple(np.broadcast_shapes(layout.shape(conversion.asarray(a)), layout.shape(conversion.asarray(b)))) \
-        if shape is None else _shape(shape)
+    shp = _draw_shape(shape, a, b)
     ka, kb = split(k)
     x, y = gamma(ka, layout.broadcast_to(conversion.astype(a, d), shp), dtype=d), \
         gamma(kb, layout.broadcast_to(conversion.astype(b, d), shp), dtype=d)
@@ -333,7 +345,7 @@ def t(k: Any, df: Any, shape: Any = None, dtype: Any = float32) -> Any:
     chi-squared's ``/ df``."""
     d = _float_dtype(dtype, "t")
     dfa = conversion.astype(df, d)
-    shp = tuple(layout.shape(dfa)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, dfa)
     kn, kg = split(k)
     g = gamma(kg, ufuncs.divide(layout.broadcast_to(dfa, shp), 2), dtype=d)
     return ufuncs.multiply(normal(kn, shp, d), ufuncs.sqrt(ufuncs.divide(dfa, ufuncs.multiply(g, 2))))
@@ -391,7 +403,7 @@ def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
     squeeze (PTRS, 1993, as NumPy draws them); every element drawn again until all are
     done, each in one compiled while loop. A rate of 0 gives 0."""
     rate = conversion.astype(lam, float64)
-    shp = tuple(layout.shape(rate)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, rate)
     rate = layout.broadcast_to(rate, shp)
     small = ufuncs.less(rate, POISSON_REJECTION_RATE)
     k_small, k_large = split(k)
@@ -424,7 +436,7 @@ def poisson(k: Any, lam: Any, shape: Any = None, dtype: Any = int32) -> Any:
         lhs = ufuncs.subtract(ufuncs.add(ufuncs.log(v), ufuncs.log(inv_alpha)),
                               ufuncs.log(ufuncs.add(ufuncs.divide(a, ufuncs.multiply(us_safe, us_safe)), b)))
         rhs = ufuncs.subtract(ufuncs.subtract(ufuncs.multiply(draw, log_rate), lr),
-                              bind("lgamma", [ufuncs.add(ufuncs.maximum(draw, 0.0), 1.0)], {}))
+                              _lgamma(ufuncs.add(ufuncs.maximum(draw, 0.0), 1.0)))
         passes = ufuncs.logical_and(ufuncs.logical_not(rejected), ufuncs.less_equal(lhs, rhs))
         accept = ufuncs.logical_or(squeeze, passes)
         take = ufuncs.logical_and(accept, ufuncs.logical_not(done))
@@ -492,7 +504,7 @@ def binomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) ->
     every element drawn again until all are done, each in one compiled while loop."""
     d = _float_dtype(dtype, "binomial")
     count, prob = conversion.astype(n, float64), conversion.astype(p, float64)
-    shp = tuple(np.broadcast_shapes(layout.shape(count), layout.shape(prob))) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, count, prob)
     count, prob = layout.broadcast_to(count, shp), layout.broadcast_to(prob, shp)
     flipped = ufuncs.greater(prob, 0.5)
     q = ufuncs.where(flipped, ufuncs.subtract(1.0, prob), prob)
@@ -523,10 +535,7 @@ def binomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) ->
     alpha = ufuncs.multiply(ufuncs.add(2.83, ufuncs.divide(5.1, b)), spq)
     log_odds = ufuncs.log(ufuncs.divide(qq, ufuncs.subtract(1.0, qq)))
     m = ufuncs.floor(ufuncs.multiply(ufuncs.add(nn, 1.0), qq))
-
-    def lgamma(x: Any) -> Any:
-        return bind("lgamma", [x], {})
-    h = ufuncs.add(lgamma(ufuncs.add(m, 1.0)), lgamma(ufuncs.add(ufuncs.subtract(nn, m), 1.0)))
+    h = ufuncs.add(_lgamma(ufuncs.add(m, 1.0)), _lgamma(ufuncs.add(ufuncs.subtract(nn, m), 1.0)))
 
     def btrs_body(state: Any) -> Any:
         i, value, done = state
@@ -538,8 +547,8 @@ def binomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) ->
         inside = ufuncs.minimum(ufuncs.maximum(draw, 0.0), nn)
         lhs = ufuncs.log(ufuncs.divide(ufuncs.multiply(v, alpha),
                                        ufuncs.add(ufuncs.divide(a, ufuncs.multiply(us_safe, us_safe)), b)))
-        rhs = ufuncs.add(ufuncs.subtract(ufuncs.subtract(h, lgamma(ufuncs.add(inside, 1.0))),
-                                         lgamma(ufuncs.add(ufuncs.subtract(nn, inside), 1.0))),
+        rhs = ufuncs.add(ufuncs.subtract(ufuncs.subtract(h, _lgamma(ufuncs.add(inside, 1.0))),
+                                         _lgamma(ufuncs.add(ufuncs.subtract(nn, inside), 1.0))),
                          ufuncs.multiply(ufuncs.subtract(inside, m), log_odds))
         passes = ufuncs.logical_and(ufuncs.logical_not(outside), ufuncs.less_equal(lhs, rhs))
         accept = ufuncs.logical_or(ufuncs.logical_and(squeeze, ufuncs.logical_not(outside)), passes)
@@ -555,7 +564,7 @@ def lognormal(k: Any, sigma: Any = 1.0, shape: Any = None, dtype: Any = float32)
     """Log-normal floats: ``exp(sigma * z)`` of standard normals (``jax.random.lognormal``)."""
     d = _float_dtype(dtype, "lognormal")
     sg = conversion.astype(sigma, d)
-    shp = tuple(layout.shape(sg)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, sg)
     return ufuncs.exp(ufuncs.multiply(normal(k, shp, d), sg))
 
 
@@ -563,7 +572,7 @@ def pareto(k: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
     """Pareto floats of shape ``b`` on [1, inf): ``exp(e / b)`` of standard exponentials."""
     d = _float_dtype(dtype, "pareto")
     bb = conversion.astype(b, d)
-    shp = tuple(layout.shape(bb)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, bb)
     return ufuncs.exp(ufuncs.divide(exponential(k, shp, d), bb))
 
 
@@ -579,7 +588,7 @@ def rayleigh(k: Any, scale: Any = 1.0, shape: Any = None, dtype: Any = float32) 
     """Rayleigh floats: ``scale * sqrt(2 e)`` of standard exponentials."""
     d = _float_dtype(dtype, "rayleigh")
     sc = conversion.astype(scale, d)
-    shp = tuple(layout.shape(sc)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, sc)
     return ufuncs.multiply(sc, ufuncs.sqrt(ufuncs.multiply(exponential(k, shp, d), 2)))
 
 
@@ -602,7 +611,7 @@ def geometric(k: Any, p: Any, shape: Any = None, dtype: Any = int32) -> Any:
     """The number of trials up to the first success of probability ``p`` (1, 2, ...):
     ``floor(log(u) / log(1 - p)) + 1`` of uniforms in [tiny, 1)."""
     pp = conversion.astype(p, float64)
-    shp = tuple(layout.shape(pp)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, pp)
     u = uniform(k, shp, float64, minval=float(np.finfo(np.float64).tiny), maxval=1.0)
     trials = ufuncs.add(ufuncs.floor(ufuncs.divide(ufuncs.log(u), ufuncs.log1p(ufuncs.negative(pp)))), 1)
     return conversion.astype(trials, dtype)
@@ -614,7 +623,7 @@ def wald(k: Any, mean: Any, shape: Any = None, dtype: Any = float32) -> Any:
     gives, or ``mean**2`` over it, chosen by a uniform."""
     d = _float_dtype(dtype, "wald")
     mu = conversion.astype(mean, d)
-    shp = tuple(layout.shape(mu)) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, mu)
     kn, ku = split(k)
     z = normal(kn, shp, d)
     y = ufuncs.multiply(z, z)
@@ -631,7 +640,7 @@ def triangular(k: Any, left: Any, mode: Any, right: Any, shape: Any = None, dtyp
     """Triangular floats on [left, right] peaking at ``mode``: its inverse CDF of uniforms."""
     d = _float_dtype(dtype, "triangular")
     lo, mo, hi = (conversion.astype(v, d) for v in (left, mode, right))
-    shp = tuple(np.broadcast_shapes(*(layout.shape(v) for v in (lo, mo, hi)))) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, lo, mo, hi)
     u = uniform(k, shp, d)
     width = ufuncs.subtract(hi, lo)
     cut = ufuncs.divide(ufuncs.subtract(mo, lo), width)
@@ -645,7 +654,7 @@ def f(k: Any, dfnum: Any, dfden: Any, shape: Any = None, dtype: Any = float32) -
     """F floats: the ratio of two chi-squared draws each over its degrees of freedom."""
     d = _float_dtype(dtype, "f")
     num, den = conversion.astype(dfnum, d), conversion.astype(dfden, d)
-    shp = tuple(np.broadcast_shapes(layout.shape(num), layout.shape(den))) if shape is None else _shape(shape)
+    shp = _draw_shape(shape, num, den)
     kn, kd = split(k)
     x = ufuncs.divide(chisquare(kn, layout.broadcast_to(num, shp), dtype=d), num)
     y = ufuncs.divide(chisquare(kd, layout.broadcast_to(den, shp), dtype=d), den)
