@@ -15,13 +15,14 @@ from flowjit.ir.dtypes import float32, float64, int32, uint32
 from flowjit.ir.errors import FlowjitTypeError
 from flowjit.ir.primitives.random import key_from_seed
 from flowjit.tracer import linalg
-from flowjit.tracer.control_flow import while_loop
+from flowjit.tracer.control_flow import scan, while_loop
 from flowjit.tracer.core import Tracer, bind
 from flowjit.tracer.numpy import (
     conversion,
     creation,
     indexing,
     layout,
+    manipulation,
     matrices,
     products,
     reductions,
@@ -313,6 +314,35 @@ def loggamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
     return conversion.astype(ufuncs.add(ufuncs.log(value),
                                         ufuncs.where(small, ufuncs.divide(ufuncs.log(u), alpha), 0)), d)
 
+
+
+def multinomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) -> Any:
+    """Multinomial counts of ``n`` trials over the outcomes along ``p``'s last axis, as
+    ``jax.random.multinomial``: ``shape`` is the batch shape before that axis (default
+    ``p.shape[:-1]``, ``n`` broadcast to it), the result ``shape + p.shape[-1:]`` floats of
+    ``dtype``. The conditional binomial method, one ``binomial`` draw an outcome in one scan
+    over the outcomes: the trials not yet placed with the outcome's share of the probability
+    not yet used (``p`` need not sum to 1: the last outcome with probability left takes the
+    trials left)."""
+    d = _float_dtype(dtype, "multinomial")
+    prob = conversion.astype(p, float64)
+    pshape = tuple(layout.shape(prob))
+    if not pshape:
+        raise FlowjitTypeError("multinomial: p needs an axis of outcomes (its last), got a scalar; "
+                               "pass the probabilities of two or more outcomes along the last axis")
+    batch = _shape(shape) if shape is not None else \
+        tuple(np.broadcast_shapes(pshape[:-1], layout.shape(conversion.asarray(n))))
+    prob = layout.moveaxis(layout.broadcast_to(prob, (*batch, pshape[-1])), -1, 0)
+    left = manipulation.flip(reductions.cumsum(manipulation.flip(prob, 0), axis=0), 0)   # p[i] + ... + p[-1]
+    share = ufuncs.clip(ufuncs.divide(prob, ufuncs.where(ufuncs.greater(left, 0.0), left, 1.0)), 0.0, 1.0)
+
+    def place(trials: Any, outcome: Any) -> Any:
+        ratio, key_i = outcome
+        count = binomial(key_i, trials, ratio, dtype=float64)
+        return ufuncs.subtract(trials, count), count
+
+    _, counts = scan(place, layout.broadcast_to(conversion.astype(n, float64), batch), (share, split(k, pshape[-1])))
+    return conversion.astype(layout.moveaxis(counts, 0, -1), d)
 
 def beta(k: Any, a: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
     """Beta(a, b) floats (broadcast to ``shape``), ``x / (x + y)`` of gamma draws."""

@@ -249,6 +249,39 @@ def test_binomial_of_counts_and_probabilities_in_arrays_and_at_the_edges():
     assert np.asarray(shaped(fj.random.key(16))).shape == (3, 2)
 
 
+
+def test_multinomial_counts_place_every_trial_with_the_multinomial_law():
+    # One binomial an outcome in a scan over the outcomes: every row sums to n, an outcome of
+    # probability 0 gets none, the counts have the multinomial's means and covariances
+    # (n p_i (1 - p_i), -n p_i p_j), a joint chi-squared test over a small n's outcomes
+    # passes, and the compiled draw is the interpreter's.
+    p = np.array([0.1, 0.0, 0.25, 0.15, 0.5])
+    draw = fj.function(lambda k, n, p: fj.random.multinomial(k, n, p, shape=(N,)))
+    x = np.asarray(draw(fj.random.key(17), 40.0, p))
+    assert x.shape == (N, 5) and x.dtype == np.float32 and (x == np.round(x)).all() and x.min() >= 0
+    assert (x.sum(axis=1) == 40).all() and (x[:, 1] == 0).all()
+    np.testing.assert_allclose(x.mean(axis=0), 40 * p, rtol=0.02, atol=1e-9)
+    np.testing.assert_allclose(np.cov(x.T), 40 * (np.diag(p) - np.outer(p, p)), rtol=0.08, atol=0.03)
+    np.testing.assert_array_equal(x, np.asarray(fj.function(
+        lambda k, n, p: fj.random.multinomial(k, n, p, shape=(N,)), interpret=True)(fj.random.key(17), 40.0, p)))
+    small = np.asarray(draw(fj.random.key(18), 3.0, np.array([0.2, 0.3, 0.5])))
+    outcomes, observed = np.unique(small, axis=0, return_counts=True)
+    expected = N * stats.multinomial(3, [0.2, 0.3, 0.5]).pmf(outcomes)
+    assert len(outcomes) == 10 and stats.chisquare(observed, expected).pvalue > 1e-3
+
+
+def test_multinomial_broadcasts_n_over_the_batch_and_takes_unnormalized_probabilities():
+    n = np.array([[0.0], [7.0], [1000.0]])
+    p = np.array([[2.0, 6.0, 0.0], [1.0, 1.0, 2.0]])       # weights: the shares are p / p.sum()
+    x = np.asarray(fj.function(lambda k: fj.random.multinomial(k, n, p, dtype=fj.float64))(fj.random.key(19)))
+    assert x.shape == (3, 2, 3) and x.dtype == np.float64
+    np.testing.assert_array_equal(x.sum(axis=-1), np.broadcast_to(n, (3, 2)))
+    assert (x[0] == 0).all() and (x[:, 0, 2] == 0).all()
+    batch = np.asarray(fj.function(lambda k: fj.random.multinomial(k, 10.0, p, shape=(4, 2)))(fj.random.key(20)))
+    assert batch.shape == (4, 2, 3) and (batch.sum(axis=-1) == 10).all()
+    with pytest.raises(fj.FlowjitTypeError, match="axis of outcomes"):
+        fj.function(lambda k: fj.random.multinomial(k, 5.0, 0.5))(fj.random.key(0))
+
 def test_bits_are_the_uniform_draws_words_and_every_bit_is_a_fair_coin():
     key = fj.random.key(17)
     words = np.asarray(fj.function(lambda k: fj.random.bits(k, (N,)))(key))
