@@ -4,8 +4,9 @@ The gamma, error-function and Bessel families are primitives (``flowjit/ir/primi
 whose reference is scipy.special; the rest is composed here from them and ``fj.*`` where the
 composition is exact (``beta = exp(betaln)``, ``logsumexp`` from max/exp/log/sum). Every
 function differentiates to any order with respect to its argument ``x``; the derivative with
-respect to an order parameter (``gammainc``'s ``a``, ``betainc``'s ``a`` and ``b``, a Bessel
-function's ``v``) has no closed form and is refused with an error, as in JAX. Inputs follow
+respect to an order parameter has no closed form: ``gammainc``'s and ``gammaincc``'s in ``a``
+is summed (once: ``gammainc_grad_a``), as JAX's; ``betainc``'s in ``a`` and ``b`` and a Bessel
+function's in ``v`` are refused with an error, as in JAX. Inputs follow
 NumPy's promotion: integers become float64; float16 is computed in float32.
 """
 
@@ -131,13 +132,13 @@ def beta(a: ArrayLike, b: ArrayLike) -> Any:
 
 def gammainc(a: ArrayLike, x: ArrayLike) -> Any:
     """The regularized lower incomplete gamma function ``P(a, x)``, as ``scipy.special.gammainc``;
-    differentiable in ``x`` only (a traced ``a`` must go through ``fj.stop_gradient``)."""
+    differentiable in ``x`` and (once) in ``a``."""
     return _special("gammainc", (a,), x)
 
 
 def gammaincc(a: ArrayLike, x: ArrayLike) -> Any:
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, as
-    ``scipy.special.gammaincc``; differentiable in ``x`` only."""
+    ``scipy.special.gammaincc``; differentiable in ``x`` and (once) in ``a``."""
     return _special("gammaincc", (a,), x)
 
 

@@ -13,10 +13,12 @@ import numpy as np
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float32, float64, int32, uint32
 from flowjit.ir.errors import FlowjitTypeError
+from flowjit.ir.incomplete_gamma import ArrayOps, gamma_sample_derivative
 from flowjit.ir.primitives.random import key_from_seed
 from flowjit.tracer import linalg
 from flowjit.tracer.control_flow import scan, while_loop
-from flowjit.tracer.core import Tracer, bind
+from flowjit.tracer.core import Tracer, bind, current_trace
+from flowjit.tracer.custom_gradients import custom_vjp, stop_gradient
 from flowjit.tracer.numpy import (
     conversion,
     creation,
@@ -258,14 +260,58 @@ def choice(k: Any, a: Any, shape: Any = (), replace: bool = True, p: Any = None,
     return indexing.take(arr, idx, axis=ax)
 
 
+# The array functions of the incomplete gamma sums (flowjit/ir/incomplete_gamma.py), traced.
+_TRACED_OPS = ArrayOps(where=ufuncs.where, log=ufuncs.log, exp=ufuncs.exp, absolute=ufuncs.absolute,
+                       any=reductions.any, logical_and=ufuncs.logical_and, logical_or=ufuncs.logical_or,
+                       logical_not=ufuncs.logical_not, isnan=ufuncs.isnan,
+                       digamma=lambda x: bind("polygamma", [x], {"n": 0}), lgamma=_lgamma)
+
+
+def _shape_derivative(alpha: Any, x: Any) -> Any:
+    """``dx/da`` of gamma samples ``x`` of shapes ``alpha`` at their fixed quantiles, summed in
+    compiled while loops (float64)."""
+    return gamma_sample_derivative(_TRACED_OPS, while_loop, conversion.astype(alpha, float64),
+                                   conversion.astype(x, float64))
+
+
+def _with_shape_gradient(alpha: Any, x: Any, log_space: bool) -> Any:
+    """``x`` (gamma samples of shapes ``alpha``, or their logs), carrying the implicit derivative
+    in ``alpha`` that the rejection loop which drew them cannot give: the loop draws from
+    ``stop_gradient(alpha)``, and ``x`` comes back as a function of ``alpha`` whose VJP is
+    ``g * dx/da`` (``/ x`` in log space). ``x`` is closed over, not an argument, so no
+    cotangent reaches the loop."""
+    if current_trace() is None:   # no derivative outside a trace
+        return x
+
+    def samples(alpha: Any) -> Any:
+        return x
+
+    def bwd(res: Any, g: Any) -> tuple[Any]:
+        alpha, x = res
+        if log_space:
+            # d log x / da = (dx/da) / x at x = exp(log x), the smallest normal float where that is 0.
+            x = ufuncs.exp(conversion.astype(x, float64))
+            x = ufuncs.where(ufuncs.equal(x, 0.0), float(np.finfo(np.float64).tiny), x)
+            d = ufuncs.divide(_shape_derivative(alpha, x), x)
+        else:
+            d = _shape_derivative(alpha, x)
+        return (conversion.astype(ufuncs.multiply(g, d), alpha.dtype),)
+
+    moved = custom_vjp(samples)
+    moved.defvjp(lambda alpha: (x, (alpha, x)), bwd)
+    return moved(alpha)
+
+
 def _gamma_draw(k: Any, a: Any, shape: Any, d: Any) -> tuple[Any, Any, Any, Any]:
     """Marsaglia and Tsang's draw for ``gamma``: the accepted values of shape ``a`` (``a + 1``
-    where ``a < 1``), the uniforms that boost those, ``a`` broadcast, and where it is below 1."""
+    where ``a < 1``), the uniforms that boost those, ``a`` broadcast (the draw itself from
+    ``stop_gradient`` of it), and where it is below 1."""
     alpha = conversion.astype(a, d)
     shp = _draw_shape(shape, alpha)
     alpha = layout.broadcast_to(alpha, shp)
-    small = ufuncs.less(alpha, 1)
-    boosted = ufuncs.where(small, ufuncs.add(alpha, 1), alpha)
+    drawn_from = stop_gradient(alpha)
+    small = ufuncs.less(drawn_from, 1)
+    boosted = ufuncs.where(small, ufuncs.add(drawn_from, 1), drawn_from)
     dd = ufuncs.subtract(boosted, d.np.type(1 / 3))
     c = ufuncs.divide(1, ufuncs.sqrt(ufuncs.multiply(dd, 9)))
     kb, kloop = split(k)
@@ -297,22 +343,28 @@ def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
     """Gamma floats of shape ``a`` (scale 1; broadcast to ``shape``), by Marsaglia and Tsang's
     rejection (2000) with every element drawn again until all are accepted, in one compiled
     while loop, each round's normals and uniforms from the key folded with the round; for
-    ``a < 1`` a draw of ``a + 1`` times ``u ** (1 / a)``. Its samples carry no derivative
-    with respect to ``a`` (a while loop's reverse mode raises)."""
+    ``a < 1`` a draw of ``a + 1`` times ``u ** (1 / a)``. Differentiable in ``a`` as
+    ``jax.random.gamma``: each sample moves with ``a`` at its fixed quantile (the implicit
+    reparameterization, ``dx/da = -(dP/da) / (dP/dx)``), so beta, dirichlet, chisquare, t and
+    f draws are too."""
     d = _float_dtype(dtype, "gamma")
     value, u, alpha, small = _gamma_draw(k, a, shape, d)
-    boost = ufuncs.power(u, ufuncs.divide(1, alpha))
-    return conversion.astype(ufuncs.where(small, ufuncs.multiply(value, boost), value), d)
+    drawn_from = stop_gradient(alpha)
+    boost = ufuncs.power(u, ufuncs.divide(1, drawn_from))
+    x = conversion.astype(ufuncs.where(small, ufuncs.multiply(value, boost), value), d)
+    return _with_shape_gradient(alpha, x, log_space=False)
 
 
 def loggamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
     """The log of gamma floats of shape ``a``, as ``jax.random.loggamma``: for ``a < 1`` the
     log of the draw of ``a + 1`` plus ``log(u) / a``, finite where the gamma draw itself
-    would underflow to 0 (``a`` of 0.01 and below in float32)."""
+    would underflow to 0 (``a`` of 0.01 and below in float32); differentiable in ``a`` as
+    ``gamma`` is."""
     d = _float_dtype(dtype, "loggamma")
     value, u, alpha, small = _gamma_draw(k, a, shape, d)
-    return conversion.astype(ufuncs.add(ufuncs.log(value),
-                                        ufuncs.where(small, ufuncs.divide(ufuncs.log(u), alpha), 0)), d)
+    y = conversion.astype(ufuncs.add(ufuncs.log(value),
+                                     ufuncs.where(small, ufuncs.divide(ufuncs.log(u), stop_gradient(alpha)), 0)), d)
+    return _with_shape_gradient(alpha, y, log_space=True)
 
 
 

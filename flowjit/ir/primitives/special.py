@@ -6,10 +6,12 @@ the reference. Each VJP is written with primitives of this module and ``elementw
 gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
 ``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
-real dtype (integer orders stay integers); their derivative with respect to an order has no
-closed form, and, as JAX's, it is refused: the VJP raises where the pass wants that derivative
-(the order depends on a differentiated value), and gives none otherwise. They broadcast as
-elementwise ops do and batch with the elementwise rule.
+real dtype (integer orders stay integers). The derivative of the incomplete gamma functions in
+their order ``a`` has no closed form and is summed by ``gammainc_grad_a`` (a series or a
+continued fraction, ``flowjit/ir/incomplete_gamma.py``), as JAX's ``igamma_grad_a``; that of
+betainc and the Bessel functions in theirs, as JAX's, is refused: the VJP raises where the pass
+wants it (the order depends on a differentiated value), and gives none otherwise. They
+broadcast as elementwise ops do and batch with the elementwise rule.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from flowjit.ir.batching import _rule_elementwise
 from flowjit.ir.dtypes import INT_DTYPES, complex64, complex128, float32, float64
 from flowjit.ir.errors import AutodiffError, ShapeError
+from flowjit.ir.incomplete_gamma import ArrayOps, gammainc_derivative_a, python_loop
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defbatch, defvjp, get
 from flowjit.ir.types import TensorType
 
@@ -54,12 +57,13 @@ def _reference(name: str, fn: Callable[..., np.ndarray]) -> Callable[..., np.nda
 
 
 def _declare(name: str, fn: Callable[..., np.ndarray], arity: int, doc: str, complex_too: bool = False,
-             **attrs: Any) -> None:
+             no_derivative: str = "", **attrs: Any) -> None:
     # complex_too: the reference (and the VJP, a holomorphic function's g * f'(z), JAX's
     # convention) also take complex arguments.
     dtypes = SPECIAL_DTYPES if arity == 1 else _ORDER_DTYPES
     declare(name, kind="opaque", rule=_rule, impl=_reference(name, fn), arity=arity,
-            dtypes=dtypes + ((complex64, complex128) if complex_too else ()), attrs=attrs, doc=doc)
+            dtypes=dtypes + ((complex64, complex128) if complex_too else ()), attrs=attrs, doc=doc,
+            no_derivative=no_derivative)
     p = get(name)
     defbatch(name, _rule_elementwise(p))
 
@@ -69,6 +73,18 @@ def _sp(name: str) -> Callable[..., np.ndarray]:
         import scipy.special
         return getattr(scipy.special, name)(*xs)
     return fn
+
+
+def _numpy_ops() -> ArrayOps:
+    import scipy.special
+    return ArrayOps(where=np.where, log=np.log, exp=np.exp, absolute=np.abs, any=np.any,
+                    logical_and=np.logical_and, logical_or=np.logical_or, logical_not=np.logical_not,
+                    isnan=np.isnan, digamma=scipy.special.digamma, lgamma=scipy.special.gammaln)
+
+
+def _gammainc_grad_a(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
+    return gammainc_derivative_a(_numpy_ops(), python_loop, a, x)
 
 
 def _polygamma(x: np.ndarray, *, n: int) -> np.ndarray:
@@ -86,6 +102,10 @@ _declare("ndtri", _sp("ndtri"), 1, "the inverse of the standard normal CDF on (0
 _declare("log_ndtr", _sp("log_ndtr"), 1, "log of the standard normal CDF, accurate in both tails")
 _declare("gammainc", _sp("gammainc"), 2, "the regularized lower incomplete gamma function P(a, x)")
 _declare("gammaincc", _sp("gammaincc"), 2, "the regularized upper incomplete gamma function Q(a, x)")
+_declare("gammainc_grad_a", _gammainc_grad_a, 2, "dP(a, x)/da, the lower regularized incomplete gamma "
+         "function's derivative in its order (-dQ/da): a series or a continued fraction summed with it",
+         no_derivative="the incomplete gamma function's second derivative in its order is not summed "
+                       "(JAX's igamma_grad_a has none either)")
 _declare("betainc", _sp("betainc"), 3, "the regularized incomplete beta function I_x(a, b)")
 _declare("bessel_jv", _sp("jv"), 2, "the Bessel function of the first kind J_v(x)")
 _declare("bessel_yv", _sp("yv"), 2, "the Bessel function of the second kind Y_v(x)")
@@ -132,12 +152,20 @@ def _gammainc_density(e: Any, a: Any, x: Any) -> Any:
     return e.exp(e.sub(e.sub(e.mul(e.sub(a, one), e.log(x)), x), e.lgamma(a)))
 
 
+def _gammainc_order(e: Any, g: Any, a: Any, x: Any, sign: float) -> Any:
+    # The cotangent of a float order: g * dP/da (sign 1) or g * dQ/da = -g * dP/da (sign -1).
+    if not a.type.dtype.is_inexact or not e.wants(a):
+        return None
+    d = e.gammainc_grad_a(a, x)
+    return e.unbroadcast(e.mul(g, d if sign > 0 else e.neg(d)), a.type)
+
+
 def _gammainc_vjp(e, g, y, a, x):
-    return [_no_order_gradient(e, "gammainc", "a", a), e.unbroadcast(e.mul(g, _gammainc_density(e, a, x)), x.type)]
+    return [_gammainc_order(e, g, a, x, 1.0), e.unbroadcast(e.mul(g, _gammainc_density(e, a, x)), x.type)]
 
 
 def _gammaincc_vjp(e, g, y, a, x):
-    return [_no_order_gradient(e, "gammaincc", "a", a),
+    return [_gammainc_order(e, g, a, x, -1.0),
             e.unbroadcast(e.neg(e.mul(g, _gammainc_density(e, a, x))), x.type)]
 
 

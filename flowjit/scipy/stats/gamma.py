@@ -28,7 +28,7 @@ def pdf(x: ArrayLike, a: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) ->
 
 def cdf(x: ArrayLike, a: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """P(X <= x) = P(a, (x - loc) / scale), the regularized lower incomplete gamma function;
-    differentiable in x, loc and scale (not in ``a``: gammainc's derivative in a is refused)."""
+    differentiable in x, a, loc and scale (in ``a`` through ``gammainc_grad_a``'s sums)."""
     x, a, loc, scale = promote(x, a, loc, scale)
     y = standardize(x, loc, scale)
     ok = y >= 0
