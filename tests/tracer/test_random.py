@@ -102,6 +102,22 @@ def test_gamma_broadcasts_its_shapes_and_each_element_follows_its_own():
 
 
 
+
+@pytest.mark.parametrize("draw", [
+    lambda k: fj.random.poisson(k, np.array([3.0, 40.0]), (64, 2)),
+    lambda k: fj.random.binomial(k, np.array([5.0, 500.0]), 0.3, (64, 2)),
+    lambda k: fj.random.multinomial(k, 20.0, np.array([0.2, 0.3, 0.5]), shape=(64,)),
+    lambda k: fj.grad(lambda a: fj.random.gamma(k, a, (64,)).sum())(2.5),
+], ids=["poisson", "binomial", "multinomial", "gamma-derivative"])
+def test_draws_using_log_gamma_or_digamma_run_as_one_native_program(draw):
+    # lgamma (the rejection samplers' bounds) and digamma (the gamma draw's derivative) are
+    # decomposed into elementwise ops, so these stay on the native path.
+    f = fj.function(draw)
+    out = f(fj.random.key(23))
+    (entry,) = f._cache.values()
+    assert entry.executable._program is not None, entry.executable.native_reason
+    np.testing.assert_array_equal(np.asarray(f(fj.random.key(23))), np.asarray(out))
+
 def test_gamma_draws_move_with_their_shape_at_a_fixed_quantile():
     # The implicit derivative (as jax.random.gamma): each sample's dx/da is the central
     # difference of scipy's inverse of P(a, .) at that sample's quantile, on both sides of

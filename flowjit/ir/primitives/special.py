@@ -26,7 +26,7 @@ from flowjit.ir.batching import _rule_elementwise
 from flowjit.ir.dtypes import INT_DTYPES, complex64, complex128, float32, float64
 from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.incomplete_gamma import ArrayOps, gammainc_derivative_a, python_loop
-from flowjit.ir.registry import attr, broadcast_shapes, declare, defbatch, defvjp, get
+from flowjit.ir.registry import attr, broadcast_shapes, declare, defbatch, defdecompose, defvjp, get
 from flowjit.ir.types import TensorType
 
 SPECIAL_DTYPES = (float32, float64)
@@ -201,3 +201,117 @@ _bessel_vjp("bessel_jv", "jv", -1.0)
 _bessel_vjp("bessel_yv", "yv", -1.0)
 _bessel_vjp("bessel_iv", "iv", 1.0)
 _bessel_vjp("bessel_ive", "ive", 1.0, scaled=True)
+
+
+# ---- decompositions: lgamma and digamma in elementwise primitives ------------------------------
+# Written in ops every code generator has, so a program using them (a Poisson or binomial draw,
+# a Poisson likelihood, a gamma draw's derivative in its shape) stays one native program and
+# they fuse into their neighbours' kernels. Both are computed in float64 and rounded once to
+# the argument's dtype. lgamma is Cephes' ``lgam`` (the arithmetic scipy.special.gammaln
+# does): Stirling's series from 13 on, below it a shift onto [2, 3) (a product of at most ten
+# factors) and a rational function there; ``log(pi / |sin(pi x)|) - lgamma(1 - x)`` for
+# negative x. digamma is the asymptotic series from 10 on and a sum of at most ten ``1 / x``
+# terms below, reflected for negative x. Unrolled, each shift step is a select, no loop.
+
+# Stirling's series of log Gamma: 1/(12x) - 1/(360x^3) + ..., as Cephes' coefficients
+# (highest power of 1/x^2 first), and its rational function of t = x - 2 on [2, 3).
+_LGAMMA_STIRLING = (8.11614167470508450300e-4, -5.95061904284301438324e-4, 7.93650340457716943945e-4,
+                    -2.77777777730099687205e-3, 8.33333333333331927722e-2)
+_LGAMMA_NUM = (-1.37825152569120859100e3, -3.88016315134637840924e4, -3.31612992738871184744e5,
+               -1.16237097492762307383e6, -1.72173700820839662146e6, -8.53555664245765465627e5)
+_LGAMMA_DEN = (1.0, -3.51815701436523470549e2, -1.70642106651881159223e4, -2.20528590553854454839e5,
+               -1.13933444367982507207e6, -2.53252307177582951285e6, -2.01889141433532773231e6)
+# digamma's asymptotic series: psi(x) ~ log x - 1/(2x) - sum_k B_2k / (2k x^2k), k = 1..7, the
+# Bernoulli numbers' fractions highest power first.
+_DIGAMMA_SERIES = tuple(float(b) for b in (1 / 12, -691 / 32760, 1 / 132, -1 / 240, 1 / 252, -1 / 120, 1 / 12))
+_SHIFTS = 10
+
+
+def _poly(e: Any, t: Any, coefficients: Sequence[float]) -> Any:
+    # Horner's rule, the highest power first.
+    acc = e.const(coefficients[0], t)
+    for c in coefficients[1:]:
+        acc = e.add(e.mul(acc, t), e.const(c, t))
+    return acc
+
+
+# sin(y) / y's Taylor series in y^2 (1/(2k+1)!, signs alternating), highest power first: to
+# y^22 it is within 1e-18 of sin for |y| <= pi/2. A polynomial, not libm's sin, so that the
+# loop around it vectorizes (a scalar call in a kernel keeps every lane of it scalar).
+_SIN_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(11, -1, -1))
+
+
+def _sin_pi(e: Any, r: Any) -> Any:
+    """sin(pi r) for r in [-1/2, 1/2]."""
+    y = e.mul(e.const(math.pi, r), r)
+    return e.mul(y, _poly(e, e.mul(y, y), _SIN_SERIES))
+
+
+def _reduced(e: Any, x: Any) -> Any:
+    # x - round(x), in [-1/2, 1/2]: sin(pi x) = +-sin(pi r), exactly for any x.
+    return e.sub(x, e.round(x))
+
+
+def _as_float64(e: Any, x: Any) -> Any:
+    return x if x.type.dtype == float64 else e.cast(x, dtype=float64)
+
+
+def _rounded_like(e: Any, y: Any, x: Any) -> Any:
+    return y if x.type.dtype == float64 else e.cast(y, dtype=x.type.dtype)
+
+
+def _lgamma_decompose(e, x):
+    x64 = _as_float64(e, x)
+    zero, one = e.const(0.0, x64), e.const(1.0, x64)
+    negative = e.lt(x64, zero)
+    w = e.select(negative, e.sub(one, x64), x64)            # > 0 (>= 1 where x < 0)
+    small = e.lt(w, e.const(13.0, x64))
+    # below 13: Gamma(w) = z Gamma(u), u moved onto [2, 3) one step at a time
+    u, z = e.select(small, w, e.const(2.5, x64)), one
+    for _ in range(_SHIFTS):
+        down = e.ge(u, e.const(3.0, x64))
+        u = e.select(down, e.sub(u, one), u)
+        z = e.select(down, e.mul(z, u), z)
+    for _ in range(2):
+        up = e.lt(u, e.const(2.0, x64))
+        z = e.select(up, e.div(z, u), z)
+        u = e.select(up, e.add(u, one), u)
+    t = e.sub(u, e.const(2.0, x64))
+    near = e.add(e.log(e.abs(z)), e.div(e.mul(t, _poly(e, t, _LGAMMA_NUM)), _poly(e, t, _LGAMMA_DEN)))
+    # from 13: Stirling's series
+    big = e.select(small, e.const(13.0, x64), w)
+    far = e.add(e.sub(e.mul(e.sub(big, e.const(0.5, x64)), e.log(big)), big), e.const(0.91893853320467274178, x64))
+    far = e.add(far, e.div(_poly(e, e.div(one, e.mul(big, big)), _LGAMMA_STIRLING), big))
+    at_w = e.select(small, near, far)
+    # x < 0: log|Gamma(x)| = log(pi / |sin(pi x)|) - log Gamma(1 - x); the poles (|sin| 0) are inf
+    reflected = e.sub(e.sub(e.const(math.log(math.pi), x64), e.log(e.abs(_sin_pi(e, _reduced(e, x64))))), at_w)
+    y = e.select(negative, reflected, at_w)
+    y = e.select(e.eq(e.abs(x64), e.const(math.inf, x64)), x64, y)     # +-inf, as scipy's gammaln
+    return [_rounded_like(e, y, x)]
+
+
+def _digamma_decompose(e, x, *, n):
+    if n != 0:
+        return None   # higher orders keep scipy's polygamma
+    x64 = _as_float64(e, x)
+    zero, one = e.const(0.0, x64), e.const(1.0, x64)
+    negative = e.lt(x64, zero)
+    s = e.select(negative, e.sub(one, x64), x64)             # psi(x) = psi(1 - x) - pi / tan(pi x)
+    shifted = zero
+    for _ in range(_SHIFTS):
+        low = e.lt(s, e.const(float(_SHIFTS), x64))
+        shifted = e.select(low, e.add(shifted, e.div(one, s)), shifted)
+        s = e.select(low, e.add(s, one), s)
+    inv2 = e.div(one, e.mul(s, s))
+    y = e.sub(e.sub(e.sub(e.log(s), e.div(e.const(0.5, x64), s)), e.mul(inv2, _poly(e, inv2, _DIGAMMA_SERIES))),
+              shifted)
+    r = _reduced(e, x64)       # tan(pi x) = tan(pi r); cos(pi r) = sin(pi (1/2 - |r|))
+    cos_pi = _sin_pi(e, e.sub(e.const(0.5, x64), e.abs(r)))
+    reflected = e.sub(y, e.div(e.mul(e.const(math.pi, x64), cos_pi), _sin_pi(e, r)))
+    pole = e.logical_and(negative, e.eq(r, zero))              # negative integers: NaN, as scipy
+    y = e.select(negative, e.select(pole, e.const(math.nan, x64), reflected), y)
+    return [_rounded_like(e, y, x)]
+
+
+defdecompose("lgamma", _lgamma_decompose)
+defdecompose("polygamma", _digamma_decompose)
