@@ -43,3 +43,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         rel = Path(item.fspath).relative_to(_HERE).as_posix()
         if any(rel == f or rel.startswith(f + "/") for f in EXCLUSIVE):
             item.add_marker(pytest.mark.exclusive)
+
+
+@pytest.fixture
+def jax_x64():
+    """JAX with 64-bit types for one test (the module; skipped without JAX), restored after: a
+    test that left ``jax_enable_x64`` on made JAX's integers int64 for the tests its xdist
+    worker ran next (``jax.nn.dot_product_attention`` then refused int64 lengths)."""
+    jax = pytest.importorskip("jax")
+    was = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield jax
+    finally:
+        jax.config.update("jax_enable_x64", was)

@@ -67,16 +67,15 @@ def test_second_order_gradients(argnum):
     check_grads(_solution, [Y0, TS, A1, A2], [argnum], rtol=1e-4, atol=1e-6)
 
 
-def test_gradient_compiled_matches_eager_and_jax():
+def test_gradient_compiled_matches_eager_and_jax(request):
     def loss(y0, ts, a1, a2):
         return fj.sum(odeint(_func, y0, ts, a1, a2) ** 2)
     eager = fj.grad(loss, argnums=(0, 1, 2, 3))(Y0, TS, A1, A2)
     compiled = fj.function(fj.grad(loss, argnums=(0, 1, 2, 3)))(Y0, TS, A1, A2)
     for e, c in zip(eager, compiled):
         np.testing.assert_allclose(c, e, rtol=1e-10, atol=1e-12)
-    jax = pytest.importorskip("jax")
+    jax = request.getfixturevalue("jax_x64")
     from jax.experimental.ode import odeint as jodeint
-    jax.config.update("jax_enable_x64", True)
     jfunc = lambda y, t, a1, a2: -jax.numpy.sqrt(t) - y + a1 - jax.numpy.mean((y + a2) ** 2)  # noqa: E731
     want = jax.grad(lambda *a: jax.numpy.sum(jodeint(jfunc, *a) ** 2), argnums=(0, 1, 2, 3))(Y0, TS, A1, A2)
     for e, w in zip(eager, want):

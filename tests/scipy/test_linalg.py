@@ -83,10 +83,8 @@ def test_solve_triangular(lower, trans, unit):
                 [a, b], [0, 1])
 
 
-def test_against_jax():
+def test_against_jax(jax_x64):
     jsl = pytest.importorskip("jax.scipy.linalg")
-    import jax
-    jax.config.update("jax_enable_x64", True)
     a, b = _spd(3), R(3)
     _close(L.sqrtm(a), np.asarray(jsl.sqrtm(a)).real, 1e-8)
     _close(L.solve_triangular(a, b, lower=True), np.asarray(jsl.solve_triangular(a, b, lower=True)))

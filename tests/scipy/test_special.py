@@ -213,17 +213,19 @@ def _native(f, *args):
     return f(*args)
 
 
-def test_gammaln_and_digamma_compile_into_the_native_program_at_scipys_values():
+def test_gammaln_digamma_and_erfc_compile_into_the_native_program_at_scipys_values():
     # Decomposed into elementwise ops (Cephes' lgam: Stirling from 13, a rational function on
     # [2, 3) after a shift, reflection below 0; digamma's asymptotic series after a shift):
     # within 1e-12 of scipy over positive, negative and huge arguments, at the zeros of
     # gammaln (1 and 2), at the poles (inf; digamma NaN at negative integers, -inf at 0) and
-    # at the infinities, in float64 and float32, and fused into one native program.
+    # at the infinities, in float64 and float32, and fused into one native program. erfc (and
+    # ndtr on it) likewise: 1 - erf below 1, Cephes' rational functions times exp(-x^2) above,
+    # into its underflow (from |x| about 27) and at the infinities.
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.uniform(1e-3, 30, 2000), rng.uniform(-30, 0, 1000), np.exp(rng.uniform(-30, 50, 1000)),
                         [1.0, 2.0, 1 + 1e-9, 2 - 1e-9, 0.5, 12.999, 13.0, 13.001, 1e-300, 0.0, -1.0, -2.5, -40.5,
                          np.inf, -np.inf, np.nan]])
-    for f, ref in ((S.gammaln, ss.gammaln), (S.digamma, ss.digamma)):
+    for f, ref in ((S.gammaln, ss.gammaln), (S.digamma, ss.digamma), (S.erfc, ss.erfc), (S.ndtr, ss.ndtr)):
         got = _native(fj.function(lambda x: f(x) * 1.0), x)
         np.testing.assert_allclose(got, ref(x), rtol=1e-12, atol=1e-13, equal_nan=True)
         x32 = x[np.abs(x) < 1e30].astype(np.float32)
@@ -294,9 +296,8 @@ JAX_NAMES = ["gammaln", "digamma", "gamma", "erf", "erfc", "erfinv", "ndtr", "nd
 
 
 @pytest.mark.parametrize("name", JAX_NAMES)
-def test_against_jax_scipy_special(name):
-    jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
+def test_against_jax_scipy_special(name, jax_x64):
+    jax = jax_x64
     jsp = pytest.importorskip("jax.scipy.special")
     jf = getattr(jsp, name, None)
     if jf is None:

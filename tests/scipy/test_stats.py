@@ -157,10 +157,8 @@ def test_multivariate_normal_entropy():
     check_grads(lambda m, c: S.multivariate_normal.entropy(m, _sym(c)), [10 * MEAN, COV], [0, 1], rtol=1e-4)
 
 
-def test_against_jax():
+def test_against_jax(jax_x64):
     jst = pytest.importorskip("jax.scipy.stats")
-    import jax
-    jax.config.update("jax_enable_x64", True)
     x, loc, scale = R(5), R(5), _pos(5)
     for name in ("pdf", "logpdf", "cdf", "logcdf", "sf", "logsf"):
         np.testing.assert_allclose(np.asarray(getattr(S.norm, name)(x, loc, scale)),

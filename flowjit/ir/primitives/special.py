@@ -313,5 +313,42 @@ def _digamma_decompose(e, x, *, n):
     return [_rounded_like(e, y, x)]
 
 
+# erfc's rational functions of |x| (Cephes' ndtr.c, the arithmetic scipy.special.erfc does):
+# exp(-x^2) P(|x|) / Q(|x|) on [1, 8), R / S from 8 on (Q and S with a leading 1).
+_ERFC_P = (2.46196981473530512524e-10, 5.64189564831068821977e-1, 7.46321056442269912687e0,
+           4.86371970985681366614e1, 1.96520832956077098242e2, 5.26445194995477358631e2,
+           9.34528527171957607540e2, 1.02755188689515710272e3, 5.57535335369399327526e2)
+_ERFC_Q = (1.0, 1.32281951154744992508e1, 8.67072140885989742329e1, 3.54937778887819891062e2,
+           9.75708501743205489753e2, 1.82390916687909736289e3, 2.24633760818710981792e3,
+           1.65666309194161350182e3, 5.57535340817727675546e2)
+_ERFC_R = (5.64189583547755073984e-1, 1.27536670759978104416e0, 5.01905042251180477414e0,
+           6.16021097993053585195e0, 7.40974269950448939160e0, 2.97886665372100240670e0)
+_ERFC_S = (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.20489539808096656605e1,
+           1.70814450747565897222e1, 9.60896809063285878198e0, 3.36907645100081516050e0)
+
+
+def _erfc_decompose(e, x):
+    if x.type.dtype.is_complex:
+        return None   # complex arguments keep scipy's erfc
+    x64 = _as_float64(e, x)
+    one = e.const(1.0, x64)
+    a = e.abs(x64)
+    # |x| < 1: 1 - erf(x) (no cancellation there: erfc is in (0.15, 1.85))
+    inner = e.sub(one, e.erf(x64))
+    # |x| >= 1: exp(-x^2) P/Q or R/S, reflected (2 - erfc(|x|)) for negative x; exp underflows
+    # to 0 from |x| about 27, where erfc is 0 (or 2) in float64 too.
+    wide = e.lt(a, e.const(8.0, x64))
+    ratio = e.select(wide, e.div(_poly(e, a, _ERFC_P), _poly(e, a, _ERFC_Q)),
+                     e.div(_poly(e, a, _ERFC_R), _poly(e, a, _ERFC_S)))
+    tail = e.mul(e.exp(e.neg(e.mul(x64, x64))), ratio)
+    tail = e.select(e.lt(x64, e.const(0.0, x64)), e.sub(e.const(2.0, x64), tail), tail)
+    y = e.select(e.lt(a, one), inner, tail)
+    # +-inf: 0 and 2 (P/Q of inf is NaN)
+    y = e.select(e.eq(a, e.const(math.inf, x64)), e.select(e.lt(x64, e.const(0.0, x64)), e.const(2.0, x64),
+                                                             e.const(0.0, x64)), y)
+    return [_rounded_like(e, y, x)]
+
+
 defdecompose("lgamma", _lgamma_decompose)
+defdecompose("erfc", _erfc_decompose)
 defdecompose("polygamma", _digamma_decompose)
