@@ -302,10 +302,10 @@ def _with_shape_gradient(alpha: Any, x: Any, log_space: bool) -> Any:
     return moved(alpha)
 
 
-def _gamma_draw(k: Any, a: Any, shape: Any, d: Any) -> tuple[Any, Any, Any, Any]:
+def _gamma_draw(k: Any, a: Any, shape: Any, d: Any) -> tuple[Any, Any, Any, Any, Any]:
     """Marsaglia and Tsang's draw for ``gamma``: the accepted values of shape ``a`` (``a + 1``
-    where ``a < 1``), the uniforms that boost those, ``a`` broadcast (the draw itself from
-    ``stop_gradient`` of it), and where it is below 1."""
+    where ``a < 1``), the uniforms that boost those, ``a`` broadcast, ``stop_gradient`` of it
+    (what the draw reads: no cotangent reaches its loop), and where it is below 1."""
     alpha = conversion.astype(a, d)
     shp = _draw_shape(shape, alpha)
     alpha = layout.broadcast_to(alpha, shp)
@@ -336,7 +336,7 @@ def _gamma_draw(k: Any, a: Any, shape: Any, d: Any) -> tuple[Any, Any, Any, Any]
 
     init = (np.int32(0), creation.zeros(shp, bool), creation.zeros(shp, d))
     _, _, value = while_loop(cond, body, init)
-    return value, uniform(kb, shp, d, minval=_tiny(d), maxval=1.0), alpha, small
+    return value, uniform(kb, shp, d, minval=_tiny(d), maxval=1.0), alpha, drawn_from, small
 
 
 def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
@@ -348,8 +348,7 @@ def gamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
     reparameterization, ``dx/da = -(dP/da) / (dP/dx)``), so beta, dirichlet, chisquare, t and
     f draws are too."""
     d = _float_dtype(dtype, "gamma")
-    value, u, alpha, small = _gamma_draw(k, a, shape, d)
-    drawn_from = stop_gradient(alpha)
+    value, u, alpha, drawn_from, small = _gamma_draw(k, a, shape, d)
     boost = ufuncs.power(u, ufuncs.divide(1, drawn_from))
     x = conversion.astype(ufuncs.where(small, ufuncs.multiply(value, boost), value), d)
     return _with_shape_gradient(alpha, x, log_space=False)
@@ -361,11 +360,10 @@ def loggamma(k: Any, a: Any, shape: Any = None, dtype: Any = float32) -> Any:
     would underflow to 0 (``a`` of 0.01 and below in float32); differentiable in ``a`` as
     ``gamma`` is."""
     d = _float_dtype(dtype, "loggamma")
-    value, u, alpha, small = _gamma_draw(k, a, shape, d)
-    y = conversion.astype(ufuncs.add(ufuncs.log(value),
-                                     ufuncs.where(small, ufuncs.divide(ufuncs.log(u), stop_gradient(alpha)), 0)), d)
+    value, u, alpha, drawn_from, small = _gamma_draw(k, a, shape, d)
+    boost = ufuncs.where(small, ufuncs.divide(ufuncs.log(u), drawn_from), 0)
+    y = conversion.astype(ufuncs.add(ufuncs.log(value), boost), d)
     return _with_shape_gradient(alpha, y, log_space=True)
-
 
 
 def multinomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32) -> Any:
@@ -395,6 +393,7 @@ def multinomial(k: Any, n: Any, p: Any, shape: Any = None, dtype: Any = float32)
 
     _, counts = scan(place, layout.broadcast_to(conversion.astype(n, float64), batch), (share, split(k, pshape[-1])))
     return conversion.astype(layout.moveaxis(counts, 0, -1), d)
+
 
 def beta(k: Any, a: Any, b: Any, shape: Any = None, dtype: Any = float32) -> Any:
     """Beta(a, b) floats (broadcast to ``shape``), ``x / (x + y)`` of gamma draws."""

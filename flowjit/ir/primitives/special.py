@@ -2,7 +2,9 @@
 functions, as opaque primitives whose reference is ``scipy.special``.
 
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
-the reference. Each VJP is written with primitives of this module and ``elementwise``, so a
+the reference, but for ``lgamma``, ``polygamma`` of order 0 and real ``erfc``, which declare
+decompositions into elementwise ops (the end of this module) and so compile into the native
+program. Each VJP is written with primitives of this module and ``elementwise``, so a
 gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
 ``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
