@@ -213,7 +213,7 @@ def _native(f, *args):
     return f(*args)
 
 
-def test_gammaln_digamma_and_erfc_compile_into_the_native_program_at_scipys_values():
+def test_gammaln_digamma_erfc_and_erfinv_compile_into_the_native_program_at_scipys_values():
     # Decomposed into elementwise ops (Cephes' lgam: Stirling from 13, a rational function on
     # [2, 3) after a shift, reflection below 0; digamma's asymptotic series after a shift):
     # within 1e-12 of scipy over positive, negative and huge arguments, at the zeros of
@@ -233,6 +233,15 @@ def test_gammaln_digamma_and_erfc_compile_into_the_native_program_at_scipys_valu
         assert got32.dtype == np.float32
         np.testing.assert_allclose(got32, ref(x32.astype(np.float64)).astype(np.float32), rtol=2e-5, atol=1e-6,
                                    equal_nan=True)
+    # erfinv: Giles' polynomials then four Newton steps (on log erfc in the tails), to 1e-16
+    # from +-1; +-1 give +-inf, outside [-1, 1] NaN.
+    tails = 1 - np.logspace(-16, -1, 200)
+    u = np.concatenate([rng.uniform(-1, 1, 2000), tails, -tails, [0.0, 0.5, -0.5, 1.0, -1.0, 1.5, np.nan]])
+    np.testing.assert_allclose(_native(fj.function(lambda u: S.erfinv(u) * 1.0), u), ss.erfinv(u), rtol=1e-12,
+                               atol=1e-13, equal_nan=True)
+    u32 = rng.uniform(-0.999, 0.999, 500).astype(np.float32)
+    np.testing.assert_allclose(fj.function(S.erfinv)(u32), ss.erfinv(u32.astype(np.float64)).astype(np.float32),
+                               rtol=2e-5, atol=1e-6)
     # Their derivatives (digamma, trigamma) differentiate through: trigamma keeps scipy's.
     np.testing.assert_allclose(fj.function(fj.grad(lambda x: S.gammaln(x).sum()))(x[:50]), ss.digamma(x[:50]),
                                rtol=1e-12, atol=1e-13)

@@ -108,10 +108,12 @@ def test_gamma_broadcasts_its_shapes_and_each_element_follows_its_own():
     lambda k: fj.random.binomial(k, np.array([5.0, 500.0]), 0.3, (64, 2)),
     lambda k: fj.random.multinomial(k, 20.0, np.array([0.2, 0.3, 0.5]), shape=(64,)),
     lambda k: fj.grad(lambda a: fj.random.gamma(k, a, (64,)).sum())(2.5),
-], ids=["poisson", "binomial", "multinomial", "gamma-derivative"])
-def test_draws_using_log_gamma_or_digamma_run_as_one_native_program(draw):
-    # lgamma (the rejection samplers' bounds) and digamma (the gamma draw's derivative) are
-    # decomposed into elementwise ops, so these stay on the native path.
+    lambda k: fj.random.truncated_normal(k, -2.0, 1.0, (64,)),
+], ids=["poisson", "binomial", "multinomial", "gamma-derivative", "truncated-normal"])
+def test_draws_using_special_functions_run_as_one_native_program(draw):
+    # lgamma (the rejection samplers' bounds), digamma (the gamma draw's derivative) and erfinv
+    # (the truncated normal's inverse CDF) are decomposed into elementwise ops, so these stay
+    # on the native path.
     f = fj.function(draw)
     out = f(fj.random.key(23))
     (entry,) = f._cache.values()
