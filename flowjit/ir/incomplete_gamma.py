@@ -45,13 +45,16 @@ class ArrayOps:
     lgamma: Callable[[Any], Any]
 
 
+def _unfinished(ops: ArrayOps) -> Callable[[tuple], Any]:
+    """A sum's loop condition: a term budget left and an element still ``on`` (its state's
+    first two entries)."""
+    return lambda s: ops.logical_and(s[0] < MAX_TERMS, ops.any(s[1]))
+
+
 def _series(ops: ArrayOps, loop: Callable, a: Any, x: Any, on: Any) -> tuple[Any, Any]:
     """P's power series ``sum_k x**k / ((a+1)...(a+k))`` and its a-derivative, where ``on``."""
     zero = x * 0.0
     one = zero + 1.0
-
-    def cond(s: tuple) -> Any:
-        return ops.logical_and(s[0] < MAX_TERMS, ops.any(s[1]))
 
     def body(s: tuple) -> tuple:
         i, on, r, c, ans, dc, dans = s
@@ -64,7 +67,7 @@ def _series(ops: ArrayOps, loop: Callable, a: Any, x: Any, on: Any) -> tuple[Any
         return (i + 1, keep, ops.where(on, r1, r), ops.where(on, c1, c), ops.where(on, ans1, ans),
                 ops.where(on, dc1, dc), ops.where(on, dans1, dans))
 
-    s = loop(cond, body, (np.int32(0), on, a + zero, one, one, zero, zero))
+    s = loop(_unfinished(ops), body, (np.int32(0), on, a + zero, one, one, zero, zero))
     return s[4], s[6]
 
 
@@ -78,9 +81,6 @@ def _continued_fraction(ops: ArrayOps, loop: Callable, a: Any, x: Any, on: Any) 
     ans = pkm1 / qkm1
     dqkm1 = zero - x
     dans = (zero - ans * dqkm1) / qkm1
-
-    def cond(s: tuple) -> Any:
-        return ops.logical_and(s[0] < MAX_TERMS, ops.any(s[1]))
 
     def body(s: tuple) -> tuple:
         i, on, c, y, z, pkm2, qkm2, pkm1, qkm1, dpkm2, dqkm2, dpkm1, dqkm1, ans, dans = s
@@ -102,8 +102,8 @@ def _continued_fraction(ops: ArrayOps, loop: Callable, a: Any, x: Any, on: Any) 
         keep = ops.logical_and(on, moved > _EPS)
         return (i + 1, keep, *(ops.where(on, n, o) for n, o in zip(new, old)))
 
-    s = loop(cond, body, (np.int32(0), on, zero, y, z, zero + 1.0, x + zero, pkm1, qkm1, zero, zero, zero, dqkm1,
-                          ans, dans))
+    s = loop(_unfinished(ops), body, (np.int32(0), on, zero, y, z, zero + 1.0, x + zero, pkm1, qkm1, zero, zero,
+                                      zero, dqkm1, ans, dans))
     return s[13], s[14]
 
 

@@ -46,11 +46,11 @@ _BESSEL_01 = {("bessel_jv", 0): ss.j0, ("bessel_jv", 1): ss.j1, ("bessel_yv", 0)
               ("bessel_yv", 1): ss.y1, ("bessel_iv", 0): ss.i0, ("bessel_iv", 1): ss.i1}
 
 
-def _d_order(a, x):
+def gammainc_order_derivative(a, x):
     # dP/da by two levels of Richardson's extrapolation of central differences (error O(h**6);
     # 1e-13 of the value) of scipy's P or Q, whichever is the smaller (the other is near 1 and
     # its differences cancel), in float64.
-    a, x = np.broadcast_arrays(a.astype(np.float64), x.astype(np.float64))
+    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     h = 1e-2 * np.maximum(np.abs(a), 1.0)
 
     def d(f):
@@ -95,9 +95,11 @@ for d in FLOATS:
         Case("gammaincc", [_positive((2,), d, 0.4, 6.0), _positive((3, 2), d, 0.2, 9.0)], expect=_of(ss.gammaincc),
              dtypes=(d,), id=f"gammaincc-float-order-{d}"),
         Case("gammainc_grad_a", [_positive((3, 1), d, 0.1, 12.0), _positive((5,), d, 0.05, 15.0)],
-             expect=lambda a, x: _d_order(a, x).astype(x.dtype), dtypes=(d,), id=f"gammainc_grad_a-{d}"),
+             expect=lambda a, x: gammainc_order_derivative(a, x).astype(x.dtype), dtypes=(d,),
+             id=f"gammainc_grad_a-{d}"),
         Case("gammainc_grad_a", [_orders((2, 1), 1, 6), _positive((3,), d, 0.3, 20.0)],
-             expect=lambda a, x: _d_order(a, x).astype(x.dtype), dtypes=(d,), id=f"gammainc_grad_a-int-order-{d}"),
+             expect=lambda a, x: gammainc_order_derivative(a, x).astype(x.dtype), dtypes=(d,),
+             id=f"gammainc_grad_a-int-order-{d}"),
         Case("betainc", [_orders((3,), 1, 4), _orders((2, 1), 1, 4), _positive((3,), d, 0.05, 0.95)],
              expect=_of(lambda a, b, x: 1 - ss.betainc(b, a, 1 - x)), dtypes=(d,), id=f"betainc-{d}"),
     ]

@@ -329,6 +329,12 @@ _ERFC_S = (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.2048953980
            1.70814450747565897222e1, 9.60896809063285878198e0, 3.36907645100081516050e0)
 
 
+def _erfc_ratio(e: Any, a: Any) -> Any:
+    """erfc(a) / exp(-a^2) for a >= 1: P/Q below 8, R/S from there."""
+    return e.select(e.lt(a, e.const(8.0, a)), e.div(_poly(e, a, _ERFC_P), _poly(e, a, _ERFC_Q)),
+                    e.div(_poly(e, a, _ERFC_R), _poly(e, a, _ERFC_S)))
+
+
 def _erfc_decompose(e, x):
     if x.type.dtype.is_complex:
         return None   # complex arguments keep scipy's erfc
@@ -339,10 +345,7 @@ def _erfc_decompose(e, x):
     inner = e.sub(one, e.erf(x64))
     # |x| >= 1: exp(-x^2) P/Q or R/S, reflected (2 - erfc(|x|)) for negative x; exp underflows
     # to 0 from |x| about 27, where erfc is 0 (or 2) in float64 too.
-    wide = e.lt(a, e.const(8.0, x64))
-    ratio = e.select(wide, e.div(_poly(e, a, _ERFC_P), _poly(e, a, _ERFC_Q)),
-                     e.div(_poly(e, a, _ERFC_R), _poly(e, a, _ERFC_S)))
-    tail = e.mul(e.exp(e.neg(e.mul(x64, x64))), ratio)
+    tail = e.mul(e.exp(e.neg(e.mul(x64, x64))), _erfc_ratio(e, a))
     tail = e.select(e.lt(x64, e.const(0.0, x64)), e.sub(e.const(2.0, x64), tail), tail)
     y = e.select(e.lt(a, one), inner, tail)
     # +-inf: 0 and 2 (P/Q of inf is NaN)
@@ -381,8 +384,7 @@ def _erfinv_decompose(e, x):
     # so log erfc = -z^2 + log R and erfc over its derivative's size is R sqrt(pi) / 2: no exp.
     tail = e.log1p(e.neg(a))
     for _ in range(_ERFINV_STEPS):
-        r = e.select(e.lt(z, e.const(8.0, x64)), e.div(_poly(e, z, _ERFC_P), _poly(e, z, _ERFC_Q)),
-                     e.div(_poly(e, z, _ERFC_R), _poly(e, z, _ERFC_S)))
+        r = _erfc_ratio(e, z)
         log_upper = e.sub(e.log(r), e.mul(z, z))
         z = e.add(z, e.mul(e.mul(e.sub(log_upper, tail), r), e.const(math.sqrt(math.pi) / 2, x64)))
     z = e.select(e.gt(a, e.const(0.9, x64)), z, inner)
