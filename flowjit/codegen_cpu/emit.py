@@ -1043,7 +1043,7 @@ class _Renderer:
         fn = self.helpers.get(name)
         if fn is not None:
             return fn
-        fn = intrinsics.function(self.module, name, self.native_ldexp)
+        fn = intrinsics.function(self.module, name, self.native_ldexp, self.native_fma)
         if fn is None:
             t = _reg(d)
             arity = scalar.OPS[op][0]

@@ -17,8 +17,10 @@ scheme on the log kernel (u = 1 + x, log(u) plus the correction c / u for the ro
 error c of u). sqrt, floor,
 ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
-loops do. sin, cos, atan2, pow and float64's hypot have no vectorizable version here: the
-renderer calls libm for them (float32's hypot is glibc's own formula, inline). sinh, cosh,
+loops do. sin and cos are fdlibm's kernels after an exact argument reduction (fdlibm's medium
+one up to 2**20 pi/2, Payne and Hanek's beyond; see their section), float32 through float64.
+atan2, pow and float64's hypot have no vectorizable version here: the renderer calls libm for
+them (float32's hypot is glibc's own formula, inline). sinh, cosh,
 asinh, acosh and atanh are flowjit's own
 (fdlibm's formulas on the exp, expm1, log and log1p ports), asin, acos and atan fdlibm's
 float64 algorithms (float32 through them); see their sections. logistic is not a loop-IR intrinsic (its registry
@@ -34,6 +36,8 @@ numerical change (it belongs in kernel cache keys).
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
@@ -41,7 +45,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 4
+VERSION = 5
 
 PREFIX = "fj."
 
@@ -188,9 +192,10 @@ class Scalar:
     """Builds float32 or float64 code at ``builder``: constants, selects, the LLVM
     intrinsics and scalar_math's bit-level helpers (``pow2``, ``split_log``, ...)."""
 
-    def __init__(self, builder: ir.IRBuilder, fty: ir.Type, native_ldexp: bool = False) -> None:
+    def __init__(self, builder: ir.IRBuilder, fty: ir.Type, native_ldexp: bool = False,
+                 native_fma: bool = False) -> None:
         self.b, self.t = builder, fty
-        self.native_ldexp = native_ldexp
+        self.native_ldexp, self.native_fma = native_ldexp, native_fma
         self.width, self.mant, self.bias = (32, 23, 127) if fty == _F32 else (64, 52, 1023)
         self.ity = ir.IntType(self.width)
 
@@ -612,12 +617,201 @@ def _atan64(f: Scalar, x: V) -> V:
     return f.copysign(y, x)
 
 
+# ---- sin, cos ------------------------------------------------------------------------------
+# Two argument reductions, both computed (a select picks one: branch-free, so a loop over them
+# vectorizes; libm's scalar call had kept every loop holding a sine scalar). Up to
+# 2**20 * pi/2, fdlibm's medium reduction (e_rem_pio2.c: n = rint(x * 2/pi), x - n * pi/2
+# with pi/2 in three 33-bit pieces and their tails), all three rounds always (fdlibm runs
+# the second and third only after a cancellation, where they are needed; elsewhere they
+# refine what is already exact to 85 bits). Beyond it, Payne and Hanek's: x * 1/(2 pi)
+# modulo 1 from the 212 bits of 1/(2 pi) that matter at x's exponent (the bits above them
+# add whole turns), each of four 53-bit windows multiplied exactly (Dekker's product), their
+# fractions summed in double-double. Then fdlibm's kernels (k_sin.c, k_cos.c) on the reduced
+# argument y0 + y1, |y0| <= pi/4, and the quadrant.
+_INVPIO2 = 6.36619772367581382433e-01
+_PIO2_1, _PIO2_1T = 1.57079632673412561417e+00, 6.07710050650619224932e-11
+_PIO2_2, _PIO2_2T = 6.07710050630396597660e-11, 2.02226624879595063154e-21
+_PIO2_3, _PIO2_3T = 2.02226624871116645580e-21, 8.47842766036889956997e-32
+_MEDIUM = 1647099.0           # fdlibm's bound, 2**20 * pi/2 truncated (high word 0x413921fb)
+_KSIN = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
+         2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
+_KCOS = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
+         -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
+_TWO_PI_HI, _TWO_PI_LO = 6.283185307179586, 2.4492935982947064e-16
+_TINY_TRIG = 2.0 ** -27       # below it sin x = x and cos x = 1, rounded
+_SPLIT = 134217729.0          # 2**27 + 1: Dekker's split
+_TURN_WINDOWS, _TURN_STEP, _TURN_ROWS = 4, 32, 31   # the table: a row per 32 exponents, 4 windows + a scale
+
+
+@functools.cache
+def _turns_table() -> tuple[float, ...]:
+    """Row k (x's exponent e - 52 in [32k, 32k + 31], k = 0 below): 1/(2 pi)'s bits 32k + 1
+    on in four 53-bit windows, each scaled by 2**(32k) (so all four are normal floats), then
+    2**-(32k), the exact scale that brings x to an integer below 2**84. From pi to 1400 bits
+    by Machin's formula in Python integers (exact: each window's 53 bits are what they are)."""
+    bits, n = 1400, 1300
+    one = 1 << (bits + 64)
+
+    def atan_inv(x: int) -> int:       # atan(1/x) in fixed point
+        total, term, k = 0, one // x, 0
+        while term:
+            total += term // (2 * k + 1) * (-1 if k % 2 else 1)
+            term //= x * x
+            k += 1
+        return total
+    pi = (16 * atan_inv(5) - 4 * atan_inv(239)) >> 64          # floor(pi * 2**bits), +-1
+    turn = (1 << (n + bits)) // (2 * pi)                         # 1/(2 pi) * 2**n
+    rows: list[float] = []
+    for k in range(_TURN_ROWS):
+        j0 = _TURN_STEP * k + 1
+        for i in range(_TURN_WINDOWS):
+            last = j0 + 53 * i + 52                              # the window's last bit
+            rows.append(math.ldexp((turn >> (n - last)) & ((1 << 53) - 1), -53 * (i + 1)))
+        rows.append(math.ldexp(1.0, -_TURN_STEP * k))
+    return tuple(rows)
+
+
+def _two_sum(a: V, b: V) -> tuple[V, V]:
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(x: V) -> tuple[V, V]:
+    c = x * _SPLIT
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _two_prod(a: V, b: V) -> tuple[V, V]:
+    """a * b as p + e exactly: e = fma(a, b, -p) where the target fuses (``native_fma``), else
+    Dekker's product; both exact, so every target and tier gives these bits."""
+    p = a * b
+    if a.f.native_fma:
+        return p, a.f._intrinsic("llvm.fma", a, b, -p)
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _turns_row(f: Scalar, x: V, rows: int) -> list[V]:
+    """The table's row of x's exponent, of the first ``rows`` (x's type's exponents need no
+    more: 3 for a float32's): its four windows and its scale. Up to four rows chosen by
+    selects; more gathered from a constant array (a gather a window once vectorized)."""
+    b, i64 = f.b, ir.IntType(64)
+    table = _turns_table()
+    e = b.and_(b.lshr(f._bits(x), ir.Constant(i64, 52)), ir.Constant(i64, 0x7FF))
+    s = b.sub(e, ir.Constant(i64, 1075))
+    zero, last = ir.Constant(i64, 0), ir.Constant(i64, rows - 1)
+    k = b.ashr(b.select(b.icmp_signed("<", s, zero), zero, s), ir.Constant(i64, 5))
+    k = b.select(b.icmp_signed(">", k, last), last, k)
+    width = _TURN_WINDOWS + 1
+    if rows <= 4:
+        out = [f.val(table[(rows - 1) * width + c]) for c in range(width)]
+        for row in reversed(range(rows - 1)):
+            on = Bool(f, b.icmp_signed("==", k, ir.Constant(i64, row)))
+            out = [f.sel(on, table[row * width + c], v) for c, v in enumerate(out)]
+        return out
+    found = b.module.globals.get("fj.turns")
+    if found is None:
+        aty = ir.ArrayType(_F64, len(table))
+        found = ir.GlobalVariable(b.module, aty, "fj.turns")
+        found.linkage, found.global_constant = "internal", True
+        found.initializer = ir.Constant(aty, [ir.Constant(_F64, v) for v in table])
+    at = b.mul(k, ir.Constant(i64, width))
+    return [V(f, b.load(b.gep(found, [ir.Constant(ir.IntType(32), 0), b.add(at, ir.Constant(i64, c))],
+                              inbounds=True))) for c in range(width)]
+
+
+def _reduce_large(f: Scalar, x: V, rows: int) -> tuple[V, V, V]:
+    """(q, y0, y1): x = q pi/2 + y0 + y1, |y0| <= pi/4, q in [-2, 2] (Payne-Hanek, above)."""
+    t0, t1, t2, t3, scale = _turns_row(f, x, rows)
+    a = x * scale                                    # an integer below 2**84 (or x itself below 2**52)
+    h0, l0 = _two_prod(a, t0)
+    h1, l1 = _two_prod(a, t1)
+    h2, l2 = _two_prod(a, t2)
+    h3 = a * t3
+    s, err = h0 - f._intrinsic("llvm.rint", h0), l2 + h3    # whole turns dropped, exactly
+    for t in (l0 - f._intrinsic("llvm.rint", l0), h1 - f._intrinsic("llvm.rint", h1), l1, h2):
+        s, e = _two_sum(s, t)
+        err = err + e
+    s = s - f._intrinsic("llvm.rint", s)
+    hi, lo = _two_sum(s, err)                        # turns, |hi| <= 1/2
+    q = f._intrinsic("llvm.rint", hi * 4.0)
+    rh, rl = _two_sum(hi - q * 0.25, lo)             # |rh| <= 1/8 turn
+    p, pe = _two_prod(rh, f.val(_TWO_PI_HI))
+    y0, y1 = _two_sum(p, pe + (rh * _TWO_PI_LO + rl * _TWO_PI_HI))
+    return q, y0, y1
+
+
+def _reduce_medium(f: Scalar, t: V) -> tuple[V, V, V]:
+    """(n, y0, y1): t = n pi/2 + y0 + y1 for 0 <= t <= _MEDIUM (fdlibm's three rounds)."""
+    fn = f._intrinsic("llvm.floor", t * _INVPIO2 + 0.5)
+    r = t - fn * _PIO2_1                             # exact: fn < 2**20, pi/2's first 33 bits
+    for piece, tail in ((_PIO2_2, _PIO2_2T), (_PIO2_3, _PIO2_3T)):
+        u = r
+        w = fn * piece
+        r = u - w
+        w = fn * tail - ((u - r) - w)
+    y0 = r - w
+    return fn, y0, (r - y0) - w
+
+
+def _sincos_reduced(f: Scalar, x: V, rows: int) -> tuple[V, V, V, V]:
+    """(sin, cos of the reduced argument, x's quadrant 0-3 as a float, |x|) for x of
+    ``rows`` rows of the table's (``_turns_row``)."""
+    t = f.fabs(x)
+    medium = t <= _MEDIUM                            # false for inf and NaN: the large path's NaN
+    n, m0, m1 = _reduce_medium(f, f.sel(medium, t, 0.0))
+    neg = x < 0.0
+    n, m0, m1 = f.sel(neg, -n, n), f.sel(neg, -m0, m0), f.sel(neg, -m1, m1)
+    q, l0, l1 = _reduce_large(f, x, rows)
+    q, y0, y1 = f.sel(medium, n, q), f.sel(medium, m0, l0), f.sel(medium, m1, l1)
+    z = y0 * y0
+    v = z * y0
+    r = poly(f, z, _KSIN[1:])
+    sin = y0 - ((z * (0.5 * y1 - v * r) - y1) - v * _KSIN[0])
+    w = z * z
+    r = z * poly(f, z, _KCOS[:3]) + w * w * poly(f, z, _KCOS[3:])
+    hz = 0.5 * z
+    w = 1.0 - hz
+    cos = w + (((1.0 - w) - hz) + (z * r - y0 * y1))
+    return sin, cos, q - 4.0 * f._intrinsic("llvm.floor", q * 0.25), t
+
+
+def _quadrant(f: Scalar, sin: V, cos: V, q: V, odd: bool) -> V:
+    """sin (odd) or cos of q pi/2 + y from sin y and cos y."""
+    ib = f.b
+    swap = Bool(f, ib.or_((q == 1.0).v, (q == 3.0).v))
+    base = f.sel(swap, cos, sin) if odd else f.sel(swap, sin, cos)
+    flip = (q >= 2.0) if odd else Bool(f, ib.or_((q == 1.0).v, (q == 2.0).v))
+    return f.sel(flip, -base, base)
+
+
+def _sin_rows(rows: int) -> Callable[[Scalar, V], V]:
+    def sin(f: Scalar, x: V) -> V:
+        s, c, q, t = _sincos_reduced(f, x, rows)
+        return f.sel(t < _TINY_TRIG, x, _quadrant(f, s, c, q, True))
+    return sin
+
+
+def _cos_rows(rows: int) -> Callable[[Scalar, V], V]:
+    def cos(f: Scalar, x: V) -> V:
+        s, c, q, t = _sincos_reduced(f, x, rows)
+        return f.sel(t < _TINY_TRIG, 1.0, _quadrant(f, s, c, q, False))
+    return cos
+
+
+# A float32's exponent is below 128: its table rows are the first three (x < 2**128 = 2**(76 + 52)).
+_F32_ROWS = 3
+
+
 def _via_f64(fn: Callable[[Scalar, V], V]) -> Callable[[Scalar, V], V]:
     """fn, a float64 algorithm, for float32 too: widened, computed, rounded once."""
     def run(f: Scalar, x: V) -> V:
         if f.width == 64:
             return fn(f, x)
-        g = Scalar(f.b, _F64)
+        g = Scalar(f.b, _F64, f.native_ldexp, f.native_fma)
         return V(f, f.b.fptrunc(fn(g, V(g, f.b.fpext(x.v, _F64))).v, f.t))
     return run
 
@@ -637,6 +831,8 @@ _UNARY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
     **{(op, d): fn for op, fn in (("sinh", sinh), ("cosh", cosh), ("asinh", asinh), ("acosh", acosh),
                                    ("atanh", atanh), ("asin", _via_f64(_asin64)), ("acos", _via_f64(_acos64)),
                                    ("atan", _via_f64(_atan64))) for d in ("f32", "f64")},
+    ("sin", "f32"): _via_f64(_sin_rows(_F32_ROWS)), ("sin", "f64"): _sin_rows(_TURN_ROWS),
+    ("cos", "f32"): _via_f64(_cos_rows(_F32_ROWS)), ("cos", "f64"): _cos_rows(_TURN_ROWS),
     **{(op, d): _llvm(f"llvm.{op}") for op in ("sqrt", "floor", "ceil", "rint", "fabs", "trunc")
        for d in ("f32", "f64")},
 }
@@ -688,13 +884,16 @@ NAMES: frozenset[str] = frozenset(
 ) | frozenset(f"{op}.f16" for op, d in (*_UNARY, *_BINARY) if d == "f32")
 
 
-def function(module: ir.Module, name: str, native_ldexp: bool = False) -> ir.Function | None:
+def function(module: ir.Module, name: str, native_ldexp: bool = False,
+             native_fma: bool = False) -> ir.Function | None:
     """The LLVM function for loop-IR intrinsic ``name`` (``"tanh.f32"``: op and dtype as
     flowjit.lowering.scalar spells them) in ``module``, defined there on first use as
     ``fj.<name>``: internal, ``alwaysinline``, scalar in and out, branch-free so the loop
     vectorizer widens it. ``None`` if this module has no port of ``name`` (call libm).
     ``native_ldexp``: the module's target scales by a power of two in one instruction
-    (``HostTarget.native_ldexp``), which exp's last step then is (same results)."""
+    (``HostTarget.native_ldexp``), which exp's last step then is (same results);
+    ``native_fma``: it fuses a multiply-add (``HostTarget.native_fma``), which sin's and cos's
+    exact products then are (same results)."""
     if name not in NAMES:
         return None
     mangled = PREFIX + name
@@ -710,10 +909,10 @@ def function(module: ir.Module, name: str, native_ldexp: bool = False) -> ir.Fun
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     if d == "f16":  # NumPy's float16 loops compute in float32 and round once
-        inner = function(module, f"{op}.f32", native_ldexp)
+        inner = function(module, f"{op}.f32", native_ldexp, native_fma)
         b.ret(b.fptrunc(b.call(inner, [b.fpext(a, _F32) for a in fn.args]), _F16))
         return fn
-    f = Scalar(b, fty, native_ldexp)
+    f = Scalar(b, fty, native_ldexp, native_fma)
     args = [V(f, a) for a in fn.args]
     out = _UNARY[op, d](f, *args) if arity == 1 else _BINARY[op, d](f, *args)
     b.ret(out.v)
