@@ -9,7 +9,8 @@
 
 
 Workloads: bandwidth (the machine's copy and triad GB/s, the limit for elementwise work),
-gelu, softmax, layernorm, transpose, spectrum, depthwise (a MobileNet 3x3 depthwise convolution),
+gelu, softmax, layernorm, transpose, spectrum, rotary (a RoPE table: cos and sin),
+depthwise (a MobileNet 3x3 depthwise convolution),
 conv (a ResNet layer's 3x3 convolution and its gradient), dispatch, matmul, compile (first-call latency, cold and warm),
 mlp_step (one SGD training step of an MLP 784-256-256-10, batch 256; then its first step
 in a new process, cold and from the disk caches), loop, aot (a library built by ``fj.export``:

@@ -55,6 +55,15 @@ def test_quick_depthwise_row_is_checked_against_numpy_in_every_peer(tmp_path):
     assert "### Errors" not in p.stdout and "WRONG" not in p.stdout, p.stdout[-3000:]
 
 
+def test_quick_rotary_row_is_checked_against_float64_trigonometry_in_every_peer(tmp_path):
+    # Every column's cos|sin table against float64 cosines and sines of the float32 angles: a
+    # flowjit sine off by more than the tolerance, or a peer's other concatenation order, fails.
+    p = _quick_bench(tmp_path, "rotary", "fj,numpy,jax,torch")
+    row = next(ln for ln in p.stdout.splitlines() if ln.startswith("| rotary table cos\\|sin f32[256,32]"))
+    assert re.search(r"\| [0-9.]+ (µs|ms) ", row), row
+    assert "### Errors" not in p.stdout and "WRONG" not in p.stdout, p.stdout[-3000:]
+
+
 def test_a_timed_cell_says_how_much_cpu_its_calls_used():
     """run_case's cells carry the process's CPU time over the wall time of the timed calls:
     up to one for a loop that computes on this thread, about none for one that sleeps."""

@@ -59,9 +59,14 @@ def fj_depthwise(x, w):
     return fj.nn.depthwise_conv2d(x, w, 1, "SAME")
 
 
+def fj_rotary(pos, inv_freq):
+    angle = pos[:, None] * inv_freq[None, :]
+    return fj.concatenate([fj.cos(angle), fj.sin(angle)], axis=-1)
+
+
 FJ = {"gelu": fj_gelu, "softmax": fj_softmax, "layernorm": fj_layernorm, "dispatch": fj_add1,
       "matmul": fj_matmul, "triad": fj_triad, "spectrum": fj_spectrum, "transpose": fj_transpose,
-      "depthwise": fj_depthwise}
+      "depthwise": fj_depthwise, "rotary": fj_rotary}
 
 
 # ---- NumPy (also the float64 reference) ------------------------------------------------------
@@ -108,8 +113,14 @@ def np_depthwise(x, w):
     return out
 
 
+def np_rotary(pos, inv_freq):
+    angle = pos[:, None] * inv_freq[None, :]
+    return np.concatenate([np.cos(angle), np.sin(angle)], axis=-1)
+
+
 NP = {"gelu": np_gelu, "softmax": np_softmax, "layernorm": np_layernorm, "dispatch": np_add1,
-      "matmul": np_matmul, "spectrum": np_spectrum, "transpose": np_transpose, "depthwise": np_depthwise}
+      "matmul": np_matmul, "spectrum": np_spectrum, "transpose": np_transpose, "depthwise": np_depthwise,
+      "rotary": np_rotary}
 
 
 # ---- JAX -------------------------------------------------------------------------------------
@@ -144,8 +155,12 @@ def jax_functions(jax: Any) -> dict[str, Any]:
                                             dimension_numbers=("NHWC", "HWIO", "NHWC"),
                                             feature_group_count=x.shape[-1])
 
+    def rotary(pos, inv_freq):
+        angle = pos[:, None] * inv_freq[None, :]
+        return jnp.concatenate([jnp.cos(angle), jnp.sin(angle)], axis=-1)
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-            "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise}
+            "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise, "rotary": rotary}
 
 
 # ---- TensorFlow ------------------------------------------------------------------------------
@@ -176,8 +191,12 @@ def tf_functions(tf: Any) -> dict[str, Any]:
     def depthwise(x, w):
         return tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME")
 
+    def rotary(pos, inv_freq):
+        angle = pos[:, None] * inv_freq[None, :]
+        return tf.concat([tf.cos(angle), tf.sin(angle)], axis=-1)
+
     return {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-            "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise}
+            "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise, "rotary": rotary}
 
 
 def tf_jit(tf: Any, f: Any) -> Any:
@@ -221,13 +240,17 @@ def torch_functions(torch: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(2, 3, 0, 1), padding=1, groups=x.shape[-1])
         return y.permute(0, 2, 3, 1)
 
+    def rotary(pos, inv_freq):
+        angle = pos[:, None] * inv_freq[None, :]
+        return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
+
     eager = {"gelu": lambda x: F.gelu(x, approximate="tanh"),
              "softmax": lambda x: torch.softmax(x, dim=-1),
              "layernorm": lambda x: F.layer_norm(x, (x.shape[-1],), eps=LN_EPS),
              "dispatch": add1, "matmul": matmul, "spectrum": spectrum, "transpose": transpose,
-             "depthwise": depthwise}
+             "depthwise": depthwise, "rotary": rotary}
     written = {"gelu": gelu, "softmax": softmax, "layernorm": layernorm, "dispatch": add1, "matmul": matmul,
-               "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise}
+               "spectrum": spectrum, "transpose": transpose, "depthwise": depthwise, "rotary": rotary}
     return eager, written
 
 
@@ -246,6 +269,10 @@ def inputs(name: str, size: tuple[int, ...], seed: int = 0) -> list[np.ndarray]:
     if name == "depthwise":
         return [rng.standard_normal(size).astype(np.float32),
                 rng.standard_normal((3, 3, size[-1], 1)).astype(np.float32) / 3]
+    if name == "rotary":   # positions and a RoPE's inverse frequencies, 10000**(-2i/d)
+        positions, half = size
+        return [np.arange(positions, dtype=np.float32),
+                (10000.0 ** -(np.arange(half) / half)).astype(np.float32)]
     if name == "matmul":
         m, k, n = size
         return [rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)]
