@@ -5,6 +5,8 @@ respect to the other order parameters."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.special as ss
@@ -238,6 +240,28 @@ def test_gammaln_digamma_erfc_and_erfinv_compile_into_the_native_program_at_scip
     # Their derivatives (digamma, trigamma) differentiate through: trigamma keeps scipy's.
     np.testing.assert_allclose(fj.function(fj.grad(lambda x: S.gammaln(x).sum()))(x[:50]), ss.digamma(x[:50]),
                                rtol=1e-12, atol=1e-13)
+
+def test_ndtri_compiles_into_the_native_program_at_scipys_values():
+    # Cephes' ndtri, as scipy's: a rational function in (p - 1/2)^2 on [exp(-2), 1 - exp(-2)],
+    # sqrt(-2 log p) and one of two rational functions in its reciprocal in the tails (p from
+    # 1e-300 and 1 - p from 1e-16); 0 and 1 give -inf and inf, outside [0, 1] and NaN give NaN.
+    # norm.ppf is ndtri; its derivative sqrt(2 pi) exp(x^2 / 2) differentiates through.
+    rng = np.random.default_rng(11)
+    p = np.concatenate([rng.uniform(0, 1, 3000), 10.0 ** -rng.uniform(0, 300, 1000),
+                        1 - 10.0 ** -rng.uniform(0, 16, 1000),
+                        [0.5, math.exp(-2), 1 - math.exp(-2), 1e-300, 5e-324, 0.0, 1.0, -0.1, 1.1, np.nan]])
+    got = _native(fj.function(lambda p: S.ndtri(p) * 1.0), p)
+    with np.errstate(invalid="ignore"):
+        want = ss.ndtri(p)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=0, equal_nan=True)
+    p32 = rng.uniform(1e-6, 1 - 1e-6, 500).astype(np.float32)
+    got32 = fj.function(S.ndtri)(p32)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, ss.ndtri(p32.astype(np.float64)).astype(np.float32), rtol=2e-6)
+    u = rng.uniform(0.01, 0.99, 50)
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda p: S.ndtri(p).sum())), u),
+                               math.sqrt(2 * math.pi) * np.exp(ss.ndtri(u) ** 2 / 2), rtol=1e-12)
+
 
 def test_the_incomplete_gamma_functions_differentiate_in_their_order():
     # dP/da has no closed form: a series (x <= 1 or x <= a) or a continued fraction

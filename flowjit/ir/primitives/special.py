@@ -2,7 +2,7 @@
 functions, as opaque primitives whose reference is ``scipy.special``.
 
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
-the reference, but for ``lgamma``, ``polygamma`` of order 0, real ``erfc`` and ``erfinv``, which declare
+the reference, but for ``lgamma``, ``polygamma`` of order 0, real ``erfc``, ``erfinv`` and ``ndtri``, which declare
 decompositions into elementwise ops (the end of this module) and so compile into the native
 program. Each VJP is written with primitives of this module and ``elementwise``, so a
 gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
@@ -392,7 +392,54 @@ def _erfinv_decompose(e, x):
     return [_rounded_like(e, e.select(e.lt(x64, e.const(0.0, x64)), e.neg(z), z), x)]
 
 
+# Cephes' ndtri (scipy's): on [exp(-2), 1 - exp(-2)] (p - 1/2) + (p - 1/2) r^2 P0(r^2)/Q0(r^2)
+# times sqrt(2 pi); in the tails x = sqrt(-2 log y), y the smaller of p and 1 - p, and
+# x - log(x)/x - P(z)/Q(z) z with z = 1/x, (P1, Q1) below x = 8 and (P2, Q2) from there. Highest
+# power first; each Q monic.
+_NDTRI_P0 = (-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,
+             1.39312609387279679503e1, -1.23916583867381258016e0)
+_NDTRI_Q0 = (1.0, 1.95448858338141759834e0, 4.67627912898881538453e0, 8.63602421390890590575e1,
+             -2.25462687854119370527e2, 2.00260212380060660359e2, -8.20372256168333339912e1,
+             1.59056225126211695515e1, -1.18331621121330003142e0)
+_NDTRI_P1 = (4.05544892305962419923e0, 3.15251094599893866154e1, 5.71628192246421288162e1,
+             4.40805073893200834700e1, 1.46849561928858024014e1, 2.18663306850790267539e0,
+             -1.40256079171354495875e-1, -3.50424626827848203418e-2, -8.57456785154685413611e-4)
+_NDTRI_Q1 = (1.0, 1.57799883256466749731e1, 4.53907635128879210584e1, 4.13172038254672030440e1,
+             1.50425385692907503408e1, 2.50464946208309415979e0, -1.42182922854787788574e-1,
+             -3.80806407691578277194e-2, -9.33259480895457427372e-4)
+_NDTRI_P2 = (3.23774891776946035970e0, 6.91522889068984211695e0, 3.93881025292474443415e0,
+             1.33303460815807542389e0, 2.01485389549179081538e-1, 1.23716634817820021358e-2,
+             3.01581553508235416007e-4, 2.65806974686737550832e-6, 6.23974539184983293730e-9)
+_NDTRI_Q2 = (1.0, 6.02427039364742014255e0, 3.67983563856160859403e0, 1.37702099489081330271e0,
+             2.16236993594496635890e-1, 1.34204006088543189037e-2, 3.28014464682127739104e-4,
+             2.89247864745380683936e-6, 6.79019408009981274425e-9)
+_EXP_M2 = 0.13533528323661269189   # exp(-2)
+
+
+def _ndtri_decompose(e, p):
+    p64 = _as_float64(e, p)
+    zero, one = e.const(0.0, p64), e.const(1.0, p64)
+    upper = e.gt(p64, e.const(1 - _EXP_M2, p64))
+    y = e.select(upper, e.sub(one, p64), p64)           # exact: p > 1/2 there
+    r = e.sub(y, e.const(0.5, p64))
+    r2 = e.mul(r, r)
+    centre = e.mul(e.add(r, e.mul(r, e.div(e.mul(r2, _poly(e, r2, _NDTRI_P0)), _poly(e, r2, _NDTRI_Q0)))),
+                   e.const(math.sqrt(2 * math.pi), p64))
+    x = e.sqrt(e.mul(e.const(-2.0, p64), e.log(y)))
+    z = e.div(one, x)
+    ratio = e.select(e.lt(x, e.const(8.0, p64)), e.div(_poly(e, z, _NDTRI_P1), _poly(e, z, _NDTRI_Q1)),
+                     e.div(_poly(e, z, _NDTRI_P2), _poly(e, z, _NDTRI_Q2)))
+    tail = e.sub(e.sub(x, e.div(e.log(x), x)), e.mul(z, ratio))
+    tail = e.select(upper, tail, e.neg(tail))
+    out = e.select(e.gt(y, e.const(_EXP_M2, p64)), centre, tail)
+    inf = e.const(math.inf, p64)
+    out = e.select(e.eq(p64, zero), e.neg(inf), e.select(e.eq(p64, one), inf, out))
+    outside = e.logical_or(e.lt(p64, zero), e.gt(p64, one))
+    return [_rounded_like(e, e.select(outside, e.const(math.nan, p64), out), p)]
+
+
 defdecompose("lgamma", _lgamma_decompose)
 defdecompose("erfinv", _erfinv_decompose)
+defdecompose("ndtri", _ndtri_decompose)
 defdecompose("erfc", _erfc_decompose)
 defdecompose("polygamma", _digamma_decompose)
