@@ -263,6 +263,26 @@ def test_ndtri_compiles_into_the_native_program_at_scipys_values():
                                math.sqrt(2 * math.pi) * np.exp(ss.ndtri(u) ** 2 / 2), rtol=1e-12)
 
 
+def test_log_ndtr_compiles_into_the_native_program_at_scipys_values():
+    # scipy's three ranges: -ndtr(-x) (log1p's first term) above 6, log(ndtr(x)) down to -20,
+    # the asymptotic series in 1/x^2 below it; far into both tails, at the range ends and at the
+    # infinities (0 and -inf), NaN through; the derivative differentiates through.
+    rng = np.random.default_rng(13)
+    x = np.concatenate([rng.uniform(-30, 10, 3000), -np.exp(rng.uniform(0, 300, 500) * math.log(10) / 100),
+                        np.exp(rng.uniform(0, 4, 300)), [6.0, 6.0 + 1e-12, -20.0, -20.0 - 1e-12, 0.0, 40.0,
+                                                         -1e300, np.inf, -np.inf, np.nan]])
+    # Far in the upper tail (ndtr(-x) below 1e-100) both are 1e-13 and more from the truth, in
+    # opposite directions: x / sqrt(2)'s rounding, squared in exp(-x^2 / 2).
+    np.testing.assert_allclose(_native(fj.function(lambda x: S.log_ndtr(x) * 1.0), x), ss.log_ndtr(x),
+                               rtol=1e-12, atol=1e-300, equal_nan=True)   # subnormal where scipy gives -0
+    x32 = rng.uniform(-30, 10, 500).astype(np.float32)
+    np.testing.assert_allclose(fj.function(S.log_ndtr)(x32), ss.log_ndtr(x32.astype(np.float64)).astype(np.float32),
+                               rtol=2e-6)
+    u = rng.uniform(-25, 8, 50)
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda x: S.log_ndtr(x).sum())), u),
+                               np.exp(-u * u / 2 - ss.log_ndtr(u)) / math.sqrt(2 * math.pi), rtol=1e-11)
+
+
 def test_the_incomplete_gamma_functions_differentiate_in_their_order():
     # dP/da has no closed form: a series (x <= 1 or x <= a) or a continued fraction
     # (elsewhere) summed with the function, as JAX's igamma_grad_a; Q's is its negative.

@@ -2,9 +2,9 @@
 functions, as opaque primitives whose reference is ``scipy.special``.
 
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
-the reference, but for ``lgamma``, ``polygamma`` of order 0, real ``erfc``, ``erfinv`` and ``ndtri``, which declare
-decompositions into elementwise ops (the end of this module) and so compile into the native
-program. Each VJP is written with primitives of this module and ``elementwise``, so a
+the reference, but for ``lgamma``, ``polygamma`` of order 0, real ``erfc``, ``erfinv``, ``ndtri``
+and ``log_ndtr``, which declare decompositions into elementwise ops (the end of this module)
+and so compile into the native program. Each VJP is written with primitives of this module and ``elementwise``, so a
 gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
 ``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
@@ -438,8 +438,31 @@ def _ndtri_decompose(e, p):
     return [_rounded_like(e, e.select(outside, e.const(math.nan, p64), out), p)]
 
 
+# log_ndtr as scipy's: log1p(-ndtr(-x)) above 0, log(ndtr(x)) down to -20, below it the
+# asymptotic series log Phi(x) = -x^2/2 - log(-x) - log(2 pi)/2 + log(1 + sum_i (-1)^i
+# (2i - 1)!! / x^(2i)), twelve terms (the thirteenth below 1e-21 there), highest power first.
+_LOG_NDTR_SERIES = tuple(float((-1) ** i * math.prod(range(1, 2 * i, 2))) for i in range(12, 0, -1)) + (1.0,)
+
+
+def _log_ndtr_decompose(e, x):
+    x64 = _as_float64(e, x)
+    scale = e.const(1 / math.sqrt(2), x64)
+    half = e.const(0.5, x64)
+    # above 0: log1p(-ndtr(-x)), as scipy's (log(ndtr(x)) would lose ndtr(-x)'s digits in
+    # 1 - ndtr(-x), and -ndtr(-x) alone is off by ndtr(-x) / 2 relatively: 5e-10 at 6)
+    upper = e.log1p(e.neg(e.mul(half, _erfc_decompose(e, e.mul(x64, scale))[0])))
+    middle = e.log(e.mul(half, _erfc_decompose(e, e.neg(e.mul(x64, scale)))[0]))
+    series = _poly(e, e.div(e.const(1.0, x64), e.mul(x64, x64)), _LOG_NDTR_SERIES)
+    lower = e.add(e.sub(e.mul(e.const(-0.5, x64), e.mul(x64, x64)), e.log(e.neg(x64))),
+                  e.sub(e.log(series), e.const(0.5 * math.log(2 * math.pi), x64)))
+    y = e.select(e.gt(x64, e.const(0.0, x64)), upper,
+                 e.select(e.gt(x64, e.const(-20.0, x64)), middle, lower))
+    return [_rounded_like(e, y, x)]
+
+
 defdecompose("lgamma", _lgamma_decompose)
 defdecompose("erfinv", _erfinv_decompose)
 defdecompose("ndtri", _ndtri_decompose)
+defdecompose("log_ndtr", _log_ndtr_decompose)
 defdecompose("erfc", _erfc_decompose)
 defdecompose("polygamma", _digamma_decompose)
