@@ -620,12 +620,12 @@ def _atan64(f: Scalar, x: V) -> V:
 # ---- sin, cos ------------------------------------------------------------------------------
 # Two argument reductions, both computed (a select picks one: branch-free, so a loop over them
 # vectorizes; libm's scalar call had kept every loop holding a sine scalar). Up to
-# 2**20 * pi/2, fdlibm's medium reduction (e_rem_pio2.c: n = rint(x * 2/pi), x - n * pi/2
+# 2**20 * pi/2, fdlibm's medium reduction (e_rem_pio2.c: n = floor(|x| * 2/pi + 1/2), |x| - n * pi/2
 # with pi/2 in three 33-bit pieces and their tails), all three rounds always (fdlibm runs
 # the second and third only after a cancellation, where they are needed; elsewhere they
 # refine what is already exact to 85 bits). Beyond it, Payne and Hanek's: x * 1/(2 pi)
 # modulo 1 from the 212 bits of 1/(2 pi) that matter at x's exponent (the bits above them
-# add whole turns), each of four 53-bit windows multiplied exactly (Dekker's product), their
+# add whole turns), each of four 53-bit windows multiplied exactly (``_two_prod``), their
 # fractions summed in double-double. Then fdlibm's kernels (k_sin.c, k_cos.c) on the reduced
 # argument y0 + y1, |y0| <= pi/4, and the quadrant.
 _INVPIO2 = 6.36619772367581382433e-01
