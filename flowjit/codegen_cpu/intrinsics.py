@@ -703,7 +703,7 @@ def _turns_row(f: Scalar, x: V, rows: int) -> list[V]:
     e = b.and_(b.lshr(f._bits(x), ir.Constant(i64, 52)), ir.Constant(i64, 0x7FF))
     s = b.sub(e, ir.Constant(i64, 1075))
     zero, last = ir.Constant(i64, 0), ir.Constant(i64, rows - 1)
-    k = b.ashr(b.select(b.icmp_signed("<", s, zero), zero, s), ir.Constant(i64, 5))
+    k = b.ashr(b.select(b.icmp_signed("<", s, zero), zero, s), ir.Constant(i64, _TURN_STEP.bit_length() - 1))
     k = b.select(b.icmp_signed(">", k, last), last, k)
     width = _TURN_WINDOWS + 1
     if rows <= 4:
@@ -788,18 +788,12 @@ def _quadrant(f: Scalar, sin: V, cos: V, q: V, odd: bool) -> V:
     return f.sel(flip, -base, base)
 
 
-def _sin_rows(rows: int) -> Callable[[Scalar, V], V]:
-    def sin(f: Scalar, x: V) -> V:
+def _sin_or_cos(odd: bool, rows: int) -> Callable[[Scalar, V], V]:
+    """sin (odd) or cos of x, whose table rows are the first ``rows``."""
+    def trig(f: Scalar, x: V) -> V:
         s, c, q, t = _sincos_reduced(f, x, rows)
-        return f.sel(t < _TINY_TRIG, x, _quadrant(f, s, c, q, True))
-    return sin
-
-
-def _cos_rows(rows: int) -> Callable[[Scalar, V], V]:
-    def cos(f: Scalar, x: V) -> V:
-        s, c, q, t = _sincos_reduced(f, x, rows)
-        return f.sel(t < _TINY_TRIG, 1.0, _quadrant(f, s, c, q, False))
-    return cos
+        return f.sel(t < _TINY_TRIG, x if odd else 1.0, _quadrant(f, s, c, q, odd))
+    return trig
 
 
 # A float32's exponent is below 128: its table rows are the first three (x < 2**128 = 2**(76 + 52)).
@@ -831,8 +825,8 @@ _UNARY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
     **{(op, d): fn for op, fn in (("sinh", sinh), ("cosh", cosh), ("asinh", asinh), ("acosh", acosh),
                                    ("atanh", atanh), ("asin", _via_f64(_asin64)), ("acos", _via_f64(_acos64)),
                                    ("atan", _via_f64(_atan64))) for d in ("f32", "f64")},
-    ("sin", "f32"): _via_f64(_sin_rows(_F32_ROWS)), ("sin", "f64"): _sin_rows(_TURN_ROWS),
-    ("cos", "f32"): _via_f64(_cos_rows(_F32_ROWS)), ("cos", "f64"): _cos_rows(_TURN_ROWS),
+    ("sin", "f32"): _via_f64(_sin_or_cos(True, _F32_ROWS)), ("sin", "f64"): _sin_or_cos(True, _TURN_ROWS),
+    ("cos", "f32"): _via_f64(_sin_or_cos(False, _F32_ROWS)), ("cos", "f64"): _sin_or_cos(False, _TURN_ROWS),
     **{(op, d): _llvm(f"llvm.{op}") for op in ("sqrt", "floor", "ceil", "rint", "fabs", "trunc")
        for d in ("f32", "f64")},
 }

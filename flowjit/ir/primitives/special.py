@@ -4,8 +4,8 @@ functions, as opaque primitives whose reference is ``scipy.special``.
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
 the reference, but for ``lgamma``, ``polygamma`` of order 0, real ``erfc``, ``erfinv``, ``ndtri``
 and ``log_ndtr``, which declare decompositions into elementwise ops (the end of this module)
-and so compile into the native program. Each VJP is written with primitives of this module and ``elementwise``, so a
-gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
+and so compile into the native program. Each VJP is written with primitives of this module and
+``elementwise``, so a gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
 ``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
 real dtype (integer orders stay integers). The derivative of the incomplete gamma functions in
@@ -437,12 +437,12 @@ _LOG_NDTR_SERIES = tuple(float((-1) ** i * math.prod(range(1, 2 * i, 2))) for i 
 
 def _log_ndtr_decompose(e, x):
     x64 = _as_float64(e, x)
-    scale = e.const(1 / math.sqrt(2), x64)
-    half = e.const(0.5, x64)
+    # ndtr(-|x|) = erfc(|x| / sqrt(2)) / 2: ndtr(-x) above 0, ndtr(x) below (one erfc for both)
+    smaller = e.mul(e.const(0.5, x64), _erfc_decompose(e, e.mul(e.abs(x64), e.const(1 / math.sqrt(2), x64)))[0])
     # above 0: log1p(-ndtr(-x)), as scipy's (log(ndtr(x)) would lose ndtr(-x)'s digits in
     # 1 - ndtr(-x), and -ndtr(-x) alone is off by ndtr(-x) / 2 relatively: 5e-10 at 6)
-    upper = e.log1p(e.neg(e.mul(half, _erfc_decompose(e, e.mul(x64, scale))[0])))
-    middle = e.log(e.mul(half, _erfc_decompose(e, e.neg(e.mul(x64, scale)))[0]))
+    upper = e.log1p(e.neg(smaller))
+    middle = e.log(smaller)
     series = _poly(e, e.div(e.const(1.0, x64), e.mul(x64, x64)), _LOG_NDTR_SERIES)
     lower = e.add(e.sub(e.mul(e.const(-0.5, x64), e.mul(x64, x64)), e.log(e.neg(x64))),
                   e.sub(e.log(series), e.const(0.5 * math.log(2 * math.pi), x64)))
