@@ -754,21 +754,56 @@ class _Lowering:
             outer.append(Var(var, INDEX))
         self.storable = {}
         offset: Expr = _i(0)
-        for part in op.inputs:
-            n = part.type.shape[-1]
-            if n == 0:
-                continue
+        for group in self.joined_groups(op):
+            n = group[0].type.shape[-1]
             var = self.fresh("i")
             self.open_loop(var, self.dim(n))
             j = Var(var, INDEX)
             self.current = ((), (*outer, j))
-            val = self.value(part, (*outer, j))
-            self.scopes[-1].body.extend(store(f"out{k}", (*outer, apply("add", offset, j)), val))
+            for part in group:
+                val = self.value(part, (*outer, j))
+                self.scopes[-1].body.extend(store(f"out{k}", (*outer, apply("add", offset, j)), val))
+                offset = apply("add", offset, self.dim(n))
             self.close_loop()
-            offset = apply("add", offset, self.dim(n))
         while len(self.scopes) > 1:
             self.close_loop()
         self.written[op.results[0].id] = k
+
+    def joined_groups(self, op: Op) -> list[list[Value]]:
+        """The join's non-empty pieces in order, neighbours of one width that compute a
+        value in common (``cos(a)`` and ``sin(a)``; an LSTM's gate gradients from one cell
+        gradient) in one group: a group runs as one loop storing each of its pieces at each
+        column, so the value they share is computed once a column, not once a piece."""
+        groups: list[list[Value]] = []
+        shared: set[int] = set()
+        for part in op.inputs:
+            n = part.type.shape[-1]
+            if n == 0:
+                continue
+            computed = self.computed_in_kernel(part)
+            if groups and groups[-1][0].type.shape[-1] == n and shared & computed:
+                groups[-1].append(part)
+                shared &= computed
+            else:
+                groups.append([part])
+                shared = computed
+        return groups
+
+    def computed_in_kernel(self, v: Value) -> set[int]:
+        """The values of the kernel's own ops that ``v`` is computed from at its own index
+        (``v`` included): the walk stops at inputs, constants and layout ops (past a slice
+        or a transpose a value is read at other indices: not shared column by column)."""
+        seen: set[int] = set()
+        todo = [v]
+        while todo:
+            x = todo.pop()
+            op = x.producer
+            if (x.id in seen or op is None or x.id in self.written
+                    or op.primitive.kind in ("constant", "layout")):
+                continue
+            seen.add(x.id)
+            todo.extend(op.inputs)
+        return seen
 
     def reshaped_output(self, shape: tuple, outputs: list) -> tuple | None:
         """``(k, reshape op)`` when the nest's one output is a row-major reshape that merges

@@ -299,3 +299,34 @@ def test_a_nest_whose_variables_are_read_apart_stays_a_nest():
     k = kernel_of(f, x)
     assert loop_count(k.body) == 3 and "0..((n" not in print_kernel(k), print_kernel(k)
     assert check_fused(f, x) == 1
+
+
+def _inner_loops(k):
+    (outer,) = k.body
+    return [s for s in outer.body if isinstance(s, Loop)]
+
+
+def test_pieces_of_a_join_that_compute_a_value_in_common_run_as_one_loop():
+    # cos(a) | sin(a): one loop storing both pieces at each column, a computed once.
+    def rotary(pos, freq):
+        a = pos[:, None] * freq[None, :]
+        return fj.concatenate([fj.cos(a), fj.sin(a)], axis=-1)
+    pos, freq = np.arange(6, dtype=np.float32), np.linspace(0.1, 1.0, 4).astype(np.float32)
+    (loop,) = _inner_loops(kernel_of(rotary, pos, freq))
+    assert [type(s) for s in loop.body].count(Store) == 2
+    a = (pos[:, None] * freq[None, :]).astype(np.float64)   # correctly rounded, as flowjit's
+    want = np.concatenate([np.cos(a), np.sin(a)], -1).astype(np.float32)
+    np.testing.assert_array_equal(fj.function(rotary)(pos, freq), want)
+
+
+def test_pieces_of_a_join_with_nothing_in_common_or_other_widths_keep_a_loop_each():
+    x, y = np.ones((3, 4), np.float32), np.ones((3, 5), np.float32)
+    # nothing computed in common (a shared input is read, not computed)
+    assert len(_inner_loops(kernel_of(lambda a: fj.concatenate([a * 2.0, a + 3.0], axis=-1), x))) == 2
+    # a value in common, but other widths
+    assert len(_inner_loops(kernel_of(
+        lambda a, b: fj.concatenate([fj.exp(a) * 2.0, fj.exp(a)[:, :1] + b], axis=-1), x, y))) == 2
+    # a slice of a shared value is read at other columns in each piece: not shared
+    e = np.ones((3, 8), np.float32)
+    assert len(_inner_loops(kernel_of(
+        lambda a: fj.concatenate([fj.exp(a)[:, :4] * 2.0, fj.exp(a)[:, 4:] + 1.0], axis=-1), e))) == 2
