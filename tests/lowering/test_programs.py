@@ -144,3 +144,26 @@ def test_reductions_over_an_empty_axis_beside_a_row_result():
         v2 = fj.minimum(x0, v1)
         return fj.sum(v2, axis=(0, 1)), fj.sum(v2 * v1, axis=1)
     _compiled_matches_interpreted(f, np.zeros((2, 0), np.float32))
+
+
+@pytest.mark.parametrize("widths", [(4, 4, 4), (4, 4, 3), (3, 4, 4), (0, 4, 4), (4, 0, 4)])
+def test_a_join_whose_pieces_share_values_in_groups(widths):
+    # Neighbouring pieces of one width computing a value in common run as one loop, each
+    # stored at its own columns (the grouping skips empty pieces); the third piece reads
+    # the shared value through a slice, and its gradient flows back through every piece.
+    w0, w1, w2 = widths
+    n = max(widths)
+
+    def f(a, b):
+        e = fj.exp(a[:, :n] * 0.5)
+        return fj.concatenate([e[:, :w0] * 2.0, e[:, :w1] + b[:, :w1], fj.tanh(e)[:, n - w2:]], axis=-1)
+
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((5, n)), rng.standard_normal((5, n))
+    loss = fj.grad(lambda a, b: fj.sum(fj.sin(f(a, b))), argnums=(0, 1))
+    for fn in (f, loss):   # within an ulp: the compiled tanh and sin are flowjit's own ports
+        got, want = fj.function(fn)(a, b), fj.function(fn, interpret=True)(a, b)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                        strict=True):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-15, atol=1e-15)
