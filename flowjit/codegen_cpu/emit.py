@@ -36,7 +36,7 @@ from flowjit.lowering.loops import (
 )
 from flowjit.lowering.tile_transpose import block_lets, block_reads, lanes_vectors, moves_evenly
 
-from . import intrinsics, invariant_division, row_prefetch
+from . import intrinsics, invariant_division, medium_trig, row_prefetch
 from .half_routines import round_to_odd_f32
 from .ir_text import module_text
 from .jit import PARALLEL_FOR_SYMBOL
@@ -117,6 +117,8 @@ class _Renderer:
         self.native_fma = native_fma
         # While a loop's fast version renders: (divisor, dtype) -> (its value, 1/it) (invariant_division)
         self.dividing: dict = {}
+        # While a loop's fast version renders: its sines and cosines take the medium reduction alone (medium_trig)
+        self.trig_medium = False
         # The blocked loops of a row loop that prefetch the next row: id(loop) -> row_prefetch.Prefetch's
         self.prefetching: dict = {}
         self.pool_parts = pool_parts
@@ -439,6 +441,11 @@ class _Renderer:
             if divs and not self.few_trips(s, env):
                 self.versioned_division_loop(s, env, divs)
                 return
+        if self.optimize and not self.dividing and not self.trig_medium and s.step == 1:
+            args = medium_trig.arguments(s)
+            if args and not self.few_trips(s, env):
+                self.versioned_trig_loop(s, env, args)
+                return
         if self.optimize:
             self.prefetching.update(row_prefetch.plan(s))
         self.plain_loop(s, env)
@@ -691,6 +698,55 @@ class _Renderer:
                 self.memo = {}
                 self.plain_loop(s, dict(env))
                 self.dividing = {}
+            with written:
+                self.memo = {}
+                self.plain_loop(s, dict(env))
+        self.memo = {}
+
+    def versioned_trig_loop(self, s: Loop, env: dict, args: tuple) -> None:
+        """Loop ``s`` twice over: a pass taking the largest magnitude (as bits) of its sines'
+        and cosines' arguments, then ``s`` with the medium reduction alone when every one is
+        at most ``medium_trig.MEDIUM`` (NaN and the infinities are not), else ``s`` as
+        written (see ``medium_trig``)."""
+        b = self.b
+        self.memo = {}
+        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        pre = b.block
+        head, body, done = (self.fn.append_basic_block(f"{s.var}.{x}") for x in ("trig", "tracing", "traced"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=f"{s.var}.t")
+        i.add_incoming(start, pre)
+        largest = {}
+        for d in sorted({d for _, d in args}, key=lambda d: d.itemsize):
+            t = ir.IntType(8 * d.itemsize)
+            largest[d] = (t, b.phi(t))
+            largest[d][1].add_incoming(ir.Constant(t, 0), pre)
+        b.cbranch(b.icmp_signed("<", i, stop), body, done)
+        b.position_at_end(body)
+        inner = {**env, s.var: i}
+        carries = self.loop_carries
+        news = {d: hi for d, (_, hi) in largest.items()}
+        for arg, d in args:
+            t = largest[d][0]
+            mag = b.and_(b.bitcast(self.expr(arg, inner), t), ir.Constant(t, medium_trig.magnitude_mask(d)))
+            news[d] = b.call(self._libc(f"llvm.umax.i{t.width}", t, [t, t]), [news[d], mag])
+        self.loop_carries = carries
+        i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nsw"]), b.block)
+        for d, (_, hi) in largest.items():
+            hi.add_incoming(news[d], b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        self.memo = {}
+        ok = ir.Constant(I1, 1)
+        for d, (t, hi) in largest.items():
+            ok = b.and_(ok, b.icmp_unsigned("<=", hi, ir.Constant(t, medium_trig.MEDIUM_BITS[d])))
+        with b.if_else(ok) as (fast, written):
+            with fast:
+                self.trig_medium = True
+                self.memo = {}
+                self.plain_loop(s, dict(env))
+                self.trig_medium = False
             with written:
                 self.memo = {}
                 self.plain_loop(s, dict(env))
@@ -1039,11 +1095,12 @@ class _Renderer:
     def intrinsic(self, op: str, d: DType) -> ir.Function:
         """The function computing intrinsic ``op`` of float dtype ``d``: the vectorizable
         port of ``intrinsics`` when it has one, else LLVM's intrinsic or libm's function."""
-        name = f"{op}.{d.short}"
+        medium = self.trig_medium and op in medium_trig.OPS and d in medium_trig.MEDIUM_BITS
+        name = f"{op}.{d.short}" + (".medium" if medium else "")
         fn = self.helpers.get(name)
         if fn is not None:
             return fn
-        fn = intrinsics.function(self.module, name, self.native_ldexp, self.native_fma)
+        fn = intrinsics.function(self.module, f"{op}.{d.short}", self.native_ldexp, self.native_fma, medium)
         if fn is None:
             t = _reg(d)
             arity = scalar.OPS[op][0]

@@ -632,7 +632,7 @@ _INVPIO2 = 6.36619772367581382433e-01
 _PIO2_1, _PIO2_1T = 1.57079632673412561417e+00, 6.07710050650619224932e-11
 _PIO2_2, _PIO2_2T = 6.07710050630396597660e-11, 2.02226624879595063154e-21
 _PIO2_3, _PIO2_3T = 2.02226624871116645580e-21, 8.47842766036889956997e-32
-_MEDIUM = 1647099.0           # fdlibm's bound, 2**20 * pi/2 truncated (high word 0x413921fb)
+MEDIUM = 1647099.0           # fdlibm's bound, 2**20 * pi/2 truncated (high word 0x413921fb)
 _KSIN = (-1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
          2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
 _KCOS = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
@@ -745,7 +745,7 @@ def _reduce_large(f: Scalar, x: V, rows: int) -> tuple[V, V, V]:
 
 
 def _reduce_medium(f: Scalar, t: V) -> tuple[V, V, V]:
-    """(n, y0, y1): t = n pi/2 + y0 + y1 for 0 <= t <= _MEDIUM (fdlibm's three rounds)."""
+    """(n, y0, y1): t = n pi/2 + y0 + y1 for 0 <= t <= MEDIUM (fdlibm's three rounds)."""
     fn = f._intrinsic("llvm.floor", t * _INVPIO2 + 0.5)
     r = t - fn * _PIO2_1                             # exact: fn < 2**20, pi/2's first 33 bits
     for piece, tail in ((_PIO2_2, _PIO2_2T), (_PIO2_3, _PIO2_3T)):
@@ -759,14 +759,18 @@ def _reduce_medium(f: Scalar, t: V) -> tuple[V, V, V]:
 
 def _sincos_reduced(f: Scalar, x: V, rows: int) -> tuple[V, V, V, V]:
     """(sin, cos of the reduced argument, x's quadrant 0-3 as a float, |x|) for x of
-    ``rows`` rows of the table's (``_turns_row``)."""
+    ``rows`` rows of the table's (``_turns_row``); ``rows`` 0: x is known to be at most
+    MEDIUM in magnitude (``medium_trig``), and only the medium reduction runs."""
     t = f.fabs(x)
-    medium = t <= _MEDIUM                            # false for inf and NaN: the large path's NaN
-    n, m0, m1 = _reduce_medium(f, f.sel(medium, t, 0.0))
+    medium = t <= MEDIUM                            # false for inf and NaN: the large path's NaN
+    n, m0, m1 = _reduce_medium(f, f.sel(medium, t, 0.0) if rows else t)
     neg = x < 0.0
     n, m0, m1 = f.sel(neg, -n, n), f.sel(neg, -m0, m0), f.sel(neg, -m1, m1)
-    q, l0, l1 = _reduce_large(f, x, rows)
-    q, y0, y1 = f.sel(medium, n, q), f.sel(medium, m0, l0), f.sel(medium, m1, l1)
+    if rows:
+        q, l0, l1 = _reduce_large(f, x, rows)
+        q, y0, y1 = f.sel(medium, n, q), f.sel(medium, m0, l0), f.sel(medium, m1, l1)
+    else:
+        q, y0, y1 = n, m0, m1
     z = y0 * y0
     v = z * y0
     r = poly(f, z, _KSIN[1:])
@@ -831,6 +835,13 @@ _UNARY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
        for d in ("f32", "f64")},
 }
 
+# sin and cos of arguments known to be at most MEDIUM in magnitude (``medium_trig``'s fast
+# version of a loop): the medium reduction alone, the same bits there.
+_MEDIUM_ONLY: dict[tuple[str, str], Callable[[Scalar, V], V]] = {
+    ("sin", "f32"): _via_f64(_sin_or_cos(True, 0)), ("sin", "f64"): _sin_or_cos(True, 0),
+    ("cos", "f32"): _via_f64(_sin_or_cos(False, 0)), ("cos", "f64"): _sin_or_cos(False, 0),
+}
+
 
 def _fmod(f: Scalar, a: V, b: V) -> V:
     return V(f, f.b.frem(a.v, b.v))  # C's fmod: exact, the sign of a
@@ -879,7 +890,7 @@ NAMES: frozenset[str] = frozenset(
 
 
 def function(module: ir.Module, name: str, native_ldexp: bool = False,
-             native_fma: bool = False) -> ir.Function | None:
+             native_fma: bool = False, medium: bool = False) -> ir.Function | None:
     """The LLVM function for loop-IR intrinsic ``name`` (``"tanh.f32"``: op and dtype as
     flowjit.lowering.scalar spells them) in ``module``, defined there on first use as
     ``fj.<name>``: internal, ``alwaysinline``, scalar in and out, branch-free so the loop
@@ -887,14 +898,18 @@ def function(module: ir.Module, name: str, native_ldexp: bool = False,
     ``native_ldexp``: the module's target scales by a power of two in one instruction
     (``HostTarget.native_ldexp``), which exp's last step then is (same results);
     ``native_fma``: it fuses a multiply-add (``HostTarget.native_fma``), which sin's and cos's
-    exact products then are (same results)."""
+    exact products then are (same results); ``medium``: ``sin`` and ``cos`` of arguments the
+    caller knows to be at most MEDIUM in magnitude (``medium_trig``), as ``fj.<name>.medium``,
+    the medium reduction alone (``None`` for any other op)."""
     if name not in NAMES:
         return None
-    mangled = PREFIX + name
+    op, d = name.split(".")
+    if medium and (op, "f32") not in _MEDIUM_ONLY:
+        return None
+    mangled = PREFIX + name + (".medium" if medium else "")
     found = module.globals.get(mangled)
     if found is not None:
         return found
-    op, d = name.split(".")
     arity = 2 if (op, "f32") in _BINARY else 1
     fty = _F16 if d == "f16" else _FLOAT[d]
     fn = ir.Function(module, ir.FunctionType(fty, [fty] * arity), mangled)
@@ -903,12 +918,13 @@ def function(module: ir.Module, name: str, native_ldexp: bool = False,
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     if d == "f16":  # NumPy's float16 loops compute in float32 and round once
-        inner = function(module, f"{op}.f32", native_ldexp, native_fma)
+        inner = function(module, f"{op}.f32", native_ldexp, native_fma, medium)
         b.ret(b.fptrunc(b.call(inner, [b.fpext(a, _F32) for a in fn.args]), _F16))
         return fn
     f = Scalar(b, fty, native_ldexp, native_fma)
     args = [V(f, a) for a in fn.args]
-    out = _UNARY[op, d](f, *args) if arity == 1 else _BINARY[op, d](f, *args)
+    unary = _MEDIUM_ONLY if medium else _UNARY
+    out = unary[op, d](f, *args) if arity == 1 else _BINARY[op, d](f, *args)
     b.ret(out.v)
     return fn
 

@@ -72,26 +72,28 @@ class Division:
     dtype: DType
 
 
-def _cheap(e: Expr) -> bool:
+def recomputable(e: Expr) -> bool:
+    """Whether ``e`` (written out: ``written_out``) is loads and the vocabulary's cheap
+    operations only, so a check pass may compute it a second time."""
     if isinstance(e, Prim):
-        return e.op in CHEAP and all(_cheap(a) for a in e.args)
+        return e.op in CHEAP and all(recomputable(a) for a in e.args)
     return isinstance(e, (Const, Var, Load, AccValue))
 
 
-def _written_out(e: Expr, lets: dict, budget: list) -> Expr | None:
+def written_out(e: Expr, lets: dict, budget: list) -> Expr | None:
     """``e`` with the loop's ``Let`` names replaced by their values (``substitute_lets``),
     or None once it has more than ``budget[0]`` nodes. Bounded as it goes: a name read by
     several others (a random draw's hash rounds) is written out once for each reader, so the
     whole expression can be exponentially larger than the loop's body."""
     if isinstance(e, Var) and e.name in lets:
-        return _written_out(lets[e.name], lets, budget)
+        return written_out(lets[e.name], lets, budget)
     budget[0] -= 1
     if budget[0] < 0:
         return None
     if isinstance(e, (Prim, Load)):
         args = []
         for a in (e.args if isinstance(e, Prim) else e.index):
-            a = _written_out(a, lets, budget)
+            a = written_out(a, lets, budget)
             if a is None:
                 return None
             args.append(a)
@@ -114,8 +116,8 @@ def divisions(loop: Loop) -> tuple[Division, ...]:
         divisor = e.args[1]
         if free_names(divisor) & bound or any(isinstance(x, Load) for x in subexpressions(divisor)):
             continue
-        dividend = _written_out(e.args[0], lets, [MAX_DIVIDEND_NODES])
-        if dividend is None or not _cheap(dividend):
+        dividend = written_out(e.args[0], lets, [MAX_DIVIDEND_NODES])
+        if dividend is None or not recomputable(dividend):
             return ()     # that division stays: the loop keeps the divider anyway
         found.setdefault((divisor, e.dtype), {})[dividend] = None
     return tuple(Division(d, tuple(ds), t) for (d, t), ds in found.items())

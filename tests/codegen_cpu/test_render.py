@@ -407,7 +407,7 @@ def test_math_without_a_port_falls_back_to_llvm_and_libm(op, monkeypatch, tmp_pa
     from flowjit.codegen_cpu import intrinsics
     from flowjit.codegen_cpu.emit import _Renderer
     from flowjit.ir.dtypes import float16, float32, float64
-    monkeypatch.setattr(intrinsics, "function", lambda module, name, native_ldexp=False, native_fma=False: None)
+    monkeypatch.setattr(intrinsics, "function", lambda module, name, *flags, **named: None)
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))  # compiled here, not the ports' cached objects
     if op != "fmod":  # LLVM's frem instruction, never a call
         fn = _Renderer(_bad_kernel(lambda i: Const(1.0, float32))).intrinsic(op, float32)
