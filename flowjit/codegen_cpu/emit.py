@@ -628,6 +628,56 @@ class _Renderer:
             return False
         return (ends[1].constant - ends[0].constant) // s.step < invariant_division.MIN_TRIPS
 
+    def check_pass(self, s: Loop, env: dict, stop: ir.Value, tag: str, starts: list,
+                   step: Callable[[dict, list], list]) -> list:
+        """A first pass over loop ``s``'s iterations from its start to ``stop`` that only
+        computes: integer values carried from ``starts`` (``(type, initial)`` pairs), each
+        iteration's new ones ``step(env with the loop's index, current values)``. Returns
+        the values after the pass (a versioned loop's check: ``versioned_*_loop``)."""
+        b = self.b
+        start = self.expr(s.start, env)
+        pre = b.block
+        head, body, done = (self.fn.append_basic_block(f"{s.var}.{tag}{x}") for x in ("", ".body", ".done"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=f"{s.var}.{tag}")
+        i.add_incoming(start, pre)
+        values = []
+        for t, initial in starts:
+            values.append(b.phi(t))
+            values[-1].add_incoming(ir.Constant(t, initial), pre)
+        b.cbranch(b.icmp_signed("<", i, stop), body, done)
+        b.position_at_end(body)
+        self.memo = {}
+        carries = self.loop_carries
+        news = step({**env, s.var: i}, list(values))
+        self.loop_carries = carries
+        i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nsw"]), b.block)
+        for v, new in zip(values, news):
+            v.add_incoming(new, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        self.memo = {}
+        return values
+
+    def two_versions(self, s: Loop, env: dict, ok: ir.Value, fast: Callable[[bool], None]) -> None:
+        """Loop ``s`` as its fast version where ``ok``, else as written: ``fast(True)`` sets
+        the renderer up for the fast version before it renders, ``fast(False)`` after."""
+        with self.b.if_else(ok) as (then, written):
+            with then:
+                fast(True)
+                self.memo = {}
+                self.plain_loop(s, dict(env))
+                fast(False)
+            with written:
+                self.memo = {}
+                self.plain_loop(s, dict(env))
+        self.memo = {}
+
+    def _umax(self, a: ir.Value, c: ir.Value) -> ir.Value:
+        t = a.type
+        return self.b.call(self._libc(f"llvm.umax.i{t.width}", t, [t, t]), [a, c])
+
     def versioned_division_loop(self, s: Loop, env: dict, divs: tuple) -> None:
         """Loop ``s`` twice over: a pass that checks its dividends and divisors against
         ``invariant_division.WINDOW``, then ``s`` with Markstein's division when they all
@@ -639,69 +689,43 @@ class _Renderer:
         # A longer loop (a flat one over a whole array, Adam's update) would read its
         # dividends from memory twice: it runs as written, and checks nothing.
         short = b.icmp_signed("<=", b.sub(stop, start), ir.Constant(I64, invariant_division.MAX_TRIPS))
-        checked_stop = b.select(short, stop, start)
-        pre = b.block
-        head, body, done = (self.fn.append_basic_block(f"{s.var}.{x}") for x in ("check", "checking", "checked"))
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, name=f"{s.var}.c")
-        i.add_incoming(start, pre)
         types = sorted({d.dtype for d in divs}, key=lambda d: d.itemsize)
-        bounds = {}
-        for d in types:
-            t = ir.IntType(8 * d.itemsize)
-            lo, hi = b.phi(t), b.phi(t)
-            lo.add_incoming(ir.Constant(t, -1), pre)
-            hi.add_incoming(ir.Constant(t, 0), pre)
-            bounds[d] = (t, lo, hi)
-        b.cbranch(b.icmp_signed("<", i, checked_stop), body, done)
-        b.position_at_end(body)
-        inner = {**env, s.var: i}
-        self.memo = {}
-        carries = self.loop_carries
-        news = {d: [lo, hi] for d, (_, lo, hi) in bounds.items()}
-        for div in divs:
-            t = bounds[div.dtype][0]
-            mask = invariant_division.window_bits(div.dtype)[0]
-            for dividend in div.dividends:
-                mag = b.and_(b.bitcast(self.expr(dividend, inner), t), ir.Constant(t, mask))
-                lo, hi = news[div.dtype]
-                # zero wraps to the top of the unsigned range, out of the minimum's way
-                news[div.dtype] = [b.call(self._libc(f"llvm.umin.i{t.width}", t, [t, t]),
-                                          [lo, b.sub(mag, ir.Constant(t, 1))]),
-                                   b.call(self._libc(f"llvm.umax.i{t.width}", t, [t, t]), [hi, mag])]
-        self.loop_carries = carries
-        i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nsw"]), b.block)
-        for d, (_, lo, hi) in bounds.items():
-            lo.add_incoming(news[d][0], b.block)
-            hi.add_incoming(news[d][1], b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        self.memo = {}
+        ints = {d: ir.IntType(8 * d.itemsize) for d in types}
+
+        def step(inner: dict, values: list) -> list:
+            news = dict(zip(types, zip(values[::2], values[1::2])))
+            for div in divs:
+                t = ints[div.dtype]
+                mask = invariant_division.window_bits(div.dtype)[0]
+                for dividend in div.dividends:
+                    mag = b.and_(b.bitcast(self.expr(dividend, inner), t), ir.Constant(t, mask))
+                    lo, hi = news[div.dtype]
+                    # zero wraps to the top of the unsigned range, out of the minimum's way
+                    news[div.dtype] = (b.call(self._libc(f"llvm.umin.i{t.width}", t, [t, t]),
+                                              [lo, b.sub(mag, ir.Constant(t, 1))]), self._umax(hi, mag))
+            return [v for d in types for v in news[d]]
+        values = self.check_pass(s, env, b.select(short, stop, start), "check",
+                                 [(ints[d], x) for d in types for x in (-1, 0)], step)
         ok = short
-        for d, (t, lo, hi) in bounds.items():
+        for d, lo, hi in zip(types, values[::2], values[1::2]):
+            t = ints[d]
             _, low, high = invariant_division.window_bits(d)
             ok = b.and_(ok, b.and_(b.icmp_unsigned(">=", lo, ir.Constant(t, low - 1)),
                                    b.icmp_unsigned("<=", hi, ir.Constant(t, high))))
         dividing = {}
         for div in divs:
-            t = bounds[div.dtype][0]
+            t = ints[div.dtype]
             _, low, high = invariant_division.window_bits(div.dtype)
             sv = self.expr(div.divisor, env)
             # the sign bit left in: a negative divisor takes the divider (see markstein)
             ok = b.and_(ok, b.icmp_unsigned("<=", b.sub(b.bitcast(sv, t), ir.Constant(t, low)),
                                             ir.Constant(t, high - low)))
             dividing[(div.divisor, div.dtype)] = sv
-        with b.if_else(ok) as (fast, written):
-            with fast:
-                self.dividing = {k: (v, b.fdiv(ir.Constant(v.type, 1.0), v)) for k, v in dividing.items()}
-                self.memo = {}
-                self.plain_loop(s, dict(env))
-                self.dividing = {}
-            with written:
-                self.memo = {}
-                self.plain_loop(s, dict(env))
-        self.memo = {}
+
+        def fast(on: bool) -> None:
+            self.dividing = ({k: (v, b.fdiv(ir.Constant(v.type, 1.0), v)) for k, v in dividing.items()}
+                             if on else {})
+        self.two_versions(s, env, ok, fast)
 
     def versioned_trig_loop(self, s: Loop, env: dict, args: tuple) -> None:
         """Loop ``s`` twice over: a pass taking the largest magnitude (as bits) of its sines'
@@ -710,47 +734,25 @@ class _Renderer:
         written (see ``medium_trig``)."""
         b = self.b
         self.memo = {}
-        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
-        pre = b.block
-        head, body, done = (self.fn.append_basic_block(f"{s.var}.{x}") for x in ("trig", "tracing", "traced"))
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, name=f"{s.var}.t")
-        i.add_incoming(start, pre)
-        largest = {}
-        for d in sorted({d for _, d in args}, key=lambda d: d.itemsize):
-            t = ir.IntType(8 * d.itemsize)
-            largest[d] = (t, b.phi(t))
-            largest[d][1].add_incoming(ir.Constant(t, 0), pre)
-        b.cbranch(b.icmp_signed("<", i, stop), body, done)
-        b.position_at_end(body)
-        inner = {**env, s.var: i}
-        carries = self.loop_carries
-        news = {d: hi for d, (_, hi) in largest.items()}
-        for arg, d in args:
-            t = largest[d][0]
-            mag = b.and_(b.bitcast(self.expr(arg, inner), t), ir.Constant(t, medium_trig.magnitude_mask(d)))
-            news[d] = b.call(self._libc(f"llvm.umax.i{t.width}", t, [t, t]), [news[d], mag])
-        self.loop_carries = carries
-        i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=["nsw"]), b.block)
-        for d, (_, hi) in largest.items():
-            hi.add_incoming(news[d], b.block)
-        b.branch(head)
-        b.position_at_end(done)
-        self.memo = {}
+        stop = self.expr(s.stop, env)
+        types = sorted({d for _, d in args}, key=lambda d: d.itemsize)
+        ints = {d: ir.IntType(8 * d.itemsize) for d in types}
+
+        def step(inner: dict, values: list) -> list:
+            largest = dict(zip(types, values))
+            for arg, d in args:
+                t = ints[d]
+                mag = b.and_(b.bitcast(self.expr(arg, inner), t), ir.Constant(t, medium_trig.magnitude_mask(d)))
+                largest[d] = self._umax(largest[d], mag)
+            return [largest[d] for d in types]
+        values = self.check_pass(s, env, stop, "trig", [(ints[d], 0) for d in types], step)
         ok = ir.Constant(I1, 1)
-        for d, (t, hi) in largest.items():
-            ok = b.and_(ok, b.icmp_unsigned("<=", hi, ir.Constant(t, medium_trig.MEDIUM_BITS[d])))
-        with b.if_else(ok) as (fast, written):
-            with fast:
-                self.trig_medium = True
-                self.memo = {}
-                self.plain_loop(s, dict(env))
-                self.trig_medium = False
-            with written:
-                self.memo = {}
-                self.plain_loop(s, dict(env))
-        self.memo = {}
+        for d, largest in zip(types, values):
+            ok = b.and_(ok, b.icmp_unsigned("<=", largest, ir.Constant(ints[d], medium_trig.MEDIUM_BITS[d])))
+
+        def fast(on: bool) -> None:
+            self.trig_medium = on
+        self.two_versions(s, env, ok, fast)
 
     def markstein(self, a: ir.Value, s: ir.Value, y: ir.Value) -> ir.Value:
         """``a / s`` correctly rounded from ``y = 1/s`` (correctly rounded) with two fused

@@ -11,18 +11,10 @@ import pytest
 import flowjit as fj
 from flowjit.codegen_cpu import intrinsics, medium_trig
 from flowjit.codegen_cpu.render import render_kernel
-from flowjit.lowering import lower_block
 from flowjit.lowering.loops import Loop, walk_statements
 
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "llvm-cache"))
-
-
-def _kernel(f, *args):
-    (op,) = f.ir(*args, stage="fused").body.ops
-    return lower_block(op.blocks[0], "k")
+# each test compiles into a cache of its own (the autouse fixture), kernels lowered as there
+from tests.codegen_cpu.test_invariant_division import _kernel, _own_cache  # noqa: F401
 
 
 def _innermost(kernel):
