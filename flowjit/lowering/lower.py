@@ -729,9 +729,10 @@ class _Lowering:
 
     def joined_output(self, shape: tuple, outputs: list) -> tuple | None:
         """``(k, join op)`` when the nest's one output is a concatenation along its last axis
-        of values the kernel computes: such a nest runs one innermost loop per piece, each
-        piece computed over its own range only (a select between the pieces would compute
-        every piece at every element: an LSTM's four gate gradients, four times over)."""
+        of values the kernel computes: such a nest runs one innermost loop per piece (or per
+        group of pieces sharing a value, ``joined_groups``), each piece computed over its own
+        range only (a select between the pieces would compute every piece at every element:
+        an LSTM's four gate gradients, four times over)."""
         if len(outputs) != 1 or not shape:
             return None
         k, v, depth = outputs[0]
