@@ -119,6 +119,8 @@ class _Renderer:
         self.dividing: dict = {}
         # While a loop's fast version renders: its sines and cosines take the medium reduction alone (medium_trig)
         self.trig_medium = False
+        # The kernel's Let bindings, which medium_trig follows to bound a sine's argument
+        self.lets = medium_trig.kernel_lets(k.body)
         # The blocked loops of a row loop that prefetch the next row: id(loop) -> row_prefetch.Prefetch's
         self.prefetching: dict = {}
         self.pool_parts = pool_parts
@@ -442,7 +444,7 @@ class _Renderer:
                 self.versioned_division_loop(s, env, divs)
                 return
         if self.optimize and not self.dividing and not self.trig_medium and s.step == 1:
-            args = medium_trig.arguments(s)
+            args = medium_trig.arguments(s, self.lets)
             if args and not self.few_trips(s, env):
                 self.versioned_trig_loop(s, env, args)
                 return
@@ -1004,6 +1006,14 @@ class _Renderer:
         if self.dividing and e.op == "div" and (e.args[1], e.dtype) in self.dividing:
             return self.markstein(self.expr(e.args[0], env), *self.dividing[(e.args[1], e.dtype)])
         args = [self.expr(a, env) for a in e.args]
+        if (e.op in medium_trig.OPS and e.dtype in medium_trig.MEDIUM_BITS and not self.trig_medium
+                and medium_trig.bounded(e.args[0], self.lets)):
+            # an argument within the medium bound by construction (a normal draw's angle)
+            self.trig_medium = True
+            try:
+                return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
+            finally:
+                self.trig_medium = False
         return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
 
     def const(self, value: object, d: DType) -> ir.Constant:

@@ -77,3 +77,52 @@ def test_only_sin_and_cos_have_a_medium_form():
     module = ir.Module()
     assert intrinsics.function(module, "sin.f64", medium=True).name == "fj.sin.f64.medium"
     assert intrinsics.function(module, "exp.f32", medium=True) is None
+
+
+def test_an_argument_bounded_by_its_own_operations_takes_the_medium_form_with_no_check():
+    """A normal draw's angle, ``2 pi * f64(53 bits of the cipher) * 2**-53``, lies in [0, 2 pi)
+    by its last operations alone: its cosine is the medium form, unversioned (the general
+    function is not in the module at all), and the draws are the interpreter's bits."""
+    draw = fj.function(lambda k: fj.random.normal(k, (4096,), dtype=np.float32))
+    key = fj.random.key(3)
+    kernel = _kernel(draw, key)
+    text = render_kernel(kernel)
+    assert '@"fj.cos.f64.medium"' in text and '@"fj.cos.f64"' not in text
+    assert not any(medium_trig.arguments(lp, medium_trig.kernel_lets(kernel.body)) for lp in _innermost(kernel))
+    got = np.asarray(draw(key))
+    want = np.asarray(fj.function(lambda k: fj.random.normal(k, (4096,), dtype=np.float32), interpret=True)(key))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_bounds_follow_integer_ranges_and_refuse_what_may_wrap_or_is_loaded():
+    from flowjit.ir.dtypes import float64, uint32, uint64
+    from flowjit.lowering.loops import Const, Load, Prim, Var
+
+    def p(op, *args, d=float64):
+        return Prim(op, tuple(args), d)
+    bits = Load("in0", (Var("i", fj.int64),), uint32)
+    wide = p("cast", bits, d=uint64)
+    angle = p("mul", p("mul", p("cast", p("shl", wide, Const(21, uint64), d=uint64)), Const(2.0 ** -53, float64)),
+              Const(6.283185307179586, float64))
+    assert medium_trig.bounded(angle, {})
+    # 32 bits shifted by 21 stay below 2**53 (times 2**-40: 8192); by 40 they may wrap in 64
+    # bits, anything in the type (times 2**-40: up to 2**24, past the bound)
+    def scaled(shift):
+        return p("mul", p("cast", p("shl", wide, Const(shift, uint64), d=uint64)), Const(2.0 ** -40, float64))
+    assert medium_trig.bounded(scaled(21), {}) and not medium_trig.bounded(scaled(40), {})
+    # a loaded float may be anything; a name is followed through the kernel's lets
+    assert not medium_trig.bounded(p("mul", Load("in1", (), float64), Const(0.5, float64)), {})
+    assert medium_trig.bounded(p("add", Var("t", float64), Const(1.0, float64)), {"t": angle})
+    assert not medium_trig.bounded(p("mul", p("cast", wide), Const(1.0, float64)), {})   # up to 2**32
+
+
+def test_the_bounds_count_the_kernels_rounding():
+    """``(x + K) - K`` for x in [0, 1]: zero to one exactly, but float32 rounds ``x + K`` to
+    a multiple of 2**26 when K is 1e15, so the difference may be 6.7e7: not bounded."""
+    from flowjit.ir.dtypes import float32, uint8
+    from flowjit.lowering.loops import Const, Load, Prim, Var
+    x = Prim("cast", (Load("in0", (Var("i", fj.int64),), uint8),), float32)   # 0 to 255
+    big = Const(1e15, float32)
+    assert not medium_trig.bounded(Prim("sub", (Prim("add", (x, big), float32), big), float32), {})
+    assert medium_trig.bounded(Prim("sub", (Prim("add", (x, Const(1e3, float32)), float32), Const(1e3, float32)),
+                                        float32), {})
