@@ -120,7 +120,8 @@ class _Renderer:
         # While a loop's fast version renders: its sines and cosines take the medium reduction alone (medium_trig)
         self.trig_medium = False
         # The kernel's Let bindings, which medium_trig follows to bound a sine's argument
-        self.lets = medium_trig.kernel_lets(k.body)
+        # (collected when the first sine renders: most kernels hold none)
+        self._lets: dict | None = None
         # The blocked loops of a row loop that prefetch the next row: id(loop) -> row_prefetch.Prefetch's
         self.prefetching: dict = {}
         self.pool_parts = pool_parts
@@ -444,7 +445,7 @@ class _Renderer:
                 self.versioned_division_loop(s, env, divs)
                 return
         if self.optimize and not self.dividing and not self.trig_medium and s.step == 1:
-            args = medium_trig.arguments(s, self.lets)
+            args = medium_trig.arguments(s, self.lets())
             if args and not self.few_trips(s, env):
                 self.versioned_trig_loop(s, env, args)
                 return
@@ -630,6 +631,12 @@ class _Renderer:
             return False
         return (ends[1].constant - ends[0].constant) // s.step < invariant_division.MIN_TRIPS
 
+    def lets(self) -> dict:
+        """The kernel's ``Let`` bindings (``medium_trig.kernel_lets``), collected once."""
+        if self._lets is None:
+            self._lets = medium_trig.kernel_lets(self.k.body)
+        return self._lets
+
     def check_pass(self, s: Loop, env: dict, stop: ir.Value, tag: str, starts: list,
                    step: Callable[[dict, list], list]) -> list:
         """A first pass over loop ``s``'s iterations from its start to ``stop`` that only
@@ -744,7 +751,7 @@ class _Renderer:
             largest = dict(zip(types, values))
             for arg, d in args:
                 t = ints[d]
-                mag = b.and_(b.bitcast(self.expr(arg, inner), t), ir.Constant(t, medium_trig.magnitude_mask(d)))
+                mag = b.and_(b.bitcast(self.expr(arg, inner), t), ir.Constant(t, invariant_division.magnitude_mask(d)))
                 largest[d] = self._umax(largest[d], mag)
             return [largest[d] for d in types]
         values = self.check_pass(s, env, stop, "trig", [(ints[d], 0) for d in types], step)
@@ -1006,15 +1013,14 @@ class _Renderer:
         if self.dividing and e.op == "div" and (e.args[1], e.dtype) in self.dividing:
             return self.markstein(self.expr(e.args[0], env), *self.dividing[(e.args[1], e.dtype)])
         args = [self.expr(a, env) for a in e.args]
-        if (e.op in medium_trig.OPS and e.dtype in medium_trig.MEDIUM_BITS and not self.trig_medium
-                and medium_trig.bounded(e.args[0], self.lets)):
-            # an argument within the medium bound by construction (a normal draw's angle)
-            self.trig_medium = True
-            try:
-                return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
-            finally:
-                self.trig_medium = False
-        return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
+        medium = self.trig_medium
+        if (e.op in medium_trig.OPS and e.dtype in medium_trig.MEDIUM_BITS and not medium
+                and medium_trig.bounded(e.args[0], self.lets())):
+            self.trig_medium = True   # an argument within the bound by construction (a normal draw's angle)
+        try:
+            return self.prim(e.op, args, [a.dtype for a in e.args], e.dtype)
+        finally:
+            self.trig_medium = medium
 
     def const(self, value: object, d: DType) -> ir.Constant:
         if d.is_bool:

@@ -123,9 +123,14 @@ def divisions(loop: Loop) -> tuple[Division, ...]:
     return tuple(Division(d, tuple(ds), t) for (d, t), ds in found.items())
 
 
+def magnitude_mask(d: DType) -> int:
+    """The bits of a float of dtype ``d`` below its sign bit (a check pass's magnitudes)."""
+    return (1 << (8 * d.itemsize - 1)) - 1
+
+
 def window_bits(d: DType) -> tuple[int, int, int]:
     """(mask of the magnitude bits, bits of 2**-WINDOW, bits of 2**WINDOW) of float dtype ``d``."""
     w = WINDOW[d]
     if d == float32:
-        return 0x7FFFFFFF, (127 - w) << 23, (127 + w) << 23
-    return 0x7FFFFFFFFFFFFFFF, (1023 - w) << 52, (1023 + w) << 52
+        return magnitude_mask(d), (127 - w) << 23, (127 + w) << 23
+    return magnitude_mask(d), (1023 - w) << 52, (1023 + w) << 52

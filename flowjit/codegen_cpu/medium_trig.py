@@ -172,9 +172,4 @@ def arguments(loop: Loop, lets: dict | None = None) -> tuple[tuple, ...]:
     return tuple(found)
 
 
-def magnitude_mask(d: DType) -> int:
-    """The bits of a float of dtype ``d`` below its sign bit."""
-    return (1 << (8 * d.itemsize - 1)) - 1
-
-
-__all__ = ["MEDIUM", "MEDIUM_BITS", "OPS", "arguments", "bounded", "kernel_lets", "magnitude_mask"]
+__all__ = ["MEDIUM", "MEDIUM_BITS", "OPS", "arguments", "bounded", "kernel_lets"]
