@@ -33,13 +33,14 @@ from flowjit.lowering.loops import (
     free_names,
     subexpressions,
     substitute_lets,
+    walk_statements,
 )
 from flowjit.lowering.tile_transpose import block_lets, block_reads, lanes_vectors, moves_evenly
 
 from . import intrinsics, invariant_division, medium_trig, row_prefetch
 from .half_routines import round_to_odd_f32
 from .ir_text import module_text
-from .jit import PARALLEL_FOR_SYMBOL
+from .jit import PARALLEL_FOR_SYMBOL, UNROLL_ANALYSED_TRIPS, UNROLL_THRESHOLD
 from .kernel_abi import (
     CHUNK_BYTES,
     POOLED_LOOP_MIN_WORK,
@@ -56,6 +57,14 @@ from .kernel_abi import (
 )
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+# The fewest trips of an innermost loop whose float sums and products LLVM may reassociate
+# (vectorize, adding the lanes pairwise at the end); a loop of fewer sums in order. The
+# order must be the same whichever IR pipeline optimizes the module: O3's unrolls a loop of
+# a few trips whole into adds in order where the quick tier's (jit.QUICK_PIPELINE, no
+# unrolling) vectorized it, 1 ulp apart (rows of 3 to 10 floats did). A loop LLVM unrolls
+# whole costs at most UNROLL_THRESHOLD (two or more a trip: a load and an add) or has at
+# most UNROLL_ANALYSED_TRIPS trips; a loop of more trips vectorizes alike in both.
+REASSOCIATE_MIN_TRIPS = max(UNROLL_THRESHOLD // 2, UNROLL_ANALYSED_TRIPS) + 1
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 # LLVM integers carry no sign: an unsigned dtype shares its width's type, and the
 # instructions (icmp ult, udiv, zext, uitofp) say how the bits are read.
@@ -188,6 +197,9 @@ class _Renderer:
         self.loop_carries = False
         self.loop_vars: set[str] = set()   # the enclosing loops' variables (not names bound to values)
         self.edge_tile = False             # rendering a block tile's edge loops (block_loop)
+        # While an innermost loop of float sums renders: whether they may reassociate
+        # (``sums_by_trips``), None outside one.
+        self.reassociate: bool | None = None
         entry = self.fn.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
         body_block = self.fn.append_basic_block("body")
@@ -430,6 +442,9 @@ class _Renderer:
                 raise TypeError(f"not a loop-IR statement: {s!r}")
 
     def loop(self, s: Loop, env: dict) -> None:
+        if self.reassociate is None and self.reassociable_sums(s):
+            self.sums_by_trips(s, env)
+            return
         if s.stream and streamable(self.k, s):
             self.stream_loop(s, env)
             return
@@ -618,6 +633,43 @@ class _Renderer:
         one = b.insert_element(ir.Constant(_lanes(d, side), ir.Undefined), x, ir.Constant(I32, 0))
         return b.shuffle_vector(one, ir.Constant(_lanes(d, side), ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, side), [0] * side))
+
+    def reassociable(self, acc: Accumulator) -> bool:
+        """Whether accumulator ``acc``'s updates may be reassociated: a float sum or product
+        (not float16's, not under fastmath, whose own flags say so): NumPy's semantics allow
+        partial sums per vector lane."""
+        return acc.kind in ("sum", "prod") and acc.dtype.is_float and acc.dtype != float16 and not self.fastmath
+
+    def reassociable_sums(self, s: Loop) -> bool:
+        """Whether ``s`` is an innermost loop updating a reassociable accumulator."""
+        inside = list(walk_statements(s.body))
+        return not any(isinstance(x, Loop) for x in inside) and any(
+            isinstance(x, Update) and x.name in self.accs and self.reassociable(self.accs[x.name][0]) for x in inside)
+
+    def sums_by_trips(self, s: Loop, env: dict) -> None:
+        """Innermost loop ``s`` of float sums with them reassociable where it runs
+        REASSOCIATE_MIN_TRIPS trips or more, in order where fewer: one version where its
+        bounds are constants, else both behind a test of its trip count (which LLVM folds
+        where inlining makes them constants)."""
+        start, stop = self.expr(s.start, env), self.expr(s.stop, env)
+        least = REASSOCIATE_MIN_TRIPS * abs(s.step)
+        try:
+            if isinstance(start, ir.Constant) and isinstance(stop, ir.Constant):
+                self.reassociate = (stop.constant - start.constant) * (1 if s.step > 0 else -1) >= least
+                self.memo = {}
+                self.loop(s, env)
+                return
+            span = self.b.sub(stop, start) if s.step > 0 else self.b.sub(start, stop)
+            many = self.b.icmp_signed(">=", span, ir.Constant(I64, least))
+            with self.b.if_else(many) as (then, few):
+                for reassociate, branch in ((True, then), (False, few)):
+                    with branch:
+                        self.reassociate = reassociate
+                        self.memo = {}
+                        self.loop(s, dict(env))
+        finally:
+            self.reassociate = None
+            self.memo = {}
 
     def few_trips(self, s: Loop, env: dict) -> bool:
         """Whether ``s`` runs once (no loop encloses it) over a constant number of iterations
@@ -972,8 +1024,9 @@ class _Renderer:
             self.b.store(self.b.or_(self.b.load(found), self.b.fcmp_unordered("uno", v, v)), found)
             return
         new = self.expr(scalar.combine(decl.kind, current, s.value), env)
-        if decl.kind in ("sum", "prod") and decl.dtype.is_float and decl.dtype != float16 and not self.fastmath:
-            # Partial sums per vector lane: the one place NumPy's semantics allow reassociation.
+        if self.reassociate and self.reassociable(decl):
+            # Partial sums per vector lane: the one place NumPy's semantics allow
+            # reassociation (an innermost loop of enough trips: sums_by_trips).
             new.flags.append("reassoc")
         self.b.store(new, value)
 

@@ -57,6 +57,11 @@ OPT_LEVEL = 3
 # unrolling off, MLP and CNN inference lose 12-17% and an embedding bag's mean 40%). The
 # option is LLVM's, process-wide: flowjit is what compiles with llvmlite here.
 UNROLL_THRESHOLD = 20
+# The most trips of a loop LLVM weighs unrolling whole by what that simplifies (its
+# -unroll-max-iteration-count-to-analyze, at LLVM's default), set here because the renderer
+# counts on it: a float sum of more trips than this and than UNROLL_THRESHOLD / 2 is never
+# unrolled whole by any pipeline (emit.REASSOCIATE_MIN_TRIPS).
+UNROLL_ANALYSED_TRIPS = 10
 
 # Tiered code generation. A program's first compile emits its O3-optimized IR with LLVM's
 # quick code generator (QUICK_CODEGEN_LEVEL: fast instruction selection and register
@@ -179,6 +184,7 @@ def binding() -> Any:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             llvm.set_option("flowjit", f"-unroll-threshold={UNROLL_THRESHOLD}")
+            llvm.set_option("flowjit", f"-unroll-max-iteration-count-to-analyze={UNROLL_ANALYSED_TRIPS}")
             for path, _ in _search:
                 llvm.load_library_permanently(path)
             for name, address in _symbols.items():
@@ -323,7 +329,7 @@ class HostTarget:
         """Everything besides the IR that decides the machine code, for cache keys."""
         return "|".join([self.triple, self.cpu, self.features, llvmlite.__version__,
                          ".".join(map(str, binding().llvm_version_info)), f"jit{JIT_VERSION}",
-                         f"O{OPT_LEVEL}", f"unroll{UNROLL_THRESHOLD}"])
+                         f"O{OPT_LEVEL}", f"unroll{UNROLL_THRESHOLD}", f"analysed{UNROLL_ANALYSED_TRIPS}"])
 
 
 compile_records()
@@ -785,7 +791,7 @@ def _host_probe(cpu: str) -> str | None:
     libs = sorted(os.path.join(where, f) for f in os.listdir(where) if "llvmlite" in f)
     stats = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in libs]
     text = repr((fields, platform.machine(), sys.platform, llvmlite.__version__, stats, cpu, JIT_VERSION,
-                 OPT_LEVEL, UNROLL_THRESHOLD))
+                 OPT_LEVEL, UNROLL_THRESHOLD, UNROLL_ANALYSED_TRIPS))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

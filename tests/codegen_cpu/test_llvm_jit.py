@@ -549,10 +549,20 @@ def test_llvms_library_is_loaded_on_a_thread_before_its_first_compile():
     assert got == {"threads": True, "binding": False, "mapped": True}
 
 
-def test_the_unrolling_budget_is_part_of_the_cache_key():
-    # Code compiled under another full-unrolling budget is other machine code: never reused.
+def test_the_unrolling_budget_is_part_of_the_cache_key(monkeypatch):
+    # Code compiled under another full-unrolling budget is other machine code: never reused,
+    # nor the fingerprint an earlier process noted under the probe that finds it without LLVM.
     from flowjit.codegen_cpu import jit
-    assert f"unroll{jit.UNROLL_THRESHOLD}" in jit.host_target().fingerprint().split("|")
+    parts = jit.host_target().fingerprint().split("|")
+    assert f"unroll{jit.UNROLL_THRESHOLD}" in parts and f"analysed{jit.UNROLL_ANALYSED_TRIPS}" in parts
+    probe = jit._host_probe.__wrapped__
+    if probe("") is None:
+        pytest.skip("no /proc/cpuinfo: the fingerprint is computed with LLVM every time")
+    before = probe("")
+    for name in ("UNROLL_THRESHOLD", "UNROLL_ANALYSED_TRIPS"):
+        with monkeypatch.context() as m:
+            m.setattr(jit, name, getattr(jit, name) + 1)
+            assert probe("") != before, name
 
 
 def test_modules_compiled_at_once_on_threads_are_the_objects_compiled_one_at_a_time():

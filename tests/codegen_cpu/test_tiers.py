@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
-from flowjit.codegen_cpu import jit
+from flowjit.codegen_cpu import emit, jit
 from flowjit.codegen_cpu import program as program_module
 from flowjit.tracer.pytree import flatten
 
@@ -135,6 +135,66 @@ def test_a_process_that_exits_leaves_the_full_code_for_the_next(tmp_path):
     assert warm["out"] == cold["out"]
 
 
+def _quick_then_full(make, args, monkeypatch):
+    """The outputs of a fresh ``make()``'s first call (quick code) and of a call after its
+    upgrade (full code), and its program. A program an earlier test in this process compiled
+    is in the process's table of libraries (its full code, no quick tier): evicted and
+    compiled again, so the comparison never depends on the order tests run in."""
+    f = make()
+    quick = f(*args)
+    program = _program(f)
+    if not program._retired and program.library.codegen_level == jit.OPT_LEVEL:
+        assert jit.wait_for_upgrades(120)
+        monkeypatch.delitem(jit._libraries, program.library.key)
+        f = make()
+        quick = f(*args)
+        program = _program(f)
+    assert jit.wait_for_upgrades(120)
+    assert [lib.codegen_level for lib in program._retired] == [jit.QUICK_CODEGEN_LEVEL], "ran quick code first"
+    assert program.library.codegen_level == jit.OPT_LEVEL
+    return quick, f(*args), program
+
+
+def test_a_short_reassociable_sum_gives_the_same_bits_from_both_tiers(tmp_path, monkeypatch):
+    # A sum of four floats: O3's pipeline unrolled the loop whole into a chain of adds in
+    # order, the quick pipeline (no unrolling) vectorized it and summed the lanes pairwise:
+    # (1 + 2**-24) - 1 + 2**-24 is 2**-24, (1 - 1) + (2**-24 + 2**-24) is 2**-23 (the zoo's
+    # CNN training step's loss gradient, 1 ulp apart).
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "QUICK_PIPELINE_MIN_CHARS", 0)
+    x = np.array([1, 2**-24, -1, 2**-24], np.float32)
+    quick, full, _ = _quick_then_full(lambda: fj.function(lambda v: -v.sum() / 4), (x,), monkeypatch)
+    np.testing.assert_array_equal(quick, full)
+    np.testing.assert_allclose(full, -x.sum() / 4, atol=2**-24)
+
+
+_ROW_REDUCTIONS = {
+    "sum": lambda x: x.sum(axis=-1),
+    "variance": lambda x: ((x - x.mean(axis=-1, keepdims=True)) ** 2).mean(axis=-1),
+    "logsumexp": lambda x: fj.log(fj.exp(x).sum(axis=-1)),
+    "product": lambda x: (1 + 0.01 * x).prod(axis=-1),
+    "dot": lambda x: (x * x[:, ::-1]).sum(axis=-1),
+}
+
+
+@pytest.mark.parametrize("reduction", sorted(_ROW_REDUCTIONS))
+def test_row_reductions_of_every_short_width_give_the_same_bits_from_both_tiers(reduction, tmp_path, monkeypatch):
+    # Rows of 3 to 10 floats summed in another order by each tier (before emit's
+    # REASSOCIATE_MIN_TRIPS); one row, and 37 (a loop over rows LLVM may vectorize instead).
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(jit, "QUICK_PIPELINE_MIN_CHARS", 0)
+    rng = np.random.default_rng(7)
+    for width in range(1, 2 * emit.REASSOCIATE_MIN_TRIPS):
+        for rows in (1, 37):
+            # magnitudes 1e-3 to 10 a row (exp within float32's range)
+            x = (rng.standard_normal((rows, width)) * 10 ** rng.uniform(-3, 1, (rows, width))).astype(np.float32)
+            quick, full, _ = _quick_then_full(lambda: fj.function(_ROW_REDUCTIONS[reduction]), (x,), monkeypatch)
+            np.testing.assert_array_equal(quick, full, err_msg=f"{rows} rows of {width}")
+            want = _ROW_REDUCTIONS[reduction](x.astype(np.float64))
+            np.testing.assert_allclose(full, want, rtol=1e-5, atol=1e-5 * np.abs(x).sum(axis=-1).max(),
+                                       err_msg=f"{rows} rows of {width}")
+
+
 @pytest.mark.parametrize("model", ["mlp", "cnn", "transformer", "embedding", "lstm"])
 def test_every_zoo_model_gives_the_same_bits_from_both_tiers(model, tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
@@ -143,13 +203,9 @@ def test_every_zoo_model_gives_the_same_bits_from_both_tiers(model, tmp_path, mo
     from bench.workloads import zoo
     L = zoo.lib("flowjit")
     params, (x, y) = zoo.init(model, quick=True), zoo.batch(model, quick=True)
-    for f, args in ((fj.function(zoo.predict(L, model)), (params, x)),
-                    (fj.function(zoo.train_step(L, model)), (params, zoo.adam_state(params), x, y))):
-        quick = f(*args)
-        assert jit.wait_for_upgrades(120)
-        full = f(*args)
-        program = _program(f)
-        assert program.library.codegen_level == jit.OPT_LEVEL
+    for make, args in ((lambda: fj.function(zoo.predict(L, model)), (params, x)),
+                       (lambda: fj.function(zoo.train_step(L, model)), (params, zoo.adam_state(params), x, y))):
+        quick, full, _ = _quick_then_full(make, args, monkeypatch)
         for a, b in zip(flatten(quick)[0], flatten(full)[0], strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
