@@ -237,9 +237,51 @@ def test_gammaln_digamma_erfc_and_erfinv_compile_into_the_native_program_at_scip
     u32 = rng.uniform(-0.999, 0.999, 500).astype(np.float32)
     np.testing.assert_allclose(fj.function(S.erfinv)(u32), ss.erfinv(u32.astype(np.float64)).astype(np.float32),
                                rtol=2e-5, atol=1e-6)
-    # Their derivatives (digamma, trigamma) differentiate through: trigamma keeps scipy's.
+    # Their derivatives (digamma, trigamma) differentiate through.
     np.testing.assert_allclose(fj.function(fj.grad(lambda x: S.gammaln(x).sum()))(x[:50]), ss.digamma(x[:50]),
                                rtol=1e-12, atol=1e-13)
+
+def test_polygamma_of_order_one_and_up_compiles_into_the_native_program():
+    # Shifted up to the asymptotic series' bound, reflected through cot's derivatives below 0:
+    # within 1e-13 of mpmath (150 digits: scipy sums zeta(n + 1, x) from a negative x upwards,
+    # terms of +-2^(n+1) at x = -40.5 cancelling to 1e-12, and keeps few digits there), at
+    # scipy's values at the poles (0, the negative integers, -inf: +inf for odd n, -inf for
+    # even), the infinities, NaN and past float64's range; float32 rounded once; trigamma as
+    # digamma's derivative in one native program.
+    import mpmath
+
+    mpmath.mp.dps = 150
+    rng = np.random.default_rng(11)
+    from flowjit.ir.primitives.special import _polygamma_series
+    x = np.concatenate([rng.uniform(1e-3, 30, 60), rng.uniform(-30, 0, 60), np.exp(rng.uniform(-30, 36, 30)),
+                        [-40.5, -2.5, -0.5, -1e-8, 1e-8, 0.5, 1.0]])
+    for n in (1, 2, 3, 7, 20):
+        bound = _polygamma_series(n)[0]
+        at = np.concatenate([x, [bound - 1e-9, bound, bound + 1e-9, bound - 1]])
+        got = _native(fj.function(lambda v, n=n: S.polygamma(n, v) * 1.0), at)
+        want = np.array([float(mpmath.polygamma(n, mpmath.mpf(float(v)))) for v in at])
+        np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=f"order {n}")
+        edges = np.array([0.0, -0.0, -1.0, -7.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 1e300])
+        np.testing.assert_array_equal(_native(fj.function(lambda v, n=n: S.polygamma(n, v) * 1.0), edges),
+                                      ss.polygamma(n, edges), err_msg=f"order {n}")
+    x32 = x[np.abs(x) < 30].astype(np.float32)
+    got32 = fj.function(lambda v: S.polygamma(2, v))(x32)
+    assert got32.dtype == np.float32
+    np.testing.assert_array_equal(got32, fj.function(lambda v: S.polygamma(2, v))(x32.astype(np.float64))
+                                  .astype(np.float32))
+    positive = x[x > 0]
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda v: S.digamma(v).sum())), positive),
+                               ss.polygamma(1, positive), rtol=1e-13)
+
+
+def test_polygamma_past_the_native_orders_runs_scipys_on_the_python_driver():
+    from flowjit.ir.primitives.special import POLYGAMMA_MAX_ORDER
+    f = fj.function(lambda v: S.polygamma(POLYGAMMA_MAX_ORDER + 1, v) * 1.0)
+    x = np.array([0.5, 3.0, 40.0])
+    np.testing.assert_allclose(f(x), ss.polygamma(POLYGAMMA_MAX_ORDER + 1, x), rtol=1e-14)
+    (entry,) = f._cache.values()
+    assert entry.executable._program is None and "polygamma" in entry.executable.native_reason
+
 
 def test_ndtri_compiles_into_the_native_program_at_scipys_values():
     # Cephes' ndtri, as scipy's: a rational function in (p - 1/2)^2 on [exp(-2), 1 - exp(-2)],

@@ -2,11 +2,12 @@
 functions, as opaque primitives whose reference is ``scipy.special``.
 
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
-the reference, but for ``lgamma``, ``polygamma`` of order 0, real ``erfc``, ``erfinv``, ``ndtri``
-and ``log_ndtr``, which declare decompositions into elementwise ops (the end of this module)
-and so compile into the native program. Each VJP is written with primitives of this module and
-``elementwise``, so a gradient differentiates again (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``,
-``J_v' = (J_{v-1} - J_{v+1}) / 2``, ...). The functions of two or three inputs take their
+the reference, but for ``lgamma``, ``polygamma`` (of orders up to ``POLYGAMMA_MAX_ORDER``), real
+``erfc``, ``erfinv``, ``ndtri`` and ``log_ndtr``, which declare decompositions into elementwise
+ops (the end of this module) and so compile into the native program. Each VJP is written
+with primitives of this module and ``elementwise``, so a gradient differentiates again
+(``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``, ``J_v' = (J_{v-1} - J_{v+1}) / 2``,
+...). The functions of two or three inputs take their
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
 real dtype (integer orders stay integers). The derivative of the incomplete gamma functions in
 their order ``a`` has no closed form and is summed by ``gammainc_grad_a`` (a series or a
@@ -18,8 +19,10 @@ broadcast as elementwise ops do and batch with the elementwise rule.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -294,7 +297,7 @@ def _lgamma_decompose(e, x):
 
 def _digamma_decompose(e, x, *, n):
     if n != 0:
-        return None   # higher orders keep scipy's polygamma
+        return _polygamma_decompose(e, x, n=n)
     x64 = _as_float64(e, x)
     zero, one = e.const(0.0, x64), e.const(1.0, x64)
     negative = e.lt(x64, zero)
@@ -312,6 +315,96 @@ def _digamma_decompose(e, x, *, n):
     reflected = e.sub(y, e.div(e.mul(e.const(math.pi, x64), cos_pi), _sin_pi(e, r)))
     pole = e.logical_and(negative, e.eq(r, zero))              # negative integers: NaN, as scipy
     y = e.select(negative, e.select(pole, e.const(math.nan, x64), reflected), y)
+    return [_rounded_like(e, y, x)]
+
+
+# polygamma of order n >= 1: psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x). For x > 0, shifted up
+# to z >= _polygamma_series(n)[0] one select at a time (each step adds n! / x^(n+1)), then
+# the asymptotic series (-1)^(n+1) [(n-1)!/z^n + n!/(2 z^(n+1)) + sum_k B_2k (2k+n-1)!/(2k)!
+# / z^(2k+n)], its terms taken until the next is below 2^-60 of the first. For x < 0 the
+# reflection psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)), P_0(c) = c and
+# P_(k+1)(c) = -(1 + c^2) P_k'(c) (d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))): scipy sums
+# zeta(n+1, x) from x upwards there, |x| terms. At 0, the negative integers and -inf: scipy's
+# infinity, +inf for odd n, -inf for even n.
+POLYGAMMA_MAX_ORDER = 40
+_POLYGAMMA_MAX_TERMS = 32   # Bernoulli numbers to B_64 (exact fractions, 3 ms once a process)
+
+
+@functools.cache
+def _bernoulli(m: int) -> tuple:
+    """B_0 .. B_m, exact (B_1 = -1/2)."""
+    b = [Fraction(1)]
+    for k in range(1, m + 1):
+        b.append(-sum(math.comb(k + 1, j) * b[j] for j in range(k) if b[j]) / (k + 1))
+    return tuple(b)
+
+
+@functools.cache
+def _polygamma_series(n: int) -> tuple[float, tuple[float, ...]]:
+    """The shift bound z of order ``n``'s asymptotic series and its coefficients B_2k (2k+n-1)!
+    / (2k)! (k = 1..K, highest first, for Horner's rule in 1/z^2), from the smallest z (a
+    multiple of 5, from 10) at which the terms fall below 2^-60 of (n-1)!."""
+    b = _bernoulli(2 * _POLYGAMMA_MAX_TERMS)
+    c = [b[2 * k] * math.factorial(2 * k + n - 1) / math.factorial(2 * k) for k in range(1, _POLYGAMMA_MAX_TERMS + 1)]
+    first = math.factorial(n - 1)
+    for z in range(10, 400, 5):
+        for k, ck in enumerate(c):
+            if abs(float(ck)) / z ** (2 * k + 2) < 2.0 ** -60 * first:
+                return float(z), tuple(float(v) for v in reversed(c[:k]))
+    raise AssertionError(f"no asymptotic series for polygamma of order {n}")
+
+
+def _cot_derivative(n: int) -> tuple[float, ...]:
+    """P_n's coefficients, highest power first: d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))."""
+    p = [0, 1]                                        # P_0(c) = c, lowest power first
+    for _ in range(n):
+        d = [k * p[k] for k in range(1, len(p))]      # P'
+        q = [0] * (len(d) + 2)
+        for k, v in enumerate(d):                     # -(1 + c^2) P'
+            q[k] -= v
+            q[k + 2] -= v
+        p = q
+    return tuple(float(v) for v in reversed(p))
+
+
+def _powi(e: Any, x: Any, k: int) -> Any:
+    """x^k, k >= 1: the square of x^(k // 2), times x for odd k (multiplies, where a float
+    ``pow`` past the fourth power is a libm call that keeps its loop scalar)."""
+    if k == 1:
+        return x
+    half = _powi(e, x, k // 2)
+    square = e.mul(half, half)
+    return e.mul(square, x) if k % 2 else square
+
+
+def _polygamma_decompose(e, x, *, n):
+    if n > POLYGAMMA_MAX_ORDER:
+        return None   # n! past float64's exact integers: scipy's polygamma
+    bound, series = _polygamma_series(n)
+    x64 = _as_float64(e, x)
+    zero, one = e.const(0.0, x64), e.const(1.0, x64)
+    negative = e.lt(x64, zero)
+    s = e.select(negative, e.sub(one, x64), x64)
+    shifted = zero                                     # sum of 1/(x+k)^(n+1) over the shifts
+    for _ in range(int(bound)):
+        low = e.lt(s, e.const(bound, x64))
+        shifted = e.select(low, e.add(shifted, _powi(e, e.div(one, s), n + 1)), shifted)
+        s = e.select(low, e.add(s, one), s)
+    inv = e.div(one, s)
+    tail = e.add(e.const(float(math.factorial(n - 1)), x64), e.mul(e.const(math.factorial(n) / 2, x64), inv))
+    inv2 = e.mul(inv, inv)
+    tail = e.add(tail, e.mul(inv2, _poly(e, inv2, series)))
+    for _ in range(n):   # tail / z^n a factor at a time: no power of 1/z underflows before the result does
+        tail = e.mul(tail, inv)
+    magnitude = e.add(e.mul(e.const(float(math.factorial(n)), x64), shifted), tail)
+    y = magnitude if n % 2 else e.neg(magnitude)      # (-1)^(n+1)
+    # x < 0: (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)), cot(pi x) = cos(pi r) / sin(pi r)
+    r = _reduced(e, x64)
+    cot = e.div(_sin_pi(e, e.sub(e.const(0.5, x64), e.abs(r))), _sin_pi(e, r))
+    reflected = e.sub(y if n % 2 == 0 else e.neg(y),
+                      e.mul(e.const(math.pi ** (n + 1), x64), _poly(e, cot, _cot_derivative(n))))
+    pole = e.logical_and(e.le(x64, zero), e.eq(x64, e.round(x64)))
+    y = e.select(pole, e.const(math.inf if n % 2 else -math.inf, x64), e.select(negative, reflected, y))
     return [_rounded_like(e, y, x)]
 
 
