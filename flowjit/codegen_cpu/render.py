@@ -32,8 +32,9 @@ x86 result (INT_MIN for NaN and out-of-range values, never poison). Inputs and o
 ``noalias`` unless the kernel declares an output may overwrite an input; then the loads
 and stores of those two (and the loads of inputs) form an access group that each innermost
 loop declares parallel, since lowering writes in place only at the index it read. The only
-fast-math flag is ``reassoc`` on float sum and product accumulator updates, so LLVM
-vectorizes reductions without changing any NaN or infinity; unless the kernel is rendered
+fast-math flag is ``reassoc`` on float sum and product accumulator updates in an innermost
+loop of ``emit.REASSOCIATE_MIN_TRIPS`` trips or more (a shorter one adds in order, which every
+IR pipeline keeps), so LLVM vectorizes reductions without changing any NaN or infinity; unless the kernel is rendered
 with ``fastmath=True``: then every float arithmetic op,
 comparison and math call of the kernel's own expressions carries ``fast``, and LLVM may
 assume no NaN, infinity or signed zero and reassociate (the math ports' insides stay exact). Math intrinsics come from

@@ -382,6 +382,77 @@ def test_arg_accumulators_from_any_start_as_the_evaluator(kind, start):
     np.testing.assert_array_equal(run_kernel(kernel, [rows], [want])[0], want)
 
 
+def _row_sums(stop, step=1, kind="sum", dtype=None):
+    """A kernel summing each row of ``in0`` over a loop of ``step`` from 0 to ``stop`` (a
+    constant, or the row's length where None), with ``step < 0`` going down from ``stop``."""
+    from flowjit.ir.dtypes import float32, int64
+    from flowjit.lowering.loops import (
+        Accumulator,
+        AccValue,
+        Buffer,
+        Kernel,
+        Load,
+        Loop,
+        Prim,
+        SizeVar,
+        Store,
+        Update,
+        Var,
+    )
+    dtype = dtype or float32
+    i, r = Var("i", int64), Var("r", int64)
+    end = Var("n1", int64) if stop is None else Const(stop, int64)
+    last = Prim("sub", (end, Const(1, int64)), int64) if stop is None else Const(stop - 1, int64)
+    start, stop_at = (Const(0, int64), end) if step > 0 else (last, Const(-1, int64))
+    body = (Loop("i", Const(0, int64), Var("n0", int64), 1, (
+        Accumulator("a", kind, dtype, Const(0.0 if kind == "sum" else 1.0, dtype)),
+        Loop("r", start, stop_at, step, (Update("a", Load("in0", (i, r), dtype)),)),
+        Store("out0", (i,), AccValue("a", dtype)))),)
+    return Kernel("rows", (Buffer("in0", "in", dtype, 2), Buffer("out0", "out", dtype, 1)),
+                  (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1)), body)
+
+
+def test_float_sums_reassociate_only_in_loops_of_enough_trips():
+    # emit.REASSOCIATE_MIN_TRIPS: a loop LLVM may unroll whole sums in order (whichever
+    # pipeline optimizes it, the same order); a longer one keeps reassoc (it vectorizes); a
+    # loop of unknown length both, behind a test of its trip count; the outer row loop none.
+    import re
+
+    from flowjit.codegen_cpu import emit
+    from flowjit.codegen_cpu.render import render_kernel
+    from flowjit.ir.dtypes import float16, float64
+
+    least = emit.REASSOCIATE_MIN_TRIPS
+
+    def adds(kernel):
+        text = render_kernel(kernel)
+        return (len(re.findall(r"= fadd reassoc ", text)), len(re.findall(r"= fadd (?:float|double) ", text)),
+                bool(re.search(rf"icmp sge i64 %\S+, {least}\b", text)))
+
+    assert adds(_row_sums(least - 1)) == (0, 1, False)
+    assert adds(_row_sums(least)) == (1, 0, False)
+    assert adds(_row_sums(least - 1, step=-1)) == (0, 1, False)
+    assert adds(_row_sums(least, step=-1)) == (1, 0, False)
+    assert adds(_row_sums(None)) == (1, 1, True)
+    assert adds(_row_sums(None, step=-1)) == (1, 1, True)
+    assert adds(_row_sums(None, dtype=float64)) == (1, 1, True)
+    # a product likewise (fmul); a float16 sum never
+    text = render_kernel(_row_sums(None, kind="prod"))
+    assert text.count("= fmul reassoc ") == 1
+    assert "reassoc" not in render_kernel(_row_sums(None, dtype=float16))
+    # the two versions give the same row sums as NumPy's within rounding, short rows in order
+    rows = np.random.default_rng(2).standard_normal((5, least + 7)).astype(np.float32)
+    for width in (3, least - 1, least, least + 7):
+        part = np.ascontiguousarray(rows[:, :width])
+        got = run_kernel(_row_sums(None), [part], [np.zeros(5, np.float32)])[0]
+        np.testing.assert_allclose(got, part.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
+        if width < least:
+            in_order = np.zeros(5, np.float32)
+            for k in range(width):
+                in_order += part[:, k]
+            np.testing.assert_array_equal(got, in_order)
+
+
 def test_a_temp_buffer_that_cannot_be_allocated_is_a_memory_error_and_nothing_runs():
     from flowjit.codegen_cpu.render import compile_kernel
     from flowjit.ir.dtypes import float32, int64
