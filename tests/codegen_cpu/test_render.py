@@ -386,30 +386,18 @@ def _row_sums(stop, step=1, kind="sum", dtype=None):
     """A kernel summing each row of ``in0`` over a loop of ``step`` from 0 to ``stop`` (a
     constant, or the row's length where None), with ``step < 0`` going down from ``stop``."""
     from flowjit.ir.dtypes import float32, int64
-    from flowjit.lowering.loops import (
-        Accumulator,
-        AccValue,
-        Buffer,
-        Kernel,
-        Load,
-        Loop,
-        Prim,
-        SizeVar,
-        Store,
-        Update,
-        Var,
-    )
+    from flowjit.lowering import loops as L
     dtype = dtype or float32
-    i, r = Var("i", int64), Var("r", int64)
-    end = Var("n1", int64) if stop is None else Const(stop, int64)
-    last = Prim("sub", (end, Const(1, int64)), int64) if stop is None else Const(stop - 1, int64)
+    i, r, n1 = L.Var("i", int64), L.Var("r", int64), L.Var("n1", int64)
+    end = n1 if stop is None else Const(stop, int64)
+    last = L.Prim("sub", (end, Const(1, int64)), int64) if stop is None else Const(stop - 1, int64)
     start, stop_at = (Const(0, int64), end) if step > 0 else (last, Const(-1, int64))
-    body = (Loop("i", Const(0, int64), Var("n0", int64), 1, (
-        Accumulator("a", kind, dtype, Const(0.0 if kind == "sum" else 1.0, dtype)),
-        Loop("r", start, stop_at, step, (Update("a", Load("in0", (i, r), dtype)),)),
-        Store("out0", (i,), AccValue("a", dtype)))),)
-    return Kernel("rows", (Buffer("in0", "in", dtype, 2), Buffer("out0", "out", dtype, 1)),
-                  (SizeVar("n0", "in0", 0), SizeVar("n1", "in0", 1)), body)
+    body = (L.Loop("i", Const(0, int64), L.Var("n0", int64), 1, (
+        L.Accumulator("a", kind, dtype, Const(0.0 if kind == "sum" else 1.0, dtype)),
+        L.Loop("r", start, stop_at, step, (L.Update("a", L.Load("in0", (i, r), dtype)),)),
+        L.Store("out0", (i,), L.AccValue("a", dtype)))),)
+    return L.Kernel("rows", (L.Buffer("in0", "in", dtype, 2), L.Buffer("out0", "out", dtype, 1)),
+                    (L.SizeVar("n0", "in0", 0), L.SizeVar("n1", "in0", 1)), body)
 
 
 def test_float_sums_reassociate_only_in_loops_of_enough_trips():
