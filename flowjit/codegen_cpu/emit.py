@@ -735,9 +735,10 @@ class _Renderer:
                 self.plain_loop(s, dict(env))
         self.memo = {}
 
-    def _umax(self, a: ir.Value, c: ir.Value) -> ir.Value:
+    def _unsigned(self, extreme: str, a: ir.Value, c: ir.Value) -> ir.Value:
+        """``llvm.umin`` or ``llvm.umax`` (``extreme``) of integers ``a`` and ``c``."""
         t = a.type
-        return self.b.call(self._libc(f"llvm.umax.i{t.width}", t, [t, t]), [a, c])
+        return self.b.call(self._libc(f"llvm.{extreme}.i{t.width}", t, [t, t]), [a, c])
 
     def versioned_division_loop(self, s: Loop, env: dict, divs: tuple) -> None:
         """Loop ``s`` twice over: a pass that checks its dividends and divisors against
@@ -762,8 +763,8 @@ class _Renderer:
                     mag = b.and_(b.bitcast(self.expr(dividend, inner), t), ir.Constant(t, mask))
                     lo, hi = news[div.dtype]
                     # zero wraps to the top of the unsigned range, out of the minimum's way
-                    news[div.dtype] = (b.call(self._libc(f"llvm.umin.i{t.width}", t, [t, t]),
-                                              [lo, b.sub(mag, ir.Constant(t, 1))]), self._umax(hi, mag))
+                    news[div.dtype] = (self._unsigned("umin", lo, b.sub(mag, ir.Constant(t, 1))),
+                                       self._unsigned("umax", hi, mag))
             return [v for d in types for v in news[d]]
         values = self.check_pass(s, env, b.select(short, stop, start), "check",
                                  [(ints[d], x) for d in types for x in (-1, 0)], step)
@@ -804,7 +805,7 @@ class _Renderer:
             for arg, d in args:
                 t = ints[d]
                 mag = b.and_(b.bitcast(self.expr(arg, inner), t), ir.Constant(t, invariant_division.magnitude_mask(d)))
-                largest[d] = self._umax(largest[d], mag)
+                largest[d] = self._unsigned("umax", largest[d], mag)
             return [largest[d] for d in types]
         values = self.check_pass(s, env, stop, "trig", [(ints[d], 0) for d in types], step)
         ok = ir.Constant(I1, 1)

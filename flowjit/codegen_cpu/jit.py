@@ -329,7 +329,14 @@ class HostTarget:
         """Everything besides the IR that decides the machine code, for cache keys."""
         return "|".join([self.triple, self.cpu, self.features, llvmlite.__version__,
                          ".".join(map(str, binding().llvm_version_info)), f"jit{JIT_VERSION}",
-                         f"O{OPT_LEVEL}", f"unroll{UNROLL_THRESHOLD}", f"analysed{UNROLL_ANALYSED_TRIPS}"])
+                         *_pipeline_settings()])
+
+
+def _pipeline_settings() -> list[str]:
+    """The settings of this module's pipelines that decide the machine code, each named:
+    part of the fingerprint and of its no-LLVM probe (``_host_probe``) alike, so a note
+    written under other settings is never read back."""
+    return [f"O{OPT_LEVEL}", f"unroll{UNROLL_THRESHOLD}", f"analysed{UNROLL_ANALYSED_TRIPS}"]
 
 
 compile_records()
@@ -791,7 +798,7 @@ def _host_probe(cpu: str) -> str | None:
     libs = sorted(os.path.join(where, f) for f in os.listdir(where) if "llvmlite" in f)
     stats = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in libs]
     text = repr((fields, platform.machine(), sys.platform, llvmlite.__version__, stats, cpu, JIT_VERSION,
-                 OPT_LEVEL, UNROLL_THRESHOLD, UNROLL_ANALYSED_TRIPS))
+                 _pipeline_settings()))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
