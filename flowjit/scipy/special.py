@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.dtypes import float16, float32
+from flowjit.ir.dtypes import float16, float32, float64
 from flowjit.nn.functional import sigmoid
 from flowjit.tracer.core import Tracer
-from flowjit.tracer.custom_gradients import stop_gradient
+from flowjit.tracer.custom_gradients import custom_jvp, stop_gradient
 from flowjit.tracer.numpy import namespace as fnp
 from flowjit.tracer.numpy.operands import apply as _apply
 from flowjit.tracer.numpy.operands import as_operand as _op
@@ -273,14 +273,56 @@ def yv(v: ArrayLike, x: ArrayLike) -> Any:
     return _special("bessel_yv", (v,), x)
 
 
+def _order_0_or_1(v: ArrayLike) -> int | None:
+    """0 or 1 where ``v`` is that order as a Python or NumPy integer, or a Python float (which
+    takes x's dtype), else None: those orders have primitives of their own that compile."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer)):
+        return None
+    return int(v) if v in (0, 1) else None
+
+
 def iv(v: ArrayLike, x: ArrayLike) -> Any:
-    """The modified Bessel function of the first kind ``I_v(x)``, as ``scipy.special.iv``."""
+    """The modified Bessel function of the first kind ``I_v(x)``, as ``scipy.special.iv``;
+    for orders 0 and 1 given as numbers, ``i0(x)`` and ``i1(x)``."""
+    order = _order_0_or_1(v)
+    if order is not None:
+        return _i0(x) if order == 0 else _i1(x)
     return _special("bessel_iv", (v,), x)
 
 
 def ive(v: ArrayLike, x: ArrayLike) -> Any:
-    """``I_v(x) * exp(-|x|)``, which does not overflow, as ``scipy.special.ive``."""
+    """``I_v(x) * exp(-|x|)``, which does not overflow, as ``scipy.special.ive``; for orders 0
+    and 1 given as numbers, ``i0e(x)`` and ``i1e(x)``."""
+    order = _order_0_or_1(v)
+    if order is not None:
+        return _special("bessel_i0e" if order == 0 else "bessel_i1e", (), x)
     return _special("bessel_ive", (v,), x)
+
+
+def _unscaled(prim: str, x: ArrayLike) -> Any:
+    # exp(|x|) * prim(x) in float64, rounded to x's float dtype once: I_0 and I_1 overflow
+    # float32 after exp(|x|) does (I_0(89) is 1.9e37).
+    ox = _op(x, "x")
+    d = _float_dtype(_promote(ox))
+    x64 = _cast(ox, float64)
+    y = fnp.exp(fnp.abs(x64)) * _apply(prim, [x64], {})
+    return y if d == float64 else fnp.astype(y, d)
+
+
+@custom_jvp
+def _i0(x: Any) -> Any:
+    return _unscaled("bessel_i0e", x)
+
+
+@_i0.defjvp
+def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # I_0' = I_1: not the product rule's difference of two terms near 1 (I_1(x) ~ x / 2 near 0).
+    (x,), (t,) = primals, tangents
+    return _i0(x), t * _i1(x)
+
+
+def _i1(x: Any) -> Any:
+    return _unscaled("bessel_i1e", x)
 
 
 def jn(n: ArrayLike, x: ArrayLike) -> Any:

@@ -113,6 +113,12 @@ for d in FLOATS:
                           expect=_of(ref), dtypes=(d,), id=f"{prim}-{d}"))
     CASES.append(Case("bessel_ive", [_orders((3,), 0, 3), lambda rng, d=d: rng.uniform(-8, 8, (2, 3)).astype(_NP[d])],
                       expect=_of(lambda v, x: ss.iv(v, x) * np.exp(-np.abs(x))), dtypes=(d,), id=f"bessel_ive-{d}"))
+    # Both series of each (|x| <= 8 and beyond), both signs; expected from iv, not i0e/i1e
+    # (the references' own entry points).
+    for n in (0, 1):
+        CASES.append(Case(f"bessel_i{n}e", [lambda rng, d=d: rng.uniform(-20, 20, (2, 5)).astype(_NP[d])],
+                          expect=_of(lambda x, n=n: ss.iv(n, x) * np.exp(-np.abs(x))), dtypes=(d,),
+                          id=f"bessel_i{n}e-{d}"))
 for d, t in (("c64", np.complex64), ("c128", np.complex128)):
     CASES.append(Case("erfc", [lambda rng, t=t: (rng.uniform(-2, 2, (2, 3))
                                                  + 1j * rng.uniform(-1, 1, (2, 3))).astype(t)],

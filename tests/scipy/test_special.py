@@ -325,6 +325,46 @@ def test_log_ndtr_compiles_into_the_native_program_at_scipys_values():
                                np.exp(-u * u / 2 - ss.log_ndtr(u)) / math.sqrt(2 * math.pi), rtol=1e-11)
 
 
+def test_the_modified_bessel_functions_of_order_0_and_1_compile_into_the_native_program():
+    # i0e and i1e (JAX's bessel_i0e, bessel_i1e) decomposed into Cephes' Chebyshev series: scipy's
+    # bits in float64 and float32 over both series (|x| <= 8 and beyond), both signs, the
+    # infinities, NaN, subnormals; i0 and i1 are exp(|x|) times them, in float64 (a few ulps
+    # from scipy's order of operations past 8), so float32 overflows where I_n does, not exp.
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-30, 30, 400), rng.uniform(-1e4, 1e4, 20),
+                        [0.0, -0.0, 8.0, -8.0, np.nextafter(8.0, 9.0), 1e300, np.inf, -np.inf, np.nan, 1e-300, 5e-324,
+                         700.0, 709.0, 710.0, -710.0]])
+    for f, ref in ((S.i0e, ss.i0e), (S.i1e, ss.i1e), (lambda v: S.ive(0, v), ss.i0e),
+                   (lambda v: S.ive(1, v), ss.i1e)):
+        np.testing.assert_array_equal(_native(fj.function(lambda v, f=f: f(v) * 1.0), x), ref(x))
+        with np.errstate(over="ignore"):   # 1e300 and 1e4 in float32: inf
+            x32 = x.astype(np.float32)
+        np.testing.assert_array_equal(_native(fj.function(lambda v, f=f: f(v)), x32), ref(x32))
+    for f, ref in ((S.i0, ss.i0), (S.i1, ss.i1), (lambda v: S.iv(0, v), ss.i0), (lambda v: S.iv(1.0, v), ss.i1)):
+        got = _native(fj.function(lambda v, f=f: f(v) * 1.0), x)
+        np.testing.assert_allclose(got, ref(x), rtol=2e-15, atol=0)
+        assert got.dtype == np.float64
+        with np.errstate(over="ignore"):
+            x32 = np.array([-89.0, -3.0, 0.0, 2.5, 12.0, 89.0, 90.0], np.float32)
+            np.testing.assert_allclose(_native(fj.function(lambda v, f=f: f(v)), x32), ref(x32), rtol=3e-7)
+    # An order given as a NumPy float keeps iv's general form (and its dtype promotion).
+    np.testing.assert_allclose(S.iv(np.float64(0.0), x[:20]), ss.i0(x[:20]), rtol=1e-14)
+
+
+def test_the_modified_bessel_functions_of_order_0_and_1_differentiate_near_zero():
+    # I_0' = I_1 ~ x / 2: from its own rule, not the product rule's difference of two terms near
+    # 1 (which left 1e-8 of relative error at x = 1e-8); i1e's derivative is 1/2 at 0 and within
+    # epsilon of it, where i1e(x) / x underflows.
+    tiny = np.array([1e-8, -3e-5, 1e-3, 0.0])
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda v: S.i0(v).sum())), tiny), ss.i1(tiny), rtol=1e-14)
+    at = np.array([0.0, 1e-300, -1e-17, 2e-16, 0.5, -9.0])
+    want = ss.i0e(at) - ss.i1e(at) * (np.sign(at) + 1 / np.where(at == 0, 1, at))
+    want[:3] = 0.5
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda v: S.i1e(v).sum())), at), want, rtol=1e-14)
+    np.testing.assert_allclose(fj.grad(lambda v: S.i0e(v).sum())(at[3:]), ss.i1e(at[3:]) - np.sign(at[3:]) *
+                               ss.i0e(at[3:]), rtol=1e-14)
+
+
 def test_the_incomplete_gamma_functions_differentiate_in_their_order():
     # dP/da has no closed form: a series (x <= 1 or x <= a) or a continued fraction
     # (elsewhere) summed with the function, as JAX's igamma_grad_a; Q's is its negative.

@@ -3,8 +3,9 @@ functions, as opaque primitives whose reference is ``scipy.special``.
 
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
 the reference, but for ``lgamma``, ``polygamma`` (of orders up to ``POLYGAMMA_MAX_ORDER``), real
-``erfc``, ``erfinv``, ``ndtri`` and ``log_ndtr``, which declare decompositions into elementwise
-ops (the end of this module) and so compile into the native program. Each VJP is written
+``erfc``, ``erfinv``, ``ndtri``, ``log_ndtr``, ``bessel_i0e`` and ``bessel_i1e``, which declare
+decompositions into elementwise ops (the end of this module) and so compile into the native
+program. Each VJP is written
 with primitives of this module and ``elementwise``, so a gradient differentiates again
 (``lgamma' = polygamma(0)``, ``polygamma(n)' = polygamma(n+1)``, ``J_v' = (J_{v-1} - J_{v+1}) / 2``,
 ...). The functions of two or three inputs take their
@@ -116,6 +117,10 @@ _declare("bessel_jv", _sp("jv"), 2, "the Bessel function of the first kind J_v(x
 _declare("bessel_yv", _sp("yv"), 2, "the Bessel function of the second kind Y_v(x)")
 _declare("bessel_iv", _sp("iv"), 2, "the modified Bessel function of the first kind I_v(x)")
 _declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overflow")
+# Orders 0 and 1 of ive, as JAX's lax.bessel_i0e and bessel_i1e: closed in their derivatives
+# (i0e' and i1e' are written in i0e and i1e), decomposed into elementwise ops.
+_declare("bessel_i0e", _sp("i0e"), 1, "I_0(x) * exp(-|x|) (scipy.special.i0e)")
+_declare("bessel_i1e", _sp("i1e"), 1, "I_1(x) * exp(-|x|) (scipy.special.i1e)")
 
 
 # ---- VJP rules -------------------------------------------------------------------------------
@@ -141,6 +146,19 @@ def _unary_vjp(name: str, derivative: Callable[..., Any]) -> None:
 
 _unary_vjp("lgamma", lambda e, y, x: e.polygamma(x, n=0))
 _unary_vjp("polygamma", lambda e, y, x, *, n: e.polygamma(x, n=n + 1))
+_unary_vjp("bessel_i0e", lambda e, y, x: e.sub(e.bessel_i1e(x), e.mul(e.sign(x), y)))
+
+
+def _i1e_derivative(e: Any, y: Any, x: Any) -> Any:
+    # I_1' = I_0 - I_1 / x, less the scale's own -sign(x) i1e; 1/2 at 0, and within float's
+    # epsilon of 0, where i1e(x) / x loses its digits to underflow (i1e(x) ~ x / 2).
+    tiny = e.le(e.abs(x), e.const(float(np.finfo(x.type.dtype.np).eps), x))
+    safe = e.select(tiny, e.const(1.0, x), x)
+    d = e.sub(e.bessel_i0e(safe), e.mul(e.bessel_i1e(safe), e.add(e.sign(safe), e.div(e.const(1.0, x), safe))))
+    return e.select(tiny, e.const(0.5, x), d)
+
+
+_unary_vjp("bessel_i1e", _i1e_derivative)
 _unary_vjp("erfc", lambda e, y, x: e.mul(e.const(-2 / math.sqrt(math.pi), x), e.exp(e.neg(e.mul(x, x)))))
 _unary_vjp("erfinv", lambda e, y, x: e.mul(e.const(math.sqrt(math.pi) / 2, x), e.exp(e.mul(y, y))))
 _unary_vjp("ndtri", lambda e, y, x: e.mul(e.const(math.sqrt(2 * math.pi), x),
@@ -547,6 +565,98 @@ def _log_ndtr_decompose(e, x):
     return [_rounded_like(e, y, x)]
 
 
+# Cephes' Chebyshev coefficients for exp(-x) I0(x): on [0, 8] in x/2 - 2, and on (8, inf) for
+# exp(-x) sqrt(x) I0(x) in 32/x - 2 (Cephes' i0.c, as NumPy's i0 uses them).
+I0E_NEAR = (
+    -4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16,
+    1.71539128555513303061e-15, -1.16853328779934516808e-14, 7.67618549860493561688e-14,
+    -4.85644678311192946090e-13, 2.95505266312963983461e-12, -1.72682629144155570723e-11,
+    9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-9,
+    -1.30002500998624804212e-8, 6.04699502254191894932e-8, -2.67079385394061173391e-7,
+    1.11738753912010371815e-6, -4.41673835845875056359e-6, 1.64484480707288970893e-5,
+    -5.75419501008210370398e-5, 1.88502885095841655729e-4, -5.76375574538582365885e-4,
+    1.63947561694133579842e-3, -4.32430999505057594430e-3, 1.05464603945949983183e-2,
+    -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2,
+    1.71620901522208775349e-1, -3.04682672343198398683e-1, 6.76795274409476084995e-1,
+)
+I0E_FAR = (
+    -7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17,
+    3.46122286769746109310e-17, -2.82762398051658348494e-16, -3.42548561967721913462e-16,
+    1.77256013305652638360e-15, 3.81168066935262242075e-15, -9.55484669882830764870e-15,
+    -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+    7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11,
+    -3.14991652796324136454e-11, 1.18891471078464383424e-11, 4.94060238822496958910e-10,
+    3.39623202570838634515e-9, 2.26666899049817806459e-8, 2.04891858946906374183e-7,
+    2.89137052083475648297e-6, 6.88975834691682398426e-5, 3.36911647825569408990e-3,
+    8.04490411014108831608e-1,
+)
+
+
+# Cephes' coefficients for exp(-x) I1(x) / x on [0, 8] in x/2 - 2, and for exp(-x) sqrt(x) I1(x)
+# on (8, inf) in 32/x - 2 (Cephes' i1.c): the derivative of i0.
+I1E_NEAR = (
+    2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16,
+    -1.10559694773538630805e-15, 7.60068429473540693410e-15, -5.04218550472791168711e-14,
+    3.22379336594557470981e-13, -1.98397439776494371520e-12, 1.17361862988909016308e-11,
+    -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-9,
+    9.38153738649577178388e-9, -4.44505912879632808065e-8, 2.00329475355213526229e-7,
+    -8.56872026469545474066e-7, 3.47025130813767847674e-6, -1.32731636560394358279e-5,
+    4.78156510755005422638e-5, -1.61760815825896745588e-4, 5.12285956168575772895e-4,
+    -1.51357245063125314899e-3, 4.15642294431288815669e-3, -1.05640848946261981558e-2,
+    2.47264490306265168283e-2, -5.29459812080949914269e-2, 1.02643658689847095384e-1,
+    -1.76416518357834055153e-1, 2.52587186443633654823e-1,
+)
+I1E_FAR = (
+    7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17,
+    -3.20952592199342395980e-17, 2.96262899764595013876e-16, 3.30820231092092828324e-16,
+    -1.88035477551078244854e-15, -3.81440307243700780478e-15, 1.04202769841288027642e-14,
+    4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
+    -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11,
+    3.25260358301548823856e-11, -1.89749581235054123450e-11, -5.58974346219658380687e-10,
+    -3.83538038596423702205e-9, -2.63146884688951950684e-8, -2.51223623787020892529e-7,
+    -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
+    7.78576235018280120474e-1,
+)
+
+
+def _chebyshev(e: Any, t: Any, coefficients: Sequence[float]) -> Any:
+    """Cephes' ``chbevl``: the Chebyshev series of these coefficients (highest first) at ``t``
+    in [-2, 2], by Clenshaw's recurrence in its order of operations (scipy's bits)."""
+    b0, b1, b2 = e.const(coefficients[0], t), e.const(0.0, t), e.const(0.0, t)
+    for c in coefficients[1:]:
+        b2, b1 = b1, b0
+        b0 = e.add(e.sub(e.mul(t, b1), b2), e.const(c, t))
+    return e.mul(e.const(0.5, t), e.sub(b0, b2))
+
+
+def _scaled_bessel(e: Any, x: Any, near: Sequence[float], far: Sequence[float], odd: bool) -> Any:
+    # exp(-|x|) I_n(|x|): the near series on [0, 8] (times |x| for I_1), the far one divided by
+    # sqrt(|x|) beyond; each on arguments where it is finite (the other branch's select).
+    x64 = _as_float64(e, x)
+    z = e.abs(x64)
+    small = e.le(z, e.const(8.0, x64))
+    zn = e.select(small, z, e.const(0.0, x64))
+    zf = e.select(small, e.const(8.0, x64), z)
+    y_near = _chebyshev(e, e.sub(e.div(zn, e.const(2.0, x64)), e.const(2.0, x64)), near)
+    if odd:
+        y_near = e.mul(y_near, zn)
+    y_far = e.div(_chebyshev(e, e.sub(e.div(e.const(32.0, x64), zf), e.const(2.0, x64)), far), e.sqrt(zf))
+    y = e.select(small, y_near, y_far)
+    if odd:
+        y = e.select(e.lt(x64, e.const(0.0, x64)), e.neg(y), y)
+    return _rounded_like(e, y, x)
+
+
+def _i0e_decompose(e, x):
+    return [_scaled_bessel(e, x, I0E_NEAR, I0E_FAR, odd=False)]
+
+
+def _i1e_decompose(e, x):
+    return [_scaled_bessel(e, x, I1E_NEAR, I1E_FAR, odd=True)]
+
+
+defdecompose("bessel_i0e", _i0e_decompose)
+defdecompose("bessel_i1e", _i1e_decompose)
 defdecompose("lgamma", _lgamma_decompose)
 defdecompose("erfinv", _erfinv_decompose)
 defdecompose("ndtri", _ndtri_decompose)
