@@ -263,22 +263,30 @@ def logsumexp(a: ArrayLike, axis: Any = None, b: ArrayLike | None = None, keepdi
 
 
 # ---- Bessel functions ----------------------------------------------------------------------
-def jv(v: ArrayLike, x: ArrayLike) -> Any:
-    """The Bessel function of the first kind ``J_v(x)``, as ``scipy.special.jv``."""
-    return _special("bessel_jv", (v,), x)
-
-
-def yv(v: ArrayLike, x: ArrayLike) -> Any:
-    """The Bessel function of the second kind ``Y_v(x)``, as ``scipy.special.yv``."""
-    return _special("bessel_yv", (v,), x)
-
-
 def _order_0_or_1(v: ArrayLike) -> int | None:
     """0 or 1 where ``v`` is that order as a Python or NumPy integer, or a Python float (which
     takes x's dtype), else None: those orders have primitives of their own that compile."""
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer)):
         return None
     return int(v) if v in (0, 1) else None
+
+
+def _by_order(general: str, of_order: str, v: ArrayLike, x: ArrayLike) -> Any:
+    # of_order: the name of the primitive of order 0 or 1 with a {} for the order.
+    order = _order_0_or_1(v)
+    return _special(general, (v,), x) if order is None else _special(of_order.format(order), (), x)
+
+
+def jv(v: ArrayLike, x: ArrayLike) -> Any:
+    """The Bessel function of the first kind ``J_v(x)``, as ``scipy.special.jv``; for orders 0
+    and 1 given as numbers, ``j0(x)`` and ``j1(x)`` (scipy's j0 and j1)."""
+    return _by_order("bessel_jv", "bessel_j{}", v, x)
+
+
+def yv(v: ArrayLike, x: ArrayLike) -> Any:
+    """The Bessel function of the second kind ``Y_v(x)``, as ``scipy.special.yv``; for orders 0
+    and 1 given as numbers, ``y0(x)`` and ``y1(x)`` (scipy's y0 and y1)."""
+    return _by_order("bessel_yv", "bessel_y{}", v, x)
 
 
 def iv(v: ArrayLike, x: ArrayLike) -> Any:
@@ -293,10 +301,7 @@ def iv(v: ArrayLike, x: ArrayLike) -> Any:
 def ive(v: ArrayLike, x: ArrayLike) -> Any:
     """``I_v(x) * exp(-|x|)``, which does not overflow, as ``scipy.special.ive``; for orders 0
     and 1 given as numbers, ``i0e(x)`` and ``i1e(x)``."""
-    order = _order_0_or_1(v)
-    if order is not None:
-        return _special("bessel_i0e" if order == 0 else "bessel_i1e", (), x)
-    return _special("bessel_ive", (v,), x)
+    return _by_order("bessel_ive", "bessel_i{}e", v, x)
 
 
 def _unscaled(prim: str, x: ArrayLike) -> Any:

@@ -119,6 +119,11 @@ for d in FLOATS:
         CASES.append(Case(f"bessel_i{n}e", [lambda rng, d=d: rng.uniform(-20, 20, (2, 5)).astype(_NP[d])],
                           expect=_of(lambda x, n=n: ss.iv(n, x) * np.exp(-np.abs(x))), dtypes=(d,),
                           id=f"bessel_i{n}e-{d}"))
+        # j0, j1 both signs (j0 even, j1 odd), y0, y1 positive; both forms (|x| <= 8, Hankel's).
+        for kind, ref, low in (("j", ss.jv, -20.0), ("y", ss.yv, 0.05)):
+            draw = _positive((3, 4), d, low, 20.0)
+            CASES.append(Case(f"bessel_{kind}{n}", [draw],
+                              expect=_of(lambda x, n=n, ref=ref: ref(n, x)), dtypes=(d,), id=f"bessel_{kind}{n}-{d}"))
 for d, t in (("c64", np.complex64), ("c128", np.complex128)):
     CASES.append(Case("erfc", [lambda rng, t=t: (rng.uniform(-2, 2, (2, 3))
                                                  + 1j * rng.uniform(-1, 1, (2, 3))).astype(t)],

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 import scipy.special as ss
 
 import flowjit as fj
 from flowjit.ir.errors import AutodiffError
+from flowjit.ir.primitives.special import POLYGAMMA_MAX_ORDER, _polygamma_series
 from tests.registry.cases_special import gammainc_order_derivative
 
 S = fj.scipy.special
@@ -248,18 +250,15 @@ def test_polygamma_of_order_one_and_up_compiles_into_the_native_program():
     # scipy's values at the poles (0, the negative integers, -inf: +inf for odd n, -inf for
     # even), the infinities, NaN and past float64's range; float32 rounded once; trigamma as
     # digamma's derivative in one native program.
-    import mpmath
-
-    mpmath.mp.dps = 150
     rng = np.random.default_rng(11)
-    from flowjit.ir.primitives.special import _polygamma_series
     x = np.concatenate([rng.uniform(1e-3, 30, 60), rng.uniform(-30, 0, 60), np.exp(rng.uniform(-30, 36, 30)),
                         [-40.5, -2.5, -0.5, -1e-8, 1e-8, 0.5, 1.0]])
     for n in (1, 2, 3, 7, 20, 40):
         bound = _polygamma_series(n)[0]
         at = np.concatenate([x, [bound - 1e-9, bound, bound + 1e-9, bound - 1]])
         got = _native(fj.function(lambda v, n=n: S.polygamma(n, v) * 1.0), at)
-        want = np.array([float(mpmath.polygamma(n, mpmath.mpf(float(v)))) for v in at])
+        with mpmath.workdps(150):
+            want = np.array([float(mpmath.polygamma(n, mpmath.mpf(float(v)))) for v in at])
         np.testing.assert_allclose(got, want, rtol=1e-13, err_msg=f"order {n}")
         edges = np.array([0.0, -0.0, -1.0, -7.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 1e300])
         np.testing.assert_array_equal(_native(fj.function(lambda v, n=n: S.polygamma(n, v) * 1.0), edges),
@@ -275,7 +274,6 @@ def test_polygamma_of_order_one_and_up_compiles_into_the_native_program():
 
 
 def test_polygamma_past_the_native_orders_runs_scipys_on_the_python_driver():
-    from flowjit.ir.primitives.special import POLYGAMMA_MAX_ORDER
     f = fj.function(lambda v: S.polygamma(POLYGAMMA_MAX_ORDER + 1, v) * 1.0)
     x = np.array([0.5, 3.0, 40.0])
     np.testing.assert_allclose(f(x), ss.polygamma(POLYGAMMA_MAX_ORDER + 1, x), rtol=1e-14)
@@ -363,6 +361,48 @@ def test_the_modified_bessel_functions_of_order_0_and_1_differentiate_near_zero(
     np.testing.assert_allclose(_native(fj.function(fj.grad(lambda v: S.i1e(v).sum())), at), want, rtol=1e-14)
     np.testing.assert_allclose(fj.grad(lambda v: S.i0e(v).sum())(at[3:]), ss.i1e(at[3:]) - np.sign(at[3:]) *
                                ss.i0e(at[3:]), rtol=1e-14)
+
+
+def test_the_bessel_functions_of_order_0_and_1_compile_into_the_native_program():
+    # j0, j1, y0, y1 (and jv, jn, yv, yn of the orders 0 and 1 given as numbers) decomposed into
+    # Chebyshev series fitted to mpmath's (tests/scipy/test_bessel_tables.py), power series
+    # below 2: on [0, 8] within 6e-16 of the truth (absolute where |y| <= 1, relative beyond)
+    # for J and 1e-15 for Y (scipy's Cephes: 3.3e-16 and 1.2e-15); Hankel's form from 8 on as
+    # scipy's (the same cos and sin of x - (2n+1) pi / 4 rounded, so the same values at 1e16
+    # and 1e300, within an ulp); scipy's values at 0 (J_0(0) exactly 1), -0.0, the infinities, NaN,
+    # subnormals and below 0 (Y: NaN); float32 rounded once from float64.
+    rng = np.random.default_rng(11)
+    near = np.concatenate([rng.uniform(0, 8, 300), [1e-300, 1e-8, 0.8935769662791675, 2.404825557695773, 8.0]])
+    with mpmath.workdps(30):
+        for kind, order, f, ref in (("j", 0, S.j0, ss.j0), ("j", 1, S.j1, ss.j1), ("y", 0, S.y0, ss.y0),
+                                    ("y", 1, S.y1, ss.y1)):
+            def g(f=f):
+                return fj.function(lambda v: f(v) * 1.0)
+            truth = np.array([float((mpmath.besselj if kind == "j" else mpmath.bessely)(order, mpmath.mpf(v)))
+                              for v in near])
+            got = _native(g(), near)
+            scale = np.maximum(np.abs(truth), 1.0)   # absolute where |y| <= 1, relative beyond
+            assert np.max(np.abs(got - truth) / scale) < (7e-16 if kind == "j" else 1.5e-15), f"{kind}{order}"
+            x = np.concatenate([-near, rng.uniform(8, 60, 200), rng.uniform(60, 1e4, 50),
+                                [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e16, 1e17, 1e300]])
+            want = ref(x)
+            got = _native(g(), x)
+            np.testing.assert_allclose(got[np.abs(x) > 8], want[np.abs(x) > 8], rtol=1e-14, atol=1e-16)
+            np.testing.assert_array_equal(got[-9:-3], want[-9:-3])   # 0, -0.0, the infinities, NaN, 5e-324
+            assert np.signbit(got[-8]) == np.signbit(want[-8])          # j1(-0.0) is -0.0
+            x32 = x[:-4].astype(np.float32)
+            np.testing.assert_allclose(_native(fj.function(lambda v, f=f: f(v)), x32), ref(x32), rtol=1e-6,
+                                       atol=1e-7)
+    for f, ref in ((lambda v: S.jv(0, v), ss.j0), (lambda v: S.jn(1, v), ss.j1), (lambda v: S.yv(0.0, v), ss.y0),
+                   (lambda v: S.yn(np.int64(1), v), ss.y1)):
+        np.testing.assert_allclose(_native(fj.function(lambda v, f=f: f(v) * 1.0), near), ref(near), rtol=1e-13,
+                                   atol=1e-15)
+    # J_1'(0) = 1/2, also within epsilon of 0 (j1(x) / x underflows there); J_0' = -J_1.
+    at = np.array([0.0, 1e-300, -1e-17, 0.5, 9.0])
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda v: S.j1(v).sum())), at),
+                               [0.5, 0.5, 0.5, *(ss.j0(at[3:]) - ss.j1(at[3:]) / at[3:])], rtol=1e-14)
+    np.testing.assert_allclose(_native(fj.function(fj.grad(lambda v: S.j0(v).sum())), at), -ss.j1(at), rtol=1e-14,
+                               atol=1e-300)
 
 
 def test_the_incomplete_gamma_functions_differentiate_in_their_order():

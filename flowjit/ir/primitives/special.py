@@ -3,7 +3,8 @@ functions, as opaque primitives whose reference is ``scipy.special``.
 
 No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
 the reference, but for ``lgamma``, ``polygamma`` (of orders up to ``POLYGAMMA_MAX_ORDER``), real
-``erfc``, ``erfinv``, ``ndtri``, ``log_ndtr``, ``bessel_i0e`` and ``bessel_i1e``, which declare
+``erfc``, ``erfinv``, ``ndtri``, ``log_ndtr`` and the Bessel functions of orders 0 and 1
+(``bessel_i0e``, ``bessel_i1e``, ``bessel_j0``, ``bessel_j1``, ``bessel_y0``, ``bessel_y1``), which declare
 decompositions into elementwise ops (the end of this module) and so compile into the native
 program. Each VJP is written
 with primitives of this module and ``elementwise``, so a gradient differentiates again
@@ -121,6 +122,11 @@ _declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overfl
 # (i0e' and i1e' are written in i0e and i1e), decomposed into elementwise ops.
 _declare("bessel_i0e", _sp("i0e"), 1, "I_0(x) * exp(-|x|) (scipy.special.i0e)")
 _declare("bessel_i1e", _sp("i1e"), 1, "I_1(x) * exp(-|x|) (scipy.special.i1e)")
+# Orders 0 and 1 of jv and yv (scipy's j0, j1, y0, y1), decomposed likewise.
+_declare("bessel_j0", _sp("j0"), 1, "the Bessel function of the first kind of order 0 (scipy.special.j0)")
+_declare("bessel_j1", _sp("j1"), 1, "the Bessel function of the first kind of order 1 (scipy.special.j1)")
+_declare("bessel_y0", _sp("y0"), 1, "the Bessel function of the second kind of order 0 (scipy.special.y0)")
+_declare("bessel_y1", _sp("y1"), 1, "the Bessel function of the second kind of order 1 (scipy.special.y1)")
 
 
 # ---- VJP rules -------------------------------------------------------------------------------
@@ -159,6 +165,20 @@ def _i1e_derivative(e: Any, y: Any, x: Any) -> Any:
 
 
 _unary_vjp("bessel_i1e", _i1e_derivative)
+_unary_vjp("bessel_j0", lambda e, y, x: e.neg(e.bessel_j1(x)))
+_unary_vjp("bessel_y0", lambda e, y, x: e.neg(e.bessel_y1(x)))
+
+
+def _j1_derivative(e: Any, y: Any, x: Any) -> Any:
+    # J_1' = J_0 - J_1 / x; 1/2 at 0, and within float's epsilon of 0, where j1(x) / x loses its
+    # digits to underflow (j1(x) ~ x / 2).
+    tiny = e.le(e.abs(x), e.const(float(np.finfo(x.type.dtype.np).eps), x))
+    d = e.sub(e.bessel_j0(x), e.div(y, e.select(tiny, e.const(1.0, x), x)))
+    return e.select(tiny, e.const(0.5, x), d)
+
+
+_unary_vjp("bessel_j1", _j1_derivative)
+_unary_vjp("bessel_y1", lambda e, y, x: e.sub(e.bessel_y0(x), e.div(y, x)))   # Y_1' = Y_0 - Y_1 / x
 _unary_vjp("erfc", lambda e, y, x: e.mul(e.const(-2 / math.sqrt(math.pi), x), e.exp(e.neg(e.mul(x, x)))))
 _unary_vjp("erfinv", lambda e, y, x: e.mul(e.const(math.sqrt(math.pi) / 2, x), e.exp(e.mul(y, y))))
 _unary_vjp("ndtri", lambda e, y, x: e.mul(e.const(math.sqrt(2 * math.pi), x),
@@ -655,8 +675,123 @@ def _i1e_decompose(e, x):
     return [_scaled_bessel(e, x, I1E_NEAR, I1E_FAR, odd=True)]
 
 
+
+
+# J_0, J_1, Y_0 and Y_1 (scipy's j0, j1, y0, y1): Chebyshev series fitted to mpmath's functions
+# (tests/scipy/test_bessel_tables.py computes them again), highest first for ``_chebyshev``.
+# On [0, 8], in s = x^2 (16 t = s - 32, t in [-2, 2]): J_0 = J0_NEAR(s), J_1 = x J1_NEAR(s),
+# Y_0 = 2/pi log(x) J_0 + Y0_NEAR(s), Y_1 = 2/pi (log(x) J_1 - 1/x) + x Y1_NEAR(s), each near
+# series an entire function of s. From 8 on, Hankel's form: with chi = x - (2n + 1) pi / 4,
+# J_n = sqrt(2 / (pi x)) (P_n cos chi - Q_n sin chi), Y_n = sqrt(2 / (pi x)) (P_n sin chi +
+# Q_n cos chi), P_n and x Q_n / 8 series in 256 / x^2 - 2. On [0, 8] within 6e-16 of the
+# truth where |y| <= 1 and of |y| beyond for J, 1e-15 for Y (scipy's Cephes: 3.3e-16 and
+# 1.2e-15); from 8 on as scipy's, both taking cos and sin of x - (2n + 1) pi / 4 rounded.
+J0_NEAR = (
+    -1.7367896077002368e-19, 1.2218515873961411e-17, -7.588508125447546e-16, 4.125320595634374e-14,
+    -1.9438346867370164e-12, 7.848696314479465e-11, -2.679253530557673e-09, 7.608163592418782e-08,
+    -1.7619469077621507e-06, 3.246032882100508e-05, -0.00046062616620627504, 0.004819180069467605,
+    -0.034893769411408884, 0.15806710233209725, -0.37009499387264977, 0.2651786132033368,
+    -0.008723442352852221, 0.31545594294978024,
+)
+J1_NEAR = (
+    3.6912682997929334e-19, -2.4441972916190464e-17, 1.4232144003513942e-15, -7.221755239651773e-14,
+    3.160154580348003e-12, -1.178026622695885e-10, 3.687133759097148e-09, -9.521984756750436e-08,
+    1.9858774049915165e-06, -3.255554866857259e-05, 0.0004050337728354822, -0.003646940600769276,
+    0.022213639654966037, -0.08268049176681791, 0.1609992623572097, -0.1489751450676521, 0.16208969265131623,
+)
+Y0_NEAR = (
+    3.9032584173475982e-19, -2.6977881152566837e-17, 1.6434898714919468e-15, -8.747341203310769e-14,
+    4.02633081830612e-12, -1.5837552541812015e-10, 5.248794787330516e-09, -1.44072332740187e-07,
+    3.206532537654801e-06, -5.632079141056987e-05, 0.0007531135932577742, -0.007287962479552079,
+    0.04719668959576339, -0.17730201278114358, 0.26156734625504663, 0.17903431407718265, -0.2744743055297453,
+    -0.06629222640656988,
+)
+Y1_NEAR = (
+    1.1198518333682237e-20, -8.224911372021585e-19, 5.34668038572867e-17, -3.0511859694473254e-15,
+    1.51429151205002e-13, -6.4651518414115946e-12, 2.344337905911516e-10, -7.11055004989928e-09,
+    1.7707804556154404e-07, -3.53808001868935e-06, 5.505982873338744e-05, -0.0006414551451326356,
+    0.005289897544167113, -0.028328123944594365, 0.08445197259652346, -0.09591204536083074,
+    -0.01608717304766875, 0.005076026471483563,
+)
+P0_FAR = (
+    5.468082783259038e-19, -2.880866169482871e-18, 1.6305919233744186e-17, -1.0011513723467786e-16,
+    6.748072215733873e-16, -5.069034095935236e-15, 4.3265957431549404e-14, -4.3045788699253914e-13,
+    5.168262387349193e-12, -7.86409137723707e-11, 1.6306464635151382e-09, -5.1705945376060975e-08,
+    3.0751847875194745e-06, -0.0005365220468132117, 1.9989206986950374,
+)
+Q0_FAR = (
+    6.843227394638251e-21, -2.9211627152642775e-20, 1.3091448717220122e-19, -6.191115787358145e-19,
+    3.1082440486738143e-18, -1.6686065214378146e-17, 9.662128970303257e-17, -6.09993013164005e-16,
+    4.255225040245461e-15, -3.336328185322427e-14, 3.006145125351706e-13, -3.206747420996635e-12,
+    4.2201219046687385e-11, -7.27191593686632e-10, 1.7972457247968992e-08, -7.414498411060647e-07,
+    6.838519942611649e-05, -0.031111709210674018,
+)
+P1_FAR = (
+    -5.772421654987453e-19, 3.0492991197665872e-18, -1.7312313216116335e-17, 1.0667689114335412e-16,
+    -7.221180842274018e-16, 5.452674896044717e-15, -4.6842237839904895e-14, 4.699195515230542e-13,
+    -5.704863640395645e-12, 8.816898659582339e-11, -1.8718907491063067e-09, 6.177633960644299e-08,
+    -3.987284300488908e-06, 0.0008989898330859408, 2.0018060817200274,
+)
+Q1_FAR = (
+    3.0657415400328895e-20, -1.3765771484849487e-19, 6.524081149589261e-19, -3.2834519872981614e-18,
+    1.767635548776479e-17, -1.0269147531823243e-16, 6.508282957783384e-16, -4.5612523950772974e-15,
+    3.5967765829165294e-14, -3.2643156743279e-13, 3.5152187949686082e-12, -4.686363688176945e-11,
+    8.229193327650554e-10, -2.0959781384083424e-08, 9.138615257955454e-07, -9.62772354915708e-05,
+    0.09355557413907065,
+)
+
+# J_0 and J_1 / x below 2: their power series in s, (-s/4)^k / (k! (k + n)!) (/ 2 for J_1),
+# highest power first; 14 terms are within 1e-20 there.
+_J0_TAYLOR = tuple((-1) ** k / (4 ** k * math.factorial(k) ** 2) for k in reversed(range(14)))
+_J1_TAYLOR = tuple((-1) ** k / (2 * 4 ** k * math.factorial(k) * math.factorial(k + 1)) for k in reversed(range(14)))
+
+
+def _bessel_jy(e: Any, x: Any, kind: str, order: int) -> Any:
+    x64 = _as_float64(e, x)
+    z = e.abs(x64)
+    small = e.le(z, e.const(8.0, x64))
+    zn = e.select(small, z, e.const(0.0, x64))
+    zf = e.select(small, e.const(8.0, x64), z)
+    t = e.sub(e.div(e.mul(zn, zn), e.const(16.0, x64)), e.const(2.0, x64))
+    two_over_pi = e.const(2 / math.pi, x64)
+    # Below 2 the power series (Clenshaw's recurrence loses up to 4 ulps near its interval's end,
+    # J_0(0) 1 + 2^-52); J_1 = x J1_NEAR(s) is odd: x itself, so that -0.0 gives -0.0 as scipy's.
+    series = e.select(e.lt(z, e.const(2.0, x64)), _poly(e, e.mul(zn, zn), (_J0_TAYLOR, _J1_TAYLOR)[order]),
+                      _chebyshev(e, t, (J0_NEAR, J1_NEAR)[order]))
+    if order == 0:
+        j = series
+    else:
+        j = e.mul(series, e.select(small, x64, e.const(0.0, x64)) if kind == "j" else zn)
+    if kind == "j":
+        near = j
+    elif order == 0:
+        near = e.add(e.mul(two_over_pi, e.mul(e.log(zn), j)), _chebyshev(e, t, Y0_NEAR))
+    else:
+        near = e.add(e.mul(two_over_pi, e.sub(e.mul(e.log(zn), j), e.div(e.const(1.0, x64), zn))),
+                     e.mul(zn, _chebyshev(e, t, Y1_NEAR)))
+    u = e.sub(e.div(e.const(256.0, x64), e.mul(zf, zf)), e.const(2.0, x64))
+    p = _chebyshev(e, u, (P0_FAR, P1_FAR)[order])
+    q = e.mul(_chebyshev(e, u, (Q0_FAR, Q1_FAR)[order]), e.div(e.const(8.0, x64), zf))
+    chi = e.sub(zf, e.const((2 * order + 1) * math.pi / 4, x64))
+    cos, sin = e.cos(chi), e.sin(chi)
+    wave = e.sub(e.mul(p, cos), e.mul(q, sin)) if kind == "j" else e.add(e.mul(p, sin), e.mul(q, cos))
+    far = e.mul(e.sqrt(e.div(two_over_pi, zf)), wave)
+    negative = e.lt(x64, e.const(0.0, x64))
+    if kind == "j" and order == 1:
+        far = e.select(negative, e.neg(far), far)
+    y = e.select(small, near, far)
+    if kind == "y":   # NaN below 0, as scipy's; Y_1(0) = -inf (log(0) J_1(0) is 0 * -inf)
+        if order == 1:
+            y = e.select(e.eq(x64, e.const(0.0, x64)), e.const(-math.inf, x64), y)
+        y = e.select(negative, e.const(math.nan, x64), y)
+    return _rounded_like(e, y, x)
+
+
 defdecompose("bessel_i0e", _i0e_decompose)
 defdecompose("bessel_i1e", _i1e_decompose)
+for _kind in ("j", "y"):
+    for _order in (0, 1):
+        defdecompose(f"bessel_{_kind}{_order}", lambda e, x, kind=_kind, order=_order: [_bessel_jy(e, x, kind, order)])
 defdecompose("lgamma", _lgamma_decompose)
 defdecompose("erfinv", _erfinv_decompose)
 defdecompose("ndtri", _ndtri_decompose)
