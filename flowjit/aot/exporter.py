@@ -145,6 +145,11 @@ def _plan(entry: Any, name: str, threads: int, sequential: bool = False) -> tupl
         op = next((o for o in exe.function.walk() if o.attrs.get("name") == kernel), None)
         raise AOTError(f"cannot compile {name} ahead of time: kernel {kernel}"
                        f"{_where(op) if op is not None else ''} has no native form ({why})")
+    for op in exe.function.walk():
+        if op.primitive.role == "scalar_function":
+            raise AOTError(f"cannot compile {name} ahead of time: op {op.name}{_where(op)} calls SciPy's C function "
+                           f"of it (scipy.special.cython_special), which a C library cannot link; keep "
+                           f"{op.name} outside the exported function, or run the function with fj.function")
     try:
         parts = threads or ALL_CPUS
         plan, constants = plan_program(exe.function, exe.lowered.kernels, parts > 1, parts, exe.lowered.blocks,

@@ -37,7 +37,7 @@ from flowjit.lowering.loops import (
 )
 from flowjit.lowering.tile_transpose import block_lets, block_reads, lanes_vectors, moves_evenly
 
-from . import intrinsics, invariant_division, medium_trig, row_prefetch
+from . import intrinsics, invariant_division, medium_trig, row_prefetch, scipy_functions
 from .half_routines import round_to_odd_f32
 from .ir_text import module_text
 from .jit import PARALLEL_FOR_SYMBOL, UNROLL_ANALYSED_TRIPS, UNROLL_THRESHOLD
@@ -1183,6 +1183,27 @@ class _Renderer:
         self.helpers[name] = fn
         return fn
 
+    def library_function(self, op: str, d: DType) -> ir.Function:
+        """An internal function of library function ``op`` (``scalar.LIBRARY_FUNCTIONS``) of
+        float dtype ``d``: SciPy's C function called in float64 (``scipy_functions``), a
+        float32's operands widened and its result rounded, as SciPy's float32 loops do."""
+        name = f"flowjit.scipy.{op}.{d.short}"
+        fn = self.helpers.get(name)
+        if fn is not None:
+            return fn
+        t, arity = _reg(d), scalar.LIBRARY_FUNCTIONS[op]
+        # cython's cpdef entry point takes a last int, skip_dispatch, which a module-level function ignores
+        callee = self._libc(scipy_functions.symbol(op), F64, [F64] * arity + [I32])
+        fn = ir.Function(self.module, ir.FunctionType(t, [t] * arity), name=name)
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        args = [a if d == float64 else b.fpext(a, F64) for a in fn.args]
+        y = b.call(callee, [*args, ir.Constant(I32, 0)])
+        b.ret(y if d == float64 else b.fptrunc(y, t))
+        self.helpers[name] = fn
+        return fn
+
     def ipow(self, d: DType) -> ir.Function:
         """An internal function of integer power with the scalar reference's rules
         (square and multiply; a negative exponent as C's 1 / a**-b; unsigned exponents are
@@ -1285,5 +1306,7 @@ CODE_FOR_OP: dict[str, Callable[[_Renderer, list, DType, DType], ir.Value]] = {
     "cast": lambda r, a, src, d: r.cast(a[0], src, d),
     "fmod": lambda r, a, src, d: r._fast(r.b.frem(*a)),
     "ipow": lambda r, a, src, d: r.b.call(r.ipow(d), a),
-    **{op: _math(op) for op in sorted(scalar.INTRINSICS - {"fmod", "ipow"})},
+    **{op: _math(op) for op in sorted(scalar.INTRINSICS - {"fmod", "ipow"} - set(scalar.LIBRARY_FUNCTIONS))},
+    **{op: (lambda op: lambda r, a, src, d: r.b.call(r.library_function(op, d), a))(op)
+       for op in scalar.LIBRARY_FUNCTIONS},
 }

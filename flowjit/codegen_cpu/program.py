@@ -49,8 +49,9 @@ except ImportError:  # NumPy 1.x
 from flowjit.ir.errors import BUG_REPORT
 from flowjit.lowering.loops import Accumulator, walk_statements
 
-# patches_routine: its provider must be registered before a program calling it loads from the cache.
-from . import jit, patches_routine, program_glue, render  # noqa: F401
+# patches_routine, scipy_functions: their providers must be registered before a program calling
+# them loads from the cache.
+from . import jit, patches_routine, program_glue, render, scipy_functions  # noqa: F401
 from .blas import blas_functions, missing_routines, product_bracket
 from .program_plan import (
     COMPLEX_GEMMS,

@@ -65,7 +65,9 @@ from flowjit.lowering.loops import (
 )
 from flowjit.lowering.verify import verify_kernel
 
-from . import half_routines, jit, objcache, parallel  # noqa: F401  (half_routines: the float16 builtins generated code may call)
+# half_routines, scipy_functions: the float16 builtins and SciPy's functions generated code may
+# call, their symbols' providers registered before a kernel calling them loads from the cache.
+from . import half_routines, jit, objcache, parallel, scipy_functions  # noqa: F401
 from .kernel_abi import chunk_loop, chunk_symbol, size_value, symbol
 from .parallel import PARALLEL_MIN_ELEMENTS
 

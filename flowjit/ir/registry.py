@@ -51,6 +51,9 @@ ROLES = {
     "cumulative_sum": "attrs axis/reverse: the running sum along axis (from the end when reverse), in the input "
                       "dtype",
     "sort": "attrs axis/descending: x sorted along axis (NaN last ascending, first descending)",
+    "scalar_function": "an opaque op whose template names a function a library computes per element (SciPy's "
+                       "special functions: lowering.scalar.LIBRARY_FUNCTIONS); it runs as a kernel of its own, one "
+                       "call an element",
     "fourier_transform": "attrs fft_type/fft_lengths: the DFT of the trailing axes as XLA's Fft (fft "
                          "unnormalized, ifft times 1/N, rfft and irfft over half spectra)",
     "argsort": "attrs axis/descending: the i64 positions that sort x along axis, equal elements in their order "

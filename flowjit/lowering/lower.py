@@ -57,7 +57,8 @@ from flowjit.lowering.tile_transpose import tile_transposes
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
-OWN_KERNEL_ROLES = ("scatter", "first_occurrence", "cumulative_sum", "sort", "argsort", "fourier_transform")
+OWN_KERNEL_ROLES = ("scatter", "first_occurrence", "cumulative_sum", "sort", "argsort", "fourier_transform",
+                    "scalar_function")
 # A merge sort's first runs, sorted by insertion (SORT_RUN a power of two), then merged in
 # passes into runs of 2*SORT_RUN, 4*SORT_RUN, ... up to 2**MAX_SORT_PASSES elements.
 SORT_RUN = 8
@@ -251,7 +252,7 @@ class _Lowering:
             if arr.size != 1:
                 raise Unsupported(f"{op.name}: a constant of {arr.size} elements inside a kernel")
             return constant(arr.reshape(-1)[0], v.type.dtype)
-        if kind == "elementwise":
+        if kind == "elementwise" or op.primitive.role == "scalar_function":
             expr = self.elementwise(op, idx)
         elif kind == "layout":
             expr = self.layout(op, idx)
@@ -1037,6 +1038,13 @@ class _Lowering:
                    kernel_buffer("out0", "out", d, len(shape))]
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), tuple(top.body), ((),))
 
+
+    def scalar_function_kernel(self) -> Kernel:
+        """The kernel of a block holding one op of a function a library computes per element
+        (a special function: ``scalar.LIBRARY_FUNCTIONS``): its template over the broadcast
+        operands, one call an element, as an elementwise op's (it never fuses: the call keeps
+        a loop scalar, and no other backend has it)."""
+        return self.kernel()
 
     def fourier_transform_kernel(self) -> Kernel:
         """The kernel of a block holding one ``fft`` that ``kernel_transform`` takes: the

@@ -73,11 +73,18 @@ OPS: dict[str, tuple[int, str, str]] = {
     "hypot": (2, "f", "same"),        # C's hypot: |a + ib| without overflow, inf if either is inf
     "ipow": (2, "i", "same"),         # integer power; a negative exponent as C's 1 / a**-b
 }
+# Special functions no renderer writes itself: the CPU's calls SciPy's C function of the name
+# (codegen_cpu.scipy_functions), in float64 (float32 operands widened and the result rounded,
+# as SciPy's float32 loops do). name -> arity, the order parameters first.
+LIBRARY_FUNCTIONS: dict[str, int] = {"gammainc": 2, "gammaincc": 2, "betainc": 3, "jv": 2, "yv": 2, "iv": 2,
+                                     "ive": 2}
+OPS.update({name: (arity, "f", "same") for name, arity in LIBRARY_FUNCTIONS.items()})
 # Ops of many cycles an element on every CPU: a division or a square root issues once every
 # 4-16 cycles, a math function is tens of instructions. A pass computes them once where a
 # value repeats (lowering.hoist_columns); cheap ones (a compare, fabs) are not worth a load.
 COSTLY = frozenset(("div", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
-                    "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "hypot"))
+                    "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "hypot",
+                    *LIBRARY_FUNCTIONS))
 # Ops of one instruction a vector on every CPU: an expression of these over loads costs less
 # to compute again than a division (codegen_cpu.invariant_division's check pass recomputes
 # its loop's dividends).
@@ -86,7 +93,7 @@ CHEAP = frozenset(("add", "sub", "mul", "neg", "fabs", "min", "max"))
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                         "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
                         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter",
-                        "hypot"))
+                        "hypot", *LIBRARY_FUNCTIONS))
 
 ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
@@ -213,6 +220,16 @@ _REFERENCE: dict[str, Callable] = {
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "nextafter": np.nextafter,
     "hypot": np.hypot,
 }
+
+
+def _scipy(name: str) -> Callable[..., np.generic]:
+    def fn(*xs: np.generic) -> np.generic:
+        import scipy.special  # on first use: it costs 0.1 s, and few kernels call it
+        return getattr(scipy.special, name)(*(np.float64(x) for x in xs))
+    return fn
+
+
+_REFERENCE.update({name: _scipy(name) for name in LIBRARY_FUNCTIONS})
 
 
 @cache
@@ -370,7 +387,8 @@ FUNCTIONS: dict[str, Callable[..., Expr]] = {
     "lshift": _lshift, "rshift": _rshift,
     **{n: _intrinsic(n) for n in ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
                                    "floor", "ceil", "rint", "atan2", "trunc", "asin", "acos", "atan",
-                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter", "hypot")},
+                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter", "hypot",
+                                   *LIBRARY_FUNCTIONS)},
 }
 
 # ---- complex values as pairs of floats -----------------------------------------------------
@@ -665,7 +683,8 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
     return REDUCER_KINDS[tuple(reducer)]
 
 
-__all__ = ["OPS", "COSTLY", "CHEAP", "INTRINSICS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply", "constant",
+__all__ = ["OPS", "COSTLY", "CHEAP", "INTRINSICS", "LIBRARY_FUNCTIONS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply",
+           "constant",
            "cadd", "csub", "cmul", "Pair", "Unsupported",
            "as_pair",
            "choose", "convert", "is_pair", "pair_dtype", "expand", "combine", "arg_wins",

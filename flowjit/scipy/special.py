@@ -265,8 +265,9 @@ def logsumexp(a: ArrayLike, axis: Any = None, b: ArrayLike | None = None, keepdi
 # ---- Bessel functions ----------------------------------------------------------------------
 def _order_0_or_1(v: ArrayLike) -> int | None:
     """0 or 1 where ``v`` is that order as a Python or NumPy integer, or a Python float (which
-    takes x's dtype), else None: those orders have primitives of their own that compile."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer)):
+    takes x's dtype), else None: those orders have primitives of their own. A NumPy float
+    keeps the general form, whose result takes its dtype too, as SciPy's does."""
+    if isinstance(v, (bool, np.floating)) or not isinstance(v, (int, float, np.integer)):
         return None
     return int(v) if v in (0, 1) else None
 
@@ -293,8 +294,9 @@ def iv(v: ArrayLike, x: ArrayLike) -> Any:
     """The modified Bessel function of the first kind ``I_v(x)``, as ``scipy.special.iv``;
     for orders 0 and 1 given as numbers, ``i0(x)`` and ``i1(x)``."""
     order = _order_0_or_1(v)
-    if order is not None:
-        return _i0(x) if order == 0 else _i1(x)
+    if order is not None:   # _i0's derivative rule takes a float (an int x is promoted, as SciPy's)
+        xf = fnp.astype(x, _float_dtype(_promote(_op(x, "x"))))
+        return _i0(xf) if order == 0 else _i1(xf)
     return _special("bessel_iv", (v,), x)
 
 
@@ -326,8 +328,29 @@ def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
     return _i0(x), t * _i1(x)
 
 
+@custom_jvp
 def _i1(x: Any) -> Any:
     return _unscaled("bessel_i1e", x)
+
+
+# I_1' near 0: its series 1/2 + 3x^2/16 + 5x^4/384 + ... ((2k + 1) / (2^(2k+1) k! (k+1)!) of
+# x^2k), within 1e-20 below 1e-2.
+_I1_DERIVATIVE_SERIES = tuple((2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1))
+                              for k in range(5))
+
+
+@_i1.defjvp
+def _i1_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # I_1' = I_0 - I_1 / x, its series near 0: the product rule's terms of exp(|x|) i1e(x) cancel
+    # there to eps, the second derivative's 3x/8 lost below 1e-12.
+    (x,), (t,) = primals, tangents
+    y = _i1(x)
+    near = fnp.abs(x) < 1e-2
+    s = x * x
+    series = 0.0
+    for c in reversed(_I1_DERIVATIVE_SERIES):
+        series = series * s + c
+    return y, t * fnp.where(near, series, _i0(x) - y / fnp.where(near, 1.0, x))
 
 
 def jn(n: ArrayLike, x: ArrayLike) -> Any:

@@ -343,6 +343,17 @@ def test_a_program_without_a_native_form_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_function_calling_scipys_c_code_is_refused_naming_the_op(tmp_path):
+    # The JIT's program calls SciPy's C function per element (codegen_cpu.scipy_functions); a C
+    # library cannot link SciPy's extension module.
+    def cdf(a, x):
+        return fj.scipy.special.gammainc(a, x) * 2
+
+    with pytest.raises(AOTError, match=r"op gammainc at test_aot.py:\d+ calls SciPy's C function"):
+        fj.export(cdf, inputs((3,), 0), inputs((3,), 1), path=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_usage_errors_show_the_expected_form(built, capsys):
     root, _ = built
     target = f"{root / 'model.py'}:small"

@@ -304,6 +304,8 @@ def test_every_scalar_op_for_every_dtype_computes_its_numpy_reference(op, d, to)
         grid = [np.array(col, d.np) for col in zip(*__import__("itertools").product(values, repeat=min(arity, 2)))]
     if op == "select":
         grid = [np.arange(grid[0].size) % 3 == 0, grid[0], grid[1]]
+    elif arity == 3:   # betainc(a, b, x): the pairs, and the first reversed as a third
+        grid = [*grid, grid[0][::-1]]
     if op in ("idiv", "irem"):  # the precondition: never a zero divisor nor (MIN, -1)
         keep = (grid[1] != 0) & ~((grid[0] == np.iinfo(d.np).min) & (grid[1] == -1))
         grid = [g[keep] for g in grid]

@@ -28,6 +28,10 @@ def _positive(shape, d, low=0.3, high=4.0):
     return lambda rng: rng.uniform(low, high, shape).astype(_NP[d])
 
 
+def _uniform(shape, d, low, high):
+    return lambda rng: rng.uniform(low, high, shape).astype(_NP[d])
+
+
 def _orders(shape, low, high):
     return lambda rng: rng.integers(low, high + 1, shape).astype(np.int64)
 
@@ -121,8 +125,7 @@ for d in FLOATS:
                           id=f"bessel_i{n}e-{d}"))
         # j0, j1 both signs (j0 even, j1 odd), y0, y1 positive; both forms (|x| <= 8, Hankel's).
         for kind, ref, low in (("j", ss.jv, -20.0), ("y", ss.yv, 0.05)):
-            draw = _positive((3, 4), d, low, 20.0)
-            CASES.append(Case(f"bessel_{kind}{n}", [draw],
+            CASES.append(Case(f"bessel_{kind}{n}", [_uniform((3, 4), d, low, 20.0)],
                               expect=_of(lambda x, n=n, ref=ref: ref(n, x)), dtypes=(d,), id=f"bessel_{kind}{n}-{d}"))
 for d, t in (("c64", np.complex64), ("c128", np.complex128)):
     CASES.append(Case("erfc", [lambda rng, t=t: (rng.uniform(-2, 2, (2, 3))

@@ -1,7 +1,8 @@
 """The Chebyshev tables of J_0, J_1, Y_0 and Y_1 (``flowjit/ir/primitives/special.py``) are the
 fits this module computes from mpmath's Bessel functions: the series of each near form
-(entire functions of s = x^2 on [0, 8]) and of Hankel's P_n and x Q_n / 8 from 8 on, at 64
-Chebyshev nodes and 40 digits, cut where the coefficients fall below 2e-19 of the first."""
+(entire functions of s = x^2 on [0, 8], J's over its first three zeros' factors) and of
+Hankel's P_n and x Q_n / 8 from 8 on, at 64 Chebyshev nodes and 40 digits, cut where the
+coefficients fall below 2e-19 of the first; and J's zeros, each a float64 and the rest."""
 
 from __future__ import annotations
 
@@ -26,13 +27,19 @@ def _chebyshev_fit(f) -> tuple[float, ...]:
     return tuple(float(ck) for ck in reversed(c[:last + 1]))
 
 
+def _zeros(order: int) -> list:
+    return [mp.besseljzero(order, k) for k in (1, 2, 3)]
+
+
 def _near(kind: str, order: int):
-    # x^2 = s = 32 (t + 1) on [0, 8]: the entire function of s each near form is written with.
+    # x^2 = s = 32 (t + 1) on [0, 8]: the entire function of s each near form is written with;
+    # J's divided by its first three zeros' factors s - j^2.
     def f(t):
         s = 32 * (t + 1)
         x = mp.sqrt(s)
         if kind == "j":
-            return mp.besselj(0, x) if order == 0 else (mp.besselj(1, x) / x if s else mp.mpf(1) / 2)
+            j = mp.besselj(0, x) if order == 0 else (mp.besselj(1, x) / x if s else mp.mpf(1) / 2)
+            return j / mp.fprod(s - z * z for z in _zeros(order))
         if order == 0:
             return (2 / mp.pi) * (mp.euler - mp.log(2)) if s == 0 else \
                 mp.bessely(0, x) - (2 / mp.pi) * mp.log(x) * mp.besselj(0, x)
@@ -65,3 +72,10 @@ def test_each_table_is_mpmaths_fit(name):
     table = getattr(special, name)
     assert len(table) == len(fit)
     np.testing.assert_allclose(table, fit, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+def test_the_zeros_are_mpmaths_as_two_floats(order):
+    with mp.workdps(40):
+        for (high, low), z in zip(getattr(special, f"J{order}_ZEROS"), _zeros(order)):
+            assert high == float(z) and low == float(z - high)

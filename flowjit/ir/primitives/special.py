@@ -1,8 +1,11 @@
 """Special functions (``fj.scipy.special``): the gamma and error function families and Bessel
 functions, as opaque primitives whose reference is ``scipy.special``.
 
-No backend has a scalar template for them, so they are ``opaque``: a compiled program calls
-the reference, but for ``lgamma``, ``polygamma`` (of orders up to ``POLYGAMMA_MAX_ORDER``), real
+No backend has a scalar template of its own for them, so they are ``opaque``: the incomplete
+gamma and beta functions and the Bessel functions of any order run as SciPy's C function called
+per element in a kernel of their own (role ``scalar_function``: their template names the loop
+IR's library function, ``lowering.scalar.LIBRARY_FUNCTIONS``); the others' reference runs on the
+Python driver, but for ``lgamma``, ``polygamma`` (of orders up to ``POLYGAMMA_MAX_ORDER``), real
 ``erfc``, ``erfinv``, ``ndtri``, ``log_ndtr`` and the Bessel functions of orders 0 and 1
 (``bessel_i0e``, ``bessel_i1e``, ``bessel_j0``, ``bessel_j1``, ``bessel_y0``, ``bessel_y1``), which declare
 decompositions into elementwise ops (the end of this module) and so compile into the native
@@ -64,13 +67,19 @@ def _reference(name: str, fn: Callable[..., np.ndarray]) -> Callable[..., np.nda
 
 
 def _declare(name: str, fn: Callable[..., np.ndarray], arity: int, doc: str, complex_too: bool = False,
-             no_derivative: str = "", **attrs: Any) -> None:
+             no_derivative: str = "", scalar_function: str | None = None, **attrs: Any) -> None:
     # complex_too: the reference (and the VJP, a holomorphic function's g * f'(z), JAX's
-    # convention) also take complex arguments.
+    # convention) also take complex arguments. scalar_function: the loop IR's function of the
+    # op's element (lowering.scalar.LIBRARY_FUNCTIONS: SciPy's C function of it, which the CPU
+    # code calls per element in a kernel of the op's own), its orders cast to x's dtype.
     dtypes = SPECIAL_DTYPES if arity == 1 else _ORDER_DTYPES
+    template = None
+    if scalar_function is not None:
+        operands = [f"cast({v})" for v in "abc"[:arity - 1]] + ["abc"[arity - 1]]
+        template = f"{scalar_function}({', '.join(operands)})"
     declare(name, kind="opaque", rule=_rule, impl=_reference(name, fn), arity=arity,
             dtypes=dtypes + ((complex64, complex128) if complex_too else ()), attrs=attrs, doc=doc,
-            no_derivative=no_derivative)
+            no_derivative=no_derivative, template=template, role="scalar_function" if template else None)
     p = get(name)
     defbatch(name, _rule_elementwise(p))
 
@@ -107,17 +116,19 @@ _declare("erfc", _sp("erfc"), 1, "1 - erf(x), accurate where erf(x) is near 1; a
 _declare("erfinv", _sp("erfinv"), 1, "the inverse of erf on (-1, 1)")
 _declare("ndtri", _sp("ndtri"), 1, "the inverse of the standard normal CDF on (0, 1)")
 _declare("log_ndtr", _sp("log_ndtr"), 1, "log of the standard normal CDF, accurate in both tails")
-_declare("gammainc", _sp("gammainc"), 2, "the regularized lower incomplete gamma function P(a, x)")
-_declare("gammaincc", _sp("gammaincc"), 2, "the regularized upper incomplete gamma function Q(a, x)")
+_declare("gammainc", _sp("gammainc"), 2, "the regularized lower incomplete gamma function P(a, x)",
+         scalar_function="gammainc")
+_declare("gammaincc", _sp("gammaincc"), 2, "the regularized upper incomplete gamma function Q(a, x)",
+         scalar_function="gammaincc")
 _declare("gammainc_grad_a", _gammainc_grad_a, 2, "dP(a, x)/da, the lower regularized incomplete gamma "
          "function's derivative in its order (-dQ/da): a series or a continued fraction summed with it",
          no_derivative="the incomplete gamma function's second derivative in its order is not summed "
                        "(JAX's igamma_grad_a has none either)")
-_declare("betainc", _sp("betainc"), 3, "the regularized incomplete beta function I_x(a, b)")
-_declare("bessel_jv", _sp("jv"), 2, "the Bessel function of the first kind J_v(x)")
-_declare("bessel_yv", _sp("yv"), 2, "the Bessel function of the second kind Y_v(x)")
-_declare("bessel_iv", _sp("iv"), 2, "the modified Bessel function of the first kind I_v(x)")
-_declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overflow")
+_declare("betainc", _sp("betainc"), 3, "the regularized incomplete beta function I_x(a, b)", scalar_function="betainc")
+_declare("bessel_jv", _sp("jv"), 2, "the Bessel function of the first kind J_v(x)", scalar_function="jv")
+_declare("bessel_yv", _sp("yv"), 2, "the Bessel function of the second kind Y_v(x)", scalar_function="yv")
+_declare("bessel_iv", _sp("iv"), 2, "the modified Bessel function of the first kind I_v(x)", scalar_function="iv")
+_declare("bessel_ive", _sp("ive"), 2, "I_v(x) * exp(-|x|), which does not overflow", scalar_function="ive")
 # Orders 0 and 1 of ive, as JAX's lax.bessel_i0e and bessel_i1e: closed in their derivatives
 # (i0e' and i1e' are written in i0e and i1e), decomposed into elementwise ops.
 _declare("bessel_i0e", _sp("i0e"), 1, "I_0(x) * exp(-|x|) (scipy.special.i0e)")
@@ -155,13 +166,24 @@ _unary_vjp("polygamma", lambda e, y, x, *, n: e.polygamma(x, n=n + 1))
 _unary_vjp("bessel_i0e", lambda e, y, x: e.sub(e.bessel_i1e(x), e.mul(e.sign(x), y)))
 
 
+# Near 0 the derivatives of i1e and j1 are their series (x / c loses digits to the
+# cancellation of i1e(x) - x i1e'(x) in its own derivative, eps / |x| of it): i1e' = 1/2 - |x|
+# + 15 x^2 / 16 - 7 |x|^3 / 12 below 1e-4 (the next term 35 x^4 / 128), J_1' = sum_k (-1)^k
+# (2k + 1) x^2k / (2^(2k+1) k! (k+1)!) below 1e-2 (five terms). Their own derivatives follow.
+_I1E_SERIES_BELOW = 1e-4
+_J1_DERIVATIVE_SERIES_BELOW = 1e-2
+_J1_DERIVATIVE_SERIES = tuple((-1) ** k * (2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1))
+                              for k in reversed(range(5)))
+
+
 def _i1e_derivative(e: Any, y: Any, x: Any) -> Any:
-    # I_1' = I_0 - I_1 / x, less the scale's own -sign(x) i1e; 1/2 at 0, and within float's
-    # epsilon of 0, where i1e(x) / x loses its digits to underflow (i1e(x) ~ x / 2).
-    tiny = e.le(e.abs(x), e.const(float(np.finfo(x.type.dtype.np).eps), x))
-    safe = e.select(tiny, e.const(1.0, x), x)
-    d = e.sub(e.bessel_i0e(safe), e.mul(e.bessel_i1e(safe), e.add(e.sign(safe), e.div(e.const(1.0, x), safe))))
-    return e.select(tiny, e.const(0.5, x), d)
+    # I_1' = I_0 - I_1 / x, less the scale's own -sign(x) i1e.
+    z = e.abs(x)
+    near = e.lt(z, e.const(_I1E_SERIES_BELOW, x))
+    safe = e.select(near, e.const(1.0, x), x)
+    d = e.sub(e.bessel_i0e(x), e.mul(y, e.add(e.sign(x), e.div(e.const(1.0, x), safe))))
+    series = e.add(e.const(0.5, x), e.mul(z, _poly(e, z, (-7 / 12, 15 / 16, -1.0))))
+    return e.select(near, series, d)
 
 
 _unary_vjp("bessel_i1e", _i1e_derivative)
@@ -170,15 +192,20 @@ _unary_vjp("bessel_y0", lambda e, y, x: e.neg(e.bessel_y1(x)))
 
 
 def _j1_derivative(e: Any, y: Any, x: Any) -> Any:
-    # J_1' = J_0 - J_1 / x; 1/2 at 0, and within float's epsilon of 0, where j1(x) / x loses its
-    # digits to underflow (j1(x) ~ x / 2).
-    tiny = e.le(e.abs(x), e.const(float(np.finfo(x.type.dtype.np).eps), x))
-    d = e.sub(e.bessel_j0(x), e.div(y, e.select(tiny, e.const(1.0, x), x)))
-    return e.select(tiny, e.const(0.5, x), d)
+    # J_1' = J_0 - J_1 / x.
+    near = e.lt(e.abs(x), e.const(_J1_DERIVATIVE_SERIES_BELOW, x))
+    d = e.sub(e.bessel_j0(x), e.div(y, e.select(near, e.const(1.0, x), x)))
+    return e.select(near, _poly(e, e.mul(x, x), _J1_DERIVATIVE_SERIES), d)
+
+
+def _y1_derivative(e: Any, y: Any, x: Any) -> Any:
+    # Y_1' = Y_0 - Y_1 / x; +inf at 0 (Y_1 ~ -2 / (pi x)), where that is -inf - (-inf).
+    d = e.sub(e.bessel_y0(x), e.div(y, x))
+    return e.select(e.eq(x, e.const(0.0, x)), e.const(math.inf, x), d)
 
 
 _unary_vjp("bessel_j1", _j1_derivative)
-_unary_vjp("bessel_y1", lambda e, y, x: e.sub(e.bessel_y0(x), e.div(y, x)))   # Y_1' = Y_0 - Y_1 / x
+_unary_vjp("bessel_y1", _y1_derivative)
 _unary_vjp("erfc", lambda e, y, x: e.mul(e.const(-2 / math.sqrt(math.pi), x), e.exp(e.neg(e.mul(x, x)))))
 _unary_vjp("erfinv", lambda e, y, x: e.mul(e.const(math.sqrt(math.pi) / 2, x), e.exp(e.mul(y, y))))
 _unary_vjp("ndtri", lambda e, y, x: e.mul(e.const(math.sqrt(2 * math.pi), x),
@@ -649,14 +676,20 @@ def _chebyshev(e: Any, t: Any, coefficients: Sequence[float]) -> Any:
     return e.mul(e.const(0.5, t), e.sub(b0, b2))
 
 
-def _scaled_bessel(e: Any, x: Any, near: Sequence[float], far: Sequence[float], odd: bool) -> Any:
-    # exp(-|x|) I_n(|x|): the near series on [0, 8] (times |x| for I_1), the far one divided by
-    # sqrt(|x|) beyond; each on arguments where it is finite (the other branch's select).
+def _split_at_8(e: Any, x: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """x in float64, |x|, whether |x| <= 8, and |x| where so (else 0) and where not (else 8): a
+    Bessel function's near and far forms each on arguments where it is finite (the other
+    branch's select)."""
     x64 = _as_float64(e, x)
     z = e.abs(x64)
     small = e.le(z, e.const(8.0, x64))
-    zn = e.select(small, z, e.const(0.0, x64))
-    zf = e.select(small, e.const(8.0, x64), z)
+    return x64, z, small, e.select(small, z, e.const(0.0, x64)), e.select(small, e.const(8.0, x64), z)
+
+
+def _scaled_bessel(e: Any, x: Any, near: Sequence[float], far: Sequence[float], odd: bool) -> Any:
+    # exp(-|x|) I_n(|x|): the near series on [0, 8] (times |x| for I_1), the far one divided by
+    # sqrt(|x|) beyond; each on arguments where it is finite (the other branch's select).
+    x64, z, small, zn, zf = _split_at_8(e, x)
     y_near = _chebyshev(e, e.sub(e.div(zn, e.const(2.0, x64)), e.const(2.0, x64)), near)
     if odd:
         y_near = e.mul(y_near, zn)
@@ -675,29 +708,35 @@ def _i1e_decompose(e, x):
     return [_scaled_bessel(e, x, I1E_NEAR, I1E_FAR, odd=True)]
 
 
-
-
 # J_0, J_1, Y_0 and Y_1 (scipy's j0, j1, y0, y1): Chebyshev series fitted to mpmath's functions
 # (tests/scipy/test_bessel_tables.py computes them again), highest first for ``_chebyshev``.
-# On [0, 8], in s = x^2 (16 t = s - 32, t in [-2, 2]): J_0 = J0_NEAR(s), J_1 = x J1_NEAR(s),
-# Y_0 = 2/pi log(x) J_0 + Y0_NEAR(s), Y_1 = 2/pi (log(x) J_1 - 1/x) + x Y1_NEAR(s), each near
-# series an entire function of s. From 8 on, Hankel's form: with chi = x - (2n + 1) pi / 4,
-# J_n = sqrt(2 / (pi x)) (P_n cos chi - Q_n sin chi), Y_n = sqrt(2 / (pi x)) (P_n sin chi +
-# Q_n cos chi), P_n and x Q_n / 8 series in 256 / x^2 - 2. On [0, 8] within 6e-16 of the
-# truth where |y| <= 1 and of |y| beyond for J, 1e-15 for Y (scipy's Cephes: 3.3e-16 and
-# 1.2e-15); from 8 on as scipy's, both taking cos and sin of x - (2n + 1) pi / 4 rounded.
+# On [2, 8] (a power series below 2), in s = x^2 (16 t = s - 32, t in [-2, 2]): J_n = x^n (x -
+# j1)(x + j1)(x - j2)(x + j2)(s - j3^2) Jn_NEAR(s), j1 < j2 < j3 its first three zeros (each a
+# float64 and the rest of it, Jn_ZEROS): x - j1 exact near j1, so J keeps its relative accuracy
+# at its zeros (scipy's Cephes does not: it subtracts x^2), and the third zero flattens the
+# series' range, whose rounding is of its largest terms. Y_0 = 2/pi log(x) J_0 + Y0_NEAR(s), Y_1
+# = 2/pi (log(x) J_1 - 1/x) + x Y1_NEAR(s), each near series an entire function of s. From 8 on,
+# Hankel's form: with chi = x - (2n + 1) pi / 4, J_n = sqrt(2 / (pi x)) (P_n cos chi - Q_n sin
+# chi), Y_n = sqrt(2 / (pi x)) (P_n sin chi + Q_n cos chi), P_n and x Q_n / 8 series in 256 /
+# x^2 - 2. On [0, 8] J within 4.5e-16 of the truth, 1 ulp at the median and at its zeros
+# (scipy's 3.3e-16, and 1e15 ulps at the zeros), Y within 1e-15 where |Y| <= 1 and relatively
+# beyond (scipy's 1.2e-15; near Y's zeros, as scipy's, the accuracy is absolute); from 8 on as
+# scipy's, both taking cos and sin of x - (2n + 1) pi / 4 rounded.
+J0_ZEROS = ((2.404825557695773, -1.176691651530894e-16), (5.520078110286311, 8.088597146146722e-17),
+            (8.653727912911013, -2.92812607320779e-16))
+J1_ZEROS = ((3.8317059702075125, -1.5269184090088067e-16), (7.015586669815619, -9.414165653410389e-17),
+            (10.173468135062722, 4.482162274768888e-16))
 J0_NEAR = (
-    -1.7367896077002368e-19, 1.2218515873961411e-17, -7.588508125447546e-16, 4.125320595634374e-14,
-    -1.9438346867370164e-12, 7.848696314479465e-11, -2.679253530557673e-09, 7.608163592418782e-08,
-    -1.7619469077621507e-06, 3.246032882100508e-05, -0.00046062616620627504, 0.004819180069467605,
-    -0.034893769411408884, 0.15806710233209725, -0.37009499387264977, 0.2651786132033368,
-    -0.008723442352852221, 0.31545594294978024,
+    -4.190889631931292e-23, 2.944153449430916e-21, -1.8254143152188351e-19, 9.903132380228728e-18,
+    -4.654628053852989e-16, 1.8735723318054736e-14, -6.370558956177209e-13, 1.799863023385093e-11,
+    -4.140375614344942e-10, 7.558465121356463e-09, -1.0588155950196776e-07, 1.086700486952261e-06,
+    -7.631650837510544e-06, 3.275539238265576e-05, -6.837824934687584e-05,
 )
 J1_NEAR = (
-    3.6912682997929334e-19, -2.4441972916190464e-17, 1.4232144003513942e-15, -7.221755239651773e-14,
-    3.160154580348003e-12, -1.178026622695885e-10, 3.687133759097148e-09, -9.521984756750436e-08,
-    1.9858774049915165e-06, -3.255554866857259e-05, 0.0004050337728354822, -0.003646940600769276,
-    0.022213639654966037, -0.08268049176681791, 0.1609992623572097, -0.1489751450676521, 0.16208969265131623,
+    8.49851937094241e-23, -5.585912398144852e-21, 3.2237947605492447e-19, -1.618220820699693e-17,
+    6.987055292740725e-16, -2.561199020659572e-14, 7.845621917440618e-13, -1.9697009660487488e-11,
+    3.9542097799456666e-10, -6.145000881067649e-09, 7.067369727478163e-08, -5.623691032268321e-07,
+    2.762287685049543e-06, -6.56677731440147e-06,
 )
 Y0_NEAR = (
     3.9032584173475982e-19, -2.6977881152566837e-17, 1.6434898714919468e-15, -8.747341203310769e-14,
@@ -746,18 +785,23 @@ _J0_TAYLOR = tuple((-1) ** k / (4 ** k * math.factorial(k) ** 2) for k in revers
 _J1_TAYLOR = tuple((-1) ** k / (2 * 4 ** k * math.factorial(k) * math.factorial(k + 1)) for k in reversed(range(14)))
 
 
+def _with_zeros(e: Any, z: Any, t: Any, order: int) -> Any:
+    """J_n(z) / z^n on [2, 8] (``t`` = z^2 / 16 - 2): its three zeros' factors times the series."""
+    (a1, b1), (a2, b2), (a3, _) = (J0_ZEROS, J1_ZEROS)[order]
+    y = _chebyshev(e, t, (J0_NEAR, J1_NEAR)[order])
+    for a, b in ((a1, b1), (a2, b2)):
+        y = e.mul(y, e.mul(e.sub(e.sub(z, e.const(a, z)), e.const(b, z)), e.add(z, e.const(a, z))))
+    return e.mul(y, e.sub(e.mul(z, z), e.const(a3 * a3, z)))
+
+
 def _bessel_jy(e: Any, x: Any, kind: str, order: int) -> Any:
-    x64 = _as_float64(e, x)
-    z = e.abs(x64)
-    small = e.le(z, e.const(8.0, x64))
-    zn = e.select(small, z, e.const(0.0, x64))
-    zf = e.select(small, e.const(8.0, x64), z)
+    x64, z, small, zn, zf = _split_at_8(e, x)
     t = e.sub(e.div(e.mul(zn, zn), e.const(16.0, x64)), e.const(2.0, x64))
     two_over_pi = e.const(2 / math.pi, x64)
     # Below 2 the power series (Clenshaw's recurrence loses up to 4 ulps near its interval's end,
     # J_0(0) 1 + 2^-52); J_1 = x J1_NEAR(s) is odd: x itself, so that -0.0 gives -0.0 as scipy's.
     series = e.select(e.lt(z, e.const(2.0, x64)), _poly(e, e.mul(zn, zn), (_J0_TAYLOR, _J1_TAYLOR)[order]),
-                      _chebyshev(e, t, (J0_NEAR, J1_NEAR)[order]))
+                      _with_zeros(e, zn, t, order))
     if order == 0:
         j = series
     else:
