@@ -17,15 +17,16 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from flowjit.ir.errors import BUG_REPORT, FlowjitError
 from flowjit.lowering.scalar import LIBRARY_FUNCTIONS
 
 from . import jit
 
-# Each library function's capsule in cython_special's ``__pyx_capi__``: the float64 variant
-# of a fused function (its float64 arguments, real result).
-CAPSULES = {"gammainc": "gammainc", "gammaincc": "gammaincc", "betainc": "__pyx_fuse_0betainc",
-            "jv": "__pyx_fuse_1jv", "yv": "__pyx_fuse_1yv", "iv": "__pyx_fuse_1iv", "ive": "__pyx_fuse_1ive"}
-assert set(CAPSULES) == set(LIBRARY_FUNCTIONS), "a library function without SciPy's entry point"
+# Each library function's capsule in cython_special's ``__pyx_capi__`` is found by its C
+# signature, float64 arguments and result: its own name where the function is not fused
+# (betainc before SciPy 1.12), else one of its fused variants' (``__pyx_fuse_1jv``), whose
+# index a release may change (a complex variant has another signature, so never matches).
+_VARIANTS = ("", "__pyx_fuse_0", "__pyx_fuse_1", "__pyx_fuse_2")
 SYMBOL_PREFIX = "flowjit_scipy_"
 
 
@@ -34,17 +35,29 @@ def symbol(name: str) -> str:
     return SYMBOL_PREFIX + name
 
 
+def signature(name: str) -> bytes:
+    """The C signature of SciPy's entry point for library function ``name``, as its capsule
+    names it."""
+    return f"double ({', '.join(['double'] * LIBRARY_FUNCTIONS[name])}, int __pyx_skip_dispatch)".encode()
+
+
 @functools.cache
 def address(name: str) -> int:
-    """The address of SciPy's C function for library function ``name`` (imports SciPy)."""
+    """The address of SciPy's C function for library function ``name`` (imports SciPy); a
+    FlowjitError where this SciPy exports none of that signature."""
+    import scipy
     from scipy.special import cython_special
 
-    capsule = cython_special.__pyx_capi__[CAPSULES[name]]
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return get_pointer(capsule, get_name(capsule))
+    for variant in _VARIANTS:
+        capsule = cython_special.__pyx_capi__.get(variant + name)
+        if capsule is not None and get_name(capsule) == signature(name):
+            return get_pointer(capsule, get_name(capsule))
+    raise FlowjitError(f"SciPy {scipy.__version__} exports no C function {name}({signature(name).decode()}) in "
+                       f"scipy.special.cython_special; {BUG_REPORT}")
 
 
 def _register(name: str) -> None:

@@ -293,9 +293,9 @@ def yv(v: ArrayLike, x: ArrayLike) -> Any:
 def iv(v: ArrayLike, x: ArrayLike) -> Any:
     """The modified Bessel function of the first kind ``I_v(x)``, as ``scipy.special.iv``;
     for orders 0 and 1 given as numbers, ``i0(x)`` and ``i1(x)``."""
-    order = _order_0_or_1(v)
-    if order is not None:   # _i0's derivative rule takes a float (an int x is promoted, as SciPy's)
-        xf = fnp.astype(x, _float_dtype(_promote(_op(x, "x"))))
+    order, ox = _order_0_or_1(v), _op(x, "x")
+    if order is not None and not ox.dtype.is_complex:   # a complex x: the general form refuses it
+        xf = fnp.astype(x, _float_dtype(_promote(ox)))   # _i0's derivative rule takes a float, as SciPy an int
         return _i0(xf) if order == 0 else _i1(xf)
     return _special("bessel_iv", (v,), x)
 
@@ -334,7 +334,7 @@ def _i1(x: Any) -> Any:
 
 
 # I_1' near 0: its series 1/2 + 3x^2/16 + 5x^4/384 + ... ((2k + 1) / (2^(2k+1) k! (k+1)!) of
-# x^2k), within 1e-20 below 1e-2.
+# x^2k), within 1e-20 below 0.1 (where the second derivative of I_0 - I_1 / x loses eps / x).
 _I1_DERIVATIVE_SERIES = tuple((2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1))
                               for k in range(5))
 
@@ -345,7 +345,7 @@ def _i1_jvp(primals: tuple, tangents: tuple) -> tuple:
     # there to eps, the second derivative's 3x/8 lost below 1e-12.
     (x,), (t,) = primals, tangents
     y = _i1(x)
-    near = fnp.abs(x) < 1e-2
+    near = fnp.abs(x) < 0.1
     s = x * x
     series = 0.0
     for c in reversed(_I1_DERIVATIVE_SERIES):

@@ -169,9 +169,10 @@ _unary_vjp("bessel_i0e", lambda e, y, x: e.sub(e.bessel_i1e(x), e.mul(e.sign(x),
 # Near 0 the derivatives of i1e and j1 are their series (x / c loses digits to the
 # cancellation of i1e(x) - x i1e'(x) in its own derivative, eps / |x| of it): i1e' = 1/2 - |x|
 # + 15 x^2 / 16 - 7 |x|^3 / 12 below 1e-4 (the next term 35 x^4 / 128), J_1' = sum_k (-1)^k
-# (2k + 1) x^2k / (2^(2k+1) k! (k+1)!) below 1e-2 (five terms). Their own derivatives follow.
+# (2k + 1) x^2k / (2^(2k+1) k! (k+1)!) below 0.1 (five terms, within 1e-20). Their own
+# derivatives follow.
 _I1E_SERIES_BELOW = 1e-4
-_J1_DERIVATIVE_SERIES_BELOW = 1e-2
+_J1_DERIVATIVE_SERIES_BELOW = 0.1
 _J1_DERIVATIVE_SERIES = tuple((-1) ** k * (2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1))
                               for k in reversed(range(5)))
 
