@@ -223,10 +223,12 @@ _REFERENCE: dict[str, Callable] = {
 
 
 def _scipy(name: str) -> Callable[..., np.generic]:
-    def fn(*xs: np.generic) -> np.generic:
+    @cache
+    def ufunc() -> Callable[..., np.generic]:
         import scipy.special  # on first use: it costs 0.1 s, and few kernels call it
-        return getattr(scipy.special, name)(*(np.float64(x) for x in xs))
-    return fn
+        return getattr(scipy.special, name)
+
+    return lambda *xs: ufunc()(*(np.float64(x) for x in xs))
 
 
 _REFERENCE.update({name: _scipy(name) for name in LIBRARY_FUNCTIONS})

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from flowjit.ir.dtypes import float16, float32, float64
+from flowjit.ir.primitives.special import J1_DERIVATIVE_SERIES
 from flowjit.nn.functional import sigmoid
 from flowjit.tracer.core import Tracer
 from flowjit.tracer.custom_gradients import custom_jvp, stop_gradient
@@ -333,10 +334,9 @@ def _i1(x: Any) -> Any:
     return _unscaled("bessel_i1e", x)
 
 
-# I_1' near 0: its series 1/2 + 3x^2/16 + 5x^4/384 + ... ((2k + 1) / (2^(2k+1) k! (k+1)!) of
-# x^2k), within 1e-20 below 0.1 (where the second derivative of I_0 - I_1 / x loses eps / x).
-_I1_DERIVATIVE_SERIES = tuple((2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1))
-                              for k in range(5))
+# I_1' near 0: its series 1/2 + 3x^2/16 + 5x^4/384 + ..., J_1''s without the signs (highest
+# first), within 1e-20 below 0.1 (where the second derivative of I_0 - I_1 / x loses eps / x).
+_I1_DERIVATIVE_SERIES = tuple(abs(c) for c in J1_DERIVATIVE_SERIES)
 
 
 @_i1.defjvp
@@ -348,7 +348,7 @@ def _i1_jvp(primals: tuple, tangents: tuple) -> tuple:
     near = fnp.abs(x) < 0.1
     s = x * x
     series = 0.0
-    for c in reversed(_I1_DERIVATIVE_SERIES):
+    for c in _I1_DERIVATIVE_SERIES:
         series = series * s + c
     return y, t * fnp.where(near, series, _i0(x) - y / fnp.where(near, 1.0, x))
 

@@ -21,15 +21,9 @@ from flowjit.codegen_cpu import scipy_functions
 from flowjit.codegen_cpu.parallel import default_threads
 from flowjit.ir.errors import FlowjitError
 from flowjit.lowering.scalar import LIBRARY_FUNCTIONS
+from tests.scipy.test_special import _native
 
 S = fj.scipy.special
-
-
-def _native(f, *args):
-    out = f(*args)
-    (entry,) = f._cache.values()
-    assert entry.executable._program is not None, entry.executable.native_reason
-    return out
 
 
 # fj function, scipy function, the inputs' draws (orders first), by library function

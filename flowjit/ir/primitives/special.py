@@ -173,8 +173,18 @@ _unary_vjp("bessel_i0e", lambda e, y, x: e.sub(e.bessel_i1e(x), e.mul(e.sign(x),
 # derivatives follow.
 _I1E_SERIES_BELOW = 1e-4
 _J1_DERIVATIVE_SERIES_BELOW = 0.1
-_J1_DERIVATIVE_SERIES = tuple((-1) ** k * (2 * k + 1) / (2 ** (2 * k + 1) * math.factorial(k) * math.factorial(k + 1))
-                              for k in reversed(range(5)))
+
+
+def _j_power_series(order: int, terms: int) -> tuple[float, ...]:
+    """J_n(x) / x^n's power series in s = x^2, (-s/4)^k / (k! (k + n)!) (/ 2 for J_1), highest
+    power first."""
+    return tuple((-1) ** k / (2 ** order * 4 ** k * math.factorial(k) * math.factorial(k + order))
+                 for k in reversed(range(terms)))
+
+
+# J_1' = d/dx x sum c_k x^2k = sum (2k + 1) c_k x^2k; I_1''s coefficients are their magnitudes
+# (fj.scipy.special's i1).
+J1_DERIVATIVE_SERIES = tuple((2 * k + 1) * c for k, c in zip(reversed(range(5)), _j_power_series(1, 5)))
 
 
 def _i1e_derivative(e: Any, y: Any, x: Any) -> Any:
@@ -196,7 +206,7 @@ def _j1_derivative(e: Any, y: Any, x: Any) -> Any:
     # J_1' = J_0 - J_1 / x.
     near = e.lt(e.abs(x), e.const(_J1_DERIVATIVE_SERIES_BELOW, x))
     d = e.sub(e.bessel_j0(x), e.div(y, e.select(near, e.const(1.0, x), x)))
-    return e.select(near, _poly(e, e.mul(x, x), _J1_DERIVATIVE_SERIES), d)
+    return e.select(near, _poly(e, e.mul(x, x), J1_DERIVATIVE_SERIES), d)
 
 
 def _y1_derivative(e: Any, y: Any, x: Any) -> Any:
@@ -780,10 +790,8 @@ Q1_FAR = (
     0.09355557413907065,
 )
 
-# J_0 and J_1 / x below 2: their power series in s, (-s/4)^k / (k! (k + n)!) (/ 2 for J_1),
-# highest power first; 14 terms are within 1e-20 there.
-_J0_TAYLOR = tuple((-1) ** k / (4 ** k * math.factorial(k) ** 2) for k in reversed(range(14)))
-_J1_TAYLOR = tuple((-1) ** k / (2 * 4 ** k * math.factorial(k) * math.factorial(k + 1)) for k in reversed(range(14)))
+# J_0 and J_1 / x below 2: their power series in s; 14 terms are within 1e-20 there.
+_J0_TAYLOR, _J1_TAYLOR = _j_power_series(0, 14), _j_power_series(1, 14)
 
 
 def _with_zeros(e: Any, z: Any, t: Any, order: int) -> Any:
