@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from flowjit.ir.core import Block, Function, Op, SourceLoc, Value
+from flowjit.ir.core import Block, Function, Op, SourceLoc, Value, clone_ops_into
 from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.registry import Literal, Primitive, get
 from flowjit.ir.types import TensorType
@@ -57,6 +57,28 @@ class Builder:
         """Append a single-result op and return its result."""
         (r,) = self.emit(prim, inputs, attrs)
         return r
+
+    def inline(self, block: Block, args: Sequence[Value]) -> list[Value]:
+        """Copies of ``block``'s ops, its arguments replaced by ``args``, placed as ``emit``
+        places an op, each (and each op of their nested blocks) with this builder's line
+        and device; returns what ``block`` returns."""
+        scratch = Block()
+        outs = clone_ops_into(block, scratch, list(args))
+        for op in scratch.ops:
+            _restamp(op, self.loc, self.device)
+            if self.index is None:
+                self.block.append(op)
+            else:
+                self.block.insert(self.index, op)
+                self.index += 1
+        return outs
+
+
+def _restamp(op: Op, loc: SourceLoc | None, device: str | None) -> None:
+    op.loc, op.device = loc, device
+    for b in op.blocks:
+        for inner in b.ops:
+            _restamp(inner, loc, device)
 
 
 class Emitter:

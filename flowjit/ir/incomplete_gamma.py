@@ -14,6 +14,10 @@ The caller passes the array functions down (``ops``: NumPy's, or flowjit's trace
 the tracer layer) and ``loop(cond, body, state)``, which applies ``body`` while ``cond``
 holds (a Python while over NumPy arrays, or a compiled while loop). Arithmetic and
 comparisons are the arrays' own operators. Inputs are float64 arrays of one shape.
+
+The tracer, a layer above, traces the sums with its own ops and while loops into a block and
+hands down how (``provide_traced_derivative``): ``gammainc_grad_a``'s decomposition inlines
+that block, so a program differentiating ``P`` in its order stays native.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from flowjit.ir.core import Block
+from flowjit.ir.types import TensorType
 
 MAX_TERMS = 2000
 _EPS = float(np.finfo(np.float64).eps)
@@ -147,3 +154,22 @@ def python_loop(cond: Callable[[Any], Any], body: Callable[[Any], Any], state: A
     while cond(state):
         state = body(state)
     return state
+
+
+# The tracer's builder of ``gammainc_grad_a``'s block (``provide_traced_derivative``): None
+# until the tracer is imported, and then the op has no decomposition (the reference runs it).
+_traced_derivative: Callable[[TensorType, TensorType], Block] | None = None
+
+
+def provide_traced_derivative(build: Callable[[TensorType, TensorType], Block]) -> None:
+    """Register ``build(a_type, x_type)``: a block of two arguments (``a``, ``x``) returning
+    ``dP(a, x)/da`` broadcast and in ``x``'s dtype, the sums traced as compiled while loops
+    (the tracer passes it down; this layer cannot trace)."""
+    global _traced_derivative
+    _traced_derivative = build
+
+
+def traced_derivative_a(a: TensorType, x: TensorType) -> Block | None:
+    """The block ``provide_traced_derivative`` registered builds for ``a`` and ``x``, or None
+    where none is registered."""
+    return None if _traced_derivative is None else _traced_derivative(a, x)

@@ -3,7 +3,8 @@ replaced by it, at any depth of blocks.
 
 Guarantees: the Function computes the same results (a decomposition is the op written in
 other primitives, checked against its reference by the registry tests); no op of a
-primitive with a decomposition is left, but those whose rule declined them (a matmul of
+primitive with a decomposition is left, those a decomposition emitted included, but those
+whose rule declined them (a matmul of
 float32 or float64, which BLAS computes); each new op carries the replaced op's source line
 and device; what a decomposition computes that nothing reads (the cipher's second word
 where a draw uses one) is pruned. Runs before placement, so the ops it makes are placed and fused like any
@@ -47,4 +48,9 @@ def decompose(fn: Function, target: DeviceTarget | None = None, fixed_sizes: boo
     dimension's sizes that an ahead-of-time compile unifies, and the rules keep their
     forms' row counts proportional to the traced ones (``Emitter.fixed_sizes``)."""
     own_kernels = target is None or all(device_kind(d) == "cpu" for d in target.devices)
-    return prune(fn) if _decompose_block(fn.body, own_kernels, fixed_sizes) else fn
+    changed = False
+    # Again while a round replaced something: a decomposition may emit ops with decompositions
+    # of their own (gammainc_grad_a's sums read lgamma and digamma).
+    while _decompose_block(fn.body, own_kernels, fixed_sizes):
+        changed = True
+    return prune(fn) if changed else fn

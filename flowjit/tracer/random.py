@@ -13,12 +13,13 @@ import numpy as np
 from flowjit.ir.dtypes import dtype as as_dtype
 from flowjit.ir.dtypes import float32, float64, int32, uint32
 from flowjit.ir.errors import FlowjitTypeError
-from flowjit.ir.incomplete_gamma import ArrayOps, gamma_sample_derivative
 from flowjit.ir.primitives.random import key_from_seed
 from flowjit.tracer import linalg
 from flowjit.tracer.control_flow import scan, while_loop
 from flowjit.tracer.core import Tracer, bind, current_trace
 from flowjit.tracer.custom_gradients import custom_vjp, stop_gradient
+from flowjit.tracer.incomplete_gamma import lgamma as _lgamma
+from flowjit.tracer.incomplete_gamma import sample_shape_derivative as _shape_derivative
 from flowjit.tracer.numpy import (
     conversion,
     creation,
@@ -73,12 +74,6 @@ def _draw_shape(shape: Any, *params: Any) -> tuple[int, ...]:
     if shape is not None:
         return _shape(shape)
     return tuple(np.broadcast_shapes(*(layout.shape(conversion.asarray(v)) for v in params)))
-
-
-def _lgamma(x: Any) -> Any:
-    """log |Gamma(x)|, elementwise (the registry's ``lgamma``; ``fj.scipy.special.gammaln``
-    sits above this layer)."""
-    return bind("lgamma", [x], {})
 
 
 def uniform(k: Any, shape: Any = (), dtype: Any = float32, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
@@ -258,20 +253,6 @@ def choice(k: Any, a: Any, shape: Any = (), replace: bool = True, p: Any = None,
                                                                                         logp))
         idx = layout.reshape(sorting_searching.argsort(keys)[:size], out)
     return indexing.take(arr, idx, axis=ax)
-
-
-# The array functions of the incomplete gamma sums (flowjit/ir/incomplete_gamma.py), traced.
-_TRACED_OPS = ArrayOps(where=ufuncs.where, log=ufuncs.log, exp=ufuncs.exp, absolute=ufuncs.absolute,
-                       any=reductions.any, logical_and=ufuncs.logical_and, logical_or=ufuncs.logical_or,
-                       logical_not=ufuncs.logical_not, isnan=ufuncs.isnan,
-                       digamma=lambda x: bind("polygamma", [x], {"n": 0}), lgamma=_lgamma)
-
-
-def _shape_derivative(alpha: Any, x: Any) -> Any:
-    """``dx/da`` of gamma samples ``x`` of shapes ``alpha`` at their fixed quantiles, summed in
-    compiled while loops (float64)."""
-    return gamma_sample_derivative(_TRACED_OPS, while_loop, conversion.astype(alpha, float64),
-                                   conversion.astype(x, float64))
 
 
 def _with_shape_gradient(alpha: Any, x: Any, log_space: bool) -> Any:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import flowjit as fj
+import flowjit.scipy.special as S
 
 
 def _ops(f, *args):
@@ -45,3 +46,14 @@ def test_float_and_complex_matmuls_stay_products():
     assert _ops(fj.function(lambda a: a @ a.T), x).count("matmul") == 1
     z = np.ones((4, 3), np.complex64)
     assert _ops(fj.function(lambda a: a @ a.T), z).count("matmul") == 1
+
+
+def test_what_a_decomposition_emits_is_decomposed_in_turn():
+    # gammainc_grad_a becomes its sums (while loops, the tracer's block), which read lgamma and
+    # digamma: those decompose too, into elementwise ops, and the program stays native.
+    a, x = np.array([0.5, 2.0, 9.0]), np.array([0.3, 4.0, 2.0])
+    f = fj.function(fj.grad(lambda a, x: S.gammainc(a, x).sum()))
+    ops = _ops(f, a, x)
+    assert "while" in ops
+    assert not {"gammainc_grad_a", "lgamma", "polygamma"} & set(ops)
+    assert "native driver" in f.kernels(a, x)

@@ -15,6 +15,7 @@ import scipy.special as ss
 import flowjit as fj
 from flowjit.ir.errors import AutodiffError, ShapeError
 from flowjit.ir.primitives.special import POLYGAMMA_MAX_ORDER, _polygamma_series
+from flowjit.ir.registry import get
 from tests.registry.cases_special import gammainc_order_derivative
 
 S = fj.scipy.special
@@ -460,6 +461,25 @@ def test_the_incomplete_gamma_functions_differentiate_in_their_order():
     # The derivative's own derivative in the order is not summed: the error says so.
     with pytest.raises(AutodiffError, match="gammainc_grad_a .*second derivative in its order"):
         fj.grad(fj.grad(lambda a: S.gammainc(a, 2.0)))(1.5)
+
+
+def test_the_incomplete_gamma_functions_order_derivative_compiles_into_the_native_program():
+    # gammainc_grad_a decomposes into its sums as compiled while loops (the tracer's block),
+    # whose lgamma and digamma decompose in turn: the gradient is one native program, at the
+    # NumPy reference's values (the same sums, in float64) for both branches, under vmap,
+    # with a scalar order broadcast, and in float32.
+    a = np.array([0.01, 0.3, 0.5, 1.5, 2.5, 3.0, 10.0, 40.0, 150.0])
+    x = np.array([0.5, 0.1, 0.3, 2.0, 0.4, 30.0, 12.0, 38.0, 160.0])
+    reference = get("gammainc_grad_a").impl
+    got = _native(fj.function(fj.grad(lambda a, x: S.gammaincc(a, x).sum())), a, x)
+    np.testing.assert_allclose(got, -reference(a, x), rtol=1e-13, atol=1e-300)
+    grid = np.array([0.0, 1e-3, 0.9, 1.0, 5.0, 60.0])
+    f = fj.function(lambda a, x: fj.vmap(fj.grad(lambda a: S.gammainc(a, x).sum()))(a))
+    np.testing.assert_allclose(_native(f, np.array([0.7, 2.0, 25.0]), grid),
+                               [reference(np.full(6, v), grid).sum() for v in (0.7, 2.0, 25.0)], rtol=1e-13)
+    f32 = _native(fj.function(fj.grad(lambda a, x: S.gammainc(a, x).sum())), np.float32(1.5), x.astype(np.float32))
+    assert f32.dtype == np.float32
+    np.testing.assert_allclose(f32, reference(np.full(9, 1.5), x).sum(), rtol=1e-6)
 
 
 def test_integer_order_traced_in_a_compiled_function():

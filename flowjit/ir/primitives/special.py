@@ -16,7 +16,8 @@ with primitives of this module and ``elementwise``, so a gradient differentiates
 order parameters first (``gammainc(a, x)``, ``betainc(a, b, x)``, ``bessel_jv(v, x)``), in any
 real dtype (integer orders stay integers). The derivative of the incomplete gamma functions in
 their order ``a`` has no closed form and is summed by ``gammainc_grad_a`` (a series or a
-continued fraction, ``flowjit/ir/incomplete_gamma.py``), as JAX's ``igamma_grad_a``; that of
+continued fraction, ``flowjit/ir/incomplete_gamma.py``), as JAX's ``igamma_grad_a``, which
+decomposes into those sums as while loops (the block the tracer traces and hands down); that of
 betainc and the Bessel functions in theirs, as JAX's, is refused: the VJP raises where the pass
 wants it (the order depends on a differentiated value), and gives none otherwise. They
 broadcast as elementwise ops do and batch with the elementwise rule.
@@ -35,7 +36,7 @@ import numpy as np
 from flowjit.ir.batching import _rule_elementwise
 from flowjit.ir.dtypes import INT_DTYPES, complex64, complex128, float32, float64
 from flowjit.ir.errors import AutodiffError, ShapeError
-from flowjit.ir.incomplete_gamma import ArrayOps, gammainc_derivative_a, python_loop
+from flowjit.ir.incomplete_gamma import ArrayOps, gammainc_derivative_a, python_loop, traced_derivative_a
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defbatch, defdecompose, defvjp, get
 from flowjit.ir.types import TensorType
 
@@ -840,6 +841,14 @@ def _bessel_jy(e: Any, x: Any, kind: str, order: int) -> Any:
     return _rounded_like(e, y, x)
 
 
+def _gammainc_grad_a_decompose(e: Any, a: Any, x: Any) -> list[Any] | None:
+    # The sums as the tracer traces them (compiled while loops, flowjit/ir/incomplete_gamma.py):
+    # declined (the reference on the Python driver) where no tracer registered its builder.
+    block = traced_derivative_a(a.type, x.type)
+    return None if block is None else e.builder.inline(block, [a, x])
+
+
+defdecompose("gammainc_grad_a", _gammainc_grad_a_decompose)
 defdecompose("bessel_i0e", _i0e_decompose)
 defdecompose("bessel_i1e", _i1e_decompose)
 for _kind in ("j", "y"):
