@@ -100,6 +100,24 @@ def test_qr_runs_natively_as_the_interpreter(dtype, shape, mode):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(2, 3, 0), (2, 0, 4), (0, 0), (3, 0, 0)])
+@pytest.mark.parametrize("full", [False, True])
+def test_svd_and_qr_of_empty_matrices_run_natively_as_numpy(dtype, shape, full):
+    # No singular values and no reflectors: NumPy's factors follow from the shapes (identities
+    # where full_matrices asks for square ones, empty arrays otherwise), and the program that
+    # asks for them stays native.
+    a = np.zeros(shape, dtype)
+    mode = "complete" if full else "reduced"
+    f = fj.function(lambda x: (*fj.linalg.svd(x, full_matrices=full), *fj.linalg.qr(x, mode=mode)))
+    got = f(a)
+    want = (*np.linalg.svd(a, full_matrices=full), *np.linalg.qr(a, mode=mode))
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    assert "native driver" in f.kernels(a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", [(3, 5, 5), (2, 0, 0), "rotation"])
 def test_eig_runs_natively_with_a_real_matrixs_conjugate_pairs_unpacked(dtype, shape):
     rng = np.random.default_rng(7)

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import ALL_DTYPES, complex64, complex128, float32, float64, int64
+from flowjit.ir.dtypes import ALL_DTYPES, complex64, complex128, float32, float64, int32, int64
 from flowjit.ir.errors import ShapeError
-from flowjit.ir.registry import Literal, attr, declare, defvjp, normalize_axis
+from flowjit.ir.registry import Literal, attr, declare, defdecompose, defvjp, normalize_axis
 from flowjit.ir.types import TensorType
 
 LAPACK_DTYPES = (float32, float64, complex64, complex128)
@@ -193,6 +193,32 @@ declare("qr", kind="opaque", role="orthogonal_triangular", maps_leading_dims=Tru
         doc="(q, r) with a == q @ r, q orthonormal (unitary) columns [..., m, k], r upper-triangular [..., k, n], "
             "k = min(m, n), or m with full_matrices (LAPACK geqrf/orgqr)")
 
+
+
+def _identity_or_zeros(e, t: TensorType):
+    """An empty matrix's factor of type ``t`` as NumPy gives it: the identity where ``t`` is a
+    stack of square, non-empty matrices (full_matrices' ``u``, ``vh`` or ``q``), zeros
+    otherwise (an empty array, singular values, ``r``)."""
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2] or t.shape[-1] == 0:
+        return e.zeros(t)
+    rows = e.iota(shape=t.shape, dimension=t.ndim - 2, dtype=int32)
+    cols = e.iota(shape=t.shape, dimension=t.ndim - 1, dtype=int32)
+    return e.cast(e.eq(rows, cols), dtype=t.dtype)
+
+
+def _empty_factors(rule):
+    # A matrix without rows or columns has no singular values and no reflectors: its factors
+    # follow from the shapes, so LAPACK (which the native plan does not call on them) is not
+    # needed; other matrices are left to it.
+    def decompose(e, a, **attrs):
+        if 0 not in a.type.shape[-2:]:
+            return None
+        return [_identity_or_zeros(e, t) for t in rule([a.type], **attrs)]
+    return decompose
+
+
+defdecompose("svd", _empty_factors(_svd_rule))
+defdecompose("qr", _empty_factors(_qr_rule))
 
 # ---- argsort ------------------------------------------------------------------------------------
 def _argsort_rule(in_types: Sequence[TensorType], *, axis: int, descending: bool, stable: bool = True
