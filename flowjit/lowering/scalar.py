@@ -532,6 +532,162 @@ def _clog(a: Pair) -> Pair:
     return apply("select", near, close, apply("log", h)), apply("atan2", im, re)
 
 
+def _hyperbolic_times(s: Expr, x: Expr, odd: bool) -> Expr:
+    """``s * sinh(x)`` (``odd``) or ``s * cosh(x)`` without the hyperbolic function's overflow
+    where the product is finite: past |x| = 20 both are ``exp(|x|) / 2`` to the last bit, taken
+    as ``(s/2 * exp(|x|/2)) * exp(|x|/2)`` (glibc scales likewise). ``s`` = 0 gives ``s`` (its
+    sign times the factor's), not 0 * inf."""
+    d = s.dtype
+    ax = apply("fabs", x)
+    h = apply("exp", apply("mul", ax, constant(0.5, d)))
+    far = apply("mul", apply("mul", apply("mul", s, constant(0.5, d)), h), h)
+    near = apply("mul", s, apply("sinh" if odd else "cosh", x))
+    if odd:
+        far = apply("copysign", far, apply("mul", s, apply("copysign", constant(1, d), x)))
+        s = apply("mul", s, apply("copysign", constant(1, d), x))
+    out = apply("select", apply("gt", ax, constant(20, d)), far, near)
+    return apply("select", apply("eq", s, _zero(d)), s, out)
+
+
+def _first_rule(rules: list[tuple[Expr, Expr, Expr]], re: Expr, im: Expr) -> Pair:
+    """``(re, im)`` but where one of ``rules`` (condition, re, im) holds: the first that does."""
+    for cond, r, i in reversed(rules):
+        re, im = apply("select", cond, r, re), apply("select", cond, i, im)
+    return re, im
+
+
+def _special_cases(a: Pair) -> tuple[Expr, ...]:
+    """The classes of a complex argument's parts the hyperbolic functions' special values
+    turn on: x NaN, x infinite, x zero, y finite, y zero."""
+    x, y = a
+    inf = constant(math.inf, x.dtype)
+    return (_isnan(x), apply("eq", apply("fabs", x), inf), apply("eq", x, _zero(x.dtype)), _isfinite(y),
+            apply("eq", y, _zero(y.dtype)))
+
+
+def _hyperbolic(a: Pair, odd: bool) -> Pair:
+    """sinh(x + iy) = sinh(x) cos(y) + i cosh(x) sin(y) (``odd``) or cosh(x + iy) = cosh(x)
+    cos(y) + i sinh(x) sin(y), and glibc's special values (C99 Annex G's; a real part +inf
+    where it leaves the sign open)."""
+    x, y = a
+    d = x.dtype
+    nan, inf = constant(math.nan, d), constant(math.inf, d)
+    x_nan, x_inf, x_zero, y_finite, y_zero = _special_cases(a)
+    y_other = apply("not", y_finite)
+    rules = [(x_nan, nan, apply("select", y_zero, y, nan)),
+             (apply("and", x_inf, y_zero), x if odd else inf,
+              y if odd else apply("mul", y, apply("copysign", constant(1, d), x))),
+             (apply("and", x_inf, y_other), inf, nan),
+             (apply("and", x_zero, y_other), x, nan) if odd else
+             (y_other, nan, apply("select", x_zero, _zero(d), nan))]
+    return _first_rule(rules, _hyperbolic_times(apply("cos", y), x, odd),
+                       _hyperbolic_times(apply("sin", y), x, not odd))
+
+
+def _csinh(a: Pair) -> Pair:
+    return _hyperbolic(a, True)
+
+
+def _ccosh(a: Pair) -> Pair:
+    return _hyperbolic(a, False)
+
+
+def _csin(a: Pair) -> Pair:
+    """sin(z) = -i sinh(iz), as C99 defines it (and so its special values)."""
+    x, y = _csinh((apply("neg", a[1]), a[0]))
+    # b infinite and a infinite or NaN: glibc's csin gives +inf (the standard leaves the sign open).
+    inf = constant(math.inf, a[0].dtype)
+    open_sign = apply("and", apply("not", _isfinite(a[0])), apply("eq", apply("fabs", a[1]), inf))
+    return y, apply("select", open_sign, inf, apply("neg", x))
+
+
+def _ccos(a: Pair) -> Pair:
+    """cos(z) = cosh(iz), as C99 defines it (and so its special values)."""
+    return _ccosh((apply("neg", a[1]), a[0]))
+
+
+def _ctanh(a: Pair) -> Pair:
+    """tanh(a + ib) as glibc's: sinh(a) cosh(a) / D + i sin(b) cos(b) / D with D = sinh(a)^2 +
+    cos(b)^2; past |a| = (largest exponent - 1) ln 2 / 2, where D would overflow,
+    ±1 + 4i sin(b) cos(b) exp(-2|a|); and glibc's special values."""
+    re, im = a
+    d = re.dtype
+    sin, cos = apply("sin", im), apply("cos", im)
+    sh, ch = apply("sinh", re), apply("cosh", re)
+    den = apply("add", apply("mul", sh, sh), apply("mul", cos, cos))
+    sc = apply("mul", sin, cos)
+    limit = (np.finfo(d.np).maxexp - 1) * math.log(2) / 2
+    far = apply("gt", apply("fabs", re), constant(limit, d))
+    tail = apply("mul", apply("mul", constant(4, d), sc),
+                 apply("exp", apply("mul", constant(-2, d), apply("fabs", re))))
+    x_nan, x_inf, x_zero, y_finite, y_zero = _special_cases(a)
+    nan = constant(math.nan, d)
+    past_one = apply("and", y_finite, apply("gt", apply("fabs", im), constant(1, d)))
+    return _first_rule([
+        (x_inf, apply("copysign", constant(1, d), re),
+         apply("copysign", _zero(d), apply("select", past_one, sc, im))),
+        (apply("and", x_nan, y_zero), re, im),
+        (apply("or", x_nan, apply("not", y_finite)), apply("select", x_zero, re, nan), nan),
+    ], apply("select", far, apply("copysign", constant(1, d), re), apply("div", apply("mul", sh, ch), den)),
+        apply("select", far, tail, apply("div", sc, den)))
+
+
+def _csqrt(a: Pair) -> Pair:
+    """The principal square root, as C99's csqrt (glibc, FreeBSD): t = sqrt((|a| + |z|) / 2),
+    then (t, b / 2t) for a >= 0 and (|b| / 2t, ±t) with b's sign below; parts scaled by 1/4
+    (the root by 2) past a quarter of the largest float, where |a| + |z| would overflow;
+    sqrt(±0 + ib) for b = ±0 is +0 + ib; an infinite b gives (inf, b), a = +inf (inf, 0·b)
+    or (inf, NaN), a = -inf (0, ±inf) or (NaN, ±inf), any other NaN (NaN, NaN)."""
+    re, im = a
+    d = re.dtype
+    zero, two, inf, nan = _zero(d), constant(2, d), constant(math.inf, d), constant(math.nan, d)
+    big = apply("or", apply("gt", apply("fabs", re), constant(np.finfo(d.np).max / 4, d)),
+                apply("gt", apply("fabs", im), constant(np.finfo(d.np).max / 4, d)))
+    quarter = constant(0.25, d)
+    sr = apply("select", big, apply("mul", re, quarter), re)
+    si = apply("select", big, apply("mul", im, quarter), im)
+    t = apply("sqrt", apply("mul", apply("add", apply("fabs", sr), apply("hypot", sr, si)), constant(0.5, d)))
+    # Scaled: t of z/4 is half z's; the other part divides the unscaled b by the true 2t.
+    t = apply("select", big, apply("mul", t, two), t)
+    other = apply("div", apply("fabs", im), apply("mul", two, t))
+    pos_re, pos_im = t, apply("copysign", other, im)
+    neg_re, neg_im = other, apply("copysign", t, im)
+    nonneg = apply("ge", re, zero)
+    out_re = apply("select", nonneg, pos_re, neg_re)
+    out_im = apply("select", nonneg, pos_im, neg_im)
+    both_zero = apply("and", apply("eq", re, zero), apply("eq", im, zero))
+    im_inf = apply("eq", apply("fabs", im), inf)
+    re_nan, im_nan = _isnan(re), _isnan(im)
+    rules = [  # (condition, re, im): the first that holds wins
+        (both_zero, zero, im),
+        (im_inf, inf, im),
+        (apply("eq", re, inf), inf, apply("select", im_nan, nan, apply("copysign", zero, im))),
+        (apply("eq", re, constant(-math.inf, d)), apply("select", im_nan, nan, zero), apply("copysign", inf, im)),
+        (apply("or", re_nan, im_nan), nan, nan),
+    ]
+    for cond, r, i in reversed(rules):
+        out_re, out_im = apply("select", cond, r, out_re), apply("select", cond, i, out_im)
+    return out_re, out_im
+
+
+def _cexpm1(a: Pair) -> Pair:
+    """NumPy's complex expm1: expm1(a) cos(b) - 2 sin(b/2)^2 + i exp(a) sin(b)."""
+    re, im = a
+    d = re.dtype
+    h = apply("sin", apply("mul", im, constant(0.5, d)))
+    return (apply("sub", apply("mul", apply("expm1", re), apply("cos", im)), apply("mul", constant(2, d),
+                                                                                   apply("mul", h, h))),
+            apply("mul", apply("exp", re), apply("sin", im)))
+
+
+def _clog1p(a: Pair) -> Pair:
+    """NumPy's complex log1p: log(hypot(a + 1, b)) + i atan2(b, a + 1) (its own formula,
+    which does not keep the digits of a tiny z's real part: NumPy's bits)."""
+    re, im = a
+    r1 = apply("add", re, constant(1, re.dtype))
+    return apply("log", apply("hypot", r1, im)), apply("atan2", im, r1)
+
+
 # Template function name -> its definition over the parts of complex operands (a function
 # of complex values not named here has no loop lowering: Unsupported).
 CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
@@ -544,6 +700,14 @@ CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
     "conj": lambda a: (a[0], apply("neg", a[1])),
     "exp": _cexp,
     "log": _clog,
+    "expm1": _cexpm1,
+    "log1p": _clog1p,
+    "sqrt": _csqrt,
+    "sin": _csin,
+    "cos": _ccos,
+    "sinh": _csinh,
+    "cosh": _ccosh,
+    "tanh": _ctanh,
 }
 _CBINOPS = {"add": cadd, "sub": csub, "mul": cmul, "div": _cdiv}
 

@@ -231,12 +231,12 @@ def test_a_complex_sum_is_two_float_sums(dtype, axes, keepdims):
         assert text.count("acc") >= 2 and "c64" not in text and "c128" not in text, text
 
 
-def test_a_complex_product_and_sqrt_stay_refused_by_name():
+def test_a_complex_product_and_arcsin_stay_refused_by_name():
     t = TensorType((3, 4), np.complex64)
     with pytest.raises(Unsupported, match=r"reduce_prod of c64\[3,4\]: a prod of complex values"):
         lower_block(build(op("reduce_prod", axes=(1,)), [t]).body)
-    with pytest.raises(Unsupported, match=r"sqrt of c64\[3,4\]: sqrt of complex values has no loop lowering"):
-        lower_block(build(lambda b, x: op("mul")(b, op("sqrt")(b, x), x), [t]).body)
+    with pytest.raises(Unsupported, match=r"asin of c64\[3,4\]: asin of complex values has no loop lowering"):
+        lower_block(build(lambda b, x: op("mul")(b, op("asin")(b, x), x), [t]).body)
 
 
 def executable(f):
@@ -244,7 +244,7 @@ def executable(f):
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
-def test_a_fused_chain_runs_natively_and_sqrt_falls_back(dtype):
+def test_a_fused_chain_runs_natively_and_arcsin_falls_back(dtype):
     z, w = random(dtype, (64, 33), 11), random(dtype, (64, 33), 12)
 
     f = fj.function(lambda z, w: z * w + fj.conj(z))
@@ -255,9 +255,9 @@ def test_a_fused_chain_runs_natively_and_sqrt_falls_back(dtype):
     exe = executable(f)
     assert exe.fallbacks == {} and exe._program is not None, (exe.fallbacks, exe.native_reason)
 
-    g = fj.function(lambda z, w: fj.sqrt(z) * w + fj.conj(z))
-    np.testing.assert_allclose(g(z, w), np.sqrt(z) * w + np.conj(z), **tol)
-    assert any("sqrt of c" in reason for reason in executable(g).fallbacks.values()), executable(g).fallbacks
+    g = fj.function(lambda z, w: fj.arcsin(z) * w + fj.conj(z))
+    np.testing.assert_allclose(g(z, w), np.arcsin(z) * w + np.conj(z), **tol)
+    assert any("asin of c" in reason for reason in executable(g).fallbacks.values()), executable(g).fallbacks
 
 
 def test_kernels_beside_a_host_callback_run_on_the_python_driver():
@@ -362,3 +362,36 @@ def test_exp_and_log_are_numpys_on_special_and_random_values(name, dtype):
             same_bits(g[exact], w[exact])
         finite = np.isfinite(want) & (want != 0)
         np.testing.assert_allclose(got[finite], want[finite], rtol=8 * eps, atol=8 * eps)
+
+
+# Past exp's and the hyperbolic functions' overflow and around the |x| = 20 switch of their
+# scaled form, tanh's switch (44 and 355), and the largest floats (sqrt's scaling).
+_LARGE = (19.9, 20.5, -25.0, 44.5, 89.0, 300.0, 360.0, -400.0, 709.0, 710.2, -711.0, 1000.0, 1e300, -1.7e308)
+GLIBC_FUNCTIONS = ("sqrt", "sin", "cos", "sinh", "cosh", "tanh", "expm1", "log1p")
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name", GLIBC_FUNCTIONS)
+def test_complex_roots_trigonometric_and_hyperbolic_functions_are_numpys(name, dtype):
+    # NumPy's sqrt, sin, cos, sinh, cosh and tanh are glibc's (csqrt, csin...): their special
+    # values bit for bit (the signs the standard leaves open included), finite values within a
+    # few ulp of |z|; expm1 and log1p are NumPy's own formulas, written the same way.
+    with np.errstate(over="ignore"):   # complex64's largest parts: infinities
+        parts = np.array([*_PARTS, *_LARGE], np.finfo(dtype).dtype)
+    re, im = (x.reshape(-1) for x in np.meshgrid(parts, parts))
+    grid = np.empty(re.shape, dtype)
+    grid.real, grid.imag = re, im
+    z = np.concatenate([grid, random(dtype, 2000, 23) * np.exp(np.random.default_rng(24).uniform(-5, 5, 2000))])
+    z = z.astype(dtype)
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(z)
+    evaluated, compiled, text = run_both(build(op(name), [TensorType(z.shape, dtype)]), [z])
+    assert "c64" not in text and "c128" not in text
+    eps = np.finfo(dtype).eps
+    tiny = np.finfo(dtype).tiny
+    for got in (evaluated[0], compiled[0]):
+        for g, w in ((got.real, want.real), (got.imag, want.imag)):
+            exact = ~np.isfinite(w) | (w == 0)
+            same_bits(g[exact], w[exact])
+        finite = np.isfinite(want) & (np.abs(want) > 1e3 * tiny)   # not the subnormals' few bits
+        np.testing.assert_allclose(got[finite], want[finite], rtol=16 * eps, atol=0)
