@@ -92,7 +92,10 @@ def _run(body: tuple, env: dict, accs: dict, arrays: dict) -> None:
             raise TypeError(f"not a loop-IR statement: {s!r}")
 
 
-def _ev(e: Expr, env: dict, accs: dict, arrays: dict):
+def _ev(e: Expr, env: dict, accs: dict, arrays: dict, memo: dict | None = None):
+    # ``memo``: each operation's value in this evaluation, by identity: an expression is a
+    # DAG (a complex power's squarings read each part of the last square twice per product),
+    # which a walk of its tree would evaluate exponentially often.
     if isinstance(e, Const):
         return scalar.np_scalar(e.value, e.dtype)
     if isinstance(e, Var):
@@ -105,10 +108,14 @@ def _ev(e: Expr, env: dict, accs: dict, arrays: dict):
         acc = accs[e.name]
         return acc.position if acc.kind in ("argmax", "argmin") else acc.value
     assert isinstance(e, Prim)
-    args = [_ev(a, env, accs, arrays) for a in e.args]
-    if e.op == "select":
-        return args[1] if args[0] else args[2]
-    return scalar.reference(e.op, e.dtype)(*args)
+    memo = {} if memo is None else memo
+    key = id(e)
+    if key in memo:
+        return memo[key]
+    args = [_ev(a, env, accs, arrays, memo) for a in e.args]
+    value = (args[1] if args[0] else args[2]) if e.op == "select" else scalar.reference(e.op, e.dtype)(*args)
+    memo[key] = value
+    return value
 
 
 def evaluate_index(e: Expr, env: Mapping[str, int]) -> int | None:

@@ -534,18 +534,20 @@ def _clog(a: Pair) -> Pair:
 
 def _hyperbolic_times(s: Expr, x: Expr, odd: bool) -> Expr:
     """``s * sinh(x)`` (``odd``) or ``s * cosh(x)`` without the hyperbolic function's overflow
-    where the product is finite: past |x| = 20 both are ``exp(|x|) / 2`` to the last bit, taken
-    as ``(s/2 * exp(|x|/2)) * exp(|x|/2)`` (glibc scales likewise). ``s`` = 0 gives ``s`` (its
+    where the product is finite: past log of the largest float both are ``exp(|x|) / 2`` to the
+    last bit, taken as ``(s exp(|x|/2)) (exp(|x|/2) / 2)`` (glibc scales likewise; a subnormal
+    ``s`` is not halved first). ``s`` = 0 gives ``s`` (its
     sign times the factor's), not 0 * inf."""
     d = s.dtype
     ax = apply("fabs", x)
     h = apply("exp", apply("mul", ax, constant(0.5, d)))
-    far = apply("mul", apply("mul", apply("mul", s, constant(0.5, d)), h), h)
+    far = apply("mul", apply("mul", s, h), apply("mul", constant(0.5, d), h))
     near = apply("mul", s, apply("sinh" if odd else "cosh", x))
     if odd:
         far = apply("copysign", far, apply("mul", s, apply("copysign", constant(1, d), x)))
         s = apply("mul", s, apply("copysign", constant(1, d), x))
-    out = apply("select", apply("gt", ax, constant(20, d)), far, near)
+    # Past log of the largest float cosh(x) overflows; below it one product, as glibc's.
+    out = apply("select", apply("gt", ax, constant(math.log(float(np.finfo(d.np).max)), d)), far, near)
     return apply("select", apply("eq", s, _zero(d)), s, out)
 
 
@@ -633,28 +635,46 @@ def _ctanh(a: Pair) -> Pair:
 
 
 def _csqrt(a: Pair) -> Pair:
-    """The principal square root, as C99's csqrt (glibc, FreeBSD): t = sqrt((|a| + |z|) / 2),
-    then (t, b / 2t) for a >= 0 and (|b| / 2t, ±t) with b's sign below; parts scaled by 1/4
-    (the root by 2) past a quarter of the largest float, where |a| + |z| would overflow;
+    """The principal square root, as glibc's csqrt: t = sqrt((|a| + |z|) / 2), then
+    (t, (b / t) / 2) for a > 0 and (|b / t| / 2, ±t) with b's sign otherwise; parts scaled by 1/4
+    (the root by 2) past a quarter of the largest float, where |a| + |z| would overflow, and up
+    below twice the smallest normal one, where it would lose bits;
     sqrt(±0 + ib) for b = ±0 is +0 + ib; an infinite b gives (inf, b), a = +inf (inf, 0·b)
     or (inf, NaN), a = -inf (0, ±inf) or (NaN, ±inf), any other NaN (NaN, NaN)."""
     re, im = a
     d = re.dtype
     zero, two, inf, nan = _zero(d), constant(2, d), constant(math.inf, d), constant(math.nan, d)
-    big = apply("or", apply("gt", apply("fabs", re), constant(np.finfo(d.np).max / 4, d)),
-                apply("gt", apply("fabs", im), constant(np.finfo(d.np).max / 4, d)))
-    quarter = constant(0.25, d)
-    sr = apply("select", big, apply("mul", re, quarter), re)
-    si = apply("select", big, apply("mul", im, quarter), im)
-    t = apply("sqrt", apply("mul", apply("add", apply("fabs", sr), apply("hypot", sr, si)), constant(0.5, d)))
-    # Scaled: t of z/4 is half z's; the other part divides the unscaled b by the true 2t.
-    t = apply("select", big, apply("mul", t, two), t)
-    other = apply("div", apply("fabs", im), apply("mul", two, t))
-    pos_re, pos_im = t, apply("copysign", other, im)
-    neg_re, neg_im = other, apply("copysign", t, im)
-    nonneg = apply("ge", re, zero)
-    out_re = apply("select", nonneg, pos_re, neg_re)
-    out_im = apply("select", nonneg, pos_im, neg_im)
+    info = np.finfo(d.np)
+    one, half = constant(1, d), constant(0.5, d)
+    big = apply("or", apply("gt", apply("fabs", re), constant(info.max / 4, d)),
+                apply("gt", apply("fabs", im), constant(info.max / 4, d)))
+    # Both parts below twice the smallest normal: scaled up by 2^(2k), the root down by 2^k
+    # (glibc's k = (mantissa digits + 1) // 2), or (|a| + |z|) / 2 loses their bits.
+    k = (info.nmant + 2) // 2
+    tiny = apply("and", apply("lt", apply("fabs", re), constant(2 * info.tiny, d)),
+                 apply("lt", apply("fabs", im), constant(2 * info.tiny, d)))
+    quarter, up = constant(0.25, d), constant(2.0 ** (2 * k), d)
+    # Scaled down, a real part below 4x the smallest normal is 0 (glibc's).
+    big_re = apply("select", apply("ge", apply("fabs", re), constant(4 * info.tiny, d)),
+                   apply("mul", re, quarter), zero)
+    sr = apply("select", big, big_re, apply("select", tiny, apply("mul", re, up), re))
+    si = apply("select", big, apply("mul", im, quarter), apply("select", tiny, apply("mul", im, up), im))
+    h = apply("hypot", sr, si)
+    # glibc's order of operations: the root of half of |z| + |a|, the other part half of b
+    # over it (2 Re Im = b), so the two agree bit for bit.
+    positive = apply("gt", sr, zero)
+    root = apply("sqrt", apply("mul", half, apply("add", h, apply("fabs", sr))))
+    ratio = apply("div", si, root)
+    # Scaled down with |b| / 4 below 1, the ratio is taken whole and the root scaled at once,
+    # so that half of it does not underflow.
+    whole = apply("and", big, apply("lt", apply("fabs", si), one))
+    other = apply("select", whole, ratio, apply("mul", half, ratio))
+    root = apply("select", whole, apply("mul", root, two), root)
+    scale = apply("select", whole, one,
+                  apply("select", big, two, apply("select", tiny, constant(2.0 ** -k, d), one)))
+    root, other = apply("mul", root, scale), apply("mul", other, scale)
+    out_re = apply("select", positive, root, apply("fabs", other))
+    out_im = apply("copysign", apply("select", positive, other, root), im)
     both_zero = apply("and", apply("eq", re, zero), apply("eq", im, zero))
     im_inf = apply("eq", apply("fabs", im), inf)
     re_nan, im_nan = _isnan(re), _isnan(im)

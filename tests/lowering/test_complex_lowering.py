@@ -364,8 +364,9 @@ def test_exp_and_log_are_numpys_on_special_and_random_values(name, dtype):
         np.testing.assert_allclose(got[finite], want[finite], rtol=8 * eps, atol=8 * eps)
 
 
-# Past exp's and the hyperbolic functions' overflow and around the |x| = 20 switch of their
-# scaled form, tanh's switch (44 and 355), and the largest floats (sqrt's scaling).
+# Past exp's and the hyperbolic functions' overflow and around the switch to their scaled
+# form (log of the largest float), tanh's switch (44 and 355), and the largest floats (sqrt's
+# scaling).
 _LARGE = (19.9, 20.5, -25.0, 44.5, 89.0, 300.0, 360.0, -400.0, 709.0, 710.2, -711.0, 1000.0, 1e300, -1.7e308)
 GLIBC_FUNCTIONS = ("sqrt", "sin", "cos", "sinh", "cosh", "tanh", "expm1", "log1p")
 
@@ -395,3 +396,30 @@ def test_complex_roots_trigonometric_and_hyperbolic_functions_are_numpys(name, d
             same_bits(g[exact], w[exact])
         finite = np.isfinite(want) & (np.abs(want) > 1e3 * tiny)   # not the subnormals' few bits
         np.testing.assert_allclose(got[finite], want[finite], rtol=16 * eps, atol=0)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name", ("sqrt", "sin", "cos", "sinh", "cosh"))
+def test_subnormal_parts_keep_their_bits(name, dtype):
+    # sqrt of parts below twice the smallest normal float scales them up first ((|a| + |z|) / 2
+    # lost their bits: sqrt(5e-324j) was 0 + inf i); a subnormal factor of cosh(x) meets it in
+    # one product until cosh overflows, then is not halved before it meets the exponential
+    # (sinh(1000 + 5e-324i) had an imaginary part 0, sinh(inf + 5e-324i) one of NaN).
+    info = np.finfo(dtype)
+    rng = np.random.default_rng(27)
+    small = info.tiny * np.exp2(-rng.uniform(0, info.nmant, 300)) * rng.choice([-1, 1], 300)
+    with np.errstate(over="ignore"):
+        big = np.array([0.5, 3.0, 25.0, 80.0, 400.0, 1000.0, np.inf], info.dtype)
+    z = np.concatenate([small + 1j * small[::-1], 1j * small, small + 0j,
+                        *(x + 1j * small[:20] for x in big), *(small[:20] + 1j * x for x in big)]).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(z)
+    evaluated, compiled, _ = run_both(build(op(name), [TensorType(z.shape, dtype)]), [z])
+    for got in (evaluated[0], compiled[0]):
+        for g, w in ((got.real, want.real), (got.imag, want.imag)):
+            exact = ~np.isfinite(w) | (w == 0)
+            same_bits(g[exact], w[exact])
+            # within 16 ulp, and a subnormal result (fewer bits) within two of its own spacing
+            tol = 16 * info.eps * np.abs(w[~exact]) + 2 * np.spacing(info.dtype.type(0))
+            off = np.abs(g[~exact] - w[~exact]) > tol
+            assert not off.any(), (name, z[~exact][off][:4])
