@@ -510,9 +510,7 @@ def _cexp(a: Pair) -> Pair:
         (apply("and", a_nan, b_zero), nan, im),
         (a_nan, nan, nan),
     ]
-    for cond, r, i in reversed(rules):
-        out_re, out_im = apply("select", cond, r, out_re), apply("select", cond, i, out_im)
-    return out_re, out_im
+    return _first_rule(rules, out_re, out_im)
 
 
 def _clog(a: Pair) -> Pair:
@@ -685,9 +683,7 @@ def _csqrt(a: Pair) -> Pair:
         (apply("eq", re, constant(-math.inf, d)), apply("select", im_nan, nan, zero), apply("copysign", inf, im)),
         (apply("or", re_nan, im_nan), nan, nan),
     ]
-    for cond, r, i in reversed(rules):
-        out_re, out_im = apply("select", cond, r, out_re), apply("select", cond, i, out_im)
-    return out_re, out_im
+    return _first_rule(rules, out_re, out_im)
 
 
 def _cexpm1(a: Pair) -> Pair:
