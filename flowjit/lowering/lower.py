@@ -29,6 +29,7 @@ from flowjit.ir.primitives.fft import kernel_transform
 from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
 from flowjit.lowering.collapse import collapse_nests
+from flowjit.lowering.dead_lets import drop_dead_lets
 from flowjit.lowering.fourier import fourier_kernel
 from flowjit.lowering.hoist_columns import hoist_columns
 from flowjit.lowering.loops import (
@@ -197,6 +198,11 @@ class _Lowering:
         self.depth_of[name] = depth
         return var
 
+    def name_pair(self, pair: tuple) -> tuple:
+        """A complex pair's parts bound to names where their variables are (``scalar.expand``'s
+        ``bind``); the same pair twice, the same names."""
+        return self.bind(pair, ("pair", pair))
+
     def empty_loop_depth(self) -> int:
         """The scope of the outermost open loop that runs no iteration (its stop is 0); the
         innermost scope when none is (the read is then under a branch that never runs)."""
@@ -274,7 +280,7 @@ class _Lowering:
         for k in order:
             operands[k] = self.value(op.inputs[k], indices[k])
         try:
-            return scalar.expand(op.primitive.template, operands, out.dtype)
+            return scalar.expand(op.primitive.template, operands, out.dtype, bind=self.name_pair)
         except Unsupported as e:
             types = ", ".join(str(x.type) for x in op.inputs)
             raise Unsupported(f"{op.name} of {types}: {e} has no loop lowering (the kernel runs its ops' NumPy "
@@ -899,7 +905,7 @@ class _Lowering:
                     for k, v in enumerate(self.block.returns)]
         buffers += self.temps
         in_place: tuple = tuple(() for _ in self.block.returns)
-        body = _fill_slots(tuple(top.body))
+        body = drop_dead_lets(_fill_slots(tuple(top.body)))
         # A stored row is written ahead of the output loop, over inputs not yet read.
         if len(self.block.returns) == 1 and out_index is not None and not self.stored_value:
             out_t = self.block.returns[0].type   # its one store comes after every value

@@ -95,6 +95,9 @@ INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "t
                         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter",
                         "hypot", *LIBRARY_FUNCTIONS))
 
+# Intrinsics whose result is exact (a renderer's and NumPy's agree): folded over constants.
+EXACT = frozenset(("fabs", "trunc", "floor", "ceil", "rint", "copysign"))
+
 ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
 
@@ -136,7 +139,7 @@ def apply(op: str, *args: Expr, to: DType | None = None) -> Expr:
             return apply("ne", args[0], constant(0, src))
         if src.is_bool:
             return apply("select", args[0], constant(1, d), constant(0, d))
-    if all(isinstance(a, Const) for a in args) and op not in INTRINSICS:
+    if all(isinstance(a, Const) for a in args) and (op not in INTRINSICS or op in EXACT):
         return Const(to_python(reference(op, d)(*[np_scalar(a.value, a.dtype) for a in args]), d), d)
     if d.is_int and op in ("add", "sub", "mul") and len(args) == 2:
         x, y = args
@@ -704,6 +707,75 @@ def _clog1p(a: Pair) -> Pair:
     return apply("log", apply("hypot", r1, im)), apply("atan2", im, r1)
 
 
+def _cmul_annex_g(bind: Callable[[Pair], Pair], a: Pair, b: Pair) -> Pair:
+    """``a * b`` as C's complex multiplication (C99 Annex G, libgcc's ``__muldc3``): the four
+    products, but where both parts come out NaN and a factor or a product is infinite, the
+    infinite parts taken as +-1 and the NaN ones as +-0, and the products again times
+    infinity (an infinite factor gives an infinity, not NaN). ``bind`` as ``_cpow``'s."""
+    (ar, ai), (br, bi) = a, b
+    d = ar.dtype
+    zero, one, inf = _zero(d), constant(1, d), constant(math.inf, d)
+    x, y = bind(cmul(a, b))
+    isinf = lambda v: apply("eq", apply("fabs", v), inf)  # noqa: E731
+    unit = lambda v: apply("copysign", apply("select", isinf(v), one, zero), v)  # noqa: E731
+    zero_nan = lambda v: apply("select", _isnan(v), apply("copysign", zero, v), v)  # noqa: E731
+    a_inf = apply("or", isinf(ar), isinf(ai))
+    b_inf = apply("or", isinf(br), isinf(bi))
+    products_inf = apply("or", apply("or", isinf(apply("mul", ar, br)), isinf(apply("mul", ai, bi))),
+                         apply("or", isinf(apply("mul", ar, bi)), isinf(apply("mul", ai, br))))
+    # libgcc's three steps in order: each rewrites the factors the step before left.
+    a_inf, b_inf = bind((a_inf, b_inf))
+    ar1, ai1 = bind((apply("select", a_inf, unit(ar), ar), apply("select", a_inf, unit(ai), ai)))
+    br1, bi1 = bind((apply("select", a_inf, zero_nan(br), br), apply("select", a_inf, zero_nan(bi), bi)))
+    br2, bi2 = bind((apply("select", b_inf, unit(br1), br1), apply("select", b_inf, unit(bi1), bi1)))
+    ar2, ai2 = bind((apply("select", b_inf, zero_nan(ar1), ar1), apply("select", b_inf, zero_nan(ai1), ai1)))
+    late = apply("and", apply("not", apply("or", a_inf, b_inf)), products_inf)
+    ar3, ai3 = bind(tuple(apply("select", late, zero_nan(v), v) for v in (ar2, ai2)))
+    br3, bi3 = bind(tuple(apply("select", late, zero_nan(v), v) for v in (br2, bi2)))
+    rx, ry = cmul((ar3, ai3), (br3, bi3))
+    recover = apply("and", apply("and", _isnan(x), _isnan(y)), apply("or", apply("or", a_inf, b_inf), products_inf))
+    return (apply("select", recover, apply("mul", inf, rx), x), apply("select", recover, apply("mul", inf, ry), y))
+
+
+def _cpow(bind: Callable[[Pair], Pair], a: Expr | Pair, b: Expr | Pair) -> Pair:
+    """NumPy's complex power (its ``npy_cpow``): 1 for a zero exponent, 0 or NaN for a zero
+    base, an integer exponent below 100 in magnitude by binary powering (its lowest bit
+    first from 1 + 0i, 1/z^n by NumPy's division for a negative one; 1, 2 and 3 written
+    out), else glibc's ``cpow``, exp(b log a). ``bind`` names each square and product: the
+    parts of a square read both parts of the factor twice, so seven squarings written as one
+    expression would be a tree of 4^7 nodes."""
+    (ar, ai), (br, bi) = as_pair(a), as_pair(b)
+    a = (ar, ai)
+    d = ar.dtype
+    zero, one, nan = _zero(d), constant(1, d), constant(math.nan, d)
+    small = apply("and", apply("and", apply("eq", bi, zero), apply("eq", apply("trunc", br), br)),
+                  apply("lt", apply("fabs", br), constant(100, d)))
+    # A cast of a float outside int64's range has no defined value: only small ones are cast.
+    n = apply("cast", apply("select", small, br, zero), to=int64)
+    small, m = bind((small, apply("select", apply("lt", n, Const(0, int64)), apply("neg", n), n)))
+    power, square = (one, zero), a
+    for bit in range(7):   # |n| < 100 < 2^7
+        has = apply("ne", apply("and", m, Const(1 << bit, int64)), Const(0, int64))
+        power = bind(choose(has, cmul(power, square), power))
+        if bit < 6:
+            square = bind(cmul(square, square))
+    power = choose(apply("lt", br, zero), _cdiv((one, zero), power), power)
+    a2 = bind(cmul(a, a))
+    fallback = _cexp(bind(_cmul_annex_g(bind, (br, bi), bind(_clog(a)))))
+    is_n = lambda k: apply("and", small, apply("eq", br, constant(k, d)))  # noqa: E731
+    three = cmul(a, a2)
+    rules = [
+        (apply("and", apply("eq", br, zero), apply("eq", bi, zero)), one, zero),
+        (apply("and", apply("eq", ar, zero), apply("eq", ai, zero)),
+         apply("select", apply("gt", br, zero), zero, nan), apply("select", apply("gt", br, zero), zero, nan)),
+        (is_n(1), ar, ai),
+        (is_n(2), *a2),
+        (is_n(3), *three),
+        (small, *power),
+    ]
+    return _first_rule(rules, *fallback)
+
+
 # Template function name -> its definition over the parts of complex operands (a function
 # of complex values not named here has no loop lowering: Unsupported).
 CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
@@ -725,6 +797,9 @@ CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
     "cosh": _ccosh,
     "tanh": _ctanh,
 }
+# Definitions that name intermediate values (the lowering's ``bind``: a let in the kernel),
+# called with it first.
+CFUNCTIONS_BINDING: dict[str, Callable[..., Pair]] = {"pow": _cpow}
 _CBINOPS = {"add": cadd, "sub": csub, "mul": cmul, "div": _cdiv}
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and", ast.BitOr: "or",
@@ -745,14 +820,20 @@ def _binop(op: str, x: Expr | Pair, y: Expr | Pair) -> Expr | Pair:
     raise Unsupported(f"{op} of complex values")
 
 
+def _unbound(x: Pair) -> Pair:
+    return x
+
+
 def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType,
-           names: Sequence[str] = "abc") -> Expr | Pair:
+           names: Sequence[str] = "abc", bind: Callable[[Pair], Pair] = _unbound) -> Expr | Pair:
     """An elementwise primitive's registry ``template`` over ``operands``, as an expression
     over ``OPS`` with result dtype ``out``; the template names the operands ``names`` (a
     reducer's combine names them ``acc`` and ``v``). Number literals take the first operand's dtype;
     a ``cast(a)`` converts to ``out``. A complex operand is a pair of real expressions, and
     so is a complex result; raises ``Unsupported`` for a function of complex values with no
-    definition in ``CFUNCTIONS``."""
+    definition in ``CFUNCTIONS`` or ``CFUNCTIONS_BINDING``. ``bind``: a pair as a pair of
+    names bound to its parts (the lowering's let; by default the pair itself), which the
+    definitions that repeat a value name it with."""
     first = operands[0]
     d = pair_dtype(first) if is_pair(first) else first.dtype
     if isinstance(template, dict):
@@ -793,6 +874,8 @@ def expand(template: str | dict, operands: Sequence[Expr | Pair], out: DType,
             if name == "complex":
                 return args[0], args[1]
             if any(is_pair(a) for a in args):
+                if name in CFUNCTIONS_BINDING:
+                    return CFUNCTIONS_BINDING[name](bind, *args)
                 if name not in CFUNCTIONS:
                     raise Unsupported(f"{name} of complex values")
                 return CFUNCTIONS[name](*args)
@@ -865,7 +948,8 @@ def reducer_kind(reducer: tuple[str, str]) -> str:
     return REDUCER_KINDS[tuple(reducer)]
 
 
-__all__ = ["OPS", "COSTLY", "CHEAP", "INTRINSICS", "LIBRARY_FUNCTIONS", "ACCUMULATOR_KINDS", "CFUNCTIONS", "apply",
+__all__ = ["OPS", "COSTLY", "CHEAP", "INTRINSICS", "LIBRARY_FUNCTIONS", "ACCUMULATOR_KINDS", "CFUNCTIONS",
+           "CFUNCTIONS_BINDING", "apply",
            "constant",
            "cadd", "csub", "cmul", "Pair", "Unsupported",
            "as_pair",

@@ -423,3 +423,80 @@ def test_subnormal_parts_keep_their_bits(name, dtype):
             tol = 16 * info.eps * np.abs(w[~exact]) + 2 * np.spacing(info.dtype.type(0))
             off = np.abs(g[~exact] - w[~exact]) > tol
             assert not off.any(), (name, z[~exact][off][:4])
+
+
+def compiled_only(fn, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The kernel of ``fn``'s body compiled and run on ``arrays`` (the evaluator walks a long
+    expression element by element in Python: too slow for thousands of elements)."""
+    kernel = lower_block(fn.body, "cx")
+    outs = [np.zeros(v.type.shape, v.type.dtype.np) for v in fn.body.returns]
+    compile_kernel(kernel)(arrays, outs)
+    return outs
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_pow_is_numpys(dtype):
+    # NumPy's npy_cpow: an integer exponent below 100 in magnitude by binary powering, bit for
+    # bit (1 + 0i first, 1/z^n by its division); others glibc's cpow, exp(b log a) with C's
+    # multiplication, whose special values (an infinity recovered from NaN) are glibc's. The
+    # evaluator (NumPy's exp and log) on every 97th.
+    ints = np.arange(-101, 102).astype(dtype)
+    base = random(dtype, 40, 5)
+    a_int, b_int = np.repeat(base, len(ints)), np.tile(ints, len(base))
+    a_special, b_special = pairs(dtype)
+    a = np.concatenate([a_int, a_special, random(dtype, 3000, 7)]).astype(dtype)
+    b = np.concatenate([b_int, b_special, random(dtype, 3000, 8) * 0.3]).astype(dtype)
+    pick = np.r_[0:len(a):97]
+    compiled = compiled_only(build(op("pow"), [TensorType(a.shape, dtype)] * 2), [a, b])[0]
+    kernel = lower_block(build(op("pow"), [TensorType(pick.shape, dtype)] * 2).body, "cx")
+    evaluated = [np.zeros(pick.shape, dtype)]
+    evaluate(kernel, [a[pick], b[pick]], evaluated)
+    with np.errstate(all="ignore"):
+        want = np.power(a, b)
+        exponent = b * np.log(np.where(a == 0, 1, a))
+    eps = np.finfo(dtype).eps
+    small = np.zeros(a.shape, bool)
+    small[:len(a_int)] = np.abs(b_int.real) < 100
+    for got, at in ((compiled, slice(None)), (evaluated[0], pick)):
+        w, e = want[at], exponent[at]
+        same_bits(got[small[at]], w[small[at]])
+        # Past exp's overflow glibc's cexp rescales and this one gives an infinity (_cexp);
+        # an angle past 1/eps has no right bit (the last bit of log decides the sine's sign).
+        rescaled = np.isinf(got) & np.isfinite(w)
+        angle_lost = np.abs(e.imag) > 1 / eps
+        for g, wp in ((got.real, w.real), (got.imag, w.imag)):
+            exact = (~np.isfinite(wp) | (wp == 0)) & ~rescaled & ~angle_lost
+            same_bits(g[exact], wp[exact])
+        finite = np.isfinite(w) & np.isfinite(got) & (w != 0)
+        # exp(b log a) carries log's rounding times |b log a| into the result.
+        scale = np.maximum(1, np.nan_to_num(np.abs(e), nan=1, posinf=1))[finite]
+        assert np.all(np.abs(got[finite] - w[finite]) <= 16 * eps * np.abs(w[finite]) * scale)
+
+
+def test_a_power_names_its_squares():
+    # Seven squarings written as one expression would be a tree of 4^7 nodes a part: each
+    # square and product is a let, so the kernel's text stays small and hashes quickly.
+    t = TensorType((5,), np.complex128)
+    kernel = lower_block(build(op("pow"), [t, t]).body, "cx")
+    assert len(print_kernel(kernel)) < 20_000
+    assert len(repr(kernel)) < 200_000
+
+
+def test_a_power_runs_in_the_native_program():
+    z, w = random(np.complex128, (16, 8), 31), random(np.complex128, (16, 8), 32)
+    f = fj.function(lambda z, w: z ** w + z ** 3)
+    np.testing.assert_allclose(f(z, w), z ** w + z ** 3, rtol=1e-12)
+    exe = executable(f)
+    assert exe.fallbacks == {} and exe._program is not None, (exe.fallbacks, exe.native_reason)
+
+
+def test_a_constant_integer_power_keeps_only_its_products():
+    # The exponent's selects fold and drop_dead_lets takes the exp-and-log branch away: z**3
+    # is two complex products (and the zero base's check), no call.
+    t = TensorType((5,), np.complex64)
+    three = lambda b: b.emit(get("constant"), [], {"value": Literal(np.array(3, np.complex64))})[0]  # noqa: E731
+    fn = build(lambda b, z: op("pow")(b, z, three(b)), [t])
+    text = print_kernel(lower_block(fn.body, "cx"))
+    assert not any(f in text for f in ("exp", "log", "sin", "cos", "atan2", "hypot")), text
+    z = random(np.complex64, 5, 41)
+    check_exact(fn, [z], [z ** np.complex64(3)])
