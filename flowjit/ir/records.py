@@ -6,8 +6,10 @@
 own: about 0.3 ms a class, which every process that compiles or loads a native program paid
 for the compiler's plan and loop-IR classes (5 ms for the loop IR's alone). ``@record``
 only collects a class; ``compile_records()``, called once at the end of the defining
-module, compiles the ``__init__`` of every class collected so far in one ``exec`` (a
-signature of the class's own fields, as fast to call as dataclasses'). ``__eq__``,
+module, gives every class collected so far its ``__init__`` (a signature of the class's own
+fields, as fast to call as dataclasses'): one compiled per count of fields, renamed per class
+by its code object's ``replace`` (compiling one per class had taken 1.7 ms of a cold first
+call, the 33 classes of an MLP's compile). ``__eq__``,
 ``__hash__`` and ``__repr__`` are closures over a function that takes the fields' tuple
 (``operator.attrgetter`` for two fields or more): compiling those too had taken 80% of
 the ``exec``'s time (4 of a cold first call's 5 ms). A method the class body defines itself (a
@@ -17,8 +19,10 @@ the ``exec``'s time (4 of a cold first call's 5 ms). A method the class body def
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import threading
+import types
 from typing import Any, TypeVar
 
 _T = TypeVar("_T", bound=type)
@@ -90,23 +94,35 @@ def _methods(names: list[str]) -> dict[str, Any]:
     return {"__eq__": __eq__, "__hash__": __hash__, "__repr__": __repr__}
 
 
+@functools.cache
+def _init_template(n: int) -> types.FunctionType:
+    """An ``__init__`` of ``n`` fields named ``_f0``.. (parameters and the attribute names
+    it sets), compiled once per count of fields: ``_init`` renames it per class."""
+    params = "".join(f", _f{i}" for i in range(n))
+    body = "".join(f"    _set(self, '_f{i}', _f{i})\n" for i in range(n)) or "    pass\n"
+    namespace: dict[str, Any] = {}
+    exec(f"def __init__(self{params}):\n{body}", {"_set": object.__setattr__}, namespace)
+    return namespace["__init__"]
+
+
+def _init(fields: list[dataclasses.Field]) -> types.FunctionType:
+    """The ``__init__`` of a record of ``fields``: the template of their count with its
+    parameters and constants renamed to the fields' names (a code object's ``replace``, no
+    compile), the fields' defaults its defaults."""
+    names = [f.name for f in fields]
+    template = _init_template(len(names))
+    code = template.__code__
+    consts = tuple(names[int(c[2:])] if isinstance(c, str) and c.startswith("_f") else c for c in code.co_consts)
+    code = code.replace(co_varnames=("self", *names), co_consts=consts)
+    defaults = tuple(f.default for f in fields if f.default is not dataclasses.MISSING)
+    return types.FunctionType(code, template.__globals__, "__init__", defaults or None)
+
+
 def _compile(pending: list[type]) -> None:
-    source, namespace = [], {"_set": object.__setattr__}
-    for n, cls in enumerate(pending):
-        fields = [f.name for f in dataclasses.fields(cls)]
-        params = []
-        for f in dataclasses.fields(cls):
-            if f.default is dataclasses.MISSING:
-                params.append(f.name)
-            else:
-                namespace[f"_default{n}_{f.name}"] = f.default
-                params.append(f"{f.name}=_default{n}_{f.name}")
-        source.append(f"def __init__{n}(self, {', '.join(params)}):\n"
-                      + ("".join(f"    _set(self, {f!r}, {f})\n" for f in fields) or "    pass\n"))
-    exec("".join(source), namespace)
-    for n, cls in enumerate(pending):
-        methods = _methods([f.name for f in dataclasses.fields(cls)])
-        methods["__init__"] = namespace[f"__init__{n}"]
+    for cls in pending:
+        fields = list(dataclasses.fields(cls))
+        methods = _methods([f.name for f in fields])
+        methods["__init__"] = _init(fields)
         for name, fn in methods.items():
             if name in cls._record_own:  # type: ignore[attr-defined]
                 continue

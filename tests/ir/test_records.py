@@ -1,8 +1,10 @@
-"""``flowjit.ir.records``: frozen dataclasses whose ``__init__`` one ``exec`` compiles."""
+"""``flowjit.ir.records``: frozen dataclasses whose ``__init__`` is one compiled per count of
+fields, renamed per class."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pickle
 import sys
 import threading
@@ -61,6 +63,27 @@ def test_records_behave_as_frozen_dataclasses():
         del p.y
     assert pickle.loads(pickle.dumps(Named("b", p))).where == p
     assert Point(1, 2) != (1, 2) and {Point(1, 2): "a"}[Point(1, 2)] == "a"
+
+
+@record
+class Segment:   # two fields, as Point: the same template, its own names
+    start: Point
+    stop: Point = Point(9, 9)
+
+
+compile_records()
+
+
+def test_each_init_takes_its_own_fields_by_name_and_position():
+    assert str(inspect.signature(Point)) == "(x, y=0)"
+    assert str(inspect.signature(Segment)) == "(start, stop=Point(x=9, y=9))"
+    s = Segment(stop=Point(1), start=Point(2))
+    assert (s.start, s.stop) == (Point(2), Point(1)) and Segment(Point(0)).stop == Point(9, 9)
+    assert Point(y=4, x=3) == Point(3, 4) and vars(Point(1)) == {"x": 1, "y": 0}
+    with pytest.raises(TypeError, match="'start'"):
+        Segment()
+    with pytest.raises(TypeError, match="'z'"):
+        Point(1, z=2)
 
 
 def test_a_default_factory_is_refused():
