@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flowjit.lowering.loops import Accumulator, If, Let, Loop, Store, Update, free_names
+from flowjit.lowering.loops import If, Let, Loop, free_names, own_expressions
 
 
 def drop_dead_lets(body: tuple) -> tuple:
@@ -26,30 +26,18 @@ def _backward(body: tuple, used: set) -> tuple[tuple, set]:
     after it; and the names read by what is kept and what follows."""
     kept = []
     for s in reversed(body):
-        if isinstance(s, Let):
-            if s.name not in used:
-                continue
-            free_names(s.value, used)
-        elif isinstance(s, Loop):
-            # A loop's body may read a name bound before the loop in any iteration: the
-            # names its body reads join ``used`` before the statements ahead of the loop.
+        if isinstance(s, Let) and s.name not in used:
+            continue
+        # A loop's body may read a name bound before the loop in any iteration: the names
+        # its body reads join ``used`` before the statements ahead of the loop.
+        if isinstance(s, Loop):
             inner, used = _backward(s.body, used)
-            free_names(s.start, used)
-            free_names(s.stop, used)
             s = replace(s, body=inner)
         elif isinstance(s, If):
             then, used = _backward(s.then, used)
             orelse, used = _backward(s.orelse, used)
-            free_names(s.cond, used)
             s = replace(s, then=then, orelse=orelse)
-        elif isinstance(s, Store):
-            for e in (*s.index, s.value):
-                free_names(e, used)
-        elif isinstance(s, Accumulator):
-            free_names(s.start, used)
-        elif isinstance(s, Update):
-            free_names(s.value, used)
-            if s.position is not None:
-                free_names(s.position, used)
+        for e in own_expressions(s):
+            free_names(e, used)
         kept.append(s)
     return tuple(reversed(kept)), used

@@ -8,6 +8,7 @@ C loop nest.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -16,15 +17,30 @@ from flowjit.ir.dtypes import DType, int64
 from flowjit.ir.records import compile_records, record
 
 INDEX = int64  # the dtype of loop variables, sizes and index expressions
+_DOUBLE = struct.Struct("<d")
 
 
 # ---- expressions ----------------------------------------------------------------------------
 @record
 class Const:
-    """A literal of ``dtype`` (a Python bool, int or float; NaN and infinities allowed)."""
+    """A literal of ``dtype`` (a Python bool, int or float; NaN and infinities allowed).
+    Two are equal when their values have the same bits: -0.0 is not 0.0 (a memo keyed on
+    expressions would give both one name), and a NaN equals itself."""
 
     value: object
     dtype: DType
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Const:
+            return NotImplemented
+        return self.dtype == other.dtype and _bits(self.value) == _bits(other.value)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((_bits(self.value), self.dtype))
+
+
+def _bits(value: object) -> object:
+    return _DOUBLE.pack(value) if value.__class__ is float else value
 
 
 @record
@@ -274,26 +290,31 @@ def subexpressions(e: Expr):
         yield from subexpressions(c)
 
 
+def own_expressions(s: Stmt) -> tuple:
+    """The expressions statement ``s`` holds itself, not those of the statements nested in
+    it: a loop's bounds, a branch's condition, a let's value, a store's index and value..."""
+    if isinstance(s, Loop):
+        return (s.start, s.stop)
+    if isinstance(s, If):
+        return (s.cond,)
+    if isinstance(s, Let):
+        return (s.value,)
+    if isinstance(s, Accumulator):
+        return (s.start,)
+    if isinstance(s, Store):
+        return (*s.index, s.value)
+    return (s.value,) if s.position is None else (s.value, s.position)
+
+
 def expressions(body: tuple):
     """Every expression of the statements ``body`` and of the statements nested in them,
     sub-expressions included (a renderer's scan for the intrinsics it must declare)."""
-    exprs_of = subexpressions
     for s in body:
+        for e in own_expressions(s):
+            yield from subexpressions(e)
         if isinstance(s, Loop):
-            yield from exprs_of(s.start)
-            yield from exprs_of(s.stop)
             yield from expressions(s.body)
         elif isinstance(s, If):
-            yield from exprs_of(s.cond)
             yield from expressions(s.then)
             yield from expressions(s.orelse)
-        elif isinstance(s, (Let, Accumulator)):
-            yield from exprs_of(s.value if isinstance(s, Let) else s.start)
-        elif isinstance(s, Store):
-            for e in (*s.index, s.value):
-                yield from exprs_of(e)
-        elif isinstance(s, Update):
-            yield from exprs_of(s.value)
-            if s.position is not None:
-                yield from exprs_of(s.position)
 

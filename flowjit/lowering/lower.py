@@ -186,6 +186,9 @@ class _Lowering:
             self.scopes[max(self.target_depth(pair), at_least)].memo[key] = pair
             return pair
         if isinstance(expr, (Const, Var)):
+            # Remembered too: a value that folds to a constant is otherwise lowered again,
+            # its producers with it, at each use (exponential in a chain of such values).
+            self.scopes[max(self.target_depth([expr]), at_least)].memo[key] = expr
             return expr
         depth = max(self.target_depth([expr]), at_least)
         for s in self.scopes[:depth + 1]:
@@ -417,9 +420,10 @@ class _Lowering:
         if op.primitive.reducer is None:
             raise Unsupported(f"reduction {op.name} declares no reducer")
         kind = scalar.reducer_kind(op.primitive.reducer)
-        # A complex sum is two real sums; a product's parts are not separate accumulations.
+        # A complex sum is two real sums; a product's parts are not separate accumulations:
+        # each step computes both from both (NumPy's four products, in order), assigned.
         cx = op.results[0].type.dtype.is_complex
-        if cx and kind != "sum":
+        if cx and kind not in ("sum", "prod"):
             raise Unsupported(f"{op.name} of {op.inputs[0].type}: a {kind} of complex values has no loop lowering "
                               f"(the kernel runs its ops' NumPy references)")
         is_arg = kind in ("argmax", "argmin")
@@ -451,8 +455,11 @@ class _Lowering:
         xd = x.type.dtype
         acc_d = xd if is_arg else scalar.accumulator_dtype(kind, d)
         accs = [self.fresh("acc") for _ in range(2 if cx else 1)]
-        for acc in accs:
-            outer.body.append(Accumulator(acc, kind, acc_d, scalar.start_value(kind, acc_d)))
+        for n, acc in enumerate(accs):
+            if cx and kind == "prod":   # 1 + 0i
+                outer.body.append(Accumulator(acc, "assign", acc_d, constant(1 - n, acc_d)))
+            else:
+                outer.body.append(Accumulator(acc, kind, acc_d, scalar.start_value(kind, acc_d)))
             self.depth_of[acc] = depth
         # A float32 (float16) sum adds blocks of SUM_BLOCK elements in float32, each block's
         # sum into the wider total: a wider addition in the loop would make the vectorizer
@@ -503,6 +510,13 @@ class _Lowering:
                 pos = self.linear_index(tuple(Var(loop_vars[k], INDEX) for k in axes),
                                         tuple(x.type.shape[k] for k in axes))
                 self.scopes[-1].body.append(Update(acc, val, pos))
+            elif cx and kind == "prod":
+                # Both parts of the product read before either is assigned.
+                current = tuple(AccValue(acc, acc_d) for acc in accs)
+                step = scalar.cmul(current, tuple(apply("cast", part, to=acc_d) for part in val))
+                names = [self.fresh("t") for _ in accs]
+                self.scopes[-1].body.extend(Let(name, e) for name, e in zip(names, step))
+                self.scopes[-1].body.extend(Update(acc, Var(name, acc_d)) for acc, name in zip(accs, names))
             elif cx:
                 self.scopes[-1].body.extend(Update(acc, part) for acc, part in zip(accs, val))
             else:

@@ -98,7 +98,9 @@ INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "t
 # Intrinsics whose result is exact (a renderer's and NumPy's agree): folded over constants.
 EXACT = frozenset(("fabs", "trunc", "floor", "ceil", "rint", "copysign"))
 
-ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
+# "assign": the accumulator takes each value combined into it (a complex product's parts,
+# each computed from both: a recurrence, so no renderer splits or reassociates it).
+ACCUMULATOR_KINDS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin", "assign")
 
 
 def kind_of(d: DType) -> str:
@@ -519,18 +521,29 @@ def _cexp(a: Pair) -> Pair:
 def _clog(a: Pair) -> Pair:
     """log(a + ib) = (log|z|, atan2(b, a)); near |z| = 1, where log(hypot) loses digits,
     the real part is log1p((M - 1)(M + 1) + m²)/2 (M, m: the larger and smaller |part|).
-    hypot and atan2's IEEE rules give every special case of the standard."""
+    Where |z| would overflow, or the parts are below 2^(mantissa digits) times the smallest
+    normal float (hypot of subnormals keeps few bits), log|z| is that of z scaled by a power
+    of two (exact), plus the power's log, as glibc's clog. hypot and atan2's IEEE rules give
+    every special case of the standard."""
     re, im = a
     d = re.dtype
-    h = apply("hypot", re, im)
+    info = np.finfo(d.np)
     ar, ai = apply("fabs", re), apply("fabs", im)
     big, small = apply("select", apply("ge", ar, ai), ar, ai), apply("select", apply("ge", ar, ai), ai, ar)
+    huge = apply("gt", big, constant(info.max / 2, d))
+    k = info.nmant + 2
+    tiny = apply("lt", big, constant(2.0 ** k * float(info.tiny), d))
+    scale = apply("select", huge, constant(0.25, d), apply("select", tiny, constant(2.0 ** k, d), constant(1, d)))
+    h = apply("hypot", apply("mul", re, scale), apply("mul", im, scale))
+    power = apply("select", huge, constant(math.log(4), d), apply("select", tiny, constant(-k * math.log(2), d),
+                                                                   _zero(d)))
     one = constant(1, d)
     near = apply("and", apply("gt", h, constant(0.7, d)), apply("lt", h, constant(1.4, d)))
     close = apply("mul", constant(0.5, d), apply("log1p", apply("add", apply("mul", apply("sub", big, one),
                                                                              apply("add", big, one)),
                                                 apply("mul", small, small))))
-    return apply("select", near, close, apply("log", h)), apply("atan2", im, re)
+    far = apply("add", apply("log", h), power)
+    return apply("select", apply("and", near, apply("eq", power, _zero(d))), close, far), apply("atan2", im, re)
 
 
 def _hyperbolic_times(s: Expr, x: Expr, odd: bool) -> Expr:
@@ -707,6 +720,184 @@ def _clog1p(a: Pair) -> Pair:
     return apply("log", apply("hypot", r1, im)), apply("atan2", im, r1)
 
 
+def _casin_parts(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
+    """asin(x + iy) by Kahan's formulas ("Branch cuts for complex elementary functions"):
+    with A = sqrt(1 - z) and B = sqrt(1 + z) (1 - z's imaginary part -y, so that a signed
+    zero picks its side of a cut), atan2(x, Re(A B)) + i asinh(Im(conj(A) B)); finite
+    values only (past ``_HUGE`` the products overflow: the callers take log(2z) there)."""
+    x, y = a
+    one = constant(1, x.dtype)
+    ar, ai = bind(_csqrt((apply("sub", one, x), apply("neg", y))))
+    br, bi = bind(_csqrt((apply("add", one, x), y)))
+    real = apply("fabs", apply("sub", apply("mul", ar, br), apply("mul", ai, bi)))   # >= 0; +0, not -0
+    return apply("atan2", x, real), apply("asinh", apply("sub", apply("mul", ar, bi), apply("mul", ai, br)))
+
+
+def _huge(a: Pair) -> Expr:
+    """Whether either part of ``a`` is past the square root of the largest float over 4,
+    where the inverse functions' formulas would overflow and 1/z^2 is below an ulp of
+    their results: log(2z) there."""
+    x, y = a
+    big = constant(math.sqrt(float(np.finfo(x.dtype.np).max)) / 4, x.dtype)
+    return apply("or", apply("gt", apply("fabs", x), big), apply("gt", apply("fabs", y), big))
+
+
+def _casinh_far(a: Pair) -> Pair:
+    """asinh(z) for a huge z: log(2|x| + 2i|y|) = log|z| + log 2 + i atan2(|y|, |x|), the
+    signs of x and y given back (asinh is odd and commutes with conjugation)."""
+    x, y = a
+    d = x.dtype
+    re, im = _log_twice(d, apply("fabs", x), apply("fabs", y))
+    return apply("copysign", re, x), apply("copysign", im, y)
+
+
+def _log_twice(d: DType, x: Expr, y: Expr) -> Pair:
+    """log(2(x + iy)) for a huge x + iy: log((x + iy) / 4) + log 8, so that |z| does not
+    overflow (the quarter is exact: a huge value is far from the subnormals)."""
+    quarter = constant(0.25, d)
+    re, im = _clog((apply("mul", x, quarter), apply("mul", y, quarter)))
+    return apply("add", re, constant(math.log(8), d)), im
+
+
+def _casinh(bind: Callable[[Pair], Pair], a: Pair, finite: Pair | None = None) -> Pair:
+    """asinh(z) = -i asin(iz), as glibc's ``casinh`` (C99 Annex G's special values);
+    ``finite``: the value to give where z is finite and not huge, in place of the formula's
+    (a caller that takes those values from elsewhere spares its costly functions)."""
+    x, y = a
+    d = x.dtype
+    if finite is None:
+        p, q = _casin_parts(bind, (apply("neg", y), x))
+        finite = q, apply("neg", p)
+    re, im = finite
+    far_re, far_im = _casinh_far(a)
+    huge = _huge(a)
+    nan, inf = constant(math.nan, d), constant(math.inf, d)
+    x_inf, y_inf = apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf)
+    x_nan, y_nan = _isnan(x), _isnan(y)
+    y_zero = apply("eq", y, _zero(d))
+    quarter, half = constant(math.pi / 4, d), constant(math.pi / 2, d)
+    rules = [
+        (apply("and", x_inf, y_inf), x, apply("copysign", quarter, y)),
+        (apply("and", y_inf, apply("not", x_nan)), apply("copysign", inf, x), apply("copysign", half, y)),
+        (apply("and", x_inf, y_nan), x, y),
+        (x_inf, x, apply("copysign", _zero(d), y)),
+        (apply("and", x_nan, y_inf), apply("copysign", inf, x), nan),   # glibc's: x's sign bit
+        (apply("and", x_nan, y_zero), nan, y),
+        (apply("or", x_nan, y_nan), nan, nan),
+        (huge, far_re, far_im),
+    ]
+    return _first_rule(rules, re, im)
+
+
+def _casin(bind: Callable[[Pair], Pair], a: Pair, finite: Pair | None = None) -> Pair:
+    """asin(z) = -i asinh(iz), as glibc's ``casin``; ``finite`` as ``_casinh``'s."""
+    x, y = a
+    d = x.dtype
+    p, q = _casinh(bind, (apply("neg", y), x), None if finite is None else (apply("neg", finite[1]), finite[0]))
+    # glibc's casin takes a NaN part apart from casinh: z itself for x = 0, an infinity of
+    # y's sign for an infinite part, else NaN.
+    nan, inf = constant(math.nan, d), constant(math.inf, d)
+    infinite = apply("or", apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf))
+    return _first_rule([
+        (apply("and", apply("or", _isnan(x), _isnan(y)), apply("eq", x, _zero(d))), x, y),
+        (apply("and", apply("or", _isnan(x), _isnan(y)), infinite), nan, apply("copysign", inf, y)),
+        (apply("or", _isnan(x), _isnan(y)), nan, nan),
+    ], q, apply("neg", p))
+
+
+def _cacos(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
+    """acos(z) by Kahan's formulas: 2 atan2(Re sqrt(1 - z), Re sqrt(1 + z)) + i asinh(Im(conj(sqrt(1 + z))
+    sqrt(1 - z))); past ``_huge`` and at special values pi/2 - asin(z) as glibc's ``cacos``
+    (a real part -0 made +0)."""
+    x, y = a
+    d = x.dtype
+    one = constant(1, d)
+    ar, ai = bind(_csqrt((apply("sub", one, x), apply("neg", y))))
+    br, bi = bind(_csqrt((apply("add", one, x), y)))
+    re = apply("mul", constant(2, d), apply("atan2", ar, br))
+    im = apply("asinh", apply("sub", apply("mul", br, ai), apply("mul", bi, ar)))
+    # Only special and huge values come from asin: its formula's values are not computed.
+    p, q = bind(_casin(bind, a, (_zero(d), _zero(d))))
+    by_asin = apply("add", apply("sub", constant(math.pi / 2, d), p), _zero(d)), apply("neg", q)
+    special = apply("or", apply("or", apply("not", _isfinite(x)), apply("not", _isfinite(y))), _huge(a))
+    return choose(special, by_asin, (re, im))
+
+
+def _cacosh(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
+    """acosh(z) by Kahan's formulas: asinh(Re(conj(sqrt(z - 1)) sqrt(z + 1))) + 2i atan2(Im sqrt(z - 1),
+    Re sqrt(z + 1)); past ``_huge`` log(2z), and glibc's ``cacosh``'s special values."""
+    x, y = a
+    d = x.dtype
+    one = constant(1, d)
+    cr, ci = bind(_csqrt((apply("sub", x, one), y)))
+    dr, di = bind(_csqrt((apply("add", x, one), y)))
+    re = apply("asinh", apply("add", apply("mul", cr, dr), apply("mul", ci, di)))
+    im = apply("mul", constant(2, d), apply("atan2", ci, dr))
+    far_re, far_im = _log_twice(d, x, y)
+    nan, inf = constant(math.nan, d), constant(math.inf, d)
+    x_inf, y_inf = apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf)
+    x_nan, y_nan = _isnan(x), _isnan(y)
+    pi = constant(math.pi, d)
+    rules = [
+        (apply("and", x_inf, y_inf), inf,
+         apply("copysign", apply("select", apply("gt", x, _zero(d)), constant(math.pi / 4, d),
+                                 constant(3 * math.pi / 4, d)), y)),
+        (apply("and", y_inf, apply("not", x_nan)), inf, apply("copysign", constant(math.pi / 2, d), y)),
+        (apply("and", x_inf, y_nan), inf, nan),
+        (x_inf, inf, apply("copysign", apply("select", apply("gt", x, _zero(d)), _zero(d), pi), y)),
+        (apply("and", x_nan, y_inf), inf, nan),
+        (apply("or", x_nan, y_nan), nan, nan),
+        (_huge(a), far_re, far_im),
+    ]
+    return _first_rule(rules, re, im)
+
+
+def _catanh(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
+    """atanh(z) by Kahan's formulas over |x| (atanh is odd and commutes with conjugation, so
+    the real part takes x's sign and the imaginary part does not turn on it): log1p(4|x| /
+    ((1 - |x|)^2 + y^2)) / 4 + i atan2(2y, (1 - |x|)(1 + |x|) - y^2) / 2; near 1, where the
+    sum of squares would underflow, (log 4|x| - 2 log hypot(1 - |x|, y)) / 4; past ``_huge``
+    Re(1/z) + i pi/2 (with y's sign); glibc's ``catanh``'s special values."""
+    x, y = a
+    d = x.dtype
+    one, two, zero = constant(1, d), constant(2, d), _zero(d)
+    ax = apply("fabs", x)
+    u = apply("sub", one, ax)
+    den = apply("add", apply("mul", u, u), apply("mul", y, y))
+    h = apply("hypot", u, y)
+    near = apply("lt", h, constant(2.0 ** -(np.finfo(d.np).nmant // 2 + 1), d))
+    re = apply("select", near,
+               apply("mul", constant(0.25, d), apply("sub", apply("log", apply("mul", constant(4, d), ax)),
+                                                      apply("mul", two, apply("log", h)))),
+               apply("mul", constant(0.25, d), apply("log1p", apply("div", apply("mul", constant(4, d), ax), den))))
+    re = apply("copysign", re, x)
+    im = apply("mul", constant(0.5, d), apply("atan2", apply("mul", two, y),
+                                              apply("sub", apply("mul", u, apply("add", one, ax)), apply("mul", y, y))))
+    # Re(1/z) = x / |z|^2, scaled by the larger part so that |z|^2 does not overflow
+    m = apply("select", apply("ge", apply("fabs", x), apply("fabs", y)), apply("fabs", x), apply("fabs", y))
+    xs, ys = apply("div", x, m), apply("div", y, m)
+    far_re = apply("div", apply("div", xs, apply("add", apply("mul", xs, xs), apply("mul", ys, ys))), m)
+    half = constant(math.pi / 2, d)
+    nan, inf = constant(math.nan, d), constant(math.inf, d)
+    x_inf, y_inf = apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf)
+    x_nan, y_nan = _isnan(x), _isnan(y)
+    rules = [
+        (apply("or", x_inf, y_inf), apply("copysign", zero, x),
+         apply("select", y_nan, nan, apply("copysign", half, y))),
+        (apply("and", apply("eq", x, zero), y_nan), x, nan),
+        (apply("or", x_nan, y_nan), nan, nan),
+        (_huge(a), far_re, apply("copysign", half, y)),
+    ]
+    return _first_rule(rules, re, im)
+
+
+def _catan(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
+    """atan(z) = -i atanh(iz), as glibc's ``catan``."""
+    x, y = a
+    p, q = _catanh(bind, (apply("neg", y), x))
+    return q, apply("neg", p)
+
+
 def _cmul_annex_g(bind: Callable[[Pair], Pair], a: Pair, b: Pair) -> Pair:
     """``a * b`` as C's complex multiplication (C99 Annex G, libgcc's ``__muldc3``): the four
     products, but where both parts come out NaN and a factor or a product is infinite, the
@@ -799,7 +990,9 @@ CFUNCTIONS: dict[str, Callable[..., Expr | Pair]] = {
 }
 # Definitions that name intermediate values (the lowering's ``bind``: a let in the kernel),
 # called with it first.
-CFUNCTIONS_BINDING: dict[str, Callable[..., Pair]] = {"pow": _cpow}
+CFUNCTIONS_BINDING: dict[str, Callable[..., Pair]] = {"pow": _cpow, "asin": _casin, "acos": _cacos,
+                                                       "atan": _catan, "asinh": _casinh, "acosh": _cacosh,
+                                                       "atanh": _catanh}
 _CBINOPS = {"add": cadd, "sub": csub, "mul": cmul, "div": _cdiv}
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.BitAnd: "and", ast.BitOr: "or",
@@ -917,6 +1110,8 @@ def start_value(kind: str, d: DType) -> Const:
         return constant(-math.inf if d.is_float else (False if d.is_bool else np.iinfo(d.np).min), d)
     if kind in ("min", "argmin"):
         return constant(math.inf if d.is_float else (True if d.is_bool else np.iinfo(d.np).max), d)
+    if kind == "assign":   # no identity: its declaration's start is the value until assigned
+        return constant(0, d)
     return constant(kind == "all", bool_)
 
 
@@ -926,7 +1121,7 @@ def combine(kind: str, acc: Expr, v: Expr) -> Expr:
     v = apply("cast", v, to=acc.dtype)
     return {"sum": lambda: apply("add", acc, v), "prod": lambda: apply("mul", acc, v),
             "max": lambda: maximum(acc, v), "min": lambda: minimum(acc, v),
-            "any": lambda: apply("or", acc, v), "all": lambda: apply("and", acc, v)}[kind]()
+            "any": lambda: apply("or", acc, v), "all": lambda: apply("and", acc, v), "assign": lambda: v}[kind]()
 
 
 def arg_wins(kind: str, best: Expr, v: Expr) -> Expr:
