@@ -19,8 +19,9 @@ ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
 loops do. sin and cos are fdlibm's kernels after an exact argument reduction (fdlibm's medium
 one up to 2**20 pi/2, Payne and Hanek's beyond; see their section), float32 through float64.
-atan2, pow and float64's hypot have no vectorizable version here: the renderer calls libm for
-them (float32's hypot is glibc's own formula, inline). sinh, cosh,
+pow and float64's hypot have no vectorizable version here: the renderer calls libm for them
+(float32's hypot is glibc's own formula, inline); atan2 is fdlibm's on the atan port (float32
+through float64). sinh, cosh,
 asinh, acosh and atanh are flowjit's own
 (fdlibm's formulas on the exp, expm1, log and log1p ports), asin, acos and atan fdlibm's
 float64 algorithms (float32 through them); see their sections. logistic is not a loop-IR intrinsic (its registry
@@ -45,7 +46,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 5
+VERSION = 6
 
 PREFIX = "fj."
 
@@ -617,6 +618,41 @@ def _atan64(f: Scalar, x: V) -> V:
     return f.copysign(y, x)
 
 
+_PI_LO = 1.2246467991473531772e-16   # pi - _PI
+
+
+def _atan2_64(f: Scalar, y: V, x: V) -> V:
+    """fdlibm's atan2 (e_atan2.c) on the atan port: atan(|y / x|), pi/2 where |y| is 2^60
+    times |x| or more, 0 where |x| is (x < 0), then the quadrant by the signs (pi - (z - pi_lo)
+    for x < 0, y's sign); its special values (signed zeros, infinities, NaN) as IEEE's."""
+    ib = f.b
+    ay, ax = f.fabs(y), f.fabs(x)
+    # The exponents' difference, as fdlibm reads it from the high words.
+    k = ib.sub(ib.lshr(f._bits(ay), ir.Constant(f.ity, f.mant)), ib.lshr(f._bits(ax), ir.Constant(f.ity, f.mant)))
+    big = Bool(f, ib.icmp_signed(">", k, ir.Constant(f.ity, 60)))
+    x_neg = Bool(f, ib.icmp_signed("<", f._bits(x), ir.Constant(f.ity, 0)))
+    small = Bool(f, ib.and_(ib.icmp_signed("<", k, ir.Constant(f.ity, -60)), x_neg.v))
+    z = f.sel(big, _PIO2_HI + 0.5 * _PI_LO, f.sel(small, 0.0, _atan64(f, f.div(ay, ax))))
+    turned = Bool(f, ib.and_(x_neg.v, ib.not_(big.v)))
+    out = f.copysign(f.sel(turned, _PI - (z - _PI_LO), z), y)
+    y_inf, x_inf = ay == np.inf, ax == np.inf
+    quarter = f.sel(x_neg, 3 * math.pi / 4, math.pi / 4)
+    out = f.sel(Bool(f, ib.or_(y_inf.v, (ax == 0.0).v)), f.copysign(_PIO2_HI, y), out)
+    out = f.sel(Bool(f, ib.and_(y_inf.v, x_inf.v)), f.copysign(quarter, y), out)
+    out = f.sel(ay == 0.0, f.sel(x_neg, f.copysign(_PI, y), y), out)
+    return f.sel(Bool(f, ib.and_((x == x).v, (y == y).v)), out, x + y)
+
+
+def _via_f64_binary(fn: Callable[[Scalar, V, V], V]) -> Callable[[Scalar, V, V], V]:
+    """fn, a float64 algorithm of two arguments, for float32 too: widened, computed, rounded once."""
+    def run(f: Scalar, a: V, b: V) -> V:
+        if f.width == 64:
+            return fn(f, a, b)
+        g = Scalar(f.b, _F64, f.native_ldexp, f.native_fma)
+        return V(f, f.b.fptrunc(fn(g, V(g, f.b.fpext(a.v, _F64)), V(g, f.b.fpext(b.v, _F64))).v, f.t))
+    return run
+
+
 # ---- sin, cos ------------------------------------------------------------------------------
 # Two argument reductions, both computed (a select picks one: branch-free, so a loop over them
 # vectorizes; libm's scalar call had kept every loop holding a sine scalar). Up to
@@ -881,6 +917,7 @@ _BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
     **{(op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod), ("nextafter", _nextafter))
        for d in ("f32", "f64")},
     ("hypot", "f32"): _hypot32,
+    ("atan2", "f32"): _via_f64_binary(_atan2_64), ("atan2", "f64"): _atan2_64,
 }
 _FLOAT = {"f32": _F32, "f64": _F64}
 
