@@ -19,9 +19,9 @@ ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
 loops do. sin and cos are fdlibm's kernels after an exact argument reduction (fdlibm's medium
 one up to 2**20 pi/2, Payne and Hanek's beyond; see their section), float32 through float64.
-pow and float64's hypot have no vectorizable version here: the renderer calls libm for them
-(float32's hypot is glibc's own formula, inline); atan2 is fdlibm's on the atan port (float32
-through float64). sinh, cosh,
+pow has no vectorizable version here: the renderer calls libm for it. hypot is glibc's own
+formulas inline (float32's exact in float64, float64's a root and one correction: NumPy's
+bits); atan2 is fdlibm's on the atan port (float32 through float64). sinh, cosh,
 asinh, acosh and atanh are flowjit's own
 (fdlibm's formulas on the exp, expm1, log and log1p ports), asin, acos and atan fdlibm's
 float64 algorithms (float32 through them); see their sections. logistic is not a loop-IR intrinsic (its registry
@@ -913,10 +913,52 @@ def _hypot32(f: Scalar, a: V, b: V) -> V:
     return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, root)
 
 
+_HYPOT_SCALE, _HYPOT_LARGE, _HYPOT_TINY, _HYPOT_EPS = 2.0 ** -600, 2.0 ** 511, 2.0 ** -511, 2.0 ** -54
+
+
+def _hypot_kernel(f: Scalar, ax: V, ay: V) -> V:
+    """glibc's hypot kernel without FMA (ax >= ay): the rounded root of the sum of squares,
+    then one correction from the two products' exact residue, in glibc's order of operations."""
+    h = f._intrinsic("llvm.sqrt", ax * ax + ay * ay)
+    d1 = h - ay
+    t1a, t2a = ax * (2.0 * d1 - ax), (d1 - 2.0 * (ax - ay)) * d1
+    d2 = h - ax
+    t1b, t2b = 2.0 * d2 * (ax - 2.0 * ay), (4.0 * d2 - ay) * ay + d2 * d2
+    near = h <= 2.0 * ay
+    t1, t2 = f.sel(near, t1a, t1b), f.sel(near, t2a, t2b)
+    return h - f.div(t1 + t2, 2.0 * h)
+
+
+def _hypot64(f: Scalar, a: V, b: V) -> V:
+    """glibc's hypot (2.35 on, which NumPy calls): the kernel on |a|, |b| ordered, scaled by
+    2^-600 past 2^511 and by 2^600 below 2^-511, their sum where the smaller is below 2^-54 of
+    the larger; inf where either is infinite (beside a quiet NaN too), NaN from a NaN. Inline,
+    so that a loop holding it (a complex abs, log, asin...) vectorizes."""
+    ib = f.b
+    x, y = f.fabs(a), f.fabs(b)
+    swap = x < y
+    ax, ay = f.sel(swap, y, x), f.sel(swap, x, y)
+    large, tiny = ax > _HYPOT_LARGE, ay < _HYPOT_TINY
+    scale = f.sel(large, _HYPOT_SCALE, f.sel(tiny, 1 / _HYPOT_SCALE, 1.0))
+    root = _hypot_kernel(f, ax * scale, ay * scale) * f.div(1.0, scale)
+    # glibc's tests of the smaller's size: past 2^511 and in the common case ay <= ax eps,
+    # below 2^-511 ax >= ay / eps (an eps times a subnormal would round)
+    common = (ay <= ax * _HYPOT_EPS).v
+    negligible = Bool(f, ib.select(large.v, common, ib.select(tiny.v, (ax >= f.div(ay, _HYPOT_EPS)).v, common)))
+    out = f.sel(negligible, ax + ay, root)
+
+    def quiet(v: V) -> ir.Value:   # not a signaling NaN: a number, or the quiet bit set
+        bit = ib.and_(f._bits(v), ir.Constant(f.ity, 1 << (f.mant - 1)))
+        return ib.or_((v == v).v, ib.icmp_unsigned("!=", bit, ir.Constant(f.ity, 0)))
+    infinite = ib.or_((x == np.inf).v, (y == np.inf).v)
+    out = f.sel(Bool(f, ib.and_((x == x).v, (y == y).v)), out, a + b)
+    return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, out)
+
+
 _BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
     **{(op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod), ("nextafter", _nextafter))
        for d in ("f32", "f64")},
-    ("hypot", "f32"): _hypot32,
+    ("hypot", "f32"): _hypot32, ("hypot", "f64"): _hypot64,
     ("atan2", "f32"): _via_f64_binary(_atan2_64), ("atan2", "f64"): _atan2_64,
 }
 _FLOAT = {"f32": _F32, "f64": _F64}

@@ -36,8 +36,8 @@ SHORT = {np.float16: "f16", np.float32: "f32", np.float64: "f64"}
 PORTED = ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos")
 # Float intrinsics of the loop IR left to libm: no vectorizable version is written.
 LIBM_ONLY = {"pow"}
-# hypot: float32's (and float16's) is glibc's formula inline; float64's is libm's, as NumPy's.
-LIBM_ONLY_NAMES = {"hypot.f64"}
+# hypot: glibc's formulas inline, float32's (and float16's) and float64's.
+LIBM_ONLY_NAMES: set[str] = set()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -208,6 +208,26 @@ def test_float32_hypot_is_glibcs_bits(x32):
     with np.errstate(all="ignore"):
         pairs = [(x, np.roll(x, 1)), (x, np.roll(x, 7) * np.float32(1e-20)), (x, np.full_like(x, np.inf)),
                  (np.full_like(x, np.nan), x), (np.full_like(x, -np.inf), np.full_like(x, np.nan))]
+    for a, b in pairs:
+        with np.errstate(all="ignore"):
+            want = np.hypot(a, b)
+        got = run("hypot", a, b)
+        assert np.array_equal(got, want, equal_nan=True), worst(got, want, a)
+
+
+def test_float64_hypot_is_glibcs_bits(x64):
+    """float64's hypot inline is glibc's (2.35 on: the root of the sum of squares and one
+    correction, scaled past 2^511 and below 2^-511), NumPy's bits: on pairs of the grid, of
+    values 16 decades apart, around the scaling bounds and the subnormals, and the specials."""
+    x = x64[::3]
+    rng = np.random.default_rng(9)
+    edges = np.array([2.0 ** 511, 2.0 ** -511, 2.0 ** -54, 2.0 ** -1022, 5e-324, 1.7e308, 0.0, -0.0, 3.0], np.float64)
+    e, f = (v.reshape(-1) for v in np.meshgrid(edges, edges))
+    with np.errstate(all="ignore"):
+        pairs = [(x, np.roll(x, 1)), (x, np.roll(x, 7) * 1e-16), (x, np.full_like(x, np.inf)),
+                 (np.full_like(x, np.nan), x), (np.full_like(x, -np.inf), np.full_like(x, np.nan)), (e, f),
+                 (rng.normal(size=4000) * 2.0 ** -520, rng.normal(size=4000) * 2.0 ** -530),
+                 (rng.normal(size=4000) * 2.0 ** 520, rng.normal(size=4000) * 2.0 ** 500)]
     for a, b in pairs:
         with np.errstate(all="ignore"):
             want = np.hypot(a, b)
