@@ -325,7 +325,8 @@ class Writer:
     def declare(self, s: Accumulator) -> None:
         self.decl[s.name] = s
         # "identity": every thread holds the kind's start, so it is already a partial result.
-        start = s.kind in ARG_KINDS or s.start == scalar.start_value(s.kind, s.dtype)
+        # An assign accumulator has no identity: each thread holds the whole value.
+        start = s.kind in ARG_KINDS or (s.kind != "assign" and s.start == scalar.start_value(s.kind, s.dtype))
         self.state[s.name] = "identity" if start else "uniform"
         self.emit(f"{python_name(s.name)} = {self.atom(s.start)}")
         if s.kind in ARG_KINDS:
@@ -464,6 +465,10 @@ class Writer:
         """Make uniform accumulators partial: thread 0 keeps the value, the others restart
         from the kind's identity (their results are combined later)."""
         for a in accs:
+            # An assign accumulator's loop reads it, so no split runs it in parts: every
+            # thread steps the whole recurrence, and its value stays uniform (no combine).
+            if self.decl[a].kind == "assign":
+                continue
             if self.state.get(a) == "identity":
                 self.state[a] = "partial"
             if self.state.get(a) != "uniform":

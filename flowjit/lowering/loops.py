@@ -40,7 +40,9 @@ class Const:
 
 
 def _bits(value: object) -> object:
-    return _DOUBLE.pack(value) if value.__class__ is float else value
+    # Any float, a NumPy scalar too, by its float64 bits (the lowering's constants are Python
+    # numbers of their dtype's kind: ``scalar.to_python``).
+    return _DOUBLE.pack(value) if isinstance(value, (float, np.floating)) else value
 
 
 @record

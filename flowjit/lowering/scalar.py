@@ -807,8 +807,8 @@ def _casin(bind: Callable[[Pair], Pair], a: Pair, finite: Pair | None = None) ->
 
 def _cacos(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
     """acos(z) by Kahan's formulas: 2 atan2(Re sqrt(1 - z), Re sqrt(1 + z)) + i asinh(Im(conj(sqrt(1 + z))
-    sqrt(1 - z))); past ``_huge`` and at special values pi/2 - asin(z) as glibc's ``cacos``
-    (a real part -0 made +0)."""
+    sqrt(1 - z))); past ``_huge`` from log(2z); at special values pi/2 - asin(z) as glibc's
+    ``cacos`` (a real part -0 made +0)."""
     x, y = a
     d = x.dtype
     one = constant(1, d)
@@ -816,11 +816,15 @@ def _cacos(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
     br, bi = bind(_csqrt((apply("add", one, x), y)))
     re = apply("mul", constant(2, d), apply("atan2", ar, br))
     im = apply("asinh", apply("sub", apply("mul", br, ai), apply("mul", bi, ar)))
-    # Only special and huge values come from asin: its formula's values are not computed.
+    # Special values come from asin (its formula's values are not computed); past _huge,
+    # -i log(2z) conjugated as acos is: atan2(|y|, x) - i copysign(log 2|z|, y) (pi/2 - Re asin
+    # would cancel near the real axis).
     p, q = bind(_casin(bind, a, (_zero(d), _zero(d))))
     by_asin = apply("add", apply("sub", constant(math.pi / 2, d), p), _zero(d)), apply("neg", q)
-    special = apply("or", apply("or", apply("not", _isfinite(x)), apply("not", _isfinite(y))), _huge(a))
-    return choose(special, by_asin, (re, im))
+    log_2z, _ = _log_twice(d, apply("fabs", x), apply("fabs", y))
+    far = apply("atan2", apply("fabs", y), x), apply("neg", apply("copysign", log_2z, y))
+    special = apply("or", apply("not", _isfinite(x)), apply("not", _isfinite(y)))
+    return choose(special, by_asin, choose(_huge(a), far, (re, im)))
 
 
 def _cacosh(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
@@ -846,6 +850,7 @@ def _cacosh(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
         (apply("and", x_inf, y_nan), inf, nan),
         (x_inf, inf, apply("copysign", apply("select", apply("gt", x, _zero(d)), _zero(d), pi), y)),
         (apply("and", x_nan, y_inf), inf, nan),
+        (apply("and", apply("eq", x, _zero(d)), y_nan), nan, constant(math.pi / 2, d)),   # glibc's
         (apply("or", x_nan, y_nan), nan, nan),
         (_huge(a), far_re, far_im),
     ]
