@@ -46,7 +46,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 6
+VERSION = 7
 
 PREFIX = "fj."
 
@@ -913,7 +913,8 @@ def _hypot32(f: Scalar, a: V, b: V) -> V:
     return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, root)
 
 
-_HYPOT_SCALE, _HYPOT_LARGE, _HYPOT_TINY, _HYPOT_EPS = 2.0 ** -600, 2.0 ** 511, 2.0 ** -511, 2.0 ** -54
+# glibc's e_hypot.c: SCALE 0x1p-600, LARGE_VAL 0x1p+511, TINY_VAL 0x1p-459, EPS 0x1p-54.
+_HYPOT_SCALE, _HYPOT_LARGE, _HYPOT_TINY, _HYPOT_EPS = 2.0 ** -600, 2.0 ** 511, 2.0 ** -459, 2.0 ** -54
 
 
 def _hypot_kernel(f: Scalar, ax: V, ay: V) -> V:
@@ -931,7 +932,7 @@ def _hypot_kernel(f: Scalar, ax: V, ay: V) -> V:
 
 def _hypot64(f: Scalar, a: V, b: V) -> V:
     """glibc's hypot (2.35 on, which NumPy calls): the kernel on |a|, |b| ordered, scaled by
-    2^-600 past 2^511 and by 2^600 below 2^-511, their sum where the smaller is below 2^-54 of
+    2^-600 past 2^511 and by 2^600 where the smaller is below 2^-459, their sum where it is below 2^-54 of
     the larger; inf where either is infinite (beside a quiet NaN too), NaN from a NaN. Inline,
     so that a loop holding it (a complex abs, log, asin...) vectorizes."""
     ib = f.b
@@ -942,7 +943,7 @@ def _hypot64(f: Scalar, a: V, b: V) -> V:
     scale = f.sel(large, _HYPOT_SCALE, f.sel(tiny, 1 / _HYPOT_SCALE, 1.0))
     root = _hypot_kernel(f, ax * scale, ay * scale) * f.div(1.0, scale)
     # glibc's tests of the smaller's size: past 2^511 and in the common case ay <= ax eps,
-    # below 2^-511 ax >= ay / eps (an eps times a subnormal would round)
+    # below 2^-459 ax >= ay / eps (an eps times a subnormal would round)
     common = (ay <= ax * _HYPOT_EPS).v
     negligible = Bool(f, ib.select(large.v, common, ib.select(tiny.v, (ax >= f.div(ay, _HYPOT_EPS)).v, common)))
     out = f.sel(negligible, ax + ay, root)

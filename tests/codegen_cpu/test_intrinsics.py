@@ -217,7 +217,7 @@ def test_float32_hypot_is_glibcs_bits(x32):
 
 def test_float64_hypot_is_glibcs_bits(x64):
     """float64's hypot inline is glibc's (2.35 on: the root of the sum of squares and one
-    correction, scaled past 2^511 and below 2^-511), NumPy's bits: on pairs of the grid, of
+    correction, scaled past 2^511 and below 2^-459), NumPy's bits: on pairs of the grid, of
     values 16 decades apart, around the scaling bounds and the subnormals, and the specials."""
     x = x64[::3]
     rng = np.random.default_rng(9)
@@ -227,6 +227,8 @@ def test_float64_hypot_is_glibcs_bits(x64):
         pairs = [(x, np.roll(x, 1)), (x, np.roll(x, 7) * 1e-16), (x, np.full_like(x, np.inf)),
                  (np.full_like(x, np.nan), x), (np.full_like(x, -np.inf), np.full_like(x, np.nan)), (e, f),
                  (rng.normal(size=4000) * 2.0 ** -520, rng.normal(size=4000) * 2.0 ** -530),
+                 # the smaller in [2^-511, 2^-508], the ratio near 1: glibc scales below 2^-459
+                 (np.exp2(rng.uniform(-511, -508, 4000)), np.exp2(rng.uniform(-511, -508, 4000))),
                  (rng.normal(size=4000) * 2.0 ** 520, rng.normal(size=4000) * 2.0 ** 500)]
     for a, b in pairs:
         with np.errstate(all="ignore"):
