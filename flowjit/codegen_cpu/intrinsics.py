@@ -643,16 +643,6 @@ def _atan2_64(f: Scalar, y: V, x: V) -> V:
     return f.sel(Bool(f, ib.and_((x == x).v, (y == y).v)), out, x + y)
 
 
-def _via_f64_binary(fn: Callable[[Scalar, V, V], V]) -> Callable[[Scalar, V, V], V]:
-    """fn, a float64 algorithm of two arguments, for float32 too: widened, computed, rounded once."""
-    def run(f: Scalar, a: V, b: V) -> V:
-        if f.width == 64:
-            return fn(f, a, b)
-        g = Scalar(f.b, _F64, f.native_ldexp, f.native_fma)
-        return V(f, f.b.fptrunc(fn(g, V(g, f.b.fpext(a.v, _F64)), V(g, f.b.fpext(b.v, _F64))).v, f.t))
-    return run
-
-
 # ---- sin, cos ------------------------------------------------------------------------------
 # Two argument reductions, both computed (a select picks one: branch-free, so a loop over them
 # vectorizes; libm's scalar call had kept every loop holding a sine scalar). Up to
@@ -840,13 +830,14 @@ def _sin_or_cos(odd: bool, rows: int) -> Callable[[Scalar, V], V]:
 _F32_ROWS = 3
 
 
-def _via_f64(fn: Callable[[Scalar, V], V]) -> Callable[[Scalar, V], V]:
-    """fn, a float64 algorithm, for float32 too: widened, computed, rounded once."""
-    def run(f: Scalar, x: V) -> V:
+def _via_f64(fn: Callable[..., V]) -> Callable[..., V]:
+    """fn, a float64 algorithm (of any count of arguments), for float32 too: widened,
+    computed, rounded once."""
+    def run(f: Scalar, *xs: V) -> V:
         if f.width == 64:
-            return fn(f, x)
+            return fn(f, *xs)
         g = Scalar(f.b, _F64, f.native_ldexp, f.native_fma)
-        return V(f, f.b.fptrunc(fn(g, V(g, f.b.fpext(x.v, _F64))).v, f.t))
+        return V(f, f.b.fptrunc(fn(g, *(V(g, f.b.fpext(x.v, _F64)) for x in xs)).v, f.t))
     return run
 
 
@@ -904,13 +895,19 @@ def _hypot32(f: Scalar, a: V, b: V) -> V:
     g = Scalar(f.b, _F64)
     x, y = V(g, f.b.fpext(a.v, _F64)), V(g, f.b.fpext(b.v, _F64))
     root = V(f, f.b.fptrunc(g._intrinsic("llvm.sqrt", x * x + y * y).v, f.t))
+    return _infinity_beside_quiet_nan(f, a, b, root)
+
+
+def _infinity_beside_quiet_nan(f: Scalar, a: V, b: V, out: V) -> V:
+    """C's hypot on special values: inf where either argument is infinite and neither is a
+    signaling NaN (even beside a quiet NaN), else ``out``."""
     ib = f.b
 
     def quiet(v: V) -> ir.Value:   # not a signaling NaN: a number, or the quiet bit set
         bit = ib.and_(f._bits(v), ir.Constant(f.ity, 1 << (f.mant - 1)))
         return ib.or_((v == v).v, ib.icmp_unsigned("!=", bit, ir.Constant(f.ity, 0)))
     infinite = ib.or_((f.fabs(a) == np.inf).v, (f.fabs(b) == np.inf).v)
-    return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, root)
+    return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, out)
 
 
 # glibc's e_hypot.c: SCALE 0x1p-600, LARGE_VAL 0x1p+511, TINY_VAL 0x1p-459, EPS 0x1p-54.
@@ -947,20 +944,15 @@ def _hypot64(f: Scalar, a: V, b: V) -> V:
     common = (ay <= ax * _HYPOT_EPS).v
     negligible = Bool(f, ib.select(large.v, common, ib.select(tiny.v, (ax >= f.div(ay, _HYPOT_EPS)).v, common)))
     out = f.sel(negligible, ax + ay, root)
-
-    def quiet(v: V) -> ir.Value:   # not a signaling NaN: a number, or the quiet bit set
-        bit = ib.and_(f._bits(v), ir.Constant(f.ity, 1 << (f.mant - 1)))
-        return ib.or_((v == v).v, ib.icmp_unsigned("!=", bit, ir.Constant(f.ity, 0)))
-    infinite = ib.or_((x == np.inf).v, (y == np.inf).v)
     out = f.sel(Bool(f, ib.and_((x == x).v, (y == y).v)), out, a + b)
-    return f.sel(Bool(f, ib.and_(infinite, ib.and_(quiet(a), quiet(b)))), np.inf, out)
+    return _infinity_beside_quiet_nan(f, a, b, out)
 
 
 _BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
     **{(op, d): fn for op, fn in (("copysign", Scalar.copysign), ("fmod", _fmod), ("nextafter", _nextafter))
        for d in ("f32", "f64")},
     ("hypot", "f32"): _hypot32, ("hypot", "f64"): _hypot64,
-    ("atan2", "f32"): _via_f64_binary(_atan2_64), ("atan2", "f64"): _atan2_64,
+    ("atan2", "f32"): _via_f64(_atan2_64), ("atan2", "f64"): _atan2_64,
 }
 _FLOAT = {"f32": _F32, "f64": _F64}
 

@@ -358,6 +358,10 @@ def _isfinite(a: Expr) -> Expr:
     return apply("lt", apply("fabs", a), constant(math.inf, a.dtype))
 
 
+def _isinf(a: Expr) -> Expr:
+    return apply("eq", apply("fabs", a), constant(math.inf, a.dtype))
+
+
 def _signbit(a: Expr) -> Expr:
     # copysign carries the sign bit of -0.0 and of a negative NaN, which a compare misses.
     return apply("lt", apply("copysign", constant(1, a.dtype), a), _zero(a.dtype))
@@ -481,7 +485,7 @@ def _csign(a: Pair) -> Pair:
     d = re.dtype
     zero, one, nan, inf = _zero(d), constant(1, d), constant(math.nan, d), constant(math.inf, d)
     h = apply("hypot", re, im)
-    inf_re, inf_im = apply("eq", apply("fabs", re), inf), apply("eq", apply("fabs", im), inf)
+    inf_re, inf_im = _isinf(re), _isinf(im)
     unit_re = apply("select", apply("gt", re, zero), one, constant(-1, d))
     unit_im = apply("select", apply("gt", im, zero), one, constant(-1, d))
     at_inf = (apply("select", inf_re, apply("select", inf_im, nan, unit_re), zero),
@@ -576,8 +580,7 @@ def _special_cases(a: Pair) -> tuple[Expr, ...]:
     """The classes of a complex argument's parts the hyperbolic functions' special values
     turn on: x NaN, x infinite, x zero, y finite, y zero."""
     x, y = a
-    inf = constant(math.inf, x.dtype)
-    return (_isnan(x), apply("eq", apply("fabs", x), inf), apply("eq", x, _zero(x.dtype)), _isfinite(y),
+    return (_isnan(x), _isinf(x), apply("eq", x, _zero(x.dtype)), _isfinite(y),
             apply("eq", y, _zero(y.dtype)))
 
 
@@ -690,7 +693,7 @@ def _csqrt(a: Pair) -> Pair:
     out_re = apply("select", positive, root, apply("fabs", other))
     out_im = apply("copysign", apply("select", positive, other, root), im)
     both_zero = apply("and", apply("eq", re, zero), apply("eq", im, zero))
-    im_inf = apply("eq", apply("fabs", im), inf)
+    im_inf = _isinf(im)
     re_nan, im_nan = _isnan(re), _isnan(im)
     rules = [  # (condition, re, im): the first that holds wins
         (both_zero, zero, im),
@@ -720,15 +723,21 @@ def _clog1p(a: Pair) -> Pair:
     return apply("log", apply("hypot", r1, im)), apply("atan2", im, r1)
 
 
+def _kahan_roots(bind: Callable[[Pair], Pair], a: Pair) -> tuple[Pair, Pair]:
+    """sqrt(1 - z) and sqrt(1 + z), each part a let: 1 - z's imaginary part is -y (not 0 - y),
+    so that a signed zero picks its side of a cut (Kahan)."""
+    x, y = a
+    one = constant(1, x.dtype)
+    return bind(_csqrt((apply("sub", one, x), apply("neg", y)))), bind(_csqrt((apply("add", one, x), y)))
+
+
 def _casin_parts(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
     """asin(x + iy) by Kahan's formulas ("Branch cuts for complex elementary functions"):
     with A = sqrt(1 - z) and B = sqrt(1 + z) (1 - z's imaginary part -y, so that a signed
     zero picks its side of a cut), atan2(x, Re(A B)) + i asinh(Im(conj(A) B)); finite
     values only (past ``_HUGE`` the products overflow: the callers take log(2z) there)."""
     x, y = a
-    one = constant(1, x.dtype)
-    ar, ai = bind(_csqrt((apply("sub", one, x), apply("neg", y))))
-    br, bi = bind(_csqrt((apply("add", one, x), y)))
+    (ar, ai), (br, bi) = _kahan_roots(bind, a)
     real = apply("fabs", apply("sub", apply("mul", ar, br), apply("mul", ai, bi)))   # >= 0; +0, not -0
     return apply("atan2", x, real), apply("asinh", apply("sub", apply("mul", ar, bi), apply("mul", ai, br)))
 
@@ -772,7 +781,7 @@ def _casinh(bind: Callable[[Pair], Pair], a: Pair, finite: Pair | None = None) -
     far_re, far_im = _casinh_far(a)
     huge = _huge(a)
     nan, inf = constant(math.nan, d), constant(math.inf, d)
-    x_inf, y_inf = apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf)
+    x_inf, y_inf = _isinf(x), _isinf(y)
     x_nan, y_nan = _isnan(x), _isnan(y)
     y_zero = apply("eq", y, _zero(d))
     quarter, half = constant(math.pi / 4, d), constant(math.pi / 2, d)
@@ -797,7 +806,7 @@ def _casin(bind: Callable[[Pair], Pair], a: Pair, finite: Pair | None = None) ->
     # glibc's casin takes a NaN part apart from casinh: z itself for x = 0, an infinity of
     # y's sign for an infinite part, else NaN.
     nan, inf = constant(math.nan, d), constant(math.inf, d)
-    infinite = apply("or", apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf))
+    infinite = apply("or", _isinf(x), _isinf(y))
     return _first_rule([
         (apply("and", apply("or", _isnan(x), _isnan(y)), apply("eq", x, _zero(d))), x, y),
         (apply("and", apply("or", _isnan(x), _isnan(y)), infinite), nan, apply("copysign", inf, y)),
@@ -811,9 +820,7 @@ def _cacos(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
     ``cacos`` (a real part -0 made +0)."""
     x, y = a
     d = x.dtype
-    one = constant(1, d)
-    ar, ai = bind(_csqrt((apply("sub", one, x), apply("neg", y))))
-    br, bi = bind(_csqrt((apply("add", one, x), y)))
+    (ar, ai), (br, bi) = _kahan_roots(bind, a)
     re = apply("mul", constant(2, d), apply("atan2", ar, br))
     im = apply("asinh", apply("sub", apply("mul", br, ai), apply("mul", bi, ar)))
     # Special values come from asin (its formula's values are not computed); past _huge,
@@ -839,7 +846,7 @@ def _cacosh(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
     im = apply("mul", constant(2, d), apply("atan2", ci, dr))
     far_re, far_im = _log_twice(d, x, y)
     nan, inf = constant(math.nan, d), constant(math.inf, d)
-    x_inf, y_inf = apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf)
+    x_inf, y_inf = _isinf(x), _isinf(y)
     x_nan, y_nan = _isnan(x), _isnan(y)
     pi = constant(math.pi, d)
     rules = [
@@ -883,8 +890,8 @@ def _catanh(bind: Callable[[Pair], Pair], a: Pair) -> Pair:
     xs, ys = apply("div", x, m), apply("div", y, m)
     far_re = apply("div", apply("div", xs, apply("add", apply("mul", xs, xs), apply("mul", ys, ys))), m)
     half = constant(math.pi / 2, d)
-    nan, inf = constant(math.nan, d), constant(math.inf, d)
-    x_inf, y_inf = apply("eq", apply("fabs", x), inf), apply("eq", apply("fabs", y), inf)
+    nan = constant(math.nan, d)
+    x_inf, y_inf = _isinf(x), _isinf(y)
     x_nan, y_nan = _isnan(x), _isnan(y)
     rules = [
         (apply("or", x_inf, y_inf), apply("copysign", zero, x),
@@ -912,13 +919,12 @@ def _cmul_annex_g(bind: Callable[[Pair], Pair], a: Pair, b: Pair) -> Pair:
     d = ar.dtype
     zero, one, inf = _zero(d), constant(1, d), constant(math.inf, d)
     x, y = bind(cmul(a, b))
-    isinf = lambda v: apply("eq", apply("fabs", v), inf)  # noqa: E731
-    unit = lambda v: apply("copysign", apply("select", isinf(v), one, zero), v)  # noqa: E731
+    unit = lambda v: apply("copysign", apply("select", _isinf(v), one, zero), v)  # noqa: E731
     zero_nan = lambda v: apply("select", _isnan(v), apply("copysign", zero, v), v)  # noqa: E731
-    a_inf = apply("or", isinf(ar), isinf(ai))
-    b_inf = apply("or", isinf(br), isinf(bi))
-    products_inf = apply("or", apply("or", isinf(apply("mul", ar, br)), isinf(apply("mul", ai, bi))),
-                         apply("or", isinf(apply("mul", ar, bi)), isinf(apply("mul", ai, br))))
+    a_inf = apply("or", _isinf(ar), _isinf(ai))
+    b_inf = apply("or", _isinf(br), _isinf(bi))
+    products_inf = apply("or", apply("or", _isinf(apply("mul", ar, br)), _isinf(apply("mul", ai, bi))),
+                         apply("or", _isinf(apply("mul", ar, bi)), _isinf(apply("mul", ai, br))))
     # libgcc's three steps in order: each rewrites the factors the step before left.
     a_inf, b_inf = bind((a_inf, b_inf))
     ar1, ai1 = bind((apply("select", a_inf, unit(ar), ar), apply("select", a_inf, unit(ai), ai)))
