@@ -499,14 +499,24 @@ def _csign(a: Pair) -> Pair:
 
 def _cexp(a: Pair) -> Pair:
     """exp(a + ib) = exp(a)·(cos b + i sin b), then the standard's special cases (C99 Annex
-    G's cexp) where that formula's inf·0 or inf·NaN says otherwise. Unlike glibc's cexp it
-    does not rescale where exp(a) overflows but exp(a)·cos(b) would not (a just past the
-    largest exp argument): there it gives an infinity."""
+    G's cexp) where that formula's inf·0 or inf·NaN says otherwise. As glibc's cexp (NumPy's),
+    past t, the whole part of the largest exp argument, cos b and sin b are first multiplied
+    by exp(t) and t taken from a, up to twice; past 3t the largest float stands for exp(a):
+    exp(710 + 1.5i) is 1.58e307 + inf i, where exp(a) alone overflows."""
     re, im = a
     d = re.dtype
     zero, nan, inf = _zero(d), constant(math.nan, d), constant(math.inf, d)
-    e = apply("exp", re)
-    out_re, out_im = apply("mul", e, apply("cos", im)), apply("mul", e, apply("sin", im))
+    info = np.finfo(d.np)
+    t = math.floor((info.maxexp - 1) * math.log(2))
+    past, exp_t = constant(t, d), constant(float(np.asarray(math.exp(t), d.np)), d)
+    cos_b, sin_b, rest = apply("cos", im), apply("sin", im), re
+    for _ in range(2):
+        over = apply("gt", rest, past)
+        rest = apply("select", over, apply("sub", rest, past), rest)
+        cos_b = apply("select", over, apply("mul", cos_b, exp_t), cos_b)
+        sin_b = apply("select", over, apply("mul", sin_b, exp_t), sin_b)
+    e = apply("select", apply("gt", rest, past), constant(float(info.max), d), apply("exp", rest))
+    out_re, out_im = apply("mul", e, cos_b), apply("mul", e, sin_b)
     a_nan, b_zero, b_finite = _isnan(re), apply("eq", im, zero), _isfinite(im)
     rules = [  # (condition, re, im): the first that holds wins
         # b = ±0: im is b

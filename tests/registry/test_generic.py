@@ -35,7 +35,7 @@ NUMPY_EQUIVALENT = {
     "isnan": np.isnan, "isfinite": np.isfinite, "logical_not": np.logical_not,
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
     "floor_div": np.floor_divide, "mod": np.mod, "pow": np.power, "maximum": np.maximum,
-    "minimum": np.minimum, "atan2": np.arctan2, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
+    "minimum": np.minimum, "atan2": np.arctan2, "hypot": np.hypot, "eq": np.equal, "ne": np.not_equal, "lt": np.less,
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "select": np.where,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,

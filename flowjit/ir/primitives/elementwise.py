@@ -35,7 +35,7 @@ from flowjit.ir.types import TensorType
 SCALAR_FUNCTIONS = (
     "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
     "floor", "ceil", "rint", "isnan", "isfinite", "floordiv", "mod", "pow", "maximum",
-    "minimum", "atan2", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "minimum", "atan2", "hypot", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
     "trunc", "signbit", "nextafter", "lshift", "rshift", "real", "imag", "conj", "complex",
 )
 # The numbers, complex included: what arithmetic takes.
@@ -180,6 +180,9 @@ _binary("pow", _int_pow, "pow(a, b)", dtypes=_ARITHMETIC, domain="pow", identity
 _binary("maximum", np.maximum, "maximum(a, b)", commutative=True, idempotent=True)
 _binary("minimum", np.minimum, "minimum(a, b)", commutative=True, idempotent=True)
 _binary("atan2", np.arctan2, "atan2(a, b)", dtypes=FLOAT_DTYPES)
+# C's hypot: |a + ib| without overflow or underflow; inf where either is inf (even beside a
+# quiet NaN), NaN beside a signaling one.
+_binary("hypot", np.hypot, "hypot(a, b)", dtypes=FLOAT_DTYPES, commutative=True)
 # The next float after a toward b. Not float16: kernels compute float16 in float32, whose
 # neighbour rounds back to a.
 _binary("nextafter", np.nextafter, "nextafter(a, b)", dtypes=(float32, float64), diff=False)
@@ -352,6 +355,14 @@ _binary_vjp("maximum", lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.e
             lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)))
 _binary_vjp("minimum", lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)),
             lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.eq(a, b)))
+def _hypot_da(e, g, y, a, b):
+    # a / hypot(a, b): 0 at (0, 0) (JAX's choice; a is 0 wherever y is, so a / 1), and at an
+    # infinite a the limit, sign(a), not inf / inf. Differentiated again, no branch divides by 0.
+    safe = e.select(e.eq(y, e.const(0, y)), e.const(1, y), y)
+    return e.mul(g, e.select(e.isfinite(a), e.div(a, safe), e.sign(a)))
+
+
+_binary_vjp("hypot", _hypot_da, lambda e, g, y, a, b: _hypot_da(e, g, y, b, a))
 _binary_vjp("atan2", lambda e, g, y, a, b: e.mul(g, e.div(b, e.add(e.mul(a, a), e.mul(b, b)))),
             lambda e, g, y, a, b: e.neg(e.mul(g, e.div(a, e.add(e.mul(a, a), e.mul(b, b))))))
 

@@ -147,6 +147,9 @@ mod = remainder = _binary("mod")
 maximum = _binary("maximum", bool_prim="logical_or")
 minimum = _binary("minimum", bool_prim="logical_and")
 arctan2 = _binary("atan2", float_only=True)
+hypot = _binary("hypot", float_only=True)
+hypot.__doc__ = """``sqrt(x1**2 + x2**2)`` elementwise without overflow or underflow: C's hypot, as
+``np.hypot``; inf where either input is infinite. Its gradient at (0, 0) is 0 (JAX's choice)."""
 
 
 def nextafter(x1: ArrayLike, x2: ArrayLike) -> Any:
@@ -423,25 +426,6 @@ def _in_double(fn: Any, d: DType, *xs: Any) -> Any:
 def _ufunc(fn: Any) -> Any:
     """Register ``fn`` as the counterpart of NumPy's ufunc of the same name."""
     return numpy_counterpart(fn)
-
-
-@_ufunc
-def hypot(x1: ArrayLike, x2: ArrayLike) -> Any:
-    """``sqrt(x1**2 + x2**2)`` elementwise without overflow, as ``np.hypot``; its gradient at
-    (0, 0) is 0 (JAX's choice), and +-inf in either input gives inf."""
-    d, (a, b) = _floats(x1, x2)
-
-    def scaled(a: Any, b: Any) -> Any:
-        a, b = absolute(a), absolute(b)
-        # One select for both, not maximum and minimum: at a tie those both send their
-        # gradient to a, and b's derivative (b / hypot) would be lost.
-        first = logical_or(greater_equal(a, b), isnan(a))  # a NaN is the big one: it propagates
-        big, small = where(first, a, b), where(first, b, a)
-        ratio = divide(small, where(big == 0, 1, big))
-        r = where(big == 0, big, multiply(big, sqrt(add(1, multiply(ratio, ratio)))))
-        return where(logical_or(isinf(a), isinf(b)), np.inf, r)
-
-    return _in_double(scaled, d, a, b)
 
 
 @_ufunc
