@@ -356,8 +356,9 @@ _binary_vjp("maximum", lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.e
 _binary_vjp("minimum", lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)),
             lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.eq(a, b)))
 def _hypot_da(e, g, y, a, b):
-    # a / hypot(a, b): 0 at (0, 0) (JAX's choice; a is 0 wherever y is, so a / 1), and at an
-    # infinite a the limit, sign(a), not inf / inf. Differentiated again, no branch divides by 0.
+    # a / hypot(a, b): 0 at (0, 0) (a subgradient; a is 0 wherever y is, so a / 1; JAX 0.10
+    # gives 0.5, PyTorch NaN), and at an infinite a the limit, sign(a), not inf / inf (NaN in
+    # both). Differentiated again, no branch divides by 0.
     safe = e.select(e.eq(y, e.const(0, y)), e.const(1, y), y)
     return e.mul(g, e.select(e.isfinite(a), e.div(a, safe), e.sign(a)))
 

@@ -149,7 +149,8 @@ minimum = _binary("minimum", bool_prim="logical_and")
 arctan2 = _binary("atan2", float_only=True)
 hypot = _binary("hypot", float_only=True)
 hypot.__doc__ = """``sqrt(x1**2 + x2**2)`` elementwise without overflow or underflow: C's hypot, as
-``np.hypot``; inf where either input is infinite. Its gradient at (0, 0) is 0 (JAX's choice)."""
+``np.hypot``; inf where either input is infinite. Its gradient at (0, 0) is 0, and in an infinite
+input that input's sign (the limit), where JAX and PyTorch give NaN."""
 
 
 def nextafter(x1: ArrayLike, x2: ArrayLike) -> Any:
