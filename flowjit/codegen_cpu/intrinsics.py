@@ -46,7 +46,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 8
+VERSION = 9
 
 PREFIX = "fj."
 
@@ -315,7 +315,7 @@ def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
     h = f.sel(h < _E64_LO, _E64_LO, h)
     nf = ((h + lo) * _LOG2E64 + _MAGIC64) - _MAGIC64
     r = (h - nf * _LN2HI64) + (lo - nf * _LN2LO64)
-    p = 1.0 + (r + (r * r) * poly(f, r, _EXP64))
+    p = 1.0 + (r + (r * r) * poly(f, r, _EXP64, fused=True))
     if f.native_ldexp:
         return f.ldexp(p, nf)
     n1 = (nf * 0.5 + _MAGIC64) - _MAGIC64
@@ -342,7 +342,7 @@ def _expm1(f: Scalar, x: V, hi_: float, lo_: float, big_: float, coeffs: Sequenc
     lo = nf * ln2lo
     r = hi - lo
     c = (hi - r) - lo
-    tail = (r * r) * poly(f, r, coeffs) + (c + c * r)  # expm1(r + c) = r + tail
+    tail = (r * r) * poly(f, r, coeffs, fused=True) + (c + c * r)  # expm1(r + c) = r + tail
     big = nf > big_
     s = f.pow2(f.sel(big, nf - 1.0, nf))
     a = s - f.sel(big, 0.5, 1.0)
@@ -372,8 +372,8 @@ def _log_kernel(f: Scalar, m: V, k: V, c: V | None = None) -> V:
     s = f.div(fm, 2.0 + fm)
     z = s * s
     w = z * z
-    t1 = w * poly(f, w, lg[1::2])
-    t2 = z * poly(f, w, lg[0::2])
+    t1 = w * poly(f, w, lg[1::2], fused=True)
+    t2 = z * poly(f, w, lg[0::2], fused=True)
     hfsq = 0.5 * fm * fm
     lo = k * l2lo if c is None else k * l2lo + c
     return k * l2hi - ((hfsq - (s * (hfsq + (t2 + t1)) + lo)) - fm)
@@ -578,7 +578,7 @@ _AT_EVEN = (-1.99999999998764832476e-01, -1.11111104054623557880e-01, -7.6918762
 
 def _asin_r(f: Scalar, t: V) -> V:
     """fdlibm's R(t) = t * P(t) / Q(t), asin(x) = x + x * R(x*x) near 0."""
-    return f.div(t * poly(f, t, _AS_P), poly(f, t, _AS_Q))
+    return f.div(t * poly(f, t, _AS_P, fused=True), poly(f, t, _AS_Q, fused=True))
 
 
 def _asin64(f: Scalar, x: V) -> V:
@@ -618,7 +618,7 @@ def _atan64(f: Scalar, x: V) -> V:
     r = f.div(num, den)
     z = r * r
     w = z * z
-    tail = z * poly(f, w, _AT_ODD) + w * poly(f, w, _AT_EVEN)
+    tail = z * poly(f, w, _AT_ODD, fused=True) + w * poly(f, w, _AT_EVEN, fused=True)
     y = hi - ((r * tail - lo) - r)
     return f.copysign(y, x)
 
@@ -804,10 +804,10 @@ def _sincos_reduced(f: Scalar, x: V, rows: int) -> tuple[V, V, V, V]:
         q, y0, y1 = n, m0, m1
     z = y0 * y0
     v = z * y0
-    r = poly(f, z, _KSIN[1:])
+    r = poly(f, z, _KSIN[1:], fused=True)
     sin = y0 - ((z * (0.5 * y1 - v * r) - y1) - v * _KSIN[0])
     w = z * z
-    r = z * poly(f, z, _KCOS[:3]) + w * w * poly(f, z, _KCOS[3:])
+    r = z * poly(f, z, _KCOS[:3], fused=True) + w * w * poly(f, z, _KCOS[3:], fused=True)
     hz = 0.5 * z
     w = 1.0 - hz
     cos = w + (((1.0 - w) - hz) + (z * r - y0 * y1))
