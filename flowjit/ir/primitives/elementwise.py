@@ -356,11 +356,25 @@ _binary_vjp("maximum", lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.e
 _binary_vjp("minimum", lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)),
             lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.eq(a, b)))
 def _hypot_da(e, g, y, a, b):
-    # a / hypot(a, b): 0 at (0, 0) (a subgradient; a is 0 wherever y is, so a / 1; JAX 0.10
-    # gives 0.5, PyTorch NaN), and at an infinite a the limit, sign(a), not inf / inf (NaN in
-    # both). Differentiated again, no branch divides by 0.
-    safe = e.select(e.eq(y, e.const(0, y)), e.const(1, y), y)
-    return e.mul(g, e.select(e.isfinite(a), e.div(a, safe), e.sign(a)))
+    # a / hypot(a, b), of a and b scaled by a power of two s (exact) when the larger is past
+    # 2^(E/2) or below 2^(-E/2) (E the dtype's largest exponent): there a / y had been
+    # a / inf = 0 on finite inputs, and the second derivative took 1 / y = inf of a subnormal
+    # y. 0 at (0, 0) (a subgradient; JAX 0.10 gives 0.5, PyTorch NaN); at an infinite a the
+    # limit sign(a), 0 at an infinite b (NaN in both). Non-finite inputs reach no quotient
+    # (0 there): an untaken inf / inf would send NaN into the second derivative.
+    half = np.finfo(a.type.dtype.np).maxexp // 2
+    finite = e.logical_and(e.isfinite(a), e.isfinite(b))
+    zero, one = e.const(0, a), e.const(1, a)
+    a0, b0 = e.select(finite, a, zero), e.select(finite, b, zero)
+    m = e.maximum(e.abs(a0), e.abs(b0))
+    s = e.select(e.gt(m, e.const(2.0 ** half, a)), e.const(2.0 ** -half, a),
+                 e.select(e.lt(m, e.const(2.0 ** -half, a)), e.const(2.0 ** half, a), one))
+    u = e.mul(a0, s)
+    h = e.hypot(u, e.mul(b0, s))
+    ratio = e.div(u, e.select(e.eq(h, zero), one, h))
+    # a NaN: sign(NaN); a finite beside a NaN b: NaN; beside an infinite b: 0.
+    limit = e.select(e.isfinite(a), e.select(e.isnan(b), b, zero), e.sign(a))
+    return e.mul(g, e.select(finite, ratio, limit))
 
 
 _binary_vjp("hypot", _hypot_da, lambda e, g, y, a, b: _hypot_da(e, g, y, b, a))

@@ -6,8 +6,9 @@ The array API's names (``pow``, ``atan2``, ``asin``...) sit beside NumPy's.
 
 Dtypes follow NumPy 2: arrays promote with ``np.result_type``, Python scalars are weak,
 integer true division and transcendental functions of integers give float64 (of bools
-float16). Where NumPy's function is not differentiable at a point, the gradient is the one
-JAX gives (``hypot`` at (0, 0) and ``sinc`` at 0: 0; ``logaddexp`` at a tie: half to each side).
+float16). Where NumPy's function is not differentiable at a point, the gradient is a finite
+choice (``hypot`` at (0, 0) and ``sinc`` at 0: 0, where JAX 0.10 gives 0.5 and 0; ``logaddexp``
+at a tie: half to each side, as JAX).
 """
 
 from __future__ import annotations
@@ -147,10 +148,14 @@ mod = remainder = _binary("mod")
 maximum = _binary("maximum", bool_prim="logical_or")
 minimum = _binary("minimum", bool_prim="logical_and")
 arctan2 = _binary("atan2", float_only=True)
-hypot = _binary("hypot", float_only=True)
-hypot.__doc__ = """``sqrt(x1**2 + x2**2)`` elementwise without overflow or underflow: C's hypot, as
-``np.hypot``; inf where either input is infinite. Its gradient at (0, 0) is 0, and in an infinite
-input that input's sign (the limit), where JAX and PyTorch give NaN."""
+_hypot = _binary("hypot", float_only=True)
+
+
+def hypot(x1: ArrayLike, x2: ArrayLike) -> Any:
+    """``sqrt(x1**2 + x2**2)`` elementwise without overflow or underflow: C's hypot, as
+    ``np.hypot``; inf where either input is infinite. Its gradient at (0, 0) is 0, and in an
+    infinite input that input's sign (the limit), where JAX and PyTorch give NaN."""
+    return _hypot(x1, x2)
 
 
 def nextafter(x1: ArrayLike, x2: ArrayLike) -> Any:
