@@ -96,7 +96,7 @@ _LLVM_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.cei
 _LIBM = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos",
          "tanh": "tanh", "erf": "erf", "atan2": "atan2", "pow": "pow", "asin": "asin", "acos": "acos",
          "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-         "hypot": "hypot"}
+         "hypot": "hypot", "cbrt": "cbrt"}
 
 
 def _nan_flagged(acc: Accumulator) -> bool:

@@ -71,6 +71,7 @@ OPS: dict[str, tuple[int, str, str]] = {
     "nextafter": (2, "f", "same"),
     "fabs": (1, "f", "same"), "fmod": (2, "f", "same"), "copysign": (2, "f", "same"),
     "hypot": (2, "f", "same"),        # C's hypot: |a + ib| without overflow, inf if either is inf
+    "cbrt": (1, "f", "same"),         # the real cube root: negative for a negative a
     "ipow": (2, "i", "same"),         # integer power; a negative exponent as C's 1 / a**-b
 }
 # Special functions no renderer writes itself: the CPU's calls SciPy's C function of the name
@@ -84,7 +85,7 @@ OPS.update({name: (arity, "f", "same") for name, arity in LIBRARY_FUNCTIONS.item
 # value repeats (lowering.hoist_columns); cheap ones (a compare, fabs) are not worth a load.
 COSTLY = frozenset(("div", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                     "pow", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "fmod", "hypot",
-                    *LIBRARY_FUNCTIONS))
+                    "cbrt", *LIBRARY_FUNCTIONS))
 # Ops of one instruction a vector on every CPU: an expression of these over loads costs less
 # to compute again than a division (codegen_cpu.invariant_division's check pass recomputes
 # its loop's dividends).
@@ -93,7 +94,7 @@ CHEAP = frozenset(("add", "sub", "mul", "neg", "fabs", "min", "max"))
 INTRINSICS = frozenset(("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf", "atan2",
                         "pow", "floor", "ceil", "rint", "fabs", "fmod", "copysign", "ipow", "trunc",
                         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter",
-                        "hypot", *LIBRARY_FUNCTIONS))
+                        "hypot", "cbrt", *LIBRARY_FUNCTIONS))
 
 # Intrinsics whose result is exact (a renderer's and NumPy's agree): folded over constants.
 EXACT = frozenset(("fabs", "trunc", "floor", "ceil", "rint", "copysign"))
@@ -223,7 +224,7 @@ _REFERENCE: dict[str, Callable] = {
     "fmod": np.fmod, "copysign": np.copysign, "ipow": _ipow, "trunc": np.trunc,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "nextafter": np.nextafter,
-    "hypot": np.hypot,
+    "hypot": np.hypot, "cbrt": np.cbrt,
 }
 
 
@@ -398,7 +399,7 @@ FUNCTIONS: dict[str, Callable[..., Expr]] = {
     "lshift": _lshift, "rshift": _rshift,
     **{n: _intrinsic(n) for n in ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
                                    "floor", "ceil", "rint", "atan2", "trunc", "asin", "acos", "atan",
-                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter", "hypot",
+                                   "sinh", "cosh", "asinh", "acosh", "atanh", "nextafter", "hypot", "cbrt",
                                    *LIBRARY_FUNCTIONS)},
 }
 

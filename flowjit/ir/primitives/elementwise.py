@@ -35,7 +35,7 @@ from flowjit.ir.types import TensorType
 SCALAR_FUNCTIONS = (
     "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tanh", "erf",
     "floor", "ceil", "rint", "isnan", "isfinite", "floordiv", "mod", "pow", "maximum",
-    "minimum", "atan2", "hypot", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "minimum", "atan2", "hypot", "cbrt", "cast", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
     "trunc", "signbit", "nextafter", "lshift", "rshift", "real", "imag", "conj", "complex",
 )
 # The numbers, complex included: what arithmetic takes.
@@ -158,6 +158,7 @@ _unary("cosh", np.cosh, "cosh(a)", dtypes=INEXACT_DTYPES)
 _unary("asinh", np.arcsinh, "asinh(a)", dtypes=INEXACT_DTYPES)
 _unary("acosh", np.arccosh, "acosh(a)", domain="ge_one", dtypes=INEXACT_DTYPES)
 _unary("atanh", np.arctanh, "atanh(a)", domain="unit", dtypes=INEXACT_DTYPES)
+_unary("cbrt", np.cbrt, "cbrt(a)")  # the real cube root: cbrt(-8) is -2
 _unary("floor", np.floor, "floor(a)", diff=False)
 _unary("ceil", np.ceil, "ceil(a)", diff=False)
 _unary("round", np.rint, "rint(a)", diff=False)  # half to even, as np.round
@@ -355,6 +356,19 @@ _binary_vjp("maximum", lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.e
             lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)))
 _binary_vjp("minimum", lambda e, g, y, a, b: _winner_share(e, g, e.lt(a, b), e.eq(a, b)),
             lambda e, g, y, a, b: _winner_share(e, g, e.gt(a, b), e.eq(a, b)))
+def _cbrt_vjp(e, g, y, x):
+    # 1 / (3 y^2): 0 at 0, where the derivative is infinite (JAX gives inf), and at an infinity
+    # (the limit). Only a finite nonzero y reaches the quotient (others divide by 1): an
+    # untaken 1 / inf or 1 / 0 would send NaN into the second derivative.
+    normal = e.logical_and(e.ne(y, e.const(0, y)), e.isfinite(y))
+    safe = e.select(normal, y, e.const(1, y))
+    slope = e.div(e.const(1, y), e.mul(e.const(3, y), e.mul(safe, safe)))
+    return e.mul(g, e.select(normal, slope, e.select(e.isnan(y), y, e.const(0, y))))
+
+
+_unary_vjp("cbrt", _cbrt_vjp)
+
+
 def _hypot_da(e, g, y, a, b):
     # a / hypot(a, b), of a and b scaled by a power of two s (exact) when the larger is past
     # 2^(E/2) or below 2^(-E/2) (E the dtype's largest exponent): there a / y had been
