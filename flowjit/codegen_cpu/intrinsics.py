@@ -47,7 +47,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 11
+VERSION = 12
 
 PREFIX = "fj."
 
@@ -502,9 +502,9 @@ def sinh(f: Scalar, x: V) -> V:
     small_exp = _HYPER[f.width][0]
     a = f.fabs(x)
     t = _exps(f)[1](f, f.sel(a < small_exp, a, small_exp))
-    u = t + 1.0
-    near = (2.0 * t - f.div(t * t, u)) * 0.5
-    mid = (t + f.div(t, u)) * 0.5
+    q = f.div(t, t + 1.0)
+    near = (2.0 * t - t * q) * 0.5
+    mid = (t + q) * 0.5
     y = f.sel(a < 1.0, near, f.sel(a < small_exp, mid, _half_exp(f, a)))
     return f.copysign(y, x)
 
@@ -523,26 +523,32 @@ def cosh(f: Scalar, x: V) -> V:
 
 
 def asinh(f: Scalar, x: V) -> V:
-    """asinh: log1p(a + a*a / (1 + sqrt(1 + a*a))) up to 2, log(2a + 1/(a + sqrt(a*a + 1)))
-    up to BIG, log(a) + ln 2 beyond (a = |x|); the sign of x."""
+    """asinh as one log1p (a = |x|): of a + a*a / (1 + sqrt(1 + a*a)) up to 2; past it
+    log(2a + 1/(a + sqrt(a*a + 1))) as log1p((2a - 1) + 1/(a + sqrt(a*a + 1))) (2a - 1 exact)
+    up to BIG; log(a) + ln 2 beyond, as log1p(a - 1) + ln 2; the sign of x. The branches
+    share the log1p and the division (selects choose their operands)."""
     big = _HYPER[f.width][2]
     a = f.fabs(x)
     a2 = a * a
     r = _sqrt(f, a2 + 1.0)
-    near = _log1p(f, a + f.div(a2, 1.0 + r))
-    mid = _log(f, 2.0 * a + f.div(1.0, a + r))
-    y = f.sel(a > big, _log(f, a) + _LN2, f.sel(a > 2.0, mid, near))
+    near, far = a <= 2.0, a > big
+    q = f.div(f.sel(near, a2, 1.0), f.sel(near, 1.0 + r, a + r))
+    u = f.sel(near, a + q, f.sel(far, a - 1.0, (2.0 * a - 1.0) + q))
+    y = _log1p(f, u) + f.sel(far, _LN2, 0.0)
     return f.copysign(y, x)
 
 
 def acosh(f: Scalar, x: V) -> V:
-    """acosh: log1p(t + sqrt(2t + t*t)), t = x - 1, up to 2; log(2x - 1/(x + sqrt(x*x - 1))) up
-    to BIG; log(x) + ln 2 beyond; NaN below 1."""
+    """acosh as one log1p: of t + sqrt(2t + t*t), t = x - 1, up to 2; past it
+    log(2x - 1/(x + sqrt(x*x - 1))) as log1p((2x - 1) - 1/(x + sqrt(x*x - 1))) up to BIG;
+    log(x) + ln 2 beyond, as log1p(x - 1) + ln 2; NaN below 1. One square root, one
+    division (selects choose their operands)."""
     big = _HYPER[f.width][2]
     t = x - 1.0
-    near = _log1p(f, t + _sqrt(f, 2.0 * t + t * t))
-    mid = _log(f, 2.0 * x - f.div(1.0, x + _sqrt(f, x * x - 1.0)))
-    y = f.sel(x > big, _log(f, x) + _LN2, f.sel(x > 2.0, mid, near))
+    near, far = x <= 2.0, x > big
+    s = _sqrt(f, f.sel(near, 2.0 * t + t * t, x * x - 1.0))
+    u = f.sel(near, t + s, f.sel(far, t, (2.0 * x - 1.0) - f.div(1.0, x + s)))
+    y = _log1p(f, u) + f.sel(far, _LN2, 0.0)
     return f.sel(x < 1.0, np.nan, y)
 
 
