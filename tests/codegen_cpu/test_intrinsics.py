@@ -168,6 +168,40 @@ def test_cbrt64_is_correctly_rounded_but_near_ties():
     np.testing.assert_array_equal(got[-5:-3], [-3.0, 2.0])
 
 
+@pytest.mark.skipif(not EXTENDED, reason="the float64 references need an 80-bit long double")
+@pytest.mark.parametrize("op", ["sinh", "asinh", "acosh"])
+def test_hyperbolic_functions_within_two_ulp_across_their_branches(op):
+    # asinh and acosh take one log1p whatever the branch (near 1 or 2, up to BIG = 2^28, past
+    # it), sinh one division: every branch and both neighbours of each switch, to the largest
+    # floats, within 2 ulp of the correctly rounded result (float32: of float64's rounded).
+    r = np.random.default_rng(47)
+    lo = 1.0 if op == "acosh" else -30.0
+    switches = [1.0, 2.0, 22.0, 2.0 ** 28, 9.0, 2.0 ** 14, 709.0, 710.0]
+    near = [np.nextafter(s, d) for s in switches for d in (0.0, np.inf)] + switches
+    x = np.concatenate([r.uniform(lo, 30, 100000), 10.0 ** r.uniform(-12, 308, 100000), near,
+                        1.0 + 10.0 ** r.uniform(-16, 0, 20000), [np.finfo(np.float64).max]])
+    if op == "acosh":
+        x = x[x >= 1.0]
+    elif op == "sinh":
+        x = x[np.abs(x) < 711.0]
+    for dtype in (np.float64, np.float32):
+        with np.errstate(over="ignore"):
+            xs = x.astype(dtype)
+            xs = xs[np.isfinite(xs)]
+            wide = xs.astype(np.longdouble if dtype == np.float64 else np.float64)
+            want = getattr(np, {"asinh": "arcsinh", "acosh": "arccosh"}.get(op, op))(wide).astype(dtype)
+        got = run(op, xs)
+        d, where = worst(got, want, xs)
+        assert d <= 2, f"{op}.{SHORT[dtype]}: {d} ulp {where}"
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan])
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, {"asinh": "arcsinh", "acosh": "arccosh"}.get(op, op))(specials)
+    got = run(op, specials)
+    np.testing.assert_array_equal(got, want)
+    number = ~np.isnan(want)   # a NaN's sign is noise
+    np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(want[number]))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_special_values(dtype):
     nan, inf = np.nan, np.inf
