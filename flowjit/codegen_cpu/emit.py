@@ -1093,10 +1093,12 @@ class _Renderer:
         its row of ``CODE_FOR_OP``, float16 widened to float32 around it."""
         src = types[-1] if op == "select" else types[0]
         if src == float16 and op not in ("cast", "select"):
-            # float16 computes in float32 and rounds after every op (NumPy's half loops).
+            # float16 computes in float32 and rounds after every op (NumPy's half loops); a
+            # float64 algorithm's in float64, rounded once (intrinsics.F16_FROM_F64).
             b = self.b
-            wide = [b.fpext(a, F32) if t == float16 else a for a, t in zip(args, types)]
-            r = self.prim(op, wide, [float32 if t == float16 else t for t in types], float32 if d == float16 else d)
+            wd, wt = (float64, F64) if op in intrinsics.F16_FROM_F64 else (float32, F32)
+            wide = [b.fpext(a, wt) if t == float16 else a for a, t in zip(args, types)]
+            r = self.prim(op, wide, [wd if t == float16 else t for t in types], wd if d == float16 else d)
             return b.fptrunc(r, F16) if d == float16 else r
         render = CODE_FOR_OP.get(op)
         if render is None:

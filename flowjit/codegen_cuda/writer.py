@@ -54,7 +54,7 @@ from flowjit.codegen_cuda.launch_plan import (
 )
 
 # Math intrinsics the simulator computes with NumPy functions of other names (the rest: np.<name>).
-_SIMULATOR_MATH = {"erf": "_erf", "atan2": "np.arctan2", "pow": "np.power", "asin": "np.arcsin",
+_SIMULATOR_MATH = {"erf": "_erf", "cbrt": "_cbrt", "atan2": "np.arctan2", "pow": "np.power", "asin": "np.arcsin",
                    "acos": "np.arccos", "atan": "np.arctan", "asinh": "np.arcsinh", "acosh": "np.arccosh",
                    "atanh": "np.arctanh"}
 # ipow is written inline (a loop); the library functions (SciPy's C code) have no GPU form.
@@ -78,6 +78,9 @@ if config.ENABLE_CUDASIM:
     # keep float32 in float32 and give inf or nan where math's raise, as the GPU does.
     def _erf(x):
         return type(x)(math.erf(x))
+
+    def _cbrt(x):   # float32 through float64, rounded once (libdevice's cbrtf is within 1 ulp)
+        return type(x)(np.cbrt(np.float64(x)))
 {"".join(f"    {op}_f32 = {op}_f64 = {_SIMULATOR_MATH.get(op, 'np.' + op)}{chr(10)}" for op in _MATH)}\
 else:
     # libdevice: rint rounds half to even, as np.rint.

@@ -30,6 +30,7 @@ from functools import cache
 import numpy as np
 
 from flowjit.ir.dtypes import DType, bool_, dtype, float16, float32, float64, int64
+from flowjit.ir.primitives.elementwise import cbrt_reference
 from flowjit.lowering.loops import Const, Expr, Prim
 
 # A complex value inside the lowering: its real and imaginary parts, each of the real dtype.
@@ -224,7 +225,7 @@ _REFERENCE: dict[str, Callable] = {
     "fmod": np.fmod, "copysign": np.copysign, "ipow": _ipow, "trunc": np.trunc,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "nextafter": np.nextafter,
-    "hypot": np.hypot, "cbrt": np.cbrt,
+    "hypot": np.hypot, "cbrt": cbrt_reference,
 }
 
 

@@ -211,6 +211,26 @@ def test_hypot_takes_numpys_argument_names():
     np.testing.assert_array_equal(fj.hypot(x1=A, x2=B), np.hypot(A, B))
 
 
+def test_cbrt_in_float16_and_float32_is_float64s_rounded_once_everywhere():
+    # Eager, interpreted, folded and compiled alike (NumPy's own float32 loop gives
+    # 2.9999998 for cbrt(27)); float16 rounded once from float64, not through float32,
+    # whose root can land on a float16 midpoint (2.658: 1.38525391 rounds to 1.385, not
+    # 1.386); the gradient in float64 rounded once (float32's 1/(3 y y) had been 4 ulp off).
+    x = np.float32([27, -27, 3.0])
+    want = np.cbrt(x.astype(np.float64)).astype(np.float32)
+    for got in (fj.cbrt(x), fj.function(fj.cbrt, interpret=True)(x), fj.function(fj.cbrt)(x),
+                fj.function(lambda: fj.cbrt(np.float32([27, -27, 3.0])))()):
+        np.testing.assert_array_equal(got, want)
+    h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    h = h[np.isfinite(h)]
+    want16 = np.cbrt(h.astype(np.float64)).astype(np.float16)
+    for got in (fj.function(fj.cbrt)(h), fj.function(fj.cbrt, interpret=True)(h)):
+        np.testing.assert_array_equal(got, want16)
+    grads = fj.function(fj.grad(lambda v: fj.sum(fj.cbrt(v))))(np.float32([3.0, 0.7, 1e-30]))
+    x64 = np.float64([3.0, 0.7, 1e-30]).astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(grads, (1 / (3 * np.cbrt(x64) ** 2)).astype(np.float32))
+
+
 def test_value_dependent_and_static_answers_as_numpy():
     z = np.array([1 + 1e-20j, 2 - 0j])
     assert fj.real_if_close(z).dtype == np.float64 and fj.real_if_close(z + 1e-3j).dtype == np.complex128

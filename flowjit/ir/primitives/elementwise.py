@@ -23,6 +23,7 @@ from flowjit.ir.dtypes import (
     REAL_DTYPES,
     DType,
     bool_,
+    float16,
     float32,
     float64,
 )
@@ -158,7 +159,16 @@ _unary("cosh", np.cosh, "cosh(a)", dtypes=INEXACT_DTYPES)
 _unary("asinh", np.arcsinh, "asinh(a)", dtypes=INEXACT_DTYPES)
 _unary("acosh", np.arccosh, "acosh(a)", domain="ge_one", dtypes=INEXACT_DTYPES)
 _unary("atanh", np.arctanh, "atanh(a)", domain="unit", dtypes=INEXACT_DTYPES)
-_unary("cbrt", np.cbrt, "cbrt(a)")  # the real cube root: cbrt(-8) is -2
+def cbrt_reference(x: np.ndarray) -> np.ndarray:
+    """The real cube root as the compiled code gives it: float16 and float32 through float64,
+    rounded once (NumPy's own float32 loop is not exact: 2.9999998 for 27)."""
+    x = np.asarray(x)
+    if x.dtype in (np.float16, np.float32):
+        return np.cbrt(x.astype(np.float64)).astype(x.dtype)
+    return np.cbrt(x)
+
+
+_unary("cbrt", cbrt_reference, "cbrt(a)")  # the real cube root: cbrt(-8) is -2
 _unary("floor", np.floor, "floor(a)", diff=False)
 _unary("ceil", np.ceil, "ceil(a)", diff=False)
 _unary("round", np.rint, "rint(a)", diff=False)  # half to even, as np.round
@@ -360,10 +370,15 @@ def _cbrt_vjp(e, g, y, x):
     # 1 / (3 y^2): 0 at 0, where the derivative is infinite (JAX gives inf), and at an infinity
     # (the limit). Only a finite nonzero y reaches the quotient (others divide by 1): an
     # untaken 1 / inf or 1 / 0 would send NaN into the second derivative.
-    normal = e.logical_and(e.ne(y, e.const(0, y)), e.isfinite(y))
-    safe = e.select(normal, y, e.const(1, y))
-    slope = e.div(e.const(1, y), e.mul(e.const(3, y), e.mul(safe, safe)))
-    return e.mul(g, e.select(normal, slope, e.select(e.isnan(y), y, e.const(0, y))))
+    # float16 and float32 take the slope from x's root in float64, rounded once (1/(3 y y) of
+    # the rounded y in float32 had been up to 4 ulp off).
+    d = y.type.dtype
+    wide = e.cbrt(e.cast(x, dtype=float64)) if d in (float16, float32) else y
+    normal = e.logical_and(e.ne(wide, e.const(0, wide)), e.isfinite(wide))
+    safe = e.select(normal, wide, e.const(1, wide))
+    slope = e.div(e.const(1, wide), e.mul(e.const(3, wide), e.mul(safe, safe)))
+    slope = e.select(normal, slope, e.select(e.isnan(wide), wide, e.const(0, wide)))
+    return e.mul(g, e.cast(slope, dtype=d) if wide is not y else slope)
 
 
 _unary_vjp("cbrt", _cbrt_vjp)

@@ -564,9 +564,9 @@ _cbrt = _unary_float("cbrt")
 
 def cbrt(x: ArrayLike) -> Any:
     """The real cube root elementwise, as ``np.cbrt``: negative inputs give negative roots,
-    -0.0 gives -0.0, within an ulp (fdlibm's, compiled; float32 through float64). At 0, where
-    the derivative is infinite (JAX gives inf), the gradient is 0, not the NaN of 0 * inf; at
-    an infinity it is the derivative's limit, 0, as JAX's."""
+    -0.0 gives -0.0, correctly rounded (float16 and float32 through float64, rounded once).
+    At 0, where the derivative is infinite (JAX gives inf), the gradient is 0, not the NaN of
+    0 * inf; at an infinity it is the derivative's limit, 0, as JAX's."""
     return _cbrt(x)
 
 
