@@ -17,7 +17,8 @@ scheme on the log kernel (u = 1 + x, log(u) plus the correction c / u for the ro
 error c of u). sqrt, floor,
 ceil, rint, trunc, fabs, copysign and fmod are the LLVM intrinsics (``frem`` for fmod) wrapped in
 the same calling form. float16 names compute in float32 and round once, as NumPy's float16
-loops do. sin and cos are fdlibm's kernels after an exact argument reduction (fdlibm's medium
+loops do; those whose float32 is float64's rounded (``F16_FROM_F64``) round once from float64.
+sin and cos are fdlibm's kernels after an exact argument reduction (fdlibm's medium
 one up to 2**20 pi/2, Payne and Hanek's beyond; see their section), float32 through float64
 (one reduction round up to 2**28 pi/2, its 24 bits need no more).
 pow has no vectorizable version here: the renderer calls libm for it. hypot is glibc's own
@@ -48,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 13
+VERSION = 14
 
 PREFIX = "fj."
 
@@ -884,6 +885,7 @@ def _via_f64(fn: Callable[..., V]) -> Callable[..., V]:
             return fn(f, *xs)
         g = Scalar(f.b, _F64, f.native_ldexp, f.native_fma)
         return V(f, f.b.fptrunc(fn(g, *(V(g, f.b.fpext(x.v, _F64)) for x in xs)).v, f.t))
+    run.through_f64 = True   # F16_FROM_F64: float16 rounds once from it too
     return run
 
 
@@ -1036,9 +1038,11 @@ _BINARY: dict[tuple[str, str], Callable[[Scalar, V, V], V]] = {
     ("atan2", "f32"): _via_f64(_atan2_64), ("atan2", "f64"): _atan2_64,
 }
 _FLOAT = {"f32": _F32, "f64": _F64}
-# Float16 names computed from the float64 function and rounded once (the float32 one is
-# that function rounded: float16 would be a second rounding).
-F16_FROM_F64 = frozenset(("cbrt",))
+# Ops whose float32 is the float64 function rounded (``_via_f64``): their float16 is too,
+# rounded once (through float32 it would be a second rounding, which can land on a float16
+# midpoint: cbrt(2.658) gave 1.385 for 1.386).
+F16_FROM_F64 = frozenset(op for table in (_UNARY, _BINARY) for (op, d), fn in table.items()
+                         if d == "f32" and getattr(fn, "through_f64", False))
 
 NAMES: frozenset[str] = frozenset(
     f"{op}.{d}" for op, d in (*_UNARY, *_BINARY)
