@@ -55,25 +55,33 @@ def build_module() -> str:
     chunk_t = ir.FunctionType(VOID, [I64, I64, I8P])
     pfor = ir.Function(mod, ir.FunctionType(VOID, [chunk_t.as_pointer(), I64, I8P, I64]), jit.PARALLEL_FOR_SYMBOL)
 
+    def internal(name: str, fty: Any) -> Any:
+        fn = ir.Function(mod, fty, name)
+        fn.linkage = "internal"
+        # Short copies stay inline: LLVM would otherwise make the byte loop a call of memcpy.
+        fn.attributes.add("nounwind")
+        set.add(fn.attributes, '"no-builtins"')     # a string attribute llvmlite does not validate
+        return fn
+
     # ---- the rows [lo, hi) of the output, (n, output row) flattened -------------------------
-    chunk = ir.Function(mod, chunk_t, "fj_patches_rows")
-    chunk.linkage = "internal"
-    # Short copies stay inline: LLVM would otherwise make the byte loop a call of memcpy.
-    chunk.attributes.add("nounwind")
-    set.add(chunk.attributes, '"no-builtins"')     # a string attribute llvmlite does not validate
-    lo, hi, ctx = chunk.args
-    b = ir.IRBuilder(chunk.append_basic_block("entry"))
-    words = b.bitcast(ctx, I64.as_pointer())
+    chunk = internal("fj_patches_rows", chunk_t)
+    # The columns [start, end) of output row r whose taps reach into the padding (or every
+    # column, for a dilation other than 1 along W), tap by tap: a function of its own, its
+    # moves chosen once per call by the channels' bytes. Inside each of the window row's
+    # seven ways of moving (``nest``), the two edges' seven ways each had made 98 copies of
+    # the edge loops: 447 KB of IR that LLVM took 17-20 s to compile at O3, the wait of the
+    # first convolution after an installation.
+    edges_fn = internal("fj_patches_edges", ir.FunctionType(VOID, [I8P, I64, I64, I64]))
+    edges_fn.attributes.add("noinline")
 
-    def word(k: int) -> Any:
-        return b.load(b.gep(words, [const(k)], inbounds=True))
+    def context(ctx: Any) -> tuple[Any, Any, dict[str, Any]]:
+        """The input and output pointers and the parameters a chunk's context holds."""
+        words = b.bitcast(ctx, I64.as_pointer())
 
-    x = b.inttoptr(word(0), I8P)
-    out = b.inttoptr(word(1), I8P)
-    p = {name: word(2 + k) for k, name in enumerate(PARAMS[:-1])}
-    h, w, cb, oh, ow, kh, kw = (p[k] for k in ("h", "w", "cb", "oh", "ow", "kh", "kw"))
-    window_row = b.mul(kw, cb)                                   # bytes of one window row (KW taps)
-    position = b.mul(kh, window_row)                             # bytes of one output position
+        def word(k: int) -> Any:
+            return b.load(b.gep(words, [const(k)], inbounds=True))
+        return (b.inttoptr(word(0), I8P), b.inttoptr(word(1), I8P),
+                {name: word(2 + k) for k, name in enumerate(PARAMS[:-1])})
 
     def move(width: int, d: Any, s_: Any | None, at: Any) -> None:
         ty = ir.VectorType(I8, width)
@@ -150,55 +158,84 @@ def build_module() -> str:
     def stop(last: Any, d: Any) -> Any:    # how many k >= 0 have k * d <= last
         return b.select(b.icmp_signed("<", last, const(0)), const(0), b.add(b.sdiv(last, d), const(1)))
 
-    sh, sw, dh, dw, top, left = (p[k] for k in ("sh", "sw", "dh", "dw", "top", "left"))
-    # Output columns whose KW taps all fall inside the input, [j_lo, j_hi) (every row's):
-    # j * sw - left >= 0 from j_lo; j * sw - left + (kw - 1) * dw <= w - 1 before j_hi. Each
-    # is one run of kw * cb bytes when dw is 1; with another dilation every column goes tap
-    # by tap (as the edges do).
-    unit_dw = b.icmp_signed("==", dw, const(1))
-    j_lo = b.select(unit_dw, clamp(ceil_div(left, sw), const(0), ow), ow)
-    j_hi = clamp(stop(b.sub(b.add(b.sub(w, const(1)), left), b.mul(b.sub(kw, const(1)), dw)), sw), j_lo, ow)
-    j_hi = b.select(unit_dw, j_hi, ow)
+    def values(ctx: Any) -> tuple[Any, ...]:
+        """The context's pointers and parameters at ``b``, and what every row derives from them."""
+        x, out, p = context(ctx)
+        h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left = (
+            p[k] for k in ("h", "w", "cb", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "top", "left"))
+        window_row = b.mul(kw, cb)                                   # bytes of one window row (KW taps)
+        position = b.mul(kh, window_row)                             # bytes of one output position
+        # Output columns whose KW taps all fall inside the input, [j_lo, j_hi) (every row's):
+        # j * sw - left >= 0 from j_lo; j * sw - left + (kw - 1) * dw <= w - 1 before j_hi. Each
+        # is one run of kw * cb bytes when dw is 1; with another dilation every column goes tap
+        # by tap (as the edges do).
+        unit_dw = b.icmp_signed("==", dw, const(1))
+        j_lo = b.select(unit_dw, clamp(ceil_div(left, sw), const(0), ow), ow)
+        j_hi = clamp(stop(b.sub(b.add(b.sub(w, const(1)), left), b.mul(b.sub(kw, const(1)), dw)), sw), j_lo, ow)
+        j_hi = b.select(unit_dw, j_hi, ow)
+        return (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position, j_lo, j_hi)
+
+    def row_start(r: Any) -> tuple[Any, Any, Any]:
+        """Output row r's image (its first input byte), its first output byte, and the input
+        row of its first tap row (negative in the padding above)."""
+        img = b.sdiv(r, oh)
+        i = b.sub(r, b.mul(img, oh))
+        image = b.gep(x, [b.mul(b.mul(b.mul(img, h), w), cb)], inbounds=True)
+        out_row = b.gep(out, [b.mul(b.mul(r, ow), position)], inbounds=True)
+        return image, out_row, b.sub(b.mul(i, sh), top)
+
+    # ---- fj_patches_edges(ctx, r, start, end) ----------------------------------------------------
+    b = ir.IRBuilder(edges_fn.append_basic_block("entry"))
+    ctx_e, r_e, start_e, end_e = edges_fn.args
+    (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position, j_lo, j_hi) = values(ctx_e)
+    image, out_row, first_ih = row_start(r_e)
+
+    def edge_columns(way_of_tap: Callable[[Any], Callable[[Any, Any], None]]) -> None:
+        tap_way = way_of_tap(cb)
+
+        def edge(j: Any) -> None:   # a column with taps in the padding, or any if dw != 1: tap by tap
+            col0 = b.sub(b.mul(j, sw), left)
+            at = b.gep(out_row, [b.mul(j, position)])
+
+            def tap_row(q: Any) -> None:
+                ih = b.add(first_ih, b.mul(q, dh))
+                dst = b.gep(at, [b.mul(q, window_row)])
+                with b.if_else(b.icmp_unsigned("<", ih, h)) as (in_rows, padding):
+                    with in_rows:
+                        src_row = b.gep(image, [b.mul(b.mul(ih, w), cb)])
+
+                        def tap(t: Any) -> None:
+                            iw = b.add(col0, b.mul(t, dw))
+                            one = b.gep(dst, [b.mul(t, cb)])
+                            with b.if_else(b.icmp_unsigned("<", iw, w)) as (in_cols, pad_col):
+                                with in_cols:
+                                    tap_way(one, b.gep(src_row, [b.mul(iw, cb)]))
+                                with pad_col:
+                                    tap_way(one, None)
+                        counted_loop(b, kw, "t", tap)
+                    with padding:   # a tap row in the padding: its KW taps' zeros
+                        repeat(tap_way, kw, dst, cb, None, cb)
+            counted_loop(b, kh, "q", tap_row)
+        counted_loop(b, end_e, "je", edge, start=start_e)
+
+    choose(cb, edge_columns)
+    b.ret_void()
+
+    # ---- fj_patches_rows(lo, hi, ctx) ------------------------------------------------------------
+    b = ir.IRBuilder(chunk.append_basic_block("entry"))
+    lo, hi, ctx = chunk.args
+    (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position, j_lo, j_hi) = values(ctx)
     row_stride = b.mul(b.mul(dh, w), cb)            # input bytes from one tap row to the next
 
     def nest(way_of: Callable[[Any], Callable[[Any, Any], None]]) -> None:
         window = way_of(window_row)
-        tap_way = [None]
 
         def row(r: Any) -> None:
-            img = b.sdiv(r, oh)
-            i = b.sub(r, b.mul(img, oh))
-            image = b.gep(x, [b.mul(b.mul(b.mul(img, h), w), cb)], inbounds=True)
-            out_row = b.gep(out, [b.mul(b.mul(r, ow), position)], inbounds=True)
+            image, out_row, first_ih = row_start(r)
             # Tap rows inside the input, [q_lo, q_hi): i * sh + q * dh - top in [0, h).
-            first_ih = b.sub(b.mul(i, sh), top)
             q_lo = clamp(ceil_div(b.neg(first_ih), dh), const(0), kh)
             q_hi = clamp(stop(b.sub(b.sub(h, const(1)), first_ih), dh), q_lo, kh)
             first_src = b.gep(image, [b.mul(b.mul(b.add(first_ih, b.mul(q_lo, dh)), w), cb)])
-
-            def edge(j: Any) -> None:   # a column with taps in the padding, or any if dw != 1: tap by tap
-                col0 = b.sub(b.mul(j, sw), left)
-                at = b.gep(out_row, [b.mul(j, position)])
-
-                def tap_row(q: Any) -> None:
-                    ih = b.add(first_ih, b.mul(q, dh))
-                    dst = b.gep(at, [b.mul(q, window_row)])
-                    with b.if_else(b.icmp_unsigned("<", ih, h)) as (in_rows, padding):
-                        with in_rows:
-                            src_row = b.gep(image, [b.mul(b.mul(ih, w), cb)])
-
-                            def tap(t: Any) -> None:
-                                iw = b.add(col0, b.mul(t, dw))
-                                one = b.gep(dst, [b.mul(t, cb)])
-                                with b.if_else(b.icmp_unsigned("<", iw, w)) as (in_cols, pad_col):
-                                    with in_cols:
-                                        tap_way[0](one, b.gep(src_row, [b.mul(iw, cb)]))
-                                    with pad_col:
-                                        tap_way[0](one, None)
-                            counted_loop(b, kw, "t", tap)
-                        with padding:
-                            window(dst, None)
-                counted_loop(b, kh, "q", tap_row)
 
             def inner(q: Any, src: Any | None) -> None:
                 # Tap row q of every interior column: one run of kw taps of the input's row
@@ -211,11 +248,8 @@ def build_module() -> str:
                 repeat(window, b.sub(j_hi, j_lo), at, position, start, b.mul(sw, cb))
 
             def edges(start: Any, end: Any) -> None:
-                def emit(way_of_tap: Callable[[Any], Callable[[Any, Any], None]]) -> None:
-                    tap_way[0] = way_of_tap(cb)
-                    counted_loop(b, end, "je", edge, start=start)
                 with b.if_then(b.icmp_signed("<", start, end)):
-                    choose(cb, emit)
+                    b.call(edges_fn, [ctx, r, start, end])
             edges(const(0), j_lo)
             counted_loop(b, q_lo, "qa", lambda q: inner(q, None))
             counted_loop(b, q_hi, "q", lambda q: inner(q, b.gep(first_src, [b.mul(b.sub(q, q_lo), row_stride)])),
