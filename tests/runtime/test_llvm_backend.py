@@ -1,6 +1,8 @@
 """The ``llvm`` backend end to end: ``fj.function(..., backend="llvm")`` lowers every fused
 kernel to loop IR (``flowjit.lowering``) and compiles it through llvmlite
-(``flowjit.codegen_cpu``); each program here is checked against the interpreter.
+(``flowjit.codegen_cpu``); each program here is checked against the interpreter. That
+every registry case compiles with it, none left to the interpreter, is
+``tests/registry/test_compiled.py``'s check, case by case.
 
 Every test runs on a kernel cache of its own module (a temporary ``FLOWJIT_CACHE_DIR``),
 so a run is cold, as on CI's clean clone.
@@ -20,8 +22,6 @@ import flowjit as fj
 from flowjit import optim
 from flowjit.lowering.loops import Kernel
 from tests.registry.case import kernel_tolerance
-from tests.registry.test_compiled import COMPLEX_REFUSED, case_function, case_inputs
-from tests.registry.test_generic import ALL_CASES
 from tests.test_programs import ZERO_D_REDUCTIONS, zero_d_input
 
 
@@ -51,18 +51,6 @@ def assert_matches(got, want):
             np.testing.assert_allclose(g, w, equal_nan=True, **tol)
         else:
             np.testing.assert_array_equal(g, w)
-
-
-def test_every_fusion_kernel_compiles_with_llvm():
-    # The lowering covers every registry case: none falls back to the interpreter, but the
-    # complex forms of the functions it leaves to NumPy's references (their special cases).
-    fallbacks = {}
-    for case in ALL_CASES:
-        f = case_function(case, backend="llvm")
-        f(*case_inputs(case))
-        fallbacks.update(executable(f).fallbacks)
-    assert {k: v for k, v in fallbacks.items()
-            if not any(f"{p} of c" in v and "has no loop lowering" in v for p in COMPLEX_REFUSED)} == {}
 
 
 @pytest.mark.parametrize("name", sorted(ZERO_D_REDUCTIONS))
