@@ -129,7 +129,8 @@ def build_module() -> str:
     def choose(nbytes: Any, emit: Callable[[Callable[[Any], Callable[[Any, Any], None]]], None]) -> None:
         """``emit(way)`` once per way of moving, each behind its test of ``nbytes``: what
         ``emit`` makes is specialized to one way, chosen where ``choose`` is called (for a
-        window row's runs, once per call; for the edges' taps, once per output row)."""
+        window row's runs, once per call of the routine's rows; for the edges' taps, once per
+        call of ``fj_patches_edges``, an output row's edge columns on one side)."""
         done = b.append_basic_block("way.done")
         for least, way in ways:
             take, rest = b.append_basic_block(f"way.{least}"), b.append_basic_block(f"way.lt{least}")

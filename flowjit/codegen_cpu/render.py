@@ -202,8 +202,7 @@ _RECORD_FIELDS: dict[type, tuple[str, ...]] = {}
 def _nan_bits(x: object, out: list[str]) -> None:
     """Append to ``out`` the bits of each NaN float in ``x`` (a loop-IR record, a tuple, a
     scalar), in the order repr writes them."""
-    kind = type(x)
-    if kind is float or isinstance(x, np.floating):
+    if isinstance(x, (float, np.floating)):
         if x != x:
             out.append(struct.pack("<d", float(x)).hex())
         return
@@ -211,6 +210,7 @@ def _nan_bits(x: object, out: list[str]) -> None:
         for v in x:
             _nan_bits(v, out)
         return
+    kind = type(x)
     names = _RECORD_FIELDS.get(kind)
     if names is None:
         record = dataclasses.is_dataclass(x) and not isinstance(x, type)

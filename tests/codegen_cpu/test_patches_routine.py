@@ -89,6 +89,7 @@ def test_the_edge_columns_loops_are_rendered_once_per_way_of_moving_a_tap():
     rows = re.findall(r"^r\.head[0-9.]*:", text, re.M)
     edges = re.findall(r"^je\.head[0-9.]*:", text, re.M)
     assert len(rows) >= 2 and len(edges) == len(rows), (len(rows), len(edges))
+    assert re.search(r'^define internal void @"fj_patches_edges"\(', text, re.M), "the edges' function"
 
 
 def _patches(x, **attrs):
