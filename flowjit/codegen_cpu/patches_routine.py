@@ -67,10 +67,10 @@ def build_module() -> str:
     chunk = internal("fj_patches_rows", chunk_t)
     # The columns [start, end) of output row r whose taps reach into the padding (or every
     # column, for a dilation other than 1 along W), tap by tap: a function of its own, its
-    # moves chosen once per call by the channels' bytes. Inside each of the window row's
-    # seven ways of moving (``nest``), the two edges' seven ways each had made 98 copies of
-    # the edge loops: 447 KB of IR that LLVM took 17-20 s to compile at O3, the wait of the
-    # first convolution after an installation.
+    # moves chosen once per call by the channels' bytes. Rendered inside each of the window
+    # row's seven ways of moving (``nest``), for both edges and each of a tap's seven ways,
+    # the edge loops had 98 copies: 447 KB of IR that LLVM took 17-20 s to compile at O3,
+    # the wait of the first convolution after an installation.
     edges_fn = internal("fj_patches_edges", ir.FunctionType(VOID, [I8P, I64, I64, I64]))
     edges_fn.attributes.add("noinline")
 
