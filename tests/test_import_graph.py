@@ -10,6 +10,7 @@ out. A package's ``__init__`` running before its modules is Python's order, not 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,10 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+# Parsed once a file: each of test_every_lazy_entry_is_still_imported_somewhere's two dozen
+# cases read the whole package again (41 s of the suite). A path is parsed against the
+# MODULES of its own package (the real one, or a test's package in a directory of its own).
+@functools.cache
 def imports(path: Path) -> list[tuple[int, str, bool]]:
     """Every import of ``path`` as (line, module, inside a function), outside
     ``if TYPE_CHECKING:``; a flowjit import resolved to the module it loads."""
