@@ -160,21 +160,14 @@ def build_module() -> str:
         return b.select(b.icmp_signed("<", last, const(0)), const(0), b.add(b.sdiv(last, d), const(1)))
 
     def values(ctx: Any) -> tuple[Any, ...]:
-        """The context's pointers and parameters at ``b``, and what every row derives from them."""
+        """The context's pointers and parameters at ``b``, and a window row's and an output
+        position's bytes."""
         x, out, p = context(ctx)
         h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left = (
             p[k] for k in ("h", "w", "cb", "oh", "ow", "kh", "kw", "sh", "sw", "dh", "dw", "top", "left"))
         window_row = b.mul(kw, cb)                                   # bytes of one window row (KW taps)
         position = b.mul(kh, window_row)                             # bytes of one output position
-        # Output columns whose KW taps all fall inside the input, [j_lo, j_hi) (every row's):
-        # j * sw - left >= 0 from j_lo; j * sw - left + (kw - 1) * dw <= w - 1 before j_hi. Each
-        # is one run of kw * cb bytes when dw is 1; with another dilation every column goes tap
-        # by tap (as the edges do).
-        unit_dw = b.icmp_signed("==", dw, const(1))
-        j_lo = b.select(unit_dw, clamp(ceil_div(left, sw), const(0), ow), ow)
-        j_hi = clamp(stop(b.sub(b.add(b.sub(w, const(1)), left), b.mul(b.sub(kw, const(1)), dw)), sw), j_lo, ow)
-        j_hi = b.select(unit_dw, j_hi, ow)
-        return (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position, j_lo, j_hi)
+        return (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position)
 
     def row_start(r: Any) -> tuple[Any, Any, Any]:
         """Output row r's image (its first input byte), its first output byte, and the input
@@ -188,7 +181,7 @@ def build_module() -> str:
     # ---- fj_patches_edges(ctx, r, start, end) ----------------------------------------------------
     b = ir.IRBuilder(edges_fn.append_basic_block("entry"))
     ctx_e, r_e, start_e, end_e = edges_fn.args
-    (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position, j_lo, j_hi) = values(ctx_e)
+    (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position) = values(ctx_e)
     image, out_row, first_ih = row_start(r_e)
 
     def edge_columns(way_of_tap: Callable[[Any], Callable[[Any, Any], None]]) -> None:
@@ -225,7 +218,15 @@ def build_module() -> str:
     # ---- fj_patches_rows(lo, hi, ctx) ------------------------------------------------------------
     b = ir.IRBuilder(chunk.append_basic_block("entry"))
     lo, hi, ctx = chunk.args
-    (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position, j_lo, j_hi) = values(ctx)
+    (x, out, h, w, cb, oh, ow, kh, kw, sh, sw, dh, dw, top, left, window_row, position) = values(ctx)
+    # Output columns whose KW taps all fall inside the input, [j_lo, j_hi) (every row's):
+    # j * sw - left >= 0 from j_lo; j * sw - left + (kw - 1) * dw <= w - 1 before j_hi. Each
+    # is one run of kw * cb bytes when dw is 1; with another dilation every column goes tap
+    # by tap (as the edges do).
+    unit_dw = b.icmp_signed("==", dw, const(1))
+    j_lo = b.select(unit_dw, clamp(ceil_div(left, sw), const(0), ow), ow)
+    j_hi = clamp(stop(b.sub(b.add(b.sub(w, const(1)), left), b.mul(b.sub(kw, const(1)), dw)), sw), j_lo, ow)
+    j_hi = b.select(unit_dw, j_hi, ow)
     row_stride = b.mul(b.mul(dh, w), cb)            # input bytes from one tap row to the next
 
     def nest(way_of: Callable[[Any], Callable[[Any, Any], None]]) -> None:
