@@ -12,8 +12,10 @@ by its code object's ``replace`` (compiling one per class had taken 1.7 ms of a 
 call, the 33 classes of an MLP's compile). ``__eq__``,
 ``__hash__`` and ``__repr__`` are closures over a function that takes the fields' tuple
 (``operator.attrgetter`` for two fields or more): compiling those too had taken 80% of
-the ``exec``'s time (4 of a cold first call's 5 ms). A method the class body defines itself (a
-``__repr__`` of its own) is kept, as dataclasses keep it.
+the ``exec``'s time (4 of a cold first call's 5 ms). A record keeps its hash once computed
+(not in a pickle or a copy: string hashes are salted per process), so a loop-IR tree looked
+up in memo after memo is hashed once, not walked again each time. A method the class body
+defines itself (a ``__repr__`` of its own) is kept, as dataclasses keep it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ _pending: list[type] = []
 # Modules import lazily, on a program's first call, from any thread: a class is collected
 # and its methods installed under one lock, so that no thread compiles another's half.
 _lock = threading.Lock()
+# Where a record keeps its hash once computed (its fields never change): a loop-IR tree's
+# hash had walked the whole tree at every lookup of it in a memo.
+_HASH = "_record_hash"
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
@@ -84,14 +89,23 @@ def _methods(names: list[str]) -> dict[str, Any]:
         return NotImplemented
 
     def __hash__(self: Any) -> int:
-        return hash(values(self))
+        d = self.__dict__
+        h = d.get(_HASH)
+        if h is None:
+            h = d[_HASH] = hash(values(self))
+        return h
+
+    def __getstate__(self: Any) -> dict:
+        # The kept hash is this process's (str hashes are salted per process): never pickled.
+        d = self.__dict__
+        return {k: v for k, v in d.items() if k != _HASH} if _HASH in d else d
 
     # The cache keys of programs and kernels are reprs of their plans and loop IR.
     shown = ("(" + ", ".join(f"{name}={{!r}}" for name in names) + ")").format
 
     def __repr__(self: Any) -> str:
         return self.__class__.__qualname__ + shown(*values(self))
-    return {"__eq__": __eq__, "__hash__": __hash__, "__repr__": __repr__}
+    return {"__eq__": __eq__, "__hash__": __hash__, "__repr__": __repr__, "__getstate__": __getstate__}
 
 
 @functools.cache

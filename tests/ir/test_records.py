@@ -3,6 +3,7 @@ fields, renamed per class."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import pickle
@@ -117,3 +118,30 @@ def test_threads_recording_and_compiling_at_once_each_get_working_classes():
     finally:
         sys.setswitchinterval(interval)
     assert not errors, errors[:3]
+
+
+class _Counted:
+    """A field value that counts how often it is hashed."""
+
+    hashed = 0
+
+    def __hash__(self) -> int:
+        _Counted.hashed += 1
+        return 7
+
+
+def test_a_record_hashes_its_fields_once_and_never_pickles_the_kept_hash():
+    # A loop-IR tree is looked up in memos again and again: each lookup had hashed the whole
+    # tree again.
+    r = Segment(Point(1, _Counted()))
+    _Counted.hashed = 0
+    h = hash(r)
+    assert hash(r) == h and hash(r.start) == hash(Point(1, r.start.y)) and _Counted.hashed == 2
+    # The kept hash is this process's (str hashes are salted per process): a pickle or a copy
+    # computes its own.
+    s = Segment(Point(1, 2), Point(3, 4))
+    hash(s)
+    data = pickle.dumps(s)
+    assert b"_record_hash" not in data and "_record_hash" not in vars(copy.copy(s))
+    assert pickle.loads(data) == s and hash(pickle.loads(data)) == hash(s) == hash(copy.deepcopy(s))
+    assert dataclasses.replace(s, stop=Point(3, 5)) != s and dataclasses.asdict(s)["stop"] == {"x": 3, "y": 4}
