@@ -199,24 +199,34 @@ def _sources_digest() -> str:
 _RECORD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _nan_bits(x: object, out: list[str]) -> None:
+def _nan_bits(x: object, out: list[str], seen: dict[int, tuple[object, tuple[str, ...]]]) -> None:
     """Append to ``out`` the bits of each NaN float in ``x`` (a loop-IR record, a tuple, a
-    scalar), in the order repr writes them."""
+    scalar), in the order repr writes them. ``seen``: each record walked so far (by id, kept
+    alive) with its NaNs' bits: a kernel's trees share sub-expressions, which the walk had
+    visited again at each use."""
     if isinstance(x, (float, np.floating)):
         if x != x:
             out.append(struct.pack("<d", float(x)).hex())
         return
     if isinstance(x, tuple):
         for v in x:
-            _nan_bits(v, out)
+            _nan_bits(v, out, seen)
         return
     kind = type(x)
     names = _RECORD_FIELDS.get(kind)
     if names is None:
         record = dataclasses.is_dataclass(x) and not isinstance(x, type)
         names = _RECORD_FIELDS[kind] = tuple(f.name for f in dataclasses.fields(x)) if record else ()
+    if not names:
+        return
+    known = seen.get(id(x))
+    if known is not None:
+        out.extend(known[1])
+        return
+    start = len(out)
     for name in names:
-        _nan_bits(getattr(x, name), out)
+        _nan_bits(getattr(x, name), out, seen)
+    seen[id(x)] = (x, tuple(out[start:]))
 
 
 def _ident(kernel: Kernel) -> str:
@@ -226,7 +236,7 @@ def _ident(kernel: Kernel) -> str:
     if "nan" not in text:
         return text
     bits: list[str] = []
-    _nan_bits(kernel, bits)
+    _nan_bits(kernel, bits, {})
     return text + "\n" + ",".join(bits)
 
 
