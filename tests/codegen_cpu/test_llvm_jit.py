@@ -5,6 +5,7 @@ recompiled and never run, concurrent writers), the chunk pool and BLAS by addres
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import glob
 import inspect
 import json
@@ -488,6 +489,30 @@ def test_kernels_differing_in_a_nans_sign_or_a_zeros_sign_have_distinct_identiti
     idents = {kernel_identity(_scale_kernel("k", c)) for c in (nan, -nan, 0.0, -0.0)}
     assert len(idents) == 4
     assert kernel_identity(_scale_kernel("k", 1.0)) == kernel_identity(_scale_kernel("k", 1.0))
+
+
+def test_a_shared_sub_expressions_nans_count_at_each_use():
+    # The identity's NaN walk visits a shared sub-expression once: its bits must still be
+    # written at each place repr writes it.
+    import struct
+
+    from flowjit.codegen_cpu.render import kernel_identity
+    from flowjit.ir.dtypes import float32
+    from flowjit.lowering.loops import Const, Prim
+
+    def kernel(first, second):
+        k = _scale_kernel("k", 1.0)
+        (loop,) = k.body
+        (store,) = loop.body
+        value = Prim("add", (Prim("mul", (store.value, first), float32), second), float32)
+        store = dataclasses.replace(store, value=value)
+        return dataclasses.replace(k, body=(dataclasses.replace(loop, body=(store,)),))
+    nan, neg = Const(float("nan"), float32), Const(-float("nan"), float32)
+    shared = Prim("mul", (nan, neg), float32)
+    bits = [struct.pack("<d", c.value).hex() for c in (nan, neg, nan, neg)]
+    assert kernel_identity(kernel(shared, shared)).endswith(",".join(bits))
+    assert kernel_identity(kernel(shared, shared)) == kernel_identity(kernel(shared, Prim("mul", (nan, neg), float32)))
+    assert kernel_identity(kernel(shared, shared)) != kernel_identity(kernel(shared, Prim("mul", (neg, nan), float32)))
 
 
 def test_a_whole_entry_without_the_declared_names_is_recompiled_not_executed():
