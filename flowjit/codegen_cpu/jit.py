@@ -13,8 +13,9 @@ A warm load does not import ``llvmlite.binding`` either (15 ms): the host's fing
 the cache key is remembered on disk (``host_fingerprint``) and ``elfload`` links the object.
 A program's compile is tiered (``QUICK_CODEGEN_LEVEL``): its first calls run code from
 LLVM's quick code generator (a large module's IR optimized by a lighter pipeline,
-``QUICK_PIPELINE``) while a thread emits the full code (``_upgrade``), which replaces it
-and is all the disk cache ever holds.
+``QUICK_PIPELINE``), which the disk cache keeps; once the program is hot (its second call),
+a thread renders and compiles the full code (``_upgrade``), which replaces it, in this
+process and in the cache.
 Only llvmlite and ``flowjit.ir`` are imported: a process that runs cached kernels needs
 neither numba nor SciPy.
 """
@@ -22,6 +23,7 @@ neither numba nor SciPy.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -33,6 +35,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -67,17 +70,20 @@ UNROLL_ANALYSED_TRIPS = 10
 # quick code generator (QUICK_CODEGEN_LEVEL: fast instruction selection and register
 # allocation), which takes a quarter of the time of O3's (the CNN's two modules: 19 -> 4-5
 # ms each) for code 0-5% slower on the zoo (its products and convolutions are the BLAS's
-# and flowjit's own runtime's), and a thread of its own then emits the same optimized IR at
-# O3, writes that to the disk cache and points the program at it: the next calls run the
-# full code, and a warm process only ever loads it. The zoo's cold first calls, fresh
-# processes alternated: the CNN's inference 125-138 -> 120-126 ms, the transformer's 166-173
-# -> 142-153. Off with FLOWJIT_TIERED=0 (every compile then emits at O3 and writes the cache
-# before returning).
+# and flowjit's own runtime's), and writes it to the disk cache as the quick code's entry.
+# The zoo's cold first calls, fresh processes alternated: the CNN's inference 125-138 ->
+# 120-126 ms, the transformer's 166-173 -> 142-153. Off with FLOWJIT_TIERED=0 (every
+# compile then emits at O3 and writes the cache before returning).
+# The full code is made when the program is hot: when its second call returns
+# (``Library.upgrade_now``), a thread of its own renders the module again, compiles it as a
+# single tier would, writes it to the cache as the full code's entry (which a warm process
+# loads first) and points the program at it. A program run once (a test, a script's one
+# batch) never pays for it: made after each first call, full code nobody ran had taken 30%
+# of the suite's compile-bound files' time (tracer/test_array_api and
+# lowering/test_complex_lowering on two workers: 74-79 -> 54-55 s), and a process that ran
+# its program once waited for it at exit. A warm process that loads the quick code upgrades
+# it the same way when its program gets hot there.
 QUICK_CODEGEN_LEVEL = 0
-# The full code's thread waits for the quick code's first call to return (``Library.
-# upgrade_now``, which a program calls then) so as not to take a core from that call, or for
-# this long when nothing runs the library.
-UPGRADE_WAIT_S = 1.0
 # A large module's quick code comes from a lighter IR pipeline too (QUICK_PIPELINE: LLVM's O1,
 # its loop vectorizer interleaving as O3's does, no unrolling), and the upgrade's thread then
 # optimizes its IR text again at O3: the full code is the one a single tier makes. The
@@ -89,10 +95,8 @@ UPGRADE_WAIT_S = 1.0
 # inference 147 -> 130 ms, its training step 545 -> 428, the transformer's inference 206 ->
 # 176, the LSTM's training step 423 -> 372, the MLP's 293 -> 273 (in a quiet one the CNN's
 # inference 114 -> 107). A module under QUICK_PIPELINE_MIN_CHARS keeps O3's pipeline (the
-# MLP's inference: 3 and 6 ms, about the same under both), and only its emission is done
-# again. The modules optimized again do so on threads of their own (``_emit_full``): a
-# process that runs its program once waits for the upgrade at exit, one thread took the
-# CNN's inference alone in a process 486 -> 590 ms of wall time, two 482.
+# MLP's inference: 3 and 6 ms, about the same under both). An upgrade compiles its modules
+# on threads of their own (``compile_objects(apart=True)``), off llvmlite's lock.
 QUICK_PIPELINE: tuple[int, dict[str, bool]] = (1, {"loop_unrolling": False})
 QUICK_PIPELINE_MIN_CHARS = 16_000
 # A small program whose order of float arithmetic no pipeline may choose (no float
@@ -432,40 +436,32 @@ def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "
 
 
 def _compile_apart(ir_text: str, target: HostTarget, name: str, opt_level: int,
-                   parsed: threading.Event | None = None, kept: list | None = None,
+                   parsed: threading.Event | None = None, quick: bool = False,
                    quick_pipeline: tuple[int, dict[str, bool]] | None = None) -> bytes:
     """``compile_object`` for a thread of its own: the module in an LLVM context of its own
     and a target machine of its own, and LLVM's two long calls (the pass pipeline, code
     generation) made without llvmlite's lock, which serializes every call into LLVM (the
     other calls, short, take it). LLVM compiles modules of separate contexts at once.
     ``parsed`` is set when the module is parsed (or could not be), before the pipeline.
-    ``kept``: a quick compile (tiered code generation): the code is emitted at
-    QUICK_CODEGEN_LEVEL from a copy of the optimized module, and the module itself is
-    appended to ``kept`` for ``_upgrade`` to emit at ``opt_level``; a module of
-    QUICK_PIPELINE_MIN_CHARS or more is optimized by QUICK_PIPELINE instead (by
-    ``quick_pipeline`` whatever its size, where given), and its text appended, for
-    ``_upgrade`` to optimize at ``opt_level`` and emit."""
+    ``quick``: a quick compile (tiered code generation): the code is emitted at
+    QUICK_CODEGEN_LEVEL; a module of QUICK_PIPELINE_MIN_CHARS or more is optimized by
+    QUICK_PIPELINE instead of ``opt_level``'s pipeline (by ``quick_pipeline`` whatever its
+    size, where given)."""
     llvm = binding()
     from llvmlite.binding import ffi
 
     try:
         tm = target.machine(jit=True, opt_level=opt_level)
-        light = kept is not None and (quick_pipeline is not None or len(ir_text) >= QUICK_PIPELINE_MIN_CHARS)
+        light = quick and (quick_pipeline is not None or len(ir_text) >= QUICK_PIPELINE_MIN_CHARS)
         module, mpm, pb = _pipeline(ir_text, target, name, opt_level, tm, llvm.create_context(),
                                     (quick_pipeline or QUICK_PIPELINE) if light else None)
     finally:
         if parsed is not None:
             parsed.set()
     ffi.lib.LLVMPY_RunNewModulePassManager._cfn(mpm, module, pb)
-    if kept is None:
-        return _emit_unlocked(tm, module, name)
-    if light:   # the upgrade optimizes the text again at opt_level
-        kept.append(ir_text)
+    if quick:
         return _emit_unlocked(target.machine(jit=True, opt_level=QUICK_CODEGEN_LEVEL), module, name)
-    # The copy is emitted: code generation rewrites some of the IR it is given (its own
-    # lowering passes), and the full code is emitted from the module as optimized.
-    kept.append(module)
-    return _emit_unlocked(target.machine(jit=True, opt_level=QUICK_CODEGEN_LEVEL), module.clone(), name)
+    return _emit_unlocked(tm, module, name)
 
 
 def _emit_unlocked(tm: Any, module: Any, name: str) -> bytes:
@@ -500,8 +496,8 @@ def _unlocked_calls() -> bool:
 def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarget | None = None,
                     name: str = "module", opt_level: int = OPT_LEVEL,
                     rendered: Callable[[list[str]], None] | None = None,
-                    kept: list | None = None,
-                    quick_pipeline: tuple[int, dict[str, bool]] | None = None) -> list[bytes]:
+                    quick: bool = False, quick_pipeline: tuple[int, dict[str, bool]] | None = None,
+                    apart: bool = False) -> list[bytes]:
     """The object code of each module of ``modules`` (as ``compile_object``): each its IR
     text, or a function rendering it. Two or more compile at once, each on a thread of its
     own (``_compile_apart``): a program's split kernels beside its steps take a cold call's
@@ -509,10 +505,11 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     starting to compile as soon as its text exists, and the first last, on the calling
     thread, while they compile (LLVM's calls release the GIL; rendering is Python).
     ``rendered(texts)`` is called with the texts rendered so far (the later ones first)
-    before each starts to compile. ``kept``: a quick compile (``_compile_apart``), each
-    module's optimized form (or, for one QUICK_PIPELINE optimized, its text) appended to it
-    in the order of ``modules``, every module compiled apart (the first on the calling
-    thread), each by ``quick_pipeline`` where given; needs ``_unlocked_calls()``."""
+    before each starts to compile. ``quick``: a quick compile (``_compile_apart``), each
+    module by ``quick_pipeline`` where given. ``apart``: a single module compiled apart
+    too, off llvmlite's lock (a full code's compile on a thread of its own, which must not
+    stall the calling thread's compiles). A quick compile is always apart (the first module
+    on the calling thread); both need ``_unlocked_calls()``."""
     target = target or host_target()
     texts: list[str | None] = [None] * len(modules)
     order = [*range(1, len(modules)), 0]
@@ -523,17 +520,16 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
         if rendered is not None:
             rendered([texts[j] for j in order if texts[j] is not None])
         return texts[i]
-    if kept is None and (len(modules) == 1 or not _unlocked_calls()):
+    if not (quick or apart) and (len(modules) == 1 or not _unlocked_calls()):
         for i in order:
             text(i)
         return [compile_object(t, target, f"{name}[{i}]" if i else name, opt_level) for i, t in enumerate(texts)]
     out: list[bytes | BaseException | None] = [None] * len(modules)
-    optimized: list[list] = [[] for _ in modules]
 
     def run(i: int, parsed: threading.Event | None = None) -> None:
         try:
             out[i] = _compile_apart(texts[i], target, f"{name}[{i}]" if i else name, opt_level, parsed,
-                                    None if kept is None else optimized[i], quick_pipeline)
+                                    quick, quick_pipeline)
         except BaseException as e:  # noqa: BLE001 (raised again on the calling thread)
             out[i] = e
         finally:
@@ -560,8 +556,6 @@ def compile_objects(modules: Sequence[str | Callable[[], str]], target: HostTarg
     for got in out:
         if isinstance(got, BaseException):
             raise got
-    if kept is not None:
-        kept.extend(m for ms in optimized for m in ms)
     return [got for got in out if isinstance(got, bytes)]
 
 
@@ -601,12 +595,17 @@ class Library:
     def __init__(self, objs: bytes | Sequence[bytes], target: HostTarget | None, key: str,
                  declared: Sequence[str] = (), name: str = "module", codegen_level: int = OPT_LEVEL) -> None:
         self.key = key
-        # QUICK_CODEGEN_LEVEL: a quick library, whose full code a thread is emitting
-        # (``when_upgraded``); OPT_LEVEL: the full code.
+        # QUICK_CODEGEN_LEVEL: a quick library, whose full code a thread emits once it is
+        # hot (``upgrade_now``, ``when_upgraded``); OPT_LEVEL: the full code.
         self.codegen_level = codegen_level
         self._successor: Library | None = None
         self._watchers: list[Callable[[Library], None]] = []
-        self._go = threading.Event()
+        # A quick library's way to its full code: the render function of the module, held
+        # weakly (the caller keeps it alive while it wants the upgrade: a library outlives
+        # its programs in this process's table, which must not keep their plans alive too),
+        # where the full code is cached, the module's name and the quick code's key. None
+        # once the upgrade started.
+        self._full_from: tuple[weakref.ref, list[tuple[str, int | None]], str, str] | None = None
         self._target = target
         self._addresses: dict[str, int] = {}
         self._engine: Any = None
@@ -687,10 +686,27 @@ class Library:
                 return
         callback(self._successor)
 
-    def upgrade_now(self) -> None:
-        """Let a quick library's upgrade start now (its first call has returned) rather than
-        ``UPGRADE_WAIT_S`` after it was compiled; nothing for a full library."""
-        self._go.set()
+    def upgrade_now(self, render: Callable[[], Any] | None = None) -> None:
+        """Start making a quick library's full code on a thread of its own (``_upgrade``):
+        its program is hot (its second call has returned). The module is rendered by the
+        function the library was loaded with, or by ``render`` (the same module's) where
+        that one is gone. Nothing for a full library, one whose upgrade started already, or
+        one with no render function alive."""
+        with _upgrade_lock:
+            full_from = self._full_from
+            if full_from is None:
+                return
+            render = full_from[0]() or render
+            if render is None:
+                return
+            self._full_from = None
+            _forget_finished_upgrades()
+            upgrade = threading.Thread(target=_upgrade, name=f"flowjit-upgrade-{full_from[2]}", daemon=True,
+                                       args=(self, render, *full_from[1:]))
+            # Started under the lock: a thread not yet started is not alive, and another
+            # compile pruning the table then would drop it, waited for by no one at exit.
+            _upgrades[upgrade] = self
+            upgrade.start()
 
     def _upgraded(self, full: Library) -> None:
         with _upgrade_lock:
@@ -868,17 +884,15 @@ def tiered() -> bool:
 
 
 def wait_for_upgrades(timeout: float | None = None) -> bool:
-    """Let every quick library's upgrade start now (``Library.upgrade_now``) and wait until
-    its full code is emitted, cached and handed to its watchers (``Library.when_upgraded``),
-    for at most ``timeout`` seconds (None: no limit); true when none is left. Tests call it
-    to run the full code; the interpreter calls it at exit, so that the disk cache gets the
-    full code of every program the process compiled."""
+    """Wait until every upgrade that has started (a hot program's, or one started by
+    ``Library.upgrade_now``) has emitted its full code, cached it and handed it to its
+    watchers (``Library.when_upgraded``), for at most ``timeout`` seconds (None: no limit);
+    true when none is left. The interpreter calls it at exit, so that no entry of the disk
+    cache is left half-written."""
     deadline = None if timeout is None else time.monotonic() + timeout
     with _upgrade_lock:
-        running = [(t, lib) for t, lib in _upgrades.items() if t.is_alive()]
-    for t, lib in running:
-        lib.upgrade_now()
-    for t, _ in running:
+        running = [t for t in _upgrades if t.is_alive()]
+    for t in running:
         t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
     with _upgrade_lock:
         _forget_finished_upgrades()
@@ -893,72 +907,84 @@ def _forget_finished_upgrades() -> None:
         del _upgrades[t]
 
 
-# Daemonic threads joined here rather than by the interpreter: it would wait UPGRADE_WAIT_S
-# for a program that never ran (``flowjit ir`` lists a program's code without running it).
+# Daemonic threads joined here rather than left to die with the interpreter: only hot
+# programs' upgrades run, and a program the process ran once keeps its quick code, which the
+# cache holds already.
 atexit.register(wait_for_upgrades)
 
 
-def _upgrade(quick: Library, optimized: list, declared: Sequence[str], key: str,
-             places: list[tuple[str, int | None]], target: HostTarget, name: str) -> None:
-    """On a thread of its own: ``optimized`` (the quick library's modules, as O3's pipeline
-    left them, or the text of those QUICK_PIPELINE optimized, compiled again:
-    ``_emit_full``) emitted at OPT_LEVEL, written to the disk cache, linked, and handed to the
-    quick library's watchers; in-process lookups of ``key`` then find the full library."""
-    quick._go.wait(UPGRADE_WAIT_S)
+def _upgrade(quick: Library, render: Callable[[], Any], places: list[tuple[str, int | None]], name: str,
+             quick_key: str) -> None:
+    """On a thread of its own: the module of quick library ``quick`` rendered again
+    (``render``) and compiled as a single tier would (O3's pipeline and code generator),
+    written to the disk cache under the library's key in place of the quick code's entry
+    (``quick_key``), linked, and handed to ``quick``'s watchers; in-process lookups of the
+    key then find the full library."""
     try:
-        objs = _emit_full(optimized, target, name)
-        payload = _pack(declared, objs)
-        any(objcache.write(key, payload, where, mode) for where, mode in places)
-        full = _link(objs, declared, target, key, name)
-    except Exception:  # noqa: BLE001 (the quick code is correct: it stays, uncached)
+        objs, declared, target, _ = _compile_rendered(render, quick._target, name, OPT_LEVEL, apart=True)
+        for where, mode in places:
+            if objcache.write(quick.key, _pack(declared, objs), where, mode):
+                # A warm load looks for the full code's entry first: the quick one is dead
+                # weight (a reader that opened it still reads it whole).
+                with contextlib.suppress(OSError):
+                    os.remove(objcache.path(quick_key, where))
+                break
+        full = _link(objs, declared, target, quick.key, name)
+    except Exception:  # noqa: BLE001 (the quick code is correct: it stays)
         with _upgrade_lock:
             _upgrade_counts["failed"] += 1
         return
-    finally:
-        optimized.clear()
-    _libraries[key] = full
+    _libraries[quick.key] = full
     with _upgrade_lock:
         _upgrade_counts["upgraded"] += 1
     quick._upgraded(full)
 
 
-def _emit_full(modules: list, target: HostTarget, name: str) -> list[bytes]:
-    """The full code of a quick library's ``modules``: an optimized module emitted at
-    OPT_LEVEL; the text of one QUICK_PIPELINE optimized compiled again as a single tier
-    would (``_compile_apart``), on a thread of its own beside the others:
-    its optimization again is most of the upgrade's time, which a process that ran its
-    program once waits for at exit."""
-    out: list[Any] = [None] * len(modules)
+def _compile_rendered(render: Callable[[], str | Sequence[str | Callable[[], str]]], target: HostTarget | None,
+                      name: str, opt_level: int, quick: bool = False,
+                      quick_pipeline: tuple[int, dict[str, bool]] | None = None,
+                      apart: bool = False) -> tuple[list[bytes], list[str], HostTarget, bool]:
+    """The object code of the modules ``render()`` returns (``compile_objects``), each
+    module's calls outside those rendered before it checked defined as it is rendered; the
+    functions the modules declare, the target (the host's when None) and whether the
+    compile was a quick one (``quick`` where ``tiered()``). LLVM's library loads while the
+    modules render (``prefetch_llvm``), before anything asks LLVM (the host's CPU, llvmlite's
+    calls)."""
+    prefetch_llvm()
+    rendered = render()
+    modules = [rendered] if isinstance(rendered, str) else list(rendered)
+    texts: list[str] = []
+    checked: set[str] = set()
 
-    def emit(i: int) -> None:
-        m = modules[i]
-        try:
-            out[i] = _compile_apart(m, target, name, OPT_LEVEL) if isinstance(m, str) else \
-                _emit_unlocked(target.machine(jit=True, opt_level=OPT_LEVEL), m, name)
-        except BaseException as e:  # noqa: BLE001 (raised again on the upgrade's thread)
-            out[i] = e
-    apart = [i for i, m in enumerate(modules) if isinstance(m, str)][1:]
-    threads = [threading.Thread(target=emit, args=(i,), name=f"flowjit-upgrade-{name}[{i}]", daemon=True)
-               for i in apart]
-    for t in threads:
-        t.start()
-    for i in range(len(modules)):
-        if i not in apart:
-            emit(i)
-    for t in threads:
-        t.join()
-    for got in out:
-        if isinstance(got, BaseException):
-            raise got
-    return out
+    def check(so_far: list[str]) -> None:
+        # Before a module compiles: what it calls outside the modules rendered so far is
+        # defined (the later modules call nothing of the first).
+        texts[:] = so_far
+        declared = [n for n in _declared_by(so_far) if n not in checked]
+        checked.update(declared)
+        _start_providers(declared)
+        _check_externals(declared, name)
+    target = target or host_target()
+    quick = quick and tiered()
+    objs = compile_objects(modules, target, name, opt_level, check, quick, quick_pipeline if quick else None, apart)
+    return objs, _declared_by(texts), target, quick
 
 
 def upgrade_counts() -> dict[str, int]:
-    """Quick libraries of this process whose full code was emitted and linked
-    (``upgraded``), and those whose full code could not be (``failed``: they keep the quick
-    code, and the disk cache gets nothing for them)."""
+    """Quick libraries of this process whose full code was made and linked (``upgraded``),
+    and those whose full code could not be (``failed``: they keep the quick code, which is
+    what the disk cache has for them)."""
     with _upgrade_lock:
         return dict(_upgrade_counts)
+
+
+def _keep_render(lib: Library, render: Callable[[], Any]) -> None:
+    """A quick library found in this process's table by another caller: its upgrade
+    renders with that caller's function when the first one's is gone."""
+    with _upgrade_lock:
+        full_from = lib._full_from
+        if full_from is not None and full_from[0]() is None:
+            lib._full_from = (weakref.ref(render), *full_from[1:])
 
 
 def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[[], str]]],
@@ -975,16 +1001,21 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
     modules), compiled in a third of O3's time. ``runtime``: flowjit's own code, the same
     whatever the user's program (the native pool, the GEMMs over it), whose entry is kept
     once per installation in ``objcache.runtime_directory()``, or in the user's cache when
-    that cannot be written. ``tiered_codegen``: a cache miss compiles a quick library
-    (``QUICK_CODEGEN_LEVEL``) and a thread emits, caches and links the full one
-    (``Library.when_upgraded``), where ``tiered()``; ``quick_pipeline``: the IR pipeline of
-    that quick library's modules (``UNOPTIMIZED_PIPELINE``), where not O3's or QUICK_PIPELINE."""
+    that cannot be written. ``tiered_codegen``: where ``tiered()``, a cache miss compiles
+    and caches a quick library (``QUICK_CODEGEN_LEVEL``), and an entry of the full code is
+    looked for first, then one of the quick code; a quick library's full code is rendered
+    (``render``, which the caller keeps alive for that), compiled, cached and linked by a
+    thread once its program is hot (``Library.upgrade_now``, ``Library.when_upgraded``).
+    ``quick_pipeline``: the IR pipeline of a quick library's modules
+    (``UNOPTIMIZED_PIPELINE``), where not O3's or QUICK_PIPELINE."""
     if opt_level != OPT_LEVEL:
         source = f"{source}\n; O{opt_level}"
-    key = objcache.key(source, target.fingerprint() if target is not None else host_fingerprint())
+    fingerprint = target.fingerprint() if target is not None else host_fingerprint()
+    key = objcache.key(source, fingerprint)
     lib = _libraries.get(key)
     if lib is not None:
         objcache.count("reused")
+        _keep_render(lib, render)
         return lib
     with _init_lock:
         lock = _key_locks.setdefault(key, threading.Lock())
@@ -992,50 +1023,38 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
         lib = _libraries.get(key)
         if lib is not None:
             objcache.count("reused")
+            _keep_render(lib, render)
             return lib
         t = time.perf_counter()
         places = _places(runtime)
+        # Whether to look for the quick code's entry asks no LLVM (``tiered()`` loads it to ask
+        # llvmlite): a warm load needs none. The full code's key is the library's, in this
+        # process and on disk, once an upgrade has written it.
+        tiers = tiered_codegen and opt_level == OPT_LEVEL and os.environ.get("FLOWJIT_TIERED", "1").strip() != "0"
+        # The quick tier's settings are the quick code's too (the fingerprint has the full
+        # code's pipeline's).
+        quick_key = objcache.key(f"{source}\n; quick code {QUICK_CODEGEN_LEVEL} {QUICK_PIPELINE} "
+                                 f"{QUICK_PIPELINE_MIN_CHARS} {quick_pipeline}", fingerprint) if tiers else None
+        level = OPT_LEVEL
         entry = _read_entry(key, places)
+        if entry is None and quick_key is not None:
+            entry = _read_entry(quick_key, places)
+            level = QUICK_CODEGEN_LEVEL
         if entry is not None:
             declared, objs = entry
-            lib = _link(objs, declared, target, key, name)
+            lib = _link(objs, declared, target, key, name, level)
             objcache.count("loaded")
             timings["last_load_ms"] = (time.perf_counter() - t) * 1e3
         else:
-            prefetch_llvm()
-            rendered = render()
-            modules = [rendered] if isinstance(rendered, str) else list(rendered)
-            texts: list[str] = []
-            checked: set[str] = set()
-
-            def check(so_far: list[str]) -> None:
-                # Before a module compiles: what it calls outside the modules rendered so
-                # far is defined (the later modules call nothing of the first).
-                texts[:] = so_far
-                declared = [n for n in _declared_by(so_far) if n not in checked]
-                checked.update(declared)
-                _start_providers(declared)
-                _check_externals(declared, name)
-            target = target or host_target()
-            optimized: list | None = [] if tiered_codegen and opt_level == OPT_LEVEL and tiered() else None
-            objs = compile_objects(modules, target, name, opt_level, check, optimized,
-                                   quick_pipeline if optimized is not None else None)
-            declared = _declared_by(texts)
-            if optimized is None:
-                payload = _pack(declared, objs)
-                any(objcache.write(key, payload, where, mode) for where, mode in places)
-                lib = _link(objs, declared, target, key, name)
-            else:
-                lib = _link(objs, declared, target, key, name, QUICK_CODEGEN_LEVEL)
-                upgrade = threading.Thread(target=_upgrade, name=f"flowjit-upgrade-{name}", daemon=True,
-                                           args=(lib, optimized, declared, key, places, target, name))
-                # Started under the lock: a thread not yet started is not alive, and another
-                # compile pruning the table then would drop it, waited for by no one at exit.
-                with _upgrade_lock:
-                    _forget_finished_upgrades()
-                    _upgrades[upgrade] = lib
-                    upgrade.start()
+            objs, declared, target, tiers = _compile_rendered(render, target, name, opt_level, tiers, quick_pipeline)
+            quick_key = quick_key if tiers else None
+            level = QUICK_CODEGEN_LEVEL if tiers else OPT_LEVEL
+            payload = _pack(declared, objs)
+            any(objcache.write(quick_key or key, payload, where, mode) for where, mode in places)
+            lib = _link(objs, declared, target, key, name, level)
             objcache.count("compiled")
             timings["last_compile_ms"] = (time.perf_counter() - t) * 1e3
+        if level != OPT_LEVEL:
+            lib._full_from = (weakref.ref(render), places, name, quick_key)
         _libraries[key] = lib
         return lib

@@ -36,6 +36,7 @@ import hashlib
 import math
 import os
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -143,8 +144,12 @@ class NativeProgram:
     ``call_one(*arrays)`` the one result (CPython builtins); ``plan`` is what they run."""
 
     def __init__(self, plan: ProgramPlan, constants: list[np.ndarray], library: jit.Library,
-                 pool_empty: Callable[..., np.ndarray] | None, pool_min_bytes: int, profile: bool = False):
+                 pool_empty: Callable[..., np.ndarray] | None, pool_min_bytes: int, profile: bool = False,
+                 render: Callable[[], Any] | None = None):
         self.plan = plan
+        # The function that rendered the library's module: a quick library renders its full
+        # code with it when the program is hot (the library holds it weakly).
+        self._render = render
         # A profiling build writes CLOCK_MONOTONIC nanoseconds before and after each
         # top-level step here (runtime.profiler reads them after the call).
         self.stamps = np.zeros(2 * len(plan.steps) if profile else 0, np.int64)
@@ -188,7 +193,15 @@ class NativeProgram:
         # replaces it in the table when emitted; it stays alive for a call still running it.
         self._retired: list[jit.Library] = []
         if library.codegen_level != jit.OPT_LEVEL:
-            library.when_upgraded(self._upgrade)
+            # Weakly: the library stays in the process's table, and a program never hot
+            # (never upgraded) must not stay with it, its plan and constants.
+            me = weakref.ref(self)
+
+            def upgraded(full: jit.Library) -> None:
+                program = me()
+                if program is not None:
+                    program._upgrade(full)
+            library.when_upgraded(upgraded)
         table.program = self
         self._defs = []
         at = names_at
@@ -200,15 +213,17 @@ class NativeProgram:
             self._defs.append(d)
             setattr(self, f"call_{which}", _new_builtin(ctypes.addressof(d), table, None))
 
-    def ran(self) -> None:
-        """The program's first call has returned: a quick library's full code may now be
-        emitted on another thread (``jit.Library.upgrade_now``)."""
-        self.library.upgrade_now()
+    def hot(self) -> None:
+        """The program's second call has returned: a quick library's full code is now
+        made on another thread (``jit.Library.upgrade_now``), rendered by this program's
+        function where the library's first one is gone."""
+        self.library.upgrade_now(self._render)
 
     def _upgrade(self, full: jit.Library) -> None:
         # One aligned 8-byte store: each call reads the steps' address once, at its start.
         self._retired.append(self.library)
         self.library = full
+        self._render = None
         self._table[T_STEPS] = full.address(program_glue.STEPS_SYMBOL)
 
     def _ref(self, obj: object) -> int:
@@ -350,7 +365,7 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         raise
     except jit.LLVMCompileError as e:
         raise render.KernelRenderError(f"the native driver of program {plan.name!r} failed: {e}") from e
-    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes, profile)
+    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes, profile, render_module)
 
 
 __all__ = ["Affine", "Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",

@@ -231,5 +231,5 @@ class CudaExecutable:
         """Every kernel's loop IR and generated source (``kernel_listing``)."""
         return self.kernel_listing()
 
-    def ran(self) -> None:
-        """The first call has returned: nothing to finish (its kernels are compiled once)."""
+    def hot(self) -> None:
+        """The second call has returned: nothing to finish (its kernels are compiled once)."""

@@ -133,14 +133,14 @@ def lower_program(function: Function, single_ops: bool = False, taken: set[str] 
 class Program(Protocol):
     """A whole program compiled for one device: ``call_list(*arrays)`` runs it and returns
     its results in order; ``describe()`` is what ``flowjit ir --stage kernels`` prints;
-    ``ran()`` is called once its first call has returned (the CPU backend then finishes its
-    code on another thread: codegen_cpu.jit's tiers)."""
+    ``hot()`` is called once its second call has returned (the CPU backend then makes its
+    full code on another thread: codegen_cpu.jit's tiers)."""
 
     def call_list(self, *arrays: Any) -> list[Any]: ...
 
     def describe(self) -> str: ...
 
-    def ran(self) -> None: ...
+    def hot(self) -> None: ...
 
 
 class Backend(Protocol):

@@ -259,17 +259,23 @@ class Executable:
                     if self._program is not None:
                         if len(self._returns) == 1:
                             self._driver_one = self._program.call_one
-                        self._driver = first = self._program.call_list
+                        first = self._program.call_list
+                        self._driver = self._second_call
                     else:
                         self._driver = self._make_driver()
         if first is None:
             return self._driver(*arrays)
+        return first(*arrays)
+
+    def _second_call(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        # A native program's second call: once it returns the program is hot, and the
+        # backend may finish its code on another thread (codegen_cpu's tiers); the calls
+        # after it go straight to the program.
+        self._driver = call = self._program.call_list
         try:
-            return first(*arrays)
+            return call(*arrays)
         finally:
-            # the backend may finish its code on another thread once this call no longer
-            # needs the cores (codegen_cpu's tiers)
-            self._program.ran()
+            self._program.hot()
 
     def _run_profiled(self, prof: Profile, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         # The compile, the call, and each top-level step of a native program (its profiling
@@ -463,11 +469,11 @@ class Executable:
         return env["driver"]
 
     def direct_call(self) -> Callable[..., np.ndarray] | None:
-        """After the first call, a function of the argument arrays (already of the argument
-        dtypes) that runs the program and returns its one result: the driver itself, for
-        the dispatch fast path. None before the first call, for a program with several
-        results, or on the interpreter backend."""
-        return self._driver_one if self._driver is not None else None
+        """After the second call (a native program's) or the first (a Python driver's), a
+        function of the argument arrays (already of the argument dtypes) that runs the
+        program and returns its one result: the driver itself, for the dispatch fast path.
+        None before, for a program with several results, or on the interpreter backend."""
+        return self._driver_one if self._driver is not None and self._driver != self._second_call else None
 
     def failing_op(self, error: BaseException) -> Op | None:
         """The op of this program that raised ``error`` (from its traceback), if any."""

@@ -1,13 +1,16 @@
 """Tiered code generation (jit.QUICK_CODEGEN_LEVEL): a program's first compile runs code from
-LLVM's quick code generator, then the full code emitted on another thread, with the same
-bits; the disk cache only ever holds the full code."""
+LLVM's quick code generator, which the disk cache keeps; once the program is hot (its second
+call), the full code made on another thread, with the same bits, replaces it in the process
+and in the cache."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -60,6 +63,7 @@ def test_the_first_call_runs_quick_code_then_the_full_code_gives_the_same_bits(l
     before = jit.upgrade_counts()
     first = f(*args)
     program = _program(f)
+    program.library.upgrade_now()       # as a second call would
     assert jit.wait_for_upgrades(60)
     # at least this program's (an earlier test's program in this process may land meanwhile)
     after = jit.upgrade_counts()
@@ -74,8 +78,8 @@ def test_the_first_call_runs_quick_code_then_the_full_code_gives_the_same_bits(l
     np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-6)
 
 
-def test_the_quick_code_is_not_cached_and_a_program_never_run_upgrades_when_waited_for(tmp_path, monkeypatch):
-    # The cache gets the full code only: until the upgrade, no entry of the program's.
+def test_the_quick_code_is_cached_and_a_program_never_run_upgrades_when_asked(tmp_path, monkeypatch):
+    # The quick code's entry is written as it is compiled; the full code's replaces it when made.
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
     f = fj.function(_block)
     args = _args(1, n=98)
@@ -83,11 +87,65 @@ def test_the_quick_code_is_not_cached_and_a_program_never_run_upgrades_when_wait
     assert "native driver" in listing
     program = _program(f)
     assert program.library.codegen_level == jit.QUICK_CODEGEN_LEVEL
-    assert not _entries(tmp_path)
-    assert jit.wait_for_upgrades(60)    # lets it start at once rather than after UPGRADE_WAIT_S
+    (quick,) = _entries(tmp_path)
+    program.library.upgrade_now()       # as if the program were hot
+    assert jit.wait_for_upgrades(60)
     assert program.library.codegen_level == jit.OPT_LEVEL
-    assert _entries(tmp_path)
+    (full,) = _entries(tmp_path)        # in place of the quick code's entry
+    assert full != quick
     np.testing.assert_allclose(f(*args), fj.function(_block, interpret=True)(*args), rtol=1e-5, atol=1e-6)
+
+
+def test_only_the_second_call_makes_a_program_hot(tmp_path, monkeypatch):
+    # A program run once never pays for its full code; its second call starts it.
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(_block)
+    args = _args(5, n=91)
+    first = f(*args)
+    program = _program(f)
+    library = program.library
+    assert library.codegen_level == jit.QUICK_CODEGEN_LEVEL and library._full_from is not None
+    with jit._upgrade_lock:
+        assert library not in jit._upgrades.values()
+    second = f(*args)
+    assert library._full_from is None, "the second call started the upgrade"
+    assert jit.wait_for_upgrades(120)
+    assert program.library.codegen_level == jit.OPT_LEVEL and program._retired == [library]
+    third = f(*args)
+    np.testing.assert_array_equal(second, first)
+    np.testing.assert_array_equal(third, first)
+    # the dispatch fast path (one array argument) goes straight to the program after its second call
+    g = fj.function(lambda x: fj.tanh(x) * 2.5 + 1)
+    x = np.linspace(-1, 1, 40, dtype=np.float32)
+    quick = g(x)
+    assert not g._direct
+    g(x)
+    assert g._direct and _program(g).library._full_from is None
+    assert jit.wait_for_upgrades(120)
+    assert _program(g).library.codegen_level == jit.OPT_LEVEL
+    np.testing.assert_array_equal(g(x), quick)
+    np.testing.assert_allclose(quick, np.tanh(x) * 2.5 + 1, rtol=1e-6)
+
+
+def test_a_program_never_hot_is_not_kept_alive_and_another_of_its_module_upgrades_it(tmp_path, monkeypatch):
+    # The process's table keeps a quick library (and its watchers) for good: a program
+    # that never got hot must not stay alive with it, and a program that shares the
+    # library renders the full code itself when the first one is gone.
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    args = _args(6, n=89)
+    f, g = fj.function(_block), fj.function(_block)
+    f(*args)
+    first = weakref.ref(_program(f))
+    g(*args)
+    library = _program(g).library
+    assert first().library is library and library.codegen_level == jit.QUICK_CODEGEN_LEVEL
+    del f
+    gc.collect()
+    assert first() is None
+    quick = g(*args)                    # hot: rendered by g's program's function
+    assert jit.wait_for_upgrades(120)
+    assert _program(g).library.codegen_level == jit.OPT_LEVEL and _program(g)._retired == [library]
+    np.testing.assert_array_equal(g(*args), quick)
 
 
 def test_off_with_the_environment_and_for_fastmath(tmp_path, monkeypatch):
@@ -106,33 +164,38 @@ def test_off_with_the_environment_and_for_fastmath(tmp_path, monkeypatch):
     assert _program(g).library.codegen_level == jit.OPT_LEVEL
 
 
-_RUN_ONCE = """
+_RUN = """
 import json, sys, numpy as np, flowjit as fj
-from flowjit.codegen_cpu import objcache
+from flowjit.codegen_cpu import jit, objcache
 sys.path.insert(0, {tests!r})
 from codegen_cpu.test_tiers import _args, _block, _program
 f = fj.function(_block)
-out = f(*_args(3, n=101))
-print(json.dumps({{"stats": objcache.stats(), "level": _program(f).library.codegen_level,
-                  "out": out.tobytes().hex()}}))
+outs = [f(*_args(3, n=101)) for _ in range(int(sys.argv[1]))]
+level = _program(f).library.codegen_level
+assert jit.wait_for_upgrades(120)
+print(json.dumps({{"stats": objcache.stats(), "level": level, "upgraded": jit.upgrade_counts()["upgraded"],
+                  "outs": [out.tobytes().hex() for out in outs]}}))
 """
 
 
-def test_a_process_that_exits_leaves_the_full_code_for_the_next(tmp_path):
-    # The upgrade thread is joined at exit: the second process loads the full code and
-    # compiles nothing, and the quick code's bits are the full code's.
+def test_the_next_process_loads_the_tier_the_last_one_reached(tmp_path):
+    # A process that runs its program once leaves its quick code, which the next loads
+    # (compiling nothing) and upgrades there when the program gets hot; then a third loads
+    # the full code. Every tier gives the same bits.
     env = {**os.environ, "FLOWJIT_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("FLOWJIT_TIERED", None)
-    script = _RUN_ONCE.format(tests=os.path.dirname(os.path.dirname(__file__)))
+    script = _RUN.format(tests=os.path.dirname(os.path.dirname(__file__)))
     runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    for calls in (1, 3, 1):
+        done = subprocess.run([sys.executable, "-c", script, str(calls)], env=env, capture_output=True, text=True,
+                              timeout=300)
         assert done.returncode == 0, done.stderr
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    cold, warm = runs
-    assert cold["stats"]["compiled"] >= 1 and cold["level"] == jit.QUICK_CODEGEN_LEVEL
-    assert warm["stats"]["compiled"] == 0 and warm["level"] == jit.OPT_LEVEL
-    assert warm["out"] == cold["out"]
+    once, hot, full = runs
+    assert once["stats"]["compiled"] >= 1 and once["level"] == jit.QUICK_CODEGEN_LEVEL and once["upgraded"] == 0
+    assert hot["stats"]["compiled"] == 0 and hot["level"] == jit.QUICK_CODEGEN_LEVEL and hot["upgraded"] == 1
+    assert full["stats"]["compiled"] == 0 and full["level"] == jit.OPT_LEVEL and full["upgraded"] == 0
+    assert len({out for run in runs for out in run["outs"]}) == 1
 
 
 def _quick_then_full(make, args, monkeypatch):
@@ -149,6 +212,7 @@ def _quick_then_full(make, args, monkeypatch):
         f = make()
         quick = f(*args)
         program = _program(f)
+    program.library.upgrade_now()
     assert jit.wait_for_upgrades(120)
     assert [lib.codegen_level for lib in program._retired] == [jit.QUICK_CODEGEN_LEVEL], "ran quick code first"
     assert program.library.codegen_level == jit.OPT_LEVEL
@@ -224,6 +288,7 @@ def test_upgrades_started_by_threads_at_once_are_all_waited_for(tmp_path, monkey
     def go(f):
         barrier.wait()
         f(x)
+        f(x)        # hot: its upgrade starts
     threads = [threading.Thread(target=go, args=(f,)) for f in fs]
     for t in threads:
         t.start()
@@ -255,11 +320,11 @@ def test_a_small_program_without_accumulations_skips_the_pipeline_and_gives_the_
     # Its quick code unoptimized (jit.UNOPTIMIZED_PIPELINE), its full code from O3's pipeline
     # on the same text: no float accumulator, so no order for a pipeline to choose.
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
-    quick_pipelines: list = []        # each quick compile's (a[5]: its ``kept``; the upgrade's has none)
+    quick_pipelines: list = []        # each quick compile's (a[5]: ``quick``, false for the upgrade's)
     compile_apart = jit._compile_apart
 
     def spy(*a, **k):
-        if len(a) > 5 and a[5] is not None:
+        if len(a) > 5 and a[5]:
             quick_pipelines.append(a[6] if len(a) > 6 else k.get("quick_pipeline"))
         return compile_apart(*a, **k)
     monkeypatch.setattr(jit, "_compile_apart", spy)
@@ -269,6 +334,7 @@ def test_a_small_program_without_accumulations_skips_the_pipeline_and_gives_the_
     program = _program(f)
     assert program_module.quick_unoptimized(program.plan)
     assert quick_pipelines and all(p == jit.UNOPTIMIZED_PIPELINE for p in quick_pipelines)
+    program.library.upgrade_now()
     assert jit.wait_for_upgrades(60)
     assert program.library.codegen_level == jit.OPT_LEVEL
     np.testing.assert_array_equal(f(*args), quick)

@@ -108,7 +108,8 @@ def test_a_failing_partition_cancels_the_step_on_every_device(four_cpus, monkeyp
     x, y = _inputs()
     f = fj.function(_two_branches)
     want = f(x, y)
-    assert jit.wait_for_upgrades(120)   # the full code's thread (tiers), not the step's
+    f(x, y)                             # hot: its programs' full code is made (tiers)
+    assert jit.wait_for_upgrades(120)   # by threads of the tiers', not the step's
     # The threads that exist now, not their count: one that ends meanwhile (an earlier test's)
     # is no leak (5 == 6 on a clean clone's suite run, when the check was a count).
     before = set(threading.enumerate())
