@@ -922,13 +922,13 @@ def _upgrade(quick: Library, render: Callable[[], Any], places: list[tuple[str, 
     key then find the full library."""
     try:
         objs, declared, target, _ = _compile_rendered(render, quick._target, name, OPT_LEVEL, apart=True)
-        for where, mode in places:
-            if objcache.write(quick.key, _pack(declared, objs), where, mode):
-                # A warm load looks for the full code's entry first: the quick one is dead
-                # weight (a reader that opened it still reads it whole).
+        payload = _pack(declared, objs)
+        if any(objcache.write(quick.key, payload, where, mode) for where, mode in places):
+            # A warm load looks for the full code's entry first: the quick one is dead weight
+            # wherever it was copied (a reader that opened it still reads it whole).
+            for where, _ in places:
                 with contextlib.suppress(OSError):
                     os.remove(objcache.path(quick_key, where))
-                break
         full = _link(objs, declared, target, quick.key, name)
     except Exception:  # noqa: BLE001 (the quick code is correct: it stays)
         with _upgrade_lock:

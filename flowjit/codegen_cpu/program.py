@@ -365,7 +365,8 @@ def compile_program(plan: ProgramPlan, constants: list[np.ndarray],
         raise
     except jit.LLVMCompileError as e:
         raise render.KernelRenderError(f"the native driver of program {plan.name!r} failed: {e}") from e
-    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes, profile, render_module)
+    return NativeProgram(plan, constants, lib, pool_empty, pool_min_bytes, profile,
+                         render_module if lib.codegen_level != jit.OPT_LEVEL else None)
 
 
 __all__ = ["Affine", "Buffer", "Gemm", "KernelCall", "NativeProgram", "NotNative", "ProgramPlan", "compile_program",

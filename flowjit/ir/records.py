@@ -97,8 +97,10 @@ def _methods(names: list[str]) -> dict[str, Any]:
 
     def __getstate__(self: Any) -> dict:
         # The kept hash is this process's (str hashes are salted per process): never pickled.
-        d = self.__dict__
-        return {k: v for k, v in d.items() if k != _HASH} if _HASH in d else d
+        # A copy, made in one step: another thread may hash the record while it is pickled.
+        state = self.__dict__.copy()
+        state.pop(_HASH, None)
+        return state
 
     # The cache keys of programs and kernels are reprs of their plans and loop IR.
     shown = ("(" + ", ".join(f"{name}={{!r}}" for name in names) + ")").format

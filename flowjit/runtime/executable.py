@@ -16,6 +16,7 @@ spanning devices go through ``dispatch.compile_function``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -275,7 +276,9 @@ class Executable:
         try:
             return call(*arrays)
         finally:
-            self._program.hot()
+            # Never in place of the call's results: the quick code stays if no upgrade starts.
+            with contextlib.suppress(Exception):
+                self._program.hot()
 
     def _run_profiled(self, prof: Profile, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         # The compile, the call, and each top-level step of a native program (its profiling

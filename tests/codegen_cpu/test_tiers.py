@@ -148,6 +148,19 @@ def test_a_program_never_hot_is_not_kept_alive_and_another_of_its_module_upgrade
     np.testing.assert_array_equal(g(*args), quick)
 
 
+def test_an_upgrade_that_cannot_start_never_replaces_the_second_calls_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
+    f = fj.function(_block)
+    args = _args(8, n=87)
+    first = f(*args)
+
+    def no_thread() -> None:
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(_program(f), "hot", no_thread)
+    np.testing.assert_array_equal(f(*args), first)
+    assert _program(f).library.codegen_level == jit.QUICK_CODEGEN_LEVEL   # the quick code stays
+
+
 def test_off_with_the_environment_and_for_fastmath(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FLOWJIT_TIERED", "0")
