@@ -877,10 +877,14 @@ def _read_entry(key: str, places: Sequence[tuple[str, int | None]]) -> tuple[lis
     return None
 
 
+def _tiers_wanted() -> bool:
+    return os.environ.get("FLOWJIT_TIERED", "1").strip() != "0"
+
+
 def tiered() -> bool:
     """Whether a program's first compile is tiered (``QUICK_CODEGEN_LEVEL``): unless
     FLOWJIT_TIERED=0, and where llvmlite lets modules compile apart (``_unlocked_calls``)."""
-    return os.environ.get("FLOWJIT_TIERED", "1").strip() != "0" and _unlocked_calls()
+    return _tiers_wanted() and _unlocked_calls()
 
 
 def wait_for_upgrades(timeout: float | None = None) -> bool:
@@ -978,15 +982,6 @@ def upgrade_counts() -> dict[str, int]:
         return dict(_upgrade_counts)
 
 
-def _keep_render(lib: Library, render: Callable[[], Any]) -> None:
-    """A quick library found in this process's table by another caller: its upgrade
-    renders with that caller's function when the first one's is gone."""
-    with _upgrade_lock:
-        full_from = lib._full_from
-        if full_from is not None and full_from[0]() is None:
-            lib._full_from = (weakref.ref(render), *full_from[1:])
-
-
 def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[[], str]]],
                 target: HostTarget | None = None, name: str = "module", opt_level: int = OPT_LEVEL,
                 runtime: bool = False, tiered_codegen: bool = False,
@@ -1015,7 +1010,6 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
     lib = _libraries.get(key)
     if lib is not None:
         objcache.count("reused")
-        _keep_render(lib, render)
         return lib
     with _init_lock:
         lock = _key_locks.setdefault(key, threading.Lock())
@@ -1023,14 +1017,13 @@ def load_source(source: str, render: Callable[[], str | Sequence[str | Callable[
         lib = _libraries.get(key)
         if lib is not None:
             objcache.count("reused")
-            _keep_render(lib, render)
             return lib
         t = time.perf_counter()
         places = _places(runtime)
         # Whether to look for the quick code's entry asks no LLVM (``tiered()`` loads it to ask
         # llvmlite): a warm load needs none. The full code's key is the library's, in this
         # process and on disk, once an upgrade has written it.
-        tiers = tiered_codegen and opt_level == OPT_LEVEL and os.environ.get("FLOWJIT_TIERED", "1").strip() != "0"
+        tiers = tiered_codegen and opt_level == OPT_LEVEL and _tiers_wanted()
         # The quick tier's settings are the quick code's too (the fingerprint has the full
         # code's pipeline's).
         quick_key = objcache.key(f"{source}\n; quick code {QUICK_CODEGEN_LEVEL} {QUICK_PIPELINE} "
