@@ -215,9 +215,14 @@ class _Lowering:
                 return k
         return len(self.scopes) - 1
 
-    def clamp(self, index: Expr, n: Expr) -> Expr:
-        e = apply("min", apply("max", index, _i(0)), apply("sub", n, _i(1)))
-        return self.bind(e, ("clamp", index, n), prefix="j")
+    def clamp(self, index: Expr, n: Expr, below: bool = True, above: bool = True) -> Expr:
+        """``index`` kept in [0, n): raised to 0 where ``below``, lowered to n - 1 where
+        ``above`` (a side the caller knows it cannot cross is left unchecked)."""
+        e = apply("max", index, _i(0)) if below else index
+        e = apply("min", e, apply("sub", n, _i(1))) if above else e
+        if e is index:
+            return index
+        return self.bind(e, ("clamp", index, n, below, above), prefix="j")
 
     def open_loop(self, var: str, stop: Expr, parallel: bool = False) -> _Scope:
         scope = _Scope(var)
@@ -330,13 +335,18 @@ class _Lowering:
             if x.type.size == 0:
                 return fill
             cond, src = None, []
-            for k, (lo, n) in enumerate(zip(a["low"], x.type.shape)):
+            for k, (lo, hi, n) in enumerate(zip(a["low"], a["high"], x.type.shape)):
+                # Only a padded side is checked and clamped: an axis padded on neither side
+                # (a convolution tap's batch and channels) reads at the loop's own index, which
+                # keeps the innermost loop's loads contiguous (LLVM vectorizes a clamped index
+                # as a gather).
                 j = apply("sub", idx[k], _i(lo))
                 size = self.dim(n)
-                inside = apply("and", apply("ge", j, _i(0)), apply("lt", j, size))
-                cond = inside if cond is None else apply("and", cond, inside)
+                checks = ([apply("ge", j, _i(0))] if lo > 0 else []) + ([apply("lt", j, size)] if hi > 0 else [])
+                for inside in checks:
+                    cond = inside if cond is None else apply("and", cond, inside)
                 # Clamped, so the read stays in bounds where the fill is taken.
-                src.append(self.clamp(j, size))
+                src.append(self.clamp(j, size, below=lo > 0, above=hi > 0))
             inner = self.value(x, tuple(src))
             return inner if cond is None else scalar.choose(cond, inner, fill)
         if role == "join":

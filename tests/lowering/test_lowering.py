@@ -89,6 +89,22 @@ def test_a_row_reduction_is_computed_once_per_row():
     assert all(row < k < inner for k, line in enumerate(lines) if line.strip().startswith("acc "))
 
 
+def test_a_pad_checks_and_clamps_only_the_sides_it_pads():
+    from tests.lowering.test_programs import check_fused
+
+    # A convolution tap: rows padded above, columns below, batch and channels not at all.
+    def tap(x):
+        return fj.pad(x, ((0, 0), (1, 0), (0, 2), (0, 0))) * 2.0
+    x = np.random.default_rng(0).standard_normal((2, 5, 6, 3)).astype(np.float32)
+    text = print_kernel(kernel_of(tap, x))
+    read = next(line for line in text.splitlines() if "in0[" in line)
+    index = read[read.index("in0[") + 4:read.index("]", read.index("in0["))].split(", ")
+    # batch and channels read at their loops' own variables (no clamp: contiguous loads)
+    assert index[0].startswith("i") and index[3].startswith("i"), read
+    assert text.count("max(") == 1 and text.count("min(") == 1, text   # one side each
+    assert check_fused(tap, x) == 1
+
+
 def test_softmax_stores_its_exponentials_in_the_output_and_reads_them_back():
     from tests.lowering.test_programs import check_fused
 
