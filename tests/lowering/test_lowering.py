@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flowjit as fj
 from flowjit.ir import new_function
@@ -103,6 +105,18 @@ def test_a_pad_checks_and_clamps_only_the_sides_it_pads():
     assert index[0].startswith("i") and index[3].startswith("i"), read
     assert text.count("max(") == 1 and text.count("min(") == 1, text   # one side each
     assert check_fused(tap, x) == 1
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=4),
+       st.floats(-3, 3, allow_nan=False))
+def test_compiled_pads_of_any_sides_give_numpys(axes, value):
+    # Each axis: its size and its low and high pads, zero on either side or both.
+    shape = tuple(n for n, _, _ in axes)
+    widths = tuple((lo, hi) for _, lo, hi in axes)
+    x = np.random.default_rng(len(axes)).standard_normal(shape).astype(np.float32)
+    got = fj.function(lambda a: fj.pad(a, widths, constant_values=value) + 1.0)(x)
+    np.testing.assert_array_equal(got, np.pad(x, widths, constant_values=np.float32(value)) + np.float32(1.0))
 
 
 def test_softmax_stores_its_exponentials_in_the_output_and_reads_them_back():
