@@ -55,6 +55,7 @@ from flowjit.lowering.loops import (
 )
 from flowjit.lowering.scalar import Unsupported, apply, constant, is_pair
 from flowjit.lowering.tile_transpose import tile_transposes
+from flowjit.lowering.unswitch_bounds import unswitch_bounds
 
 # Roles of ops outside any fusion that lower to a kernel of their own (not an element per
 # result element: repeated indices add into one element, in order); see ``lower_block``.
@@ -947,6 +948,7 @@ class _Lowering:
             body = tile_transposes(body, buffers, self.concrete_shapes(buffers),
                                    {v.name: n for n, v in self.size_of.items()},
                                    {name for names in in_place for name in names})
+            body = unswitch_bounds(body, self.fresh)
         return Kernel(self.name, tuple(buffers), tuple(self.sizes), body, in_place)
 
     def concrete_shapes(self, buffers: list[Buffer]) -> dict[str, tuple[int, ...]]:

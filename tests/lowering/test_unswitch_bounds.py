@@ -1,0 +1,75 @@
+"""The interior version of a loop whose selects test conditions it does not change
+(``flowjit.lowering.unswitch_bounds``): its loop IR, and compiled results equal to NumPy's
+at the borders and inside."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowjit as fj
+from flowjit.lowering import print_kernel
+from flowjit.lowering.loops import If, Loop, Prim, Store, expressions, walk_statements
+from tests.lowering.test_lowering import kernel_of
+from tests.lowering.test_programs import check_fused
+from tests.registry.cases_reduction import _conv
+
+
+def _versions(kernel) -> list[If]:
+    return [s for s in walk_statements(kernel.body) if isinstance(s, If)]
+
+
+def _selects(body: tuple) -> int:
+    return sum(isinstance(e, Prim) and e.op == "select" for e in expressions(body))
+
+
+def _clamps(body: tuple) -> int:
+    return sum(isinstance(e, Prim) and e.op in ("min", "max") for e in expressions(body))
+
+
+def test_a_padded_depthwise_tap_loop_has_an_interior_version_without_selects_or_clamps():
+    x = np.random.default_rng(0).standard_normal((2, 6, 7, 8)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((3, 3, 1, 8)).astype(np.float32)
+    k = kernel_of(lambda a, b: fj.conv2d(a, b, padding="SAME", groups=8), x, w)
+    (version,) = _versions(k)
+    (inside,), (border,) = version.then, version.orelse
+    assert isinstance(inside, Loop) and isinstance(border, Loop)
+    assert _selects(inside.body) == 0 and _selects(border.body) == 8   # the centre tap has none
+    # inside, every tap reads its row and column as they are: no clamp left to compute
+    assert _clamps(inside.body) == 0
+    stores = [s for s in inside.body if isinstance(s, Store)]
+    assert [s.buffer for s in stores] == ["out0"] and stores[0].index[-1].name == inside.var
+    assert inside.var != border.var   # each name bound once
+    assert check_fused(lambda a, b: fj.conv2d(a, b, padding="SAME", groups=8), x, w) == 1
+
+
+def test_a_select_on_the_inner_loops_own_index_keeps_one_version():
+    x = np.random.default_rng(2).standard_normal((4, 5)).astype(np.float32)
+    y = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
+    text = print_kernel(kernel_of(lambda a, b: fj.concatenate([a, b], axis=1) * 2.0, x, y))
+    assert "if " not in text, text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strides, dilation, padding", [
+    ((1, 1), (1, 1), "SAME"), ((2, 1), (1, 2), "SAME"), ((1, 2), (2, 1), ((2, 1), (0, 3))), ((1, 1), (1, 1), "VALID")])
+def test_compiled_depthwise_convolutions_at_the_borders_give_the_references(dtype, strides, dilation, padding):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 9, 11, 6)).astype(dtype)
+    x[0, 0, 0, :] = np.inf   # a border element: padding's zeros must not meet it as inf * 0
+    w = rng.standard_normal((5, 3, 1, 6)).astype(dtype)
+    got = fj.function(lambda a, b: fj.conv2d(a, b, strides=strides, dilation=dilation, padding=padding,
+                                             groups=6))(x, w)
+    want = _conv(strides, padding, dilation, groups=6)(x, w)
+    np.testing.assert_allclose(got, want, rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("pool", ["max_pool", "avg_pool"])
+def test_compiled_same_pooling_at_the_borders_gives_numpys(pool):
+    x = np.random.default_rng(5).standard_normal((2, 7, 6, 5)).astype(np.float32)
+    got = fj.function(lambda a: getattr(fj.nn, pool)(a, 3, 1, "SAME"))(x)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)),
+                    constant_values=-np.inf if pool == "max_pool" else np.nan)
+    taps = np.stack([padded[:, i:i + 7, j:j + 6] for i in range(3) for j in range(3)])
+    want = taps.max(axis=0) if pool == "max_pool" else np.nanmean(taps, axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
