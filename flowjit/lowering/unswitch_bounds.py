@@ -32,7 +32,6 @@ from collections.abc import Callable
 
 from flowjit.ir.dtypes import bool_
 from flowjit.lowering.loops import (
-    AccValue,
     Const,
     Expr,
     If,
@@ -49,6 +48,9 @@ from flowjit.lowering.loops import (
 )
 
 _BOOL = bool_
+# The operations an atom may hold: none traps, whatever its operands.
+_SAFE = frozenset(("add", "sub", "mul", "neg", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not",
+                   "select"))
 # Fewer selects on invariant conditions than this: LLVM's own unswitching handles them,
 # and a second copy of the loop would only cost compile time.
 MIN_SELECTS = 2
@@ -112,7 +114,11 @@ def _atoms(cond: Expr) -> list[Expr]:
 
 
 def _invariant(e: Expr, bound: set[str]) -> bool:
-    return not (free_names(e) & bound) and not any(isinstance(x, (Load, AccValue)) for x in subexpressions(e))
+    """Whether ``e`` reads no name of ``bound`` and is safe to compute before the loop, which
+    may run no iteration: index arithmetic and comparisons only (an integer division by a
+    size that is 0 when the loop is empty would trap there), no load or accumulator."""
+    return not (free_names(e) & bound) and all(
+        isinstance(x, (Var, Const)) or (isinstance(x, Prim) and x.op in _SAFE) for x in subexpressions(e))
 
 
 def _unswitched(loop: Loop, fresh: Callable[[str], str], outer: dict[str, Expr]):

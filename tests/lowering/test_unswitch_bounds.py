@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import flowjit as fj
+from flowjit.ir.dtypes import bool_, float32
 from flowjit.lowering import print_kernel
-from flowjit.lowering.loops import If, Loop, Prim, Store, expressions, walk_statements
+from flowjit.lowering.loops import INDEX, Const, If, Let, Load, Loop, Prim, Store, Var, expressions, walk_statements
+from flowjit.lowering.unswitch_bounds import unswitch_bounds
 from tests.lowering.test_lowering import kernel_of
 from tests.lowering.test_programs import check_fused
 from tests.registry.cases_reduction import _conv
@@ -73,3 +75,27 @@ def test_compiled_same_pooling_at_the_borders_gives_numpys(pool):
     taps = np.stack([padded[:, i:i + 7, j:j + 6] for i in range(3) for j in range(3)])
     want = taps.max(axis=0) if pool == "max_pool" else np.nanmean(taps, axis=0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _tap_loop(cond: Prim) -> Loop:
+    """for c in 0..n: out[c] = (cond ? x[c] : 0) + (cond ? y[c] : 0), over i and n bound outside."""
+    c = Var("c", INDEX)
+    taps = [Prim("select", (cond, Load(b, (c,), float32), Const(0.0, float32)), float32) for b in ("x", "y")]
+    total = Prim("add", (Var("t1", float32), Var("t2", float32)), float32)
+    body = (Let("t1", taps[0]), Let("t2", taps[1]), Store("out", (c,), total))
+    return Loop("c", Const(0, INDEX), Var("n", INDEX), 1, body)
+
+
+def test_a_condition_that_could_trap_before_an_empty_loop_keeps_one_version():
+    i, n = Var("i", INDEX), Var("n", INDEX)
+    names = iter(range(100))
+
+    def fresh(prefix):
+        return f"{prefix}{next(names)}"
+    safe = Prim("ge", (Prim("sub", (i, Const(1, INDEX)), INDEX), Const(0, INDEX)), bool_)
+    (version,) = unswitch_bounds((_tap_loop(safe),), fresh)
+    assert isinstance(version, If) and version.cond == safe and _selects(version.then) == 0
+    # i // n, n the loop's own extent: computed before a loop of no iteration it would divide by 0
+    trapping = Prim("ge", (Prim("idiv", (i, n), INDEX), Const(0, INDEX)), bool_)
+    (loop,) = unswitch_bounds((_tap_loop(trapping),), fresh)
+    assert isinstance(loop, Loop) and _selects(loop.body) == 2
