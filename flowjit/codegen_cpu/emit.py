@@ -31,6 +31,7 @@ from flowjit.lowering.loops import (
     Var,
     expressions,
     free_names,
+    loop_count,
     subexpressions,
     substitute_lets,
     walk_statements,
@@ -392,8 +393,9 @@ class _Renderer:
         b = self.b
         total = ir.Constant(I64, 1)
         for s in body:
-            if isinstance(s, If):
-                total = b.add(total, b.add(self.inner_work(s.then, env), self.inner_work(s.orelse, env)))
+            if isinstance(s, If):   # one branch runs: the larger's work (a loop and its interior version)
+                then, orelse = self.inner_work(s.then, env), self.inner_work(s.orelse, env)
+                total = b.add(total, b.select(b.icmp_signed(">", then, orelse), then, orelse))
             if not isinstance(s, Loop) or not (free_names(s.start) | free_names(s.stop)) <= env.keys():
                 continue
             first, last = self.expr(s.start, env), self.expr(s.stop, env)
@@ -855,7 +857,7 @@ class _Renderer:
         i.add_incoming(nxt, self.b.block)
         latch = self.b.branch(header)
         hints = []
-        if self.access_group is not None and not self.loop_carries and not any(isinstance(x, Loop) for x in s.body):
+        if self.access_group is not None and not self.loop_carries and loop_count(s.body) == 0:
             hints.append(self.module.add_metadata(["llvm.loop.parallel_accesses", self.access_group]))
         if s.scalar:
             hints.append(self.module.add_metadata(["llvm.loop.vectorize.enable", I1(0)]))

@@ -80,7 +80,7 @@ def _visit_all(body: tuple, fresh: Callable[[str], str], outer: dict[str, Expr])
 def _visit(s, fresh: Callable[[str], str], outer: dict[str, Expr]):
     if isinstance(s, If):
         return dataclasses.replace(s, then=_visit_all(s.then, fresh, outer), orelse=_visit_all(s.orelse, fresh, outer))
-    if not isinstance(s, Loop):
+    if not isinstance(s, Loop) or s.block:   # a transposing tile's rows: the renderer's own shape
         return s
     if any(isinstance(t, (Loop, If)) for t in s.body):
         return dataclasses.replace(s, body=_visit_all(s.body, fresh, outer))
@@ -115,10 +115,14 @@ def _atoms(cond: Expr) -> list[Expr]:
 
 def _invariant(e: Expr, bound: set[str]) -> bool:
     """Whether ``e`` reads no name of ``bound`` and is safe to compute before the loop, which
-    may run no iteration: index arithmetic and comparisons only (an integer division by a
-    size that is 0 when the loop is empty would trap there), no load or accumulator."""
-    return not (free_names(e) & bound) and all(
-        isinstance(x, (Var, Const)) or (isinstance(x, Prim) and x.op in _SAFE) for x in subexpressions(e))
+    may run no iteration: integer index arithmetic and comparisons only (an integer division
+    by a size that is 0 when the loop is empty would trap there; a float comparison may be
+    poison under fast math, undefined as a branch's condition), no load or accumulator."""
+    def safe(x: Expr) -> bool:
+        if isinstance(x, (Var, Const)):   # a bool name may hold a float comparison
+            return x.dtype.is_int
+        return isinstance(x, Prim) and x.op in _SAFE and (x.dtype.is_int or x.dtype.is_bool)
+    return not (free_names(e) & bound) and all(safe(x) for x in subexpressions(e))
 
 
 def _unswitched(loop: Loop, fresh: Callable[[str], str], outer: dict[str, Expr]):
@@ -139,7 +143,16 @@ def _unswitched(loop: Loop, fresh: Callable[[str], str], outer: dict[str, Expr])
     true = Const(True, next(iter(atoms)).dtype)
     names = {loop.var: fresh("inner")} | {t.name: fresh("fast") for t in loop.body if isinstance(t, Let)}
 
+    memo: dict[Expr, Expr] = {}
+
     def fast(e: Expr) -> Expr:
+        # Memoized: a value read twice stays one node (the evaluator's and LLVM's sharing).
+        got = memo.get(e)
+        if got is None:
+            got = memo[e] = folded(e)
+        return got
+
+    def folded(e: Expr) -> Expr:
         if e in atoms:
             return true
         if isinstance(e, Var) and e.name in copies:

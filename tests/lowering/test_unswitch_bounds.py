@@ -99,3 +99,6 @@ def test_a_condition_that_could_trap_before_an_empty_loop_keeps_one_version():
     trapping = Prim("ge", (Prim("idiv", (i, n), INDEX), Const(0, INDEX)), bool_)
     (loop,) = unswitch_bounds((_tap_loop(trapping),), fresh)
     assert isinstance(loop, Loop) and _selects(loop.body) == 2
+    # a bool name may hold a float comparison, poison under fast math: no branch on it
+    (loop,) = unswitch_bounds((_tap_loop(Var("mask", bool_)),), fresh)
+    assert isinstance(loop, Loop) and _selects(loop.body) == 2
