@@ -13,7 +13,8 @@ against 0.81 with VALID (no selects); a 3x3 over 32x56x56x64, 0.49 against 0.44.
 The pass finds, in each innermost loop of plain statements (lets, stores, accumulator
 updates), the atoms of its selects' conditions (split at ``and``) that read no name the
 loop binds and no buffer or accumulator. Where at least ``MIN_SELECTS`` selects test such
-atoms, the loop becomes ``if all atoms: <the loop with them true, its selects folded>
+atoms (a window of 16 taps or more: for fewer, the compile time of the loop's second copy
+costs more than it wins), the loop becomes ``if all atoms: <the loop with them true, its selects folded>
 else: <the loop as it was>``; most positions of an image are its interior, where every
 tap is inside.
 
@@ -21,8 +22,9 @@ Guarantees: each version computes what the loop computed, by the same operations
 same order where it runs (the fast one only where its atoms hold, so each of its folded
 selects takes the value the select would have taken); the fast version's names (its
 variable and lets) are new, so each name is still bound once in the kernel; a loop with a
-nested loop or branch, a parallel one, one with a renderer's hint (``block``, ``lanes``)
-and one with more than ``MAX_ATOMS`` atoms is left as it was.
+nested loop or branch, a parallel one, one with a renderer's hint (``block``, ``lanes``),
+one of more than ``MAX_STATEMENTS`` statements and one with more than ``MAX_ATOMS`` atoms
+is left as it was.
 """
 
 from __future__ import annotations
@@ -51,9 +53,17 @@ _BOOL = bool_
 # The operations an atom may hold: none traps, whatever its operands.
 _SAFE = frozenset(("add", "sub", "mul", "neg", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not",
                    "select"))
-# Fewer selects on invariant conditions than this: LLVM's own unswitching handles them,
-# and a second copy of the loop would only cost compile time.
-MIN_SELECTS = 2
+# Fewer selects on invariant conditions than this: the loop stays as it is. The second copy
+# costs LLVM's time at a cold call (a 5x5 depthwise convolution's first call 75-80 -> 108-111
+# ms, its gradient's 244-255 -> 307-364 on the AMD host), which a few taps do not win back:
+# a 3x3 (8 selects) ran 0.91-0.96x its time and a 3x3 SAME max pool's gradient 0.94x, each
+# for 10-30% more at its first call; a 5x5 (24 selects) 0.80-0.84x.
+MIN_SELECTS = 16
+# A loop of more statements than this stays as it is: LLVM's time for its second copy grows
+# with it, its branches' share of its work shrinks (a 3x3 SAME max pool's gradient, which
+# recomputes each window's max at every tap: 612 statements, 0.94x its time for 414 ms at
+# its first call against 298).
+MAX_STATEMENTS = 256
 # More distinct conditions than this (a 9x9 window has 4 kinds of them a tap row and
 # column at most, 36): the loop stays as it is.
 MAX_ATOMS = 64
@@ -138,7 +148,7 @@ def _unswitched(loop: Loop, fresh: Callable[[str], str], outer: dict[str, Expr])
                     mine = [a for a in _atoms(x.args[0]) if _invariant(a, bound)]
                     selects += bool(mine)
                     atoms.update(dict.fromkeys(mine))
-    if selects < MIN_SELECTS or len(atoms) > MAX_ATOMS:
+    if selects < MIN_SELECTS or len(atoms) > MAX_ATOMS or len(loop.body) > MAX_STATEMENTS:
         return loop
     true = Const(True, next(iter(atoms)).dtype)
     names = {loop.var: fresh("inner")} | {t.name: fresh("fast") for t in loop.body if isinstance(t, Let)}

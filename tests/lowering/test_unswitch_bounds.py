@@ -11,7 +11,7 @@ import flowjit as fj
 from flowjit.ir.dtypes import bool_, float32
 from flowjit.lowering import print_kernel
 from flowjit.lowering.loops import INDEX, Const, If, Let, Load, Loop, Prim, Store, Var, expressions, walk_statements
-from flowjit.lowering.unswitch_bounds import unswitch_bounds
+from flowjit.lowering.unswitch_bounds import MAX_STATEMENTS, MIN_SELECTS, unswitch_bounds
 from tests.lowering.test_lowering import kernel_of
 from tests.lowering.test_programs import check_fused
 from tests.registry.cases_reduction import _conv
@@ -31,18 +31,24 @@ def _clamps(body: tuple) -> int:
 
 def test_a_padded_depthwise_tap_loop_has_an_interior_version_without_selects_or_clamps():
     x = np.random.default_rng(0).standard_normal((2, 6, 7, 8)).astype(np.float32)
-    w = np.random.default_rng(1).standard_normal((3, 3, 1, 8)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((5, 5, 1, 8)).astype(np.float32)
     k = kernel_of(lambda a, b: fj.conv2d(a, b, padding="SAME", groups=8), x, w)
     (version,) = _versions(k)
     (inside,), (border,) = version.then, version.orelse
     assert isinstance(inside, Loop) and isinstance(border, Loop)
-    assert _selects(inside.body) == 0 and _selects(border.body) == 8   # the centre tap has none
+    assert _selects(inside.body) == 0 and _selects(border.body) == 24   # the centre tap has none
     # inside, every tap reads its row and column as they are: no clamp left to compute
     assert _clamps(inside.body) == 0
     stores = [s for s in inside.body if isinstance(s, Store)]
     assert [s.buffer for s in stores] == ["out0"] and stores[0].index[-1].name == inside.var
     assert inside.var != border.var   # each name bound once
     assert check_fused(lambda a, b: fj.conv2d(a, b, padding="SAME", groups=8), x, w) == 1
+
+
+def test_a_window_of_fewer_taps_than_min_selects_keeps_one_version():
+    x = np.random.default_rng(0).standard_normal((2, 6, 7, 8)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((3, 3, 1, 8)).astype(np.float32)
+    assert not _versions(kernel_of(lambda a, b: fj.conv2d(a, b, padding="SAME", groups=8), x, w))
 
 
 def test_a_select_on_the_inner_loops_own_index_keeps_one_version():
@@ -78,12 +84,13 @@ def test_compiled_same_pooling_at_the_borders_gives_numpys(pool):
 
 
 def _tap_loop(cond: Prim) -> Loop:
-    """for c in 0..n: out[c] = (cond ? x[c] : 0) + (cond ? y[c] : 0), over i and n bound outside."""
+    """for c in 0..n: out[c] = sum of MIN_SELECTS taps (cond ? x[k, c] : 0), over i and n bound outside."""
     c = Var("c", INDEX)
-    taps = [Prim("select", (cond, Load(b, (c,), float32), Const(0.0, float32)), float32) for b in ("x", "y")]
-    total = Prim("add", (Var("t1", float32), Var("t2", float32)), float32)
-    body = (Let("t1", taps[0]), Let("t2", taps[1]), Store("out", (c,), total))
-    return Loop("c", Const(0, INDEX), Var("n", INDEX), 1, body)
+    total = Const(0.0, float32)
+    for k in range(MIN_SELECTS):
+        total = Prim("add", (total, Prim("select", (cond, Load("x", (Const(k, INDEX), c), float32),
+                                                    Const(0.0, float32)), float32)), float32)
+    return Loop("c", Const(0, INDEX), Var("n", INDEX), 1, (Let("t", total), Store("out", (c,), Var("t", float32))))
 
 
 def test_a_condition_that_could_trap_before_an_empty_loop_keeps_one_version():
@@ -98,7 +105,22 @@ def test_a_condition_that_could_trap_before_an_empty_loop_keeps_one_version():
     # i // n, n the loop's own extent: computed before a loop of no iteration it would divide by 0
     trapping = Prim("ge", (Prim("idiv", (i, n), INDEX), Const(0, INDEX)), bool_)
     (loop,) = unswitch_bounds((_tap_loop(trapping),), fresh)
-    assert isinstance(loop, Loop) and _selects(loop.body) == 2
+    assert isinstance(loop, Loop) and _selects(loop.body) == MIN_SELECTS
     # a bool name may hold a float comparison, poison under fast math: no branch on it
     (loop,) = unswitch_bounds((_tap_loop(Var("mask", bool_)),), fresh)
-    assert isinstance(loop, Loop) and _selects(loop.body) == 2
+    assert isinstance(loop, Loop) and _selects(loop.body) == MIN_SELECTS
+
+
+def test_a_loop_of_more_statements_than_max_statements_keeps_one_version():
+    i = Var("i", INDEX)
+    names = iter(range(100))
+    safe = Prim("ge", (i, Const(1, INDEX)), bool_)
+    loop = _tap_loop(safe)
+    # the same taps after as many lets again as the bound allows: LLVM's time for a second copy
+    filler = tuple(Let(f"f{k}", Prim("mul", (Var("t", float32), Const(float(k), float32)), float32))
+                   for k in range(MAX_STATEMENTS))
+    big = Loop(loop.var, loop.start, loop.stop, 1, loop.body[:1] + filler + loop.body[1:])
+    (kept,) = unswitch_bounds((big,), lambda prefix: f"{prefix}{next(names)}")
+    assert kept is big
+    (version,) = unswitch_bounds((loop,), lambda prefix: f"{prefix}{next(names)}")
+    assert isinstance(version, If)
