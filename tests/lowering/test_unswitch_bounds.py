@@ -9,7 +9,7 @@ import pytest
 
 import flowjit as fj
 from flowjit.ir.dtypes import bool_, float32
-from flowjit.lowering import print_kernel
+from flowjit.lowering import lower_block, print_kernel
 from flowjit.lowering.loops import INDEX, Const, If, Let, Load, Loop, Prim, Store, Var, expressions, walk_statements
 from flowjit.lowering.unswitch_bounds import MAX_STATEMENTS, MIN_SELECTS, unswitch_bounds
 from tests.lowering.test_lowering import kernel_of
@@ -63,24 +63,46 @@ def test_a_select_on_the_inner_loops_own_index_keeps_one_version():
     ((1, 1), (1, 1), "SAME"), ((2, 1), (1, 2), "SAME"), ((1, 2), (2, 1), ((2, 1), (0, 3))), ((1, 1), (1, 1), "VALID")])
 def test_compiled_depthwise_convolutions_at_the_borders_give_the_references(dtype, strides, dilation, padding):
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((2, 9, 11, 6)).astype(dtype)
+    x = rng.standard_normal((2, 13, 14, 6)).astype(dtype)
     x[0, 0, 0, :] = np.inf   # a border element: padding's zeros must not meet it as inf * 0
-    w = rng.standard_normal((5, 3, 1, 6)).astype(dtype)
-    got = fj.function(lambda a, b: fj.conv2d(a, b, strides=strides, dilation=dilation, padding=padding,
-                                             groups=6))(x, w)
+    w = rng.standard_normal((5, 4, 1, 6)).astype(dtype)   # 20 taps: past MIN_SELECTS
+
+    def conv(a, b):
+        return fj.conv2d(a, b, strides=strides, dilation=dilation, padding=padding, groups=6)
+    got = fj.function(conv)(x, w)
     want = _conv(strides, padding, dilation, groups=6)(x, w)
     np.testing.assert_allclose(got, want, rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    if padding == "SAME" and strides == (1, 1):   # every tap but the centre's tests the borders
+        assert _versions(kernel_of(conv, x, w))
 
 
 @pytest.mark.parametrize("pool", ["max_pool", "avg_pool"])
 def test_compiled_same_pooling_at_the_borders_gives_numpys(pool):
-    x = np.random.default_rng(5).standard_normal((2, 7, 6, 5)).astype(np.float32)
-    got = fj.function(lambda a: getattr(fj.nn, pool)(a, 3, 1, "SAME"))(x)
-    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)),
+    x = np.random.default_rng(5).standard_normal((2, 9, 8, 5)).astype(np.float32)
+
+    def f(a):
+        return getattr(fj.nn, pool)(a, 5, 1, "SAME")   # 25 taps: past MIN_SELECTS
+    got = fj.function(f)(x)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (2, 2), (2, 2), (0, 0)),
                     constant_values=-np.inf if pool == "max_pool" else np.nan)
-    taps = np.stack([padded[:, i:i + 7, j:j + 6] for i in range(3) for j in range(3)])
+    taps = np.stack([padded[:, i:i + 9, j:j + 8] for i in range(5) for j in range(5)])
     want = taps.max(axis=0) if pool == "max_pool" else np.nanmean(taps, axis=0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("window", [3, 5])
+def test_a_compiled_same_average_pools_gradient_gives_the_interpreters(window):
+    # The gradient spreads each window's cotangent back over its taps, a select on the
+    # borders a tap: the loops the pass versions.
+    x = np.random.default_rng(6).standard_normal((2, 9, 8, 5)).astype(np.float32)
+
+    def loss(a):
+        return (fj.nn.avg_pool(a, window, 1, "SAME") ** 2).sum()
+    grad = fj.grad(loss)
+    fused = fj.function(grad).ir(x, stage="fused")
+    kernels = [lower_block(op.blocks[0], "k", collapse=True) for op in fused.body.ops if op.primitive.role == "kernel"]
+    assert any(_versions(k) for k in kernels)
+    np.testing.assert_allclose(fj.function(grad)(x), fj.function(grad, backend="interpreter")(x), rtol=1e-5, atol=1e-6)
 
 
 def _tap_loop(cond: Prim) -> Loop:
