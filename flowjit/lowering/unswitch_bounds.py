@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from flowjit.ir.dtypes import bool_
 from flowjit.lowering.loops import (
     Const,
     Expr,
@@ -48,8 +47,8 @@ from flowjit.lowering.loops import (
     own_expressions,
     subexpressions,
 )
+from flowjit.lowering.scalar import apply
 
-_BOOL = bool_
 # The operations an atom may hold: none traps, whatever its operands.
 _SAFE = frozenset(("add", "sub", "mul", "neg", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not",
                    "select"))
@@ -106,14 +105,15 @@ def _unclamped(value: Expr, atoms: dict) -> Expr | None:
     e, bound = value.args
     inner = _unclamped(e, atoms)
     e = e if inner is None else inner
+    # The atoms as the lowering writes a padded read's checks (``apply``, which folds n - 1 + 1
+    # back to a literal n).
+    one = Const(1, bound.dtype)
     if value.op == "max":
-        held = bound == Const(0, bound.dtype) and Prim("ge", (e, bound), _BOOL) in atoms
-    elif isinstance(bound, Const):
-        held = Prim("lt", (e, Const(bound.value + 1, bound.dtype)), _BOOL) in atoms
+        held = bound == Const(0, bound.dtype) and apply("ge", e, bound) in atoms
     else:
-        one = Const(1, bound.dtype)
-        held = (isinstance(bound, Prim) and bound.op == "sub" and bound.args[1] == one
-                and Prim("lt", (e, bound.args[0]), _BOOL) in atoms)
+        n = bound.args[0] if isinstance(bound, Prim) and bound.op == "sub" and bound.args[1] == one \
+            else apply("add", bound, one)
+        held = apply("lt", e, n) in atoms
     return e if held else None
 
 
