@@ -67,7 +67,8 @@ SORT_RUN = 8
 MAX_SORT_PASSES = 62
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
-# Elements a float32 sum adds in float32 before adding the block's sum to its float64 total.
+# Elements a float32 sum adds in float32 before adding the block's sum to its float64 total
+# (and the most a sum over other axes than the last adds in float32 alone, ``leading_reduction``).
 SUM_BLOCK = 128
 # A reduction over a large input's first axis (a batch norm's statistics over its rows) runs
 # as up to LEADING_PARTS blocks of rows in parallel, each into a row of partial results, then
@@ -445,8 +446,8 @@ class _Lowering:
         d = op.results[0].type.dtype
         if not is_arg and not cx and axes and nd - 1 not in axes:
             kept = tuple(i for k, i in enumerate(idx) if k not in axes) if keep else idx
-            return apply("cast", Load(*self.leading_reduction(op, kind, axes), kept, scalar.accumulator_dtype(kind, d)),
-                     to=d)
+            name, acc_d = self.leading_reduction(op, kind, axes)
+            return apply("cast", Load(name, kept, acc_d), to=d)
         it = iter(idx)
         loop_vars: dict[int, str] = {}
         full: list = []
@@ -542,7 +543,7 @@ class _Lowering:
             return tuple(apply("cast", AccValue(acc, acc_d), to=d.real_dtype) for acc in accs)
         return apply("cast", AccValue(acc, acc_d), to=d)
 
-    def leading_reduction(self, op: Op, kind: str, axes: list) -> tuple[str]:
+    def leading_reduction(self, op: Op, kind: str, axes: list) -> tuple[str, DType]:
         """A temp buffer of the results of a reduction that keeps the last axis (a bias
         gradient's sum over the batch, a mean over a bag of embedding rows or over time),
         filled before the loop nest in row-major order: the inner loop runs along the last
@@ -562,8 +563,17 @@ class _Lowering:
         names = []
         saved = self.scopes
         self.scopes = self.scopes[:1]
+        # A float32 sum over middle axes of at most SUM_BLOCK elements a cell (a bag of
+        # embedding rows, a 7x7 depthwise filter's 49 taps) adds them in float32, in order,
+        # as a block of a sum along the last axis is added: a float64 accumulator's
+        # conversions and double-width loads and stores were most of such a nest's work (a
+        # 7x7 depthwise 11-15 -> 7 ms). Not over the first axis, a batch whose size may vary
+        # (an AOT library's symbolic B: its kernel must not change with it).
+        short = 0 not in axes and math.prod(x.type.shape[k] for k in axes) <= SUM_BLOCK
         for r, r_kind in group:
             acc_d = scalar.accumulator_dtype(r_kind, r.results[0].type.dtype)
+            if short and r_kind == "sum" and r.results[0].type.dtype == float32:
+                acc_d = float32
             out = self.accumulating_output(r.results[0], acc_d, kept_shape) if r is op else None
             if out is not None:
                 # The kernel's output is the reduction's result as it is (a max pool's): the
@@ -625,8 +635,8 @@ class _Lowering:
                             (), value=lambda idx, k: Load(targets[k][0], (block, *idx), targets[k][1]))
             self.close_loop()
         self.scopes = saved
-        for (r, _), (name, _) in zip(group, names):
-            top.memo[("leading", r.results[0].id)] = (name,)
+        for (r, _), (name, acc_d) in zip(group, names):
+            top.memo[("leading", r.results[0].id)] = (name, acc_d)
         return top.memo[key]
 
     def leading_parts(self, shape: tuple, axes: list, kept_shape: tuple) -> int:

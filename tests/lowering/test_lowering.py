@@ -208,7 +208,8 @@ def test_a_reduction_over_middle_axes_keeping_the_last_fills_a_temp_along_the_la
     def f(x):
         return x.mean(axis=1), fj.max(x, axis=(0, 2), keepdims=True), x.sum(axis=(1, 3), keepdims=True)
     x = np.random.default_rng(3).standard_normal((3, 5, 4, 6)).astype(np.float32)
-    k = kernel_of(lambda a: a.mean(axis=1), x)
+    long = np.random.default_rng(3).standard_normal((3, 130, 4, 6)).astype(np.float32)
+    k = kernel_of(lambda a: a.mean(axis=1), long)
     text = print_kernel(k)
     assert "temp cols" in text and ": f64[n0, n2, n3]" in text
     fill = text[text.index("for r"):]
@@ -219,6 +220,37 @@ def test_a_reduction_over_middle_axes_keeping_the_last_fills_a_temp_along_the_la
     for axes in ((1,), (0, 2), (1, 2)):
         got = fj.function(lambda a, axes=axes: a.sum(axis=axes))(x)
         np.testing.assert_allclose(got, x.sum(axis=axes, dtype=np.float64), rtol=1e-6, atol=1e-6)
+
+
+def test_a_short_float32_sum_over_middle_axes_adds_in_float32_as_a_block_of_a_row_sum_does():
+    # A 7x7 depthwise filter's 49 taps, a bag of 20 embedding rows: at most SUM_BLOCK
+    # elements a cell, added in float32 in order (a float64 accumulator's conversions were
+    # most of a 7x7 depthwise's time); more than SUM_BLOCK, or over the first axis (a batch,
+    # whose size an AOT library leaves open), or of float64, or a product: as before.
+    from flowjit.lowering.lower import SUM_BLOCK
+
+    rng = np.random.default_rng(8)
+
+    def accumulator(f, *shapes, dtype=np.float32):
+        text = print_kernel(kernel_of(f, *(rng.standard_normal(s).astype(dtype) for s in shapes)))
+        return "f32" if "cols" not in text or ": f32[" in text.split("temp cols", 1)[1].splitlines()[0] else "f64"
+    assert accumulator(lambda a: a.sum(axis=1) * 2.0, (3, SUM_BLOCK, 4)) == "f32"
+    assert accumulator(lambda a: a.sum(axis=(1, 2)) * 2.0, (3, 8, 16, 4)) == "f32"
+    assert accumulator(lambda a: a.sum(axis=1) * 2.0, (3, SUM_BLOCK + 1, 4)) == "f64"
+    assert accumulator(lambda a: a.sum(axis=0) * 2.0, (6, 4)) == "f64"
+    assert accumulator(lambda a: a.prod(axis=1) * 2.0, (3, 5, 4)) == "f64"
+    assert "f32" not in print_kernel(kernel_of(lambda a: a.sum(axis=1) * 2.0,
+                                               rng.standard_normal((3, 5, 4))))
+    # The sum is the kernel's output as it is: it accumulates there, with no temp.
+    assert "temp cols" not in print_kernel(kernel_of(lambda a: a.sum(axis=1), rng.standard_normal((3, 5, 4)).astype(
+        np.float32)))
+    for shape, axes in (((4, 49, 33), 1), ((2, 7, 7, 40), (1, 2)), ((5, 20, 3, 17), 1), ((3, 5, 4), 1)):
+        x = (rng.standard_normal(shape) * 100).astype(np.float32)
+        got = fj.function(lambda a, axes=axes: a.sum(axis=axes))(x)
+        want = x.astype(np.float64).sum(axis=axes)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-3)
+        # In order, in float32: NumPy's own order for a reduction over a middle axis.
+        np.testing.assert_allclose(got, x.sum(axis=axes), rtol=1e-6, atol=1e-4)
 
 
 def test_a_large_one_d_elementwise_loop_is_marked_for_streaming_stores():
