@@ -458,12 +458,12 @@ class _Renderer:
             return
         if self.native_fma and self.optimize and not self.fastmath and not self.dividing and s.step == 1:
             divs = invariant_division.divisions(s)
-            if divs and not self.runs_once(s, env, invariant_division.ONCE_MIN_TRIPS):
+            if divs and not self.runs_once(s, env):
                 self.versioned_division_loop(s, env, divs)
                 return
         if self.optimize and not self.dividing and not self.trig_medium and s.step == 1:
             args = medium_trig.arguments(s, self.lets())
-            if args and not self.runs_once(s, env, invariant_division.MIN_TRIPS):
+            if args and not self.runs_once(s, env, medium_trig.MIN_TRIPS):
                 self.versioned_trig_loop(s, env, args)
                 return
         if self.optimize:
@@ -673,17 +673,18 @@ class _Renderer:
             self.reassociate = None
             self.memo = {}
 
-    def runs_once(self, s: Loop, env: dict, least: int) -> bool:
-        """Whether ``s`` runs once (no loop encloses it) over a constant number of iterations
-        below ``least`` (``invariant_division.MIN_TRIPS``, ``ONCE_MIN_TRIPS``): what
-        versioning it saves costs less than the two loops more it gives LLVM to compile."""
+    def runs_once(self, s: Loop, env: dict, least: int | None = None) -> bool:
+        """Whether ``s`` runs once in its kernel (no loop encloses it) over a number of
+        iterations known when it is rendered (below ``least`` where given:
+        ``medium_trig.MIN_TRIPS``): what versioning it saves costs less than the two loops
+        more it gives LLVM to compile (``invariant_division``)."""
         if self.loop_vars:
             return False
         ends = [env.get(e.name) if isinstance(e, Var) else self.const(e.value, e.dtype) if isinstance(e, Const)
                 else None for e in (s.start, s.stop)]
         if not all(isinstance(v, ir.Constant) for v in ends):
             return False
-        return (ends[1].constant - ends[0].constant) // s.step < least
+        return least is None or (ends[1].constant - ends[0].constant) // s.step < least
 
     def lets(self) -> dict:
         """The kernel's ``Let`` bindings (``medium_trig.kernel_lets``), collected once."""
@@ -756,8 +757,9 @@ class _Renderer:
         short = b.icmp_signed("<=", trips, ir.Constant(I64, invariant_division.MAX_TRIPS))
         if not self.loop_vars:
             # A loop that runs once is not versioned where its count is a constant once its
-            # kernel is inlined at its call (``ONCE_MIN_TRIPS``): LLVM folds this to false
-            # there and drops the check and the second copy before optimizing them.
+            # kernel is inlined at its call (see ``invariant_division``): LLVM folds this to
+            # false there, and its loop passes (the vectorizer's, the unroller's) never see
+            # the check or the second copy.
             known = b.call(self._libc("llvm.is.constant.i64", ir.IntType(1), [I64]), [trips])
             short = b.and_(short, b.not_(known))
         types = sorted({d.dtype for d in divs}, key=lambda d: d.itemsize)

@@ -20,7 +20,13 @@ ms, the check costing 0.03-0.05.
 
 Only a loop of at most ``MAX_TRIPS`` iterations (a row: its dividends stay in the cache
 between the two passes) is checked; a longer one runs as written, and so does one that
-runs once over a count known when it is rendered (``ONCE_MIN_TRIPS``). A divisor
+runs once in its kernel (no loop around it) over a constant count: known when it is
+rendered (a kernel rendered at its dims), or once LLVM has inlined the kernel at its shape
+(the check asks ``llvm.is.constant`` of the count, which folds there). Such a loop would
+save a few microseconds of divisions a call (at most MAX_TRIPS of them), where the check
+pass and the second copy cost LLVM milliseconds of a cold call (an embedding bag's mean
+over its 256x64 cells: the zoo's cold inference 53 -> 58-61 ms versioned, its steady time
+the same). A divisor
 qualifies when the loop cannot change it: it reads no buffer and no accumulator the loop
 updates, and no name the loop binds. The check pass only reads, so the loop's stores
 happen once, in whichever version runs.
@@ -55,16 +61,6 @@ WINDOW = {float32: 60, float64: 500}
 # proper reads them again. Adam's update over a 50,000x64 table, one loop of 3.2M elements
 # a chunk, is bound by memory: reading its moments twice would cost more than its divisions.
 MAX_TRIPS = 16384
-# The shortest loop versioned for its medium trigonometric arguments (``medium_trig``) when
-# it runs once over a constant count: below it the full reductions cost less than the check
-# pass and the second copy of the loop cost LLVM to compile (~2 ms of a cold call a loop).
-MIN_TRIPS = 256
-# A loop of divisions that runs once over a constant count is not versioned at all: it
-# saves at most MAX_TRIPS divisions a call (a few microseconds), where the check pass and
-# the second copy cost LLVM milliseconds of a cold call (a batch norm's per-channel scale,
-# 32 or 64 values; an embedding bag's mean over its 256x64 cells: the zoo's cold inference
-# 53 -> 61 ms versioned, its steady time the same). A longer one skips the check anyway.
-ONCE_MIN_TRIPS = MAX_TRIPS + 1
 MAX_DIVIDEND_NODES = 8
 
 

@@ -38,6 +38,10 @@ from flowjit.lowering.loops import Const, Let, Loop, Prim, Store, Update, Var, e
 MEDIUM_BITS = {float32: int(np.float32(MEDIUM).view(np.uint32)), float64: int(np.float64(MEDIUM).view(np.uint64))}
 OPS = ("sin", "cos")
 MAX_ARGUMENT_NODES = 8
+# The shortest loop versioned when it runs once over a constant count known when it is
+# rendered: below it the full reductions cost less than the check pass and the second copy
+# of the loop cost LLVM to compile (~2 ms of a cold call a loop).
+MIN_TRIPS = 256
 # How deep ``bounded`` follows an argument's operations (a normal draw's angle is five
 # operations past the cipher's bits), and the margin it keeps below the bound (the interval
 # is computed in Python floats, each float operation of the kernel rounding once more).

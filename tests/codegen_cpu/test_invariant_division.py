@@ -189,7 +189,7 @@ def test_a_loop_run_once_at_a_known_count_divides_as_written():
     a short row inside a loop over rows (it runs many times)."""
     from flowjit.codegen_cpu.render import render_kernel
     flat = fj.function(lambda x, c: x / c)
-    for n in (32, invariant_division.MIN_TRIPS, invariant_division.MAX_TRIPS):
+    for n in (32, 256, invariant_division.MAX_TRIPS, invariant_division.MAX_TRIPS + 1):
         x = np.linspace(-3, 3, n, dtype=np.float32)
         assert ".check:" not in render_kernel(_kernel(flat, x, np.float32(3)), native_fma=True, dims=(n, n)), n
         # At a count known only at its call (inlined there), LLVM drops the second version:
