@@ -19,7 +19,9 @@ real accumulators. A kernel whose op has no complex definition raises ``Unsuppor
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flowjit.ir import registry
@@ -68,7 +70,8 @@ MAX_SORT_PASSES = 62
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total
-# (and the most a sum over other axes than the last adds in float32 alone, ``leading_reduction``).
+# (and the most a sum over middle axes, the first axis kept, adds in float32 alone:
+# ``leading_reduction``).
 SUM_BLOCK = 128
 # A reduction over a large input's first axis (a batch norm's statistics over its rows) runs
 # as up to LEADING_PARTS blocks of rows in parallel, each into a row of partial results, then
@@ -150,6 +153,9 @@ class _Lowering:
         self.temps: list[Buffer] = []
         self.storable: dict[int, list] = {}  # value id -> the _StoreSlots of its reduction
         self.stored_value: dict[int, int] = {}  # output -> the one value stored in it
+        # An output a leading reduction accumulates in though it holds the result reshaped
+        # by axes of 1 -> its index of a cell of the reduction's kept shape (``cell_at``).
+        self.cell_maps: dict[str, Callable[[tuple], tuple]] = {}
         self.current: tuple = ((), ())  # the nest being written: its full outputs, its index
         self.sizes: list[SizeVar] = []
         buffers = [(self.arg_names[a.id], a.type.shape) for a in block.args]
@@ -447,7 +453,7 @@ class _Lowering:
         if not is_arg and not cx and axes and nd - 1 not in axes:
             kept = tuple(i for k, i in enumerate(idx) if k not in axes) if keep else idx
             name, acc_d = self.leading_reduction(op, kind, axes)
-            return apply("cast", Load(name, kept, acc_d), to=d)
+            return apply("cast", Load(name, self.cell_at(name, kept), acc_d), to=d)
         it = iter(idx)
         loop_vars: dict[int, str] = {}
         full: list = []
@@ -564,23 +570,30 @@ class _Lowering:
         saved = self.scopes
         self.scopes = self.scopes[:1]
         # A float32 sum over middle axes of at most SUM_BLOCK elements a cell (a bag of
-        # embedding rows, a 7x7 depthwise filter's 49 taps) adds them in float32, in order,
-        # as a block of a sum along the last axis is added: a float64 accumulator's
-        # conversions and double-width loads and stores were most of such a nest's work (a
-        # 7x7 depthwise 11-15 -> 7 ms). Not over the first axis, a batch whose size may vary
-        # (an AOT library's symbolic B: its kernel must not change with it).
+        # embedding rows, a 7x7 depthwise filter's 49 taps) adds them in float32, as a row
+        # sum's blocks of SUM_BLOCK are added, here in order (NumPy's order for such a sum):
+        # a float64 accumulator's conversions and double-width loads and stores were most of
+        # such a nest's work (a 7x7 depthwise's forward 10.2-15 -> 7.1-8.6 ms). Not over the
+        # first axis, most often a batch, whose size an AOT library's symbolic B leaves open
+        # (a symbolic size on a middle axis that crosses SUM_BLOCK between the exporter's
+        # samples makes it trace again at larger ones, where the sum is float64 throughout).
         short = 0 not in axes and math.prod(x.type.shape[k] for k in axes) <= SUM_BLOCK
         for r, r_kind in group:
             acc_d = scalar.accumulator_dtype(r_kind, r.results[0].type.dtype)
             if short and r_kind == "sum" and r.results[0].type.dtype == float32:
                 acc_d = float32
-            out = self.accumulating_output(r.results[0], acc_d, kept_shape) if r is op else None
-            if out is not None:
-                # The kernel's output is the reduction's result as it is (a max pool's): the
+            found = self.accumulating_output(r.results[0], acc_d, kept_shape) if r is op else None
+            if found is not None:
+                # The kernel's output is the reduction's result as it is (a max pool's), or but
+                # for axes of 1 (a depthwise convolution's, its multiplier axis dropped): the
                 # reduction accumulates in the output itself, which no other value's row may
                 # then be stored in, and its own nest stores nothing (no temp, no copy of it).
+                out, returned = found
                 name = f"out{out}"
-                self.stored_value[out] = op.results[0].id
+                self.stored_value[out] = returned.id
+                if returned is not op.results[0]:
+                    self.cell_maps[name] = functools.partial(unit_axes_index, out_shape=kept_shape,
+                                                             in_shape=tuple(returned.type.shape))
             else:
                 name = self.fresh("cols")
                 self.temps.append(Buffer(name, "temp", acc_d, len(kept_shape), tuple(self.dim(n) for n in kept_shape)))
@@ -624,7 +637,8 @@ class _Lowering:
                 self.open_loop(v.name, self.dim(n), split and k == 0)
         for (r, r_kind), (name, acc_d) in zip(group, targets):
             val = self.value(r.inputs[0], tuple(loop_vars))
-            self.scopes[-1].body.append(Store(name, cell, scalar.combine(r_kind, Load(name, cell, acc_d), val)))
+            at = self.cell_at(name, cell)
+            self.scopes[-1].body.append(Store(name, at, scalar.combine(r_kind, Load(name, at, acc_d), val)))
         while len(self.scopes) > 1:
             self.close_loop()
         if parts:
@@ -661,8 +675,8 @@ class _Lowering:
         cell = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
         for v, n in zip(cell, kept_shape):
             self.open_loop(v.name, self.dim(n))
-        at = (*lead, *cell)
         for k, (name, kind, acc_d) in enumerate(targets):
+            at = self.cell_at(name, (*lead, *cell))
             if value is None:
                 self.scopes[-1].body.append(Store(name, at, scalar.start_value(kind, acc_d)))
             else:
@@ -707,16 +721,36 @@ class _Lowering:
             stack.extend(u.producer.inputs)
         return False
 
-    def accumulating_output(self, v: Value, acc_d: DType, kept_shape: tuple) -> int | None:
-        """The output a reduction of ``v``'s kept shape may accumulate in: the first output
-        that returns ``v`` with the accumulator's dtype and shape, when no other value's
-        row is stored there and its elements are not complex parts; None otherwise."""
+    def accumulating_output(self, v: Value, acc_d: DType, kept_shape: tuple) -> tuple[int, Value] | None:
+        """The output a reduction of ``v``'s kept shape may accumulate in, and the value it
+        returns: the first output that returns ``v`` with the accumulator's dtype and shape,
+        or a reshape of ``v`` in this kernel that only adds or drops axes of 1, when no
+        other value's row is stored there and its elements are not complex parts; None
+        otherwise."""
         if v.type.dtype != acc_d or acc_d.is_complex or tuple(v.type.shape) != tuple(kept_shape):
             return None
-        k = next((k for k, r in enumerate(self.block.returns) if r is v), None)
-        if k is None or self.stored_value.get(k, v.id) != v.id:
+        k = next((k for k, r in enumerate(self.block.returns) if r is v or self.unit_axes_view(r) is v), None)
+        if k is None:
             return None
-        return k
+        r = self.block.returns[k]
+        return None if self.stored_value.get(k, r.id) != r.id else (k, r)
+
+    def unit_axes_view(self, v: Value) -> Value | None:
+        """The value of this kernel that ``v`` reshapes by adding or dropping axes of 1 only
+        (a squeeze, an ``expand_dims``), or None."""
+        op = v.producer
+        if op is None or op.parent is not self.block or not op.inputs \
+                or op.primitive.role not in ("unit_axes_reshape", "row_major_reshape"):
+            return None
+        x = op.inputs[0]
+        return x if [n for n in v.type.shape if n != 1] == [n for n in x.type.shape if n != 1] else None
+
+    def cell_at(self, name: str, at: tuple) -> tuple:
+        """The index in buffer ``name`` of a leading reduction's cell ``at`` (an index of
+        its kept shape): ``at`` itself, or, in an output that holds the result but for axes
+        of 1 (``cell_maps``), the same element's index there."""
+        mapped = self.cell_maps.get(name)
+        return at if mapped is None else mapped(at)
 
     def slot(self, x: Value, full: list, val: Expr, axes: list) -> None:
         """A store slot for the elements of ``x`` a one-axis reduction loop computes."""

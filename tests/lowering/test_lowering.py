@@ -200,6 +200,34 @@ def test_a_reduction_that_is_the_kernels_output_accumulates_in_it():
     np.testing.assert_array_equal(got, np.max(x.reshape(3, 2, 5, 4), axis=1))
 
 
+def test_a_reduction_returned_but_for_axes_of_one_accumulates_in_the_output():
+    # A 7x7 depthwise convolution sums its 49 taps over a taps axis and returns the sum
+    # without the filters' multiplier axis of 1: the sum accumulates in the output at the
+    # same element's index there (no temp of the output's size, no copy of it). A reshape
+    # that merges axes keeps the temp.
+    from tests.lowering.test_programs import check_fused
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    for f in (lambda a: a.sum(axis=1)[:, None], lambda a: a.reshape(2, 5, 3, 4, 1).sum(axis=1).reshape(2, 3, 4),
+              lambda a: fj.max(a, axis=2)[:, :, None, :]):
+        text = print_kernel(kernel_of(f, x))
+        assert "temp cols" not in text and "out0[" in text.split("=", 1)[0] + text, text
+        stores = [line.strip() for line in text.splitlines() if line.strip().startswith("out0[")]
+        assert all("out0[" in line.split("=", 1)[1] or "inf" in line or "0.0" in line for line in stores), text
+        assert check_fused(f, x) == 1
+    assert "temp cols" in print_kernel(kernel_of(lambda a: a.sum(axis=1).reshape(2, 12), x))
+    w = rng.standard_normal((7, 7, 4, 1)).astype(np.float32)
+    img = rng.standard_normal((2, 9, 8, 4)).astype(np.float32)
+
+    def conv(a, k):
+        return fj.nn.depthwise_conv2d(a, k, strides=1, padding="SAME")
+    assert "temp" not in print_kernel(kernel_of(conv, img, w))
+    assert check_fused(conv, img, w) == 1
+    padded = np.pad(img, ((0, 0), (3, 3), (3, 3), (0, 0)))
+    want = sum(padded[:, p:p + 9, q:q + 8, :] * w[p, q, :, 0] for p in range(7) for q in range(7))
+    np.testing.assert_allclose(fj.function(conv)(img, w), want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_reduction_over_middle_axes_keeping_the_last_fills_a_temp_along_the_last_axis():
     # A mean over a bag of embedding rows, or over time: reducing each column on its own
     # strode through memory (5x NumPy's time for a mean over axis 1 of f32[64,512,256]).
