@@ -19,6 +19,7 @@ real accumulators. A kernel whose op has no complex definition raises ``Unsuppor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from flowjit.ir.primitives.layout import pad_fill
 from flowjit.lowering import scalar
 from flowjit.lowering.collapse import collapse_nests
 from flowjit.lowering.dead_lets import drop_dead_lets
+from flowjit.lowering.evaluate import evaluate_index
 from flowjit.lowering.fourier import fourier_kernel
 from flowjit.lowering.hoist_columns import hoist_columns
 from flowjit.lowering.loops import (
@@ -69,6 +71,10 @@ SORT_RUN = 8
 MAX_SORT_PASSES = 62
 # Output size from which the outer loop is parallel (threads cost ~10us to start).
 PARALLEL_MIN_ELEMENTS = 1 << 18
+# Runs of a smaller output's innermost statements from which its outer loop is parallel
+# (``parallel_by_work``), when the kernel has a buffer that large: the native program splits
+# a kernel from 2**19 elements of its largest buffer (pthread_pool.NATIVE_PARALLEL_MIN_ELEMENTS).
+PARALLEL_MIN_WORK = 1 << 19
 # Elements a float32 sum adds in float32 before adding the block's sum to its float64 total
 # (and the most a sum over middle axes, the first axis kept, adds in float32 alone:
 # ``leading_reduction``).
@@ -585,13 +591,14 @@ class _Lowering:
             found = self.accumulating_output(r.results[0], acc_d, kept_shape) if r is op else None
             if found is not None:
                 # The kernel's output is the reduction's result as it is (a max pool's), or but
-                # for axes of 1 (a depthwise convolution's, its multiplier axis dropped): the
-                # reduction accumulates in the output itself, which no other value's row may
-                # then be stored in, and its own nest stores nothing (no temp, no copy of it).
+                # for axes of 1 (keepdims; a depthwise convolution's, its multiplier axis
+                # dropped): the reduction accumulates in the output itself, which no other
+                # value's row may then be stored in, and no nest stores it again (no temp, no
+                # copy of it).
                 out, returned = found
                 name = f"out{out}"
                 self.stored_value[out] = returned.id
-                if returned is not op.results[0]:
+                if tuple(returned.type.shape) != tuple(kept_shape):
                     self.cell_maps[name] = functools.partial(unit_axes_index, out_shape=kept_shape,
                                                              in_shape=tuple(returned.type.shape))
             else:
@@ -723,11 +730,12 @@ class _Lowering:
 
     def accumulating_output(self, v: Value, acc_d: DType, kept_shape: tuple) -> tuple[int, Value] | None:
         """The output a reduction of ``v``'s kept shape may accumulate in, and the value it
-        returns: the first output that returns ``v`` with the accumulator's dtype and shape,
-        or a reshape of ``v`` in this kernel that only adds or drops axes of 1, when no
-        other value's row is stored there and its elements are not complex parts; None
-        otherwise."""
-        if v.type.dtype != acc_d or acc_d.is_complex or tuple(v.type.shape) != tuple(kept_shape):
+        returns: the first output that returns ``v`` with the accumulator's dtype, its
+        elements those of the kept shape but for axes of 1 (``keepdims``), or a reshape of
+        ``v`` in this kernel that only adds or drops axes of 1, when no other value's row is
+        stored there and its elements are not complex parts; None otherwise."""
+        squeezed = [n for n in kept_shape if n != 1]
+        if v.type.dtype != acc_d or acc_d.is_complex or [n for n in v.type.shape if n != 1] != squeezed:
             return None
         k = next((k for k, r in enumerate(self.block.returns) if r is v or self.unit_axes_view(r) is v), None)
         if k is None:
@@ -904,6 +912,17 @@ class _Lowering:
             return None
         return k, op
 
+    def parallel_by_work(self, nest: Loop) -> Loop:
+        """Output nest ``nest`` with its outer loop parallel, though it writes fewer than
+        PARALLEL_MIN_ELEMENTS elements, when its innermost statements run PARALLEL_MIN_WORK
+        times or more and the kernel has a buffer that large (a row's reduction of a large
+        input: a sum of exponentials over 4096 rows of 1024 took one thread 1.0 ms, two
+        0.5); the CPU's lowering only (CUDA reduces a row with a thread block of its own)."""
+        if nest.parallel or max(v.type.size for v in (*self.block.args, *self.block.returns)) < PARALLEL_MIN_WORK:
+            return nest
+        sizes = {v.name: n for n, v in self.size_of.items()}
+        return dataclasses.replace(nest, parallel=True) if _iterations((nest,), sizes) >= PARALLEL_MIN_WORK else nest
+
     def reshaped_nest(self, top: _Scope, shape: tuple, k: int, op: Op) -> None:
         """The nest of output ``k``, the reshape ``op`` merging axes: loops over its
         operand's axes, the operand's value stored at the merged axes' linear index."""
@@ -957,17 +976,20 @@ class _Lowering:
             for k, v, depth in outputs:
                 idx = index[:depth] + tuple(_i(0) for _ in v.type.shape[depth:])
                 val = self.value(v, idx)
-                if self.stored_value.get(k) == v.id and depth == len(shape):
+                if self.stored_value.get(k) == v.id:
                     continue   # already there: a reduction accumulated it, or stored its rows, in out{k}
                 if depth < len(shape):  # a row's result, stored once per row
                     self.scopes[depth].body.extend(store(f"out{k}", idx, val))
                 else:
                     stores.extend(store(f"out{k}", idx, val))
             self.scopes[-1].body.extend(stores)
+            before = len(top.body)
             while len(self.scopes) > 1:
                 self.close_loop()
             if top.body and _empty(top.body[-1]):
                 top.body.pop()   # the nest's only output was accumulated in place
+            elif not parallel and self.collapse and len(top.body) == before + 1:
+                top.body[-1] = self.parallel_by_work(top.body[-1])
             self.written.update((v.id, k) for k, v, _ in outputs)
         buffers = [kernel_buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
         buffers += [kernel_buffer(f"out{k}", "out", v.type.dtype, v.type.ndim)
@@ -1454,6 +1476,21 @@ def broadcast_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
     """The index of an operand of ``in_shape`` broadcast (NumPy rules) to ``out_shape``."""
     off = len(out_shape) - len(in_shape)
     return tuple(_i(0) if n == 1 and out_shape[k + off] != 1 else idx[k + off] for k, n in enumerate(in_shape))
+
+
+def _iterations(body: tuple, sizes: dict) -> int:
+    """How many times the innermost statements of ``body`` run (1 for a body of no loops;
+    its loops' bounds evaluated at ``sizes``, a bound that depends on an enclosing loop's
+    index at that loop's first iteration): a nest's elements, a row's passes over it."""
+    loops = [s for s in body if isinstance(s, Loop)]
+    if not loops:
+        return 1
+    total = 0
+    for s in loops:
+        lo, hi = evaluate_index(s.start, sizes), evaluate_index(s.stop, sizes)
+        trips = 0 if lo is None or hi is None else max(0, -(-(hi - lo) // s.step))
+        total += trips * _iterations(s.body, sizes)
+    return total
 
 
 def unit_axes_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
