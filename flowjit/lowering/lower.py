@@ -610,7 +610,8 @@ class _Lowering:
         cell = tuple(v for k, v in enumerate(loop_vars) if k not in axes)
         # A first axis that is kept (a max pool's batch) writes its own cells of the results
         # in each iteration: parallel, when the input is large enough to split.
-        split = 0 not in axes and math.prod(x.type.shape) >= PARALLEL_MIN_ELEMENTS
+        lead = _outer_axis(x.type.shape)
+        split = lead not in axes and math.prod(x.type.shape) >= PARALLEL_MIN_ELEMENTS
         parts = self.leading_parts(x.type.shape, axes, kept_shape)
         targets = names
         if parts:
@@ -641,7 +642,7 @@ class _Lowering:
             first = 0
         for k, (v, n) in enumerate(zip(loop_vars, x.type.shape)):
             if k >= first:
-                self.open_loop(v.name, self.dim(n), split and k == 0)
+                self.open_loop(v.name, self.dim(n), split and k == lead)
         for (r, r_kind), (name, acc_d) in zip(group, targets):
             val = self.value(r.inputs[0], tuple(loop_vars))
             at = self.cell_at(name, cell)
@@ -835,7 +836,7 @@ class _Lowering:
         outer = []
         for d, n in enumerate(shape[:-1]):
             var = self.fresh("i")
-            self.open_loop(var, self.dim(n), parallel and d == 0)
+            self.open_loop(var, self.dim(n), parallel and d == _outer_axis(shape[:-1]))
             outer.append(Var(var, INDEX))
         self.storable = {}
         offset: Expr = _i(0)
@@ -964,7 +965,7 @@ class _Lowering:
             loop_vars = [self.fresh("i") for _ in shape]
             parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
             for d, (var, n) in enumerate(zip(loop_vars, shape)):
-                self.open_loop(var, self.dim(n), parallel and d == 0)
+                self.open_loop(var, self.dim(n), parallel and d == _outer_axis(shape))
             index = tuple(Var(v, INDEX) for v in loop_vars)
             if outputs[0][0] == 0:
                 out_index = index
@@ -988,7 +989,9 @@ class _Lowering:
                 self.close_loop()
             if top.body and _empty(top.body[-1]):
                 top.body.pop()   # the nest's only output was accumulated in place
-            elif not parallel and self.collapse and len(top.body) == before + 1:
+            elif not parallel and self.collapse and isinstance(top.body[-1], Loop) \
+                    and all(isinstance(st, Let) for st in top.body[before:-1]):
+                # (the Lets: the nest's outer axes of 1, inlined)
                 top.body[-1] = self.parallel_by_work(top.body[-1])
             self.written.update((v.id, k) for k, v, _ in outputs)
         buffers = [kernel_buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]
@@ -1045,7 +1048,8 @@ class _Lowering:
         self.scopes = [top]
         loop_vars = [self.fresh("i") for _ in operand.type.shape]
         for d_, (var, n) in enumerate(zip(loop_vars, operand.type.shape)):
-            self.open_loop(var, self.dim(n), d_ == 0 and operand.type.size >= PARALLEL_MIN_ELEMENTS)
+            self.open_loop(var, self.dim(n), d_ == _outer_axis(operand.type.shape)
+                           and operand.type.size >= PARALLEL_MIN_ELEMENTS)
         idx = tuple(Var(v, INDEX) for v in loop_vars)
         self.scopes[-1].body.extend(store("out0", idx, load(self.arg_names[operand.id], idx, d)))
         while len(self.scopes) > 1:
@@ -1476,6 +1480,13 @@ def broadcast_index(idx: tuple, out_shape: tuple, in_shape: tuple) -> tuple:
     """The index of an operand of ``in_shape`` broadcast (NumPy rules) to ``out_shape``."""
     off = len(out_shape) - len(in_shape)
     return tuple(_i(0) if n == 1 and out_shape[k + off] != 1 else idx[k + off] for k, n in enumerate(in_shape))
+
+
+def _outer_axis(shape: tuple) -> int:
+    """The first axis of ``shape`` longer than 1 (0 if none): its loop is a nest's outermost,
+    the loops of axes of 1 before it inlined (``close_loop``), and the one a parallel nest
+    splits (a batch of 1's elementwise kernel over [1, 1024, 1024] had run on one thread)."""
+    return next((k for k, n in enumerate(shape) if n != 1), 0)
 
 
 def _iterations(body: tuple, sizes: dict) -> int:
