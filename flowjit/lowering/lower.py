@@ -984,14 +984,13 @@ class _Lowering:
                 else:
                     stores.extend(store(f"out{k}", idx, val))
             self.scopes[-1].body.extend(stores)
-            before = len(top.body)
             while len(self.scopes) > 1:
                 self.close_loop()
             if top.body and _empty(top.body[-1]):
                 top.body.pop()   # the nest's only output was accumulated in place
             elif not parallel and self.collapse and isinstance(top.body[-1], Loop) \
-                    and all(isinstance(st, Let) for st in top.body[before:-1]):
-                # (the Lets: the nest's outer axes of 1, inlined)
+                    and top.body[-1].var == loop_vars[_outer_axis(shape)]:
+                # (after the Lets of the nest's outer axes of 1, inlined)
                 top.body[-1] = self.parallel_by_work(top.body[-1])
             self.written.update((v.id, k) for k, v, _ in outputs)
         buffers = [kernel_buffer(self.arg_names[a.id], "in", a.type.dtype, a.type.ndim) for a in self.block.args]

@@ -48,6 +48,12 @@ def test_a_nest_whose_leading_axes_are_1_splits_its_first_longer_axis():
     assert any(isinstance(st, Loop) and st.parallel for st in kernel_of(lambda a: fj.nn.softmax(a), rows).body)
     assert any(isinstance(st, Loop) and st.parallel
                for st in kernel_of(lambda a: fj.exp(a).sum(axis=-1), fj.ShapeDtype((1, 2048, 256), np.float32)).body)
+    # A sum over a middle axis keeping the last (a leading reduction) splits its first
+    # longer kept axis too.
+    lead = fj.ShapeDtype((1, 300, 2, 1024), np.float32)
+    assert any(isinstance(st, Loop) and st.parallel for st in kernel_of(lambda a: a.sum(axis=2) * 2.0, lead).body)
+    y = np.random.default_rng(14).standard_normal((1, 300, 2, 1024)).astype(np.float32)
+    np.testing.assert_allclose(fj.function(lambda a: a.sum(axis=2) * 2.0)(y), y.sum(axis=2) * 2.0, rtol=1e-6, atol=1e-6)
     x = np.random.default_rng(13).standard_normal((1, 1024, 512)).astype(np.float32)
     np.testing.assert_allclose(fj.function(lambda a: fj.nn.softmax(a))(x),
                                np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(
