@@ -988,7 +988,7 @@ class _Lowering:
                 self.close_loop()
             if top.body and _empty(top.body[-1]):
                 top.body.pop()   # the nest's only output was accumulated in place
-            elif not parallel and self.collapse and isinstance(top.body[-1], Loop) \
+            elif not parallel and self.collapse and shape and top.body and isinstance(top.body[-1], Loop) \
                     and top.body[-1].var == loop_vars[_outer_axis(shape)]:
                 # (after the Lets of the nest's outer axes of 1, inlined)
                 top.body[-1] = self.parallel_by_work(top.body[-1])
