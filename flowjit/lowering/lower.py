@@ -320,8 +320,7 @@ class _Lowering:
             for k, p in enumerate(a["perm"]):
                 src[p % len(idx)] = idx[k]
             return self.value(x, tuple(src))
-        squeezed = x is not None and [n for n in out.shape if n != 1] == [n for n in x.type.shape if n != 1]
-        if role == "unit_axes_reshape" or (role == "row_major_reshape" and squeezed):
+        if self.unit_axes_view(op.results[0]) is not None:
             return self.value(x, unit_axes_index(idx, out.shape, x.type.shape))
         if role == "row_major_reshape":
             if self.collapse and (x.producer is None or x.id in self.written) and x.type.size > 1:
