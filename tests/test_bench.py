@@ -394,7 +394,7 @@ def test_quick_models_rows_have_flowjit_and_jax_numbers(tmp_path):
     and training step timed in flowjit and JAX (each first result checked against flowjit's
     interpreter: a wrong one is an ERROR cell), flowjit/JAX and the native column; the same rows
     beside two busy processes with loaded/idle; the MLP's first call cold and warm in new
-    processes, the warm one's steady state alone (with its page faults per call), the same in a
+    processes, the warm one's steady state alone (with its page faults and CPU time per call), the same in a
     third process beside two busy ones (with loaded/idle) and its peak memory."""
     from bench.workloads.models import TITLES
     env = dict(os.environ, FLOWJIT_CACHE_DIR=str(tmp_path))
@@ -420,10 +420,10 @@ def test_quick_models_rows_have_flowjit_and_jax_numbers(tmp_path):
         assert re.fullmatch(r"[0-9.]+ (ms|s) \(2nd [0-9.]+ (µs|ms|s)\)", first[column]), (column, first)
     alone = _table(p.stdout, TITLES["alone"])["MLP 784-64-64-10, b32, inference"]
     for column in ("flowjit", "JAX jit") if has_jax else ("flowjit",):
-        assert re.fullmatch(r"[0-9.]+ (µs|ms|s) \([0-9]+\)", alone[column]), (column, alone)
+        assert re.fullmatch(r"[0-9.]+ (µs|ms|s) \([0-9]+\) · [0-9.]+ (µs|ms|s) CPU", alone[column]), (column, alone)
     alone_loaded = _table(p.stdout, TITLES["alone_loaded"])["MLP 784-64-64-10, b32, inference"]
     for column in ("flowjit", "JAX jit") if has_jax else ("flowjit",):
-        assert re.fullmatch(r"[0-9.]+ (µs|ms|s)", alone_loaded[column]), (column, alone_loaded)
+        assert re.fullmatch(r"[0-9.]+ (µs|ms|s) · [0-9.]+ (µs|ms|s) CPU", alone_loaded[column]), (column, alone_loaded)
     assert re.fullmatch(r"[0-9.]+x", alone_loaded["loaded/idle"]), alone_loaded
     memory = _table(p.stdout, TITLES["memory"])["MLP 784-64-64-10, b32, inference"]
     assert re.fullmatch(r"[0-9]+ MiB \(\+[0-9]+ MiB\)", memory["flowjit"]), memory

@@ -24,7 +24,8 @@ namespace and a small adapter table). Six tables:
   ``objcache.runtime_directory()``), compiled once per installation, stays, as Python's
   bytecode and jaxlib's prebuilt runtime do.
 - the steady state of the warm new process, a library alone in its process: the median
-  per call after the first two, and the minor page faults per call. The first table runs
+  per call after the first two, the minor page faults per call and the CPU time per call
+  (every thread's: at the same wall time, more CPU is more work or spinning, not waiting). The first table runs
   every library in one process, where one library's large frees raise glibc's mmap
   threshold for the others; alone, flowjit's mid-sized results once page-faulted every call.
 - the same beside two busy processes: a third new process with the warm caches, started
@@ -75,10 +76,12 @@ TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
           "loaded": "Model zoo: steady state with two busy processes on the same cores",
           "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left)",
           "alone": "Model zoo: steady state in a process of its own (the warm new process: median per call "
-                   "after the first two; in parentheses: minor page faults per call)",
+                   "after the first two; in parentheses: minor page faults per call; then the process's CPU "
+                   "time per call, every thread)",
           "alone_loaded": "Model zoo: steady state in a process of its own beside two busy processes (a third "
                           "new process with the warm caches, started with two `while True` processes on the same "
-                          "cores: median per call after the first two; loaded/idle over the table above)",
+                          "cores: median per call after the first two, and its CPU time per call; loaded/idle "
+                          "over the table above)",
           "memory": "Model zoo: peak memory of a new process (peak RSS, VmHWM, after the first calls; in "
                     "parentheses: over the peak after import and setup)"}
 
@@ -242,16 +245,20 @@ def child_main(argv: list[str]) -> int:
         # glibc's mmap threshold for all: flowjit's mid-sized results page-faulted every call
         # alone, 2x an MLP step's time, and not in the bench's own process).
         times: list[float] = []
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        before = resource.getrusage(resource.RUSAGE_SELF)
         until = time.perf_counter() + ALONE_S[size == "full"]
         while len(times) < CHILD_CALLS or time.perf_counter() < until:
             t0 = time.perf_counter()
             call()
             times.append(time.perf_counter() - t0)
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        faults = after.ru_minflt - before.ru_minflt
+        # Every thread's CPU time a call: a call that took longer beside busy processes but
+        # no more CPU waited for a core; one that took more CPU did more work (or spun).
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / len(times)
         out = {"import_s": import_s, "first_s": first_s, "second_s": second_s, "rss_setup": rss_setup,
                "rss_peak": _peak_rss(), "native": native(), "alone_s": float(np.median(times)),
-               "faults": faults / len(times)}
+               "faults": faults / len(times), "cpu_s": cpu}
         if impl == "fj":
             import flowjit as fj
             out["cache"] = fj.cache_stats()
@@ -260,6 +267,12 @@ def child_main(argv: list[str]) -> int:
     except Exception as e:
         print(json.dumps({"error": short_error(e), "traceback": traceback.format_exc()}))
         return 1
+
+
+def _cpu(res: dict) -> str:
+    """A child's CPU time a call, as its cell shows it after the time (none from a child
+    that did not report it)."""
+    return f" · {fmt_time(res['cpu_s'], 'ms')} CPU" if "cpu_s" in res else ""
 
 
 def child(ctx: Ctx, impl: str, model: str, mode: str, cache: str) -> dict:
@@ -463,7 +476,7 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
             if warm:
                 res = _middle(warm, "alone_s")
                 alone.cells[impl] = Cell(seconds=res["alone_s"], text=f"{fmt_time(res['alone_s'], 'ms')} "
-                                                                      f"({res['faults']:.0f})")
+                                                                      f"({res['faults']:.0f}){_cpu(res)}")
                 res = _middle(warm, "rss_peak")
                 memory.cells[impl] = Cell(seconds=res["rss_peak"],
                                           text=f"{res['rss_peak'] / 2**20:.0f} MiB "
@@ -473,7 +486,7 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                     first.note = f"flowjit warm: compiled {c['compiled']}, loaded {c['loaded']} from disk"
             if runs.get((impl, "loaded")) and impl in alone.cells and impl not in loaded.cells:
                 res = _middle(runs[impl, "loaded"], "alone_s")
-                loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms"))
+                loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms") + _cpu(res))
                 loaded.cells[impl + "/idle"] = Cell(text=_ratio(loaded.cells[impl], alone.cells[impl]))
         first.fj_jax = [_ratio(first.cells.get("fj:cold"), first.cells.get("jax:cold")),
                         _ratio(first.cells.get("fj:warm"), first.cells.get("jax:warm"))]
