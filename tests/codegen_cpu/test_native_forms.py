@@ -191,6 +191,26 @@ def test_grouped_and_depthwise_convolutions_and_their_gradients_are_one_native_p
            x, w, rtol=1e-4, atol=1e-4)
 
 
+def test_a_large_depthwise_filter_and_its_gradients_are_one_native_program_and_match_finite_differences():
+    # Past DEPTHWISE_TAPS_MAX taps (6x5 here) the taps' products are summed over the filter's
+    # two axes; strided, dilated, SAME, two filters a channel. Gradients in float64 against
+    # central differences of the compiled function itself.
+    from tests.finite_differences import central_differences
+    rng = np.random.default_rng(13)
+    attrs = {"strides": (2, 1), "dilation": (1, 2), "padding": "SAME", "groups": 3}
+    x = rng.standard_normal((1, 7, 9, 3))
+    w = rng.standard_normal((6, 5, 1, 6))
+    _check(lambda x, w: fj.conv2d(x, w, **attrs), x.astype(np.float32), w.astype(np.float32), rtol=1e-5, atol=1e-5)
+
+    def loss(x, w):
+        return (fj.tanh(fj.conv2d(x, w, **attrs)) ** 2).sum()
+    gx, gw = _check(fj.grad(loss, argnums=(0, 1)), x, w, rtol=1e-9, atol=1e-9)
+    f = fj.function(loss)
+    value = lambda x, w: float(f(x, w))      # noqa: E731
+    np.testing.assert_allclose(gx, central_differences(value, (x, w), 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw, central_differences(value, (x, w), 1), rtol=1e-5, atol=1e-6)
+
+
 def test_a_depthwise_convolution_is_one_kernel_of_taps_times_filters_not_a_product_per_channel():
     rng = np.random.default_rng(12)
     x = rng.standard_normal((2, 8, 8, 16)).astype(np.float32)

@@ -227,7 +227,7 @@ def test_a_reduction_that_is_the_kernels_output_accumulates_in_it():
 
 
 def test_a_reduction_returned_but_for_axes_of_one_accumulates_in_the_output():
-    # A 7x7 depthwise convolution sums its 49 taps over a taps axis and returns the sum
+    # A 7x7 depthwise convolution sums its 49 taps over the filter's axes and returns the sum
     # without the filters' multiplier axis of 1: the sum accumulates in the output at the
     # same element's index there (no temp of the output's size, no copy of it). A reshape
     # that merges axes keeps the temp.
@@ -253,6 +253,38 @@ def test_a_reduction_returned_but_for_axes_of_one_accumulates_in_the_output():
     padded = np.pad(img, ((0, 0), (3, 3), (3, 3), (0, 0)))
     want = sum(padded[:, p:p + 9, q:q + 8, :] * w[p, q, :, 0] for p in range(7) for q in range(7))
     np.testing.assert_allclose(fj.function(conv)(img, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_depthwise_filter_sums_its_taps_over_two_loops_one_per_filter_axis():
+    # Past DEPTHWISE_TAPS_MAX taps a depthwise convolution sums its taps' products over the
+    # filter's two axes, in the filter's row-major order: two loops, their indices the tap's
+    # row and column as they are. Over one merged taps axis every index divided and took the
+    # remainder of the merged one, and LLVM unrolled the loop of its constant 49 trips: a 7x7's
+    # cold first call took 192-200 ms against 77-82, for the same steady time.
+    from flowjit.ir.primitives.linalg import DEPTHWISE_TAPS_MAX
+    from tests.lowering.test_programs import check_fused
+    rng = np.random.default_rng(10)
+    for (kh, kw), strides, dilation in (((7, 7), 1, 1), ((6, 5), (2, 1), (1, 2))):
+        assert kh * kw > DEPTHWISE_TAPS_MAX
+        w = rng.standard_normal((kh, kw, 3, 1)).astype(np.float32)
+        img = rng.standard_normal((2, 11, 10, 3)).astype(np.float32)
+
+        def conv(a, k, strides=strides, dilation=dilation):
+            return fj.nn.depthwise_conv2d(a, k, strides=strides, padding="SAME", dilations=dilation)
+        text = print_kernel(kernel_of(conv, img, w))
+        assert " // " not in text and " % " not in text, text
+        assert len([line for line in text.splitlines() if line.strip().startswith("for r")]) == 2, text
+        assert check_fused(conv, img, w) == 1
+        # In the filter's order, each product and sum rounded to float32: NumPy's adds in turn.
+        sh, sw = (strides, strides) if isinstance(strides, int) else strides
+        dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+        oh, ow = -(-11 // sh), -(-10 // sw)
+        ph = max((oh - 1) * sh + (kh - 1) * dh + 1 - 11, 0)
+        pw = max((ow - 1) * sw + (kw - 1) * dw + 1 - 10, 0)
+        padded = np.pad(img, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)))
+        want = sum(padded[:, p * dh:p * dh + (oh - 1) * sh + 1:sh, q * dw:q * dw + (ow - 1) * sw + 1:sw, :]
+                   * w[p, q, :, 0] for p in range(kh) for q in range(kw))
+        np.testing.assert_array_equal(fj.function(conv)(img, w), want)
 
 
 def test_a_reduction_over_middle_axes_keeping_the_last_fills_a_temp_along_the_last_axis():

@@ -280,4 +280,8 @@ CASES += [
          _conv((2, 1), "SAME", (1, 2), groups=3), FLOATS, "depthwise-multiplier-strided-dilated"),
     Case("conv2d", [((2, 4, 4, 4), "T"), ((1, 1, 1, 4), "T")], {"groups": 4},
          _conv(groups=4), FLOATS, "depthwise-pointwise"),
+    # past DEPTHWISE_TAPS_MAX taps: the sum over the filter's two axes
+    Case("conv2d", [((1, 9, 11, 2), "T"), ((6, 5, 1, 4), "T")],
+         {"strides": (2, 1), "dilation": (1, 2), "padding": "SAME", "groups": 2},
+         _conv((2, 1), "SAME", (1, 2), groups=2), FLOATS, "depthwise-large-filter-multiplier-strided-dilated"),
 ]

@@ -323,16 +323,18 @@ def _conv2d_decompose(e, x, w, *, strides, padding, dilation, groups=1):
             return [e.zeros(TensorType((n, oh, ow, o), x.type.dtype))]
         return [e.reshape(total, shape=(n, oh, ow, o))]
     if cg == 1:
-        # A larger depthwise filter: the taps' products summed over a taps axis. (The batch
-        # stays an axis of its own, not folded into the rows: a library compiled for any
-        # batch size needs the kernel's loops over it apart.)
+        # A larger depthwise filter: the taps' products summed over the filter's two axes, in
+        # its row-major order, two loops whose indices are the tap's row and column. (Over one
+        # merged taps axis each index divided the merged one and took its remainder, and LLVM
+        # unrolled that loop of a constant trip count: a 7x7's cold first call 2.5x as long.
+        # The batch stays an axis of its own, not folded into the rows: a library compiled for
+        # any batch size needs the kernel's loops over it apart.)
         rows = _windows(e, x, (kh, kw), strides, dilation, pads)
         oh, ow = rows.type.shape[1:3]
-        k = kh * kw
-        full = (n, oh, ow, k, c, og)
-        terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, k, c, 1)), shape=full),
-                      e.broadcast_to(e.reshape(w, shape=(1, 1, 1, k, c, og)), shape=full))
-        return [e.reshape(e.reduce_sum(terms, axes=(3,), keepdims=False), shape=(n, oh, ow, o))]
+        full = (n, oh, ow, kh, kw, c, og)
+        terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, kh, kw, c, 1)), shape=full),
+                      e.broadcast_to(e.reshape(w, shape=(1, 1, 1, kh, kw, c, og)), shape=full))
+        return [e.reshape(e.reduce_sum(terms, axes=(3, 4), keepdims=False), shape=(n, oh, ow, o))]
     # The windows with each group's taps moved to rows of their own, [G, N*OH*OW, KH*KW*C/G]
     # (one kernel writing them from the input), then one batch of G products. (Not the
     # input's groups moved into its batch first, [G*N, H, W, C/G]: a library compiled for any
