@@ -329,8 +329,14 @@ def _mod(a: Expr, b: Expr) -> Expr:
 def _pow(a: Expr, b: Expr) -> Expr:
     if not a.dtype.is_float:
         return apply("ipow", a, b)
-    # x**2..x**4 as multiplies (gelu's x**3): pow is a call that keeps a loop scalar.
+    # x**2..x**4 as multiplies (gelu's x**3): pow is a call that keeps a loop scalar. x**1 is x
+    # and x**0 is 1 whatever x (C99 F.9.4.4: NaN, infinities and -0 too), as NumPy gives them:
+    # x**2's gradient is 2 * x**1.
     n = _const_value(b)
+    if n == 1.0:
+        return a
+    if n == 0.0:
+        return Const(1.0, a.dtype)
     if n in (2.0, 3.0, 4.0):
         sq = apply("mul", a, a)
         return sq if n == 2 else apply("mul", sq, a) if n == 3 else apply("mul", sq, sq)

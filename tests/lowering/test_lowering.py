@@ -255,6 +255,26 @@ def test_a_reduction_returned_but_for_axes_of_one_accumulates_in_the_output():
     np.testing.assert_allclose(fj.function(conv)(img, w), want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_power_of_one_or_zero_is_its_base_or_one_not_a_call_of_pow():
+    # The gradient of x ** 2 (a squared error, a variance) is 2 * x ** 1: a pow per element
+    # in the loop IR (and in what `flowjit ir` shows and each renderer is given), which only
+    # LLVM's own folding took out. pow(x, 1) is x and pow(x, 0) is 1 for every x (C99
+    # F.9.4.4; NaN, infinities and -0 included), as NumPy's power gives them.
+    x = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, -2.5, 3e38, 1e-45], np.float32)
+    # x ** 2's gradient is 2 * x ** 1, x ** 1's is 1 * x ** 0, and so is x ** 2's second.
+    for f in (fj.grad(lambda a: (a ** 2).sum()), fj.grad(lambda a: (a ** 1).sum()),
+              fj.grad(lambda a: fj.grad(lambda b: (b ** 2).sum())(a).sum())):
+        text = print_kernel(kernel_of(f, x))
+        assert "pow" not in text, text
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(fj.function(fj.grad(lambda a: (a ** 2).sum()))(x), 2 * x)
+    np.testing.assert_array_equal(fj.function(fj.grad(lambda a: (a ** 1).sum()))(x), np.power(x, np.float32(0)))
+    for n in (1.0, 0.0):
+        got = fj.function(lambda a, n=n: a ** n)(x)
+        np.testing.assert_array_equal(got, np.power(x, np.float32(n)))
+        assert np.array_equal(np.signbit(got), np.signbit(np.power(x, np.float32(n))))
+
+
 def test_a_large_depthwise_filter_sums_its_taps_over_two_loops_one_per_filter_axis():
     # Past DEPTHWISE_TAPS_MAX taps a depthwise convolution sums its taps' products over the
     # filter's two axes, in the filter's row-major order: two loops, their indices the tap's
