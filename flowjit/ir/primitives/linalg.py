@@ -324,11 +324,11 @@ def _conv2d_decompose(e, x, w, *, strides, padding, dilation, groups=1):
         return [e.reshape(total, shape=(n, oh, ow, o))]
     if cg == 1:
         # A larger depthwise filter: the taps' products summed over the filter's two axes, in
-        # its row-major order, two loops whose indices are the tap's row and column. (Over one
-        # merged taps axis each index divided the merged one and took its remainder, and LLVM
-        # unrolled that loop of a constant trip count: a 7x7's cold first call 2.5x as long.
+        # its row-major order, two loops whose indices are the tap's row and column (over one
+        # merged taps axis each index divided the merged one and took its remainder, a score
+        # of scalar instructions a tap; the same time, steady and cold, and the same bits).
         # The batch stays an axis of its own, not folded into the rows: a library compiled for
-        # any batch size needs the kernel's loops over it apart.)
+        # any batch size needs the kernel's loops over it apart.
         rows = _windows(e, x, (kh, kw), strides, dilation, pads)
         oh, ow = rows.type.shape[1:3]
         full = (n, oh, ow, kh, kw, c, og)
@@ -439,9 +439,11 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation, groups=1):
         return [dx, e.reshape(e.concatenate(*parts, axis=0), shape=(kh, kw, 1, o))]
     rows = _windows(e, x, (kh, kw), strides, dilation, (pt, pb, pl, pr))
     if cg == 1:
-        full = (n, oh, ow, k, c, og)
-        terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, k, c, 1)), shape=full),
-                      e.broadcast_to(e.reshape(g, shape=(n, oh, ow, 1, c, og)), shape=full))
+        # The filter's two axes kept apart, as the forward sums them (no division of a merged
+        # taps index in the kernel's loops).
+        full = (n, oh, ow, kh, kw, c, og)
+        terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, kh, kw, c, 1)), shape=full),
+                      e.broadcast_to(e.reshape(g, shape=(n, oh, ow, 1, 1, c, og)), shape=full))
         return [dx, e.reshape(e.reduce_sum(terms, axes=(0, 1, 2), keepdims=False), shape=(kh, kw, 1, o))]
     taps = e.reshape(e.transpose(e.reshape(rows, shape=(m, k, groups, cg)), perm=(2, 1, 3, 0)),
                      shape=(groups, k * cg, m))
