@@ -211,6 +211,40 @@ def test_a_large_depthwise_filter_and_its_gradients_are_one_native_program_and_m
     np.testing.assert_allclose(gw, central_differences(value, (x, w), 1), rtol=1e-5, atol=1e-6)
 
 
+def test_a_grouped_convolution_of_short_sums_is_one_kernel_and_a_long_one_a_batch_of_products():
+    # A group's output channel sums KH*KW*C/G products: at most GROUPED_DIRECT_TERMS (the
+    # lowering's SUM_BLOCK, a float32 sum that adds in float32), one kernel of them, no
+    # product; more, a batch of G products. The gradient's input term stays the products.
+    from flowjit.ir.primitives.linalg import GROUPED_DIRECT_TERMS
+    from flowjit.lowering.lower import SUM_BLOCK
+    from tests.finite_differences import central_differences
+    assert GROUPED_DIRECT_TERMS == SUM_BLOCK
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((2, 7, 6, 8)).astype(np.float32)
+    for cg, groups, direct in ((4, 2, True), (2, 4, True), (16, 2, False)):
+        w = rng.standard_normal((3, 3, cg, 8)).astype(np.float32)
+        xs = rng.standard_normal((2, 7, 6, cg * groups)).astype(np.float32)
+        attrs = {"padding": "SAME", "strides": (2, 1), "groups": groups}
+        _, entry = _native_call(lambda x, w: fj.conv2d(x, w, **attrs), xs, w)
+        assert ("gemm" not in entry.executable._program.describe()) is direct, (cg, groups)
+        y = _check(lambda x, w: fj.conv2d(x, w, **attrs), xs, w, rtol=1e-5, atol=1e-5)
+        og = 8 // groups
+        parts = [np.asarray(fj.function(lambda x, w: fj.conv2d(x, w, padding="SAME", strides=(2, 1)))(
+            xs[..., g * cg:(g + 1) * cg], w[..., g * og:(g + 1) * og])) for g in range(groups)]
+        np.testing.assert_allclose(np.asarray(y), np.concatenate(parts, axis=-1), rtol=1e-5, atol=1e-5)
+    # float64: the gradients against central differences of the compiled function.
+    w = rng.standard_normal((3, 2, 4, 6))
+
+    def loss(x, w):
+        return (fj.tanh(fj.conv2d(x, w, padding="SAME", dilation=(1, 2), groups=2)) ** 2).sum()
+    x64 = x.astype(np.float64)[:1, :5, :5]
+    gx, gw = _check(fj.grad(loss, argnums=(0, 1)), x64, w, rtol=1e-9, atol=1e-9)
+    f = fj.function(loss)
+    value = lambda x, w: float(f(x, w))      # noqa: E731
+    np.testing.assert_allclose(gx, central_differences(value, (x64, w), 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw, central_differences(value, (x64, w), 1), rtol=1e-5, atol=1e-6)
+
+
 def test_a_depthwise_convolution_is_one_kernel_of_taps_times_filters_not_a_product_per_channel():
     rng = np.random.default_rng(12)
     x = rng.standard_normal((2, 8, 8, 16)).astype(np.float32)

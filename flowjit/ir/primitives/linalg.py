@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flowjit.ir.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, float16, float32
+from flowjit.ir.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, float16, float32, float64
 from flowjit.ir.errors import ShapeError
 from flowjit.ir.registry import attr, broadcast_shapes, declare, defdecompose, defvjp, same_dtype
 from flowjit.ir.types import TensorType
@@ -29,6 +29,13 @@ Pads = tuple[tuple[int, int], tuple[int, int]]
 # taps' products one by one; a larger one sums them over a taps axis (the expression would
 # grow with the filter, and LLVM's time with it).
 DEPTHWISE_TAPS_MAX = 25
+# A grouped convolution (more than one channel a group) whose output channel sums at most
+# this many products (KH*KW*C/G) is one loop-level kernel summing them, where a batch of
+# G products was the BLAS on products too thin to run well: [25088, 72] by [72, 8] a
+# group for 8 groups of 64 channels. It is the lowering's SUM_BLOCK: a float32 sum over
+# middle axes of that many terms a cell adds in float32 (a longer one in float64, whose
+# conversions cost the direct form what it wins).
+GROUPED_DIRECT_TERMS = 128
 
 
 def _acc_dtype(d: np.dtype) -> np.dtype:
@@ -335,19 +342,36 @@ def _conv2d_decompose(e, x, w, *, strides, padding, dilation, groups=1):
         terms = e.mul(e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, kh, kw, c, 1)), shape=full),
                       e.broadcast_to(e.reshape(w, shape=(1, 1, 1, kh, kw, c, og)), shape=full))
         return [e.reshape(e.reduce_sum(terms, axes=(3, 4), keepdims=False), shape=(n, oh, ow, o))]
-    # The windows with each group's taps moved to rows of their own, [G, N*OH*OW, KH*KW*C/G]
-    # (one kernel writing them from the input), then one batch of G products. (Not the
-    # input's groups moved into its batch first, [G*N, H, W, C/G]: a library compiled for any
-    # batch size cannot index a batch axis of G*N.)
     rows = _windows(e, x, (kh, kw), strides, dilation, pads)
     oh, ow = rows.type.shape[1:3]
+    if kh * kw * cg <= GROUPED_DIRECT_TERMS and x.type.dtype in (float32, float64):
+        # Each output channel's products summed over the filter's axes and its group's
+        # channels, in one kernel (GROUPED_DIRECT_TERMS).
+        full = (n, oh, ow, kh, kw, groups, cg, og)
+        taps = e.broadcast_to(e.reshape(rows, shape=(n, oh, ow, kh, kw, groups, cg, 1)), shape=full)
+        filters = e.reshape(e.transpose(e.reshape(w, shape=(kh, kw, cg, groups, og)), perm=(0, 1, 3, 2, 4)),
+                            shape=(1, 1, 1, kh, kw, groups, cg, og))
+        terms = e.mul(taps, e.broadcast_to(filters, shape=full))
+        return [e.reshape(e.reduce_sum(terms, axes=(3, 4, 6), keepdims=False), shape=(n, oh, ow, o))]
+    return [_grouped_products(e, rows, w, groups)]
+
+
+def _grouped_products(e, rows, w, groups):
+    """A grouped convolution of windows ``rows`` [N, OH, OW, KH, KW, C] by ``w`` [KH, KW,
+    C/G, O] as a batch of G products: each group's taps moved to rows of their own, [G,
+    N*OH*OW, KH*KW*C/G] (one kernel writing them from the input), times its filters. (Not the
+    input's groups moved into its batch first, [G*N, H, W, C/G]: a library compiled for any
+    batch size cannot index a batch axis of G*N.)"""
+    n, oh, ow = rows.type.shape[:3]
+    kh, kw, cg, o = w.type.shape
+    og = o // groups
     m, k = n * oh * ow, kh * kw * cg
     rows = e.transpose(e.reshape(rows, shape=(n, oh, ow, kh, kw, groups, cg)), perm=(5, 0, 1, 2, 3, 4, 6))
     ws = e.reshape(e.transpose(e.reshape(w, shape=(kh, kw, cg, groups, og)), perm=(3, 0, 1, 2, 4)),
                    shape=(groups, k, og))
     y = e.matmul(e.reshape(rows, shape=(groups, m, k)), ws)  # [G, M, O/G]
     y = e.transpose(e.reshape(y, shape=(groups, n, oh, ow, og)), perm=(1, 2, 3, 0, 4))
-    return [e.reshape(y, shape=(n, oh, ow, o))]
+    return e.reshape(y, shape=(n, oh, ow, o))
 
 
 defdecompose("conv2d", _conv2d_decompose)
@@ -399,14 +423,22 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation, groups=1):
         flipped = e.reshape(e.transpose(e.reshape(flipped, shape=(kh, kw, cg, groups, og)), perm=(0, 1, 4, 3, 2)),
                             shape=(kh, kw, og, groups * cg))
     low, high = (span_h - 1 - pt, span_w - 1 - pl), (span_h - 1 + rest_h - pb, span_w - 1 + rest_w - pr)
+
+    def correlate(pads):
+        if groups > 1 and o // groups > 1:
+            # Grouped, more than one filter a group: the batch of products. Written as a
+            # convolution it would be the direct form (GROUPED_DIRECT_TERMS), reading the
+            # flipped filters across their channels (a stride of O/G floats an element) into
+            # a temp: the zoo-like 8-group gradient 31 -> 44 ms.
+            return _grouped_products(e, _windows(e, gd, (kh, kw), (1, 1), dilation, pads), flipped, groups)
+        return e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation, groups=groups,
+                        padding=((pads[0], pads[1]), (pads[2], pads[3])))
     if min(*low, *high) >= 0:
         # The padded input's cotangent cropped to the input's rows and columns is the same
         # correlation with that much less padding: no rows computed to be thrown away.
-        dx = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation, groups=groups,
-                      padding=((low[0], high[0]), (low[1], high[1])))
+        dx = correlate((low[0], high[0], low[1], high[1]))
     else:  # the forward's pads are wider than its filter's span: compute them, then crop
-        dx_pad = e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation, groups=groups,
-                          padding=((span_h - 1, span_h - 1 + rest_h), (span_w - 1, span_w - 1 + rest_w)))
+        dx_pad = correlate((span_h - 1, span_h - 1 + rest_h, span_w - 1, span_w - 1 + rest_w))
         dx = e.slice(dx_pad, start=(0, pt, pl, 0), size=(n, h, wd, c), step=(1, 1, 1, 1))
     # dw: each tap's input values times g, summed over every output position: the windows'
     # patches (as the forward reads them) transposed times g, one GEMM of [KH*KW*C, M] by
