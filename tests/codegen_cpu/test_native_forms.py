@@ -232,12 +232,14 @@ def test_a_grouped_convolution_of_short_sums_is_one_kernel_and_a_long_one_a_batc
         parts = [np.asarray(fj.function(lambda x, w: fj.conv2d(x, w, padding="SAME", strides=(2, 1)))(
             xs[..., g * cg:(g + 1) * cg], w[..., g * og:(g + 1) * og])) for g in range(groups)]
         np.testing.assert_allclose(np.asarray(y), np.concatenate(parts, axis=-1), rtol=1e-5, atol=1e-5)
-    # float64: the gradients against central differences of the compiled function.
+    # float64: the gradients against central differences of the compiled function, with
+    # pads on one side wider than the filter's span (the input term's crop) and strides.
     w = rng.standard_normal((3, 2, 4, 6))
 
     def loss(x, w):
-        return (fj.tanh(fj.conv2d(x, w, padding="SAME", dilation=(1, 2), groups=2)) ** 2).sum()
-    x64 = x.astype(np.float64)[:1, :5, :5]
+        return (fj.tanh(fj.conv2d(x, w, padding=((5, 1), (0, 2)), strides=(2, 1), dilation=(2, 1),
+                                  groups=2)) ** 2).sum()
+    x64 = x.astype(np.float64)[:1, :6, :5]
     gx, gw = _check(fj.grad(loss, argnums=(0, 1)), x64, w, rtol=1e-9, atol=1e-9)
     f = fj.function(loss)
     value = lambda x, w: float(f(x, w))      # noqa: E731
