@@ -77,7 +77,7 @@ TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
           "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left)",
           "alone": "Model zoo: steady state in a process of its own (the warm new process: median per call "
                    "after the first two; in parentheses: minor page faults per call; then the process's CPU "
-                   "time per call, every thread)",
+                   "time per call, every thread, its mean over the calls)",
           "alone_loaded": "Model zoo: steady state in a process of its own beside two busy processes (a third "
                           "new process with the warm caches, started with two `while True` processes on the same "
                           "cores: median per call after the first two, and its CPU time per call; loaded/idle "
