@@ -429,7 +429,7 @@ def _conv2d_vjp(e, g, y, x, w, *, strides, padding, dilation, groups=1):
             # Grouped, more than one filter a group: the batch of products. Written as a
             # convolution it would be the direct form (GROUPED_DIRECT_TERMS), reading the
             # flipped filters across their channels (a stride of O/G floats an element) into
-            # a temp: the zoo-like 8-group gradient 31 -> 44 ms.
+            # a temp: with 8 groups of 64 channels the gradient took 44 ms against 31.
             return _grouped_products(e, _windows(e, gd, (kh, kw), (1, 1), dilation, pads), flipped, groups)
         return e.conv2d(gd, flipped, strides=(1, 1), dilation=dilation, groups=groups,
                         padding=((pads[0], pads[1]), (pads[2], pads[3])))
