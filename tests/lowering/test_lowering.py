@@ -365,6 +365,19 @@ def test_a_short_float32_sum_over_middle_axes_adds_in_float32_as_a_block_of_a_ro
         np.testing.assert_allclose(got, x.sum(axis=axes), rtol=1e-6, atol=1e-4)
 
 
+def test_the_cells_of_a_large_reduction_result_start_in_a_parallel_loop():
+    # A sum over middle axes starts its cells at 0 in a pass before its nest: over a 7x7
+    # depthwise convolution's 32x28x28x128 output, 12.8 MB on one thread (its forward
+    # 7.3-7.8 -> 6.4-6.5 ms split). From PARALLEL_MIN_ELEMENTS cells the pass is split.
+    big = np.random.default_rng(15).standard_normal((PARALLEL_MIN_ELEMENTS // 4096, 5, 4096)).astype(np.float32)
+    for x, parallel in ((big, True), (big[1:], False)):
+        k = kernel_of(lambda a: a.sum(axis=1), x)
+        fill = k.body[0]
+        assert isinstance(fill, Loop) and isinstance(fill.body[-1], Store), print_kernel(k)
+        assert fill.parallel is parallel, print_kernel(k)
+        np.testing.assert_array_equal(fj.function(lambda a: a.sum(axis=1))(x), x.sum(axis=1))
+
+
 def test_a_row_reduction_of_a_large_input_splits_its_rows_though_its_result_is_small():
     # A sum of exponentials over 4096 rows of 1024 writes 4096 values but computes 4M: its
     # row loop is parallel, which the native program splits over its pool from 2**19
