@@ -683,7 +683,8 @@ class _Lowering:
         # The start values of many cells, a pass of its own before the nest, are split like
         # any large elementwise loop: a 7x7 depthwise convolution's 12.8 MB output had been
         # zeroed on one thread (its forward 7.3-7.8 -> 6.4-6.5 ms on two).
-        split = value is None and math.prod(kept_shape) >= PARALLEL_MIN_ELEMENTS
+        # Not behind a lead (a split reduction's parts, filled inside its parallel block loop).
+        split = value is None and not lead and math.prod(kept_shape) >= PARALLEL_MIN_ELEMENTS
         outer = _outer_axis(tuple(kept_shape))
         for k, (v, n) in enumerate(zip(cell, kept_shape)):
             self.open_loop(v.name, self.dim(n), parallel=split and k == outer)
@@ -1417,7 +1418,10 @@ def _mark_streaming(s: object) -> object:
         return s
     *work, store = s.body
     var = Var(s.var, INDEX)
-    if not (isinstance(store, Store) and store.index == (var,) and store.value.dtype.is_float
+    # A constant stored is a reduction's cells starting (``fill_cells``), which its nest reads
+    # back at once: from the cache, not from memory.
+    if not (isinstance(store, Store) and store.index == (var,) and not isinstance(store.value, Const)
+            and store.value.dtype.is_float
             and store.value.dtype.itemsize >= 4 and all(isinstance(w, Let) for w in work)):
         return s
 

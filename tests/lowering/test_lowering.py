@@ -374,8 +374,15 @@ def test_the_cells_of_a_large_reduction_result_start_in_a_parallel_loop():
         k = kernel_of(lambda a: a.sum(axis=1), x)
         fill = k.body[0]
         assert isinstance(fill, Loop) and isinstance(fill.body[-1], Store), print_kernel(k)
-        assert fill.parallel is parallel, print_kernel(k)
+        assert fill.parallel is parallel and not fill.stream, print_kernel(k)
         np.testing.assert_array_equal(fj.function(lambda a: a.sum(axis=1))(x), x.sum(axis=1))
+    # A sum over a long first axis fills its parts inside its parallel block loop: that fill
+    # stays a plain loop there (review by helper-47), and no fill streams past the cache
+    # (the nest reads its cells back at once).
+    k = kernel_of(lambda a: a.sum(axis=0), fj.ShapeDtype((512, PARALLEL_MIN_ELEMENTS), np.float32))
+    fill, blocks = k.body[0], next(s for s in k.body if isinstance(s, Loop) and s.var.startswith("rb"))
+    assert fill.parallel and not fill.stream, print_kernel(k)
+    assert blocks.parallel and not any(isinstance(s, Loop) and s.parallel for s in blocks.body), print_kernel(k)
 
 
 def test_a_row_reduction_of_a_large_input_splits_its_rows_though_its_result_is_small():
