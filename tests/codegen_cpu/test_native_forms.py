@@ -191,16 +191,10 @@ def test_grouped_and_depthwise_convolutions_and_their_gradients_are_one_native_p
            x, w, rtol=1e-4, atol=1e-4)
 
 
-def test_a_large_depthwise_filter_and_its_gradients_are_one_native_program_and_match_finite_differences():
-    # Past DEPTHWISE_TAPS_MAX taps (6x5 here) the taps' products are summed over the filter's
-    # two axes; strided, dilated, SAME, two filters a channel. Gradients in float64 against
-    # central differences of the compiled function itself.
+def _check_conv_gradients(attrs, x, w):
+    """The gradients of sum(tanh(conv2d(x, w, **attrs))**2) (float64 ``x`` and ``w``) run as
+    one native program, match the interpreter's, and central differences of the compiled loss."""
     from tests.finite_differences import central_differences
-    rng = np.random.default_rng(13)
-    attrs = {"strides": (2, 1), "dilation": (1, 2), "padding": "SAME", "groups": 3}
-    x = rng.standard_normal((1, 7, 9, 3))
-    w = rng.standard_normal((6, 5, 1, 6))
-    _check(lambda x, w: fj.conv2d(x, w, **attrs), x.astype(np.float32), w.astype(np.float32), rtol=1e-5, atol=1e-5)
 
     def loss(x, w):
         return (fj.tanh(fj.conv2d(x, w, **attrs)) ** 2).sum()
@@ -211,13 +205,25 @@ def test_a_large_depthwise_filter_and_its_gradients_are_one_native_program_and_m
     np.testing.assert_allclose(gw, central_differences(value, (x, w), 1), rtol=1e-5, atol=1e-6)
 
 
+def test_a_large_depthwise_filter_and_its_gradients_are_one_native_program_and_match_finite_differences():
+    # Past DEPTHWISE_TAPS_MAX taps (6x5 here) the taps' products are summed over the filter's
+    # two axes; strided, dilated, SAME, two filters a channel. Gradients in float64 against
+    # central differences of the compiled function itself.
+    rng = np.random.default_rng(13)
+    attrs = {"strides": (2, 1), "dilation": (1, 2), "padding": "SAME", "groups": 3}
+    x = rng.standard_normal((1, 7, 9, 3))
+    w = rng.standard_normal((6, 5, 1, 6))
+    _check(lambda x, w: fj.conv2d(x, w, **attrs), x.astype(np.float32), w.astype(np.float32), rtol=1e-5, atol=1e-5)
+
+    _check_conv_gradients(attrs, x, w)
+
+
 def test_a_grouped_convolution_of_short_sums_is_one_kernel_and_a_long_one_a_batch_of_products():
     # A group's output channel sums KH*KW*C/G products: at most GROUPED_DIRECT_TERMS (the
     # lowering's SUM_BLOCK, a float32 sum that adds in float32), one kernel of them, no
     # product; more, a batch of G products. The gradient's input term stays the products.
     from flowjit.ir.primitives.linalg import GROUPED_DIRECT_TERMS
     from flowjit.lowering.lower import SUM_BLOCK
-    from tests.finite_differences import central_differences
     assert GROUPED_DIRECT_TERMS == SUM_BLOCK
     rng = np.random.default_rng(14)
     x = rng.standard_normal((2, 7, 6, 8)).astype(np.float32)
@@ -234,17 +240,8 @@ def test_a_grouped_convolution_of_short_sums_is_one_kernel_and_a_long_one_a_batc
         np.testing.assert_allclose(np.asarray(y), np.concatenate(parts, axis=-1), rtol=1e-5, atol=1e-5)
     # float64: the gradients against central differences of the compiled function, with
     # pads on one side wider than the filter's span (the input term's crop) and strides.
-    w = rng.standard_normal((3, 2, 4, 6))
-
-    def loss(x, w):
-        return (fj.tanh(fj.conv2d(x, w, padding=((5, 1), (0, 2)), strides=(2, 1), dilation=(2, 1),
-                                  groups=2)) ** 2).sum()
-    x64 = x.astype(np.float64)[:1, :6, :5]
-    gx, gw = _check(fj.grad(loss, argnums=(0, 1)), x64, w, rtol=1e-9, atol=1e-9)
-    f = fj.function(loss)
-    value = lambda x, w: float(f(x, w))      # noqa: E731
-    np.testing.assert_allclose(gx, central_differences(value, (x64, w), 0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(gw, central_differences(value, (x64, w), 1), rtol=1e-5, atol=1e-6)
+    _check_conv_gradients({"padding": ((5, 1), (0, 2)), "strides": (2, 1), "dilation": (2, 1), "groups": 2},
+                          x.astype(np.float64)[:1, :6, :5], rng.standard_normal((3, 2, 4, 6)))
 
 
 def test_a_depthwise_convolution_is_one_kernel_of_taps_times_filters_not_a_product_per_channel():
