@@ -244,6 +244,16 @@ class _Lowering:
         self.scopes.append(scope)
         return scope
 
+    def open_axes(self, shape: tuple, split: bool) -> list[Var]:
+        """A loop per axis of ``shape`` in the current scope, over fresh variables (returned),
+        the loop of its first axis longer than 1 parallel where ``split`` (``_outer_axis``: the
+        loops of axes of 1 before it are inlined)."""
+        names = [self.fresh("i") for _ in shape]
+        outer = _outer_axis(tuple(shape))
+        for d, (v, n) in enumerate(zip(names, shape)):
+            self.open_loop(v, self.dim(n), split and d == outer)
+        return [Var(v, INDEX) for v in names]
+
     def close_loop(self) -> None:
         scope = self.scopes.pop()
         (_, stop, parallel), *body = scope.body
@@ -679,15 +689,12 @@ class _Lowering:
         acc dtype)`` of ``targets`` at ``lead + cell``: its kind's start value (``value``
         None), or its combination with ``value(cell, k)`` for the ``k``-th target."""
         depth = len(self.scopes)
-        cell = [Var(self.fresh("i"), INDEX) for _ in kept_shape]
         # The start values of many cells, a pass of its own before the nest, are split like
         # any large elementwise loop: a 7x7 depthwise convolution's 12.8 MB output had been
-        # zeroed on one thread (its forward 7.3-7.8 -> 6.4-6.5 ms on two).
-        # Not behind a lead (a split reduction's parts, filled inside its parallel block loop).
-        split = value is None and not lead and math.prod(kept_shape) >= PARALLEL_MIN_ELEMENTS
-        outer = _outer_axis(tuple(kept_shape))
-        for k, (v, n) in enumerate(zip(cell, kept_shape)):
-            self.open_loop(v.name, self.dim(n), parallel=split and k == outer)
+        # zeroed on one thread (its forward 7.3-7.8 -> 6.4-6.5 ms on two). Not behind a lead
+        # (a split reduction's parts, filled inside its parallel block loop).
+        cell = self.open_axes(kept_shape, value is None and not lead
+                              and math.prod(kept_shape) >= PARALLEL_MIN_ELEMENTS)
         for k, (name, kind, acc_d) in enumerate(targets):
             at = self.cell_at(name, (*lead, *cell))
             if value is None:
@@ -837,12 +844,7 @@ class _Lowering:
         """The nest of output ``k``, the join ``op`` along the last axis: the outer loops,
         then for each non-empty piece a loop over its own columns storing its values."""
         self.scopes = [top]
-        parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
-        outer = []
-        for d, n in enumerate(shape[:-1]):
-            var = self.fresh("i")
-            self.open_loop(var, self.dim(n), parallel and d == _outer_axis(shape[:-1]))
-            outer.append(Var(var, INDEX))
+        outer = self.open_axes(shape[:-1], math.prod(shape) >= PARALLEL_MIN_ELEMENTS)
         self.storable = {}
         offset: Expr = _i(0)
         for group in self.joined_groups(op):
@@ -967,11 +969,8 @@ class _Lowering:
                 self.reshaped_nest(top, shape, *reshaped)
                 continue
             self.scopes = [top]
-            loop_vars = [self.fresh("i") for _ in shape]
             parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
-            for d, (var, n) in enumerate(zip(loop_vars, shape)):
-                self.open_loop(var, self.dim(n), parallel and d == _outer_axis(shape))
-            index = tuple(Var(v, INDEX) for v in loop_vars)
+            index = tuple(self.open_axes(shape, parallel))
             if outputs[0][0] == 0:
                 out_index = index
             self.storable = {}
@@ -994,7 +993,7 @@ class _Lowering:
             if top.body and _empty(top.body[-1]):
                 top.body.pop()   # the nest's only output was accumulated in place
             elif not parallel and self.collapse and shape and top.body and isinstance(top.body[-1], Loop) \
-                    and top.body[-1].var == loop_vars[_outer_axis(shape)]:
+                    and top.body[-1].var == index[_outer_axis(shape)].name:
                 # (after the Lets of the nest's outer axes of 1, inlined)
                 top.body[-1] = self.parallel_by_work(top.body[-1])
             self.written.update((v.id, k) for k, v, _ in outputs)
