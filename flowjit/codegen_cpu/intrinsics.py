@@ -49,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 14
+VERSION = 15
 
 PREFIX = "fj."
 
@@ -253,6 +253,15 @@ class Scalar:
         fn = b.module.declare_intrinsic("llvm.ldexp", [self.t, i32], ir.FunctionType(self.t, [self.t, i32]))
         return V(self, b.call(fn, [p.v, b.fptosi(nf.v, i32)]))
 
+    def ldexp_magic(self, p: V, v: V) -> V:
+        """p * 2**n for v = MAGIC + n (float32, |n| < 2**22): ``ldexp`` with n as v's bits
+        less MAGIC's, an integer subtraction, which a nan v leaves a defined integer (then
+        the result is p's nan or the nan the scaling makes of it)."""
+        b, i32 = self.b, ir.IntType(32)
+        n = b.sub(self._bits(v), ir.Constant(i32, int(np.array(_MAGIC32).view(np.int32))))
+        fn = b.module.declare_intrinsic("llvm.ldexp", [self.t, i32], ir.FunctionType(self.t, [self.t, i32]))
+        return V(self, b.call(fn, [p.v, n]))
+
     def split_log(self, x: V) -> tuple[V, V]:
         """(m, k) with x = m * 2**k, m in [sqrt(1/2), sqrt(2)), k integer-valued, x normal > 0."""
         b, ity = self.b, self.ity
@@ -289,15 +298,22 @@ def poly(f: Scalar, x: V, cs: Sequence[Num], fused: bool = False) -> V:
 def exp32(f: Scalar, x: V) -> V:
     """exp in float32: Cody-Waite reduction, a degree-6 polynomial in fused steps, 2**n as
     two factors so subnormal results round once (scalar_math.exp32, 1 ulp)."""
-    h = f.sel(x < _E32_HI, x, _E32_HI)  # nan -> 89, returned as x below
-    h = f.sel(h > _E32_LO, h, _E32_LO)
+    if f.native_ldexp:
+        # Each clamp keeps x where its compare is false, so a nan goes through the
+        # arithmetic (a vminps and a vmaxps) and out of the scaling as a nan: no compare and
+        # blend at the end. n is read from v's bits, defined for a nan where fptosi is not.
+        h = f.sel(x > _E32_HI, _E32_HI, x)
+        h = f.sel(h < _E32_LO, _E32_LO, h)
+    else:
+        h = f.sel(x < _E32_HI, x, _E32_HI)  # nan -> 89, returned as x below
+        h = f.sel(h > _E32_LO, h, _E32_LO)
     v = f.fma(h, _LOG2E32, _MAGIC32)  # MAGIC + n, n = round(h / ln2)
     nf = v - _MAGIC32
     r = f.fma(nf, -_LN2HI32, h)  # exact (Cody-Waite)
     r = f.fma(nf, -_LN2LO32, r)
     p = poly(f, r, (1.0, 1.0, *_EX32), fused=True)
     if f.native_ldexp:
-        return f.sel(x == x, f.ldexp(p, nf), x)
+        return f.ldexp_magic(p, v)
     # 2**n = 2**(n -+ 64) * 2**(+-64): the first factor always normal, one final rounding
     down = nf < 0.0
     y = f.mul_pow2_rounded(p, v - f.sel(down, -_SHIFT32, _SHIFT32)) * f.sel(down, _DOWN32, _UP32)
@@ -1056,7 +1072,8 @@ def function(module: ir.Module, name: str, native_ldexp: bool = False,
     ``fj.<name>``: internal, ``alwaysinline``, scalar in and out, branch-free so the loop
     vectorizer widens it. ``None`` if this module has no port of ``name`` (call libm).
     ``native_ldexp``: the module's target scales by a power of two in one instruction
-    (``HostTarget.native_ldexp``), which exp's last step then is (same results);
+    (``HostTarget.native_ldexp``), which exp's last step then is (same results; a
+    signalling NaN comes out quiet);
     ``native_fma``: it fuses a multiply-add (``HostTarget.native_fma``), which sin's and cos's
     exact products then are (same results); ``medium``: ``sin`` and ``cos`` of arguments the
     caller knows to be at most MEDIUM in magnitude (``medium_trig``), as ``fj.<name>.medium``,
