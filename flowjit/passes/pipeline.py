@@ -142,10 +142,10 @@ TARGETED_PASSES = frozenset({"placement", "decompose"})
 DEFAULT_PIPELINE = Pipeline([
     ("inline_calls", inline_calls),
     ("fold_shapes", fold_shapes),
+    ("constant_fold", constant_fold),
     ("simplify", simplify),
     ("cse", cse),
     ("merge_loops", merge_loops),
-    ("constant_fold", constant_fold),
     ("prune", prune),
     # After the last CSE, so a remat's recomputation is not merged back into its forward.
     ("inline_remat", inline_remat),

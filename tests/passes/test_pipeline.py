@@ -18,10 +18,26 @@ def dup(x):
 
 
 def test_pipeline_prints_its_order_and_stages_exist():
-    assert str(DEFAULT_PIPELINE) == ("inline_calls -> fold_shapes -> simplify -> cse -> merge_loops -> constant_fold "
+    assert str(DEFAULT_PIPELINE) == ("inline_calls -> fold_shapes -> constant_fold -> simplify -> cse -> merge_loops "
                                      "-> prune -> inline_remat -> hoist_invariants -> hoist_scanned -> sink_scanned "
                                      "-> decompose -> sparse_scatter -> placement -> partition -> fusion")
     assert STAGES[0] == "traced" and STAGES[-1] == "fused"
+
+
+def test_identities_see_what_folds_to_a_constant():
+    """constant_fold runs before simplify: the gradient of a square makes ``pow(x, 2 - 1)``
+    and a ``select`` on ``2 == 0``, constants only once folded; simplify then removes both,
+    and neither reaches the fused kernel (run after it, they stayed there)."""
+    def loss(x):
+        return (fj.maximum(x, 0.0) ** 2).sum()
+    g = fj.function(fj.grad(loss))
+    x = np.array([-1.0, 0.0, 0.5, 2.0], np.float32)
+    names = [op.name for op in g.ir(x, stage="fused").walk()]
+    assert "pow" not in names and "fusion" in names
+    constant_predicates = [op for op in g.ir(x, stage="fused").walk() if op.name == "select"
+                           and op.inputs[0].producer is not None and op.inputs[0].producer.name == "constant"]
+    assert constant_predicates == []
+    np.testing.assert_array_equal(g(x), 2 * np.maximum(x, 0))
 
 
 def test_each_stage_is_visible():
