@@ -49,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 15
+VERSION = 16
 
 PREFIX = "fj."
 
@@ -254,11 +254,15 @@ class Scalar:
         return V(self, b.call(fn, [p.v, b.fptosi(nf.v, i32)]))
 
     def ldexp_magic(self, p: V, v: V) -> V:
-        """p * 2**n for v = MAGIC + n (float32, |n| < 2**22): ``ldexp`` with n as v's bits
-        less MAGIC's, an integer subtraction, which a nan v leaves a defined integer (then
-        the result is p's nan or the nan the scaling makes of it)."""
+        """p * 2**n for v = MAGIC + n (MAGIC 1.5 * 2**23 in float32, 1.5 * 2**52 in float64;
+        |n| < 2**22): ``ldexp`` with n as v's bits less MAGIC's, an integer subtraction,
+        which a nan v leaves a defined integer (then the result is p's nan or the nan the
+        scaling makes of it), where ``fptosi`` of a nan is poison."""
         b, i32 = self.b, ir.IntType(32)
-        n = b.sub(self._bits(v), ir.Constant(i32, int(np.array(_MAGIC32).view(np.int32))))
+        magic = np.array(_MAGIC32).view(np.int32) if self.width == 32 else np.array(_MAGIC64).view(np.int64)
+        n = b.sub(self._bits(v), ir.Constant(self.ity, int(magic)))
+        if self.width != 32:
+            n = b.trunc(n, i32)
         fn = b.module.declare_intrinsic("llvm.ldexp", [self.t, i32], ir.FunctionType(self.t, [self.t, i32]))
         return V(self, b.call(fn, [p.v, n]))
 
@@ -329,20 +333,25 @@ def _exp32_mid(f: Scalar, hi: V, lo: V) -> V:
 
 
 def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
-    """exp(hi + lo) for non-nan hi and small lo; 2**n applied as two normal factors."""
+    """exp(hi + lo) for small lo; 2**n applied as two normal factors, or by one ``ldexp``
+    where native, which a nan hi goes through as a nan (its clamps keep hi where their
+    compare is false); without it hi must not be a nan."""
     h = f.sel(hi > _E64_HI, _E64_HI, hi)
     h = f.sel(h < _E64_LO, _E64_LO, h)
-    nf = ((h + lo) * _LOG2E64 + _MAGIC64) - _MAGIC64
+    v = (h + lo) * _LOG2E64 + _MAGIC64
+    nf = v - _MAGIC64
     r = (h - nf * _LN2HI64) + (lo - nf * _LN2LO64)
     p = 1.0 + (r + (r * r) * poly(f, r, _EXP64, fused=True))
     if f.native_ldexp:
-        return f.ldexp(p, nf)
+        return f.ldexp_magic(p, v)
     n1 = (nf * 0.5 + _MAGIC64) - _MAGIC64
     return (p * f.pow2(n1)) * f.pow2(nf - n1)
 
 
 def exp64(f: Scalar, x: V) -> V:
     """exp in float64 (scalar_math.exp64, 1 ulp)."""
+    if f.native_ldexp:   # a nan goes through as a nan (no compare and blends)
+        return _exp64_hl(f, x, 0.0)
     y = _exp64_hl(f, f.sel(x == x, x, 0.0), 0.0)
     return f.sel(x == x, y, x)
 

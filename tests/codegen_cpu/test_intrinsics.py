@@ -403,7 +403,7 @@ def test_scaling_by_native_ldexp_gives_the_same_bits(op, x32, x64):
     """With ``native_ldexp`` (AVX-512's vscalef) exp's last step is one ldexp: every port gives
     the same bits as with the two exact power-of-two factors, subnormal and overflowing
     results included (on a CPU without AVX-512 the ldexp is libm's, as exact). A NaN stays a
-    NaN; float32 exp's carries its NaN through the arithmetic, which quiets a signalling one
+    NaN; exp's carries its NaN through the arithmetic, which quiets a signalling one
     (as NumPy's exp does), where the other form returns the argument itself."""
     for x in (domain(op, x32), domain(op, x64)):
         got, want = run(op, x, native_ldexp=True), run(op, x)
