@@ -245,17 +245,11 @@ class Scalar:
             n = b.sext(n, self.ity)
         return self._float(b.shl(b.add(n, ir.Constant(self.ity, self.bias)), ir.Constant(self.ity, self.mant)))
 
-    def ldexp(self, p: V, nf: V) -> V:
-        """p * 2**nf rounded once, for an integer-valued nf of magnitude below 2**31: one
-        ``vscalefps``/``vscalefpd`` a vector where the target has AVX-512 (the caller asks
-        only then: elsewhere LLVM makes it a libm call per element)."""
-        b, i32 = self.b, ir.IntType(32)
-        fn = b.module.declare_intrinsic("llvm.ldexp", [self.t, i32], ir.FunctionType(self.t, [self.t, i32]))
-        return V(self, b.call(fn, [p.v, b.fptosi(nf.v, i32)]))
-
     def ldexp_magic(self, p: V, v: V) -> V:
         """p * 2**n for v = MAGIC + n (MAGIC 1.5 * 2**23 in float32, 1.5 * 2**52 in float64;
-        |n| < 2**22): ``ldexp`` with n as v's bits less MAGIC's, an integer subtraction,
+        |n| < 2**22), rounded once: one ``vscalefps``/``vscalefpd`` a vector where the
+        target has AVX-512 (the caller asks only then: elsewhere LLVM makes ``llvm.ldexp``
+        a libm call per element). n is v's bits less MAGIC's, an integer subtraction,
         which a nan v leaves a defined integer (then the result is p's nan or the nan the
         scaling makes of it), where ``fptosi`` of a nan is poison."""
         b, i32 = self.b, ir.IntType(32)

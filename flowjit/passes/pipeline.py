@@ -11,6 +11,7 @@ pass (for ``.ir(stage=...)``) and dumps the IR after the passes named in ``dump`
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -142,10 +143,16 @@ TARGETED_PASSES = frozenset({"placement", "decompose"})
 DEFAULT_PIPELINE = Pipeline([
     ("inline_calls", inline_calls),
     ("fold_shapes", fold_shapes),
-    ("constant_fold", constant_fold),
+    # Arithmetic on constants before simplify, so that its identities see what folds to a
+    # literal (a gradient's exponent 2 - 1, a predicate 2 == 0: x**1 and select(false, ...)
+    # reached the kernels). Growing nothing: a scalar broadcast folded here became an array
+    # the kernels read, where simplify drops the broadcast and they read the scalar.
+    ("constant_fold_early", functools.partial(constant_fold, fold_growing=False)),
     ("simplify", simplify),
     ("cse", cse),
     ("merge_loops", merge_loops),
+    # And after them, what they leave on constants (an int x - x is 0 once simplified).
+    ("constant_fold", constant_fold),
     ("prune", prune),
     # After the last CSE, so a remat's recomputation is not merged back into its forward.
     ("inline_remat", inline_remat),

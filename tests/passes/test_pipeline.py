@@ -18,9 +18,10 @@ def dup(x):
 
 
 def test_pipeline_prints_its_order_and_stages_exist():
-    assert str(DEFAULT_PIPELINE) == ("inline_calls -> fold_shapes -> constant_fold -> simplify -> cse -> merge_loops "
-                                     "-> prune -> inline_remat -> hoist_invariants -> hoist_scanned -> sink_scanned "
-                                     "-> decompose -> sparse_scatter -> placement -> partition -> fusion")
+    assert str(DEFAULT_PIPELINE) == (
+        "inline_calls -> fold_shapes -> constant_fold_early -> simplify -> cse -> merge_loops -> constant_fold "
+        "-> prune -> inline_remat -> hoist_invariants -> hoist_scanned -> sink_scanned "
+        "-> decompose -> sparse_scatter -> placement -> partition -> fusion")
     assert STAGES[0] == "traced" and STAGES[-1] == "fused"
 
 
@@ -38,6 +39,32 @@ def test_identities_see_what_folds_to_a_constant():
                            and op.inputs[0].producer is not None and op.inputs[0].producer.name == "constant"]
     assert constant_predicates == []
     np.testing.assert_array_equal(g(x), 2 * np.maximum(x, 0))
+
+
+def _fused_constant_sizes(g, *args):
+    return sorted(int(np.prod(op.results[0].type.shape)) for op in g.ir(*args, stage="fused").walk()
+                  if op.name == "constant")
+
+
+def test_a_scalar_broadcast_stays_a_scalar_in_the_kernel():
+    """The early fold grows nothing: a mean's gradient broadcasts 1/n, and simplify drops the
+    broadcast (the kernel reads a scalar); folded first, it was an array of the input's
+    shape that the fused kernel read element by element."""
+    x = np.arange(8, dtype=np.float32)
+    g = fj.function(fj.grad(lambda x: (x * x).mean()))
+    assert max(_fused_constant_sizes(g, x)) == 1
+    np.testing.assert_allclose(g(x), 2 * x / 8, rtol=1e-6)
+
+
+def test_what_simplify_leaves_on_constants_is_folded():
+    """``constant_fold`` runs after ``simplify`` too: ``i - i`` of ints is 0 only once
+    simplified, and ``exp(0 + 1)`` is then folded with NumPy's exp (NumPy's bits), not left
+    for the kernel."""
+    i = np.arange(4, dtype=np.int32)
+    g = fj.function(lambda i: fj.exp((i - i).astype(np.float32) + np.float32(1.0)))
+    names = [op.name for op in g.ir(i, stage="fused").walk()]
+    assert "exp" not in names
+    np.testing.assert_array_equal(g(i), np.full(4, np.exp(np.float32(1.0))))
 
 
 def test_each_stage_is_visible():
