@@ -296,15 +296,12 @@ def poly(f: Scalar, x: V, cs: Sequence[Num], fused: bool = False) -> V:
 def exp32(f: Scalar, x: V) -> V:
     """exp in float32: Cody-Waite reduction, a degree-6 polynomial in fused steps, 2**n as
     two factors so subnormal results round once (scalar_math.exp32, 1 ulp)."""
-    if f.native_ldexp:
-        # Each clamp keeps x where its compare is false, so a nan goes through the
-        # arithmetic (a vminps and a vmaxps) and out of the scaling as a nan: no compare and
-        # blend at the end. n is read from v's bits, defined for a nan where fptosi is not.
-        h = f.sel(x > _E32_HI, _E32_HI, x)
-        h = f.sel(h < _E32_LO, _E32_LO, h)
-    else:
-        h = f.sel(x < _E32_HI, x, _E32_HI)  # nan -> 89, returned as x below
-        h = f.sel(h > _E32_LO, h, _E32_LO)
+    # Each clamp keeps x where its compare is false (a vminps and a vmaxps), so a nan goes
+    # through the arithmetic: with native_ldexp out of the scaling as a nan (n read from v's
+    # bits, defined for a nan where fptosi is not), no compare and blend at the end; the
+    # two factors' integer steps leave it a nan too, which the select below returns as x.
+    h = f.sel(x > _E32_HI, _E32_HI, x)
+    h = f.sel(h < _E32_LO, _E32_LO, h)
     v = f.fma(h, _LOG2E32, _MAGIC32)  # MAGIC + n, n = round(h / ln2)
     nf = v - _MAGIC32
     r = f.fma(nf, -_LN2HI32, h)  # exact (Cody-Waite)
