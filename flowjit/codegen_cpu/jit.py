@@ -420,6 +420,15 @@ def optimize(ir_text: str, target: HostTarget | None = None, name: str = "module
         return module
 
 
+def compile_assembly(ir_text: str, target: HostTarget | None = None, name: str = "module",
+                     opt_level: int = OPT_LEVEL) -> str:
+    """The assembly text of the machine code ``compile_object`` makes of ``ir_text`` for
+    ``target`` (for reading what a kernel became, on any target LLVM knows)."""
+    target = target or host_target()
+    with _llvm_lock:
+        return _emitter(target, opt_level).emit_assembly(optimize(ir_text, target, name, opt_level))
+
+
 def compile_object(ir_text: str, target: HostTarget | None = None, name: str = "module",
                    opt_level: int = OPT_LEVEL) -> bytes:
     """The relocatable object code (ELF on Linux) of ``ir_text`` optimized at ``opt_level``

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import flowjit as fj
+from flowjit.codegen_cpu import jit
+from flowjit.codegen_cpu.render import render_kernel
 from flowjit.ir.interpreter import run_op
 from flowjit.lowering import lower_block, print_kernel, verify_kernel
 from flowjit.lowering.loops import Const
@@ -155,6 +157,22 @@ def test_vectorized_max_and_min_reductions_propagate_a_nan_in_any_lane(dtype):
                    fj.nn.softmax(v * 1, axis=-1))
     with np.errstate(invalid="ignore"):
         assert check_compiled(f, x) == 1
+
+
+def test_a_running_maximum_stored_back_is_a_blend_and_a_store_not_a_masked_store():
+    """A max pool keeps each window's running maximum in its output (``out = select(out >
+    v, out, v)``, the old value read back): compiled for an AVX2 CPU (Zen 3) at no fixed
+    shape, that store must not become ``vmaskmovps``, microcoded on AMD's cores, and the
+    pool still gives NumPy's maxima, a NaN in a window included."""
+    x = np.random.default_rng(5).standard_normal((4, 14, 14, 64)).astype(np.float32)
+    x[1, 3, 4, 7] = NAN
+    f = fj.function(lambda v: fj.nn.max_pool(fj.maximum(v, 0.0), 2))
+    (_, _, kernel), = f.ir(x, stage="loops").kernels
+    asm = jit.compile_assembly(render_kernel(kernel), jit.host_target("znver3"))
+    assert "vmaskmov" not in asm and "vblendvps" in asm
+    want = np.maximum(x, 0).reshape(4, 7, 2, 7, 2, 64).max(axis=(2, 4))
+    np.testing.assert_array_equal(f(x), want)
+    assert np.isnan(f(x)[1, 1, 2, 7])
 
 
 def test_a_large_parallel_loop_runs_in_chunks_as_one_call():
