@@ -49,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 16
+VERSION = 17
 
 PREFIX = "fj."
 
@@ -276,11 +276,14 @@ class Scalar:
         mask = -(1 << 12) if self.width == 32 else -(1 << 32)
         return self._float(self.b.and_(self._bits(x), ir.Constant(self.ity, mask)))
 
-    def mul_pow2_rounded(self, p: V, v: V) -> V:
-        """p * 2**n for float32 v = MAGIC + n: n sits in v's low mantissa bits."""
-        b = self.b
-        shifted = b.shl(self._bits(v), ir.Constant(_I32, 23))  # MAGIC's bits shift out
-        return self._float(b.add(self._bits(p), shifted))
+    def pow2_magic(self, v: V) -> V:
+        """2**n for float32 v = MAGIC + n, n within the normal exponents: v's bits end in n,
+        which moves to the exponent field with the bias added (an add and a shift). A nan v
+        gives some power of two, a zero or an infinity, so p * 2**n of a nan p stays that
+        nan, sign and payload."""
+        b, magic = self.b, int(np.array(_MAGIC32).view(np.int32))
+        biased = b.add(self._bits(v), ir.Constant(_I32, self.bias - magic))
+        return self._float(b.shl(biased, ir.Constant(_I32, self.mant)))
 
 
 def poly(f: Scalar, x: V, cs: Sequence[Num], fused: bool = False) -> V:
@@ -297,9 +300,11 @@ def exp32(f: Scalar, x: V) -> V:
     """exp in float32: Cody-Waite reduction, a degree-6 polynomial in fused steps, 2**n as
     two factors so subnormal results round once (scalar_math.exp32, 1 ulp)."""
     # Each clamp keeps x where its compare is false (a vminps and a vmaxps), so a nan goes
-    # through the arithmetic: with native_ldexp out of the scaling as a nan (n read from v's
-    # bits, defined for a nan where fptosi is not), no compare and blend at the end; the
-    # two factors' integer steps leave it a nan too, which the select below returns as x.
+    # through the arithmetic and out of the scaling as a nan, with no compare and blend at
+    # the end: with native_ldexp n is read from v's bits (defined for a nan, where fptosi is
+    # not), and the two factors are multiplied as floats (adding n into p's bits, as this
+    # did until 2026-12-05, could turn a nan into a number, so a select returned x: two
+    # instructions a vector more on AVX2).
     h = f.sel(x > _E32_HI, _E32_HI, x)
     h = f.sel(h < _E32_LO, _E32_LO, h)
     v = f.fma(h, _LOG2E32, _MAGIC32)  # MAGIC + n, n = round(h / ln2)
@@ -311,8 +316,7 @@ def exp32(f: Scalar, x: V) -> V:
         return f.ldexp_magic(p, v)
     # 2**n = 2**(n -+ 64) * 2**(+-64): the first factor always normal, one final rounding
     down = nf < 0.0
-    y = f.mul_pow2_rounded(p, v - f.sel(down, -_SHIFT32, _SHIFT32)) * f.sel(down, _DOWN32, _UP32)
-    return f.sel(x == x, y, x)
+    return (p * f.pow2_magic(v - f.sel(down, -_SHIFT32, _SHIFT32))) * f.sel(down, _DOWN32, _UP32)
 
 
 def _exp32_mid(f: Scalar, hi: V, lo: V) -> V:

@@ -404,7 +404,8 @@ def test_scaling_by_native_ldexp_gives_the_same_bits(op, x32, x64):
     the same bits as with the two exact power-of-two factors, subnormal and overflowing
     results included (on a CPU without AVX-512 the ldexp is libm's, as exact). A NaN keeps
     its sign and payload; exp's carries its NaN through the arithmetic, which quiets a
-    signalling one (as NumPy's exp does), where the other form returns the argument itself."""
+    signalling one (as NumPy's exp does; float32's two-factor form too, float64's returns
+    the argument itself)."""
     for x in (domain(op, x32), domain(op, x64)):
         got, want = run(op, x, native_ldexp=True), run(op, x)
         u = f"u{x.itemsize}"
@@ -414,6 +415,14 @@ def test_scaling_by_native_ldexp_gives_the_same_bits(op, x32, x64):
         bits_got[nan] |= quiet
         bits_want[nan] |= quiet
         assert np.array_equal(bits_got, bits_want), f"{op}.{SHORT[x.dtype.type]}: {worst(got, want, x)}"
+
+
+def test_float32_exp_carries_a_nan_through_its_two_factors_without_a_compare():
+    """On AVX2 (Zen 3) float32 exp scales by two power-of-two factors multiplied as floats,
+    which a NaN goes through as a NaN: no ordered/unordered compare and blend at the end
+    (adding n into the polynomial's bits, as it had, could make a number of a NaN)."""
+    asm = jit.compile_assembly(loop_module("exp.f32", np.float32, native_fma=True), jit.host_target("znver3"))
+    assert "vfmadd" in asm and not re.search(r"vcmp(un)?ordps", asm), asm
 
 
 @pytest.mark.parametrize("cpu,native", [("skylake-avx512", True), ("x86-64-v4", True), ("x86-64-v3", False),
