@@ -898,9 +898,8 @@ class _Renderer:
         reread = {a for e in subexpressions(s.value) if isinstance(e, Prim) and e.op == "select"
                   for a in e.args[1:] if isinstance(a, Load) and a.buffer == s.buffer and a.index == s.index}
         for e in reread:
-            if not e.dtype.is_bool and e not in self.memo:
-                v = self.b.load(self.address(e.buffer, e.index, env), align=max(1, e.dtype.itemsize))
-                self.grouped(v, e.buffer, e.index)
+            if not e.dtype.is_bool:
+                v = self.expr(e, env)   # the load, rendered once
                 frozen = ir.Instruction(self.b.block, v.type, "freeze", [v])
                 self.b._insert(frozen)
                 self.memo[e] = frozen

@@ -253,8 +253,7 @@ class Scalar:
         which a nan v leaves a defined integer (then the result is p's nan or the nan the
         scaling makes of it), where ``fptosi`` of a nan is poison."""
         b, i32 = self.b, ir.IntType(32)
-        magic = np.array(_MAGIC32).view(np.int32) if self.width == 32 else np.array(_MAGIC64).view(np.int64)
-        n = b.sub(self._bits(v), ir.Constant(self.ity, int(magic)))
+        n = b.sub(self._bits(v), ir.Constant(self.ity, self._magic_bits()))
         if self.width != 32:
             n = b.trunc(n, i32)
         fn = b.module.declare_intrinsic("llvm.ldexp", [self.t, i32], ir.FunctionType(self.t, [self.t, i32]))
@@ -276,13 +275,17 @@ class Scalar:
         mask = -(1 << 12) if self.width == 32 else -(1 << 32)
         return self._float(self.b.and_(self._bits(x), ir.Constant(self.ity, mask)))
 
+    def _magic_bits(self) -> int:
+        """The bits of the rounding constant MAGIC (1.5 * 2**23 or 1.5 * 2**52) as an integer."""
+        return int(np.array(_MAGIC32).view(np.int32) if self.width == 32 else np.array(_MAGIC64).view(np.int64))
+
     def pow2_magic(self, v: V) -> V:
         """2**n for float32 v = MAGIC + n, n within the normal exponents: v's bits end in n,
         which moves to the exponent field with the bias added (an add and a shift). A nan v
         gives some power of two, a zero or an infinity, so p * 2**n of a nan p stays that
         nan, sign and payload."""
-        b, magic = self.b, int(np.array(_MAGIC32).view(np.int32))
-        biased = b.add(self._bits(v), ir.Constant(_I32, self.bias - magic))
+        b = self.b
+        biased = b.add(self._bits(v), ir.Constant(_I32, self.bias - self._magic_bits()))
         return self._float(b.shl(biased, ir.Constant(_I32, self.mant)))
 
 
