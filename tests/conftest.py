@@ -11,7 +11,10 @@ parts in one process, one test at a time."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -37,12 +40,46 @@ EXCLUSIVE = {
 _HERE = Path(__file__).parent
 
 
+def _is_exclusive(rel: str) -> bool:
+    return any(rel == f or rel.startswith(f + "/") for f in EXCLUSIVE)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests of ``EXCLUSIVE``'s files ``exclusive``."""
     for item in items:
-        rel = Path(item.fspath).relative_to(_HERE).as_posix()
-        if any(rel == f or rel.startswith(f + "/") for f in EXCLUSIVE):
+        if _is_exclusive(Path(item.fspath).relative_to(_HERE).as_posix()):
             item.add_marker(pytest.mark.exclusive)
+
+
+@cache
+def _markexpr_can_select(markexpr: str, exclusive: bool) -> bool:
+    """Whether ``-m markexpr`` is true for some test that is (or is not) ``exclusive``,
+    whatever its other marks: every assignment of the expression's other names is tried.
+    An expression this cannot read (keyword arguments of a mark) selects."""
+    names = sorted(set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not", "exclusive"})
+    if len(names) > 8:
+        return True
+    for values in itertools.product((False, True), repeat=len(names)):
+        try:
+            if eval(markexpr, {"__builtins__": {}}, {**dict(zip(names, values)), "exclusive": exclusive}):
+                return True
+        except Exception:  # noqa: BLE001 - not a plain boolean expression of names
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out the test files of the part ``-m`` deselects whole: the exclusive part
+    collected the whole suite for its 279 tests (20 s of importing modules, rewriting
+    their asserts and building 20,000 items), and each worker of the parallel part imported
+    Ray and the servers' modules for tests it never runs."""
+    if collection_path.suffix != ".py" or not config.option.markexpr:
+        return None
+    try:
+        rel = collection_path.relative_to(_HERE).as_posix()
+    except ValueError:
+        return None
+    return True if not _markexpr_can_select(config.option.markexpr, _is_exclusive(rel)) else None
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ def _ev(e: Expr, env: dict, accs: dict, arrays: dict, memo: dict | None = None):
     # DAG (a complex power's squarings read each part of the last square twice per product),
     # which a walk of its tree would evaluate exponentially often.
     if isinstance(e, Const):
-        return scalar.np_scalar(e.value, e.dtype)
+        return scalar.bare_scalar(e.value, e.dtype)
     if isinstance(e, Var):
         return env[e.name]
     if isinstance(e, Load):
@@ -113,7 +113,7 @@ def _ev(e: Expr, env: dict, accs: dict, arrays: dict, memo: dict | None = None):
     if key in memo:
         return memo[key]
     args = [_ev(a, env, accs, arrays, memo) for a in e.args]
-    value = (args[1] if args[0] else args[2]) if e.op == "select" else scalar.reference(e.op, e.dtype)(*args)
+    value = (args[1] if args[0] else args[2]) if e.op == "select" else scalar.bare_reference(e.op, e.dtype)(*args)
     memo[key] = value
     return value
 

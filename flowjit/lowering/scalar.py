@@ -177,7 +177,31 @@ def constant(value: object, d: DType) -> Const | Pair:
 def np_scalar(value: object, d: DType) -> np.generic:
     """``value`` as a NumPy scalar of ``d``."""
     with np.errstate(all="ignore"):
-        return np.asarray(value).astype(d.np)[()]
+        return bare_scalar(value, d)
+
+
+@cache
+def _scalar_type(d: DType) -> type:
+    return d.np.type
+
+
+def bare_scalar(value: object, d: DType) -> np.generic:
+    """``np_scalar(value, d)`` without an ``np.errstate`` of its own (``bare_reference``)."""
+    # The evaluator converts every constant and op result (10^7 of them in a test file of
+    # complex functions), so a value already of ``d``'s scalar type is returned as it is, and
+    # a Python float, bool or int of ``d``'s kind goes through the scalar type's constructor,
+    # which rounds as ``astype`` does; anything else (an int out of range, which ``astype``
+    # wraps, or a NaN made an int) takes ``astype``.
+    t = _scalar_type(d)
+    kind = type(value)
+    if kind is t:
+        return value  # type: ignore[return-value]
+    if (kind is float and d.is_float) or kind is bool or (kind is int and d.is_int):
+        try:
+            return t(value)
+        except (OverflowError, ValueError):
+            pass
+    return np.asarray(value).astype(d.np)[()]
 
 
 def to_python(v: object, d: DType) -> object:
@@ -244,13 +268,27 @@ _REFERENCE.update({name: _scipy(name) for name in LIBRARY_FUNCTIONS})
 @cache
 def reference(op: str, d: DType) -> Callable[..., np.generic]:
     """The NumPy reference of ``op`` with result dtype ``d``: what every renderer computes."""
-    if op == "cast":
-        return lambda x: np_scalar(x, d)
-    fn = _REFERENCE[op]
+    bare = bare_reference(op, d)
 
     def run(*xs: np.generic) -> np.generic:
         with np.errstate(all="ignore"):
-            return np_scalar(fn(*xs), d)
+            return bare(*xs)
+    return run
+
+
+@cache
+def bare_reference(op: str, d: DType) -> Callable[..., np.generic]:
+    """``reference(op, d)`` without an ``np.errstate`` of its own, for a caller that ignores
+    floating-point errors around many calls (the loop IR's evaluator): entering one per
+    scalar op was a third of a kernel's evaluation."""
+    if op == "cast":
+        return lambda x: bare_scalar(x, d)
+    fn = _REFERENCE[op]
+    t = _scalar_type(d)
+
+    def run(*xs: np.generic) -> np.generic:
+        r = fn(*xs)
+        return r if type(r) is t else bare_scalar(r, d)
     return run
 
 

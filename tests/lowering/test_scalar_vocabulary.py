@@ -8,8 +8,12 @@ import ast
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from flowjit.ir.dtypes import dtype
 from flowjit.ir.registry import all_primitives
 from flowjit.lowering import scalar
 
@@ -70,3 +74,40 @@ def test_the_name_check_sees_comparisons_only(tmp_path):
     source.write_text('__all__ = ["matmul"]\n'
                       'def f(op):\n    if op.name == "relu" or op.role in ("gather", "x"):\n        return "tanh"\n')
     assert _compared_strings(source) == {"relu", "gather", "x"}
+
+
+_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"]
+_EDGES = [0.0, -0.0, float("nan"), float("inf"), -float("inf"), 65504.0, 65520.0, 2.0 ** -24, 3 * 2.0 ** -26,
+          2.0 ** -149, 2.0 ** -150, 1e300, True, False, -1, 255, 256, -129, 2 ** 31, 2 ** 63 - 1, -2 ** 63, 2 ** 64 - 1,
+          2 ** 60 + 2 ** 36 + 1]  # an int a float32 rounds up, but down through float64 (a tie)
+
+
+def _converted(convert, value, d):
+    with np.errstate(all="ignore"):
+        try:
+            v = convert(value, d)
+        except (OverflowError, ValueError, TypeError) as e:
+            return type(e)
+    return type(v), v.tobytes()
+
+
+def _astype(value, d):
+    return np.asarray(value).astype(d.np)[()]
+
+
+@pytest.mark.parametrize("name", _DTYPES)
+def test_a_python_number_becomes_the_scalar_astype_makes(name):
+    # The evaluator's fast conversion (the scalar type's constructor) must round, wrap and
+    # refuse as NumPy's astype does, bits and all (-0.0, a NaN, float16's halfway cases).
+    d = dtype(name)
+    for value in _EDGES:
+        for convert in (scalar.bare_scalar, scalar.np_scalar):
+            assert _converted(convert, value, d) == _converted(_astype, value, d), (value, convert)
+
+
+@settings(max_examples=300)
+@given(value=st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), st.integers(-2 ** 65, 2 ** 65)),
+       name=st.sampled_from(_DTYPES))
+def test_any_python_number_becomes_the_scalar_astype_makes(value, name):
+    d = dtype(name)
+    assert _converted(scalar.bare_scalar, value, d) == _converted(_astype, value, d)
