@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Protocol
 
 from flowjit.ir.core import Function, Op
@@ -94,7 +95,13 @@ def _no_cuda_possible() -> bool:
     (3 ms of every process's first compile)."""
     if "numba" in sys.modules or os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0"):
         return False
-    return importlib.util.find_spec("cupy") is None
+    return not _cupy_installed()
+
+
+@cache
+def _cupy_installed() -> bool:
+    # Looked up once: the search of sys.path took 0.28 ms of every trace.
+    return importlib.util.find_spec("cupy") is not None
 
 
 def devices() -> list[Device]:
