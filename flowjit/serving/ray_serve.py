@@ -16,8 +16,13 @@ from starlette.responses import Response
 
 from .server import Config, Metrics, Repository, build_app
 
+# Ray Serve finds a replica dead when a health check fails, and checks every 10 s by default:
+# a killed replica's share of requests went unanswered for up to that long before the
+# controller started its replacement. A check every 2 s is one cheap actor call.
+HEALTH_CHECK_PERIOD_S = 2.0
 
-@serve.deployment(ray_actor_options={"num_cpus": 0})
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, health_check_period_s=HEALTH_CHECK_PERIOD_S)
 class FlowjitReplica:
     """One replica: a repository polled and served by flowjit's ASGI application, called
     with each request Ray Serve's proxy hands it."""

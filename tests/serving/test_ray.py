@@ -50,8 +50,8 @@ def _replicas() -> list[int]:
     return sorted(int(p) for p in found.stdout.split())
 
 
-# About 25 s on the 2-core machine, most of it Ray Serve's start-up and the controller's
-# replacing the replica: in the default suite (under the ~30 s a test marked slow takes).
+# About 20 s on the 2-core machine, most of it Ray Serve's start-up, the load test and the
+# shutdown: in the default suite (under the ~30 s a test marked slow takes).
 def test_two_replicas_answer_alike_and_a_killed_one_is_replaced(tmp_path):
     artifact = export_mlp(tmp_path / "v1", 1)
     push(artifact, tmp_path / "models" / "mlp", force=True, log=lambda s: None)
