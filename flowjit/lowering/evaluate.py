@@ -50,72 +50,125 @@ def evaluate(k: Kernel, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarr
     for b, a in zip(k.outputs, outputs):
         arrays[b.name] = as_parts(a)
     env: dict = {s.name: np.int64(arrays[s.buffer].shape[s.dim]) for s in k.sizes}
-    for b in k.buffers:
-        if b.role == "temp":
-            arrays[b.name] = np.zeros([int(_ev(n, env, {}, arrays)) for n in b.shape], b.dtype.np)
+    plans: dict = {}
     with np.errstate(all="ignore"):
-        _run(k.body, env, {}, arrays)
+        for b in k.buffers:
+            if b.role == "temp":
+                arrays[b.name] = np.zeros([int(_ev(n, env, {}, arrays, plans)) for n in b.shape], b.dtype.np)
+        _run(k.body, env, {}, arrays, plans)
 
 
-def _run(body: tuple, env: dict, accs: dict, arrays: dict) -> None:
+def _run(body: tuple, env: dict, accs: dict, arrays: dict, plans: dict) -> None:
     for s in body:
         if isinstance(s, Loop):
-            start, stop = int(_ev(s.start, env, accs, arrays)), int(_ev(s.stop, env, accs, arrays))
+            start, stop = int(_ev(s.start, env, accs, arrays, plans)), int(_ev(s.stop, env, accs, arrays, plans))
             for i in range(start, stop, s.step):
                 inner = dict(env)
                 inner[s.var] = np.int64(i)
-                _run(s.body, inner, dict(accs), arrays)
+                _run(s.body, inner, dict(accs), arrays, plans)
         elif isinstance(s, Let):
-            env[s.name] = _ev(s.value, env, accs, arrays)
+            env[s.name] = _ev(s.value, env, accs, arrays, plans)
         elif isinstance(s, Store):
-            idx = tuple(int(_ev(i, env, accs, arrays)) for i in s.index)
+            idx = tuple(int(_ev(i, env, accs, arrays, plans)) for i in s.index)
             a = arrays[s.buffer]
-            a[np.unravel_index(_offset(idx, a.shape), a.shape)] = _ev(s.value, env, accs, arrays)
+            a[np.unravel_index(_offset(idx, a.shape), a.shape)] = _ev(s.value, env, accs, arrays, plans)
         elif isinstance(s, Accumulator):
-            accs[s.name] = _Acc(s.kind, s.dtype, _ev(s.start, env, accs, arrays))
+            accs[s.name] = _Acc(s.kind, s.dtype, _ev(s.start, env, accs, arrays, plans))
         elif isinstance(s, Update):
             acc = accs[s.name]
-            v = _ev(s.value, env, accs, arrays)
+            v = _ev(s.value, env, accs, arrays, plans)
+            # The combining expressions are built afresh each step (of constants): evaluated
+            # without a plan kept for them.
             if acc.kind in ("argmax", "argmin"):
                 wins = scalar.arg_wins(acc.kind, Const(scalar.to_python(acc.value, acc.dtype), acc.dtype),
                                        Const(scalar.to_python(v, acc.dtype), acc.dtype))
                 if not acc.found or _ev(wins, env, accs, arrays):
                     acc.value, acc.found = v, True
-                    acc.position = _ev(s.position, env, accs, arrays)
+                    acc.position = _ev(s.position, env, accs, arrays, plans)
             else:
                 step = scalar.combine(acc.kind, Const(scalar.to_python(acc.value, acc.dtype), acc.dtype),
                                       Const(scalar.to_python(v, s.value.dtype), s.value.dtype))
                 acc.value = _ev(step, env, accs, arrays)
         elif isinstance(s, If):
-            _run(s.then if _ev(s.cond, env, accs, arrays) else s.orelse, env, accs, arrays)
+            _run(s.then if _ev(s.cond, env, accs, arrays, plans) else s.orelse, env, accs, arrays, plans)
         else:
             raise TypeError(f"not a loop-IR statement: {s!r}")
 
 
-def _ev(e: Expr, env: dict, accs: dict, arrays: dict, memo: dict | None = None):
-    # ``memo``: each operation's value in this evaluation, by identity: an expression is a
-    # DAG (a complex power's squarings read each part of the last square twice per product),
-    # which a walk of its tree would evaluate exponentially often.
-    if isinstance(e, Const):
-        return scalar.bare_scalar(e.value, e.dtype)
-    if isinstance(e, Var):
-        return env[e.name]
-    if isinstance(e, Load):
-        idx = tuple(int(_ev(i, env, accs, arrays)) for i in e.index)
-        a = arrays[e.buffer]
-        return a[np.unravel_index(_offset(idx, a.shape), a.shape)]
-    if isinstance(e, AccValue):
-        acc = accs[e.name]
+def _ev(e: Expr, env: dict, accs: dict, arrays: dict, plans: dict | None = None):
+    # ``plans``: each expression's plan (``_plan``) by identity, with the expression, which
+    # keeps its identity from being reused while the plan is kept.
+    kept = plans.get(id(e)) if plans is not None else None
+    if kept is None:
+        kept = (e, _plan(e))
+        if plans is not None:
+            plans[id(e)] = kept
+    vals: list = []
+    for step in kept[1]:
+        vals.append(step(vals, env, accs, arrays))
+    return vals[-1]
+
+
+def _plan(root: Expr) -> list:
+    """``root`` as steps in evaluation order, each node of its DAG once (a complex power's
+    squarings read each part of the last square twice per product: a walk of the tree
+    would evaluate it exponentially often), each step a function of the values before it
+    (by position), the variables, the accumulators and the arrays. A constant is converted
+    once, here; an op calls its reference without an ``np.errstate`` of its own
+    (``scalar.bare_reference``: the caller ignores floating-point errors around the kernel)."""
+    steps: list = []
+    slot: dict[int, int] = {}
+
+    def visit(e: Expr) -> int:
+        key = id(e)
+        if key in slot:
+            return slot[key]
+        if isinstance(e, Const):
+            value = scalar.bare_scalar(e.value, e.dtype)
+            step = lambda vals, env, accs, arrays: value  # noqa: E731
+        elif isinstance(e, Var):
+            name = e.name
+            step = lambda vals, env, accs, arrays: env[name]  # noqa: E731
+        elif isinstance(e, Load):
+            step = _load_step(e.buffer, [visit(i) for i in e.index])
+        elif isinstance(e, AccValue):
+            step = _acc_step(e.name)
+        else:
+            assert isinstance(e, Prim)
+            step = _prim_step(e.op, e.dtype, [visit(a) for a in e.args])
+        slot[key] = len(steps)
+        steps.append(step)
+        return slot[key]
+    visit(root)
+    return steps
+
+
+def _load_step(buffer: str, index: list[int]):
+    def step(vals, env, accs, arrays):
+        a = arrays[buffer]
+        return a[np.unravel_index(_offset(tuple(int(vals[i]) for i in index), a.shape), a.shape)]
+    return step
+
+
+def _acc_step(name: str):
+    def step(vals, env, accs, arrays):
+        acc = accs[name]
         return acc.position if acc.kind in ("argmax", "argmin") else acc.value
-    assert isinstance(e, Prim)
-    memo = {} if memo is None else memo
-    key = id(e)
-    if key in memo:
-        return memo[key]
-    args = [_ev(a, env, accs, arrays, memo) for a in e.args]
-    value = (args[1] if args[0] else args[2]) if e.op == "select" else scalar.bare_reference(e.op, e.dtype)(*args)
-    memo[key] = value
-    return value
+    return step
+
+
+def _prim_step(op: str, d, args: list[int]):
+    if op == "select":
+        c, a, b = args
+        return lambda vals, env, accs, arrays: vals[a] if vals[c] else vals[b]
+    fn = scalar.bare_reference(op, d)
+    if len(args) == 1:
+        (a,) = args
+        return lambda vals, env, accs, arrays: fn(vals[a])
+    if len(args) == 2:
+        a, b = args
+        return lambda vals, env, accs, arrays: fn(vals[a], vals[b])
+    return lambda vals, env, accs, arrays: fn(*[vals[i] for i in args])
 
 
 def evaluate_index(e: Expr, env: Mapping[str, int]) -> int | None:
