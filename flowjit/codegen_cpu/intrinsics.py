@@ -49,7 +49,7 @@ import numpy as np
 from llvmlite import ir
 
 # The version of the algorithms here (in kernel cache keys).
-VERSION = 17
+VERSION = 18
 
 PREFIX = "fj."
 
@@ -280,13 +280,13 @@ class Scalar:
         return int(np.array(_MAGIC32).view(np.int32) if self.width == 32 else np.array(_MAGIC64).view(np.int64))
 
     def pow2_magic(self, v: V) -> V:
-        """2**n for float32 v = MAGIC + n, n within the normal exponents: v's bits end in n,
-        which moves to the exponent field with the bias added (an add and a shift). A nan v
+        """2**n for v = MAGIC + n, n within the normal exponents: v's bits end in n, which
+        moves to the exponent field with the bias added (an add and a shift). A nan v
         gives some power of two, a zero or an infinity, so p * 2**n of a nan p stays that
         nan, sign and payload."""
         b = self.b
-        biased = b.add(self._bits(v), ir.Constant(_I32, self.bias - self._magic_bits()))
-        return self._float(b.shl(biased, ir.Constant(_I32, self.mant)))
+        biased = b.add(self._bits(v), ir.Constant(self.ity, self.bias - self._magic_bits()))
+        return self._float(b.shl(biased, ir.Constant(self.ity, self.mant)))
 
 
 def poly(f: Scalar, x: V, cs: Sequence[Num], fused: bool = False) -> V:
@@ -331,9 +331,9 @@ def _exp32_mid(f: Scalar, hi: V, lo: V) -> V:
 
 
 def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
-    """exp(hi + lo) for small lo; 2**n applied as two normal factors, or by one ``ldexp``
-    where native, which a nan hi goes through as a nan (its clamps keep hi where their
-    compare is false); without it hi must not be a nan."""
+    """exp(hi + lo) for small lo; 2**n applied as two normal factors made from the magic
+    roundings' bits, or by one ``ldexp`` where native: a nan hi goes through either as a
+    nan (its clamps keep hi where their compare is false)."""
     h = f.sel(hi > _E64_HI, _E64_HI, hi)
     h = f.sel(h < _E64_LO, _E64_LO, h)
     v = (h + lo) * _LOG2E64 + _MAGIC64
@@ -342,16 +342,16 @@ def _exp64_hl(f: Scalar, hi: V, lo: Num) -> V:
     p = 1.0 + (r + (r * r) * poly(f, r, _EXP64, fused=True))
     if f.native_ldexp:
         return f.ldexp_magic(p, v)
-    n1 = (nf * 0.5 + _MAGIC64) - _MAGIC64
-    return (p * f.pow2(n1)) * f.pow2(nf - n1)
+    # 2**n = 2**n1 * 2**(n - n1), n1 = round(n / 2), both normal. Each factor from the bits
+    # of a MAGIC + k (``pow2_magic``): converting n with fptosi, as this did until
+    # 2026-12-05, was poison for a nan, so exp64 selected a nan argument to 0 and back.
+    v1 = nf * 0.5 + _MAGIC64
+    return (p * f.pow2_magic(v1)) * f.pow2_magic(v - (v1 - _MAGIC64))
 
 
 def exp64(f: Scalar, x: V) -> V:
-    """exp in float64 (scalar_math.exp64, 1 ulp)."""
-    if f.native_ldexp:   # a nan goes through as a nan (no compare and blends)
-        return _exp64_hl(f, x, 0.0)
-    y = _exp64_hl(f, f.sel(x == x, x, 0.0), 0.0)
-    return f.sel(x == x, y, x)
+    """exp in float64 (scalar_math.exp64, 1 ulp); a nan goes through as that nan."""
+    return _exp64_hl(f, x, 0.0)
 
 
 # ---- expm1 ----------------------------------------------------------------------------

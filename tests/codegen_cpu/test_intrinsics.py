@@ -404,8 +404,7 @@ def test_scaling_by_native_ldexp_gives_the_same_bits(op, x32, x64):
     the same bits as with the two exact power-of-two factors, subnormal and overflowing
     results included (on a CPU without AVX-512 the ldexp is libm's, as exact). A NaN keeps
     its sign and payload; exp's carries its NaN through the arithmetic, which quiets a
-    signalling one (as NumPy's exp does; float32's two-factor form too, float64's returns
-    the argument itself)."""
+    signalling one (as NumPy's exp does; the two-factor forms too)."""
     for x in (domain(op, x32), domain(op, x64)):
         got, want = run(op, x, native_ldexp=True), run(op, x)
         u = f"u{x.itemsize}"
@@ -423,6 +422,15 @@ def test_float32_exp_carries_a_nan_through_its_two_factors_without_a_compare():
     (adding n into the polynomial's bits, as it had, could make a number of a NaN)."""
     asm = jit.compile_assembly(loop_module("exp.f32", np.float32, native_fma=True), jit.host_target("znver3"))
     assert "vfmadd" in asm and not re.search(r"vcmp(un)?ordps", asm), asm
+
+
+def test_float64_exp_carries_a_nan_through_its_two_factors_without_a_compare():
+    """Float64 exp on AVX2 makes its two power-of-two factors from the magic roundings' bits
+    (integer adds and shifts, defined for a NaN) where it had converted n with ``fptosi``
+    (poison for a NaN), so it selected a NaN argument to 0 before and back after: no
+    ordered/unordered compare and blend, no float-to-integer conversion."""
+    asm = jit.compile_assembly(loop_module("exp.f64", np.float64, native_fma=True), jit.host_target("znver3"))
+    assert "vfmadd" in asm and not re.search(r"vcmp(un)?ordpd|vcvttpd2dq", asm), asm
 
 
 @pytest.mark.parametrize("cpu,native", [("skylake-avx512", True), ("x86-64-v4", True), ("x86-64-v3", False),
