@@ -16,6 +16,7 @@ import pytest
 import flowjit as fj
 from flowjit.codegen_cpu import jit
 from flowjit.ir.registry import get
+from flowjit.runtime import devices as devices_module
 from flowjit.runtime.multi_device import MultiDeviceExecutable
 
 
@@ -171,8 +172,9 @@ def test_a_device_equals_its_name_and_cpu_0_equals_numpys_cpu():
 def test_a_compile_does_not_search_the_path_for_cupy_each_time(monkeypatch):
     # Whether cupy is installed was looked up on sys.path at every trace (0.28 ms a compile,
     # 52,000 stat calls in one test file); an installation does not change under a process.
-    from flowjit.runtime import devices as devices_module
-
+    # (The lookup happens only while numba is not loaded and the simulator not asked for.)
+    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     devices_module.device_names()
     searched = []
     real = importlib.util.find_spec
