@@ -386,6 +386,19 @@ def test_zoo_models_give_the_same_logits_compiled_interpreted_and_in_jax():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{model} (JAX)")
 
 
+def test_a_new_process_ratio_pairs_the_processes_of_each_round():
+    """The zoo's new-process ratios are the median of each round's own ratio: two slow rounds
+    of one library (a slow spell of the machine) against the other's slow and quiet ones do
+    not make it look slower, as the ratio of the two medians would (1.60 / 1.25 = 1.28x)."""
+    from bench.workloads.models import paired_ratio
+    fj = {0: {"s": 1.00}, 1: {"s": 1.60}, 2: {"s": 1.60}}
+    jax = {0: {"s": 1.20}, 1: {"s": 1.90}, 2: {"s": 1.25}}
+    assert paired_ratio(fj, jax, "s") == "0.84x"        # median of 0.83, 0.84, 1.28
+    # only the rounds both ran (a failed child leaves its round out), with another key for b
+    assert paired_ratio({0: {"a": 3.0}, 2: {"a": 4.0}}, {1: {"b": 1.0}, 2: {"b": 2.0}}, "a", "b") == "2.00x"
+    assert paired_ratio({0: {"s": 1.0}}, {1: {"s": 1.0}}, "s") == "—"
+
+
 # The quick models workload compiles ten functions per library and starts four processes (16 s);
 # the zoo's results are checked in the default suite by the test above.
 @pytest.mark.slow

@@ -19,7 +19,11 @@ namespace and a small adapter table). Six tables:
   ``TORCHINDUCTOR_CACHE_DIR`` in a new temporary directory), then warm (another new process
   with the caches the cold one left), in three rounds that alternate the libraries, each
   cell the median round's (one round with ``--quick``): a single new process moved with the
-  machine by 20% and more. The machine code of flowjit's own runtime beside the package
+  machine by 20% and more. Each ratio of these tables (flowjit/JAX, loaded/idle) is the
+  median of the rounds' own ratios (``paired_ratio``): a round's processes run seconds
+  apart, and the host's slow spells (a minute or more, both libraries 20-40% slower) then
+  touch both sides of a ratio or neither, where the ratio of two medians could set one
+  library's slow spell against the other's quiet rounds. The machine code of flowjit's own runtime beside the package
   (the native pool, the GEMMs over it, the programs' entry points:
   ``objcache.runtime_directory()``), compiled once per installation, stays, as Python's
   bytecode and jaxlib's prebuilt runtime do.
@@ -29,10 +33,10 @@ namespace and a small adapter table). Six tables:
   every library in one process, where one library's large frees raise glibc's mmap
   threshold for the others; alone, flowjit's mid-sized results once page-faulted every call.
 - the same beside two busy processes: a third new process with the warm caches, started
-  while two ``while True`` processes spin on the same cores, and loaded/idle over the
-  table before. The loaded table runs every library in the bench's one process, where the
-  other libraries' thread pools share the cores' time too; here a library has the process
-  to itself, as a user's job does.
+  while two ``while True`` processes spin on the same cores (started for each round, right
+  after its idle processes), and loaded/idle over the table before. The loaded table runs
+  every library in the bench's one process, where the other libraries' thread pools share
+  the cores' time too; here a library has the process to itself, as a user's job does.
 - peak memory: the peak resident set (``VmHWM``; native memory included, which tracemalloc
   does not see) of the warm child after its first calls, and in parentheses
   what the calls added over the peak after import and setup. Not ``ru_maxrss``: Linux hands
@@ -74,14 +78,16 @@ ALONE_S = (0.1, 0.4)     # and calls for this long (quick, full): the steady sta
 TIMEOUT_S = 900
 TITLES = {"steady": "Model zoo: steady state (median per call, no load added)",
           "loaded": "Model zoo: steady state with two busy processes on the same cores",
-          "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left)",
+          "first": "Model zoo: first call in a new process (cold: empty caches; warm: the caches the cold one left; "
+                   "flowjit/JAX: the median of the rounds' ratios)",
           "alone": "Model zoo: steady state in a process of its own (the warm new process: median per call "
                    "after the first two; in parentheses: minor page faults per call; then the process's CPU "
-                   "time per call, every thread, its mean over the calls)",
+                   "time per call, every thread, its mean over the calls; flowjit/JAX: the median of the "
+                   "rounds' ratios)",
           "alone_loaded": "Model zoo: steady state in a process of its own beside two busy processes (a third "
                           "new process with the warm caches, started with two `while True` processes on the same "
-                          "cores: median per call after the first two, and its CPU time per call; loaded/idle "
-                          "over the table above)",
+                          "cores right after each round's idle ones: median per call after the first two, and its "
+                          "CPU time per call; loaded/idle over the table above, the median of the rounds' ratios)",
           "memory": "Model zoo: peak memory of a new process (peak RSS, VmHWM, after the first calls; in "
                     "parentheses: over the peak after import and setup)"}
 
@@ -403,11 +409,25 @@ def _middle(runs: list[dict], key: str) -> dict:
     return sorted(runs, key=lambda r: r[key])[len(runs) // 2]
 
 
+def paired_ratio(a: dict[int, dict], b: dict[int, dict], key: str, key_b: str | None = None) -> str:
+    """The median over the rounds both ran of ``a[round][key] / b[round][key_b or key]``: two
+    processes of one round ran seconds apart, where the machine's slow spells (a minute or
+    more: the host's other load on the vCPUs' cores) touched both or neither; the cells'
+    medians come from rounds apart, so their ratio can pit a slow spell against a quiet one.
+    "—" when no round has both."""
+    rounds = sorted(set(a) & set(b))
+    ratios = [a[r][key] / b[r][key_b or key] for r in rounds if b[r][key_b or key] > 0]
+    if not ratios:
+        return "—"
+    return f"{float(np.median(ratios)):.2f}x"
+
+
 def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
     """The first-call, process-of-its-own and memory tables: per library a cold and a warm
     child (torch eager compiles nothing: one child), each pair in a new temporary cache
-    directory, for NEW_PROCESS_ROUNDS rounds that alternate the libraries; then, beside two
-    busy processes, a warm child per library and round. Each cell is the median round's."""
+    directory, then, beside two busy processes started for it, a warm child per library, for
+    NEW_PROCESS_ROUNDS rounds that alternate the libraries. Each cell is the median round's;
+    each ratio (flowjit/JAX, loaded/idle) the median of the rounds' own (``paired_ratio``)."""
     first_rows: list[ModelRow] = []
     alone_rows: list[ModelRow] = []
     memory_rows: list[ModelRow] = []
@@ -432,11 +452,11 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
             except Skip as e:
                 for r in (first, alone, loaded, memory):
                     r.cells[impl] = Cell(text=f"skipped: {e}", skipped=True)
-        runs: dict[tuple[str, str], list[dict]] = {}
-        last_cache: dict[str, str] = {}
+        # (library, which) -> round -> the child's results
+        runs: dict[tuple[str, str], dict[int, dict]] = {}
         caches: list[str] = []
 
-        def run(impl: str, head: str, which: str, cache: str) -> None:
+        def run(impl: str, head: str, which: str, cache: str, round_: int) -> None:
             ctx.log(f"  {label}: {head}: new process, {which}")
             res = child(ctx, impl, model, mode, cache)
             if "error" in res:
@@ -445,34 +465,39 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                 target.cells[impl if which == "loaded" else f"{impl}:{which}"] = Cell(
                     text=f"ERROR {res['error'][:100]}", error=res["error"])
                 return
-            runs.setdefault((impl, which), []).append(res)
+            runs.setdefault((impl, which), {})[round_] = res
         try:
-            for _ in range(rounds):
+            for round_ in range(rounds):
+                last_cache: dict[str, str] = {}
                 for impl, head in runnable:
                     cache = tempfile.mkdtemp(prefix=f"bench_models_{impl}_")
                     caches.append(cache)
                     last_cache[impl] = cache
                     for which in (("cold",) if impl == "torch" else ("cold", "warm")):
-                        run(impl, head, which, cache)
-            busy = Busy(2)
-            try:
-                for _ in range(rounds):
+                        run(impl, head, which, cache, round_)
+                # Right after the round's idle processes, so that its loaded/idle compares
+                # processes seconds apart (the steady tables' rows do the same).
+                busy = Busy(2)
+                try:
                     for impl, head in runnable:
-                        run(impl, head, "loaded", last_cache[impl])
-            finally:
-                busy.stop()
+                        run(impl, head, "loaded", last_cache[impl], round_)
+                finally:
+                    busy.stop()
         finally:
             for cache in caches:
                 shutil.rmtree(cache, ignore_errors=True)
+
+        def steady_runs(impl: str) -> dict[int, dict]:   # torch eager: its one child
+            return runs.get((impl, "cold" if impl == "torch" else "warm"), {})
         for impl, _ in runnable:
             # A round that failed keeps its ERROR cell (its traceback is in ctx.errors).
             for which in ("cold", "warm"):
                 if runs.get((impl, which)) and f"{impl}:{which}" not in first.cells:
-                    res = _middle(runs[impl, which], "first_s")
+                    res = _middle(list(runs[impl, which].values()), "first_s")
                     first.cells[f"{impl}:{which}"] = Cell(
                         seconds=res["first_s"], text=f"{fmt_time(res['first_s'], 'ms')} "
                                                      f"(2nd {fmt_time(res['second_s'], 'ms')})")
-            warm = runs.get((impl, "cold" if impl == "torch" else "warm"))   # torch eager: one child
+            warm = list(steady_runs(impl).values())
             if warm:
                 res = _middle(warm, "alone_s")
                 alone.cells[impl] = Cell(seconds=res["alone_s"], text=f"{fmt_time(res['alone_s'], 'ms')} "
@@ -485,14 +510,20 @@ def new_process_rows(ctx: Ctx, pairs: list[tuple[str, str]]) -> list[ModelRow]:
                     c = warm[-1]["cache"]
                     first.note = f"flowjit warm: compiled {c['compiled']}, loaded {c['loaded']} from disk"
             if runs.get((impl, "loaded")) and impl in alone.cells and impl not in loaded.cells:
-                res = _middle(runs[impl, "loaded"], "alone_s")
+                res = _middle(list(runs[impl, "loaded"].values()), "alone_s")
                 loaded.cells[impl] = Cell(seconds=res["alone_s"], text=fmt_time(res["alone_s"], "ms") + _cpu(res))
-                loaded.cells[impl + "/idle"] = Cell(text=_ratio(loaded.cells[impl], alone.cells[impl]))
-        first.fj_jax = [_ratio(first.cells.get("fj:cold"), first.cells.get("jax:cold")),
-                        _ratio(first.cells.get("fj:warm"), first.cells.get("jax:warm"))]
-        memory.fj_jax = [_ratio(memory.cells.get("fj"), memory.cells.get("jax"))]
-        alone.fj_jax = [_ratio(alone.cells.get("fj"), alone.cells.get("jax"))]
-        loaded.fj_jax = [_ratio(loaded.cells.get("fj"), loaded.cells.get("jax"))]
+                loaded.cells[impl + "/idle"] = Cell(text=paired_ratio(runs[impl, "loaded"], steady_runs(impl),
+                                                                      "alone_s"))
+
+        def fj_jax(row: ModelRow, suffix: str, which: str, key: str) -> str:
+            # No ratio where either cell is missing or an ERROR (as ``_ratio``).
+            if not all((c := row.cells.get(impl + suffix)) is not None and c.ok for impl in ("fj", "jax")):
+                return "—"
+            return paired_ratio(runs.get(("fj", which), {}), runs.get(("jax", which), {}), key)
+        first.fj_jax = [fj_jax(first, ":cold", "cold", "first_s"), fj_jax(first, ":warm", "warm", "first_s")]
+        memory.fj_jax = [fj_jax(memory, "", "warm", "rss_peak")]
+        alone.fj_jax = [fj_jax(alone, "", "warm", "alone_s")]
+        loaded.fj_jax = [fj_jax(loaded, "", "loaded", "alone_s")]
         first_rows.append(first)
         alone_rows += [alone, loaded]
         memory_rows.append(memory)
@@ -559,9 +590,11 @@ def render(ctx: Ctx, rows: list[Row]) -> list[str]:
         lines += ["Models (bench/workloads/zoo.py, each written once for every library): inference is the "
                   "model's logits; train is one Adam step (softmax cross entropy, the library's own autodiff). "
                   "Each column's first result is checked against flowjit's interpreter (logits; the first step's "
-                  "loss). flowjit/JAX: flowjit's median over JAX jit's. native: whether flowjit ran the function "
+                  "loss). flowjit/JAX: flowjit's median over JAX jit's (in the new-process tables, the median of "
+                  "the rounds' ratios). native: whether flowjit ran the function "
                   "as one native program, or what kept it on the Python driver. loaded/idle: the library's median "
-                  "beside two busy processes over its idle median. CPU (steady and loaded tables): the bench "
+                  "beside two busy processes over its idle median (in the new-process table, the median of the "
+                  "rounds' ratios). CPU (steady and loaded tables): the bench "
                   "process's CPU time (every thread) over the wall time of the library's timed calls: beside "
                   "two busy processes on two cores a fair share is one core for a program with two runnable "
                   "threads, and between half a core and one for a program running on one thread, "
