@@ -23,10 +23,10 @@ namespace and a small adapter table). Six tables:
   median of the rounds' own ratios (``paired_ratio``): a round's processes run seconds
   apart, and the host's slow spells (a minute or more, both libraries 20-40% slower) then
   touch both sides of a ratio or neither, where the ratio of two medians could set one
-  library's slow spell against the other's quiet rounds. The machine code of flowjit's own runtime beside the package
-  (the native pool, the GEMMs over it, the programs' entry points:
-  ``objcache.runtime_directory()``), compiled once per installation, stays, as Python's
-  bytecode and jaxlib's prebuilt runtime do.
+  library's slow spell against the other's quiet rounds. The machine code of flowjit's own
+  runtime beside the package (the native pool, the GEMMs over it, the programs' entry
+  points: ``objcache.runtime_directory()``), compiled once per installation, stays, as
+  Python's bytecode and jaxlib's prebuilt runtime do.
 - the steady state of the warm new process, a library alone in its process: the median
   per call after the first two, the minor page faults per call and the CPU time per call
   (every thread's: at the same wall time, more CPU is more work or spinning, not waiting). The first table runs
