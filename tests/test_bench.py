@@ -394,8 +394,8 @@ def test_a_new_process_ratio_pairs_the_processes_of_each_round():
     fj = {0: {"s": 1.00}, 1: {"s": 1.60}, 2: {"s": 1.60}}
     jax = {0: {"s": 1.20}, 1: {"s": 1.90}, 2: {"s": 1.25}}
     assert paired_ratio(fj, jax, "s") == "0.84x"        # median of 0.83, 0.84, 1.28
-    # only the rounds both ran (a failed child leaves its round out), with another key for b
-    assert paired_ratio({0: {"a": 3.0}, 2: {"a": 4.0}}, {1: {"b": 1.0}, 2: {"b": 2.0}}, "a", "b") == "2.00x"
+    # only the rounds both ran (a failed child leaves its round out)
+    assert paired_ratio({0: {"s": 3.0}, 2: {"s": 4.0}}, {1: {"s": 1.0}, 2: {"s": 2.0}}, "s") == "2.00x"
     assert paired_ratio({0: {"s": 1.0}}, {1: {"s": 1.0}}, "s") == "—"
 
 

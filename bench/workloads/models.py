@@ -409,14 +409,14 @@ def _middle(runs: list[dict], key: str) -> dict:
     return sorted(runs, key=lambda r: r[key])[len(runs) // 2]
 
 
-def paired_ratio(a: dict[int, dict], b: dict[int, dict], key: str, key_b: str | None = None) -> str:
-    """The median over the rounds both ran of ``a[round][key] / b[round][key_b or key]``: two
+def paired_ratio(a: dict[int, dict], b: dict[int, dict], key: str) -> str:
+    """The median over the rounds both ran of ``a[round][key] / b[round][key]``: two
     processes of one round ran seconds apart, where the machine's slow spells (a minute or
     more: the host's other load on the vCPUs' cores) touched both or neither; the cells'
     medians come from rounds apart, so their ratio can pit a slow spell against a quiet one.
     "—" when no round has both."""
     rounds = sorted(set(a) & set(b))
-    ratios = [a[r][key] / b[r][key_b or key] for r in rounds if b[r][key_b or key] > 0]
+    ratios = [a[r][key] / b[r][key] for r in rounds if b[r][key] > 0]
     if not ratios:
         return "—"
     return f"{float(np.median(ratios)):.2f}x"
